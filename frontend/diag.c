@@ -1,0 +1,85 @@
+// frontend/diag.c -- diagnostics: `file:line:col: error: message`, then the
+// source line and a caret under the column, then notes.
+//
+// Errors stop the frontend: diag_fail longjmps to the entry point, which
+// returns NULL.  Everything the frontend built lives in arenas owned by the
+// entry point, so no cleanup code is needed on the way out (the condition
+// that makes Lua's longjmp style safe).
+#include <string.h>
+
+#include "frontend.h"
+
+// Prints the source line of `sl` and a caret under its column.  Tabs are
+// kept in the caret line so that it lines up in any terminal.
+static void
+print_caret(FILE *f, const SrcFile *file, const SrcLoc *sl)
+{
+	const char *p = file->text, *end = file->text + file->len;
+	for (uint32_t line = 1; line < sl->line && p < end; p++)
+		if (*p == '\n')
+			line++;
+	const char *e = p;
+	while (e < end && *e != '\n')
+		e++;
+	fprintf(f, "%.*s\n", (int)(e - p), p);
+	for (uint32_t c = 1; c < sl->col && p + c - 1 < e; c++)
+		fputc(p[c - 1] == '\t' ? '\t' : ' ', f);
+	fputs("^\n", f);
+}
+
+void
+diag_report(Diag *d, Loc loc, const char *kind, const char *fmt, va_list ap)
+{
+	if (!d->out)
+		return;
+	const SrcLoc *sl = d->src && loc && loc < d->src->nloc ? &d->src->loc[loc] : NULL;
+	if (sl) {
+		const SrcFile *file = &d->src->file[sl->file];
+		fprintf(d->out, "%s:%u:%u: %s: ", file->name, sl->line, sl->col, kind);
+		vfprintf(d->out, fmt, ap);
+		fputc('\n', d->out);
+		print_caret(d->out, file, sl);
+	} else {
+		const char *name = d->src && d->src->nfile ? d->src->file[d->src->nfile - 1].name : "fadc";
+		fprintf(d->out, "%s: %s: ", name, kind);
+		vfprintf(d->out, fmt, ap);
+		fputc('\n', d->out);
+	}
+}
+
+void
+diag_emit(Diag *d, Loc loc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	diag_report(d, loc, "error", fmt, ap);
+	va_end(ap);
+	d->nerror++;
+}
+
+void
+diag_note(Diag *d, Loc loc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	diag_report(d, loc, "note", fmt, ap);
+	va_end(ap);
+}
+
+void
+diag_fail(Diag *d)
+{
+	FADC_ASSERT(d->jmp, "diag_fail outside a frontend entry point");
+	longjmp(*d->jmp, 1);
+}
+
+void
+diag_error(Diag *d, Loc loc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	diag_report(d, loc, "error", fmt, ap);
+	va_end(ap);
+	d->nerror++;
+	diag_fail(d);
+}

@@ -1,0 +1,74 @@
+// frontend/frontend.h -- IR text to Module: lexer, parser, diagnostics.
+//
+// Diagnostics are `file:line:col: error: message`, then the source line and
+// a caret, then notes.  The parser stops at the first error: diag_error()
+// longjmps back to fe_parse_*(), which returns NULL; everything lives in
+// arenas, so nothing needs unwinding.
+#ifndef FADC_FRONTEND_H
+#define FADC_FRONTEND_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "ir.h"
+
+typedef struct FeOptions {
+	const char *const *defines; // "NAME=VALUE" overrides of `let` sizes (-D)
+	int ndefines;
+	FILE *diag; // where diagnostics go; NULL: nowhere (the fuzzer)
+	int no_prelude; // do not load the prelude of composites
+} FeOptions;
+
+// Parses a file / a buffer into a module; NULL after a diagnostic.
+Module *fe_parse_file(const char *path, const FeOptions *o);
+Module *fe_parse_string(const char *name, const char *text, size_t len, const FeOptions *o);
+
+// ---------------------------------------------------------------- diag.c
+typedef struct Diag {
+	FILE *out;
+	const SrcMap *src;
+	jmp_buf *jmp; // where diag_error returns to; NULL: it returns normally
+	int nerror;
+} Diag;
+
+// An error is printed with diag_emit, its notes with diag_note, and then
+// diag_fail returns to the entry point; diag_error does all three for an
+// error without notes.  Loc 0 prints "file: error:" without a position
+// (errors about the command line).
+void diag_report(Diag *d, Loc loc, const char *kind, const char *fmt, va_list ap);
+void diag_emit(Diag *d, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void diag_note(Diag *d, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+_Noreturn void diag_fail(Diag *d);
+_Noreturn void diag_error(Diag *d, Loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+// ---------------------------------------------------------------- lex.c
+typedef enum TokKind {
+	T_EOF,
+	T_NEWLINE, // ends a statement (only outside parentheses and brackets)
+	T_IDENT, // names, possibly dotted (layer1.0.conv1.weight) or %-names (%12)
+	T_INT,
+	T_FLOAT,
+	T_PUNCT, // operators and punctuation: text holds it
+} TokKind;
+
+typedef struct Token {
+	TokKind kind;
+	Loc loc;
+	const char *text; // into the source text (not terminated: use len)
+	uint32_t len;
+	int64_t ival;
+	double fval;
+} Token;
+
+// Lexes a whole file that was added to the source map as `file`.
+// Returns the token array (ending with T_EOF) in d's arena.
+Token *fe_lex(Diag *d, SrcMap *src, uint32_t file, uint32_t *ntok);
+int fe_tok_is(const Token *t, const char *s); // identifier or punctuation equal to s
+
+// The prelude, embedded at build time from frontend/prelude.ir.
+extern const char fe_prelude_text[];
+extern const size_t fe_prelude_len;
+
+#endif

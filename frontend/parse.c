@@ -1,0 +1,2802 @@
+// frontend/parse.c -- the parser: tokens to a Module, building graphs as it
+// goes (there is no AST).
+//
+// Main ideas:
+//  - Expressions evaluate to Vals: either a graph node or a compile-time
+//    value (an integer, a float, a list, a name not yet resolved).  Numbers
+//    stay compile-time until they meet a tensor, then become a `full` of the
+//    tensor's dtype and shape (NumPy's "weak" scalars), so `2 * x` is f32
+//    when x is.  Shapes and attributes are compile-time integer expressions.
+//  - Broadcasting and dtype promotion are made explicit here (`broadcast`
+//    and `cast` nodes): the ops of the graph take equal shapes and dtypes.
+//  - Functions (`def`) are inlined: a call re-parses the function's tokens in
+//    a fresh scope with the arguments bound.  A function used as the body
+//    of a `scan` is parsed once more into a graph of its own.
+//  - In-place forms are functionalized on the fly.  A variable is a name
+//    bound to a value; a view (`y = x[0:2]`, or `y = x`) remembers its base,
+//    so that writing through either updates both, as PyTorch's aliasing
+//    does.  A mutated input of `forward` becomes a write-back output.
+//  - Errors: perr() prints the diagnostic, a note per inlined call site and
+//    per named operand, then longjmps out (frontend.h).
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend.h"
+
+typedef enum VKind {
+	V_NONE,
+	V_NODE, // a tensor: a node of the current graph
+	V_INT,
+	V_FLOAT,
+	V_BOOL,
+	V_LIST, // [a, b, ...]
+	V_TUPLE, // several values returned by a function
+	V_IDENT, // a name that did not resolve to a value: a function, a parameter
+	         // prefix, an enum or dtype name; an error if used as a value
+	V_PARAMS, // a parameter prefix bound to a `params` argument
+} VKind;
+
+typedef struct Var Var;
+
+typedef struct Val {
+	VKind k;
+	Loc loc;
+	NodeId n;
+	int64_t i;
+	double f;
+	struct Val *item;
+	int nitem;
+	const char *s; // V_IDENT: the name; V_PARAMS: the prefix
+	// Where a value came from, for notes and views: the variable it was
+	// read from, and for `x[...]` the view spec of the slice.
+	Var *var;
+	int isview; // var, slice and drop describe how to read it from var
+	Attrs slice; // slice attributes (start, end, step) on var's value
+	int ndrop; // axes dropped by integer indexing
+	int8_t drop[IR_MAXDIM];
+} Val;
+
+// A variable of a function scope.  A view reads its value from its base
+// (another variable, possibly of a caller's scope) whenever the base has
+// changed since; writing through a view updates the base.
+struct Var {
+	const char *name;
+	Loc loc;
+	Val v; // current value (for a view: as of base version `basever`)
+	int version;
+	Var *base; // non-NULL: a view of base
+	Attrs slice; // the view's slice of base (start, end, step)
+	int ndrop;
+	int8_t drop[IR_MAXDIM];
+	int basever;
+	int input; // index into the graph's inputs when it is (an alias of) one, else -1
+	int mutated; // written in place: a write-back output if input >= 0
+};
+
+typedef struct Scope {
+	Var **var;
+	uint32_t nvar, cvar;
+	Loc callsite; // 0 for the outermost scope
+	const char *fname; // the function being inlined, or NULL
+} Scope;
+
+typedef struct DefArg {
+	const char *name;
+	Loc loc;
+	enum { A_ANY, A_TENSOR, A_INT, A_FLOAT, A_PARAMS } kind;
+	uint32_t type_tok; // A_TENSOR: index of the dtype token
+	uint32_t def_tok; // index of the default expression, 0 if none
+} DefArg;
+
+typedef struct Def {
+	const char *name;
+	Loc loc;
+	Token *tok; // the token array of its file
+	uint32_t body; // index of '{'
+	uint32_t ret_tok; // index after '->', 0 if no return type
+	DefArg arg[32];
+	int narg;
+	int prelude;
+} Def;
+
+typedef enum Mode { M_FORWARD, M_INIT, M_BODY } Mode;
+
+typedef struct P {
+	Diag d;
+	jmp_buf jmp;
+	const FeOptions *o;
+	Module *m;
+	Arena *a;
+	Token *tok; // current token array
+	uint32_t pos;
+	Graph *g; // the graph being built
+	Mode mode;
+	Scope *sc;
+	int curdecl; // M_INIT: the declaration being initialized
+	Shape init_shape; // M_INIT: its type, for factories without shape=
+	DType init_dtype;
+	NodeId *declnode; // M_FORWARD: decl index -> input node
+	NodeId *initnode; // M_INIT: decl index -> input node of the init graph
+	Def *def;
+	uint32_t ndef, cdef;
+	int *defused; // per -D option
+	Loc calls[64]; // inlined call sites, innermost last
+	int ncall;
+	Var **declvar; // M_FORWARD: decl index -> its variable (made on first use)
+	Var **inputvar; // variables of forward's inputs, for write-backs
+	uint32_t ninputvar, cinputvar;
+	const char *retname[64]; // `return v as name`
+	const char *retwb[64]; // `return v -> input`
+	int nret;
+	char err[512];
+} P;
+
+static Val parse_expr(P *p);
+static void parse_block(P *p, Val *ret, Loc *retloc);
+static Val call(P *p, const char *name, Loc loc, Val *args, const char **kw, int nargs);
+
+// ---------------------------------------------------------------- errors
+
+static void
+note_calls(P *p)
+{
+	for (int i = p->ncall - 1; i >= 0; i--)
+		diag_note(&p->d, p->calls[i], "inlined from here");
+}
+
+static _Noreturn void perr(P *p, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static _Noreturn void
+perr(P *p, Loc loc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	diag_report(&p->d, loc, "error", fmt, ap);
+	va_end(ap);
+	p->d.nerror++;
+	note_calls(p);
+	diag_fail(&p->d);
+}
+
+static void
+type_str(P *p, NodeId n, char *buf, size_t len)
+{
+	ir_type_str((DType)p->g->node[n].dtype, ir_shape(p->g, n), buf, len);
+}
+
+// An op could not be built: the rule's message at the call, then a note
+// for every operand that is a named variable or declaration.
+static _Noreturn void
+op_error(P *p, Loc loc, const Val *ops, int nops)
+{
+	diag_emit(&p->d, loc, "%s", p->err);
+	for (int i = 0; i < nops; i++) {
+		const Val *v = &ops[i];
+		if (v->k != V_NODE || !v->var || !v->var->loc)
+			continue;
+		char t[200];
+		type_str(p, v->n, t, sizeof t);
+		diag_note(&p->d, v->var->loc, "'%s' declared here as %s", v->var->name, t);
+	}
+	note_calls(p);
+	diag_fail(&p->d);
+}
+
+// ---------------------------------------------------------------- tokens
+
+static Token *
+peek(P *p)
+{
+	return &p->tok[p->pos];
+}
+
+static Token *
+next(P *p)
+{
+	Token *t = &p->tok[p->pos];
+	if (t->kind != T_EOF)
+		p->pos++;
+	return t;
+}
+
+static int
+at(P *p, const char *s)
+{
+	return fe_tok_is(peek(p), s);
+}
+
+static int
+accept(P *p, const char *s)
+{
+	if (!at(p, s))
+		return 0;
+	next(p);
+	return 1;
+}
+
+static const char *
+tok_desc(P *p, const Token *t)
+{
+	switch (t->kind) {
+	case T_EOF:
+		return "end of file";
+	case T_NEWLINE:
+		return "end of line";
+	default:
+		return arena_printf(p->a, "'%.*s'", (int)t->len, t->text);
+	}
+}
+
+static Token *
+expect(P *p, const char *s)
+{
+	if (!at(p, s))
+		perr(p, peek(p)->loc, "expected '%s', found %s", s, tok_desc(p, peek(p)));
+	return next(p);
+}
+
+static void
+skip_newlines(P *p)
+{
+	while (peek(p)->kind == T_NEWLINE || at(p, ";"))
+		next(p);
+}
+
+static void
+end_statement(P *p)
+{
+	if (peek(p)->kind == T_NEWLINE || at(p, ";")) {
+		next(p);
+		return;
+	}
+	if (at(p, "}") || peek(p)->kind == T_EOF)
+		return;
+	perr(p, peek(p)->loc, "expected end of line, found %s", tok_desc(p, peek(p)));
+}
+
+static const char *const keywords[] = {"let", "param", "const", "def", "return", "as", "true",
+                                       "false", NULL};
+
+static int
+is_keyword(const Token *t)
+{
+	for (int i = 0; keywords[i]; i++)
+		if (fe_tok_is(t, keywords[i]))
+			return 1;
+	return 0;
+}
+
+static const char *
+tok_str(P *p, const Token *t)
+{
+	return arena_strndup(p->a, t->text, t->len);
+}
+
+// A plain (undotted, not keyword) name to bind.
+static const char *
+expect_name(P *p, const char *what)
+{
+	Token *t = peek(p);
+	if (t->kind != T_IDENT || is_keyword(t))
+		perr(p, t->loc, "expected %s, found %s", what, tok_desc(p, t));
+	next(p);
+	return tok_str(p, t);
+}
+
+// ---------------------------------------------------------------- scopes
+
+static Var *
+scope_find(Scope *sc, const char *name)
+{
+	if (!sc)
+		return NULL;
+	for (uint32_t i = sc->nvar; i-- > 0;)
+		if (!strcmp(sc->var[i]->name, name))
+			return sc->var[i];
+	return NULL;
+}
+
+static Var *
+scope_bind(P *p, const char *name, Loc loc)
+{
+	Var *v = scope_find(p->sc, name);
+	if (v) {
+		// Rebinding a name makes a new variable: views of the old one keep
+		// their base, as a Python rebinding leaves other references alone.
+		for (uint32_t i = 0; i < p->sc->nvar; i++)
+			if (p->sc->var[i] == v)
+				p->sc->var[i] = p->sc->var[--p->sc->nvar];
+	}
+	v = arena_zalloc(p->a, sizeof *v);
+	v->name = name;
+	v->loc = loc;
+	v->input = -1;
+	arena_grow(p->a, (void **)&p->sc->var, &p->sc->cvar, p->sc->nvar + 1, sizeof *p->sc->var);
+	p->sc->var[p->sc->nvar++] = v;
+	return v;
+}
+
+// ---------------------------------------------------------------- values
+
+static int
+is_num(const Val *v)
+{
+	return v->k == V_INT || v->k == V_FLOAT || v->k == V_BOOL;
+}
+
+static double
+num_f(const Val *v)
+{
+	return v->k == V_FLOAT ? v->f : (double)v->i;
+}
+
+static const char *
+val_desc(const Val *v)
+{
+	switch (v->k) {
+	case V_NODE:
+		return "a tensor";
+	case V_INT:
+		return "an integer";
+	case V_FLOAT:
+		return "a float";
+	case V_BOOL:
+		return "a bool";
+	case V_LIST:
+		return "a list";
+	case V_TUPLE:
+		return "several values";
+	case V_IDENT:
+		return "a name";
+	case V_PARAMS:
+		return "a parameter prefix";
+	default:
+		return "nothing";
+	}
+}
+
+static Val
+node_val(NodeId n, Loc loc)
+{
+	Val v = {.k = V_NODE, .n = n, .loc = loc};
+	return v;
+}
+
+static NodeId
+build(P *p, int op, const NodeId *in, int nin, const Attrs *a, Loc loc, const Val *ops, int nops)
+{
+	NodeId n = ir_build(p->g, op, in, nin, a, loc, p->err, sizeof p->err);
+	if (!n)
+		op_error(p, loc, ops, nops);
+	return n;
+}
+
+static NodeId
+mk_full(P *p, double value, DType dt, const Shape *s, Loc loc)
+{
+	Attrs a;
+	ir_attrs_default(OP_full, &a);
+	a.a[0].f = value;
+	a.a[1].n = s->rank;
+	memcpy(a.a[1].v, s->dim, sizeof(int64_t) * (size_t)s->rank);
+	a.a[2].i = dt;
+	return build(p, OP_full, NULL, 0, &a, loc, NULL, 0);
+}
+
+static NodeId
+mk_cast(P *p, NodeId n, DType dt, Loc loc)
+{
+	if (p->g->node[n].dtype == dt)
+		return n;
+	Attrs a;
+	ir_attrs_default(OP_cast, &a);
+	a.a[0].i = dt;
+	return build(p, OP_cast, &n, 1, &a, loc, NULL, 0);
+}
+
+static NodeId
+mk_shaped(P *p, int op, NodeId n, const Shape *s, Loc loc, const Val *ops, int nops)
+{
+	Attrs a;
+	ir_attrs_default(op, &a);
+	a.a[0].n = s->rank;
+	memcpy(a.a[0].v, s->dim, sizeof(int64_t) * (size_t)s->rank);
+	return build(p, op, &n, 1, &a, loc, ops, nops);
+}
+
+static NodeId
+mk_broadcast(P *p, NodeId n, const Shape *s, Loc loc, const Val *ops, int nops)
+{
+	if (ir_shape_eq(ir_shape(p->g, n), s))
+		return n;
+	return mk_shaped(p, OP_broadcast, n, s, loc, ops, nops);
+}
+
+static NodeId
+mk_reshape(P *p, NodeId n, const Shape *s, Loc loc)
+{
+	if (ir_shape_eq(ir_shape(p->g, n), s))
+		return n;
+	return mk_shaped(p, OP_reshape, n, s, loc, NULL, 0);
+}
+
+// The dtype a number takes as a tensor on its own.
+static DType
+num_dtype(const Val *v)
+{
+	return v->k == V_FLOAT ? DT_F32 : v->k == V_BOOL ? DT_BOOL : DT_I64;
+}
+
+// Materializes a value as a tensor.  Numbers become `full` of dtype dt
+// (or their own) and shape s (or scalar).
+static NodeId
+as_node(P *p, const Val *v, DType dt, const Shape *s)
+{
+	static const Shape scalar = {0};
+	if (!p->g && v->k != V_IDENT)
+		perr(p, v->loc, "expected a compile-time integer here, found %s", val_desc(v));
+	switch (v->k) {
+	case V_NODE:
+		return v->n;
+	case V_INT:
+	case V_FLOAT:
+	case V_BOOL:
+		return mk_full(p, num_f(v), dt ? dt : num_dtype(v), s ? s : &scalar, v->loc);
+	case V_IDENT:
+		perr(p, v->loc, "unknown name '%s'", v->s);
+	default:
+		perr(p, v->loc, "expected a tensor, found %s", val_desc(v));
+	}
+}
+
+static int64_t
+as_int(P *p, const Val *v, const char *what)
+{
+	if (v->k == V_INT || v->k == V_BOOL)
+		return v->i;
+	if (v->k == V_IDENT)
+		perr(p, v->loc, "unknown name '%s'", v->s);
+	perr(p, v->loc, "%s must be a compile-time integer, found %s", what, val_desc(v));
+}
+
+// Dtype promotion: bool < i64 < f32 < f64 (NumPy's kinds, with f32 + f64
+// giving f64).  Numbers are weak: they take the tensor's dtype, except
+// that a float number with an integer tensor gives f32.
+static DType
+promote(DType a, DType b)
+{
+	return a > b ? a : b;
+}
+
+static DType
+result_dtype(P *p, const Val *v, int n)
+{
+	DType t = DT_NONE;
+	int anyfloatnum = 0, anyintnum = 0;
+	for (int i = 0; i < n; i++) {
+		if (v[i].k == V_NODE)
+			t = t ? promote(t, (DType)p->g->node[v[i].n].dtype) : (DType)p->g->node[v[i].n].dtype;
+		else if (v[i].k == V_FLOAT)
+			anyfloatnum = 1;
+		else if (v[i].k == V_INT)
+			anyintnum = 1;
+	}
+	if (!t)
+		return anyfloatnum ? DT_F32 : anyintnum ? DT_I64 : DT_BOOL;
+	if (anyfloatnum && !ir_dtype_is_float(t))
+		return DT_F32;
+	if (anyintnum && t == DT_BOOL)
+		return DT_I64;
+	return t;
+}
+
+// Brings operands to one dtype and one broadcast shape; dt NONE: promote.
+static void
+unify(P *p, Val *v, int n, DType dt, NodeId *out, Loc loc)
+{
+	if (!dt)
+		dt = result_dtype(p, v, n);
+	Shape s = {0};
+	for (int i = 0; i < n; i++)
+		if (v[i].k == V_NODE) {
+			Shape t;
+			if (!ir_broadcast_shapes(&s, ir_shape(p->g, v[i].n), &t)) {
+				char s0[160], s1[160];
+				ir_shape_str(&s, s0, sizeof s0);
+				ir_shape_str(ir_shape(p->g, v[i].n), s1, sizeof s1);
+				snprintf(p->err, sizeof p->err, "cannot broadcast %s with %s", s0, s1);
+				op_error(p, loc, v, n);
+			}
+			s = t;
+		}
+	for (int i = 0; i < n; i++) {
+		if (v[i].k != V_NODE) {
+			out[i] = as_node(p, &v[i], dt, &s);
+			continue;
+		}
+		out[i] = mk_broadcast(p, mk_cast(p, v[i].n, dt, loc), &s, loc, v, n);
+	}
+}
+
+// ---------------------------------------------------------------- views
+
+// The current value of a variable, re-reading a view from its base when
+// the base has changed.
+static Val
+var_value(P *p, Var *v, Loc loc)
+{
+	if (v->base) {
+		Val b = var_value(p, v->base, loc);
+		if (v->basever != v->base->version) {
+			NodeId n = b.n;
+			if (v->slice.a[0].n)
+				n = build(p, OP_slice, &n, 1, &v->slice, loc, NULL, 0);
+			if (v->ndrop) {
+				const Shape *s = ir_shape(p->g, n);
+				Shape t = {0};
+				for (int i = 0; i < s->rank; i++) {
+					int dropped = 0;
+					for (int k = 0; k < v->ndrop; k++)
+						dropped |= v->drop[k] == i;
+					if (!dropped)
+						t.dim[t.rank++] = s->dim[i];
+				}
+				n = mk_reshape(p, n, &t, loc);
+			}
+			v->v = node_val(n, loc);
+			v->basever = v->base->version;
+		}
+	}
+	Val r = v->v;
+	r.loc = loc;
+	r.var = v;
+	r.isview = 0;
+	return r;
+}
+
+// Writes a new value into a variable; through a view, into its base too.
+static void
+var_store(P *p, Var *v, NodeId n, Loc loc)
+{
+	if (v->base) {
+		Var *b = v->base;
+		Val bv = var_value(p, b, loc);
+		NodeId full = bv.n;
+		if (v->slice.a[0].n) {
+			// Put back the dropped axes, then write the slice.
+			Shape ss = {0};
+			const Shape *bs = ir_shape(p->g, full);
+			for (int i = 0; i < bs->rank; i++)
+				ss.dim[ss.rank++] =
+				    (v->slice.a[1].v[i] - v->slice.a[0].v[i] + v->slice.a[2].v[i] - 1) /
+				    v->slice.a[2].v[i];
+			NodeId upd = mk_reshape(p, n, &ss, loc);
+			NodeId ops[2] = {full, upd};
+			full = build(p, OP_slice_update, ops, 2, &v->slice, loc, NULL, 0);
+		} else {
+			full = n;
+		}
+		var_store(p, b, full, loc);
+		v->basever = b->version;
+	} else {
+		v->version++;
+	}
+	v->v = node_val(n, loc);
+	v->mutated = 1;
+}
+
+// ---------------------------------------------------------------- names
+
+static int
+find_def(P *p, const char *name)
+{
+	// User definitions shadow the prelude's.
+	for (uint32_t i = 0; i < p->ndef; i++)
+		if (!p->def[i].prelude && !strcmp(p->def[i].name, name))
+			return (int)i;
+	for (uint32_t i = 0; i < p->ndef; i++)
+		if (p->def[i].prelude && !strcmp(p->def[i].name, name))
+			return (int)i;
+	return -1;
+}
+
+// The graph value of declaration k in the current graph.
+static Val
+decl_value(P *p, int k, Loc loc)
+{
+	Decl *d = &p->m->decl[k];
+	if (p->mode == M_BODY)
+		perr(p, loc, "a scan body cannot refer to '%s' from outside; pass it as a loop-invariant operand",
+		     d->name);
+	if (p->mode == M_INIT) {
+		if (k >= p->curdecl)
+			perr(p, loc, "'%s' is used before its declaration is complete", d->name);
+		if (!p->initnode[k])
+			p->initnode[k] = ir_add_input(p->g, d->name, d->kind == DECL_PARAM ? IN_PARAM : IN_CONST,
+			                              d->dtype, &d->shape, d->loc);
+		return node_val(p->initnode[k], loc);
+	}
+	return node_val(p->declnode[k], loc);
+}
+
+static void
+add_inputvar(P *p, Var *v)
+{
+	arena_grow(p->a, (void **)&p->inputvar, &p->cinputvar, p->ninputvar + 1, sizeof *p->inputvar);
+	p->inputvar[p->ninputvar++] = v;
+}
+
+// A declaration seen from forward (at any depth of inlining) is one
+// variable, outside every scope, that holds the input's current value: an
+// in-place write to it becomes a write-back output.
+static Var *
+decl_var(P *p, int k, Loc loc)
+{
+	if (!p->declvar[k]) {
+		Decl *d = &p->m->decl[k];
+		Var *v = arena_zalloc(p->a, sizeof *v);
+		v->name = d->name;
+		v->loc = d->loc;
+		v->v = decl_value(p, k, loc);
+		v->input = (int)ir_attr_int(p->g, p->declnode[k], "index");
+		p->declvar[k] = v;
+		add_inputvar(p, v);
+	}
+	return p->declvar[k];
+}
+
+// Resolves a name to a value.  Dotted names may start with a `params`
+// argument (p.conv1.weight).  A name that resolves to nothing becomes
+// V_IDENT: a function, an enum name or a prefix, or an error when used.
+static Val
+lookup(P *p, const char *name, Loc loc)
+{
+	Var *v = scope_find(p->sc, name);
+	if (v)
+		return var_value(p, v, loc);
+	const char *dot = strchr(name, '.');
+	if (dot) {
+		char *head = arena_strndup(p->a, name, (size_t)(dot - name));
+		Var *pv = scope_find(p->sc, head);
+		if (pv && pv->v.k == V_PARAMS) {
+			const char *full = arena_printf(p->a, "%s%s", pv->v.s, dot);
+			return lookup(p, full, loc);
+		}
+	}
+	int k = ir_module_find_decl(p->m, name);
+	if (k >= 0 && p->mode == M_FORWARD)
+		return var_value(p, decl_var(p, k, loc), loc);
+	if (k >= 0 && (p->mode != M_INIT || k < p->curdecl)) {
+		Val r = decl_value(p, k, loc);
+		r.var = NULL;
+		return r;
+	}
+	if (k >= 0 && p->mode == M_INIT)
+		perr(p, loc, "'%s' is used before its declaration is complete", name);
+	for (uint32_t i = 0; i < p->m->nsize; i++)
+		if (!strcmp(p->m->size[i].name, name)) {
+			Val r = {.k = V_INT, .i = p->m->size[i].value, .loc = loc};
+			return r;
+		}
+	if (!strcmp(name, "inf") || !strcmp(name, "nan") || !strcmp(name, "pi")) {
+		Val r = {.k = V_FLOAT, .loc = loc};
+		r.f = name[0] == 'i' ? INFINITY : name[0] == 'n' ? NAN : 3.14159265358979323846;
+		return r;
+	}
+	Val r = {.k = V_IDENT, .s = name, .loc = loc};
+	return r;
+}
+
+// ---------------------------------------------------------------- arithmetic
+
+static Val
+fold(P *p, const char *op, Val a, Val b, Loc loc)
+{
+	int ints = (a.k == V_INT || a.k == V_BOOL) && (b.k == V_INT || b.k == V_BOOL);
+	Val r = {.loc = loc};
+	if (ints && strcmp(op, "/") && strcmp(op, "**")) {
+		int64_t x = a.i, y = b.i, z = 0;
+		r.k = V_INT;
+		if (!strcmp(op, "+")) {
+			if (__builtin_add_overflow(x, y, &z))
+				perr(p, loc, "integer overflow in %lld + %lld", (long long)x, (long long)y);
+		} else if (!strcmp(op, "-")) {
+			if (__builtin_sub_overflow(x, y, &z))
+				perr(p, loc, "integer overflow in %lld - %lld", (long long)x, (long long)y);
+		} else if (!strcmp(op, "*")) {
+			if (__builtin_mul_overflow(x, y, &z))
+				perr(p, loc, "integer overflow in %lld * %lld", (long long)x, (long long)y);
+		} else if (!strcmp(op, "//") || !strcmp(op, "%")) {
+			if (y == 0)
+				perr(p, loc, "integer division by zero");
+			if (x == INT64_MIN && y == -1)
+				perr(p, loc, "integer overflow in division");
+			int64_t q = x / y, m = x % y;
+			if (m && ((m < 0) != (y < 0))) // Python floors
+				q--, m += y;
+			z = op[0] == '%' ? m : q;
+		}
+		r.i = z;
+		return r;
+	}
+	double x = num_f(&a), y = num_f(&b);
+	r.k = V_FLOAT;
+	if (!strcmp(op, "+"))
+		r.f = x + y;
+	else if (!strcmp(op, "-"))
+		r.f = x - y;
+	else if (!strcmp(op, "*"))
+		r.f = x * y;
+	else if (!strcmp(op, "/"))
+		r.f = x / y;
+	else if (!strcmp(op, "**"))
+		r.f = pow(x, y);
+	else if (!strcmp(op, "//"))
+		r.f = floor(x / y);
+	else
+		r.f = x - floor(x / y) * y;
+	return r;
+}
+
+static Val
+binop(P *p, const char *op, Val a, Val b, Loc loc)
+{
+	if (is_num(&a) && is_num(&b) && strcmp(op, "@") && strcmp(op, "<") && strcmp(op, ">") &&
+	    strcmp(op, "<=") && strcmp(op, ">=") && strcmp(op, "==") && strcmp(op, "!="))
+		return fold(p, op, a, b, loc);
+	static const struct {
+		const char *tok, *fn;
+	} map[] = {{"+", "add"}, {"-", "sub"}, {"*", "mul"}, {"/", "div"}, {"**", "pow"},
+	           {"@", "matmul"}, {"<", "lt"}, {">", "gt"}, {"<=", "le"}, {">=", "ge"},
+	           {"==", "eq"}, {"!=", "ne"}};
+	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+		if (!strcmp(op, map[i].tok)) {
+			Val args[2] = {a, b};
+			return call(p, map[i].fn, loc, args, NULL, 2);
+		}
+	if (!strcmp(op, "//") || !strcmp(op, "%")) {
+		// Floor division and modulo of tensors: floor(a / b), a - b floor(a / b).
+		Val args[2] = {a, b};
+		Val q = call(p, "div", loc, args, NULL, 2);
+		Val fl = call(p, "floor", loc, &q, NULL, 1);
+		if (op[0] == '/')
+			return fl;
+		Val m[2] = {b, fl};
+		Val prod = call(p, "mul", loc, m, NULL, 2);
+		Val s[2] = {a, prod};
+		return call(p, "sub", loc, s, NULL, 2);
+	}
+	perr(p, loc, "unknown operator '%s'", op);
+}
+
+// ---------------------------------------------------------------- types
+
+// dtype '[' intexpr, ... ']'
+static void
+parse_type(P *p, DType *dt, Shape *s)
+{
+	Token *t = peek(p);
+	if (t->kind != T_IDENT)
+		perr(p, t->loc, "expected a type such as f32[N, K], found %s", tok_desc(p, t));
+	*dt = ir_dtype_lookup(tok_str(p, t));
+	if (!*dt)
+		perr(p, t->loc, "unknown dtype '%.*s' (f32, f64, i64 or bool)", (int)t->len, t->text);
+	next(p);
+	expect(p, "[");
+	s->rank = 0;
+	if (!at(p, "]"))
+		do {
+			Loc loc = peek(p)->loc;
+			if (s->rank == IR_MAXDIM)
+				perr(p, loc, "too many dimensions (at most %d)", IR_MAXDIM);
+			Val v = parse_expr(p);
+			int64_t d = as_int(p, &v, "a dimension");
+			if (d < 0)
+				perr(p, loc, "negative dimension %lld", (long long)d);
+			s->dim[s->rank++] = d;
+		} while (accept(p, ","));
+	expect(p, "]");
+}
+
+// ---------------------------------------------------------------- expressions
+
+static Val
+parse_list(P *p)
+{
+	Loc loc = expect(p, "[")->loc;
+	Val r = {.k = V_LIST, .loc = loc};
+	Val tmp[64];
+	while (!at(p, "]")) {
+		if (r.nitem == 64)
+			perr(p, peek(p)->loc, "list too long (at most 64 items)");
+		tmp[r.nitem++] = parse_expr(p);
+		if (!accept(p, ","))
+			break;
+	}
+	expect(p, "]");
+	r.item = arena_alloc_array(p->a, (size_t)r.nitem + 1, sizeof(Val));
+	memcpy(r.item, tmp, sizeof(Val) * (size_t)r.nitem);
+	return r;
+}
+
+// Arguments of a call: positional, then keyword (name=value).
+static int
+parse_args(P *p, Val *args, const char **kw, int max)
+{
+	int n = 0;
+	expect(p, "(");
+	while (!at(p, ")")) {
+		if (n == max)
+			perr(p, peek(p)->loc, "too many arguments (at most %d)", max);
+		kw[n] = NULL;
+		if (peek(p)->kind == T_IDENT && fe_tok_is(&p->tok[p->pos + 1], "=") &&
+		    !memchr(peek(p)->text, '.', peek(p)->len)) {
+			kw[n] = tok_str(p, next(p));
+			next(p);
+		} else {
+			for (int i = 0; i < n; i++)
+				if (kw[i])
+					perr(p, peek(p)->loc, "positional argument after keyword argument '%s'", kw[i]);
+		}
+		args[n++] = parse_expr(p);
+		if (!accept(p, ","))
+			break;
+	}
+	expect(p, ")");
+	return n;
+}
+
+static Val method_call(P *p, Val recv, const char *name, Loc loc);
+static Val index_val(P *p, Val x, Loc loc);
+
+static Val
+parse_primary(P *p)
+{
+	Token *t = peek(p);
+	Loc loc = t->loc;
+	if (t->kind == T_INT) {
+		next(p);
+		Val v = {.k = V_INT, .i = t->ival, .loc = loc};
+		return v;
+	}
+	if (t->kind == T_FLOAT) {
+		next(p);
+		Val v = {.k = V_FLOAT, .f = t->fval, .loc = loc};
+		return v;
+	}
+	if (accept(p, "(")) {
+		Val v = parse_expr(p);
+		expect(p, ")");
+		return v;
+	}
+	if (at(p, "["))
+		return parse_list(p);
+	if (fe_tok_is(t, "true") || fe_tok_is(t, "false")) {
+		next(p);
+		Val v = {.k = V_BOOL, .i = fe_tok_is(t, "true"), .loc = loc};
+		return v;
+	}
+	if (t->kind == T_IDENT && !is_keyword(t)) {
+		next(p);
+		const char *name = tok_str(p, t);
+		if (at(p, "(")) {
+			// f(args), or recv.method(args) when the name is dotted and its
+			// last part is not a function of its own.
+			const char *dot = strrchr(name, '.');
+			if (dot) {
+				const char *base = arena_strndup(p->a, name, (size_t)(dot - name));
+				Val recv = lookup(p, base, loc);
+				if (recv.k != V_IDENT && recv.k != V_PARAMS)
+					return method_call(p, recv, dot + 1, loc);
+				if (recv.k == V_IDENT)
+					perr(p, loc, "unknown name '%s'", base);
+				perr(p, loc, "'%s' is a parameter prefix, not a tensor", base);
+			}
+			Val args[64];
+			const char *kw[64];
+			int n = parse_args(p, args, kw, 64);
+			return call(p, name, loc, args, kw, n);
+		}
+		return lookup(p, name, loc);
+	}
+	if (t->kind == T_EOF || t->kind == T_NEWLINE)
+		perr(p, loc, "expected an expression, found %s", tok_desc(p, t));
+	perr(p, loc, "expected an expression, found %s", tok_desc(p, t));
+}
+
+static Val
+parse_postfix(P *p)
+{
+	Val v = parse_primary(p);
+	for (;;) {
+		Loc loc = peek(p)->loc;
+		if (at(p, "[")) {
+			v = index_val(p, v, loc);
+		} else if (at(p, ".")) {
+			next(p);
+			Token *t = peek(p);
+			if (t->kind != T_IDENT)
+				perr(p, t->loc, "expected a method name after '.', found %s", tok_desc(p, t));
+			next(p);
+			const char *name = tok_str(p, t);
+			if (strchr(name, '.'))
+				perr(p, t->loc, "expected a method call");
+			v = method_call(p, v, name, t->loc);
+		} else {
+			return v;
+		}
+	}
+}
+
+static Val
+parse_power(P *p)
+{
+	Val a = parse_postfix(p);
+	if (at(p, "**")) {
+		Loc loc = next(p)->loc;
+		Val b;
+		if (accept(p, "-")) { // right operand may be negated: x ** -1
+			Val z = {.k = V_INT, .i = 0, .loc = loc};
+			b = binop(p, "-", z, parse_power(p), loc);
+		} else
+			b = parse_power(p); // right associative
+		return binop(p, "**", a, b, loc);
+	}
+	return a;
+}
+
+static Val
+parse_unary(P *p)
+{
+	if (at(p, "-")) {
+		Loc loc = next(p)->loc;
+		Val v = parse_unary(p);
+		if (v.k == V_INT) {
+			if (v.i == INT64_MIN)
+				perr(p, loc, "integer overflow in negation");
+			v.i = -v.i;
+			v.loc = loc;
+			return v;
+		}
+		if (v.k == V_FLOAT) {
+			v.f = -v.f;
+			v.loc = loc;
+			return v;
+		}
+		return call(p, "neg", loc, &v, NULL, 1);
+	}
+	return parse_power(p);
+}
+
+static Val
+parse_mul(P *p)
+{
+	Val a = parse_unary(p);
+	while (at(p, "*") || at(p, "/") || at(p, "//") || at(p, "%") || at(p, "@")) {
+		Token *t = next(p);
+		const char *op = tok_str(p, t);
+		Val b = parse_unary(p);
+		a = binop(p, op, a, b, t->loc);
+	}
+	return a;
+}
+
+static Val
+parse_add(P *p)
+{
+	Val a = parse_mul(p);
+	while (at(p, "+") || at(p, "-")) {
+		Token *t = next(p);
+		Val b = parse_mul(p);
+		a = binop(p, t->text[0] == '+' ? "+" : "-", a, b, t->loc);
+	}
+	return a;
+}
+
+static Val
+parse_expr(P *p)
+{
+	Val a = parse_add(p);
+	if (at(p, "<") || at(p, ">") || at(p, "<=") || at(p, ">=") || at(p, "==") || at(p, "!=")) {
+		Token *t = next(p);
+		const char *op = tok_str(p, t);
+		Val b = parse_add(p);
+		if (is_num(&a) && is_num(&b)) {
+			double x = num_f(&a), y = num_f(&b);
+			int r = !strcmp(op, "<")    ? x < y
+			        : !strcmp(op, ">")  ? x > y
+			        : !strcmp(op, "<=") ? x <= y
+			        : !strcmp(op, ">=") ? x >= y
+			        : !strcmp(op, "==") ? x == y
+			                            : x != y;
+			Val v = {.k = V_BOOL, .i = r, .loc = t->loc};
+			return v;
+		}
+		a = binop(p, op, a, b, t->loc);
+		if (at(p, "<") || at(p, ">") || at(p, "<=") || at(p, ">=") || at(p, "==") || at(p, "!="))
+			perr(p, peek(p)->loc, "comparisons do not chain; use and(a, b)");
+	}
+	return a;
+}
+
+// ---------------------------------------------------------------- indexing
+
+// x[i, a:b:s, :] -- basic indexing gives a view (slice, then the integer-
+// indexed axes dropped); a single i64 tensor index gives take(x, idx, 0).
+static Val
+index_val(P *p, Val x, Loc loc)
+{
+	expect(p, "[");
+	if (x.k != V_NODE)
+		perr(p, loc, "cannot index %s", val_desc(&x));
+	const Shape *s = ir_shape(p->g, x.n);
+	Attrs a;
+	ir_attrs_default(OP_slice, &a);
+	for (int i = 0; i < s->rank; i++) {
+		a.a[0].v[i] = 0;
+		a.a[1].v[i] = s->dim[i];
+		a.a[2].v[i] = 1;
+	}
+	a.a[0].n = a.a[1].n = a.a[2].n = s->rank;
+	int ax = 0, ndrop = 0;
+	int8_t drop[IR_MAXDIM];
+	while (!at(p, "]")) {
+		Loc iloc = peek(p)->loc;
+		Val lo = {0}, hi = {0}, st = {0};
+		int isslice = 0;
+		if (!at(p, ":"))
+			lo = parse_expr(p);
+		if (lo.k == V_NODE) {
+			if (ax != 0 || !at(p, "]"))
+				perr(p, iloc, "a tensor index must be the only index");
+			if (p->g->node[lo.n].dtype != DT_I64)
+				perr(p, iloc, "tensor indices must be i64");
+			expect(p, "]");
+			Val args[3] = {x, lo};
+			const char *kw[3] = {NULL, NULL, "axis"};
+			Val zero = {.k = V_INT, .i = 0, .loc = iloc};
+			args[2] = zero;
+			return call(p, "take", loc, args, kw, 3);
+		}
+		if (accept(p, ":")) {
+			isslice = 1;
+			if (!at(p, ":") && !at(p, ",") && !at(p, "]"))
+				hi = parse_expr(p);
+			if (accept(p, ":") && !at(p, ",") && !at(p, "]"))
+				st = parse_expr(p);
+		}
+		if (ax >= s->rank)
+			perr(p, iloc, "too many indices for a tensor of rank %d", s->rank);
+		int64_t n = s->dim[ax];
+		if (!isslice) {
+			int64_t i = as_int(p, &lo, "an index");
+			if (i < -n || i >= n)
+				perr(p, iloc, "index %lld out of range for axis %d of size %lld", (long long)i, ax,
+				     (long long)n);
+			if (i < 0)
+				i += n;
+			a.a[0].v[ax] = i;
+			a.a[1].v[ax] = i + 1;
+			drop[ndrop++] = (int8_t)ax;
+		} else {
+			int64_t step = st.k ? as_int(p, &st, "a step") : 1;
+			if (step < 1)
+				perr(p, iloc, "slice step must be positive, got %lld", (long long)step);
+			// Python's slice bounds: negative counts from the end, clamped.
+			int64_t b = lo.k ? as_int(p, &lo, "a slice bound") : 0;
+			int64_t e = hi.k ? as_int(p, &hi, "a slice bound") : n;
+			if (b < 0)
+				b += n;
+			if (e < 0)
+				e += n;
+			b = b < 0 ? 0 : b > n ? n : b;
+			e = e < b ? b : e > n ? n : e;
+			a.a[0].v[ax] = b;
+			a.a[1].v[ax] = e;
+			a.a[2].v[ax] = step;
+		}
+		ax++;
+		if (!accept(p, ","))
+			break;
+	}
+	expect(p, "]");
+	int identity = 1;
+	for (int i = 0; i < s->rank; i++)
+		identity &= a.a[0].v[i] == 0 && a.a[1].v[i] == s->dim[i] && a.a[2].v[i] == 1;
+	NodeId n = x.n;
+	if (!identity)
+		n = build(p, OP_slice, &n, 1, &a, loc, &x, 1);
+	if (ndrop) {
+		const Shape *ss = ir_shape(p->g, n);
+		Shape t = {0};
+		for (int i = 0; i < ss->rank; i++) {
+			int dropped = 0;
+			for (int k = 0; k < ndrop; k++)
+				dropped |= drop[k] == i;
+			if (!dropped)
+				t.dim[t.rank++] = ss->dim[i];
+		}
+		n = mk_reshape(p, n, &t, loc);
+	}
+	Val r = node_val(n, loc);
+	if (x.var) {
+		r.var = x.var;
+		r.isview = 1;
+		r.slice = identity ? (Attrs){0} : a;
+		r.ndrop = ndrop;
+		memcpy(r.drop, drop, sizeof drop);
+		if (x.isview) // a view of a view: only one level is tracked
+			r.isview = 0;
+	}
+	return r;
+}
+
+// ---------------------------------------------------------------- calls
+
+static void
+attr_from_val(P *p, int op, int k, const Val *v, Attrs *a)
+{
+	const AttrSpec *s = &ir_op(op)->attr[k];
+	AttrVal *x = &a->a[k];
+	switch (s->kind) {
+	case AK_INT:
+		x->i = as_int(p, v, arena_printf(p->a, "attribute '%s'", s->name));
+		break;
+	case AK_FLOAT:
+		if (!is_num(v))
+			perr(p, v->loc, "attribute '%s' must be a compile-time number, found %s", s->name,
+			     val_desc(v));
+		x->f = num_f(v);
+		break;
+	case AK_INTS:
+		if (v->k == V_LIST) {
+			if (v->nitem > IR_MAXDIM)
+				perr(p, v->loc, "attribute '%s' has %d values (at most %d)", s->name, v->nitem,
+				     IR_MAXDIM);
+			x->n = v->nitem;
+			for (int i = 0; i < v->nitem; i++)
+				x->v[i] = as_int(p, &v->item[i], arena_printf(p->a, "attribute '%s'", s->name));
+		} else {
+			x->n = 1;
+			x->v[0] = as_int(p, v, arena_printf(p->a, "attribute '%s'", s->name));
+		}
+		break;
+	case AK_DTYPE:
+		if (v->k != V_IDENT || !ir_dtype_lookup(v->s))
+			perr(p, v->loc, "attribute '%s' must be a dtype (f32, f64, i64 or bool)", s->name);
+		x->i = ir_dtype_lookup(v->s);
+		break;
+	case AK_ENUM:
+		x->i = -1;
+		if (v->k == V_IDENT)
+			for (int i = 0; i < s->nenum; i++)
+				if (!strcmp(s->enums[i], v->s))
+					x->i = i;
+		if (x->i < 0) {
+			char list[200] = "";
+			for (int i = 0; i < s->nenum; i++)
+				snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+				         s->enums[i]);
+			perr(p, v->loc, "attribute '%s' must be one of %s", s->name, list);
+		}
+		break;
+	case AK_BODY:
+		perr(p, v->loc, "attribute '%s' cannot be given here", s->name);
+	}
+}
+
+static void
+set_ints(AttrVal *x, int n, int64_t v)
+{
+	x->n = n;
+	for (int i = 0; i < n; i++)
+		x->v[i] = v;
+}
+
+// Negative axes count from the end, as in NumPy.
+static void
+norm_axis(P *p, int64_t *ax, int rank, Loc loc, const char *opname)
+{
+	if (*ax < -rank || *ax >= rank)
+		perr(p, loc, "%s: axis %lld out of range for rank %d", opname, (long long)*ax, rank);
+	if (*ax < 0)
+		*ax += rank;
+}
+
+static NodeId body_graph(P *p, const char *fname, Loc loc, const NodeId *ops, int nops, int64_t nc,
+                         int64_t nx);
+
+// Calls an op of the table.  Positional arguments beyond the operands
+// bind attributes in spec order; keywords bind them by name.  Attributes
+// without a value get a default where the op's meaning gives one (all
+// axes for reductions, unit strides, the declared type in initializers).
+static Val
+call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
+{
+	const OpInfo *oi = ir_op(op);
+	Val ops[64];
+	int nops = 0;
+	Attrs a;
+	ir_attrs_default(op, &a);
+	int given[IR_MAXATTR] = {0}, nextattr = 0;
+	Val shape_kw = {0}, dtype_kw = {0}; // samplers: frontend-only shape= and dtype=
+	int variadic = oi->arity < 0;
+	for (int i = 0; i < nargs; i++) {
+		if (kw && kw[i]) {
+			int k = ir_attr_index(op, kw[i]);
+			if (k < 0 && (oi->flags & F_RANDOM) && !(oi->flags & F_FACTORY) && !strcmp(kw[i], "shape")) {
+				shape_kw = args[i];
+				continue;
+			}
+			if (k < 0 && (oi->flags & F_RANDOM) && !(oi->flags & F_FACTORY) && !strcmp(kw[i], "dtype")) {
+				dtype_kw = args[i];
+				continue;
+			}
+			if (k < 0)
+				perr(p, args[i].loc, "%s has no attribute '%s'", oi->name, kw[i]);
+			if (given[k])
+				perr(p, args[i].loc, "attribute '%s' given twice", kw[i]);
+			attr_from_val(p, op, k, &args[i], &a);
+			given[k] = 1;
+			continue;
+		}
+		if (variadic || nops < oi->arity) {
+			if (variadic && args[i].k == V_LIST) { // concat([a, b], axis=0)
+				for (int j = 0; j < args[i].nitem && nops < 64; j++)
+					ops[nops++] = args[i].item[j];
+				continue;
+			}
+			if (nops == 64)
+				perr(p, args[i].loc, "too many operands");
+			ops[nops++] = args[i];
+			continue;
+		}
+		while (nextattr < oi->nattr && given[nextattr])
+			nextattr++;
+		if (nextattr >= oi->nattr)
+			perr(p, args[i].loc, "too many arguments for %s (%d operand%s%s)", oi->name, oi->arity,
+			     oi->arity == 1 ? "" : "s",
+			     oi->nattr ? arena_printf(p->a, " and %d attribute%s", oi->nattr, oi->nattr == 1 ? "" : "s")
+			               : "");
+		attr_from_val(p, op, nextattr, &args[i], &a);
+		given[nextattr++] = 1;
+	}
+	if (!variadic && nops < oi->arity)
+		perr(p, loc, "%s takes %d operand%s, got %d", oi->name, oi->arity, oi->arity == 1 ? "" : "s",
+		     nops);
+	if (variadic && nops == 0)
+		perr(p, loc, "%s needs at least one operand", oi->name);
+	if (op == OP_input)
+		perr(p, loc, "inputs are declared with param, const or as arguments of forward");
+	if (op == OP_scan)
+		perr(p, loc, "scan takes its body first: scan(body, operands..., ncarry=N, nxs=M)");
+
+	// matmul broadcasts its batch axes (NumPy): (T, N, K) @ (K, M).
+	if (op == OP_matmul && nops == 2 && ops[0].k == V_NODE && ops[1].k == V_NODE) {
+		const Shape *sa = ir_shape(p->g, ops[0].n), *sb = ir_shape(p->g, ops[1].n);
+		if (sa->rank >= 2 && sb->rank >= 2) {
+			Shape ba = *sa, bb = *sb, bc;
+			ba.rank -= 2;
+			bb.rank -= 2;
+			if (ir_broadcast_shapes(&ba, &bb, &bc) && bc.rank + 2 <= IR_MAXDIM) {
+				for (int i = 0; i < 2; i++) {
+					const Shape *s = i ? sb : sa;
+					Shape t = bc;
+					t.dim[t.rank++] = s->dim[s->rank - 2];
+					t.dim[t.rank++] = s->dim[s->rank - 1];
+					ops[i].n = mk_broadcast(p, ops[i].n, &t, loc, ops, 2);
+				}
+			}
+		}
+	}
+	NodeId in[64];
+	const Shape *x0 = nops && ops[0].k == V_NODE ? ir_shape(p->g, ops[0].n) : NULL;
+	int rank0 = x0 ? x0->rank : 0;
+	// Defaults that depend on the operands, and NumPy's negative axes.
+	for (int k = 0; k < oi->nattr; k++) {
+		const AttrSpec *s = &oi->attr[k];
+		AttrVal *x = &a.a[k];
+		if (!strcmp(s->name, "axes") && !given[k]) {
+			x->n = rank0;
+			for (int i = 0; i < rank0; i++)
+				x->v[i] = i;
+			given[k] = 1;
+		}
+		if (!strcmp(s->name, "axes"))
+			for (int i = 0; i < x->n; i++)
+				norm_axis(p, &x->v[i], rank0, loc, oi->name);
+		if (!strcmp(s->name, "axis") && given[k] && op != OP_iota && op != OP_concat)
+			norm_axis(p, &x->i, rank0, loc, oi->name);
+		if (!strcmp(s->name, "perm"))
+			for (int i = 0; i < x->n; i++)
+				norm_axis(p, &x->v[i], rank0, loc, oi->name);
+		if (!strcmp(s->name, "shape") && !given[k] && p->mode == M_INIT) {
+			x->n = p->init_shape.rank;
+			memcpy(x->v, p->init_shape.dim, sizeof(int64_t) * (size_t)x->n);
+			given[k] = 1;
+		}
+		if (!strcmp(s->name, "dtype") && !given[k] && p->mode == M_INIT &&
+		    ir_dtype_is_float(p->init_dtype) && (oi->flags & F_FACTORY))
+			x->i = p->init_dtype;
+	}
+	if (op == OP_concat && given[0]) {
+		if (nops && ops[0].k == V_NODE)
+			norm_axis(p, &a.a[0].i, rank0, loc, oi->name);
+	}
+	// Window ops: one value per spatial axis; a single value is repeated;
+	// strides default to 1 (pools: to the kernel), padding 0, dilation 1.
+	if (op == OP_conv || op == OP_max_pool || op == OP_avg_pool) {
+		int ns = op == OP_conv ? (rank0 >= 3 ? rank0 - 2 : 1) : a.a[0].n;
+		if (op != OP_conv && given[0] && a.a[0].n == 1 && rank0 == 4)
+			ns = 2, set_ints(&a.a[0], 2, a.a[0].v[0]);
+		for (int k = 0; k < oi->nattr; k++) {
+			const char *nm = oi->attr[k].name;
+			AttrVal *x = &a.a[k];
+			if (oi->attr[k].kind != AK_INTS)
+				continue;
+			if (!given[k]) {
+				if (!strcmp(nm, "stride") && op != OP_conv)
+					*x = a.a[0];
+				else
+					set_ints(x, ns, !strcmp(nm, "padding") ? 0 : 1);
+			} else if (x->n == 1 && ns > 1)
+				set_ints(x, ns, x->v[0]);
+		}
+	} else if (op == OP_reshape && given[0]) {
+		// One -1 is inferred from the element count.
+		int64_t known = 1;
+		int neg = -1;
+		for (int i = 0; i < a.a[0].n; i++) {
+			if (a.a[0].v[i] == -1) {
+				if (neg >= 0)
+					perr(p, loc, "reshape: only one dimension can be -1");
+				neg = i;
+			} else if (a.a[0].v[i] > 0)
+				known *= a.a[0].v[i];
+			else if (a.a[0].v[i] == 0)
+				known = 0;
+		}
+		if (neg >= 0 && x0) {
+			int64_t total = ir_numel(x0);
+			if (!known || total % known)
+				perr(p, loc, "reshape: cannot infer -1: %lld elements do not divide by %lld",
+				     (long long)total, (long long)known);
+			a.a[0].v[neg] = total / known;
+		}
+	}
+	for (int k = 0; k < oi->nattr; k++)
+		if (!given[k] && !oi->attr[k].has_default)
+			perr(p, loc, "%s: missing attribute '%s'", oi->name, oi->attr[k].name);
+
+	// Operands: elementwise ops and samplers broadcast and promote; others
+	// take their operands as they are.
+	if (oi->flags & F_ELEMWISE) {
+		DType dt = DT_NONE;
+		if (op == OP_and || op == OP_or)
+			dt = DT_BOOL;
+		int allnum = 1;
+		for (int i = 0; i < nops; i++)
+			allnum &= ops[i].k != V_NODE;
+		// log(2) of numbers alone: a float op makes them f32, as torch does.
+		if (allnum && !dt && !(oi->flags & F_INTOK) && oi->shape != shape_compare &&
+		    !ir_dtype_is_float(result_dtype(p, ops, nops)))
+			dt = DT_F32;
+		unify(p, ops, nops, dt, in, loc);
+	} else if ((oi->flags & F_RANDOM) && !(oi->flags & F_FACTORY)) {
+		DType dt = DT_NONE;
+		if (dtype_kw.k) {
+			if (dtype_kw.k != V_IDENT || !ir_dtype_lookup(dtype_kw.s))
+				perr(p, dtype_kw.loc, "dtype must be f32 or f64");
+			dt = ir_dtype_lookup(dtype_kw.s);
+		} else if (p->mode == M_INIT && ir_dtype_is_float(p->init_dtype))
+			dt = p->init_dtype;
+		else {
+			dt = result_dtype(p, ops, nops);
+			if (!ir_dtype_is_float(dt))
+				dt = DT_F32;
+		}
+		Shape s = {0};
+		int haveshape = 0;
+		if (shape_kw.k) {
+			AttrVal sv;
+			Attrs tmp;
+			ir_attrs_default(OP_reshape, &tmp);
+			attr_from_val(p, OP_reshape, 0, &shape_kw, &tmp);
+			sv = tmp.a[0];
+			s.rank = sv.n;
+			memcpy(s.dim, sv.v, sizeof(int64_t) * (size_t)sv.n);
+			haveshape = 1;
+		} else if (p->mode == M_INIT) {
+			s = p->init_shape;
+			haveshape = 1;
+		}
+		if (haveshape) {
+			// Numbers become full tensors of the sample's shape at once.
+			for (int i = 0; i < nops; i++)
+				if (ops[i].k != V_NODE)
+					ops[i] = node_val(as_node(p, &ops[i], dt, &s), ops[i].loc);
+		}
+		unify(p, ops, nops, dt, in, loc);
+		if (haveshape)
+			for (int i = 0; i < nops; i++) {
+				Val o = node_val(in[i], ops[i].loc);
+				in[i] = mk_broadcast(p, in[i], &s, loc, &o, 1);
+			}
+	} else if (op == OP_where) {
+		Val cv = ops[0];
+		NodeId c = as_node(p, &cv, DT_BOOL, NULL);
+		if (p->g->node[c].dtype != DT_BOOL)
+			perr(p, cv.loc, "where: the condition must be bool, got %s",
+			     ir_dtype_name((DType)p->g->node[c].dtype));
+		Val all[3] = {node_val(c, cv.loc), ops[1], ops[2]};
+		DType dt = result_dtype(p, all + 1, 2);
+		NodeId tmp[3];
+		unify(p, all + 1, 2, dt, tmp + 1, loc);
+		// Broadcast all three together.
+		Shape s;
+		if (!ir_broadcast_shapes(ir_shape(p->g, c), ir_shape(p->g, tmp[1]), &s)) {
+			snprintf(p->err, sizeof p->err, "where: cannot broadcast the condition with the values");
+			op_error(p, loc, all, 3);
+		}
+		in[0] = mk_broadcast(p, c, &s, loc, all, 3);
+		in[1] = mk_broadcast(p, tmp[1], &s, loc, all, 3);
+		in[2] = mk_broadcast(p, tmp[2], &s, loc, all, 3);
+	} else {
+		for (int i = 0; i < nops; i++) {
+			DType dt = DT_NONE;
+			if (ops[i].k != V_NODE && nops > 1) { // a number beside tensors: theirs
+				for (int j = 0; j < nops; j++)
+					if (ops[j].k == V_NODE && j != i)
+						dt = (DType)p->g->node[ops[j].n].dtype;
+			}
+			in[i] = as_node(p, &ops[i], dt, NULL);
+		}
+	}
+	NodeId n = build(p, op, in, nops, &a, loc, ops, nops);
+	return node_val(n, loc);
+}
+
+// ---------------------------------------------------------------- functions
+
+// Binds a def's arguments in a fresh scope and parses its body; returns
+// its value (V_TUPLE for several).
+static Val
+inline_def(P *p, Def *d, Loc loc, Val *args, const char **kw, int nargs)
+{
+	if (p->ncall == 64)
+		perr(p, loc, "calls nested too deeply (is '%s' recursive?)", d->name);
+	Val bound[32];
+	int have[32] = {0};
+	int npos = 0;
+	for (int i = 0; i < nargs; i++) {
+		int k = -1;
+		if (kw && kw[i]) {
+			for (int j = 0; j < d->narg; j++)
+				if (!strcmp(d->arg[j].name, kw[i]))
+					k = j;
+			if (k < 0)
+				perr(p, args[i].loc, "'%s' has no argument '%s'", d->name, kw[i]);
+		} else {
+			k = npos++;
+			if (k >= d->narg)
+				perr(p, args[i].loc, "too many arguments for '%s' (it takes %d)", d->name, d->narg);
+		}
+		if (have[k])
+			perr(p, args[i].loc, "argument '%s' of '%s' given twice", d->arg[k].name, d->name);
+		bound[k] = args[i];
+		have[k] = 1;
+	}
+	Scope sc = {.callsite = loc, .fname = d->name};
+	Scope *outer = p->sc;
+	Token *otok = p->tok;
+	uint32_t opos = p->pos;
+	p->calls[p->ncall++] = loc;
+	p->sc = &sc;
+	p->tok = d->tok;
+	for (int k = 0; k < d->narg; k++) {
+		DefArg *da = &d->arg[k];
+		Val v;
+		if (have[k]) {
+			v = bound[k];
+		} else if (da->def_tok) {
+			p->pos = da->def_tok;
+			v = parse_expr(p);
+		} else {
+			p->sc = outer, p->tok = otok;
+			p->ncall--;
+			perr(p, loc, "missing argument '%s' of '%s'", da->name, d->name);
+		}
+		Var *var = scope_bind(p, da->name, da->loc);
+		switch (da->kind) {
+		case A_INT:
+			v.i = as_int(p, &v, arena_printf(p->a, "argument '%s'", da->name));
+			v.k = V_INT;
+			break;
+		case A_FLOAT:
+			if (!is_num(&v))
+				perr(p, v.loc, "argument '%s' of '%s' must be a compile-time number", da->name,
+				     d->name);
+			v.f = num_f(&v);
+			v.k = V_FLOAT;
+			break;
+		case A_PARAMS:
+			if (v.k == V_PARAMS)
+				break;
+			if (v.k != V_IDENT)
+				perr(p, v.loc, "argument '%s' of '%s' must be a parameter prefix such as layer1.0",
+				     da->name, d->name);
+			v.k = V_PARAMS;
+			break;
+		case A_TENSOR: {
+			DType dt;
+			Shape s;
+			uint32_t save = p->pos;
+			p->pos = da->type_tok;
+			parse_type(p, &dt, &s);
+			p->pos = save;
+			NodeId n = as_node(p, &v, dt, &s);
+			if (p->g->node[n].dtype != dt || !ir_shape_eq(ir_shape(p->g, n), &s)) {
+				char want[200], got[200];
+				ir_type_str(dt, &s, want, sizeof want);
+				type_str(p, n, got, sizeof got);
+				diag_emit(&p->d, v.loc, "argument '%s' of '%s' must be %s, got %s", da->name,
+				          d->name, want, got);
+				diag_note(&p->d, da->loc, "'%s' declared here", da->name);
+				note_calls(p);
+				diag_fail(&p->d);
+			}
+			v.n = n;
+			v.k = V_NODE;
+			break;
+		}
+		case A_ANY:
+			if (v.k == V_IDENT)
+				perr(p, v.loc, "unknown name '%s'", v.s);
+			break;
+		}
+		// An argument read straight from a variable aliases it: in-place
+		// writes inside the function reach the caller's variable.
+		if (v.k == V_NODE && v.var && !v.isview) {
+			var->base = v.var;
+			var->basever = v.var->version;
+			var->input = v.var->input;
+		}
+		v.var = NULL;
+		v.isview = 0;
+		var->v = v;
+	}
+	p->pos = d->body;
+	Val ret = {0};
+	Loc retloc = 0;
+	parse_block(p, &ret, &retloc);
+	if (d->ret_tok) {
+		// Check the declared result types.
+		p->pos = d->ret_tok;
+		int paren = accept(p, "(");
+		int n = ret.k == V_TUPLE ? ret.nitem : ret.k ? 1 : 0;
+		for (int i = 0;; i++) {
+			DType dt;
+			Shape s;
+			Loc tl = peek(p)->loc;
+			parse_type(p, &dt, &s);
+			if (i >= n)
+				perr(p, tl, "'%s' returns %d value%s, its type says more", d->name, n,
+				     n == 1 ? "" : "s");
+			Val *rv = ret.k == V_TUPLE ? &ret.item[i] : &ret;
+			NodeId rn = as_node(p, rv, dt, &s);
+			if (p->g->node[rn].dtype != dt || !ir_shape_eq(ir_shape(p->g, rn), &s)) {
+				char want[200], got[200];
+				ir_type_str(dt, &s, want, sizeof want);
+				type_str(p, rn, got, sizeof got);
+				perr(p, rv->loc, "'%s' returns %s where its type says %s", d->name, got, want);
+			}
+			*rv = node_val(rn, rv->loc);
+			if (!paren || !accept(p, ","))
+				break;
+			if (i + 1 == n && !at(p, ")"))
+				perr(p, peek(p)->loc, "'%s' returns %d value%s, its type says more", d->name, n,
+				     n == 1 ? "" : "s");
+		}
+	}
+	p->sc = outer;
+	p->tok = otok;
+	p->pos = opos;
+	p->ncall--;
+	if (ret.k == V_NODE) {
+		ret.var = NULL;
+		ret.isview = 0;
+	}
+	ret.loc = loc;
+	return ret;
+}
+
+static Val scan_call(P *p, Loc loc, Val *args, const char **kw, int nargs);
+
+static int
+check_nargs(P *p, const char *f, Loc loc, int nargs, int lo, int hi)
+{
+	if (nargs < lo || nargs > hi) {
+		if (lo == hi)
+			perr(p, loc, "%s takes %d argument%s, got %d", f, lo, lo == 1 ? "" : "s", nargs);
+		perr(p, loc, "%s takes %d to %d arguments, got %d", f, lo, hi, nargs);
+	}
+	return nargs;
+}
+
+static Val
+tensor_arg(P *p, Val *v)
+{
+	if (v->k != V_NODE)
+		as_node(p, v, DT_NONE, NULL); // reports a non-tensor
+	return *v;
+}
+
+static Val
+int_val(int64_t i, Loc loc)
+{
+	Val v = {.k = V_INT, .i = i, .loc = loc};
+	return v;
+}
+
+static Val
+list_val(P *p, const int64_t *v, int n, Loc loc)
+{
+	Val r = {.k = V_LIST, .nitem = n, .loc = loc};
+	r.item = arena_alloc_array(p->a, (size_t)n + 1, sizeof(Val));
+	for (int i = 0; i < n; i++)
+		r.item[i] = int_val(v[i], loc);
+	return r;
+}
+
+// Keyword argument lookup for the sugar functions below.
+static Val *
+kwarg(Val *args, const char **kw, int nargs, const char *name, int pos)
+{
+	int npos = 0;
+	for (int i = 0; i < nargs; i++) {
+		if (kw && kw[i]) {
+			if (!strcmp(kw[i], name))
+				return &args[i];
+		} else if (npos++ == pos)
+			return &args[i];
+	}
+	return NULL;
+}
+
+static void
+check_kwargs(P *p, const char *f, Val *args, const char **kw, int nargs, const char *const *names)
+{
+	for (int i = 0; kw && i < nargs; i++)
+		if (kw[i]) {
+			int ok = 0;
+			for (int j = 0; names[j]; j++)
+				ok |= !strcmp(names[j], kw[i]);
+			if (!ok)
+				perr(p, args[i].loc, "%s has no argument '%s'", f, kw[i]);
+		}
+}
+
+// Functions of the surface language that are not ops of the table: each
+// lowers to ops (conv2d with a bias, transpose, flatten, ...).  Returns 0
+// if `name` is none of them.
+static int
+sugar(P *p, const char *name, Loc loc, Val *args, const char **kw, int nargs, Val *out)
+{
+	if (!strcmp(name, "scan")) {
+		*out = scan_call(p, loc, args, kw, nargs);
+		return 1;
+	}
+	if (!strcmp(name, "conv1d") || !strcmp(name, "conv2d")) {
+		static const char *const names[] = {"input", "weight", "bias", "stride", "padding",
+		                                    "dilation", "groups", NULL};
+		check_kwargs(p, name, args, kw, nargs, names);
+		check_nargs(p, name, loc, nargs, 2, 7);
+		int ns = name[4] == '1' ? 1 : 2;
+		Val cargs[6];
+		const char *ckw[6] = {NULL, NULL, "stride", "padding", "dilation", "groups"};
+		int nc = 0;
+		cargs[nc++] = *kwarg(args, kw, nargs, "input", 0);
+		Val *w = kwarg(args, kw, nargs, "weight", 1);
+		if (!w)
+			perr(p, loc, "%s: missing argument 'weight'", name);
+		cargs[nc++] = *w;
+		for (int k = 2; k < 6; k++) {
+			Val *v = kwarg(args, kw, nargs, ckw[k], k + 1);
+			if (v) {
+				ckw[nc] = ckw[k];
+				cargs[nc++] = *v;
+			}
+		}
+		tensor_arg(p, &cargs[0]);
+		if (ir_shape(p->g, cargs[0].n)->rank != ns + 2)
+			perr(p, cargs[0].loc, "%s: input must have rank %d, got %d", name, ns + 2,
+			     ir_shape(p->g, cargs[0].n)->rank);
+		Val r = call_op(p, OP_conv, loc, cargs, ckw, nc);
+		Val *b = kwarg(args, kw, nargs, "bias", 2);
+		if (b) {
+			// y + b[None, :, None, ...]
+			NodeId bn = as_node(p, b, (DType)p->g->node[r.n].dtype, NULL);
+			const Shape *bs = ir_shape(p->g, bn);
+			if (bs->rank != 1)
+				perr(p, b->loc, "%s: bias must have rank 1, got %d", name, bs->rank);
+			Shape t = {.rank = ns + 1};
+			t.dim[0] = bs->dim[0];
+			for (int i = 1; i <= ns; i++)
+				t.dim[i] = 1;
+			Val bv = node_val(mk_reshape(p, bn, &t, b->loc), b->loc);
+			bv.var = b->var;
+			Val sum[2] = {r, bv};
+			r = call(p, "add", loc, sum, NULL, 2);
+		}
+		*out = r;
+		return 1;
+	}
+	if (!strcmp(name, "max_pool1d") || !strcmp(name, "max_pool2d") || !strcmp(name, "avg_pool1d") ||
+	    !strcmp(name, "avg_pool2d") || !strcmp(name, "adaptive_avg_pool1d") ||
+	    !strcmp(name, "adaptive_avg_pool2d")) {
+		int ns = strstr(name, "1d") ? 1 : 2;
+		int op = name[0] == 'm' ? OP_max_pool : name[0] == 'a' && name[1] == 'v' ? OP_avg_pool
+		                                                                        : OP_adaptive_avg_pool;
+		check_nargs(p, name, loc, nargs, 2, 6);
+		Val a2[6];
+		const char *k2[6];
+		for (int i = 0; i < nargs; i++) {
+			a2[i] = args[i];
+			k2[i] = kw ? kw[i] : NULL;
+			// A single size means the same on every spatial axis.
+			if (i > 0 && a2[i].k == V_INT) {
+				int64_t v[2] = {a2[i].i, a2[i].i};
+				a2[i] = list_val(p, v, ns, a2[i].loc);
+			}
+		}
+		tensor_arg(p, &a2[0]);
+		if (ir_shape(p->g, a2[0].n)->rank != ns + 2)
+			perr(p, a2[0].loc, "%s: input must have rank %d, got %d", name, ns + 2,
+			     ir_shape(p->g, a2[0].n)->rank);
+		*out = call_op(p, op, loc, a2, k2, nargs);
+		return 1;
+	}
+	if (!strcmp(name, "transpose")) {
+		check_nargs(p, name, loc, nargs, 3, 3);
+		Val x = tensor_arg(p, &args[0]);
+		int r = ir_shape(p->g, x.n)->rank;
+		int64_t d0 = as_int(p, &args[1], "an axis"), d1 = as_int(p, &args[2], "an axis");
+		norm_axis(p, &d0, r, args[1].loc, name);
+		norm_axis(p, &d1, r, args[2].loc, name);
+		int64_t perm[IR_MAXDIM];
+		for (int i = 0; i < r; i++)
+			perm[i] = i;
+		perm[d0] = d1;
+		perm[d1] = d0;
+		Val a2[2] = {x, list_val(p, perm, r, loc)};
+		*out = call_op(p, OP_permute, loc, a2, NULL, 2);
+		return 1;
+	}
+	if (!strcmp(name, "flatten") || !strcmp(name, "unsqueeze") || !strcmp(name, "squeeze")) {
+		check_nargs(p, name, loc, nargs, name[0] == 'f' ? 1 : 2, name[0] == 'f' ? 3 : 2);
+		Val x = tensor_arg(p, &args[0]);
+		const Shape *s = ir_shape(p->g, x.n);
+		Shape t = {0};
+		if (name[0] == 'f') {
+			int64_t b = nargs > 1 ? as_int(p, &args[1], "an axis") : 0;
+			int64_t e = nargs > 2 ? as_int(p, &args[2], "an axis") : -1;
+			if (s->rank == 0)
+				t.rank = 1, t.dim[0] = 1;
+			else {
+				norm_axis(p, &b, s->rank, loc, name);
+				norm_axis(p, &e, s->rank, loc, name);
+				if (b > e)
+					perr(p, loc, "flatten: start axis %lld after end axis %lld", (long long)b,
+					     (long long)e);
+				for (int i = 0; i < s->rank; i++) {
+					if (i <= b || i > e)
+						t.dim[t.rank++] = s->dim[i];
+					else
+						t.dim[t.rank - 1] *= s->dim[i];
+				}
+			}
+		} else if (name[0] == 'u') {
+			int64_t d = as_int(p, &args[1], "an axis");
+			if (s->rank == IR_MAXDIM)
+				perr(p, loc, "unsqueeze: rank would exceed %d", IR_MAXDIM);
+			norm_axis(p, &d, s->rank + 1, loc, name);
+			for (int i = 0, j = 0; i <= s->rank; i++)
+				t.dim[t.rank++] = i == d ? 1 : s->dim[j++];
+		} else {
+			int64_t d = as_int(p, &args[1], "an axis");
+			norm_axis(p, &d, s->rank, loc, name);
+			if (s->dim[d] != 1)
+				perr(p, loc, "squeeze: axis %lld has size %lld, not 1", (long long)d,
+				     (long long)s->dim[d]);
+			for (int i = 0; i < s->rank; i++)
+				if (i != d)
+					t.dim[t.rank++] = s->dim[i];
+		}
+		*out = node_val(mk_reshape(p, x.n, &t, loc), loc);
+		return 1;
+	}
+	if (!strcmp(name, "clone") || !strcmp(name, "contiguous") || !strcmp(name, "detach_copy")) {
+		check_nargs(p, name, loc, nargs, 1, 1);
+		Val x = tensor_arg(p, &args[0]);
+		*out = node_val(x.n, loc);
+		return 1;
+	}
+	if (!strcmp(name, "cpu") || !strcmp(name, "cuda")) {
+		check_nargs(p, name, loc, nargs, 1, 1);
+		*out = call_op(p, name[1] == 'p' ? OP_to_host : OP_to_device, loc, args, NULL, 1);
+		return 1;
+	}
+	if (!strcmp(name, "cat")) {
+		*out = call_op(p, OP_concat, loc, args, kw, nargs);
+		return 1;
+	}
+	if (!strcmp(name, "zeros") || !strcmp(name, "ones")) {
+		static const char *const names[] = {"shape", "dtype", NULL};
+		check_kwargs(p, name, args, kw, nargs, names);
+		check_nargs(p, name, loc, nargs, 0, 2);
+		Val a2[3];
+		const char *k2[3] = {"value", "shape", "dtype"};
+		a2[0] = int_val(name[0] == 'o', loc);
+		int n = 1;
+		for (int i = 0; i < nargs; i++) {
+			k2[n] = kw && kw[i] ? kw[i] : i == 0 ? "shape" : "dtype";
+			a2[n++] = args[i];
+		}
+		*out = call_op(p, OP_full, loc, a2, k2, n);
+		return 1;
+	}
+	if (!strcmp(name, "zeros_like") || !strcmp(name, "ones_like") || !strcmp(name, "full_like") ||
+	    !strcmp(name, "fill")) {
+		int isfull = name[0] == 'f';
+		check_nargs(p, name, loc, nargs, isfull ? 2 : 1, isfull ? 2 : 1);
+		Val x = tensor_arg(p, &args[0]);
+		double v = isfull ? (is_num(&args[1]) ? num_f(&args[1]) : NAN) : name[0] == 'o';
+		if (isfull && !is_num(&args[1])) {
+			// fill with a tensor value: broadcast it
+			NodeId src = as_node(p, &args[1], (DType)p->g->node[x.n].dtype, NULL);
+			src = mk_cast(p, src, (DType)p->g->node[x.n].dtype, loc);
+			Val sv = node_val(src, args[1].loc);
+			*out = node_val(mk_broadcast(p, src, ir_shape(p->g, x.n), loc, &sv, 1), loc);
+			return 1;
+		}
+		*out = node_val(mk_full(p, v, (DType)p->g->node[x.n].dtype, ir_shape(p->g, x.n), loc), loc);
+		return 1;
+	}
+	if (!strcmp(name, "size") || !strcmp(name, "shape") || !strcmp(name, "rank")) {
+		check_nargs(p, name, loc, nargs, name[1] == 'i' ? 2 : 1, name[1] == 'i' ? 2 : 1);
+		Val x = tensor_arg(p, &args[0]);
+		const Shape *s = ir_shape(p->g, x.n);
+		if (name[0] == 'r')
+			*out = int_val(s->rank, loc);
+		else if (name[1] == 'h')
+			*out = list_val(p, s->dim, s->rank, loc);
+		else {
+			int64_t d = as_int(p, &args[1], "an axis");
+			norm_axis(p, &d, s->rank, args[1].loc, name);
+			*out = int_val(s->dim[d], loc);
+		}
+		return 1;
+	}
+	return 0;
+}
+
+// scan(body, operands..., ncarry=N, nxs=M, reverse=0)
+static Val
+scan_call(P *p, Loc loc, Val *args, const char **kw, int nargs)
+{
+	if (nargs < 1 || args[0].k != V_IDENT || (kw && kw[0]))
+		perr(p, loc, "scan takes the name of its body function first");
+	const char *fname = args[0].s;
+	Val ops[64];
+	int nops = 0;
+	int64_t nc = -1, nx = -1, rev = 0;
+	for (int i = 1; i < nargs; i++) {
+		if (kw && kw[i]) {
+			if (!strcmp(kw[i], "ncarry"))
+				nc = as_int(p, &args[i], "ncarry");
+			else if (!strcmp(kw[i], "nxs"))
+				nx = as_int(p, &args[i], "nxs");
+			else if (!strcmp(kw[i], "reverse"))
+				rev = as_int(p, &args[i], "reverse");
+			else
+				perr(p, args[i].loc, "scan has no attribute '%s'", kw[i]);
+			continue;
+		}
+		if (nops == 64)
+			perr(p, args[i].loc, "too many operands for scan");
+		ops[nops++] = args[i];
+	}
+	if (nc < 0 || nx < 0)
+		perr(p, loc, "scan: give ncarry= and nxs= (how many operands are carries and sequences)");
+	if (nc + nx > nops)
+		perr(p, loc, "scan: ncarry %lld and nxs %lld do not fit %d operands", (long long)nc,
+		     (long long)nx, nops);
+	NodeId in[64];
+	for (int i = 0; i < nops; i++)
+		in[i] = as_node(p, &ops[i], DT_NONE, NULL);
+	NodeId sub = body_graph(p, fname, loc, in, nops, nc, nx);
+	Attrs a;
+	ir_attrs_default(OP_scan, &a);
+	a.a[0].i = sub;
+	a.a[1].i = nc;
+	a.a[2].i = nx;
+	a.a[3].i = rev != 0;
+	NodeId n = build(p, OP_scan, in, nops, &a, loc, ops, nops);
+	return node_val(n, loc);
+}
+
+// The dispatcher: functions (user's, then the prelude's), the surface
+// functions, then the ops of the table.
+static Val
+call(P *p, const char *name, Loc loc, Val *args, const char **kw, int nargs)
+{
+	if (!p->g)
+		perr(p, loc, "'%s' cannot be computed here: sizes and shapes take integer arithmetic (+ - * // %%)",
+		     name);
+	int d = find_def(p, name);
+	if (d >= 0)
+		return inline_def(p, &p->def[d], loc, args, kw, nargs);
+	Val r;
+	if (sugar(p, name, loc, args, kw, nargs, &r))
+		return r;
+	int op = ir_op_lookup(name);
+	if (op)
+		return call_op(p, op, loc, args, kw, nargs);
+	perr(p, loc, "unknown function '%s'", name);
+}
+
+// recv.name(args): recv.f(a) is f(recv, a); recv.f_(a) is f(recv, a)
+// written back into recv (in place), with recv's dtype and shape (resize_
+// excepted).
+static Val
+method_call(P *p, Val recv, const char *name, Loc loc)
+{
+	Val args[64];
+	const char *kw[64];
+	args[0] = recv;
+	kw[0] = NULL;
+	int n = parse_args(p, args + 1, kw + 1, 63) + 1;
+	size_t len = strlen(name);
+	int inplace = len > 1 && name[len - 1] == '_';
+	if (!inplace)
+		return call(p, name, loc, args, kw, n);
+	if (recv.k != V_NODE)
+		perr(p, loc, "in-place %s needs a tensor, found %s", name, val_desc(&recv));
+	char *base = arena_strndup(p->a, name, len - 1);
+	NodeId old = recv.n;
+	Val r;
+	if (!strcmp(base, "fill")) {
+		check_nargs(p, name, loc, n, 2, 2);
+		r = call(p, "fill", loc, args, kw, n);
+	} else if (!strcmp(base, "zero")) {
+		check_nargs(p, name, loc, n, 1, 1);
+		r = node_val(mk_full(p, 0, (DType)p->g->node[old].dtype, ir_shape(p->g, old), loc), loc);
+	} else if (!strcmp(base, "copy")) {
+		check_nargs(p, name, loc, n, 2, 2);
+		Val fa[2] = {recv, args[1]};
+		const char *fk[2] = {NULL, NULL};
+		r = call(p, "full_like", loc, fa, fk, 2);
+	} else if (!strcmp(base, "resize")) {
+		// x.resize_(20) or x.resize_([4, 5])
+		Val a2[2] = {recv, args[1]};
+		if (n == 2 && args[1].k == V_INT)
+			a2[1] = list_val(p, &args[1].i, 1, args[1].loc);
+		else if (n > 2) {
+			int64_t d[IR_MAXDIM];
+			if (n - 1 > IR_MAXDIM)
+				perr(p, loc, "resize_: too many dimensions");
+			for (int i = 1; i < n; i++)
+				d[i - 1] = as_int(p, &args[i], "a size");
+			a2[1] = list_val(p, d, n - 1, loc);
+		}
+		r = call_op(p, OP_resize, loc, a2, NULL, 2);
+	} else {
+		r = call(p, base, loc, args, kw, n);
+	}
+	if (r.k != V_NODE)
+		perr(p, loc, "in-place %s did not produce a tensor", name);
+	NodeId nn = r.n;
+	if (strcmp(base, "resize")) {
+		nn = mk_cast(p, nn, (DType)p->g->node[old].dtype, loc);
+		if (!ir_shape_eq(ir_shape(p->g, nn), ir_shape(p->g, old))) {
+			char s0[160], s1[160];
+			ir_shape_str(ir_shape(p->g, old), s0, sizeof s0);
+			ir_shape_str(ir_shape(p->g, nn), s1, sizeof s1);
+			perr(p, loc, "in-place %s would change the shape %s to %s", name, s0, s1);
+		}
+	}
+	if (recv.var) {
+		Var *v = recv.var;
+		if (recv.isview) {
+			// recv is x[...] read just now: write through the slice.
+			Var tmp = {.name = v->name, .base = v, .input = -1, .slice = recv.slice,
+			           .ndrop = recv.ndrop};
+			memcpy(tmp.drop, recv.drop, sizeof tmp.drop);
+			tmp.basever = v->version;
+			var_store(p, &tmp, nn, loc);
+		} else {
+			var_store(p, v, nn, loc);
+		}
+	}
+	Val out = node_val(nn, loc);
+	return out;
+}
+
+// ---------------------------------------------------------------- statements
+
+static void
+assign(P *p, const char *name, Loc loc, Val v)
+{
+	if (v.k == V_IDENT)
+		perr(p, v.loc, "unknown name '%s'", v.s);
+	if (v.k == V_TUPLE)
+		perr(p, loc, "cannot assign %d values to one name", v.nitem);
+	Var *src = v.var;
+	int isview = v.isview;
+	Var *var = scope_bind(p, name, loc);
+	if (v.k == V_NODE && src) {
+		// y = x, y = x[0:2]: y is a view of x, as Python references are.
+		if (!isview) {
+			var->base = src;
+			var->basever = src->version;
+			var->input = src->input;
+		} else {
+			var->base = src;
+			var->slice = v.slice;
+			var->ndrop = v.ndrop;
+			memcpy(var->drop, v.drop, sizeof var->drop);
+			var->basever = src->version;
+		}
+	}
+	v.var = NULL;
+	v.isview = 0;
+	var->v = v;
+}
+
+// The values of a tuple: a function's several results, or the components
+// of a scan (get nodes).
+static int
+unpack(P *p, Val v, Val *out, int max, Loc loc)
+{
+	if (v.k == V_TUPLE) {
+		if (v.nitem > max)
+			perr(p, loc, "too many values to unpack");
+		memcpy(out, v.item, sizeof(Val) * (size_t)v.nitem);
+		return v.nitem;
+	}
+	if (v.k == V_NODE && p->g->node[v.n].dtype == DT_TUPLE) {
+		Attrs sa;
+		ir_attrs_get(p->g, v.n, &sa);
+		const Graph *b = p->g->sub[sa.a[0].i];
+		if ((int)b->nout > max)
+			perr(p, loc, "too many values to unpack");
+		for (uint32_t i = 0; i < b->nout; i++) {
+			Attrs a;
+			ir_attrs_default(OP_get, &a);
+			a.a[0].i = i;
+			out[i] = node_val(build(p, OP_get, &v.n, 1, &a, loc, NULL, 0), loc);
+		}
+		return (int)b->nout;
+	}
+	out[0] = v;
+	return 1;
+}
+
+// Parses statements up to the closing brace; `return` fills ret.
+static void
+parse_block(P *p, Val *ret, Loc *retloc)
+{
+	expect(p, "{");
+	skip_newlines(p);
+	while (!at(p, "}")) {
+		Token *t = peek(p);
+		if (t->kind == T_EOF)
+			perr(p, t->loc, "expected '}' before end of file");
+		if (ret->k)
+			perr(p, t->loc, "statement after return");
+		if (fe_tok_is(t, "return")) {
+			*retloc = next(p)->loc;
+			Val items[64];
+			const char *rn[64], *rw[64];
+			int n = 0;
+			if (peek(p)->kind != T_NEWLINE && !at(p, "}")) {
+				do {
+					if (n == 64)
+						perr(p, peek(p)->loc, "too many return values");
+					Val v = parse_expr(p);
+					// Output names: `as name`, `-> input` (a write-back), or
+					// the variable's own name.
+					const char *vname = v.k == V_NODE && v.var && !v.isview ? v.var->name : NULL;
+					const char *wb = NULL;
+					if (accept(p, "as"))
+						vname = expect_name(p, "an output name");
+					else if (accept(p, "->"))
+						wb = expect_name(p, "the name of an input");
+					v.var = NULL;
+					v.isview = 0;
+					Val parts[64];
+					int k = unpack(p, v, parts, 64, v.loc);
+					for (int i = 0; i < k && n < 64; i++) {
+						rn[n] = k == 1 ? vname : NULL;
+						rw[n] = k == 1 ? wb : NULL;
+						items[n++] = parts[i];
+					}
+				} while (accept(p, ","));
+			}
+			// Inlined calls inside the items have returns of their own: the
+			// names are taken only now.
+			memcpy(p->retname, rn, sizeof(rn[0]) * (size_t)n);
+			memcpy(p->retwb, rw, sizeof(rw[0]) * (size_t)n);
+			p->nret = n;
+			if (n == 0)
+				perr(p, *retloc, "return needs a value");
+			if (n == 1)
+				*ret = items[0];
+			else {
+				ret->k = V_TUPLE;
+				ret->nitem = n;
+				ret->item = arena_alloc_array(p->a, (size_t)n, sizeof(Val));
+				memcpy(ret->item, items, sizeof(Val) * (size_t)n);
+			}
+			end_statement(p);
+			skip_newlines(p);
+			continue;
+		}
+		// name, name = expr | name = expr | name[...] = expr | expr
+		if (t->kind == T_IDENT && !is_keyword(t) &&
+		    (fe_tok_is(&p->tok[p->pos + 1], "=") || fe_tok_is(&p->tok[p->pos + 1], ","))) {
+			const char *names[64];
+			Loc locs[64];
+			int n = 0;
+			do {
+				locs[n] = peek(p)->loc;
+				Token *nt = peek(p);
+				names[n] = expect_name(p, "a name");
+				if (strchr(names[n], '.'))
+					perr(p, nt->loc, "cannot assign to a dotted name");
+				n++;
+			} while (n < 64 && accept(p, ","));
+			expect(p, "=");
+			Val v = parse_expr(p);
+			if (n == 1)
+				assign(p, names[0], locs[0], v);
+			else {
+				Val parts[64];
+				int k = unpack(p, v, parts, 64, v.loc);
+				if (k != n)
+					perr(p, locs[0], "cannot unpack %d value%s into %d names", k, k == 1 ? "" : "s", n);
+				for (int i = 0; i < n; i++)
+					assign(p, names[i], locs[i], parts[i]);
+			}
+			end_statement(p);
+			skip_newlines(p);
+			continue;
+		}
+		Val v = parse_expr(p);
+		if (at(p, "=")) {
+			// x[...] = value: a write through a slice.
+			Loc eq = next(p)->loc;
+			if (v.k != V_NODE || !v.var || !v.isview)
+				perr(p, eq, "only a variable or a slice of one can be assigned to");
+			Val rhs = parse_expr(p);
+			NodeId cur = v.n;
+			NodeId src = as_node(p, &rhs, (DType)p->g->node[cur].dtype, NULL);
+			src = mk_cast(p, src, (DType)p->g->node[cur].dtype, eq);
+			Val sv = node_val(src, rhs.loc);
+			sv.var = rhs.var;
+			src = mk_broadcast(p, src, ir_shape(p->g, cur), eq, &sv, 1);
+			Var tmp = {.name = v.var->name, .base = v.var, .input = -1, .slice = v.slice,
+			           .ndrop = v.ndrop};
+			memcpy(tmp.drop, v.drop, sizeof tmp.drop);
+			tmp.basever = v.var->version;
+			var_store(p, &tmp, src, eq);
+		}
+		end_statement(p);
+		skip_newlines(p);
+	}
+	expect(p, "}");
+}
+
+// ---------------------------------------------------------------- scan bodies
+
+// Parses def `fname` into a graph of its own, with arguments typed by the
+// scan's operands (sequences lose their leading axis).
+static NodeId
+body_graph(P *p, const char *fname, Loc loc, const NodeId *ops, int nops, int64_t nc, int64_t nx)
+{
+	int di = find_def(p, fname);
+	if (di < 0)
+		perr(p, loc, "scan: no function named '%s'", fname);
+	Def *d = &p->def[di];
+	if (d->narg != nops)
+		perr(p, loc, "scan: body '%s' takes %d argument%s, scan passes %d", fname, d->narg,
+		     d->narg == 1 ? "" : "s", nops);
+	if (p->ncall == 64)
+		perr(p, loc, "calls nested too deeply (is '%s' recursive?)", d->name);
+	Graph *outer = p->g;
+	Graph *g = ir_graph_new(d->name, p->m->src);
+	Mode omode = p->mode;
+	Scope *osc = p->sc;
+	Token *otok = p->tok;
+	uint32_t opos = p->pos;
+	Scope sc = {.callsite = loc, .fname = d->name};
+	p->calls[p->ncall++] = loc;
+	p->g = g;
+	p->mode = M_BODY;
+	p->sc = &sc;
+	p->tok = d->tok;
+	for (int i = 0; i < nops; i++) {
+		const Shape *s = ir_shape(outer, ops[i]);
+		Shape t = *s;
+		if (i >= nc && i < nc + nx) {
+			if (t.rank < 1) {
+				p->g = outer;
+				ir_graph_free(g);
+				perr(p, loc, "scan: sequence operand %d is a scalar", i + 1);
+			}
+			t.rank--;
+			memmove(t.dim, t.dim + 1, sizeof(int64_t) * (size_t)t.rank);
+		}
+		DefArg *da = &d->arg[i];
+		DType dt = (DType)outer->node[ops[i]].dtype;
+		if (da->kind == A_TENSOR) {
+			DType wdt;
+			Shape ws;
+			p->pos = da->type_tok;
+			parse_type(p, &wdt, &ws);
+			if (wdt != dt || !ir_shape_eq(&ws, &t)) {
+				char want[200], got[200];
+				ir_type_str(wdt, &ws, want, sizeof want);
+				ir_type_str(dt, &t, got, sizeof got);
+				p->g = outer;
+				diag_emit(&p->d, loc, "scan: operand %d gives body '%s' %s, its argument '%s' is %s",
+				          i + 1, fname, got, da->name, want);
+				diag_note(&p->d, da->loc, "'%s' declared here", da->name);
+				note_calls(p);
+				ir_graph_free(g);
+				diag_fail(&p->d);
+			}
+		} else if (da->kind != A_ANY) {
+			p->g = outer;
+			ir_graph_free(g);
+			perr(p, da->loc, "scan body arguments must be tensors");
+		}
+		NodeId n = ir_add_input(g, da->name, IN_ARG, dt, &t, da->loc);
+		Var *v = scope_bind(p, da->name, da->loc);
+		v->v = node_val(n, da->loc);
+	}
+	p->pos = d->body;
+	Val ret = {0};
+	Loc retloc = 0;
+	// A failure inside the body longjmps out; the body graph is then owned
+	// by nothing, so give it to the module graph first.
+	uint32_t subidx = ir_add_sub(outer, g);
+	parse_block(p, &ret, &retloc);
+	Val items[64];
+	int n = unpack(p, ret, items, 64, retloc);
+	if (!ret.k)
+		perr(p, loc, "scan body '%s' returns nothing", fname);
+	for (int i = 0; i < n; i++) {
+		NodeId o = as_node(p, &items[i], DT_NONE, NULL);
+		if (p->g->node[o].dtype == DT_TUPLE)
+			perr(p, items[i].loc, "a scan body cannot return a tuple");
+		ir_add_output(g, o, arena_printf(p->a, "y%d", i), -1);
+	}
+	p->g = outer;
+	p->mode = omode;
+	p->sc = osc;
+	p->tok = otok;
+	p->pos = opos;
+	p->ncall--;
+	// Unique name among the module's bodies.
+	const char *name = d->name;
+	for (int k = 2;; k++) {
+		int clash = 0;
+		for (uint32_t i = 0; i < outer->nsub; i++)
+			if (i != subidx && !strcmp(outer->sub[i]->name, name))
+				clash = 1;
+		if (!clash)
+			break;
+		name = arena_printf(p->a, "%s_%d", d->name, k);
+	}
+	g->name = arena_strdup(g->arena, name);
+	return subidx;
+}
+
+// ---------------------------------------------------------------- module
+
+// def name(arg[: type][= default], ...) [-> type | (type, ...)] { ... }
+// Records the function; its body is parsed at each call.
+static void
+parse_def_header(P *p, int prelude)
+{
+	Loc loc = expect(p, "def")->loc;
+	Token *nt = peek(p);
+	const char *name = expect_name(p, "a function name");
+	if (strchr(name, '.') || name[0] == '%')
+		perr(p, nt->loc, "function names cannot contain '.' or start with '%%'");
+	if (ir_op_lookup(name))
+		perr(p, nt->loc, "'%s' is a built-in op and cannot be redefined", name);
+	for (uint32_t i = 0; i < p->ndef; i++)
+		if (p->def[i].prelude == prelude && !strcmp(p->def[i].name, name)) {
+			diag_emit(&p->d, nt->loc, "function '%s' defined twice", name);
+			diag_note(&p->d, p->def[i].loc, "first defined here");
+			diag_fail(&p->d);
+		}
+	arena_grow(p->a, (void **)&p->def, &p->cdef, p->ndef + 1, sizeof *p->def);
+	Def *d = &p->def[p->ndef];
+	memset(d, 0, sizeof *d);
+	d->name = name;
+	d->loc = nt->loc;
+	d->tok = p->tok;
+	d->prelude = prelude;
+	(void)loc;
+	expect(p, "(");
+	while (!at(p, ")")) {
+		if (d->narg == 32)
+			perr(p, peek(p)->loc, "too many arguments (at most 32)");
+		DefArg *a = &d->arg[d->narg];
+		Token *at_ = peek(p);
+		a->loc = at_->loc;
+		a->name = expect_name(p, "an argument name");
+		if (strchr(a->name, '.'))
+			perr(p, at_->loc, "argument names cannot contain '.'");
+		for (int i = 0; i < d->narg; i++)
+			if (!strcmp(d->arg[i].name, a->name))
+				perr(p, at_->loc, "argument '%s' repeated", a->name);
+		a->kind = A_ANY;
+		if (accept(p, ":")) {
+			Token *tt = peek(p);
+			if (fe_tok_is(tt, "int"))
+				a->kind = A_INT, next(p);
+			else if (fe_tok_is(tt, "float"))
+				a->kind = A_FLOAT, next(p);
+			else if (fe_tok_is(tt, "params"))
+				a->kind = A_PARAMS, next(p);
+			else if (fe_tok_is(tt, "tensor"))
+				a->kind = A_ANY, next(p);
+			else {
+				a->kind = A_TENSOR;
+				a->type_tok = p->pos;
+				// Skip the type: dtype [ ... ]
+				if (tt->kind != T_IDENT || !ir_dtype_lookup(tok_str(p, tt)))
+					perr(p, tt->loc, "unknown type '%.*s' (a tensor type such as f32[N], or int, float, params, tensor)",
+					     (int)tt->len, tt->text);
+				next(p);
+				expect(p, "[");
+				int depth = 1;
+				while (depth && peek(p)->kind != T_EOF) {
+					if (at(p, "["))
+						depth++;
+					if (at(p, "]"))
+						depth--;
+					next(p);
+				}
+			}
+		}
+		if (accept(p, "=")) {
+			a->def_tok = p->pos;
+			// Skip the default expression up to ',' or ')' at depth 0.
+			int depth = 0;
+			while (peek(p)->kind != T_EOF) {
+				if (!depth && (at(p, ",") || at(p, ")")))
+					break;
+				if (at(p, "(") || at(p, "["))
+					depth++;
+				if (at(p, ")") || at(p, "]"))
+					depth--;
+				next(p);
+			}
+			if (a->def_tok == p->pos)
+				perr(p, peek(p)->loc, "expected a default value");
+		}
+		d->narg++;
+		if (!accept(p, ","))
+			break;
+	}
+	expect(p, ")");
+	if (accept(p, "->")) {
+		d->ret_tok = p->pos;
+		int depth = 0;
+		while (peek(p)->kind != T_EOF && !(depth == 0 && at(p, "{"))) {
+			if (at(p, "(") || at(p, "["))
+				depth++;
+			if (at(p, ")") || at(p, "]"))
+				depth--;
+			next(p);
+		}
+	}
+	if (!at(p, "{"))
+		perr(p, peek(p)->loc, "expected '{' to start the body of '%s', found %s", name,
+		     tok_desc(p, peek(p)));
+	d->body = p->pos;
+	// Skip the body.
+	int depth = 0;
+	do {
+		if (peek(p)->kind == T_EOF)
+			perr(p, d->loc, "the body of '%s' is not closed by '}'", name);
+		if (at(p, "{"))
+			depth++;
+		if (at(p, "}"))
+			depth--;
+		next(p);
+	} while (depth);
+	p->ndef++;
+}
+
+static void
+parse_let(P *p)
+{
+	expect(p, "let");
+	Token *nt = peek(p);
+	const char *name = expect_name(p, "a size name");
+	if (strchr(name, '.'))
+		perr(p, nt->loc, "size names cannot contain '.'");
+	for (uint32_t i = 0; i < p->m->nsize; i++)
+		if (!strcmp(p->m->size[i].name, name)) {
+			diag_emit(&p->d, nt->loc, "size '%s' defined twice", name);
+			diag_note(&p->d, p->m->size[i].loc, "first defined here");
+			diag_fail(&p->d);
+		}
+	if (ir_module_find_decl(p->m, name) >= 0)
+		perr(p, nt->loc, "'%s' is already declared", name);
+	expect(p, "=");
+	Val v = parse_expr(p);
+	int64_t value = as_int(p, &v, "a size");
+	for (int i = 0; i < p->o->ndefines; i++) {
+		const char *def = p->o->defines[i], *eq = strchr(def, '=');
+		if (eq && (size_t)(eq - def) == strlen(name) && !strncmp(def, name, strlen(name))) {
+			char *end;
+			long long x = strtoll(eq + 1, &end, 10);
+			if (!eq[1] || *end)
+				perr(p, 0, "-D %s: the value must be an integer", def);
+			value = x;
+			p->defused[i] = 1;
+		}
+	}
+	if (value < 0)
+		perr(p, nt->loc, "size '%s' is negative (%lld)", name, (long long)value);
+	arena_grow(p->m->arena, (void **)&p->m->size, &p->m->csize, p->m->nsize + 1, sizeof *p->m->size);
+	p->m->size[p->m->nsize++] = (Size){arena_strdup(p->m->arena, name), value, nt->loc};
+	end_statement(p);
+}
+
+// param|const name: type [= initializer | = { statements; return value }]
+static void
+parse_decl(P *p)
+{
+	Token *kt = next(p);
+	DeclKind kind = fe_tok_is(kt, "param") ? DECL_PARAM : DECL_CONST;
+	Token *nt = peek(p);
+	const char *name = expect_name(p, "a name");
+	int prev = ir_module_find_decl(p->m, name);
+	if (prev >= 0) {
+		diag_emit(&p->d, nt->loc, "'%s' declared twice", name);
+		diag_note(&p->d, p->m->decl[prev].loc, "first declared here");
+		diag_fail(&p->d);
+	}
+	for (uint32_t i = 0; i < p->m->nsize; i++)
+		if (!strcmp(p->m->size[i].name, name))
+			perr(p, nt->loc, "'%s' is already a size", name);
+	expect(p, ":");
+	DType dt;
+	Shape s;
+	parse_type(p, &dt, &s);
+	arena_grow(p->m->arena, (void **)&p->m->decl, &p->m->cdecl, p->m->ndecl + 1, sizeof *p->m->decl);
+	int k = (int)p->m->ndecl++;
+	Decl *d = &p->m->decl[k];
+	memset(d, 0, sizeof *d);
+	d->name = arena_strdup(p->m->arena, name);
+	d->kind = kind;
+	d->dtype = dt;
+	d->shape = s;
+	d->loc = nt->loc;
+	if (accept(p, "=")) {
+		Graph *g = ir_graph_new(d->name, p->m->src);
+		d->init = g; // owned by the module from now on, even on error
+		Scope sc = {0};
+		p->sc = &sc;
+		p->g = g;
+		p->mode = M_INIT;
+		p->curdecl = k;
+		p->init_shape = s;
+		p->init_dtype = dt;
+		p->initnode = arena_alloc_array(p->a, p->m->ndecl, sizeof(NodeId));
+		Val v = {0};
+		Loc vloc = peek(p)->loc;
+		if (at(p, "{")) {
+			Loc retloc = 0;
+			parse_block(p, &v, &retloc);
+			if (!v.k)
+				perr(p, vloc, "the initializer of '%s' returns nothing", name);
+		} else {
+			v = parse_expr(p);
+		}
+		if (v.k == V_TUPLE)
+			perr(p, vloc, "the initializer of '%s' gives %d values", name, v.nitem);
+		// The value is converted and broadcast to the declared type.
+		NodeId n = as_node(p, &v, dt, &s);
+		Val nv = node_val(n, v.loc);
+		n = mk_cast(p, n, dt, vloc);
+		n = mk_broadcast(p, n, &s, vloc, &nv, 1);
+		ir_add_output(g, n, d->name, -1);
+		p->g = NULL;
+		p->sc = NULL;
+	}
+	end_statement(p);
+}
+
+static void
+parse_forward(P *p, Def *d)
+{
+	Graph *g = ir_graph_new("forward", p->m->src);
+	p->m->main = g;
+	p->g = g;
+	p->mode = M_FORWARD;
+	p->declnode = arena_alloc_array(p->a, p->m->ndecl + 1, sizeof(NodeId));
+	p->declvar = arena_alloc_array(p->a, p->m->ndecl + 1, sizeof(Var *));
+	// Inputs: params in declaration order, then consts, then arguments.
+	for (int pass = 0; pass < 2; pass++)
+		for (uint32_t i = 0; i < p->m->ndecl; i++) {
+			Decl *dc = &p->m->decl[i];
+			if ((pass == 0) != (dc->kind == DECL_PARAM))
+				continue;
+			p->declnode[i] = ir_add_input(g, dc->name, pass == 0 ? IN_PARAM : IN_CONST, dc->dtype,
+			                              &dc->shape, dc->loc);
+		}
+	Scope sc = {0};
+	p->sc = &sc;
+	p->tok = d->tok;
+	for (int i = 0; i < d->narg; i++) {
+		DefArg *da = &d->arg[i];
+		if (da->kind != A_TENSOR)
+			perr(p, da->loc, "arguments of forward need a tensor type (such as f32[N])");
+		if (da->def_tok)
+			perr(p, da->loc, "arguments of forward cannot have defaults");
+		if (ir_module_find_decl(p->m, da->name) >= 0)
+			perr(p, da->loc, "argument '%s' has the name of a declaration", da->name);
+		DType dt;
+		Shape s;
+		p->pos = da->type_tok;
+		parse_type(p, &dt, &s);
+		NodeId n = ir_add_input(g, da->name, IN_ARG, dt, &s, da->loc);
+		Var *v = scope_bind(p, da->name, da->loc);
+		v->v = node_val(n, da->loc);
+		v->input = (int)g->ninput - 1;
+		add_inputvar(p, v);
+	}
+	p->pos = d->body;
+	Val ret = {0};
+	Loc retloc = 0;
+	parse_block(p, &ret, &retloc);
+	if (!ret.k)
+		perr(p, d->loc, "forward returns nothing");
+	Val items[64];
+	int n = ret.k == V_TUPLE ? ret.nitem : 1;
+	if (ret.k == V_TUPLE)
+		memcpy(items, ret.item, sizeof(Val) * (size_t)n);
+	else
+		items[0] = ret;
+	int *wbdone = arena_alloc_array(p->a, g->ninput + 1, sizeof(int));
+	for (int i = 0; i < n; i++) {
+		NodeId o = as_node(p, &items[i], DT_NONE, NULL);
+		if (g->node[o].dtype == DT_TUPLE)
+			perr(p, items[i].loc, "forward cannot return a tuple; unpack it first");
+		if (p->retwb[i]) {
+			int k = -1;
+			for (uint32_t j = 0; j < g->ninput; j++)
+				if (!strcmp(g->input[j].name, p->retwb[i]))
+					k = (int)j;
+			if (k < 0)
+				perr(p, items[i].loc, "'-> %s': forward has no input named '%s'", p->retwb[i],
+				     p->retwb[i]);
+			NodeId in = g->input[k].node;
+			if (g->node[o].dtype != g->node[in].dtype || g->node[o].shape != g->node[in].shape)
+				perr(p, items[i].loc, "'-> %s': the value's type differs from the input's",
+				     p->retwb[i]);
+			if (wbdone[k])
+				perr(p, items[i].loc, "input '%s' written back twice", p->retwb[i]);
+			wbdone[k] = 1;
+			ir_add_output(g, o, p->retwb[i], k);
+			continue;
+		}
+		const char *name = p->retname[i];
+		if (!name)
+			name = n == 1 ? "out" : arena_printf(p->a, "out%d", i);
+		// Output names are file names: keep them unique.
+		for (int k = 2;; k++) {
+			int clash = 0;
+			for (uint32_t j = 0; j < g->nout; j++)
+				clash |= !strcmp(g->out[j].name, name);
+			if (!clash)
+				break;
+			name = arena_printf(p->a, "%s_%d", p->retname[i] ? p->retname[i] : "out", k);
+		}
+		ir_add_output(g, o, name, -1);
+	}
+	// Inputs mutated in place: their final values are written back.
+	for (uint32_t i = 0; i < p->ninputvar; i++) {
+		Var *v = p->inputvar[i];
+		if (!v->mutated || v->input < 0 || v->base)
+			continue;
+		if (wbdone[v->input])
+			perr(p, retloc, "input '%s' is both mutated in place and written back with '->'",
+			     v->name);
+		Val cur = var_value(p, v, retloc);
+		NodeId o = cur.n;
+		if (g->node[o].shape != g->node[g->input[v->input].node].shape) {
+			char s0[160];
+			ir_shape_str(ir_shape(g, o), s0, sizeof s0);
+			perr(p, retloc, "input '%s' is resized in place to %s; only locals can change shape",
+			     v->name, s0);
+		}
+		ir_add_output(g, o, v->name, v->input);
+	}
+}
+
+static void parse_module(P *p, const char *name, const char *text, size_t len);
+
+Module *
+fe_parse_string(const char *name, const char *text, size_t len, const FeOptions *o)
+{
+	static const FeOptions none = {0};
+	P *p = calloc(1, sizeof *p);
+	if (!p)
+		return NULL;
+	Module *m = ir_module_new(name);
+	p->m = m;
+	p->a = m->arena;
+	p->o = o ? o : &none;
+	o = p->o;
+	p->d.out = o->diag;
+	p->d.src = m->src;
+	p->d.jmp = &p->jmp;
+	p->defused = arena_alloc_array(p->a, (size_t)o->ndefines + 1, sizeof(int));
+	if (setjmp(p->jmp)) {
+		ir_module_free(p->m);
+		free(p);
+		return NULL;
+	}
+	parse_module(p, name, text, len);
+	free(p);
+	return m;
+}
+
+// The whole module: the prelude's functions, then the model's (pass 1),
+// then sizes and declarations in order (pass 2), then forward.
+static void
+parse_module(P *p, const char *name, const char *text, size_t len)
+{
+	Module *m = p->m;
+	const FeOptions *o = p->o;
+	// The prelude first (file 0), then the model (file 1).
+	uint32_t ntok;
+	if (!o->no_prelude) {
+		uint32_t pf = ir_srcmap_add_file(m->src, "prelude.ir", fe_prelude_text, fe_prelude_len);
+		p->tok = fe_lex(&p->d, m->src, pf, &ntok);
+		p->pos = 0;
+		skip_newlines(p);
+		while (peek(p)->kind != T_EOF) {
+			if (!at(p, "def"))
+				perr(p, peek(p)->loc, "the prelude holds only functions");
+			parse_def_header(p, 1);
+			skip_newlines(p);
+		}
+	}
+	uint32_t f = ir_srcmap_add_file(m->src, name, text, len);
+	if (memchr(text, 0, len)) {
+		const char *z = memchr(text, 0, len);
+		uint32_t line = 1, col = 1;
+		for (const char *q = text; q < z; q++)
+			if (*q == '\n')
+				line++, col = 1;
+			else
+				col++;
+		perr(p, ir_srcmap_loc(m->src, f, line, col), "unexpected byte 0x00");
+	}
+	p->tok = fe_lex(&p->d, m->src, f, &ntok);
+	// Pass 1: every function, so that calls may come before definitions.
+	p->pos = 0;
+	for (;;) {
+		skip_newlines(p);
+		if (peek(p)->kind == T_EOF)
+			break;
+		if (at(p, "def")) {
+			parse_def_header(p, 0);
+			continue;
+		}
+		while (peek(p)->kind != T_NEWLINE && peek(p)->kind != T_EOF)
+			next(p);
+	}
+	// Pass 2: sizes and declarations, in order.
+	p->pos = 0;
+	Def *fwd = NULL;
+	for (;;) {
+		skip_newlines(p);
+		Token *t = peek(p);
+		if (t->kind == T_EOF)
+			break;
+		if (fe_tok_is(t, "let"))
+			parse_let(p);
+		else if (fe_tok_is(t, "param") || fe_tok_is(t, "const"))
+			parse_decl(p);
+		else if (fe_tok_is(t, "def")) {
+			// Skip the function (recorded in pass 1).
+			uint32_t start = p->pos;
+			for (uint32_t i = 0; i < p->ndef; i++)
+				if (!p->def[i].prelude && p->def[i].tok == p->tok && p->def[i].loc == p->tok[start + 1].loc) {
+					if (!strcmp(p->def[i].name, "forward"))
+						fwd = &p->def[i];
+					p->pos = p->def[i].body;
+				}
+			int depth = 0;
+			do {
+				if (at(p, "{"))
+					depth++;
+				if (at(p, "}"))
+					depth--;
+				next(p);
+			} while (depth && peek(p)->kind != T_EOF);
+		} else
+			perr(p, t->loc, "expected let, param, const or def, found %s", tok_desc(p, t));
+	}
+	for (int i = 0; i < o->ndefines; i++)
+		if (!p->defused[i]) {
+			const char *eq = strchr(o->defines[i], '=');
+			if (!eq)
+				perr(p, 0, "-D %s: expected NAME=VALUE", o->defines[i]);
+			perr(p, 0, "-D %s: the model has no size named '%.*s'", o->defines[i],
+			     (int)(eq - o->defines[i]), o->defines[i]);
+		}
+	if (!fwd)
+		perr(p, 0, "no 'def forward' in %s", name);
+	parse_forward(p, fwd);
+}
+
+Module *
+fe_parse_file(const char *path, const FeOptions *o)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		if (o && o->diag)
+			fprintf(o->diag, "%s: error: cannot open: %s\n", path, strerror(errno));
+		return NULL;
+	}
+	size_t cap = 1 << 16, len = 0;
+	char *buf = malloc(cap);
+	for (;;) {
+		if (!buf)
+			break;
+		size_t n = fread(buf + len, 1, cap - len, f);
+		len += n;
+		if (len < cap)
+			break;
+		if (cap >= (size_t)1 << 30) {
+			free(buf);
+			buf = NULL;
+			break;
+		}
+		char *nb = realloc(buf, cap * 2);
+		if (!nb) {
+			free(buf);
+			buf = NULL;
+			break;
+		}
+		buf = nb;
+		cap *= 2;
+	}
+	int rerr = ferror(f);
+	fclose(f);
+	if (!buf || rerr) {
+		if (o && o->diag)
+			fprintf(o->diag, "%s: error: cannot read the file%s\n", path,
+			        buf ? "" : " (too large or out of memory)");
+		free(buf);
+		return NULL;
+	}
+	Module *m = fe_parse_string(path, buf, len, o);
+	free(buf);
+	return m;
+}

@@ -1,0 +1,336 @@
+// ir/ir.h -- the fadc graph IR: the only header every module includes.
+//
+// A Graph is an append-only array of Nodes in an arena.  Node ids are
+// 32-bit indices; an input always has a smaller id than its user, so id
+// order is a topological order: forward passes loop up, reverse passes
+// loop down, and side tables are plain arrays indexed by id.  Id 0 is the
+// null node.  Shapes are interned per graph (equal shapes, equal ids).
+// Attributes live in one int64 pool per graph, laid out by the op's
+// attribute spec in ops.def.  Everything a graph owns lives in its arena
+// and is released at once by ir_graph_free().
+//
+// Layout convention: tensors are dense and row-major (C order), like NumPy
+// and PyTorch's contiguous tensors.
+//
+// Sections follow the source files: arena.c, ops.c, graph.c, shape.c,
+// module.c, print.c, verify.c, random.c, interp.c.
+#ifndef FADC_IR_H
+#define FADC_IR_H
+
+#include <setjmp.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define IR_MAXDIM 8  // tensors have rank 0..IR_MAXDIM
+#define IR_MAXATTR 8 // attributes per op
+
+typedef uint32_t NodeId; // index into Graph.node; 0 is "no node"
+typedef uint32_t ShapeId; // index into Graph.shape
+typedef uint32_t Loc; // index into SrcMap.loc; 0 is "no location"
+
+// Internal invariant check, on in every build: prints where and a hint for
+// the caller, then aborts.  For user errors use diagnostics instead.
+#define FADC_ASSERT(cond, hint)                                                 \
+	((cond) ? (void)0 : fadc_assert_fail(#cond, hint, __FILE__, __LINE__))
+_Noreturn void fadc_assert_fail(const char *cond, const char *hint, const char *file, int line);
+
+// ---------------------------------------------------------------- arena.c
+// A chunked bump allocator.  Allocation failure is fatal (the compiler has
+// no useful way to go on); FADC_FAIL_ALLOC_AFTER=n makes the n-th chunk
+// allocation fail, to test that path.
+typedef struct Arena Arena;
+Arena *arena_new(void);
+void arena_free(Arena *a);
+void *arena_alloc(Arena *a, size_t size); // 16-byte aligned, uninitialised
+void *arena_zalloc(Arena *a, size_t size); // zeroed
+void *arena_alloc_array(Arena *a, size_t n, size_t size); // zeroed; checks n*size
+char *arena_strdup(Arena *a, const char *s);
+char *arena_strndup(Arena *a, const char *s, size_t n);
+char *arena_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// Grows *p (of *cap elements of size `size`) to hold at least `need`;
+// the old block is abandoned to the arena, as QBE's vgrow.
+void arena_grow(Arena *a, void **p, uint32_t *cap, uint32_t need, size_t size);
+
+// ---------------------------------------------------------------- ops.c
+typedef enum DType { DT_NONE, DT_F32, DT_F64, DT_I64, DT_BOOL, DT_TUPLE, DT_COUNT } DType;
+
+enum Op {
+	OP_NONE,
+#define UNARY(n, ...) OP_##n,
+#define UNARYA(n, ...) OP_##n,
+#define BINARY(n, ...) OP_##n,
+#define CMP(n, ...) OP_##n,
+#define OTHER(n, ...) OP_##n,
+#include "ops.def" // all row macros: the enum
+	OP_COUNT
+};
+
+enum OpFlag {
+	F_NONE = 0,
+	F_INTOK = 1 << 0, // elementwise op that also takes i64 operands
+	F_NONDIFF = 1 << 1, // no derivative: asking for one through it is an error
+	F_ZERODERIV = 1 << 2, // derivative is identically zero
+	F_RANDOM = 1 << 3, // draws from the counter-based generator
+	F_FACTORY = 1 << 4, // no tensor inputs; shape and dtype are attributes
+	F_HOST = 1 << 5, // runs on the host only
+	F_PLACE = 1 << 6, // placement: identity on values
+	F_LINEAR = 1 << 7, // linear in its (float) inputs
+	F_ELEMWISE = 1 << 8, // set by ops.c for UNARY, UNARYA, BINARY, CMP rows
+};
+
+typedef enum AttrKind { AK_INT, AK_FLOAT, AK_INTS, AK_DTYPE, AK_ENUM, AK_BODY } AttrKind;
+
+// One attribute value; which fields mean something depends on the kind.
+// AK_INT, AK_DTYPE, AK_ENUM (the index of the name), AK_BODY (index into
+// Graph.sub) use i; AK_FLOAT uses f; AK_INTS uses n and v.
+typedef struct AttrVal {
+	int64_t i;
+	double f;
+	int n;
+	int64_t v[IR_MAXDIM];
+} AttrVal;
+
+typedef struct Attrs {
+	AttrVal a[IR_MAXATTR];
+} Attrs;
+
+typedef struct AttrSpec {
+	const char *name;
+	AttrKind kind;
+	int has_default;
+	AttrVal def;
+	int nenum; // AK_ENUM: the allowed names
+	const char *enums[8];
+} AttrSpec;
+
+typedef struct Shape {
+	int rank;
+	int64_t dim[IR_MAXDIM];
+} Shape;
+
+typedef struct Graph Graph;
+
+// A shape rule computes the result's shape and dtype from the operands and
+// attributes, or writes a message (without location) to err and returns 0.
+typedef int (*ShapeRule)(const Graph *g, int op, const NodeId *in, int nin, const Attrs *a,
+                         Shape *out, DType *dt, char *err, size_t errlen);
+
+typedef struct OpInfo {
+	const char *name;
+	int arity; // number of tensor operands; -1 variadic
+	uint32_t flags; // F_*
+	int nattr;
+	AttrSpec attr[IR_MAXATTR];
+	ShapeRule shape;
+} OpInfo;
+
+const OpInfo *ir_op(int op); // the table row, attribute specs parsed
+int ir_op_lookup(const char *name); // OP_NONE if unknown
+int ir_attr_index(int op, const char *name); // -1 if the op has no such attribute
+void ir_attrs_default(int op, Attrs *a); // defaults filled, required slots zero
+const char *ir_dtype_name(DType t);
+DType ir_dtype_lookup(const char *name); // DT_NONE if unknown
+int ir_dtype_is_float(DType t);
+
+// ---------------------------------------------------------------- graph.c
+typedef struct Node {
+	uint16_t op; // enum Op
+	uint8_t dtype; // DType
+	uint8_t nin; // number of inputs
+	uint32_t in; // inputs are g->edge[in .. in+nin)
+	ShapeId shape;
+	uint32_t attr; // offset into g->attr, 0 if none
+	Loc loc; // where the user wrote it, or what it was derived from
+} Node; // 20 bytes, no pointers: printable, hashable, memcmp-able
+
+typedef enum InputKind { IN_PARAM, IN_CONST, IN_ARG } InputKind;
+
+typedef struct Input {
+	NodeId node; // its OP_input node
+	const char *name;
+	InputKind kind;
+} Input;
+
+// An output is a value; a write-back output also names the input whose
+// new value it is (an argument mutated in place by the program).
+typedef struct Output {
+	NodeId node;
+	const char *name;
+	int writeback; // index into Graph.input, or -1
+} Output;
+
+// The source map: every Loc of a compilation indexes one table, shared by
+// all graphs derived from the same source.
+typedef struct SrcFile {
+	const char *name;
+	const char *text; // NUL-terminated copy of the whole file
+	size_t len;
+} SrcFile;
+
+typedef struct SrcLoc {
+	uint32_t file; // index into SrcMap.file
+	uint32_t line, col; // 1-based
+} SrcLoc;
+
+typedef struct SrcMap {
+	Arena *arena;
+	SrcFile *file;
+	uint32_t nfile, cfile;
+	SrcLoc *loc; // loc[0] is "no location"
+	uint32_t nloc, cloc;
+} SrcMap;
+
+SrcMap *ir_srcmap_new(void);
+void ir_srcmap_free(SrcMap *s);
+uint32_t ir_srcmap_add_file(SrcMap *s, const char *name, const char *text, size_t len);
+Loc ir_srcmap_loc(SrcMap *s, uint32_t file, uint32_t line, uint32_t col);
+
+struct Graph {
+	Arena *arena; // owns everything below
+	const char *name;
+	Node *node; // node[0] is the null node
+	uint32_t nnode, cnode;
+	NodeId *edge;
+	uint32_t nedge, cedge;
+	int64_t *attr; // attr[0] unused, so offset 0 means "none"
+	uint32_t nattr, cattr;
+	Shape *shape; // shape[0] unused
+	uint32_t nshape, cshape;
+	uint32_t *shash; // open-addressing index of shape, 0 = empty
+	uint32_t cshash;
+	Input *input;
+	uint32_t ninput, cinput;
+	Output *out;
+	uint32_t nout, cout;
+	struct Graph **sub; // bodies of scan nodes (AK_BODY attributes)
+	uint32_t nsub, csub;
+	SrcMap *src; // not owned; may be NULL
+};
+
+Graph *ir_graph_new(const char *name, SrcMap *src);
+void ir_graph_free(Graph *g); // frees subgraphs too
+
+ShapeId ir_shape_intern(Graph *g, const Shape *s);
+static inline const Shape *ir_shape(const Graph *g, NodeId n) { return &g->shape[g->node[n].shape]; }
+static inline const NodeId *ir_in(const Graph *g, NodeId n) { return &g->edge[g->node[n].in]; }
+static inline NodeId ir_in1(const Graph *g, NodeId n, int i) { return g->edge[g->node[n].in + i]; }
+int64_t ir_numel(const Shape *s);
+int ir_shape_eq(const Shape *a, const Shape *b);
+
+// Builds a node: checks arity, attributes and the shape rule, then appends.
+// Returns 0 and writes a message to err on a user-level error.
+NodeId ir_build(Graph *g, int op, const NodeId *in, int nin, const Attrs *a, Loc loc, char *err,
+                size_t errlen);
+// As ir_build, for passes that construct only valid nodes: a failure is an
+// internal error (FADC_ASSERT with the rule's message).
+NodeId ir_emit(Graph *g, int op, const NodeId *in, int nin, const Attrs *a, Loc loc);
+NodeId ir_add_input(Graph *g, const char *name, InputKind kind, DType dt, const Shape *s, Loc loc);
+void ir_add_output(Graph *g, NodeId n, const char *name, int writeback);
+uint32_t ir_add_sub(Graph *g, Graph *sub); // g takes ownership
+
+void ir_attrs_get(const Graph *g, NodeId n, Attrs *a); // defaults if the node has none
+int64_t ir_attr_int(const Graph *g, NodeId n, const char *name);
+double ir_attr_float(const Graph *g, NodeId n, const char *name);
+int ir_attr_ints(const Graph *g, NodeId n, const char *name, int64_t v[IR_MAXDIM]);
+
+// ---------------------------------------------------------------- shape.c
+// The shape rules named by ops.def, and NumPy broadcasting.
+int ir_broadcast_shapes(const Shape *a, const Shape *b, Shape *out);
+void ir_shape_str(const Shape *s, char *buf, size_t n); // "[10, 11]"
+void ir_type_str(DType t, const Shape *s, char *buf, size_t n); // "f32[10, 11]"
+#define SHAPE_RULE(rule)                                                                           \
+	int shape_##rule(const Graph *g, int op, const NodeId *in, int nin, const Attrs *a,          \
+	                 Shape *out, DType *dt, char *err, size_t errlen)
+#define OTHER(n, arity, rule, ...) SHAPE_RULE(rule);
+#include "ops.def" // OTHER: one prototype per named rule (repeats are harmless)
+SHAPE_RULE(elemwise);
+SHAPE_RULE(compare);
+
+// ---------------------------------------------------------------- module.c
+// A module is what a source file declares: named sizes, parameters and
+// constants with their initializers, and the entry graph `forward`.
+typedef struct Size {
+	const char *name;
+	int64_t value;
+	Loc loc;
+} Size;
+
+typedef enum DeclKind { DECL_PARAM, DECL_CONST } DeclKind;
+
+// A parameter or constant.  `init` computes its value: a graph with no
+// arguments whose inputs are earlier declarations (by name) and whose one
+// output is the value; NULL means "bind by name from a tensor file".
+typedef struct Decl {
+	const char *name;
+	DeclKind kind;
+	DType dtype;
+	Shape shape;
+	Graph *init;
+	Loc loc;
+} Decl;
+
+typedef struct Module {
+	Arena *arena;
+	const char *name;
+	SrcMap *src; // owned
+	Size *size;
+	uint32_t nsize, csize;
+	Decl *decl;
+	uint32_t ndecl, cdecl;
+	Graph *main; // `forward`: inputs are params (declaration order), consts, arguments
+} Module;
+
+Module *ir_module_new(const char *name);
+void ir_module_free(Module *m);
+int ir_module_find_decl(const Module *m, const char *name); // -1 if none
+
+// ---------------------------------------------------------------- print.c
+// The canonical printer: deterministic, and its output parses back to the
+// same graph.  Node n prints as %n; inputs print by name.
+void ir_print_module(FILE *f, const Module *m);
+void ir_print_graph(FILE *f, const Graph *g, const char *fname);
+void ir_print_float(char *buf, size_t n, double v); // shortest round-trip form
+
+// ---------------------------------------------------------------- verify.c
+// Checks the invariants: inputs precede users, shapes and dtypes equal what
+// the rules compute, attributes well-formed, outputs valid.  Returns 0 and
+// a message on the first violation.
+int ir_verify(const Graph *g, char *err, size_t errlen);
+
+// ---------------------------------------------------------------- random.c
+// Philox4x32-10 (Salmon et al., SC'11): a counter-based generator, so that
+// every backend draws identical numbers for the same (key, counter).
+void ir_philox(const uint32_t key[2], const uint32_t ctr[4], uint32_t out[4]);
+// The samplers, one element at a time; `index` is the element's flat index.
+// They are functions of (seed, runseed, index) only.
+double ir_rand_uniform(uint64_t seed, uint64_t runseed, uint64_t index); // [0, 1)
+double ir_rand_normal(uint64_t seed, uint64_t runseed, uint64_t index); // N(0, 1)
+double ir_rand_gamma(uint64_t seed, uint64_t runseed, uint64_t index, double alpha); // rate 1
+
+// ---------------------------------------------------------------- interp.c
+// The reference interpreter: every value is a dense float64 array whatever
+// its dtype (i64 exact up to 2^53, bool as 0/1), so that it is an oracle
+// of the exact math for every backend.  Written for obvious correctness.
+typedef struct Tensor {
+	DType dtype;
+	Shape shape;
+	double *data; // malloc'ed, numel elements (NULL when numel is 0)
+} Tensor;
+
+void ir_tensor_free(Tensor *t);
+int ir_tensor_alloc(Tensor *t, DType dt, const Shape *s); // zeroed; 0 on overflow/OOM
+
+// Runs g on inputs[g->ninput] and writes outputs[g->nout] (caller frees
+// them with ir_tensor_free).  runseed keys the samplers.  Returns 0 and a
+// message on a run-time error (a bad index, a shape mismatch of an input).
+int ir_interp(const Graph *g, const Tensor *inputs, Tensor *outputs, uint64_t runseed, char *err,
+              size_t errlen);
+// Computes every declaration's value in order: bound[i] (if non-NULL and
+// bound[i].data or its numel is 0 with matching shape) is used as is,
+// otherwise decl i's initializer runs; values declared f32 are rounded to
+// float.  values[m->ndecl] are written (caller frees).
+int ir_module_init(const Module *m, const Tensor *bound, const int *isbound, Tensor *values,
+                   uint64_t runseed, char *err, size_t errlen);
+
+#endif

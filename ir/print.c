@@ -1,0 +1,276 @@
+// ir/print.c -- the canonical printer.
+//
+// Its output is the golden-file format and parses back to the same graph:
+// every node is one line `%id = op(operands, attr=value, ...)` in id order,
+// every attribute is printed by name unless it has its default value,
+// inputs print by name, floats in the shortest form that reads back to the
+// same double.  Initializers print as one nested expression when they are
+// trees, else as a block.  Bodies of scans print as functions before the
+// graph that uses them.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+
+void
+ir_print_float(char *buf, size_t n, double v)
+{
+	if (isnan(v)) {
+		snprintf(buf, n, "nan");
+		return;
+	}
+	if (isinf(v)) {
+		snprintf(buf, n, v > 0 ? "inf" : "-inf");
+		return;
+	}
+	for (int prec = 1; prec <= 17; prec++) {
+		snprintf(buf, n, "%.*g", prec, v);
+		if (strtod(buf, NULL) == v)
+			break;
+	}
+	// A float with an integral value prints without a point ("2"), and
+	// reads back as an integer, which float attributes accept.
+}
+
+static void
+print_ref(FILE *f, const Graph *g, NodeId n)
+{
+	const Node *nd = &g->node[n];
+	if (nd->op == OP_input) {
+		Attrs a;
+		ir_attrs_get(g, n, &a);
+		fputs(g->input[a.a[0].i].name, f);
+	} else
+		fprintf(f, "%%%u", n);
+}
+
+static void
+print_type(FILE *f, DType t, const Shape *s)
+{
+	char buf[256];
+	ir_type_str(t, s, buf, sizeof buf);
+	fputs(buf, f);
+}
+
+static int
+attr_is_default(const AttrSpec *s, const AttrVal *v)
+{
+	if (!s->has_default)
+		return 0;
+	switch (s->kind) {
+	case AK_FLOAT:
+		return (isnan(v->f) && isnan(s->def.f)) || v->f == s->def.f;
+	case AK_INTS:
+		return v->n == s->def.n && !memcmp(v->v, s->def.v, sizeof(int64_t) * (size_t)v->n);
+	default:
+		return v->i == s->def.i;
+	}
+}
+
+static void
+print_attrs(FILE *f, const Graph *g, NodeId n, int first)
+{
+	const Node *nd = &g->node[n];
+	const OpInfo *oi = ir_op(nd->op);
+	Attrs a;
+	ir_attrs_get(g, n, &a);
+	for (int i = 0; i < oi->nattr; i++) {
+		const AttrSpec *s = &oi->attr[i];
+		const AttrVal *v = &a.a[i];
+		if (s->kind == AK_BODY || attr_is_default(s, v))
+			continue;
+		fprintf(f, "%s%s=", first ? "" : ", ", s->name);
+		first = 0;
+		char buf[64];
+		switch (s->kind) {
+		case AK_INT:
+			fprintf(f, "%lld", (long long)v->i);
+			break;
+		case AK_FLOAT:
+			ir_print_float(buf, sizeof buf, v->f);
+			fputs(buf, f);
+			break;
+		case AK_INTS:
+			fputc('[', f);
+			for (int k = 0; k < v->n; k++)
+				fprintf(f, "%s%lld", k ? ", " : "", (long long)v->v[k]);
+			fputc(']', f);
+			break;
+		case AK_DTYPE:
+			fputs(ir_dtype_name((DType)v->i), f);
+			break;
+		case AK_ENUM:
+			fputs(v->i >= 0 && v->i < s->nenum ? s->enums[v->i] : "?", f);
+			break;
+		case AK_BODY:
+			break;
+		}
+	}
+}
+
+// op(operands, attrs); operands printed by `ref` (a name, or nested).
+static void print_nested(FILE *f, const Graph *g, NodeId n);
+
+static void
+print_call(FILE *f, const Graph *g, NodeId n, int nested)
+{
+	const Node *nd = &g->node[n];
+	const OpInfo *oi = ir_op(nd->op);
+	fprintf(f, "%s(", oi->name);
+	int first = 1;
+	if (nd->op == OP_scan) {
+		Attrs a;
+		ir_attrs_get(g, n, &a);
+		fputs(g->sub[a.a[0].i]->name, f);
+		first = 0;
+	}
+	for (int i = 0; i < nd->nin; i++) {
+		if (!first)
+			fputs(", ", f);
+		first = 0;
+		if (nested)
+			print_nested(f, g, ir_in1(g, n, i));
+		else
+			print_ref(f, g, ir_in1(g, n, i));
+	}
+	print_attrs(f, g, n, first);
+	fputc(')', f);
+}
+
+static void
+print_nested(FILE *f, const Graph *g, NodeId n)
+{
+	if (g->node[n].op == OP_input)
+		print_ref(f, g, n);
+	else
+		print_call(f, g, n, 1);
+}
+
+static void
+print_body(FILE *f, const Graph *g)
+{
+	for (NodeId n = 1; n < g->nnode; n++) {
+		if (g->node[n].op == OP_input)
+			continue;
+		fprintf(f, "  %%%u = ", n);
+		print_call(f, g, n, 0);
+		fputc('\n', f);
+	}
+	fputs("  return ", f);
+	for (uint32_t i = 0; i < g->nout; i++) {
+		const Output *o = &g->out[i];
+		if (i)
+			fputs(", ", f);
+		print_ref(f, g, o->node);
+		if (o->writeback >= 0)
+			fprintf(f, " -> %s", g->input[o->writeback].name);
+		else
+			fprintf(f, " as %s", o->name);
+	}
+	fputc('\n', f);
+}
+
+static void
+print_signature(FILE *f, const Graph *g, const char *fname)
+{
+	fprintf(f, "def %s(", fname);
+	int first = 1;
+	for (uint32_t i = 0; i < g->ninput; i++) {
+		if (g->input[i].kind != IN_ARG)
+			continue;
+		const Node *nd = &g->node[g->input[i].node];
+		fprintf(f, "%s%s: ", first ? "" : ", ", g->input[i].name);
+		first = 0;
+		print_type(f, (DType)nd->dtype, &g->shape[nd->shape]);
+	}
+	fputs(") -> ", f);
+	if (g->nout != 1)
+		fputc('(', f);
+	for (uint32_t i = 0; i < g->nout; i++) {
+		const Node *nd = &g->node[g->out[i].node];
+		if (i)
+			fputs(", ", f);
+		print_type(f, (DType)nd->dtype, &g->shape[nd->shape]);
+	}
+	if (g->nout != 1)
+		fputc(')', f);
+	fputs(" {\n", f);
+}
+
+static void
+print_subs(FILE *f, const Graph *g)
+{
+	for (uint32_t i = 0; i < g->nsub; i++) {
+		print_subs(f, g->sub[i]);
+		print_signature(f, g->sub[i], g->sub[i]->name);
+		print_body(f, g->sub[i]);
+		fputs("}\n\n", f);
+	}
+}
+
+void
+ir_print_graph(FILE *f, const Graph *g, const char *fname)
+{
+	print_subs(f, g);
+	print_signature(f, g, fname ? fname : g->name);
+	print_body(f, g);
+	fputs("}\n", f);
+}
+
+// Is the initializer a tree with one output (so that it prints as one
+// nested expression)?
+static int
+is_tree(const Graph *g)
+{
+	if (g->nout != 1 || g->nsub)
+		return 0;
+	uint32_t *uses = calloc(g->nnode, sizeof *uses);
+	if (!uses)
+		return 0;
+	int tree = 1;
+	for (NodeId n = 1; n < g->nnode; n++)
+		for (int i = 0; i < g->node[n].nin; i++)
+			if (g->node[ir_in1(g, n, i)].op != OP_input && ++uses[ir_in1(g, n, i)] > 1)
+				tree = 0;
+	for (NodeId n = 1; n < g->nnode && tree; n++)
+		if (g->node[n].op != OP_input && n != g->out[0].node && !uses[n])
+			tree = 0; // a dead node would be lost
+	free(uses);
+	return tree;
+}
+
+void
+ir_print_module(FILE *f, const Module *m)
+{
+	fprintf(f, "# fadc canonical IR of %s\n", m->name);
+	if (m->nsize) {
+		fputs("# sizes:", f);
+		for (uint32_t i = 0; i < m->nsize; i++)
+			fprintf(f, "%s %s = %lld", i ? "," : "", m->size[i].name, (long long)m->size[i].value);
+		fputc('\n', f);
+	}
+	for (uint32_t i = 0; i < m->ndecl; i++) {
+		const Decl *d = &m->decl[i];
+		if (d->init)
+			print_subs(f, d->init);
+		fprintf(f, "%s %s: ", d->kind == DECL_PARAM ? "param" : "const", d->name);
+		print_type(f, d->dtype, &d->shape);
+		if (d->init) {
+			fputs(" = ", f);
+			if (is_tree(d->init)) {
+				print_nested(f, d->init, d->init->out[0].node);
+				fputc('\n', f);
+			} else {
+				fputs("{\n", f);
+				print_body(f, d->init);
+				fputs("}\n", f);
+			}
+		} else
+			fputc('\n', f);
+	}
+	if (m->main) {
+		fputc('\n', f);
+		ir_print_graph(f, m->main, "forward");
+	}
+}

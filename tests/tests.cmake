@@ -1,0 +1,38 @@
+# Test registration: one ctest per unit test and per golden .ir file, so
+# that `ctest -j` parallelises and a failure names its file.  Tests exit 77
+# to say "skipped" (no GPU, no CUDA toolkit).
+
+file(GLOB UNIT_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/unit/test_*.c)
+foreach(src ${UNIT_TESTS})
+  get_filename_component(name ${src} NAME_WE)
+  add_executable(${name} ${src})
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit)
+  target_link_libraries(${name} PRIVATE fadc_frontend fadc_runtime fadc_ir)
+  add_test(NAME unit/${name} COMMAND ${name})
+  set_tests_properties(unit/${name} PROPERTIES LABELS unit SKIP_RETURN_CODE 77
+                       ENVIRONMENT "FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+endforeach()
+
+# Golden tests: each file carries "# RUN:" lines (tests/lit.sh).
+file(GLOB GOLDEN_TESTS CONFIGURE_DEPENDS
+     ${CMAKE_SOURCE_DIR}/tests/parse/*.ir ${CMAKE_SOURCE_DIR}/tests/errors/*.ir
+     ${CMAKE_SOURCE_DIR}/tests/exec/*.ir ${CMAKE_SOURCE_DIR}/tests/cli/*.sh
+     ${CMAKE_SOURCE_DIR}/tests/models/*.ir)
+foreach(f ${GOLDEN_TESTS})
+  file(RELATIVE_PATH rel ${CMAKE_SOURCE_DIR}/tests ${f})
+  add_test(NAME ${rel} COMMAND bash ${CMAKE_SOURCE_DIR}/tests/lit.sh ${f})
+  set_tests_properties(${rel} PROPERTIES LABELS golden SKIP_RETURN_CODE 77
+    ENVIRONMENT "FADC=$<TARGET_FILE:fadc>;FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR};FADC_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
+endforeach()
+
+if(FADC_FUZZ)
+  add_executable(fuzz_parse ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_parse.c)
+  target_compile_options(fuzz_parse PRIVATE -fsanitize=fuzzer)
+  target_link_options(fuzz_parse PRIVATE -fsanitize=fuzzer)
+  target_link_libraries(fuzz_parse PRIVATE fadc_frontend fadc_ir)
+  # Every input the fuzzer ever crashed on is kept in tests/fuzz/regress and
+  # replayed here (libFuzzer runs the given files once each).
+  add_test(NAME fuzz/regress COMMAND fuzz_parse -runs=0 ${CMAKE_SOURCE_DIR}/tests/fuzz/regress
+                                              ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus)
+  set_tests_properties(fuzz/regress PROPERTIES LABELS fuzz)
+endif()
