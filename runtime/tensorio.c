@@ -53,9 +53,10 @@ static const struct {
 // numpy/lib/format.py: data starts at a multiple of ARRAY_ALIGN, and the
 // header keeps room for the first axis to grow to GROWTH_AXIS_MAX_DIGITS.
 enum { NPY_ALIGN = 64, NPY_GROWTH_DIGITS = 21 };
-// Far beyond any real header (numpy itself refuses npy headers over 10000
-// bytes and safetensors ones over 100 MB); a bound on what a claim in a
-// file can make us allocate even when the file is that large.
+// Header size limits, far beyond any real header: numpy refuses npy
+// headers over 10000 bytes, the safetensors library headers over 100 MB.
+// They bound what a claim in a file can make us allocate even when the
+// file really is that large.
 enum { NPY_MAX_HEADER = 1 << 20 };
 #define ST_MAX_HEADER 100000000
 
