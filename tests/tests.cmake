@@ -7,7 +7,7 @@ foreach(src ${UNIT_TESTS})
   get_filename_component(name ${src} NAME_WE)
   add_executable(${name} ${src})
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit)
-  target_link_libraries(${name} PRIVATE fadc_frontend fadc_runtime fadc_ir)
+  target_link_libraries(${name} PRIVATE fadc_frontend fadc_passes fadc_runtime fadc_ir)
   add_test(NAME unit/${name} COMMAND ${name})
   set_tests_properties(unit/${name} PROPERTIES LABELS unit SKIP_RETURN_CODE 77
                        ENVIRONMENT "FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR}")

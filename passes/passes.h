@@ -1,0 +1,67 @@
+// passes/passes.h -- graph transforms: automatic differentiation and the
+// builders they share.
+//
+// Transforms are `Graph *pass_<name>(const Graph *in, ...)`: they build a
+// new graph through the builder (ir_emit) and a NodeId map from old to new
+// ids, so the topological-id invariant holds by construction and the old
+// graph stays available for dumps.  A user-level failure (a derivative
+// asked through a non-differentiable op) returns NULL with a message that
+// names the op and its source location.
+#ifndef FADC_PASSES_H
+#define FADC_PASSES_H
+
+#include "ir.h"
+
+// ---------------------------------------------------------------- build.c
+// Builders with the peepholes that keep derived graphs small: x * 1 = x,
+// x + 0 = x, x * 0 = 0 (zeros are real `full` nodes, never x * 0), and
+// layout ops that do nothing are skipped.  Symbolic zeros are NodeId 0:
+// b_add(g, 0, y) = y, b_mul(g, 0, y) = 0.
+NodeId b_full(Graph *g, double v, DType dt, const Shape *s, Loc loc);
+NodeId b_full_like(Graph *g, double v, NodeId like, Loc loc);
+int b_const_value(const Graph *g, NodeId n, double *v); // is n a `full`?
+NodeId b_op1(Graph *g, int op, NodeId x, Loc loc);
+NodeId b_op2(Graph *g, int op, NodeId x, NodeId y, Loc loc);
+NodeId b_attr(Graph *g, int op, const NodeId *in, int nin, const Attrs *a, Loc loc);
+NodeId b_add(Graph *g, NodeId x, NodeId y, Loc loc); // 0 is zero
+NodeId b_sub(Graph *g, NodeId x, NodeId y, Loc loc);
+NodeId b_mul(Graph *g, NodeId x, NodeId y, Loc loc);
+NodeId b_neg(Graph *g, NodeId x, Loc loc);
+NodeId b_reshape(Graph *g, NodeId x, const Shape *s, Loc loc);
+NodeId b_broadcast(Graph *g, NodeId x, const Shape *s, Loc loc);
+NodeId b_permute(Graph *g, NodeId x, const int64_t *perm, Loc loc);
+NodeId b_sum(Graph *g, NodeId x, const int64_t *axes, int naxes, int keepdim, Loc loc);
+NodeId b_cast(Graph *g, NodeId x, DType dt, Loc loc);
+NodeId b_where(Graph *g, NodeId c, NodeId a, NodeId b, Loc loc);
+NodeId b_matmul(Graph *g, NodeId a, NodeId b, Loc loc);
+NodeId b_transpose_last(Graph *g, NodeId x, Loc loc); // swaps the last two axes
+// Sums a value of shape `from` down to `to` (the transpose of broadcast).
+NodeId b_unbroadcast(Graph *g, NodeId x, const Shape *to, Loc loc);
+
+NodeId b_polygamma(Graph *g, int64_t n, NodeId x, Loc loc);
+// Node n's attribute slots.
+void b_attrs(const Graph *g, NodeId n, Attrs *a);
+
+// Copies every input and node of src into dst (empty), filling map[]
+// (src id -> dst id); subgraphs are copied too.  Outputs are not copied.
+void b_copy_into(Graph *dst, const Graph *src, NodeId *map);
+
+// ---------------------------------------------------------------- vjp.c
+// dep[n]: node n depends on a param (through any operand); in arena a.
+uint8_t *fill_param_deps(const Graph *f, Arena *a);
+
+// Reverse mode.  The result computes f's outputs and, given a cotangent for
+// each output (new IN_ARG inputs named "v.<output>"), the gradient of
+// Σ_k <v_k, f_k> with respect to each param (outputs "grad.<param>", in
+// param order; a param f does not depend on gets zeros).
+// On a user-level error (a derivative through a non-differentiable op)
+// returns NULL, with the message in err and the op's location in *errloc.
+Graph *pass_vjp(const Graph *f, Loc *errloc, char *err, size_t errlen);
+
+// ---------------------------------------------------------------- jvp.c
+// Forward mode.  The result takes a tangent for each param (IN_ARG inputs
+// "t.<param>") and computes f's outputs and their tangents J t (outputs
+// "jvp.<output>").
+Graph *pass_jvp(const Graph *f, Loc *errloc, char *err, size_t errlen);
+
+#endif
