@@ -40,6 +40,14 @@ typedef enum VKind {
 
 typedef struct Var Var;
 
+// How a view reads its base: a slice (start, end, step; none when
+// slice.a[0].n is 0), then the axes dropped by integer indexing.
+typedef struct View {
+	Attrs slice;
+	int ndrop;
+	int8_t drop[IR_MAXDIM];
+} View;
+
 typedef struct Val {
 	VKind k;
 	Loc loc;
@@ -50,12 +58,11 @@ typedef struct Val {
 	int nitem;
 	const char *s; // V_IDENT: the name; V_PARAMS: the prefix
 	// Where a value came from, for notes and views: the variable it was
-	// read from, and for `x[...]` the view spec of the slice.
+	// read from, and for `x[...]` how to read it from that variable.  The
+	// view lives in the arena, so that a Val stays small: the parser keeps
+	// arrays of 64 of them in frames of its recursion.
 	Var *var;
-	int isview; // var, slice and drop describe how to read it from var
-	Attrs slice; // slice attributes (start, end, step) on var's value
-	int ndrop; // axes dropped by integer indexing
-	int8_t drop[IR_MAXDIM];
+	const View *view; // non-NULL: this value is `view` of var
 } Val;
 
 // A variable of a function scope.  A view reads its value from its base
@@ -67,9 +74,7 @@ struct Var {
 	Val v; // current value (for a view: as of base version `basever`)
 	int version;
 	Var *base; // non-NULL: a view of base
-	Attrs slice; // the view's slice of base (start, end, step)
-	int ndrop;
-	int8_t drop[IR_MAXDIM];
+	View view; // how it reads base
 	int basever;
 	int input; // index into the graph's inputs when it is (an alias of) one, else -1
 	int mutated; // written in place: a write-back output if input >= 0
@@ -101,7 +106,26 @@ typedef struct Def {
 	int prelude;
 } Def;
 
+// Recursion guard.  The parser recurses on nested expressions and on
+// inlined calls; each level takes a few kilobytes of C stack, so deep
+// nesting (((((...))))) would overflow it.  Every nested expression and
+// every inlined call takes one level, and 200 of them (Lua's
+// LUAI_MAXCCALLS) stay within a few megabytes, sanitizers included.
+#define FE_MAXDEPTH 200
+
 typedef enum Mode { M_FORWARD, M_INIT, M_BODY } Mode;
+
+// Scratch arrays for one construct's values: a call's arguments, a list's
+// items, a return's or an assignment's values.  They are kept out of the C
+// stack so that the parser's recursive frames stay small (see enter()).
+// The construct being parsed at nesting depth d uses scratch[d]; all it
+// parses inside is at a greater depth, so scratch[d] is free again once it
+// completes.
+typedef struct Scratch {
+	Val v[64];
+	const char *s[64], *s2[64];
+	Loc loc[64];
+} Scratch;
 
 typedef struct P {
 	Diag d;
@@ -123,7 +147,10 @@ typedef struct P {
 	uint32_t ndef, cdef;
 	int *defused; // per -D option
 	Loc calls[64]; // inlined call sites, innermost last
+	Def *callee[64]; // the function inlined at each
 	int ncall;
+	int depth; // nesting of expressions and calls (enter/leave)
+	struct Scratch *scratch[FE_MAXDEPTH + 1]; // per depth, made on first use
 	Var **declvar; // M_FORWARD: decl index -> its variable (made on first use)
 	Var **inputvar; // variables of forward's inputs, for write-backs
 	uint32_t ninputvar, cinputvar;
@@ -139,11 +166,18 @@ static Val call(P *p, const char *name, Loc loc, Val *args, const char **kw, int
 
 // ---------------------------------------------------------------- errors
 
+// One note per inlined call, innermost first; a long chain shows its two
+// ends, as a C compiler's instantiation backtrace does.
 static void
 note_calls(P *p)
 {
-	for (int i = p->ncall - 1; i >= 0; i--)
+	for (int i = p->ncall - 1; i >= 0; i--) {
+		if (p->ncall > 12 && i == p->ncall - 7) {
+			diag_note(&p->d, 0, "(%d more inlined calls)", p->ncall - 12);
+			i = 5;
+		}
 		diag_note(&p->d, p->calls[i], "inlined from here");
+	}
 }
 
 static _Noreturn void perr(P *p, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -158,6 +192,19 @@ perr(P *p, Loc loc, const char *fmt, ...)
 	p->d.nerror++;
 	note_calls(p);
 	diag_fail(&p->d);
+}
+
+// Functions are inlined, so a call of a function that is being inlined
+// would never end.
+static void
+check_recursion(P *p, const Def *d, Loc loc)
+{
+	for (int i = 0; i < p->ncall; i++)
+		if (p->callee[i] == d)
+			perr(p, loc, "recursive call of '%s': functions are inlined, so they cannot recurse",
+			     d->name);
+	if (p->ncall == 64)
+		perr(p, loc, "calls nested too deeply (more than 64 levels)");
 }
 
 static void
@@ -176,8 +223,15 @@ op_error(P *p, Loc loc, const Val *ops, int nops)
 		const Val *v = &ops[i];
 		if (v->k != V_NODE || !v->var || !v->var->loc)
 			continue;
+		int seen = 0; // x * x: one note
+		for (int j = 0; j < i; j++)
+			seen |= ops[j].k == V_NODE && ops[j].var == v->var;
+		if (seen)
+			continue;
+		// The variable's own type: the operand may be a slice of it.
+		NodeId n = v->view && v->var->v.k == V_NODE ? v->var->v.n : v->n;
 		char t[200];
-		type_str(p, v->n, t, sizeof t);
+		type_str(p, n, t, sizeof t);
 		diag_note(&p->d, v->var->loc, "'%s' declared here as %s", v->var->name, t);
 	}
 	note_calls(p);
@@ -216,6 +270,8 @@ accept(P *p, const char *s)
 	return 1;
 }
 
+static int is_keyword(const Token *t);
+
 static const char *
 tok_desc(P *p, const Token *t)
 {
@@ -225,7 +281,8 @@ tok_desc(P *p, const Token *t)
 	case T_NEWLINE:
 		return "end of line";
 	default:
-		return arena_printf(p->a, "'%.*s'", (int)t->len, t->text);
+		return arena_printf(p->a, "%s'%.*s'", is_keyword(t) ? "keyword " : "", (int)t->len,
+		                    t->text);
 	}
 }
 
@@ -235,6 +292,42 @@ expect(P *p, const char *s)
 	if (!at(p, s))
 		perr(p, peek(p)->loc, "expected '%s', found %s", s, tok_desc(p, peek(p)));
 	return next(p);
+}
+
+// The closing bracket of one opened at `open`: when it is missing, the
+// note says where the unclosed one is, which is often lines away.
+static Token *
+expect_close(P *p, const char *s, Loc open)
+{
+	if (!at(p, s)) {
+		diag_emit(&p->d, peek(p)->loc, "expected '%s', found %s", s, tok_desc(p, peek(p)));
+		diag_note(&p->d, open, "to match this '%s'", s[0] == ')' ? "(" : "[");
+		note_calls(p);
+		diag_fail(&p->d);
+	}
+	return next(p);
+}
+
+static void
+enter(P *p, Loc loc)
+{
+	if (++p->depth > FE_MAXDEPTH)
+		perr(p, loc, "expression nested too deeply (more than %d levels)", FE_MAXDEPTH);
+}
+
+static void
+leave(P *p)
+{
+	p->depth--;
+}
+
+static Scratch *
+scratch(P *p)
+{
+	FADC_ASSERT(p->depth >= 0 && p->depth <= FE_MAXDEPTH, "depth out of range: enter/leave unpaired");
+	if (!p->scratch[p->depth])
+		p->scratch[p->depth] = arena_alloc(p->a, sizeof(Scratch));
+	return p->scratch[p->depth];
 }
 
 static void
@@ -422,6 +515,20 @@ mk_reshape(P *p, NodeId n, const Shape *s, Loc loc)
 	return mk_shaped(p, OP_reshape, n, s, loc, NULL, 0);
 }
 
+// Can a value of shape `from` be broadcast to `to` (NumPy's rule, one way)?
+static int
+broadcasts_to(const Shape *from, const Shape *to)
+{
+	if (from->rank > to->rank)
+		return 0;
+	for (int i = 0; i < from->rank; i++) {
+		int64_t f = from->dim[i], t = to->dim[to->rank - from->rank + i];
+		if (f != t && f != 1)
+			return 0;
+	}
+	return 1;
+}
+
 // The dtype a number takes as a tensor on its own.
 static DType
 num_dtype(const Val *v)
@@ -494,7 +601,7 @@ result_dtype(P *p, const Val *v, int n)
 
 // Brings operands to one dtype and one broadcast shape; dt NONE: promote.
 static void
-unify(P *p, Val *v, int n, DType dt, NodeId *out, Loc loc)
+unify(P *p, const char *opname, Val *v, int n, DType dt, NodeId *out, Loc loc)
 {
 	if (!dt)
 		dt = result_dtype(p, v, n);
@@ -506,7 +613,7 @@ unify(P *p, Val *v, int n, DType dt, NodeId *out, Loc loc)
 				char s0[160], s1[160];
 				ir_shape_str(&s, s0, sizeof s0);
 				ir_shape_str(ir_shape(p->g, v[i].n), s1, sizeof s1);
-				snprintf(p->err, sizeof p->err, "cannot broadcast %s with %s", s0, s1);
+				snprintf(p->err, sizeof p->err, "%s: cannot broadcast %s with %s", opname, s0, s1);
 				op_error(p, loc, v, n);
 			}
 			s = t;
@@ -531,15 +638,15 @@ var_value(P *p, Var *v, Loc loc)
 		Val b = var_value(p, v->base, loc);
 		if (v->basever != v->base->version) {
 			NodeId n = b.n;
-			if (v->slice.a[0].n)
-				n = build(p, OP_slice, &n, 1, &v->slice, loc, NULL, 0);
-			if (v->ndrop) {
+			if (v->view.slice.a[0].n)
+				n = build(p, OP_slice, &n, 1, &v->view.slice, loc, NULL, 0);
+			if (v->view.ndrop) {
 				const Shape *s = ir_shape(p->g, n);
 				Shape t = {0};
 				for (int i = 0; i < s->rank; i++) {
 					int dropped = 0;
-					for (int k = 0; k < v->ndrop; k++)
-						dropped |= v->drop[k] == i;
+					for (int k = 0; k < v->view.ndrop; k++)
+						dropped |= v->view.drop[k] == i;
 					if (!dropped)
 						t.dim[t.rank++] = s->dim[i];
 				}
@@ -552,7 +659,7 @@ var_value(P *p, Var *v, Loc loc)
 	Val r = v->v;
 	r.loc = loc;
 	r.var = v;
-	r.isview = 0;
+	r.view = NULL;
 	return r;
 }
 
@@ -564,17 +671,17 @@ var_store(P *p, Var *v, NodeId n, Loc loc)
 		Var *b = v->base;
 		Val bv = var_value(p, b, loc);
 		NodeId full = bv.n;
-		if (v->slice.a[0].n) {
+		if (v->view.slice.a[0].n) {
 			// Put back the dropped axes, then write the slice.
 			Shape ss = {0};
 			const Shape *bs = ir_shape(p->g, full);
 			for (int i = 0; i < bs->rank; i++)
 				ss.dim[ss.rank++] =
-				    (v->slice.a[1].v[i] - v->slice.a[0].v[i] + v->slice.a[2].v[i] - 1) /
-				    v->slice.a[2].v[i];
+				    (v->view.slice.a[1].v[i] - v->view.slice.a[0].v[i] + v->view.slice.a[2].v[i] - 1) /
+				    v->view.slice.a[2].v[i];
 			NodeId upd = mk_reshape(p, n, &ss, loc);
 			NodeId ops[2] = {full, upd};
-			full = build(p, OP_slice_update, ops, 2, &v->slice, loc, NULL, 0);
+			full = build(p, OP_slice_update, ops, 2, &v->view.slice, loc, NULL, 0);
 		} else {
 			full = n;
 		}
@@ -784,7 +891,7 @@ parse_type(P *p, DType *dt, Shape *s)
 	if (!*dt)
 		perr(p, t->loc, "unknown dtype '%.*s' (f32, f64, i64 or bool)", (int)t->len, t->text);
 	next(p);
-	expect(p, "[");
+	Loc open = expect(p, "[")->loc;
 	s->rank = 0;
 	if (!at(p, "]"))
 		do {
@@ -797,7 +904,7 @@ parse_type(P *p, DType *dt, Shape *s)
 				perr(p, loc, "negative dimension %lld", (long long)d);
 			s->dim[s->rank++] = d;
 		} while (accept(p, ","));
-	expect(p, "]");
+	expect_close(p, "]", open);
 }
 
 // ---------------------------------------------------------------- expressions
@@ -807,7 +914,7 @@ parse_list(P *p)
 {
 	Loc loc = expect(p, "[")->loc;
 	Val r = {.k = V_LIST, .loc = loc};
-	Val tmp[64];
+	Val *tmp = scratch(p)->v;
 	while (!at(p, "]")) {
 		if (r.nitem == 64)
 			perr(p, peek(p)->loc, "list too long (at most 64 items)");
@@ -815,7 +922,7 @@ parse_list(P *p)
 		if (!accept(p, ","))
 			break;
 	}
-	expect(p, "]");
+	expect_close(p, "]", loc);
 	r.item = arena_alloc_array(p->a, (size_t)r.nitem + 1, sizeof(Val));
 	memcpy(r.item, tmp, sizeof(Val) * (size_t)r.nitem);
 	return r;
@@ -826,7 +933,7 @@ static int
 parse_args(P *p, Val *args, const char **kw, int max)
 {
 	int n = 0;
-	expect(p, "(");
+	Loc open = expect(p, "(")->loc;
 	while (!at(p, ")")) {
 		if (n == max)
 			perr(p, peek(p)->loc, "too many arguments (at most %d)", max);
@@ -844,11 +951,12 @@ parse_args(P *p, Val *args, const char **kw, int max)
 		if (!accept(p, ","))
 			break;
 	}
-	expect(p, ")");
+	expect_close(p, ")", open);
 	return n;
 }
 
 static Val method_call(P *p, Val recv, const char *name, Loc loc);
+static Val parse_unary(P *p);
 static Val index_val(P *p, Val x, Loc loc);
 
 static Val
@@ -868,7 +976,7 @@ parse_primary(P *p)
 	}
 	if (accept(p, "(")) {
 		Val v = parse_expr(p);
-		expect(p, ")");
+		expect_close(p, ")", loc);
 		return v;
 	}
 	if (at(p, "["))
@@ -894,10 +1002,9 @@ parse_primary(P *p)
 					perr(p, loc, "unknown name '%s'", base);
 				perr(p, loc, "'%s' is a parameter prefix, not a tensor", base);
 			}
-			Val args[64];
-			const char *kw[64];
-			int n = parse_args(p, args, kw, 64);
-			return call(p, name, loc, args, kw, n);
+			Scratch *sc = scratch(p);
+			int n = parse_args(p, sc->v, sc->s, 64);
+			return call(p, name, loc, sc->v, sc->s, n);
 		}
 		return lookup(p, name, loc);
 	}
@@ -936,12 +1043,11 @@ parse_power(P *p)
 	Val a = parse_postfix(p);
 	if (at(p, "**")) {
 		Loc loc = next(p)->loc;
-		Val b;
-		if (accept(p, "-")) { // right operand may be negated: x ** -1
-			Val z = {.k = V_INT, .i = 0, .loc = loc};
-			b = binop(p, "-", z, parse_power(p), loc);
-		} else
-			b = parse_power(p); // right associative
+		// The right operand is a unary expression, as in Python: x ** -1,
+		// and 2 ** 3 ** 2 is 2 ** 9 (right associative).
+		enter(p, loc);
+		Val b = parse_unary(p);
+		leave(p);
 		return binop(p, "**", a, b, loc);
 	}
 	return a;
@@ -952,7 +1058,9 @@ parse_unary(P *p)
 {
 	if (at(p, "-")) {
 		Loc loc = next(p)->loc;
+		enter(p, loc);
 		Val v = parse_unary(p);
+		leave(p);
 		if (v.k == V_INT) {
 			if (v.i == INT64_MIN)
 				perr(p, loc, "integer overflow in negation");
@@ -995,8 +1103,19 @@ parse_add(P *p)
 	return a;
 }
 
+static Val parse_cmp(P *p);
+
 static Val
 parse_expr(P *p)
+{
+	enter(p, peek(p)->loc);
+	Val v = parse_cmp(p);
+	leave(p);
+	return v;
+}
+
+static Val
+parse_cmp(P *p)
 {
 	Val a = parse_add(p);
 	if (at(p, "<") || at(p, ">") || at(p, "<=") || at(p, ">=") || at(p, "==") || at(p, "!=")) {
@@ -1029,6 +1148,7 @@ static Val
 index_val(P *p, Val x, Loc loc)
 {
 	expect(p, "[");
+	Loc open = loc;
 	if (x.k != V_NODE)
 		perr(p, loc, "cannot index %s", val_desc(&x));
 	const Shape *s = ir_shape(p->g, x.n);
@@ -1101,7 +1221,7 @@ index_val(P *p, Val x, Loc loc)
 		if (!accept(p, ","))
 			break;
 	}
-	expect(p, "]");
+	expect_close(p, "]", open);
 	int identity = 1;
 	for (int i = 0; i < s->rank; i++)
 		identity &= a.a[0].v[i] == 0 && a.a[1].v[i] == s->dim[i] && a.a[2].v[i] == 1;
@@ -1121,14 +1241,14 @@ index_val(P *p, Val x, Loc loc)
 		n = mk_reshape(p, n, &t, loc);
 	}
 	Val r = node_val(n, loc);
-	if (x.var) {
+	if (x.var && !x.view) { // a view of a view: only one level is tracked
+		View *w = arena_zalloc(p->a, sizeof *w);
+		if (!identity)
+			w->slice = a;
+		w->ndrop = ndrop;
+		memcpy(w->drop, drop, sizeof drop);
 		r.var = x.var;
-		r.isview = 1;
-		r.slice = identity ? (Attrs){0} : a;
-		r.ndrop = ndrop;
-		memcpy(r.drop, drop, sizeof drop);
-		if (x.isview) // a view of a view: only one level is tracked
-			r.isview = 0;
+		r.view = w;
 	}
 	return r;
 }
@@ -1138,52 +1258,59 @@ index_val(P *p, Val x, Loc loc)
 static void
 attr_from_val(P *p, int op, int k, const Val *v, Attrs *a)
 {
-	const AttrSpec *s = &ir_op(op)->attr[k];
+	const OpInfo *oi = ir_op(op);
+	const AttrSpec *s = &oi->attr[k];
 	AttrVal *x = &a->a[k];
+	const char *what = arena_printf(p->a, "%s: attribute '%s'", oi->name, s->name);
+	if (v->k == V_IDENT && s->kind != AK_DTYPE && s->kind != AK_ENUM)
+		perr(p, v->loc, "unknown name '%s'", v->s);
 	switch (s->kind) {
 	case AK_INT:
-		x->i = as_int(p, v, arena_printf(p->a, "attribute '%s'", s->name));
+		x->i = as_int(p, v, what);
 		break;
 	case AK_FLOAT:
 		if (!is_num(v))
-			perr(p, v->loc, "attribute '%s' must be a compile-time number, found %s", s->name,
-			     val_desc(v));
+			perr(p, v->loc, "%s must be a compile-time number, found %s", what, val_desc(v));
 		x->f = num_f(v);
 		break;
 	case AK_INTS:
 		if (v->k == V_LIST) {
 			if (v->nitem > IR_MAXDIM)
-				perr(p, v->loc, "attribute '%s' has %d values (at most %d)", s->name, v->nitem,
-				     IR_MAXDIM);
+				perr(p, v->loc, "%s has %d values (at most %d)", what, v->nitem, IR_MAXDIM);
 			x->n = v->nitem;
 			for (int i = 0; i < v->nitem; i++)
-				x->v[i] = as_int(p, &v->item[i], arena_printf(p->a, "attribute '%s'", s->name));
+				x->v[i] = as_int(p, &v->item[i], what);
 		} else {
 			x->n = 1;
-			x->v[0] = as_int(p, v, arena_printf(p->a, "attribute '%s'", s->name));
+			x->v[0] = as_int(p, v, what);
 		}
 		break;
 	case AK_DTYPE:
-		if (v->k != V_IDENT || !ir_dtype_lookup(v->s))
-			perr(p, v->loc, "attribute '%s' must be a dtype (f32, f64, i64 or bool)", s->name);
+		if (v->k != V_IDENT)
+			perr(p, v->loc, "%s must be a dtype (f32, f64, i64 or bool), found %s", what,
+			     val_desc(v));
+		if (!ir_dtype_lookup(v->s))
+			perr(p, v->loc, "%s: unknown dtype '%s' (f32, f64, i64 or bool)", what, v->s);
 		x->i = ir_dtype_lookup(v->s);
 		break;
-	case AK_ENUM:
+	case AK_ENUM: {
 		x->i = -1;
 		if (v->k == V_IDENT)
 			for (int i = 0; i < s->nenum; i++)
 				if (!strcmp(s->enums[i], v->s))
 					x->i = i;
-		if (x->i < 0) {
-			char list[200] = "";
-			for (int i = 0; i < s->nenum; i++)
-				snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
-				         s->enums[i]);
-			perr(p, v->loc, "attribute '%s' must be one of %s", s->name, list);
-		}
-		break;
+		if (x->i >= 0)
+			break;
+		char list[200] = "";
+		for (int i = 0; i < s->nenum; i++)
+			snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+			         s->enums[i]);
+		if (v->k == V_IDENT)
+			perr(p, v->loc, "%s: unknown value '%s' (one of %s)", what, v->s, list);
+		perr(p, v->loc, "%s must be one of %s, found %s", what, list, val_desc(v));
+	}
 	case AK_BODY:
-		perr(p, v->loc, "attribute '%s' cannot be given here", s->name);
+		perr(p, v->loc, "%s cannot be given here", what);
 	}
 }
 
@@ -1205,6 +1332,18 @@ norm_axis(P *p, int64_t *ax, int rank, Loc loc, const char *opname)
 		*ax += rank;
 }
 
+// Where item i of an attribute was written (i < 0: the attribute), for
+// carets that point at the offending axis of a list.
+static Loc
+item_loc(const Val *v, int i, Loc dflt)
+{
+	if (!v)
+		return dflt;
+	if (i >= 0 && v->k == V_LIST && i < v->nitem)
+		return v->item[i].loc;
+	return v->loc;
+}
+
 static NodeId body_graph(P *p, const char *fname, Loc loc, const NodeId *ops, int nops, int64_t nc,
                          int64_t nx);
 
@@ -1221,6 +1360,7 @@ call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
 	Attrs a;
 	ir_attrs_default(op, &a);
 	int given[IR_MAXATTR] = {0}, nextattr = 0;
+	const Val *aval[IR_MAXATTR] = {0}; // each given attribute as written
 	Val shape_kw = {0}, dtype_kw = {0}; // samplers: frontend-only shape= and dtype=
 	int variadic = oi->arity < 0;
 	for (int i = 0; i < nargs; i++) {
@@ -1240,16 +1380,20 @@ call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
 				perr(p, args[i].loc, "attribute '%s' given twice", kw[i]);
 			attr_from_val(p, op, k, &args[i], &a);
 			given[k] = 1;
+			aval[k] = &args[i];
 			continue;
 		}
 		if (variadic || nops < oi->arity) {
 			if (variadic && args[i].k == V_LIST) { // concat([a, b], axis=0)
-				for (int j = 0; j < args[i].nitem && nops < 64; j++)
+				for (int j = 0; j < args[i].nitem; j++) {
+					if (nops == 64)
+						perr(p, args[i].item[j].loc, "too many operands (at most 64)");
 					ops[nops++] = args[i].item[j];
+				}
 				continue;
 			}
 			if (nops == 64)
-				perr(p, args[i].loc, "too many operands");
+				perr(p, args[i].loc, "too many operands (at most 64)");
 			ops[nops++] = args[i];
 			continue;
 		}
@@ -1261,6 +1405,7 @@ call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
 			     oi->nattr ? arena_printf(p->a, " and %d attribute%s", oi->nattr, oi->nattr == 1 ? "" : "s")
 			               : "");
 		attr_from_val(p, op, nextattr, &args[i], &a);
+		aval[nextattr] = &args[i];
 		given[nextattr++] = 1;
 	}
 	if (!variadic && nops < oi->arity)
@@ -1304,14 +1449,11 @@ call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
 				x->v[i] = i;
 			given[k] = 1;
 		}
-		if (!strcmp(s->name, "axes"))
+		if (!strcmp(s->name, "axes") || !strcmp(s->name, "perm"))
 			for (int i = 0; i < x->n; i++)
-				norm_axis(p, &x->v[i], rank0, loc, oi->name);
+				norm_axis(p, &x->v[i], rank0, item_loc(aval[k], i, loc), oi->name);
 		if (!strcmp(s->name, "axis") && given[k] && op != OP_iota && op != OP_concat)
-			norm_axis(p, &x->i, rank0, loc, oi->name);
-		if (!strcmp(s->name, "perm"))
-			for (int i = 0; i < x->n; i++)
-				norm_axis(p, &x->v[i], rank0, loc, oi->name);
+			norm_axis(p, &x->i, rank0, item_loc(aval[k], -1, loc), oi->name);
 		if (!strcmp(s->name, "shape") && !given[k] && p->mode == M_INIT) {
 			x->n = p->init_shape.rank;
 			memcpy(x->v, p->init_shape.dim, sizeof(int64_t) * (size_t)x->n);
@@ -1323,7 +1465,7 @@ call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
 	}
 	if (op == OP_concat && given[0]) {
 		if (nops && ops[0].k == V_NODE)
-			norm_axis(p, &a.a[0].i, rank0, loc, oi->name);
+			norm_axis(p, &a.a[0].i, rank0, item_loc(aval[0], -1, loc), oi->name);
 	}
 	// Window ops: one value per spatial axis; a single value is repeated;
 	// strides default to 1 (pools: to the kernel), padding 0, dilation 1.
@@ -1337,10 +1479,13 @@ call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
 			if (oi->attr[k].kind != AK_INTS)
 				continue;
 			if (!given[k]) {
+				if (op != OP_conv && k == 0)
+					continue; // a pool's kernel has no default
 				if (!strcmp(nm, "stride") && op != OP_conv)
 					*x = a.a[0];
 				else
 					set_ints(x, ns, !strcmp(nm, "padding") ? 0 : 1);
+				given[k] = 1;
 			} else if (x->n == 1 && ns > 1)
 				set_ints(x, ns, x->v[0]);
 		}
@@ -1383,7 +1528,7 @@ call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
 		if (allnum && !dt && !(oi->flags & F_INTOK) && oi->shape != shape_compare &&
 		    !ir_dtype_is_float(result_dtype(p, ops, nops)))
 			dt = DT_F32;
-		unify(p, ops, nops, dt, in, loc);
+		unify(p, oi->name, ops, nops, dt, in, loc);
 	} else if ((oi->flags & F_RANDOM) && !(oi->flags & F_FACTORY)) {
 		DType dt = DT_NONE;
 		if (dtype_kw.k) {
@@ -1418,7 +1563,7 @@ call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
 				if (ops[i].k != V_NODE)
 					ops[i] = node_val(as_node(p, &ops[i], dt, &s), ops[i].loc);
 		}
-		unify(p, ops, nops, dt, in, loc);
+		unify(p, oi->name, ops, nops, dt, in, loc);
 		if (haveshape)
 			for (int i = 0; i < nops; i++) {
 				Val o = node_val(in[i], ops[i].loc);
@@ -1433,7 +1578,7 @@ call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
 		Val all[3] = {node_val(c, cv.loc), ops[1], ops[2]};
 		DType dt = result_dtype(p, all + 1, 2);
 		NodeId tmp[3];
-		unify(p, all + 1, 2, dt, tmp + 1, loc);
+		unify(p, oi->name, all + 1, 2, dt, tmp + 1, loc);
 		// Broadcast all three together.
 		Shape s;
 		if (!ir_broadcast_shapes(ir_shape(p->g, c), ir_shape(p->g, tmp[1]), &s)) {
@@ -1465,8 +1610,7 @@ call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
 static Val
 inline_def(P *p, Def *d, Loc loc, Val *args, const char **kw, int nargs)
 {
-	if (p->ncall == 64)
-		perr(p, loc, "calls nested too deeply (is '%s' recursive?)", d->name);
+	check_recursion(p, d, loc);
 	Val bound[32];
 	int have[32] = {0};
 	int npos = 0;
@@ -1492,6 +1636,8 @@ inline_def(P *p, Def *d, Loc loc, Val *args, const char **kw, int nargs)
 	Scope *outer = p->sc;
 	Token *otok = p->tok;
 	uint32_t opos = p->pos;
+	enter(p, loc);
+	p->callee[p->ncall] = d;
 	p->calls[p->ncall++] = loc;
 	p->sc = &sc;
 	p->tok = d->tok;
@@ -1543,7 +1689,9 @@ inline_def(P *p, Def *d, Loc loc, Val *args, const char **kw, int nargs)
 				type_str(p, n, got, sizeof got);
 				diag_emit(&p->d, v.loc, "argument '%s' of '%s' must be %s, got %s", da->name,
 				          d->name, want, got);
-				diag_note(&p->d, da->loc, "'%s' declared here", da->name);
+				diag_note(&p->d, da->loc, "'%s' declared here as %s", da->name, want);
+				if (v.k == V_NODE && v.var && v.var->loc && !v.view)
+					diag_note(&p->d, v.var->loc, "'%s' declared here as %s", v.var->name, got);
 				note_calls(p);
 				diag_fail(&p->d);
 			}
@@ -1558,13 +1706,13 @@ inline_def(P *p, Def *d, Loc loc, Val *args, const char **kw, int nargs)
 		}
 		// An argument read straight from a variable aliases it: in-place
 		// writes inside the function reach the caller's variable.
-		if (v.k == V_NODE && v.var && !v.isview) {
+		if (v.k == V_NODE && v.var && !v.view) {
 			var->base = v.var;
 			var->basever = v.var->version;
 			var->input = v.var->input;
 		}
 		v.var = NULL;
-		v.isview = 0;
+		v.view = NULL;
 		var->v = v;
 	}
 	p->pos = d->body;
@@ -1604,9 +1752,10 @@ inline_def(P *p, Def *d, Loc loc, Val *args, const char **kw, int nargs)
 	p->tok = otok;
 	p->pos = opos;
 	p->ncall--;
+	leave(p);
 	if (ret.k == V_NODE) {
 		ret.var = NULL;
-		ret.isview = 0;
+		ret.view = NULL;
 	}
 	ret.loc = loc;
 	return ret;
@@ -1953,8 +2102,9 @@ call(P *p, const char *name, Loc loc, Val *args, const char **kw, int nargs)
 static Val
 method_call(P *p, Val recv, const char *name, Loc loc)
 {
-	Val args[64];
-	const char *kw[64];
+	Scratch *sc = scratch(p);
+	Val *args = sc->v;
+	const char **kw = sc->s;
 	args[0] = recv;
 	kw[0] = NULL;
 	int n = parse_args(p, args + 1, kw + 1, 63) + 1;
@@ -2009,11 +2159,9 @@ method_call(P *p, Val recv, const char *name, Loc loc)
 	}
 	if (recv.var) {
 		Var *v = recv.var;
-		if (recv.isview) {
+		if (recv.view) {
 			// recv is x[...] read just now: write through the slice.
-			Var tmp = {.name = v->name, .base = v, .input = -1, .slice = recv.slice,
-			           .ndrop = recv.ndrop};
-			memcpy(tmp.drop, recv.drop, sizeof tmp.drop);
+			Var tmp = {.name = v->name, .base = v, .input = -1, .view = *recv.view};
 			tmp.basever = v->version;
 			var_store(p, &tmp, nn, loc);
 		} else {
@@ -2034,24 +2182,22 @@ assign(P *p, const char *name, Loc loc, Val v)
 	if (v.k == V_TUPLE)
 		perr(p, loc, "cannot assign %d values to one name", v.nitem);
 	Var *src = v.var;
-	int isview = v.isview;
+	const View *view = v.view;
 	Var *var = scope_bind(p, name, loc);
 	if (v.k == V_NODE && src) {
 		// y = x, y = x[0:2]: y is a view of x, as Python references are.
-		if (!isview) {
+		if (!view) {
 			var->base = src;
 			var->basever = src->version;
 			var->input = src->input;
 		} else {
 			var->base = src;
-			var->slice = v.slice;
-			var->ndrop = v.ndrop;
-			memcpy(var->drop, v.drop, sizeof var->drop);
+			var->view = *view;
 			var->basever = src->version;
 		}
 	}
 	v.var = NULL;
-	v.isview = 0;
+	v.view = NULL;
 	var->v = v;
 }
 
@@ -2108,14 +2254,14 @@ parse_block(P *p, Val *ret, Loc *retloc)
 					Val v = parse_expr(p);
 					// Output names: `as name`, `-> input` (a write-back), or
 					// the variable's own name.
-					const char *vname = v.k == V_NODE && v.var && !v.isview ? v.var->name : NULL;
+					const char *vname = v.k == V_NODE && v.var && !v.view ? v.var->name : NULL;
 					const char *wb = NULL;
 					if (accept(p, "as"))
 						vname = expect_name(p, "an output name");
 					else if (accept(p, "->"))
 						wb = expect_name(p, "the name of an input");
 					v.var = NULL;
-					v.isview = 0;
+					v.view = NULL;
 					Val parts[64];
 					int k = unpack(p, v, parts, 64, v.loc);
 					for (int i = 0; i < k && n < 64; i++) {
@@ -2178,7 +2324,7 @@ parse_block(P *p, Val *ret, Loc *retloc)
 		if (at(p, "=")) {
 			// x[...] = value: a write through a slice.
 			Loc eq = next(p)->loc;
-			if (v.k != V_NODE || !v.var || !v.isview)
+			if (v.k != V_NODE || !v.var || !v.view)
 				perr(p, eq, "only a variable or a slice of one can be assigned to");
 			Val rhs = parse_expr(p);
 			NodeId cur = v.n;
@@ -2187,9 +2333,7 @@ parse_block(P *p, Val *ret, Loc *retloc)
 			Val sv = node_val(src, rhs.loc);
 			sv.var = rhs.var;
 			src = mk_broadcast(p, src, ir_shape(p->g, cur), eq, &sv, 1);
-			Var tmp = {.name = v.var->name, .base = v.var, .input = -1, .slice = v.slice,
-			           .ndrop = v.ndrop};
-			memcpy(tmp.drop, v.drop, sizeof tmp.drop);
+			Var tmp = {.name = v.var->name, .base = v.var, .input = -1, .view = *v.view};
 			tmp.basever = v.var->version;
 			var_store(p, &tmp, src, eq);
 		}
@@ -2213,8 +2357,7 @@ body_graph(P *p, const char *fname, Loc loc, const NodeId *ops, int nops, int64_
 	if (d->narg != nops)
 		perr(p, loc, "scan: body '%s' takes %d argument%s, scan passes %d", fname, d->narg,
 		     d->narg == 1 ? "" : "s", nops);
-	if (p->ncall == 64)
-		perr(p, loc, "calls nested too deeply (is '%s' recursive?)", d->name);
+	check_recursion(p, d, loc);
 	Graph *outer = p->g;
 	Graph *g = ir_graph_new(d->name, p->m->src);
 	Mode omode = p->mode;
@@ -2222,6 +2365,8 @@ body_graph(P *p, const char *fname, Loc loc, const NodeId *ops, int nops, int64_
 	Token *otok = p->tok;
 	uint32_t opos = p->pos;
 	Scope sc = {.callsite = loc, .fname = d->name};
+	enter(p, loc);
+	p->callee[p->ncall] = d;
 	p->calls[p->ncall++] = loc;
 	p->g = g;
 	p->mode = M_BODY;
@@ -2290,6 +2435,7 @@ body_graph(P *p, const char *fname, Loc loc, const NodeId *ops, int nops, int64_
 	p->tok = otok;
 	p->pos = opos;
 	p->ncall--;
+	leave(p);
 	// Unique name among the module's bodies.
 	const char *name = d->name;
 	for (int k = 2;; k++) {
@@ -2333,7 +2479,7 @@ parse_def_header(P *p, int prelude)
 	d->tok = p->tok;
 	d->prelude = prelude;
 	(void)loc;
-	expect(p, "(");
+	Loc open = expect(p, "(")->loc;
 	while (!at(p, ")")) {
 		if (d->narg == 32)
 			perr(p, peek(p)->loc, "too many arguments (at most 32)");
@@ -2396,7 +2542,7 @@ parse_def_header(P *p, int prelude)
 		if (!accept(p, ","))
 			break;
 	}
-	expect(p, ")");
+	expect_close(p, ")", open);
 	if (accept(p, "->")) {
 		d->ret_tok = p->pos;
 		int depth = 0;
@@ -2516,8 +2662,34 @@ parse_decl(P *p)
 		}
 		if (v.k == V_TUPLE)
 			perr(p, vloc, "the initializer of '%s' gives %d values", name, v.nitem);
-		// The value is converted and broadcast to the declared type.
+		// The value is converted and broadcast to the declared type.  A
+		// conversion that loses the kind of the values (a float to i64 or
+		// bool, a number to bool) is an error: say cast() if it is meant.
+		if ((dt == DT_BOOL && (v.k == V_INT || v.k == V_FLOAT)) || (dt == DT_I64 && v.k == V_FLOAT)) {
+			char want[200];
+			ir_type_str(dt, &s, want, sizeof want);
+			diag_emit(&p->d, vloc, "the initializer of '%s' is %s, which does not convert to %s "
+			          "implicitly", name, val_desc(&v), ir_dtype_name(dt));
+			diag_note(&p->d, d->loc, "'%s' declared here as %s", name, want);
+			diag_fail(&p->d);
+		}
 		NodeId n = as_node(p, &v, dt, &s);
+		DType vdt = (DType)g->node[n].dtype;
+		int lossy = (dt == DT_BOOL && vdt != DT_BOOL) || (dt == DT_I64 && ir_dtype_is_float(vdt));
+		if (lossy || !broadcasts_to(ir_shape(g, n), &s)) {
+			char want[200], got[200];
+			ir_type_str(dt, &s, want, sizeof want);
+			type_str(p, n, got, sizeof got);
+			if (lossy)
+				diag_emit(&p->d, vloc, "the initializer of '%s' is %s, which does not convert to %s "
+				          "implicitly (use cast(..., dtype=%s))", name, got, ir_dtype_name(dt),
+				          ir_dtype_name(dt));
+			else
+				diag_emit(&p->d, vloc, "the initializer of '%s' is %s, which does not broadcast to %s",
+				          name, got, want);
+			diag_note(&p->d, d->loc, "'%s' declared here as %s", name, want);
+			diag_fail(&p->d);
+		}
 		Val nv = node_val(n, v.loc);
 		n = mk_cast(p, n, dt, vloc);
 		n = mk_broadcast(p, n, &s, vloc, &nv, 1);

@@ -3,8 +3,9 @@
 // It runs any valid graph, one node at a time in id order (a topological
 // order), on dense row-major float64 arrays whatever the dtype: i64 values
 // are exact integers up to 2^53, bool values are 0 and 1, f32 values are
-// computed in double (only `cast` to f32 and the f32 declarations of
-// ir_module_init round through float).  It is written for obvious
+// computed in double; they are rounded to float only where a value is made
+// with a dtype (`cast`, the factories full, iota and kaiming_*) and in the
+// f32 declarations of ir_module_init.  It is written for obvious
 // correctness, not speed: every non-elementwise op is a plain loop over
 // the output (or the input) that computes flat indices from multi-indices.
 //
@@ -98,11 +99,12 @@ numel(const Tensor *t)
 	return n;
 }
 
-// Row-major strides, in elements.
+// Row-major strides, in elements (0 past the rank).
 static void
 strides(const Shape *s, size_t st[IR_MAXDIM])
 {
 	size_t k = 1;
+	memset(st, 0, sizeof(size_t) * IR_MAXDIM);
 	for (int i = s->rank - 1; i >= 0; i--) {
 		st[i] = k;
 		k *= (size_t)s->dim[i];
@@ -119,6 +121,14 @@ remap(size_t i, const Shape *s, const size_t *sst, const size_t *dst)
 	for (int d = 0; d < s->rank; d++)
 		r += (i / sst[d]) % (size_t)s->dim[d] * dst[d];
 	return r;
+}
+
+// p + off, where an empty tensor's NULL data stays NULL (C leaves even
+// NULL + 0 undefined, and such a pointer is never dereferenced).
+static double *
+at(double *p, size_t off)
+{
+	return p ? p + off : p;
 }
 
 static void
@@ -234,16 +244,26 @@ check_index(Interp *it, const char *op, double v, int axis, int64_t size, size_t
 
 // ---------------------------------------------------------------- special functions
 
-// cot(pi x) for non-integer x.  x - floor(x) is exact, so reducing the
-// argument first keeps pi * r accurate for large |x|; r is then moved to
-// (-1/2, 1/2] (again exactly), where tan(pi r) has full relative accuracy.
+// cot(pi x) for non-integer x, as cos(pi r) / sin(pi r) with r = x - floor(x)
+// moved to (-1/2, 1/2] (both steps exact), so no error comes from a large
+// |x|.  For |r| > 1/4 the sine and cosine are taken of 1/2 - |r| (exact
+// too): then cot is exactly 0 at the half-integers, where the even orders
+// of the reflection formula below cancel to nothing.
 static double
 cotpi(double x)
 {
 	double r = x - floor(x);
 	if (r > 0.5)
 		r -= 1;
-	return 1 / tan(PI * r);
+	double ar = fabs(r), s, c;
+	if (ar <= 0.25) {
+		s = sin(PI * ar);
+		c = cos(PI * ar);
+	} else {
+		s = cos(PI * (0.5 - ar));
+		c = sin(PI * (0.5 - ar));
+	}
+	return r < 0 ? -c / s : c / s;
 }
 
 // Bernoulli numbers B_2, B_4, ..., B_30, for the asymptotic series.
@@ -549,8 +569,9 @@ RULE(iota)
 	int ax = (int)AT("axis")->i;
 	size_t st[IR_MAXDIM], n = numel(&out->t);
 	strides(&out->t.shape, st);
+	size_t len = (size_t)out->t.shape.dim[ax];
 	for (size_t i = 0; i < n; i++)
-		out->t.data[i] = cvt(out->t.dtype, (double)(i / st[ax] % (size_t)out->t.shape.dim[ax]));
+		out->t.data[i] = cvt(out->t.dtype, (double)(i / st[ax] % len));
 	return 1;
 }
 
@@ -597,9 +618,10 @@ RULE(uniform)
 	const Tensor *lo = IN(0), *hi = IN(1);
 	uint64_t seed = seed_of(it, self, a);
 	size_t n = numel(&out->t);
-	for (size_t i = 0; i < n; i++)
-		out->t.data[i] = lo->data[i] +
-		                 (hi->data[i] - lo->data[i]) * ir_rand_uniform(seed, it->runseed, i);
+	for (size_t i = 0; i < n; i++) {
+		double u = ir_rand_uniform(seed, it->runseed, i);
+		out->t.data[i] = lo->data[i] + (hi->data[i] - lo->data[i]) * u;
+	}
 	return 1;
 }
 
@@ -608,8 +630,10 @@ RULE(normal)
 	const Tensor *mean = IN(0), *std = IN(1);
 	uint64_t seed = seed_of(it, self, a);
 	size_t n = numel(&out->t);
-	for (size_t i = 0; i < n; i++)
-		out->t.data[i] = mean->data[i] + std->data[i] * ir_rand_normal(seed, it->runseed, i);
+	for (size_t i = 0; i < n; i++) {
+		double z = ir_rand_normal(seed, it->runseed, i);
+		out->t.data[i] = mean->data[i] + std->data[i] * z;
+	}
 	return 1;
 }
 
@@ -772,9 +796,11 @@ RULE(argmax)
 		for (size_t i = 0; i < inner; i++) {
 			const double *p = x->data + o * dim * inner + i;
 			size_t best = 0;
-			for (size_t k = 1; k < dim; k++)
-				if (!isnan(p[best * inner]) && (isnan(p[k * inner]) || p[k * inner] > p[best * inner]))
+			for (size_t k = 1; k < dim; k++) {
+				double b = p[best * inner], e = p[k * inner];
+				if (!isnan(b) && (isnan(e) || e > b))
 					best = k;
+			}
 			out->t.data[o * inner + i] = (double)best;
 		}
 	return 1;
@@ -930,7 +956,8 @@ take_common(Interp *it, NodeId self, const Attrs *a, Val *out, int add)
 		for (size_t j = 0; j < nidx; j++) {
 			size_t k = (size_t)idx->data[j];
 			for (size_t i = 0; i < inner; i++) {
-				size_t xi = (o * dim + k) * inner + i, ri = (o * nidx + j) * inner + i;
+				size_t xi = (o * dim + k) * inner + i;
+				size_t ri = (o * nidx + j) * inner + i;
 				if (add)
 					out->t.data[xi] += src->data[ri];
 				else
@@ -951,7 +978,7 @@ take_along_common(Interp *it, NodeId self, const Attrs *a, Val *out, int add)
 {
 	const Tensor *x = IN(0), *idx = IN(1), *src = add ? IN(2) : NULL;
 	int ax = (int)AT("axis")->i;
-	size_t xst[IR_MAXDIM] = {0}, ist[IR_MAXDIM], dst[IR_MAXDIM], n = numel(idx);
+	size_t xst[IR_MAXDIM], ist[IR_MAXDIM], dst[IR_MAXDIM], n = numel(idx);
 	strides(&x->shape, xst);
 	strides(&idx->shape, ist);
 	memcpy(dst, xst, sizeof dst);
@@ -1006,22 +1033,26 @@ RULE(matmul)
 	for (size_t b = 0; b < B; b++)
 		for (size_t i = 0; i < M; i++)
 			for (size_t j = 0; j < N; j++) {
+				const double *xr = at(x->data, (b * M + i) * K);
+				const double *yc = at(y->data, b * K * N + j);
 				double s = 0;
 				for (size_t k = 0; k < K; k++)
-					s += x->data[(b * M + i) * K + k] * y->data[(b * K + k) * N + j];
+					s += xr[k] * yc[k * N];
 				out->t.data[(b * M + i) * N + j] = s;
 			}
 	return 1;
 }
 
 // Window ops see 1-d as 2-d with a height of 1: this is the geometry of
-// one spatial axis pair (height, width), with defaults for the missing one.
+// one (height, width) plane pair, with defaults for a missing height.  All
+// index arithmetic is int64_t over sizes of tensors already allocated, so
+// it cannot overflow.
 typedef struct Win {
 	int64_t H, W, OH, OW; // input and output spatial sizes
 	int64_t kh, kw, sh, sw, ph, pw, dh, dw; // kernel, stride, padding, dilation
 } Win;
 
-// ns spatial axes; k, s, p, d are the attribute values (d may be NULL: 1).
+// k, s, p, d are the attribute values per spatial axis (d may be NULL: 1).
 static Win
 window(const Shape *x, const Shape *o, const int64_t *k, const int64_t *s, const int64_t *p,
        const int64_t *d)
@@ -1043,6 +1074,35 @@ window(const Shape *x, const Shape *o, const int64_t *k, const int64_t *s, const
 	return w;
 }
 
+// The number of (n, c) planes of an NC... tensor.
+static int64_t
+planes(const Tensor *x)
+{
+	return x->shape.dim[0] * x->shape.dim[1];
+}
+
+// One output element of a convolution: the window of output (oh, ow) over
+// the Cg input planes x (each H x W) against the kernels w (Cg of kh x kw),
+// zero outside x.
+static double
+conv_window(const double *x, const double *w, const Win *v, int64_t Cg, int64_t oh, int64_t ow)
+{
+	double s = 0;
+	for (int64_t ci = 0; ci < Cg; ci++)
+		for (int64_t kh = 0; kh < v->kh; kh++) {
+			int64_t ih = oh * v->sh - v->ph + kh * v->dh;
+			if (ih < 0 || ih >= v->H)
+				continue;
+			for (int64_t kw = 0; kw < v->kw; kw++) {
+				int64_t iw = ow * v->sw - v->pw + kw * v->dw;
+				if (iw >= 0 && iw < v->W)
+					s += x[(ci * v->H + ih) * v->W + iw] *
+					     w[(ci * v->kh + kh) * v->kw + kw];
+			}
+		}
+	return s;
+}
+
 RULE(conv)
 {
 	// PyTorch's conv1d/conv2d (a cross-correlation):
@@ -1051,113 +1111,112 @@ RULE(conv)
 	// with g = co / (Cout / groups) the output channel's group, Cg the input
 	// channels per group, and zero outside x (zero padding).
 	const Tensor *x = IN(0), *w = IN(1);
-	const Shape *xs = &x->shape, *ws = &w->shape;
-	int ns = xs->rank - 2;
-	Win v = window(xs, &out->t.shape, ws->dim + 2, AT("stride")->v, AT("padding")->v,
-	               AT("dilation")->v);
-	int64_t N = xs->dim[0], C = xs->dim[1], Co = ws->dim[0], groups = AT("groups")->i;
-	int64_t Cg = C / groups, Cog = Co / groups;
-	(void)ns;
+	Win v = window(&x->shape, &out->t.shape, w->shape.dim + 2, AT("stride")->v,
+	               AT("padding")->v, AT("dilation")->v);
+	int64_t N = x->shape.dim[0], C = x->shape.dim[1], Co = w->shape.dim[0];
+	int64_t groups = AT("groups")->i, Cg = C / groups, Cog = Co / groups;
 	for (int64_t n = 0; n < N; n++)
 		for (int64_t co = 0; co < Co; co++) {
-			int64_t g = co / Cog;
+			int64_t c0 = co / Cog * Cg; // the group's first input channel
+			const double *xg = at(x->data, (size_t)((n * C + c0) * v.H * v.W));
+			const double *wc = at(w->data, (size_t)(co * Cg * v.kh * v.kw));
+			double *o = at(out->t.data, (size_t)((n * Co + co) * v.OH * v.OW));
 			for (int64_t oh = 0; oh < v.OH; oh++)
-				for (int64_t ow = 0; ow < v.OW; ow++) {
-					double s = 0;
-					for (int64_t ci = 0; ci < Cg; ci++)
-						for (int64_t kh = 0; kh < v.kh; kh++) {
-							int64_t ih = oh * v.sh - v.ph + kh * v.dh;
-							if (ih < 0 || ih >= v.H)
-								continue;
-							for (int64_t kw = 0; kw < v.kw; kw++) {
-								int64_t iw = ow * v.sw - v.pw + kw * v.dw;
-								if (iw < 0 || iw >= v.W)
-									continue;
-								s += x->data[((n * C + g * Cg + ci) * v.H + ih) * v.W + iw] *
-								     w->data[((co * Cg + ci) * v.kh + kh) * v.kw + kw];
-							}
-						}
-					out->t.data[((n * Co + co) * v.OH + oh) * v.OW + ow] = s;
-				}
+				for (int64_t ow = 0; ow < v.OW; ow++)
+					o[oh * v.OW + ow] = conv_window(xg, wc, &v, Cg, oh, ow);
 		}
 	return 1;
 }
 
-// Pooling: for every (n, c) plane and output position, fold the window.
+// Max over the window of output (oh, ow) in one H x W plane.  Padding is
+// -inf (never chosen); the first maximum wins, and NaN wins over
+// everything and stays (PyTorch's max_pool).
+static double
+max_window(const double *p, const Win *v, int64_t oh, int64_t ow)
+{
+	double m = -INFINITY;
+	for (int64_t kh = 0; kh < v->kh; kh++) {
+		int64_t ih = oh * v->sh - v->ph + kh * v->dh;
+		if (ih < 0 || ih >= v->H)
+			continue;
+		for (int64_t kw = 0; kw < v->kw; kw++) {
+			int64_t iw = ow * v->sw - v->pw + kw * v->dw;
+			if (iw < 0 || iw >= v->W)
+				continue;
+			double e = p[ih * v->W + iw];
+			if (!isnan(m) && (isnan(e) || e > m))
+				m = e;
+		}
+	}
+	return m;
+}
+
+// The mean over the window of output (oh, ow): the sum of the in-bounds
+// elements over a divisor, with count_include_pad the whole window kh kw
+// (PyTorch counts the padded positions, and with ceil_mode off a window
+// never reaches past the padding), otherwise the in-bounds count.
+static double
+avg_window(const double *p, const Win *v, int64_t oh, int64_t ow, int incl)
+{
+	double s = 0;
+	int64_t cnt = 0;
+	for (int64_t kh = 0; kh < v->kh; kh++) {
+		int64_t ih = oh * v->sh - v->ph + kh;
+		if (ih < 0 || ih >= v->H)
+			continue;
+		for (int64_t kw = 0; kw < v->kw; kw++) {
+			int64_t iw = ow * v->sw - v->pw + kw;
+			if (iw < 0 || iw >= v->W)
+				continue;
+			s += p[ih * v->W + iw];
+			cnt++;
+		}
+	}
+	return s / (double)(incl ? v->kh * v->kw : cnt);
+}
+
 RULE(max_pool)
 {
-	// Padding is -inf (never chosen); the first maximum wins and NaN wins
-	// over everything (PyTorch's max_pool).
 	const Tensor *x = IN(0);
 	Win v = window(&x->shape, &out->t.shape, AT("kernel")->v, AT("stride")->v,
 	               AT("padding")->v, AT("dilation")->v);
-	size_t planes = (size_t)(x->shape.dim[0] * x->shape.dim[1]);
-	for (size_t pl = 0; pl < planes; pl++)
+	for (int64_t pl = 0; pl < planes(x); pl++) {
+		const double *p = at(x->data, (size_t)(pl * v.H * v.W));
+		double *o = at(out->t.data, (size_t)(pl * v.OH * v.OW));
 		for (int64_t oh = 0; oh < v.OH; oh++)
-			for (int64_t ow = 0; ow < v.OW; ow++) {
-				double m = -INFINITY;
-				for (int64_t kh = 0; kh < v.kh; kh++) {
-					int64_t ih = oh * v.sh - v.ph + kh * v.dh;
-					if (ih < 0 || ih >= v.H)
-						continue;
-					for (int64_t kw = 0; kw < v.kw; kw++) {
-						int64_t iw = ow * v.sw - v.pw + kw * v.dw;
-						if (iw < 0 || iw >= v.W)
-							continue;
-						double e = x->data[(pl * (size_t)v.H + (size_t)ih) * (size_t)v.W + (size_t)iw];
-						if (!isnan(m) && (isnan(e) || e > m))
-							m = e;
-					}
-				}
-				out->t.data[(pl * (size_t)v.OH + (size_t)oh) * (size_t)v.OW + (size_t)ow] = m;
-			}
+			for (int64_t ow = 0; ow < v.OW; ow++)
+				o[oh * v.OW + ow] = max_window(p, &v, oh, ow);
+	}
 	return 1;
 }
 
 RULE(avg_pool)
 {
-	// The sum of the in-bounds elements over a divisor: with
-	// count_include_pad the whole window kh * kw (PyTorch counts padded
-	// positions, and with ceil_mode off a window never passes the padding),
-	// otherwise only the in-bounds elements.
 	const Tensor *x = IN(0);
 	Win v = window(&x->shape, &out->t.shape, AT("kernel")->v, AT("stride")->v,
 	               AT("padding")->v, NULL);
 	int incl = AT("count_include_pad")->i != 0;
-	size_t planes = (size_t)(x->shape.dim[0] * x->shape.dim[1]);
-	for (size_t pl = 0; pl < planes; pl++)
+	for (int64_t pl = 0; pl < planes(x); pl++) {
+		const double *p = at(x->data, (size_t)(pl * v.H * v.W));
+		double *o = at(out->t.data, (size_t)(pl * v.OH * v.OW));
 		for (int64_t oh = 0; oh < v.OH; oh++)
-			for (int64_t ow = 0; ow < v.OW; ow++) {
-				double s = 0;
-				int64_t cnt = 0;
-				for (int64_t kh = 0; kh < v.kh; kh++) {
-					int64_t ih = oh * v.sh - v.ph + kh;
-					if (ih < 0 || ih >= v.H)
-						continue;
-					for (int64_t kw = 0; kw < v.kw; kw++) {
-						int64_t iw = ow * v.sw - v.pw + kw;
-						if (iw < 0 || iw >= v.W)
-							continue;
-						s += x->data[(pl * (size_t)v.H + (size_t)ih) * (size_t)v.W + (size_t)iw];
-						cnt++;
-					}
-				}
-				double div = incl ? (double)(v.kh * v.kw) : (double)cnt;
-				out->t.data[(pl * (size_t)v.OH + (size_t)oh) * (size_t)v.OW + (size_t)ow] = s / div;
-			}
+			for (int64_t ow = 0; ow < v.OW; ow++)
+				o[oh * v.OW + ow] = avg_window(p, &v, oh, ow, incl);
+	}
 	return 1;
 }
 
 RULE(adaptive_avg_pool)
 {
-	(void)a;
 	// PyTorch: output i averages input [floor(i L / O), ceil((i + 1) L / O)).
+	(void)a;
 	const Tensor *x = IN(0);
 	int two = x->shape.rank == 4;
 	int64_t H = two ? x->shape.dim[2] : 1, W = x->shape.dim[x->shape.rank - 1];
 	int64_t OH = two ? out->t.shape.dim[2] : 1, OW = out->t.shape.dim[out->t.shape.rank - 1];
-	size_t planes = (size_t)(x->shape.dim[0] * x->shape.dim[1]);
-	for (size_t pl = 0; pl < planes; pl++)
+	for (int64_t pl = 0; pl < planes(x); pl++) {
+		const double *p = at(x->data, (size_t)(pl * H * W));
+		double *o = at(out->t.data, (size_t)(pl * OH * OW));
 		for (int64_t oh = 0; oh < OH; oh++) {
 			int64_t h0 = oh * H / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
 			for (int64_t ow = 0; ow < OW; ow++) {
@@ -1165,11 +1224,11 @@ RULE(adaptive_avg_pool)
 				double s = 0;
 				for (int64_t ih = h0; ih < h1; ih++)
 					for (int64_t iw = w0; iw < w1; iw++)
-						s += x->data[(pl * (size_t)H + (size_t)ih) * (size_t)W + (size_t)iw];
-				out->t.data[(pl * (size_t)OH + (size_t)oh) * (size_t)OW + (size_t)ow] =
-				    s / (double)((h1 - h0) * (w1 - w0));
+						s += p[ih * W + iw];
+				o[oh * OW + ow] = s / (double)((h1 - h0) * (w1 - w0));
 			}
 		}
+	}
 	return 1;
 }
 
@@ -1203,18 +1262,18 @@ RULE(upsample_bilinear)
 	int align = AT("align_corners")->i != 0;
 	int64_t H = x->shape.dim[2], W = x->shape.dim[3];
 	int64_t OH = out->t.shape.dim[2], OW = out->t.shape.dim[3];
-	size_t planes = (size_t)(x->shape.dim[0] * x->shape.dim[1]);
-	for (size_t pl = 0; pl < planes; pl++) {
-		const double *p = x->data + pl * (size_t)(H * W);
+	for (int64_t pl = 0; pl < planes(x); pl++) {
+		const double *p = at(x->data, (size_t)(pl * H * W));
+		double *o = at(out->t.data, (size_t)(pl * OH * OW));
 		for (int64_t oh = 0; oh < OH; oh++) {
 			int64_t h0, h1, w0, w1;
 			double lh, lw;
 			bilinear_src(oh, H, OH, align, &h0, &h1, &lh);
 			for (int64_t ow = 0; ow < OW; ow++) {
 				bilinear_src(ow, W, OW, align, &w0, &w1, &lw);
-				out->t.data[(pl * (size_t)OH + (size_t)oh) * (size_t)OW + (size_t)ow] =
-				    (1 - lh) * ((1 - lw) * p[h0 * W + w0] + lw * p[h0 * W + w1]) +
-				    lh * ((1 - lw) * p[h1 * W + w0] + lw * p[h1 * W + w1]);
+				double top = (1 - lw) * p[h0 * W + w0] + lw * p[h0 * W + w1];
+				double bot = (1 - lw) * p[h1 * W + w0] + lw * p[h1 * W + w1];
+				o[oh * OW + ow] = (1 - lh) * top + lh * bot;
 			}
 		}
 	}
@@ -1269,8 +1328,10 @@ RULE(scan)
 			else if (i < nc + nx) {
 				// A view of xs[t]: the same data, the leading axis dropped.
 				const Tensor *xs = IN(i);
-				Tensor v = {.dtype = xs->dtype, .shape = {.rank = xs->shape.rank - 1}};
-				memcpy(v.shape.dim, xs->shape.dim + 1, sizeof(int64_t) * (size_t)v.shape.rank);
+				Tensor v = {.dtype = xs->dtype};
+				v.shape.rank = xs->shape.rank - 1;
+				for (int d = 1; d < xs->shape.rank; d++)
+					v.shape.dim[d - 1] = xs->shape.dim[d];
 				size_t inner = numel(&v);
 				v.data = inner ? xs->data + (size_t)t * inner : NULL;
 				args[i] = v;
@@ -1288,9 +1349,9 @@ RULE(scan)
 				memset(&step[k], 0, sizeof step[k]);
 				continue;
 			}
-			size_t n = numel(&step[k]);
+			size_t n = numel(&step[k]), off = (size_t)t * n;
 			if (n)
-				memcpy(res[k].data + (size_t)t * n, step[k].data, n * sizeof(double));
+				memcpy(res[k].data + off, step[k].data, sizeof(double) * n);
 			ir_tensor_free(&step[k]);
 		}
 	}
@@ -1415,7 +1476,8 @@ RULE(linear_sum_assignment)
 	size_t n = numel(x);
 	for (size_t i = 0; i < n; i++)
 		if (isnan(x->data[i]) || x->data[i] == -INFINITY)
-			return fail(it, "linear_sum_assignment: the cost matrix contains NaN or -inf");
+			return fail(it, "%s: the cost matrix contains NaN or -inf",
+			            "linear_sum_assignment");
 	int64_t k = R < C ? R : C;
 	int64_t *col = calloc((size_t)(k ? k : 1), sizeof *col);
 	if (!col)
@@ -1465,7 +1527,8 @@ check_inputs(const Graph *g, const Tensor *inputs, char *err, size_t errlen)
 			char s0[200], s1[200];
 			ir_type_str((DType)nd->dtype, want, s0, sizeof s0);
 			ir_type_str(t->dtype, &t->shape, s1, sizeof s1);
-			snprintf(err, errlen, "input '%s': expected %s, got %s", g->input[i].name, s0, s1);
+			const char *name = g->input[i].name;
+			snprintf(err, errlen, "input '%s': expected %s, got %s", name, s0, s1);
 			return 0;
 		}
 		if (checked_numel(&t->shape, &ok) && !t->data) {
@@ -1511,9 +1574,10 @@ ir_interp(const Graph *g, const Tensor *inputs, Tensor *outputs, uint64_t runsee
 			fail(&it, "input node %u: index %lld out of range", n, (long long)a.a[0].i);
 			goto done;
 		}
-		if (nd->dtype != DT_TUPLE && !ir_tensor_alloc(&v->t, (DType)nd->dtype, &g->shape[nd->shape])) {
+		const Shape *shp = &g->shape[nd->shape];
+		if (nd->dtype != DT_TUPLE && !ir_tensor_alloc(&v->t, (DType)nd->dtype, shp)) {
 			char s[200];
-			ir_type_str((DType)nd->dtype, &g->shape[nd->shape], s, sizeof s);
+			ir_type_str((DType)nd->dtype, shp, s, sizeof s);
 			fail(&it, "%s: result %s is too large", ir_op(nd->op)->name, s);
 			goto done;
 		}
@@ -1564,90 +1628,113 @@ round_f32(Tensor *t)
 		t->data[i] = (double)(float)t->data[i];
 }
 
+static const char *
+decl_kind(const Decl *d)
+{
+	return d->kind == DECL_PARAM ? "parameter" : "constant";
+}
+
+// Declaration d's value from its binding b: the same type, copied.
+static int
+init_bound(const Decl *d, const Tensor *b, Tensor *v, char *err, size_t errlen)
+{
+	char s0[200], s1[200];
+	int ok;
+	if (b->dtype != d->dtype || !ir_shape_eq(&b->shape, &d->shape)) {
+		ir_type_str(d->dtype, &d->shape, s0, sizeof s0);
+		ir_type_str(b->dtype, &b->shape, s1, sizeof s1);
+		snprintf(err, errlen, "%s '%s': the bound tensor is %s, declared %s", decl_kind(d),
+		         d->name, s1, s0);
+		return 0;
+	}
+	if (checked_numel(&b->shape, &ok) && !b->data) {
+		snprintf(err, errlen, "%s '%s': the bound tensor has no data", decl_kind(d),
+		         d->name);
+		return 0;
+	}
+	if (!ir_tensor_alloc(v, d->dtype, &d->shape)) {
+		snprintf(err, errlen, "%s '%s': out of memory", decl_kind(d), d->name);
+		return 0;
+	}
+	copy_data(v, b);
+	return 1;
+}
+
+// Declaration i's value from its initializer, whose inputs are earlier
+// declarations by name (values[0..i) are computed).
+static int
+init_run(const Module *m, uint32_t i, Tensor *values, uint64_t runseed, char *err, size_t errlen)
+{
+	const Decl *d = &m->decl[i];
+	const Graph *g = d->init;
+	if (!g) {
+		snprintf(err, errlen, "%s '%s' has no initializer and was not bound from a file",
+		         decl_kind(d), d->name);
+		return 0;
+	}
+	if (g->nout != 1) {
+		snprintf(err, errlen, "initializer of '%s' has %u outputs, not 1", d->name,
+		         g->nout);
+		return 0;
+	}
+	Tensor *ins = calloc(g->ninput ? g->ninput : 1, sizeof *ins);
+	char *msg = malloc(errlen ? errlen : 1);
+	int ok = 0;
+	if (!ins || !msg) {
+		snprintf(err, errlen, "initializer of '%s': out of memory", d->name);
+		goto done;
+	}
+	for (uint32_t k = 0; k < g->ninput; k++) {
+		uint32_t j = 0;
+		while (j < i && strcmp(m->decl[j].name, g->input[k].name))
+			j++;
+		if (j == i) {
+			snprintf(err, errlen,
+			         "initializer of '%s' reads '%s', which is not declared before it",
+			         d->name, g->input[k].name);
+			goto done;
+		}
+		ins[k] = values[j]; // borrowed: ir_interp copies its inputs
+	}
+	Tensor out;
+	if (!ir_interp(g, ins, &out, runseed, msg, errlen)) {
+		snprintf(err, errlen, "initializer of '%s': %s", d->name, msg);
+		goto done;
+	}
+	if (out.dtype != d->dtype || !ir_shape_eq(&out.shape, &d->shape)) {
+		char s0[200], s1[200];
+		ir_type_str(d->dtype, &d->shape, s0, sizeof s0);
+		ir_type_str(out.dtype, &out.shape, s1, sizeof s1);
+		snprintf(err, errlen, "initializer of '%s' computes %s, declared %s", d->name, s1,
+		         s0);
+		ir_tensor_free(&out);
+		goto done;
+	}
+	if (d->dtype == DT_F32)
+		round_f32(&out);
+	values[i] = out;
+	ok = 1;
+done:
+	free(ins);
+	free(msg);
+	return ok;
+}
+
 int
 ir_module_init(const Module *m, const Tensor *bound, const int *isbound, Tensor *values,
                uint64_t runseed, char *err, size_t errlen)
 {
-	uint32_t i = 0;
-	Tensor *ins = NULL;
-	char *msg = malloc(errlen ? errlen : 1);
-	for (uint32_t k = 0; k < m->ndecl; k++)
-		memset(&values[k], 0, sizeof values[k]);
-	if (!msg)
-		goto oom;
-	for (i = 0; i < m->ndecl; i++) {
-		const Decl *d = &m->decl[i];
-		const char *kind = d->kind == DECL_PARAM ? "parameter" : "constant";
-		char s0[200], s1[200];
-		ir_type_str(d->dtype, &d->shape, s0, sizeof s0);
-		if (bound && isbound && isbound[i]) {
-			const Tensor *b = &bound[i];
-			int ok;
-			if (b->dtype != d->dtype || !ir_shape_eq(&b->shape, &d->shape)) {
-				ir_type_str(b->dtype, &b->shape, s1, sizeof s1);
-				snprintf(err, errlen, "%s '%s': the bound tensor is %s, declared %s", kind, d->name,
-				         s1, s0);
-				goto fail;
-			}
-			if (checked_numel(&b->shape, &ok) && !b->data) {
-				snprintf(err, errlen, "%s '%s': the bound tensor has no data", kind, d->name);
-				goto fail;
-			}
-			if (!ir_tensor_alloc(&values[i], d->dtype, &d->shape))
-				goto oom;
-			copy_data(&values[i], b);
-			continue;
+	for (uint32_t i = 0; i < m->ndecl; i++)
+		memset(&values[i], 0, sizeof values[i]);
+	for (uint32_t i = 0; i < m->ndecl; i++) {
+		int ok = bound && isbound && isbound[i]
+		             ? init_bound(&m->decl[i], &bound[i], &values[i], err, errlen)
+		             : init_run(m, i, values, runseed, err, errlen);
+		if (!ok) {
+			for (uint32_t k = 0; k < i; k++)
+				ir_tensor_free(&values[k]);
+			return 0;
 		}
-		const Graph *g = d->init;
-		if (!g) {
-			snprintf(err, errlen, "%s '%s' has no initializer and was not bound from a file", kind,
-			         d->name);
-			goto fail;
-		}
-		if (g->nout != 1) {
-			snprintf(err, errlen, "initializer of '%s' has %u outputs, not 1", d->name, g->nout);
-			goto fail;
-		}
-		// The initializer's inputs are earlier declarations, by name.
-		ins = calloc(g->ninput ? g->ninput : 1, sizeof *ins);
-		if (!ins)
-			goto oom;
-		for (uint32_t k = 0; k < g->ninput; k++) {
-			uint32_t j = 0;
-			while (j < i && strcmp(m->decl[j].name, g->input[k].name))
-				j++;
-			if (j == i) {
-				snprintf(err, errlen, "initializer of '%s' reads '%s', which is not declared before it",
-				         d->name, g->input[k].name);
-				goto fail;
-			}
-			ins[k] = values[j];
-		}
-		Tensor out;
-		if (!ir_interp(g, ins, &out, runseed, msg, errlen)) {
-			snprintf(err, errlen, "initializer of '%s': %s", d->name, msg);
-			goto fail;
-		}
-		free(ins);
-		ins = NULL;
-		if (out.dtype != d->dtype || !ir_shape_eq(&out.shape, &d->shape)) {
-			ir_type_str(out.dtype, &out.shape, s1, sizeof s1);
-			snprintf(err, errlen, "initializer of '%s' computes %s, declared %s", d->name, s1, s0);
-			ir_tensor_free(&out);
-			goto fail;
-		}
-		if (d->dtype == DT_F32)
-			round_f32(&out);
-		values[i] = out;
 	}
-	free(msg);
 	return 1;
-oom:
-	snprintf(err, errlen, "out of memory");
-fail:
-	free(ins);
-	free(msg);
-	for (uint32_t k = 0; k < m->ndecl; k++)
-		ir_tensor_free(&values[k]);
-	return 0;
 }

@@ -24,13 +24,18 @@ ir_print_float(char *buf, size_t n, double v)
 		snprintf(buf, n, v > 0 ? "inf" : "-inf");
 		return;
 	}
+	// A float with an integral value prints without a point or exponent
+	// ("10", "-100000000"), and reads back as an integer, which float
+	// attributes accept.
+	if (v == floor(v) && fabs(v) < 1e15 && !(v == 0 && signbit(v))) {
+		snprintf(buf, n, "%.0f", v);
+		return;
+	}
 	for (int prec = 1; prec <= 17; prec++) {
 		snprintf(buf, n, "%.*g", prec, v);
 		if (strtod(buf, NULL) == v)
 			break;
 	}
-	// A float with an integral value prints without a point ("2"), and
-	// reads back as an integer, which float attributes accept.
 }
 
 static void

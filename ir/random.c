@@ -80,7 +80,8 @@ static void
 block(uint64_t seed, uint64_t runseed, uint64_t index, uint32_t draw, uint32_t out[4])
 {
 	uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32) ^ (uint32_t)runseed};
-	uint32_t ctr[4] = {(uint32_t)index, (uint32_t)(index >> 32), draw, (uint32_t)(runseed >> 32)};
+	uint32_t ctr[4] = {(uint32_t)index, (uint32_t)(index >> 32), draw,
+	                   (uint32_t)(runseed >> 32)};
 	ir_philox(key, ctr, out);
 }
 

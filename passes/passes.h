@@ -10,6 +10,8 @@
 #ifndef FADC_PASSES_H
 #define FADC_PASSES_H
 
+#include <stdio.h>
+
 #include "ir.h"
 
 // ---------------------------------------------------------------- build.c
@@ -57,11 +59,37 @@ uint8_t *fill_param_deps(const Graph *f, Arena *a);
 // On a user-level error (a derivative through a non-differentiable op)
 // returns NULL, with the message in err and the op's location in *errloc.
 Graph *pass_vjp(const Graph *f, Loc *errloc, char *err, size_t errlen);
+// outs[k] chooses which of f's outputs get a cotangent (NULL: every float
+// output); ones uses the constant 1 instead of inputs (gradients).
+Graph *pass_vjp_ex(const Graph *f, const uint8_t *outs, int ones, Loc *errloc, char *err,
+                   size_t errlen);
 
 // ---------------------------------------------------------------- jvp.c
 // Forward mode.  The result takes a tangent for each param (IN_ARG inputs
 // "t.<param>") and computes f's outputs and their tangents J t (outputs
 // "jvp.<output>").
 Graph *pass_jvp(const Graph *f, Loc *errloc, char *err, size_t errlen);
+
+// ---------------------------------------------------------------- simplify.c
+Graph *pass_simplify(const Graph *g); // CSE, constant folding, identities, then DCE
+Graph *pass_dce(const Graph *g); // keeps what the outputs reach, and the inputs
+
+// ---------------------------------------------------------------- tasks.c
+// The tasks of torch.autograd.functional (docs/TASKS.md) as pipelines of
+// passes over the forward graph.
+typedef struct PassOpts {
+	const char *print_after; // comma-separated pass names, or NULL
+	int print_after_all;
+	const char *stop_after; // pass name, or NULL
+	FILE *dump; // where dumps and --stats go (stderr if NULL)
+	int stats; // node counts after each pass
+} PassOpts;
+
+extern const char *const fadc_tasks[]; // NULL-terminated: forward, vjp, ...
+int task_lookup(const char *name); // index into fadc_tasks, or -1
+// Builds task `task` from forward graph f.  NULL with a message (and a
+// location when there is one) on error.
+Graph *pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char *err,
+                 size_t errlen);
 
 #endif

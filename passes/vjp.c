@@ -407,6 +407,12 @@ fill_param_deps(const Graph *f, Arena *a)
 Graph *
 pass_vjp(const Graph *f, Loc *errloc, char *err, size_t errlen)
 {
+	return pass_vjp_ex(f, NULL, 0, errloc, err, errlen);
+}
+
+Graph *
+pass_vjp_ex(const Graph *f, const uint8_t *outs, int ones, Loc *errloc, char *err, size_t errlen)
+{
 	Graph *g = ir_graph_new(f->name, f->src);
 	Vjp v = {.f = f, .g = g, .errloc = errloc, .err = err, .errlen = errlen};
 	*errloc = 0;
@@ -414,13 +420,14 @@ pass_vjp(const Graph *f, Loc *errloc, char *err, size_t errlen)
 	v.adj = arena_alloc_array(g->arena, f->nnode, sizeof(NodeId));
 	v.dep = fill_param_deps(f, g->arena);
 	b_copy_into(g, f, v.map);
-	// One cotangent per float output.
+	// One cotangent per chosen float output: an input, or ones.
 	for (uint32_t k = 0; k < f->nout; k++) {
 		NodeId o = f->out[k].node;
-		if (!ir_dtype_is_float((DType)f->node[o].dtype))
+		if (!ir_dtype_is_float((DType)f->node[o].dtype) || (outs && !outs[k]))
 			continue;
-		NodeId vin = ir_add_input(g, arena_printf(g->arena, "v.%s", f->out[k].name), IN_ARG,
-		                          (DType)f->node[o].dtype, ir_shape(f, o), f->node[o].loc);
+		NodeId vin = ones ? b_full_like(g, 1, v.map[o], f->node[o].loc)
+		                  : ir_add_input(g, arena_printf(g->arena, "v.%s", f->out[k].name), IN_ARG,
+		                                 (DType)f->node[o].dtype, ir_shape(f, o), f->node[o].loc);
 		if (v.dep[o])
 			v.adj[o] = b_add(g, v.adj[o], vin, f->node[o].loc);
 	}

@@ -21,8 +21,8 @@ kat(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1
 	ir_philox(key, ctr, out);
 	CHECK(out[0] == r0 && out[1] == r1 && out[2] == r2 && out[3] == r3);
 	if (out[0] != r0 || out[1] != r1 || out[2] != r2 || out[3] != r3)
-		fprintf(stderr, "  got %08x %08x %08x %08x, want %08x %08x %08x %08x\n", out[0], out[1],
-		        out[2], out[3], r0, r1, r2, r3);
+		fprintf(stderr, "  got %08x %08x %08x %08x, want %08x %08x %08x %08x\n", out[0],
+		        out[1], out[2], out[3], r0, r1, r2, r3);
 }
 
 // Sample mean and (population) variance of n draws.
@@ -109,8 +109,10 @@ main(void)
 	CHECK_NEAR(m, 3, 0.027 / 3); // CHECK_NEAR is relative above 1
 	CHECK_NEAR(v, 3, 0.095 / 3);
 	int positive = 1;
-	for (uint64_t i = 0; i < 1000; i++)
-		positive &= ir_rand_gamma(SEED, RUN, i, 0.5) >= 0 && ir_rand_gamma(SEED, RUN, i, 3) > 0;
+	for (uint64_t i = 0; i < 1000; i++) {
+		positive &= ir_rand_gamma(SEED, RUN, i, 0.5) >= 0;
+		positive &= ir_rand_gamma(SEED, RUN, i, 3) > 0;
+	}
 	CHECK(positive);
 	CHECK(isnan(ir_rand_gamma(SEED, RUN, 0, 0)) && isnan(ir_rand_gamma(SEED, RUN, 0, -1)));
 	CHECK(isnan(ir_rand_gamma(SEED, RUN, 0, NAN)));

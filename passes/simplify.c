@@ -1,0 +1,245 @@
+// passes/simplify.c -- simplification: common subexpressions, constant
+// folding, algebraic identities, and dead code.
+//
+// pass_simplify rebuilds the graph in id order.  Each node is first mapped
+// to its new operands, then
+//   - folded if it is elementwise and every operand is a `full` constant:
+//     the value is computed by the reference interpreter on one element (so
+//     no scalar math is written twice) and the node becomes a `full`;
+//   - rebuilt through the builders, which apply x*1 = x, x+0 = x, x*0 = 0,
+//     -(-x) = x, reshape(reshape(x)) = reshape(x), permute(permute(x)) =
+//     permute(x), and drop layout ops that change nothing;
+//   - looked up in a hash table of (op, dtype, operands, attributes): an
+//     equal node already built is reused (CSE).
+// pass_dce keeps the nodes outputs reach (inputs are always kept: they are
+// the graph's interface).
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+
+typedef struct Cse {
+	uint32_t *slot; // open addressing: new-graph node ids, 0 = empty
+	uint32_t cap;
+} Cse;
+
+static uint64_t
+node_hash(const Graph *g, const Node *nd, const NodeId *in, const Attrs *a)
+{
+	uint64_t h = 1469598103934665603ull;
+#define MIX(x) (h = (h ^ (uint64_t)(x)) * 1099511628211ull)
+	MIX(nd->op);
+	MIX(nd->dtype);
+	MIX(nd->shape);
+	for (int i = 0; i < nd->nin; i++)
+		MIX(in[i]);
+	const OpInfo *oi = ir_op(nd->op);
+	for (int i = 0; i < oi->nattr; i++) {
+		MIX(a->a[i].i);
+		uint64_t fb;
+		memcpy(&fb, &a->a[i].f, sizeof fb);
+		MIX(fb);
+		MIX(a->a[i].n);
+		for (int k = 0; k < a->a[i].n; k++)
+			MIX(a->a[i].v[k]);
+	}
+#undef MIX
+	(void)g;
+	return h;
+}
+
+static int
+same_node(const Graph *g, NodeId m, const Node *nd, const NodeId *in, const Attrs *a)
+{
+	const Node *x = &g->node[m];
+	if (x->op != nd->op || x->dtype != nd->dtype || x->shape != nd->shape || x->nin != nd->nin)
+		return 0;
+	if (memcmp(ir_in(g, m), in, sizeof(NodeId) * nd->nin))
+		return 0;
+	Attrs b;
+	ir_attrs_get(g, m, &b);
+	const OpInfo *oi = ir_op(nd->op);
+	for (int i = 0; i < oi->nattr; i++) {
+		const AttrVal *p = &a->a[i], *q = &b.a[i];
+		if (p->i != q->i || memcmp(&p->f, &q->f, sizeof p->f) || p->n != q->n ||
+		    memcmp(p->v, q->v, sizeof(int64_t) * (size_t)p->n))
+			return 0;
+	}
+	return 1;
+}
+
+// The value of an elementwise op of constants, by the interpreter.
+static int
+fold_value(const Graph *g, NodeId n, const double *cv, double *out)
+{
+	const Node *nd = &g->node[n];
+	Graph *t = ir_graph_new("fold", NULL);
+	NodeId ops[4];
+	Shape scalar = {0};
+	for (int i = 0; i < nd->nin; i++) {
+		Attrs a;
+		ir_attrs_default(OP_full, &a);
+		a.a[0].f = cv[i];
+		a.a[2].i = g->node[ir_in1(g, n, i)].dtype;
+		ops[i] = ir_emit(t, OP_full, NULL, 0, &a, 0);
+	}
+	(void)scalar;
+	Attrs a;
+	ir_attrs_get(g, n, &a);
+	char err[256];
+	NodeId r = ir_build(t, nd->op, ops, nd->nin, &a, 0, err, sizeof err);
+	int ok = 0;
+	if (r) {
+		ir_add_output(t, r, "v", -1);
+		Tensor o = {0};
+		if (ir_interp(t, NULL, &o, 0, err, sizeof err)) {
+			*out = o.data[0];
+			ok = 1;
+			ir_tensor_free(&o);
+		}
+	}
+	ir_graph_free(t);
+	return ok;
+}
+
+// Rebuilds node n of src in dst with operands in[], simplified.
+static NodeId
+rebuild(Graph *dst, const Graph *src, NodeId n, const NodeId *in, Cse *cse)
+{
+	const Node *nd = &src->node[n];
+	Loc loc = nd->loc;
+	const OpInfo *oi = ir_op(nd->op);
+	Attrs a;
+	ir_attrs_get(src, n, &a);
+	// Constant folding of elementwise ops.
+	if ((oi->flags & F_ELEMWISE) && !(oi->flags & F_RANDOM) && nd->nin <= 4) {
+		double cv[4];
+		int all = 1;
+		for (int i = 0; i < nd->nin; i++)
+			all &= b_const_value(dst, in[i], &cv[i]);
+		double v;
+		if (all && fold_value(src, n, cv, &v))
+			return b_full(dst, v, (DType)nd->dtype, &src->shape[nd->shape], loc);
+	}
+	// Identities, through the builders.
+	switch (nd->op) {
+	case OP_add:
+		return b_add(dst, in[0], in[1], loc);
+	case OP_sub:
+		return b_sub(dst, in[0], in[1], loc);
+	case OP_mul:
+		if (ir_dtype_is_float((DType)nd->dtype)) { // x*0 = 0 only for floats' symbolic zeros
+			NodeId r = b_mul(dst, in[0], in[1], loc);
+			return r ? r : b_full(dst, 0, (DType)nd->dtype, &src->shape[nd->shape], loc);
+		}
+		break;
+	case OP_neg:
+		return b_neg(dst, in[0], loc);
+	case OP_reshape:
+		return b_reshape(dst, in[0], &src->shape[nd->shape], loc);
+	case OP_broadcast:
+		return b_broadcast(dst, in[0], &src->shape[nd->shape], loc);
+	case OP_permute:
+		return b_permute(dst, in[0], a.a[0].v, loc);
+	case OP_cast:
+		return b_cast(dst, in[0], (DType)a.a[0].i, loc);
+	default:
+		break;
+	}
+	// CSE.
+	Node key = *nd;
+	key.shape = ir_shape_intern(dst, &src->shape[nd->shape]);
+	uint64_t h = node_hash(dst, &key, in, &a);
+	uint32_t i = (uint32_t)h & (cse->cap - 1);
+	for (; cse->slot[i]; i = (i + 1) & (cse->cap - 1))
+		if (same_node(dst, cse->slot[i], &key, in, &a))
+			return cse->slot[i];
+	NodeId m = ir_emit(dst, nd->op, in, nd->nin, &a, loc);
+	cse->slot[i] = m;
+	return m;
+}
+
+Graph *
+pass_simplify(const Graph *src)
+{
+	Graph *dst = ir_graph_new(src->name, src->src);
+	NodeId *map = arena_alloc_array(dst->arena, src->nnode, sizeof *map);
+	Cse cse = {.cap = 64};
+	while (cse.cap < 2 * src->nnode)
+		cse.cap *= 2;
+	cse.slot = calloc(cse.cap, sizeof *cse.slot);
+	FADC_ASSERT(cse.slot, "out of memory");
+	// Inputs first, in their order (their ids stay small and stable).
+	for (uint32_t k = 0; k < src->nsub; k++)
+		ir_add_sub(dst, pass_simplify(src->sub[k]));
+	for (uint32_t k = 0; k < src->ninput; k++) {
+		NodeId n = src->input[k].node;
+		map[n] = ir_add_input(dst, src->input[k].name, src->input[k].kind,
+		                      (DType)src->node[n].dtype, ir_shape(src, n), src->node[n].loc);
+	}
+	for (NodeId n = 1; n < src->nnode; n++) {
+		if (src->node[n].op == OP_input)
+			continue;
+		NodeId in[256];
+		for (int i = 0; i < src->node[n].nin; i++)
+			in[i] = map[ir_in1(src, n, i)];
+		map[n] = rebuild(dst, src, n, in, &cse);
+		// A symbolic zero from the builders becomes a real zero here.
+		if (!map[n])
+			map[n] = b_full(dst, 0, (DType)src->node[n].dtype, ir_shape(src, n), src->node[n].loc);
+	}
+	free(cse.slot);
+	for (uint32_t k = 0; k < src->nout; k++)
+		ir_add_output(dst, map[src->out[k].node], src->out[k].name, src->out[k].writeback);
+	Graph *r = pass_dce(dst);
+	ir_graph_free(dst);
+	return r;
+}
+
+Graph *
+pass_dce(const Graph *src)
+{
+	uint8_t *live = calloc(src->nnode + 1, 1);
+	FADC_ASSERT(live, "out of memory");
+	for (uint32_t k = 0; k < src->nout; k++)
+		live[src->out[k].node] = 1;
+	for (uint32_t k = 0; k < src->ninput; k++)
+		live[src->input[k].node] = 1;
+	for (NodeId n = src->nnode; n-- > 1;)
+		if (live[n])
+			for (int i = 0; i < src->node[n].nin; i++)
+				live[ir_in1(src, n, i)] = 1;
+	Graph *dst = ir_graph_new(src->name, src->src);
+	NodeId *map = arena_alloc_array(dst->arena, src->nnode, sizeof *map);
+	// Bodies used by live scans only; keep their order.
+	uint32_t *submap = arena_alloc_array(dst->arena, src->nsub + 1, sizeof *submap);
+	uint8_t *used = arena_alloc_array(dst->arena, src->nsub + 1, 1);
+	for (NodeId n = 1; n < src->nnode; n++)
+		if (live[n] && src->node[n].op == OP_scan)
+			used[ir_attr_int(src, n, "body")] = 1;
+	for (uint32_t k = 0; k < src->nsub; k++)
+		if (used[k])
+			submap[k] = ir_add_sub(dst, pass_dce(src->sub[k]));
+	for (NodeId n = 1; n < src->nnode; n++) {
+		if (!live[n])
+			continue;
+		const Node *nd = &src->node[n];
+		if (nd->op == OP_input) {
+			const Input *in = &src->input[ir_attr_int(src, n, "index")];
+			map[n] = ir_add_input(dst, in->name, in->kind, (DType)nd->dtype, ir_shape(src, n), nd->loc);
+			continue;
+		}
+		NodeId in[256];
+		for (int i = 0; i < nd->nin; i++)
+			in[i] = map[ir_in1(src, n, i)];
+		Attrs a;
+		ir_attrs_get(src, n, &a);
+		if (nd->op == OP_scan)
+			a.a[0].i = submap[a.a[0].i];
+		map[n] = ir_emit(dst, nd->op, in, nd->nin, &a, nd->loc);
+	}
+	for (uint32_t k = 0; k < src->nout; k++)
+		ir_add_output(dst, map[src->out[k].node], src->out[k].name, src->out[k].writeback);
+	free(live);
+	return dst;
+}
