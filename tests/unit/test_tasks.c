@@ -238,9 +238,54 @@ robust_reg(void)
 	ir_module_free(m);
 }
 
+// Derived graphs stay within the constant factors of docs/TASKS.md (node
+// counts after simplification, against the simplified forward graph).
+static void
+bounds(const char *rel)
+{
+	const char *root = getenv("FADC_SOURCE_DIR");
+	char path[4096];
+	snprintf(path, sizeof path, "%s/%s", root ? root : ".", rel);
+	FeOptions o = {.diag = stderr};
+	Module *m = fe_parse_file(path, &o);
+	if (!m) {
+		nfail++;
+		return;
+	}
+	Graph *f = pass_simplify(m->main);
+	static const struct {
+		const char *task;
+		double factor;
+	} lim[] = {{"vjp", 3}, {"jvp", 3}, {"jacobian", 3}, {"vhp", 8}, {"hvp", 8}};
+	for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++) {
+		char err[512];
+		Loc el;
+		Graph *g = pass_task(m->main, lim[i].task, NULL, &el, err, sizeof err);
+		ncheck++;
+		if (!g) {
+			nfail++;
+			fprintf(stderr, "%s %s: %s\n", rel, lim[i].task, err);
+			continue;
+		}
+		double r = (double)(g->nnode - 1) / (double)(f->nnode - 1);
+		if (r > lim[i].factor) {
+			nfail++;
+			fprintf(stderr, "%s %s: %u nodes, %.2fx the forward's %u (bound %gx)\n", rel,
+			        lim[i].task, g->nnode - 1, r, f->nnode - 1, lim[i].factor);
+		}
+		ir_graph_free(g);
+	}
+	ir_graph_free(f);
+	ir_module_free(m);
+}
+
 int
 main(void)
 {
+	bounds("models/ppl_simple_reg.ir");
+	bounds("models/ppl_robust_reg.ir");
+	bounds("tests/parse/example-multiheadattn.ir");
+	bounds("tests/parse/example-transformer-layer.ir");
 	simple_reg(NULL, 0);
 	const char *small[] = {"N=3", "K=2"};
 	simple_reg(small, 2);
