@@ -74,12 +74,15 @@ ir_graph_free(Graph *g)
 	arena_free(g->arena);
 }
 
+// The element count, saturating at INT64_MAX instead of overflowing; shape
+// rules refuse results that large (ir_build checks every result).
 int64_t
 ir_numel(const Shape *s)
 {
 	int64_t n = 1;
 	for (int i = 0; i < s->rank; i++)
-		n *= s->dim[i];
+		if (__builtin_mul_overflow(n, s->dim[i], &n))
+			return INT64_MAX;
 	return n;
 }
 
@@ -274,6 +277,11 @@ ir_build(Graph *g, int op, const NodeId *in, int nin, const Attrs *a, Loc loc, c
 			snprintf(err, errlen, "%s: negative dimension in result", oi->name);
 			return 0;
 		}
+	// 2^62 elements: beyond any memory, and products of two counts stay in range.
+	if (ir_numel(&s) > ((int64_t)1 << 62)) {
+		snprintf(err, errlen, "%s: result has too many elements", oi->name);
+		return 0;
+	}
 	arena_grow(g->arena, (void **)&g->edge, &g->cedge, g->nedge + (uint32_t)nin, sizeof *g->edge);
 	arena_grow(g->arena, (void **)&g->node, &g->cnode, g->nnode + 1, sizeof *g->node);
 	Node *nd = &g->node[g->nnode];

@@ -360,6 +360,8 @@ static double
 softplus(double x)
 {
 	// log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow, no cancellation.
+	// Exact everywhere (PyTorch's F.softplus returns x itself above its
+	// threshold 20, a relative difference below 1e-10).
 	return log1p(exp(-fabs(x))) + (x > 0 ? x : 0);
 }
 

@@ -326,10 +326,10 @@ int ir_tensor_alloc(Tensor *t, DType dt, const Shape *s); // zeroed; 0 on overfl
 // message on a run-time error (a bad index, a shape mismatch of an input).
 int ir_interp(const Graph *g, const Tensor *inputs, Tensor *outputs, uint64_t runseed, char *err,
               size_t errlen);
-// Computes every declaration's value in order: bound[i] (if non-NULL and
-// bound[i].data or its numel is 0 with matching shape) is used as is,
-// otherwise decl i's initializer runs; values declared f32 are rounded to
-// float.  values[m->ndecl] are written (caller frees).
+// Computes every declaration's value in order: bound[i] is used when bound
+// && isbound && isbound[i] (its dtype and shape must equal the
+// declaration's), otherwise decl i's initializer runs; values declared f32
+// are rounded to float.  values[m->ndecl] are written (caller frees).
 int ir_module_init(const Module *m, const Tensor *bound, const int *isbound, Tensor *values,
                    uint64_t runseed, char *err, size_t errlen);
 

@@ -70,6 +70,14 @@ Graph *pass_vjp_ex(const Graph *f, const uint8_t *outs, int ones, Loc *errloc, c
 // "jvp.<output>").
 Graph *pass_jvp(const Graph *f, Loc *errloc, char *err, size_t errlen);
 
+// ---------------------------------------------------------------- vmap.c
+// Batching over a leading axis of size B for the inputs with batched[k]
+// set: every output gains that axis (unbatched ones are broadcast).  With
+// basis, those inputs are not inputs but the rows of the B x B identity
+// split over them in order (B must be their total size).
+Graph *pass_vmap(const Graph *f, const uint8_t *batched, int64_t B, int basis, Loc *errloc,
+                 char *err, size_t errlen);
+
 // ---------------------------------------------------------------- simplify.c
 Graph *pass_simplify(const Graph *g); // CSE, constant folding, identities, then DCE
 Graph *pass_dce(const Graph *g); // keeps what the outputs reach, and the inputs

@@ -8,8 +8,11 @@
 //   jacobian, jacrev = vjp(f, 1)       J (scalar f: one row, no batching)
 // Each derived graph is simplified.  The pipeline is this one file's list of
 // calls; after each pass, PassOpts may dump the graph or its node count.
-// Tasks over basis vectors (jacfwd, the Hessians, Jacobians of non-scalar
-// f) need the batching pass and report that they are not built yet.
+//   jacfwd          = vmap(jvp(f)) over the basis of the params
+//   jacobian of non-scalar f = vmap(vjp(f)) over the basis of the output
+//   hessian, hessian_revrev  = vmap(vjp(vjp(f, 1))) over the params' basis
+//   hessian_fwdrev  = vmap(jvp(vjp(f, 1))) over the params' basis
+// Batched tasks are one graph over all basis vectors, never a loop.
 #include <string.h>
 
 #include "passes.h"
@@ -150,6 +153,174 @@ select_derivs(Graph *g, const Graph *f, uint32_t first, const char *prefix, int 
 	return g;
 }
 
+// Rows [off, off + cnt) of x (batch axis first), reshaped to shape s.
+static NodeId
+rows(Graph *g, NodeId x, int64_t off, int64_t cnt, const Shape *s, Loc loc)
+{
+	const Shape *xs = ir_shape(g, x);
+	Attrs a;
+	ir_attrs_default(OP_slice, &a);
+	a.a[0].n = a.a[1].n = a.a[2].n = xs->rank;
+	for (int i = 0; i < xs->rank; i++) {
+		a.a[0].v[i] = i ? 0 : off;
+		a.a[1].v[i] = i ? xs->dim[i] : off + cnt;
+		a.a[2].v[i] = 1;
+	}
+	NodeId r = off == 0 && cnt == xs->dim[0] ? x : ir_emit(g, OP_slice, &x, 1, &a, loc);
+	return b_reshape(g, r, s, loc);
+}
+
+static Shape
+concat_shapes(const Shape *a, const Shape *b)
+{
+	Shape s = *a;
+	for (int i = 0; i < b->rank && s.rank < IR_MAXDIM; i++)
+		s.dim[s.rank++] = b->dim[i];
+	return s;
+}
+
+static int64_t
+param_numel(const Graph *f)
+{
+	int64_t n = 0;
+	for (uint32_t i = 0; i < f->ninput; i++)
+		if (f->input[i].kind == IN_PARAM)
+			n += ir_numel(ir_shape(f, f->input[i].node));
+	return n;
+}
+
+static int
+rank_fits(const Graph *f, const Shape *extra, char *err, size_t errlen, const char *task)
+{
+	for (uint32_t i = 0; i < f->ninput; i++)
+		if (f->input[i].kind == IN_PARAM &&
+		    ir_shape(f, f->input[i].node)->rank + extra->rank > IR_MAXDIM) {
+			snprintf(err, errlen, "task '%s': a block of rank above %d", task, IR_MAXDIM);
+			return 0;
+		}
+	return 1;
+}
+
+// Batches graph h over the basis of the inputs whose names start with
+// `prefix` (one per param), and cuts the Hessian's blocks (p, q), shape
+// p.shape + q.shape, out of its outputs first .. first + nparams.
+static Graph *
+hessian_blocks(Pipe *p, Graph *h, const Graph *f, const char *prefix, uint32_t first, Loc *errloc,
+               char *err, size_t errlen)
+{
+	int64_t B = param_numel(f);
+	uint8_t *bat = arena_alloc_array(h->arena, h->ninput + 1, 1);
+	for (uint32_t i = 0; i < h->ninput; i++)
+		bat[i] = !strncmp(h->input[i].name, prefix, strlen(prefix));
+	Graph *b = step(p, "vmap", pass_vmap(h, bat, B, 1, errloc, err, errlen), h);
+	if (!b || p->stopped)
+		return b;
+	uint32_t np = nparams(f);
+	Output *o = arena_alloc_array(b->arena, (size_t)np * np + 1, sizeof *o);
+	uint32_t k = 0;
+	int64_t off = 0;
+	for (uint32_t i = 0; i < np; i++) {
+		const Shape *ps = ir_shape(f, f->input[0].node);
+		for (uint32_t j = 0, c = 0; j < f->ninput; j++)
+			if (f->input[j].kind == IN_PARAM && c++ == i)
+				ps = ir_shape(f, f->input[j].node);
+		for (uint32_t j = 0; j < np; j++) {
+			NodeId row = b->out[first + j].node;
+			const Shape *rs = ir_shape(b, row);
+			Shape qs = {.rank = rs->rank - 1};
+			memcpy(qs.dim, rs->dim + 1, sizeof(int64_t) * (size_t)qs.rank);
+			Shape bs = concat_shapes(ps, &qs);
+			o[k].node = rows(b, row, off, ir_numel(ps), &bs, b->node[row].loc);
+			o[k].name = arena_printf(b->arena, "hessian.%s.%s", param_name(f, i), param_name(f, j));
+			o[k++].writeback = -1;
+		}
+		off += ir_numel(ps);
+	}
+	b->out = o;
+	b->nout = b->cout = k;
+	return simplify(p, b);
+}
+
+// J of a non-scalar f by reverse mode over the basis of its output:
+// jacobian.<p> of shape out.shape + p.shape.
+static Graph *
+jacrev(Pipe *p, Graph *g, const Graph *f, Loc *errloc, char *err, size_t errlen)
+{
+	const Shape *os = ir_shape(f, f->out[0].node);
+	if (!rank_fits(f, os, err, errlen, "jacrev")) {
+		ir_graph_free(g);
+		return NULL;
+	}
+	Graph *gv = step(p, "vjp", pass_vjp(g, errloc, err, errlen), g);
+	if (!gv || p->stopped)
+		return gv;
+	uint8_t *bat = arena_alloc_array(gv->arena, gv->ninput + 1, 1);
+	for (uint32_t i = 0; i < gv->ninput; i++)
+		bat[i] = !strncmp(gv->input[i].name, "v.", 2);
+	Graph *b = step(p, "vmap", pass_vmap(gv, bat, ir_numel(os), 1, errloc, err, errlen), gv);
+	if (!b || p->stopped)
+		return b;
+	uint32_t np = nparams(f);
+	Output *o = arena_alloc_array(b->arena, np + 1, sizeof *o);
+	for (uint32_t i = 0; i < np; i++) {
+		NodeId gr = b->out[1 + i].node;
+		const Shape *gs = ir_shape(b, gr);
+		Shape ps = {.rank = gs->rank - 1};
+		memcpy(ps.dim, gs->dim + 1, sizeof(int64_t) * (size_t)ps.rank);
+		Shape js = concat_shapes(os, &ps);
+		o[i].node = b_reshape(b, gr, &js, b->node[gr].loc);
+		o[i].name = arena_printf(b->arena, "jacobian.%s", param_name(f, i));
+		o[i].writeback = -1;
+	}
+	b->out = o;
+	b->nout = b->cout = np;
+	return simplify(p, b);
+}
+
+// J by forward mode over the basis of the params: jvp's output has one row
+// per param element; block p, reshaped and with the output's axes first.
+static Graph *
+jacfwd(Pipe *p, Graph *g, const Graph *f, Loc *errloc, char *err, size_t errlen)
+{
+	const Shape *os = ir_shape(f, f->out[0].node);
+	if (!rank_fits(f, os, err, errlen, "jacfwd")) {
+		ir_graph_free(g);
+		return NULL;
+	}
+	Graph *gj = step(p, "jvp", pass_jvp(g, errloc, err, errlen), g);
+	if (!gj || p->stopped)
+		return gj;
+	uint8_t *bat = arena_alloc_array(gj->arena, gj->ninput + 1, 1);
+	for (uint32_t i = 0; i < gj->ninput; i++)
+		bat[i] = !strncmp(gj->input[i].name, "t.", 2);
+	Graph *b = step(p, "vmap", pass_vmap(gj, bat, param_numel(f), 1, errloc, err, errlen), gj);
+	if (!b || p->stopped)
+		return b;
+	uint32_t np = nparams(f);
+	NodeId t = b->out[1].node; // jvp.<out>: [B] + out.shape
+	Output *o = arena_alloc_array(b->arena, np + 1, sizeof *o);
+	int64_t off = 0;
+	for (uint32_t i = 0, k = 0; i < f->ninput; i++) {
+		if (f->input[i].kind != IN_PARAM)
+			continue;
+		const Shape *ps = ir_shape(f, f->input[i].node);
+		Shape ts = concat_shapes(ps, os); // p.shape + out.shape
+		NodeId blk = rows(b, t, off, ir_numel(ps), &ts, b->node[t].loc);
+		int64_t perm[IR_MAXDIM];
+		for (int a = 0; a < os->rank; a++)
+			perm[a] = ps->rank + a;
+		for (int a = 0; a < ps->rank; a++)
+			perm[os->rank + a] = a;
+		o[k].node = b_permute(b, blk, perm, b->node[t].loc);
+		o[k].name = arena_printf(b->arena, "jacobian.%s", f->input[i].name);
+		o[k++].writeback = -1;
+		off += ir_numel(ps);
+	}
+	b->out = o;
+	b->nout = b->cout = np;
+	return simplify(p, b);
+}
+
 Graph *
 pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char *err, size_t errlen)
 {
@@ -166,12 +337,9 @@ pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char
 		         task);
 		return NULL;
 	}
-	if (!strcmp(task, "hessian") || !strcmp(task, "hessian_fwdrev") ||
-	    !strcmp(task, "hessian_revrev") || !strcmp(task, "jacfwd") ||
-	    ((!strcmp(task, "jacobian") || !strcmp(task, "jacrev")) && !is_scalar_forward(f))) {
-		snprintf(err, errlen,
-		         "task '%s' needs the batching (vmap) pass over basis vectors, which is not built yet",
-		         task);
+	int jac = !strcmp(task, "jacobian") || !strcmp(task, "jacrev") || !strcmp(task, "jacfwd");
+	if (jac && (f->nout != 1 || !ir_dtype_is_float((DType)f->node[f->out[0].node].dtype))) {
+		snprintf(err, errlen, "task '%s' needs forward to return one float value", task);
 		return NULL;
 	}
 	// Work on a simplified copy of f, so that derivatives see no dead code.
@@ -195,6 +363,10 @@ pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char
 		rename_inputs(g, "t.", "v.");
 		return simplify(&p, g);
 	}
+	if (!strcmp(task, "jacfwd"))
+		return jacfwd(&p, g, f, errloc, err, errlen);
+	if (jac && !is_scalar_forward(f))
+		return jacrev(&p, g, f, errloc, err, errlen);
 	// The rest start from the gradient graph: outputs (f, grad.<p>...).
 	uint32_t np = nparams(f);
 	Graph *gr = step(&p, "vjp", pass_vjp_ex(g, NULL, 1, errloc, err, errlen), g);
@@ -203,6 +375,29 @@ pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char
 	if (!strcmp(task, "jacobian") || !strcmp(task, "jacrev")) {
 		select_derivs(gr, f, 1, "jacobian", 0);
 		return simplify(&p, gr);
+	}
+	if (!strcmp(task, "hessian_fwdrev")) {
+		gr = simplify(&p, gr);
+		if (p.stopped)
+			return gr;
+		Graph *h = step(&p, "jvp", pass_jvp(gr, errloc, err, errlen), gr);
+		if (!h || p.stopped)
+			return h;
+		// outputs: f, grad.<p>..., jvp.f, jvp.grad.<q>...: H's rows.
+		return hessian_blocks(&p, h, f, "t.", 2 + np, errloc, err, errlen);
+	}
+	if (!strcmp(task, "hessian") || !strcmp(task, "hessian_revrev")) {
+		gr = simplify(&p, gr);
+		if (p.stopped)
+			return gr;
+		uint8_t *sel = arena_alloc_array(gr->arena, gr->nout + 1, 1);
+		for (uint32_t k = 1; k < gr->nout; k++)
+			sel[k] = 1;
+		Graph *h = step(&p, "vjp", pass_vjp_ex(gr, sel, 0, errloc, err, errlen), gr);
+		if (!h || p.stopped)
+			return h;
+		// outputs: f, grad.<p>..., grad.<q> (second order)...: H's rows.
+		return hessian_blocks(&p, h, f, "v.grad.", 1 + np, errloc, err, errlen);
 	}
 	gr = simplify(&p, gr);
 	if (p.stopped)
