@@ -181,6 +181,30 @@ simple_reg(const char *const *defs, int ndefs)
 	for (int k = 0; k < K1; k++)
 		CHECK_CLOSE(o[1].data[k], hv[k], "vhp"); // H is symmetric
 	free_out(g, o);
+	// jacfwd = jacobian = ∇f; every Hessian strategy = the closed form:
+	// H_jk = −Σ_i X_ij w_i X_ik − δ_jk.
+	o = run_task(m, "jacfwd", vals, NULL, NULL, 0, &g);
+	for (int k = 0; k < K1; k++)
+		CHECK_CLOSE(o[0].data[k], grad[k], "jacfwd");
+	free_out(g, o);
+	const char *hs[] = {"hessian", "hessian_fwdrev", "hessian_revrev"};
+	for (int t = 0; t < 3; t++) {
+		o = run_task(m, hs[t], vals, NULL, NULL, 0, &g);
+		ncheck++;
+		if (g->nout != 1 || o[0].shape.rank != 4 || o[0].shape.dim[0] != K1 ||
+		    o[0].shape.dim[2] != K1 || strcmp(g->out[0].name, "hessian.beta_value.beta_value")) {
+			nfail++;
+			fprintf(stderr, "%s: wrong outputs\n", hs[t]);
+		}
+		for (int j = 0; j < K1; j++)
+			for (int k = 0; k < K1; k++) {
+				double h = j == k ? -1 : 0;
+				for (int i = 0; i < N; i++)
+					h -= X->data[i * K1 + j] * w[i] * X->data[i * K1 + k];
+				CHECK_CLOSE(o[0].data[j * K1 + k], h, hs[t]);
+			}
+		free_out(g, o);
+	}
 	ir_tensor_free(&v);
 	ir_tensor_free(&vs);
 	for (uint32_t i = 0; i < m->ndecl; i++)
@@ -229,6 +253,44 @@ robust_reg(void)
 			dot += jac[p].data[i] * v[p].data[i];
 		}
 	CHECK_CLOSE(jv[1].data[0], dot, "robust jvp = <jacobian, v>");
+	// jacfwd = jacrev; the three Hessians agree block by block, and H v
+	// assembled from the blocks equals hvp.
+	Graph *g5, *g6, *g7, *g8;
+	Tensor *jf = run_task(m, "jacfwd", vals, NULL, NULL, 0, &g5);
+	for (int q = 0; q < 3; q++)
+		for (int64_t i = 0; i < ir_numel(&v[q].shape); i++)
+			CHECK_CLOSE(jf[q].data[i], jac[q].data[i], "robust jacfwd = jacrev");
+	Tensor *H0 = run_task(m, "hessian", vals, NULL, NULL, 0, &g6);
+	Tensor *H1 = run_task(m, "hessian_fwdrev", vals, NULL, NULL, 0, &g7);
+	Tensor *H2 = run_task(m, "hessian_revrev", vals, NULL, NULL, 0, &g8);
+	for (int b = 0; b < 9; b++)
+		for (int64_t i = 0; i < ir_numel(&H0[b].shape); i++) {
+			double x0 = H0[b].data[i], x1 = H1[b].data[i], x2 = H2[b].data[i];
+			double sc = fmax(1, fmax(fabs(x0), fmax(fabs(x1), fabs(x2))));
+			ncheck++;
+			if (!(fabs(x0 - x1) <= 1e-9 * sc && fabs(x0 - x2) <= 1e-9 * sc)) {
+				nfail++;
+				fprintf(stderr, "robust hessian block %d [%lld]: %.17g %.17g %.17g\n", b,
+				        (long long)i, x0, x1, x2);
+			}
+		}
+	for (int q = 0; q < 3; q++) // (H v)_q = Σ_p block(p, q)ᵀ v_p, H symmetric
+		for (int64_t j = 0; j < ir_numel(&v[q].shape); j++) {
+			double s = 0;
+			for (int pp = 0; pp < 3; pp++) {
+				int64_t np_ = ir_numel(&v[pp].shape), nq = ir_numel(&v[q].shape);
+				for (int64_t i = 0; i < np_; i++)
+					s += H0[pp * 3 + q].data[i * nq + j] * v[pp].data[i];
+			}
+			double a = h[1 + q].data[j];
+			ncheck++;
+			if (!(fabs(a - s) <= 1e-9 * fmax(1, fmax(fabs(a), fabs(s))))) {
+				nfail++;
+				fprintf(stderr, "robust H v from blocks %d[%lld]: %.17g vs %.17g\n", q,
+				        (long long)j, s, a);
+			}
+		}
+	free_out(g5, jf), free_out(g6, H0), free_out(g7, H1), free_out(g8, H2);
 	free_out(g1, h), free_out(g2, vh), free_out(g3, jv), free_out(g4, jac);
 	for (int p = 0; p < 3; p++)
 		ir_tensor_free(&v[p]);
@@ -279,9 +341,55 @@ bounds(const char *rel)
 	ir_module_free(m);
 }
 
+// A non-scalar f: jacrev (vmap of vjp over the output's basis) and jacfwd
+// (vmap of jvp over the params' basis) agree, and both equal the
+// hand-derived J of f(a, b) = tanh(a[0:2] * Σ_j b[:, j]) (shape [2]):
+//   ∂f_i/∂a_k = (1 - f_i²) s_i δ_ik,   ∂f_i/∂b_kj = (1 - f_i²) a_i δ_ik.
+static void
+nonscalar(void)
+{
+	static const char src[] = "param a: f64[3] = iota(axis=0, dtype=f64) * 0.3 + 0.1\n"
+	                          "param b: f64[2, 2] = iota(axis=1, dtype=f64) * 0.2 - 0.15\n"
+	                          "def forward() {\n  return tanh(a[0:2] * sum(b, 1))\n}\n";
+	FeOptions o = {.diag = stderr};
+	Module *m = fe_parse_string("nonscalar.ir", src, sizeof src - 1, &o);
+	if (!m) {
+		nfail++;
+		return;
+	}
+	Tensor vals[2];
+	char err[512];
+	if (!ir_module_init(m, NULL, NULL, vals, 0, err, sizeof err)) {
+		fprintf(stderr, "%s\n", err);
+		exit(1);
+	}
+	Graph *g1, *g2;
+	Tensor *jr = run_task(m, "jacobian", vals, NULL, NULL, 0, &g1);
+	Tensor *jf = run_task(m, "jacfwd", vals, NULL, NULL, 0, &g2);
+	const double *A = vals[0].data, *Bm = vals[1].data;
+	for (int i = 0; i < 2; i++) {
+		double si = Bm[2 * i] + Bm[2 * i + 1], fi = tanh(A[i] * si), d = 1 - fi * fi;
+		for (int k = 0; k < 3; k++) {
+			double want = i == k ? d * si : 0;
+			CHECK_CLOSE(jr[0].data[i * 3 + k], want, "jacrev a");
+			CHECK_CLOSE(jf[0].data[i * 3 + k], want, "jacfwd a");
+		}
+		for (int k = 0; k < 2; k++)
+			for (int j = 0; j < 2; j++) {
+				double want = i == k ? d * A[i] : 0;
+				CHECK_CLOSE(jr[1].data[i * 4 + k * 2 + j], want, "jacrev b");
+				CHECK_CLOSE(jf[1].data[i * 4 + k * 2 + j], want, "jacfwd b");
+			}
+	}
+	free_out(g1, jr), free_out(g2, jf);
+	ir_tensor_free(&vals[0]), ir_tensor_free(&vals[1]);
+	ir_module_free(m);
+}
+
 int
 main(void)
 {
+	nonscalar();
 	bounds("models/ppl_simple_reg.ir");
 	bounds("models/ppl_robust_reg.ir");
 	bounds("tests/parse/example-multiheadattn.ir");
