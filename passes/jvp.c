@@ -26,6 +26,7 @@ typedef struct Jvp {
 	char *err;
 	size_t errlen;
 	int failed;
+	NodeId **tup; // f id of a scan -> tangents of its tuple's values (passes/scan.c)
 } Jvp;
 
 #define IN(i) ir_in1(v->f, self, i)
@@ -284,8 +285,30 @@ static NodeId jvp_max_pool(Jvp *v, NodeId self) { return not_yet(v, self); }
 static NodeId jvp_avg_pool(Jvp *v, NodeId self) { return not_yet(v, self); }
 static NodeId jvp_adaptive_avg_pool(Jvp *v, NodeId self) { return not_yet(v, self); }
 static NodeId jvp_upsample_bilinear(Jvp *v, NodeId self) { return not_yet(v, self); }
-static NodeId jvp_scan(Jvp *v, NodeId self) { return not_yet(v, self); }
-static NodeId jvp_get(Jvp *v, NodeId self) { return not_yet(v, self); }
+// scan: a scan of the body's jvp, carrying tangents beside the values
+// (passes/scan.c); the scan's own tangent slot marks it, its gets read
+// the tuple's tangents.
+static NodeId
+jvp_scan(Jvp *v, NodeId self)
+{
+	NodeId opt[256];
+	int any = 0;
+	for (int i = 0; i < v->f->node[self].nin; i++)
+		any |= (opt[i] = T(i)) != 0;
+	if (!any)
+		return 0;
+	v->tup[self] = scan_jvp(v->g, v->f, self, v->map, opt, v->errloc, v->err, v->errlen);
+	if (!v->tup[self])
+		v->failed = 1;
+	return v->map[self];
+}
+
+static NodeId
+jvp_get(Jvp *v, NodeId self)
+{
+	NodeId s = IN(0);
+	return v->tup[s] ? v->tup[s][ir_attr_int(v->f, self, "index")] : 0;
+}
 
 // clang-format off
 static NodeId (*const jvp_rule[OP_COUNT])(Jvp *, NodeId) = {
@@ -307,6 +330,7 @@ pass_jvp(const Graph *f, Loc *errloc, char *err, size_t errlen)
 	v.map = arena_alloc_array(g->arena, f->nnode, sizeof(NodeId));
 	v.tan = arena_alloc_array(g->arena, f->nnode, sizeof(NodeId));
 	v.dep = fill_param_deps(f, g->arena);
+	v.tup = arena_alloc_array(g->arena, f->nnode, sizeof(NodeId *));
 	uint8_t *live = arena_alloc_array(g->arena, f->nnode, 1);
 	for (uint32_t k = 0; k < f->nout; k++)
 		live[f->out[k].node] = 1;

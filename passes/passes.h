@@ -70,6 +70,19 @@ Graph *pass_vjp_ex(const Graph *f, const uint8_t *outs, int ones, Loc *errloc, c
 // "jvp.<output>").
 Graph *pass_jvp(const Graph *f, Loc *errloc, char *err, size_t errlen);
 
+// ---------------------------------------------------------------- scan.c
+// Derivatives of scan node `self` of f, built into g (map: f id -> g id).
+// scan_jvp: from the operands' tangents opt[] (0 = zero), a scan of the
+// body's jvp; returns the tangents of the tuple's values (0 = zero).
+// scan_vjp: from the tuple values' adjoints compadj[] (NULL or 0 = zero),
+// a forward scan saving the carries and a reverse scan of the body's vjp;
+// returns the operands' adjoints (0 = zero, also where !dep[operand]).
+// Both return NULL with a message on failure.
+NodeId *scan_jvp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId *opt,
+                 Loc *errloc, char *err, size_t errlen);
+NodeId *scan_vjp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId *compadj,
+                 const uint8_t *dep, Loc *errloc, char *err, size_t errlen);
+
 // ---------------------------------------------------------------- vmap.c
 // Batching over a leading axis of size B for the inputs with batched[k]
 // set: every output gains that axis (unbatched ones are broadcast).  With

@@ -29,6 +29,7 @@ typedef struct Vjp {
 	char *err;
 	size_t errlen;
 	int failed;
+	NodeId **tup; // f id of a scan -> adjoints of its tuple's values (passes/scan.c)
 } Vjp;
 
 #define IN(i) ir_in1(v->f, self, i)
@@ -373,8 +374,33 @@ static void vjp_max_pool(Vjp *v, NodeId self) { fail(v, self, "its derivative is
 static void vjp_avg_pool(Vjp *v, NodeId self) { fail(v, self, "its derivative is not implemented yet"); }
 static void vjp_adaptive_avg_pool(Vjp *v, NodeId self) { fail(v, self, "its derivative is not implemented yet"); }
 static void vjp_upsample_bilinear(Vjp *v, NodeId self) { fail(v, self, "its derivative is not implemented yet"); }
-static void vjp_scan(Vjp *v, NodeId self) { fail(v, self, "its derivative is not implemented yet"); }
-static void vjp_get(Vjp *v, NodeId self) { fail(v, self, "its derivative is not implemented yet"); }
+// get: the adjoint of one value of a scan's tuple, kept until the scan is
+// reached (its gets have larger ids, so they all come first).
+static void
+vjp_get(Vjp *v, NodeId self)
+{
+	NodeId s = IN(0);
+	if (!v->tup[s])
+		v->tup[s] = arena_alloc_array(v->g->arena, v->f->sub[ir_attr_int(v->f, s, "body")]->nout,
+		                              sizeof(NodeId));
+	int64_t k = ir_attr_int(v->f, self, "index");
+	v->tup[s][k] = b_add(v->g, v->tup[s][k], G, v->f->node[self].loc);
+	v->adj[s] = G; // marks the scan as reached
+}
+
+// scan: a reverse scan of the body's vjp (passes/scan.c).
+static void
+vjp_scan(Vjp *v, NodeId self)
+{
+	NodeId *opadj = scan_vjp(v->g, v->f, self, v->map, v->tup[self], v->dep, v->errloc, v->err,
+	                         v->errlen);
+	if (!opadj) {
+		v->failed = 1;
+		return;
+	}
+	for (int i = 0; i < v->f->node[self].nin; i++)
+		acc(v, IN(i), opadj[i]);
+}
 
 // clang-format off
 static void (*const vjp_rule[OP_COUNT])(Vjp *, NodeId) = {
@@ -419,6 +445,7 @@ pass_vjp_ex(const Graph *f, const uint8_t *outs, int ones, Loc *errloc, char *er
 	v.map = arena_alloc_array(g->arena, f->nnode, sizeof(NodeId));
 	v.adj = arena_alloc_array(g->arena, f->nnode, sizeof(NodeId));
 	v.dep = fill_param_deps(f, g->arena);
+	v.tup = arena_alloc_array(g->arena, f->nnode, sizeof(NodeId *));
 	b_copy_into(g, f, v.map);
 	// One cotangent per chosen float output: an input, or ones.
 	for (uint32_t k = 0; k < f->nout; k++) {

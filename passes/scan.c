@@ -1,0 +1,313 @@
+// passes/scan.c -- derivatives of `scan`, by differentiating its body.
+//
+// Forward mode: the tangent of a loop is a loop of tangents.  The body's
+// jvp, B'(c, tc, x, tx, w, tw) = (c', tc', y, ty), runs as a scan whose
+// carries are (c, tc), sequences (x, tx) and invariants (w, tw).
+//
+// Reverse mode needs every step's carry.  A first scan runs the body and
+// also outputs the carry it started each step from (stacked: cs[t] = c_t).
+// A second scan runs the other way over the body's vjp: its carry is the
+// adjoint of the carry, c̄; at step t it gets x_t, c_t, ȳ_t (the adjoint of
+// that step's output) and w, and returns (c̄_{t}, x̄_t, w̄_t) with
+//   (c̄_t, x̄_t, w̄_t) = vjp of B at (c_t, x_t, w) with cotangents (c̄_{t+1}, ȳ_t).
+// After it, c̄ is the adjoint of the initial carry, the x̄_t stack into the
+// adjoint of xs, and the invariants' adjoint is Σ_t w̄_t.
+//
+// Both bodies are ordinary graphs built by pass_jvp / pass_vjp_ex on a
+// copy of the body whose differentiated arguments are marked as params, so
+// scans inside scans and every order of derivative compose.
+#include <string.h>
+
+#include "passes.h"
+
+typedef struct ScanInfo {
+	const Graph *b; // the body
+	int nin, nc, nx, ni; // operands: carries, sequences, invariants
+	int rev;
+	uint32_t ny; // per-step outputs
+} ScanInfo;
+
+static ScanInfo
+scan_info(const Graph *f, NodeId self)
+{
+	ScanInfo s;
+	Attrs a;
+	ir_attrs_get(f, self, &a);
+	s.b = f->sub[a.a[0].i];
+	s.nin = f->node[self].nin;
+	s.nc = (int)a.a[1].i;
+	s.nx = (int)a.a[2].i;
+	s.ni = s.nin - s.nc - s.nx;
+	s.rev = (int)a.a[3].i;
+	s.ny = s.b->nout - (uint32_t)s.nc;
+	return s;
+}
+
+static int
+body_float(const Graph *b, int i)
+{
+	return ir_dtype_is_float((DType)b->node[b->input[i].node].dtype);
+}
+
+// A copy of body b whose inputs with isparam[i] are params (the rest
+// arguments), and the carries' inputs appended as outputs if save.
+static Graph *
+marked_copy(const Graph *b, const uint8_t *isparam, int save_carries, int nc)
+{
+	Graph *c = ir_graph_new(b->name, b->src);
+	NodeId *map = arena_alloc_array(c->arena, b->nnode, sizeof *map);
+	b_copy_into(c, b, map);
+	for (uint32_t i = 0; i < c->ninput; i++)
+		c->input[i].kind = isparam[i] ? IN_PARAM : IN_ARG;
+	for (uint32_t k = 0; k < b->nout; k++)
+		ir_add_output(c, map[b->out[k].node], b->out[k].name, -1);
+	for (int k = 0; save_carries && k < nc; k++)
+		ir_add_output(c, map[b->input[k].node], "carry", -1);
+	return c;
+}
+
+// A copy of src with its inputs in the order inorder[] and outputs
+// outorder[]; inputs are renamed a0, a1, ... (derived bodies print as
+// functions, whose arguments are plain names).
+static Graph *
+reorder(const Graph *src, const uint32_t *inorder, uint32_t nin, const uint32_t *outorder,
+        uint32_t nout, const char *name)
+{
+	FADC_ASSERT(nin == src->ninput, "reorder needs every input");
+	Graph *g = ir_graph_new(name, src->src);
+	NodeId *map = arena_alloc_array(g->arena, src->nnode, sizeof *map);
+	for (uint32_t k = 0; k < src->nsub; k++)
+		ir_add_sub(g, pass_dce(src->sub[k]));
+	for (uint32_t k = 0; k < nin; k++) {
+		NodeId n = src->input[inorder[k]].node;
+		map[n] = ir_add_input(g, arena_printf(g->arena, "a%u", k), IN_ARG,
+		                      (DType)src->node[n].dtype, ir_shape(src, n), src->node[n].loc);
+	}
+	for (NodeId n = 1; n < src->nnode; n++) {
+		const Node *nd = &src->node[n];
+		if (nd->op == OP_input)
+			continue;
+		NodeId in[256];
+		for (int i = 0; i < nd->nin; i++)
+			in[i] = map[ir_in1(src, n, i)];
+		Attrs a;
+		ir_attrs_get(src, n, &a);
+		map[n] = ir_emit(g, nd->op, in, nd->nin, &a, nd->loc);
+	}
+	for (uint32_t k = 0; k < nout; k++)
+		ir_add_output(g, map[src->out[outorder[k]].node], arena_printf(g->arena, "y%u", k), -1);
+	return g;
+}
+
+static NodeId
+get_value(Graph *g, NodeId scan, int64_t k, Loc loc)
+{
+	Attrs a;
+	ir_attrs_default(OP_get, &a);
+	a.a[0].i = k;
+	return ir_emit(g, OP_get, &scan, 1, &a, loc);
+}
+
+static NodeId
+emit_scan(Graph *g, Graph *body, const NodeId *ops, int nops, int nc, int nx, int rev, Loc loc)
+{
+	Attrs a;
+	ir_attrs_default(OP_scan, &a);
+	a.a[0].i = ir_add_sub(g, body);
+	a.a[1].i = nc;
+	a.a[2].i = nx;
+	a.a[3].i = rev;
+	return ir_emit(g, OP_scan, ops, nops, &a, loc);
+}
+
+static const char *
+derived_name(Graph *g, const Graph *b, const char *what)
+{
+	return arena_printf(g->arena, "%s_%s%u", b->name, what, g->nsub);
+}
+
+NodeId *
+scan_jvp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId *opt, Loc *errloc,
+         char *err, size_t errlen)
+{
+	ScanInfo s = scan_info(f, self);
+	Loc loc = f->node[self].loc;
+	const NodeId *in = ir_in(f, self);
+	// Differentiate float carries (their tangent is nonzero after one step
+	// if anything is) and the operands that have a tangent.
+	uint8_t *dif = arena_alloc_array(g->arena, (size_t)s.nin + 1, 1);
+	for (int i = 0; i < s.nin; i++)
+		dif[i] = body_float(s.b, i) && (i < s.nc || opt[i]);
+	Graph *bp = marked_copy(s.b, dif, 0, 0);
+	Graph *bj = pass_jvp(bp, errloc, err, errlen);
+	ir_graph_free(bp);
+	if (!bj)
+		return NULL;
+	// bj: inputs (c, x, w, t.<dif>...), outputs (c', y, jvp.<float out>...).
+	uint32_t tin[256], nt = 0, k = 0;
+	for (int i = 0; i < s.nin; i++)
+		tin[i] = dif[i] ? (uint32_t)s.nin + nt++ : 0;
+	uint32_t tout[256], ntout = 0;
+	for (uint32_t o = 0; o < s.b->nout; o++)
+		tout[o] = ir_dtype_is_float((DType)s.b->node[s.b->out[o].node].dtype) ? s.b->nout + ntout++ : 0;
+	// New order: carries (c, tc), sequences (x, tx), invariants (w, tw).
+	uint32_t inorder[512], outorder[512];
+	NodeId ops[512];
+	int ncar = 0, nseq = 0;
+	for (int part = 0; part < 3; part++) {
+		int lo = part == 0 ? 0 : part == 1 ? s.nc : s.nc + s.nx;
+		int hi = part == 0 ? s.nc : part == 1 ? s.nc + s.nx : s.nin;
+		int cnt = 0;
+		for (int i = lo; i < hi; i++) {
+			inorder[k] = (uint32_t)i;
+			ops[k++] = map[in[i]];
+			cnt++;
+		}
+		for (int i = lo; i < hi; i++)
+			if (dif[i]) {
+				inorder[k] = tin[i];
+				ops[k++] = opt[i] ? opt[i] : b_full_like(g, 0, map[in[i]], loc);
+				cnt++;
+			}
+		if (part == 0)
+			ncar = cnt;
+		else if (part == 1)
+			nseq = cnt;
+	}
+	// Outputs: carries (c', tc' of the differentiated carries), then ys
+	// (y, then ty of the float ys).
+	uint32_t no = 0;
+	for (int c = 0; c < s.nc; c++)
+		outorder[no++] = (uint32_t)c;
+	for (int c = 0; c < s.nc; c++)
+		if (dif[c])
+			outorder[no++] = tout[c];
+	for (uint32_t y = 0; y < s.ny; y++)
+		outorder[no++] = (uint32_t)s.nc + y;
+	for (uint32_t y = 0; y < s.ny; y++)
+		if (tout[s.nc + y])
+			outorder[no++] = tout[s.nc + y];
+	Graph *body = reorder(bj, inorder, k, outorder, no, derived_name(g, s.b, "jvp"));
+	ir_graph_free(bj);
+	NodeId sc = emit_scan(g, body, ops, (int)k, ncar, nseq, s.rev, loc);
+	// The tangents of the original tuple's values.
+	NodeId *tan = arena_alloc_array(g->arena, s.b->nout + 1, sizeof(NodeId));
+	int dc = 0;
+	for (int c = 0; c < s.nc; c++)
+		if (dif[c])
+			tan[c] = get_value(g, sc, s.nc + dc++, loc);
+	int ty = 0;
+	for (uint32_t y = 0; y < s.ny; y++)
+		if (tout[s.nc + y])
+			tan[s.nc + y] = get_value(g, sc, ncar + (int)s.ny + ty++, loc);
+	return tan;
+}
+
+NodeId *
+scan_vjp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId *compadj,
+         const uint8_t *dep, Loc *errloc, char *err, size_t errlen)
+{
+	ScanInfo s = scan_info(f, self);
+	Loc loc = f->node[self].loc;
+	const NodeId *in = ir_in(f, self);
+	// 1. The forward scan again, also stacking the carry of every step.
+	uint8_t *none = arena_alloc_array(g->arena, (size_t)s.nin + 1, 1);
+	Graph *bf = marked_copy(s.b, none, 1, s.nc);
+	NodeId ops[512];
+	for (int i = 0; i < s.nin; i++)
+		ops[i] = map[in[i]];
+	bf->name = derived_name(g, s.b, "fwd");
+	NodeId sf = emit_scan(g, bf, ops, s.nin, s.nc, s.nx, s.rev, loc);
+	// 2. The body's vjp w.r.t. the float carries and the operands that
+	// depend on a param.
+	uint8_t *dif = arena_alloc_array(g->arena, (size_t)s.nin + 1, 1);
+	int any = 0;
+	for (int i = 0; i < s.nin; i++) {
+		dif[i] = body_float(s.b, i) && (i < s.nc || dep[in[i]]);
+		any |= i >= s.nc && dif[i];
+		any |= i < s.nc && dif[i] && dep[in[i]];
+	}
+	NodeId *opadj = arena_alloc_array(g->arena, (size_t)s.nin + 1, sizeof(NodeId));
+	if (!any)
+		return opadj;
+	Graph *bp = marked_copy(s.b, dif, 0, 0);
+	Graph *bv = pass_vjp_ex(bp, NULL, 0, errloc, err, errlen);
+	ir_graph_free(bp);
+	if (!bv)
+		return NULL;
+	// bv: inputs (c, x, w, v.<float out>...), outputs (c', y, grad.<dif>...).
+	uint32_t vin[256], nv = 0;
+	for (uint32_t o = 0; o < s.b->nout; o++)
+		vin[o] = ir_dtype_is_float((DType)s.b->node[s.b->out[o].node].dtype) ? (uint32_t)s.nin + nv++ : UINT32_MAX;
+	uint32_t gout[256], ng = 0;
+	for (int i = 0; i < s.nin; i++)
+		gout[i] = dif[i] ? s.b->nout + ng++ : UINT32_MAX;
+	// Backward scan: carries c̄ (float carries); sequences x, c_t, ȳ;
+	// invariants w.  Outputs: c̄ of the float carries, then x̄ and w̄.
+	uint32_t inorder[512], outorder[512], k = 0, no = 0;
+	NodeId bops[512];
+	int ncar = 0, nseq = 0;
+	for (int c = 0; c < s.nc; c++)
+		if (vin[c] != UINT32_MAX) {
+			inorder[k] = vin[c];
+			NodeId a = compadj ? compadj[c] : 0;
+			bops[k++] = a ? a : b_full_like(g, 0, map[in[c]], loc);
+			ncar++;
+		}
+	for (int i = s.nc; i < s.nc + s.nx; i++) {
+		inorder[k] = (uint32_t)i;
+		bops[k++] = map[in[i]];
+		nseq++;
+	}
+	for (int c = 0; c < s.nc; c++) {
+		inorder[k] = (uint32_t)c;
+		bops[k++] = get_value(g, sf, (int64_t)s.b->nout + c, loc); // c_t, stacked
+		nseq++;
+	}
+	for (uint32_t y = 0; y < s.ny; y++)
+		if (vin[s.nc + y] != UINT32_MAX) {
+			inorder[k] = vin[s.nc + y];
+			NodeId a = compadj ? compadj[s.nc + y] : 0;
+			bops[k++] = a ? a : b_full_like(g, 0, get_value(g, sf, s.nc + (int64_t)y, loc), loc);
+			nseq++;
+		}
+	for (int i = s.nc + s.nx; i < s.nin; i++) {
+		inorder[k] = (uint32_t)i;
+		bops[k++] = map[in[i]];
+	}
+	for (int c = 0; c < s.nc; c++)
+		if (vin[c] != UINT32_MAX)
+			outorder[no++] = gout[c];
+	for (int i = s.nc; i < s.nin; i++)
+		if (dif[i])
+			outorder[no++] = gout[i];
+	// A float carry whose output has a cotangent input also has a grad
+	// output (it is differentiated): the two lists line up.
+	Graph *body = reorder(bv, inorder, k, outorder, no, derived_name(g, s.b, "vjp"));
+	ir_graph_free(bv);
+	NodeId sb = emit_scan(g, body, bops, (int)k, ncar, nseq, !s.rev, loc);
+	// 3. The operands' adjoints.
+	int cc = 0;
+	for (int c = 0; c < s.nc; c++)
+		if (vin[c] != UINT32_MAX) {
+			if (dep[in[c]])
+				opadj[c] = get_value(g, sb, cc, loc);
+			cc++;
+		}
+	int yy = ncar;
+	for (int i = s.nc; i < s.nin; i++) {
+		if (!dif[i])
+			continue;
+		NodeId st = get_value(g, sb, yy++, loc);
+		if (!dep[in[i]])
+			continue;
+		if (i < s.nc + s.nx) {
+			opadj[i] = st;
+		} else {
+			int64_t ax = 0; // invariants: Σ over the steps
+			NodeId sum = b_sum(g, st, &ax, 1, 0, loc);
+			opadj[i] = sum;
+		}
+	}
+	return opadj;
+}
