@@ -2,7 +2,8 @@
 # tests/run-all.sh BUILD -- the whole test suite, as `make test` runs it:
 #   1. every test of the normal build (ctest, in parallel);
 #   2. an ASan+UBSan build (clang-14) of the libraries, the unit tests, the
-#      golden tests and the fuzzer; its tests run again under the sanitizers;
+#      golden tests and the fuzzer; its tests run again under the sanitizers,
+#      except those labelled `slow` (whole models in the interpreter);
 #   3. the libFuzzer harness over the frontend for FADC_FUZZ_SECONDS (60).
 # Ends with one line "N passed, M failed" and exits non-zero on a failure.
 set -u
@@ -31,7 +32,7 @@ if command -v clang-14 >/dev/null; then
         -DFADC_SANITIZE=ON -DFADC_FUZZ=ON >/dev/null &&
   cmake --build "$asan" -j "$jobs" >/dev/null 2>"$log.build" || { cat "$log.build"; fail=$((fail + 1)); }
   if [ -x "$asan/bin/fadc" ]; then
-    (cd "$asan" && ASAN_OPTIONS=detect_leaks=1 ctest -j "$jobs" --output-on-failure --timeout 900) 2>&1 | tee "$log"
+    (cd "$asan" && ASAN_OPTIONS=detect_leaks=1 ctest -j "$jobs" -LE slow --output-on-failure --timeout 900) 2>&1 | tee "$log"
     count "$log"
     secs=${FADC_FUZZ_SECONDS:-60}
     echo "== fuzzing the frontend for ${secs}s"

@@ -9,7 +9,13 @@ foreach(src ${UNIT_TESTS})
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit)
   target_link_libraries(${name} PRIVATE fadc_frontend fadc_passes fadc_runtime fadc_ir)
   add_test(NAME unit/${name} COMMAND ${name})
-  set_tests_properties(unit/${name} PROPERTIES LABELS unit SKIP_RETURN_CODE 77
+  # Model-zoo tests run the float64 interpreter on whole models: `slow`,
+  # left out of the sanitizer run (tests/run-all.sh) to keep CI in time.
+  set(labels unit)
+  if(name MATCHES "zoo")
+    set(labels "unit;slow")
+  endif()
+  set_tests_properties(unit/${name} PROPERTIES LABELS "${labels}" SKIP_RETURN_CODE 77
                        ENVIRONMENT "FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
 endforeach()
 
