@@ -7,7 +7,7 @@ foreach(src ${UNIT_TESTS})
   get_filename_component(name ${src} NAME_WE)
   add_executable(${name} ${src})
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit)
-  target_link_libraries(${name} PRIVATE fadc_frontend fadc_passes fadc_runtime fadc_ir)
+  target_link_libraries(${name} PRIVATE fadc_frontend fadc_passes fadc_bench fadc_runtime fadc_ir)
   add_test(NAME unit/${name} COMMAND ${name})
   # Model-zoo tests run the float64 interpreter on whole models: `slow`,
   # left out of the sanitizer run (tests/run-all.sh) to keep CI in time.
