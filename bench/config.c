@@ -1,0 +1,318 @@
+// bench/config.c -- bench/bench.yaml, read with libyaml's document API.
+//
+// The YAML features of torchbench.yaml are supported: comments, block and
+// flow collections, anchors and aliases (an alias to a list used as an item
+// of a list is flattened into it, as torchbench's loader does), empty
+// lists.  Every mapping is checked against its schema: an unknown key, a
+// wrong type, an unknown task or model name is an error naming the file,
+// line and column of the offending node; nothing runs on a bad
+// configuration.
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "config.h"
+
+static const char *const known_tasks[] = {"vjp", "jvp", "vhp", "hvp", "jacobian", "hessian",
+                                          "hessian_fwdrev", "hessian_revrev", "jacfwd", "jacrev",
+                                          NULL};
+
+typedef struct Ld {
+	const char *path;
+	yaml_document_t doc;
+	char *err;
+	size_t errlen;
+	jmp_buf jmp;
+} Ld;
+
+static _Noreturn void fail(Ld *l, const yaml_node_t *n, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static _Noreturn void
+fail(Ld *l, const yaml_node_t *n, const char *fmt, ...)
+{
+	int k = snprintf(l->err, l->errlen, "%s:%zu:%zu: error: ", l->path,
+	                 n ? n->start_mark.line + 1 : 1, n ? n->start_mark.column + 1 : 1);
+	va_list ap;
+	va_start(ap, fmt);
+	if (k >= 0 && (size_t)k < l->errlen)
+		vsnprintf(l->err + k, l->errlen - (size_t)k, fmt, ap);
+	va_end(ap);
+	longjmp(l->jmp, 1);
+}
+
+static yaml_node_t *
+node(Ld *l, int id)
+{
+	return yaml_document_get_node(&l->doc, id);
+}
+
+static const char *
+scalar(Ld *l, yaml_node_t *n, const char *what)
+{
+	if (n->type != YAML_SCALAR_NODE)
+		fail(l, n, "%s must be a string", what);
+	return (const char *)n->data.scalar.value;
+}
+
+static double
+number(Ld *l, yaml_node_t *n, const char *what)
+{
+	const char *s = scalar(l, n, what);
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (!*s || *end || errno || !(v >= 0))
+		fail(l, n, "%s must be a non-negative number, got '%s'", what, s);
+	return v;
+}
+
+static void
+copy(Ld *l, yaml_node_t *n, char *dst, size_t cap, const char *what)
+{
+	const char *s = scalar(l, n, what);
+	if (strlen(s) >= cap)
+		fail(l, n, "%s is too long (at most %zu characters)", what, cap - 1);
+	memcpy(dst, s, strlen(s) + 1);
+}
+
+// Collects the strings of a sequence, flattening nested sequences (an alias
+// to a list used as an item).  A null item (an empty anchor) is skipped.
+static void
+strings(Ld *l, yaml_node_t *n, char *out, size_t width, int max, int *count, const char *what,
+        int depth)
+{
+	if (depth > 16)
+		fail(l, n, "%s nests too deeply", what);
+	if (n->type == YAML_SCALAR_NODE && (!*n->data.scalar.value ||
+	                                    !strcmp((char *)n->data.scalar.value, "null") ||
+	                                    !strcmp((char *)n->data.scalar.value, "~")))
+		return; // an empty value: no items
+	if (n->type != YAML_SEQUENCE_NODE)
+		fail(l, n, "%s must be a list", what);
+	for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+		yaml_node_t *x = node(l, *it);
+		if (x->type == YAML_SEQUENCE_NODE) {
+			strings(l, x, out, width, max, count, what, depth + 1);
+			continue;
+		}
+		if (x->type == YAML_SCALAR_NODE && !*x->data.scalar.value)
+			continue;
+		if (*count == max)
+			fail(l, x, "%s has too many items (at most %d)", what, max);
+		copy(l, x, out + (size_t)*count * width, width, what);
+		(*count)++;
+	}
+}
+
+static void
+check_tasks(Ld *l, yaml_node_t *n, char (*tasks)[32], int nt, const char *what)
+{
+	for (int i = 0; i < nt; i++) {
+		int ok = 0;
+		for (int k = 0; known_tasks[k]; k++)
+			ok |= !strcmp(known_tasks[k], tasks[i]);
+		if (!ok)
+			fail(l, n, "%s: unknown task '%s'", what, tasks[i]);
+	}
+}
+
+static void
+expect_map(Ld *l, yaml_node_t *n, const char *what)
+{
+	if (n->type != YAML_MAPPING_NODE)
+		fail(l, n, "%s must be a mapping", what);
+}
+
+#define FOR_PAIRS(l, n, k, v)                                                                      \
+	for (yaml_node_pair_t *p_##k = (n)->data.mapping.pairs.start; p_##k < (n)->data.mapping.pairs.top; \
+	     p_##k++)                                                                              \
+		for (yaml_node_t *k = node(l, p_##k->key), *v = node(l, p_##k->value); k; k = NULL)
+
+static void
+load_model(Ld *l, yaml_node_t *key, yaml_node_t *val, BenchConfig *c)
+{
+	if (c->nmodel == BENCH_MAXMODEL)
+		fail(l, key, "too many models (at most %d)", BENCH_MAXMODEL);
+	BenchModel *m = &c->model[c->nmodel];
+	memset(m, 0, sizeof *m);
+	copy(l, key, m->name, sizeof m->name, "a model name");
+	if (bench_config_model(c, m->name))
+		fail(l, key, "model '%s' listed twice", m->name);
+	expect_map(l, val, "a model");
+	int have_source = 0, have_tasks = 0;
+	m->rtol = -1;
+	FOR_PAIRS(l, val, k, v)
+	{
+		const char *kn = scalar(l, k, "a key");
+		if (!strcmp(kn, "source")) {
+			copy(l, v, m->source, sizeof m->source, "source");
+			have_source = 1;
+		} else if (!strcmp(kn, "tasks")) {
+			strings(l, v, m->tasks[0], 32, BENCH_MAXTASK, &m->ntasks, "tasks", 0);
+			check_tasks(l, v, m->tasks, m->ntasks, "tasks");
+			have_tasks = 1;
+		} else if (!strcmp(kn, "unsupported")) {
+			strings(l, v, m->unsupported[0], 32, BENCH_MAXTASK, &m->nunsupported, "unsupported", 0);
+			check_tasks(l, v, m->unsupported, m->nunsupported, "unsupported");
+		} else if (!strcmp(kn, "reduced")) {
+			strings(l, v, m->reduced[0], 64, BENCH_MAXDEF, &m->nreduced, "reduced", 0);
+			for (int i = 0; i < m->nreduced; i++)
+				if (!strchr(m->reduced[i], '='))
+					fail(l, v, "reduced: '%s' is not NAME=VALUE", m->reduced[i]);
+		} else if (!strcmp(kn, "rtol")) {
+			m->rtol = number(l, v, "rtol");
+		} else
+			fail(l, k, "unknown key '%s' in model '%s' (expected source, tasks, unsupported, reduced, rtol)",
+			     kn, m->name);
+	}
+	if (!have_source)
+		fail(l, val, "model '%s' has no source", m->name);
+	if (!have_tasks)
+		fail(l, val, "model '%s' has no tasks", m->name);
+	c->nmodel++;
+}
+
+static void
+load(Ld *l, BenchConfig *c)
+{
+	yaml_node_t *root = yaml_document_get_root_node(&l->doc);
+	if (!root)
+		fail(l, NULL, "the configuration is empty");
+	expect_map(l, root, "the configuration");
+	int have_models = 0;
+	c->rtol = 1e-4;
+	// Two passes: the models need the defaults, lists refer to models.
+	FOR_PAIRS(l, root, k, v)
+	{
+		const char *kn = scalar(l, k, "a key");
+		if (!strcmp(kn, "task_lists")) {
+			expect_map(l, v, "task_lists");
+			FOR_PAIRS(l, v, lk, lv)
+			{
+				char tmp[BENCH_MAXTASK * 4][32];
+				int nt = 0;
+				const char *ln = scalar(l, lk, "a list name");
+				strings(l, lv, tmp[0], 32, BENCH_MAXTASK * 4, &nt, ln, 0);
+				check_tasks(l, lv, tmp, nt, ln);
+				if (!strcmp(ln, "ALL_TASKS")) {
+					if (nt > BENCH_MAXTASK)
+						fail(l, lv, "ALL_TASKS has too many tasks");
+					memcpy(c->all_tasks, tmp, sizeof(tmp[0]) * (size_t)nt);
+					c->nall = nt;
+				}
+			}
+		} else if (!strcmp(kn, "models")) {
+			expect_map(l, v, "models");
+			FOR_PAIRS(l, v, mk, mv)
+			load_model(l, mk, mv, c);
+			have_models = 1;
+		} else if (!strcmp(kn, "slow")) {
+			strings(l, v, c->slow[0], 64, BENCH_MAXMODEL, &c->nslow, "slow", 0);
+		} else if (!strcmp(kn, "skip")) {
+			expect_map(l, v, "skip");
+			FOR_PAIRS(l, v, sk, sv)
+			{
+				const char *sn = scalar(l, sk, "a key");
+				if (strcmp(sn, "device"))
+					fail(l, sk, "unknown key '%s' in skip (expected device)", sn);
+				expect_map(l, sv, "skip.device");
+				FOR_PAIRS(l, sv, dk, dv)
+				{
+					const char *dn = scalar(l, dk, "a device");
+					if (!strcmp(dn, "cpu"))
+						strings(l, dv, c->skip_cpu[0], 64, BENCH_MAXMODEL, &c->nskip_cpu, "skip.device.cpu", 0);
+					else if (!strcmp(dn, "cuda"))
+						strings(l, dv, c->skip_cuda[0], 64, BENCH_MAXMODEL, &c->nskip_cuda, "skip.device.cuda", 0);
+					else
+						fail(l, dk, "unknown device '%s' in skip.device (expected cpu, cuda)", dn);
+				}
+			}
+		} else if (!strcmp(kn, "rtol")) {
+			c->rtol = number(l, v, "rtol");
+		} else
+			fail(l, k, "unknown key '%s' (expected task_lists, models, slow, skip, rtol)", kn);
+	}
+	if (!have_models)
+		fail(l, root, "no models");
+	if (!c->nall)
+		fail(l, root, "task_lists has no ALL_TASKS");
+	for (int i = 0; i < c->nmodel; i++)
+		if (c->model[i].rtol < 0)
+			c->model[i].rtol = c->rtol;
+	// Names in lists must be models.
+	const char (*lists[3])[64] = {c->slow, c->skip_cpu, c->skip_cuda};
+	int counts[3] = {c->nslow, c->nskip_cpu, c->nskip_cuda};
+	for (int k = 0; k < 3; k++)
+		for (int i = 0; i < counts[k]; i++)
+			if (!bench_config_model(c, lists[k][i]))
+				fail(l, root, "'%s' is listed in %s but is not a model", lists[k][i],
+				     k == 0 ? "slow" : k == 1 ? "skip.device.cpu" : "skip.device.cuda");
+}
+
+int
+bench_config_load(const char *path, BenchConfig *c, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		snprintf(err, errlen, "%s: error: cannot open: %s", path, strerror(errno));
+		return -1;
+	}
+	yaml_parser_t parser;
+	if (!yaml_parser_initialize(&parser)) {
+		fclose(f);
+		snprintf(err, errlen, "%s: error: out of memory", path);
+		return -1;
+	}
+	yaml_parser_set_input_file(&parser, f);
+	Ld *l = calloc(1, sizeof *l);
+	BenchConfig *tmp = calloc(1, sizeof *tmp);
+	int rc = -1;
+	if (!l || !tmp) {
+		snprintf(err, errlen, "%s: error: out of memory", path);
+		goto out;
+	}
+	l->path = path;
+	l->err = err;
+	l->errlen = errlen;
+	if (!yaml_parser_load(&parser, &l->doc)) {
+		snprintf(err, errlen, "%s:%zu:%zu: error: %s%s%s", path, parser.problem_mark.line + 1,
+		         parser.problem_mark.column + 1, parser.problem ? parser.problem : "malformed YAML",
+		         parser.context ? " " : "", parser.context ? parser.context : "");
+		goto out;
+	}
+	snprintf(tmp->path, sizeof tmp->path, "%s", path);
+	if (!setjmp(l->jmp)) {
+		load(l, tmp);
+		*c = *tmp;
+		rc = 0;
+	}
+	yaml_document_delete(&l->doc);
+out:
+	yaml_parser_delete(&parser);
+	fclose(f);
+	free(l);
+	free(tmp);
+	return rc;
+}
+
+const BenchModel *
+bench_config_model(const BenchConfig *c, const char *name)
+{
+	for (int i = 0; i < c->nmodel; i++)
+		if (!strcmp(c->model[i].name, name))
+			return &c->model[i];
+	return NULL;
+}
+
+int
+bench_in_list(const char (*list)[64], int n, const char *name)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(list[i], name))
+			return 1;
+	return 0;
+}

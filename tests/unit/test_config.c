@@ -1,0 +1,129 @@
+// tests/unit/test_config.c -- bench/bench.yaml and the configuration
+// loader: the shipped file loads with the seed's task lists (ALL_TASKS is
+// the 10 tasks in the seed's order, built from aliases), and malformed
+// configurations are errors naming file, line and column.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+
+static int nfail, ncheck;
+
+#define CHECK(c)                                                                                   \
+	do {                                                                                       \
+		ncheck++;                                                                          \
+		if (!(c)) {                                                                        \
+			nfail++;                                                                   \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);      \
+		}                                                                                  \
+	} while (0)
+
+static BenchConfig cfg;
+
+// Loads text as a configuration; returns the loader's result, err filled.
+static int
+load_text(const char *text, char *err, size_t n)
+{
+	char path[] = "/tmp/fadc-config-XXXXXX";
+	int fd = mkstemp(path);
+	if (fd < 0)
+		return -2;
+	FILE *f = fdopen(fd, "w");
+	fputs(text, f);
+	fclose(f);
+	int rc = bench_config_load(path, &cfg, err, n);
+	// Messages start with the temporary path: keep only what follows it.
+	size_t pl = strlen(path);
+	if (rc && !strncmp(err, path, pl))
+		memmove(err, err + pl, strlen(err + pl) + 1);
+	unlink(path);
+	return rc;
+}
+
+static void
+expect_error(const char *text, const char *want)
+{
+	char err[512];
+	int rc = load_text(text, err, sizeof err);
+	ncheck++;
+	if (rc != -1 || strcmp(err, want)) {
+		nfail++;
+		fprintf(stderr, "config error: got (%d) '%s'\n                want '%s'\n", rc, err, want);
+	}
+}
+
+#define LISTS "task_lists:\n  FAST: &FAST [vjp, vhp, jvp]\n  ALL_TASKS: [*FAST, hvp]\n"
+
+int
+main(void)
+{
+	const char *root = getenv("FADC_SOURCE_DIR");
+	char path[4096], err[512];
+	snprintf(path, sizeof path, "%s/bench/bench.yaml", root ? root : ".");
+	CHECK(bench_config_load(path, &cfg, err, sizeof err) == 0);
+	if (ncheck != ncheck - nfail)
+		fprintf(stderr, "%s\n", err);
+	// The seed's MODELS, in run order, and its task lists.
+	static const char *const order[] = {"resnet18", "fcn_resnet", "detr", "ppl_simple_reg",
+	                                    "ppl_robust_reg", "wav2letter", "deepspeech", "transformer",
+	                                    "multiheadattn"};
+	CHECK(cfg.nmodel == 9);
+	for (int i = 0; i < 9 && i < cfg.nmodel; i++)
+		CHECK(!strcmp(cfg.model[i].name, order[i]));
+	static const char *const all[] = {"vjp", "vhp", "jvp", "hvp", "jacobian", "hessian",
+	                                  "hessian_fwdrev", "hessian_revrev", "jacfwd", "jacrev"};
+	CHECK(cfg.nall == 10);
+	for (int i = 0; i < 10 && i < cfg.nall; i++)
+		CHECK(!strcmp(cfg.all_tasks[i], all[i]));
+	const BenchModel *m = bench_config_model(&cfg, "deepspeech");
+	CHECK(m && m->ntasks == 1 && !strcmp(m->tasks[0], "vjp") && m->nunsupported == 4);
+	m = bench_config_model(&cfg, "ppl_simple_reg");
+	CHECK(m && m->ntasks == 10);
+	m = bench_config_model(&cfg, "resnet18");
+	CHECK(m && m->ntasks == 3 && !strcmp(m->tasks[1], "vhp") && m->rtol == 1e-4);
+	CHECK(bench_config_model(&cfg, "ppl_robust_reg")->rtol == 1e-3);
+	CHECK(cfg.nslow == 2 && bench_in_list(cfg.slow, cfg.nslow, "detr"));
+	// 6 x 3 + 2 x 10 + 1 = 39 default cells (models-spec §1.2).
+	int cells = 0;
+	for (int i = 0; i < cfg.nmodel; i++)
+		cells += cfg.model[i].ntasks;
+	CHECK(cells == 39);
+
+	// Errors, with positions.
+	expect_error(LISTS "models:\n  m:\n    source: a.ir\n    taks: *FAST\n",
+	             ":7:5: error: unknown key 'taks' in model 'm' (expected source, tasks, unsupported, reduced, rtol)");
+	expect_error(LISTS "models:\n  m:\n    source: a.ir\n    tasks: [vjp, hesian]\n",
+	             ":7:12: error: tasks: unknown task 'hesian'");
+	expect_error(LISTS "models:\n  m:\n    tasks: [vjp]\n",
+	             ":6:5: error: model 'm' has no source");
+	expect_error(LISTS "models:\n  m: {source: a.ir, tasks: [vjp]}\n  m: {source: b.ir, tasks: [vjp]}\n",
+	             ":6:3: error: model 'm' listed twice");
+	expect_error(LISTS "models:\n  m: {source: a.ir, tasks: [vjp]}\nslow: [n]\n",
+	             ":1:1: error: 'n' is listed in slow but is not a model");
+	expect_error(LISTS "models:\n  m: {source: a.ir, tasks: vjp}\n",
+	             ":5:28: error: tasks must be a list");
+	expect_error(LISTS "models:\n  m: {source: a.ir, tasks: [vjp]}\nrtol: -1\n",
+	             ":6:7: error: rtol must be a non-negative number, got '-1'");
+	expect_error(LISTS "modles: {}\n", ":4:1: error: unknown key 'modles' (expected task_lists, models, slow, skip, rtol)");
+	expect_error("models:\n  m: {source: a.ir, tasks: [vjp]\n",
+	             ":3:1: error: did not find expected ',' or '}' while parsing a flow mapping");
+	expect_error(LISTS "models:\n  m: {source: a.ir, tasks: [vjp]}\nskip:\n  device:\n    tpu: [m]\n",
+	             ":8:5: error: unknown device 'tpu' in skip.device (expected cpu, cuda)");
+	expect_error("", ":1:1: error: the configuration is empty");
+	expect_error("- a\n- b\n", ":1:1: error: the configuration must be a mapping");
+	// An alias inside a list is flattened; an empty anchor contributes nothing.
+	char e2[512];
+	CHECK(load_text("task_lists:\n  NONE: &NONE\n  A: &A [vjp]\n  ALL_TASKS: [*A, [jvp], *NONE]\n"
+	                "models:\n  m: {source: a.ir, tasks: [*A, hvp]}\n",
+	                e2, sizeof e2) == 0);
+	CHECK(cfg.nall == 2 && !strcmp(cfg.all_tasks[1], "jvp"));
+	CHECK(cfg.model[0].ntasks == 2 && !strcmp(cfg.model[0].tasks[1], "hvp"));
+	if (nfail) {
+		fprintf(stderr, "test_config: %d of %d checks failed\n", nfail, ncheck);
+		return 1;
+	}
+	printf("test_config: %d checks passed\n", ncheck);
+	return 0;
+}
