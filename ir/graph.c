@@ -57,6 +57,9 @@ ir_graph_new(const char *name, SrcMap *src)
 	g->src = src;
 	arena_grow(a, (void **)&g->node, &g->cnode, 64, sizeof *g->node);
 	g->nnode = 1; // node 0 is the null node
+	// Never NULL, so that ir_in() of a node without operands is a valid
+	// (empty) range.
+	arena_grow(a, (void **)&g->edge, &g->cedge, 16, sizeof *g->edge);
 	arena_grow(a, (void **)&g->attr, &g->cattr, 64, sizeof *g->attr);
 	g->nattr = 1;
 	arena_grow(a, (void **)&g->shape, &g->cshape, 16, sizeof *g->shape);
