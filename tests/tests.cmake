@@ -23,12 +23,13 @@ endforeach()
 file(GLOB GOLDEN_TESTS CONFIGURE_DEPENDS
      ${CMAKE_SOURCE_DIR}/tests/parse/*.ir ${CMAKE_SOURCE_DIR}/tests/errors/*.ir
      ${CMAKE_SOURCE_DIR}/tests/exec/*.ir ${CMAKE_SOURCE_DIR}/tests/cli/*.sh
+     ${CMAKE_SOURCE_DIR}/tests/bench/*.sh
      ${CMAKE_SOURCE_DIR}/tests/models/*.ir)
 foreach(f ${GOLDEN_TESTS})
   file(RELATIVE_PATH rel ${CMAKE_SOURCE_DIR}/tests ${f})
   add_test(NAME ${rel} COMMAND bash ${CMAKE_SOURCE_DIR}/tests/lit.sh ${f})
   set_tests_properties(${rel} PROPERTIES LABELS golden SKIP_RETURN_CODE 77
-    ENVIRONMENT "FADC=$<TARGET_FILE:fadc>;FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR};FADC_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
+    ENVIRONMENT "FADC=$<TARGET_FILE:fadc>;FADC_BENCH=$<TARGET_FILE:fadc-bench>;FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR};FADC_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
 endforeach()
 
 if(FADC_FUZZ)

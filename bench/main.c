@@ -1,0 +1,624 @@
+// bench/main.c -- fadc-bench: PyTorch's functional_autograd_benchmark.py,
+// over fadc's tasks.
+//
+//   fadc-bench [--output FILE] [--num-iters N] [--gpu N] [--run-slow-tasks]
+//              [--model-filter S] [--task-filter S] [--num-threads N] [--seed N]
+//              [--config FILE] [--json FILE] [--backend B] [--reduced] [-D [MODEL:]NAME=V]
+//              [--artifacts DIR] [--compile]
+//   fadc-bench compare BEFORE AFTER [--output FILE]
+//
+// Per (model, task) cell, as the seed: prepare (untimed), make v from the
+// seed (U[0, 1), shaped as the seed's get_v_for), one warm-up run whose
+// result is checked for consistency against another strategy (untimed),
+// then --num-iters timed runs; mean and unbiased variance as the seed
+// computes them.  A consistency failure is reported in the log, in the
+// JSON and in the table (the task label gains " [inconsistent]"), and the
+// run goes on.  Filters keep a name when it is a substring of the filter
+// string, as the seed's `name in filter` does.
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "exec.h"
+#include "ir.h"
+#include "report.h"
+
+#ifndef FADC_SOURCE_DIR
+#define FADC_SOURCE_DIR "."
+#endif
+
+static const char *const usage =
+    "usage: fadc-bench [options]\n"
+    "       fadc-bench compare BEFORE AFTER [--output FILE]\n"
+    "\n"
+    "Benchmarks the tasks of the models of bench/bench.yaml, as PyTorch's\n"
+    "functional_autograd_benchmark.py does, and writes its markdown table.\n"
+    "\n"
+    "  --output FILE        write the markdown table to FILE at the end\n"
+    "  --num-iters N        timed iterations per cell (10)\n"
+    "  --gpu N              -2 auto, -1 CPU, N a GPU (-2)\n"
+    "  --run-slow-tasks     run every task of ALL_TASKS (unsupported ones excepted)\n"
+    "  --model-filter S     run a model only if its name occurs in S\n"
+    "  --task-filter S      run a task only if its name occurs in S\n"
+    "  --num-threads N      CPU threads (10)\n"
+    "  --seed N             run seed of the constants, params and v (0)\n"
+    "  --config FILE        the configuration (bench/bench.yaml)\n"
+    "  --json FILE          every sample and the environment, as JSON\n"
+    "  --backend B          interp (the float64 reference interpreter)\n"
+    "  --reduced            the configuration's reduced sizes (tests, CI)\n"
+    "  -D [MODEL:]NAME=V    override a size (of one model, or of every model)\n"
+    "  --artifacts DIR      where compiled models live (compiled backends)\n"
+    "  --compile            compile missing or stale artifacts first\n"
+    "  -h, --help           this help\n";
+
+typedef struct Opts {
+	const char *output, *config, *json, *backend, *artifacts;
+	int num_iters, gpu, slow, num_threads, reduced, compile;
+	const char *model_filter, *task_filter;
+	uint64_t seed;
+	const char *defs[64];
+	int ndefs;
+} Opts;
+
+static int
+usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "fadc-bench: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\n%s", usage);
+	return 2;
+}
+
+static int
+parse_int(const char *s, long long *v)
+{
+	char *end;
+	errno = 0;
+	*v = strtoll(s, &end, 10);
+	return *s && !*end && !errno;
+}
+
+// The name of v's stream: v is U[0, 1) from the run seed, keyed by the
+// input's name so that every backend draws the same v.
+static uint64_t
+name_key(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+static void
+fill_uniform(BTensor *t, uint64_t seed, const char *salt)
+{
+	uint64_t key = name_key(t->name) ^ name_key(salt);
+	for (int64_t i = 0; i < t->n; i++)
+		t->data[i] = ir_rand_uniform(key, seed, (uint64_t)i);
+}
+
+static double
+now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static const BTensor *
+out_named(const Backend *b, Prepared *p, const char *prefix, const char *rest)
+{
+	char name[256];
+	snprintf(name, sizeof name, "%s%s", prefix, rest);
+	for (int i = 0; i < b->noutputs(p); i++)
+		if (!strcmp(b->output(p, i)->name, name))
+			return b->output(p, i);
+	return NULL;
+}
+
+static double
+dot(const BTensor *a, const BTensor *b)
+{
+	double s = 0;
+	for (int64_t i = 0; i < a->n && i < b->n; i++)
+		s += a->data[i] * b->data[i];
+	return s;
+}
+
+static double
+rel(double a, double b)
+{
+	double s = fmax(fabs(a), fabs(b));
+	return s == 0 ? 0 : fabs(a - b) / s;
+}
+
+// The consistency check of a cell: the warm-up's result against another
+// strategy.  Returns the normalized error (-1: no check for this task), or
+// -2 with err set if the partner could not run.
+static double
+check(const Backend *b, Prepared *p, const char *task, const char *source, const char *const *defs,
+      int ndefs, uint64_t seed, char *err, size_t errlen)
+{
+	const char *partner = NULL;
+	int pair = 0; // 1: dot-product (adjoint) test, 2: equal outputs
+	if (!strcmp(task, "vjp"))
+		partner = "jvp", pair = 1;
+	else if (!strcmp(task, "jvp"))
+		partner = "vjp", pair = 1;
+	else if (!strcmp(task, "hvp"))
+		partner = "vhp", pair = 1;
+	else if (!strcmp(task, "vhp"))
+		partner = "hvp", pair = 1;
+	else if (!strcmp(task, "jacobian") || !strcmp(task, "jacrev"))
+		partner = "jacfwd", pair = 2;
+	else if (!strcmp(task, "jacfwd"))
+		partner = "jacrev", pair = 2;
+	else if (!strcmp(task, "hessian") || !strcmp(task, "hessian_revrev"))
+		partner = "hessian_fwdrev", pair = 2;
+	else if (!strcmp(task, "hessian_fwdrev"))
+		partner = "hessian_revrev", pair = 2;
+	if (!partner)
+		return -1;
+	Prepared *q = b->prepare(source, defs, ndefs, partner, seed, err, errlen);
+	if (!q)
+		return -2;
+	for (int i = 0; i < b->ninputs(q); i++)
+		fill_uniform(b->input(q, i), seed, "check");
+	double e = -2;
+	if (b->run(q, err, errlen))
+		goto out;
+	if (pair == 2) {
+		// Same outputs, in order.
+		double num = 0, den = 0;
+		for (int i = 0; i < b->noutputs(p) && i < b->noutputs(q); i++) {
+			const BTensor *x = b->output(p, i), *y = b->output(q, i);
+			for (int64_t k = 0; k < x->n && k < y->n; k++) {
+				num += (x->data[k] - y->data[k]) * (x->data[k] - y->data[k]);
+				den += x->data[k] * x->data[k] + y->data[k] * y->data[k];
+			}
+		}
+		e = den == 0 ? 0 : sqrt(num / den);
+		goto out;
+	}
+	// Adjoint pairs.  vjp(v) gives grad.<p> = J^T v; jvp(u) gives
+	// jvp.<out> = J u: <v, J u> = <J^T v, u>.  hvp(v) gives H v, vhp(u)
+	// gives u^T H: <u, H v> = <u^T H, v>.
+	Prepared *rv = !strcmp(task, "vjp") || !strcmp(task, "hvp") ? p : q; // the v-side run
+	Prepared *ru = rv == p ? q : p; // the u-side run
+	const char *vt = rv == p ? task : partner;
+	double lhs = 0, rhs = 0;
+	if (!strcmp(vt, "vjp")) {
+		// rv: vjp with v (one per output); ru: jvp with u (one per param).
+		for (int i = 0; i < b->ninputs(rv); i++) {
+			BTensor *v = b->input(rv, i);
+			const char *oname = !strcmp(v->name, "v") ? NULL : v->name + 2;
+			for (int k = 0; k < b->noutputs(ru); k++) {
+				const BTensor *o = b->output(ru, k);
+				if (strncmp(o->name, "jvp.", 4))
+					continue;
+				if (!oname || !strcmp(o->name + 4, oname))
+					lhs += dot(v, o);
+			}
+		}
+		for (int i = 0; i < b->ninputs(ru); i++) {
+			BTensor *u = b->input(ru, i); // v.<param>
+			const BTensor *g = out_named(b, rv, "grad.", u->name + 2);
+			if (g)
+				rhs += dot(g, u);
+		}
+	} else {
+		// rv: hvp with v.<p>; ru: vhp with u = v.<p> of its own.
+		for (int i = 0; i < b->ninputs(ru); i++) {
+			BTensor *u = b->input(ru, i);
+			const BTensor *hv = out_named(b, rv, "hvp.", u->name + 2);
+			if (hv)
+				lhs += dot(u, hv);
+		}
+		for (int i = 0; i < b->ninputs(rv); i++) {
+			BTensor *v = b->input(rv, i);
+			const BTensor *uh = out_named(b, ru, "vhp.", v->name + 2);
+			if (uh)
+				rhs += dot(uh, v);
+		}
+	}
+	e = rel(lhs, rhs);
+out:
+	b->release(q);
+	return e;
+}
+
+static int
+keep(const char *filter, const char *name)
+{
+	return !filter || !*filter || strstr(filter, name) != NULL;
+}
+
+static void
+json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fprintf(f, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			fprintf(f, "\\u%04x", *s);
+		else
+			fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+static void
+json_num(FILE *f, double v)
+{
+	char b[40];
+	if (isnan(v) || isinf(v)) {
+		fputs("null", f);
+		return;
+	}
+	py_repr(v, b, sizeof b);
+	fputs(b, f);
+}
+
+static void
+cpu_model(char *buf, size_t n)
+{
+	snprintf(buf, n, "unknown");
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	if (!f)
+		return;
+	char line[512];
+	while (fgets(line, sizeof line, f))
+		if (!strncmp(line, "model name", 10)) {
+			char *c = strchr(line, ':');
+			if (c) {
+				c++;
+				while (*c == ' ')
+					c++;
+				c[strcspn(c, "\n")] = 0;
+				snprintf(buf, n, "%s", c);
+			}
+			break;
+		}
+	fclose(f);
+}
+
+static int
+cmd_compare(int argc, char **argv)
+{
+	const char *before = NULL, *after = NULL, *output = NULL;
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			fputs(usage, stdout);
+			return 0;
+		} else if (!strcmp(argv[i], "--output")) {
+			if (i + 1 >= argc)
+				return usage_error("%s needs a value", argv[i]);
+			output = argv[++i];
+		} else if (argv[i][0] == '-')
+			return usage_error("unknown option '%s'", argv[i]);
+		else if (!before)
+			before = argv[i];
+		else if (!after)
+			after = argv[i];
+		else
+			return usage_error("compare takes two tables ('%s' is a third)", argv[i]);
+	}
+	if (!after)
+		return usage_error("compare needs BEFORE and AFTER tables%s", "");
+	Table b, a;
+	char err[512];
+	if (table_read_markdown(before, &b, err, sizeof err)) {
+		fprintf(stderr, "fadc-bench: %s\n", err);
+		return 1;
+	}
+	if (table_read_markdown(after, &a, err, sizeof err)) {
+		fprintf(stderr, "fadc-bench: %s\n", err);
+		table_free(&b);
+		return 1;
+	}
+	table_write_compare(stdout, &b, &a);
+	putchar('\n');
+	int rc = 0;
+	if (output) {
+		FILE *f = fopen(output, "w");
+		if (!f) {
+			fprintf(stderr, "fadc-bench: cannot write %s: %s\n", output, strerror(errno));
+			rc = 1;
+		} else {
+			table_write_compare(f, &b, &a);
+			if (fclose(f))
+				rc = 1;
+		}
+	}
+	table_free(&b);
+	table_free(&a);
+	return rc;
+}
+
+// Writes the table to path through a temporary file and a rename.
+static int
+write_table(const char *path, const Table *t)
+{
+	char tmp[4096];
+	snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+	FILE *f = fopen(tmp, "w");
+	if (!f) {
+		fprintf(stderr, "fadc-bench: cannot write %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	table_write_markdown(f, t);
+	if (fclose(f) || rename(tmp, path)) {
+		fprintf(stderr, "fadc-bench: cannot write %s: %s\n", path, strerror(errno));
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+cmd_run(int argc, char **argv)
+{
+	Opts o = {.num_iters = 10, .gpu = -2, .num_threads = 10, .backend = "interp"};
+	static char defcfg[4096];
+	snprintf(defcfg, sizeof defcfg, "%s/bench/bench.yaml", FADC_SOURCE_DIR);
+	o.config = defcfg;
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		long long v;
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			fputs(usage, stdout);
+			return 0;
+		} else if (!strcmp(a, "--run-slow-tasks"))
+			o.slow = 1;
+		else if (!strcmp(a, "--reduced"))
+			o.reduced = 1;
+		else if (!strcmp(a, "--compile"))
+			o.compile = 1;
+		else if (!strncmp(a, "-D", 2) && a[2]) {
+			if (o.ndefs == 64)
+				return usage_error("too many -D options%s", "");
+			o.defs[o.ndefs++] = a + 2;
+		} else if (!strcmp(a, "--output") || !strcmp(a, "--num-iters") || !strcmp(a, "--gpu") ||
+		           !strcmp(a, "--model-filter") || !strcmp(a, "--task-filter") ||
+		           !strcmp(a, "--num-threads") || !strcmp(a, "--seed") || !strcmp(a, "--config") ||
+		           !strcmp(a, "--json") || !strcmp(a, "--backend") || !strcmp(a, "--artifacts") ||
+		           !strcmp(a, "-D")) {
+			if (i + 1 >= argc)
+				return usage_error("%s needs a value", a);
+			const char *val = argv[++i];
+			if (!strcmp(a, "--output"))
+				o.output = val;
+			else if (!strcmp(a, "--model-filter"))
+				o.model_filter = val;
+			else if (!strcmp(a, "--task-filter"))
+				o.task_filter = val;
+			else if (!strcmp(a, "--config"))
+				o.config = val;
+			else if (!strcmp(a, "--json"))
+				o.json = val;
+			else if (!strcmp(a, "--backend"))
+				o.backend = val;
+			else if (!strcmp(a, "--artifacts"))
+				o.artifacts = val;
+			else if (!strcmp(a, "-D")) {
+				if (o.ndefs == 64)
+					return usage_error("too many -D options%s", "");
+				o.defs[o.ndefs++] = val;
+			} else if (!parse_int(val, &v))
+				return usage_error("'%s' is not an integer", val);
+			else if (!strcmp(a, "--num-iters")) {
+				if (v < 0 || v > 1000000)
+					return usage_error("--num-iters must be 0 .. 1000000, got %s", val);
+				o.num_iters = (int)v;
+			} else if (!strcmp(a, "--gpu"))
+				o.gpu = (int)v;
+			else if (!strcmp(a, "--num-threads")) {
+				if (v < 1 || v > 4096)
+					return usage_error("--num-threads must be 1 .. 4096, got %s", val);
+				o.num_threads = (int)v;
+			} else {
+				if (v < 0)
+					return usage_error("--seed must be non-negative, got %s", val);
+				o.seed = (uint64_t)v;
+			}
+		} else
+			return usage_error("unknown option '%s'", a);
+	}
+	const Backend *be = NULL;
+	if (!strcmp(o.backend, "interp"))
+		be = &backend_interp;
+	else
+		return usage_error("unknown backend '%s' (this build has: interp)", o.backend);
+	if (o.gpu == -2)
+		o.gpu = -1; // no GPU backend in this build: auto means the CPU
+	if (o.gpu >= 0) {
+		fprintf(stderr, "fadc-bench: --gpu %d: this build has no GPU backend\n", o.gpu);
+		return 1;
+	}
+	BenchConfig *cfg = calloc(1, sizeof *cfg);
+	char err[1024];
+	if (!cfg || bench_config_load(o.config, cfg, err, sizeof err)) {
+		fprintf(stderr, "%s\n", cfg ? err : "fadc-bench: out of memory");
+		free(cfg);
+		return 1;
+	}
+	// The configuration's folder: sources are relative to it.
+	char cdir[4096];
+	snprintf(cdir, sizeof cdir, "%s", o.config);
+	char *slash = strrchr(cdir, '/');
+	if (slash)
+		*slash = 0;
+	else
+		snprintf(cdir, sizeof cdir, ".");
+	FILE *js = NULL;
+	if (o.json) {
+		js = fopen(o.json, "w");
+		if (!js) {
+			fprintf(stderr, "fadc-bench: cannot write %s: %s\n", o.json, strerror(errno));
+			free(cfg);
+			return 1;
+		}
+		char cpu[256];
+		cpu_model(cpu, sizeof cpu);
+		fprintf(js, "{\"environment\": {\"cpu\": ");
+		json_str(js, cpu);
+		fprintf(js, ", \"cores\": %ld, \"threads\": %d, \"gpu\": null, \"backend\": ",
+		        sysconf(_SC_NPROCESSORS_ONLN), o.num_threads);
+		json_str(js, be->name);
+		fprintf(js, ", \"seed\": %llu, \"num_iters\": %d, \"config\": ", (unsigned long long)o.seed,
+		        o.num_iters);
+		json_str(js, o.config);
+		fprintf(js, ", \"fadc\": \"0.1\"},\n \"cells\": [");
+	}
+	Table t;
+	table_init(&t);
+	int tty = isatty(2), ncell = 0, rc = 0, nfailed = 0;
+	for (int mi = 0; mi < cfg->nmodel; mi++) {
+		const BenchModel *m = &cfg->model[mi];
+		if (!keep(o.model_filter, m->name))
+			continue;
+		char source[4096 + 600];
+		snprintf(source, sizeof source, "%s/%s", cdir, m->source);
+		struct stat st;
+		if (stat(source, &st)) {
+			fprintf(stderr, "fadc-bench: model %s: %s not found; skipped\n", m->name, source);
+			continue;
+		}
+		if (bench_in_list(cfg->skip_cpu, cfg->nskip_cpu, m->name)) {
+			fprintf(stderr, "fadc-bench: model %s is skipped on the CPU (configuration)\n", m->name);
+			continue;
+		}
+		// Sizes: the reduced ones, then -D (MODEL:NAME=V for this model).
+		const char *defs[BENCH_MAXDEF + 64];
+		int nd = 0;
+		if (o.reduced)
+			for (int i = 0; i < m->nreduced; i++)
+				defs[nd++] = m->reduced[i];
+		for (int i = 0; i < o.ndefs; i++) {
+			const char *colon = strchr(o.defs[i], ':'), *eq = strchr(o.defs[i], '=');
+			if (colon && (!eq || colon < eq)) {
+				if ((size_t)(colon - o.defs[i]) == strlen(m->name) &&
+				    !strncmp(o.defs[i], m->name, strlen(m->name)))
+					defs[nd++] = colon + 1;
+			} else
+				defs[nd++] = o.defs[i];
+		}
+		int ntasks = o.slow ? cfg->nall : m->ntasks;
+		for (int ti = 0; ti < ntasks; ti++) {
+			const char *task = o.slow ? cfg->all_tasks[ti] : m->tasks[ti];
+			int unsup = 0;
+			for (int u = 0; u < m->nunsupported; u++)
+				unsup |= !strcmp(m->unsupported[u], task);
+			if (unsup || !keep(o.task_filter, task))
+				continue;
+			double t0 = now();
+			Prepared *p = be->prepare(source, defs, nd, task, o.seed, err, sizeof err);
+			if (!p) {
+				fprintf(stderr, "fadc-bench: %s %s: %s\n", m->name, task, err);
+				rc = 1;
+				continue;
+			}
+			for (int i = 0; i < be->ninputs(p); i++)
+				fill_uniform(be->input(p, i), o.seed, "v");
+			// Warm-up, then the consistency check.
+			if (be->run(p, err, sizeof err)) {
+				fprintf(stderr, "fadc-bench: %s %s: %s\n", m->name, task, err);
+				be->release(p);
+				rc = 1;
+				continue;
+			}
+			double e = check(be, p, task, source, defs, nd, o.seed, err, sizeof err);
+			// Test hook: FADC_BENCH_FAULT=check makes every check fail, so the
+			// reporting path is tested (tests/bench/).
+			const char *fault = getenv("FADC_BENCH_FAULT");
+			if (fault && !strcmp(fault, "check") && e != -1)
+				e = 1;
+			int bad = e == -2 || e > m->rtol;
+			if (e == -2)
+				fprintf(stderr, "fadc-bench: %s %s: consistency check could not run: %s\n", m->name,
+				        task, err);
+			else if (bad)
+				fprintf(stderr, "fadc-bench: %s %s: INCONSISTENT: normalized error %g > %g\n",
+				        m->name, task, e, m->rtol);
+			double *samples = calloc((size_t)o.num_iters + 1, sizeof *samples);
+			for (int it = 0; it < o.num_iters; it++) {
+				double s = now();
+				if (be->run(p, err, sizeof err)) {
+					fprintf(stderr, "fadc-bench: %s %s: %s\n", m->name, task, err);
+					rc = 1;
+					break;
+				}
+				samples[it] = now() - s;
+				if (tty)
+					fprintf(stderr, "\r%s %s: iteration %d/%d, %.1fs elapsed, ~%.1fs left  ", m->name,
+					        task, it + 1, o.num_iters, now() - t0,
+					        (now() - t0) / (it + 1) * (o.num_iters - it - 1));
+			}
+			if (tty && o.num_iters)
+				fputc('\n', stderr);
+			double mean, var;
+			sample_stats(samples, o.num_iters, &mean, &var);
+			char ms[40], vs[40], label[96];
+			py_repr(mean, ms, sizeof ms);
+			py_repr(var, vs, sizeof vs);
+			printf("Results for model %s on task %s: %ss (var: %s)\n", m->name, task, ms, vs);
+			fflush(stdout);
+			snprintf(label, sizeof label, "%s%s", task, bad ? " [inconsistent]" : "");
+			table_add(&t, m->name, label, mean, var);
+			nfailed += bad;
+			if (js) {
+				fprintf(js, "%s\n  {\"model\": ", ncell ? "," : "");
+				json_str(js, m->name);
+				fprintf(js, ", \"task\": ");
+				json_str(js, task);
+				fprintf(js, ", \"mean\": ");
+				json_num(js, mean);
+				fprintf(js, ", \"var\": ");
+				json_num(js, var);
+				fprintf(js, ", \"consistency_error\": ");
+				json_num(js, e >= 0 ? e : NAN);
+				fprintf(js, ", \"consistent\": %s, \"sizes\": [", bad ? "false" : "true");
+				for (int i = 0; i < nd; i++) {
+					fprintf(js, "%s", i ? ", " : "");
+					json_str(js, defs[i]);
+				}
+				fprintf(js, "], \"samples\": [");
+				for (int it = 0; it < o.num_iters; it++) {
+					fprintf(js, "%s", it ? ", " : "");
+					json_num(js, samples[it]);
+				}
+				fprintf(js, "]}");
+			}
+			ncell++;
+			free(samples);
+			be->release(p);
+		}
+	}
+	if (js) {
+		fprintf(js, "\n]}\n");
+		if (fclose(js))
+			rc = 1;
+	}
+	if (o.output && write_table(o.output, &t))
+		rc = 1;
+	if (nfailed)
+		fprintf(stderr, "fadc-bench: %d cell%s failed the consistency check\n", nfailed,
+		        nfailed == 1 ? "" : "s");
+	table_free(&t);
+	free(cfg);
+	return rc;
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc > 1 && !strcmp(argv[1], "compare"))
+		return cmd_compare(argc - 2, argv + 2);
+	return cmd_run(argc - 1, argv + 1);
+}
