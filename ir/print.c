@@ -27,7 +27,11 @@ ir_print_float(char *buf, size_t n, double v)
 	// A float with an integral value prints without a point or exponent
 	// ("10", "-100000000"), and reads back as an integer, which float
 	// attributes accept.
-	if (v == floor(v) && fabs(v) < 1e15 && !(v == 0 && signbit(v))) {
+	if (v == 0 && signbit(v)) { // "-0" would read back as the integer 0
+		snprintf(buf, n, "-0.0");
+		return;
+	}
+	if (v == floor(v) && fabs(v) < 1e15) {
 		snprintf(buf, n, "%.0f", v);
 		return;
 	}
@@ -38,8 +42,24 @@ ir_print_float(char *buf, size_t n, double v)
 	}
 }
 
+// Printed numbers: inputs first (as the parser creates them), then the
+// other nodes in id order, so that a graph whose inputs were added after
+// some nodes (a task's v) prints as its reparse will.  num[n] is node n's
+// number; NULL prints raw ids.
+static uint32_t *
+print_numbers(const Graph *g)
+{
+	uint32_t *num = calloc(g->nnode + 1, sizeof *num);
+	if (!num)
+		return NULL;
+	uint32_t k = g->ninput;
+	for (NodeId n = 1; n < g->nnode; n++)
+		num[n] = g->node[n].op == OP_input ? 0 : ++k;
+	return num;
+}
+
 static void
-print_ref(FILE *f, const Graph *g, NodeId n)
+print_ref(FILE *f, const Graph *g, NodeId n, const uint32_t *num)
 {
 	const Node *nd = &g->node[n];
 	if (nd->op == OP_input) {
@@ -47,7 +67,7 @@ print_ref(FILE *f, const Graph *g, NodeId n)
 		ir_attrs_get(g, n, &a);
 		fputs(g->input[a.a[0].i].name, f);
 	} else
-		fprintf(f, "%%%u", n);
+		fprintf(f, "%%%u", num ? num[n] : n);
 }
 
 static void
@@ -64,8 +84,9 @@ attr_is_default(const AttrSpec *s, const AttrVal *v)
 	if (!s->has_default)
 		return 0;
 	switch (s->kind) {
-	case AK_FLOAT:
-		return (isnan(v->f) && isnan(s->def.f)) || v->f == s->def.f;
+	case AK_FLOAT: // -0.0 is not the default 0: its sign must print
+		return (isnan(v->f) && isnan(s->def.f)) ||
+		       (v->f == s->def.f && signbit(v->f) == signbit(s->def.f));
 	case AK_INTS:
 		return v->n == s->def.n && !memcmp(v->v, s->def.v, sizeof(int64_t) * (size_t)v->n);
 	default:
@@ -118,7 +139,7 @@ print_attrs(FILE *f, const Graph *g, NodeId n, int first)
 static void print_nested(FILE *f, const Graph *g, NodeId n);
 
 static void
-print_call(FILE *f, const Graph *g, NodeId n, int nested)
+print_call(FILE *f, const Graph *g, NodeId n, int nested, const uint32_t *num)
 {
 	const Node *nd = &g->node[n];
 	const OpInfo *oi = ir_op(nd->op);
@@ -137,7 +158,7 @@ print_call(FILE *f, const Graph *g, NodeId n, int nested)
 		if (nested)
 			print_nested(f, g, ir_in1(g, n, i));
 		else
-			print_ref(f, g, ir_in1(g, n, i));
+			print_ref(f, g, ir_in1(g, n, i), num);
 	}
 	print_attrs(f, g, n, first);
 	fputc(')', f);
@@ -147,19 +168,20 @@ static void
 print_nested(FILE *f, const Graph *g, NodeId n)
 {
 	if (g->node[n].op == OP_input)
-		print_ref(f, g, n);
+		print_ref(f, g, n, NULL);
 	else
-		print_call(f, g, n, 1);
+		print_call(f, g, n, 1, NULL);
 }
 
 static void
 print_body(FILE *f, const Graph *g)
 {
+	uint32_t *num = print_numbers(g);
 	for (NodeId n = 1; n < g->nnode; n++) {
 		if (g->node[n].op == OP_input)
 			continue;
-		fprintf(f, "  %%%u = ", n);
-		print_call(f, g, n, 0);
+		fprintf(f, "  %%%u = ", num ? num[n] : n);
+		print_call(f, g, n, 0, num);
 		fputc('\n', f);
 	}
 	fputs("  return ", f);
@@ -167,13 +189,14 @@ print_body(FILE *f, const Graph *g)
 		const Output *o = &g->out[i];
 		if (i)
 			fputs(", ", f);
-		print_ref(f, g, o->node);
+		print_ref(f, g, o->node, num);
 		if (o->writeback >= 0)
 			fprintf(f, " -> %s", g->input[o->writeback].name);
 		else
 			fprintf(f, " as %s", o->name);
 	}
 	fputc('\n', f);
+	free(num);
 }
 
 static void
