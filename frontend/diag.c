@@ -10,7 +10,12 @@
 #include "frontend.h"
 
 // Prints the source line of `sl` and a caret under its column.  Tabs are
-// kept in the caret line so that it lines up in any terminal.
+// kept in the caret line so that it lines up in any terminal, and a UTF-8
+// character (in a comment) takes one column, not one per byte.  A line
+// longer than CARET_WIDTH bytes is cut to a window around the column,
+// with "..." where it was cut.
+#define CARET_WIDTH 160
+
 static void
 print_caret(FILE *f, const SrcFile *file, const SrcLoc *sl)
 {
@@ -21,9 +26,24 @@ print_caret(FILE *f, const SrcFile *file, const SrcLoc *sl)
 	const char *e = p;
 	while (e < end && *e != '\n')
 		e++;
-	fprintf(f, "%.*s\n", (int)(e - p), p);
-	for (uint32_t c = 1; c < sl->col && p + c - 1 < e; c++)
-		fputc(p[c - 1] == '\t' ? '\t' : ' ', f);
+	const char *at = p + sl->col - 1 < e ? p + sl->col - 1 : e;
+	const char *lo = p, *hi = e;
+	if (e - p > CARET_WIDTH) {
+		lo = at - p > CARET_WIDTH / 2 ? at - CARET_WIDTH / 2 : p;
+		hi = e - lo > CARET_WIDTH ? lo + CARET_WIDTH : e;
+		while (lo > p && ((unsigned char)*lo & 0xc0) == 0x80) // whole characters
+			lo--;
+		while (hi < e && ((unsigned char)*hi & 0xc0) == 0x80)
+			hi++;
+	}
+	const char *pre = lo > p ? "..." : "";
+	fprintf(f, "%s%.*s%s\n", pre, (int)(hi - lo), lo, hi < e ? "..." : "");
+	fputs(pre, f);
+	for (const char *q = lo; q < at; q++) {
+		unsigned char b = (unsigned char)*q;
+		if ((b & 0xc0) != 0x80) // not a continuation byte
+			fputc(b == '\t' ? '\t' : ' ', f);
+	}
 	fputs("^\n", f);
 }
 

@@ -155,6 +155,28 @@ lex_number(Lexer *l)
 	}
 }
 
+// The length of the UTF-8 sequence at p (and its code point), or 0 if it
+// is not one: overlong forms, surrogates and truncated sequences are not.
+static int
+utf8_decode(const char *p, const char *end, uint32_t *cp)
+{
+	const unsigned char *s = (const unsigned char *)p;
+	int n = s[0] >= 0xf0 && s[0] < 0xf5 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 && s[0] < 0xe0 ? 2 : 0;
+	if (!n || end - p < n || s[0] >= 0xf5)
+		return 0;
+	uint32_t c = s[0] & (0x7f >> n);
+	for (int i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		c = c << 6 | (s[i] & 0x3f);
+	}
+	static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+	if (c < min[n] || c > 0x10ffff || (c >= 0xd800 && c < 0xe000))
+		return 0;
+	*cp = c;
+	return n;
+}
+
 static const char *const puncts[] = {"->", "**", "//", "<=", ">=", "==", "!=", "(", ")", "[", "]", "{",
                                      "}", ",", ":", "=", "+", "-", "*", "/", "%", "@", "<", ">", ";",
                                      ".", NULL};
@@ -227,6 +249,15 @@ fe_lex(Diag *d, SrcMap *src, uint32_t file, uint32_t *ntok)
 			continue;
 		if (c >= 0x20 && c < 0x7f)
 			diag_error(d, here(&l, l.p), "unexpected character '%c'", c);
+		if (c >= 0x80) {
+			uint32_t cp;
+			int n = utf8_decode(l.p, l.end, &cp);
+			if (n)
+				diag_error(d, here(&l, l.p),
+				           "unexpected character '%.*s' (U+%04X): non-ASCII text is allowed only in comments",
+				           n, l.p, (unsigned)cp);
+			diag_error(d, here(&l, l.p), "unexpected byte 0x%02x (not UTF-8 text)", c);
+		}
 		diag_error(d, here(&l, l.p), "unexpected byte 0x%02x", c);
 	}
 	if (l.ntok && l.tok[l.ntok - 1].kind != T_NEWLINE)

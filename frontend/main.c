@@ -95,6 +95,17 @@ tensor_from_file(const tio_tensor *f, Tensor *t)
 	return 1;
 }
 
+// A tensorio message is "<path>: <what>": printed as a diagnostic,
+// "<path>: error: <what>".
+static void
+tio_error(const char *path, const char *err)
+{
+	size_t n = strlen(path);
+	if (!strncmp(err, path, n) && err[n] == ':' && err[n + 1] == ' ')
+		err += n + 2;
+	fprintf(stderr, "%s: error: %s\n", path, err);
+}
+
 static int
 write_npy(const char *dir, const char *name, const Tensor *t)
 {
@@ -129,7 +140,7 @@ write_npy(const char *dir, const char *name, const Tensor *t)
 	char err[512];
 	int ok = tio_npy_write(path, &f, err, sizeof err) == 0;
 	if (!ok)
-		fprintf(stderr, "fadc: %s\n", err);
+		tio_error(path, err);
 	free(path);
 	free(f.data);
 	return ok;
@@ -212,14 +223,15 @@ check_bound(const char *path, const char *name, const Tensor *t, DType dt, const
 	return 0;
 }
 
+// cmd_run proper; the names of bind[0 .. *pnbind) are malloc'ed, and
+// freed by the caller whatever the path out.
 static int
-cmd_run(int argc, char **argv)
+run(int argc, char **argv, Binding *bind, int *pnbind)
 {
 	const char *model = NULL, *task = "forward", *out = NULL;
 	const char *defs[64];
 	int ndefs = 0, print = 0;
 	uint64_t seed = 0;
-	Binding bind[64];
 	int nbind = 0;
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
@@ -251,22 +263,27 @@ cmd_run(int argc, char **argv)
 					return usage_error(usage_run, "too many --params options%s", "");
 				const char *eq = strchr(v, '=');
 				const char *dot = strrchr(v, '.');
-				if (eq) {
+				const char *slash = strrchr(v, '/');
+				if (eq && eq > v && eq[1]) {
 					bind[nbind].name = strndup(v, (size_t)(eq - v));
 					bind[nbind].path = eq + 1;
-				} else if (dot && !strcmp(dot, ".npy")) {
-					const char *slash = strrchr(v, '/');
+				} else if (!eq && dot && !strcmp(dot, ".npy") && dot > (slash ? slash + 1 : v)) {
 					const char *b = slash ? slash + 1 : v;
 					bind[nbind].name = strndup(b, (size_t)(dot - b));
 					bind[nbind].path = v;
-				} else if (dot && !strcmp(dot, ".safetensors")) {
+				} else if (!eq && dot && !strcmp(dot, ".safetensors")) {
 					bind[nbind].name = NULL;
 					bind[nbind].path = v;
 				} else
 					return usage_error(usage_run,
 					                   "--params %s: expected a .npy or .safetensors file, or NAME=FILE.npy",
 					                   v);
-				nbind++;
+				int whole = !bind[nbind].name && !eq && !strcmp(dot, ".safetensors");
+				*pnbind = ++nbind;
+				if (!whole && !bind[nbind - 1].name) {
+					fprintf(stderr, "fadc: out of memory\n");
+					return 1;
+				}
 			}
 		} else if (!strncmp(a, "-D", 2) && a[2]) {
 			if (ndefs == 64)
@@ -320,13 +337,13 @@ cmd_run(int argc, char **argv)
 		if (bind[b].name) {
 			ts = calloc(1, sizeof *ts);
 			if (!ts || tio_npy_read(bind[b].path, ts, err, sizeof err)) {
-				fprintf(stderr, "fadc: %s\n", ts ? err : "out of memory");
+				tio_error(bind[b].path, ts ? err : "out of memory");
 				free(ts);
 				goto done;
 			}
 			nt = 1;
 		} else if (tio_safetensors_read(bind[b].path, &ts, &nt, err, sizeof err)) {
-			fprintf(stderr, "fadc: %s\n", err);
+			tio_error(bind[b].path, err);
 			goto done;
 		}
 		int ok = 1;
@@ -409,11 +426,20 @@ done:
 		ir_tensor_free(&values[i]);
 	for (uint32_t i = 0; outputs && i < g->nout; i++)
 		ir_tensor_free(&outputs[i]);
-	for (int b = 0; b < nbind; b++)
-		free((char *)bind[b].name);
 	free(bound), free(isbound), free(argval), free(argbound), free(values), free(inputs),
 	    free(outputs);
 	ir_module_free(m);
+	return rc;
+}
+
+static int
+cmd_run(int argc, char **argv)
+{
+	Binding bind[64];
+	int nbind = 0;
+	int rc = run(argc, argv, bind, &nbind);
+	for (int b = 0; b < nbind; b++)
+		free((char *)bind[b].name);
 	return rc;
 }
 

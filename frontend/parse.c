@@ -78,6 +78,7 @@ struct Var {
 	int basever;
 	int input; // index into the graph's inputs when it is (an alias of) one, else -1
 	int mutated; // written in place: a write-back output if input >= 0
+	Loc reshaped; // the last in-place write that changed its shape, or 0
 };
 
 typedef struct Scope {
@@ -113,6 +114,10 @@ typedef struct Def {
 // LUAI_MAXCCALLS) stay within a few megabytes, sanitizers included.
 #define FE_MAXDEPTH 200
 
+// The largest element count (and dimension) of a tensor: what ir_build
+// accepts for a result, so that shape arithmetic stays within int64.
+#define FE_MAXNUMEL ((int64_t)1 << 62)
+
 typedef enum Mode { M_FORWARD, M_INIT, M_BODY } Mode;
 
 // Scratch arrays for one construct's values: a call's arguments, a list's
@@ -142,15 +147,20 @@ typedef struct P {
 	Shape init_shape; // M_INIT: its type, for factories without shape=
 	DType init_dtype;
 	NodeId *declnode; // M_FORWARD: decl index -> input node
-	NodeId *initnode; // M_INIT: decl index -> input node of the init graph
+	NodeId *initnode; // M_INIT: decl index -> input node of the init graph,
+	uint32_t *initgen; // valid where initgen[k] == curdecl + 1 (one array
+	uint32_t cinit; // for all initializers: no O(ndecl^2) memory)
 	Def *def;
 	uint32_t ndef, cdef;
 	int *defused; // per -D option
 	Loc calls[64]; // inlined call sites, innermost last
 	Def *callee[64]; // the function inlined at each
+	char isbody[64]; // ... or parsed as the body of a scan
 	int ncall;
 	int depth; // nesting of expressions and calls (enter/leave)
 	struct Scratch *scratch[FE_MAXDEPTH + 1]; // per depth, made on first use
+	Token **topname; // names of the model's let, param and const (pass 1)
+	uint32_t ntopname, ctopname;
 	Var **declvar; // M_FORWARD: decl index -> its variable (made on first use)
 	Var **inputvar; // variables of forward's inputs, for write-backs
 	uint32_t ninputvar, cinputvar;
@@ -176,7 +186,7 @@ note_calls(P *p)
 			diag_note(&p->d, 0, "(%d more inlined calls)", p->ncall - 12);
 			i = 5;
 		}
-		diag_note(&p->d, p->calls[i], "inlined from here");
+		diag_note(&p->d, p->calls[i], p->isbody[i] ? "in the body of this scan" : "inlined from here");
 	}
 }
 
@@ -205,6 +215,23 @@ check_recursion(P *p, const Def *d, Loc loc)
 			     d->name);
 	if (p->ncall == 64)
 		perr(p, loc, "calls nested too deeply (more than 64 levels)");
+}
+
+// A name that resolves to nothing.  If the model declares it further
+// down, say so: declarations are visible only after their own line.
+static _Noreturn void
+unknown_name(P *p, const char *name, Loc loc)
+{
+	for (uint32_t i = 0; i < p->ntopname; i++) {
+		const Token *t = p->topname[i];
+		if (t->len == strlen(name) && !memcmp(t->text, name, t->len)) {
+			diag_emit(&p->d, loc, "'%s' is used before its declaration", name);
+			diag_note(&p->d, t->loc, "'%s' declared here", name);
+			note_calls(p);
+			diag_fail(&p->d);
+		}
+	}
+	perr(p, loc, "unknown name '%s'", name);
 }
 
 static void
@@ -552,7 +579,7 @@ as_node(P *p, const Val *v, DType dt, const Shape *s)
 	case V_BOOL:
 		return mk_full(p, num_f(v), dt ? dt : num_dtype(v), s ? s : &scalar, v->loc);
 	case V_IDENT:
-		perr(p, v->loc, "unknown name '%s'", v->s);
+		unknown_name(p, v->s, v->loc);
 	default:
 		perr(p, v->loc, "expected a tensor, found %s", val_desc(v));
 	}
@@ -564,17 +591,23 @@ as_int(P *p, const Val *v, const char *what)
 	if (v->k == V_INT || v->k == V_BOOL)
 		return v->i;
 	if (v->k == V_IDENT)
-		perr(p, v->loc, "unknown name '%s'", v->s);
+		unknown_name(p, v->s, v->loc);
 	perr(p, v->loc, "%s must be a compile-time integer, found %s", what, val_desc(v));
 }
 
 // Dtype promotion: bool < i64 < f32 < f64 (NumPy's kinds, with f32 + f64
 // giving f64).  Numbers are weak: they take the tensor's dtype, except
 // that a float number with an integer tensor gives f32.
+static int
+dtype_rank(DType t)
+{
+	return t == DT_BOOL ? 0 : t == DT_I64 ? 1 : t == DT_F32 ? 2 : 3; // not the enum's order
+}
+
 static DType
 promote(DType a, DType b)
 {
-	return a > b ? a : b;
+	return dtype_rank(a) >= dtype_rank(b) ? a : b;
 }
 
 static DType
@@ -688,6 +721,8 @@ var_store(P *p, Var *v, NodeId n, Loc loc)
 		var_store(p, b, full, loc);
 		v->basever = b->version;
 	} else {
+		if (v->v.k == V_NODE && p->g->node[v->v.n].shape != p->g->node[n].shape)
+			v->reshaped = loc;
 		v->version++;
 	}
 	v->v = node_val(n, loc);
@@ -719,10 +754,12 @@ decl_value(P *p, int k, Loc loc)
 		     d->name);
 	if (p->mode == M_INIT) {
 		if (k >= p->curdecl)
-			perr(p, loc, "'%s' is used before its declaration is complete", d->name);
-		if (!p->initnode[k])
+			perr(p, loc, "'%s' is used in its own initializer", d->name);
+		if (p->initgen[k] != (uint32_t)p->curdecl + 1) {
+			p->initgen[k] = (uint32_t)p->curdecl + 1;
 			p->initnode[k] = ir_add_input(p->g, d->name, d->kind == DECL_PARAM ? IN_PARAM : IN_CONST,
 			                              d->dtype, &d->shape, d->loc);
+		}
 		return node_val(p->initnode[k], loc);
 	}
 	return node_val(p->declnode[k], loc);
@@ -773,6 +810,8 @@ lookup(P *p, const char *name, Loc loc)
 		}
 	}
 	int k = ir_module_find_decl(p->m, name);
+	if (k >= 0 && !p->g) // a size, or a dimension of a declaration's type
+		perr(p, loc, "'%s' is a tensor, not a compile-time integer", name);
 	if (k >= 0 && p->mode == M_FORWARD)
 		return var_value(p, decl_var(p, k, loc), loc);
 	if (k >= 0 && (p->mode != M_INIT || k < p->curdecl)) {
@@ -781,7 +820,7 @@ lookup(P *p, const char *name, Loc loc)
 		return r;
 	}
 	if (k >= 0 && p->mode == M_INIT)
-		perr(p, loc, "'%s' is used before its declaration is complete", name);
+		perr(p, loc, "'%s' is used in its own initializer", name);
 	for (uint32_t i = 0; i < p->m->nsize; i++)
 		if (!strcmp(p->m->size[i].name, name)) {
 			Val r = {.k = V_INT, .i = p->m->size[i].value, .loc = loc};
@@ -902,9 +941,16 @@ parse_type(P *p, DType *dt, Shape *s)
 			int64_t d = as_int(p, &v, "a dimension");
 			if (d < 0)
 				perr(p, loc, "negative dimension %lld", (long long)d);
+			if (d > FE_MAXNUMEL)
+				perr(p, loc, "dimension %lld is too large (at most 2^62)", (long long)d);
 			s->dim[s->rank++] = d;
 		} while (accept(p, ","));
 	expect_close(p, "]", open);
+	if (ir_numel(s) > FE_MAXNUMEL) {
+		char b[160];
+		ir_shape_str(s, b, sizeof b);
+		perr(p, t->loc, "the type %s%s has too many elements (at most 2^62)", ir_dtype_name(*dt), b);
+	}
 }
 
 // ---------------------------------------------------------------- expressions
@@ -999,7 +1045,7 @@ parse_primary(P *p)
 				if (recv.k != V_IDENT && recv.k != V_PARAMS)
 					return method_call(p, recv, dot + 1, loc);
 				if (recv.k == V_IDENT)
-					perr(p, loc, "unknown name '%s'", base);
+					unknown_name(p, base, loc);
 				perr(p, loc, "'%s' is a parameter prefix, not a tensor", base);
 			}
 			Scratch *sc = scratch(p);
@@ -1172,7 +1218,8 @@ index_val(P *p, Val x, Loc loc)
 			if (ax != 0 || !at(p, "]"))
 				perr(p, iloc, "a tensor index must be the only index");
 			if (p->g->node[lo.n].dtype != DT_I64)
-				perr(p, iloc, "tensor indices must be i64");
+				perr(p, iloc, "tensor indices must be i64, got %s",
+				     ir_dtype_name((DType)p->g->node[lo.n].dtype));
 			expect(p, "]");
 			Val args[3] = {x, lo};
 			const char *kw[3] = {NULL, NULL, "axis"};
@@ -1204,6 +1251,8 @@ index_val(P *p, Val x, Loc loc)
 			int64_t step = st.k ? as_int(p, &st, "a step") : 1;
 			if (step < 1)
 				perr(p, iloc, "slice step must be positive, got %lld", (long long)step);
+			if (step > n && n > 0) // the same slice, and no overflow in its size
+				step = n;
 			// Python's slice bounds: negative counts from the end, clamped.
 			int64_t b = lo.k ? as_int(p, &lo, "a slice bound") : 0;
 			int64_t e = hi.k ? as_int(p, &hi, "a slice bound") : n;
@@ -1263,7 +1312,7 @@ attr_from_val(P *p, int op, int k, const Val *v, Attrs *a)
 	AttrVal *x = &a->a[k];
 	const char *what = arena_printf(p->a, "%s: attribute '%s'", oi->name, s->name);
 	if (v->k == V_IDENT && s->kind != AK_DTYPE && s->kind != AK_ENUM)
-		perr(p, v->loc, "unknown name '%s'", v->s);
+		unknown_name(p, v->s, v->loc);
 	switch (s->kind) {
 	case AK_INT:
 		x->i = as_int(p, v, what);
@@ -1344,8 +1393,66 @@ item_loc(const Val *v, int i, Loc dflt)
 	return v->loc;
 }
 
-static NodeId body_graph(P *p, const char *fname, Loc loc, const NodeId *ops, int nops, int64_t nc,
-                         int64_t nx);
+static NodeId body_graph(P *p, const Val *fn, Loc loc, const Val *opv, const NodeId *ops, int nops,
+                         int64_t nc, int64_t nx);
+
+// The shape rules of ir/shape.c add and multiply sizes and attributes
+// without overflow checks (pad, concat, slice steps, and the window ops:
+// conv, the pools and their adjoints); the values for which that would
+// overflow int64 are refused here, so that every input still gives a
+// diagnostic.  Such sizes are far beyond memory anyway.  Window ops are
+// found by their attribute names: padding, dilation, kernel (or the
+// weight's spatial sizes), size and groups.
+static void
+check_shape_arith(P *p, int op, const NodeId *in, int nin, const Attrs *a, Loc loc)
+{
+	const OpInfo *oi = ir_op(op);
+	int64_t t;
+	const Shape *x = nin ? ir_shape(p->g, in[0]) : NULL;
+	if (op == OP_pad && a->a[0].n == x->rank && a->a[1].n == x->rank) {
+		for (int i = 0; i < x->rank; i++)
+			if (__builtin_add_overflow(x->dim[i], a->a[0].v[i], &t) ||
+			    __builtin_add_overflow(t, a->a[1].v[i], &t) || t > FE_MAXNUMEL)
+				perr(p, loc, "pad: the padded size of axis %d is too large", i);
+		return;
+	}
+	if (op == OP_concat && a->a[0].i >= 0 && a->a[0].i < x->rank) {
+		int64_t sum = 0;
+		for (int k = 0; k < nin; k++) {
+			const Shape *y = ir_shape(p->g, in[k]);
+			if (y->rank == x->rank &&
+			    (__builtin_add_overflow(sum, y->dim[a->a[0].i], &sum) || sum > FE_MAXNUMEL))
+				perr(p, loc, "concat: the result is too large on axis %lld", (long long)a->a[0].i);
+		}
+		return;
+	}
+	int kp = ir_attr_index(op, "padding"), kd = ir_attr_index(op, "dilation");
+	int kk = ir_attr_index(op, "kernel"), ks = ir_attr_index(op, "size");
+	int kg = ir_attr_index(op, "groups"), kst = ir_attr_index(op, "step");
+	for (int i = 0; kst >= 0 && oi->attr[kst].kind == AK_INTS && i < a->a[kst].n; i++)
+		if (a->a[kst].v[i] > FE_MAXNUMEL)
+			perr(p, loc, "%s: step %lld is too large", oi->name, (long long)a->a[kst].v[i]);
+	const Shape *w = nin == 2 ? ir_shape(p->g, in[1]) : NULL;
+	if (kg >= 0 && w && w->rank >= 2 && __builtin_mul_overflow(w->dim[1], a->a[kg].i, &t))
+		perr(p, loc, "%s: groups %lld is too large", oi->name, (long long)a->a[kg].i);
+	if (kp < 0 || oi->attr[kp].kind != AK_INTS)
+		return;
+	const AttrVal *pad = &a->a[kp];
+	for (int i = 0; i < pad->n; i++) {
+		int64_t pp, k = 1, d = kd >= 0 && i < a->a[kd].n ? a->a[kd].v[i] : 1;
+		if (kk >= 0 && i < a->a[kk].n)
+			k = a->a[kk].v[i];
+		else if (w && w->rank >= 3 + i)
+			k = w->dim[2 + i];
+		if (__builtin_mul_overflow(pad->v[i], 2, &pp) ||
+		    (x && x->rank > 2 + i && __builtin_add_overflow(x->dim[2 + i], pp, &t)) ||
+		    (ks >= 0 && i < a->a[ks].n && __builtin_add_overflow(a->a[ks].v[i], pp, &t)))
+			perr(p, loc, "%s: padding %lld is too large", oi->name, (long long)pad->v[i]);
+		if (__builtin_mul_overflow(d, k - 1, &t) || __builtin_add_overflow(t, 1, &t))
+			perr(p, loc, "%s: dilation %lld is too large for kernel size %lld", oi->name,
+			     (long long)d, (long long)k);
+	}
+}
 
 // Calls an op of the table.  Positional arguments beyond the operands
 // bind attributes in spec order; keywords bind them by name.  Attributes
@@ -1374,10 +1481,16 @@ call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
 				dtype_kw = args[i];
 				continue;
 			}
-			if (k < 0)
-				perr(p, args[i].loc, "%s has no attribute '%s'", oi->name, kw[i]);
+			if (k < 0) {
+				char list[200] = "";
+				for (int j = 0; j < oi->nattr; j++)
+					snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? ", " : "",
+					         oi->attr[j].name);
+				perr(p, args[i].loc, "%s has no attribute '%s' (%s%s)", oi->name, kw[i],
+				     oi->nattr ? "its attributes: " : "it has none", list);
+			}
 			if (given[k])
-				perr(p, args[i].loc, "attribute '%s' given twice", kw[i]);
+				perr(p, args[i].loc, "%s: attribute '%s' given twice", oi->name, kw[i]);
 			attr_from_val(p, op, k, &args[i], &a);
 			given[k] = 1;
 			aval[k] = &args[i];
@@ -1400,7 +1513,7 @@ call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
 		while (nextattr < oi->nattr && given[nextattr])
 			nextattr++;
 		if (nextattr >= oi->nattr)
-			perr(p, args[i].loc, "too many arguments for %s (%d operand%s%s)", oi->name, oi->arity,
+			perr(p, args[i].loc, "too many arguments for %s (it takes %d operand%s%s)", oi->name, oi->arity,
 			     oi->arity == 1 ? "" : "s",
 			     oi->nattr ? arena_printf(p->a, " and %d attribute%s", oi->nattr, oi->nattr == 1 ? "" : "s")
 			               : "");
@@ -1498,9 +1611,10 @@ call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
 				if (neg >= 0)
 					perr(p, loc, "reshape: only one dimension can be -1");
 				neg = i;
-			} else if (a.a[0].v[i] > 0)
-				known *= a.a[0].v[i];
-			else if (a.a[0].v[i] == 0)
+			} else if (a.a[0].v[i] > 0) {
+				if (__builtin_mul_overflow(known, a.a[0].v[i], &known) || known > FE_MAXNUMEL)
+					perr(p, item_loc(aval[0], -1, loc), "reshape: the shape has too many elements");
+			} else if (a.a[0].v[i] == 0)
 				known = 0;
 		}
 		if (neg >= 0 && x0) {
@@ -1599,11 +1713,22 @@ call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
 			in[i] = as_node(p, &ops[i], dt, NULL);
 		}
 	}
+	check_shape_arith(p, op, in, nops, &a, loc);
 	NodeId n = build(p, op, in, nops, &a, loc, ops, nops);
 	return node_val(n, loc);
 }
 
 // ---------------------------------------------------------------- functions
+
+// A wrong call of a def: the message, and where the def is.
+static _Noreturn void
+def_error(P *p, const Def *d, Loc loc, const char *msg)
+{
+	diag_emit(&p->d, loc, "%s", msg);
+	diag_note(&p->d, d->loc, "'%s' defined here", d->name);
+	note_calls(p);
+	diag_fail(&p->d);
+}
 
 // Binds a def's arguments in a fresh scope and parses its body; returns
 // its value (V_TUPLE for several).
@@ -1621,14 +1746,16 @@ inline_def(P *p, Def *d, Loc loc, Val *args, const char **kw, int nargs)
 				if (!strcmp(d->arg[j].name, kw[i]))
 					k = j;
 			if (k < 0)
-				perr(p, args[i].loc, "'%s' has no argument '%s'", d->name, kw[i]);
+				def_error(p, d, args[i].loc, arena_printf(p->a, "'%s' has no argument '%s'", d->name, kw[i]));
 		} else {
 			k = npos++;
 			if (k >= d->narg)
-				perr(p, args[i].loc, "too many arguments for '%s' (it takes %d)", d->name, d->narg);
+				def_error(p, d, args[i].loc,
+				          arena_printf(p->a, "too many arguments for '%s' (it takes %d)", d->name, d->narg));
 		}
 		if (have[k])
-			perr(p, args[i].loc, "argument '%s' of '%s' given twice", d->arg[k].name, d->name);
+			def_error(p, d, args[i].loc,
+			          arena_printf(p->a, "argument '%s' of '%s' given twice", d->arg[k].name, d->name));
 		bound[k] = args[i];
 		have[k] = 1;
 	}
@@ -1638,6 +1765,7 @@ inline_def(P *p, Def *d, Loc loc, Val *args, const char **kw, int nargs)
 	uint32_t opos = p->pos;
 	enter(p, loc);
 	p->callee[p->ncall] = d;
+	p->isbody[p->ncall] = 0;
 	p->calls[p->ncall++] = loc;
 	p->sc = &sc;
 	p->tok = d->tok;
@@ -1652,7 +1780,7 @@ inline_def(P *p, Def *d, Loc loc, Val *args, const char **kw, int nargs)
 		} else {
 			p->sc = outer, p->tok = otok;
 			p->ncall--;
-			perr(p, loc, "missing argument '%s' of '%s'", da->name, d->name);
+			def_error(p, d, loc, arena_printf(p->a, "missing argument '%s' of '%s'", da->name, d->name));
 		}
 		Var *var = scope_bind(p, da->name, da->loc);
 		switch (da->kind) {
@@ -1701,7 +1829,7 @@ inline_def(P *p, Def *d, Loc loc, Val *args, const char **kw, int nargs)
 		}
 		case A_ANY:
 			if (v.k == V_IDENT)
-				perr(p, v.loc, "unknown name '%s'", v.s);
+				unknown_name(p, v.s, v.loc);
 			break;
 		}
 		// An argument read straight from a variable aliases it: in-place
@@ -1777,8 +1905,10 @@ check_nargs(P *p, const char *f, Loc loc, int nargs, int lo, int hi)
 static Val
 tensor_arg(P *p, Val *v)
 {
-	if (v->k != V_NODE)
-		as_node(p, v, DT_NONE, NULL); // reports a non-tensor
+	if (v->k != V_NODE) { // a number is a scalar tensor; anything else an error
+		NodeId n = as_node(p, v, DT_NONE, NULL);
+		*v = node_val(n, v->loc);
+	}
 	return *v;
 }
 
@@ -1837,6 +1967,16 @@ sugar(P *p, const char *name, Loc loc, Val *args, const char **kw, int nargs, Va
 		*out = scan_call(p, loc, args, kw, nargs);
 		return 1;
 	}
+	// These take their arguments by position only.
+	static const char *const positional[] = {"transpose", "flatten", "unsqueeze", "squeeze", "clone",
+	                                         "contiguous", "detach_copy", "cpu", "cuda", "zeros_like",
+	                                         "ones_like", "full_like", "fill", "size", "shape", "rank",
+	                                         NULL};
+	for (int i = 0; positional[i]; i++)
+		if (!strcmp(name, positional[i]))
+			for (int j = 0; kw && j < nargs; j++)
+				if (kw[j])
+					perr(p, args[j].loc, "%s takes no keyword arguments (found '%s=')", name, kw[j]);
 	if (!strcmp(name, "conv1d") || !strcmp(name, "conv2d")) {
 		static const char *const names[] = {"input", "weight", "bias", "stride", "padding",
 		                                    "dilation", "groups", NULL};
@@ -2036,25 +2176,25 @@ static Val
 scan_call(P *p, Loc loc, Val *args, const char **kw, int nargs)
 {
 	if (nargs < 1 || args[0].k != V_IDENT || (kw && kw[0]))
-		perr(p, loc, "scan takes the name of its body function first");
-	const char *fname = args[0].s;
-	Val ops[64];
+		perr(p, nargs ? args[0].loc : loc, "scan takes the name of its body function first");
+	// Scans are rare and nest: their arrays live in the arena, not in
+	// the C stack.
+	Val *ops = arena_alloc_array(p->a, (size_t)nargs, sizeof(Val));
+	NodeId *in = arena_alloc_array(p->a, (size_t)nargs, sizeof(NodeId));
 	int nops = 0;
 	int64_t nc = -1, nx = -1, rev = 0;
 	for (int i = 1; i < nargs; i++) {
 		if (kw && kw[i]) {
 			if (!strcmp(kw[i], "ncarry"))
-				nc = as_int(p, &args[i], "ncarry");
+				nc = as_int(p, &args[i], "scan: ncarry");
 			else if (!strcmp(kw[i], "nxs"))
-				nx = as_int(p, &args[i], "nxs");
+				nx = as_int(p, &args[i], "scan: nxs");
 			else if (!strcmp(kw[i], "reverse"))
-				rev = as_int(p, &args[i], "reverse");
+				rev = as_int(p, &args[i], "scan: reverse");
 			else
-				perr(p, args[i].loc, "scan has no attribute '%s'", kw[i]);
+				perr(p, args[i].loc, "scan has no attribute '%s' (ncarry, nxs, reverse)", kw[i]);
 			continue;
 		}
-		if (nops == 64)
-			perr(p, args[i].loc, "too many operands for scan");
 		ops[nops++] = args[i];
 	}
 	if (nc < 0 || nx < 0)
@@ -2062,10 +2202,9 @@ scan_call(P *p, Loc loc, Val *args, const char **kw, int nargs)
 	if (nc + nx > nops)
 		perr(p, loc, "scan: ncarry %lld and nxs %lld do not fit %d operands", (long long)nc,
 		     (long long)nx, nops);
-	NodeId in[64];
 	for (int i = 0; i < nops; i++)
 		in[i] = as_node(p, &ops[i], DT_NONE, NULL);
-	NodeId sub = body_graph(p, fname, loc, in, nops, nc, nx);
+	NodeId sub = body_graph(p, &args[0], loc, ops, in, nops, nc, nx);
 	Attrs a;
 	ir_attrs_default(OP_scan, &a);
 	a.a[0].i = sub;
@@ -2129,7 +2268,19 @@ method_call(P *p, Val recv, const char *name, Loc loc)
 		const char *fk[2] = {NULL, NULL};
 		r = call(p, "full_like", loc, fa, fk, 2);
 	} else if (!strcmp(base, "resize")) {
-		// x.resize_(20) or x.resize_([4, 5])
+		// x.resize_(20) or x.resize_([4, 5]), of a whole variable: the
+		// elements of a slice are laid out in its base.
+		int sliced = recv.view || (recv.var && recv.var->base &&
+		                           (recv.var->view.slice.a[0].n || recv.var->view.ndrop));
+		if (sliced) {
+			const Var *v = recv.var;
+			diag_emit(&p->d, loc, "resize_ of a slice of '%s'; only whole tensors can be resized",
+			          v->base && !recv.view ? v->base->name : v->name);
+			if (!recv.view && v->loc)
+				diag_note(&p->d, v->loc, "'%s' is a view of '%s' made here", v->name, v->base->name);
+			note_calls(p);
+			diag_fail(&p->d);
+		}
 		Val a2[2] = {recv, args[1]};
 		if (n == 2 && args[1].k == V_INT)
 			a2[1] = list_val(p, &args[1].i, 1, args[1].loc);
@@ -2154,7 +2305,12 @@ method_call(P *p, Val recv, const char *name, Loc loc)
 			char s0[160], s1[160];
 			ir_shape_str(ir_shape(p->g, old), s0, sizeof s0);
 			ir_shape_str(ir_shape(p->g, nn), s1, sizeof s1);
-			perr(p, loc, "in-place %s would change the shape %s to %s", name, s0, s1);
+			diag_emit(&p->d, loc, "in-place %s would change the shape %s to %s", name, s0, s1);
+			if (recv.var && recv.var->loc)
+				diag_note(&p->d, recv.var->loc, "'%s' declared here as %s%s", recv.var->name,
+				          ir_dtype_name((DType)p->g->node[old].dtype), s0);
+			note_calls(p);
+			diag_fail(&p->d);
 		}
 	}
 	if (recv.var) {
@@ -2178,7 +2334,7 @@ static void
 assign(P *p, const char *name, Loc loc, Val v)
 {
 	if (v.k == V_IDENT)
-		perr(p, v.loc, "unknown name '%s'", v.s);
+		unknown_name(p, v.s, v.loc);
 	if (v.k == V_TUPLE)
 		perr(p, loc, "cannot assign %d values to one name", v.nitem);
 	Var *src = v.var;
@@ -2230,6 +2386,104 @@ unpack(P *p, Val v, Val *out, int max, Loc loc)
 	return 1;
 }
 
+// return v [as name | -> input], ...: fills ret with one value or a
+// V_TUPLE.  The values collect in the scratch arrays of this depth.
+static void
+parse_return(P *p, Val *ret, Loc *retloc)
+{
+	*retloc = next(p)->loc;
+	Scratch *sc = scratch(p);
+	Val *items = sc->v;
+	const char **rn = sc->s, **rw = sc->s2;
+	int n = 0;
+	if (peek(p)->kind != T_NEWLINE && !at(p, "}")) {
+		do {
+			Loc vloc = peek(p)->loc;
+			if (n == 64)
+				perr(p, vloc, "too many return values (at most 64)");
+			Val v = parse_expr(p);
+			// Output names: `as name`, `-> input` (a write-back), or
+			// the variable's own name.
+			const char *vname = v.k == V_NODE && v.var && !v.view ? v.var->name : NULL;
+			const char *wb = NULL;
+			if (accept(p, "as"))
+				vname = expect_name(p, "an output name");
+			else if (accept(p, "->"))
+				wb = expect_name(p, "the name of an input");
+			v.var = NULL;
+			v.view = NULL;
+			int k = unpack(p, v, items + n, 64 - n, vloc);
+			for (int i = 0; i < k; i++) {
+				rn[n + i] = k == 1 ? vname : NULL;
+				rw[n + i] = k == 1 ? wb : NULL;
+			}
+			n += k;
+		} while (accept(p, ","));
+	}
+	if (n == 0)
+		perr(p, *retloc, "return needs a value");
+	// Inlined calls inside the items have returns of their own: the
+	// names are taken only now.
+	memcpy(p->retname, rn, sizeof(rn[0]) * (size_t)n);
+	memcpy(p->retwb, rw, sizeof(rw[0]) * (size_t)n);
+	p->nret = n;
+	if (n == 1)
+		*ret = items[0];
+	else {
+		ret->k = V_TUPLE;
+		ret->nitem = n;
+		ret->item = arena_alloc_array(p->a, (size_t)n, sizeof(Val));
+		memcpy(ret->item, items, sizeof(Val) * (size_t)n);
+	}
+}
+
+// name, name, ... = expr
+static void
+parse_assign(P *p)
+{
+	Scratch *sc = scratch(p);
+	const char **names = sc->s;
+	Loc *locs = sc->loc;
+	int n = 0;
+	do {
+		Token *nt = peek(p);
+		if (n == 64)
+			perr(p, nt->loc, "too many names to assign (at most 64)");
+		locs[n] = nt->loc;
+		names[n] = expect_name(p, "a name");
+		if (strchr(names[n], '.'))
+			perr(p, nt->loc, "cannot assign to a dotted name");
+		n++;
+	} while (accept(p, ","));
+	expect(p, "=");
+	Val v = parse_expr(p);
+	if (n == 1) {
+		assign(p, names[0], locs[0], v);
+		return;
+	}
+	Val *parts = sc->v;
+	int k = unpack(p, v, parts, 64, v.loc);
+	if (k != n)
+		perr(p, locs[0], "cannot unpack %d value%s into %d names", k, k == 1 ? "" : "s", n);
+	for (int i = 0; i < n; i++)
+		assign(p, names[i], locs[i], parts[i]);
+}
+
+// x[...] = rhs: a write through the view v.
+static void
+store_slice(P *p, Val v, Val rhs, Loc eq)
+{
+	NodeId cur = v.n;
+	NodeId src = as_node(p, &rhs, (DType)p->g->node[cur].dtype, NULL);
+	src = mk_cast(p, src, (DType)p->g->node[cur].dtype, eq);
+	Val sv = node_val(src, rhs.loc);
+	sv.var = rhs.var;
+	src = mk_broadcast(p, src, ir_shape(p->g, cur), eq, &sv, 1);
+	Var tmp = {.name = v.var->name, .base = v.var, .input = -1, .view = *v.view};
+	tmp.basever = v.var->version;
+	var_store(p, &tmp, src, eq);
+}
+
 // Parses statements up to the closing brace; `return` fills ret.
 static void
 parse_block(P *p, Val *ret, Loc *retloc)
@@ -2243,99 +2497,20 @@ parse_block(P *p, Val *ret, Loc *retloc)
 		if (ret->k)
 			perr(p, t->loc, "statement after return");
 		if (fe_tok_is(t, "return")) {
-			*retloc = next(p)->loc;
-			Val items[64];
-			const char *rn[64], *rw[64];
-			int n = 0;
-			if (peek(p)->kind != T_NEWLINE && !at(p, "}")) {
-				do {
-					if (n == 64)
-						perr(p, peek(p)->loc, "too many return values");
-					Val v = parse_expr(p);
-					// Output names: `as name`, `-> input` (a write-back), or
-					// the variable's own name.
-					const char *vname = v.k == V_NODE && v.var && !v.view ? v.var->name : NULL;
-					const char *wb = NULL;
-					if (accept(p, "as"))
-						vname = expect_name(p, "an output name");
-					else if (accept(p, "->"))
-						wb = expect_name(p, "the name of an input");
-					v.var = NULL;
-					v.view = NULL;
-					Val parts[64];
-					int k = unpack(p, v, parts, 64, v.loc);
-					for (int i = 0; i < k && n < 64; i++) {
-						rn[n] = k == 1 ? vname : NULL;
-						rw[n] = k == 1 ? wb : NULL;
-						items[n++] = parts[i];
-					}
-				} while (accept(p, ","));
-			}
-			// Inlined calls inside the items have returns of their own: the
-			// names are taken only now.
-			memcpy(p->retname, rn, sizeof(rn[0]) * (size_t)n);
-			memcpy(p->retwb, rw, sizeof(rw[0]) * (size_t)n);
-			p->nret = n;
-			if (n == 0)
-				perr(p, *retloc, "return needs a value");
-			if (n == 1)
-				*ret = items[0];
-			else {
-				ret->k = V_TUPLE;
-				ret->nitem = n;
-				ret->item = arena_alloc_array(p->a, (size_t)n, sizeof(Val));
-				memcpy(ret->item, items, sizeof(Val) * (size_t)n);
-			}
-			end_statement(p);
-			skip_newlines(p);
-			continue;
-		}
-		// name, name = expr | name = expr | name[...] = expr | expr
-		if (t->kind == T_IDENT && !is_keyword(t) &&
-		    (fe_tok_is(&p->tok[p->pos + 1], "=") || fe_tok_is(&p->tok[p->pos + 1], ","))) {
-			const char *names[64];
-			Loc locs[64];
-			int n = 0;
-			do {
-				locs[n] = peek(p)->loc;
-				Token *nt = peek(p);
-				names[n] = expect_name(p, "a name");
-				if (strchr(names[n], '.'))
-					perr(p, nt->loc, "cannot assign to a dotted name");
-				n++;
-			} while (n < 64 && accept(p, ","));
-			expect(p, "=");
+			parse_return(p, ret, retloc);
+		} else if (t->kind == T_IDENT && !is_keyword(t) &&
+		           (fe_tok_is(&p->tok[p->pos + 1], "=") || fe_tok_is(&p->tok[p->pos + 1], ","))) {
+			parse_assign(p);
+		} else {
+			// expr, or x[...] = value: a write through a slice.
 			Val v = parse_expr(p);
-			if (n == 1)
-				assign(p, names[0], locs[0], v);
-			else {
-				Val parts[64];
-				int k = unpack(p, v, parts, 64, v.loc);
-				if (k != n)
-					perr(p, locs[0], "cannot unpack %d value%s into %d names", k, k == 1 ? "" : "s", n);
-				for (int i = 0; i < n; i++)
-					assign(p, names[i], locs[i], parts[i]);
+			if (at(p, "=")) {
+				Loc eq = next(p)->loc;
+				if (v.k != V_NODE || !v.var || !v.view)
+					perr(p, eq, "only a variable or a slice of one can be assigned to");
+				Val rhs = parse_expr(p);
+				store_slice(p, v, rhs, eq);
 			}
-			end_statement(p);
-			skip_newlines(p);
-			continue;
-		}
-		Val v = parse_expr(p);
-		if (at(p, "=")) {
-			// x[...] = value: a write through a slice.
-			Loc eq = next(p)->loc;
-			if (v.k != V_NODE || !v.var || !v.view)
-				perr(p, eq, "only a variable or a slice of one can be assigned to");
-			Val rhs = parse_expr(p);
-			NodeId cur = v.n;
-			NodeId src = as_node(p, &rhs, (DType)p->g->node[cur].dtype, NULL);
-			src = mk_cast(p, src, (DType)p->g->node[cur].dtype, eq);
-			Val sv = node_val(src, rhs.loc);
-			sv.var = rhs.var;
-			src = mk_broadcast(p, src, ir_shape(p->g, cur), eq, &sv, 1);
-			Var tmp = {.name = v.var->name, .base = v.var, .input = -1, .view = *v.view};
-			tmp.basever = v.var->version;
-			var_store(p, &tmp, src, eq);
 		}
 		end_statement(p);
 		skip_newlines(p);
@@ -2345,42 +2520,60 @@ parse_block(P *p, Val *ret, Loc *retloc)
 
 // ---------------------------------------------------------------- scan bodies
 
+static int
+graph_has_body(const Graph *g, const Graph *self, const char *name)
+{
+	for (uint32_t i = 0; g && i < g->nsub; i++)
+		if ((g->sub[i] != self && !strcmp(g->sub[i]->name, name)) ||
+		    graph_has_body(g->sub[i], self, name))
+			return 1;
+	return 0;
+}
+
+static int
+body_name_taken(const Module *m, const Graph *self, const char *name)
+{
+	for (uint32_t i = 0; i < m->ndecl; i++)
+		if (graph_has_body(m->decl[i].init, self, name))
+			return 1;
+	return graph_has_body(m->main, self, name);
+}
+
 // Parses def `fname` into a graph of its own, with arguments typed by the
 // scan's operands (sequences lose their leading axis).
 static NodeId
-body_graph(P *p, const char *fname, Loc loc, const NodeId *ops, int nops, int64_t nc, int64_t nx)
+body_graph(P *p, const Val *fn, Loc loc, const Val *opv, const NodeId *ops, int nops, int64_t nc,
+           int64_t nx)
 {
+	const char *fname = fn->s;
 	int di = find_def(p, fname);
 	if (di < 0)
-		perr(p, loc, "scan: no function named '%s'", fname);
+		perr(p, fn->loc, "scan: no function named '%s'", fname);
 	Def *d = &p->def[di];
-	if (d->narg != nops)
-		perr(p, loc, "scan: body '%s' takes %d argument%s, scan passes %d", fname, d->narg,
-		     d->narg == 1 ? "" : "s", nops);
+	if (d->narg != nops) {
+		diag_emit(&p->d, fn->loc, "scan: body '%s' takes %d argument%s, scan passes %d", fname,
+		          d->narg, d->narg == 1 ? "" : "s", nops);
+		diag_note(&p->d, d->loc, "'%s' defined here", fname);
+		note_calls(p);
+		diag_fail(&p->d);
+	}
 	check_recursion(p, d, loc);
 	Graph *outer = p->g;
 	Graph *g = ir_graph_new(d->name, p->m->src);
+	// A failure inside the body longjmps out: the body graph must be owned
+	// by then, so give it to the outer graph first.
+	uint32_t subidx = ir_add_sub(outer, g);
 	Mode omode = p->mode;
 	Scope *osc = p->sc;
 	Token *otok = p->tok;
 	uint32_t opos = p->pos;
 	Scope sc = {.callsite = loc, .fname = d->name};
-	enter(p, loc);
-	p->callee[p->ncall] = d;
-	p->calls[p->ncall++] = loc;
-	p->g = g;
-	p->mode = M_BODY;
-	p->sc = &sc;
-	p->tok = d->tok;
 	for (int i = 0; i < nops; i++) {
 		const Shape *s = ir_shape(outer, ops[i]);
 		Shape t = *s;
 		if (i >= nc && i < nc + nx) {
-			if (t.rank < 1) {
-				p->g = outer;
-				ir_graph_free(g);
-				perr(p, loc, "scan: sequence operand %d is a scalar", i + 1);
-			}
+			if (t.rank < 1)
+				perr(p, opv[i].loc, "scan: sequence operand %d is a scalar", i + 1);
 			t.rank--;
 			memmove(t.dim, t.dim + 1, sizeof(int64_t) * (size_t)t.rank);
 		}
@@ -2389,44 +2582,76 @@ body_graph(P *p, const char *fname, Loc loc, const NodeId *ops, int nops, int64_
 		if (da->kind == A_TENSOR) {
 			DType wdt;
 			Shape ws;
+			p->tok = d->tok;
 			p->pos = da->type_tok;
 			parse_type(p, &wdt, &ws);
+			p->tok = otok;
 			if (wdt != dt || !ir_shape_eq(&ws, &t)) {
 				char want[200], got[200];
 				ir_type_str(wdt, &ws, want, sizeof want);
 				ir_type_str(dt, &t, got, sizeof got);
-				p->g = outer;
-				diag_emit(&p->d, loc, "scan: operand %d gives body '%s' %s, its argument '%s' is %s",
-				          i + 1, fname, got, da->name, want);
-				diag_note(&p->d, da->loc, "'%s' declared here", da->name);
+				diag_emit(&p->d, opv[i].loc,
+				          "scan: operand %d gives body '%s' %s%s, its argument '%s' is %s", i + 1,
+				          fname, got, i >= nc && i < nc + nx ? " per step" : "", da->name, want);
+				diag_note(&p->d, da->loc, "'%s' declared here as %s", da->name, want);
 				note_calls(p);
-				ir_graph_free(g);
 				diag_fail(&p->d);
 			}
 		} else if (da->kind != A_ANY) {
-			p->g = outer;
-			ir_graph_free(g);
-			perr(p, da->loc, "scan body arguments must be tensors");
+			diag_emit(&p->d, da->loc, "scan body arguments must be tensors");
+			diag_note(&p->d, fn->loc, "'%s' is the body of this scan", fname);
+			note_calls(p);
+			diag_fail(&p->d);
 		}
-		NodeId n = ir_add_input(g, da->name, IN_ARG, dt, &t, da->loc);
+	}
+	enter(p, loc);
+	p->callee[p->ncall] = d;
+	p->isbody[p->ncall] = 1;
+	p->calls[p->ncall++] = loc;
+	p->g = g;
+	p->mode = M_BODY;
+	p->sc = &sc;
+	p->tok = d->tok;
+	for (int i = 0; i < nops; i++) {
+		DefArg *da = &d->arg[i];
+		const Shape *s = ir_shape(outer, ops[i]);
+		Shape t = *s;
+		if (i >= nc && i < nc + nx) {
+			t.rank--;
+			memmove(t.dim, t.dim + 1, sizeof(int64_t) * (size_t)t.rank);
+		}
+		NodeId n = ir_add_input(g, da->name, IN_ARG, (DType)outer->node[ops[i]].dtype, &t, da->loc);
 		Var *v = scope_bind(p, da->name, da->loc);
 		v->v = node_val(n, da->loc);
 	}
 	p->pos = d->body;
 	Val ret = {0};
 	Loc retloc = 0;
-	// A failure inside the body longjmps out; the body graph is then owned
-	// by nothing, so give it to the module graph first.
-	uint32_t subidx = ir_add_sub(outer, g);
 	parse_block(p, &ret, &retloc);
-	Val items[64];
-	int n = unpack(p, ret, items, 64, retloc);
 	if (!ret.k)
-		perr(p, loc, "scan body '%s' returns nothing", fname);
+		perr(p, d->loc, "scan body '%s' returns nothing", fname);
+	Val *items = scratch(p)->v; // parse_block is done with them
+	int n = unpack(p, ret, items, 64, retloc);
+	if (n < nc)
+		perr(p, retloc, "scan: body '%s' returns %d value%s, fewer than its %lld carr%s", fname, n,
+		     n == 1 ? "" : "s", (long long)nc, nc == 1 ? "y" : "ies");
 	for (int i = 0; i < n; i++) {
 		NodeId o = as_node(p, &items[i], DT_NONE, NULL);
-		if (p->g->node[o].dtype == DT_TUPLE)
+		if (g->node[o].dtype == DT_TUPLE)
 			perr(p, items[i].loc, "a scan body cannot return a tuple");
+		// A carry must come back with the type it went in with.
+		NodeId a = i < nc ? g->input[i].node : 0;
+		if (a && (g->node[o].dtype != g->node[a].dtype || g->node[o].shape != g->node[a].shape)) {
+			char want[200], got[200];
+			type_str(p, o, got, sizeof got);
+			type_str(p, a, want, sizeof want);
+			diag_emit(&p->d, items[i].loc,
+			          "scan: body '%s' returns carry %d as %s, its argument '%s' is %s", fname,
+			          i + 1, got, d->arg[i].name, want);
+			diag_note(&p->d, d->arg[i].loc, "'%s' declared here", d->arg[i].name);
+			note_calls(p);
+			diag_fail(&p->d);
+		}
 		ir_add_output(g, o, arena_printf(p->a, "y%d", i), -1);
 	}
 	p->g = outer;
@@ -2436,17 +2661,11 @@ body_graph(P *p, const char *fname, Loc loc, const NodeId *ops, int nops, int64_
 	p->pos = opos;
 	p->ncall--;
 	leave(p);
-	// Unique name among the module's bodies.
+	// A name of its own among every body of the module (they all print
+	// as top-level functions) and other than forward.
 	const char *name = d->name;
-	for (int k = 2;; k++) {
-		int clash = 0;
-		for (uint32_t i = 0; i < outer->nsub; i++)
-			if (i != subidx && !strcmp(outer->sub[i]->name, name))
-				clash = 1;
-		if (!clash)
-			break;
+	for (int k = 2; !strcmp(name, "forward") || body_name_taken(p->m, g, name); k++)
 		name = arena_printf(p->a, "%s_%d", d->name, k);
-	}
 	g->name = arena_strdup(g->arena, name);
 	return subidx;
 }
@@ -2490,8 +2709,11 @@ parse_def_header(P *p, int prelude)
 		if (strchr(a->name, '.'))
 			perr(p, at_->loc, "argument names cannot contain '.'");
 		for (int i = 0; i < d->narg; i++)
-			if (!strcmp(d->arg[i].name, a->name))
-				perr(p, at_->loc, "argument '%s' repeated", a->name);
+			if (!strcmp(d->arg[i].name, a->name)) {
+				diag_emit(&p->d, at_->loc, "'%s' has two arguments named '%s'", name, a->name);
+				diag_note(&p->d, d->arg[i].loc, "the first '%s' is here", a->name);
+				diag_fail(&p->d);
+			}
 		a->kind = A_ANY;
 		if (accept(p, ":")) {
 			Token *tt = peek(p);
@@ -2546,7 +2768,7 @@ parse_def_header(P *p, int prelude)
 	if (accept(p, "->")) {
 		d->ret_tok = p->pos;
 		int depth = 0;
-		while (peek(p)->kind != T_EOF && !(depth == 0 && at(p, "{"))) {
+		while (peek(p)->kind != T_EOF && !(depth == 0 && (at(p, "{") || peek(p)->kind == T_NEWLINE))) {
 			if (at(p, "(") || at(p, "["))
 				depth++;
 			if (at(p, ")") || at(p, "]"))
@@ -2586,24 +2808,34 @@ parse_let(P *p)
 			diag_note(&p->d, p->m->size[i].loc, "first defined here");
 			diag_fail(&p->d);
 		}
-	if (ir_module_find_decl(p->m, name) >= 0)
-		perr(p, nt->loc, "'%s' is already declared", name);
+	int prev = ir_module_find_decl(p->m, name);
+	if (prev >= 0) {
+		diag_emit(&p->d, nt->loc, "size '%s' has the name of a declaration", name);
+		diag_note(&p->d, p->m->decl[prev].loc, "'%s' first declared here", name);
+		diag_fail(&p->d);
+	}
 	expect(p, "=");
+	Loc vloc = peek(p)->loc;
 	Val v = parse_expr(p);
 	int64_t value = as_int(p, &v, "a size");
 	for (int i = 0; i < p->o->ndefines; i++) {
 		const char *def = p->o->defines[i], *eq = strchr(def, '=');
 		if (eq && (size_t)(eq - def) == strlen(name) && !strncmp(def, name, strlen(name))) {
 			char *end;
+			errno = 0;
 			long long x = strtoll(eq + 1, &end, 10);
 			if (!eq[1] || *end)
 				perr(p, 0, "-D %s: the value must be an integer", def);
+			if (errno == ERANGE)
+				perr(p, 0, "-D %s: the value is too large", def);
+			if (x < 0)
+				perr(p, 0, "-D %s: size '%s' cannot be negative", def, name);
 			value = x;
 			p->defused[i] = 1;
 		}
 	}
 	if (value < 0)
-		perr(p, nt->loc, "size '%s' is negative (%lld)", name, (long long)value);
+		perr(p, vloc, "size '%s' is negative (%lld)", name, (long long)value);
 	arena_grow(p->m->arena, (void **)&p->m->size, &p->m->csize, p->m->nsize + 1, sizeof *p->m->size);
 	p->m->size[p->m->nsize++] = (Size){arena_strdup(p->m->arena, name), value, nt->loc};
 	end_statement(p);
@@ -2624,8 +2856,11 @@ parse_decl(P *p)
 		diag_fail(&p->d);
 	}
 	for (uint32_t i = 0; i < p->m->nsize; i++)
-		if (!strcmp(p->m->size[i].name, name))
-			perr(p, nt->loc, "'%s' is already a size", name);
+		if (!strcmp(p->m->size[i].name, name)) {
+			diag_emit(&p->d, nt->loc, "'%s' has the name of a size", name);
+			diag_note(&p->d, p->m->size[i].loc, "size '%s' first defined here", name);
+			diag_fail(&p->d);
+		}
 	expect(p, ":");
 	DType dt;
 	Shape s;
@@ -2649,7 +2884,9 @@ parse_decl(P *p)
 		p->curdecl = k;
 		p->init_shape = s;
 		p->init_dtype = dt;
-		p->initnode = arena_alloc_array(p->a, p->m->ndecl, sizeof(NodeId));
+		uint32_t cap = p->cinit;
+		arena_grow(p->a, (void **)&p->initnode, &cap, p->m->ndecl, sizeof *p->initnode);
+		arena_grow(p->a, (void **)&p->initgen, &p->cinit, p->m->ndecl, sizeof *p->initgen);
 		Val v = {0};
 		Loc vloc = peek(p)->loc;
 		if (at(p, "{")) {
@@ -2663,8 +2900,10 @@ parse_decl(P *p)
 		if (v.k == V_TUPLE)
 			perr(p, vloc, "the initializer of '%s' gives %d values", name, v.nitem);
 		// The value is converted and broadcast to the declared type.  A
-		// conversion that loses the kind of the values (a float to i64 or
-		// bool, a number to bool) is an error: say cast() if it is meant.
+		// conversion that truncates (a float tensor to i64) or a number of
+		// the wrong kind (2.5 for i64, 3 for bool) is an error: say cast()
+		// if it is meant.  Sampled floats to bool are fine (bernoulli), and
+		// so is a whole-number constant to i64 (ones()).
 		if ((dt == DT_BOOL && (v.k == V_INT || v.k == V_FLOAT)) || (dt == DT_I64 && v.k == V_FLOAT)) {
 			char want[200];
 			ir_type_str(dt, &s, want, sizeof want);
@@ -2675,7 +2914,11 @@ parse_decl(P *p)
 		}
 		NodeId n = as_node(p, &v, dt, &s);
 		DType vdt = (DType)g->node[n].dtype;
-		int lossy = (dt == DT_BOOL && vdt != DT_BOOL) || (dt == DT_I64 && ir_dtype_is_float(vdt));
+		int lossy = dt == DT_I64 && ir_dtype_is_float(vdt);
+		if (lossy && g->node[n].op == OP_full) {
+			double c = ir_attr_float(g, n, "value");
+			lossy = c != floor(c) || fabs(c) > 9007199254740992.0; // 2^53
+		}
 		if (lossy || !broadcasts_to(ir_shape(g, n), &s)) {
 			char want[200], got[200];
 			ir_type_str(dt, &s, want, sizeof want);
@@ -2798,11 +3041,16 @@ parse_forward(P *p, Def *d)
 			     v->name);
 		Val cur = var_value(p, v, retloc);
 		NodeId o = cur.n;
-		if (g->node[o].shape != g->node[g->input[v->input].node].shape) {
-			char s0[160];
+		NodeId in = g->input[v->input].node;
+		if (g->node[o].shape != g->node[in].shape) {
+			char s0[160], s1[200];
 			ir_shape_str(ir_shape(g, o), s0, sizeof s0);
-			perr(p, retloc, "input '%s' is resized in place to %s; only locals can change shape",
-			     v->name, s0);
+			type_str(p, in, s1, sizeof s1);
+			diag_emit(&p->d, v->reshaped ? v->reshaped : retloc,
+			          "input '%s' is resized in place to %s; only locals can change shape", v->name,
+			          s0);
+			diag_note(&p->d, v->loc, "'%s' declared here as %s", v->name, s1);
+			diag_fail(&p->d);
 		}
 		ir_add_output(g, o, v->name, v->input);
 	}
@@ -2879,12 +3127,20 @@ parse_module(P *p, const char *name, const char *text, size_t len)
 			parse_def_header(p, 0);
 			continue;
 		}
-		while (peek(p)->kind != T_NEWLINE && peek(p)->kind != T_EOF)
+		if ((at(p, "let") || at(p, "param") || at(p, "const")) && p->tok[p->pos + 1].kind == T_IDENT) {
+			arena_grow(p->a, (void **)&p->topname, &p->ctopname, p->ntopname + 1, sizeof *p->topname);
+			p->topname[p->ntopname++] = &p->tok[p->pos + 1];
+		}
+		while (peek(p)->kind != T_NEWLINE && peek(p)->kind != T_EOF && !at(p, ";"))
 			next(p);
 	}
-	// Pass 2: sizes and declarations, in order.
+	// Pass 2: sizes and declarations, in order.  The functions come in
+	// the order pass 1 recorded them, after the prelude's.
 	p->pos = 0;
 	Def *fwd = NULL;
+	uint32_t nextdef = 0;
+	while (nextdef < p->ndef && p->def[nextdef].prelude)
+		nextdef++;
 	for (;;) {
 		skip_newlines(p);
 		Token *t = peek(p);
@@ -2896,13 +3152,17 @@ parse_module(P *p, const char *name, const char *text, size_t len)
 			parse_decl(p);
 		else if (fe_tok_is(t, "def")) {
 			// Skip the function (recorded in pass 1).
-			uint32_t start = p->pos;
-			for (uint32_t i = 0; i < p->ndef; i++)
-				if (!p->def[i].prelude && p->def[i].tok == p->tok && p->def[i].loc == p->tok[start + 1].loc) {
-					if (!strcmp(p->def[i].name, "forward"))
-						fwd = &p->def[i];
-					p->pos = p->def[i].body;
-				}
+			Loc at_ = p->tok[p->pos + 1].loc;
+			Def *d = NULL;
+			if (nextdef < p->ndef && p->def[nextdef].loc == at_)
+				d = &p->def[nextdef++];
+			for (uint32_t i = 0; !d && i < p->ndef; i++) // pass 1 skipped it: never, but be safe
+				if (!p->def[i].prelude && p->def[i].tok == p->tok && p->def[i].loc == at_)
+					d = &p->def[i];
+			if (d && !strcmp(d->name, "forward"))
+				fwd = d;
+			if (d)
+				p->pos = d->body;
 			int depth = 0;
 			do {
 				if (at(p, "{"))
@@ -2938,10 +3198,13 @@ fe_parse_file(const char *path, const FeOptions *o)
 	}
 	size_t cap = 1 << 16, len = 0;
 	char *buf = malloc(cap);
+	int rerrno = 0;
 	for (;;) {
 		if (!buf)
 			break;
+		errno = 0;
 		size_t n = fread(buf + len, 1, cap - len, f);
+		rerrno = errno;
 		len += n;
 		if (len < cap)
 			break;
@@ -2963,8 +3226,8 @@ fe_parse_file(const char *path, const FeOptions *o)
 	fclose(f);
 	if (!buf || rerr) {
 		if (o && o->diag)
-			fprintf(o->diag, "%s: error: cannot read the file%s\n", path,
-			        buf ? "" : " (too large or out of memory)");
+			fprintf(o->diag, "%s: error: cannot read: %s\n", path,
+			        !buf ? "too large or out of memory" : rerrno ? strerror(rerrno) : "read error");
 		free(buf);
 		return NULL;
 	}

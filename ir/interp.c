@@ -1282,6 +1282,239 @@ RULE(upsample_bilinear)
 	return 1;
 }
 
+// ---------------------------------------------------------------- window adjoints
+// The derivative ops of the window ops.  Each loops over the forward op's
+// windows exactly as the forward rule does and sends every term back to
+// where it came from, so that <op(x), g> = <x, op_grad(g)> holds term by
+// term.
+
+RULE(conv_input_grad)
+{
+	// conv's adjoint in x (the transposed convolution): each term
+	//   x[n, c0 + ci, ih, iw] w[co, ci, kh, kw],  ih = oh sh - ph + kh dh, iw = ow sw - pw + kw dw,
+	// of conv's output (n, co, oh, ow) sends g[n, co, oh, ow] w[co, ci, kh, kw]
+	// back to x[n, c0 + ci, ih, iw]; positions in the padding receive nothing.
+	const Tensor *gy = IN(0), *w = IN(1);
+	Win v = window(&out->t.shape, &gy->shape, w->shape.dim + 2, AT("stride")->v,
+	               AT("padding")->v, AT("dilation")->v);
+	int64_t N = gy->shape.dim[0], Co = gy->shape.dim[1], C = out->t.shape.dim[1];
+	int64_t groups = AT("groups")->i, Cg = C / groups, Cog = Co / groups;
+	for (int64_t n = 0; n < N; n++)
+		for (int64_t co = 0; co < Co; co++) {
+			int64_t c0 = co / Cog * Cg; // the group's first input channel
+			double *xg = at(out->t.data, (size_t)((n * C + c0) * v.H * v.W));
+			const double *wc = at(w->data, (size_t)(co * Cg * v.kh * v.kw));
+			const double *gp = at(gy->data, (size_t)((n * Co + co) * v.OH * v.OW));
+			for (int64_t oh = 0; oh < v.OH; oh++)
+				for (int64_t ow = 0; ow < v.OW; ow++)
+					for (int64_t ci = 0; ci < Cg; ci++)
+						for (int64_t kh = 0; kh < v.kh; kh++) {
+							int64_t ih = oh * v.sh - v.ph + kh * v.dh;
+							if (ih < 0 || ih >= v.H)
+								continue;
+							for (int64_t kw = 0; kw < v.kw; kw++) {
+								int64_t iw = ow * v.sw - v.pw + kw * v.dw;
+								if (iw >= 0 && iw < v.W)
+									xg[(ci * v.H + ih) * v.W + iw] +=
+									    gp[oh * v.OW + ow] *
+									    wc[(ci * v.kh + kh) * v.kw + kw];
+							}
+						}
+		}
+	return 1;
+}
+
+RULE(conv_weight_grad)
+{
+	// conv's adjoint in w: the same terms, each sending
+	// g[n, co, oh, ow] x[n, c0 + ci, ih, iw] to w[co, ci, kh, kw].
+	const Tensor *x = IN(0), *gy = IN(1);
+	Win v = window(&x->shape, &gy->shape, AT("kernel")->v, AT("stride")->v, AT("padding")->v,
+	               AT("dilation")->v);
+	int64_t N = x->shape.dim[0], C = x->shape.dim[1], Co = gy->shape.dim[1];
+	int64_t groups = AT("groups")->i, Cg = C / groups, Cog = Co / groups;
+	for (int64_t n = 0; n < N; n++)
+		for (int64_t co = 0; co < Co; co++) {
+			int64_t c0 = co / Cog * Cg;
+			const double *xg = at(x->data, (size_t)((n * C + c0) * v.H * v.W));
+			double *wc = at(out->t.data, (size_t)(co * Cg * v.kh * v.kw));
+			const double *gp = at(gy->data, (size_t)((n * Co + co) * v.OH * v.OW));
+			for (int64_t oh = 0; oh < v.OH; oh++)
+				for (int64_t ow = 0; ow < v.OW; ow++)
+					for (int64_t ci = 0; ci < Cg; ci++)
+						for (int64_t kh = 0; kh < v.kh; kh++) {
+							int64_t ih = oh * v.sh - v.ph + kh * v.dh;
+							if (ih < 0 || ih >= v.H)
+								continue;
+							for (int64_t kw = 0; kw < v.kw; kw++) {
+								int64_t iw = ow * v.sw - v.pw + kw * v.dw;
+								if (iw >= 0 && iw < v.W)
+									wc[(ci * v.kh + kh) * v.kw + kw] +=
+									    gp[oh * v.OW + ow] *
+									    xg[(ci * v.H + ih) * v.W + iw];
+							}
+						}
+		}
+	return 1;
+}
+
+// The position ih W + iw of window (oh, ow)'s maximum in one H x W plane,
+// as max_window chooses it: the first maximum in row-major window order,
+// the first NaN once there is one; -1 when the window lies wholly in the
+// padding (padding never wins).
+static int64_t
+max_arg(const double *p, const Win *v, int64_t oh, int64_t ow)
+{
+	int64_t best = -1;
+	double m = -INFINITY;
+	for (int64_t kh = 0; kh < v->kh; kh++) {
+		int64_t ih = oh * v->sh - v->ph + kh * v->dh;
+		if (ih < 0 || ih >= v->H)
+			continue;
+		for (int64_t kw = 0; kw < v->kw; kw++) {
+			int64_t iw = ow * v->sw - v->pw + kw * v->dw;
+			if (iw < 0 || iw >= v->W)
+				continue;
+			double e = p[ih * v->W + iw];
+			if (best < 0 || (!isnan(m) && (isnan(e) || e > m))) {
+				best = ih * v->W + iw;
+				m = e;
+			}
+		}
+	}
+	return best;
+}
+
+RULE(max_pool_grad)
+{
+	// g[o] is added at window o's argmax in x (max_pool's adjoint at x).
+	const Tensor *x = IN(0), *gy = IN(1);
+	Win v = window(&x->shape, &gy->shape, AT("kernel")->v, AT("stride")->v, AT("padding")->v,
+	               AT("dilation")->v);
+	for (int64_t pl = 0; pl < planes(x); pl++) {
+		const double *p = at(x->data, (size_t)(pl * v.H * v.W));
+		const double *gp = at(gy->data, (size_t)(pl * v.OH * v.OW));
+		double *o = at(out->t.data, (size_t)(pl * v.H * v.W));
+		for (int64_t oh = 0; oh < v.OH; oh++)
+			for (int64_t ow = 0; ow < v.OW; ow++) {
+				int64_t k = max_arg(p, &v, oh, ow);
+				if (k >= 0)
+					o[k] += gp[oh * v.OW + ow];
+			}
+	}
+	return 1;
+}
+
+RULE(max_pool_gather)
+{
+	// Window o reads h at its argmax in x (0 for a window of padding only).
+	const Tensor *x = IN(0), *h = IN(1);
+	Win v = window(&x->shape, &out->t.shape, AT("kernel")->v, AT("stride")->v,
+	               AT("padding")->v, AT("dilation")->v);
+	for (int64_t pl = 0; pl < planes(x); pl++) {
+		const double *p = at(x->data, (size_t)(pl * v.H * v.W));
+		const double *hp = at(h->data, (size_t)(pl * v.H * v.W));
+		double *o = at(out->t.data, (size_t)(pl * v.OH * v.OW));
+		for (int64_t oh = 0; oh < v.OH; oh++)
+			for (int64_t ow = 0; ow < v.OW; ow++) {
+				int64_t k = max_arg(p, &v, oh, ow);
+				o[oh * v.OW + ow] = k >= 0 ? hp[k] : 0;
+			}
+	}
+	return 1;
+}
+
+RULE(avg_pool_grad)
+{
+	// avg_window's adjoint: g[o] / divisor added to each in-bounds element
+	// of window o (the divisor as avg_window's: kh kw, or the count).
+	const Tensor *gy = IN(0);
+	Win v = window(&out->t.shape, &gy->shape, AT("kernel")->v, AT("stride")->v,
+	               AT("padding")->v, NULL);
+	int incl = AT("count_include_pad")->i != 0;
+	for (int64_t pl = 0; pl < planes(gy); pl++) {
+		const double *gp = at(gy->data, (size_t)(pl * v.OH * v.OW));
+		double *o = at(out->t.data, (size_t)(pl * v.H * v.W));
+		for (int64_t oh = 0; oh < v.OH; oh++)
+			for (int64_t ow = 0; ow < v.OW; ow++) {
+				int64_t cnt = 0;
+				for (int pass = 0; pass < 2; pass++)
+					for (int64_t kh = 0; kh < v.kh; kh++) {
+						int64_t ih = oh * v.sh - v.ph + kh;
+						if (ih < 0 || ih >= v.H)
+							continue;
+						for (int64_t kw = 0; kw < v.kw; kw++) {
+							int64_t iw = ow * v.sw - v.pw + kw;
+							if (iw < 0 || iw >= v.W)
+								continue;
+							if (pass == 0) // count the window first
+								cnt++;
+							else
+								o[ih * v.W + iw] += gp[oh * v.OW + ow] /
+								                    (double)(incl ? v.kh * v.kw : cnt);
+						}
+					}
+			}
+	}
+	return 1;
+}
+
+RULE(adaptive_avg_pool_grad)
+{
+	// adaptive_avg_pool's adjoint: g[o] / |window o| added to each element
+	// of window o = [floor(o L / O), ceil((o + 1) L / O)) per axis.
+	(void)a;
+	const Tensor *gy = IN(0);
+	int two = gy->shape.rank == 4, r = gy->shape.rank;
+	int64_t H = two ? out->t.shape.dim[2] : 1, W = out->t.shape.dim[r - 1];
+	int64_t OH = two ? gy->shape.dim[2] : 1, OW = gy->shape.dim[r - 1];
+	for (int64_t pl = 0; pl < planes(gy); pl++) {
+		const double *gp = at(gy->data, (size_t)(pl * OH * OW));
+		double *o = at(out->t.data, (size_t)(pl * H * W));
+		for (int64_t oh = 0; oh < OH; oh++) {
+			int64_t h0 = oh * H / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
+			for (int64_t ow = 0; ow < OW; ow++) {
+				int64_t w0 = ow * W / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
+				double share = gp[oh * OW + ow] / (double)((h1 - h0) * (w1 - w0));
+				for (int64_t ih = h0; ih < h1; ih++)
+					for (int64_t iw = w0; iw < w1; iw++)
+						o[ih * W + iw] += share;
+			}
+		}
+	}
+	return 1;
+}
+
+RULE(upsample_bilinear_grad)
+{
+	// upsample_bilinear's adjoint: output (oh, ow) read its four neighbours
+	// with weights (1 - lh)(1 - lw), (1 - lh) lw, lh (1 - lw), lh lw; g
+	// goes back to them with the same weights (twice to one pixel at the
+	// border, where the forward read it twice).
+	const Tensor *gy = IN(0);
+	int align = AT("align_corners")->i != 0;
+	int64_t H = out->t.shape.dim[2], W = out->t.shape.dim[3];
+	int64_t OH = gy->shape.dim[2], OW = gy->shape.dim[3];
+	for (int64_t pl = 0; pl < planes(gy); pl++) {
+		const double *gp = at(gy->data, (size_t)(pl * OH * OW));
+		double *o = at(out->t.data, (size_t)(pl * H * W));
+		for (int64_t oh = 0; oh < OH; oh++) {
+			int64_t h0, h1, w0, w1;
+			double lh, lw;
+			bilinear_src(oh, H, OH, align, &h0, &h1, &lh);
+			for (int64_t ow = 0; ow < OW; ow++) {
+				bilinear_src(ow, W, OW, align, &w0, &w1, &lw);
+				double gv = gp[oh * OW + ow];
+				o[h0 * W + w0] += (1 - lh) * (1 - lw) * gv;
+				o[h0 * W + w1] += (1 - lh) * lw * gv;
+				o[h1 * W + w0] += lh * (1 - lw) * gv;
+				o[h1 * W + w1] += lh * lw * gv;
+			}
+		}
+	}
+	return 1;
+}
+
 // scan: operands are ncarry carries, nxs sequences (common leading length
 // T) and loop-invariant operands.  Step t (t = 0..T-1, or T-1..0 when
 // reverse) runs the body on (carries, xs[t]..., invariants...) through a

@@ -95,7 +95,7 @@ attr_is_default(const AttrSpec *s, const AttrVal *v)
 }
 
 static void
-print_attrs(FILE *f, const Graph *g, NodeId n, int first)
+print_attrs(FILE *f, const Graph *g, NodeId n, int first, DType ctx)
 {
 	const Node *nd = &g->node[n];
 	const OpInfo *oi = ir_op(nd->op);
@@ -104,7 +104,15 @@ print_attrs(FILE *f, const Graph *g, NodeId n, int first)
 	for (int i = 0; i < oi->nattr; i++) {
 		const AttrSpec *s = &oi->attr[i];
 		const AttrVal *v = &a.a[i];
-		if (s->kind == AK_BODY || attr_is_default(s, v))
+		if (s->kind == AK_BODY)
+			continue;
+		// In an initializer of a float declaration, a factory's dtype
+		// defaults to the declaration's (the parser's rule): print it when
+		// it differs from that, rather than from the table's default.
+		if (s->kind == AK_DTYPE && (oi->flags & F_FACTORY) && ir_dtype_is_float(ctx)) {
+			if (v->i == ctx)
+				continue;
+		} else if (attr_is_default(s, v))
 			continue;
 		fprintf(f, "%s%s=", first ? "" : ", ", s->name);
 		first = 0;
@@ -136,10 +144,10 @@ print_attrs(FILE *f, const Graph *g, NodeId n, int first)
 }
 
 // op(operands, attrs); operands printed by `ref` (a name, or nested).
-static void print_nested(FILE *f, const Graph *g, NodeId n);
+static void print_nested(FILE *f, const Graph *g, NodeId n, DType ctx);
 
 static void
-print_call(FILE *f, const Graph *g, NodeId n, int nested, const uint32_t *num)
+print_call(FILE *f, const Graph *g, NodeId n, int nested, const uint32_t *num, DType ctx)
 {
 	const Node *nd = &g->node[n];
 	const OpInfo *oi = ir_op(nd->op);
@@ -156,32 +164,32 @@ print_call(FILE *f, const Graph *g, NodeId n, int nested, const uint32_t *num)
 			fputs(", ", f);
 		first = 0;
 		if (nested)
-			print_nested(f, g, ir_in1(g, n, i));
+			print_nested(f, g, ir_in1(g, n, i), ctx);
 		else
 			print_ref(f, g, ir_in1(g, n, i), num);
 	}
-	print_attrs(f, g, n, first);
+	print_attrs(f, g, n, first, ctx);
 	fputc(')', f);
 }
 
 static void
-print_nested(FILE *f, const Graph *g, NodeId n)
+print_nested(FILE *f, const Graph *g, NodeId n, DType ctx)
 {
 	if (g->node[n].op == OP_input)
 		print_ref(f, g, n, NULL);
 	else
-		print_call(f, g, n, 1, NULL);
+		print_call(f, g, n, 1, NULL, ctx);
 }
 
 static void
-print_body(FILE *f, const Graph *g)
+print_body(FILE *f, const Graph *g, DType ctx)
 {
 	uint32_t *num = print_numbers(g);
 	for (NodeId n = 1; n < g->nnode; n++) {
 		if (g->node[n].op == OP_input)
 			continue;
 		fprintf(f, "  %%%u = ", num ? num[n] : n);
-		print_call(f, g, n, 0, num);
+		print_call(f, g, n, 0, num, ctx);
 		fputc('\n', f);
 	}
 	fputs("  return ", f);
@@ -232,7 +240,7 @@ print_subs(FILE *f, const Graph *g)
 	for (uint32_t i = 0; i < g->nsub; i++) {
 		print_subs(f, g->sub[i]);
 		print_signature(f, g->sub[i], g->sub[i]->name);
-		print_body(f, g->sub[i]);
+		print_body(f, g->sub[i], DT_NONE);
 		fputs("}\n\n", f);
 	}
 }
@@ -242,7 +250,7 @@ ir_print_graph(FILE *f, const Graph *g, const char *fname)
 {
 	print_subs(f, g);
 	print_signature(f, g, fname ? fname : g->name);
-	print_body(f, g);
+	print_body(f, g, DT_NONE);
 	fputs("}\n", f);
 }
 
@@ -287,11 +295,11 @@ ir_print_module(FILE *f, const Module *m)
 		if (d->init) {
 			fputs(" = ", f);
 			if (is_tree(d->init)) {
-				print_nested(f, d->init, d->init->out[0].node);
+				print_nested(f, d->init, d->init->out[0].node, d->dtype);
 				fputc('\n', f);
 			} else {
 				fputs("{\n", f);
-				print_body(f, d->init);
+				print_body(f, d->init, d->dtype);
 				fputs("}\n", f);
 			}
 		} else

@@ -621,6 +621,59 @@ check_window(int op, int ns, const AttrVal *v, const char *what, int64_t lo, cha
 	return 1;
 }
 
+// The convolution geometry shared by conv and its two adjoints: ns spatial
+// axes, attributes stride, padding, dilation (slots 0-2) and groups (slot
+// 3), which must divide both channel counts (cin of the input x, cout of
+// the output y).
+static int
+conv_attrs(int op, int ns, const Attrs *a, int64_t cin, int64_t cout, char *err, size_t errlen)
+{
+	int64_t groups = a->a[3].i;
+	if (!check_window(op, ns, &a->a[0], "stride", 1, err, errlen) ||
+	    !check_window(op, ns, &a->a[1], "padding", 0, err, errlen) ||
+	    !check_window(op, ns, &a->a[2], "dilation", 1, err, errlen))
+		return 0;
+	if (groups < 1 || cin % groups || cout % groups)
+		return fail(err, errlen, "%s: groups %lld must divide the channels (%lld in, %lld out)",
+		            NAME, (long long)groups, (long long)cin, (long long)cout);
+	return 1;
+}
+
+// Spatial axis i of a convolution: input length len, kernel k.  The kernel
+// must fit the padded input; the output length is written to *o.
+static int
+conv_axis(int op, const Attrs *a, int i, int64_t len, int64_t k, int64_t *o, char *err,
+          size_t errlen)
+{
+	int64_t p = a->a[1].v[i], d = a->a[2].v[i];
+	if (len + 2 * p < d * (k - 1) + 1)
+		return fail(err, errlen,
+		            "%s: kernel %lld (dilation %lld) larger than padded input %lld on spatial axis %d",
+		            NAME, (long long)k, (long long)d, (long long)(len + 2 * p), i);
+	*o = window_out(len, k, a->a[0].v[i], p, d);
+	return 1;
+}
+
+// Two float operands of one dtype, NC... tensors of rank 3 or 4 and of equal
+// rank; `what` names them for the messages.
+static int
+conv_operands(const Graph *g, int op, const NodeId *in, const char *what, char *err, size_t errlen)
+{
+	const Shape *x = SH(0), *y = SH(1);
+	char s0[160], s1[160];
+	ir_shape_str(x, s0, sizeof s0);
+	ir_shape_str(y, s1, sizeof s1);
+	if (!ir_dtype_is_float(DT(0)) || DT(0) != DT(1))
+		return fail(err, errlen, "%s: needs two f32 or two f64 operands", NAME);
+	if (x->rank < 3 || x->rank > 4)
+		return fail(err, errlen, "%s: %s must be (N, C, L) or (N, C, H, W), got %s", NAME, what,
+		            s0);
+	if (y->rank != x->rank)
+		return fail(err, errlen, "%s: operand 2 %s must have operand 1's rank %d", NAME, s1,
+		            x->rank);
+	return 1;
+}
+
 SHAPE_RULE(conv)
 {
 	if (!check_tuple(g, op, in, nin, err, errlen))
@@ -637,13 +690,8 @@ SHAPE_RULE(conv)
 		return fail(err, errlen, "conv: weight %s must have the input's rank %d", s1, x->rank);
 	int ns = x->rank - 2;
 	int64_t groups = a->a[3].i;
-	if (!check_window(op, ns, &a->a[0], "stride", 1, err, errlen) ||
-	    !check_window(op, ns, &a->a[1], "padding", 0, err, errlen) ||
-	    !check_window(op, ns, &a->a[2], "dilation", 1, err, errlen))
+	if (!conv_attrs(op, ns, a, x->dim[1], w->dim[0], err, errlen))
 		return 0;
-	if (groups < 1 || x->dim[1] % groups || w->dim[0] % groups)
-		return fail(err, errlen, "conv: groups %lld must divide the channels (%lld in, %lld out)",
-		            (long long)groups, (long long)x->dim[1], (long long)w->dim[0]);
 	if (w->dim[1] * groups != x->dim[1])
 		return fail(err, errlen,
 		            "conv: weight %s expects %lld input channels, input %s has %lld", s1,
@@ -651,23 +699,88 @@ SHAPE_RULE(conv)
 	out->rank = x->rank;
 	out->dim[0] = x->dim[0];
 	out->dim[1] = w->dim[0];
+	for (int i = 0; i < ns; i++)
+		if (!conv_axis(op, a, i, x->dim[2 + i], w->dim[2 + i], &out->dim[2 + i], err, errlen))
+			return 0;
+	*dt = DT(0);
+	return 1;
+}
+
+// conv_input_grad(g, w): g (N, C_out, O...) is conv's output gradient, w
+// (C_out, C_in/groups, k...) its weight; the result is conv's input
+// (N, C_in, size...), and conv of that input must give g's O.
+SHAPE_RULE(conv_input_grad)
+{
+	if (!check_tuple(g, op, in, nin, err, errlen) ||
+	    !conv_operands(g, op, in, "the gradient", err, errlen))
+		return 0;
+	const Shape *y = SH(0), *w = SH(1);
+	int ns = y->rank - 2;
+	int64_t groups = a->a[3].i;
+	if (w->dim[0] != y->dim[1])
+		return fail(err, errlen,
+		            "conv_input_grad: weight has %lld output channels, the gradient %lld",
+		            (long long)w->dim[0], (long long)y->dim[1]);
+	if (!conv_attrs(op, ns, a, w->dim[1] * groups, w->dim[0], err, errlen) ||
+	    !check_window(op, ns, &a->a[4], "size", 0, err, errlen))
+		return 0;
+	out->rank = y->rank;
+	out->dim[0] = y->dim[0];
+	out->dim[1] = w->dim[1] * groups;
 	for (int i = 0; i < ns; i++) {
-		int64_t k = w->dim[2 + i];
-		if (x->dim[2 + i] + 2 * a->a[1].v[i] < a->a[2].v[i] * (k - 1) + 1)
-			return fail(err, errlen, "conv: kernel %lld (dilation %lld) larger than padded input %lld on spatial axis %d",
-			            (long long)k, (long long)a->a[2].v[i],
-			            (long long)(x->dim[2 + i] + 2 * a->a[1].v[i]), i);
-		out->dim[2 + i] = window_out(x->dim[2 + i], k, a->a[0].v[i], a->a[1].v[i], a->a[2].v[i]);
+		int64_t o;
+		out->dim[2 + i] = a->a[4].v[i];
+		if (!conv_axis(op, a, i, out->dim[2 + i], w->dim[2 + i], &o, err, errlen))
+			return 0;
+		if (o != y->dim[2 + i])
+			return fail(err, errlen,
+			            "conv_input_grad: an input of size %lld gives %lld outputs on spatial axis %d, the gradient has %lld",
+			            (long long)out->dim[2 + i], (long long)o, i, (long long)y->dim[2 + i]);
 	}
 	*dt = DT(0);
 	return 1;
 }
 
-SHAPE_RULE(pool)
+// conv_weight_grad(x, g): x (N, C_in, L...) is conv's input, g
+// (N, C_out, O...) its output gradient; the result is conv's weight
+// (C_out, C_in/groups, kernel...), and conv of x with it must give g's O.
+SHAPE_RULE(conv_weight_grad)
 {
-	if (!check_tuple(g, op, in, nin, err, errlen))
+	if (!check_tuple(g, op, in, nin, err, errlen) ||
+	    !conv_operands(g, op, in, "the input", err, errlen))
 		return 0;
-	const Shape *x = SH(0);
+	const Shape *x = SH(0), *y = SH(1);
+	int ns = x->rank - 2;
+	if (x->dim[0] != y->dim[0])
+		return fail(err, errlen, "conv_weight_grad: batch sizes differ (%lld vs %lld)",
+		            (long long)x->dim[0], (long long)y->dim[0]);
+	if (!conv_attrs(op, ns, a, x->dim[1], y->dim[1], err, errlen) ||
+	    !check_window(op, ns, &a->a[4], "kernel", 1, err, errlen))
+		return 0;
+	out->rank = x->rank;
+	out->dim[0] = y->dim[1];
+	out->dim[1] = x->dim[1] / a->a[3].i;
+	for (int i = 0; i < ns; i++) {
+		int64_t o;
+		out->dim[2 + i] = a->a[4].v[i];
+		if (!conv_axis(op, a, i, x->dim[2 + i], out->dim[2 + i], &o, err, errlen))
+			return 0;
+		if (o != y->dim[2 + i])
+			return fail(err, errlen,
+			            "conv_weight_grad: kernel %lld gives %lld outputs on spatial axis %d, the gradient has %lld",
+			            (long long)out->dim[2 + i], (long long)o, i, (long long)y->dim[2 + i]);
+	}
+	*dt = DT(0);
+	return 1;
+}
+
+// The result of a pool over an input of shape x: max_pool, avg_pool and
+// the ops of their derivatives, whose attributes start with kernel,
+// stride, padding and (where the op has one) dilation.  The caller checks
+// the dtype.
+static int
+pool_shape(int op, const Shape *x, const Attrs *a, Shape *out, char *err, size_t errlen)
+{
 	int ns = a->a[0].n;
 	if (ns < 1 || ns > 2 || x->rank != ns + 2) {
 		char s0[160];
@@ -675,19 +788,17 @@ SHAPE_RULE(pool)
 		return fail(err, errlen, "%s: %d-d kernel needs an (N, C, spatial...) input of rank %d, got %s",
 		            NAME, ns, ns + 2, s0);
 	}
-	if (!ir_dtype_is_float(DT(0)))
-		return fail(err, errlen, "%s: needs an f32 or f64 operand", NAME);
 	if (!check_window(op, ns, &a->a[0], "kernel", 1, err, errlen) ||
 	    !check_window(op, ns, &a->a[1], "stride", 1, err, errlen) ||
 	    !check_window(op, ns, &a->a[2], "padding", 0, err, errlen))
 		return 0;
-	int maxp = op == OP_max_pool;
-	if (maxp && !check_window(op, ns, &a->a[3], "dilation", 1, err, errlen))
+	int dil = ir_attr_index(op, "dilation") == 3;
+	if (dil && !check_window(op, ns, &a->a[3], "dilation", 1, err, errlen))
 		return 0;
 	*out = *x;
 	for (int i = 0; i < ns; i++) {
 		int64_t k = a->a[0].v[i], s = a->a[1].v[i], p = a->a[2].v[i];
-		int64_t d = maxp ? a->a[3].v[i] : 1;
+		int64_t d = dil ? a->a[3].v[i] : 1;
 		if (2 * p > k)
 			return fail(err, errlen, "%s: padding %lld must be at most half the kernel %lld", NAME,
 			            (long long)p, (long long)k);
@@ -695,8 +806,79 @@ SHAPE_RULE(pool)
 			return fail(err, errlen, "%s: kernel larger than padded input on spatial axis %d", NAME, i);
 		out->dim[2 + i] = window_out(x->dim[2 + i], k, s, p, d);
 	}
+	return 1;
+}
+
+SHAPE_RULE(pool)
+{
+	if (!check_tuple(g, op, in, nin, err, errlen))
+		return 0;
+	if (!ir_dtype_is_float(DT(0)))
+		return fail(err, errlen, "%s: needs an f32 or f64 operand", NAME);
+	*dt = DT(0);
+	return pool_shape(op, SH(0), a, out, err, errlen);
+}
+
+// max_pool_grad(x, g): g has the shape of max_pool(x); the result x's.
+// avg_pool_grad(g): the input's spatial size is the attribute `size`
+// (slot 4); g has the shape of avg_pool of that input.
+SHAPE_RULE(pool_grad)
+{
+	if (!check_tuple(g, op, in, nin, err, errlen))
+		return 0;
+	for (int i = 0; i < nin; i++)
+		if (!ir_dtype_is_float(DT(i)) || DT(i) != DT(0))
+			return fail(err, errlen, "%s: needs f32 or f64 operands of one dtype", NAME);
+	const Shape *gs = SH(nin - 1);
+	Shape x, y;
+	if (nin == 2)
+		x = *SH(0);
+	else {
+		int ns = a->a[0].n;
+		if (ns < 1 || ns > 2 || gs->rank != ns + 2) {
+			char s0[160];
+			ir_shape_str(gs, s0, sizeof s0);
+			return fail(err, errlen, "%s: %d-d kernel needs an (N, C, spatial...) gradient of rank %d, got %s",
+			            NAME, ns, ns + 2, s0);
+		}
+		if (!check_window(op, ns, &a->a[4], "size", 0, err, errlen))
+			return 0;
+		x.rank = gs->rank;
+		x.dim[0] = gs->dim[0];
+		x.dim[1] = gs->dim[1];
+		for (int i = 0; i < ns; i++)
+			x.dim[2 + i] = a->a[4].v[i];
+	}
+	if (!pool_shape(op, &x, a, &y, err, errlen))
+		return 0;
+	if (!ir_shape_eq(&y, gs)) {
+		char s0[160], s1[160], s2[160];
+		ir_shape_str(gs, s0, sizeof s0);
+		ir_shape_str(&x, s1, sizeof s1);
+		ir_shape_str(&y, s2, sizeof s2);
+		return fail(err, errlen, "%s: the gradient is %s, but pooling an input %s gives %s", NAME,
+		            s0, s1, s2);
+	}
+	*out = x;
 	*dt = DT(0);
 	return 1;
+}
+
+// max_pool_gather(x, h): h has x's type; the result max_pool(x)'s shape.
+SHAPE_RULE(pool_gather)
+{
+	if (!check_tuple(g, op, in, nin, err, errlen))
+		return 0;
+	if (!ir_dtype_is_float(DT(0)) || DT(1) != DT(0))
+		return fail(err, errlen, "%s: needs two f32 or two f64 operands", NAME);
+	if (!ir_shape_eq(SH(0), SH(1))) {
+		char s0[160], s1[160];
+		ir_shape_str(SH(0), s0, sizeof s0);
+		ir_shape_str(SH(1), s1, sizeof s1);
+		return fail(err, errlen, "%s: operand shapes differ (%s vs %s)", NAME, s0, s1);
+	}
+	*dt = DT(0);
+	return pool_shape(op, SH(0), a, out, err, errlen);
 }
 
 SHAPE_RULE(adaptive_pool)
@@ -720,13 +902,39 @@ SHAPE_RULE(adaptive_pool)
 	return 1;
 }
 
+// adaptive_avg_pool_grad(g, size): g (N, C, O...) is the pooled gradient,
+// the result (N, C, size...) the input's shape.
+SHAPE_RULE(adaptive_pool_grad)
+{
+	if (!check_tuple(g, op, in, nin, err, errlen))
+		return 0;
+	const Shape *y = SH(0);
+	int ns = a->a[0].n;
+	if (ns < 1 || ns > 2 || y->rank != ns + 2)
+		return fail(err, errlen, "%s: %d input sizes need a gradient of rank %d, got rank %d", NAME,
+		            ns, ns + 2, y->rank);
+	if (!ir_dtype_is_float(DT(0)))
+		return fail(err, errlen, "%s: needs an f32 or f64 operand", NAME);
+	*out = *y;
+	for (int i = 0; i < ns; i++) {
+		if (a->a[0].v[i] < 1 || y->dim[2 + i] < 1)
+			return fail(err, errlen, "%s: sizes must be positive", NAME);
+		out->dim[2 + i] = a->a[0].v[i];
+	}
+	*dt = DT(0);
+	return 1;
+}
+
+// upsample_bilinear(x, size) and its adjoint upsample_bilinear_grad(g,
+// size): both map (N, C, H, W) to (N, C, size[0], size[1]).
 SHAPE_RULE(upsample)
 {
 	if (!check_tuple(g, op, in, nin, err, errlen))
 		return 0;
 	const Shape *x = SH(0);
+	const char *what = op == OP_upsample_bilinear_grad ? "gradient" : "input";
 	if (x->rank != 4 || a->a[0].n != 2)
-		return fail(err, errlen, "%s: needs an (N, C, H, W) input and two output sizes", NAME);
+		return fail(err, errlen, "%s: needs an (N, C, H, W) %s and two output sizes", NAME, what);
 	if (!ir_dtype_is_float(DT(0)))
 		return fail(err, errlen, "%s: needs an f32 or f64 operand", NAME);
 	*out = *x;
@@ -738,6 +946,8 @@ SHAPE_RULE(upsample)
 	*dt = DT(0);
 	return 1;
 }
+
+SHAPE_RULE(upsample_grad) { return shape_upsample(g, op, in, nin, a, out, dt, err, errlen); }
 
 // scan(body, carries..., xs..., invariants...): body(carry..., x_t...,
 // invariants...) -> (carry'..., y_t...).  Every xs operand has the same

@@ -271,20 +271,62 @@ jvp_logsumexp(Jvp *v, NodeId self)
 	return b_sum(g, b_mul(g, T(0), sm, loc), a.a[0].v, a.a[0].n, a.a[1].i, loc);
 }
 
+// Window ops (the identities are written out in vjp.c).  conv and its two
+// adjoints are bilinear: d B(a, b) = B(da, b) + B(a, db).
 static NodeId
-not_yet(Jvp *v, NodeId self)
+bilinear(Jvp *v, NodeId self)
 {
-	for (int i = 0; i < v->f->node[self].nin; i++)
-		if (T(i))
-			fail(v, self, "its derivative is not implemented yet");
-	return 0;
+	NodeId t = 0;
+	if (T(0)) {
+		NodeId in[2] = {T(0), M(IN(1))};
+		t = same_op(v, self, in, 2);
+	}
+	if (T(1)) {
+		NodeId in[2] = {M(IN(0)), T(1)};
+		t = b_add(v->g, t, same_op(v, self, in, 2), v->f->node[self].loc);
+	}
+	return t;
 }
 
-static NodeId jvp_conv(Jvp *v, NodeId self) { return not_yet(v, self); }
-static NodeId jvp_max_pool(Jvp *v, NodeId self) { return not_yet(v, self); }
-static NodeId jvp_avg_pool(Jvp *v, NodeId self) { return not_yet(v, self); }
-static NodeId jvp_adaptive_avg_pool(Jvp *v, NodeId self) { return not_yet(v, self); }
-static NodeId jvp_upsample_bilinear(Jvp *v, NodeId self) { return not_yet(v, self); }
+static NodeId jvp_conv(Jvp *v, NodeId self) { return bilinear(v, self); }
+static NodeId jvp_conv_input_grad(Jvp *v, NodeId self) { return bilinear(v, self); }
+static NodeId jvp_conv_weight_grad(Jvp *v, NodeId self) { return bilinear(v, self); }
+
+// max_pool(x) = x at the argmaxes a_o(x), locally constant in x:
+//   d max_pool(x) = max_pool_gather(x, dx).
+static NodeId
+jvp_max_pool(Jvp *v, NodeId self)
+{
+	if (!T(0))
+		return 0;
+	Attrs a;
+	ir_attrs_get(v->f, self, &a);
+	NodeId in[2] = {M(IN(0)), T(0)};
+	return b_attr(v->g, OP_max_pool_gather, in, 2, &a, v->f->node[self].loc);
+}
+
+// max_pool_grad(x, g) and max_pool_gather(x, h): linear in the second
+// operand, derivative 0 in x:  d op(x, g) = op(x, dg).
+static NodeId
+jvp_argmax_linear(Jvp *v, NodeId self)
+{
+	if (!T(1))
+		return 0;
+	NodeId in[2] = {M(IN(0)), T(1)};
+	return same_op(v, self, in, 2);
+}
+
+static NodeId jvp_max_pool_grad(Jvp *v, NodeId self) { return jvp_argmax_linear(v, self); }
+static NodeId jvp_max_pool_gather(Jvp *v, NodeId self) { return jvp_argmax_linear(v, self); }
+
+// The linear window ops and their adjoints: the same op on the tangent.
+static NodeId jvp_avg_pool(Jvp *v, NodeId self) { return linear1(v, self); }
+static NodeId jvp_avg_pool_grad(Jvp *v, NodeId self) { return linear1(v, self); }
+static NodeId jvp_adaptive_avg_pool(Jvp *v, NodeId self) { return linear1(v, self); }
+static NodeId jvp_adaptive_avg_pool_grad(Jvp *v, NodeId self) { return linear1(v, self); }
+static NodeId jvp_upsample_bilinear(Jvp *v, NodeId self) { return linear1(v, self); }
+static NodeId jvp_upsample_bilinear_grad(Jvp *v, NodeId self) { return linear1(v, self); }
+
 // scan: a scan of the body's jvp, carrying tangents beside the values
 // (passes/scan.c); the scan's own tangent slot marks it, its gets read
 // the tuple's tangents.

@@ -167,7 +167,11 @@ vjp_mean(Vjp *v, NodeId self)
 	Loc loc = v->f->node[self].loc;
 	NodeId gb = unreduce(v, self, G);
 	int64_t n = reduced_count(v->f, self);
-	acc(v, IN(0), b_mul(v->g, gb, b_full_like(v->g, n ? 1.0 / (double)n : 0, gb, loc), loc));
+	// Divide by n rather than multiply by 1/n: n is exact in f32 (below
+	// 2^24), 1/n is not, and forward mode's `mean` divides exactly too.
+	if (!n)
+		return; // an empty mean has no elements to receive an adjoint
+	acc(v, IN(0), b_op2(v->g, OP_div, gb, b_full_like(v->g, (double)n, gb, loc), loc));
 }
 
 // max/min: the adjoint is shared evenly by the elements equal to the
@@ -366,14 +370,161 @@ vjp_to_device(Vjp *v, NodeId self)
 	acc(v, IN(0), b_op1(v->g, OP_to_host, G, v->f->node[self].loc));
 }
 
-// Not yet derived: the rules need ops of their own (transposed convolution,
-// pooling and upsampling adjoints, the reverse scan).  docs/STATUS.md
-// tracks them.
-static void vjp_conv(Vjp *v, NodeId self) { fail(v, self, "its derivative is not implemented yet"); }
-static void vjp_max_pool(Vjp *v, NodeId self) { fail(v, self, "its derivative is not implemented yet"); }
-static void vjp_avg_pool(Vjp *v, NodeId self) { fail(v, self, "its derivative is not implemented yet"); }
-static void vjp_adaptive_avg_pool(Vjp *v, NodeId self) { fail(v, self, "its derivative is not implemented yet"); }
-static void vjp_upsample_bilinear(Vjp *v, NodeId self) { fail(v, self, "its derivative is not implemented yet"); }
+// ---------------------------------------------------------------- window ops
+// Every rule below builds only window ops of the table (conv, the pools,
+// upsampling and their derivative ops), whose own rules follow here, so
+// derivatives of every order stay inside the table.  A derivative op's
+// attributes are its forward op's, plus a `size` or `kernel` slot that
+// fixes its result's spatial size (ops.def).
+
+// Node self's attributes, and slot `name` of op (when name is not NULL)
+// set to the spatial sizes of f's node n.
+static Attrs
+win_attrs(const Vjp *v, NodeId self, int op, const char *name, NodeId n)
+{
+	Attrs a;
+	ir_attrs_get(v->f, self, &a);
+	if (name) {
+		int k = ir_attr_index(op, name);
+		const Shape *s = ir_shape(v->f, n);
+		FADC_ASSERT(k >= 0, name);
+		a.a[k].n = s->rank - 2;
+		memcpy(a.a[k].v, s->dim + 2, sizeof(int64_t) * (size_t)(s->rank - 2));
+	}
+	return a;
+}
+
+static NodeId
+win_op(Vjp *v, NodeId self, int op, NodeId x, NodeId y, const Attrs *a)
+{
+	NodeId in[2] = {x, y};
+	return b_attr(v->g, op, in, y ? 2 : 1, a, v->f->node[self].loc);
+}
+
+// With T(x, w, g) = <conv(x, w), g>, conv(x, w) = dT/dg,
+// conv_input_grad(g, w) = dT/dx and conv_weight_grad(x, g) = dT/dw; the
+// adjoint G of one of them pairs with it as T with G in its slot.
+// y = conv(x, w):  <y, G> = T(x, w, G), so
+//   dx = conv_input_grad(G, w),   dw = conv_weight_grad(x, G).
+static void
+vjp_conv(Vjp *v, NodeId self)
+{
+	if (DEP(0)) {
+		Attrs a = win_attrs(v, self, OP_conv_input_grad, "size", IN(0));
+		acc(v, IN(0), win_op(v, self, OP_conv_input_grad, G, M(IN(1)), &a));
+	}
+	if (DEP(1)) {
+		Attrs a = win_attrs(v, self, OP_conv_weight_grad, "kernel", IN(1));
+		acc(v, IN(1), win_op(v, self, OP_conv_weight_grad, M(IN(0)), G, &a));
+	}
+}
+
+// z = conv_input_grad(g, w):  <z, G> = T(G, w, g), so
+//   dg = conv(G, w),   dw = conv_weight_grad(G, g).
+static void
+vjp_conv_input_grad(Vjp *v, NodeId self)
+{
+	if (DEP(0)) {
+		Attrs a = win_attrs(v, self, OP_conv, NULL, 0);
+		acc(v, IN(0), win_op(v, self, OP_conv, G, M(IN(1)), &a));
+	}
+	if (DEP(1)) {
+		Attrs a = win_attrs(v, self, OP_conv_weight_grad, "kernel", IN(1));
+		acc(v, IN(1), win_op(v, self, OP_conv_weight_grad, G, M(IN(0)), &a));
+	}
+}
+
+// z = conv_weight_grad(x, g):  <z, G> = T(x, G, g), so
+//   dx = conv_input_grad(g, G),   dg = conv(x, G).
+static void
+vjp_conv_weight_grad(Vjp *v, NodeId self)
+{
+	if (DEP(0)) {
+		Attrs a = win_attrs(v, self, OP_conv_input_grad, "size", IN(0));
+		acc(v, IN(0), win_op(v, self, OP_conv_input_grad, M(IN(1)), G, &a));
+	}
+	if (DEP(1)) {
+		Attrs a = win_attrs(v, self, OP_conv, NULL, 0);
+		acc(v, IN(1), win_op(v, self, OP_conv, M(IN(0)), G, &a));
+	}
+}
+
+// y = max_pool(x) = x read at each window's argmax a_o(x), which is
+// locally constant in x (the first maximum; ties and padding never move
+// it under a small step):  dx = max_pool_grad(x, G).
+static void
+vjp_max_pool(Vjp *v, NodeId self)
+{
+	Attrs a = win_attrs(v, self, OP_max_pool_grad, NULL, 0);
+	acc(v, IN(0), win_op(v, self, OP_max_pool_grad, M(IN(0)), G, &a));
+}
+
+// z = max_pool_grad(x, g): linear in g, derivative 0 in x (nothing flows
+// to x);  <max_pool_grad(x, g), G> = <g, max_pool_gather(x, G)>, so
+//   dg = max_pool_gather(x, G).
+static void
+vjp_max_pool_grad(Vjp *v, NodeId self)
+{
+	Attrs a = win_attrs(v, self, OP_max_pool_gather, NULL, 0);
+	if (DEP(1))
+		acc(v, IN(1), win_op(v, self, OP_max_pool_gather, M(IN(0)), G, &a));
+}
+
+// z = max_pool_gather(x, h): linear in h, derivative 0 in x;
+//   dh = max_pool_grad(x, G).
+static void
+vjp_max_pool_gather(Vjp *v, NodeId self)
+{
+	Attrs a = win_attrs(v, self, OP_max_pool_grad, NULL, 0);
+	if (DEP(1))
+		acc(v, IN(1), win_op(v, self, OP_max_pool_grad, M(IN(0)), G, &a));
+}
+
+// The linear window ops and their adjoints, X and X_grad:
+// <X(x), G> = <x, X_grad(G)>, so dx = X_grad(G) (its size is x's) and the
+// adjoint of X_grad is X (its size, where X has one, is X_grad's operand's).
+static void
+vjp_avg_pool(Vjp *v, NodeId self)
+{
+	Attrs a = win_attrs(v, self, OP_avg_pool_grad, "size", IN(0));
+	acc(v, IN(0), win_op(v, self, OP_avg_pool_grad, G, 0, &a));
+}
+
+static void
+vjp_avg_pool_grad(Vjp *v, NodeId self)
+{
+	Attrs a = win_attrs(v, self, OP_avg_pool, NULL, 0);
+	acc(v, IN(0), win_op(v, self, OP_avg_pool, G, 0, &a));
+}
+
+static void
+vjp_adaptive_avg_pool(Vjp *v, NodeId self)
+{
+	Attrs a = win_attrs(v, self, OP_adaptive_avg_pool_grad, "size", IN(0));
+	acc(v, IN(0), win_op(v, self, OP_adaptive_avg_pool_grad, G, 0, &a));
+}
+
+static void
+vjp_adaptive_avg_pool_grad(Vjp *v, NodeId self)
+{
+	Attrs a = win_attrs(v, self, OP_adaptive_avg_pool, "size", IN(0));
+	acc(v, IN(0), win_op(v, self, OP_adaptive_avg_pool, G, 0, &a));
+}
+
+static void
+vjp_upsample_bilinear(Vjp *v, NodeId self)
+{
+	Attrs a = win_attrs(v, self, OP_upsample_bilinear_grad, "size", IN(0));
+	acc(v, IN(0), win_op(v, self, OP_upsample_bilinear_grad, G, 0, &a));
+}
+
+static void
+vjp_upsample_bilinear_grad(Vjp *v, NodeId self)
+{
+	Attrs a = win_attrs(v, self, OP_upsample_bilinear, "size", IN(0));
+	acc(v, IN(0), win_op(v, self, OP_upsample_bilinear, G, 0, &a));
+}
+
 // get: the adjoint of one value of a scan's tuple, kept until the scan is
 // reached (its gets have larger ids, so they all come first).
 static void

@@ -5,8 +5,9 @@
 // operand is rebuilt by its op's rule: elementwise ops broadcast their
 // unbatched operands to the batch, axis attributes shift by one, layout
 // ops gain a leading axis, matmul broadcasts its batch axes, windowed ops
-// fold the batch into N.  Nodes with no batched operand are copied as they
-// are.  With `basis`, the batched inputs are not inputs at all but the
+// fold the batch into N (conv and its adjoints with a batched weight: into
+// the channels and groups).  Nodes with no batched operand are copied as
+// they are.  With `basis`, the batched inputs are not inputs at all but the
 // rows of an identity matrix, split over them in input order: row b is the
 // b-th basis vector of their concatenated, flattened space.  That turns
 // jvp into jacfwd, vjp into jacrev and hvp/vhp into the Hessian, in one
@@ -72,6 +73,88 @@ prepend(AttrVal *x, int64_t v)
 	memmove(x->v + 1, x->v, sizeof(int64_t) * (size_t)x->n);
 	x->v[0] = v;
 	x->n++;
+}
+
+// conv and its adjoints with the batch folded into the channels: an NC...
+// operand (B, N, C, L...) is viewed as (N, B·C, L...) and a weight
+// (B, C_out, C_in/G, k...) as (B·C_out, C_in/G, k...); with B·G groups,
+// group b·G + j of the folded op is group j of batch entry b (its input
+// channels b·C + j·C_in/G + i, its output channels b·C_out + j·C_out/G + o),
+// so one op computes every entry.  Results are unfolded the same way.
+
+// (B, N, C, L...) -> (N, B·C, L...)
+static NodeId
+fold_channels(Graph *g, NodeId x, Loc loc)
+{
+	const Shape *s = ir_shape(g, x);
+	int64_t perm[IR_MAXDIM];
+	for (int i = 0; i < s->rank; i++)
+		perm[i] = i;
+	perm[0] = 1, perm[1] = 0;
+	Shape t = {.rank = s->rank - 1};
+	t.dim[0] = s->dim[1];
+	t.dim[1] = s->dim[0] * s->dim[2];
+	for (int i = 3; i < s->rank; i++)
+		t.dim[i - 1] = s->dim[i];
+	return b_reshape(g, b_permute(g, x, perm, loc), &t, loc);
+}
+
+// (N, B·C, L...) -> (B, N, C, L...)
+static NodeId
+unfold_channels(Graph *g, NodeId y, int64_t B, Loc loc)
+{
+	const Shape *s = ir_shape(g, y);
+	Shape t = {.rank = s->rank + 1};
+	t.dim[0] = s->dim[0];
+	t.dim[1] = B;
+	t.dim[2] = s->dim[1] / B;
+	for (int i = 2; i < s->rank; i++)
+		t.dim[i + 1] = s->dim[i];
+	int64_t perm[IR_MAXDIM];
+	for (int i = 0; i < t.rank; i++)
+		perm[i] = i;
+	perm[0] = 1, perm[1] = 0;
+	return b_permute(g, b_reshape(g, y, &t, loc), perm, loc);
+}
+
+// (B, C_out, ...) -> (B·C_out, ...)
+static NodeId
+merge_lead(Graph *g, NodeId w, Loc loc)
+{
+	const Shape *s = ir_shape(g, w);
+	Shape t = {.rank = s->rank - 1};
+	t.dim[0] = s->dim[0] * s->dim[1];
+	for (int i = 2; i < s->rank; i++)
+		t.dim[i - 1] = s->dim[i];
+	return b_reshape(g, w, &t, loc);
+}
+
+// With one group and an unbatched input x, conv(x, w) and
+// conv_weight_grad(x, g) need no copies of x: the B·C_out folded output
+// channels all read the same C_in input channels.
+static NodeId
+batch_groups(Vmap *v, NodeId n, Attrs *a)
+{
+	const Graph *f = v->f;
+	Graph *g = v->g;
+	int op = f->node[n].op;
+	Loc loc = f->node[n].loc;
+	int kg = ir_attr_index(op, "groups");
+	int shared = op != OP_conv_input_grad && a->a[kg].i == 1 && !v->bat[ir_in1(f, n, 0)];
+	NodeId x = shared ? v->map[ir_in1(f, n, 0)] : operand_b(v, n, 0), y = operand_b(v, n, 1), in[2];
+	if (!shared)
+		a->a[kg].i *= v->B;
+	if (op == OP_conv_weight_grad) { // (x, g): both NC...; the result a weight
+		in[0] = shared ? x : fold_channels(g, x, loc);
+		in[1] = fold_channels(g, y, loc);
+		NodeId r = ir_emit(g, op, in, 2, a, loc);
+		Shape out = batched_shape(v->B, ir_shape(f, n));
+		return b_reshape(g, r, &out, loc);
+	}
+	// conv(x, w) and conv_input_grad(g, w): NC... operand, then weight.
+	in[0] = shared ? x : fold_channels(g, x, loc);
+	in[1] = merge_lead(g, y, loc);
+	return unfold_channels(g, ir_emit(g, op, in, 2, a, loc), v->B, loc);
 }
 
 static NodeId
@@ -198,23 +281,35 @@ batch_node(Vmap *v, NodeId n)
 		in[1] = operand_b(v, n, 1);
 		return ir_emit(g, OP_matmul, in, 2, NULL, loc);
 	case OP_conv:
-		if (v->bat[ir_in1(f, n, 1)]) {
-			fail(v, n, "its weight is batched");
-			return 0;
-		}
+	case OP_conv_input_grad:
+	case OP_conv_weight_grad:
+		// A batched weight (or conv_weight_grad, which sums over N): the
+		// batch becomes groups.
+		if (nd->op == OP_conv_weight_grad || v->bat[ir_in1(f, n, 1)])
+			return batch_groups(v, n, &a);
 		/* fallthrough */
 	case OP_max_pool:
+	case OP_max_pool_grad:
+	case OP_max_pool_gather:
 	case OP_avg_pool:
+	case OP_avg_pool_grad:
 	case OP_adaptive_avg_pool:
-	case OP_upsample_bilinear: {
+	case OP_adaptive_avg_pool_grad:
+	case OP_upsample_bilinear:
+	case OP_upsample_bilinear_grad: {
 		// Fold the batch into N: (B, N, C, ...) -> (B·N, C, ...) and back.
-		const Shape *xs = ir_shape(f, ir_in1(f, n, 0));
-		Shape t = *xs;
-		t.dim[0] *= v->B;
-		NodeId x = b_reshape(g, operand_b(v, n, 0), &t, loc);
-		in[0] = x;
-		for (int i = 1; i < nin; i++)
-			in[i] = v->map[ir_in1(f, n, i)];
+		// The NC... operands are folded (the pools' derivative ops have
+		// two, x and g); conv's weight, unbatched here, is not.
+		int nfold = nd->op == OP_conv || nd->op == OP_conv_input_grad ? 1 : nin;
+		for (int i = 0; i < nin; i++) {
+			if (i >= nfold) {
+				in[i] = v->map[ir_in1(f, n, i)];
+				continue;
+			}
+			Shape t = *ir_shape(f, ir_in1(f, n, i));
+			t.dim[0] *= v->B;
+			in[i] = b_reshape(g, operand_b(v, n, i), &t, loc);
+		}
 		NodeId r = ir_emit(g, nd->op, in, nin, &a, loc);
 		Shape out = batched_shape(v->B, ir_shape(f, n));
 		return b_reshape(g, r, &out, loc);

@@ -24,7 +24,7 @@ file(GLOB GOLDEN_TESTS CONFIGURE_DEPENDS
      ${CMAKE_SOURCE_DIR}/tests/parse/*.ir ${CMAKE_SOURCE_DIR}/tests/errors/*.ir
      ${CMAKE_SOURCE_DIR}/tests/exec/*.ir ${CMAKE_SOURCE_DIR}/tests/cli/*.sh
      ${CMAKE_SOURCE_DIR}/tests/bench/*.sh
-     ${CMAKE_SOURCE_DIR}/tests/models/*.ir)
+     ${CMAKE_SOURCE_DIR}/tests/models/*.ir ${CMAKE_SOURCE_DIR}/tests/cpu/*.sh)
 foreach(f ${GOLDEN_TESTS})
   file(RELATIVE_PATH rel ${CMAKE_SOURCE_DIR}/tests ${f})
   add_test(NAME ${rel} COMMAND bash ${CMAKE_SOURCE_DIR}/tests/lit.sh ${f})

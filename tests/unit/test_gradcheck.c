@@ -427,12 +427,64 @@ static const Case cases[] = {
 	{"batch_norm", "param x: f64[4, 3, 2]\nparam w: f64[3]\n", "batch_norm(x, w, w * w)", 0, 1, 1e-5, NULL},
 	{"studentt", AB, "studentt_logpdf(a, b, 0.5, b + 0.1)", 1, 1, 1e-5, NULL},
 	{"gamma_logpdf", AB, "gamma_logpdf(a, b, c * c + 0.5)", 1, 1, 1e-5, NULL},
-	// not derived yet (docs/STATUS.md): the diagnostic says so
-	{"conv", "param x: f64[1, 2, 5]\nparam w: f64[3, 2, 2]\n", "conv1d(x, w)", 0, 0, 1e-6, "not implemented yet"},
-	{"max_pool", "param x: f64[1, 2, 4, 4]\n", "max_pool2d(x, 2)", 0, 0, 1e-6, "not implemented yet"},
-	{"avg_pool", "param x: f64[1, 2, 4, 4]\n", "avg_pool2d(x, 2)", 0, 0, 1e-6, "not implemented yet"},
-	{"adaptive_avg_pool", "param x: f64[1, 2, 4, 4]\n", "adaptive_avg_pool2d(x, 1)", 0, 0, 1e-6, "not implemented yet"},
-	{"upsample", "param x: f64[1, 2, 2, 2]\n", "upsample_bilinear(x, size=[4, 4])", 0, 0, 1e-6, "not implemented yet"},
+	// window ops, every one to second order.  conv: 1-d and 2-d with
+	// stride, padding, dilation and groups, with and without bias, and
+	// wav2letter's geometry at a small size (kernel 25, stride 16, pad 4).
+	{"conv1d", "param x: f64[2, 4, 9]\nparam w: f64[6, 2, 3]\nparam b: f64[6]\n",
+	 "tanh(conv1d(x, w, b, stride=2, padding=1, dilation=2, groups=2))", 0, 1, 1e-6, NULL},
+	{"conv1d-plain", "param x: f64[1, 3, 6]\nparam w: f64[2, 3, 2]\n", "conv1d(x, w) * conv1d(x, w)", 0, 1, 1e-6, NULL},
+	{"conv2d", "param x: f64[2, 4, 7, 6]\nparam w: f64[4, 2, 3, 2]\n",
+	 "sin(conv2d(x, w, stride=[2, 1], padding=1, dilation=[1, 2], groups=2))", 0, 1, 1e-6, NULL},
+	{"conv2d-bias", "param x: f64[1, 3, 5, 5]\nparam w: f64[2, 3, 3, 3]\nparam b: f64[2]\n",
+	 "tanh(conv2d(x, w, b, stride=2, padding=1))", 0, 1, 1e-6, NULL},
+	{"conv1d-wav2letter", "param x: f64[1, 2, 700]\nparam w: f64[3, 2, 25]\nparam b: f64[3]\n",
+	 "tanh(conv1d(x, w, b, stride=16, padding=4))", 0, 1, 1e-6, NULL},
+	// max_pool: stride below the kernel (overlapping windows), padding,
+	// dilation; random values keep clear of ties.  The product makes the
+	// routing depend on two params, the square gives a second order.
+	{"max_pool2d", "param x: f64[2, 3, 7, 7]\nparam y: f64[2, 3, 7, 7]\n",
+	 "max_pool2d(x * y, 3, stride=2, padding=1) * max_pool2d(x * y, 3, stride=2, padding=1)", 0, 1, 1e-6, NULL},
+	{"max_pool1d", "param x: f64[2, 2, 9]\nparam y: f64[2, 2, 9]\n",
+	 "sin(max_pool1d(x * y, 3, stride=1, padding=1, dilation=2))", 0, 1, 1e-6, NULL},
+	// (avg_pool by name: avg_pool2d's surface form takes count_include_pad
+	// for a size and makes it a list.)
+	{"avg_pool2d", "param x: f64[2, 2, 5, 6]\nparam y: f64[2, 2, 5, 6]\n",
+	 "sin(avg_pool(x * y, kernel=[3, 3], stride=[2, 2], padding=[1, 1], count_include_pad=0))", 0, 1, 1e-6, NULL},
+	{"avg_pool2d-pad", "param x: f64[2, 2, 5, 6]\nparam y: f64[2, 2, 5, 6]\n",
+	 "sin(avg_pool(x * y, kernel=[3, 2], stride=[2, 1], padding=[1, 1], count_include_pad=1))", 0, 1, 1e-6, NULL},
+	{"avg_pool1d", "param x: f64[1, 2, 7]\n", "avg_pool1d(x, 3, stride=2, padding=1) ** 3", 0, 1, 1e-6, NULL},
+	{"adaptive_avg_pool2d", "param x: f64[2, 2, 7, 5]\nparam y: f64[2, 2, 7, 5]\n",
+	 "sin(adaptive_avg_pool2d(x * y, [3, 4]))", 0, 1, 1e-6, NULL},
+	{"adaptive_avg_pool-up", "param x: f64[1, 2, 3, 2]\n", "adaptive_avg_pool2d(x, [5, 3]) ** 3", 0, 1, 1e-6, NULL},
+	{"adaptive_avg_pool1d", "param x: f64[2, 3, 7]\n", "sin(adaptive_avg_pool1d(x * x, 3))", 0, 1, 1e-6, NULL},
+	{"upsample", "param x: f64[1, 2, 3, 4]\n", "sin(upsample_bilinear(x * x, size=[7, 5]))", 0, 1, 1e-6, NULL},
+	{"upsample-corners", "param x: f64[1, 2, 3, 4]\n",
+	 "sin(upsample_bilinear(x * x, size=[7, 9], align_corners=1))", 0, 1, 1e-6, NULL},
+	{"upsample-down", "param x: f64[2, 1, 5, 7]\n", "sin(upsample_bilinear(x * x, size=[2, 3]))", 0, 1, 1e-6, NULL},
+	{"upsample-down-corners", "param x: f64[2, 1, 5, 7]\n",
+	 "sin(upsample_bilinear(x * x, size=[4, 5], align_corners=1))", 0, 1, 1e-6, NULL},
+	// The derivative ops themselves, called by name: their own first and
+	// second derivatives (the rules of a rule, as vhp and hvp need them).
+	{"conv_input_grad", "param g: f64[2, 6, 4]\nparam w: f64[6, 2, 3]\n",
+	 "tanh(conv_input_grad(g, w, stride=[2], padding=[1], dilation=[2], groups=2, size=[9]))", 0, 1, 1e-6, NULL},
+	{"conv_input_grad-2d", "param g: f64[1, 4, 3, 3]\nparam w: f64[4, 3, 3, 2]\n",
+	 "sin(conv_input_grad(g, w, stride=[2, 3], padding=[1, 0], dilation=[1, 1], size=[6, 8]))", 0, 1, 1e-6, NULL},
+	{"conv_weight_grad", "param x: f64[2, 4, 7, 6]\nparam g: f64[2, 4, 4, 4]\n",
+	 "sin(conv_weight_grad(x, g, stride=[2, 1], padding=[1, 0], dilation=[1, 2], groups=2, kernel=[3, 2]))", 0, 1, 1e-6, NULL},
+	{"conv_weight_grad-1d", "param x: f64[2, 2, 40]\nparam g: f64[2, 3, 3]\n",
+	 "tanh(conv_weight_grad(x, g, stride=[16], padding=[4], dilation=[1], kernel=[13]))", 0, 1, 1e-6, NULL},
+	{"max_pool_grad", "param x: f64[1, 2, 5, 5]\nparam y: f64[1, 2, 5, 5]\nparam g: f64[1, 2, 3, 3]\n",
+	 "sin(max_pool_grad(x * y, g * g, kernel=[3, 3], stride=[2, 2], padding=[1, 1], dilation=[1, 1]))", 0, 1, 1e-6, NULL},
+	{"max_pool_gather", "param x: f64[1, 2, 5, 5]\nparam h: f64[1, 2, 5, 5]\n",
+	 "sin(max_pool_gather(x * h, h * h, kernel=[2, 3], stride=[1, 2], padding=[1, 1], dilation=[2, 1]))", 0, 1, 1e-6, NULL},
+	{"avg_pool_grad", "param g: f64[1, 2, 3, 3]\n",
+	 "sin(avg_pool_grad(g * g, kernel=[3, 3], stride=[2, 2], padding=[1, 1], count_include_pad=0, size=[5, 6]))", 0, 1, 1e-6, NULL},
+	{"avg_pool_grad-pad", "param g: f64[2, 1, 4]\n",
+	 "sin(avg_pool_grad(g * g, kernel=[3], stride=[2], padding=[1], size=[8]))", 0, 1, 1e-6, NULL},
+	{"adaptive_avg_pool_grad", "param g: f64[1, 2, 3, 4]\n", "sin(adaptive_avg_pool_grad(g * g, size=[7, 5]))", 0, 1, 1e-6, NULL},
+	{"upsample_bilinear_grad", "param g: f64[1, 2, 7, 5]\n",
+	 "sin(upsample_bilinear_grad(g * g, size=[3, 4], align_corners=1))", 0, 1, 1e-6, NULL},
+	{"upsample_bilinear_grad-down", "param g: f64[1, 2, 2, 3]\n", "sin(upsample_bilinear_grad(g * g, size=[5, 7]))", 0, 1, 1e-6, NULL},
 	// scan and get: the body is declared beside the params (passes/scan.c;
 	// tests/unit/test_scandiff.c covers more bodies)
 	{"scan", "param a: f64[3]\nparam xs: f64[4, 3]\n"

@@ -1226,6 +1226,406 @@ test_upsample(void)
 		ir_tensor_free(&r[i]);
 }
 
+// ---------------------------------------------------------------- window adjoints
+
+static void
+test_conv_grad(void)
+{
+	Tensor r[6];
+	// conv_input_grad, 1-d, g = [1, 2], w = [3, 5]:
+	// - stride 2, size 4: output o covers x[2o], x[2o + 1], so each g[o]
+	//   lays down g[o] w: [3, 5, 6, 10];
+	// - size 5 gives the same 2 outputs (the ambiguity `size` resolves):
+	//   [3, 5, 6, 10, 0];
+	// - stride 2, padding 1, size 3: o covers x[2o - 1], x[2o]: x[-1] is
+	//   padding, so [1 * 5, 2 * 3, 2 * 5] = [5, 6, 10];
+	// - stride 1, dilation 2, size 4: o covers x[o], x[o + 2]:
+	//   [1 * 3, 2 * 3, 1 * 5, 2 * 5] = [3, 6, 5, 10].
+	double g2[] = {1, 2}, w2[] = {3, 5};
+	Case c = mk();
+	NodeId g = cin(&c, DT_F64, sh(3, 1, 1, 2), g2), w = cin(&c, DT_F64, sh(3, 1, 1, 2), w2);
+	NodeId t1[4] = {
+		cop(&c, OP_conv_input_grad, "stride=2 padding=0 dilation=1 size=4", 2, g, w),
+		cop(&c, OP_conv_input_grad, "stride=2 padding=0 dilation=1 size=5", 2, g, w),
+		cop(&c, OP_conv_input_grad, "stride=2 padding=1 dilation=1 size=3", 2, g, w),
+		cop(&c, OP_conv_input_grad, "stride=1 padding=0 dilation=2 size=4", 2, g, w),
+	};
+	CHECK_RUN(runn(&c, 4, t1, r));
+	CHECK_TYPE(&r[0], DT_F64, sh(3, 1, 1, 4));
+	CHECK_T(&r[0], 0, 3, 5, 6, 10);
+	CHECK_T(&r[1], 0, 3, 5, 6, 10, 0);
+	CHECK_T(&r[2], 0, 5, 6, 10);
+	CHECK_T(&r[3], 0, 3, 6, 5, 10);
+	for (int i = 0; i < 4; i++)
+		ir_tensor_free(&r[i]);
+
+	// Channels, 1x1 kernels, g channels [1, 2] and [10, 20]:
+	// - groups 2, w = [[2]], [[3]]: input channel i gets w[i] g[i]:
+	//   [2, 4], [30, 60];
+	// - groups 1, w[co][ci] = [[1, 2], [3, 4]]: input channel ci gets
+	//   sum_co w[co][ci] g[co]: [1 + 30, 2 + 60], [2 + 40, 4 + 80].
+	// 2-d, g = [[1, 2], [3, 4]], w = [[1, 0], [0, 1]], stride 2, size 4x4:
+	// each g lands on the diagonal of its 2x2 block.
+	double gc[] = {1, 2, 10, 20}, wg[] = {2, 3}, wf[] = {1, 2, 3, 4};
+	double gq[] = {1, 2, 3, 4}, wd[] = {1, 0, 0, 1};
+	c = mk();
+	g = cin(&c, DT_F64, sh(3, 1, 2, 2), gc);
+	NodeId t2[3] = {
+		cop(&c, OP_conv_input_grad, "stride=1 padding=0 dilation=1 groups=2 size=2", 2, g,
+		    cin(&c, DT_F64, sh(3, 2, 1, 1), wg)),
+		cop(&c, OP_conv_input_grad, "stride=1 padding=0 dilation=1 size=2", 2, g,
+		    cin(&c, DT_F64, sh(3, 2, 2, 1), wf)),
+		cop(&c, OP_conv_input_grad, "stride=2,2 padding=0,0 dilation=1,1 size=4,4", 2,
+		    cin(&c, DT_F64, sh(4, 1, 1, 2, 2), gq), cin(&c, DT_F64, sh(4, 1, 1, 2, 2), wd)),
+	};
+	CHECK_RUN(runn(&c, 3, t2, r));
+	CHECK_T(&r[0], 0, 2, 4, 30, 60);
+	CHECK_T(&r[1], 0, 31, 62, 42, 84);
+	CHECK_TYPE(&r[2], DT_F64, sh(4, 1, 1, 4, 4));
+	CHECK_T(&r[2], 0, 1, 0, 2, 0, 0, 1, 0, 2, 3, 0, 4, 0, 0, 3, 0, 4);
+	for (int i = 0; i < 3; i++)
+		ir_tensor_free(&r[i]);
+
+	// conv_weight_grad, x = [1, 2, 3, 4, 5]:
+	// - kernel 3, stride 2, g = [1, 10]: dw[k] = x[k] + 10 x[2 + k] = [31, 42, 53];
+	// - kernel 3, stride 2, padding 1, g = [1, 10, 100]: o covers
+	//   x[2o - 1 .. 2o + 1], so dw[0] = 10 x[1] + 100 x[3] = 420,
+	//   dw[1] = x[0] + 10 x[2] + 100 x[4] = 531, dw[2] = x[1] + 10 x[3] = 42.
+	// Batch, x = [1, 2, 3], [4, 5, 6], g = [1, 1], [1, 0], kernel 2: the
+	// sum over n and o: [1 + 2 + 4, 2 + 3 + 5] = [7, 10].  Groups 2, x
+	// channels [1, 2], [3, 4], g = [10], [100], kernel 2: [10, 20], [300, 400].
+	double x5[] = {1, 2, 3, 4, 5}, ga[] = {1, 10}, gb[] = {1, 10, 100};
+	double xn[] = {1, 2, 3, 4, 5, 6}, gn[] = {1, 1, 1, 0}, xg[] = {1, 2, 3, 4}, gg[] = {10, 100};
+	c = mk();
+	NodeId x = cin(&c, DT_F64, sh(3, 1, 1, 5), x5);
+	NodeId t3[4] = {
+		cop(&c, OP_conv_weight_grad, "stride=2 padding=0 dilation=1 kernel=3", 2, x,
+		    cin(&c, DT_F64, sh(3, 1, 1, 2), ga)),
+		cop(&c, OP_conv_weight_grad, "stride=2 padding=1 dilation=1 kernel=3", 2, x,
+		    cin(&c, DT_F64, sh(3, 1, 1, 3), gb)),
+		cop(&c, OP_conv_weight_grad, "stride=1 padding=0 dilation=1 kernel=2", 2,
+		    cin(&c, DT_F64, sh(3, 2, 1, 3), xn), cin(&c, DT_F64, sh(3, 2, 1, 2), gn)),
+		cop(&c, OP_conv_weight_grad, "stride=1 padding=0 dilation=1 groups=2 kernel=2", 2,
+		    cin(&c, DT_F64, sh(3, 1, 2, 2), xg), cin(&c, DT_F64, sh(3, 1, 2, 1), gg)),
+	};
+	CHECK_RUN(runn(&c, 4, t3, r));
+	CHECK_TYPE(&r[0], DT_F64, sh(3, 1, 1, 3));
+	CHECK_T(&r[0], 0, 31, 42, 53);
+	CHECK_T(&r[1], 0, 420, 531, 42);
+	CHECK_T(&r[2], 0, 7, 10);
+	CHECK_TYPE(&r[3], DT_F64, sh(3, 2, 1, 2));
+	CHECK_T(&r[3], 0, 10, 20, 300, 400);
+	for (int i = 0; i < 4; i++)
+		ir_tensor_free(&r[i]);
+
+	// Shape rules: an input size that conv would not map to g's length,
+	// and a kernel that does not either.
+	c = mk();
+	g = cin(&c, DT_F64, sh(3, 1, 1, 2), g2);
+	w = cin(&c, DT_F64, sh(3, 1, 1, 2), w2);
+	Attrs a = attrs(OP_conv_input_grad, "stride=2 padding=0 dilation=1 size=6");
+	NodeId in[2] = {g, w};
+	CHECK(!ir_build(c.g, OP_conv_input_grad, in, 2, &a, 0, errbuf, sizeof errbuf));
+	CHECK_STR(errbuf, "conv_input_grad: an input of size 6 gives 3 outputs on spatial axis 0, "
+	                  "the gradient has 2");
+	a = attrs(OP_conv_weight_grad, "stride=1 padding=0 dilation=1 kernel=2");
+	in[0] = cin(&c, DT_F64, sh(3, 1, 1, 5), x5);
+	in[1] = g;
+	CHECK(!ir_build(c.g, OP_conv_weight_grad, in, 2, &a, 0, errbuf, sizeof errbuf));
+	CHECK_STR(errbuf, "conv_weight_grad: kernel 2 gives 4 outputs on spatial axis 0, the "
+	                  "gradient has 2");
+	ir_graph_free(c.g);
+}
+
+static void
+test_pool_grad(void)
+{
+	Tensor r[8];
+	// max_pool_grad / max_pool_gather on x = [1, 3, 2, 5, 4], kernel 2,
+	// stride 2, padding 1: windows {pad, x0}, {x1, x2}, {x3, x4} have their
+	// maxima at 0, 1, 3: g = [10, 20, 30] goes to [10, 20, 0, 30, 0], and h
+	// is read there: h = [10, 20, 30, 40, 50] gives [10, 20, 40].
+	// Ties and overlap, x = [2, 2, 1, 2], kernel 3, stride 1, padding 1:
+	// windows {pad, 2, 2}, {2, 2, 1}, {2, 1, 2}, {1, 2, pad} route to the
+	// first maximum, 0, 0, 1, 3: g = [1, 10, 100, 1000] gives [11, 100, 0, 1000].
+	// Padding never wins, even over negative values: x = [-3, -1],
+	// kernel 2, stride 1, padding 1: windows {pad, -3}, {-3, -1}, {-1, pad}
+	// route to 0, 1, 1: g = [1, 2, 3] gives [1, 5].
+	double x[] = {1, 3, 2, 5, 4}, g3[] = {10, 20, 30}, h5[] = {10, 20, 30, 40, 50};
+	double xt[] = {2, 2, 1, 2}, gt[] = {1, 10, 100, 1000}, xm[] = {-3, -1}, gm[] = {1, 2, 3};
+	Case c = mk();
+	NodeId a = cin(&c, DT_F64, sh(3, 1, 1, 5), x);
+	NodeId at = cin(&c, DT_F64, sh(3, 1, 1, 4), xt), am = cin(&c, DT_F64, sh(3, 1, 1, 2), xm);
+	NodeId p[4] = {
+		cop(&c, OP_max_pool_grad, "kernel=2 stride=2 padding=1 dilation=1", 2, a,
+		    cin(&c, DT_F64, sh(3, 1, 1, 3), g3)),
+		cop(&c, OP_max_pool_gather, "kernel=2 stride=2 padding=1 dilation=1", 2, a,
+		    cin(&c, DT_F64, sh(3, 1, 1, 5), h5)),
+		cop(&c, OP_max_pool_grad, "kernel=3 stride=1 padding=1 dilation=1", 2, at,
+		    cin(&c, DT_F64, sh(3, 1, 1, 4), gt)),
+		cop(&c, OP_max_pool_grad, "kernel=2 stride=1 padding=1 dilation=1", 2, am,
+		    cin(&c, DT_F64, sh(3, 1, 1, 3), gm)),
+	};
+	CHECK_RUN(runn(&c, 4, p, r));
+	CHECK_TYPE(&r[0], DT_F64, sh(3, 1, 1, 5));
+	CHECK_T(&r[0], 0, 10, 20, 0, 30, 0);
+	CHECK_TYPE(&r[1], DT_F64, sh(3, 1, 1, 3));
+	CHECK_T(&r[1], 0, 10, 20, 40);
+	CHECK_T(&r[2], 0, 11, 100, 0, 1000);
+	CHECK_T(&r[3], 0, 1, 5);
+	for (int i = 0; i < 4; i++)
+		ir_tensor_free(&r[i]);
+
+	// 2-d, kernel 2, stride 1 on [[1, 9, 2], [8, 3, 7], [4, 6, 5]]: the
+	// windows' maxima are at (0, 1), (0, 1), (1, 0), (1, 2); g = [[1, 2],
+	// [3, 4]] gives [[0, 3, 0], [3, 0, 4], [0, 0, 0]] and h = 1..9 reads
+	// [2, 2, 4, 6].  Row-major window order: [[1, 5], [5, 0]] routes to
+	// (0, 1), not (1, 0).  A window of padding only (an empty length padded
+	// by 1) gathers 0.
+	double x9[] = {1, 9, 2, 8, 3, 7, 4, 6, 5}, g4[] = {1, 2, 3, 4}, h9[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+	double xr[] = {1, 5, 5, 0}, g1[] = {7};
+	c = mk();
+	a = cin(&c, DT_F64, sh(4, 1, 1, 3, 3), x9);
+	NodeId ae = cin(&c, DT_F64, sh(3, 1, 1, 0), NULL);
+	NodeId p2[5] = {
+		cop(&c, OP_max_pool_grad, "kernel=2,2 stride=1,1 padding=0,0 dilation=1,1", 2, a,
+		    cin(&c, DT_F64, sh(4, 1, 1, 2, 2), g4)),
+		cop(&c, OP_max_pool_gather, "kernel=2,2 stride=1,1 padding=0,0 dilation=1,1", 2, a,
+		    cin(&c, DT_F64, sh(4, 1, 1, 3, 3), h9)),
+		cop(&c, OP_max_pool_grad, "kernel=2,2 stride=1,1 padding=0,0 dilation=1,1", 2,
+		    cin(&c, DT_F64, sh(4, 1, 1, 2, 2), xr), cin(&c, DT_F64, sh(4, 1, 1, 1, 1), g1)),
+		cop(&c, OP_max_pool_gather, "kernel=2 stride=1 padding=1 dilation=1", 2, ae, ae),
+		cop(&c, OP_max_pool_grad, "kernel=2 stride=1 padding=1 dilation=1", 2, ae,
+		    cin(&c, DT_F64, sh(3, 1, 1, 1), g1)),
+	};
+	CHECK_RUN(runn(&c, 5, p2, r));
+	CHECK_T(&r[0], 0, 0, 3, 0, 3, 0, 4, 0, 0, 0);
+	CHECK_T(&r[1], 0, 2, 2, 4, 6);
+	CHECK_T(&r[2], 0, 0, 7, 0, 0);
+	CHECK_T(&r[3], 0, 0);
+	CHECK_TYPE(&r[4], DT_F64, sh(3, 1, 1, 0));
+	for (int i = 0; i < 5; i++)
+		ir_tensor_free(&r[i]);
+
+	// avg_pool_grad, g = [3, 6, 9, 12], kernel 3, stride 1, padding 1,
+	// size 4: windows {-1, 0, 1}, {0, 1, 2}, {1, 2, 3}, {2, 3, 4}.
+	// Counting the padding every share is g / 3: [9/3, 18/3, 27/3, 21/3];
+	// not counting it the border windows have 2 elements:
+	// [3/2 + 6/3, 3/2 + 6/3 + 9/3, 6/3 + 9/3 + 12/2, 9/3 + 12/2] =
+	// [3.5, 6.5, 11, 9] (still summing to 30 = sum g).
+	// 2-d, g = [[4, 8], [12, 16]], kernel 2, stride 2: g / 4 over each
+	// block; size 5x5 (also 2 windows per axis) leaves row and column 4 at 0.
+	double gv[] = {3, 6, 9, 12}, gq[] = {4, 8, 12, 16};
+	c = mk();
+	a = cin(&c, DT_F64, sh(3, 1, 1, 4), gv);
+	NodeId q = cin(&c, DT_F64, sh(4, 1, 1, 2, 2), gq);
+	NodeId p3[4] = {
+		cop(&c, OP_avg_pool_grad, "kernel=3 stride=1 padding=1 size=4", 1, a),
+		cop(&c, OP_avg_pool_grad, "kernel=3 stride=1 padding=1 count_include_pad=0 size=4", 1, a),
+		cop(&c, OP_avg_pool_grad, "kernel=2,2 stride=2,2 padding=0,0 size=4,4", 1, q),
+		cop(&c, OP_avg_pool_grad, "kernel=2,2 stride=2,2 padding=0,0 size=5,5", 1, q),
+	};
+	CHECK_RUN(runn(&c, 4, p3, r));
+	CHECK_T(&r[0], 1e-15, 3, 6, 9, 7);
+	CHECK_T(&r[1], 1e-15, 3.5, 6.5, 11, 9);
+	CHECK_T(&r[2], 0, 1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4);
+	CHECK_TYPE(&r[3], DT_F64, sh(4, 1, 1, 5, 5));
+	CHECK_T(&r[3], 0, 1, 1, 2, 2, 0, 1, 1, 2, 2, 0, 3, 3, 4, 4, 0, 3, 3, 4, 4, 0, 0, 0, 0, 0, 0);
+	for (int i = 0; i < 4; i++)
+		ir_tensor_free(&r[i]);
+
+	// adaptive_avg_pool_grad, 3 -> 5: the windows of 5 -> 3 are [0, 2),
+	// [1, 4), [3, 5); g = [2, 3, 4] shares g / |window|:
+	// [2/2, 2/2 + 3/3, 3/3, 3/3 + 4/2, 4/2] = [1, 2, 1, 3, 2].
+	// 2-d 1x1 -> 2x3: the one window is everything: 6 / 6 each.
+	double ga[] = {2, 3, 4}, g6[] = {6};
+	c = mk();
+	NodeId p4[2] = {
+		cop(&c, OP_adaptive_avg_pool_grad, "size=5", 1, cin(&c, DT_F64, sh(3, 1, 1, 3), ga)),
+		cop(&c, OP_adaptive_avg_pool_grad, "size=2,3", 1, cin(&c, DT_F64, sh(4, 1, 1, 1, 1), g6)),
+	};
+	CHECK_RUN(runn(&c, 2, p4, r));
+	CHECK_TYPE(&r[0], DT_F64, sh(3, 1, 1, 5));
+	CHECK_T(&r[0], 1e-15, 1, 2, 1, 3, 2);
+	CHECK_TYPE(&r[1], DT_F64, sh(4, 1, 1, 2, 3));
+	CHECK_T(&r[1], 0, 1, 1, 1, 1, 1, 1);
+	for (int i = 0; i < 2; i++)
+		ir_tensor_free(&r[i]);
+}
+
+static void
+test_upsample_grad(void)
+{
+	// 2 -> 4 along an axis, output d reads its two pixels with weights
+	// (pixel 0, pixel 1):
+	//   align_corners = 1: src = d / 3: (1, 0), (2/3, 1/3), (1/3, 2/3), (0, 1);
+	//   align_corners = 0: src = 0 (clamped), 0.25, 0.75, 1.25 (the last
+	//   pixel read twice): (1, 0), (3/4, 1/4), (1/4, 3/4), (0, 1).
+	// So g = ones(4, 4) gives 2 x 2 = 4 per pixel; a one at (1, 2) gives
+	// A[i][1] A[j][2] = [[2/9, 4/9], [1/9, 2/9]] (align_corners = 1), a one at
+	// (3, 1) [[0, 0], [3/4, 1/4]] (align_corners = 0).
+	// Down, 1x2 -> 1x4, align_corners = 0: src = (d + 0.5) 2 - 0.5 = 0.5,
+	// 2.5: g = [1, 10] gives [0.5, 0.5, 5, 5].
+	double ones[16], e12[16] = {0}, e31[16] = {0}, gd[] = {1, 10};
+	for (int i = 0; i < 16; i++)
+		ones[i] = 1;
+	e12[1 * 4 + 2] = 1;
+	e31[3 * 4 + 1] = 1;
+	Case c = mk();
+	NodeId u[4] = {
+		cop(&c, OP_upsample_bilinear_grad, "size=2,2 align_corners=1", 1,
+		    cin(&c, DT_F64, sh(4, 1, 1, 4, 4), ones)),
+		cop(&c, OP_upsample_bilinear_grad, "size=2,2 align_corners=1", 1,
+		    cin(&c, DT_F64, sh(4, 1, 1, 4, 4), e12)),
+		cop(&c, OP_upsample_bilinear_grad, "size=2,2", 1, cin(&c, DT_F64, sh(4, 1, 1, 4, 4), e31)),
+		cop(&c, OP_upsample_bilinear_grad, "size=1,4", 1, cin(&c, DT_F64, sh(4, 1, 1, 1, 2), gd)),
+	};
+	Tensor r[4];
+	CHECK_RUN(runn(&c, 4, u, r));
+	CHECK_TYPE(&r[0], DT_F64, sh(4, 1, 1, 2, 2));
+	CHECK_T(&r[0], 1e-15, 4, 4, 4, 4);
+	CHECK_T(&r[1], 1e-15, 2.0 / 9, 4.0 / 9, 1.0 / 9, 2.0 / 9);
+	CHECK_T(&r[2], 1e-15, 0, 0, 0.75, 0.25);
+	CHECK_T(&r[3], 1e-15, 0.5, 0.5, 5, 5);
+	for (int i = 0; i < 4; i++)
+		ir_tensor_free(&r[i]);
+}
+
+// The adjoint identities at random values, an independent check of the
+// derivative ops against the forward ops:
+//   <conv(x, w), g> = <x, conv_input_grad(g, w)> = <w, conv_weight_grad(x, g)>
+//   <max_pool_grad(x, g), h> = <g, max_pool_gather(x, h)>, max_pool_gather(x, x) = max_pool(x)
+//   <X(x), g> = <x, X_grad(g)> for avg_pool, adaptive_avg_pool, upsample_bilinear.
+static uint64_t adj_rng = 0x9e3779b97f4a7c15ull;
+
+static double *
+rand_fill(size_t n)
+{
+	double *v = malloc(n * sizeof *v);
+	for (size_t i = 0; i < n; i++) {
+		adj_rng ^= adj_rng << 13;
+		adj_rng ^= adj_rng >> 7;
+		adj_rng ^= adj_rng << 17;
+		v[i] = (double)(adj_rng >> 11) / 9007199254740992.0 * 2 - 1;
+	}
+	return v;
+}
+
+static double
+dotp(const Tensor *a, const double *b)
+{
+	double s = 0;
+	for (size_t i = 0; i < tnumel(a); i++)
+		s += a->data[i] * b[i];
+	return s;
+}
+
+static size_t
+snumel(Shape s)
+{
+	size_t n = 1;
+	for (int i = 0; i < s.rank; i++)
+		n *= (size_t)s.dim[i];
+	return n;
+}
+
+static void
+adjoint_conv(Shape xs, Shape ws, Shape gs, const char *conv, const char *in_size,
+             const char *kernel)
+{
+	double *x = rand_fill(snumel(xs)), *w = rand_fill(snumel(ws)), *g = rand_fill(snumel(gs));
+	char s1[200], s2[200];
+	snprintf(s1, sizeof s1, "%s %s", conv, in_size);
+	snprintf(s2, sizeof s2, "%s %s", conv, kernel);
+	Case c = mk();
+	NodeId xn = cin(&c, DT_F64, xs, x), wn = cin(&c, DT_F64, ws, w), gn = cin(&c, DT_F64, gs, g);
+	NodeId o[3] = {
+		cop(&c, OP_conv, conv, 2, xn, wn),
+		cop(&c, OP_conv_input_grad, s1, 2, gn, wn),
+		cop(&c, OP_conv_weight_grad, s2, 2, xn, gn),
+	};
+	Tensor r[3];
+	CHECK_RUN(runn(&c, 3, o, r));
+	CHECK_TYPE(&r[0], DT_F64, gs);
+	CHECK_TYPE(&r[1], DT_F64, xs);
+	CHECK_TYPE(&r[2], DT_F64, ws);
+	double t = dotp(&r[0], g);
+	CHECK(fabs(t) > 1e-3); // not trivially zero
+	CHECK_NEAR(dotp(&r[1], x), t, 1e-12);
+	CHECK_NEAR(dotp(&r[2], w), t, 1e-12);
+	for (int i = 0; i < 3; i++)
+		ir_tensor_free(&r[i]);
+	free(x), free(w), free(g);
+}
+
+// <op(x), g> = <x, op_grad(g)> for a linear window op and its adjoint.
+static void
+adjoint_linear(int op, int gop_, Shape xs, Shape gs, const char *spec, const char *gspec)
+{
+	double *x = rand_fill(snumel(xs)), *g = rand_fill(snumel(gs));
+	Case c = mk();
+	NodeId xn = cin(&c, DT_F64, xs, x), gn = cin(&c, DT_F64, gs, g);
+	NodeId o[2] = {cop(&c, op, spec, 1, xn), cop(&c, gop_, gspec, 1, gn)};
+	Tensor r[2];
+	CHECK_RUN(runn(&c, 2, o, r));
+	CHECK_TYPE(&r[0], DT_F64, gs);
+	CHECK_TYPE(&r[1], DT_F64, xs);
+	double t = dotp(&r[0], g);
+	CHECK(fabs(t) > 1e-3);
+	CHECK_NEAR(dotp(&r[1], x), t, 1e-12);
+	for (int i = 0; i < 2; i++)
+		ir_tensor_free(&r[i]);
+	free(x), free(g);
+}
+
+static void
+test_adjoints(void)
+{
+	// 2-d: stride (2, 1), padding (1, 2), dilation (1, 2), groups 2:
+	// H: (7 + 2 - 2 - 1) / 2 + 1 = 4, W: (6 + 4 - 4 - 1) / 1 + 1 = 6.
+	adjoint_conv(sh(4, 2, 4, 7, 6), sh(4, 6, 2, 2, 3), sh(4, 2, 6, 4, 6),
+	             "stride=2,1 padding=1,2 dilation=1,2 groups=2", "size=7,6", "kernel=2,3");
+	// 1-d, wav2letter's first layer at a small size: kernel 25, stride 16,
+	// padding 4 on 200: (200 + 8 - 24 - 1) / 16 + 1 = 12.
+	adjoint_conv(sh(3, 2, 3, 200), sh(3, 4, 3, 25), sh(3, 2, 4, 12),
+	             "stride=16 padding=4 dilation=1", "size=200", "kernel=25");
+	// The pools.
+	double *x = rand_fill(2 * 3 * 7 * 6), *g = rand_fill(2 * 3 * 4 * 3), *h = rand_fill(2 * 3 * 7 * 6);
+	const char *mp = "kernel=3,2 stride=2,2 padding=1,1 dilation=1,2";
+	Case c = mk();
+	NodeId xn = cin(&c, DT_F64, sh(4, 2, 3, 7, 6), x), gn = cin(&c, DT_F64, sh(4, 2, 3, 4, 3), g);
+	NodeId hn = cin(&c, DT_F64, sh(4, 2, 3, 7, 6), h);
+	NodeId o[4] = {
+		cop(&c, OP_max_pool_grad, mp, 2, xn, gn),
+		cop(&c, OP_max_pool_gather, mp, 2, xn, hn),
+		cop(&c, OP_max_pool_gather, mp, 2, xn, xn),
+		cop(&c, OP_max_pool, mp, 1, xn),
+	};
+	Tensor r[4];
+	CHECK_RUN(runn(&c, 4, o, r));
+	CHECK_TYPE(&r[1], DT_F64, sh(4, 2, 3, 4, 3));
+	double t = dotp(&r[0], h);
+	CHECK(fabs(t) > 1e-3);
+	CHECK_NEAR(dotp(&r[1], g), t, 1e-12);
+	check_tensor(__FILE__, __LINE__, &r[2], 0, r[3].data, tnumel(&r[3]));
+	for (int i = 0; i < 4; i++)
+		ir_tensor_free(&r[i]);
+	free(x), free(g), free(h);
+	adjoint_linear(OP_avg_pool, OP_avg_pool_grad, sh(4, 2, 3, 7, 6), sh(4, 2, 3, 4, 4),
+	               "kernel=3,2 stride=2,2 padding=1,1", "kernel=3,2 stride=2,2 padding=1,1 size=7,6");
+	adjoint_linear(OP_avg_pool, OP_avg_pool_grad, sh(3, 2, 3, 9), sh(3, 2, 3, 5),
+	               "kernel=3 stride=2 padding=1 count_include_pad=0",
+	               "kernel=3 stride=2 padding=1 count_include_pad=0 size=9");
+	adjoint_linear(OP_adaptive_avg_pool, OP_adaptive_avg_pool_grad, sh(4, 2, 3, 7, 5),
+	               sh(4, 2, 3, 3, 4), "size=3,4", "size=7,5");
+	adjoint_linear(OP_adaptive_avg_pool, OP_adaptive_avg_pool_grad, sh(3, 1, 2, 3), sh(3, 1, 2, 7),
+	               "size=7", "size=3");
+	adjoint_linear(OP_upsample_bilinear, OP_upsample_bilinear_grad, sh(4, 2, 3, 3, 4),
+	               sh(4, 2, 3, 7, 9), "size=7,9", "size=3,4");
+	adjoint_linear(OP_upsample_bilinear, OP_upsample_bilinear_grad, sh(4, 2, 3, 5, 7),
+	               sh(4, 2, 3, 4, 3), "size=4,3 align_corners=1", "size=5,7 align_corners=1");
+}
+
 // ---------------------------------------------------------------- scan
 
 // Body (c, x) -> (c + x, c + x): a cumulative sum.
@@ -1612,6 +2012,10 @@ main(void)
 	test_conv();
 	test_pool();
 	test_upsample();
+	test_conv_grad();
+	test_pool_grad();
+	test_upsample_grad();
+	test_adjoints();
 	test_scan();
 	test_assignment();
 	test_module();

@@ -1,0 +1,124 @@
+// codegen/codegen.h -- from task graphs to a model.so: fusion into the
+// kernel IR, memory plans, the LLVM CPU backend and the artifact.
+//
+//   model.ir --frontend--> Module --pass_task--> task graphs
+//     --cg_lower (fuse.c, lower.c)--> KProgram per task (kir.h)
+//     --cg_plan (plan.c)--> arena offsets
+//     --cg_llvm_emit (llvm.c)--> object file
+//     --cc -shared (compile.c)--> model.so + appended descriptor (docs/ARTIFACT.md)
+//
+// Only llvm.c includes llvm-c/*.  Errors: every function that can fail
+// returns 0 (or NULL) and writes one message to err; user-level errors
+// (an op the backend does not support yet, a task too large) name the op,
+// the task and the source location.
+#ifndef FADC_CODEGEN_H
+#define FADC_CODEGEN_H
+
+#include <stdio.h>
+
+#include "ir.h"
+#include "kir.h"
+
+// ---------------------------------------------------------------- compile.c
+typedef struct CgOptions {
+	const char *const *tasks; // task names (passes/tasks.c); "all" = every task
+	int ntasks; // 0: forward vjp jvp vhp hvp (the model's own list, later)
+	const char *const *defines; // the -D NAME=VALUE the module was parsed with (recorded)
+	int ndefines;
+	int opt_level; // 0..3 (LLVM's -O); -1: 2
+	const char *cpu; // NULL or "x86-64-v3" (default), "native", "generic", or an LLVM CPU name
+	int compute_f64; // compute f32 values in double (testing: isolates f32 rounding)
+	const char *cc; // linker driver; NULL: $FADC_CC, else "cc"
+	const char *support_lib; // NULL: $FADC_SUPPORT_LIB, else the one built with fadc
+	int64_t max_task_bytes; // outputs + arena of one task; 0: 4 GiB
+	FILE *stats; // per task: kernels, peak arena bytes, naive bytes (--stats)
+	FILE *emit_kir; // the kernel IR of every task (--emit kir)
+	FILE *emit_llvm; // the optimized LLVM IR (--emit llvm)
+} CgOptions;
+
+// Compiles the tasks of m, and one init task per declaration with an
+// initializer, into the shared library out_so (written atomically: a
+// failure leaves no file).  Compiling the same input twice gives the same
+// bytes.
+int cg_compile_module(const Module *m, const CgOptions *o, const char *out_so, char *err,
+                      size_t errlen);
+// "file:line:col" of loc, or "" when there is none.
+void cg_loc_str(const SrcMap *src, Loc loc, char *buf, size_t n);
+
+// ---------------------------------------------------------------- check.c
+typedef struct CgCheck {
+	double tol; // largest normalized error of a task's output
+	double init_tol; // of an initializer against ir_module_init
+	uint64_t seed; // run seed (initializers, the caller's inputs)
+	int verbose; // report every output, not only failures
+} CgCheck;
+
+// Compiles m (to a temporary file), runs every task through the runtime
+// and through ir_interp on the same inputs, and reports each output's
+// normalized error max|got - want| / max|want| to `report`.  Returns the
+// number of outputs above tolerance, or -1 with a message on an error.
+int cg_check(const Module *m, const CgOptions *o, const CgCheck *c, FILE *report, char *err,
+             size_t errlen);
+
+// ---------------------------------------------------------------- fuse.c
+// How an op is lowered.
+typedef enum CgKind {
+	CK_NONE, // not supported by the kernel IR yet
+	CK_INPUT, // a task input: a buffer of its own
+	CK_FREE, // layout or constant: an index map, no arithmetic (inlined anywhere)
+	CK_MAP, // elementwise arithmetic (inlined into its consumer's kernel)
+	CK_REDUCE, // sum, mean, max, min: a reduction kernel
+	CK_MATMUL, // a contraction kernel
+	CK_SCATTER, // take_add, take_along_add: a gather-sum kernel
+} CgKind;
+
+CgKind cg_op_kind(int op);
+int cg_op_cost(int op); // relative cost of recomputing one element (0: free)
+
+// Which nodes get a kernel and a buffer of their own (root[n] = 1): the
+// outputs, reductions and contractions, and values that would otherwise be
+// recomputed (read through a broadcast, or by several kernels) unless they
+// are free.  Everything else is inlined into the kernel of its consumers.
+// Returns 0 on success, or the first node whose op is not supported.
+NodeId fill_fusion(const Graph *g, Arena *a, uint8_t **root);
+
+// ---------------------------------------------------------------- lower.c
+// A task graph as kernels.  fcompute is DT_F32 (f32 arithmetic) or DT_F64.
+// NULL with a message naming the op, the task and the location when the
+// graph uses an op the kernel IR does not support.
+KProgram *cg_lower(const Graph *g, const char *task, DType fcompute, char *err, size_t errlen);
+
+// ---------------------------------------------------------------- plan.c
+// The static memory plan: every KB_TMP buffer gets an arena offset; two
+// buffers share bytes only if their lifetimes (first writer .. last
+// reader, in kernel order) are disjoint.  Offsets are 64-byte aligned.
+void cg_plan(KProgram *p);
+
+// ---------------------------------------------------------------- llvm.c
+typedef struct CgTask {
+	const char *name; // "vjp", "init.beta_value"
+	KProgram *prog;
+} CgTask;
+
+typedef struct CgTarget {
+	const char *triple; // NULL: the host's
+	const char *cpu; // LLVM CPU name ("x86-64-v3")
+	const char *features; // LLVM feature string, "" for the CPU's own
+	int opt_level;
+} CgTarget;
+
+// Emits every task and the entry symbol fadc_artifact_v1 (runtime/abi.h),
+// with the descriptor bytes desc[0..desclen) as a constant, into an ELF
+// object file at obj_path.  The module is verified, then optimized with
+// LLVM's new pass manager (default<O2>).
+int cg_llvm_emit(const CgTask *tasks, int ntasks, const uint8_t *desc, size_t desclen,
+                 const CgTarget *t, FILE *emit_llvm, const char *obj_path, char *err,
+                 size_t errlen);
+// LLVM's default target triple (the host's), malloc'ed.
+char *cg_llvm_default_triple(void);
+// The CPU name and the runtime-checkable features ("avx2,fma,...") that
+// code for `cpu` (as in CgOptions) needs; 0 if LLVM does not know the CPU.
+int cg_llvm_cpu(const char *cpu, char *name, size_t nname, char *features, size_t nfeat,
+                char *llvm_features, size_t nllvm, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,498 @@
+// codegen/compile.c -- the compiler driver: a module's tasks to model.so.
+//
+//   for each requested task: pass_task -> cg_lower -> cg_plan
+//   for each declaration with an initializer: its init graph -> cg_lower
+//     (computed in f64, as the interpreter does) -> cg_plan, as task
+//     "init.<name>", reading the earlier declarations it names
+//   the descriptor (runtime/artifact.c) -> cg_llvm_emit -> model.o
+//   cc -shared model.o libfadc_support.a -lm -> model.so
+//   model.so + descriptor + trailer -> out_so (a temporary file renamed
+//   over the target, so a failure never leaves a half-written artifact)
+//
+// Everything that goes into the artifact is a function of the input: the
+// object file is built in a fresh LLVM context from the kernel IR, the
+// link uses no time stamps or paths of the temporary folder, and the
+// descriptor records the options in a fixed order.  So compiling twice
+// gives byte-identical files (tests/cpu/determinism.sh).
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "artifact.h"
+#include "codegen.h"
+#include "passes.h"
+
+#ifndef FADC_SUPPORT_LIB
+#define FADC_SUPPORT_LIB "libfadc_support.a"
+#endif
+
+extern char **environ;
+
+static const char *const default_tasks[] = {"forward", "vjp", "jvp", "vhp", "hvp"};
+
+static uint8_t
+art_dtype(DType t)
+{
+	switch (t) {
+	case DT_F64:
+		return ART_F64;
+	case DT_I64:
+		return ART_I64;
+	case DT_BOOL:
+		return ART_BOOL;
+	default:
+		return ART_F32;
+	}
+}
+
+static void
+art_shape(ArtTensor *t, DType dt, const Shape *s)
+{
+	t->dtype = art_dtype(dt);
+	t->rank = (uint8_t)s->rank;
+	for (int i = 0; i < s->rank; i++)
+		t->dim[i] = s->dim[i];
+}
+
+// The task list: the requested names (with "all" meaning every task),
+// forward first, no duplicates.
+static int
+task_list(const CgOptions *o, const char **out, int max, char *err, size_t errlen)
+{
+	int n = 0;
+	out[n++] = "forward";
+	const char *const *req = o->ntasks ? o->tasks : default_tasks;
+	int nreq = o->ntasks ? o->ntasks : (int)(sizeof default_tasks / sizeof default_tasks[0]);
+	for (int i = 0; i < nreq; i++) {
+		int all = !strcmp(req[i], "all");
+		if (!all && task_lookup(req[i]) < 0) {
+			snprintf(err, errlen, "error: unknown task '%s'", req[i]);
+			return -1;
+		}
+		for (int t = 0; all ? fadc_tasks[t] != NULL : t == 0; t++) {
+			const char *name = all ? fadc_tasks[t] : req[i];
+			int dup = 0;
+			for (int k = 0; k < n; k++)
+				dup |= !strcmp(out[k], name);
+			if (!dup && n < max)
+				out[n++] = name;
+		}
+	}
+	return n;
+}
+
+static void
+desc_free_owned(ArtDesc *d)
+{
+	// Names point into graphs and the module, which outlive the encoding;
+	// only the arrays are ours.
+	for (uint32_t i = 0; i < d->ntask; i++) {
+		free(d->task[i].in);
+		free(d->task[i].out);
+	}
+	free(d->task);
+	free(d->decl);
+}
+
+static int
+run_cc(char *const *argv, const char *logpath, char *err, size_t errlen)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, logpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	posix_spawn_file_actions_adddup2(&fa, 1, 2);
+	pid_t pid;
+	int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc) {
+		snprintf(err, errlen, "error: cannot run the linker driver '%s': %s (set FADC_CC)", argv[0],
+		         strerror(rc));
+		return 0;
+	}
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR) {
+			snprintf(err, errlen, "error: waiting for '%s': %s", argv[0], strerror(errno));
+			return 0;
+		}
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return 1;
+	char log[600] = "";
+	FILE *f = fopen(logpath, "r");
+	if (f) {
+		size_t n = fread(log, 1, sizeof log - 1, f);
+		log[n] = 0;
+		fclose(f);
+	}
+	snprintf(err, errlen, "error: linking with '%s' failed: %s", argv[0], log);
+	return 0;
+}
+
+static int
+read_file(const char *path, uint8_t **buf, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return 0;
+	int ok = 0;
+	if (fseek(f, 0, SEEK_END) == 0) {
+		long n = ftell(f);
+		if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (*buf = malloc((size_t)n + 1))) {
+			*len = fread(*buf, 1, (size_t)n, f);
+			ok = *len == (size_t)n;
+			if (!ok)
+				free(*buf);
+		}
+	}
+	fclose(f);
+	return ok;
+}
+
+// out_so = so bytes + descriptor + trailer, through a temporary file in the
+// target's folder renamed over it.
+static int
+write_artifact(const char *out_so, const uint8_t *so, size_t solen, const uint8_t *desc,
+               size_t desclen, char *err, size_t errlen)
+{
+	size_t n = strlen(out_so);
+	char *tmp = malloc(n + 16);
+	if (!tmp) {
+		snprintf(err, errlen, "error: out of memory");
+		return 0;
+	}
+	snprintf(tmp, n + 16, "%s.tmp.XXXXXX", out_so);
+	int fd = mkstemp(tmp);
+	if (fd < 0) {
+		snprintf(err, errlen, "error: %s: %s", out_so, strerror(errno));
+		free(tmp);
+		return 0;
+	}
+	uint32_t crc = art_crc32(art_crc32(0, so, solen), desc, desclen);
+	uint8_t trailer[ART_TRAILER_SIZE];
+	art_trailer_make(trailer, solen + desclen, desclen, crc);
+	const uint8_t *part[3] = {so, desc, trailer};
+	size_t plen[3] = {solen, desclen, ART_TRAILER_SIZE};
+	int ok = 1;
+	for (int i = 0; i < 3 && ok; i++)
+		for (size_t off = 0; off < plen[i];) {
+			ssize_t w = write(fd, part[i] + off, plen[i] - off);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				ok = 0;
+				break;
+			}
+			off += (size_t)w;
+		}
+	mode_t um = umask(0);
+	umask(um);
+	ok = ok && fchmod(fd, 0755 & ~um) == 0;
+	ok = close(fd) == 0 && ok;
+	if (ok && rename(tmp, out_so) != 0)
+		ok = 0;
+	if (!ok) {
+		snprintf(err, errlen, "error: writing %s: %s", out_so, strerror(errno));
+		unlink(tmp);
+	}
+	free(tmp);
+	return ok;
+}
+
+static void
+fill_io(ArtTensor *t, const Graph *g, NodeId n, const char *name)
+{
+	t->name = (char *)name;
+	art_shape(t, (DType)g->node[n].dtype, ir_shape(g, n));
+	t->decl = -1;
+	t->writeback = -1;
+}
+
+// The descriptor entry of a task graph g.
+static int
+describe_task(const Module *m, const Graph *g, const KProgram *p, ArtTask *t, const char *name,
+              int kind, int decl)
+{
+	t->name = (char *)name;
+	t->kind = (uint8_t)kind;
+	t->decl = decl;
+	t->arena_bytes = (uint64_t)p->arena_bytes;
+	t->naive_bytes = (uint64_t)p->naive_bytes;
+	t->nkernel = p->nk;
+	t->nin = g->ninput;
+	t->nout = g->nout;
+	t->in = calloc(g->ninput + 1, sizeof *t->in);
+	t->out = calloc(g->nout + 1, sizeof *t->out);
+	if (!t->in || !t->out)
+		return 0;
+	for (uint32_t i = 0; i < g->ninput; i++) {
+		ArtTensor *x = &t->in[i];
+		fill_io(x, g, g->input[i].node, g->input[i].name);
+		int d = kind == ART_INIT || g->input[i].kind != IN_ARG
+		            ? ir_module_find_decl(m, g->input[i].name)
+		            : -1;
+		x->role = d >= 0 ? ART_ROLE_DECL : ART_ROLE_ARG;
+		x->decl = d;
+	}
+	for (uint32_t o = 0; o < g->nout; o++) {
+		fill_io(&t->out[o], g, g->out[o].node, g->out[o].name);
+		t->out[o].writeback = g->out[o].writeback;
+	}
+	return 1;
+}
+
+static int64_t
+out_bytes(const KProgram *p)
+{
+	int64_t n = 0;
+	for (uint32_t b = 0; b < p->nbuf; b++)
+		if (p->buf[b].kind == KB_OUT)
+			n += p->buf[b].bytes;
+	return n;
+}
+
+// Lowers and plans graph g as task `name`; checks the size limit.
+static KProgram *
+build(const Graph *g, const char *name, DType fcompute, const CgOptions *o, char *err, size_t errlen)
+{
+	KProgram *p = cg_lower(g, name, fcompute, err, errlen);
+	if (!p)
+		return NULL;
+	cg_plan(p);
+	int64_t lim = o->max_task_bytes > 0 ? o->max_task_bytes : (int64_t)4 << 30;
+	int64_t need = out_bytes(p) + p->arena_bytes;
+	if (need > lim) {
+		snprintf(err, errlen,
+		         "error: task '%s' needs %lld bytes (outputs %lld, intermediates %lld), above the "
+		         "limit of %lld",
+		         name, (long long)need, (long long)out_bytes(p), (long long)p->arena_bytes,
+		         (long long)lim);
+		kir_program_free(p);
+		return NULL;
+	}
+	if (o->emit_kir)
+		kir_print(o->emit_kir, p);
+	if (o->stats)
+		fprintf(o->stats, "# stats: task %-16s %4u kernels, arena %10lld bytes (naive %lld), "
+		                  "outputs %lld bytes\n",
+		        name, p->nk, (long long)p->arena_bytes, (long long)p->naive_bytes,
+		        (long long)out_bytes(p));
+	return p;
+}
+
+static void
+rm_tree(const char *dir, const char *const *files, int n)
+{
+	char path[4096];
+	for (int i = 0; i < n; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+		unlink(path);
+	}
+	rmdir(dir);
+}
+
+int
+cg_compile_module(const Module *m, const CgOptions *o, const char *out_so, char *err, size_t errlen)
+{
+	static const CgOptions def = {.opt_level = -1};
+	if (!o)
+		o = &def;
+	const char *names[64];
+	int ntask = task_list(o, names, 64, err, errlen);
+	if (ntask < 0)
+		return 0;
+	DType fc = o->compute_f64 ? DT_F64 : DT_F32;
+	uint32_t ninit = 0;
+	for (uint32_t i = 0; i < m->ndecl; i++)
+		ninit += m->decl[i].init != NULL;
+	uint32_t nall = (uint32_t)ntask + ninit;
+	CgTask *tasks = calloc(nall + 1, sizeof *tasks);
+	char **initname = calloc(ninit + 1, sizeof *initname);
+	ArtDesc d = {0};
+	d.task = calloc(nall + 1, sizeof *d.task);
+	d.decl = calloc(m->ndecl + 1, sizeof *d.decl);
+	char cpu[128], feat[1024], llvm_feat[4096], opts[2048], tmpdir[4096] = "";
+	uint8_t *desc = NULL, *so = NULL;
+	size_t desclen = 0, solen = 0;
+	int ok = 0, made_dir = 0;
+	const char *tmpfiles[] = {"model.o", "model.so", "link.log"};
+	if (!tasks || !initname || !d.task || !d.decl) {
+		snprintf(err, errlen, "error: out of memory");
+		goto done;
+	}
+	if (!cg_llvm_cpu(o->cpu, cpu, sizeof cpu, feat, sizeof feat, llvm_feat, sizeof llvm_feat, err,
+	                 errlen))
+		goto done;
+	// The tasks of the user, then one initializer per declaration.
+	for (int i = 0; i < ntask; i++) {
+		char msg[1024];
+		Loc loc = 0;
+		Graph *g = pass_task(m->main, names[i], NULL, &loc, msg, sizeof msg);
+		if (!g) {
+			char where[512];
+			cg_loc_str(m->src, loc, where, sizeof where);
+			snprintf(err, errlen, "%s%serror: task '%s': %s", where, where[0] ? ": " : "",
+			         names[i], msg);
+			goto done;
+		}
+		tasks[i].name = names[i];
+		tasks[i].prog = build(g, names[i], fc, o, err, errlen);
+		int good = tasks[i].prog && describe_task(m, g, tasks[i].prog, &d.task[i], names[i],
+		                                          ART_TASK, -1);
+		if (good) {
+			// Output and input names live in g: copy them into the program's arena.
+			ArtTask *t = &d.task[i];
+			for (uint32_t k = 0; k < t->nin; k++)
+				t->in[k].name = arena_strdup(tasks[i].prog->arena, t->in[k].name);
+			for (uint32_t k = 0; k < t->nout; k++)
+				t->out[k].name = arena_strdup(tasks[i].prog->arena, t->out[k].name);
+		}
+		ir_graph_free(g);
+		if (!good) {
+			if (tasks[i].prog && !err[0])
+				snprintf(err, errlen, "error: out of memory");
+			goto done;
+		}
+	}
+	uint32_t ti = (uint32_t)ntask, ii = 0;
+	for (uint32_t i = 0; i < m->ndecl; i++) {
+		const Decl *x = &m->decl[i];
+		ArtDecl *ad = &d.decl[i];
+		ad->name = (char *)x->name;
+		ad->kind = x->kind == DECL_PARAM ? ART_PARAM : ART_CONST;
+		ad->dtype = art_dtype(x->dtype);
+		ad->rank = (uint8_t)x->shape.rank;
+		for (int k = 0; k < x->shape.rank; k++)
+			ad->dim[k] = x->shape.dim[k];
+		ad->init = -1;
+		if (!x->init)
+			continue;
+		const Graph *g = x->init;
+		if (g->nout != 1 || g->node[g->out[0].node].dtype != x->dtype ||
+		    !ir_shape_eq(ir_shape(g, g->out[0].node), &x->shape)) {
+			snprintf(err, errlen, "error: the initializer of '%s' does not compute its declared type",
+			         x->name);
+			goto done;
+		}
+		for (uint32_t k = 0; k < g->ninput; k++) {
+			int dk = ir_module_find_decl(m, g->input[k].name);
+			if (dk < 0 || (uint32_t)dk >= i) {
+				snprintf(err, errlen, "error: the initializer of '%s' reads '%s', which is not "
+				                      "declared before it", x->name, g->input[k].name);
+				goto done;
+			}
+		}
+		initname[ii] = malloc(strlen(x->name) + 6);
+		if (!initname[ii]) {
+			snprintf(err, errlen, "error: out of memory");
+			goto done;
+		}
+		sprintf(initname[ii], "init.%s", x->name);
+		tasks[ti].name = initname[ii];
+		// Initializers run once: computed in f64 and rounded at the end, as
+		// ir_module_init does, so both give the same values.
+		tasks[ti].prog = build(g, initname[ii], DT_F64, o, err, errlen);
+		if (!tasks[ti].prog)
+			goto done;
+		if (!describe_task(m, g, tasks[ti].prog, &d.task[ti], initname[ii], ART_INIT, (int32_t)i)) {
+			snprintf(err, errlen, "error: out of memory");
+			goto done;
+		}
+		d.task[ti].out[0].name = (char *)x->name;
+		ad->init = (int32_t)ti;
+		ti++;
+		ii++;
+	}
+	d.ntask = nall;
+	d.ndecl = m->ndecl;
+	// The model's name: its file's, without folder and ".ir".
+	char model[256];
+	const char *base = m->name ? strrchr(m->name, '/') : NULL;
+	base = base ? base + 1 : m->name ? m->name : "model";
+	snprintf(model, sizeof model, "%s", base);
+	size_t ml = strlen(model);
+	if (ml > 3 && !strcmp(model + ml - 3, ".ir"))
+		model[ml - 3] = 0;
+	d.model = model;
+	uint64_t h = ART_FNV_BASIS;
+	for (uint32_t i = 0; m->src && i < m->src->nfile; i++) {
+		h = art_fnv1a64(h, m->src->file[i].name, strlen(m->src->file[i].name) + 1);
+		h = art_fnv1a64(h, m->src->file[i].text, m->src->file[i].len);
+	}
+	d.source_hash = h;
+	// The options, in a fixed order.
+	size_t k = (size_t)snprintf(opts, sizeof opts, "target=cpu cpu=%s opt=%d compute=%s defines=",
+	                            o->cpu ? o->cpu : "x86-64-v3", o->opt_level < 0 ? 2 : o->opt_level,
+	                            o->compute_f64 ? "f64" : "f32");
+	for (int i = 0; i < o->ndefines && k < sizeof opts; i++)
+		k += (size_t)snprintf(opts + k, sizeof opts - k, "%s%s", i ? "," : "", o->defines[i]);
+	for (int i = 0; i < ntask && k < sizeof opts; i++)
+		k += (size_t)snprintf(opts + k, sizeof opts - k, "%s%s", i ? "," : " tasks=", names[i]);
+	d.options = opts;
+	char *triple = cg_llvm_default_triple();
+	d.triple = triple;
+	d.cpu = cpu;
+	d.features = feat;
+	if (!triple || !art_desc_encode(&d, &desc, &desclen)) {
+		snprintf(err, errlen, "error: out of memory");
+		free(triple);
+		goto done;
+	}
+	free(triple);
+	// Object, link, artifact.
+	const char *tmp = getenv("TMPDIR");
+	snprintf(tmpdir, sizeof tmpdir, "%s/fadc-cg.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(tmpdir)) {
+		snprintf(err, errlen, "error: cannot make a temporary folder: %s", strerror(errno));
+		goto done;
+	}
+	made_dir = 1;
+	char obj[4200], lib[4200], logp[4200];
+	snprintf(obj, sizeof obj, "%s/model.o", tmpdir);
+	snprintf(lib, sizeof lib, "%s/model.so", tmpdir);
+	snprintf(logp, sizeof logp, "%s/link.log", tmpdir);
+	CgTarget tg = {NULL, cpu, llvm_feat, o->opt_level < 0 ? 2 : o->opt_level};
+	if (!cg_llvm_emit(tasks, (int)nall, desc, desclen, &tg, o->emit_llvm, obj, err, errlen))
+		goto done;
+	const char *cc = o->cc ? o->cc : getenv("FADC_CC");
+	if (!cc || !*cc)
+		cc = "cc";
+	const char *support = o->support_lib ? o->support_lib : getenv("FADC_SUPPORT_LIB");
+	if (!support || !*support)
+		support = FADC_SUPPORT_LIB;
+	if (access(support, R_OK)) {
+		snprintf(err, errlen, "error: the support library %s: %s (set FADC_SUPPORT_LIB)", support,
+		         strerror(errno));
+		goto done;
+	}
+	char *argv[] = {(char *)cc, "-shared", "-o", lib, obj, (char *)support, "-lm",
+	                "-Wl,-z,noexecstack", "-Wl,--build-id=sha1", NULL};
+	if (!run_cc(argv, logp, err, errlen))
+		goto done;
+	if (!read_file(lib, &so, &solen)) {
+		snprintf(err, errlen, "error: cannot read the linked library %s", lib);
+		goto done;
+	}
+	ok = write_artifact(out_so, so, solen, desc, desclen, err, errlen);
+done:
+	if (made_dir)
+		rm_tree(tmpdir, tmpfiles, 3);
+	free(so);
+	free(desc);
+	for (uint32_t i = 0; tasks && i < nall; i++)
+		kir_program_free(tasks[i].prog);
+	for (uint32_t i = 0; initname && i < ninit; i++)
+		free(initname[i]);
+	free(initname);
+	free(tasks);
+	d.ntask = nall;
+	if (d.task)
+		desc_free_owned(&d);
+	else
+		free(d.decl);
+	return ok;
+}

@@ -1,0 +1,276 @@
+// codegen/fuse.c -- fusion: which graph nodes become kernels of their own.
+//
+// A node's value is either materialized (a kernel writes it to a buffer) or
+// inlined (its scalar expression is rebuilt inside each kernel that reads
+// it, at the index that kernel reads).  Inlining is what fuses an
+// elementwise chain, its layout ops and a trailing reduction or matmul into
+// one loop nest.  Materialized ("root") nodes are:
+//   - the outputs, the reductions and the contractions (CK_REDUCE,
+//     CK_MATMUL): their loops have a shape of their own;
+//   - a node with arithmetic that would be computed more than once per
+//     element: read by several kernels, or read through a broadcast or a
+//     contraction (a matmul reads each element of A once per column of B).
+// Free nodes (layout ops and constants, cost 0) are never materialized for
+// that reason: an index map recomputed is only an address.
+//
+// Paths of inlined nodes are cut after MAX_DEPTH nodes (a root there).
+//
+// The walk goes down from the last node, so every user is decided before
+// its operands (ids are a topological order).  For a node n it knows the
+// group (root kernel) of each user, and how many times per element of the
+// group's domain each user reads n: `mult`.  Reads at the group's own store
+// index through identity maps (elementwise, cast, reshape) count once
+// together, because hash-consing in the kernel IR shares them.
+#include <string.h>
+
+#include "codegen.h"
+
+// Inlining stops after this many nodes on one path into a kernel: it
+// bounds the expressions' depth (every walk over them recurses) and the
+// size of one loop body.
+#define MAX_DEPTH 200
+
+#define GROUP_NONE UINT32_MAX
+#define GROUP_MULTI (UINT32_MAX - 1)
+
+CgKind
+cg_op_kind(int op)
+{
+	if (ir_op(op)->flags & F_ELEMWISE)
+		return CK_MAP;
+	switch (op) {
+	case OP_input:
+		return CK_INPUT;
+	case OP_full:
+	case OP_iota:
+	case OP_reshape:
+	case OP_broadcast:
+	case OP_permute:
+	case OP_slice:
+	case OP_pad:
+	case OP_concat:
+	case OP_resize:
+	case OP_slice_update:
+	case OP_take:
+	case OP_take_along:
+	case OP_one_hot:
+	case OP_to_host:
+	case OP_to_device:
+		return CK_FREE;
+	case OP_cast:
+	case OP_not:
+	case OP_where:
+	case OP_uniform:
+	case OP_normal:
+	case OP_gamma:
+	case OP_exponential:
+	case OP_bernoulli:
+	case OP_kaiming_normal:
+	case OP_kaiming_uniform:
+		return CK_MAP;
+	case OP_sum:
+	case OP_mean:
+	case OP_max:
+	case OP_min:
+	case OP_logsumexp:
+		return CK_REDUCE;
+	case OP_matmul:
+		return CK_MATMUL;
+	case OP_take_add:
+	case OP_take_along_add:
+		return CK_SCATTER;
+	default:
+		return CK_NONE;
+	}
+}
+
+int
+cg_op_cost(int op)
+{
+	switch (cg_op_kind(op)) {
+	case CK_FREE:
+	case CK_INPUT:
+		return 0;
+	case CK_MAP:
+		break;
+	default:
+		return 1;
+	}
+	switch (op) {
+	case OP_uniform:
+	case OP_normal:
+	case OP_gamma:
+	case OP_exponential:
+	case OP_bernoulli:
+	case OP_kaiming_normal:
+	case OP_kaiming_uniform:
+		return 40;
+	case OP_exp:
+	case OP_log:
+	case OP_log1p:
+	case OP_expm1:
+	case OP_tanh:
+	case OP_sigmoid:
+	case OP_softplus:
+	case OP_erf:
+	case OP_sin:
+	case OP_cos:
+	case OP_pow:
+	case OP_xlogy:
+		return 10;
+	case OP_lgamma:
+	case OP_digamma:
+	case OP_polygamma:
+		return 30;
+	default:
+		return 1;
+	}
+}
+
+// Does user u read operand slot s at u's own flat index?
+static int
+identity_edge(const Graph *g, NodeId u, int s)
+{
+	int op = g->node[u].op;
+	(void)s;
+	if (ir_op(op)->flags & F_ELEMWISE)
+		return 1;
+	switch (op) {
+	case OP_cast:
+	case OP_not:
+	case OP_where:
+	case OP_reshape:
+	case OP_to_host:
+	case OP_to_device:
+		return 1;
+	case OP_slice_update:
+		return s == 0;
+	default:
+		return 0;
+	}
+}
+
+// How many times u reads each element of its operand slot s, at most.
+static int64_t
+expansion(const Graph *g, NodeId u, int s)
+{
+	const Shape *us = ir_shape(g, u), *xs = ir_shape(g, ir_in1(g, u, s));
+	int64_t un = ir_numel(us), xn = ir_numel(xs);
+	switch (g->node[u].op) {
+	case OP_broadcast:
+	case OP_take:
+	case OP_take_along:
+	case OP_one_hot:
+		return xn > 0 && un > xn ? (un + xn - 1) / xn : 1;
+	case OP_take_add:
+	case OP_take_along_add: {
+		// v and idx are read once per index along the axis; x once.
+		int ax = (int)ir_attr_int(g, u, "axis");
+		return s == 0 ? 1 : ir_shape(g, ir_in1(g, u, 0))->dim[ax];
+	}
+	case OP_matmul: {
+		// A is read once per column of B, B once per row of A.
+		int r = us->rank;
+		return s == 0 ? us->dim[r - 1] : us->dim[r - 2];
+	}
+	default:
+		return 1;
+	}
+}
+
+NodeId
+fill_fusion(const Graph *g, Arena *a, uint8_t **rootp)
+{
+	uint32_t nn = g->nnode;
+	uint8_t *root = arena_alloc_array(a, nn + 1, 1);
+	uint8_t *isout = arena_alloc_array(a, nn + 1, 1);
+	uint8_t *same = arena_alloc_array(a, nn + 1, 1);
+	uint32_t *group = arena_alloc_array(a, nn + 1, sizeof *group);
+	int64_t *mult = arena_alloc_array(a, nn + 1, sizeof *mult);
+	uint32_t *depth = arena_alloc_array(a, nn + 1, sizeof *depth);
+	uint32_t *nuse = arena_alloc_array(a, nn + 1, sizeof *nuse);
+	*rootp = root;
+	for (uint32_t o = 0; o < g->nout; o++)
+		isout[g->out[o].node] = 1;
+	// Users of every node, as (user, slot) lists in one array.
+	for (NodeId u = 1; u < nn; u++)
+		for (int s = 0; s < g->node[u].nin; s++)
+			nuse[ir_in1(g, u, s)]++;
+	// start[n] .. start[n] + nuse[n]: the users of n in uuser/uslot.
+	uint32_t *start = arena_alloc_array(a, nn + 1, sizeof *start);
+	uint32_t *fillp = arena_alloc_array(a, nn + 1, sizeof *fillp);
+	for (NodeId n = 1; n < nn; n++)
+		start[n + 1] = start[n] + nuse[n];
+	uint32_t nedges = start[nn];
+	NodeId *uuser = arena_alloc_array(a, nedges + 1, sizeof *uuser);
+	uint8_t *uslot = arena_alloc_array(a, nedges + 1, 1);
+	for (NodeId n = 1; n < nn; n++)
+		fillp[n] = start[n];
+	for (NodeId u = 1; u < nn; u++)
+		for (int s = 0; s < g->node[u].nin; s++) {
+			NodeId x = ir_in1(g, u, s);
+			uuser[fillp[x]] = u;
+			uslot[fillp[x]++] = (uint8_t)s;
+		}
+	// The first op (in source order) that the kernel IR cannot express.
+	for (NodeId n = 1; n < nn; n++)
+		if ((nuse[n] || isout[n]) && cg_op_kind(g->node[n].op) == CK_NONE)
+			return n;
+	for (NodeId n = nn - 1; n >= 1; n--) {
+		int op = g->node[n].op;
+		CgKind k = cg_op_kind(op);
+		group[n] = GROUP_NONE;
+		if (!nuse[n] && !isout[n])
+			continue; // dead: never computed
+		if (k == CK_INPUT)
+			continue;
+		if (isout[n] || k == CK_REDUCE || k == CK_MATMUL || k == CK_SCATTER) {
+			root[n] = 1;
+			group[n] = n;
+			mult[n] = 1;
+			same[n] = 1;
+			continue;
+		}
+		uint32_t grp = GROUP_NONE, dep = 0;
+		int multi = 0, allsame = 1, ident = 0;
+		int64_t reads = 0;
+		for (uint32_t e = start[n]; e < start[n] + nuse[n]; e++) {
+			NodeId u = uuser[e];
+			uint32_t gu = group[u];
+			if (gu == GROUP_NONE)
+				continue; // a dead user
+			if (gu == GROUP_MULTI)
+				multi = 1;
+			else if (grp == GROUP_NONE)
+				grp = gu;
+			else if (grp != gu)
+				multi = 1;
+			CgKind uk = cg_op_kind(g->node[u].op);
+			int64_t mu = root[u] ? 1 : mult[u];
+			if (!root[u] && depth[u] + 1 > dep)
+				dep = depth[u] + 1;
+			if (identity_edge(g, u, uslot[e]) && same[u] && uk != CK_REDUCE && uk != CK_MATMUL &&
+			    uk != CK_SCATTER)
+				ident = 1;
+			else {
+				allsame = 0;
+				reads += mu * expansion(g, u, uslot[e]);
+			}
+		}
+		if (grp == GROUP_NONE && !multi)
+			continue; // every user is dead
+		int cost = cg_op_cost(op);
+		mult[n] = allsame ? 1 : reads + ident;
+		if (((multi || mult[n] > 1) && cost > 0) || dep > MAX_DEPTH) {
+			root[n] = 1;
+			group[n] = n;
+			mult[n] = 1;
+			same[n] = 1;
+		} else {
+			group[n] = multi ? GROUP_MULTI : grp;
+			same[n] = (uint8_t)allsame;
+			depth[n] = dep;
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,804 @@
+// codegen/kir.c -- the kernel IR: programs, buffers, hash-consed
+// expressions, the integer index simplifier and the printer.
+//
+// Every expression is made by intern(), which looks the node up in an
+// open-addressing table over its bytes (Kx has no padding holes and no
+// pointers), so structurally equal expressions share one id.  Ids grow in
+// creation order and operands are always created first, so id order is a
+// topological order of the expression DAG, as with graph nodes.
+//
+// Index arithmetic goes through linear forms: an I64 expression is read as
+// c + sum coef_k * atom_k, where an atom is anything that is not an
+// addition, a multiplication by a constant or a constant (a loop variable,
+// a division, a loaded index).  Sums and products by constants are rebuilt
+// in one canonical order (atoms by id), so equal sums get equal ids.
+// Division and modulo by a constant d use the atoms' ranges (a loop
+// variable v of extent n lies in [0, n)):
+//   floor((d Q + R) / d) = Q + floor(R / d)   and   floor(R / d) = k when
+//   R's range lies in [k d, (k + 1) d);
+//   (d Q + R) mod d = R mod d, and R mod d = R when R's range is in [0, d).
+// That is what turns the coordinate (e / stride) % dim of a row-major flat
+// index e = sum_i v_i stride_i back into the loop variable v, so layout
+// ops compose into affine indices with no division left.
+#include <stdlib.h>
+#include <string.h>
+
+#include "kir.h"
+
+// ---------------------------------------------------------------- programs
+
+KProgram *
+kir_program_new(const char *name, DType fcompute)
+{
+	Arena *a = arena_new();
+	KProgram *p = arena_zalloc(a, sizeof *p);
+	p->arena = a;
+	p->name = arena_strdup(a, name);
+	p->fcompute = fcompute;
+	p->nx = 1; // x[0] is "no expression"
+	arena_grow(a, (void **)&p->x, &p->cx, 256, sizeof *p->x);
+	p->cxhash = 1024;
+	p->xhash = arena_alloc_array(a, p->cxhash, sizeof *p->xhash);
+	return p;
+}
+
+void
+kir_program_free(KProgram *p)
+{
+	if (p)
+		arena_free(p->arena);
+}
+
+size_t
+kir_dtype_size(DType dt)
+{
+	switch (dt) {
+	case DT_F32:
+		return 4;
+	case DT_F64:
+	case DT_I64:
+		return 8;
+	case DT_BOOL:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+DType
+kir_compute_dtype(const KProgram *p, DType storage)
+{
+	return storage == DT_F32 ? p->fcompute : storage;
+}
+
+uint32_t
+kir_buf_add(KProgram *p, KBufKind kind, int index, DType dt, const Shape *s, NodeId node)
+{
+	arena_grow(p->arena, (void **)&p->buf, &p->cbuf, p->nbuf + 1, sizeof *p->buf);
+	KBuf *b = &p->buf[p->nbuf];
+	memset(b, 0, sizeof *b);
+	b->kind = kind;
+	b->index = index;
+	b->dtype = dt;
+	b->shape = *s;
+	b->bytes = ir_numel(s) * (int64_t)kir_dtype_size(dt);
+	b->node = node;
+	b->first = b->last = -1;
+	return p->nbuf++;
+}
+
+KKernel *
+kir_kernel_add(KProgram *p)
+{
+	arena_grow(p->arena, (void **)&p->k, &p->ck, p->nk + 1, sizeof *p->k);
+	KKernel *k = &p->k[p->nk++];
+	memset(k, 0, sizeof *k);
+	return k;
+}
+
+// ---------------------------------------------------------------- hash-consing
+
+static uint32_t
+kx_hash(const Kx *x)
+{
+	const unsigned char *b = (const unsigned char *)x;
+	uint32_t h = 2166136261u;
+	for (size_t i = 0; i < sizeof *x; i++)
+		h = (h ^ b[i]) * 16777619u;
+	return h ? h : 1;
+}
+
+static void
+rehash(KProgram *p)
+{
+	uint32_t c = p->cxhash * 2;
+	uint32_t *t = arena_alloc_array(p->arena, c, sizeof *t);
+	for (KxId id = 1; id < p->nx; id++) {
+		uint32_t h = kx_hash(&p->x[id]) & (c - 1);
+		while (t[h])
+			h = (h + 1) & (c - 1);
+		t[h] = id;
+	}
+	p->xhash = t;
+	p->cxhash = c;
+}
+
+static KxId
+intern(KProgram *p, Kx *x)
+{
+	uint32_t mask = p->cxhash - 1, h = kx_hash(x) & mask;
+	for (; p->xhash[h]; h = (h + 1) & mask)
+		if (!memcmp(&p->x[p->xhash[h]], x, sizeof *x))
+			return p->xhash[h];
+	arena_grow(p->arena, (void **)&p->x, &p->cx, p->nx + 1, sizeof *p->x);
+	KxId id = p->nx++;
+	p->x[id] = *x;
+	p->xhash[h] = id;
+	if (p->nx * 2 > p->cxhash)
+		rehash(p);
+	return id;
+}
+
+static KxId
+mk(KProgram *p, KxOp op, DType dt, uint32_t aux, int nin, KxId a0, KxId a1, KxId a2)
+{
+	Kx x;
+	memset(&x, 0, sizeof x);
+	x.op = (uint8_t)op;
+	x.dtype = (uint8_t)dt;
+	x.nin = (uint8_t)nin;
+	x.aux = aux;
+	x.a[0] = a0;
+	x.a[1] = a1;
+	x.a[2] = a2;
+	for (int i = 0; i < nin; i++)
+		FADC_ASSERT(x.a[i] > 0 && x.a[i] < p->nx, "kir: operand is not an expression");
+	return intern(p, &x);
+}
+
+// ---------------------------------------------------------------- leaves
+
+KxId
+kx_const(KProgram *p, double v, DType dt)
+{
+	Kx x;
+	memset(&x, 0, sizeof x);
+	x.op = KX_CONST;
+	x.dtype = (uint8_t)dt;
+	switch (dt) {
+	case DT_F32:
+		x.f = (double)(float)v;
+		break;
+	case DT_F64:
+		x.f = v;
+		break;
+	case DT_I64:
+		x.i = (int64_t)v;
+		break;
+	case DT_BOOL:
+		x.i = v != 0;
+		break;
+	default:
+		FADC_ASSERT(0, "kx_const: not a value dtype");
+	}
+	return intern(p, &x);
+}
+
+KxId
+kx_iconst(KProgram *p, int64_t v)
+{
+	Kx x;
+	memset(&x, 0, sizeof x);
+	x.op = KX_CONST;
+	x.dtype = DT_I64;
+	x.i = v;
+	return intern(p, &x);
+}
+
+KxId
+kx_bconst(KProgram *p, int v)
+{
+	Kx x;
+	memset(&x, 0, sizeof x);
+	x.op = KX_CONST;
+	x.dtype = DT_BOOL;
+	x.i = v != 0;
+	return intern(p, &x);
+}
+
+KxId
+kx_var(KProgram *p, int var, int64_t extent)
+{
+	if (extent == 1)
+		return kx_iconst(p, 0);
+	Kx x;
+	memset(&x, 0, sizeof x);
+	x.op = KX_VAR;
+	x.dtype = DT_I64;
+	x.aux = (uint32_t)var;
+	x.i = extent;
+	return intern(p, &x);
+}
+
+KxId
+kx_load(KProgram *p, uint32_t buf, KxId index)
+{
+	FADC_ASSERT(buf < p->nbuf, "kx_load: no such buffer");
+	FADC_ASSERT(p->x[index].dtype == DT_I64, "kx_load: the index must be I64");
+	return mk(p, KX_LOAD, kir_compute_dtype(p, p->buf[buf].dtype), buf, 1, index, 0, 0);
+}
+
+KxId
+kx_acc(KProgram *p, DType dt)
+{
+	return mk(p, KX_ACC, dt, 0, 0, 0, 0, 0);
+}
+
+KxId
+kx_runseed(KProgram *p)
+{
+	p->uses_runseed = 1;
+	return mk(p, KX_RUNSEED, DT_I64, 0, 0, 0, 0, 0);
+}
+
+// ---------------------------------------------------------------- values
+
+static int
+is_float(DType t)
+{
+	return t == DT_F32 || t == DT_F64;
+}
+
+KxId
+kx_un(KProgram *p, KxOp op, KxId a)
+{
+	DType t = (DType)p->x[a].dtype;
+	switch (op) {
+	case KX_NEG:
+	case KX_ABS:
+		FADC_ASSERT(t != DT_BOOL, "kx_un: arithmetic on bool");
+		break;
+	case KX_NOT:
+		FADC_ASSERT(t == DT_BOOL, "kx_un: not of a non-bool");
+		break;
+	default:
+		FADC_ASSERT(is_float(t), "kx_un: a float function of a non-float");
+	}
+	return mk(p, op, t, 0, 1, a, 0, 0);
+}
+
+KxId
+kx_bin(KProgram *p, KxOp op, KxId a, KxId b)
+{
+	DType t = (DType)p->x[a].dtype;
+	FADC_ASSERT(t == p->x[b].dtype, "kx_bin: operands of different dtypes");
+	switch (op) {
+	case KX_ADD:
+	case KX_MUL:
+	case KX_MAX:
+	case KX_MIN:
+	case KX_AND:
+	case KX_OR:
+		if (a > b) { // commutative: one canonical order, for sharing
+			KxId c = a;
+			a = b;
+			b = c;
+		}
+		break;
+	default:
+		break;
+	}
+	if (op == KX_AND || op == KX_OR)
+		FADC_ASSERT(t == DT_BOOL, "kx_bin: logic on non-bools");
+	else if (op == KX_DIV || op == KX_POW)
+		FADC_ASSERT(is_float(t), "kx_bin: float op on non-floats");
+	else
+		FADC_ASSERT(t != DT_BOOL, "kx_bin: arithmetic on bools");
+	return mk(p, op, t, 0, 2, a, b, 0);
+}
+
+KxId
+kx_cmp(KProgram *p, KCmp c, KxId a, KxId b)
+{
+	FADC_ASSERT(p->x[a].dtype == p->x[b].dtype, "kx_cmp: operands of different dtypes");
+	return mk(p, KX_CMP, DT_BOOL, c, 2, a, b, 0);
+}
+
+KxId
+kx_select(KProgram *p, KxId c, KxId a, KxId b)
+{
+	FADC_ASSERT(p->x[c].dtype == DT_BOOL, "kx_select: condition must be bool");
+	FADC_ASSERT(p->x[a].dtype == p->x[b].dtype, "kx_select: arms of different dtypes");
+	if (a == b)
+		return a;
+	if (p->x[c].op == KX_CONST)
+		return p->x[c].i ? a : b;
+	return mk(p, KX_SELECT, (DType)p->x[a].dtype, 0, 3, c, a, b);
+}
+
+KxId
+kx_cast(KProgram *p, KxId a, DType to)
+{
+	DType from = (DType)p->x[a].dtype, ct = kir_compute_dtype(p, to);
+	// Rounding to f32 while computing in f64 is a cast of its own.
+	if (from == ct && !(to == DT_F32 && ct == DT_F64))
+		return a;
+	return mk(p, KX_CAST, ct, to, 1, a, 0, 0);
+}
+
+KxId
+kx_polygamma(KProgram *p, KxId n, KxId x)
+{
+	FADC_ASSERT(p->x[n].dtype == p->x[x].dtype && is_float((DType)p->x[x].dtype),
+	            "kx_polygamma: float operands");
+	return mk(p, KX_POLYGAMMA, (DType)p->x[x].dtype, 0, 2, n, x, 0);
+}
+
+KxId
+kx_rand(KProgram *p, KRand kind, int64_t seed, KxId index, KxId alpha)
+{
+	kx_runseed(p);
+	Kx x;
+	memset(&x, 0, sizeof x);
+	x.op = KX_RAND;
+	x.dtype = DT_F64;
+	x.aux = kind;
+	x.nin = alpha ? 2 : 1;
+	x.a[0] = index;
+	x.a[1] = alpha;
+	x.i = seed;
+	FADC_ASSERT(p->x[index].dtype == DT_I64, "kx_rand: the index must be I64");
+	FADC_ASSERT(!alpha || p->x[alpha].dtype == DT_F64, "kx_rand: gamma's shape must be F64");
+	return intern(p, &x);
+}
+
+// ---------------------------------------------------------------- index arithmetic
+
+#define LIN_MAX 32
+
+typedef struct Lin {
+	int ok; // 0: too many terms, treat the expression as one atom
+	int n;
+	int64_t c;
+	KxId atom[LIN_MAX];
+	int64_t coef[LIN_MAX];
+} Lin;
+
+static void
+lin_atom(Lin *l, KxId atom, int64_t coef)
+{
+	for (int i = 0; i < l->n; i++)
+		if (l->atom[i] == atom) {
+			l->coef[i] += coef;
+			return;
+		}
+	if (l->n == LIN_MAX) {
+		l->ok = 0;
+		return;
+	}
+	l->atom[l->n] = atom;
+	l->coef[l->n++] = coef;
+}
+
+static void
+lin_add(const KProgram *p, Lin *l, KxId id, int64_t scale)
+{
+	const Kx *x = &p->x[id];
+	switch (x->op) {
+	case KX_CONST:
+		l->c += scale * x->i;
+		return;
+	case KX_IADD:
+		lin_add(p, l, x->a[0], scale);
+		lin_add(p, l, x->a[1], scale);
+		return;
+	case KX_IMUL:
+		if (p->x[x->a[1]].op == KX_CONST) {
+			lin_add(p, l, x->a[0], scale * p->x[x->a[1]].i);
+			return;
+		}
+		break;
+	default:
+		break;
+	}
+	lin_atom(l, id, scale);
+}
+
+static Lin
+lin_of(const KProgram *p, KxId id)
+{
+	Lin l = {.ok = 1};
+	lin_add(p, &l, id, 1);
+	return l;
+}
+
+// The canonical expression of a linear form: atoms by increasing id, each
+// times its coefficient, summed left to right, the constant last.
+static KxId
+lin_build(KProgram *p, const Lin *l)
+{
+	KxId atom[LIN_MAX];
+	int64_t coef[LIN_MAX];
+	int n = 0;
+	for (int i = 0; i < l->n; i++) {
+		if (!l->coef[i])
+			continue;
+		int j = n++;
+		while (j > 0 && atom[j - 1] > l->atom[i]) {
+			atom[j] = atom[j - 1];
+			coef[j] = coef[j - 1];
+			j--;
+		}
+		atom[j] = l->atom[i];
+		coef[j] = l->coef[i];
+	}
+	KxId acc = 0;
+	for (int i = 0; i < n; i++) {
+		KxId t = coef[i] == 1 ? atom[i] : mk(p, KX_IMUL, DT_I64, 0, 2, atom[i], kx_iconst(p, coef[i]), 0);
+		acc = acc ? mk(p, KX_IADD, DT_I64, 0, 2, acc, t, 0) : t;
+	}
+	if (l->c || !acc) {
+		KxId c = kx_iconst(p, l->c);
+		acc = acc ? mk(p, KX_IADD, DT_I64, 0, 2, acc, c, 0) : c;
+	}
+	return acc;
+}
+
+static int64_t
+floordiv(int64_t a, int64_t d)
+{
+	int64_t q = a / d;
+	return (a % d != 0 && (a < 0) != (d < 0)) ? q - 1 : q;
+}
+
+int
+kx_range(const KProgram *p, KxId id, int64_t *lo, int64_t *hi)
+{
+	const Kx *x = &p->x[id];
+	int64_t l0, h0, l1, h1;
+	switch (x->op) {
+	case KX_CONST:
+		if (x->dtype != DT_I64 && x->dtype != DT_BOOL)
+			return 0;
+		*lo = *hi = x->i;
+		return 1;
+	case KX_VAR:
+		*lo = 0;
+		*hi = x->i - 1;
+		return 1;
+	case KX_IADD:
+		if (!kx_range(p, x->a[0], &l0, &h0) || !kx_range(p, x->a[1], &l1, &h1))
+			return 0;
+		*lo = l0 + l1;
+		*hi = h0 + h1;
+		return 1;
+	case KX_IMUL: {
+		if (!kx_range(p, x->a[0], &l0, &h0) || !kx_range(p, x->a[1], &l1, &h1))
+			return 0;
+		int64_t c[4] = {l0 * l1, l0 * h1, h0 * l1, h0 * h1};
+		*lo = *hi = c[0];
+		for (int i = 1; i < 4; i++) {
+			*lo = c[i] < *lo ? c[i] : *lo;
+			*hi = c[i] > *hi ? c[i] : *hi;
+		}
+		return 1;
+	}
+	case KX_IDIV: {
+		int64_t d = p->x[x->a[1]].i;
+		if (!kx_range(p, x->a[0], &l0, &h0))
+			return 0;
+		*lo = floordiv(l0, d);
+		*hi = floordiv(h0, d);
+		return 1;
+	}
+	case KX_IMOD: {
+		int64_t d = p->x[x->a[1]].i;
+		if (kx_range(p, x->a[0], &l0, &h0) && l0 >= 0 && h0 < d) {
+			*lo = l0;
+			*hi = h0;
+		} else {
+			*lo = 0;
+			*hi = d - 1;
+		}
+		return 1;
+	}
+	case KX_IMIN:
+	case KX_IMAX: {
+		int r0 = kx_range(p, x->a[0], &l0, &h0), r1 = kx_range(p, x->a[1], &l1, &h1);
+		if (x->op == KX_IMIN) {
+			// min(a, b) <= the upper bound of either; its lower bound needs both.
+			if (r0 && r1) {
+				*lo = l0 < l1 ? l0 : l1;
+				*hi = h0 < h1 ? h0 : h1;
+				return 1;
+			}
+			return 0;
+		}
+		if (r0 && r1) {
+			*lo = l0 > l1 ? l0 : l1;
+			*hi = h0 > h1 ? h0 : h1;
+			return 1;
+		}
+		return 0;
+	}
+	default:
+		return 0;
+	}
+}
+
+static int
+lin_range(const KProgram *p, const Lin *l, int64_t *lo, int64_t *hi)
+{
+	*lo = *hi = l->c;
+	for (int i = 0; i < l->n; i++) {
+		int64_t a, b;
+		if (!kx_range(p, l->atom[i], &a, &b))
+			return 0;
+		int64_t c = l->coef[i];
+		*lo += c >= 0 ? c * a : c * b;
+		*hi += c >= 0 ? c * b : c * a;
+	}
+	return 1;
+}
+
+static int
+depends_on(const KProgram *p, KxId id, int var)
+{
+	const Kx *x = &p->x[id];
+	if (x->op == KX_VAR)
+		return x->aux == (uint32_t)var;
+	for (int i = 0; i < x->nin; i++)
+		if (depends_on(p, x->a[i], var))
+			return 1;
+	return 0;
+}
+
+int
+kx_affine_coef(const KProgram *p, KxId e, int var, int64_t *coef)
+{
+	Lin l = lin_of(p, e);
+	*coef = 0;
+	if (!l.ok)
+		return 0;
+	for (int i = 0; i < l.n; i++) {
+		const Kx *a = &p->x[l.atom[i]];
+		if (a->op == KX_VAR && a->aux == (uint32_t)var)
+			*coef += l.coef[i];
+		else if (depends_on(p, l.atom[i], var))
+			return 0;
+	}
+	return 1;
+}
+
+KxId
+kx_iadd(KProgram *p, KxId a, KxId b)
+{
+	FADC_ASSERT(p->x[a].dtype == DT_I64 && p->x[b].dtype == DT_I64, "kx_iadd: I64 operands");
+	Lin l = lin_of(p, a), r = lin_of(p, b);
+	if (!l.ok || !r.ok)
+		return mk(p, KX_IADD, DT_I64, 0, 2, a, b, 0);
+	l.c += r.c;
+	for (int i = 0; i < r.n && l.ok; i++)
+		lin_atom(&l, r.atom[i], r.coef[i]);
+	return l.ok ? lin_build(p, &l) : mk(p, KX_IADD, DT_I64, 0, 2, a, b, 0);
+}
+
+KxId
+kx_imul(KProgram *p, KxId a, int64_t c)
+{
+	FADC_ASSERT(p->x[a].dtype == DT_I64, "kx_imul: an I64 operand");
+	Lin l = lin_of(p, a);
+	if (!l.ok)
+		return mk(p, KX_IMUL, DT_I64, 0, 2, a, kx_iconst(p, c), 0);
+	l.c *= c;
+	for (int i = 0; i < l.n; i++)
+		l.coef[i] *= c;
+	return lin_build(p, &l);
+}
+
+KxId
+kx_idiv(KProgram *p, KxId a, int64_t d)
+{
+	FADC_ASSERT(d > 0 && p->x[a].dtype == DT_I64, "kx_idiv: I64 by a positive constant");
+	if (d == 1)
+		return a;
+	Lin l = lin_of(p, a);
+	if (!l.ok)
+		return mk(p, KX_IDIV, DT_I64, 0, 2, a, kx_iconst(p, d), 0);
+	Lin q = {.ok = 1}, r = {.ok = 1};
+	q.c = floordiv(l.c, d);
+	r.c = l.c - q.c * d;
+	for (int i = 0; i < l.n; i++) {
+		if (l.coef[i] % d == 0)
+			lin_atom(&q, l.atom[i], l.coef[i] / d);
+		else
+			lin_atom(&r, l.atom[i], l.coef[i]);
+	}
+	int64_t lo, hi;
+	if (lin_range(p, &r, &lo, &hi) && floordiv(lo, d) == floordiv(hi, d)) {
+		q.c += floordiv(lo, d);
+		return lin_build(p, &q);
+	}
+	KxId rest = mk(p, KX_IDIV, DT_I64, 0, 2, lin_build(p, &r), kx_iconst(p, d), 0);
+	return kx_iadd(p, lin_build(p, &q), rest);
+}
+
+KxId
+kx_imod(KProgram *p, KxId a, int64_t d)
+{
+	FADC_ASSERT(d > 0 && p->x[a].dtype == DT_I64, "kx_imod: I64 by a positive constant");
+	if (d == 1)
+		return kx_iconst(p, 0);
+	Lin l = lin_of(p, a);
+	if (!l.ok)
+		return mk(p, KX_IMOD, DT_I64, 0, 2, a, kx_iconst(p, d), 0);
+	// Adding multiples of d changes nothing: reduce every coefficient.
+	l.c -= floordiv(l.c, d) * d;
+	for (int i = 0; i < l.n; i++)
+		l.coef[i] -= floordiv(l.coef[i], d) * d;
+	int64_t lo, hi;
+	KxId r = lin_build(p, &l);
+	if (lin_range(p, &l, &lo, &hi) && lo >= 0 && hi < d)
+		return r;
+	return mk(p, KX_IMOD, DT_I64, 0, 2, r, kx_iconst(p, d), 0);
+}
+
+KxId
+kx_imin(KProgram *p, KxId a, KxId b)
+{
+	int64_t l0, h0, l1, h1;
+	if (a == b)
+		return a;
+	if (kx_range(p, a, &l0, &h0) && kx_range(p, b, &l1, &h1)) {
+		if (h0 <= l1)
+			return a;
+		if (h1 <= l0)
+			return b;
+	}
+	if (a > b) {
+		KxId c = a;
+		a = b;
+		b = c;
+	}
+	return mk(p, KX_IMIN, DT_I64, 0, 2, a, b, 0);
+}
+
+KxId
+kx_imax(KProgram *p, KxId a, KxId b)
+{
+	int64_t l0, h0, l1, h1;
+	if (a == b)
+		return a;
+	if (kx_range(p, a, &l0, &h0) && kx_range(p, b, &l1, &h1)) {
+		if (l0 >= h1)
+			return a;
+		if (l1 >= h0)
+			return b;
+	}
+	if (a > b) {
+		KxId c = a;
+		a = b;
+		b = c;
+	}
+	return mk(p, KX_IMAX, DT_I64, 0, 2, a, b, 0);
+}
+
+KxId
+kx_iclamp(KProgram *p, KxId a, int64_t lo, int64_t hi)
+{
+	return kx_imin(p, kx_imax(p, a, kx_iconst(p, lo)), kx_iconst(p, hi));
+}
+
+// ---------------------------------------------------------------- printer
+
+static const char *const op_names[KX_COUNT] = {
+	[KX_NONE] = "none",   [KX_CONST] = "const", [KX_VAR] = "var",       [KX_LOAD] = "load",
+	[KX_ACC] = "acc",     [KX_RUNSEED] = "runseed", [KX_IADD] = "iadd", [KX_IMUL] = "imul",
+	[KX_IDIV] = "idiv",   [KX_IMOD] = "imod",   [KX_IMIN] = "imin",     [KX_IMAX] = "imax",
+	[KX_ADD] = "add",     [KX_SUB] = "sub",     [KX_MUL] = "mul",       [KX_DIV] = "div",
+	[KX_NEG] = "neg",     [KX_ABS] = "abs",     [KX_MAX] = "max",       [KX_MIN] = "min",
+	[KX_POW] = "pow",     [KX_FLOOR] = "floor", [KX_SQRT] = "sqrt",     [KX_EXP] = "exp",
+	[KX_LOG] = "log",     [KX_LOG1P] = "log1p", [KX_EXPM1] = "expm1",   [KX_TANH] = "tanh",
+	[KX_ERF] = "erf",     [KX_SIN] = "sin",     [KX_COS] = "cos",       [KX_LGAMMA] = "lgamma",
+	[KX_POLYGAMMA] = "polygamma", [KX_CMP] = "cmp", [KX_AND] = "and",   [KX_OR] = "or",
+	[KX_NOT] = "not",     [KX_SELECT] = "select", [KX_CAST] = "cast",   [KX_RAND] = "rand",
+};
+
+const char *
+kx_op_name(KxOp op)
+{
+	return op < KX_COUNT && op_names[op] ? op_names[op] : "?";
+}
+
+static const char *const cmp_names[] = {"eq", "ne", "lt", "le", "gt", "ge", "ugt", "ult", "uno"};
+static const char *const rand_names[] = {"uniform", "normal", "gamma"};
+static const char *const red_names[] = {"", "sum", "max", "min"};
+
+static void
+mark(const KProgram *p, KxId id, uint8_t *seen)
+{
+	if (!id || seen[id])
+		return;
+	seen[id] = 1;
+	for (int i = 0; i < p->x[id].nin; i++)
+		mark(p, p->x[id].a[i], seen);
+}
+
+static void
+print_x(FILE *f, const KProgram *p, KxId id)
+{
+	const Kx *x = &p->x[id];
+	fprintf(f, "    x%u: %s = ", id, ir_dtype_name((DType)x->dtype));
+	switch (x->op) {
+	case KX_CONST:
+		if (x->dtype == DT_F32 || x->dtype == DT_F64) {
+			char b[64];
+			ir_print_float(b, sizeof b, x->f);
+			fprintf(f, "%s\n", b);
+		} else
+			fprintf(f, "%lld\n", (long long)x->i);
+		return;
+	case KX_VAR:
+		fprintf(f, "v%u < %lld\n", x->aux, (long long)x->i);
+		return;
+	case KX_LOAD:
+		fprintf(f, "load b%u[x%u]\n", x->aux, x->a[0]);
+		return;
+	case KX_CMP:
+		fprintf(f, "cmp.%s", cmp_names[x->aux]);
+		break;
+	case KX_CAST:
+		fprintf(f, "cast.%s", ir_dtype_name((DType)x->aux));
+		break;
+	case KX_RAND:
+		fprintf(f, "rand.%s seed=%lld", rand_names[x->aux], (long long)x->i);
+		break;
+	default:
+		fprintf(f, "%s", kx_op_name((KxOp)x->op));
+	}
+	for (int i = 0; i < x->nin; i++)
+		fprintf(f, "%s x%u", i ? "," : "", x->a[i]);
+	fprintf(f, "\n");
+}
+
+void
+kir_print(FILE *f, const KProgram *p)
+{
+	static const char *const kinds[] = {"in", "out", "tmp"};
+	fprintf(f, "program %s: %u kernels, %u buffers, arena %lld bytes (without reuse %lld)\n",
+	        p->name, p->nk, p->nbuf, (long long)p->arena_bytes, (long long)p->naive_bytes);
+	for (uint32_t b = 0; b < p->nbuf; b++) {
+		const KBuf *kb = &p->buf[b];
+		char t[256];
+		ir_type_str(kb->dtype, &kb->shape, t, sizeof t);
+		fprintf(f, "  b%u: %s%d %s", b, kinds[kb->kind], kb->kind == KB_TMP ? (int)b : kb->index, t);
+		if (kb->kind == KB_TMP)
+			fprintf(f, " @%lld", (long long)kb->offset);
+		fprintf(f, "\n");
+	}
+	uint8_t *seen = calloc(p->nx, 1);
+	FADC_ASSERT(seen != NULL, "kir_print: out of memory");
+	for (uint32_t i = 0; i < p->nk; i++) {
+		const KKernel *k = &p->k[i];
+		fprintf(f, "  kernel k%u: b%u = %s (node %%%u, %d fused)", i, k->out, k->what, k->node,
+		        k->nfused);
+		for (int d = 0; d < k->rank; d++)
+			fprintf(f, "%s v%d < %lld", d ? "," : " for", d, (long long)k->dim[d]);
+		if (k->red)
+			fprintf(f, ";%s", red_names[k->red]);
+		for (int d = 0; d < k->rrank; d++)
+			fprintf(f, "%s v%d < %lld", d ? "," : " over", k->rank + d, (long long)k->rdim[d]);
+		fprintf(f, "\n");
+		memset(seen, 0, p->nx);
+		mark(p, k->index, seen);
+		mark(p, k->body, seen);
+		mark(p, k->post, seen);
+		for (KxId id = 1; id < p->nx; id++)
+			if (seen[id])
+				print_x(f, p, id);
+		if (k->red)
+			fprintf(f, "    acc %s= x%u\n", k->red == KR_SUM ? "+" : red_names[k->red], k->body);
+		fprintf(f, "    store b%u[x%u] = x%u\n", k->out, k->index, k->red ? k->post : k->body);
+	}
+	free(seen);
+}

@@ -1,0 +1,208 @@
+// codegen/kir.h -- the kernel IR: loops over dense buffers, shared by the
+// LLVM backend (codegen/llvm.c) and, later, the CUDA printer.
+//
+// A KProgram is one task: its buffers (task inputs, task outputs, and
+// temporaries placed in one arena by the memory plan), a pool of scalar
+// expressions, and a list of kernels run in order.  A kernel writes one
+// buffer: for every point of its parallel domain (a loop nest, one loop per
+// axis, every point independent) it evaluates `body` and stores it at
+// `index`; a reduction kernel instead folds `body` over a reduction domain
+// (inner loops) into an accumulator and stores `post` (an expression of the
+// accumulator KX_ACC).  Nothing else exists: layout ops (reshape,
+// broadcast, permute, slice, pad, concat, take, ...) are index expressions
+// inside loads, elementwise chains are expression trees, and a matmul is a
+// sum-reduction of a product whose kernel is marked `contraction`, so a
+// blocked GEMM can replace it later without changing the IR.
+//
+// Expressions are hash-consed (structurally equal nodes have equal ids), so
+// a value read twice at the same index in one kernel is computed once, and
+// expression ids are plain integers: a backend keeps side tables indexed by
+// KxId.  Every node has a compute dtype (F32, F64, I64 or BOOL); buffers
+// have a storage dtype, and loads and stores convert between the two.
+// Integer index arithmetic is simplified as it is built: affine sums are
+// kept canonical, and (e / s) % d over loop variables of known extent folds
+// back to the variable, so a broadcast or a permute of a row-major tensor
+// costs no division in the generated loops.
+//
+// Layout convention: buffers are dense and row-major (C order); a buffer's
+// element e is at byte offset e * size(storage dtype).
+#ifndef FADC_KIR_H
+#define FADC_KIR_H
+
+#include <stdio.h>
+
+#include "ir.h"
+
+typedef uint32_t KxId; // index into KProgram.x; 0 is "no expression"
+
+typedef enum KxOp {
+	KX_NONE,
+	// Leaves.
+	KX_CONST, // f (floats, already rounded to the dtype) or i (I64, BOOL)
+	KX_VAR, // loop variable `aux` of the kernel, values [0, i)
+	KX_LOAD, // buffer `aux` at index a[0] (I64), converted to the compute dtype
+	KX_ACC, // the accumulator of a reduction kernel (only in `post`)
+	KX_RUNSEED, // the run's seed (I64 bits of a uint64_t)
+	// Integer index arithmetic (I64); built only through kx_i*(), which
+	// simplify.  Division and modulo are by a positive constant a[1] and
+	// floor the quotient (operands are non-negative in practice).
+	KX_IADD,
+	KX_IMUL,
+	KX_IDIV,
+	KX_IMOD,
+	KX_IMIN,
+	KX_IMAX,
+	// Arithmetic, on floats or (ADD SUB MUL NEG ABS MAX MIN) on I64.
+	KX_ADD,
+	KX_SUB,
+	KX_MUL,
+	KX_DIV,
+	KX_NEG,
+	KX_ABS,
+	KX_MAX, // NaN-propagating maximum (torch.maximum)
+	KX_MIN, // NaN-propagating minimum
+	KX_POW,
+	KX_FLOOR,
+	KX_SQRT,
+	// Special functions: a libm call or a support routine (codegen/support.c).
+	KX_EXP,
+	KX_LOG,
+	KX_LOG1P,
+	KX_EXPM1,
+	KX_TANH,
+	KX_ERF,
+	KX_SIN,
+	KX_COS,
+	KX_LGAMMA,
+	KX_POLYGAMMA, // a[0] the order (a float constant), a[1] x; order 0 is digamma
+	// Logic.
+	KX_CMP, // BOOL: a[0] `aux` a[1], aux a KCmp
+	KX_AND,
+	KX_OR,
+	KX_NOT,
+	KX_SELECT, // a[0] (BOOL) ? a[1] : a[2]
+	KX_CAST, // a[0] converted to storage dtype `aux`, result in the compute dtype
+	// Philox samplers (ir/random.c, compiled into the artifact): F64 result
+	// of kind `aux` (KRand) for seed i, element index a[0], and for gamma
+	// the shape a[1] (F64).
+	KX_RAND,
+	KX_COUNT
+} KxOp;
+
+// Comparison predicates: ordered except NE (C's != is true on NaN) and UGT
+// (unordered or greater: "v is NaN or v > acc", the running max's test).
+typedef enum KCmp { KC_EQ, KC_NE, KC_LT, KC_LE, KC_GT, KC_GE, KC_UGT, KC_ULT, KC_UNO } KCmp;
+
+typedef enum KRand { KRAND_UNIFORM, KRAND_NORMAL, KRAND_GAMMA } KRand;
+
+typedef struct Kx {
+	uint8_t op; // KxOp
+	uint8_t dtype; // DType of the value
+	uint8_t nin; // operands in a[]
+	uint8_t pad;
+	uint32_t aux; // per op, see KxOp
+	KxId a[3];
+	uint32_t pad2;
+	int64_t i; // integer payload (constant, extent, seed)
+	double f; // float constant
+} Kx; // no pointers, no padding holes: hashed and compared as bytes
+
+typedef enum KBufKind {
+	KB_IN, // task input `index`: read only, supplied by the runtime
+	KB_OUT, // task output `index`: supplied by the runtime (caller or its own)
+	KB_TMP, // an intermediate in the task's arena at `offset` (memory plan)
+} KBufKind;
+
+typedef struct KBuf {
+	KBufKind kind;
+	int index; // input or output position (KB_IN, KB_OUT)
+	DType dtype; // storage dtype
+	Shape shape;
+	int64_t bytes; // numel * element size
+	int64_t offset; // KB_TMP: byte offset in the arena, set by cg_plan()
+	NodeId node; // the graph node whose value it holds (0: none)
+	int first, last; // KB_TMP: kernels that write it first and read it last
+} KBuf;
+
+typedef enum KRed { KR_NONE, KR_SUM, KR_MAX, KR_MIN } KRed;
+
+typedef struct KKernel {
+	uint32_t out; // the buffer written
+	int rank; // parallel loop variables 0 .. rank-1
+	int64_t dim[IR_MAXDIM];
+	int rrank; // reduction variables rank .. rank+rrank-1
+	int64_t rdim[IR_MAXDIM];
+	KRed red;
+	KxId index; // store index (I64) over the parallel variables
+	KxId body; // the value at a point (reduction: the folded term)
+	KxId post; // reductions: the stored value, an expression of KX_ACC
+	NodeId node; // the graph node it computes (dumps, diagnostics)
+	const char *what; // "elementwise", "sum", "matmul", "copy", ...
+	int contraction; // a matmul: a blocked GEMM may replace the loops
+	int nfused; // graph nodes folded into this kernel (stats)
+} KKernel;
+
+typedef struct KProgram {
+	Arena *arena; // owns everything below
+	const char *name; // the task
+	DType fcompute; // compute dtype of f32 values: DT_F32, or DT_F64 (testing, init)
+	KBuf *buf;
+	uint32_t nbuf, cbuf;
+	Kx *x; // x[0] unused
+	uint32_t nx, cx;
+	uint32_t *xhash; // open addressing over x, 0 = empty
+	uint32_t cxhash;
+	KKernel *k;
+	uint32_t nk, ck;
+	uint32_t ninput, noutput; // the task's inputs and outputs
+	uint32_t *inbuf, *outbuf; // their buffers (outbuf[o]: the KB_OUT buffer)
+	int uses_runseed;
+	// The memory plan (cg_plan): arena size with liveness-based reuse, and
+	// the sum of the temporaries' sizes without reuse.
+	int64_t arena_bytes, naive_bytes;
+} KProgram;
+
+// ---------------------------------------------------------------- kir.c
+KProgram *kir_program_new(const char *name, DType fcompute);
+void kir_program_free(KProgram *p);
+uint32_t kir_buf_add(KProgram *p, KBufKind kind, int index, DType dt, const Shape *s, NodeId node);
+KKernel *kir_kernel_add(KProgram *p); // zeroed, appended
+size_t kir_dtype_size(DType dt); // bytes per element in a buffer (bool: 1)
+DType kir_compute_dtype(const KProgram *p, DType storage); // f32 -> p->fcompute
+
+// Expression builders.  Results are hash-consed; float arithmetic is never
+// folded here (LLVM folds constants with the target's semantics), integer
+// index arithmetic always is.
+KxId kx_const(KProgram *p, double v, DType dt); // v rounded to dt (F32: to float)
+KxId kx_iconst(KProgram *p, int64_t v);
+KxId kx_bconst(KProgram *p, int v);
+KxId kx_var(KProgram *p, int var, int64_t extent); // extent 1: the constant 0
+KxId kx_load(KProgram *p, uint32_t buf, KxId index);
+KxId kx_acc(KProgram *p, DType dt);
+KxId kx_runseed(KProgram *p);
+KxId kx_un(KProgram *p, KxOp op, KxId a);
+KxId kx_bin(KProgram *p, KxOp op, KxId a, KxId b);
+KxId kx_cmp(KProgram *p, KCmp c, KxId a, KxId b);
+KxId kx_select(KProgram *p, KxId c, KxId a, KxId b);
+KxId kx_cast(KProgram *p, KxId a, DType to); // to a storage dtype; result in compute dtype
+KxId kx_polygamma(KProgram *p, KxId n, KxId x);
+KxId kx_rand(KProgram *p, KRand kind, int64_t seed, KxId index, KxId alpha);
+KxId kx_iadd(KProgram *p, KxId a, KxId b);
+KxId kx_imul(KProgram *p, KxId a, int64_t c);
+KxId kx_idiv(KProgram *p, KxId a, int64_t d); // floor(a / d), d > 0
+KxId kx_imod(KProgram *p, KxId a, int64_t d); // a - d floor(a / d), d > 0
+KxId kx_imin(KProgram *p, KxId a, KxId b);
+KxId kx_imax(KProgram *p, KxId a, KxId b);
+KxId kx_iclamp(KProgram *p, KxId a, int64_t lo, int64_t hi); // lo <= hi
+// Is index e affine in loop variable `var` with a constant coefficient?
+// (1 and *coef, or 0 when var appears inside a division or a load.)
+int kx_affine_coef(const KProgram *p, KxId e, int var, int64_t *coef);
+// The range [*lo, *hi] an I64 expression can take (0 if unknown).
+int kx_range(const KProgram *p, KxId a, int64_t *lo, int64_t *hi);
+static inline const Kx *kx(const KProgram *p, KxId id) { return &p->x[id]; }
+
+// Canonical text of the program (for dumps and golden tests).
+void kir_print(FILE *f, const KProgram *p);
+const char *kx_op_name(KxOp op);
+
+#endif

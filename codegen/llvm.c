@@ -1,0 +1,1056 @@
+// codegen/llvm.c -- the LLVM CPU backend: kernel IR to an object file,
+// through the LLVM 14 C API.  The only file of fadc that includes llvm-c/*.
+//
+// Each kernel becomes an internal function taking one pointer per buffer
+// it touches, all `noalias` (the memory plan never gives a kernel's output
+// the bytes of a buffer it reads, and the runtime refuses outputs that
+// overlap inputs), so the optimizer may vectorize and reorder freely.  Its
+// body is the loop nest of the kernel: a while-loop per parallel axis,
+// then per reduction axis, counters and the accumulator in allocas that
+// mem2reg promotes.  Expressions are emitted once per "region" (the
+// innermost block where they are evaluated), memoized by KxId, so a value
+// shared by hash-consing is computed once per point.
+//
+// Two loop shapes depart from the plain nest, for speed, both checked
+// against the interpreter: contractions whose operands step by 0 or 1
+// element along the last output axis put that axis innermost and
+// accumulate in the output (same summation order, vectorizable), and float
+// sums over 32 or more terms use 8 accumulators (emit_split_sum).
+//
+// Each task becomes an internal function `i32 (fadc_call_v1 *)` that
+// computes the buffer pointers (inputs and outputs from the call, the
+// temporaries at their planned offsets in the arena) and calls its
+// kernels; being internal with one call site, the kernels are inlined, so a
+// small task is one straight function.  The only exported symbol is
+// fadc_artifact_v1 (runtime/abi.h), returning the table of tasks and the
+// descriptor.
+//
+// LLVM failures go through one checked path, llvm_fail(), with LLVM's own
+// message.  The module is verified before optimization (default<O2> of the
+// new pass manager, LLVMRunPasses) and the object is emitted for the
+// requested CPU with position-independent code.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Core.h>
+#include <llvm-c/Error.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+#include "abi.h"
+#include "artifact.h"
+#include "codegen.h"
+
+// ---------------------------------------------------------------- errors
+
+// The one checked path for LLVM failures: `what` says what fadc was doing,
+// msg is LLVM's message (disposed here).
+static int
+llvm_fail(char *err, size_t errlen, const char *what, char *msg)
+{
+	if (errlen)
+		snprintf(err, errlen, "LLVM: %s: %s", what, msg ? msg : "(no message)");
+	if (msg)
+		LLVMDisposeMessage(msg);
+	return 0;
+}
+
+static int
+llvm_check_error(LLVMErrorRef e, char *err, size_t errlen, const char *what)
+{
+	if (!e)
+		return 1;
+	char *m = LLVMGetErrorMessage(e);
+	if (errlen)
+		snprintf(err, errlen, "LLVM: %s: %s", what, m ? m : "(no message)");
+	LLVMDisposeErrorMessage(m);
+	return 0;
+}
+
+// ---------------------------------------------------------------- targets
+
+// The x86-64 micro-architecture levels (psABI): the features LLVM enables
+// for each, by LLVM's names, which the runtime checks with cpuid.
+static const char V1[] = "sse2";
+static const char V2[] = "sse2,sse3,ssse3,sse4.1,sse4.2,popcnt,cx16,sahf";
+static const char V3[] =
+	"sse2,sse3,ssse3,sse4.1,sse4.2,popcnt,cx16,sahf,avx,avx2,bmi,bmi2,f16c,fma,lzcnt,movbe,xsave";
+static const char V4[] = "sse2,sse3,ssse3,sse4.1,sse4.2,popcnt,cx16,sahf,avx,avx2,bmi,bmi2,f16c,"
+                         "fma,lzcnt,movbe,xsave,avx512f,avx512dq,avx512cd,avx512bw,avx512vl";
+
+char *
+cg_llvm_default_triple(void)
+{
+	char *t = LLVMGetDefaultTargetTriple();
+	char *r = strdup(t);
+	LLVMDisposeMessage(t);
+	return r;
+}
+
+static int
+host_is_x86_64(void)
+{
+	char *t = LLVMGetDefaultTargetTriple();
+	int r = !strncmp(t, "x86_64", 6);
+	LLVMDisposeMessage(t);
+	return r;
+}
+
+int
+cg_llvm_cpu(const char *cpu, char *name, size_t nname, char *features, size_t nfeat,
+            char *llvm_features, size_t nllvm, char *err, size_t errlen)
+{
+	if (!cpu)
+		cpu = "x86-64-v3";
+	snprintf(llvm_features, nllvm, "%s", "");
+	if (!host_is_x86_64()) {
+		if (strcmp(cpu, "generic") && strcmp(cpu, "native")) {
+			snprintf(err, errlen, "--cpu %s: this host is not x86-64 (use generic or native)", cpu);
+			return 0;
+		}
+		snprintf(name, nname, "generic");
+		snprintf(features, nfeat, "%s", "");
+		return 1;
+	}
+	const char *list = NULL, *llvm_name = cpu;
+	if (!strcmp(cpu, "x86-64") || !strcmp(cpu, "generic")) {
+		llvm_name = "x86-64";
+		list = V1;
+	} else if (!strcmp(cpu, "x86-64-v2"))
+		list = V2;
+	else if (!strcmp(cpu, "x86-64-v3"))
+		list = V3;
+	else if (!strcmp(cpu, "x86-64-v4"))
+		list = V4;
+	if (list) {
+		snprintf(name, nname, "%s", llvm_name);
+		snprintf(features, nfeat, "%s", list);
+		return 1;
+	}
+	if (strcmp(cpu, "native")) {
+		snprintf(err, errlen,
+		         "unknown --cpu '%s' (x86-64, x86-64-v2, x86-64-v3, x86-64-v4, generic, native)",
+		         cpu);
+		return 0;
+	}
+	// The host's CPU and every feature LLVM sees on it; the runtime checks
+	// the ones it can detect.
+	char *hn = LLVMGetHostCPUName(), *hf = LLVMGetHostCPUFeatures();
+	snprintf(name, nname, "%s", hn);
+	snprintf(llvm_features, nllvm, "%s", hf);
+	size_t k = 0;
+	features[0] = 0;
+	for (const char *s = hf; s && *s;) {
+		const char *c = strchr(s, ',');
+		size_t n = c ? (size_t)(c - s) : strlen(s);
+		char f[64];
+		if (n > 1 && n < sizeof f && s[0] == '+') {
+			memcpy(f, s + 1, n - 1);
+			f[n - 1] = 0;
+			if (rt_cpu_feature_index(f) >= 0 && k < nfeat)
+				k += (size_t)snprintf(features + k, nfeat - k, "%s%s", k ? "," : "", f);
+		}
+		s = c ? c + 1 : NULL;
+	}
+	LLVMDisposeMessage(hn);
+	LLVMDisposeMessage(hf);
+	return 1;
+}
+
+// ---------------------------------------------------------------- emitter state
+
+typedef struct Emit {
+	LLVMContextRef C;
+	LLVMModuleRef M;
+	LLVMBuilderRef B;
+	LLVMTypeRef i1, i8, i32, i64, f32, f64, voidt, i8p, i8pp, callt, callp, taskfn;
+	const KProgram *p;
+	// The kernel being emitted.
+	LLVMValueRef fn;
+	LLVMValueRef *bufptr; // typed pointer of each buffer the kernel touches
+	LLVMValueRef runseed;
+	LLVMValueRef var[2 * IR_MAXDIM]; // loop counter allocas
+	LLVMValueRef acc; // accumulator alloca
+	LLVMValueRef *val; // memo: value of expression id in the current region
+	uint32_t *stamp, region;
+} Emit;
+
+static LLVMTypeRef
+ty(Emit *e, DType dt)
+{
+	switch (dt) {
+	case DT_F32:
+		return e->f32;
+	case DT_F64:
+		return e->f64;
+	case DT_I64:
+		return e->i64;
+	case DT_BOOL:
+		return e->i1;
+	default:
+		FADC_ASSERT(0, "llvm: no type for this dtype");
+		return NULL;
+	}
+}
+
+// Storage type: bool is a byte in memory.
+static LLVMTypeRef
+sty(Emit *e, DType dt)
+{
+	return dt == DT_BOOL ? e->i8 : ty(e, dt);
+}
+
+static unsigned
+attr_kind(const char *name)
+{
+	return LLVMGetEnumAttributeKindForName(name, strlen(name));
+}
+
+static void
+fn_attr(Emit *e, LLVMValueRef fn, unsigned idx, const char *name)
+{
+	LLVMAddAttributeAtIndex(fn, idx, LLVMCreateEnumAttribute(e->C, attr_kind(name), 0));
+}
+
+// A declared external function (libm or the support library).
+static LLVMValueRef
+ext_fn(Emit *e, const char *name, LLVMTypeRef ret, LLVMTypeRef *args, unsigned nargs,
+       LLVMTypeRef *fty)
+{
+	*fty = LLVMFunctionType(ret, args, nargs, 0);
+	LLVMValueRef f = LLVMGetNamedFunction(e->M, name);
+	if (!f) {
+		f = LLVMAddFunction(e->M, name, *fty);
+		fn_attr(e, f, LLVMAttributeFunctionIndex, "nounwind");
+	}
+	return f;
+}
+
+static LLVMValueRef
+call1(Emit *e, const char *name, LLVMTypeRef t, LLVMValueRef a)
+{
+	LLVMTypeRef fty, at[1] = {t};
+	LLVMValueRef f = ext_fn(e, name, t, at, 1, &fty), args[1] = {a};
+	return LLVMBuildCall2(e->B, fty, f, args, 1, "");
+}
+
+static LLVMValueRef
+intrinsic(Emit *e, const char *name, LLVMTypeRef t, LLVMValueRef *args, unsigned n)
+{
+	unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+	FADC_ASSERT(id != 0, name);
+	LLVMTypeRef ot[1] = {t};
+	LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->M, id, ot, 1);
+	LLVMTypeRef fty = LLVMIntrinsicGetType(e->C, id, ot, 1);
+	return LLVMBuildCall2(e->B, fty, f, args, n, "");
+}
+
+static LLVMValueRef
+intrinsic1(Emit *e, const char *name, LLVMTypeRef t, LLVMValueRef a)
+{
+	LLVMValueRef args[1] = {a};
+	return intrinsic(e, name, t, args, 1);
+}
+
+// ---------------------------------------------------------------- expressions
+
+// Converts v of compute dtype `from` to compute dtype `to`; round32 first
+// rounds to float (a cast to f32 storage while computing in f64).
+static LLVMValueRef
+convert(Emit *e, LLVMValueRef v, DType from, DType to, int round32)
+{
+	int ff = from == DT_F32 || from == DT_F64, tf = to == DT_F32 || to == DT_F64;
+	if (ff && tf) {
+		if (round32 && from == DT_F64)
+			v = LLVMBuildFPTrunc(e->B, v, e->f32, "");
+		DType cur = round32 ? DT_F32 : from;
+		if (cur == to)
+			return v;
+		return cur == DT_F32 ? LLVMBuildFPExt(e->B, v, e->f64, "") : LLVMBuildFPTrunc(e->B, v, e->f32, "");
+	}
+	if (ff && to == DT_I64)
+		return LLVMBuildFPToSI(e->B, v, e->i64, "");
+	if (ff && to == DT_BOOL)
+		return LLVMBuildFCmp(e->B, LLVMRealUNE, v, LLVMConstReal(ty(e, from), 0), "");
+	if (from == DT_I64 && tf) {
+		v = LLVMBuildSIToFP(e->B, v, round32 ? e->f32 : ty(e, to), "");
+		return round32 && to == DT_F64 ? LLVMBuildFPExt(e->B, v, e->f64, "") : v;
+	}
+	if (from == DT_BOOL && tf)
+		return LLVMBuildUIToFP(e->B, v, ty(e, to), "");
+	if (from == DT_I64 && to == DT_BOOL)
+		return LLVMBuildICmp(e->B, LLVMIntNE, v, LLVMConstInt(e->i64, 0, 0), "");
+	if (from == DT_BOOL && to == DT_I64)
+		return LLVMBuildZExt(e->B, v, e->i64, "");
+	return v; // same dtype
+}
+
+static LLVMValueRef emit_x(Emit *e, KxId id);
+
+static LLVMValueRef
+fcmp(Emit *e, KCmp c, LLVMValueRef a, LLVMValueRef b)
+{
+	static const LLVMRealPredicate pred[] = {
+		[KC_EQ] = LLVMRealOEQ, [KC_NE] = LLVMRealUNE, [KC_LT] = LLVMRealOLT,
+		[KC_LE] = LLVMRealOLE, [KC_GT] = LLVMRealOGT, [KC_GE] = LLVMRealOGE,
+		[KC_UGT] = LLVMRealUGT, [KC_ULT] = LLVMRealULT, [KC_UNO] = LLVMRealUNO,
+	};
+	return LLVMBuildFCmp(e->B, pred[c], a, b, "");
+}
+
+static LLVMValueRef
+icmp(Emit *e, KCmp c, LLVMValueRef a, LLVMValueRef b, int is_unsigned)
+{
+	static const LLVMIntPredicate spred[] = {
+		[KC_EQ] = LLVMIntEQ, [KC_NE] = LLVMIntNE, [KC_LT] = LLVMIntSLT, [KC_LE] = LLVMIntSLE,
+		[KC_GT] = LLVMIntSGT, [KC_GE] = LLVMIntSGE, [KC_UGT] = LLVMIntSGT, [KC_ULT] = LLVMIntSLT,
+	};
+	static const LLVMIntPredicate upred[] = {
+		[KC_EQ] = LLVMIntEQ, [KC_NE] = LLVMIntNE, [KC_LT] = LLVMIntULT, [KC_LE] = LLVMIntULE,
+		[KC_GT] = LLVMIntUGT, [KC_GE] = LLVMIntUGE, [KC_UGT] = LLVMIntUGT, [KC_ULT] = LLVMIntULT,
+	};
+	if (c == KC_UNO)
+		return LLVMConstInt(e->i1, 0, 0); // integers are never NaN
+	return LLVMBuildICmp(e->B, is_unsigned ? upred[c] : spred[c], a, b, "");
+}
+
+// NaN-propagating maximum or minimum (torch.maximum): NaN if either is.
+static LLVMValueRef
+fminmax(Emit *e, int max, LLVMValueRef a, LLVMValueRef b)
+{
+	LLVMValueRef pick = LLVMBuildSelect(e->B, fcmp(e, max ? KC_GT : KC_LT, a, b), a, b, "");
+	LLVMValueRef nan = LLVMBuildFAdd(e->B, a, b, "");
+	return LLVMBuildSelect(e->B, fcmp(e, KC_UNO, a, b), nan, pick, "");
+}
+
+static LLVMValueRef
+emit_op(Emit *e, const Kx *x)
+{
+	const KProgram *p = e->p;
+	DType dt = (DType)x->dtype;
+	int isf = dt == DT_F32 || dt == DT_F64;
+	LLVMTypeRef t = ty(e, dt);
+	LLVMValueRef a = x->nin > 0 ? emit_x(e, x->a[0]) : NULL;
+	LLVMValueRef b = x->nin > 1 ? emit_x(e, x->a[1]) : NULL;
+	LLVMValueRef c = x->nin > 2 ? emit_x(e, x->a[2]) : NULL;
+	switch ((KxOp)x->op) {
+	case KX_CONST:
+		if (isf)
+			return LLVMConstReal(t, x->f);
+		return LLVMConstInt(t, (unsigned long long)x->i, dt == DT_I64);
+	case KX_VAR:
+		return LLVMBuildLoad2(e->B, e->i64, e->var[x->aux], "");
+	case KX_LOAD: {
+		DType st = p->buf[x->aux].dtype;
+		LLVMValueRef ptr = LLVMBuildInBoundsGEP2(e->B, sty(e, st), e->bufptr[x->aux], &a, 1, "");
+		LLVMValueRef v = LLVMBuildLoad2(e->B, sty(e, st), ptr, "");
+		if (st == DT_BOOL)
+			return LLVMBuildICmp(e->B, LLVMIntNE, v, LLVMConstInt(e->i8, 0, 0), "");
+		return convert(e, v, st, dt, 0);
+	}
+	case KX_ACC:
+		return LLVMBuildLoad2(e->B, t, e->acc, "");
+	case KX_RUNSEED:
+		return e->runseed;
+	case KX_IADD:
+		return LLVMBuildNSWAdd(e->B, a, b, "");
+	case KX_IMUL:
+		return LLVMBuildNSWMul(e->B, a, b, "");
+	case KX_IDIV:
+	case KX_IMOD: {
+		// Floor division by a positive constant; unsigned when a >= 0.
+		int64_t lo, hi;
+		int nonneg = kx_range(p, x->a[0], &lo, &hi) && lo >= 0;
+		if (nonneg)
+			return x->op == KX_IDIV ? LLVMBuildUDiv(e->B, a, b, "") : LLVMBuildURem(e->B, a, b, "");
+		LLVMValueRef q = LLVMBuildSDiv(e->B, a, b, ""), r = LLVMBuildSRem(e->B, a, b, "");
+		LLVMValueRef neg = LLVMBuildICmp(e->B, LLVMIntSLT, r, LLVMConstInt(e->i64, 0, 0), "");
+		if (x->op == KX_IDIV)
+			return LLVMBuildSub(e->B, q, LLVMBuildZExt(e->B, neg, e->i64, ""), "");
+		return LLVMBuildSelect(e->B, neg, LLVMBuildAdd(e->B, r, b, ""), r, "");
+	}
+	case KX_IMIN:
+		return LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, a, b, ""), a, b, "");
+	case KX_IMAX:
+		return LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSGT, a, b, ""), a, b, "");
+	case KX_ADD:
+		return isf ? LLVMBuildFAdd(e->B, a, b, "") : LLVMBuildAdd(e->B, a, b, "");
+	case KX_SUB:
+		return isf ? LLVMBuildFSub(e->B, a, b, "") : LLVMBuildSub(e->B, a, b, "");
+	case KX_MUL:
+		return isf ? LLVMBuildFMul(e->B, a, b, "") : LLVMBuildMul(e->B, a, b, "");
+	case KX_DIV:
+		return LLVMBuildFDiv(e->B, a, b, "");
+	case KX_NEG:
+		return isf ? LLVMBuildFNeg(e->B, a, "") : LLVMBuildNeg(e->B, a, "");
+	case KX_ABS:
+		if (isf)
+			return intrinsic1(e, "llvm.fabs", t, a);
+		return LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, a, LLVMConstInt(t, 0, 0), ""),
+		                       LLVMBuildNeg(e->B, a, ""), a, "");
+	case KX_MAX:
+	case KX_MIN:
+		if (isf)
+			return fminmax(e, x->op == KX_MAX, a, b);
+		return LLVMBuildSelect(
+		    e->B, LLVMBuildICmp(e->B, x->op == KX_MAX ? LLVMIntSGT : LLVMIntSLT, a, b, ""), a, b, "");
+	case KX_POW: {
+		LLVMValueRef args[2] = {a, b};
+		return intrinsic(e, "llvm.pow", t, args, 2);
+	}
+	case KX_FLOOR:
+		return intrinsic1(e, "llvm.floor", t, a);
+	case KX_SQRT:
+		return intrinsic1(e, "llvm.sqrt", t, a);
+	case KX_EXP:
+		return intrinsic1(e, "llvm.exp", t, a);
+	case KX_LOG:
+		return intrinsic1(e, "llvm.log", t, a);
+	case KX_SIN:
+		return intrinsic1(e, "llvm.sin", t, a);
+	case KX_COS:
+		return intrinsic1(e, "llvm.cos", t, a);
+	case KX_LOG1P:
+		return call1(e, dt == DT_F32 ? "log1pf" : "log1p", t, a);
+	case KX_EXPM1:
+		return call1(e, dt == DT_F32 ? "expm1f" : "expm1", t, a);
+	case KX_TANH:
+		return call1(e, dt == DT_F32 ? "tanhf" : "tanh", t, a);
+	case KX_ERF:
+		return call1(e, dt == DT_F32 ? "erff" : "erf", t, a);
+	case KX_LGAMMA:
+		return call1(e, dt == DT_F32 ? "fadc_lgammaf" : "fadc_lgamma", t, a);
+	case KX_POLYGAMMA: {
+		LLVMTypeRef fty, at[2] = {t, t};
+		LLVMValueRef f = ext_fn(e, dt == DT_F32 ? "fadc_polygammaf" : "fadc_polygamma", t, at, 2, &fty);
+		LLVMValueRef args[2] = {a, b};
+		return LLVMBuildCall2(e->B, fty, f, args, 2, "");
+	}
+	case KX_CMP: {
+		DType ot = (DType)p->x[x->a[0]].dtype;
+		if (ot == DT_F32 || ot == DT_F64)
+			return fcmp(e, (KCmp)x->aux, a, b);
+		return icmp(e, (KCmp)x->aux, a, b, ot == DT_BOOL);
+	}
+	case KX_AND:
+		return LLVMBuildAnd(e->B, a, b, "");
+	case KX_OR:
+		return LLVMBuildOr(e->B, a, b, "");
+	case KX_NOT:
+		return LLVMBuildXor(e->B, a, LLVMConstInt(e->i1, 1, 0), "");
+	case KX_SELECT:
+		return LLVMBuildSelect(e->B, a, b, c, "");
+	case KX_CAST: {
+		DType from = (DType)p->x[x->a[0]].dtype;
+		return convert(e, a, from, dt, x->aux == DT_F32 && dt == DT_F64);
+	}
+	case KX_RAND: {
+		static const char *const names[] = {"ir_rand_uniform", "ir_rand_normal", "ir_rand_gamma"};
+		LLVMTypeRef fty, at[4] = {e->i64, e->i64, e->i64, e->f64};
+		unsigned n = x->aux == KRAND_GAMMA ? 4 : 3;
+		LLVMValueRef f = ext_fn(e, names[x->aux], e->f64, at, n, &fty);
+		LLVMValueRef args[4] = {LLVMConstInt(e->i64, (unsigned long long)x->i, 0), e->runseed, a, b};
+		return LLVMBuildCall2(e->B, fty, f, args, n, "");
+	}
+	default:
+		FADC_ASSERT(0, "llvm: an expression op with no emitter");
+		return NULL;
+	}
+}
+
+static LLVMValueRef
+emit_x(Emit *e, KxId id)
+{
+	if (e->stamp[id] == e->region)
+		return e->val[id];
+	LLVMValueRef v = emit_op(e, &e->p->x[id]);
+	e->stamp[id] = e->region;
+	e->val[id] = v;
+	return v;
+}
+
+// ---------------------------------------------------------------- loops
+
+typedef struct Loop {
+	LLVMBasicBlockRef head, body, exit;
+	LLVMValueRef ctr;
+	int64_t ext;
+} Loop;
+
+static void
+loop_begin(Emit *e, Loop *l, LLVMValueRef ctr, int64_t ext)
+{
+	l->ctr = ctr;
+	l->ext = ext;
+	l->head = LLVMAppendBasicBlockInContext(e->C, e->fn, "head");
+	l->body = LLVMAppendBasicBlockInContext(e->C, e->fn, "body");
+	l->exit = LLVMAppendBasicBlockInContext(e->C, e->fn, "exit");
+	LLVMBuildStore(e->B, LLVMConstInt(e->i64, 0, 0), ctr);
+	LLVMBuildBr(e->B, l->head);
+	LLVMPositionBuilderAtEnd(e->B, l->head);
+	LLVMValueRef i = LLVMBuildLoad2(e->B, e->i64, ctr, "");
+	LLVMValueRef more = LLVMBuildICmp(e->B, LLVMIntSLT, i, LLVMConstInt(e->i64, (unsigned long long)ext, 1), "");
+	LLVMBuildCondBr(e->B, more, l->body, l->exit);
+	LLVMPositionBuilderAtEnd(e->B, l->body);
+}
+
+static void
+loop_end(Emit *e, Loop *l)
+{
+	LLVMValueRef i = LLVMBuildLoad2(e->B, e->i64, l->ctr, "");
+	LLVMBuildStore(e->B, LLVMBuildNSWAdd(e->B, i, LLVMConstInt(e->i64, 1, 0), ""), l->ctr);
+	LLVMBuildBr(e->B, l->head);
+	LLVMPositionBuilderAtEnd(e->B, l->exit);
+}
+
+static void
+new_region(Emit *e)
+{
+	e->region++;
+}
+
+static void
+mark_bufs(const KProgram *p, KxId id, uint8_t *seen, uint8_t *used)
+{
+	if (!id || seen[id])
+		return;
+	seen[id] = 1;
+	const Kx *x = &p->x[id];
+	if (x->op == KX_LOAD)
+		used[x->aux] = 1;
+	for (int i = 0; i < x->nin; i++)
+		mark_bufs(p, x->a[i], seen, used);
+}
+
+static LLVMValueRef
+red_init(Emit *e, KRed r, DType dt)
+{
+	LLVMTypeRef t = ty(e, dt);
+	if (dt == DT_F32 || dt == DT_F64)
+		return LLVMConstReal(t, r == KR_SUM ? 0.0 : r == KR_MAX ? -HUGE_VAL : HUGE_VAL);
+	unsigned long long v = r == KR_SUM ? 0 : r == KR_MAX ? (1ull << 63) : ~(1ull << 63);
+	return LLVMConstInt(t, v, 1);
+}
+
+// acc <- acc (+) v, with the interpreter's NaN rules for max and min: a NaN
+// term wins and stays.
+static LLVMValueRef
+red_combine(Emit *e, KRed r, DType dt, LLVMValueRef acc, LLVMValueRef v)
+{
+	int isf = dt == DT_F32 || dt == DT_F64;
+	if (r == KR_SUM)
+		return isf ? LLVMBuildFAdd(e->B, acc, v, "") : LLVMBuildAdd(e->B, acc, v, "");
+	if (!isf)
+		return LLVMBuildSelect(
+		    e->B, LLVMBuildICmp(e->B, r == KR_MAX ? LLVMIntSGT : LLVMIntSLT, v, acc, ""), v, acc, "");
+	LLVMValueRef keep_nan = LLVMBuildFCmp(e->B, LLVMRealORD, acc, acc, "");
+	LLVMValueRef take = LLVMBuildAnd(e->B, keep_nan, fcmp(e, r == KR_MAX ? KC_UGT : KC_ULT, v, acc), "");
+	return LLVMBuildSelect(e->B, take, v, acc, "");
+}
+
+// Long float sums: SPLIT accumulators over the innermost reduction axis,
+// term r going to accumulator r % SPLIT, summed pairwise at the end.  A
+// single accumulator is a chain of dependent additions (4 cycles each);
+// independent ones overlap, and the SLP vectorizer packs them into one
+// vector when the terms load contiguously.  This changes the order of
+// summation (more accurate, not less: pairwise over blocks), so it is
+// kept to axes of at least SPLIT_MIN terms; shorter sums stay sequential.
+#define SPLIT 8
+#define SPLIT_MIN 32
+
+static void
+emit_split_sum(Emit *e, const KKernel *k, Loop *loops)
+{
+	const KProgram *p = e->p;
+	DType vt = (DType)p->x[k->body].dtype;
+	LLVMTypeRef t = ty(e, vt);
+	int last = k->rank + k->rrank - 1;
+	int64_t ext = k->rdim[k->rrank - 1];
+	LLVMValueRef acc[SPLIT];
+	LLVMBasicBlockRef cur = LLVMGetInsertBlock(e->B);
+	// Allocas in the entry block, so that mem2reg promotes them.
+	LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(e->fn);
+	LLVMValueRef first = LLVMGetFirstInstruction(entry);
+	if (first)
+		LLVMPositionBuilderBefore(e->B, first);
+	else
+		LLVMPositionBuilderAtEnd(e->B, entry);
+	for (int u = 0; u < SPLIT; u++)
+		acc[u] = LLVMBuildAlloca(e->B, t, "");
+	LLVMValueRef base = LLVMBuildAlloca(e->B, e->i64, "");
+	LLVMPositionBuilderAtEnd(e->B, cur);
+	for (int u = 0; u < SPLIT; u++)
+		LLVMBuildStore(e->B, red_init(e, KR_SUM, vt), acc[u]);
+	for (int d = 0; d < k->rrank - 1; d++)
+		loop_begin(e, &loops[k->rank + d], e->var[k->rank + d], k->rdim[d]);
+	// Blocks of SPLIT terms, then the remainder into accumulator 0.
+	LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(e->C, e->fn, "split.head");
+	LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(e->C, e->fn, "split.body");
+	LLVMBasicBlockRef rhead = LLVMAppendBasicBlockInContext(e->C, e->fn, "split.rest");
+	LLVMBasicBlockRef rbody = LLVMAppendBasicBlockInContext(e->C, e->fn, "split.restbody");
+	LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->C, e->fn, "split.done");
+	LLVMBuildStore(e->B, LLVMConstInt(e->i64, 0, 0), base);
+	LLVMBuildBr(e->B, head);
+	LLVMPositionBuilderAtEnd(e->B, head);
+	LLVMValueRef b = LLVMBuildLoad2(e->B, e->i64, base, "");
+	LLVMValueRef more = LLVMBuildICmp(e->B, LLVMIntSLE, LLVMBuildAdd(e->B, b, LLVMConstInt(e->i64, SPLIT, 0), ""),
+	                                  LLVMConstInt(e->i64, (unsigned long long)ext, 0), "");
+	LLVMBuildCondBr(e->B, more, body, rhead);
+	LLVMPositionBuilderAtEnd(e->B, body);
+	b = LLVMBuildLoad2(e->B, e->i64, base, "");
+	for (int u = 0; u < SPLIT; u++) {
+		LLVMBuildStore(e->B, LLVMBuildNSWAdd(e->B, b, LLVMConstInt(e->i64, (unsigned long long)u, 0), ""),
+		               e->var[last]);
+		new_region(e);
+		LLVMValueRef v = emit_x(e, k->body);
+		LLVMValueRef a = LLVMBuildLoad2(e->B, t, acc[u], "");
+		LLVMBuildStore(e->B, LLVMBuildFAdd(e->B, a, v, ""), acc[u]);
+	}
+	LLVMBuildStore(e->B, LLVMBuildNSWAdd(e->B, b, LLVMConstInt(e->i64, SPLIT, 0), ""), base);
+	LLVMBuildBr(e->B, head);
+	LLVMPositionBuilderAtEnd(e->B, rhead);
+	b = LLVMBuildLoad2(e->B, e->i64, base, "");
+	more = LLVMBuildICmp(e->B, LLVMIntSLT, b, LLVMConstInt(e->i64, (unsigned long long)ext, 0), "");
+	LLVMBuildCondBr(e->B, more, rbody, done);
+	LLVMPositionBuilderAtEnd(e->B, rbody);
+	b = LLVMBuildLoad2(e->B, e->i64, base, "");
+	LLVMBuildStore(e->B, b, e->var[last]);
+	new_region(e);
+	LLVMValueRef v = emit_x(e, k->body);
+	LLVMValueRef a = LLVMBuildLoad2(e->B, t, acc[0], "");
+	LLVMBuildStore(e->B, LLVMBuildFAdd(e->B, a, v, ""), acc[0]);
+	LLVMBuildStore(e->B, LLVMBuildNSWAdd(e->B, b, LLVMConstInt(e->i64, 1, 0), ""), base);
+	LLVMBuildBr(e->B, rhead);
+	LLVMPositionBuilderAtEnd(e->B, done);
+	for (int d = k->rrank - 2; d >= 0; d--)
+		loop_end(e, &loops[k->rank + d]);
+	// Pairwise: ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)).
+	LLVMValueRef s[SPLIT];
+	for (int u = 0; u < SPLIT; u++)
+		s[u] = LLVMBuildLoad2(e->B, t, acc[u], "");
+	for (int w = SPLIT; w > 1; w /= 2)
+		for (int u = 0; u < w / 2; u++)
+			s[u] = LLVMBuildFAdd(e->B, s[2 * u], s[2 * u + 1], "");
+	LLVMBuildStore(e->B, s[0], e->acc);
+}
+
+static int
+loads_unit_stride(const KProgram *p, KxId id, int var, uint8_t *seen)
+{
+	if (!id || seen[id])
+		return 1;
+	seen[id] = 1;
+	const Kx *x = &p->x[id];
+	int64_t c;
+	if (x->op == KX_LOAD && (!kx_affine_coef(p, x->a[0], var, &c) || (c != 0 && c != 1)))
+		return 0;
+	for (int i = 0; i < x->nin; i++)
+		if (!loads_unit_stride(p, x->a[i], var, seen))
+			return 0;
+	return 1;
+}
+
+// Does every load of the kernel's body step by 0 or 1 element along the
+// innermost parallel variable?  Then that loop may go innermost.
+static int
+unit_stride(const KProgram *p, const KKernel *k)
+{
+	uint8_t *seen = calloc(p->nx + 1, 1);
+	FADC_ASSERT(seen != NULL, "llvm: out of memory");
+	int64_t c;
+	int r = loads_unit_stride(p, k->body, k->rank - 1, seen) &&
+	        kx_affine_coef(p, k->index, k->rank - 1, &c) && c == 1;
+	free(seen);
+	return r;
+}
+
+// A contraction (matmul) kernel with its reduction loop moved outside the
+// innermost parallel loop, accumulating in the output buffer:
+//   for the outer parallel axes:
+//     for j: out[.., j] = 0
+//     for k: for j: out[.., j] += body(.., j, k)
+//     (for j: out[.., j] = post(out[.., j]), if post is more than the sum)
+// Each output still sums its terms in order of k, so results are the same
+// bits as the plain loop nest, but the j loop reads B contiguously and
+// needs no reassociation to vectorize (each lane is its own output): the
+// loop vectorizer does it, where a reduction in a register would stay
+// scalar (LLVM 14's C API sets no fast-math flags).  Only when the output
+// is stored in the compute dtype and every load of the body steps by 0 or
+// 1 element along j (B not transposed); otherwise the plain nest, whose
+// k loop reads both operands contiguously, is the better of the two.
+static void
+emit_contraction(Emit *e, const KKernel *k, Loop *loops)
+{
+	const KProgram *p = e->p;
+	DType vt = (DType)p->x[k->body].dtype;
+	LLVMTypeRef t = ty(e, vt);
+	int j = k->rank - 1;
+	for (int d = 0; d < j; d++)
+		loop_begin(e, &loops[d], e->var[d], k->dim[d]);
+	// The element of the output at the current point.
+	LLVMValueRef out = e->bufptr[k->out];
+	loop_begin(e, &loops[j], e->var[j], k->dim[j]);
+	new_region(e);
+	LLVMValueRef idx = emit_x(e, k->index);
+	LLVMBuildStore(e->B, red_init(e, k->red, vt), LLVMBuildInBoundsGEP2(e->B, t, out, &idx, 1, ""));
+	loop_end(e, &loops[j]);
+	for (int d = 0; d < k->rrank; d++)
+		loop_begin(e, &loops[k->rank + d], e->var[k->rank + d], k->rdim[d]);
+	loop_begin(e, &loops[j], e->var[j], k->dim[j]);
+	new_region(e);
+	LLVMValueRef v = emit_x(e, k->body);
+	idx = emit_x(e, k->index);
+	LLVMValueRef ptr = LLVMBuildInBoundsGEP2(e->B, t, out, &idx, 1, "");
+	LLVMValueRef a = LLVMBuildLoad2(e->B, t, ptr, "");
+	LLVMBuildStore(e->B, red_combine(e, k->red, vt, a, v), ptr);
+	loop_end(e, &loops[j]);
+	for (int d = k->rrank - 1; d >= 0; d--)
+		loop_end(e, &loops[k->rank + d]);
+	if (p->x[k->post].op != KX_ACC) {
+		loop_begin(e, &loops[j], e->var[j], k->dim[j]);
+		new_region(e);
+		idx = emit_x(e, k->index);
+		ptr = LLVMBuildInBoundsGEP2(e->B, t, out, &idx, 1, "");
+		LLVMValueRef save = e->acc;
+		e->acc = ptr; // KX_ACC reads the output element
+		LLVMBuildStore(e->B, emit_x(e, k->post), ptr);
+		e->acc = save;
+		loop_end(e, &loops[j]);
+	}
+	for (int d = j - 1; d >= 0; d--)
+		loop_end(e, &loops[d]);
+}
+
+// Kernel i of task program p as an internal function; *nargs and bufs[]
+// say which buffers it takes, in order (out first).
+static LLVMValueRef
+emit_kernel(Emit *e, const char *task, uint32_t ki, uint32_t *bufs, unsigned *nargs, int *seed)
+{
+	const KProgram *p = e->p;
+	const KKernel *k = &p->k[ki];
+	uint8_t *seen = calloc(p->nx + 1, 1), *used = calloc(p->nbuf + 1, 1);
+	FADC_ASSERT(seen && used, "llvm: out of memory");
+	mark_bufs(p, k->index, seen, used);
+	mark_bufs(p, k->body, seen, used);
+	mark_bufs(p, k->post, seen, used);
+	int uses_seed = 0;
+	for (KxId id = 1; id < p->nx; id++)
+		if (seen[id] && (p->x[id].op == KX_RUNSEED || p->x[id].op == KX_RAND))
+			uses_seed = 1;
+	unsigned n = 0;
+	bufs[n++] = k->out;
+	for (uint32_t b = 0; b < p->nbuf; b++)
+		if (used[b] && b != k->out)
+			bufs[n++] = b;
+	free(seen);
+	free(used);
+	LLVMTypeRef *pt = calloc(n + 2, sizeof *pt);
+	FADC_ASSERT(pt != NULL, "llvm: out of memory");
+	for (unsigned i = 0; i < n; i++)
+		pt[i] = LLVMPointerType(sty(e, p->buf[bufs[i]].dtype), 0);
+	if (uses_seed)
+		pt[n] = e->i64;
+	LLVMTypeRef fty = LLVMFunctionType(e->voidt, pt, n + (unsigned)uses_seed, 0);
+	free(pt);
+	char name[300];
+	snprintf(name, sizeof name, "%s.k%u.%s", task, ki, k->what);
+	LLVMValueRef fn = LLVMAddFunction(e->M, name, fty);
+	LLVMSetLinkage(fn, LLVMInternalLinkage);
+	fn_attr(e, fn, LLVMAttributeFunctionIndex, "nounwind");
+	for (unsigned i = 0; i < n; i++)
+		fn_attr(e, fn, i + 1, "noalias");
+	e->fn = fn;
+	for (unsigned i = 0; i < n; i++)
+		e->bufptr[bufs[i]] = LLVMGetParam(fn, i);
+	e->runseed = uses_seed ? LLVMGetParam(fn, n) : NULL;
+	LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e->C, fn, "entry");
+	LLVMPositionBuilderAtEnd(e->B, entry);
+	int nv = k->rank + k->rrank;
+	for (int v = 0; v < nv; v++)
+		e->var[v] = LLVMBuildAlloca(e->B, e->i64, "");
+	KxId val = k->red ? k->post : k->body;
+	DType vt = (DType)p->x[k->body].dtype;
+	if (k->red)
+		e->acc = LLVMBuildAlloca(e->B, ty(e, vt), "acc");
+	Loop loops[2 * IR_MAXDIM];
+	DType st = p->buf[k->out].dtype;
+	if (k->contraction && k->red && k->rank >= 1 && st == vt && unit_stride(p, k)) {
+		emit_contraction(e, k, loops);
+		LLVMBuildRetVoid(e->B);
+		*nargs = n;
+		*seed = uses_seed;
+		return fn;
+	}
+	for (int d = 0; d < k->rank; d++)
+		loop_begin(e, &loops[d], e->var[d], k->dim[d]);
+	if (k->red && k->red == KR_SUM && k->rrank >= 1 && k->rdim[k->rrank - 1] >= SPLIT_MIN &&
+	    (vt == DT_F32 || vt == DT_F64))
+		emit_split_sum(e, k, loops);
+	else if (k->red) {
+		LLVMBuildStore(e->B, red_init(e, k->red, vt), e->acc);
+		for (int d = 0; d < k->rrank; d++)
+			loop_begin(e, &loops[k->rank + d], e->var[k->rank + d], k->rdim[d]);
+		new_region(e);
+		LLVMValueRef v = emit_x(e, k->body);
+		LLVMValueRef a = LLVMBuildLoad2(e->B, ty(e, vt), e->acc, "");
+		LLVMBuildStore(e->B, red_combine(e, k->red, vt, a, v), e->acc);
+		for (int d = k->rrank - 1; d >= 0; d--)
+			loop_end(e, &loops[k->rank + d]);
+	}
+	new_region(e);
+	LLVMValueRef v = emit_x(e, val), idx = emit_x(e, k->index);
+	DType ct = (DType)p->x[val].dtype;
+	if (st == DT_BOOL)
+		v = LLVMBuildZExt(e->B, v, e->i8, "");
+	else
+		v = convert(e, v, ct, st, 0);
+	LLVMValueRef ptr = LLVMBuildInBoundsGEP2(e->B, sty(e, st), e->bufptr[k->out], &idx, 1, "");
+	LLVMBuildStore(e->B, v, ptr);
+	for (int d = k->rank - 1; d >= 0; d--)
+		loop_end(e, &loops[d]);
+	LLVMBuildRetVoid(e->B);
+	*nargs = n;
+	*seed = uses_seed;
+	return fn;
+}
+
+// The task function: buffer pointers from the call and the arena, then the
+// kernels in order.
+static LLVMValueRef
+emit_task(Emit *e, const CgTask *t)
+{
+	const KProgram *p = t->prog;
+	e->p = p;
+	e->val = calloc(p->nx + 1, sizeof *e->val);
+	e->stamp = calloc(p->nx + 1, sizeof *e->stamp);
+	e->bufptr = calloc(p->nbuf + 1, sizeof *e->bufptr);
+	LLVMValueRef *taskptr = calloc(p->nbuf + 1, sizeof *taskptr);
+	uint32_t *bufs = calloc(p->nbuf + 1, sizeof *bufs);
+	LLVMValueRef *kfn = calloc(p->nk + 1, sizeof *kfn);
+	unsigned *knargs = calloc(p->nk + 1, sizeof *knargs);
+	int *kseed = calloc(p->nk + 1, sizeof *kseed);
+	uint32_t **kbufs = calloc(p->nk + 1, sizeof *kbufs);
+	FADC_ASSERT(e->val && e->stamp && e->bufptr && taskptr && bufs && kfn && knargs && kseed && kbufs,
+	            "llvm: out of memory");
+	e->region = 0;
+	for (uint32_t i = 0; i < p->nk; i++) {
+		kbufs[i] = calloc(p->nbuf + 1, sizeof **kbufs);
+		FADC_ASSERT(kbufs[i] != NULL, "llvm: out of memory");
+		kfn[i] = emit_kernel(e, t->name, i, kbufs[i], &knargs[i], &kseed[i]);
+	}
+	char name[300];
+	snprintf(name, sizeof name, "task.%s", t->name);
+	LLVMValueRef fn = LLVMAddFunction(e->M, name, e->taskfn);
+	LLVMSetLinkage(fn, LLVMInternalLinkage);
+	fn_attr(e, fn, LLVMAttributeFunctionIndex, "nounwind");
+	LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e->C, fn, "entry");
+	LLVMPositionBuilderAtEnd(e->B, entry);
+	LLVMValueRef call = LLVMGetParam(fn, 0);
+	LLVMValueRef fin = LLVMBuildStructGEP2(e->B, e->callt, call, 0, "");
+	LLVMValueRef fout = LLVMBuildStructGEP2(e->B, e->callt, call, 1, "");
+	LLVMValueRef farena = LLVMBuildStructGEP2(e->B, e->callt, call, 2, "");
+	LLVMValueRef fseed = LLVMBuildStructGEP2(e->B, e->callt, call, 3, "");
+	LLVMValueRef in = LLVMBuildLoad2(e->B, e->i8pp, fin, "in");
+	LLVMValueRef out = LLVMBuildLoad2(e->B, e->i8pp, fout, "out");
+	LLVMValueRef arena = LLVMBuildLoad2(e->B, e->i8p, farena, "arena");
+	LLVMValueRef seed = LLVMBuildLoad2(e->B, e->i64, fseed, "runseed");
+	for (uint32_t b = 0; b < p->nbuf; b++) {
+		const KBuf *kb = &p->buf[b];
+		LLVMValueRef raw;
+		if (kb->kind == KB_TMP) {
+			LLVMValueRef off = LLVMConstInt(e->i64, (unsigned long long)kb->offset, 0);
+			raw = LLVMBuildInBoundsGEP2(e->B, e->i8, arena, &off, 1, "");
+		} else {
+			LLVMValueRef ix = LLVMConstInt(e->i64, (unsigned long long)kb->index, 0);
+			LLVMValueRef slot = LLVMBuildInBoundsGEP2(e->B, e->i8p, kb->kind == KB_IN ? in : out, &ix, 1, "");
+			raw = LLVMBuildLoad2(e->B, e->i8p, slot, "");
+		}
+		taskptr[b] = LLVMBuildBitCast(e->B, raw, LLVMPointerType(sty(e, kb->dtype), 0), "");
+	}
+	for (uint32_t i = 0; i < p->nk; i++) {
+		unsigned n = knargs[i];
+		LLVMValueRef *a = calloc(n + 2, sizeof *a);
+		FADC_ASSERT(a != NULL, "llvm: out of memory");
+		for (unsigned j = 0; j < n; j++)
+			a[j] = taskptr[kbufs[i][j]];
+		if (kseed[i])
+			a[n++] = seed;
+		LLVMBuildCall2(e->B, LLVMGlobalGetValueType(kfn[i]), kfn[i], a, n, "");
+		free(a);
+	}
+	LLVMBuildRet(e->B, LLVMConstInt(e->i32, 0, 0));
+	for (uint32_t i = 0; i < p->nk; i++)
+		free(kbufs[i]);
+	free(kbufs);
+	free(kseed);
+	free(knargs);
+	free(kfn);
+	free(bufs);
+	free(taskptr);
+	free(e->val);
+	free(e->stamp);
+	free(e->bufptr);
+	e->val = e->bufptr = NULL;
+	e->stamp = NULL;
+	return fn;
+}
+
+// @fadc_artifact_v1: returns the constant fadc_abi_v1 table.
+static void
+emit_entry(Emit *e, LLVMValueRef *taskfns, int ntasks, const uint8_t *desc, size_t desclen)
+{
+	LLVMTypeRef tfp = LLVMPointerType(e->taskfn, 0);
+	LLVMValueRef tarr = LLVMConstArray(tfp, taskfns, (unsigned)ntasks);
+	LLVMValueRef gt = LLVMAddGlobal(e->M, LLVMTypeOf(tarr), "fadc.tasks");
+	LLVMSetInitializer(gt, tarr);
+	LLVMSetGlobalConstant(gt, 1);
+	LLVMSetLinkage(gt, LLVMInternalLinkage);
+	LLVMValueRef dstr = LLVMConstStringInContext(e->C, (const char *)desc, (unsigned)desclen, 1);
+	LLVMValueRef gd = LLVMAddGlobal(e->M, LLVMTypeOf(dstr), "fadc.descriptor");
+	LLVMSetInitializer(gd, dstr);
+	LLVMSetGlobalConstant(gd, 1);
+	LLVMSetLinkage(gd, LLVMInternalLinkage);
+	LLVMValueRef zero[2] = {LLVMConstInt(e->i32, 0, 0), LLVMConstInt(e->i32, 0, 0)};
+	LLVMTypeRef abifields[5] = {e->i32, e->i32, e->i8p, e->i64, LLVMPointerType(tfp, 0)};
+	LLVMTypeRef abit = LLVMStructCreateNamed(e->C, "fadc_abi_v1");
+	LLVMStructSetBody(abit, abifields, 5, 0);
+	LLVMValueRef fields[5] = {
+		LLVMConstInt(e->i32, FADC_ABI_VERSION, 0),
+		LLVMConstInt(e->i32, (unsigned long long)ntasks, 0),
+		LLVMConstInBoundsGEP2(LLVMTypeOf(dstr), gd, zero, 2),
+		LLVMConstInt(e->i64, desclen, 0),
+		LLVMConstInBoundsGEP2(LLVMTypeOf(tarr), gt, zero, 2),
+	};
+	LLVMValueRef abiv = LLVMConstNamedStruct(abit, fields, 5);
+	LLVMValueRef ga = LLVMAddGlobal(e->M, abit, "fadc.abi");
+	LLVMSetInitializer(ga, abiv);
+	LLVMSetGlobalConstant(ga, 1);
+	LLVMSetLinkage(ga, LLVMInternalLinkage);
+	LLVMTypeRef fty = LLVMFunctionType(LLVMPointerType(abit, 0), NULL, 0, 0);
+	LLVMValueRef fn = LLVMAddFunction(e->M, FADC_ENTRY_SYMBOL, fty);
+	fn_attr(e, fn, LLVMAttributeFunctionIndex, "nounwind");
+	LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e->C, fn, "entry");
+	LLVMPositionBuilderAtEnd(e->B, entry);
+	LLVMBuildRet(e->B, ga);
+}
+
+int
+cg_llvm_emit(const CgTask *tasks, int ntasks, const uint8_t *desc, size_t desclen,
+             const CgTarget *tg, FILE *emit_llvm, const char *obj_path, char *err, size_t errlen)
+{
+	if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter()) {
+		snprintf(err, errlen, "LLVM: no native target to generate code for");
+		return 0;
+	}
+	int ok = 0;
+	char *msg = NULL;
+	char *triple = tg->triple ? strdup(tg->triple) : NULL;
+	if (!triple) {
+		char *t = LLVMGetDefaultTargetTriple();
+		triple = strdup(t);
+		LLVMDisposeMessage(t);
+	}
+	Emit e = {0};
+	e.C = LLVMContextCreate();
+	e.M = LLVMModuleCreateWithNameInContext("fadc", e.C);
+	e.B = LLVMCreateBuilderInContext(e.C);
+	LLVMTargetMachineRef tm = NULL;
+	LLVMTargetDataRef td = NULL;
+	LLVMPassBuilderOptionsRef po = NULL;
+	LLVMValueRef *fns = calloc((size_t)ntasks + 1, sizeof *fns);
+	if (!triple || !fns) {
+		snprintf(err, errlen, "out of memory");
+		goto done;
+	}
+	LLVMSetSourceFileName(e.M, "fadc", 4);
+	e.i1 = LLVMInt1TypeInContext(e.C);
+	e.i8 = LLVMInt8TypeInContext(e.C);
+	e.i32 = LLVMInt32TypeInContext(e.C);
+	e.i64 = LLVMInt64TypeInContext(e.C);
+	e.f32 = LLVMFloatTypeInContext(e.C);
+	e.f64 = LLVMDoubleTypeInContext(e.C);
+	e.voidt = LLVMVoidTypeInContext(e.C);
+	e.i8p = LLVMPointerType(e.i8, 0);
+	e.i8pp = LLVMPointerType(e.i8p, 0);
+	LLVMTypeRef callfields[5] = {e.i8pp, e.i8pp, e.i8p, e.i64, e.i8p};
+	e.callt = LLVMStructCreateNamed(e.C, "fadc_call_v1");
+	LLVMStructSetBody(e.callt, callfields, 5, 0);
+	e.callp = LLVMPointerType(e.callt, 0);
+	e.taskfn = LLVMFunctionType(e.i32, &e.callp, 1, 0);
+
+	LLVMTargetRef target;
+	if (LLVMGetTargetFromTriple(triple, &target, &msg)) {
+		llvm_fail(err, errlen, "target", msg);
+		msg = NULL;
+		goto done;
+	}
+	LLVMCodeGenOptLevel lvl = tg->opt_level <= 0   ? LLVMCodeGenLevelNone
+	                          : tg->opt_level == 1 ? LLVMCodeGenLevelLess
+	                          : tg->opt_level == 2 ? LLVMCodeGenLevelDefault
+	                                               : LLVMCodeGenLevelAggressive;
+	tm = LLVMCreateTargetMachine(target, triple, tg->cpu, tg->features ? tg->features : "", lvl,
+	                             LLVMRelocPIC, LLVMCodeModelDefault);
+	if (!tm) {
+		snprintf(err, errlen, "LLVM: cannot create a target machine for %s, cpu %s", triple, tg->cpu);
+		goto done;
+	}
+	LLVMSetTarget(e.M, triple);
+	td = LLVMCreateTargetDataLayout(tm);
+	LLVMSetModuleDataLayout(e.M, td);
+
+	for (int i = 0; i < ntasks; i++)
+		fns[i] = emit_task(&e, &tasks[i]);
+	emit_entry(&e, fns, ntasks, desc, desclen);
+
+	if (LLVMVerifyModule(e.M, LLVMReturnStatusAction, &msg)) {
+		llvm_fail(err, errlen, "the generated module does not verify", msg);
+		msg = NULL;
+		goto done;
+	}
+	LLVMDisposeMessage(msg);
+	msg = NULL;
+	po = LLVMCreatePassBuilderOptions();
+	LLVMPassBuilderOptionsSetLoopVectorization(po, 1);
+	LLVMPassBuilderOptionsSetSLPVectorization(po, 1);
+	char pipeline[32];
+	int ol = tg->opt_level < 0 ? 2 : tg->opt_level > 3 ? 3 : tg->opt_level;
+	snprintf(pipeline, sizeof pipeline, "default<O%d>", ol);
+	if (!llvm_check_error(LLVMRunPasses(e.M, pipeline, tm, po), err, errlen, "optimization"))
+		goto done;
+	if (emit_llvm) {
+		char *s = LLVMPrintModuleToString(e.M);
+		fputs(s, emit_llvm);
+		LLVMDisposeMessage(s);
+	}
+	char *path = strdup(obj_path);
+	if (!path) {
+		snprintf(err, errlen, "out of memory");
+		goto done;
+	}
+	int bad = LLVMTargetMachineEmitToFile(tm, e.M, path, LLVMObjectFile, &msg);
+	free(path);
+	if (bad) {
+		llvm_fail(err, errlen, "emitting the object file", msg);
+		msg = NULL;
+		goto done;
+	}
+	ok = 1;
+done:
+	if (msg)
+		LLVMDisposeMessage(msg);
+	if (po)
+		LLVMDisposePassBuilderOptions(po);
+	if (td)
+		LLVMDisposeTargetData(td);
+	if (tm)
+		LLVMDisposeTargetMachine(tm);
+	LLVMDisposeBuilder(e.B);
+	LLVMDisposeModule(e.M);
+	LLVMContextDispose(e.C);
+	free(fns);
+	free(triple);
+	return ok;
+}

@@ -1,0 +1,193 @@
+// fadc.h -- the fadc runtime: load a compiled model (model.so), bind its
+// parameters, run its tasks.
+//
+// A model compiled by fadc is one shared library holding the code of its
+// tasks (forward, vjp, jvp, vhp, hvp, jacobian, ..., see docs/TASKS.md) and
+// a descriptor of each task's inputs and outputs.  This API opens it,
+// describes it, binds parameters and constants (from memory, from .npy or
+// .safetensors files, or from the model's own seeded initializers) and runs
+// tasks into tensors that the caller or the runtime owns.
+//
+// Devices: every tensor knows its device, dtype and shape; a context is a
+// device and its queue.  Only the CPU device exists today; the CUDA backend
+// adds a device kind without changing these calls.
+//
+// Errors: every call that can fail returns an fadc_status; the message of
+// the last failure is fadc_context_error(ctx) of the context involved.  A
+// context (and everything made from it) is used by one thread at a time.
+//
+// Trust: opening an artifact checks its checksum, format version, ABI and
+// the CPU features its code needs before loading it, but loading a shared
+// library runs its code.  Open only artifacts you trust, as you would any
+// shared library.
+#ifndef FADC_H
+#define FADC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FADC_API_VERSION 1
+#define FADC_MAXDIM 8
+
+typedef enum fadc_status {
+	FADC_OK = 0,
+	FADC_ERR_ARG, // a bad argument: NULL, an index out of range, a wrong count
+	FADC_ERR_IO, // a file could not be read
+	FADC_ERR_FORMAT, // not an artifact, or a corrupt or truncated one
+	FADC_ERR_VERSION, // an artifact format or ABI this runtime cannot read
+	FADC_ERR_CPU, // the host lacks CPU features the artifact's code needs
+	FADC_ERR_LOAD, // the library did not load, or its code does not match its descriptor
+	FADC_ERR_NOT_FOUND, // no task, declaration or tensor of that name
+	FADC_ERR_SHAPE, // a tensor of the wrong dtype or shape
+	FADC_ERR_DEVICE, // a tensor on the wrong device, or a device that is not available
+	FADC_ERR_UNBOUND, // a declaration without initializer was never bound
+	FADC_ERR_NOMEM, // out of memory
+	FADC_ERR_RUN, // a task failed while running
+	FADC_ERR_STATE, // not possible now (running a model opened to describe only, ...)
+} fadc_status;
+
+typedef enum fadc_dtype { FADC_F32, FADC_F64, FADC_I64, FADC_BOOL } fadc_dtype;
+
+typedef enum fadc_device_kind { FADC_DEVICE_CPU, FADC_DEVICE_CUDA } fadc_device_kind;
+
+typedef struct fadc_device {
+	fadc_device_kind kind;
+	int index; // which device of that kind (0 for the CPU)
+} fadc_device;
+
+typedef struct fadc_context fadc_context;
+typedef struct fadc_model fadc_model;
+typedef struct fadc_tensor fadc_tensor;
+
+const char *fadc_status_name(fadc_status s); // "FADC_ERR_SHAPE", ...
+const char *fadc_dtype_name(fadc_dtype t); // "f32", "f64", "i64", "bool"
+size_t fadc_dtype_size(fadc_dtype t); // bytes per element (bool: 1)
+
+// ---------------------------------------------------------------- contexts
+
+typedef struct fadc_context_options {
+	fadc_device device; // {FADC_DEVICE_CPU, 0}
+	int num_threads; // 0: the runtime's choice; tasks run on the calling thread today
+	uint64_t seed; // run seed of initializers and samplers (fadc run --seed)
+} fadc_context_options;
+
+// o may be NULL (the CPU, seed 0).
+fadc_status fadc_context_create(const fadc_context_options *o, fadc_context **out);
+void fadc_context_destroy(fadc_context *ctx); // close its models and free its tensors first
+const char *fadc_context_error(const fadc_context *ctx); // "" after no failure
+
+// ---------------------------------------------------------------- models
+
+enum {
+	FADC_OPEN_DESCRIBE = 1, // read and check the descriptor only: no code is loaded
+};
+
+// Reads and checks the artifact at path (trailer, checksum, versions, CPU
+// features), then loads it (dlopen RTLD_NOW | RTLD_LOCAL) and checks that
+// its code carries the same descriptor.
+fadc_status fadc_model_open(fadc_context *ctx, const char *path, unsigned flags, fadc_model **out);
+void fadc_model_close(fadc_model *m); // NULL is a no-op; frees the model's tensors
+const char *fadc_model_name(const fadc_model *m);
+// Descriptor fields by key: "options", "triple", "cpu", "features",
+// "source_hash" (16 hex digits); NULL for another key.
+const char *fadc_model_info(const fadc_model *m, const char *key);
+
+typedef enum fadc_role {
+	FADC_ROLE_PARAM, // a differentiated parameter (bound or initialized once)
+	FADC_ROLE_CONST, // a captured constant (bound or initialized once)
+	FADC_ROLE_INPUT, // supplied by the caller at every run (forward's arguments, v, ...)
+	FADC_ROLE_OUTPUT,
+} fadc_role;
+
+typedef struct fadc_tensor_desc {
+	const char *name; // valid while the model is open
+	fadc_role role;
+	fadc_dtype dtype;
+	int rank;
+	int64_t dim[FADC_MAXDIM];
+} fadc_tensor_desc;
+
+typedef struct fadc_task_info {
+	const char *name; // "vjp"; initializers are "init.<declaration>"
+	int is_init;
+	int ninputs; // every input, in order: params and consts, then the caller's
+	int ncaller; // how many of them are FADC_ROLE_INPUT: what fadc_run takes
+	int noutputs;
+	uint64_t arena_bytes; // the task's memory plan (intermediates)
+	uint64_t naive_bytes; // what the intermediates would take without reuse
+	int nkernels;
+} fadc_task_info;
+
+int fadc_model_task_count(const fadc_model *m);
+fadc_status fadc_model_find_task(fadc_model *m, const char *name, int *task);
+fadc_status fadc_task_info_get(const fadc_model *m, int task, fadc_task_info *info);
+fadc_status fadc_task_input(const fadc_model *m, int task, int i, fadc_tensor_desc *d);
+fadc_status fadc_task_output(const fadc_model *m, int task, int i, fadc_tensor_desc *d);
+
+// ---------------------------------------------------------------- parameters and constants
+
+int fadc_model_decl_count(const fadc_model *m);
+// Declaration i (params and consts, in declaration order); *has_init says
+// whether the model can compute it from its seeded initializer.
+fadc_status fadc_model_decl(const fadc_model *m, int i, fadc_tensor_desc *d, int *has_init);
+// Copies value into declaration `name`.  A bound value takes precedence
+// over the initializer; initializers that read `name` see the bound value
+// if fadc_model_init runs after the bind.
+fadc_status fadc_model_bind(fadc_model *m, const char *name, const fadc_tensor *value);
+// Binds every tensor of a .safetensors file whose name is a declaration's
+// (others are ignored), or one .npy file to the declaration named like the
+// file (weights/beta_value.npy binds beta_value).  *nbound (may be NULL)
+// counts the bound declarations.
+fadc_status fadc_model_bind_file(fadc_model *m, const char *path, int *nbound);
+// Computes every declaration that is not bound from its initializer, in
+// declaration order, with `seed` as run seed.  The first fadc_run does
+// this with the context's seed if it was not done.
+fadc_status fadc_model_init(fadc_model *m, uint64_t seed);
+// A model-owned tensor holding declaration `name`'s current value.
+fadc_status fadc_model_get(fadc_model *m, const char *name, fadc_tensor **value);
+
+// ---------------------------------------------------------------- tensors
+
+// A zeroed tensor on the context's device, owned by the caller.
+fadc_status fadc_tensor_create(fadc_context *ctx, fadc_dtype dt, int rank, const int64_t *dim,
+                               fadc_tensor **out);
+// A tensor over host memory that the caller keeps owning (CPU contexts).
+fadc_status fadc_tensor_wrap(fadc_context *ctx, fadc_dtype dt, int rank, const int64_t *dim,
+                             void *data, fadc_tensor **out);
+// Frees a tensor made by create or wrap (not wrapped memory); NULL and
+// model-owned tensors are ignored.
+void fadc_tensor_release(fadc_tensor *t);
+fadc_dtype fadc_tensor_dtype(const fadc_tensor *t);
+int fadc_tensor_rank(const fadc_tensor *t);
+const int64_t *fadc_tensor_dims(const fadc_tensor *t);
+int64_t fadc_tensor_numel(const fadc_tensor *t);
+size_t fadc_tensor_bytes(const fadc_tensor *t);
+fadc_device fadc_tensor_device(const fadc_tensor *t);
+// Incremented each time the runtime writes the tensor (a run's output).
+uint64_t fadc_tensor_generation(const fadc_tensor *t);
+void *fadc_tensor_data(fadc_tensor *t); // host memory; NULL on a device
+// Copies between the tensor and host memory of exactly fadc_tensor_bytes.
+fadc_status fadc_tensor_read(const fadc_tensor *t, void *dst, size_t bytes);
+fadc_status fadc_tensor_write(fadc_tensor *t, const void *src, size_t bytes);
+
+// ---------------------------------------------------------------- running
+
+// Runs task with the caller's inputs (the FADC_ROLE_INPUT ones, in order,
+// ninputs = fadc_task_info.ncaller).  outputs[i] set: written there (its
+// dtype and shape must match, and it must not overlap an input); NULL: set
+// to a model-owned tensor that the next run of the same task overwrites
+// (its generation increases).  After the first call of a task, a run
+// allocates nothing.  Outputs that write back an input (in-place forms)
+// are also copied into that input.
+fadc_status fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs,
+                     fadc_tensor **outputs, int noutputs);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,623 @@
+// runtime/artifact.c -- the descriptor's binary format and the trailer
+// (docs/ARTIFACT.md): encoding for codegen, checked decoding and file
+// reading for the runtime.
+//
+// All integers are little-endian; strings are a u32 length and the bytes
+// (no NUL); tensors are (name, role, dtype, rank, dims as i64, decl as
+// i32, writeback as i32).  The decoder reads through a cursor that fails
+// once, sticky, when a read would pass the end; counts are checked against
+// the bytes left (times the smallest possible record) before arrays are
+// allocated, so a length field of 2^32 in a 300-byte file is an error, not
+// a 100 GB malloc.
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "artifact.h"
+
+// ---------------------------------------------------------------- checksums
+
+uint32_t
+art_crc32(uint32_t crc, const void *p, size_t n)
+{
+	// CRC-32 (IEEE 802.3, reflected, as zlib's crc32), a byte at a time.
+	// The table is rebuilt per call (2 KB of work, no shared state, so
+	// threads may open artifacts at once); this runs once per open.
+	uint32_t table[256];
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+		table[i] = c;
+	}
+	const uint8_t *b = p;
+	crc = ~crc;
+	for (size_t i = 0; i < n; i++)
+		crc = table[(crc ^ b[i]) & 0xff] ^ (crc >> 8);
+	return ~crc;
+}
+
+uint64_t
+art_fnv1a64(uint64_t h, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h;
+}
+
+// ---------------------------------------------------------------- encoding
+
+typedef struct Out {
+	uint8_t *b;
+	size_t n, cap;
+	int oom;
+} Out;
+
+static void
+put(Out *o, const void *p, size_t n)
+{
+	if (o->oom)
+		return;
+	if (o->n + n > o->cap) {
+		size_t c = o->cap ? o->cap * 2 : 1024;
+		while (c < o->n + n)
+			c *= 2;
+		uint8_t *b = realloc(o->b, c);
+		if (!b) {
+			o->oom = 1;
+			return;
+		}
+		o->b = b;
+		o->cap = c;
+	}
+	memcpy(o->b + o->n, p, n);
+	o->n += n;
+}
+
+static void
+put_u8(Out *o, uint8_t v)
+{
+	put(o, &v, 1);
+}
+
+static void
+put_u32(Out *o, uint32_t v)
+{
+	uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+	put(o, b, 4);
+}
+
+static void
+put_u64(Out *o, uint64_t v)
+{
+	put_u32(o, (uint32_t)v);
+	put_u32(o, (uint32_t)(v >> 32));
+}
+
+static void
+put_str(Out *o, const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+	put_u32(o, (uint32_t)n);
+	put(o, s, n);
+}
+
+static void
+put_tensor(Out *o, const ArtTensor *t)
+{
+	put_str(o, t->name);
+	put_u8(o, t->role);
+	put_u8(o, t->dtype);
+	put_u8(o, t->rank);
+	for (int i = 0; i < t->rank && i < ART_MAXDIM; i++)
+		put_u64(o, (uint64_t)t->dim[i]);
+	put_u32(o, (uint32_t)t->decl);
+	put_u32(o, (uint32_t)t->writeback);
+}
+
+int
+art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
+{
+	Out o = {0};
+	put(&o, ART_DESC_MAGIC, 8);
+	put_u32(&o, ART_FORMAT_VERSION);
+	put_str(&o, d->model);
+	put_u64(&o, d->source_hash);
+	put_str(&o, d->options);
+	put_str(&o, d->triple);
+	put_str(&o, d->cpu);
+	put_str(&o, d->features);
+	put_u32(&o, d->ndecl);
+	for (uint32_t i = 0; i < d->ndecl; i++) {
+		const ArtDecl *x = &d->decl[i];
+		put_str(&o, x->name);
+		put_u8(&o, x->kind);
+		put_u8(&o, x->dtype);
+		put_u8(&o, x->rank);
+		for (int k = 0; k < x->rank && k < ART_MAXDIM; k++)
+			put_u64(&o, (uint64_t)x->dim[k]);
+		put_u32(&o, (uint32_t)x->init);
+	}
+	put_u32(&o, d->ntask);
+	for (uint32_t i = 0; i < d->ntask; i++) {
+		const ArtTask *t = &d->task[i];
+		put_str(&o, t->name);
+		put_u8(&o, t->kind);
+		put_u32(&o, (uint32_t)t->decl);
+		put_u64(&o, t->arena_bytes);
+		put_u64(&o, t->naive_bytes);
+		put_u32(&o, t->nkernel);
+		put_u32(&o, t->nin);
+		for (uint32_t k = 0; k < t->nin; k++)
+			put_tensor(&o, &t->in[k]);
+		put_u32(&o, t->nout);
+		for (uint32_t k = 0; k < t->nout; k++)
+			put_tensor(&o, &t->out[k]);
+	}
+	if (o.oom) {
+		free(o.b);
+		return 0;
+	}
+	*out = o.b;
+	*len = o.n;
+	return 1;
+}
+
+// ---------------------------------------------------------------- decoding
+
+typedef struct In {
+	const uint8_t *p, *end;
+	int bad; // sticky: a read went past the end
+	char *err;
+	size_t errlen;
+	int failed; // a message was written
+} In;
+
+static int fail(In *in, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int
+fail(In *in, const char *fmt, ...)
+{
+	if (!in->failed && in->errlen) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(in->err, in->errlen, fmt, ap);
+		va_end(ap);
+	}
+	in->failed = 1;
+	in->bad = 1;
+	return 0;
+}
+
+static size_t
+left(const In *in)
+{
+	return in->bad ? 0 : (size_t)(in->end - in->p);
+}
+
+static int
+get(In *in, void *v, size_t n)
+{
+	if (left(in) < n) {
+		if (!in->bad)
+			fail(in, "descriptor truncated");
+		memset(v, 0, n);
+		return 0;
+	}
+	memcpy(v, in->p, n);
+	in->p += n;
+	return 1;
+}
+
+static uint8_t
+get_u8(In *in)
+{
+	uint8_t v;
+	get(in, &v, 1);
+	return v;
+}
+
+static uint32_t
+get_u32(In *in)
+{
+	uint8_t b[4];
+	get(in, b, 4);
+	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+static uint64_t
+get_u64(In *in)
+{
+	uint64_t lo = get_u32(in);
+	return lo | (uint64_t)get_u32(in) << 32;
+}
+
+static char *
+get_str(In *in)
+{
+	uint32_t n = get_u32(in);
+	if (in->bad)
+		return NULL;
+	if (n > left(in)) {
+		fail(in, "descriptor: a string of %u bytes passes the end", n);
+		return NULL;
+	}
+	char *s = malloc((size_t)n + 1);
+	if (!s) {
+		fail(in, "out of memory");
+		return NULL;
+	}
+	memcpy(s, in->p, n);
+	s[n] = 0;
+	in->p += n;
+	if (strlen(s) != n) {
+		free(s);
+		fail(in, "descriptor: a string contains a NUL byte");
+		return NULL;
+	}
+	return s;
+}
+
+// A count of records of at least `min` bytes each must fit what is left.
+static int
+check_count(In *in, uint32_t n, size_t min, const char *what)
+{
+	if (in->bad)
+		return 0;
+	if ((uint64_t)n * min > left(in))
+		return fail(in, "descriptor: %u %s cannot fit in the %zu bytes left", n, what, left(in));
+	return 1;
+}
+
+static int
+get_shape(In *in, uint8_t *dtype, uint8_t *rank, int64_t *dim, const char *name)
+{
+	*dtype = get_u8(in);
+	*rank = get_u8(in);
+	if (in->bad)
+		return 0;
+	if (*dtype > ART_BOOL)
+		return fail(in, "descriptor: '%s' has an unknown dtype %u", name ? name : "?", *dtype);
+	if (*rank > ART_MAXDIM)
+		return fail(in, "descriptor: '%s' has rank %u (at most %d)", name ? name : "?", *rank,
+		            ART_MAXDIM);
+	for (int i = 0; i < *rank; i++) {
+		dim[i] = (int64_t)get_u64(in);
+		if (!in->bad && dim[i] < 0)
+			return fail(in, "descriptor: '%s' has a negative dimension", name ? name : "?");
+	}
+	return !in->bad;
+}
+
+static int
+get_tensor(In *in, ArtTensor *t)
+{
+	t->name = get_str(in);
+	t->role = get_u8(in);
+	if (!get_shape(in, &t->dtype, &t->rank, t->dim, t->name))
+		return 0;
+	t->decl = (int32_t)get_u32(in);
+	t->writeback = (int32_t)get_u32(in);
+	if (!in->bad && t->role > ART_ROLE_ARG)
+		return fail(in, "descriptor: '%s' has an unknown role %u", t->name, t->role);
+	return !in->bad;
+}
+
+void
+art_desc_free(ArtDesc *d)
+{
+	if (!d)
+		return;
+	free(d->model);
+	free(d->options);
+	free(d->triple);
+	free(d->cpu);
+	free(d->features);
+	if (d->decl)
+		for (uint32_t i = 0; i < d->ndecl; i++)
+			free(d->decl[i].name);
+	if (d->task)
+		for (uint32_t i = 0; i < d->ntask; i++) {
+			ArtTask *t = &d->task[i];
+			free(t->name);
+			for (uint32_t k = 0; t->in && k < t->nin; k++)
+				free(t->in[k].name);
+			for (uint32_t k = 0; t->out && k < t->nout; k++)
+				free(t->out[k].name);
+			free(t->in);
+			free(t->out);
+		}
+	free(d->decl);
+	free(d->task);
+	memset(d, 0, sizeof *d);
+}
+
+// Smallest encodings: a tensor is 4 + 1 + 1 + 1 + 4 + 4 bytes, a declaration
+// 4 + 3 + 4, a task 4 + 1 + 4 + 8 + 8 + 4 + 4 + 4.
+#define MIN_TENSOR 15
+#define MIN_DECL 11
+#define MIN_TASK 37
+
+static int
+decode(In *in, ArtDesc *d)
+{
+	char magic[8];
+	get(in, magic, 8);
+	if (in->bad || memcmp(magic, ART_DESC_MAGIC, 8))
+		return fail(in, "descriptor: bad magic");
+	d->version = get_u32(in);
+	if (!in->bad && d->version != ART_FORMAT_VERSION)
+		return fail(in, "descriptor format version %u, this runtime reads version %d",
+		            d->version, ART_FORMAT_VERSION);
+	d->model = get_str(in);
+	d->source_hash = get_u64(in);
+	d->options = get_str(in);
+	d->triple = get_str(in);
+	d->cpu = get_str(in);
+	d->features = get_str(in);
+	uint32_t nd = get_u32(in);
+	if (!check_count(in, nd, MIN_DECL, "declarations"))
+		return 0;
+	d->decl = calloc(nd ? nd : 1, sizeof *d->decl);
+	if (!d->decl)
+		return fail(in, "out of memory");
+	d->ndecl = nd;
+	for (uint32_t i = 0; i < nd && !in->bad; i++) {
+		ArtDecl *x = &d->decl[i];
+		x->name = get_str(in);
+		x->kind = get_u8(in);
+		if (!get_shape(in, &x->dtype, &x->rank, x->dim, x->name))
+			return 0;
+		x->init = (int32_t)get_u32(in);
+	}
+	uint32_t nt = get_u32(in);
+	if (!check_count(in, nt, MIN_TASK, "tasks"))
+		return 0;
+	d->task = calloc(nt ? nt : 1, sizeof *d->task);
+	if (!d->task)
+		return fail(in, "out of memory");
+	d->ntask = nt;
+	for (uint32_t i = 0; i < nt && !in->bad; i++) {
+		ArtTask *t = &d->task[i];
+		t->name = get_str(in);
+		t->kind = get_u8(in);
+		t->decl = (int32_t)get_u32(in);
+		t->arena_bytes = get_u64(in);
+		t->naive_bytes = get_u64(in);
+		t->nkernel = get_u32(in);
+		uint32_t n = get_u32(in);
+		if (!check_count(in, n, MIN_TENSOR, "inputs"))
+			return 0;
+		t->in = calloc(n ? n : 1, sizeof *t->in);
+		if (!t->in)
+			return fail(in, "out of memory");
+		t->nin = n;
+		for (uint32_t k = 0; k < n && !in->bad; k++)
+			get_tensor(in, &t->in[k]);
+		n = get_u32(in);
+		if (!check_count(in, n, MIN_TENSOR, "outputs"))
+			return 0;
+		t->out = calloc(n ? n : 1, sizeof *t->out);
+		if (!t->out)
+			return fail(in, "out of memory");
+		t->nout = n;
+		for (uint32_t k = 0; k < n && !in->bad; k++)
+			get_tensor(in, &t->out[k]);
+	}
+	if (in->bad)
+		return 0;
+	if (in->p != in->end)
+		return fail(in, "descriptor: %zu bytes after its end", (size_t)(in->end - in->p));
+	// Cross-references.
+	for (uint32_t i = 0; i < d->ndecl; i++) {
+		const ArtDecl *x = &d->decl[i];
+		if (x->kind > ART_CONST || x->init < -1 || x->init >= (int32_t)d->ntask ||
+		    (x->init >= 0 && d->task[x->init].kind != ART_INIT))
+			return fail(in, "descriptor: declaration '%s' is malformed", x->name);
+	}
+	for (uint32_t i = 0; i < d->ntask; i++) {
+		const ArtTask *t = &d->task[i];
+		if (t->kind > ART_INIT || t->decl < -1 || t->decl >= (int32_t)d->ndecl ||
+		    (t->kind == ART_INIT && t->decl < 0))
+			return fail(in, "descriptor: task '%s' is malformed", t->name);
+		for (uint32_t k = 0; k < t->nin; k++) {
+			const ArtTensor *x = &t->in[k];
+			int32_t dl = x->decl;
+			if (x->role == ART_ROLE_DECL &&
+			    (dl < 0 || dl >= (int32_t)d->ndecl || d->decl[dl].dtype != x->dtype ||
+			     d->decl[dl].rank != x->rank ||
+			     memcmp(d->decl[dl].dim, x->dim, sizeof(int64_t) * x->rank)))
+				return fail(in, "descriptor: input '%s' of task '%s' does not match its declaration",
+				            x->name, t->name);
+		}
+		for (uint32_t k = 0; k < t->nout; k++)
+			if (t->out[k].writeback < -1 || t->out[k].writeback >= (int32_t)t->nin)
+				return fail(in, "descriptor: output '%s' of task '%s' is malformed",
+				            t->out[k].name, t->name);
+	}
+	return 1;
+}
+
+int
+art_desc_decode(const uint8_t *buf, size_t len, ArtDesc *d, char *err, size_t errlen)
+{
+	memset(d, 0, sizeof *d);
+	In in = {.p = buf, .end = buf + len, .err = err, .errlen = errlen};
+	if (errlen)
+		err[0] = 0;
+	if (!decode(&in, d)) {
+		if (!in.failed)
+			fail(&in, "descriptor is malformed");
+		art_desc_free(d);
+		return 0;
+	}
+	return 1;
+}
+
+// ---------------------------------------------------------------- trailer
+
+static void
+le32(uint8_t *b, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void
+le64(uint8_t *b, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t
+rd32(const uint8_t *b)
+{
+	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+static uint64_t
+rd64(const uint8_t *b)
+{
+	return rd32(b) | (uint64_t)rd32(b + 4) << 32;
+}
+
+// Layout: magic[8] version:u32 flags:u32 desc_offset:u64 desc_len:u64
+// file_crc:u32 trailer_crc:u32 (of the 36 bytes before it).
+void
+art_trailer_make(uint8_t t[ART_TRAILER_SIZE], uint64_t size, uint64_t desc_len, uint32_t crc)
+{
+	memcpy(t, ART_TRAILER_MAGIC, 8);
+	le32(t + 8, ART_FORMAT_VERSION);
+	le32(t + 12, 0);
+	le64(t + 16, size - desc_len);
+	le64(t + 24, desc_len);
+	le32(t + 32, crc);
+	le32(t + 36, art_crc32(0, t, 36));
+}
+
+static int
+ferr(char *err, size_t errlen, const char *path, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int
+ferr(char *err, size_t errlen, const char *path, const char *fmt, ...)
+{
+	if (!errlen)
+		return 0;
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	snprintf(err, errlen, "%s: %s", path, msg);
+	return 0;
+}
+
+ArtRead
+art_read(const char *path, ArtDesc *d, uint8_t **desc_bytes, size_t *desc_len, char *err,
+         size_t errlen)
+{
+	memset(d, 0, sizeof *d);
+	*desc_bytes = NULL;
+	*desc_len = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		ferr(err, errlen, path, "%s", strerror(errno));
+		return ART_READ_IO;
+	}
+	struct stat st;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		ferr(err, errlen, path, "not a regular file");
+		return ART_READ_IO;
+	}
+	uint64_t size = (uint64_t)st.st_size;
+	if (size < ART_TRAILER_SIZE) {
+		close(fd);
+		ferr(err, errlen, path, "not a fadc artifact (%llu bytes, no trailer)",
+		     (unsigned long long)size);
+		return ART_READ_FORMAT;
+	}
+	if (size > ((uint64_t)1 << 40)) {
+		close(fd);
+		ferr(err, errlen, path, "file too large for an artifact");
+		return ART_READ_FORMAT;
+	}
+	uint8_t *buf = malloc((size_t)size);
+	if (!buf) {
+		close(fd);
+		ferr(err, errlen, path, "out of memory reading %llu bytes", (unsigned long long)size);
+		return ART_READ_NOMEM;
+	}
+	size_t got = 0;
+	while (got < size) {
+		ssize_t r = read(fd, buf + got, (size_t)(size - got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			free(buf);
+			close(fd);
+			ferr(err, errlen, path, "read failed: %s", r ? strerror(errno) : "short read");
+			return ART_READ_IO;
+		}
+		got += (size_t)r;
+	}
+	close(fd);
+	const uint8_t *t = buf + size - ART_TRAILER_SIZE;
+	ArtRead rc = ART_READ_FORMAT;
+	if (memcmp(t, ART_TRAILER_MAGIC, 8)) {
+		ferr(err, errlen, path, "not a fadc artifact (no descriptor trailer: truncated, or not "
+		                        "written by fadc)");
+		goto done;
+	}
+	if (rd32(t + 36) != art_crc32(0, t, 36)) {
+		ferr(err, errlen, path, "corrupt artifact: the trailer's checksum does not match");
+		goto done;
+	}
+	uint32_t version = rd32(t + 8);
+	if (version != ART_FORMAT_VERSION) {
+		ferr(err, errlen, path,
+		     "artifact format version %u; this runtime reads version %d (recompile the model "
+		     "with this fadc)",
+		     version, ART_FORMAT_VERSION);
+		rc = ART_READ_VERSION;
+		goto done;
+	}
+	uint64_t off = rd64(t + 16), len = rd64(t + 24), body = size - ART_TRAILER_SIZE;
+	if (len > body || off != body - len) {
+		ferr(err, errlen, path, "corrupt artifact: the descriptor's place (%llu + %llu) is "
+		     "not the %llu bytes before the trailer (truncated?)",
+		     (unsigned long long)off, (unsigned long long)len, (unsigned long long)body);
+		goto done;
+	}
+	if (rd32(t + 32) != art_crc32(0, buf, (size_t)body)) {
+		ferr(err, errlen, path, "corrupt artifact: checksum mismatch (the file was modified "
+		                        "or damaged after it was written)");
+		goto done;
+	}
+	char msg[400];
+	if (!art_desc_decode(buf + off, (size_t)len, d, msg, sizeof msg)) {
+		ferr(err, errlen, path, "%s", msg);
+		goto done;
+	}
+	*desc_bytes = malloc(len ? (size_t)len : 1);
+	if (!*desc_bytes) {
+		art_desc_free(d);
+		ferr(err, errlen, path, "out of memory");
+		rc = ART_READ_NOMEM;
+		goto done;
+	}
+	memcpy(*desc_bytes, buf + off, (size_t)len);
+	*desc_len = (size_t)len;
+	rc = ART_READ_OK;
+done:
+	free(buf);
+	return rc;
+}

@@ -1,0 +1,121 @@
+// runtime/artifact.h -- the artifact's descriptor: its binary format, the
+// checksummed trailer appended to model.so, and reading both with plain
+// file reads before anything is loaded.  docs/ARTIFACT.md is the spec.
+//
+// The one implementation of the format: codegen encodes with it (compile
+// side), the runtime decodes with it; neither links LLVM.  Decoding trusts
+// nothing: every count and length is checked against the bytes that are
+// left before anything is allocated, so a corrupt or truncated file is an
+// error message, never a crash or a huge allocation.
+#ifndef FADC_ARTIFACT_H
+#define FADC_ARTIFACT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ART_FORMAT_VERSION 1 // of the trailer and the descriptor
+#define ART_TRAILER_SIZE 40
+#define ART_TRAILER_MAGIC "FADCTRLR" // 8 bytes
+#define ART_DESC_MAGIC "FADCDESC" // 8 bytes
+#define ART_MAXDIM 8
+
+// Element types, as fadc.h's enum fadc_dtype.
+enum { ART_F32, ART_F64, ART_I64, ART_BOOL };
+// Who supplies a task input: a declaration of the model (param or const,
+// bound or initialized once), or the caller at every run.
+enum { ART_ROLE_DECL, ART_ROLE_ARG };
+enum { ART_TASK, ART_INIT }; // a task of the user's, or a declaration's initializer
+enum { ART_PARAM, ART_CONST };
+
+typedef struct ArtTensor {
+	char *name;
+	uint8_t role; // inputs: ART_ROLE_*; outputs: 0
+	uint8_t dtype; // ART_F32 ...
+	uint8_t rank;
+	int64_t dim[ART_MAXDIM];
+	int32_t decl; // ART_ROLE_DECL: the declaration; else -1
+	int32_t writeback; // outputs: the input whose new value it is, or -1
+} ArtTensor;
+
+typedef struct ArtTask {
+	char *name; // "vjp", "init.beta_value"
+	uint8_t kind; // ART_TASK, ART_INIT
+	int32_t decl; // ART_INIT: the declaration it computes; else -1
+	uint64_t arena_bytes; // the memory plan's peak
+	uint64_t naive_bytes; // the temporaries' sizes summed (no reuse)
+	uint32_t nkernel;
+	uint32_t nin, nout;
+	ArtTensor *in, *out;
+} ArtTask;
+
+typedef struct ArtDecl {
+	char *name;
+	uint8_t kind; // ART_PARAM, ART_CONST
+	uint8_t dtype;
+	uint8_t rank;
+	int64_t dim[ART_MAXDIM];
+	int32_t init; // the init task, or -1: must be bound by name
+} ArtDecl;
+
+typedef struct ArtDesc {
+	uint32_t version; // ART_FORMAT_VERSION of the writer
+	char *model; // the module's name
+	uint64_t source_hash; // FNV-1a 64 of every source file (model, prelude)
+	char *options; // the compile options, one line
+	char *triple; // LLVM target triple
+	char *cpu; // LLVM CPU name
+	char *features; // comma-separated CPU features the code needs (runtime-checked)
+	uint32_t ndecl, ntask;
+	ArtDecl *decl;
+	ArtTask *task;
+} ArtDesc;
+
+// Encodes d into a malloc'ed buffer (*out, *len); 0 on out of memory.
+int art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len);
+// Decodes desc[0..len) into *d (free with art_desc_free).  0 with a message
+// on any malformation.
+int art_desc_decode(const uint8_t *buf, size_t len, ArtDesc *d, char *err, size_t errlen);
+void art_desc_free(ArtDesc *d);
+
+// The 40-byte trailer for a file whose first `size` bytes are the shared
+// library followed by the descriptor (desc_len bytes, ending at `size`);
+// crc is art_crc32 of those `size` bytes.
+void art_trailer_make(uint8_t t[ART_TRAILER_SIZE], uint64_t size, uint64_t desc_len, uint32_t crc);
+
+// Reads and checks an artifact: the trailer, the checksum over the whole
+// file, the format version, and decodes the descriptor.  *desc_bytes (a
+// malloc'ed copy, *desc_len bytes) is what the .so must also carry.
+// Returns ART_READ_OK, or another ArtRead with "<path>: <what>" in err;
+// never crashes.
+typedef enum ArtRead {
+	ART_READ_OK,
+	ART_READ_IO, // the file could not be opened or read
+	ART_READ_FORMAT, // not an artifact, corrupt, truncated
+	ART_READ_VERSION, // a format version this runtime does not read
+	ART_READ_NOMEM,
+} ArtRead;
+ArtRead art_read(const char *path, ArtDesc *d, uint8_t **desc_bytes, size_t *desc_len, char *err,
+                 size_t errlen);
+
+uint32_t art_crc32(uint32_t crc, const void *p, size_t n); // start with 0
+uint64_t art_fnv1a64(uint64_t h, const void *p, size_t n); // start with ART_FNV_BASIS
+#define ART_FNV_BASIS 0xcbf29ce484222325ull
+
+// ---------------------------------------------------------------- cpu.c
+// CPU features the runtime can detect (cpuid on x86-64), by LLVM's names:
+// sse2 sse3 ssse3 sse4.1 sse4.2 popcnt cx16 sahf avx avx2 bmi bmi2 f16c fma
+// lzcnt movbe xsave avx512f avx512dq avx512cd avx512bw avx512vl.
+int rt_cpu_feature_index(const char *name); // -1 if unknown
+const char *rt_cpu_feature_name(int i); // NULL past the last
+// The host's features as a bit set over the table above.  The environment
+// variable FADC_CPU_FEATURES (a comma list) replaces the detected set: the
+// tests' way to fake an older CPU.
+uint64_t rt_cpu_host_features(void);
+// 1 if `host` has every feature of the comma list `required`; else 0 with
+// the missing (or unknown) ones named in err.
+int rt_cpu_check(const char *required, uint64_t host, char *err, size_t errlen);
+// The architecture this runtime runs on, as it starts LLVM triples
+// ("x86_64", "aarch64", ...).
+const char *rt_cpu_arch(void);
+
+#endif

@@ -1,0 +1,879 @@
+// runtime/rt.c -- the fadc.h runtime on the CPU: contexts, tensors, opening
+// artifacts, binding declarations, running tasks.
+//
+// Opening follows the order that keeps a bad file harmless: art_read (plain
+// reads: trailer, checksum of the whole file, format version, descriptor),
+// then the architecture and the CPU features the code needs, and only then
+// dlopen(RTLD_NOW | RTLD_LOCAL) and the one versioned entry symbol, whose
+// table must carry the very descriptor bytes that were checked.
+//
+// Memory: a model owns one buffer per declaration (params and consts),
+// allocated at open.  Each task gets, at its first run, its arena (the
+// memory plan's size, 64-byte aligned), its pointer arrays and the
+// model-owned output tensors it is asked for; later runs allocate nothing.
+// Task functions are pure (runtime/abi.h): the runtime hands them pointers
+// and they write only their outputs and their arena.
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "abi.h"
+#include "artifact.h"
+#include "fadc.h"
+#include "tensorio.h"
+
+enum { OWN_CALLER_DATA, OWN_RUNTIME, OWN_MODEL };
+
+struct fadc_context {
+	fadc_context_options o;
+	uint64_t host_features; // rt_cpu_host_features() at creation
+	char err[1024];
+};
+
+struct fadc_tensor {
+	fadc_context *ctx;
+	fadc_device dev;
+	fadc_dtype dtype;
+	int rank;
+	int64_t dim[FADC_MAXDIM];
+	int64_t numel;
+	size_t bytes;
+	void *data;
+	int owner; // OWN_*: who frees data and the handle
+	uint64_t gen;
+};
+
+typedef struct RtTask {
+	const ArtTask *d;
+	fadc_task_fn_v1 fn;
+	int ready; // first-run set-up done
+	int ncaller;
+	void **in, **out;
+	void *arena;
+	fadc_tensor *outs; // model-owned outputs; data NULL until first asked for
+} RtTask;
+
+struct fadc_model {
+	fadc_context *ctx;
+	ArtDesc d;
+	uint8_t *desc;
+	size_t desc_len;
+	char hash[17];
+	void *dl; // NULL when opened to describe only
+	const fadc_abi_v1 *abi;
+	RtTask *task;
+	fadc_tensor *decl; // declaration values, model-owned
+	uint8_t *bound; // bound[i]: declaration i was bound by the caller
+	int initialized;
+};
+
+static fadc_status fail(fadc_context *ctx, fadc_status s, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static fadc_status
+fail(fadc_context *ctx, fadc_status s, const char *fmt, ...)
+{
+	if (ctx) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
+		va_end(ap);
+	}
+	return s;
+}
+
+static fadc_status
+ok(fadc_context *ctx)
+{
+	if (ctx)
+		ctx->err[0] = 0;
+	return FADC_OK;
+}
+
+const char *
+fadc_status_name(fadc_status s)
+{
+	static const char *const names[] = {
+		"FADC_OK",         "FADC_ERR_ARG",    "FADC_ERR_IO",        "FADC_ERR_FORMAT",
+		"FADC_ERR_VERSION", "FADC_ERR_CPU",   "FADC_ERR_LOAD",      "FADC_ERR_NOT_FOUND",
+		"FADC_ERR_SHAPE",  "FADC_ERR_DEVICE", "FADC_ERR_UNBOUND",   "FADC_ERR_NOMEM",
+		"FADC_ERR_RUN",    "FADC_ERR_STATE",
+	};
+	return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "FADC_ERR_?";
+}
+
+const char *
+fadc_dtype_name(fadc_dtype t)
+{
+	static const char *const names[] = {"f32", "f64", "i64", "bool"};
+	return (unsigned)t < 4 ? names[t] : "?";
+}
+
+size_t
+fadc_dtype_size(fadc_dtype t)
+{
+	static const size_t size[] = {4, 8, 8, 1};
+	return (unsigned)t < 4 ? size[t] : 0;
+}
+
+static void
+type_str(char *buf, size_t n, fadc_dtype dt, int rank, const int64_t *dim)
+{
+	size_t k = (size_t)snprintf(buf, n, "%s[", fadc_dtype_name(dt));
+	for (int i = 0; i < rank && k < n; i++)
+		k += (size_t)snprintf(buf + k, n - k, "%s%" PRId64, i ? ", " : "", dim[i]);
+	if (k < n)
+		snprintf(buf + k, n - k, "]");
+}
+
+// ---------------------------------------------------------------- contexts
+
+fadc_status
+fadc_context_create(const fadc_context_options *o, fadc_context **out)
+{
+	if (!out)
+		return FADC_ERR_ARG;
+	*out = NULL;
+	fadc_context_options def = {{FADC_DEVICE_CPU, 0}, 0, 0};
+	if (!o)
+		o = &def;
+	if (o->device.kind != FADC_DEVICE_CPU || o->device.index != 0)
+		return FADC_ERR_DEVICE; // no context to hold a message: the status says it
+	fadc_context *c = calloc(1, sizeof *c);
+	if (!c)
+		return FADC_ERR_NOMEM;
+	c->o = *o;
+	c->host_features = rt_cpu_host_features();
+	*out = c;
+	return FADC_OK;
+}
+
+void
+fadc_context_destroy(fadc_context *ctx)
+{
+	free(ctx);
+}
+
+const char *
+fadc_context_error(const fadc_context *ctx)
+{
+	return ctx ? ctx->err : "no context";
+}
+
+// ---------------------------------------------------------------- tensors
+
+// numel and bytes of a shape, or 0 on a bad rank, dimension or overflow.
+static int
+shape_size(fadc_dtype dt, int rank, const int64_t *dim, int64_t *numel, size_t *bytes)
+{
+	if (rank < 0 || rank > FADC_MAXDIM || (rank && !dim) || !fadc_dtype_size(dt))
+		return 0;
+	int64_t n = 1;
+	for (int i = 0; i < rank; i++) {
+		if (dim[i] < 0)
+			return 0;
+		if (dim[i] && n > INT64_MAX / 16 / dim[i])
+			return 0;
+		n *= dim[i];
+	}
+	*numel = n;
+	*bytes = (size_t)n * fadc_dtype_size(dt);
+	return 1;
+}
+
+static fadc_status
+tensor_new(fadc_context *ctx, fadc_dtype dt, int rank, const int64_t *dim, void *data, int owner,
+           fadc_tensor **out)
+{
+	if (!ctx || !out)
+		return fail(ctx, FADC_ERR_ARG, "fadc_tensor: NULL argument");
+	*out = NULL;
+	int64_t numel;
+	size_t bytes;
+	if (!shape_size(dt, rank, dim, &numel, &bytes))
+		return fail(ctx, FADC_ERR_ARG, "fadc_tensor: invalid dtype, rank or dimensions");
+	fadc_tensor *t = calloc(1, sizeof *t);
+	if (!t)
+		return fail(ctx, FADC_ERR_NOMEM, "fadc_tensor: out of memory");
+	t->ctx = ctx;
+	t->dev = ctx->o.device;
+	t->dtype = dt;
+	t->rank = rank;
+	for (int i = 0; i < rank; i++)
+		t->dim[i] = dim[i];
+	t->numel = numel;
+	t->bytes = bytes;
+	t->owner = owner;
+	if (owner == OWN_CALLER_DATA)
+		t->data = data;
+	else if (bytes) {
+		t->data = calloc(1, bytes);
+		if (!t->data) {
+			free(t);
+			return fail(ctx, FADC_ERR_NOMEM, "fadc_tensor: out of memory (%zu bytes)", bytes);
+		}
+	}
+	*out = t;
+	return ok(ctx);
+}
+
+fadc_status
+fadc_tensor_create(fadc_context *ctx, fadc_dtype dt, int rank, const int64_t *dim, fadc_tensor **out)
+{
+	return tensor_new(ctx, dt, rank, dim, NULL, OWN_RUNTIME, out);
+}
+
+fadc_status
+fadc_tensor_wrap(fadc_context *ctx, fadc_dtype dt, int rank, const int64_t *dim, void *data,
+                 fadc_tensor **out)
+{
+	if (ctx && ctx->o.device.kind != FADC_DEVICE_CPU)
+		return fail(ctx, FADC_ERR_DEVICE, "fadc_tensor_wrap: host memory on a device context");
+	int64_t numel;
+	size_t bytes;
+	if (ctx && shape_size(dt, rank, dim, &numel, &bytes) && bytes && !data)
+		return fail(ctx, FADC_ERR_ARG, "fadc_tensor_wrap: NULL data for %zu bytes", bytes);
+	return tensor_new(ctx, dt, rank, dim, data, OWN_CALLER_DATA, out);
+}
+
+void
+fadc_tensor_release(fadc_tensor *t)
+{
+	if (!t || t->owner == OWN_MODEL)
+		return;
+	if (t->owner == OWN_RUNTIME)
+		free(t->data);
+	free(t);
+}
+
+fadc_dtype fadc_tensor_dtype(const fadc_tensor *t) { return t->dtype; }
+int fadc_tensor_rank(const fadc_tensor *t) { return t->rank; }
+const int64_t *fadc_tensor_dims(const fadc_tensor *t) { return t->dim; }
+int64_t fadc_tensor_numel(const fadc_tensor *t) { return t->numel; }
+size_t fadc_tensor_bytes(const fadc_tensor *t) { return t->bytes; }
+fadc_device fadc_tensor_device(const fadc_tensor *t) { return t->dev; }
+uint64_t fadc_tensor_generation(const fadc_tensor *t) { return t->gen; }
+
+void *
+fadc_tensor_data(fadc_tensor *t)
+{
+	return t && t->dev.kind == FADC_DEVICE_CPU ? t->data : NULL;
+}
+
+fadc_status
+fadc_tensor_read(const fadc_tensor *t, void *dst, size_t bytes)
+{
+	if (!t)
+		return FADC_ERR_ARG;
+	if (bytes != t->bytes || (bytes && !dst))
+		return fail(t->ctx, FADC_ERR_ARG, "fadc_tensor_read: %zu bytes asked, the tensor has %zu",
+		            bytes, t->bytes);
+	if (bytes)
+		memcpy(dst, t->data, bytes);
+	return ok(t->ctx);
+}
+
+fadc_status
+fadc_tensor_write(fadc_tensor *t, const void *src, size_t bytes)
+{
+	if (!t)
+		return FADC_ERR_ARG;
+	if (bytes != t->bytes || (bytes && !src))
+		return fail(t->ctx, FADC_ERR_ARG, "fadc_tensor_write: %zu bytes given, the tensor has %zu",
+		            bytes, t->bytes);
+	if (bytes)
+		memcpy(t->data, src, bytes);
+	t->gen++;
+	return ok(t->ctx);
+}
+
+// ---------------------------------------------------------------- models
+
+static void
+model_free(fadc_model *m)
+{
+	if (!m)
+		return;
+	if (m->task)
+		for (uint32_t i = 0; i < m->d.ntask; i++) {
+			RtTask *t = &m->task[i];
+			free(t->in);
+			free(t->out);
+			free(t->arena);
+			if (t->outs)
+				for (uint32_t k = 0; k < t->d->nout; k++)
+					free(t->outs[k].data);
+			free(t->outs);
+		}
+	free(m->task);
+	if (m->decl)
+		for (uint32_t i = 0; i < m->d.ndecl; i++)
+			free(m->decl[i].data);
+	free(m->decl);
+	free(m->bound);
+	if (m->dl)
+		dlclose(m->dl);
+	free(m->desc);
+	art_desc_free(&m->d);
+	free(m);
+}
+
+void
+fadc_model_close(fadc_model *m)
+{
+	model_free(m);
+}
+
+static fadc_status
+model_fail(fadc_model *m, fadc_status s)
+{
+	model_free(m);
+	return s;
+}
+
+fadc_status
+fadc_model_open(fadc_context *ctx, const char *path, unsigned flags, fadc_model **out)
+{
+	if (!ctx || !path || !out)
+		return fail(ctx, FADC_ERR_ARG, "fadc_model_open: NULL argument");
+	*out = NULL;
+	fadc_model *m = calloc(1, sizeof *m);
+	if (!m)
+		return fail(ctx, FADC_ERR_NOMEM, "fadc_model_open: out of memory");
+	m->ctx = ctx;
+	char msg[900];
+	ArtRead r = art_read(path, &m->d, &m->desc, &m->desc_len, msg, sizeof msg);
+	if (r != ART_READ_OK) {
+		free(m);
+		fadc_status s = r == ART_READ_IO        ? FADC_ERR_IO
+		                : r == ART_READ_VERSION ? FADC_ERR_VERSION
+		                : r == ART_READ_NOMEM   ? FADC_ERR_NOMEM
+		                                        : FADC_ERR_FORMAT;
+		return fail(ctx, s, "%s", msg);
+	}
+	snprintf(m->hash, sizeof m->hash, "%016" PRIx64, m->d.source_hash);
+	m->task = calloc(m->d.ntask + 1, sizeof *m->task);
+	m->decl = calloc(m->d.ndecl + 1, sizeof *m->decl);
+	m->bound = calloc(m->d.ndecl + 1, 1);
+	if (!m->task || !m->decl || !m->bound)
+		return model_fail(m, fail(ctx, FADC_ERR_NOMEM, "%s: out of memory", path));
+	for (uint32_t i = 0; i < m->d.ntask; i++) {
+		RtTask *t = &m->task[i];
+		t->d = &m->d.task[i];
+		for (uint32_t k = 0; k < t->d->nin; k++)
+			t->ncaller += t->d->in[k].role == ART_ROLE_ARG;
+	}
+	for (uint32_t i = 0; i < m->d.ndecl; i++) {
+		const ArtDecl *x = &m->d.decl[i];
+		fadc_tensor *t = &m->decl[i];
+		t->ctx = ctx;
+		t->dev = ctx->o.device;
+		t->dtype = (fadc_dtype)x->dtype;
+		t->rank = x->rank;
+		memcpy(t->dim, x->dim, sizeof(int64_t) * x->rank);
+		t->owner = OWN_MODEL;
+		if (!shape_size(t->dtype, t->rank, t->dim, &t->numel, &t->bytes))
+			return model_fail(m, fail(ctx, FADC_ERR_FORMAT, "%s: declaration '%s' is too large",
+			                          path, x->name));
+		if (t->bytes && !(t->data = calloc(1, t->bytes)))
+			return model_fail(m, fail(ctx, FADC_ERR_NOMEM, "%s: out of memory", path));
+	}
+	if (flags & FADC_OPEN_DESCRIBE) {
+		*out = m;
+		return ok(ctx);
+	}
+	// The code's architecture and CPU features, before any of it is loaded.
+	const char *arch = rt_cpu_arch();
+	size_t al = strlen(arch);
+	if (strncmp(m->d.triple, arch, al) || (m->d.triple[al] && m->d.triple[al] != '-'))
+		return model_fail(m, fail(ctx, FADC_ERR_CPU, "%s: compiled for %s, this machine is %s",
+		                          path, m->d.triple, arch));
+	if (!rt_cpu_check(m->d.features, ctx->host_features, msg, sizeof msg))
+		return model_fail(m, fail(ctx, FADC_ERR_CPU, "%s: compiled for --cpu %s: %s", path,
+		                          m->d.cpu, msg));
+	m->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!m->dl) {
+		const char *e = dlerror();
+		return model_fail(m, fail(ctx, FADC_ERR_LOAD, "%s: dlopen: %s", path, e ? e : "failed"));
+	}
+	union {
+		void *p;
+		fadc_entry_fn_v1 f;
+	} sym;
+	sym.p = dlsym(m->dl, FADC_ENTRY_SYMBOL);
+	if (!sym.p)
+		return model_fail(m, fail(ctx, FADC_ERR_VERSION,
+		                          "%s: no entry symbol %s (an ABI this runtime does not know)",
+		                          path, FADC_ENTRY_SYMBOL));
+	m->abi = sym.f();
+	if (!m->abi || m->abi->abi_version != FADC_ABI_VERSION)
+		return model_fail(m, fail(ctx, FADC_ERR_VERSION, "%s: ABI version %u, this runtime has %d",
+		                          path, m->abi ? m->abi->abi_version : 0, FADC_ABI_VERSION));
+	if (m->abi->ntask != m->d.ntask || m->abi->desc_len != m->desc_len ||
+	    memcmp(m->abi->desc, m->desc, m->desc_len))
+		return model_fail(m, fail(ctx, FADC_ERR_LOAD,
+		                          "%s: the loaded code does not carry the descriptor that was "
+		                          "checked (a stale library of the same path still loaded?)",
+		                          path));
+	for (uint32_t i = 0; i < m->d.ntask; i++)
+		if (!(m->task[i].fn = m->abi->task[i]))
+			return model_fail(m, fail(ctx, FADC_ERR_LOAD, "%s: task %u has no code", path, i));
+	*out = m;
+	return ok(ctx);
+}
+
+const char *
+fadc_model_name(const fadc_model *m)
+{
+	return m ? m->d.model : NULL;
+}
+
+const char *
+fadc_model_info(const fadc_model *m, const char *key)
+{
+	if (!m || !key)
+		return NULL;
+	if (!strcmp(key, "options"))
+		return m->d.options;
+	if (!strcmp(key, "triple"))
+		return m->d.triple;
+	if (!strcmp(key, "cpu"))
+		return m->d.cpu;
+	if (!strcmp(key, "features"))
+		return m->d.features;
+	if (!strcmp(key, "source_hash"))
+		return m->hash;
+	return NULL;
+}
+
+int
+fadc_model_task_count(const fadc_model *m)
+{
+	return m ? (int)m->d.ntask : 0;
+}
+
+fadc_status
+fadc_model_find_task(fadc_model *m, const char *name, int *task)
+{
+	if (!m || !name || !task)
+		return fail(m ? m->ctx : NULL, FADC_ERR_ARG, "fadc_model_find_task: NULL argument");
+	for (uint32_t i = 0; i < m->d.ntask; i++)
+		if (!strcmp(m->d.task[i].name, name)) {
+			*task = (int)i;
+			return ok(m->ctx);
+		}
+	char list[600];
+	size_t n = 0;
+	list[0] = 0;
+	for (uint32_t i = 0; i < m->d.ntask && n < sizeof list; i++)
+		if (m->d.task[i].kind == ART_TASK)
+			n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? " " : "",
+			                      m->d.task[i].name);
+	return fail(m->ctx, FADC_ERR_NOT_FOUND, "model '%s' has no task '%s' (it has: %s)", m->d.model,
+	            name, list);
+}
+
+static fadc_status
+check_task(const fadc_model *m, int task)
+{
+	if (!m)
+		return FADC_ERR_ARG;
+	if (task < 0 || (uint32_t)task >= m->d.ntask)
+		return fail(m->ctx, FADC_ERR_ARG, "task index %d out of range (model has %u tasks)", task,
+		            m->d.ntask);
+	return FADC_OK;
+}
+
+fadc_status
+fadc_task_info_get(const fadc_model *m, int task, fadc_task_info *info)
+{
+	fadc_status s = check_task(m, task);
+	if (s || !info)
+		return s ? s : fail(m->ctx, FADC_ERR_ARG, "fadc_task_info_get: NULL info");
+	const ArtTask *t = &m->d.task[task];
+	info->name = t->name;
+	info->is_init = t->kind == ART_INIT;
+	info->ninputs = (int)t->nin;
+	info->ncaller = m->task[task].ncaller;
+	info->noutputs = (int)t->nout;
+	info->arena_bytes = t->arena_bytes;
+	info->naive_bytes = t->naive_bytes;
+	info->nkernels = (int)t->nkernel;
+	return ok(m->ctx);
+}
+
+static void
+desc_of(const fadc_model *m, const ArtTensor *x, int output, fadc_tensor_desc *d)
+{
+	d->name = x->name;
+	d->role = output ? FADC_ROLE_OUTPUT
+	          : x->role == ART_ROLE_ARG ? FADC_ROLE_INPUT
+	          : m->d.decl[x->decl].kind == ART_PARAM ? FADC_ROLE_PARAM
+	                                                 : FADC_ROLE_CONST;
+	d->dtype = (fadc_dtype)x->dtype;
+	d->rank = x->rank;
+	memset(d->dim, 0, sizeof d->dim);
+	memcpy(d->dim, x->dim, sizeof(int64_t) * x->rank);
+}
+
+fadc_status
+fadc_task_input(const fadc_model *m, int task, int i, fadc_tensor_desc *d)
+{
+	fadc_status s = check_task(m, task);
+	if (s)
+		return s;
+	if (!d || i < 0 || (uint32_t)i >= m->d.task[task].nin)
+		return fail(m->ctx, FADC_ERR_ARG, "task '%s': no input %d", m->d.task[task].name, i);
+	desc_of(m, &m->d.task[task].in[i], 0, d);
+	return ok(m->ctx);
+}
+
+fadc_status
+fadc_task_output(const fadc_model *m, int task, int i, fadc_tensor_desc *d)
+{
+	fadc_status s = check_task(m, task);
+	if (s)
+		return s;
+	if (!d || i < 0 || (uint32_t)i >= m->d.task[task].nout)
+		return fail(m->ctx, FADC_ERR_ARG, "task '%s': no output %d", m->d.task[task].name, i);
+	desc_of(m, &m->d.task[task].out[i], 1, d);
+	return ok(m->ctx);
+}
+
+// ---------------------------------------------------------------- declarations
+
+int
+fadc_model_decl_count(const fadc_model *m)
+{
+	return m ? (int)m->d.ndecl : 0;
+}
+
+fadc_status
+fadc_model_decl(const fadc_model *m, int i, fadc_tensor_desc *d, int *has_init)
+{
+	if (!m || !d || i < 0 || (uint32_t)i >= m->d.ndecl)
+		return fail(m ? m->ctx : NULL, FADC_ERR_ARG, "fadc_model_decl: no declaration %d", i);
+	const ArtDecl *x = &m->d.decl[i];
+	d->name = x->name;
+	d->role = x->kind == ART_PARAM ? FADC_ROLE_PARAM : FADC_ROLE_CONST;
+	d->dtype = (fadc_dtype)x->dtype;
+	d->rank = x->rank;
+	memset(d->dim, 0, sizeof d->dim);
+	memcpy(d->dim, x->dim, sizeof(int64_t) * x->rank);
+	if (has_init)
+		*has_init = x->init >= 0;
+	return ok(m->ctx);
+}
+
+static int
+find_decl(const fadc_model *m, const char *name)
+{
+	for (uint32_t i = 0; i < m->d.ndecl; i++)
+		if (!strcmp(m->d.decl[i].name, name))
+			return (int)i;
+	return -1;
+}
+
+static int
+same_type(const fadc_tensor *t, fadc_dtype dt, int rank, const int64_t *dim)
+{
+	if (t->dtype != dt || t->rank != rank)
+		return 0;
+	for (int i = 0; i < rank; i++)
+		if (t->dim[i] != dim[i])
+			return 0;
+	return 1;
+}
+
+static fadc_status
+bind_data(fadc_model *m, int d, fadc_dtype dt, int rank, const int64_t *dim, const void *data,
+          const char *from)
+{
+	fadc_tensor *v = &m->decl[d];
+	if (!same_type(v, dt, rank, dim)) {
+		char want[200], got[200];
+		type_str(want, sizeof want, v->dtype, v->rank, v->dim);
+		type_str(got, sizeof got, dt, rank, dim);
+		return fail(m->ctx, FADC_ERR_SHAPE, "%s%s'%s' is declared %s, the bound tensor is %s",
+		            from ? from : "", from ? ": " : "", m->d.decl[d].name, want, got);
+	}
+	if (v->bytes)
+		memcpy(v->data, data, v->bytes);
+	v->gen++;
+	m->bound[d] = 1;
+	return ok(m->ctx);
+}
+
+fadc_status
+fadc_model_bind(fadc_model *m, const char *name, const fadc_tensor *value)
+{
+	if (!m || !name || !value)
+		return fail(m ? m->ctx : NULL, FADC_ERR_ARG, "fadc_model_bind: NULL argument");
+	int d = find_decl(m, name);
+	if (d < 0)
+		return fail(m->ctx, FADC_ERR_NOT_FOUND, "model '%s' declares no param or const '%s'",
+		            m->d.model, name);
+	if (value->dev.kind != FADC_DEVICE_CPU)
+		return fail(m->ctx, FADC_ERR_DEVICE, "fadc_model_bind: '%s' is not on the CPU", name);
+	return bind_data(m, d, value->dtype, value->rank, value->dim, value->data, NULL);
+}
+
+fadc_status
+fadc_model_bind_file(fadc_model *m, const char *path, int *nbound)
+{
+	if (!m || !path)
+		return fail(m ? m->ctx : NULL, FADC_ERR_ARG, "fadc_model_bind_file: NULL argument");
+	if (nbound)
+		*nbound = 0;
+	char err[600];
+	size_t n = strlen(path);
+	tio_tensor *ts = NULL;
+	int nt = 0;
+	if (n > 4 && !strcmp(path + n - 4, ".npy")) {
+		ts = calloc(1, sizeof *ts);
+		if (!ts)
+			return fail(m->ctx, FADC_ERR_NOMEM, "%s: out of memory", path);
+		if (tio_npy_read(path, ts, err, sizeof err)) {
+			free(ts);
+			return fail(m->ctx, FADC_ERR_IO, "%s", err);
+		}
+		const char *base = strrchr(path, '/');
+		base = base ? base + 1 : path;
+		ts->name = malloc(strlen(base) + 1);
+		if (!ts->name) {
+			tio_free_all(ts, 1);
+			return fail(m->ctx, FADC_ERR_NOMEM, "%s: out of memory", path);
+		}
+		strcpy(ts->name, base);
+		ts->name[strlen(base) - 4] = 0;
+		nt = 1;
+		if (find_decl(m, ts->name) < 0) {
+			fadc_status s = fail(m->ctx, FADC_ERR_NOT_FOUND,
+			                     "%s: model '%s' declares no param or const '%s'", path,
+			                     m->d.model, ts->name);
+			tio_free_all(ts, nt);
+			return s;
+		}
+	} else if (tio_safetensors_read(path, &ts, &nt, err, sizeof err))
+		return fail(m->ctx, FADC_ERR_IO, "%s", err);
+	int count = 0;
+	for (int i = 0; i < nt; i++) {
+		int d = find_decl(m, ts[i].name);
+		if (d < 0)
+			continue;
+		fadc_status s = bind_data(m, d, (fadc_dtype)ts[i].dtype, ts[i].rank, ts[i].dim, ts[i].data,
+		                          path);
+		if (s) {
+			tio_free_all(ts, nt);
+			return s;
+		}
+		count++;
+	}
+	tio_free_all(ts, nt);
+	if (nbound)
+		*nbound = count;
+	return ok(m->ctx);
+}
+
+fadc_status
+fadc_model_get(fadc_model *m, const char *name, fadc_tensor **value)
+{
+	if (!m || !name || !value)
+		return fail(m ? m->ctx : NULL, FADC_ERR_ARG, "fadc_model_get: NULL argument");
+	int d = find_decl(m, name);
+	if (d < 0)
+		return fail(m->ctx, FADC_ERR_NOT_FOUND, "model '%s' declares no param or const '%s'",
+		            m->d.model, name);
+	*value = &m->decl[d];
+	return ok(m->ctx);
+}
+
+// ---------------------------------------------------------------- running
+
+// First run of a task: pointer arrays and arena.
+static fadc_status
+task_setup(fadc_model *m, RtTask *t)
+{
+	const ArtTask *d = t->d;
+	t->in = calloc(d->nin + 1, sizeof *t->in);
+	t->out = calloc(d->nout + 1, sizeof *t->out);
+	t->outs = calloc(d->nout + 1, sizeof *t->outs);
+	if (!t->in || !t->out || !t->outs)
+		return fail(m->ctx, FADC_ERR_NOMEM, "task '%s': out of memory", d->name);
+	if (d->arena_bytes) {
+		size_t a = (size_t)((d->arena_bytes + 63) / 64 * 64);
+		t->arena = aligned_alloc(64, a);
+		if (!t->arena)
+			return fail(m->ctx, FADC_ERR_NOMEM, "task '%s': out of memory for its %zu-byte arena",
+			            d->name, a);
+	}
+	for (uint32_t k = 0; k < d->nout; k++) {
+		fadc_tensor *o = &t->outs[k];
+		const ArtTensor *x = &d->out[k];
+		o->ctx = m->ctx;
+		o->dev = m->ctx->o.device;
+		o->dtype = (fadc_dtype)x->dtype;
+		o->rank = x->rank;
+		memcpy(o->dim, x->dim, sizeof(int64_t) * x->rank);
+		o->owner = OWN_MODEL;
+		if (!shape_size(o->dtype, o->rank, o->dim, &o->numel, &o->bytes))
+			return fail(m->ctx, FADC_ERR_FORMAT, "task '%s': output '%s' is too large", d->name,
+			            x->name);
+	}
+	t->ready = 1;
+	return FADC_OK;
+}
+
+static int
+overlap(const void *a, size_t na, const void *b, size_t nb)
+{
+	uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+	return na && nb && x < y + nb && y < x + na;
+}
+
+// Runs task t with t->in already set for its declaration inputs.
+static fadc_status
+task_call(fadc_model *m, RtTask *t, uint64_t seed)
+{
+	fadc_call_v1 call = {t->in, t->out, t->arena, seed, NULL};
+	int32_t rc = t->fn(&call);
+	if (rc)
+		return fail(m->ctx, FADC_ERR_RUN, "task '%s' failed (code %d)", t->d->name, rc);
+	return FADC_OK;
+}
+
+fadc_status
+fadc_model_init(fadc_model *m, uint64_t seed)
+{
+	if (!m)
+		return FADC_ERR_ARG;
+	if (!m->dl)
+		return fail(m->ctx, FADC_ERR_STATE, "model '%s' was opened to describe only",
+		            m->d.model);
+	for (uint32_t i = 0; i < m->d.ndecl; i++) {
+		const ArtDecl *x = &m->d.decl[i];
+		if (m->bound[i])
+			continue;
+		if (x->init < 0)
+			return fail(m->ctx, FADC_ERR_UNBOUND,
+			            "%s '%s' has no initializer and was not bound (fadc_model_bind, "
+			            "fadc_model_bind_file)",
+			            x->kind == ART_PARAM ? "parameter" : "constant", x->name);
+		RtTask *t = &m->task[x->init];
+		fadc_status s = t->ready ? FADC_OK : task_setup(m, t);
+		if (s)
+			return s;
+		for (uint32_t k = 0; k < t->d->nin; k++) {
+			int32_t dl = t->d->in[k].decl;
+			if (t->d->in[k].role != ART_ROLE_DECL || dl < 0 || (uint32_t)dl >= i)
+				return fail(m->ctx, FADC_ERR_FORMAT,
+				            "initializer of '%s' reads something other than an earlier "
+				            "declaration", x->name);
+			t->in[k] = m->decl[dl].data;
+		}
+		if (t->d->nout != 1 || !same_type(&m->decl[i], (fadc_dtype)t->d->out[0].dtype,
+		                                  t->d->out[0].rank, t->d->out[0].dim))
+			return fail(m->ctx, FADC_ERR_FORMAT, "initializer of '%s' does not compute its type",
+			            x->name);
+		t->out[0] = m->decl[i].data;
+		if ((s = task_call(m, t, seed)))
+			return s;
+		m->decl[i].gen++;
+	}
+	m->initialized = 1;
+	return ok(m->ctx);
+}
+
+fadc_status
+fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs, fadc_tensor **outputs,
+         int noutputs)
+{
+	fadc_status s = check_task(m, task);
+	if (s)
+		return s;
+	RtTask *t = &m->task[task];
+	const ArtTask *d = t->d;
+	if (!m->dl)
+		return fail(m->ctx, FADC_ERR_STATE, "model '%s' was opened to describe only", m->d.model);
+	if (ninputs != t->ncaller || (ninputs && !inputs))
+		return fail(m->ctx, FADC_ERR_ARG, "task '%s' takes %d inputs from the caller, %d given",
+		            d->name, t->ncaller, ninputs);
+	if (noutputs != (int)d->nout || (noutputs && !outputs))
+		return fail(m->ctx, FADC_ERR_ARG, "task '%s' has %u outputs, %d given", d->name, d->nout,
+		            noutputs);
+	if (!m->initialized && (s = fadc_model_init(m, m->ctx->o.seed)))
+		return s;
+	if (!t->ready && (s = task_setup(m, t)))
+		return s;
+	// Inputs: declarations from the model, the rest from the caller.
+	for (uint32_t k = 0, j = 0; k < d->nin; k++) {
+		const ArtTensor *x = &d->in[k];
+		if (x->role == ART_ROLE_DECL) {
+			t->in[k] = m->decl[x->decl].data;
+			continue;
+		}
+		const fadc_tensor *v = inputs[j++];
+		char want[200], got[200];
+		if (!v)
+			return fail(m->ctx, FADC_ERR_ARG, "task '%s': input '%s' is NULL", d->name, x->name);
+		if (v->dev.kind != m->ctx->o.device.kind || v->dev.index != m->ctx->o.device.index)
+			return fail(m->ctx, FADC_ERR_DEVICE, "task '%s': input '%s' is on another device",
+			            d->name, x->name);
+		if (!same_type(v, (fadc_dtype)x->dtype, x->rank, x->dim)) {
+			type_str(want, sizeof want, (fadc_dtype)x->dtype, x->rank, x->dim);
+			type_str(got, sizeof got, v->dtype, v->rank, v->dim);
+			return fail(m->ctx, FADC_ERR_SHAPE, "task '%s': input '%s' must be %s, got %s",
+			            d->name, x->name, want, got);
+		}
+		t->in[k] = v->data;
+	}
+	for (uint32_t k = 0; k < d->nout; k++) {
+		const ArtTensor *x = &d->out[k];
+		fadc_tensor *o = outputs[k];
+		if (!o) {
+			o = &t->outs[k];
+			if (o->bytes && !o->data && !(o->data = calloc(1, o->bytes)))
+				return fail(m->ctx, FADC_ERR_NOMEM, "task '%s': out of memory for output '%s'",
+				            d->name, x->name);
+		} else {
+			char want[200], got[200];
+			if (o->dev.kind != m->ctx->o.device.kind || o->dev.index != m->ctx->o.device.index)
+				return fail(m->ctx, FADC_ERR_DEVICE, "task '%s': output '%s' is on another device",
+				            d->name, x->name);
+			if (!same_type(o, (fadc_dtype)x->dtype, x->rank, x->dim)) {
+				type_str(want, sizeof want, (fadc_dtype)x->dtype, x->rank, x->dim);
+				type_str(got, sizeof got, o->dtype, o->rank, o->dim);
+				return fail(m->ctx, FADC_ERR_SHAPE, "task '%s': output '%s' must be %s, got %s",
+				            d->name, x->name, want, got);
+			}
+			for (uint32_t i = 0; i < d->nin; i++) {
+				size_t ib = 0;
+				const ArtTensor *y = &d->in[i];
+				int64_t ne;
+				if (shape_size((fadc_dtype)y->dtype, y->rank, y->dim, &ne, &ib) &&
+				    overlap(o->data, o->bytes, t->in[i], ib))
+					return fail(m->ctx, FADC_ERR_ARG,
+					            "task '%s': output '%s' overlaps input '%s'", d->name, x->name,
+					            y->name);
+			}
+			for (uint32_t i = 0; i < k; i++)
+				if (overlap(o->data, o->bytes, t->out[i], t->outs[i].bytes))
+					return fail(m->ctx, FADC_ERR_ARG, "task '%s': outputs '%s' and '%s' overlap",
+					            d->name, d->out[i].name, x->name);
+		}
+		t->out[k] = o->data;
+		outputs[k] = o;
+	}
+	if ((s = task_call(m, t, m->ctx->o.seed)))
+		return s;
+	for (uint32_t k = 0; k < d->nout; k++) {
+		outputs[k]->gen++;
+		int32_t wb = d->out[k].writeback;
+		if (wb >= 0 && outputs[k]->bytes && t->in[wb] != t->out[k])
+			memcpy(t->in[wb], t->out[k], outputs[k]->bytes);
+	}
+	return ok(m->ctx);
+}

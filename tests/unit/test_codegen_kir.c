@@ -1,0 +1,273 @@
+// tests/unit/test_codegen_kir.c -- the kernel IR, fusion and memory plans
+// (codegen/kir.c, fuse.c, lower.c, plan.c), without LLVM.
+//
+//   - the index simplifier: coordinates of a row-major flat index fold
+//     back to loop variables; what cannot fold keeps its division;
+//   - hash-consing: equal expressions have equal ids, commutative
+//     operands one order;
+//   - fusion: an elementwise chain and its reduction are one kernel; a value
+//     with arithmetic read through a broadcast or by a matmul gets its own;
+//   - memory plans of every task of both ppl models: buffers whose
+//     lifetimes overlap never share bytes, and reuse makes the arena
+//     smaller than the sum;
+//   - an op the kernel IR does not support is a diagnostic naming the op,
+//     the task and the source position.
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen.h"
+#include "frontend.h"
+#include "passes.h"
+#include "testutil.h"
+
+static Module *
+parse_text(const char *name, const char *text)
+{
+	FeOptions o = {.diag = stderr};
+	Module *m = fe_parse_string(name, text, strlen(text), &o);
+	if (!m) {
+		fprintf(stderr, "cannot parse %s\n", name);
+		exit(1);
+	}
+	return m;
+}
+
+static Module *
+load(const char *file, int small)
+{
+	const char *root = getenv("FADC_SOURCE_DIR");
+	char path[4096];
+	snprintf(path, sizeof path, "%s/models/%s", root ? root : ".", file);
+	const char *defs[] = {"N=3", "K=2"};
+	FeOptions o = {.diag = stderr, .defines = defs, .ndefines = small ? 2 : 0};
+	Module *m = fe_parse_file(path, &o);
+	if (!m) {
+		fprintf(stderr, "cannot load %s\n", path);
+		exit(1);
+	}
+	return m;
+}
+
+static void
+test_simplifier(void)
+{
+	KProgram *p = kir_program_new("t", DT_F32);
+	KxId v0 = kx_var(p, 0, 4), v1 = kx_var(p, 1, 3);
+	KxId e = kx_iadd(p, kx_imul(p, v0, 3), v1); // flat index of [4, 3]
+	CHECK(kx_imod(p, kx_idiv(p, e, 3), 4) == v0);
+	CHECK(kx_imod(p, e, 3) == v1);
+	CHECK(kx_idiv(p, e, 12) == kx_iconst(p, 0));
+	CHECK(kx_idiv(p, e, 3) == v0);
+	// Sums are canonical: the same sum built two ways is one node.
+	CHECK(kx_iadd(p, v1, kx_imul(p, v0, 3)) == e);
+	CHECK(kx_iadd(p, kx_iadd(p, v1, kx_iconst(p, 2)), kx_imul(p, v0, 3)) ==
+	      kx_iadd(p, e, kx_iconst(p, 2)));
+	// A size-1 axis has no variable.
+	CHECK(kx_var(p, 2, 1) == kx_iconst(p, 0));
+	// Reshape [2, 6] -> [4, 3]: the row of element (w0, w1) is
+	// (6 w0 + w1) / 3 = 2 w0 + w1 / 3, whose range [0, 3] needs no modulo.
+	KxId w0 = kx_var(p, 0, 2), w1 = kx_var(p, 1, 6);
+	KxId f = kx_iadd(p, kx_imul(p, w0, 6), w1);
+	KxId row = kx_imod(p, kx_idiv(p, f, 3), 4);
+	CHECK(kx(p, row)->op == KX_IADD);
+	CHECK(row == kx_iadd(p, kx_imul(p, w0, 2), kx_idiv(p, w1, 3)));
+	int64_t lo, hi;
+	CHECK(kx_range(p, row, &lo, &hi) && lo == 0 && hi == 3);
+	// Strides of a loop variable in an index (the matmul loop order).
+	int64_t c;
+	CHECK(kx_affine_coef(p, e, 0, &c) && c == 3);
+	CHECK(kx_affine_coef(p, e, 1, &c) && c == 1);
+	CHECK(kx_affine_coef(p, e, 2, &c) && c == 0);
+	CHECK(!kx_affine_coef(p, row, 1, &c)); // w1 / 3 is not affine in w1
+	// Whatever cannot fold keeps a division: (w1 / 4) stays.
+	CHECK(kx(p, kx_idiv(p, w1, 4))->op == KX_IDIV);
+	// Clamps of a variable already in range vanish.
+	CHECK(kx_iclamp(p, v0, 0, 3) == v0);
+	CHECK(kx_iclamp(p, v0, 0, 2) != v0);
+	// Floor semantics of constants.
+	CHECK(kx_idiv(p, kx_iconst(p, -7), 2) == kx_iconst(p, -4));
+	CHECK(kx_imod(p, kx_iconst(p, -7), 2) == kx_iconst(p, 1));
+	// Hash-consing of values: commutative operands, one id.
+	uint32_t b = kir_buf_add(p, KB_IN, 0, DT_F32, &(Shape){2, {4, 3}}, 0);
+	KxId x = kx_load(p, b, e), y = kx_load(p, b, kx_iconst(p, 0));
+	CHECK(kx_bin(p, KX_ADD, x, y) == kx_bin(p, KX_ADD, y, x));
+	CHECK(kx_bin(p, KX_SUB, x, y) != kx_bin(p, KX_SUB, y, x));
+	CHECK(kx_un(p, KX_EXP, x) == kx_un(p, KX_EXP, x));
+	// f32 constants are rounded to float; -0 and 0 are different constants.
+	CHECK(kx(p, kx_const(p, 0.1, DT_F32))->f == (double)0.1f);
+	CHECK(kx_const(p, -0.0, DT_F32) != kx_const(p, 0.0, DT_F32));
+	kir_program_free(p);
+}
+
+// The number of kernels of the forward graph of a model in text.
+static int
+nkernels(const char *text, const char **what)
+{
+	Module *m = parse_text("fuse.ir", text);
+	char err[512];
+	Loc loc;
+	Graph *g = pass_task(m->main, "forward", NULL, &loc, err, sizeof err);
+	KProgram *p = g ? cg_lower(g, "forward", DT_F32, err, sizeof err) : NULL;
+	int n = -1;
+	if (p) {
+		n = (int)p->nk;
+		if (what)
+			*what = p->nk ? p->k[0].what : "";
+	} else
+		fprintf(stderr, "%s\n", err);
+	kir_program_free(p);
+	ir_graph_free(g);
+	ir_module_free(m);
+	return n;
+}
+
+static void
+test_fusion(void)
+{
+	const char *what = NULL;
+	// exp, mul, add and the sum: one reduction kernel.
+	CHECK(nkernels("const x: f32[4, 3] = uniform(0, 1, seed=1)\n"
+	               "def forward() -> f32[] { return sum(exp(x) * 2 + 1) }\n",
+	               &what) == 1);
+	CHECK_STR(what, "sum");
+	// A broadcast input costs nothing: one kernel.
+	CHECK(nkernels("const a: f32[4, 1] = uniform(0, 1, seed=1)\n"
+	               "const b: f32[4, 5] = uniform(0, 1, seed=2)\n"
+	               "def forward() -> f32[4, 5] { return a + b * 3 }\n",
+	               NULL) == 1);
+	// exp(a) read through a broadcast would be computed 5 times per
+	// element: it gets a kernel of its own.
+	CHECK(nkernels("const a: f32[4, 1] = uniform(0, 1, seed=1)\n"
+	               "const b: f32[4, 5] = uniform(0, 1, seed=2)\n"
+	               "def forward() -> f32[4, 5] { return exp(a) + b }\n",
+	               &what) == 2);
+	CHECK_STR(what, "elementwise");
+	// A matmul reads each element of its left operand once per column.
+	CHECK(nkernels("const x: f32[4, 3] = uniform(0, 1, seed=1)\n"
+	               "const w: f32[3, 2] = uniform(0, 1, seed=2)\n"
+	               "def forward() -> f32[4, 2] { return (x * 2) @ w }\n",
+	               NULL) == 2);
+	// ... but with one column it is read once: fused.
+	CHECK(nkernels("const x: f32[4, 3] = uniform(0, 1, seed=1)\n"
+	               "const w: f32[3, 1] = uniform(0, 1, seed=2)\n"
+	               "def forward() -> f32[4, 1] { return (x * 2) @ w }\n",
+	               &what) == 1);
+	CHECK_STR(what, "matmul");
+	// Layout ops are index maps: a transpose, a slice and a pad of an
+	// input fuse into the reduction that reads them.
+	CHECK(nkernels("const x: f32[4, 3] = uniform(0, 1, seed=1)\n"
+	               "def forward() -> f32[] { return sum(exp(transpose(x, 0, 1)[0:2, 1:3])) }\n",
+	               &what) == 1);
+	CHECK_STR(what, "sum");
+}
+
+static void
+test_plans(void)
+{
+	const char *models[] = {"ppl_simple_reg.ir", "ppl_robust_reg.ir"};
+	int64_t peak = 0, naive = 0;
+	for (int mi = 0; mi < 2; mi++)
+		for (int small = 0; small < 2; small++) {
+			Module *m = load(models[mi], small);
+			for (int t = 0; fadc_tasks[t]; t++) {
+				char err[512];
+				Loc loc;
+				Graph *g = pass_task(m->main, fadc_tasks[t], NULL, &loc, err, sizeof err);
+				CHECK(g != NULL);
+				if (!g)
+					continue;
+				KProgram *p = cg_lower(g, fadc_tasks[t], DT_F32, err, sizeof err);
+				CHECK(p != NULL);
+				if (!p) {
+					fprintf(stderr, "%s %s: %s\n", models[mi], fadc_tasks[t], err);
+					ir_graph_free(g);
+					continue;
+				}
+				cg_plan(p);
+				CHECK(p->arena_bytes <= p->naive_bytes);
+				for (uint32_t a = 0; a < p->nbuf; a++)
+					for (uint32_t b = a + 1; b < p->nbuf; b++) {
+						const KBuf *x = &p->buf[a], *y = &p->buf[b];
+						if (x->kind != KB_TMP || y->kind != KB_TMP)
+							continue;
+						CHECK(x->first >= 0 && y->first >= 0);
+						CHECK(x->offset % 64 == 0 && x->offset + x->bytes <= p->arena_bytes);
+						int live = !(x->last < y->first || y->last < x->first);
+						int share = x->offset < y->offset + (y->bytes ? y->bytes : 1) &&
+						            y->offset < x->offset + (x->bytes ? x->bytes : 1);
+						if (live && share)
+							fprintf(stderr, "%s %s: b%u and b%u overlap\n", models[mi],
+							        fadc_tasks[t], a, b);
+						CHECK(!(live && share));
+					}
+				// Every kernel writes a buffer that is written by it only.
+				for (uint32_t k = 0; k < p->nk; k++)
+					CHECK(p->buf[p->k[k].out].kind != KB_IN);
+				peak += p->arena_bytes;
+				naive += p->naive_bytes;
+				kir_program_free(p);
+				ir_graph_free(g);
+			}
+			ir_module_free(m);
+		}
+	printf("memory plans of both ppl models, every task, both sizes: %lld bytes at peak, %lld "
+	       "without reuse\n",
+	       (long long)peak, (long long)naive);
+	CHECK(peak < naive);
+}
+
+static void
+test_unsupported(void)
+{
+	Module *m = parse_text("conv.ir", "const x: f32[1, 1, 5] = uniform(0, 1, seed=1)\n"
+	                                  "const w: f32[1, 1, 3] = uniform(0, 1, seed=2)\n"
+	                                  "def forward() -> f32[] {\n"
+	                                  "  return sum(conv1d(x, w))\n"
+	                                  "}\n");
+	char err[512] = "";
+	KProgram *p = cg_lower(m->main, "forward", DT_F32, err, sizeof err);
+	CHECK(p == NULL);
+	CHECK(strstr(err, "op 'conv' is not supported") != NULL);
+	CHECK(strstr(err, "task 'forward'") != NULL);
+	CHECK(!strncmp(err, "conv.ir:4:", 10));
+	if (p || !strstr(err, "conv"))
+		fprintf(stderr, "message: %s\n", err);
+	kir_program_free(p);
+	ir_module_free(m);
+}
+
+static void
+test_print(void)
+{
+	Module *m = parse_text("print.ir", "const x: f32[4, 3] = uniform(0, 1, seed=1)\n"
+	                                   "def forward() -> f32[4] { return sum(exp(x), 1) }\n");
+	char err[512];
+	KProgram *p = cg_lower(m->main, "forward", DT_F32, err, sizeof err);
+	CHECK(p != NULL);
+	if (p) {
+		cg_plan(p);
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&buf, &len);
+		kir_print(f, p);
+		fclose(f);
+		CHECK(strstr(buf, "kernel k0: b1 = sum") != NULL);
+		CHECK(strstr(buf, "for v0 < 4;sum over v1 < 3") != NULL);
+		CHECK(strstr(buf, "exp") != NULL);
+		CHECK(strstr(buf, "acc += x") != NULL);
+		free(buf);
+	}
+	kir_program_free(p);
+	ir_module_free(m);
+}
+
+int
+main(void)
+{
+	test_simplifier();
+	test_fusion();
+	test_plans();
+	test_unsupported();
+	test_print();
+	return TU_DONE("test_codegen_kir");
+}
