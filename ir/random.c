@@ -14,6 +14,8 @@
 //   key[1] = seed bits 32..63  XOR  runseed bits 0..31
 //   ctr[0] = index bits 0..31        ctr[1] = index bits 32..63
 //   ctr[2] = draw                    ctr[3] = runseed bits 32..63
+// runseed's two words are the run's seed (low, keyed) and the call counter
+// (high, counted): see docs/IR.md, "Random numbers".
 //
 // `seed` is the op's attribute, `runseed` the run's seed and `index` the
 // element's flat (row-major) index in the result.  `draw` numbers the
@@ -170,4 +172,23 @@ ir_rand_gamma(uint64_t seed, uint64_t runseed, uint64_t index, double alpha)
 			return d * v * boost;
 	}
 	return NAN;
+}
+
+// The key of a named stream: FNV-1a 64 of the name, xor that of a salt.
+// The tasks' own inputs (v, v.<p>) are U[0, 1) draws of
+// ir_rand_uniform(ir_rand_name_key(input, "v"), runseed, i), in `fadc run`
+// and fadc-bench alike, so that every backend and both tools see one v.
+static uint64_t
+fnv1a(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+uint64_t
+ir_rand_name_key(const char *name, const char *salt)
+{
+	return fnv1a(name) ^ fnv1a(salt);
 }

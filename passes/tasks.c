@@ -71,6 +71,15 @@ static Graph *
 step(Pipe *p, const char *pass, Graph *g, Graph *prev)
 {
 	ir_graph_free(prev);
+#ifndef NDEBUG
+	// Debug builds check every pass's output (QBE's ssacheck): a pass that
+	// built a node its rule would not is caught at the pass, not later.
+	char err[512];
+	if (g && !ir_verify(g, err, sizeof err)) {
+		fprintf(stderr, "fadc: internal error: after pass %s: %s\n", pass, err);
+		FADC_ASSERT(0, "a pass built an invalid graph");
+	}
+#endif
 	if (g)
 		after(p, pass, g);
 	return g;
@@ -343,8 +352,8 @@ pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char
 		return NULL;
 	}
 	// Work on a simplified copy of f, so that derivatives see no dead code.
-	Graph *g = pass_simplify(f);
-	if (after(&p, "simplify", g) || !strcmp(task, "forward"))
+	Graph *g = step(&p, "simplify", pass_simplify(f), NULL);
+	if (p.stopped || !strcmp(task, "forward"))
 		return g;
 	if (!strcmp(task, "vjp")) {
 		g = step(&p, "vjp", pass_vjp(g, errloc, err, errlen), g);
