@@ -2,7 +2,7 @@
 // prepares the task once (compile or load, bind params, place inputs) and
 // then runs it as often as it is timed.  The reference interpreter is one
 // backend (reduced sizes, and the oracle of --check); compiled artifacts
-// through the runtime are the other (issue 4).
+// through the runtime are the other (bench/exec_cpu.c).
 #ifndef FADC_EXEC_H
 #define FADC_EXEC_H
 
@@ -20,6 +20,16 @@ typedef struct BTensor {
 
 typedef struct Prepared Prepared;
 
+// What a compiled backend needs to know of the run (the interpreter needs
+// none of it).
+typedef struct BackendOptions {
+	const char *artifacts; // --artifacts; NULL: build/artifacts beside build/bin/fadc-bench
+	const char *compiler; // --fadc; NULL: fadc (or fadc-cg) beside fadc-bench
+	int compile; // --compile: build missing or stale artifacts
+	int num_threads;
+	uint64_t seed; // the run seed of initializers and samplers
+} BackendOptions;
+
 typedef struct Backend {
 	const char *name;
 	// Prepares `task` of the model at `source` with sizes defs[] and run
@@ -27,16 +37,44 @@ typedef struct Backend {
 	// shapes after preparing.
 	Prepared *(*prepare)(const char *source, const char *const *defs, int ndefs, const char *task,
 	                     uint64_t seed, char *err, size_t errlen);
-	// The task's extra inputs (v, v.<p>): filled by the caller before runs.
+	// The task's extra inputs (v, v.<p>): filled by the caller after
+	// prepare and before the first run, which is when a compiled backend
+	// reads them (timed runs copy nothing).
 	int (*ninputs)(Prepared *p);
 	BTensor *(*input)(Prepared *p, int i);
 	// One run; outputs readable afterwards.
 	int (*run)(Prepared *p, char *err, size_t errlen);
 	int (*noutputs)(Prepared *p);
-	const BTensor *(*output)(Prepared *p, int i); // copied back after each run
+	// The last run's values: the interpreter copies them after each run, a
+	// compiled backend converts them when they are read, so that timed runs
+	// leave them where the runtime wrote them.
+	const BTensor *(*output)(Prepared *p, int i);
 	void (*release)(Prepared *p);
 } Backend;
 
+// The hooks of a backend that works on one compiled model at a time.  They
+// are a table of their own, not members of Backend, so that the
+// interpreter's table, which needs none, stays as it is; and they keep the
+// open model as the backend's own state, because prepare takes the model's
+// source as the interpreter's does: prepare must name the model that
+// open_model opened.
+typedef struct ModelHooks {
+	int (*configure)(const BackendOptions *o, char *err, size_t errlen);
+	// Called once per model before its cells, with every task the run will
+	// prepare: the cells' tasks and their consistency partners, so that one
+	// artifact holds them all.  -1 with err: the model's cells are skipped.
+	int (*open_model)(const char *source, const char *const *defs, int ndefs,
+	                  const char *const *tasks, int ntasks, char *err, size_t errlen);
+	void (*close_model)(void);
+	// Facts for the JSON, NULL when unknown: of the open model "artifact"
+	// (its path), "artifact_hash" (the descriptor's source hash) and
+	// "artifact_options"; of the run "runtime", "compiler" and
+	// "compiler_version".
+	const char *(*info)(const char *key);
+} ModelHooks;
+
 extern const Backend backend_interp;
+extern const Backend backend_cpu;
+extern const ModelHooks backend_cpu_hooks;
 
 #endif

@@ -4,8 +4,13 @@
 //   fadc-bench [--output FILE] [--num-iters N] [--gpu N] [--run-slow-tasks]
 //              [--model-filter S] [--task-filter S] [--num-threads N] [--seed N]
 //              [--config FILE] [--json FILE] [--backend B] [--reduced] [-D [MODEL:]NAME=V]
-//              [--artifacts DIR] [--compile]
+//              [--artifacts DIR] [--compile] [--fadc PATH]
 //   fadc-bench compare BEFORE AFTER [--output FILE]
+//
+// Backends (bench/exec.h): `cpu`, the default, times compiled artifacts
+// through the runtime, compiling them with --compile by running the fadc
+// executable (bench/exec_cpu.c); `interp` runs the float64 reference
+// interpreter (bench/exec_interp.c).
 //
 // Per (model, task) cell, as the seed: prepare (untimed), make v from the
 // seed (U[0, 1), shaped as the seed's get_v_for), one warm-up run whose
@@ -49,15 +54,18 @@ static const char *const usage =
     "  --seed N             run seed of the constants, params and v (0)\n"
     "  --config FILE        the configuration (bench/bench.yaml)\n"
     "  --json FILE          every sample and the environment, as JSON\n"
-    "  --backend B          interp (the float64 reference interpreter)\n"
+    "  --backend B          cpu (compiled artifacts, the default) or interp (the\n"
+    "                       float64 reference interpreter)\n"
     "  --reduced            the configuration's reduced sizes (tests, CI)\n"
     "  -D [MODEL:]NAME=V    override a size (of one model, or of every model)\n"
-    "  --artifacts DIR      where compiled models live (compiled backends)\n"
+    "  --artifacts DIR      where compiled models live (build/artifacts)\n"
     "  --compile            compile missing or stale artifacts first\n"
+    "  --fadc PATH          the compiler --compile runs (fadc, else fadc-cg, beside\n"
+    "                       fadc-bench)\n"
     "  -h, --help           this help\n";
 
 typedef struct Opts {
-	const char *output, *config, *json, *backend, *artifacts;
+	const char *output, *config, *json, *backend, *artifacts, *compiler;
 	int num_iters, gpu, slow, num_threads, reduced, compile;
 	const char *model_filter, *task_filter;
 	uint64_t seed;
@@ -83,21 +91,13 @@ parse_int(const char *s, long long *v)
 	return *s && !*end && !errno;
 }
 
-// The name of v's stream: v is U[0, 1) from the run seed, keyed by the
-// input's name so that every backend draws the same v.
-static uint64_t
-name_key(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
+// v is U[0, 1) from the run seed, keyed by the input's name (and a salt
+// for the consistency check's second draw), exactly as `fadc run` draws it:
+// every backend and the CLI see the same v (ir/random.c).
 static void
 fill_uniform(BTensor *t, uint64_t seed, const char *salt)
 {
-	uint64_t key = name_key(t->name) ^ name_key(salt);
+	uint64_t key = ir_rand_name_key(t->name, salt);
 	for (int64_t i = 0; i < t->n; i++)
 		t->data[i] = ir_rand_uniform(key, seed, (uint64_t)i);
 }
@@ -137,6 +137,35 @@ rel(double a, double b)
 	return s == 0 ? 0 : fabs(a - b) / s;
 }
 
+// The task a cell is checked against, and how: *pair 1, the dot-product
+// (adjoint) test; 2, equal outputs.  NULL: no check for this task.
+static const char *
+partner_of(const char *task, int *pair)
+{
+	const char *partner = NULL;
+	int dummy;
+	if (!pair)
+		pair = &dummy;
+	*pair = 0;
+	if (!strcmp(task, "vjp"))
+		partner = "jvp", *pair = 1;
+	else if (!strcmp(task, "jvp"))
+		partner = "vjp", *pair = 1;
+	else if (!strcmp(task, "hvp"))
+		partner = "vhp", *pair = 1;
+	else if (!strcmp(task, "vhp"))
+		partner = "hvp", *pair = 1;
+	else if (!strcmp(task, "jacobian") || !strcmp(task, "jacrev"))
+		partner = "jacfwd", *pair = 2;
+	else if (!strcmp(task, "jacfwd"))
+		partner = "jacrev", *pair = 2;
+	else if (!strcmp(task, "hessian") || !strcmp(task, "hessian_revrev"))
+		partner = "hessian_fwdrev", *pair = 2;
+	else if (!strcmp(task, "hessian_fwdrev"))
+		partner = "hessian_revrev", *pair = 2;
+	return partner;
+}
+
 // The consistency check of a cell: the warm-up's result against another
 // strategy.  Returns the normalized error (-1: no check for this task), or
 // -2 with err set if the partner could not run.
@@ -144,24 +173,8 @@ static double
 check(const Backend *b, Prepared *p, const char *task, const char *source, const char *const *defs,
       int ndefs, uint64_t seed, char *err, size_t errlen)
 {
-	const char *partner = NULL;
-	int pair = 0; // 1: dot-product (adjoint) test, 2: equal outputs
-	if (!strcmp(task, "vjp"))
-		partner = "jvp", pair = 1;
-	else if (!strcmp(task, "jvp"))
-		partner = "vjp", pair = 1;
-	else if (!strcmp(task, "hvp"))
-		partner = "vhp", pair = 1;
-	else if (!strcmp(task, "vhp"))
-		partner = "hvp", pair = 1;
-	else if (!strcmp(task, "jacobian") || !strcmp(task, "jacrev"))
-		partner = "jacfwd", pair = 2;
-	else if (!strcmp(task, "jacfwd"))
-		partner = "jacrev", pair = 2;
-	else if (!strcmp(task, "hessian") || !strcmp(task, "hessian_revrev"))
-		partner = "hessian_fwdrev", pair = 2;
-	else if (!strcmp(task, "hessian_fwdrev"))
-		partner = "hessian_revrev", pair = 2;
+	int pair;
+	const char *partner = partner_of(task, &pair);
 	if (!partner)
 		return -1;
 	Prepared *q = b->prepare(source, defs, ndefs, partner, seed, err, errlen);
@@ -364,7 +377,7 @@ write_table(const char *path, const Table *t)
 static int
 cmd_run(int argc, char **argv)
 {
-	Opts o = {.num_iters = 10, .gpu = -2, .num_threads = 10, .backend = "interp"};
+	Opts o = {.num_iters = 10, .gpu = -2, .num_threads = 10, .backend = "cpu"};
 	static char defcfg[4096];
 	snprintf(defcfg, sizeof defcfg, "%s/bench/bench.yaml", FADC_SOURCE_DIR);
 	o.config = defcfg;
@@ -388,7 +401,7 @@ cmd_run(int argc, char **argv)
 		           !strcmp(a, "--model-filter") || !strcmp(a, "--task-filter") ||
 		           !strcmp(a, "--num-threads") || !strcmp(a, "--seed") || !strcmp(a, "--config") ||
 		           !strcmp(a, "--json") || !strcmp(a, "--backend") || !strcmp(a, "--artifacts") ||
-		           !strcmp(a, "-D")) {
+		           !strcmp(a, "--fadc") || !strcmp(a, "-D")) {
 			if (i + 1 >= argc)
 				return usage_error("%s needs a value", a);
 			const char *val = argv[++i];
@@ -406,6 +419,8 @@ cmd_run(int argc, char **argv)
 				o.backend = val;
 			else if (!strcmp(a, "--artifacts"))
 				o.artifacts = val;
+			else if (!strcmp(a, "--fadc"))
+				o.compiler = val;
 			else if (!strcmp(a, "-D")) {
 				if (o.ndefs == 64)
 					return usage_error("too many -D options%s", "");
@@ -430,11 +445,17 @@ cmd_run(int argc, char **argv)
 		} else
 			return usage_error("unknown option '%s'", a);
 	}
+	static const struct {
+		const Backend *b;
+		const ModelHooks *h;
+	} backends[] = {{&backend_cpu, &backend_cpu_hooks}, {&backend_interp, NULL}};
 	const Backend *be = NULL;
-	if (!strcmp(o.backend, "interp"))
-		be = &backend_interp;
-	else
-		return usage_error("unknown backend '%s' (this build has: interp)", o.backend);
+	const ModelHooks *hk = NULL;
+	for (size_t i = 0; i < sizeof backends / sizeof *backends; i++)
+		if (!strcmp(o.backend, backends[i].b->name))
+			be = backends[i].b, hk = backends[i].h;
+	if (!be)
+		return usage_error("unknown backend '%s' (this build has: cpu, interp)", o.backend);
 	if (o.gpu == -2)
 		o.gpu = -1; // no GPU backend in this build: auto means the CPU
 	if (o.gpu >= 0) {
@@ -442,7 +463,7 @@ cmd_run(int argc, char **argv)
 		return 1;
 	}
 	BenchConfig *cfg = calloc(1, sizeof *cfg);
-	char err[1024];
+	char err[8192];
 	if (!cfg || bench_config_load(o.config, cfg, err, sizeof err)) {
 		fprintf(stderr, "%s\n", cfg ? err : "fadc-bench: out of memory");
 		free(cfg);
@@ -456,6 +477,14 @@ cmd_run(int argc, char **argv)
 		*slash = 0;
 	else
 		snprintf(cdir, sizeof cdir, ".");
+	if (hk) {
+		BackendOptions bo = {o.artifacts, o.compiler, o.compile, o.num_threads, o.seed};
+		if (hk->configure(&bo, err, sizeof err)) {
+			fprintf(stderr, "fadc-bench: %s\n", err);
+			free(cfg);
+			return 1;
+		}
+	}
 	FILE *js = NULL;
 	if (o.json) {
 		js = fopen(o.json, "w");
@@ -474,11 +503,23 @@ cmd_run(int argc, char **argv)
 		fprintf(js, ", \"seed\": %llu, \"num_iters\": %d, \"config\": ", (unsigned long long)o.seed,
 		        o.num_iters);
 		json_str(js, o.config);
-		fprintf(js, ", \"fadc\": \"0.1\"},\n \"cells\": [");
+		fprintf(js, ", \"fadc\": \"0.1\"");
+		// Compiled backends: the runtime's versions, the compiler that
+		// --compile runs and what it says of its version.
+		static const char *const keys[] = {"runtime", "compiler", "compiler_version"};
+		for (size_t i = 0; hk && i < sizeof keys / sizeof *keys; i++) {
+			const char *v = hk->info(keys[i]);
+			fprintf(js, ", \"%s\": ", keys[i]);
+			if (v)
+				json_str(js, v);
+			else
+				fputs("null", js);
+		}
+		fprintf(js, "},\n \"cells\": [");
 	}
 	Table t;
 	table_init(&t);
-	int tty = isatty(2), ncell = 0, rc = 0, nfailed = 0;
+	int tty = isatty(2), ncell = 0, rc = 0, nfailed = 0, nskipped = 0;
 	for (int mi = 0; mi < cfg->nmodel; mi++) {
 		const BenchModel *m = &cfg->model[mi];
 		if (!keep(o.model_filter, m->name))
@@ -509,14 +550,49 @@ cmd_run(int argc, char **argv)
 			} else
 				defs[nd++] = o.defs[i];
 		}
+		// The model's cells, and every task they prepare (their consistency
+		// partners too): a compiled backend builds them into one artifact.
+		const char *cells[BENCH_MAXTASK], *need[2 * BENCH_MAXTASK];
+		int ncells = 0, nneed = 0;
 		int ntasks = o.slow ? cfg->nall : m->ntasks;
 		for (int ti = 0; ti < ntasks; ti++) {
 			const char *task = o.slow ? cfg->all_tasks[ti] : m->tasks[ti];
 			int unsup = 0;
 			for (int u = 0; u < m->nunsupported; u++)
 				unsup |= !strcmp(m->unsupported[u], task);
-			if (unsup || !keep(o.task_filter, task))
-				continue;
+			if (!unsup && keep(o.task_filter, task))
+				cells[ncells++] = task;
+		}
+		for (int i = 0; i < 2 * ncells; i++) {
+			const char *nt = i < ncells ? cells[i] : partner_of(cells[i - ncells], NULL);
+			int dup = !nt;
+			for (int k = 0; k < nneed && !dup; k++)
+				dup = !strcmp(need[k], nt);
+			if (!dup)
+				need[nneed++] = nt;
+		}
+		if (!ncells)
+			continue;
+		if (hk && hk->open_model(source, defs, nd, need, nneed, err, sizeof err)) {
+			// Reported and skipped (a model the backend cannot compile yet,
+			// a missing artifact): the run goes on with the other models.
+			fprintf(stderr, "fadc-bench: %s: skipped (%d cell%s): %s\n", m->name, ncells,
+			        ncells == 1 ? "" : "s", err);
+			for (int ci = 0; js && ci < ncells; ci++) {
+				fprintf(js, "%s\n  {\"model\": ", ncell++ ? "," : "");
+				json_str(js, m->name);
+				fprintf(js, ", \"task\": ");
+				json_str(js, cells[ci]);
+				fprintf(js, ", \"skipped\": ");
+				json_str(js, err);
+				fprintf(js, "}");
+			}
+			nskipped += ncells;
+			rc = 1;
+			continue;
+		}
+		for (int ci = 0; ci < ncells; ci++) {
+			const char *task = cells[ci];
 			double t0 = now();
 			Prepared *p = be->prepare(source, defs, nd, task, o.seed, err, sizeof err);
 			if (!p) {
@@ -588,7 +664,16 @@ cmd_run(int argc, char **argv)
 					fprintf(js, "%s", i ? ", " : "");
 					json_str(js, defs[i]);
 				}
-				fprintf(js, "], \"samples\": [");
+				fprintf(js, "]");
+				static const char *const keys[] = {"artifact", "artifact_hash", "artifact_options"};
+				for (size_t i = 0; hk && i < sizeof keys / sizeof *keys; i++) {
+					const char *v = hk->info(keys[i]);
+					if (v) {
+						fprintf(js, ", \"%s\": ", keys[i]);
+						json_str(js, v);
+					}
+				}
+				fprintf(js, ", \"samples\": [");
 				for (int it = 0; it < o.num_iters; it++) {
 					fprintf(js, "%s", it ? ", " : "");
 					json_num(js, samples[it]);
@@ -599,6 +684,8 @@ cmd_run(int argc, char **argv)
 			free(samples);
 			be->release(p);
 		}
+		if (hk)
+			hk->close_model();
 	}
 	if (js) {
 		fprintf(js, "\n]}\n");
@@ -607,6 +694,8 @@ cmd_run(int argc, char **argv)
 	}
 	if (o.output && write_table(o.output, &t))
 		rc = 1;
+	if (nskipped)
+		fprintf(stderr, "fadc-bench: %d cell%s skipped\n", nskipped, nskipped == 1 ? "" : "s");
 	if (nfailed)
 		fprintf(stderr, "fadc-bench: %d cell%s failed the consistency check\n", nfailed,
 		        nfailed == 1 ? "" : "s");

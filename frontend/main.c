@@ -1,50 +1,138 @@
 // frontend/main.c -- the `fadc` command line.
 //
-//   fadc MODEL.ir --emit ir [-D NAME=VALUE]...
-//   fadc run MODEL.ir [--task forward] [--params FILE]... [--seed N] --out DIR [--print]
+//   fadc MODEL.ir --emit ir [--task T] [-D NAME=VALUE]... [pass options]
+//   fadc MODEL.ir -o MODEL.so [--target cpu] [--tasks LIST] [-O0..3] [--cpu CPU] ...
+//   fadc run MODEL.ir|MODEL.so --task T [--params FILE]... [--v FILE]... [--seed N]
+//            --out DIR [--print]
+//   fadc inspect MODEL.so
+//   fadc check MODEL.ir [--tasks LIST|all] [--tol X]
+//   fadc compare-npy A B [--rtol R]
+//
+// It is its own target, linked on top of every library, and the only place
+// that knows about all of them: the frontend parses, passes/tasks.c derives
+// a task's graph, the interpreter runs it (`run MODEL.ir`), codegen compiles
+// every task into an artifact (`-o`), and the runtime of include/fadc.h
+// runs an artifact (`run MODEL.so`).
+//
+// `run` does the same on both kinds of model, so that their outputs can be
+// compared file by file: the same bindings (--params for declarations and
+// forward's arguments, --v for the task's own inputs v, v.<p>), the same v
+// when none is bound (U[0, 1) from the run seed, keyed by the input's name
+// as fadc-bench draws it: ir_rand_name_key), the same .npy outputs.
 //
 // Exit status: 0 success, 1 an error in the user's input (a diagnostic was
-// printed), 2 a usage error.  It is its own target, linked on top of every
-// library; it is the only place that knows about all of them.
+// printed), 2 a usage error.
+#include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
+#include "codegen.h"
+#include "fadc.h"
 #include "frontend.h"
 #include "ir.h"
+#include "passes.h"
 #include "tensorio.h"
 
+#define MAXDEF 64 // -D options
+#define MAXBIND 64 // --params and --v options
+#define MAXTASK 32 // names in --tasks
+
 static const char *const usage_main =
-    "usage: fadc MODEL.ir --emit ir [-D NAME=VALUE]...\n"
-    "       fadc run MODEL.ir [options] --out DIR\n"
+    "usage: fadc MODEL.ir --emit ir [--task T] [-D NAME=VALUE]... [pass options]\n"
+    "       fadc MODEL.ir -o MODEL.so [compile options]\n"
+    "       fadc run MODEL.ir|MODEL.so --task T [options] --out DIR\n"
+    "       fadc inspect MODEL.so\n"
+    "       fadc check MODEL.ir [options]\n"
+    "       fadc compare-npy A B [--rtol R]\n"
     "\n"
-    "Compiles a model written in the fadc IR (docs/IR.md).\n"
+    "Compiles a model written in the fadc IR (docs/IR.md).  `fadc COMMAND --help`\n"
+    "describes run, inspect, check and compare-npy.\n"
     "\n"
-    "  --emit ir          print the canonical IR of the model\n"
+    "  --emit ir          print the canonical IR of the model, or with --task that of\n"
+    "                     the task's derived, simplified graph (the default when\n"
+    "                     --task is given without -o)\n"
+    "  --task T           forward vjp jvp vhp hvp jacobian jacrev jacfwd hessian\n"
+    "                     hessian_fwdrev hessian_revrev (docs/TASKS.md)\n"
     "  -D NAME=VALUE      override the size `let NAME` (also -DNAME=VALUE)\n"
     "  --no-prelude       do not load the prelude of composite functions\n"
-    "  -h, --help         this help; `fadc run --help` for running\n";
+    "  -h, --help         this help\n"
+    "\n"
+    "Pass options (with --task; dumps and statistics go to stderr):\n"
+    "  --print-after=PASS[,PASS]  print the graph after each run of these passes\n"
+    "  --print-after-all          print the graph after every pass\n"
+    "  --stop-after=PASS          stop after the first run of PASS; print that graph\n"
+    "  --stats                    node counts after each pass (with -o: each task's\n"
+    "                             kernels and memory plan)\n"
+    "  The passes: simplify, vjp, jvp, vmap.\n"
+    "\n"
+    "Compile options (-o):\n"
+    "  -o FILE            write the artifact (a shared library, docs/ARTIFACT.md)\n"
+    "  --target cpu       the backend (cpu; cuda is not built yet)\n"
+    "  --tasks LIST       comma-separated tasks, or `all`; forward is always in.\n"
+    "                     Default: forward,vjp,jvp,vhp,hvp (vhp and hvp only when\n"
+    "                     forward returns one float scalar)\n"
+    "  -O0 -O1 -O2 -O3    LLVM's optimization level (-O2)\n"
+    "  --cpu CPU          x86-64-v3 (default, portable), native, generic, x86-64,\n"
+    "                     x86-64-v2, x86-64-v4\n"
+    "  --emit kir|llvm    also print the kernel IR or the optimized LLVM IR\n"
+    "  --f64              compute f32 values in f64 (testing)\n";
 
 static const char *const usage_run =
-    "usage: fadc run MODEL.ir [options] --out DIR\n"
+    "usage: fadc run MODEL.ir|MODEL.so --task T [options] --out DIR\n"
     "\n"
-    "Runs a task of the model with the float64 reference interpreter and\n"
-    "writes each output as DIR/<name>.npy.\n"
+    "Runs a task of a model and writes each output as DIR/<name>.npy: a .ir\n"
+    "model with the float64 reference interpreter, a compiled .so through the\n"
+    "runtime (include/fadc.h).  Both bind and draw their inputs the same way.\n"
     "\n"
-    "  --task T           the task to run (forward)\n"
+    "  --task T           the task to run (forward); see `fadc --help`\n"
     "  --params FILE      bind parameters, constants and arguments of forward\n"
     "                     by name from a .safetensors file, or one from a .npy\n"
     "                     file named after it (NAME.npy), or NAME=FILE.npy;\n"
     "                     repeatable.  The rest come from their initializers.\n"
-    "  --seed N           the run seed, mixed into every initializer (0)\n"
+    "  --v FILE           bind the task's own inputs (v for vjp, v.<param> for\n"
+    "                     jvp, vhp, hvp) the same ways: v.beta_value.npy,\n"
+    "                     v.beta_value=FILE.npy, a .safetensors file.  Unbound\n"
+    "                     ones are U[0, 1) from the seed, as fadc-bench draws them\n"
+    "  --seed N           the run seed, mixed into every initializer and v (0)\n"
     "  --out DIR          where the outputs go (created if missing)\n"
-    "  --print            also print the outputs\n"
-    "  -D NAME=VALUE      override the size `let NAME`\n"
+    "  --print            print the outputs (also without --out)\n"
+    "  --time N           (a .so) N more runs, timed: microseconds per call\n"
+    "  -D NAME=VALUE      override the size `let NAME` (a .ir)\n"
     "  -h, --help         this help\n";
 
-static const char *const tasks[] = {"forward", "vjp", "jvp", "vhp", "hvp", "jacobian", "jacrev",
-                                    "jacfwd", "hessian", "hessian_fwdrev", "hessian_revrev", NULL};
+static const char *const usage_inspect =
+    "usage: fadc inspect MODEL.so\n"
+    "\n"
+    "Prints the descriptor of an artifact, read and checked without loading its\n"
+    "code: model, source hash, target, options, declarations, and each task's\n"
+    "inputs, outputs and memory plan.\n";
+
+static const char *const usage_check =
+    "usage: fadc check MODEL.ir [-D NAME=VALUE]... [--tasks LIST|all] [--f64] [--tol X]\n"
+    "                  [--seed N] [-v]\n"
+    "\n"
+    "Compiles the model (to a temporary file), runs every task through the runtime\n"
+    "and through the reference interpreter on the same inputs, and reports each\n"
+    "output's normalized error max|got - want| / max|want|.  Exits 1 if one is\n"
+    "above the tolerance (1e-5; 2e-7 with --f64).\n";
+
+static const char *const usage_compare =
+    "usage: fadc compare-npy A B [--rtol R]\n"
+    "\n"
+    "Compares two .npy files, or every .npy file of folder A with the one of the\n"
+    "same name in folder B (both must hold the same names).  Each pair must have\n"
+    "the same dtype and shape, and a normalized error max|a - b| / max(|a|, |b|)\n"
+    "of at most R (1e-5); NaNs must sit at the same places.  Prints one line per\n"
+    "file and exits 1 on a difference.\n";
+
+static const char *const pass_names[] = {"simplify", "vjp", "jvp", "vmap", NULL};
+
+// ---------------------------------------------------------------- helpers
 
 static int
 usage_error(const char *usage, const char *fmt, const char *arg)
@@ -55,50 +143,67 @@ usage_error(const char *usage, const char *fmt, const char *arg)
 	return 2;
 }
 
-static enum tio_dtype
-to_tio(DType t)
-{
-	return t == DT_F64 ? TIO_F64 : t == DT_I64 ? TIO_I64 : t == DT_BOOL ? TIO_BOOL : TIO_F32;
-}
-
-static DType
-from_tio(enum tio_dtype t)
-{
-	return t == TIO_F64 ? DT_F64 : t == TIO_I64 ? DT_I64 : t == TIO_BOOL ? DT_BOOL : DT_F32;
-}
-
-// A file tensor as an interpreter tensor (float64 values).
+// Is argv[*i] the option `name` with a value?  Takes "--name VALUE" and
+// "--name=VALUE"; *val is NULL when the value is missing.
 static int
-tensor_from_file(const tio_tensor *f, Tensor *t)
+opt_value(int argc, char **argv, int *i, const char *name, const char **val)
 {
-	Shape s = {.rank = f->rank};
-	memcpy(s.dim, f->dim, sizeof(int64_t) * (size_t)f->rank);
-	if (!ir_tensor_alloc(t, from_tio(f->dtype), &s))
+	const char *a = argv[*i];
+	size_t n = strlen(name);
+	if (strncmp(a, name, n))
 		return 0;
-	int64_t n = tio_numel(f);
-	for (int64_t i = 0; i < n; i++) {
-		switch (f->dtype) {
-		case TIO_F32:
-			t->data[i] = ((const float *)f->data)[i];
-			break;
-		case TIO_F64:
-			t->data[i] = ((const double *)f->data)[i];
-			break;
-		case TIO_I64:
-			t->data[i] = (double)((const int64_t *)f->data)[i];
-			break;
-		case TIO_BOOL:
-			t->data[i] = ((const uint8_t *)f->data)[i] != 0;
-			break;
-		}
+	if (a[n] == '=') {
+		*val = a + n + 1;
+		return 1;
 	}
+	if (a[n])
+		return 0;
+	*val = *i + 1 < argc ? argv[++*i] : NULL;
 	return 1;
 }
 
-// A tensorio message is "<path>: <what>": printed as a diagnostic,
-// "<path>: error: <what>".
+// -D NAME=VALUE and -DNAME=VALUE: 1 if argv[*i] is one (and then *usage
+// is set on a usage error), 0 if it is another option.
+static int
+opt_define(int argc, char **argv, int *i, const char **defs, int *ndefs, const char *usage,
+           int *rc)
+{
+	const char *a = argv[*i];
+	if (strncmp(a, "-D", 2))
+		return 0;
+	const char *v = a[2] ? a + 2 : *i + 1 < argc ? argv[++*i] : NULL;
+	if (!v)
+		*rc = usage_error(usage, "%s needs a value", "-D");
+	else if (*ndefs == MAXDEF)
+		*rc = usage_error(usage, "too many -D options%s", "");
+	else
+		defs[(*ndefs)++] = v;
+	return 1;
+}
+
+static int
+parse_seed(const char *v, uint64_t *seed)
+{
+	char *end;
+	errno = 0;
+	unsigned long long s = strtoull(v, &end, 10);
+	if (!*v || *end || errno || v[0] == '-')
+		return 0;
+	*seed = s;
+	return 1;
+}
+
+static int
+has_suffix(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+	return n >= k && !strcmp(s + n - k, suffix);
+}
+
+// A message "<path>: <what>" (tensorio, the runtime) printed as a
+// diagnostic, "<path>: error: <what>".
 static void
-tio_error(const char *path, const char *err)
+path_error(const char *path, const char *err)
 {
 	size_t n = strlen(path);
 	if (!strncmp(err, path, n) && err[n] == ':' && err[n + 1] == ' ')
@@ -106,71 +211,114 @@ tio_error(const char *path, const char *err)
 	fprintf(stderr, "%s: error: %s\n", path, err);
 }
 
-static int
-write_npy(const char *dir, const char *name, const Tensor *t)
+// A pass or codegen failure: at its source position with a caret when it
+// has one, else at the model's file.
+static void
+report_error(const Module *m, const char *model, Loc loc, const char *err)
 {
-	tio_tensor f = {.dtype = to_tio(t->dtype), .rank = t->shape.rank};
-	memcpy(f.dim, t->shape.dim, sizeof(int64_t) * (size_t)t->shape.rank);
-	int64_t n = ir_numel(&t->shape);
-	size_t es = tio_dtype_size(f.dtype);
-	f.data = n ? malloc((size_t)n * es) : NULL;
-	if (n && !f.data) {
-		fprintf(stderr, "fadc: out of memory\n");
-		return 0;
+	if (loc && m->src && loc < m->src->nloc) {
+		Diag d = {.out = stderr, .src = m->src};
+		diag_emit(&d, loc, "%s", err);
+	} else
+		fprintf(stderr, "%s: error: %s\n", model, err);
+}
+
+static enum tio_dtype
+tio_of(DType t)
+{
+	return t == DT_F64 ? TIO_F64 : t == DT_I64 ? TIO_I64 : t == DT_BOOL ? TIO_BOOL : TIO_F32;
+}
+
+static DType
+dtype_of(enum tio_dtype t)
+{
+	return t == TIO_F64 ? DT_F64 : t == TIO_I64 ? DT_I64 : t == TIO_BOOL ? DT_BOOL : DT_F32;
+}
+
+static enum tio_dtype
+tio_of_fadc(fadc_dtype t)
+{
+	return t == FADC_F64 ? TIO_F64 : t == FADC_I64 ? TIO_I64 : t == FADC_BOOL ? TIO_BOOL : TIO_F32;
+}
+
+static fadc_dtype
+fadc_of_tio(enum tio_dtype t)
+{
+	return t == TIO_F64 ? FADC_F64 : t == TIO_I64 ? FADC_I64 : t == TIO_BOOL ? FADC_BOOL : FADC_F32;
+}
+
+// "f32[11, 1]", as ir_type_str writes it.
+static void
+type_str(enum tio_dtype dt, int rank, const int64_t *dim, char *buf, size_t n)
+{
+	int k = snprintf(buf, n, "%s[", tio_dtype_name(dt));
+	for (int i = 0; i < rank && k >= 0 && (size_t)k < n; i++)
+		k += snprintf(buf + k, n - (size_t)k, "%s%" PRId64, i ? ", " : "", dim[i]);
+	if (k >= 0 && (size_t)k < n)
+		snprintf(buf + k, n - (size_t)k, "]");
+}
+
+static double
+elem(const tio_tensor *t, int64_t i)
+{
+	switch (t->dtype) {
+	case TIO_F32:
+		return ((const float *)t->data)[i];
+	case TIO_F64:
+		return ((const double *)t->data)[i];
+	case TIO_I64:
+		return (double)((const int64_t *)t->data)[i];
+	case TIO_BOOL:
+		return ((const uint8_t *)t->data)[i];
 	}
-	for (int64_t i = 0; i < n; i++) {
-		double v = t->data[i];
-		switch (f.dtype) {
-		case TIO_F32:
-			((float *)f.data)[i] = (float)v;
-			break;
-		case TIO_F64:
-			((double *)f.data)[i] = v;
-			break;
-		case TIO_I64:
-			((int64_t *)f.data)[i] = (int64_t)v;
-			break;
-		case TIO_BOOL:
-			((uint8_t *)f.data)[i] = v != 0;
-			break;
-		}
-	}
-	char *path = malloc(strlen(dir) + strlen(name) + 8);
-	sprintf(path, "%s/%s.npy", dir, name);
-	char err[512];
-	int ok = tio_npy_write(path, &f, err, sizeof err) == 0;
-	if (!ok)
-		tio_error(path, err);
-	free(path);
-	free(f.data);
-	return ok;
+	return 0;
 }
 
 static void
-print_value(const Tensor *t, int64_t *k, int axis, int64_t limit)
+set_elem(tio_tensor *t, int64_t i, double v)
 {
-	if (axis == t->shape.rank) {
-		char buf[64];
-		double v = t->data[*k];
-		(*k)++;
-		if (t->dtype == DT_BOOL)
-			snprintf(buf, sizeof buf, "%s", v != 0 ? "true" : "false");
-		else if (t->dtype == DT_I64)
-			snprintf(buf, sizeof buf, "%lld", (long long)v);
+	switch (t->dtype) {
+	case TIO_F32:
+		((float *)t->data)[i] = (float)v;
+		break;
+	case TIO_F64:
+		((double *)t->data)[i] = v;
+		break;
+	case TIO_I64:
+		((int64_t *)t->data)[i] = (int64_t)v;
+		break;
+	case TIO_BOOL:
+		((uint8_t *)t->data)[i] = v != 0;
+		break;
+	}
+}
+
+// Nested lists, at most `limit` elements, with 9 significant digits for
+// f32 and 17 for f64 (enough to read the value back).  exact (NULL: the
+// tensor's own values) are the interpreter's float64 values of an f32
+// output, printed before their rounding to f32.
+static void
+print_value(const tio_tensor *t, const double *exact, int64_t *k, int axis, int64_t limit)
+{
+	if (axis == t->rank) {
+		int64_t i = (*k)++;
+		if (t->dtype == TIO_BOOL)
+			fputs(((const uint8_t *)t->data)[i] ? "true" : "false", stdout);
+		else if (t->dtype == TIO_I64)
+			printf("%" PRId64, ((const int64_t *)t->data)[i]);
 		else
-			snprintf(buf, sizeof buf, "%.*g", t->dtype == DT_F32 ? 9 : 17, v);
-		fputs(buf, stdout);
+			printf("%.*g", t->dtype == TIO_F32 ? 9 : 17, exact ? exact[i] : elem(t, i));
 		return;
 	}
 	fputc('[', stdout);
-	for (int64_t i = 0; i < t->shape.dim[axis]; i++) {
+	for (int64_t i = 0; i < t->dim[axis]; i++) {
 		if (i)
 			fputs(", ", stdout);
 		if (*k >= limit) {
 			fputs("...", stdout);
 			break;
 		}
-		print_value(t, k, axis + 1, limit);
+		print_value(t, exact, k, axis + 1, limit);
 	}
 	fputc(']', stdout);
 }
@@ -193,308 +341,1281 @@ mkdirs(const char *dir)
 	return (r == 0 || errno == EEXIST) && !stat(dir, &st) && S_ISDIR(st.st_mode) ? 0 : -1;
 }
 
+// Writes out[i] as DIR/<names[i]>.npy (each atomically: tensorio writes a
+// temporary file and renames it; no DIR: nothing) and prints them with
+// --print (exact: see print_value).  The folder is made only now, so a run
+// that failed earlier leaves none.
+static int
+write_outputs(const char *dir, const char *const *names, const tio_tensor *out,
+              const Tensor *exact, int n, int print)
+{
+	if (dir && mkdirs(dir)) {
+		fprintf(stderr, "fadc: cannot create the output folder '%s': %s\n", dir, strerror(errno));
+		return 1;
+	}
+	int rc = 0;
+	for (int i = 0; i < n; i++) {
+		char *path = dir ? malloc(strlen(dir) + strlen(names[i]) + 8) : NULL;
+		char err[600];
+		if (dir && !path) {
+			fprintf(stderr, "fadc: out of memory\n");
+			return 1;
+		}
+		if (dir) {
+			sprintf(path, "%s/%s.npy", dir, names[i]);
+			if (tio_npy_write(path, &out[i], err, sizeof err)) {
+				path_error(path, err);
+				rc = 1;
+			}
+			free(path);
+		}
+		if (print) {
+			char ty[256];
+			type_str(out[i].dtype, out[i].rank, out[i].dim, ty, sizeof ty);
+			printf("%s: %s = ", names[i], ty);
+			int64_t k = 0;
+			print_value(&out[i], exact ? exact[i].data : NULL, &k, 0, 1000);
+			putchar('\n');
+		}
+	}
+	return rc;
+}
+
+// ---------------------------------------------------------------- bindings
+
+// A tensor file given on the command line: --params or --v.
 typedef struct Binding {
-	const char *name; // NULL: all tensors of a .safetensors file
+	char *name; // NAME=FILE.npy or FILE.npy's base name; NULL: a .safetensors file
 	const char *path;
+	int is_v; // --v: binds the task's own inputs
 } Binding;
 
-// Finds forward's input or declaration named `name`: returns 1 and the
-// declaration index (or -1) and the forward input index.
+// Something a run can bind: a declaration, an argument of forward, or an
+// input of the task's own (v).  Both kinds of model describe themselves
+// as a list of these, so binding and drawing v is one piece of code.
+typedef enum SlotKind { SLOT_DECL, SLOT_ARG, SLOT_V } SlotKind;
+
+typedef struct Slot {
+	const char *name;
+	SlotKind kind;
+	enum tio_dtype dtype;
+	int rank;
+	int64_t dim[TIO_MAXDIM];
+	tio_tensor val; // the bound or drawn value (bound = 0: none)
+	int bound;
+} Slot;
+
+// Parses the value of --params / --v into b: 1, or 0 on a usage error, or
+// -1 out of memory.
 static int
-bind_target(const Module *m, const char *name, int *decl, int *arg)
+parse_binding(const char *v, int is_v, Binding *b)
 {
-	*decl = ir_module_find_decl(m, name);
-	*arg = -1;
-	for (uint32_t i = 0; i < m->main->ninput; i++)
-		if (m->main->input[i].kind == IN_ARG && !strcmp(m->main->input[i].name, name))
-			*arg = (int)i;
-	return *decl >= 0 || *arg >= 0;
+	const char *eq = strchr(v, '=');
+	const char *slash = strrchr(v, '/');
+	const char *base = slash ? slash + 1 : v;
+	memset(b, 0, sizeof *b);
+	b->is_v = is_v;
+	if (eq && eq > v && eq[1] && has_suffix(eq + 1, ".npy")) {
+		b->name = strndup(v, (size_t)(eq - v));
+		b->path = eq + 1;
+	} else if (!eq && has_suffix(v, ".npy") && strlen(base) > 4) {
+		b->name = strndup(base, strlen(base) - 4);
+		b->path = v;
+	} else if (!eq && has_suffix(v, ".safetensors")) {
+		b->path = v;
+		return 1;
+	} else
+		return 0;
+	return b->name ? 1 : -1;
 }
 
-static int
-check_bound(const char *path, const char *name, const Tensor *t, DType dt, const Shape *s)
+static Slot *
+find_slot(Slot *s, int n, const char *name, int is_v)
 {
-	if (t->dtype == dt && ir_shape_eq(&t->shape, s))
-		return 1;
-	char want[200], got[200];
-	ir_type_str(dt, s, want, sizeof want);
-	ir_type_str(t->dtype, &t->shape, got, sizeof got);
-	fprintf(stderr, "%s: error: tensor '%s' is %s, the model declares %s\n", path, name, got, want);
-	return 0;
+	for (int i = 0; i < n; i++)
+		if ((s[i].kind == SLOT_V) == is_v && !strcmp(s[i].name, name))
+			return &s[i];
+	return NULL;
 }
 
-// cmd_run proper; the names of bind[0 .. *pnbind) are malloc'ed, and
-// freed by the caller whatever the path out.
+// Reads every binding's file and moves each tensor into the slot of its
+// name, checking dtype and shape.  A --params tensor that names nothing is
+// a warning (a weights file may hold more than the model needs); a --v
+// .npy that names no input of the task is an error.  Returns 0 after a
+// diagnostic.
 static int
-run(int argc, char **argv, Binding *bind, int *pnbind)
+bind_slots(Slot *s, int ns, const Binding *bind, int nbind, const char *task)
 {
-	const char *model = NULL, *task = "forward", *out = NULL;
-	const char *defs[64];
-	int ndefs = 0, print = 0;
-	uint64_t seed = 0;
-	int nbind = 0;
-	for (int i = 0; i < argc; i++) {
-		const char *a = argv[i];
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			fputs(usage_run, stdout);
-			return 0;
-		} else if (!strcmp(a, "--task") || !strcmp(a, "--out") || !strcmp(a, "--params") ||
-		           !strcmp(a, "--seed") || !strcmp(a, "-D")) {
-			if (i + 1 >= argc)
-				return usage_error(usage_run, "%s needs a value", a);
-			const char *v = argv[++i];
-			if (a[2] == 't')
-				task = v;
-			else if (a[2] == 'o')
-				out = v;
-			else if (a[1] == 'D') {
-				if (ndefs == 64)
-					return usage_error(usage_run, "too many -D options%s", "");
-				defs[ndefs++] = v;
-			} else if (a[2] == 's') {
-				char *end;
-				errno = 0;
-				unsigned long long s = strtoull(v, &end, 10);
-				if (!*v || *end || errno || v[0] == '-')
-					return usage_error(usage_run, "--seed: '%s' is not a non-negative integer", v);
-				seed = s;
-			} else {
-				if (nbind == 64)
-					return usage_error(usage_run, "too many --params options%s", "");
-				const char *eq = strchr(v, '=');
-				const char *dot = strrchr(v, '.');
-				const char *slash = strrchr(v, '/');
-				if (eq && eq > v && eq[1]) {
-					bind[nbind].name = strndup(v, (size_t)(eq - v));
-					bind[nbind].path = eq + 1;
-				} else if (!eq && dot && !strcmp(dot, ".npy") && dot > (slash ? slash + 1 : v)) {
-					const char *b = slash ? slash + 1 : v;
-					bind[nbind].name = strndup(b, (size_t)(dot - b));
-					bind[nbind].path = v;
-				} else if (!eq && dot && !strcmp(dot, ".safetensors")) {
-					bind[nbind].name = NULL;
-					bind[nbind].path = v;
-				} else
-					return usage_error(usage_run,
-					                   "--params %s: expected a .npy or .safetensors file, or NAME=FILE.npy",
-					                   v);
-				int whole = !bind[nbind].name && !eq && !strcmp(dot, ".safetensors");
-				*pnbind = ++nbind;
-				if (!whole && !bind[nbind - 1].name) {
-					fprintf(stderr, "fadc: out of memory\n");
-					return 1;
-				}
-			}
-		} else if (!strncmp(a, "-D", 2) && a[2]) {
-			if (ndefs == 64)
-				return usage_error(usage_run, "too many -D options%s", "");
-			defs[ndefs++] = a + 2;
-		} else if (!strcmp(a, "--print")) {
-			print = 1;
-		} else if (a[0] == '-') {
-			return usage_error(usage_run, "unknown option '%s'", a);
-		} else if (model) {
-			return usage_error(usage_run, "more than one model given ('%s')", a);
-		} else
-			model = a;
-	}
-	if (!model)
-		return usage_error(usage_run, "no model given%s", "");
-	if (!out)
-		return usage_error(usage_run, "--out DIR is required%s", "");
-	int known = 0;
-	for (int i = 0; tasks[i]; i++)
-		known |= !strcmp(tasks[i], task);
-	if (!known)
-		return usage_error(usage_run, "unknown task '%s'", task);
-	if (strcmp(task, "forward")) {
-		fprintf(stderr, "fadc: task '%s' needs the differentiation passes, which this build does not have yet\n",
-		        task);
-		return 1;
-	}
-	FeOptions o = {.defines = defs, .ndefines = ndefs, .diag = stderr};
-	Module *m = fe_parse_file(model, &o);
-	if (!m)
-		return 1;
-	int rc = 1;
-	Graph *g = m->main;
-	Tensor *bound = calloc(m->ndecl + 1, sizeof *bound);
-	int *isbound = calloc(m->ndecl + 1, sizeof *isbound);
-	Tensor *argval = calloc(g->ninput + 1, sizeof *argval);
-	int *argbound = calloc(g->ninput + 1, sizeof *argbound);
-	Tensor *values = calloc(m->ndecl + 1, sizeof *values);
-	Tensor *inputs = calloc(g->ninput + 1, sizeof *inputs);
-	Tensor *outputs = calloc(g->nout + 1, sizeof *outputs);
-	char err[512];
-	int ninit = 0;
-	if (!bound || !isbound || !argval || !argbound || !values || !inputs || !outputs) {
-		fprintf(stderr, "fadc: out of memory\n");
-		goto done;
-	}
 	for (int b = 0; b < nbind; b++) {
 		tio_tensor *ts = NULL;
 		int nt = 0;
+		char err[600];
 		if (bind[b].name) {
 			ts = calloc(1, sizeof *ts);
 			if (!ts || tio_npy_read(bind[b].path, ts, err, sizeof err)) {
-				tio_error(bind[b].path, ts ? err : "out of memory");
+				path_error(bind[b].path, ts ? err : "out of memory");
 				free(ts);
-				goto done;
+				return 0;
 			}
 			nt = 1;
 		} else if (tio_safetensors_read(bind[b].path, &ts, &nt, err, sizeof err)) {
-			tio_error(bind[b].path, err);
-			goto done;
+			path_error(bind[b].path, err);
+			return 0;
 		}
 		int ok = 1;
 		for (int i = 0; i < nt && ok; i++) {
 			const char *name = bind[b].name ? bind[b].name : ts[i].name;
-			int d, a;
-			if (!bind_target(m, name, &d, &a)) {
-				fprintf(stderr, "%s: warning: tensor '%s' is not a parameter, constant or argument of the model; ignored\n",
-				        bind[b].path, name);
-				continue;
-			}
-			Tensor t;
-			if (!tensor_from_file(&ts[i], &t)) {
-				fprintf(stderr, "fadc: out of memory\n");
+			Slot *sl = find_slot(s, ns, name, bind[b].is_v);
+			if (!sl && bind[b].is_v && bind[b].name) {
+				fprintf(stderr, "%s: error: tensor '%s' is not an input of task '%s' (its inputs:",
+				        bind[b].path, name, task);
+				int any = 0;
+				for (int k = 0; k < ns; k++)
+					if (s[k].kind == SLOT_V)
+						fprintf(stderr, "%s %s", any++ ? "," : "", s[k].name);
+				fprintf(stderr, "%s)\n", any ? "" : " none");
 				ok = 0;
 				break;
 			}
-			if (d >= 0) {
-				ok = check_bound(bind[b].path, name, &t, m->decl[d].dtype, &m->decl[d].shape);
-				ir_tensor_free(&bound[d]);
-				bound[d] = t;
-				isbound[d] = 1;
-			} else {
-				const Node *nd = &g->node[g->input[a].node];
-				ok = check_bound(bind[b].path, name, &t, (DType)nd->dtype, &g->shape[nd->shape]);
-				ir_tensor_free(&argval[a]);
-				argval[a] = t;
-				argbound[a] = 1;
+			if (!sl) {
+				fprintf(stderr, "%s: warning: tensor '%s' is not %s; ignored\n", bind[b].path, name,
+				        bind[b].is_v ? "an input of the task"
+				                     : "a parameter, constant or argument of the model");
+				continue;
 			}
+			int same = ts[i].dtype == sl->dtype && ts[i].rank == sl->rank;
+			for (int k = 0; same && k < sl->rank; k++)
+				same = ts[i].dim[k] == sl->dim[k];
+			if (!same) {
+				char got[256], want[256];
+				type_str(ts[i].dtype, ts[i].rank, ts[i].dim, got, sizeof got);
+				type_str(sl->dtype, sl->rank, sl->dim, want, sizeof want);
+				fprintf(stderr, "%s: error: tensor '%s' is %s, %s %s\n", bind[b].path, name, got,
+				        sl->kind == SLOT_V ? "the task takes" : "the model declares", want);
+				ok = 0;
+				break;
+			}
+			tio_free(&sl->val);
+			sl->val = ts[i];
+			sl->val.name = NULL;
+			free(ts[i].name);
+			memset(&ts[i], 0, sizeof ts[i]);
+			sl->bound = 1;
 		}
 		tio_free_all(ts, nt);
 		if (!ok)
-			goto done;
+			return 0;
 	}
-	if (!ir_module_init(m, bound, isbound, values, seed, err, sizeof err)) {
-		fprintf(stderr, "%s: error: %s\n", model, err);
+	return 1;
+}
+
+// v where none was bound: U[0, 1) keyed by the input's name and the run
+// seed, exactly as fadc-bench fills it (ir_rand_name_key), rounded to the
+// input's dtype.
+static int
+draw_v(Slot *s, int ns, uint64_t seed)
+{
+	for (int i = 0; i < ns; i++) {
+		Slot *sl = &s[i];
+		if (sl->kind != SLOT_V || sl->bound)
+			continue;
+		tio_tensor *t = &sl->val;
+		t->dtype = sl->dtype;
+		t->rank = sl->rank;
+		memcpy(t->dim, sl->dim, sizeof(int64_t) * (size_t)sl->rank);
+		int64_t n = tio_numel(t);
+		t->data = n > 0 ? malloc((size_t)n * tio_dtype_size(t->dtype)) : NULL;
+		if (n > 0 && !t->data) {
+			fprintf(stderr, "fadc: out of memory\n");
+			return 0;
+		}
+		uint64_t key = ir_rand_name_key(sl->name, "v");
+		for (int64_t k = 0; k < n; k++)
+			set_elem(t, k, ir_rand_uniform(key, seed, (uint64_t)k));
+		sl->bound = 1;
+	}
+	return 1;
+}
+
+static void
+free_slots(Slot *s, int n)
+{
+	for (int i = 0; s && i < n; i++)
+		tio_free(&s[i].val);
+	free(s);
+}
+
+static void
+slot_shape(Slot *sl, DType dt, const Shape *shape)
+{
+	sl->dtype = tio_of(dt);
+	sl->rank = shape->rank;
+	memcpy(sl->dim, shape->dim, sizeof(int64_t) * (size_t)shape->rank);
+}
+
+// ---------------------------------------------------------------- run
+
+typedef struct RunArgs {
+	const char *model, *task, *out;
+	const char *defs[MAXDEF];
+	int ndefs, print;
+	long time;
+	uint64_t seed;
+	Binding bind[MAXBIND];
+	int nbind;
+} RunArgs;
+
+// A file tensor as an interpreter tensor (float64 values).
+static int
+tensor_from_tio(const tio_tensor *f, Tensor *t)
+{
+	Shape s = {.rank = f->rank};
+	memcpy(s.dim, f->dim, sizeof(int64_t) * (size_t)f->rank);
+	if (!ir_tensor_alloc(t, dtype_of(f->dtype), &s))
+		return 0;
+	int64_t n = tio_numel(f);
+	for (int64_t i = 0; i < n; i++)
+		t->data[i] = elem(f, i);
+	return 1;
+}
+
+// An interpreter tensor as a file tensor, in its dtype.
+static int
+tio_from_tensor(const Tensor *t, tio_tensor *f)
+{
+	memset(f, 0, sizeof *f);
+	f->dtype = tio_of(t->dtype);
+	f->rank = t->shape.rank;
+	memcpy(f->dim, t->shape.dim, sizeof(int64_t) * (size_t)t->shape.rank);
+	int64_t n = ir_numel(&t->shape);
+	f->data = n ? malloc((size_t)n * tio_dtype_size(f->dtype)) : NULL;
+	if (n && !f->data)
+		return 0;
+	for (int64_t i = 0; i < n; i++)
+		set_elem(f, i, t->data[i]);
+	return 1;
+}
+
+static int
+is_forward_arg(const Graph *f, const char *name)
+{
+	for (uint32_t i = 0; i < f->ninput; i++)
+		if (f->input[i].kind == IN_ARG && !strcmp(f->input[i].name, name))
+			return 1;
+	return 0;
+}
+
+// `fadc run MODEL.ir`: the task's graph by pass_task, run by ir_interp.
+static int
+run_ir(const RunArgs *a)
+{
+	FeOptions fo = {.defines = a->defs, .ndefines = a->ndefs, .diag = stderr};
+	Module *m = fe_parse_file(a->model, &fo);
+	if (!m)
+		return 1;
+	char err[1024];
+	Loc loc = 0;
+	Graph *g = pass_task(m->main, a->task, NULL, &loc, err, sizeof err);
+	if (!g) {
+		report_error(m, a->model, loc, err);
+		ir_module_free(m);
+		return 1;
+	}
+	int rc = 1, ninit = 0;
+	uint32_t nd = m->ndecl, ns = 0;
+	Slot *slot = calloc(nd + g->ninput + 1, sizeof *slot);
+	int *slot_of = calloc(g->ninput + 1, sizeof *slot_of); // graph input -> slot
+	Tensor *bound = calloc(nd + 1, sizeof *bound);
+	int *isbound = calloc(nd + 1, sizeof *isbound);
+	Tensor *values = calloc(nd + 1, sizeof *values);
+	Tensor *args = calloc(g->ninput + 1, sizeof *args);
+	Tensor *inputs = calloc(g->ninput + 1, sizeof *inputs);
+	Tensor *outputs = calloc(g->nout + 1, sizeof *outputs);
+	tio_tensor *files = calloc(g->nout + 1, sizeof *files);
+	const char **names = calloc(g->nout + 1, sizeof *names);
+	if (!slot || !slot_of || !bound || !isbound || !values || !args || !inputs || !outputs ||
+	    !files || !names) {
+		fprintf(stderr, "fadc: out of memory\n");
+		goto done;
+	}
+	for (uint32_t i = 0; i < nd; i++, ns++) {
+		slot[ns].name = m->decl[i].name;
+		slot[ns].kind = SLOT_DECL;
+		slot_shape(&slot[ns], m->decl[i].dtype, &m->decl[i].shape);
+	}
+	for (uint32_t i = 0; i < g->ninput; i++) {
+		const Input *in = &g->input[i];
+		slot_of[i] = -1;
+		if (in->kind != IN_ARG)
+			continue;
+		slot_of[i] = (int)ns;
+		slot[ns].name = in->name;
+		slot[ns].kind = is_forward_arg(m->main, in->name) ? SLOT_ARG : SLOT_V;
+		const Node *n = &g->node[in->node];
+		slot_shape(&slot[ns++], (DType)n->dtype, &g->shape[n->shape]);
+	}
+	if (!bind_slots(slot, (int)ns, a->bind, a->nbind, a->task) || !draw_v(slot, (int)ns, a->seed))
+		goto done;
+	for (uint32_t i = 0; i < nd; i++)
+		if (slot[i].bound) {
+			if (!tensor_from_tio(&slot[i].val, &bound[i])) {
+				fprintf(stderr, "fadc: out of memory\n");
+				goto done;
+			}
+			isbound[i] = 1;
+		}
+	if (!ir_module_init(m, bound, isbound, values, a->seed, err, sizeof err)) {
+		fprintf(stderr, "%s: error: %s\n", a->model, err);
 		goto done;
 	}
 	ninit = 1;
 	for (uint32_t i = 0; i < g->ninput; i++) {
 		const Input *in = &g->input[i];
-		if (in->kind == IN_ARG) {
-			if (!argbound[i]) {
-				fprintf(stderr, "%s: error: argument '%s' of forward was not bound (use --params FILE)\n",
-				        model, in->name);
-				goto done;
-			}
-			inputs[i] = argval[i];
-		} else {
+		if (slot_of[i] < 0) {
 			inputs[i] = values[ir_module_find_decl(m, in->name)];
+			continue;
 		}
+		const Slot *sl = &slot[slot_of[i]];
+		if (!sl->bound) {
+			fprintf(stderr, "%s: error: argument '%s' of forward was not bound (use --params FILE)\n",
+			        a->model, in->name);
+			goto done;
+		}
+		if (!tensor_from_tio(&sl->val, &args[i])) {
+			fprintf(stderr, "fadc: out of memory\n");
+			goto done;
+		}
+		inputs[i] = args[i];
 	}
-	if (!ir_interp(g, inputs, outputs, seed, err, sizeof err)) {
-		fprintf(stderr, "%s: error: %s\n", model, err);
+	if (!ir_interp(g, inputs, outputs, a->seed, err, sizeof err)) {
+		fprintf(stderr, "%s: error: %s\n", a->model, err);
 		goto done;
 	}
-	if (mkdirs(out)) {
-		fprintf(stderr, "fadc: cannot create the output folder '%s': %s\n", out, strerror(errno));
-		goto done;
-	}
-	rc = 0;
 	for (uint32_t i = 0; i < g->nout; i++) {
-		if (!write_npy(out, g->out[i].name, &outputs[i]))
-			rc = 1;
-		if (print) {
-			char ty[200];
-			ir_type_str(outputs[i].dtype, &outputs[i].shape, ty, sizeof ty);
-			printf("%s: %s = ", g->out[i].name, ty);
-			int64_t k = 0;
-			print_value(&outputs[i], &k, 0, 1000);
-			putchar('\n');
+		const Output *o = &g->out[i];
+		names[i] = o->name ? o->name : g->input[o->writeback].name;
+		if (!tio_from_tensor(&outputs[i], &files[i])) {
+			fprintf(stderr, "fadc: out of memory\n");
+			goto done;
 		}
 	}
+	rc = write_outputs(a->out, names, files, outputs, (int)g->nout, a->print);
 done:
-	for (uint32_t i = 0; bound && i < m->ndecl; i++)
+	for (uint32_t i = 0; bound && i < nd; i++)
 		ir_tensor_free(&bound[i]);
-	for (uint32_t i = 0; argval && i < g->ninput; i++)
-		ir_tensor_free(&argval[i]);
-	for (uint32_t i = 0; ninit && i < m->ndecl; i++)
+	for (uint32_t i = 0; ninit && i < nd; i++)
 		ir_tensor_free(&values[i]);
+	for (uint32_t i = 0; args && i < g->ninput; i++)
+		ir_tensor_free(&args[i]);
 	for (uint32_t i = 0; outputs && i < g->nout; i++)
 		ir_tensor_free(&outputs[i]);
-	free(bound), free(isbound), free(argval), free(argbound), free(values), free(inputs),
-	    free(outputs);
+	for (uint32_t i = 0; files && i < g->nout; i++)
+		tio_free(&files[i]);
+	free_slots(slot, (int)ns);
+	free(slot_of), free(bound), free(isbound), free(values), free(args), free(inputs),
+	    free(outputs), free(files), free(names);
+	ir_graph_free(g);
 	ir_module_free(m);
 	return rc;
+}
+
+// The runtime's last message, as a diagnostic at the artifact's path.
+static int
+rt_error(const char *path, fadc_context *ctx)
+{
+	const char *msg = fadc_context_error(ctx);
+	if (!strncmp(msg, "./", 2) && strchr(path, '/') == NULL)
+		msg += 2; // opened as ./path (open_model)
+	path_error(path, msg);
+	return 1;
+}
+
+// fadc_model_open, with a bare file name made ./NAME: dlopen searches the
+// library path for a name without a slash, never the current folder.
+static fadc_status
+open_model(fadc_context *ctx, const char *path, unsigned flags, fadc_model **m)
+{
+	if (strchr(path, '/'))
+		return fadc_model_open(ctx, path, flags, m);
+	char *p = malloc(strlen(path) + 3);
+	if (!p) {
+		*m = NULL;
+		return FADC_ERR_NOMEM;
+	}
+	sprintf(p, "./%s", path);
+	fadc_status s = fadc_model_open(ctx, p, flags, m);
+	free(p);
+	return s;
+}
+
+// Is name a caller's input of `forward` in the artifact (an argument)?
+static int
+artifact_forward_arg(fadc_model *m, const char *name)
+{
+	int t;
+	fadc_task_info info;
+	if (fadc_model_find_task(m, "forward", &t) || fadc_task_info_get(m, t, &info))
+		return 0;
+	for (int i = 0; i < info.ninputs; i++) {
+		fadc_tensor_desc d;
+		if (!fadc_task_input(m, t, i, &d) && d.role == FADC_ROLE_INPUT && !strcmp(d.name, name))
+			return 1;
+	}
+	return 0;
+}
+
+static void
+slot_desc(Slot *sl, const fadc_tensor_desc *d, SlotKind kind)
+{
+	sl->name = d->name;
+	sl->kind = kind;
+	sl->dtype = tio_of_fadc(d->dtype);
+	sl->rank = d->rank;
+	memcpy(sl->dim, d->dim, sizeof(int64_t) * (size_t)d->rank);
+}
+
+// `fadc run MODEL.so`: the task through the runtime, bound and drawn as
+// run_ir does.
+static int
+run_so(const RunArgs *a)
+{
+	fadc_context_options co = {{FADC_DEVICE_CPU, 0}, 0, a->seed};
+	fadc_context *ctx;
+	if (fadc_context_create(&co, &ctx)) {
+		fprintf(stderr, "fadc: cannot create a runtime context\n");
+		return 1;
+	}
+	fadc_model *m = NULL;
+	int rc = 1, task, ns = 0, ncaller = 0;
+	Slot *slot = NULL;
+	fadc_tensor **in = NULL, **out = NULL;
+	tio_tensor *files = NULL;
+	const char **names = NULL;
+	fadc_task_info info;
+	if (open_model(ctx, a->model, 0, &m)) {
+		rc = rt_error(a->model, ctx);
+		goto done;
+	}
+	if (fadc_model_find_task(m, a->task, &task)) {
+		fprintf(stderr, "%s: error: the artifact has no task '%s' (it has:", a->model, a->task);
+		for (int t = 0; t < fadc_model_task_count(m); t++) {
+			fadc_task_info ti;
+			if (!fadc_task_info_get(m, t, &ti) && !ti.is_init)
+				fprintf(stderr, "%s %s", t ? "," : "", ti.name);
+		}
+		fprintf(stderr, "); compile it with --tasks %s\n", a->task);
+		goto done;
+	}
+	fadc_task_info_get(m, task, &info);
+	int nd = fadc_model_decl_count(m);
+	slot = calloc((size_t)(nd + info.ninputs) + 1, sizeof *slot);
+	in = calloc((size_t)info.ninputs + 1, sizeof *in);
+	out = calloc((size_t)info.noutputs + 1, sizeof *out);
+	files = calloc((size_t)info.noutputs + 1, sizeof *files);
+	names = calloc((size_t)info.noutputs + 1, sizeof *names);
+	if (!slot || !in || !out || !files || !names) {
+		fprintf(stderr, "fadc: out of memory\n");
+		goto done;
+	}
+	for (int i = 0; i < nd; i++) {
+		fadc_tensor_desc d;
+		int has_init;
+		fadc_model_decl(m, i, &d, &has_init);
+		slot_desc(&slot[ns++], &d, SLOT_DECL);
+	}
+	for (int i = 0; i < info.ninputs; i++) {
+		fadc_tensor_desc d;
+		fadc_task_input(m, task, i, &d);
+		if (d.role == FADC_ROLE_INPUT)
+			slot_desc(&slot[ns++], &d, artifact_forward_arg(m, d.name) ? SLOT_ARG : SLOT_V);
+	}
+	if (!bind_slots(slot, ns, a->bind, a->nbind, a->task) || !draw_v(slot, ns, a->seed))
+		goto done;
+	for (int i = 0; i < nd; i++) {
+		if (!slot[i].bound)
+			continue;
+		fadc_tensor *t;
+		Slot *sl = &slot[i];
+		if (fadc_tensor_wrap(ctx, fadc_of_tio(sl->dtype), sl->rank, sl->dim, sl->val.data, &t)) {
+			rc = rt_error(a->model, ctx);
+			goto done;
+		}
+		fadc_status s = fadc_model_bind(m, sl->name, t);
+		fadc_tensor_release(t);
+		if (s) {
+			rc = rt_error(a->model, ctx);
+			goto done;
+		}
+	}
+	if (fadc_model_init(m, a->seed)) {
+		rc = rt_error(a->model, ctx);
+		goto done;
+	}
+	for (int i = nd; i < ns; i++) {
+		Slot *sl = &slot[i];
+		if (!sl->bound) {
+			fprintf(stderr, "%s: error: argument '%s' of forward was not bound (use --params FILE)\n",
+			        a->model, sl->name);
+			goto done;
+		}
+		if (fadc_tensor_wrap(ctx, fadc_of_tio(sl->dtype), sl->rank, sl->dim, sl->val.data,
+		                     &in[ncaller])) {
+			rc = rt_error(a->model, ctx);
+			goto done;
+		}
+		ncaller++;
+	}
+	if (fadc_run(m, task, in, ncaller, out, info.noutputs)) {
+		rc = rt_error(a->model, ctx);
+		goto done;
+	}
+	if (a->time > 0) {
+		// Steady state: the first run allocated; these reuse everything.
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (long r = 0; r < a->time; r++)
+			if (fadc_run(m, task, in, ncaller, out, info.noutputs)) {
+				rc = rt_error(a->model, ctx);
+				goto done;
+			}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		double us = ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / 1e3;
+		fprintf(stderr, "%s: %.3f us per call (%ld calls)\n", a->task, us / (double)a->time, a->time);
+	}
+	for (int i = 0; i < info.noutputs; i++) {
+		fadc_tensor_desc d;
+		fadc_task_output(m, task, i, &d);
+		names[i] = d.name;
+		files[i].dtype = tio_of_fadc(d.dtype);
+		files[i].rank = d.rank;
+		memcpy(files[i].dim, d.dim, sizeof(int64_t) * (size_t)d.rank);
+		files[i].data = fadc_tensor_data(out[i]); // model-owned: not freed here
+	}
+	rc = write_outputs(a->out, names, files, NULL, info.noutputs, a->print);
+done:
+	for (int i = 0; i < ncaller; i++)
+		fadc_tensor_release(in[i]);
+	free_slots(slot, ns);
+	free(in), free(out), free(files), free(names);
+	fadc_model_close(m);
+	fadc_context_destroy(ctx);
+	return rc;
+}
+
+// Is the file an artifact (ELF, or named .so) rather than IR text?
+static int
+is_artifact(const char *path)
+{
+	if (has_suffix(path, ".so"))
+		return 1;
+	FILE *f = fopen(path, "rb");
+	unsigned char b[4] = {0};
+	if (!f)
+		return 0;
+	size_t n = fread(b, 1, 4, f);
+	fclose(f);
+	return n == 4 && b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F';
+}
+
+static int
+cmd_run_args(int argc, char **argv, RunArgs *a)
+{
+	int rc = 0;
+	a->task = "forward";
+	for (int i = 0; i < argc; i++) {
+		const char *s = argv[i], *v;
+		if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
+			fputs(usage_run, stdout);
+			return -1;
+		} else if (opt_define(argc, argv, &i, a->defs, &a->ndefs, usage_run, &rc)) {
+			if (rc)
+				return rc;
+		} else if (opt_value(argc, argv, &i, "--task", &v) ||
+		           opt_value(argc, argv, &i, "--out", &v) ||
+		           opt_value(argc, argv, &i, "--params", &v) ||
+		           opt_value(argc, argv, &i, "--v", &v) ||
+		           opt_value(argc, argv, &i, "--seed", &v) ||
+		           opt_value(argc, argv, &i, "--time", &v)) {
+			const char *o = strncmp(s, "--", 2) ? s : s + 2;
+			char opt[16];
+			snprintf(opt, sizeof opt, "--%.*s", (int)strcspn(o, "="), o);
+			if (!v)
+				return usage_error(usage_run, "%s needs a value", opt);
+			if (!strcmp(opt, "--task"))
+				a->task = v;
+			else if (!strcmp(opt, "--out"))
+				a->out = v;
+			else if (!strcmp(opt, "--seed")) {
+				if (!parse_seed(v, &a->seed))
+					return usage_error(usage_run, "--seed: '%s' is not a non-negative integer", v);
+			} else if (!strcmp(opt, "--time")) {
+				char *end;
+				a->time = strtol(v, &end, 10);
+				if (!*v || *end || a->time <= 0)
+					return usage_error(usage_run, "--time: '%s' is not a positive integer", v);
+			} else {
+				int is_v = !strcmp(opt, "--v");
+				if (a->nbind == MAXBIND)
+					return usage_error(usage_run, "too many %s options", opt);
+				int r = parse_binding(v, is_v, &a->bind[a->nbind]);
+				if (r < 0) {
+					fprintf(stderr, "fadc: out of memory\n");
+					return 1;
+				} else if (!r) {
+					fprintf(stderr, "fadc: %s %s: expected a .npy or .safetensors file, or "
+					                "NAME=FILE.npy\n%s", opt, v, usage_run);
+					return 2;
+				}
+				a->nbind++;
+			}
+		} else if (!strcmp(s, "--print")) {
+			a->print = 1;
+		} else if (s[0] == '-') {
+			return usage_error(usage_run, "unknown option '%s'", s);
+		} else if (a->model) {
+			return usage_error(usage_run, "more than one model given ('%s')", s);
+		} else
+			a->model = s;
+	}
+	if (!a->model)
+		return usage_error(usage_run, "no model given%s", "");
+	if (!a->out && !a->print)
+		return usage_error(usage_run, "--out DIR is required (or --print, to print only)%s", "");
+	if (task_lookup(a->task) < 0)
+		return usage_error(usage_run, "unknown task '%s'", a->task);
+	return 0;
 }
 
 static int
 cmd_run(int argc, char **argv)
 {
-	Binding bind[64];
-	int nbind = 0;
-	int rc = run(argc, argv, bind, &nbind);
-	for (int b = 0; b < nbind; b++)
-		free((char *)bind[b].name);
+	RunArgs *a = calloc(1, sizeof *a);
+	if (!a) {
+		fprintf(stderr, "fadc: out of memory\n");
+		return 1;
+	}
+	int rc = cmd_run_args(argc, argv, a);
+	if (rc == 0) {
+		int so = is_artifact(a->model);
+		if (so && a->ndefs) {
+			fprintf(stderr, "%s: error: -D does not apply to a compiled model (its sizes were fixed "
+			                "when it was compiled)\n", a->model);
+			rc = 1;
+		} else if (!so && a->time)
+			rc = usage_error(usage_run, "--time needs a compiled model (MODEL.so)%s", "");
+		else
+			rc = so ? run_so(a) : run_ir(a);
+	} else if (rc < 0)
+		rc = 0; // --help
+	for (int b = 0; b < a->nbind; b++)
+		free(a->bind[b].name);
+	free(a);
 	return rc;
+}
+
+// ---------------------------------------------------------------- inspect
+
+static void
+print_desc(const fadc_tensor_desc *d, const char *dir)
+{
+	static const char *const roles[] = {"param", "const", "input", "output"};
+	char ty[256];
+	type_str(tio_of_fadc(d->dtype), d->rank, d->dim, ty, sizeof ty);
+	printf("  %s %-28s %-6s %s\n", dir, d->name, roles[d->role], ty);
+}
+
+static int
+cmd_inspect(int argc, char **argv)
+{
+	const char *path = NULL;
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			fputs(usage_inspect, stdout);
+			return 0;
+		} else if (argv[i][0] == '-')
+			return usage_error(usage_inspect, "unknown option '%s'", argv[i]);
+		else if (path)
+			return usage_error(usage_inspect, "more than one model given ('%s')", argv[i]);
+		path = argv[i];
+	}
+	if (!path)
+		return usage_error(usage_inspect, "no model given%s", "");
+	fadc_context *ctx;
+	fadc_model *m;
+	if (fadc_context_create(NULL, &ctx)) {
+		fprintf(stderr, "fadc: cannot create a runtime context\n");
+		return 1;
+	}
+	if (open_model(ctx, path, FADC_OPEN_DESCRIBE, &m)) {
+		rt_error(path, ctx);
+		fadc_context_destroy(ctx);
+		return 1;
+	}
+	printf("model %s\n", fadc_model_name(m));
+	printf("source_hash %s\n", fadc_model_info(m, "source_hash"));
+	printf("triple %s\ncpu %s\nfeatures %s\n", fadc_model_info(m, "triple"),
+	       fadc_model_info(m, "cpu"), fadc_model_info(m, "features"));
+	printf("options %s\n", fadc_model_info(m, "options"));
+	for (int i = 0; i < fadc_model_decl_count(m); i++) {
+		fadc_tensor_desc d;
+		int has_init;
+		fadc_model_decl(m, i, &d, &has_init);
+		print_desc(&d, has_init ? "decl" : "bind");
+	}
+	for (int t = 0; t < fadc_model_task_count(m); t++) {
+		fadc_task_info info;
+		fadc_task_info_get(m, t, &info);
+		printf("task %s: %d kernels, arena %" PRIu64 " bytes (naive %" PRIu64 ")\n", info.name,
+		       info.nkernels, info.arena_bytes, info.naive_bytes);
+		for (int i = 0; i < info.ninputs; i++) {
+			fadc_tensor_desc d;
+			fadc_task_input(m, t, i, &d);
+			print_desc(&d, "in ");
+		}
+		for (int i = 0; i < info.noutputs; i++) {
+			fadc_tensor_desc d;
+			fadc_task_output(m, t, i, &d);
+			print_desc(&d, "out");
+		}
+	}
+	fadc_model_close(m);
+	fadc_context_destroy(ctx);
+	return 0;
+}
+
+// ---------------------------------------------------------------- compare-npy
+
+// Normalized error max|a - b| / max(|a|, |b|) over the elements (equal
+// infinities and NaNs at the same places count as equal), or -1 when they
+// cannot be compared (a message in why).
+static double
+npy_error(const tio_tensor *a, const tio_tensor *b, char *why, size_t n)
+{
+	int same = a->dtype == b->dtype && a->rank == b->rank;
+	for (int k = 0; same && k < a->rank; k++)
+		same = a->dim[k] == b->dim[k];
+	if (!same) {
+		char ta[256], tb[256];
+		type_str(a->dtype, a->rank, a->dim, ta, sizeof ta);
+		type_str(b->dtype, b->rank, b->dim, tb, sizeof tb);
+		snprintf(why, n, "%s against %s", ta, tb);
+		return -1;
+	}
+	double num = 0, den = 0;
+	int64_t cnt = tio_numel(a);
+	for (int64_t i = 0; i < cnt; i++) {
+		double x = elem(a, i), y = elem(b, i);
+		if (isnan(x) || isnan(y)) {
+			if (isnan(x) != isnan(y)) {
+				snprintf(why, n, "element %" PRId64 " is %g against %g", i, x, y);
+				return -1;
+			}
+			continue;
+		}
+		if (x == y) // infinities too
+			continue;
+		num = fmax(num, fabs(x - y));
+		den = fmax(den, fmax(fabs(x), fabs(y)));
+	}
+	return num == 0 ? 0 : den == 0 || isinf(den) ? INFINITY : num / den;
+}
+
+// Compares one pair; 0 equal within rtol, 1 not, after a line.
+static int
+compare_pair(const char *pa, const char *pb, const char *label, double rtol)
+{
+	tio_tensor a, b;
+	char err[600];
+	if (tio_npy_read(pa, &a, err, sizeof err)) {
+		path_error(pa, err);
+		return 1;
+	}
+	if (tio_npy_read(pb, &b, err, sizeof err)) {
+		path_error(pb, err);
+		tio_free(&a);
+		return 1;
+	}
+	char why[600];
+	double e = npy_error(&a, &b, why, sizeof why);
+	int bad = !(e >= 0 && e <= rtol);
+	if (e < 0)
+		printf("%s: DIFFERENT: %s\n", label, why);
+	else
+		printf("%s: normalized error %.3g%s\n", label, e, bad ? " ABOVE TOLERANCE" : "");
+	tio_free(&a);
+	tio_free(&b);
+	return bad;
+}
+
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+// The .npy files of a folder, sorted, in a malloc'ed array of *n names;
+// NULL with *n = -1 if the folder cannot be read or memory runs out.
+static char **
+list_npy(const char *dir, int *n)
+{
+	DIR *d = opendir(dir);
+	char **v = NULL;
+	int cap = 0, ok = d != NULL;
+	*n = 0;
+	for (struct dirent *e; ok && (e = readdir(d));) {
+		if (!has_suffix(e->d_name, ".npy"))
+			continue;
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 16;
+			char **nv = realloc(v, (size_t)cap * sizeof *v);
+			ok = nv != NULL;
+			v = nv ? nv : v;
+		}
+		if (ok && !(v[*n] = strdup(e->d_name)))
+			ok = 0;
+		*n += ok;
+	}
+	if (d)
+		closedir(d);
+	if (!ok) {
+		for (int i = 0; i < *n; i++)
+			free(v[i]);
+		free(v);
+		*n = -1;
+		return NULL;
+	}
+	if (*n)
+		qsort(v, (size_t)*n, sizeof *v, cmp_str);
+	return v;
+}
+
+static int
+is_dir(const char *path)
+{
+	struct stat st;
+	return !stat(path, &st) && S_ISDIR(st.st_mode);
+}
+
+static int
+cmd_compare(int argc, char **argv)
+{
+	const char *p[2] = {NULL, NULL}, *v;
+	double rtol = 1e-5;
+	int np = 0;
+	for (int i = 0; i < argc; i++) {
+		const char *s = argv[i];
+		if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
+			fputs(usage_compare, stdout);
+			return 0;
+		} else if (opt_value(argc, argv, &i, "--rtol", &v)) {
+			char *end;
+			if (!v)
+				return usage_error(usage_compare, "%s needs a value", "--rtol");
+			rtol = strtod(v, &end);
+			if (!*v || *end || !(rtol >= 0))
+				return usage_error(usage_compare, "--rtol: '%s' is not a non-negative number", v);
+		} else if (s[0] == '-')
+			return usage_error(usage_compare, "unknown option '%s'", s);
+		else if (np == 2)
+			return usage_error(usage_compare, "more than two files given ('%s')", s);
+		else
+			p[np++] = s;
+	}
+	if (np != 2)
+		return usage_error(usage_compare, "give two .npy files or two folders%s", "");
+	if (is_dir(p[0]) != is_dir(p[1])) {
+		fprintf(stderr, "fadc: error: compare-npy: '%s' and '%s' are not both folders or both files\n",
+		        p[0], p[1]);
+		return 1;
+	}
+	if (!is_dir(p[0]))
+		return compare_pair(p[0], p[1], p[1], rtol);
+	int na, nb, bad = 0;
+	char **la = list_npy(p[0], &na), **lb = list_npy(p[1], &nb);
+	if (na < 0 || nb < 0) {
+		fprintf(stderr, "fadc: error: compare-npy: cannot list '%s': %s\n", p[na < 0 ? 0 : 1],
+		        strerror(errno));
+		for (int i = 0; i < na; i++)
+			free(la[i]);
+		for (int i = 0; i < nb; i++)
+			free(lb[i]);
+		free(la), free(lb);
+		return 1;
+	}
+	for (int i = 0, j = 0; i < na || j < nb;) {
+		int c = i == na ? 1 : j == nb ? -1 : strcmp(la[i], lb[j]);
+		if (c) {
+			printf("%s: only in %s\n", c < 0 ? la[i] : lb[j], c < 0 ? p[0] : p[1]);
+			bad = 1;
+			if (c < 0)
+				i++;
+			else
+				j++;
+			continue;
+		}
+		char fa[8192], fb[8192];
+		snprintf(fa, sizeof fa, "%s/%s", p[0], la[i]);
+		snprintf(fb, sizeof fb, "%s/%s", p[1], lb[j]);
+		bad |= compare_pair(fa, fb, la[i], rtol);
+		i++, j++;
+	}
+	if (na + nb == 0) {
+		fprintf(stderr, "fadc: error: compare-npy: no .npy files in '%s' or '%s'\n", p[0], p[1]);
+		bad = 1;
+	}
+	for (int i = 0; i < na; i++)
+		free(la[i]);
+	for (int i = 0; i < nb; i++)
+		free(lb[i]);
+	free(la), free(lb);
+	return bad;
+}
+
+// ---------------------------------------------------------------- compile
+
+typedef struct CompileArgs {
+	const char *model, *emit, *task, *out, *target, *cpu;
+	const char *print_after, *stop_after;
+	const char *defs[MAXDEF];
+	int ndefs, noprelude, print_after_all, stats, opt_level, f64;
+	char *tasklist; // --tasks, split in place
+	const char *tasks[MAXTASK];
+	int ntasks;
+} CompileArgs;
+
+// Checks a comma list of pass names; 0 after a usage error.
+static int
+check_passes(const char *opt, const char *list, int *rc)
+{
+	for (const char *p = list; p;) {
+		const char *c = strchr(p, ',');
+		size_t len = c ? (size_t)(c - p) : strlen(p);
+		int known = 0;
+		for (int k = 0; pass_names[k]; k++)
+			known |= strlen(pass_names[k]) == len && !strncmp(pass_names[k], p, len);
+		if (!known) {
+			fprintf(stderr, "fadc: %s: unknown pass '%.*s' (the passes: simplify, vjp, jvp, vmap)\n%s",
+			        opt, (int)len, p, usage_main);
+			*rc = 2;
+			return 0;
+		}
+		p = c ? c + 1 : NULL;
+	}
+	return 1;
+}
+
+static int
+compile_args(int argc, char **argv, CompileArgs *a)
+{
+	int rc = 0;
+	a->opt_level = -1;
+	for (int i = 0; i < argc; i++) {
+		const char *s = argv[i], *v;
+		if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
+			fputs(usage_main, stdout);
+			return -1;
+		} else if (opt_define(argc, argv, &i, a->defs, &a->ndefs, usage_main, &rc)) {
+			if (rc)
+				return rc;
+		} else if (!strcmp(s, "-o")) {
+			if (i + 1 >= argc)
+				return usage_error(usage_main, "%s needs a value", s);
+			a->out = argv[++i];
+		} else if (s[0] == '-' && s[1] == 'O' && s[2] >= '0' && s[2] <= '3' && !s[3]) {
+			a->opt_level = s[2] - '0';
+		} else if (opt_value(argc, argv, &i, "--emit", &v) ||
+		           opt_value(argc, argv, &i, "--task", &v) ||
+		           opt_value(argc, argv, &i, "--tasks", &v) ||
+		           opt_value(argc, argv, &i, "--target", &v) ||
+		           opt_value(argc, argv, &i, "--cpu", &v) ||
+		           opt_value(argc, argv, &i, "--print-after", &v) ||
+		           opt_value(argc, argv, &i, "--stop-after", &v)) {
+			char opt[32];
+			snprintf(opt, sizeof opt, "%.*s", (int)strcspn(s, "="), s);
+			if (!v)
+				return usage_error(usage_main, "%s needs a value", opt);
+			if (!strcmp(opt, "--emit")) {
+				if (strcmp(v, "ir") && strcmp(v, "kir") && strcmp(v, "llvm"))
+					return usage_error(usage_main, "--emit: unknown kind '%s' (ir, kir, llvm)", v);
+				a->emit = v;
+			} else if (!strcmp(opt, "--task")) {
+				if (task_lookup(v) < 0)
+					return usage_error(usage_main, "unknown task '%s'", v);
+				a->task = v;
+			} else if (!strcmp(opt, "--tasks")) {
+				free(a->tasklist);
+				a->tasklist = strdup(v);
+				a->ntasks = 0;
+				for (char *t = strtok(a->tasklist, ","); t; t = strtok(NULL, ",")) {
+					if (strcmp(t, "all") && task_lookup(t) < 0)
+						return usage_error(usage_main, "--tasks: unknown task '%s'", t);
+					if (a->ntasks == MAXTASK)
+						return usage_error(usage_main, "--tasks: too many tasks%s", "");
+					a->tasks[a->ntasks++] = t;
+				}
+				if (!a->ntasks)
+					return usage_error(usage_main, "--tasks: no task in '%s'", v);
+			} else if (!strcmp(opt, "--target")) {
+				if (strcmp(v, "cpu") && strcmp(v, "cuda"))
+					return usage_error(usage_main, "--target: unknown target '%s' (cpu, cuda)", v);
+				a->target = v;
+			} else if (!strcmp(opt, "--cpu")) {
+				a->cpu = v;
+			} else if (!strcmp(opt, "--print-after")) {
+				if (!check_passes(opt, v, &rc))
+					return rc;
+				a->print_after = v;
+			} else {
+				if (strchr(v, ',') || !check_passes(opt, v, &rc))
+					return rc ? rc : usage_error(usage_main, "--stop-after takes one pass ('%s')", v);
+				a->stop_after = v;
+			}
+		} else if (!strcmp(s, "--print-after-all")) {
+			a->print_after_all = 1;
+		} else if (!strcmp(s, "--stats")) {
+			a->stats = 1;
+		} else if (!strcmp(s, "--f64")) {
+			a->f64 = 1;
+		} else if (!strcmp(s, "--no-prelude")) {
+			a->noprelude = 1;
+		} else if (s[0] == '-') {
+			return usage_error(usage_main, "unknown option '%s'", s);
+		} else if (a->model) {
+			return usage_error(usage_main, "more than one model given ('%s')", s);
+		} else
+			a->model = s;
+	}
+	if (!a->model)
+		return usage_error(usage_main, "no model given%s", "");
+	int passopts = a->print_after || a->print_after_all || a->stop_after;
+	if (!a->emit && !a->out && (a->task || passopts))
+		a->emit = "ir"; // --task alone prints the task's graph
+	if (!a->emit && !a->out)
+		return usage_error(usage_main, "nothing to do: give --emit ir or -o FILE%s", "");
+	if (a->emit && !strcmp(a->emit, "ir") && a->out)
+		return usage_error(usage_main, "--emit ir prints IR and compiles nothing: drop -o or --emit%s",
+		                   "");
+	if (a->out) {
+		if (a->task)
+			return usage_error(usage_main, "--task is for --emit ir and run; -o compiles --tasks LIST%s",
+			                   "");
+		if (passopts)
+			return usage_error(usage_main, "--print-after, --print-after-all and --stop-after need "
+			                               "--emit ir --task T%s", "");
+	} else {
+		if (a->emit && strcmp(a->emit, "ir"))
+			return usage_error(usage_main, "--emit %s needs -o FILE (it prints what compiling makes)",
+			                   a->emit);
+		if ((passopts || a->stats) && !a->task)
+			return usage_error(usage_main, "pass options and --stats need --task T (the passes run "
+			                               "on a task's graph)%s", "");
+		if (a->ntasks || a->target || a->cpu || a->opt_level >= 0 || a->f64)
+			return usage_error(usage_main, "--tasks, --target, --cpu, -O and --f64 need -o FILE%s",
+			                   "");
+	}
+	return 0;
+}
+
+// A codegen message as a diagnostic: "file:line:col: error: ..." as it is;
+// "error: OUT: what" at the artifact; "error: what" at the model; anything
+// else (a bad option value) from fadc.
+static void
+cg_error(const char *model, const char *out, const char *err)
+{
+	size_t n = out ? strlen(out) : 0;
+	if (!strncmp(err, "error: ", 7) && n && !strncmp(err + 7, out, n) && err[7 + n] == ':')
+		path_error(out, err + 7);
+	else if (!strncmp(err, "error: ", 7))
+		fprintf(stderr, "%s: %s\n", model, err);
+	else if (strstr(err, ": error: "))
+		fprintf(stderr, "%s\n", err);
+	else
+		fprintf(stderr, "fadc: error: %s\n", err);
+}
+
+// The default task list: forward vjp jvp vhp hvp, without the second-order
+// tasks when forward is not one float scalar (they need a scalar f).  The
+// IR cannot declare a model's recommended tasks; when it can, they come
+// first.
+static int
+default_tasks(const Module *m, const char **tasks)
+{
+	const Graph *f = m->main;
+	int scalar = 0;
+	if (f->nout == 1) {
+		const Node *o = &f->node[f->out[0].node];
+		scalar = ir_dtype_is_float((DType)o->dtype) && f->shape[o->shape].rank == 0;
+	}
+	int n = 0;
+	tasks[n++] = "forward";
+	tasks[n++] = "vjp";
+	tasks[n++] = "jvp";
+	if (scalar) {
+		tasks[n++] = "vhp";
+		tasks[n++] = "hvp";
+	}
+	return n;
+}
+
+static int
+compile(const CompileArgs *a, const Module *m)
+{
+	if (a->target && !strcmp(a->target, "cuda")) {
+		fprintf(stderr, "fadc: error: --target cuda: the CUDA backend is not built yet (issue 6); "
+		                "use --target cpu\n");
+		return 1;
+	}
+	const char *deftasks[8];
+	CgOptions o = {
+	    .tasks = a->ntasks ? a->tasks : deftasks,
+	    .ntasks = a->ntasks ? a->ntasks : default_tasks(m, deftasks),
+	    .defines = a->defs,
+	    .ndefines = a->ndefs,
+	    .opt_level = a->opt_level,
+	    .cpu = a->cpu,
+	    .compute_f64 = a->f64,
+	    .stats = a->stats ? stderr : NULL,
+	    .emit_kir = a->emit && !strcmp(a->emit, "kir") ? stdout : NULL,
+	    .emit_llvm = a->emit && !strcmp(a->emit, "llvm") ? stdout : NULL,
+	};
+	char err[4096] = "";
+	if (cg_compile_module(m, &o, a->out, err, sizeof err))
+		return 0;
+	cg_error(a->model, a->out, err);
+	return 1;
+}
+
+static int
+emit_task(const CompileArgs *a, const Module *m)
+{
+	PassOpts po = {.print_after = a->print_after,
+	               .print_after_all = a->print_after_all,
+	               .stop_after = a->stop_after,
+	               .dump = stderr,
+	               .stats = a->stats};
+	char err[1024];
+	Loc loc = 0;
+	Graph *g = pass_task(m->main, a->task, &po, &loc, err, sizeof err);
+	if (!g) {
+		report_error(m, a->model, loc, err);
+		return 1;
+	}
+	if (!ir_verify(g, err, sizeof err)) {
+		fprintf(stderr, "fadc: internal error: task '%s' does not verify: %s\n", a->task, err);
+		ir_graph_free(g);
+		return 3;
+	}
+	ir_print_module_task(stdout, m, g, a->task);
+	ir_graph_free(g);
+	return 0;
 }
 
 static int
 cmd_compile(int argc, char **argv)
 {
-	const char *model = NULL, *emit = NULL;
-	const char *defs[64];
-	int ndefs = 0, noprelude = 0;
-	for (int i = 0; i < argc; i++) {
-		const char *a = argv[i];
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			fputs(usage_main, stdout);
-			return 0;
-		} else if (!strcmp(a, "--emit") || !strcmp(a, "-D")) {
-			if (i + 1 >= argc)
-				return usage_error(usage_main, "%s needs a value", a);
-			if (a[1] == 'D') {
-				if (ndefs == 64)
-					return usage_error(usage_main, "too many -D options%s", "");
-				defs[ndefs++] = argv[++i];
-			} else
-				emit = argv[++i];
-		} else if (!strncmp(a, "-D", 2) && a[2]) {
-			if (ndefs == 64)
-				return usage_error(usage_main, "too many -D options%s", "");
-			defs[ndefs++] = a + 2;
-		} else if (!strcmp(a, "--no-prelude")) {
-			noprelude = 1;
-		} else if (a[0] == '-') {
-			return usage_error(usage_main, "unknown option '%s'", a);
-		} else if (model) {
-			return usage_error(usage_main, "more than one model given ('%s')", a);
-		} else
-			model = a;
+	CompileArgs a = {0};
+	int rc = compile_args(argc, argv, &a);
+	if (rc) {
+		free(a.tasklist);
+		return rc < 0 ? 0 : rc;
 	}
-	if (!model)
-		return usage_error(usage_main, "no model given%s", "");
-	if (!emit)
-		return usage_error(usage_main, "nothing to do: give --emit ir (code generation comes later)%s", "");
-	if (strcmp(emit, "ir"))
-		return usage_error(usage_main, "--emit: unknown kind '%s' (ir)", emit);
-	FeOptions o = {.defines = defs, .ndefines = ndefs, .diag = stderr, .no_prelude = noprelude};
-	Module *m = fe_parse_file(model, &o);
-	if (!m)
+	FeOptions o = {.defines = a.defs, .ndefines = a.ndefs, .diag = stderr, .no_prelude = a.noprelude};
+	Module *m = fe_parse_file(a.model, &o);
+	if (!m) {
+		free(a.tasklist);
 		return 1;
+	}
 	char err[512];
 	if (!ir_verify(m->main, err, sizeof err)) {
 		fprintf(stderr, "fadc: internal error: the graph does not verify: %s\n", err);
-		ir_module_free(m);
-		return 3;
-	}
-	ir_print_module(stdout, m);
+		rc = 3;
+	} else if (a.out)
+		rc = compile(&a, m);
+	else if (a.task)
+		rc = emit_task(&a, m);
+	else
+		ir_print_module(stdout, m);
 	ir_module_free(m);
-	return 0;
+	free(a.tasklist);
+	return rc;
+}
+
+// ---------------------------------------------------------------- check
+
+static int
+cmd_check(int argc, char **argv)
+{
+	const char *model = NULL, *v, *defs[MAXDEF], *tasks[MAXTASK];
+	char *list = NULL;
+	int ndefs = 0, ntasks = 0, f64 = 0, verbose = 0, rc = 0;
+	double tol = 0;
+	uint64_t seed = 0;
+	for (int i = 0; i < argc; i++) {
+		const char *s = argv[i];
+		if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
+			fputs(usage_check, stdout);
+			free(list);
+			return 0;
+		} else if (opt_define(argc, argv, &i, defs, &ndefs, usage_check, &rc)) {
+			if (rc)
+				break;
+		} else if (opt_value(argc, argv, &i, "--tasks", &v)) {
+			if (!v) {
+				rc = usage_error(usage_check, "%s needs a value", "--tasks");
+				break;
+			}
+			free(list);
+			list = strdup(v);
+			ntasks = 0;
+			for (char *t = strtok(list, ","); t && ntasks < MAXTASK; t = strtok(NULL, ","))
+				tasks[ntasks++] = t;
+		} else if (opt_value(argc, argv, &i, "--tol", &v)) {
+			char *end;
+			tol = v ? strtod(v, &end) : -1;
+			if (!v || !*v || *end || !(tol > 0)) {
+				rc = usage_error(usage_check, "--tol needs a positive number%s", "");
+				break;
+			}
+		} else if (opt_value(argc, argv, &i, "--seed", &v)) {
+			if (!v || !parse_seed(v, &seed)) {
+				rc = usage_error(usage_check, "--seed needs a non-negative integer%s", "");
+				break;
+			}
+		} else if (!strcmp(s, "--f64"))
+			f64 = 1;
+		else if (!strcmp(s, "-v"))
+			verbose = 1;
+		else if (s[0] == '-') {
+			rc = usage_error(usage_check, "unknown option '%s'", s);
+			break;
+		} else if (model) {
+			rc = usage_error(usage_check, "more than one model given ('%s')", s);
+			break;
+		} else
+			model = s;
+	}
+	if (!rc && !model)
+		rc = usage_error(usage_check, "no model given%s", "");
+	if (rc) {
+		free(list);
+		return rc;
+	}
+	FeOptions fo = {.defines = defs, .ndefines = ndefs, .diag = stderr};
+	Module *m = fe_parse_file(model, &fo);
+	if (!m) {
+		free(list);
+		return 1;
+	}
+	CgOptions o = {.tasks = tasks, .ntasks = ntasks, .defines = defs, .ndefines = ndefs,
+	               .opt_level = -1, .compute_f64 = f64};
+	CgCheck c = {tol > 0 ? tol : f64 ? 2e-7 : 1e-5, 1e-6, seed, verbose};
+	char err[4096] = "";
+	int nf = cg_check(m, &o, &c, stdout, err, sizeof err);
+	if (nf < 0)
+		cg_error(model, NULL, err);
+	ir_module_free(m);
+	free(list);
+	return nf != 0;
 }
 
 int
@@ -502,5 +1623,11 @@ main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "run"))
 		return cmd_run(argc - 2, argv + 2);
+	if (argc > 1 && !strcmp(argv[1], "inspect"))
+		return cmd_inspect(argc - 2, argv + 2);
+	if (argc > 1 && !strcmp(argv[1], "check"))
+		return cmd_check(argc - 2, argv + 2);
+	if (argc > 1 && !strcmp(argv[1], "compare-npy"))
+		return cmd_compare(argc - 2, argv + 2);
 	return cmd_compile(argc - 1, argv + 1);
 }

@@ -290,6 +290,8 @@ int ir_module_find_decl(const Module *m, const char *name); // -1 if none
 // same graph.  Node n prints as %n; inputs print by name.
 void ir_print_module(FILE *f, const Module *m);
 void ir_print_graph(FILE *f, const Graph *g, const char *fname);
+// The module's declarations, then g (a task graph of it) as `def name(...)`.
+void ir_print_module_task(FILE *f, const Module *m, const Graph *g, const char *name);
 void ir_print_float(char *buf, size_t n, double v); // shortest round-trip form
 
 // ---------------------------------------------------------------- verify.c
@@ -307,6 +309,9 @@ void ir_philox(const uint32_t key[2], const uint32_t ctr[4], uint32_t out[4]);
 double ir_rand_uniform(uint64_t seed, uint64_t runseed, uint64_t index); // [0, 1)
 double ir_rand_normal(uint64_t seed, uint64_t runseed, uint64_t index); // N(0, 1)
 double ir_rand_gamma(uint64_t seed, uint64_t runseed, uint64_t index, double alpha); // rate 1
+// The seed of a stream named by an input: FNV-1a(name) ^ FNV-1a(salt).  v of
+// the tasks is ir_rand_uniform(ir_rand_name_key(name, "v"), runseed, i).
+uint64_t ir_rand_name_key(const char *name, const char *salt);
 
 // ---------------------------------------------------------------- interp.c
 // The reference interpreter: every value is a dense float64 array whatever

@@ -276,8 +276,9 @@ is_tree(const Graph *g)
 	return tree;
 }
 
-void
-ir_print_module(FILE *f, const Module *m)
+// The header comment, the sizes and the declarations of a module.
+static void
+print_decls(FILE *f, const Module *m)
 {
 	fprintf(f, "# fadc canonical IR of %s\n", m->name);
 	if (m->nsize) {
@@ -305,8 +306,22 @@ ir_print_module(FILE *f, const Module *m)
 		} else
 			fputc('\n', f);
 	}
+}
+
+void
+ir_print_module(FILE *f, const Module *m)
+{
+	print_decls(f, m);
 	if (m->main) {
 		fputc('\n', f);
 		ir_print_graph(f, m->main, "forward");
 	}
+}
+
+void
+ir_print_module_task(FILE *f, const Module *m, const Graph *g, const char *name)
+{
+	print_decls(f, m);
+	fputc('\n', f);
+	ir_print_graph(f, g, name);
 }

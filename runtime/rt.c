@@ -394,7 +394,15 @@ fadc_model_open(fadc_context *ctx, const char *path, unsigned flags, fadc_model 
 	if (!rt_cpu_check(m->d.features, ctx->host_features, msg, sizeof msg))
 		return model_fail(m, fail(ctx, FADC_ERR_CPU, "%s: compiled for --cpu %s: %s", path,
 		                          m->d.cpu, msg));
-	m->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	// dlopen searches the library path for a name without '/': a bare
+	// "m.so" means the file here, as everywhere else in the API.
+	char here[4096];
+	const char *dlpath = path;
+	if (!strchr(path, '/') && strlen(path) + 3 <= sizeof here) {
+		snprintf(here, sizeof here, "./%s", path);
+		dlpath = here;
+	}
+	m->dl = dlopen(dlpath, RTLD_NOW | RTLD_LOCAL);
 	if (!m->dl) {
 		const char *e = dlerror();
 		return model_fail(m, fail(ctx, FADC_ERR_LOAD, "%s: dlopen: %s", path, e ? e : "failed"));

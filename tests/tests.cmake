@@ -23,6 +23,7 @@ endforeach()
 file(GLOB GOLDEN_TESTS CONFIGURE_DEPENDS
      ${CMAKE_SOURCE_DIR}/tests/parse/*.ir ${CMAKE_SOURCE_DIR}/tests/errors/*.ir
      ${CMAKE_SOURCE_DIR}/tests/exec/*.ir ${CMAKE_SOURCE_DIR}/tests/cli/*.sh
+     ${CMAKE_SOURCE_DIR}/tests/passes/*.ir
      ${CMAKE_SOURCE_DIR}/tests/bench/*.sh
      ${CMAKE_SOURCE_DIR}/tests/models/*.ir ${CMAKE_SOURCE_DIR}/tests/cpu/*.sh)
 foreach(f ${GOLDEN_TESTS})

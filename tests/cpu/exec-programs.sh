@@ -3,10 +3,10 @@
 # floor division and modulo, slices, concat and pad, views and in-place
 # writes (write-backs).  Tolerance: normalized error 1e-5 (f32).
 #
-# RUN: $FADC_BIN_DIR/fadc-cg check %S/../exec/exec-broadcast.ir --tasks forward
-# RUN: $FADC_BIN_DIR/fadc-cg check %S/../exec/exec-compare-mixed.ir --tasks forward
-# RUN: $FADC_BIN_DIR/fadc-cg check %S/../exec/exec-compare-where.ir --tasks forward
-# RUN: $FADC_BIN_DIR/fadc-cg check %S/../exec/exec-floordiv-mod.ir --tasks forward
-# RUN: $FADC_BIN_DIR/fadc-cg check %S/../exec/exec-mutate-input.ir --tasks forward
-# RUN: $FADC_BIN_DIR/fadc-cg check %S/../exec/exec-slice-concat-pad.ir --tasks forward
-# RUN: $FADC_BIN_DIR/fadc-cg check %S/../exec/exec-views.ir --tasks forward
+# RUN: %fadc check %S/../exec/exec-broadcast.ir --tasks forward
+# RUN: %fadc check %S/../exec/exec-compare-mixed.ir --tasks forward
+# RUN: %fadc check %S/../exec/exec-compare-where.ir --tasks forward
+# RUN: %fadc check %S/../exec/exec-floordiv-mod.ir --tasks forward
+# RUN: %fadc check %S/../exec/exec-mutate-input.ir --tasks forward
+# RUN: %fadc check %S/../exec/exec-slice-concat-pad.ir --tasks forward
+# RUN: %fadc check %S/../exec/exec-views.ir --tasks forward

@@ -2,8 +2,8 @@
 # loaded): model, source hash, target, options, declarations with their
 # initializers, and each task's inputs, outputs and memory plan.
 #
-# RUN: $FADC_BIN_DIR/fadc-cg %S/../../models/ppl_simple_reg.ir -o %t/m.so -D N=3 -D K=2 --tasks vjp,hessian
-# RUN: $FADC_BIN_DIR/fadc-cg inspect %t/m.so | FileCheck-14 %s
+# RUN: %fadc %S/../../models/ppl_simple_reg.ir -o %t/m.so -D N=3 -D K=2 --tasks vjp,hessian
+# RUN: %fadc inspect %t/m.so | FileCheck-14 %s
 # CHECK: model ppl_simple_reg
 # CHECK-NEXT: source_hash {{[0-9a-f]+}}
 # CHECK-NEXT: triple x86_64-{{.*}}

@@ -2,7 +2,7 @@
 # contraction kernel; softplus and the likelihood fuse into one reduction,
 # the prior into another; the memory plan reuses the arena.
 #
-# RUN: $FADC_BIN_DIR/fadc-cg %S/../../models/ppl_simple_reg.ir -o %t/m.so -D N=3 -D K=2 --tasks forward --emit kir | FileCheck-14 %s
+# RUN: %fadc %S/../../models/ppl_simple_reg.ir -o %t/m.so -D N=3 -D K=2 --tasks forward --emit kir | FileCheck-14 %s
 # CHECK-LABEL: program forward: 4 kernels
 # CHECK: kernel k0: b{{[0-9]+}} = matmul
 # CHECK-SAME: for v0 < 3;sum over v1 < 3
