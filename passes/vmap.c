@@ -157,6 +157,18 @@ batch_groups(Vmap *v, NodeId n, Attrs *a)
 	return unfold_channels(g, ir_emit(g, op, in, 2, a, loc), v->B, loc);
 }
 
+// Swaps the first two axes.
+static NodeId
+swap01(Graph *g, NodeId x, Loc loc)
+{
+	int64_t perm[IR_MAXDIM];
+	int r = ir_shape(g, x)->rank;
+	for (int i = 0; i < r; i++)
+		perm[i] = i;
+	perm[0] = 1, perm[1] = 0;
+	return b_permute(g, x, perm, loc);
+}
+
 static NodeId
 batch_node(Vmap *v, NodeId n)
 {
@@ -313,6 +325,42 @@ batch_node(Vmap *v, NodeId n)
 		NodeId r = ir_emit(g, nd->op, in, nin, &a, loc);
 		Shape out = batched_shape(v->B, ir_shape(f, n));
 		return b_reshape(g, r, &out, loc);
+	}
+	case OP_scan: {
+		// A batched loop is a loop of batched steps: the body is batched
+		// for the carries (all of them: one batched operand can reach any
+		// carry), the batched sequences and the batched invariants.
+		// Batched sequences arrive (B, T, ...) and are scanned over T, so
+		// they are permuted to (T, B, ...); stacked outputs come back
+		// (T, B, ...) and get puts the batch first again.
+		int64_t nc = a.a[1].i, nx = a.a[2].i;
+		const Graph *body = f->sub[a.a[0].i];
+		uint8_t bb[256];
+		for (int i = 0; i < nin; i++) {
+			NodeId x = ir_in1(f, n, i);
+			bb[i] = i < nc || v->bat[x];
+			if (i < nc)
+				in[i] = operand_b(v, n, i);
+			else if (v->bat[x] && i < nc + nx)
+				in[i] = swap01(g, v->map[x], loc);
+			else
+				in[i] = v->map[x];
+		}
+		char err[512];
+		Loc el;
+		Graph *vb = pass_vmap(body, bb, v->B, 0, &el, err, sizeof err);
+		if (!vb) {
+			fail(v, n, err);
+			return 0;
+		}
+		a.a[0].i = ir_add_sub(g, vb);
+		return ir_emit(g, OP_scan, in, nin, &a, loc);
+	}
+	case OP_get: {
+		NodeId s = ir_in1(f, n, 0);
+		NodeId r = ir_emit(g, OP_get, &v->map[s], 1, &a, loc);
+		// Stacked outputs are (T, B, ...): the batch goes first.
+		return a.a[0].i >= ir_attr_int(f, s, "ncarry") ? swap01(g, r, loc) : r;
 	}
 	default:
 		fail(v, n, "it has no batching rule yet");

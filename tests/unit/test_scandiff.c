@@ -138,6 +138,10 @@ check_module(const char *name, const char *src)
 			for (int64_t i = 0; i < ir_numel(&vals[d].shape); i++)
 				vals[d].data[i] -= 2 * h * v[d].data[i];
 	Tensor *jm = task(&r, name, "jacobian", vals, v, &gm);
+	for (uint32_t d = 0; d < m->ndecl; d++) // back to x
+		if (m->decl[d].kind == DECL_PARAM)
+			for (int64_t i = 0; i < ir_numel(&vals[d].shape); i++)
+				vals[d].data[i] += h * v[d].data[i];
 	p = 0;
 	for (uint32_t d = 0; d < m->ndecl; d++) {
 		if (m->decl[d].kind != DECL_PARAM)
@@ -150,6 +154,37 @@ check_module(const char *name, const char *src)
 		p++;
 	}
 	release(gp, jp), release(gm, jm);
+	// Batched tasks through the scan (passes/vmap.c's scan rule): jacfwd
+	// equals the gradient, and H v assembled from each Hessian strategy's
+	// blocks equals hvp.
+	Graph *gf, *gH;
+	Tensor *jf = task(&r, name, "jacfwd", vals, v, &gf);
+	for (uint32_t q = 0; q < (uint32_t)gf->nout; q++)
+		for (int64_t i = 0; i < ir_numel(&jf[q].shape); i++)
+			close_enough(name, "jacfwd = gradient", jf[q].data[i], jac[q].data[i], 1e-10);
+	release(gf, jf);
+	static const char *const hs[] = {"hessian", "hessian_fwdrev", "hessian_revrev"};
+	uint32_t np = 0;
+	int pidx[16];
+	for (uint32_t d = 0; d < m->ndecl; d++)
+		if (m->decl[d].kind == DECL_PARAM && np < 16)
+			pidx[np++] = (int)d;
+	for (int t = 0; t < 3; t++) {
+		Tensor *H = task(&r, name, hs[t], vals, v, &gH);
+		for (uint32_t q = 0; q < np; q++) {
+			int64_t nq = ir_numel(&m->decl[pidx[q]].shape);
+			for (int64_t j = 0; j < nq; j++) {
+				double hvq = 0;
+				for (uint32_t pp = 0; pp < np; pp++) {
+					int64_t npp = ir_numel(&m->decl[pidx[pp]].shape);
+					for (int64_t i = 0; i < npp; i++)
+						hvq += H[pp * np + q].data[i * nq + j] * v[pidx[pp]].data[i];
+				}
+				close_enough(name, hs[t], hvq, hv[1 + q].data[j], 1e-9);
+			}
+		}
+		release(gH, H);
+	}
 	release(gj, jac), release(gh, hv), release(gvh, vh), release(gjv, jv);
 	for (uint32_t d = 0; d < m->ndecl; d++)
 		ir_tensor_free(&vals[d]), ir_tensor_free(&v[d]);
