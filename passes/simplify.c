@@ -102,6 +102,23 @@ fold_value(const Graph *g, NodeId n, const double *cv, double *out)
 	return ok;
 }
 
+// The node equal to dst's node m already in the table, or m (entered).
+static NodeId
+cse_node(Graph *dst, NodeId m, Cse *cse)
+{
+	const Node *nd = &dst->node[m];
+	Attrs a;
+	ir_attrs_get(dst, m, &a);
+	const NodeId *in = ir_in(dst, m);
+	uint64_t h = node_hash(dst, nd, in, &a);
+	uint32_t i = (uint32_t)h & (cse->cap - 1);
+	for (; cse->slot[i]; i = (i + 1) & (cse->cap - 1))
+		if (cse->slot[i] != m && same_node(dst, cse->slot[i], nd, in, &a))
+			return cse->slot[i];
+	cse->slot[i] = m;
+	return m;
+}
+
 // Rebuilds node n of src in dst with operands in[], simplified.
 static NodeId
 rebuild(Graph *dst, const Graph *src, NodeId n, const NodeId *in, Cse *cse)
@@ -121,31 +138,44 @@ rebuild(Graph *dst, const Graph *src, NodeId n, const NodeId *in, Cse *cse)
 		if (all && fold_value(src, n, cv, &v))
 			return b_full(dst, v, (DType)nd->dtype, &src->shape[nd->shape], loc);
 	}
-	// Identities, through the builders.
+	// Identities, through the builders; a node they build goes through the
+	// CSE table like any other (a duplicate they built is left to DCE).
+	uint32_t before = dst->nnode;
+	NodeId r = 0;
 	switch (nd->op) {
 	case OP_add:
-		return b_add(dst, in[0], in[1], loc);
+		r = b_add(dst, in[0], in[1], loc);
+		break;
 	case OP_sub:
-		return b_sub(dst, in[0], in[1], loc);
+		r = b_sub(dst, in[0], in[1], loc);
+		break;
 	case OP_mul:
 		if (ir_dtype_is_float((DType)nd->dtype)) { // x*0 = 0 only for floats' symbolic zeros
-			NodeId r = b_mul(dst, in[0], in[1], loc);
-			return r ? r : b_full(dst, 0, (DType)nd->dtype, &src->shape[nd->shape], loc);
+			r = b_mul(dst, in[0], in[1], loc);
+			if (!r)
+				r = b_full(dst, 0, (DType)nd->dtype, &src->shape[nd->shape], loc);
 		}
 		break;
 	case OP_neg:
-		return b_neg(dst, in[0], loc);
+		r = b_neg(dst, in[0], loc);
+		break;
 	case OP_reshape:
-		return b_reshape(dst, in[0], &src->shape[nd->shape], loc);
+		r = b_reshape(dst, in[0], &src->shape[nd->shape], loc);
+		break;
 	case OP_broadcast:
-		return b_broadcast(dst, in[0], &src->shape[nd->shape], loc);
+		r = b_broadcast(dst, in[0], &src->shape[nd->shape], loc);
+		break;
 	case OP_permute:
-		return b_permute(dst, in[0], a.a[0].v, loc);
+		r = b_permute(dst, in[0], a.a[0].v, loc);
+		break;
 	case OP_cast:
-		return b_cast(dst, in[0], (DType)a.a[0].i, loc);
+		r = b_cast(dst, in[0], (DType)a.a[0].i, loc);
+		break;
 	default:
 		break;
 	}
+	if (r)
+		return r < before ? r : cse_node(dst, r, cse);
 	// CSE.
 	Node key = *nd;
 	key.shape = ir_shape_intern(dst, &src->shape[nd->shape]);
