@@ -32,6 +32,7 @@ task_lookup(const char *name)
 typedef struct Pipe {
 	const PassOpts *o;
 	int stopped;
+	const char *task; // derived graphs are named after it (dumps print `def vjp(...)`)
 } Pipe;
 
 static int
@@ -80,8 +81,11 @@ step(Pipe *p, const char *pass, Graph *g, Graph *prev)
 		FADC_ASSERT(0, "a pass built an invalid graph");
 	}
 #endif
-	if (g)
+	if (g) {
+		if (p->task)
+			g->name = arena_strdup(g->arena, p->task);
 		after(p, pass, g);
+	}
 	return g;
 }
 
@@ -333,7 +337,7 @@ jacfwd(Pipe *p, Graph *g, const Graph *f, Loc *errloc, char *err, size_t errlen)
 Graph *
 pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char *err, size_t errlen)
 {
-	Pipe p = {.o = o};
+	Pipe p = {.o = o, .task = task};
 	*errloc = 0;
 	int t = task_lookup(task);
 	if (t < 0) {
@@ -344,11 +348,15 @@ pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char
 	if (needs_scalar && !is_scalar_forward(f)) {
 		snprintf(err, errlen, "task '%s' needs forward to return one float scalar (such as f32[])",
 		         task);
+		if (f->nout)
+			*errloc = f->node[f->out[0].node].loc; // what forward returns
 		return NULL;
 	}
 	int jac = !strcmp(task, "jacobian") || !strcmp(task, "jacrev") || !strcmp(task, "jacfwd");
 	if (jac && (f->nout != 1 || !ir_dtype_is_float((DType)f->node[f->out[0].node].dtype))) {
 		snprintf(err, errlen, "task '%s' needs forward to return one float value", task);
+		if (f->nout)
+			*errloc = f->node[f->out[0].node].loc;
 		return NULL;
 	}
 	// Work on a simplified copy of f, so that derivatives see no dead code.
