@@ -121,4 +121,25 @@ char *cg_llvm_default_triple(void);
 int cg_llvm_cpu(const char *cpu, char *name, size_t nname, char *features, size_t nfeat,
                 char *llvm_features, size_t nllvm, char *err, size_t errlen);
 
+// ---------------------------------------------------------------- cuda.c
+// The CUDA backend (docs/CUDA.md), built only with the CUDA toolkit
+// (FADC_HAVE_CUDA); only cuda.c includes nvrtc.h, the runtime never links it.
+#ifdef FADC_HAVE_CUDA
+// Task program p as CUDA C: one extern "C" __global__ kernel per kernel of
+// p, named fadc_<task>_k<i>_<what>, each preceded by a comment giving its
+// points and arguments.  Returns the malloc'ed, NUL-terminated source (and
+// its length in *len), the same bytes for the same program; NULL with a
+// message when p uses an op the printer does not support yet (samplers).
+char *cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen);
+// Compiles CUDA C with NVRTC: arch "sm_90" (NULL: sm_90) gives a cubin,
+// "compute_90" PTX (without a trailing NUL), into *out (malloc'ed).  On
+// failure err holds the failed call and NVRTC's message; a compilation
+// error also writes the program log and the numbered source to diag (NULL:
+// stderr).  `name` names the source in NVRTC's messages.
+int cg_cuda_compile(const char *src, const char *name, const char *arch, uint8_t **out,
+                    size_t *outlen, FILE *diag, char *err, size_t errlen);
+// NVRTC's version; 0 if it cannot be asked.
+int cg_cuda_nvrtc_version(int *major, int *minor);
+#endif
+
 #endif

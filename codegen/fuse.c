@@ -73,6 +73,21 @@ cg_op_kind(int op)
 	case OP_max:
 	case OP_min:
 	case OP_logsumexp:
+	// Window ops (conv, the pools, upsample, argmax, their adjoints): a
+	// kernel of their own (codegen/lower.c, kernel_window).
+	case OP_conv:
+	case OP_conv_input_grad:
+	case OP_conv_weight_grad:
+	case OP_max_pool:
+	case OP_max_pool_grad:
+	case OP_max_pool_gather:
+	case OP_avg_pool:
+	case OP_avg_pool_grad:
+	case OP_adaptive_avg_pool:
+	case OP_adaptive_avg_pool_grad:
+	case OP_upsample_bilinear:
+	case OP_upsample_bilinear_grad:
+	case OP_argmax:
 		return CK_REDUCE;
 	case OP_matmul:
 		return CK_MATMUL;
@@ -168,6 +183,22 @@ expansion(const Graph *g, NodeId u, int s)
 		int ax = (int)ir_attr_int(g, u, "axis");
 		return s == 0 ? 1 : ir_shape(g, ir_in1(g, u, 0))->dim[ax];
 	}
+	case OP_conv:
+	case OP_conv_input_grad:
+	case OP_conv_weight_grad:
+	case OP_max_pool:
+	case OP_max_pool_grad:
+	case OP_max_pool_gather:
+	case OP_avg_pool:
+	case OP_avg_pool_grad:
+	case OP_adaptive_avg_pool:
+	case OP_adaptive_avg_pool_grad:
+	case OP_upsample_bilinear:
+	case OP_upsample_bilinear_grad:
+	case OP_argmax:
+		// Windows overlap and kernels read their operands in several
+		// passes: arithmetic feeding them is computed once, in a buffer.
+		return 2;
 	case OP_matmul: {
 		// A is read once per column of B, B once per row of A.
 		int r = us->rank;

@@ -854,6 +854,561 @@ kernel_matmul(Lower *L, uint32_t out, NodeId n)
 	k->nfused = L->nexpand;
 }
 
+// ---------------------------------------------------------------- window ops
+// conv, the pools, upsample_bilinear, argmax and their adjoints, as plain
+// loop nests in the kernel IR (ir/interp.c's rules, term by term): a
+// parallel loop over the result and a reduction over the window (conv: the
+// group's input channels and the kernel taps).  Positions outside the input
+// are selects (the load index clamped, so both arms are safe), never
+// branches.  The adjoints are gathers: each result element sums over the
+// windows that read it, found by inverting the window map (conv_input_grad,
+// max_pool_grad, avg_pool_grad: one term per kernel tap) or by testing every
+// output position (adaptive_avg_pool_grad, upsample_bilinear_grad, whose
+// windows have no fixed shape).  max_pool's argmax is two kernels, the
+// window's maximum m and then the first position holding m (NaN: the first
+// NaN), which is the interpreter's running "first maximum" exactly.
+
+// The geometry of a window op, as ir/interp.c's window(): 1-d is 2-d with
+// a height of 1.
+typedef struct Geo {
+	int64_t N, C, H, W, OH, OW;
+	int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+} Geo;
+
+static Geo
+geo(const Shape *x, const Shape *o, const int64_t *k, const int64_t *s, const int64_t *pd,
+    const int64_t *d)
+{
+	int ns = x->rank - 2, two = ns == 2;
+	Geo v;
+	v.N = x->dim[0];
+	v.C = x->dim[1];
+	v.H = two ? x->dim[2] : 1;
+	v.W = x->dim[x->rank - 1];
+	v.OH = two ? o->dim[2] : 1;
+	v.OW = o->dim[o->rank - 1];
+	v.kh = k && two ? k[0] : 1;
+	v.kw = k ? k[ns - 1] : 1;
+	v.sh = s && two ? s[0] : 1;
+	v.sw = s ? s[ns - 1] : 1;
+	v.ph = pd && two ? pd[0] : 0;
+	v.pw = pd ? pd[ns - 1] : 0;
+	v.dh = two && d ? d[0] : 1;
+	v.dw = d ? d[ns - 1] : 1;
+	return v;
+}
+
+static const int64_t *
+attr_ints(const Lower *L, NodeId n, const Attrs *a, const char *name)
+{
+	int k = ir_attr_index(L->g->node[n].op, name);
+	return k >= 0 ? a->a[k].v : NULL;
+}
+
+// A parallel (reduction) loop variable of extent ext; 0 when ext is 1.
+static KxId
+pvar(Lower *L, KKernel *k, int64_t ext)
+{
+	if (ext == 1)
+		return kx_iconst(L->p, 0);
+	FADC_ASSERT(k->rrank == 0, "pvar after rvar");
+	k->dim[k->rank] = ext;
+	return kx_var(L->p, k->rank++, ext);
+}
+
+static KxId
+rvar(Lower *L, KKernel *k, int64_t ext)
+{
+	if (ext == 1)
+		return kx_iconst(L->p, 0);
+	k->rdim[k->rrank] = ext;
+	int v = k->rank + k->rrank++;
+	return kx_var(L->p, v, ext);
+}
+
+// a AND b, where 0 stands for "true".
+static KxId
+band(KProgram *p, KxId a, KxId b)
+{
+	if (!a)
+		return b;
+	if (!b)
+		return a;
+	return kx_bin(p, KX_AND, a, b);
+}
+
+// lo <= i < hi as a BOOL, or 0 (true) when i's range proves it.
+static KxId
+in_range(KProgram *p, KxId i, int64_t lo, int64_t hi)
+{
+	int64_t a, b;
+	int known = kx_range(p, i, &a, &b);
+	KxId t = 0;
+	if (!(known && a >= lo))
+		t = kx_cmp(p, KC_GE, i, kx_iconst(p, lo));
+	if (!(known && b < hi))
+		t = band(p, t, kx_cmp(p, KC_LT, i, kx_iconst(p, hi)));
+	return t;
+}
+
+static KxId
+sel(KProgram *p, KxId c, KxId a, KxId b)
+{
+	return c ? kx_select(p, c, a, b) : a;
+}
+
+// (((a * B) + b) * C + c) ...: the flat index of coordinates in a shape.
+static KxId
+flat4(KProgram *p, KxId a, KxId b, int64_t B, KxId c, int64_t Cd, KxId d, int64_t D)
+{
+	KxId e = kx_iadd(p, kx_imul(p, a, B), b);
+	e = kx_iadd(p, kx_imul(p, e, Cd), c);
+	return kx_iadd(p, kx_imul(p, e, D), d);
+}
+
+static KxId
+ineg(KProgram *p, KxId a)
+{
+	return kx_imul(p, a, -1);
+}
+
+// The output position o (clamped into [0, out)) whose window reads input
+// position i at tap t: o s - pad + t dil = i; *ok says that one exists.
+static KxId
+inv_window(KProgram *p, KxId i, KxId t, int64_t pad, int64_t stride, int64_t dil, int64_t out,
+           KxId *ok)
+{
+	KxId r = kx_iadd(p, kx_iadd(p, i, kx_iconst(p, pad)), ineg(p, kx_imul(p, t, dil)));
+	KxId c = 0;
+	if (stride > 1)
+		c = kx_cmp(p, KC_EQ, kx_imod(p, r, stride), kx_iconst(p, 0));
+	KxId o = kx_idiv(p, r, stride);
+	*ok = band(p, c, in_range(p, o, 0, out));
+	return out > 0 ? kx_iclamp(p, o, 0, out - 1) : kx_iconst(p, 0);
+}
+
+static KxId
+to_f64(KProgram *p, KxId a)
+{
+	return kx_cast(p, a, DT_F64);
+}
+
+static void
+finish(Lower *L, KKernel *k, KRed red, KxId body, KxId post_of_acc_or_0)
+{
+	KProgram *p = L->p;
+	KBuf *b = &p->buf[k->out];
+	k->body = body;
+	k->red = red;
+	if (red) {
+		k->post = post_of_acc_or_0 ? post_of_acc_or_0 : kx_acc(p, (DType)p->x[body].dtype);
+		k->post = kx_cast(p, k->post, b->dtype);
+	} else
+		k->body = kx_cast(p, body, b->dtype);
+	k->nfused = L->nexpand;
+}
+
+static void
+kernel_conv(Lower *L, uint32_t out, NodeId n, const Attrs *a)
+{
+	const Graph *g = L->g;
+	KProgram *p = L->p;
+	int op = g->node[n].op;
+	NodeId i0 = ir_in1(g, n, 0), i1 = ir_in1(g, n, 1);
+	const Shape *os = ir_shape(g, n);
+	int64_t groups = a->a[aidx(L, n, "groups")].i;
+	const int64_t *st = attr_ints(L, n, a, "stride"), *pd = attr_ints(L, n, a, "padding"),
+	              *dl = attr_ints(L, n, a, "dilation");
+	KKernel *k = kernel_begin(L, out, n, ir_op(op)->name);
+	DType dt = ctype(L, n);
+	KxId z = kx_const(p, 0, dt), body, ok;
+	if (op == OP_conv) { // x, w -> (N, Co, OH, OW)
+		const Shape *xs = ir_shape(g, i0), *ws = ir_shape(g, i1);
+		Geo v = geo(xs, os, ws->dim + 2, st, pd, dl);
+		int64_t Co = ws->dim[0], Cg = v.C / groups, Cog = Co / groups;
+		KxId nn = pvar(L, k, v.N), co = pvar(L, k, Co), oh = pvar(L, k, v.OH), ow = pvar(L, k, v.OW);
+		KxId ci = rvar(L, k, Cg), kh = rvar(L, k, v.kh), kw = rvar(L, k, v.kw);
+		KxId ih = kx_iadd(p, kx_imul(p, oh, v.sh), kx_iadd(p, kx_iconst(p, -v.ph), kx_imul(p, kh, v.dh)));
+		KxId iw = kx_iadd(p, kx_imul(p, ow, v.sw), kx_iadd(p, kx_iconst(p, -v.pw), kx_imul(p, kw, v.dw)));
+		ok = band(p, in_range(p, ih, 0, v.H), in_range(p, iw, 0, v.W));
+		KxId c = kx_iadd(p, kx_imul(p, kx_idiv(p, co, Cog), Cg), ci);
+		KxId xi = flat4(p, nn, c, v.C, kx_iclamp(p, ih, 0, v.H - 1), v.H, kx_iclamp(p, iw, 0, v.W - 1), v.W);
+		KxId wi = flat4(p, co, ci, Cg, kh, v.kh, kw, v.kw);
+		k->index = flat4(p, nn, co, Co, oh, v.OH, ow, v.OW);
+		body = sel(p, ok, kx_bin(p, KX_MUL, at(L, i0, xi), at(L, i1, wi)), z);
+	} else if (op == OP_conv_input_grad) { // g, w -> x-shaped (N, C, H, W)
+		const Shape *gs = ir_shape(g, i0), *ws = ir_shape(g, i1);
+		Geo v = geo(os, gs, ws->dim + 2, st, pd, dl);
+		int64_t Co = gs->dim[1], Cg = v.C / groups, Cog = Co / groups;
+		KxId nn = pvar(L, k, v.N), c = pvar(L, k, v.C), ih = pvar(L, k, v.H), iw = pvar(L, k, v.W);
+		KxId j = rvar(L, k, Cog), kh = rvar(L, k, v.kh), kw = rvar(L, k, v.kw);
+		KxId okh, okw;
+		KxId oh = inv_window(p, ih, kh, v.ph, v.sh, v.dh, v.OH, &okh);
+		KxId ow = inv_window(p, iw, kw, v.pw, v.sw, v.dw, v.OW, &okw);
+		ok = band(p, okh, okw);
+		KxId co = kx_iadd(p, kx_imul(p, kx_idiv(p, c, Cg), Cog), j), ci = kx_imod(p, c, Cg);
+		KxId gi = flat4(p, nn, co, Co, oh, v.OH, ow, v.OW);
+		KxId wi = flat4(p, co, ci, Cg, kh, v.kh, kw, v.kw);
+		k->index = flat4(p, nn, c, v.C, ih, v.H, iw, v.W);
+		body = sel(p, ok, kx_bin(p, KX_MUL, at(L, i0, gi), at(L, i1, wi)), z);
+	} else { // conv_weight_grad: x, g -> (Co, Cg, kh, kw)
+		const Shape *xs = ir_shape(g, i0), *gs = ir_shape(g, i1);
+		Geo v = geo(xs, gs, attr_ints(L, n, a, "kernel"), st, pd, dl);
+		int64_t Co = gs->dim[1], Cg = v.C / groups, Cog = Co / groups;
+		KxId co = pvar(L, k, Co), ci = pvar(L, k, Cg), kh = pvar(L, k, v.kh), kw = pvar(L, k, v.kw);
+		KxId nn = rvar(L, k, v.N), oh = rvar(L, k, v.OH), ow = rvar(L, k, v.OW);
+		KxId ih = kx_iadd(p, kx_imul(p, oh, v.sh), kx_iadd(p, kx_iconst(p, -v.ph), kx_imul(p, kh, v.dh)));
+		KxId iw = kx_iadd(p, kx_imul(p, ow, v.sw), kx_iadd(p, kx_iconst(p, -v.pw), kx_imul(p, kw, v.dw)));
+		ok = band(p, in_range(p, ih, 0, v.H), in_range(p, iw, 0, v.W));
+		KxId c = kx_iadd(p, kx_imul(p, kx_idiv(p, co, Cog), Cg), ci);
+		KxId xi = flat4(p, nn, c, v.C, kx_iclamp(p, ih, 0, v.H - 1), v.H, kx_iclamp(p, iw, 0, v.W - 1), v.W);
+		KxId gi = flat4(p, nn, co, Co, oh, v.OH, ow, v.OW);
+		k->index = flat4(p, co, ci, Cg, kh, v.kh, kw, v.kw);
+		body = sel(p, ok, kx_bin(p, KX_MUL, at(L, i1, gi), at(L, i0, xi)), z);
+	}
+	finish(L, k, KR_SUM, body, 0);
+}
+
+// A count (I64) as a float of the compute dtype dt.
+static KxId
+ifloat(KProgram *p, KxId a, DType dt)
+{
+	return kx_cast(p, a, dt == DT_F64 ? DT_F64 : DT_F32);
+}
+
+// avg_pool's divisor for window (oh, ow): kh kw, or the in-bounds count
+// min(o s - p + k, L) - max(o s - p, 0) per axis.
+static KxId
+avg_divisor(KProgram *p, const Geo *v, KxId oh, KxId ow, int incl, DType dt)
+{
+	if (incl)
+		return kx_const(p, (double)(v->kh * v->kw), dt);
+	KxId c[2];
+	for (int ax = 0; ax < 2; ax++) {
+		KxId o = ax ? ow : oh;
+		int64_t s = ax ? v->sw : v->sh, pd = ax ? v->pw : v->ph, k = ax ? v->kw : v->kh;
+		int64_t len = ax ? v->W : v->H;
+		KxId b = kx_iadd(p, kx_imul(p, o, s), kx_iconst(p, -pd));
+		KxId e = kx_imin(p, kx_iadd(p, b, kx_iconst(p, k)), kx_iconst(p, len));
+		c[ax] = kx_iadd(p, e, ineg(p, kx_imax(p, b, kx_iconst(p, 0))));
+	}
+	return kx_bin(p, KX_MUL, ifloat(p, c[0], dt), ifloat(p, c[1], dt));
+}
+
+// Adaptive pooling's window of output o: [floor(o L / O), ceil((o + 1) L / O)).
+static void
+adaptive_bounds(KProgram *p, KxId o, int64_t len, int64_t outn, KxId *s, KxId *e)
+{
+	*s = kx_idiv(p, kx_imul(p, o, len), outn);
+	*e = kx_idiv(p, kx_iadd(p, kx_imul(p, o, len), kx_iconst(p, len + outn - 1)), outn);
+}
+
+static int64_t
+adaptive_max(int64_t len, int64_t outn)
+{
+	int64_t m = 1;
+	for (int64_t o = 0; o < outn; o++) {
+		int64_t w = ((o + 1) * len + outn - 1) / outn - o * len / outn;
+		if (w > m)
+			m = w;
+	}
+	return m;
+}
+
+static KxId
+adaptive_count(KProgram *p, KxId h0, KxId h1, KxId w0, KxId w1, DType dt)
+{
+	return kx_bin(p, KX_MUL, ifloat(p, kx_iadd(p, h1, ineg(p, h0)), dt),
+	              ifloat(p, kx_iadd(p, w1, ineg(p, w0)), dt));
+}
+
+// ir/interp.c's bilinear_src in F64: the source coordinate of output dst,
+// its neighbours i0, i1 and the weight l of i1.
+static void
+bilinear_src(KProgram *p, KxId dst, int64_t in, int64_t outn, int align, KxId *i0, KxId *i1, KxId *l)
+{
+	KxId d = to_f64(p, dst), src;
+	if (align)
+		src = outn > 1 ? kx_bin(p, KX_DIV, kx_bin(p, KX_MUL, d, kx_const(p, (double)(in - 1), DT_F64)),
+		                        kx_const(p, (double)(outn - 1), DT_F64))
+		               : kx_const(p, 0, DT_F64);
+	else {
+		src = kx_bin(p, KX_SUB,
+		             kx_bin(p, KX_MUL, kx_bin(p, KX_ADD, d, kx_const(p, 0.5, DT_F64)),
+		                    kx_const(p, (double)in / (double)outn, DT_F64)),
+		             kx_const(p, 0.5, DT_F64));
+		KxId z = kx_const(p, 0, DT_F64);
+		src = kx_select(p, kx_cmp(p, KC_LT, src, z), z, src);
+	}
+	*i0 = kx_imin(p, kx_cast(p, src, DT_I64), kx_iconst(p, in - 1));
+	*i1 = kx_imin(p, kx_iadd(p, *i0, kx_iconst(p, 1)), kx_iconst(p, in - 1));
+	*l = kx_bin(p, KX_SUB, src, to_f64(p, *i0));
+}
+
+// The loops of one window over output (pl, oh, ow): fills *xi (the load
+// index, clamped), *ok (in bounds, 0 for always) and *pos (ih W + iw).
+static void
+pool_window(Lower *L, KKernel *k, const Geo *v, KxId pl, KxId oh, KxId ow, int dil, KxId *xi,
+            KxId *ok, KxId *pos)
+{
+	KProgram *p = L->p;
+	KxId kh = rvar(L, k, v->kh), kw = rvar(L, k, v->kw);
+	KxId ih = kx_iadd(p, kx_imul(p, oh, v->sh), kx_iadd(p, kx_iconst(p, -v->ph), kx_imul(p, kh, dil ? v->dh : 1)));
+	KxId iw = kx_iadd(p, kx_imul(p, ow, v->sw), kx_iadd(p, kx_iconst(p, -v->pw), kx_imul(p, kw, dil ? v->dw : 1)));
+	*ok = band(p, in_range(p, ih, 0, v->H), in_range(p, iw, 0, v->W));
+	KxId ihc = kx_iclamp(p, ih, 0, v->H - 1), iwc = kx_iclamp(p, iw, 0, v->W - 1);
+	*pos = kx_iadd(p, kx_imul(p, ihc, v->W), iwc);
+	*xi = kx_iadd(p, kx_imul(p, pl, v->H * v->W), *pos);
+}
+
+// max_pool's per-window maximum (mbuf) and argmax (abuf: ih W + iw, or
+// H W for a window of padding only).
+static void
+max_pool_arg(Lower *L, NodeId n, NodeId x, const Geo *v, uint32_t *mbuf, uint32_t *abuf)
+{
+	KProgram *p = L->p;
+	Shape ps = {.rank = 3};
+	ps.dim[0] = v->N * v->C;
+	ps.dim[1] = v->OH;
+	ps.dim[2] = v->OW;
+	DType dt = kir_compute_dtype(p, ndtype(L, x));
+	*mbuf = kir_buf_add(p, KB_TMP, 0, dt, &ps, n);
+	*abuf = kir_buf_add(p, KB_TMP, 0, DT_I64, &ps, n);
+	for (int pass = 0; pass < 2; pass++) {
+		KKernel *k = kernel_begin(L, pass ? *abuf : *mbuf, n, pass ? "max_pool.argmax" : "max_pool.max");
+		KxId pl = pvar(L, k, ps.dim[0]), oh = pvar(L, k, v->OH), ow = pvar(L, k, v->OW), xi, ok, pos;
+		k->index = flat4(p, kx_iconst(p, 0), pl, 1, oh, v->OH, ow, v->OW);
+		pool_window(L, k, v, pl, oh, ow, 1, &xi, &ok, &pos);
+		KxId xv = at(L, x, xi);
+		if (!pass) {
+			finish(L, k, KR_MAX, sel(p, ok, xv, kx_const(p, -HUGE_VAL, dt)), 0);
+			continue;
+		}
+		KxId m = kx_load(p, *mbuf, k->index);
+		KxId hit = kx_bin(p, KX_OR, kx_cmp(p, KC_EQ, xv, m),
+		                  kx_bin(p, KX_AND, kx_cmp(p, KC_UNO, m, m), kx_cmp(p, KC_UNO, xv, xv)));
+		hit = band(p, ok, hit);
+		finish(L, k, KR_MIN, kx_select(p, hit, pos, kx_iconst(p, v->H * v->W)), 0);
+	}
+}
+
+static void
+kernel_pool(Lower *L, uint32_t out, NodeId n, const Attrs *a)
+{
+	const Graph *g = L->g;
+	KProgram *p = L->p;
+	int op = g->node[n].op;
+	NodeId i0 = ir_in1(g, n, 0);
+	const Shape *os = ir_shape(g, n), *s0 = ir_shape(g, i0);
+	const int64_t *kk = attr_ints(L, n, a, "kernel"), *st = attr_ints(L, n, a, "stride"),
+	              *pd = attr_ints(L, n, a, "padding"), *dl = attr_ints(L, n, a, "dilation");
+	DType dt = ctype(L, n);
+	KxId z = kx_const(p, 0, dt);
+	int grad = op == OP_max_pool_grad || op == OP_avg_pool_grad || op == OP_adaptive_avg_pool_grad ||
+	           op == OP_upsample_bilinear_grad;
+	// v: input (x-shaped) geometry against the forward op's output.
+	const Shape *xs = grad ? (op == OP_max_pool_grad ? s0 : os) : s0;
+	const Shape *ys = grad ? ir_shape(g, op == OP_max_pool_grad ? ir_in1(g, n, 1) : i0) : os;
+	if (op == OP_max_pool_gather)
+		ys = os;
+	Geo v = geo(xs, ys, kk, st, pd, op == OP_avg_pool || op == OP_avg_pool_grad ? NULL : dl);
+	int64_t P = v.N * v.C, HW = v.H * v.W;
+	if (op == OP_max_pool || op == OP_max_pool_gather || op == OP_max_pool_grad) {
+		uint32_t mbuf, abuf;
+		max_pool_arg(L, n, i0, &v, &mbuf, &abuf);
+		if (op == OP_max_pool) { // the maximum itself
+			KKernel *k = kernel_begin(L, out, n, "copy");
+			k->index = domain(L, k, os);
+			finish(L, k, KR_NONE, kx_load(p, mbuf, k->index), 0);
+			return;
+		}
+		NodeId h = ir_in1(g, n, 1);
+		if (op == OP_max_pool_gather) {
+			KKernel *k = kernel_begin(L, out, n, "max_pool_gather");
+			KxId pl = pvar(L, k, P), oh = pvar(L, k, v.OH), ow = pvar(L, k, v.OW);
+			k->index = flat4(p, kx_iconst(p, 0), pl, 1, oh, v.OH, ow, v.OW);
+			KxId am = kx_load(p, abuf, k->index);
+			KxId hv = at(L, h, kx_iadd(p, kx_imul(p, pl, HW), kx_iclamp(p, am, 0, HW - 1)));
+			finish(L, k, KR_NONE, kx_select(p, kx_cmp(p, KC_LT, am, kx_iconst(p, HW)), hv, z), 0);
+			return;
+		}
+		KKernel *k = kernel_begin(L, out, n, "max_pool_grad");
+		KxId pl = pvar(L, k, P), ih = pvar(L, k, v.H), iw = pvar(L, k, v.W);
+		k->index = flat4(p, kx_iconst(p, 0), pl, 1, ih, v.H, iw, v.W);
+		KxId kh = rvar(L, k, v.kh), kw = rvar(L, k, v.kw), okh, okw;
+		KxId oh = inv_window(p, ih, kh, v.ph, v.sh, v.dh, v.OH, &okh);
+		KxId ow = inv_window(p, iw, kw, v.pw, v.sw, v.dw, v.OW, &okw);
+		KxId oi = flat4(p, kx_iconst(p, 0), pl, 1, oh, v.OH, ow, v.OW);
+		KxId me = kx_iadd(p, kx_imul(p, ih, v.W), iw);
+		KxId hit = band(p, band(p, okh, okw), kx_cmp(p, KC_EQ, kx_load(p, abuf, oi), me));
+		finish(L, k, KR_SUM, kx_select(p, hit, at(L, h, oi), z), 0);
+		return;
+	}
+	int incl = op == OP_avg_pool || op == OP_avg_pool_grad ? a->a[aidx(L, n, "count_include_pad")].i != 0 : 0;
+	if (op == OP_avg_pool) {
+		KKernel *k = kernel_begin(L, out, n, "avg_pool");
+		KxId pl = pvar(L, k, P), oh = pvar(L, k, v.OH), ow = pvar(L, k, v.OW), xi, ok, pos;
+		k->index = flat4(p, kx_iconst(p, 0), pl, 1, oh, v.OH, ow, v.OW);
+		pool_window(L, k, &v, pl, oh, ow, 0, &xi, &ok, &pos);
+		KxId body = sel(p, ok, at(L, i0, xi), z);
+		KxId div = avg_divisor(p, &v, oh, ow, incl, dt);
+		finish(L, k, KR_SUM, body, kx_bin(p, KX_DIV, kx_acc(p, dt), div));
+		return;
+	}
+	if (op == OP_avg_pool_grad) {
+		KKernel *k = kernel_begin(L, out, n, "avg_pool_grad");
+		KxId pl = pvar(L, k, P), ih = pvar(L, k, v.H), iw = pvar(L, k, v.W);
+		k->index = flat4(p, kx_iconst(p, 0), pl, 1, ih, v.H, iw, v.W);
+		KxId kh = rvar(L, k, v.kh), kw = rvar(L, k, v.kw), okh, okw;
+		KxId oh = inv_window(p, ih, kh, v.ph, v.sh, 1, v.OH, &okh);
+		KxId ow = inv_window(p, iw, kw, v.pw, v.sw, 1, v.OW, &okw);
+		KxId oi = flat4(p, kx_iconst(p, 0), pl, 1, oh, v.OH, ow, v.OW);
+		KxId t = kx_bin(p, KX_DIV, at(L, i0, oi), avg_divisor(p, &v, oh, ow, incl, dt));
+		finish(L, k, KR_SUM, sel(p, band(p, okh, okw), t, z), 0);
+		return;
+	}
+	if (op == OP_adaptive_avg_pool || op == OP_adaptive_avg_pool_grad) {
+		int fwd = op == OP_adaptive_avg_pool;
+		KKernel *k = kernel_begin(L, out, n, ir_op(op)->name);
+		KxId pl = pvar(L, k, P), e0 = pvar(L, k, fwd ? v.OH : v.H), e1 = pvar(L, k, fwd ? v.OW : v.W);
+		if (fwd) {
+			KxId oh = e0, ow = e1, h0, h1, w0, w1;
+			k->index = flat4(p, kx_iconst(p, 0), pl, 1, oh, v.OH, ow, v.OW);
+			adaptive_bounds(p, oh, v.H, v.OH, &h0, &h1);
+			adaptive_bounds(p, ow, v.W, v.OW, &w0, &w1);
+			KxId ih = kx_iadd(p, h0, rvar(L, k, adaptive_max(v.H, v.OH)));
+			KxId iw = kx_iadd(p, w0, rvar(L, k, adaptive_max(v.W, v.OW)));
+			KxId ok = band(p, kx_cmp(p, KC_LT, ih, h1), kx_cmp(p, KC_LT, iw, w1));
+			KxId xi = flat4(p, kx_iconst(p, 0), pl, 1, kx_iclamp(p, ih, 0, v.H - 1), v.H,
+			                kx_iclamp(p, iw, 0, v.W - 1), v.W);
+			KxId body = sel(p, ok, at(L, i0, xi), z);
+			finish(L, k, KR_SUM, body, kx_bin(p, KX_DIV, kx_acc(p, dt), adaptive_count(p, h0, h1, w0, w1, dt)));
+		} else {
+			KxId ih = e0, iw = e1, h0, h1, w0, w1;
+			k->index = flat4(p, kx_iconst(p, 0), pl, 1, ih, v.H, iw, v.W);
+			KxId oh = rvar(L, k, v.OH), ow = rvar(L, k, v.OW);
+			adaptive_bounds(p, oh, v.H, v.OH, &h0, &h1);
+			adaptive_bounds(p, ow, v.W, v.OW, &w0, &w1);
+			KxId ok = band(p, band(p, kx_cmp(p, KC_LE, h0, ih), kx_cmp(p, KC_LT, ih, h1)),
+			               band(p, kx_cmp(p, KC_LE, w0, iw), kx_cmp(p, KC_LT, iw, w1)));
+			KxId gi = flat4(p, kx_iconst(p, 0), pl, 1, oh, v.OH, ow, v.OW);
+			KxId t = kx_bin(p, KX_DIV, at(L, i0, gi), adaptive_count(p, h0, h1, w0, w1, dt));
+			finish(L, k, KR_SUM, kx_select(p, ok, t, z), 0);
+		}
+		return;
+	}
+	// upsample_bilinear and its adjoint, in f64 as the interpreter.
+	int align = a->a[aidx(L, n, "align_corners")].i != 0;
+	KxId one = kx_const(p, 1, DT_F64), z64 = kx_const(p, 0, DT_F64);
+	if (op == OP_upsample_bilinear) {
+		KKernel *k = kernel_begin(L, out, n, "upsample_bilinear");
+		KxId pl = pvar(L, k, P), oh = pvar(L, k, v.OH), ow = pvar(L, k, v.OW), h0, h1, w0, w1, lh, lw;
+		k->index = flat4(p, kx_iconst(p, 0), pl, 1, oh, v.OH, ow, v.OW);
+		bilinear_src(p, oh, v.H, v.OH, align, &h0, &h1, &lh);
+		bilinear_src(p, ow, v.W, v.OW, align, &w0, &w1, &lw);
+		KxId base = kx_imul(p, pl, HW);
+#define PIX(r, c) to_f64(p, at(L, i0, kx_iadd(p, base, kx_iadd(p, kx_imul(p, r, v.W), c))))
+		KxId top = kx_bin(p, KX_ADD, kx_bin(p, KX_MUL, kx_bin(p, KX_SUB, one, lw), PIX(h0, w0)),
+		                  kx_bin(p, KX_MUL, lw, PIX(h0, w1)));
+		KxId bot = kx_bin(p, KX_ADD, kx_bin(p, KX_MUL, kx_bin(p, KX_SUB, one, lw), PIX(h1, w0)),
+		                  kx_bin(p, KX_MUL, lw, PIX(h1, w1)));
+#undef PIX
+		KxId o = kx_bin(p, KX_ADD, kx_bin(p, KX_MUL, kx_bin(p, KX_SUB, one, lh), top),
+		                kx_bin(p, KX_MUL, lh, bot));
+		finish(L, k, KR_NONE, o, 0);
+		return;
+	}
+	KKernel *k = kernel_begin(L, out, n, "upsample_bilinear_grad");
+	KxId pl = pvar(L, k, P), ih = pvar(L, k, v.H), iw = pvar(L, k, v.W), h0, h1, w0, w1, lh, lw;
+	k->index = flat4(p, kx_iconst(p, 0), pl, 1, ih, v.H, iw, v.W);
+	KxId oh = rvar(L, k, v.OH), ow = rvar(L, k, v.OW);
+	bilinear_src(p, oh, v.H, v.OH, align, &h0, &h1, &lh);
+	bilinear_src(p, ow, v.W, v.OW, align, &w0, &w1, &lw);
+	KxId gv = to_f64(p, at(L, i0, flat4(p, kx_iconst(p, 0), pl, 1, oh, v.OH, ow, v.OW)));
+	KxId ulh = kx_bin(p, KX_SUB, one, lh), ulw = kx_bin(p, KX_SUB, one, lw);
+	KxId hr[2] = {h0, h1}, wc[2] = {w0, w1}, wh[2] = {ulh, lh}, ww[2] = {ulw, lw}, body = 0;
+	for (int r = 0; r < 2; r++)
+		for (int c = 0; c < 2; c++) {
+			KxId hit = kx_bin(p, KX_AND, kx_cmp(p, KC_EQ, hr[r], ih), kx_cmp(p, KC_EQ, wc[c], iw));
+			KxId t = kx_select(p, hit, kx_bin(p, KX_MUL, kx_bin(p, KX_MUL, wh[r], ww[c]), gv), z64);
+			body = body ? kx_bin(p, KX_ADD, body, t) : t;
+		}
+	finish(L, k, KR_SUM, body, 0);
+}
+
+// argmax(x, axis): the window maximum m, then the first k with x = m (the
+// first NaN when m is NaN): torch.argmax's first maximum.
+static void
+kernel_argmax(Lower *L, uint32_t out, NodeId n, const Attrs *a)
+{
+	const Graph *g = L->g;
+	KProgram *p = L->p;
+	NodeId x = ir_in1(g, n, 0);
+	const Shape *xs = ir_shape(g, x);
+	int ax = (int)a->a[aidx(L, n, "axis")].i;
+	int64_t outer = 1, inner = 1, dim = xs->dim[ax];
+	for (int d = 0; d < ax; d++)
+		outer *= xs->dim[d];
+	for (int d = ax + 1; d < xs->rank; d++)
+		inner *= xs->dim[d];
+	Shape ms = {.rank = 2};
+	ms.dim[0] = outer;
+	ms.dim[1] = inner;
+	DType dt = kir_compute_dtype(p, ndtype(L, x));
+	uint32_t mbuf = kir_buf_add(p, KB_TMP, 0, dt, &ms, n);
+	for (int pass = 0; pass < 2; pass++) {
+		KKernel *k = kernel_begin(L, pass ? out : mbuf, n, pass ? "argmax" : "argmax.max");
+		KxId o = pvar(L, k, outer), i = pvar(L, k, inner), j = rvar(L, k, dim);
+		k->index = kx_iadd(p, kx_imul(p, o, inner), i);
+		KxId xv = at(L, x, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, o, dim), j), inner), i));
+		if (!pass) {
+			finish(L, k, KR_MAX, xv, 0);
+			continue;
+		}
+		KxId m = kx_load(p, mbuf, k->index);
+		KxId hit = kx_bin(p, KX_OR, kx_cmp(p, KC_EQ, xv, m),
+		                  kx_bin(p, KX_AND, kx_cmp(p, KC_UNO, m, m), kx_cmp(p, KC_UNO, xv, xv)));
+		finish(L, k, KR_MIN, kx_select(p, hit, j, kx_iconst(p, dim)), 0);
+	}
+}
+
+static int
+window_op(int op)
+{
+	switch (op) {
+	case OP_conv:
+	case OP_conv_input_grad:
+	case OP_conv_weight_grad:
+	case OP_max_pool:
+	case OP_max_pool_grad:
+	case OP_max_pool_gather:
+	case OP_avg_pool:
+	case OP_avg_pool_grad:
+	case OP_adaptive_avg_pool:
+	case OP_adaptive_avg_pool_grad:
+	case OP_upsample_bilinear:
+	case OP_upsample_bilinear_grad:
+	case OP_argmax:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static void
+kernel_window(Lower *L, uint32_t out, NodeId n)
+{
+	Attrs a;
+	ir_attrs_get(L->g, n, &a);
+	int op = L->g->node[n].op;
+	if (op == OP_conv || op == OP_conv_input_grad || op == OP_conv_weight_grad)
+		kernel_conv(L, out, n, &a);
+	else if (op == OP_argmax)
+		kernel_argmax(L, out, n, &a);
+	else
+		kernel_pool(L, out, n, &a);
+}
+
 void
 cg_loc_str(const SrcMap *src, Loc loc, char *buf, size_t n)
 {
@@ -919,6 +1474,11 @@ cg_lower(const Graph *g, const char *task, DType fcompute, char *err, size_t err
 		DType tdt = ndtype(&L, n) == DT_F32 ? fcompute : ndtype(&L, n);
 		uint32_t b = first_out[n] ? p->outbuf[first_out[n] - 1]
 		                          : kir_buf_add(p, KB_TMP, 0, tdt, ir_shape(g, n), n);
+		if (window_op(g->node[n].op)) {
+			kernel_window(&L, b, n);
+			L.buf[n] = b;
+			continue;
+		}
 		switch (cg_op_kind(g->node[n].op)) {
 		case CK_REDUCE:
 			kernel_reduce(&L, b, n);

@@ -1,0 +1,137 @@
+// tests/unit/test_codegen_conv.c -- the window ops compiled vs the
+// interpreter: conv (1-d and 2-d; stride, padding, dilation, groups),
+// max_pool, avg_pool (count_include_pad 0 and 1), adaptive_avg_pool
+// (shrinking and growing), upsample_bilinear (align_corners 0 and 1,
+// up and down), argmax, and through the derivative tasks their adjoints
+// conv_input_grad, conv_weight_grad, max_pool_grad, max_pool_gather,
+// avg_pool_grad, adaptive_avg_pool_grad, upsample_bilinear_grad.  Each
+// small module is compiled for forward, vjp, jvp, vhp and hvp and checked
+// through cg_check (codegen/check.c): normalized error <= 1e-5 computing in
+// f32, <= 2e-7 computing in f64.  Ties (inputs on a grid of a few values)
+// exercise max_pool's and argmax's "first maximum".  (avg_pool with
+// count_include_pad is spelled as the op: avg_pool2d(..., count_include_pad=0)
+// is rejected by the frontend, which turns every integer after the input
+// into a per-axis list.)
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen.h"
+#include "frontend.h"
+#include "testutil.h"
+
+static const char *const tasks[] = {"forward", "vjp", "jvp", "vhp", "hvp"};
+
+static void
+check_text(const char *name, const char *text)
+{
+	FeOptions fo = {.diag = stderr};
+	Module *m = fe_parse_string(name, text, strlen(text), &fo);
+	CHECK(m != NULL);
+	if (!m)
+		return;
+	for (int f64 = 0; f64 < 2; f64++) {
+		CgOptions o = {.tasks = tasks, .ntasks = 5, .opt_level = 1, .compute_f64 = f64};
+		CgCheck c = {f64 ? 2e-7 : 1e-5, 1e-6, 0, 0};
+		char err[4096] = "";
+		printf("%s, computing in %s: ", name, f64 ? "f64" : "f32");
+		fflush(stdout);
+		int nf = cg_check(m, &o, &c, stdout, err, sizeof err);
+		if (nf < 0)
+			fprintf(stderr, "%s: %s\n", name, err);
+		CHECK(nf == 0);
+	}
+	ir_module_free(m);
+}
+
+static const char conv2d_ir[] =
+	"param w: f32[6, 2, 3, 2] = normal(0, 0.5, seed=1)\n"
+	"param b: f32[6] = normal(0, 0.5, seed=2)\n"
+	"param x: f32[2, 4, 9, 7] = uniform(-1, 1, seed=3)\n"
+	"param v: f32[4, 4, 1, 1] = normal(0, 0.5, seed=4)\n"
+	"def forward() -> f32[] {\n"
+	"  y = conv2d(x, w, b, stride=[2, 1], padding=[1, 2], dilation=[2, 1], groups=2)\n"
+	"  z = conv2d(x, w, padding=1, groups=2)\n"
+	"  u = conv2d(tanh(x), v, stride=2)\n"
+	"  return sum(tanh(y)) + sum(z * z) + sum(u * u * u)\n"
+	"}\n";
+
+static const char conv1d_ir[] =
+	"param w: f32[4, 3, 3] = normal(0, 0.5, seed=1)\n"
+	"param d: f32[3, 1, 4] = normal(0, 0.5, seed=2)\n"
+	"param x: f32[2, 3, 13] = uniform(-1, 1, seed=3)\n"
+	"def forward() -> f32[] {\n"
+	"  y = conv1d(x, w, stride=2, padding=1, dilation=2)\n"
+	"  z = conv1d(x * x, d, padding=3, groups=3)\n"
+	"  return sum(tanh(y)) + sum(sigmoid(z))\n"
+	"}\n";
+
+static const char maxpool_ir[] =
+	"param x: f32[2, 3, 9, 8] = floor(4 * uniform(0, 1, seed=1))\n"
+	"param y: f32[2, 3, 10] = uniform(-1, 1, seed=2)\n"
+	"param s: f32[2, 3, 9, 8] = uniform(0.5, 1.5, seed=3)\n"
+	"def forward() -> f32[] {\n"
+	"  a = max_pool2d(x * s, 3, stride=2, padding=1)\n"
+	"  b = max_pool2d(x + s, [2, 3], stride=[1, 2], padding=[1, 1], dilation=[2, 1])\n"
+	"  c = max_pool2d(x, 2)\n"
+	"  d = max_pool1d(y, 2, stride=2, padding=1)\n"
+	"  return sum(a * a) + sum(tanh(b)) + sum(c * s[:, :, 0:4, 0:4]) + sum(d * d * d)\n"
+	"}\n";
+
+static const char avgpool_ir[] =
+	"param x: f32[2, 3, 9, 8] = uniform(-1, 1, seed=1)\n"
+	"param y: f32[2, 2, 11] = uniform(-1, 1, seed=2)\n"
+	"def forward() -> f32[] {\n"
+	"  a = avg_pool2d(x, 3, stride=2, padding=1)\n"
+	"  b = avg_pool(x, kernel=[3, 3], stride=[2, 2], padding=[1, 1], count_include_pad=0)\n"
+	"  c = avg_pool2d(x * x, [2, 3], stride=[2, 1], padding=[1, 0])\n"
+	"  d = avg_pool(y, kernel=[4], stride=[3], padding=[2], count_include_pad=0)\n"
+	"  return sum(a * a) + sum(tanh(b)) + sum(c * c) + sum(d * d * d)\n"
+	"}\n";
+
+static const char adaptive_ir[] =
+	"param x: f32[2, 3, 7, 5] = uniform(-1, 1, seed=1)\n"
+	"param y: f32[2, 2, 9] = uniform(-1, 1, seed=2)\n"
+	"def forward() -> f32[] {\n"
+	"  a = adaptive_avg_pool2d(x, [3, 2])\n"
+	"  b = adaptive_avg_pool2d(x, 1)\n"
+	"  c = adaptive_avg_pool2d(x * x, [10, 6])\n"
+	"  d = adaptive_avg_pool1d(y, 4)\n"
+	"  return sum(a * a) + sum(tanh(b)) + sum(c * c) + sum(d * d * d)\n"
+	"}\n";
+
+static const char upsample_ir[] =
+	"param x: f32[2, 3, 3, 4] = uniform(-1, 1, seed=1)\n"
+	"param y: f32[1, 2, 5, 7] = uniform(-1, 1, seed=2)\n"
+	"def forward() -> f32[] {\n"
+	"  a = upsample_bilinear(x, size=[7, 9])\n"
+	"  b = upsample_bilinear(x * x, size=[8, 5], align_corners=1)\n"
+	"  c = upsample_bilinear(y, size=[2, 3])\n"
+	"  d = upsample_bilinear(y, size=[1, 4], align_corners=1)\n"
+	"  e = upsample_bilinear(y, size=[3, 1])\n"
+	"  return sum(a * a) + sum(tanh(b)) + sum(c * c * c) + sum(d * d) + sum(e * e)\n"
+	"}\n";
+
+static const char argmax_ir[] =
+	"const x: f32[4, 6, 5] = floor(3 * uniform(0, 1, seed=1))\n"
+	"const t: f32[4, 6, 5] = uniform(-1, 1, seed=3)\n"
+	"param s: f32[4, 6, 5] = uniform(-1, 1, seed=2)\n"
+	"def forward() -> f32[] {\n"
+	"  i = argmax(x, axis=1)\n"
+	"  j = argmax(t, axis=2, keepdim=1)\n"
+	"  k = argmax(x + t, axis=0)\n"
+	"  return sum(one_hot(i, n=6) * transpose(s, 1, 2)) + sum(one_hot(j, n=5) * reshape(s, [4, 6, 1, 5]))\n"
+	"       + sum(one_hot(k, n=4) * reshape(s[0:1, :, 0:4], [6, 1, 4])) + sum(s * s)\n"
+	"}\n";
+
+int
+main(void)
+{
+	check_text("conv2d.ir", conv2d_ir);
+	check_text("conv1d.ir", conv1d_ir);
+	check_text("max_pool.ir", maxpool_ir);
+	check_text("avg_pool.ir", avgpool_ir);
+	check_text("adaptive_avg_pool.ir", adaptive_ir);
+	check_text("upsample_bilinear.ir", upsample_ir);
+	check_text("argmax.ir", argmax_ir);
+	return TU_DONE("test_codegen_conv");
+}
