@@ -330,6 +330,8 @@ bounds(const char *rel)
 			continue;
 		}
 		double r = (double)(g->nnode - 1) / (double)(f->nnode - 1);
+		if (getenv("FADC_BOUNDS_VERBOSE"))
+			printf("%s %s: %.2fx\n", rel, lim[i].task, r);
 		if (r > lim[i].factor) {
 			nfail++;
 			fprintf(stderr, "%s %s: %u nodes, %.2fx the forward's %u (bound %gx)\n", rel,
@@ -394,6 +396,14 @@ main(void)
 	bounds("models/ppl_robust_reg.ir");
 	bounds("tests/parse/example-multiheadattn.ir");
 	bounds("tests/parse/example-transformer-layer.ir");
+	// Every model of the zoo, at full size (the graphs are symbolic).
+	bounds("models/resnet18.ir");
+	bounds("models/fcn_resnet.ir");
+	bounds("models/detr.ir");
+	bounds("models/wav2letter.ir");
+	bounds("models/deepspeech.ir");
+	bounds("models/transformer.ir");
+	bounds("models/multiheadattn.ir");
 	simple_reg(NULL, 0);
 	const char *small[] = {"N=3", "K=2"};
 	simple_reg(small, 2);
