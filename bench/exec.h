@@ -24,7 +24,7 @@ typedef struct Prepared Prepared;
 // none of it).
 typedef struct BackendOptions {
 	const char *artifacts; // --artifacts; NULL: build/artifacts beside build/bin/fadc-bench
-	const char *compiler; // --fadc; NULL: fadc (or fadc-cg) beside fadc-bench
+	const char *compiler; // --fadc; NULL: fadc beside fadc-bench
 	int compile; // --compile: build missing or stale artifacts
 	int num_threads;
 	uint64_t seed; // the run seed of initializers and samplers

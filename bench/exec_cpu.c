@@ -4,8 +4,7 @@
 // run through the runtime (include/fadc.h).
 //
 // fadc-bench never links LLVM: compiling is another process, `fadc
-// MODEL.ir -o OUT.so --tasks T,... -D N=V ...` (or `fadc-cg`, whose command
-// line is the same, while `fadc` lacks -o).  Whether an artifact serves is
+// MODEL.ir -o OUT.so --tasks T,... -D N=V ...`.  Whether an artifact serves is
 // decided from its descriptor, read without loading code: the source hash
 // (model and prelude, computed here by parsing the model as the compiler
 // does), the target, the compute dtype, the sizes and the tasks.
@@ -165,20 +164,7 @@ capture(char *const *argv, char *out, size_t n)
 	return rc;
 }
 
-// Whether text mentions the option "-o" as a word (a usage line such as
-// "fadc MODEL.ir -o OUT.so"; "--out" is not it).
-static int
-mentions_o(const char *text)
-{
-	for (const char *s = strstr(text, "-o"); s; s = strstr(s + 1, "-o"))
-		if ((s == text || s[-1] == ' ' || s[-1] == '[' || s[-1] == '\n') &&
-		    (s[2] == ' ' || s[2] == '\n' || s[2] == 0 || s[2] == ']'))
-			return 1;
-	return 0;
-}
-
-// The compiler: --fadc, else `fadc` beside this executable once its usage
-// offers -o, else `fadc-cg` beside it (the same command line), else `fadc`
+// The compiler: --fadc, else `fadc` beside this executable, else `fadc`
 // from PATH.
 static const char *
 compiler(void)
@@ -190,18 +176,9 @@ compiler(void)
 		snprintf(S.compiler, sizeof S.compiler, "%s", S.o.compiler);
 		return S.compiler;
 	}
-	char dir[4000], path[4096], help[8192];
+	char dir[4000], path[4096];
 	exe_dir(dir, sizeof dir);
 	snprintf(path, sizeof path, "%s/fadc", dir);
-	if (!access(path, X_OK)) {
-		char *argv[] = {path, "--help", NULL};
-		capture(argv, help, sizeof help);
-		if (mentions_o(help)) {
-			snprintf(S.compiler, sizeof S.compiler, "%s", path);
-			return S.compiler;
-		}
-	}
-	snprintf(path, sizeof path, "%s/fadc-cg", dir);
 	snprintf(S.compiler, sizeof S.compiler, "%s", access(path, X_OK) ? "fadc" : path);
 	return S.compiler;
 }

@@ -60,7 +60,7 @@ static const char *const usage =
     "  -D [MODEL:]NAME=V    override a size (of one model, or of every model)\n"
     "  --artifacts DIR      where compiled models live (build/artifacts)\n"
     "  --compile            compile missing or stale artifacts first\n"
-    "  --fadc PATH          the compiler --compile runs (fadc, else fadc-cg, beside\n"
+    "  --fadc PATH          the compiler --compile runs (fadc beside\n"
     "                       fadc-bench)\n"
     "  -h, --help           this help\n";
 

@@ -445,7 +445,7 @@ cg_compile_module(const Module *m, const CgOptions *o, const char *out_so, char 
 	free(triple);
 	// Object, link, artifact.
 	const char *tmp = getenv("TMPDIR");
-	snprintf(tmpdir, sizeof tmpdir, "%s/fadc-cg.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	snprintf(tmpdir, sizeof tmpdir, "%s/fadc-cc.XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(tmpdir)) {
 		snprintf(err, errlen, "error: cannot make a temporary folder: %s", strerror(errno));
 		goto done;

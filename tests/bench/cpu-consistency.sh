@@ -22,7 +22,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 env = d["environment"]
 assert env["backend"] == "cpu" and env["runtime"].startswith("api "), env
-assert env["compiler"].split("/")[-1] in ("fadc", "fadc-cg"), env
+assert env["compiler"].split("/")[-1] == "fadc", env
 cells = d["cells"]
 assert len(cells) == 20, len(cells)
 for c in cells:

@@ -12,6 +12,5 @@ if grep -E '(^| )[A-Za-z] _?(LLVM|_ZN4llvm)' <<< "$syms"; then
 fi
 # The same check finds them where they are (the compiler links LLVM), so
 # a silent nm would not pass for a clean fadc-bench.
-cc=$FADC_BIN_DIR/fadc-cg
-[ -x "$cc" ] || cc=$FADC
+cc=$FADC
 { nm "$cc" 2> /dev/null || true; nm -D "$cc"; } | grep -qE '(^| )[A-Za-z] _?(LLVM|_ZN4llvm)'
