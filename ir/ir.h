@@ -313,6 +313,11 @@ double ir_rand_gamma(uint64_t seed, uint64_t runseed, uint64_t index, double alp
 // the tasks is ir_rand_uniform(ir_rand_name_key(name, "v"), runseed, i).
 uint64_t ir_rand_name_key(const char *name, const char *salt);
 
+// ---------------------------------------------------------------- special.c
+// psi^(n)(x), the n-th derivative of digamma (n = 0: digamma), n a float
+// holding an integer 0..120 (else NaN); PyTorch's conventions at the poles.
+double ir_polygamma(double n, double x);
+
 // ---------------------------------------------------------------- interp.c
 // The reference interpreter: every value is a dense float64 array whatever
 // its dtype (i64 exact up to 2^53, bool as 0/1), so that it is an oracle
