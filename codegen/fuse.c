@@ -38,6 +38,10 @@ cg_op_kind(int op)
 {
 	if (ir_op(op)->flags & F_ELEMWISE)
 		return CK_MAP;
+	// Window ops (F_WINDOW: conv, the pools, upsampling, argmax, their
+	// adjoints) are kernels of their own (codegen/lower.c, kernel_window).
+	if (ir_op(op)->flags & F_WINDOW)
+		return CK_REDUCE;
 	switch (op) {
 	case OP_input:
 		return CK_INPUT;
@@ -73,21 +77,6 @@ cg_op_kind(int op)
 	case OP_max:
 	case OP_min:
 	case OP_logsumexp:
-	// Window ops (conv, the pools, upsample, argmax, their adjoints): a
-	// kernel of their own (codegen/lower.c, kernel_window).
-	case OP_conv:
-	case OP_conv_input_grad:
-	case OP_conv_weight_grad:
-	case OP_max_pool:
-	case OP_max_pool_grad:
-	case OP_max_pool_gather:
-	case OP_avg_pool:
-	case OP_avg_pool_grad:
-	case OP_adaptive_avg_pool:
-	case OP_adaptive_avg_pool_grad:
-	case OP_upsample_bilinear:
-	case OP_upsample_bilinear_grad:
-	case OP_argmax:
 		return CK_REDUCE;
 	case OP_matmul:
 		return CK_MATMUL;

@@ -1372,29 +1372,6 @@ kernel_argmax(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 	}
 }
 
-static int
-window_op(int op)
-{
-	switch (op) {
-	case OP_conv:
-	case OP_conv_input_grad:
-	case OP_conv_weight_grad:
-	case OP_max_pool:
-	case OP_max_pool_grad:
-	case OP_max_pool_gather:
-	case OP_avg_pool:
-	case OP_avg_pool_grad:
-	case OP_adaptive_avg_pool:
-	case OP_adaptive_avg_pool_grad:
-	case OP_upsample_bilinear:
-	case OP_upsample_bilinear_grad:
-	case OP_argmax:
-		return 1;
-	default:
-		return 0;
-	}
-}
-
 static void
 kernel_window(Lower *L, uint32_t out, NodeId n)
 {
@@ -1474,7 +1451,7 @@ cg_lower(const Graph *g, const char *task, DType fcompute, char *err, size_t err
 		DType tdt = ndtype(&L, n) == DT_F32 ? fcompute : ndtype(&L, n);
 		uint32_t b = first_out[n] ? p->outbuf[first_out[n] - 1]
 		                          : kir_buf_add(p, KB_TMP, 0, tdt, ir_shape(g, n), n);
-		if (window_op(g->node[n].op)) {
+		if (ir_op(g->node[n].op)->flags & F_WINDOW) {
 			kernel_window(&L, b, n);
 			L.buf[n] = b;
 			continue;

@@ -77,6 +77,7 @@ enum OpFlag {
 	F_PLACE = 1 << 6, // placement: identity on values
 	F_LINEAR = 1 << 7, // linear in its (float) inputs
 	F_ELEMWISE = 1 << 8, // set by ops.c for UNARY, UNARYA, BINARY, CMP rows
+	F_WINDOW = 1 << 9, // reduces a window of its operand per output element: a kernel of its own
 };
 
 typedef enum AttrKind { AK_INT, AK_FLOAT, AK_INTS, AK_DTYPE, AK_ENUM, AK_BODY } AttrKind;
