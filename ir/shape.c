@@ -370,7 +370,8 @@ slice_shape(int op, const Shape *x, const Attrs *a, Shape *out, char *err, size_
 		if (st->v[i] < 0 || st->v[i] > en->v[i] || en->v[i] > x->dim[i])
 			return fail(err, errlen, "%s: range %lld:%lld out of bounds for axis %d of size %lld",
 			            NAME, (long long)st->v[i], (long long)en->v[i], i, (long long)x->dim[i]);
-		out->dim[i] = (en->v[i] - st->v[i] + sp->v[i] - 1) / sp->v[i];
+		// ceil((end - start) / step), written so that no step overflows it
+		out->dim[i] = en->v[i] == st->v[i] ? 0 : (en->v[i] - st->v[i] - 1) / sp->v[i] + 1;
 	}
 	return 1;
 }
@@ -416,7 +417,9 @@ SHAPE_RULE(pad)
 	for (int i = 0; i < x->rank; i++) {
 		if (b->v[i] < 0 || e->v[i] < 0)
 			return fail(err, errlen, "pad: negative padding on axis %d", i);
-		out->dim[i] = x->dim[i] + b->v[i] + e->v[i];
+		if (__builtin_add_overflow(x->dim[i], b->v[i], &out->dim[i]) ||
+		    __builtin_add_overflow(out->dim[i], e->v[i], &out->dim[i]))
+			return fail(err, errlen, "pad: the padded size of axis %d is too large", i);
 	}
 	*dt = DT(0);
 	return 1;
@@ -444,7 +447,8 @@ SHAPE_RULE(concat)
 				return fail(err, errlen,
 				            "concat: operand %d has size %lld on axis %d, operand 1 has %lld", k + 1,
 				            (long long)y->dim[i], i, (long long)x->dim[i]);
-		out->dim[ax] += y->dim[ax];
+		if (__builtin_add_overflow(out->dim[ax], y->dim[ax], &out->dim[ax]))
+			return fail(err, errlen, "concat: the result is too large on axis %lld", (long long)ax);
 	}
 	*dt = DT(0);
 	return 1;
@@ -600,11 +604,23 @@ SHAPE_RULE(matmul)
 	return 1;
 }
 
-// Output length of a window op: floor((L + 2p - d(k-1) - 1) / s) + 1.
-static int64_t
-window_out(int64_t len, int64_t k, int64_t s, int64_t p, int64_t d)
+// The window geometry of one spatial axis: the padded length L + 2p and
+// the dilated kernel extent d(k-1) + 1.  Attributes are unbounded int64
+// values, so both are computed with overflow checks: 0 when a value is too
+// large for any real tensor (the caller reports it).
+static int
+window_span(int64_t len, int64_t k, int64_t p, int64_t d, int64_t *padded, int64_t *extent)
 {
-	int64_t span = len + 2 * p - d * (k - 1) - 1;
+	return !__builtin_mul_overflow(p, 2, padded) && !__builtin_add_overflow(len, *padded, padded) &&
+	       !__builtin_mul_overflow(d, k - 1, extent) && !__builtin_add_overflow(*extent, 1, extent);
+}
+
+// Output length of a window op: floor((L + 2p - d(k-1) - 1) / s) + 1, for
+// a padded length and extent from window_span.
+static int64_t
+window_out(int64_t padded, int64_t extent, int64_t s)
+{
+	int64_t span = padded - extent;
 	return span < 0 ? 0 : span / s + 1;
 }
 
@@ -645,12 +661,15 @@ static int
 conv_axis(int op, const Attrs *a, int i, int64_t len, int64_t k, int64_t *o, char *err,
           size_t errlen)
 {
-	int64_t p = a->a[1].v[i], d = a->a[2].v[i];
-	if (len + 2 * p < d * (k - 1) + 1)
+	int64_t p = a->a[1].v[i], d = a->a[2].v[i], padded, extent;
+	if (!window_span(len, k, p, d, &padded, &extent))
+		return fail(err, errlen, "%s: padding %lld or dilation %lld is too large on spatial axis %d",
+		            NAME, (long long)p, (long long)d, i);
+	if (padded < extent)
 		return fail(err, errlen,
 		            "%s: kernel %lld (dilation %lld) larger than padded input %lld on spatial axis %d",
-		            NAME, (long long)k, (long long)d, (long long)(len + 2 * p), i);
-	*o = window_out(len, k, a->a[0].v[i], p, d);
+		            NAME, (long long)k, (long long)d, (long long)padded, i);
+	*o = window_out(padded, extent, a->a[0].v[i]);
 	return 1;
 }
 
@@ -692,10 +711,13 @@ SHAPE_RULE(conv)
 	int64_t groups = a->a[3].i;
 	if (!conv_attrs(op, ns, a, x->dim[1], w->dim[0], err, errlen))
 		return 0;
-	if (w->dim[1] * groups != x->dim[1])
+	int64_t cin;
+	if (__builtin_mul_overflow(w->dim[1], groups, &cin))
+		return fail(err, errlen, "conv: groups %lld is too large", (long long)groups);
+	if (cin != x->dim[1])
 		return fail(err, errlen,
 		            "conv: weight %s expects %lld input channels, input %s has %lld", s1,
-		            (long long)(w->dim[1] * groups), s0, (long long)x->dim[1]);
+		            (long long)cin, s0, (long long)x->dim[1]);
 	out->rank = x->rank;
 	out->dim[0] = x->dim[0];
 	out->dim[1] = w->dim[0];
@@ -721,12 +743,15 @@ SHAPE_RULE(conv_input_grad)
 		return fail(err, errlen,
 		            "conv_input_grad: weight has %lld output channels, the gradient %lld",
 		            (long long)w->dim[0], (long long)y->dim[1]);
-	if (!conv_attrs(op, ns, a, w->dim[1] * groups, w->dim[0], err, errlen) ||
+	int64_t cin;
+	if (__builtin_mul_overflow(w->dim[1], groups, &cin))
+		return fail(err, errlen, "conv_input_grad: groups %lld is too large", (long long)groups);
+	if (!conv_attrs(op, ns, a, cin, w->dim[0], err, errlen) ||
 	    !check_window(op, ns, &a->a[4], "size", 0, err, errlen))
 		return 0;
 	out->rank = y->rank;
 	out->dim[0] = y->dim[0];
-	out->dim[1] = w->dim[1] * groups;
+	out->dim[1] = cin;
 	for (int i = 0; i < ns; i++) {
 		int64_t o;
 		out->dim[2 + i] = a->a[4].v[i];
@@ -798,13 +823,16 @@ pool_shape(int op, const Shape *x, const Attrs *a, Shape *out, char *err, size_t
 	*out = *x;
 	for (int i = 0; i < ns; i++) {
 		int64_t k = a->a[0].v[i], s = a->a[1].v[i], p = a->a[2].v[i];
-		int64_t d = dil ? a->a[3].v[i] : 1;
-		if (2 * p > k)
+		int64_t d = dil ? a->a[3].v[i] : 1, padded, extent;
+		if (p > k / 2)
 			return fail(err, errlen, "%s: padding %lld must be at most half the kernel %lld", NAME,
 			            (long long)p, (long long)k);
-		if (x->dim[2 + i] + 2 * p < d * (k - 1) + 1)
+		if (!window_span(x->dim[2 + i], k, p, d, &padded, &extent))
+			return fail(err, errlen, "%s: padding %lld or dilation %lld is too large on spatial axis %d",
+			            NAME, (long long)p, (long long)d, i);
+		if (padded < extent)
 			return fail(err, errlen, "%s: kernel larger than padded input on spatial axis %d", NAME, i);
-		out->dim[2 + i] = window_out(x->dim[2 + i], k, s, p, d);
+		out->dim[2 + i] = window_out(padded, extent, s);
 	}
 	return 1;
 }
@@ -959,7 +987,7 @@ SHAPE_RULE(scan)
 		return 0;
 	const Graph *b = g->sub[a->a[0].i];
 	int64_t nc = a->a[1].i, nx = a->a[2].i;
-	if (nc < 0 || nx < 0 || nc + nx > nin)
+	if (nc < 0 || nx < 0 || nc > nin || nx > nin - nc)
 		return fail(err, errlen, "scan: ncarry %lld and nxs %lld do not fit %d operands",
 		            (long long)nc, (long long)nx, nin);
 	if (nx < 1)

@@ -959,6 +959,62 @@ test_errors(void)
 	ir_tensor_free(NULL);
 }
 
+// Shape rules do their size arithmetic with overflow checks, so that a
+// graph built by any producer (not only the frontend, which has its own
+// checks with source locations) gets an error rather than a wrapped size.
+static int
+build_fails(Graph *g, int op, const char *spec, int nin, const NodeId *in, const char *want)
+{
+	Attrs a = attrs(op, spec);
+	errbuf[0] = 0;
+	if (ir_build(g, op, in, nin, &a, 0, errbuf, sizeof errbuf))
+		return 0;
+	return strstr(errbuf, want) != NULL;
+}
+
+static void
+test_shape_overflow(void)
+{
+	const char *max = "9223372036854775807";
+	char spec[256];
+	Case c = mk();
+	Shape s1 = sh(1, 4), s3 = sh(3, 1, 1, 8), w3 = sh(3, 1, 1, 3);
+	Shape huge = {1, {1ll << 62}}; // sh() takes int sizes
+	NodeId x = ir_add_input(c.g, "x", IN_ARG, DT_F64, &s1, 0);
+	NodeId xc = ir_add_input(c.g, "xc", IN_ARG, DT_F64, &s3, 0);
+	NodeId w = ir_add_input(c.g, "w", IN_ARG, DT_F64, &w3, 0);
+	NodeId h = ir_add_input(c.g, "h", IN_ARG, DT_F64, &huge, 0);
+
+	snprintf(spec, sizeof spec, "before=%s after=1", max);
+	CHECK(build_fails(c.g, OP_pad, spec, 1, &x, "pad: the padded size of axis 0 is too large"));
+	snprintf(spec, sizeof spec, "before=1 after=%s", max);
+	CHECK(build_fails(c.g, OP_pad, spec, 1, &x, "pad: the padded size of axis 0 is too large"));
+
+	NodeId hh[3] = {h, h, h};
+	CHECK(build_fails(c.g, OP_concat, "axis=0", 2, hh, "concat: the result is too large"));
+
+	// A step near INT64_MAX once overflowed end - start + step - 1.
+	snprintf(spec, sizeof spec, "start=1 end=4 step=%s", max);
+	Attrs a = attrs(OP_slice, spec);
+	NodeId sl = ir_build(c.g, OP_slice, &x, 1, &a, 0, errbuf, sizeof errbuf);
+	CHECK(sl && ir_shape(c.g, sl)->dim[0] == 1);
+
+	NodeId xw[2] = {xc, w};
+	snprintf(spec, sizeof spec, "stride=1 padding=%s dilation=1", max);
+	CHECK(build_fails(c.g, OP_conv, spec, 2, xw, "conv: padding"));
+	snprintf(spec, sizeof spec, "stride=1 padding=0 dilation=%s", max);
+	CHECK(build_fails(c.g, OP_conv, spec, 2, xw, "is too large on spatial axis 0"));
+	snprintf(spec, sizeof spec, "kernel=3 stride=1 padding=1 dilation=%s", max);
+	CHECK(build_fails(c.g, OP_max_pool, spec, 1, &xc, "max_pool: padding 1 or dilation"));
+	snprintf(spec, sizeof spec, "kernel=%s stride=1 padding=%s", max, "4611686018427387903");
+	CHECK(build_fails(c.g, OP_avg_pool, spec, 1, &xc, "avg_pool: padding"));
+	// Sane attributes still build: 8 + 2 - 2*2 - 1 = 5, /1 + 1 = 6 outputs.
+	a = attrs(OP_conv, "stride=1 padding=1 dilation=2");
+	NodeId y = ir_build(c.g, OP_conv, xw, 2, &a, 0, errbuf, sizeof errbuf);
+	CHECK(y && ir_shape(c.g, y)->dim[2] == 6);
+	ir_graph_free(c.g);
+}
+
 // ---------------------------------------------------------------- contractions and windows
 
 static void
@@ -2008,6 +2064,7 @@ main(void)
 	test_layout();
 	test_index();
 	test_errors();
+	test_shape_overflow();
 	test_matmul();
 	test_conv();
 	test_pool();
