@@ -29,7 +29,11 @@ file(GLOB GOLDEN_TESTS CONFIGURE_DEPENDS
 foreach(f ${GOLDEN_TESTS})
   file(RELATIVE_PATH rel ${CMAKE_SOURCE_DIR}/tests ${f})
   add_test(NAME ${rel} COMMAND bash ${CMAKE_SOURCE_DIR}/tests/lit.sh ${f})
-  set_tests_properties(${rel} PROPERTIES LABELS golden SKIP_RETURN_CODE 77
+  set(labels golden)
+  if(rel MATCHES "zoo")
+    set(labels "golden;slow")
+  endif()
+  set_tests_properties(${rel} PROPERTIES LABELS "${labels}" SKIP_RETURN_CODE 77
     ENVIRONMENT "FADC=$<TARGET_FILE:fadc>;FADC_BENCH=$<TARGET_FILE:fadc-bench>;FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR};FADC_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
 endforeach()
 

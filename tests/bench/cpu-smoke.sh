@@ -1,16 +1,19 @@
-# RUN: bash %s
+# RUN: bash %s ppl_simple_reg ppl_robust_reg multiheadattn
 # The seed's smoke test on the cpu backend (compiled artifacts): for each
-# fast model present, --compile --reduced --num-iters 0 --task-filter vjp
+# fast model named (all of them by default; cpu-smoke-zoo.sh runs the conv
+# nets and the transformer, labelled slow: compiling them in the sanitizer
+# build takes too long for CI), --compile --reduced --num-iters 0 --task-filter vjp
 # --model-filter M --output F exits 0 and writes the header and one vjp row
-# with nan mean and var.  A model the CPU backend cannot compile yet (conv
-# and the pools: "not supported by the CPU backend yet") is reported and
+# with nan mean and var.  A model the CPU backend cannot compile yet (scan
+# and host ops: "not supported by the CPU backend yet") is reported and
 # skipped: exit status 1, the reason on stderr, a table with no row, no
-# crash.  The ppl models and multiheadattn must run.
+# crash.  The six models below must run.
 set -eu
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 ran=0 skipped=0
-for m in resnet18 ppl_simple_reg ppl_robust_reg wav2letter transformer multiheadattn; do
+models=${*:-resnet18 ppl_simple_reg ppl_robust_reg wav2letter transformer multiheadattn}
+for m in $models; do
   [ -f "$FADC_SOURCE_DIR/models/$m.ir" ] || continue
   set +e
   "$FADC_BENCH" --backend cpu --compile --artifacts "$out/art" --reduced --num-iters 0 \
@@ -19,7 +22,7 @@ for m in resnet18 ppl_simple_reg ppl_robust_reg wav2letter transformer multihead
   set -e
   if [ $rc -eq 1 ] && grep -q "^fadc-bench: $m: skipped (1 cell): cannot compile: .*not supported by the CPU backend yet" "$out/$m.log"; then
     case $m in
-      ppl_simple_reg|ppl_robust_reg|multiheadattn)
+      resnet18|ppl_simple_reg|ppl_robust_reg|wav2letter|transformer|multiheadattn)
         cat "$out/$m.log"; echo "smoke-cpu: $m must compile"; exit 1 ;;
     esac
     printf '| model | task | mean | var |\n| -- | -- | -- | -- |\n' | diff -u - "$out/$m.md"
@@ -32,5 +35,5 @@ for m in resnet18 ppl_simple_reg ppl_robust_reg wav2letter transformer multihead
   ls "$out"/art/"$m"-*.cpu.so > /dev/null
   ran=$((ran + 1))
 done
-[ "$ran" -ge 3 ] || { echo "smoke-cpu: only $ran models ran"; exit 1; }
+[ "$ran" -ge 1 ] || { echo "smoke-cpu: no model ran"; exit 1; }
 echo "smoke-cpu: $ran models ran, $skipped skipped (not supported by the CPU backend yet)"
