@@ -86,6 +86,8 @@ typedef struct Scope {
 	uint32_t nvar, cvar;
 	Loc callsite; // 0 for the outermost scope
 	const char *fname; // the function being inlined, or NULL
+	uint64_t salt; // mixed into the seed of every random op here; 0 at top level
+	uint32_t ncall; // calls made from this scope so far (each call's ordinal)
 } Scope;
 
 typedef struct DefArg {
@@ -1454,6 +1456,61 @@ check_shape_arith(P *p, int op, const NodeId *in, int nin, const Attrs *a, Loc l
 	}
 }
 
+// ---------------------------------------------------------------- random ops in functions
+//
+// A random op's numbers are a function of its `seed` attribute, the run
+// seed and the call counter (docs/IR.md, "Random numbers").  A function is
+// inlined once per call, so a sampler written inside it (dropout's mask in
+// a transformer layer called six times) would draw the same numbers at
+// every call site.  So each inlined call gets a salt, made from the salt
+// of the scope it is called from, the function's name and the call's
+// ordinal among that scope's calls, and a random op inside it takes
+// seed_mix(seed, salt) as its seed.  At the top level (forward, the
+// initializers) the salt is 0 and a seed is used as written, so the
+// canonical form, which prints every node at the top level with its
+// resolved seed, parses back to the same graph.  A scan body inherits the
+// salt of the scope that calls scan (it is parsed once, not per step).
+
+// splitmix64's finalizer (Steele, Lea and Flood, OOPSLA'14): a bijection
+// of 64-bit words whose every output bit depends on every input bit.
+static uint64_t
+mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+static uint64_t
+name_hash(const char *s) // FNV-1a 64
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+// The salt of the next call from scope sc to function `name` (and counts
+// the call).  Never 0, which means "top level".
+static uint64_t
+call_salt(Scope *sc, const char *name)
+{
+	uint64_t outer = sc ? sc->salt : 0;
+	uint32_t k = sc ? sc->ncall++ : 0;
+	uint64_t s = mix64(mix64(outer ^ name_hash(name)) + 0x9E3779B97F4A7C15ull * (k + 1));
+	return s ? s : 1;
+}
+
+// A seed under a salt: below 2^62, so that it prints and parses back as a
+// plain integer.
+static int64_t
+seed_mix(int64_t seed, uint64_t salt)
+{
+	if (!salt)
+		return seed;
+	return (int64_t)(mix64((uint64_t)seed * 0x9E3779B97F4A7C15ull ^ salt) >> 2);
+}
+
 // Calls an op of the table.  Positional arguments beyond the operands
 // bind attributes in spec order; keywords bind them by name.  Attributes
 // without a value get a default where the op's meaning gives one (all
@@ -1628,6 +1685,11 @@ call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
 	for (int k = 0; k < oi->nattr; k++)
 		if (!given[k] && !oi->attr[k].has_default)
 			perr(p, loc, "%s: missing attribute '%s'", oi->name, oi->attr[k].name);
+	if ((oi->flags & F_RANDOM) && p->sc && p->sc->salt) {
+		int k = ir_attr_index(op, "seed");
+		FADC_ASSERT(k >= 0, "a random op of ops.def without a seed attribute");
+		a.a[k].i = seed_mix(a.a[k].i, p->sc->salt);
+	}
 
 	// Operands: elementwise ops and samplers broadcast and promote; others
 	// take their operands as they are.
@@ -1759,7 +1821,7 @@ inline_def(P *p, Def *d, Loc loc, Val *args, const char **kw, int nargs)
 		bound[k] = args[i];
 		have[k] = 1;
 	}
-	Scope sc = {.callsite = loc, .fname = d->name};
+	Scope sc = {.callsite = loc, .fname = d->name, .salt = call_salt(p->sc, d->name)};
 	Scope *outer = p->sc;
 	Token *otok = p->tok;
 	uint32_t opos = p->pos;
@@ -1957,6 +2019,64 @@ check_kwargs(P *p, const char *f, Val *args, const char **kw, int nargs, const c
 		}
 }
 
+// dropout(x, p=0.5, training=1, seed=0): torch.nn.functional.dropout.  In
+// training, each element is kept with probability 1 - p and scaled by
+// 1 / (1 - p), else zeroed: x * bernoulli(1 - p) / (1 - p), the mask drawn
+// by a `bernoulli` node.  Like PyTorch, p = 0 or training = 0 give x itself
+// (no node) and p = 1 gives zeros.
+//
+// The mask is a pure function of the node's seed, the run seed and the
+// call counter (Philox), so every derivative of one call, which reads
+// the same node, sees the same mask, and a finite difference at a fixed
+// call counter sees a fixed one.  Each dropout call is a call site of its
+// own (call_salt, "dropout"): two dropouts, or one dropout in a function
+// inlined twice, draw independent masks; `seed` chooses another stream.
+static Val
+dropout_call(P *p, Loc loc, Val *args, const char **kw, int nargs)
+{
+	static const char *const names[] = {"input", "p", "training", "seed", NULL};
+	check_kwargs(p, "dropout", args, kw, nargs, names);
+	check_nargs(p, "dropout", loc, nargs, 1, 4);
+	Val *xv = kwarg(args, kw, nargs, "input", 0);
+	if (!xv)
+		perr(p, loc, "dropout: missing argument 'input'");
+	Val x = tensor_arg(p, xv);
+	DType dt = (DType)p->g->node[x.n].dtype;
+	if (!ir_dtype_is_float(dt))
+		perr(p, x.loc, "dropout: input must be f32 or f64, got %s", ir_dtype_name(dt));
+	Val *pv = kwarg(args, kw, nargs, "p", 1), *tv = kwarg(args, kw, nargs, "training", 2),
+	    *sv = kwarg(args, kw, nargs, "seed", 3);
+	double prob = 0.5;
+	if (pv) {
+		if (!is_num(pv) || pv->k == V_BOOL)
+			perr(p, pv->loc, "dropout: p must be a compile-time number, got %s", val_desc(pv));
+		prob = num_f(pv);
+		if (!(prob >= 0 && prob <= 1))
+			perr(p, pv->loc, "dropout: p must be in [0, 1], got %g", prob);
+	}
+	int64_t training = tv ? as_int(p, tv, "dropout: training") : 1;
+	int64_t seed = sv ? as_int(p, sv, "dropout: seed") : 0;
+	// The call's salt is taken in every case, so that switching one site
+	// off (p = 0, training = 0) leaves the masks of the others as they were.
+	uint64_t salt = call_salt(p->sc, "dropout");
+	if (!training || prob == 0)
+		return node_val(x.n, loc);
+	const Shape *s = ir_shape(p->g, x.n);
+	if (prob == 1)
+		return node_val(mk_full(p, 0, dt, s, loc), loc);
+	Val q = node_val(mk_full(p, 1 - prob, dt, s, loc), loc);
+	Val seedv = int_val(seed_mix(seed, salt), loc);
+	Val bargs[2] = {q, seedv};
+	const char *bkw[2] = {NULL, "seed"};
+	Val keep = call_op(p, OP_bernoulli, loc, bargs, bkw, 2);
+	// noise = keep / (1 - p) in x's dtype, then x * noise: PyTorch's order.
+	Val scale = {.k = V_FLOAT, .f = 1 - prob, .loc = loc};
+	Val dv[2] = {keep, scale};
+	Val noise = call(p, "div", loc, dv, NULL, 2);
+	Val mv[2] = {x, noise};
+	return call(p, "mul", loc, mv, NULL, 2);
+}
+
 // Functions of the surface language that are not ops of the table: each
 // lowers to ops (conv2d with a bias, transpose, flatten, ...).  Returns 0
 // if `name` is none of them.
@@ -2045,6 +2165,10 @@ sugar(P *p, const char *name, Loc loc, Val *args, const char **kw, int nargs, Va
 			perr(p, a2[0].loc, "%s: input must have rank %d, got %d", name, ns + 2,
 			     ir_shape(p->g, a2[0].n)->rank);
 		*out = call_op(p, op, loc, a2, k2, nargs);
+		return 1;
+	}
+	if (!strcmp(name, "dropout")) {
+		*out = dropout_call(p, loc, args, kw, nargs);
 		return 1;
 	}
 	if (!strcmp(name, "transpose")) {
@@ -2567,7 +2691,7 @@ body_graph(P *p, const Val *fn, Loc loc, const Val *opv, const NodeId *ops, int 
 	Scope *osc = p->sc;
 	Token *otok = p->tok;
 	uint32_t opos = p->pos;
-	Scope sc = {.callsite = loc, .fname = d->name};
+	Scope sc = {.callsite = loc, .fname = d->name, .salt = osc ? osc->salt : 0};
 	for (int i = 0; i < nops; i++) {
 		const Shape *s = ir_shape(outer, ops[i]);
 		Shape t = *s;
