@@ -2151,11 +2151,17 @@ sugar(P *p, const char *name, Loc loc, Val *args, const char **kw, int nargs, Va
 		check_nargs(p, name, loc, nargs, 2, 6);
 		Val a2[6];
 		const char *k2[6];
+		const OpInfo *oi = ir_op(op);
 		for (int i = 0; i < nargs; i++) {
 			a2[i] = args[i];
 			k2[i] = kw ? kw[i] : NULL;
-			// A single size means the same on every spatial axis.
-			if (i > 0 && a2[i].k == V_INT) {
+			// A single size means the same on every spatial axis; only
+			// for the attributes that are lists (kernel, stride, ...):
+			// count_include_pad stays a number.  Positional argument i
+			// binds attribute i - 1 (the input is the only operand).
+			int k = k2[i] ? ir_attr_index(op, k2[i]) : i - 1;
+			int islist = k >= 0 && k < oi->nattr && oi->attr[k].kind == AK_INTS;
+			if (i > 0 && a2[i].k == V_INT && islist) {
 				int64_t v[2] = {a2[i].i, a2[i].i};
 				a2[i] = list_val(p, v, ns, a2[i].loc);
 			}
