@@ -170,6 +170,7 @@ typedef struct P {
 	const char *retwb[64]; // `return v -> input`
 	int nret;
 	char err[512];
+	Loc tasks_loc; // where `tasks` was declared
 } P;
 
 static Val parse_expr(P *p);
@@ -2924,6 +2925,54 @@ parse_def_header(P *p, int prelude)
 	p->ndef++;
 }
 
+// The task names of passes/tasks.c (fadc_tasks): the frontend depends on
+// ir/ only, so it keeps its own copy, and tests/unit/test_models.c checks
+// that the two lists agree.
+const char *const fe_task_names[] = {"forward", "vjp", "jvp", "vhp", "hvp", "jacobian", "hessian",
+                                     "hessian_fwdrev", "hessian_revrev", "jacfwd", "jacrev", NULL};
+
+// tasks NAME {, NAME}: the model's recommended tasks, in order (what
+// fadc -o compiles when no --tasks is given, as bench.yaml's task lists).
+// `tasks` is a word only at the start of a top-level item.
+static void
+parse_tasks(P *p)
+{
+	Token *kw = peek(p);
+	next(p);
+	Module *m = p->m;
+	if (m->ntasks) {
+		diag_emit(&p->d, kw->loc, "the model's tasks are declared twice");
+		diag_note(&p->d, p->tasks_loc, "first declared here");
+		diag_fail(&p->d);
+	}
+	p->tasks_loc = kw->loc;
+	const char *names[16];
+	uint32_t n = 0;
+	do {
+		Token *t = peek(p);
+		const char *name = expect_name(p, "a task name");
+		int known = 0;
+		for (int i = 0; fe_task_names[i]; i++)
+			known |= !strcmp(fe_task_names[i], name);
+		if (!known) {
+			char list[256] = "";
+			for (int i = 0; fe_task_names[i]; i++)
+				snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? " " : "",
+				         fe_task_names[i]);
+			perr(p, t->loc, "unknown task '%s' (the tasks: %s)", name, list);
+		}
+		for (uint32_t i = 0; i < n; i++)
+			if (!strcmp(names[i], name))
+				perr(p, t->loc, "task '%s' listed twice", name);
+		names[n++] = name; // at most one of each of the 11 names: fits
+	} while (accept(p, ","));
+	end_statement(p);
+	m->tasks = arena_alloc_array(m->arena, n, sizeof *m->tasks);
+	for (uint32_t i = 0; i < n; i++)
+		m->tasks[i] = arena_strdup(m->arena, names[i]);
+	m->ntasks = n;
+}
+
 static void
 parse_let(P *p)
 {
@@ -3278,6 +3327,8 @@ parse_module(P *p, const char *name, const char *text, size_t len)
 			break;
 		if (fe_tok_is(t, "let"))
 			parse_let(p);
+		else if (fe_tok_is(t, "tasks") && p->tok[p->pos + 1].kind == T_IDENT)
+			parse_tasks(p);
 		else if (fe_tok_is(t, "param") || fe_tok_is(t, "const"))
 			parse_decl(p);
 		else if (fe_tok_is(t, "def")) {
@@ -3302,7 +3353,7 @@ parse_module(P *p, const char *name, const char *text, size_t len)
 				next(p);
 			} while (depth && peek(p)->kind != T_EOF);
 		} else
-			perr(p, t->loc, "expected let, param, const or def, found %s", tok_desc(p, t));
+			perr(p, t->loc, "expected let, param, const, tasks or def, found %s", tok_desc(p, t));
 	}
 	for (int i = 0; i < o->ndefines; i++)
 		if (!p->defused[i]) {
