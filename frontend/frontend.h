@@ -20,6 +20,10 @@ typedef struct FeOptions {
 	int no_prelude; // do not load the prelude of composites
 } FeOptions;
 
+// The names of the tasks (a copy of passes/tasks.c's list, NULL-ended):
+// what `tasks` declarations may name.
+extern const char *const fe_task_names[];
+
 // Parses a file / a buffer into a module; NULL after a diagnostic.
 Module *fe_parse_file(const char *path, const FeOptions *o);
 Module *fe_parse_string(const char *name, const char *text, size_t len, const FeOptions *o);

@@ -86,6 +86,8 @@ typedef struct Scope {
 	uint32_t nvar, cvar;
 	Loc callsite; // 0 for the outermost scope
 	const char *fname; // the function being inlined, or NULL
+	uint64_t salt; // mixed into the seed of every random op here; 0 at top level
+	uint32_t ncall; // calls made from this scope so far (each call's ordinal)
 } Scope;
 
 typedef struct DefArg {
@@ -168,6 +170,7 @@ typedef struct P {
 	const char *retwb[64]; // `return v -> input`
 	int nret;
 	char err[512];
+	Loc tasks_loc; // where `tasks` was declared
 } P;
 
 static Val parse_expr(P *p);
@@ -1454,6 +1457,61 @@ check_shape_arith(P *p, int op, const NodeId *in, int nin, const Attrs *a, Loc l
 	}
 }
 
+// ---------------------------------------------------------------- random ops in functions
+//
+// A random op's numbers are a function of its `seed` attribute, the run
+// seed and the call counter (docs/IR.md, "Random numbers").  A function is
+// inlined once per call, so a sampler written inside it (dropout's mask in
+// a transformer layer called six times) would draw the same numbers at
+// every call site.  So each inlined call gets a salt, made from the salt
+// of the scope it is called from, the function's name and the call's
+// ordinal among that scope's calls, and a random op inside it takes
+// seed_mix(seed, salt) as its seed.  At the top level (forward, the
+// initializers) the salt is 0 and a seed is used as written, so the
+// canonical form, which prints every node at the top level with its
+// resolved seed, parses back to the same graph.  A scan body inherits the
+// salt of the scope that calls scan (it is parsed once, not per step).
+
+// splitmix64's finalizer (Steele, Lea and Flood, OOPSLA'14): a bijection
+// of 64-bit words whose every output bit depends on every input bit.
+static uint64_t
+mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+static uint64_t
+name_hash(const char *s) // FNV-1a 64
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+// The salt of the next call from scope sc to function `name` (and counts
+// the call).  Never 0, which means "top level".
+static uint64_t
+call_salt(Scope *sc, const char *name)
+{
+	uint64_t outer = sc ? sc->salt : 0;
+	uint32_t k = sc ? sc->ncall++ : 0;
+	uint64_t s = mix64(mix64(outer ^ name_hash(name)) + 0x9E3779B97F4A7C15ull * (k + 1));
+	return s ? s : 1;
+}
+
+// A seed under a salt: below 2^62, so that it prints and parses back as a
+// plain integer.
+static int64_t
+seed_mix(int64_t seed, uint64_t salt)
+{
+	if (!salt)
+		return seed;
+	return (int64_t)(mix64((uint64_t)seed * 0x9E3779B97F4A7C15ull ^ salt) >> 2);
+}
+
 // Calls an op of the table.  Positional arguments beyond the operands
 // bind attributes in spec order; keywords bind them by name.  Attributes
 // without a value get a default where the op's meaning gives one (all
@@ -1628,6 +1686,11 @@ call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
 	for (int k = 0; k < oi->nattr; k++)
 		if (!given[k] && !oi->attr[k].has_default)
 			perr(p, loc, "%s: missing attribute '%s'", oi->name, oi->attr[k].name);
+	if ((oi->flags & F_RANDOM) && p->sc && p->sc->salt) {
+		int k = ir_attr_index(op, "seed");
+		FADC_ASSERT(k >= 0, "a random op of ops.def without a seed attribute");
+		a.a[k].i = seed_mix(a.a[k].i, p->sc->salt);
+	}
 
 	// Operands: elementwise ops and samplers broadcast and promote; others
 	// take their operands as they are.
@@ -1759,7 +1822,7 @@ inline_def(P *p, Def *d, Loc loc, Val *args, const char **kw, int nargs)
 		bound[k] = args[i];
 		have[k] = 1;
 	}
-	Scope sc = {.callsite = loc, .fname = d->name};
+	Scope sc = {.callsite = loc, .fname = d->name, .salt = call_salt(p->sc, d->name)};
 	Scope *outer = p->sc;
 	Token *otok = p->tok;
 	uint32_t opos = p->pos;
@@ -1957,6 +2020,64 @@ check_kwargs(P *p, const char *f, Val *args, const char **kw, int nargs, const c
 		}
 }
 
+// dropout(x, p=0.5, training=1, seed=0): torch.nn.functional.dropout.  In
+// training, each element is kept with probability 1 - p and scaled by
+// 1 / (1 - p), else zeroed: x * bernoulli(1 - p) / (1 - p), the mask drawn
+// by a `bernoulli` node.  Like PyTorch, p = 0 or training = 0 give x itself
+// (no node) and p = 1 gives zeros.
+//
+// The mask is a pure function of the node's seed, the run seed and the
+// call counter (Philox), so every derivative of one call, which reads
+// the same node, sees the same mask, and a finite difference at a fixed
+// call counter sees a fixed one.  Each dropout call is a call site of its
+// own (call_salt, "dropout"): two dropouts, or one dropout in a function
+// inlined twice, draw independent masks; `seed` chooses another stream.
+static Val
+dropout_call(P *p, Loc loc, Val *args, const char **kw, int nargs)
+{
+	static const char *const names[] = {"input", "p", "training", "seed", NULL};
+	check_kwargs(p, "dropout", args, kw, nargs, names);
+	check_nargs(p, "dropout", loc, nargs, 1, 4);
+	Val *xv = kwarg(args, kw, nargs, "input", 0);
+	if (!xv)
+		perr(p, loc, "dropout: missing argument 'input'");
+	Val x = tensor_arg(p, xv);
+	DType dt = (DType)p->g->node[x.n].dtype;
+	if (!ir_dtype_is_float(dt))
+		perr(p, x.loc, "dropout: input must be f32 or f64, got %s", ir_dtype_name(dt));
+	Val *pv = kwarg(args, kw, nargs, "p", 1), *tv = kwarg(args, kw, nargs, "training", 2),
+	    *sv = kwarg(args, kw, nargs, "seed", 3);
+	double prob = 0.5;
+	if (pv) {
+		if (!is_num(pv) || pv->k == V_BOOL)
+			perr(p, pv->loc, "dropout: p must be a compile-time number, got %s", val_desc(pv));
+		prob = num_f(pv);
+		if (!(prob >= 0 && prob <= 1))
+			perr(p, pv->loc, "dropout: p must be in [0, 1], got %g", prob);
+	}
+	int64_t training = tv ? as_int(p, tv, "dropout: training") : 1;
+	int64_t seed = sv ? as_int(p, sv, "dropout: seed") : 0;
+	// The call's salt is taken in every case, so that switching one site
+	// off (p = 0, training = 0) leaves the masks of the others as they were.
+	uint64_t salt = call_salt(p->sc, "dropout");
+	if (!training || prob == 0)
+		return node_val(x.n, loc);
+	const Shape *s = ir_shape(p->g, x.n);
+	if (prob == 1)
+		return node_val(mk_full(p, 0, dt, s, loc), loc);
+	Val q = node_val(mk_full(p, 1 - prob, dt, s, loc), loc);
+	Val seedv = int_val(seed_mix(seed, salt), loc);
+	Val bargs[2] = {q, seedv};
+	const char *bkw[2] = {NULL, "seed"};
+	Val keep = call_op(p, OP_bernoulli, loc, bargs, bkw, 2);
+	// noise = keep / (1 - p) in x's dtype, then x * noise: PyTorch's order.
+	Val scale = {.k = V_FLOAT, .f = 1 - prob, .loc = loc};
+	Val dv[2] = {keep, scale};
+	Val noise = call(p, "div", loc, dv, NULL, 2);
+	Val mv[2] = {x, noise};
+	return call(p, "mul", loc, mv, NULL, 2);
+}
+
 // Functions of the surface language that are not ops of the table: each
 // lowers to ops (conv2d with a bias, transpose, flatten, ...).  Returns 0
 // if `name` is none of them.
@@ -2031,11 +2152,17 @@ sugar(P *p, const char *name, Loc loc, Val *args, const char **kw, int nargs, Va
 		check_nargs(p, name, loc, nargs, 2, 6);
 		Val a2[6];
 		const char *k2[6];
+		const OpInfo *oi = ir_op(op);
 		for (int i = 0; i < nargs; i++) {
 			a2[i] = args[i];
 			k2[i] = kw ? kw[i] : NULL;
-			// A single size means the same on every spatial axis.
-			if (i > 0 && a2[i].k == V_INT) {
+			// A single size means the same on every spatial axis; only
+			// for the attributes that are lists (kernel, stride, ...):
+			// count_include_pad stays a number.  Positional argument i
+			// binds attribute i - 1 (the input is the only operand).
+			int k = k2[i] ? ir_attr_index(op, k2[i]) : i - 1;
+			int islist = k >= 0 && k < oi->nattr && oi->attr[k].kind == AK_INTS;
+			if (i > 0 && a2[i].k == V_INT && islist) {
 				int64_t v[2] = {a2[i].i, a2[i].i};
 				a2[i] = list_val(p, v, ns, a2[i].loc);
 			}
@@ -2045,6 +2172,10 @@ sugar(P *p, const char *name, Loc loc, Val *args, const char **kw, int nargs, Va
 			perr(p, a2[0].loc, "%s: input must have rank %d, got %d", name, ns + 2,
 			     ir_shape(p->g, a2[0].n)->rank);
 		*out = call_op(p, op, loc, a2, k2, nargs);
+		return 1;
+	}
+	if (!strcmp(name, "dropout")) {
+		*out = dropout_call(p, loc, args, kw, nargs);
 		return 1;
 	}
 	if (!strcmp(name, "transpose")) {
@@ -2567,7 +2698,7 @@ body_graph(P *p, const Val *fn, Loc loc, const Val *opv, const NodeId *ops, int 
 	Scope *osc = p->sc;
 	Token *otok = p->tok;
 	uint32_t opos = p->pos;
-	Scope sc = {.callsite = loc, .fname = d->name};
+	Scope sc = {.callsite = loc, .fname = d->name, .salt = osc ? osc->salt : 0};
 	for (int i = 0; i < nops; i++) {
 		const Shape *s = ir_shape(outer, ops[i]);
 		Shape t = *s;
@@ -2792,6 +2923,54 @@ parse_def_header(P *p, int prelude)
 		next(p);
 	} while (depth);
 	p->ndef++;
+}
+
+// The task names of passes/tasks.c (fadc_tasks): the frontend depends on
+// ir/ only, so it keeps its own copy, and tests/unit/test_models.c checks
+// that the two lists agree.
+const char *const fe_task_names[] = {"forward", "vjp", "jvp", "vhp", "hvp", "jacobian", "hessian",
+                                     "hessian_fwdrev", "hessian_revrev", "jacfwd", "jacrev", NULL};
+
+// tasks NAME {, NAME}: the model's recommended tasks, in order (what
+// fadc -o compiles when no --tasks is given, as bench.yaml's task lists).
+// `tasks` is a word only at the start of a top-level item.
+static void
+parse_tasks(P *p)
+{
+	Token *kw = peek(p);
+	next(p);
+	Module *m = p->m;
+	if (m->ntasks) {
+		diag_emit(&p->d, kw->loc, "the model's tasks are declared twice");
+		diag_note(&p->d, p->tasks_loc, "first declared here");
+		diag_fail(&p->d);
+	}
+	p->tasks_loc = kw->loc;
+	const char *names[16];
+	uint32_t n = 0;
+	do {
+		Token *t = peek(p);
+		const char *name = expect_name(p, "a task name");
+		int known = 0;
+		for (int i = 0; fe_task_names[i]; i++)
+			known |= !strcmp(fe_task_names[i], name);
+		if (!known) {
+			char list[256] = "";
+			for (int i = 0; fe_task_names[i]; i++)
+				snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? " " : "",
+				         fe_task_names[i]);
+			perr(p, t->loc, "unknown task '%s' (the tasks: %s)", name, list);
+		}
+		for (uint32_t i = 0; i < n; i++)
+			if (!strcmp(names[i], name))
+				perr(p, t->loc, "task '%s' listed twice", name);
+		names[n++] = name; // at most one of each of the 11 names: fits
+	} while (accept(p, ","));
+	end_statement(p);
+	m->tasks = arena_alloc_array(m->arena, n, sizeof *m->tasks);
+	for (uint32_t i = 0; i < n; i++)
+		m->tasks[i] = arena_strdup(m->arena, names[i]);
+	m->ntasks = n;
 }
 
 static void
@@ -3148,6 +3327,8 @@ parse_module(P *p, const char *name, const char *text, size_t len)
 			break;
 		if (fe_tok_is(t, "let"))
 			parse_let(p);
+		else if (fe_tok_is(t, "tasks") && p->tok[p->pos + 1].kind == T_IDENT)
+			parse_tasks(p);
 		else if (fe_tok_is(t, "param") || fe_tok_is(t, "const"))
 			parse_decl(p);
 		else if (fe_tok_is(t, "def")) {
@@ -3172,7 +3353,7 @@ parse_module(P *p, const char *name, const char *text, size_t len)
 				next(p);
 			} while (depth && peek(p)->kind != T_EOF);
 		} else
-			perr(p, t->loc, "expected let, param, const or def, found %s", tok_desc(p, t));
+			perr(p, t->loc, "expected let, param, const, tasks or def, found %s", tok_desc(p, t));
 	}
 	for (int i = 0; i < o->ndefines; i++)
 		if (!p->defused[i]) {

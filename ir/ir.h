@@ -280,6 +280,8 @@ typedef struct Module {
 	Decl *decl;
 	uint32_t ndecl, cdecl;
 	Graph *main; // `forward`: inputs are params (declaration order), consts, arguments
+	const char **tasks; // the model's recommended tasks (`tasks vjp, vhp, jvp`), in order
+	uint32_t ntasks; // 0: the model declares none
 } Module;
 
 Module *ir_module_new(const char *name);

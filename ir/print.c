@@ -287,6 +287,8 @@ print_decls(FILE *f, const Module *m)
 			fprintf(f, "%s %s = %lld", i ? "," : "", m->size[i].name, (long long)m->size[i].value);
 		fputc('\n', f);
 	}
+	for (uint32_t i = 0; i < m->ntasks; i++)
+		fprintf(f, "%s%s%s", i ? ", " : "tasks ", m->tasks[i], i + 1 == m->ntasks ? "\n" : "");
 	for (uint32_t i = 0; i < m->ndecl; i++) {
 		const Decl *d = &m->decl[i];
 		if (d->init)

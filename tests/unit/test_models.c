@@ -22,8 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "frontend.h"
 #include "ir.h"
+#include "passes.h"
 #include "testutil.h"
 
 static const double PI = 3.14159265358979323846;
@@ -454,9 +456,47 @@ test_robust(int64_t n, int64_t k)
 	unload(&m2);
 }
 
+// Every model's `tasks` declaration is its task list in bench/bench.yaml
+// (models-spec.md §1.2, as the benchmark runs it), and the frontend's
+// list of task names is passes/tasks.c's.
+static void
+test_declared_tasks(void)
+{
+	int n = 0;
+	for (; fe_task_names[n]; n++)
+		CHECK(fadc_tasks[n] && !strcmp(fe_task_names[n], fadc_tasks[n]));
+	CHECK(fadc_tasks[n] == NULL);
+	const char *dir = getenv("FADC_SOURCE_DIR");
+	char path[1024], err[512];
+	snprintf(path, sizeof path, "%s/bench/bench.yaml", dir ? dir : ".");
+	static BenchConfig c;
+	CHECK(bench_config_load(path, &c, err, sizeof err) == 0);
+	CHECK(c.nmodel == 9);
+	for (int i = 0; i < c.nmodel; i++) {
+		const BenchModel *bm = &c.model[i];
+		snprintf(path, sizeof path, "%s/models/%s.ir", dir ? dir : ".", bm->name);
+		FeOptions o = {.diag = stderr};
+		Module *m = fe_parse_file(path, &o);
+		CHECK(m != NULL);
+		if (!m)
+			continue;
+		int same = (int)m->ntasks == bm->ntasks;
+		for (int k = 0; same && k < bm->ntasks; k++)
+			same = !strcmp(m->tasks[k], bm->tasks[k]);
+		tu_ncheck++;
+		if (!same) {
+			tu_nfail++;
+			fprintf(stderr, "%s: declares %u tasks, bench.yaml lists %d (or they differ)\n",
+			        bm->name, m->ntasks, bm->ntasks);
+		}
+		ir_module_free(m);
+	}
+}
+
 int
 main(void)
 {
+	test_declared_tasks();
 	static const int64_t sizes[][2] = {{10, 10}, {3, 2}, {5, 7}, {1, 0}};
 	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
 		test_simple(sizes[i][0], sizes[i][1]);

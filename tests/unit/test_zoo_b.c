@@ -32,7 +32,11 @@
 //     loss does not depend on the matching and has a closed form;
 //   - jvp and vjp are adjoint (<v, J t> = <J^T v, t>, to 1e-8) and jvp
 //     matches a central difference of the loss; vhp equals hvp, and
-//     <t, H t> matches a central difference of J t.
+//     <t, H t> matches a central difference of J t.  The model is in train
+//     mode, with dropout at 60 sites: every run here uses run seed 0 and
+//     call counter 0, so the masks are fixed and the function is a smooth
+//     (piecewise) function of the parameters, which is what the finite
+//     differences need (tests/unit/test_dropout.c checks the masks).
 // The model's functions are called on hand-made values by renaming the
 // model's `forward` and appending a small forward of the test's own.
 // Derivative checks that need a rule not yet built ("not implemented yet",
