@@ -976,6 +976,29 @@ run_at(const Graph *f, const Tensor *x, const Tensor *dir, double step)
 	return o;
 }
 
+// Outputs of gv (whose first inputs are f's, the rest vin's) at x + step dir.
+static Tensor *
+run_gv_at(const Graph *gv, const Tensor *vin, const Graph *f, const Tensor *x, const Tensor *dir,
+          double step)
+{
+	Tensor *in = calloc(gv->ninput + 1, sizeof *in);
+	for (uint32_t i = 0; i < gv->ninput; i++)
+		in[i] = vin[i];
+	for (uint32_t i = 0; i < f->ninput; i++) {
+		if (f->input[i].kind != IN_PARAM)
+			continue;
+		ir_tensor_alloc(&in[i], x[i].dtype, &x[i].shape);
+		for (int64_t k = 0; k < ir_numel(&x[i].shape); k++)
+			in[i].data[k] = x[i].data[k] + step * dir[i].data[k];
+	}
+	Tensor *o = run(gv, in);
+	for (uint32_t i = 0; i < f->ninput; i++)
+		if (f->input[i].kind == IN_PARAM)
+			ir_tensor_free(&in[i]);
+	free(in);
+	return o;
+}
+
 // <w, f(x)> over the float outputs.
 static double
 wdot(const Graph *f, const Tensor *w, const Tensor *o)
@@ -988,6 +1011,132 @@ wdot(const Graph *f, const Tensor *w, const Tensor *o)
 }
 
 static const double H = 1e-6;
+
+// <w, f>, as a graph: f (one float output) with an input w_ shaped like
+// its output, multiplied and summed: the scalar whose Hessian the Hessian
+// tasks compute.
+static Graph *
+scalarized(const Graph *f)
+{
+	Graph *g = ir_graph_new("scalarized", f->src);
+	NodeId *map = calloc(f->nnode + 1, sizeof *map);
+	b_copy_into(g, f, map);
+	NodeId o = map[f->out[0].node];
+	Shape os = *ir_shape(g, o);
+	NodeId w = ir_add_input(g, "w_", IN_ARG, (DType)g->node[o].dtype, &os, 0);
+	int64_t axes[IR_MAXDIM];
+	for (int i = 0; i < os.rank; i++)
+		axes[i] = i;
+	NodeId r = b_sum(g, b_op2(g, OP_mul, o, w, 0), axes, os.rank, 0, 0);
+	ir_add_output(g, r, "out", -1);
+	free(map);
+	return g;
+}
+
+// Runs task `task` of graph f: its inputs are f's (by name), w_ bound to w.
+// With toobig, the task's blocks would pass the IR's largest rank: it must
+// fail with a diagnostic saying so.
+static Tensor *
+run_task(const Graph *f, const char *task, const Tensor *x, const Tensor *w, const char *name,
+         int toobig, Graph **gout)
+{
+	char err[512];
+	Loc el;
+	Graph *g = pass_task(f, task, NULL, &el, err, sizeof err);
+	*gout = g;
+	if (toobig) {
+		ncheck++;
+		if (g || !strstr(err, "rank")) {
+			fprintf(stderr, "FAIL %s %s: blocks of rank above %d, but %s\n", name, task, IR_MAXDIM,
+			        g ? "a graph" : err);
+			failed(name);
+		}
+		return NULL;
+	}
+	if (!g) {
+		fprintf(stderr, "FAIL %s %s: %s\n", name, task, err);
+		failed(name);
+		return NULL;
+	}
+	Tensor *in = calloc(g->ninput + 1, sizeof *in);
+	for (uint32_t i = 0; i < g->ninput; i++) {
+		if (!strcmp(g->input[i].name, "w_")) {
+			in[i] = *w;
+			continue;
+		}
+		for (uint32_t k = 0; k < f->ninput; k++)
+			if (!strcmp(f->input[k].name, g->input[i].name))
+				in[i] = x[k];
+	}
+	Tensor *o = run(g, in);
+	free(in);
+	return o;
+}
+
+// The batched tasks (passes/vmap.c over basis vectors) against finite
+// differences: jacfwd and jacrev against the Jacobian jfd (outputs x
+// params, row-major), and for smooth cases the three Hessians of <w, f>
+// against hfd, the central differences of its gradient (params x params).
+static void
+check_batched(const Case *c, const Graph *f, const Tensor *x, const Tensor *w, const double *jfd,
+              int64_t nout, const double *hfd, int64_t nparam, double jnoise, double hnoise)
+{
+	static const char *const jt[] = {"jacfwd", "jacrev"};
+	int maxr = 0;
+	for (uint32_t i = 0; i < f->ninput; i++)
+		if (f->input[i].kind == IN_PARAM && x[i].shape.rank > maxr)
+			maxr = x[i].shape.rank;
+	int jbig = w->shape.rank + maxr > IR_MAXDIM, hbig = 2 * maxr > IR_MAXDIM;
+	double *got = calloc((size_t)(nout * nparam + nparam * nparam) + 1, sizeof *got);
+	for (int t = 0; t < 2; t++) {
+		Graph *g;
+		Tensor *o = run_task(f, jt[t], x, w, c->name, jbig, &g);
+		if (!o)
+			continue;
+		// jacobian.<p>: out.shape + p.shape, one block of columns each.
+		int64_t off = 0;
+		for (uint32_t p = 0; p < g->nout; p++) {
+			int64_t np_ = nout ? ir_numel(&o[p].shape) / nout : 0;
+			for (int64_t i = 0; i < nout; i++)
+				for (int64_t j = 0; j < np_; j++)
+					got[i * nparam + off + j] = o[p].data[i * np_ + j];
+			off += np_;
+		}
+		check_vec(jt[t], c->name, got, jfd, nout * nparam, c->tol, jnoise);
+		free_all(o, g->nout);
+		ir_graph_free(g);
+	}
+	static const char *const ht[] = {"hessian", "hessian_fwdrev", "hessian_revrev"};
+	Graph *fs = c->smooth ? scalarized(f) : NULL;
+	for (int t = 0; fs && t < 3; t++) {
+		Graph *g;
+		Tensor *o = run_task(fs, ht[t], x, w, c->name, hbig, &g);
+		if (!o)
+			continue;
+		// hessian.<p>.<q>: p.shape + q.shape, row-major over (p, q).
+		uint32_t np = 0;
+		while (np * np < g->nout)
+			np++;
+		int64_t *sz = calloc(np + 1, sizeof *sz), *off = calloc(np + 1, sizeof *off);
+		for (uint32_t i = 0, k = 0; i < f->ninput; i++)
+			if (f->input[i].kind == IN_PARAM)
+				sz[k++] = ir_numel(&x[i].shape);
+		for (uint32_t q = 1; q <= np; q++)
+			off[q] = off[q - 1] + sz[q - 1];
+		for (uint32_t p = 0; p < np; p++)
+			for (uint32_t q = 0; q < np; q++)
+				for (int64_t i = 0; i < sz[p]; i++)
+					for (int64_t j = 0; j < sz[q]; j++)
+						got[(off[p] + i) * nparam + off[q] + j] = o[p * np + q].data[i * sz[q] + j];
+		check_vec(ht[t], c->name, got, hfd, nparam * nparam, c->tol * 10, hnoise);
+		free(sz), free(off);
+		free_all(o, g->nout);
+		ir_graph_free(g);
+	}
+	ir_graph_free(fs);
+	free(got);
+}
+
 
 static void
 run_module(const Case *c, const char *src)
@@ -1108,6 +1257,13 @@ run_module(const Case *c, const char *src)
 		for (uint32_t i = 0; i < ni; i++)
 			if (f->input[i].kind == IN_PARAM)
 				ir_tensor_alloc(&e[i], x[i].dtype, &x[i].shape);
+		// The whole Jacobian (one float output) and the Hessian of <w, f>
+		// by columns, for the batched tasks.
+		int batch = f->nout == 1 && ir_dtype_is_float(f0[0].dtype);
+		int64_t nout = batch ? ir_numel(&f0[0].shape) : 0;
+		double *jfd = calloc((size_t)(nout * nparam) + 1, sizeof *jfd);
+		double *hfd = calloc((size_t)(nparam * nparam) + 1, sizeof *hfd);
+		double gmax = 0;
 		int64_t j = 0;
 		k = f->nout;
 		for (uint32_t i = 0; i < ni; i++) {
@@ -1118,6 +1274,19 @@ run_module(const Case *c, const char *src)
 				e[i].data[q] = 1;
 				Tensor *p = run_at(f, x, e, H), *mn = run_at(f, x, e, -H);
 				want[j] = (wdot(f, w, p) - wdot(f, w, mn)) / (2 * H);
+				for (int64_t r = 0; r < nout; r++)
+					jfd[r * nparam + j] = (p[0].data[r] - mn[0].data[r]) / (2 * H);
+				if (batch && c->smooth) {
+					Tensor *gp = run_gv_at(gv, vin, f, x, e, H), *gm = run_gv_at(gv, vin, f, x, e, -H);
+					for (uint32_t pp = 0, r = 0; pp < gv->nout - f->nout; pp++)
+						for (int64_t z = 0; z < ir_numel(&gp[f->nout + pp].shape); z++, r++) {
+							hfd[(int64_t)r * nparam + j] =
+							    (gp[f->nout + pp].data[z] - gm[f->nout + pp].data[z]) / (2 * H);
+							gmax = fmax(gmax, fabs(gp[f->nout + pp].data[z]));
+						}
+					free_all(gp, gv->nout);
+					free_all(gm, gv->nout);
+				}
 				e[i].data[q] = 0;
 				free_all(p, f->nout);
 				free_all(mn, f->nout);
@@ -1125,6 +1294,10 @@ run_module(const Case *c, const char *src)
 			k++;
 		}
 		check_vec("vjp J^T w", c->name, got, want, nparam, c->tol, fd_noise(wscale));
+		if (batch)
+			check_batched(c, f, x, &w[0], jfd, nout, hfd, nparam, fd_noise(max_abs(f0, 1)),
+			              fd_noise(gmax));
+		free(jfd), free(hfd);
 		for (uint32_t i = 0; i < ni; i++)
 			ir_tensor_free(&e[i]);
 		free(e), free(got), free(want);
