@@ -24,8 +24,10 @@
 //     (H from the blocks) t = hvp_R(t) = hvp_ALL(t padded with zeros)
 //       restricted to R
 //     vjp, jvp of R against J_R
-//   R: the first param and the last, then params spread evenly over the
-//   declaration order, each of at most `cap` scalars, until `limit`;
+//   R: the smallest param of rank 3 or more (a convolution's weight, when
+//   it has at most limit/2 scalars), the first param and the last, then
+//   params spread evenly over the declaration order, each of at most `cap`
+//   scalars, until `limit`;
 //   FADC_STRATEGIES_VERBOSE=1 prints the sets and the errors.
 //
 // Errors are normalized, ||a - b|| / max(||a||, ||b||), and must stay
@@ -425,6 +427,18 @@ zoo(const Zoo *z)
 		for (int step = npall / 2; step >= 1 && no < 1000; step /= 2)
 			for (int p = step; p < npall && no < 1000; p += step)
 				order[no++] = p;
+		// The smallest weight of rank 3 or more (a convolution's) first, so
+		// that the batched tasks batch conv and its adjoint ops over a
+		// weight (passes/vmap.c folds that batch into the groups).
+		int conv = -1;
+		for (int p = 0; p < npall; p++)
+			if (mo.m->decl[mo.decl[p]].shape.rank >= 3 &&
+			    (conv < 0 || sizeall[p] < sizeall[conv]))
+				conv = p;
+		if (conv >= 0 && sizeall[conv] <= z->limit / 2) {
+			in[conv] = 1;
+			used += sizeall[conv];
+		}
 		for (int i = 0; i < no; i++) {
 			int p = order[i];
 			if (!in[p] && sizeall[p] <= z->cap && used + sizeall[p] <= z->limit) {
