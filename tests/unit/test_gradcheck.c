@@ -93,7 +93,7 @@ typedef struct Shp {
 
 typedef struct Src {
 	char decls[4096];
-	char expr[2048];
+	char expr[8192];
 } Src;
 
 static void
@@ -679,6 +679,198 @@ g_scan(const Case *c, Src *s)
 	EXPR(s, "get(scan(cell, c0, d0, xs, w, ncarry=2, nxs=1, reverse=%d), index=%d)", rev, idx);
 }
 
+// ---- random programs: expressions of several ops over shapes that must
+// fit (broadcasts, reductions over an inserted axis, permutes, reshapes,
+// slices, concats, matmuls, where), whose params are shared at random, so
+// that simplification (CSE, identities) and the rules' interplay are
+// exercised too.  Every node has exactly the shape asked of it.
+
+typedef struct Prog {
+	Src *s;
+	int nparam;
+	Shp pshape[32];
+	int64_t scalars;
+} Prog;
+
+static int64_t
+numel_of(const Shp *s)
+{
+	int64_t n = 1;
+	for (int i = 0; i < s->rank; i++)
+		n *= s->d[i];
+	return n;
+}
+
+static int
+shp_eq(const Shp *a, const Shp *b)
+{
+	return a->rank == b->rank && !memcmp(a->d, b->d, sizeof(int64_t) * (size_t)a->rank);
+}
+
+// A param of shape sh: an existing one half the time, else a new one.
+static void
+leaf(Prog *pr, const Shp *sh, char *out, size_t cap)
+{
+	for (int k = 0; k < pr->nparam; k++)
+		if (shp_eq(&pr->pshape[k], sh) && ri(0, 1)) {
+			snprintf(out, cap, "p%d", k);
+			return;
+		}
+	if (pr->nparam == 32 || pr->scalars + numel_of(sh) > 200) {
+		// Out of params: a constant of the shape.
+		snprintf(out, cap, "full(value=%.2f, shape=%s, dtype=f64)", rnd() + 0.5, ints(sh->d, sh->rank));
+		return;
+	}
+	int k = pr->nparam++;
+	pr->pshape[k] = *sh;
+	pr->scalars += numel_of(sh);
+	DECL(pr->s, "param p%d: %s\n", k, ty(sh));
+	snprintf(out, cap, "p%d", k);
+}
+
+static void
+expr(Prog *pr, const Shp *sh, int depth, char *out, size_t cap)
+{
+	if (depth <= 0 || ri(0, 5) == 0) {
+		leaf(pr, sh, out, cap);
+		return;
+	}
+	char *a = calloc(3, 8192), *b = a + 8192, *c = b + 8192;
+	const size_t sz = 8192;
+	switch (ri(0, 11)) {
+	case 0: { // unary, smooth and bounded
+		static const char *const f[] = {"sin(%s)", "tanh(%s)", "sigmoid(%s)", "softplus(%s)",
+		                                "log1p(%s * %s)", "sqrt(%s * %s + 1)", "exp(0.5 * tanh(%s))",
+		                                "cos(%s)"};
+		int k = (int)ri(0, 7);
+		expr(pr, sh, depth - 1, a, sz);
+		if (k == 4 || k == 5)
+			snprintf(out, cap, f[k], a, a);
+		else
+			snprintf(out, cap, f[k], a);
+		goto done;
+	}
+	case 1:
+	case 2: { // binary, one operand broadcast
+		static const char *const op[] = {"+", "-", "*"};
+		Shp bs = bcast_of(sh);
+		expr(pr, sh, depth - 1, a, sz);
+		expr(pr, &bs, depth - 1, b, sz);
+		int k = (int)ri(0, 3);
+		if (k == 3)
+			snprintf(out, cap, "(%s / (1.5 + sin(%s)))", a, b);
+		else if (ri(0, 1))
+			snprintf(out, cap, "(%s %s %s)", a, op[k], b);
+		else
+			snprintf(out, cap, "(%s %s %s)", b, op[k], a);
+		goto done;
+	}
+	case 3: { // a reduction over an inserted axis
+		if (sh->rank >= 4)
+			break;
+		Shp t = *sh;
+		int ax = (int)ri(0, sh->rank);
+		memmove(t.d + ax + 1, t.d + ax, sizeof(int64_t) * (size_t)(sh->rank - ax));
+		t.d[ax] = ri(1, 3);
+		t.rank++;
+		static const char *const red[] = {"sum", "mean", "logsumexp", "max"};
+		expr(pr, &t, depth - 1, a, sz);
+		snprintf(out, cap, "%s(%s, %d)", red[ri(0, 3)], a, ax);
+		goto done;
+	}
+	case 4: { // permute back
+		if (sh->rank < 2)
+			break;
+		int64_t p[8], inv[8];
+		permutation(p, sh->rank);
+		Shp t = {.rank = sh->rank};
+		for (int i = 0; i < sh->rank; i++)
+			t.d[p[i]] = sh->d[i], inv[i] = p[i];
+		expr(pr, &t, depth - 1, a, sz);
+		snprintf(out, cap, "permute(%s, %s)", a, ints(inv, sh->rank));
+		goto done;
+	}
+	case 5: { // reshape from the flat shape
+		if (sh->rank < 1)
+			break;
+		Shp t = {1, {numel_of(sh)}};
+		expr(pr, &t, depth - 1, a, sz);
+		snprintf(out, cap, "reshape(%s, %s)", a, ints(sh->d, sh->rank));
+		goto done;
+	}
+	case 6: { // a slice of a larger operand
+		if (sh->rank < 1)
+			break;
+		Shp t = *sh;
+		int ax = (int)ri(0, sh->rank - 1);
+		int64_t lo = ri(0, 2);
+		t.d[ax] += lo + ri(0, 2);
+		expr(pr, &t, depth - 1, a, sz);
+		snprintf(out, cap, "slice(%s, start=", a);
+		int64_t st[8] = {0}, en[8], sp[8];
+		for (int i = 0; i < sh->rank; i++)
+			en[i] = t.d[i], sp[i] = 1;
+		st[ax] = lo, en[ax] = lo + sh->d[ax];
+		put(out, cap, "%s, end=%s, step=%s)", ints(st, sh->rank), ints(en, sh->rank), ints(sp, sh->rank));
+		goto done;
+	}
+	case 7: { // concat of two parts
+		if (sh->rank < 1)
+			break;
+		int ax = (int)ri(0, sh->rank - 1);
+		Shp t0 = *sh, t1 = *sh;
+		t0.d[ax] = ri(0, sh->d[ax]);
+		t1.d[ax] = sh->d[ax] - t0.d[ax];
+		expr(pr, &t0, depth - 1, a, sz);
+		expr(pr, &t1, depth - 1, b, sz);
+		snprintf(out, cap, "concat(%s, %s, axis=%d)", a, b, ax);
+		goto done;
+	}
+	case 8: { // matmul over the last two axes
+		if (sh->rank < 2)
+			break;
+		Shp t0 = *sh, t1 = *sh;
+		int64_t k = ri(1, 3);
+		t0.d[sh->rank - 1] = k;
+		t1.d[sh->rank - 2] = k;
+		expr(pr, &t0, depth - 1, a, sz);
+		expr(pr, &t1, depth - 1, b, sz);
+		snprintf(out, cap, "(%s @ %s)", a, b);
+		goto done;
+	}
+	case 9: { // where on a condition of the values
+		Shp bs = bcast_of(sh);
+		expr(pr, sh, depth - 1, a, sz);
+		expr(pr, &bs, depth - 1, b, sz);
+		expr(pr, sh, depth - 1, c, sz);
+		snprintf(out, cap, "where(%s > %s, %s, %s)", a, b, c, a);
+		goto done;
+	}
+	default: // the same subexpression twice (CSE)
+		expr(pr, sh, depth - 1, a, sz);
+		snprintf(out, cap, "(%s * sin(%s))", a, a);
+		goto done;
+	}
+	expr(pr, sh, depth - 1, out, cap);
+done:
+	// Too long for the buffer (deep trees): a leaf instead.
+	if (strlen(out) >= cap - 1)
+		leaf(pr, sh, out, cap);
+	free(a);
+}
+
+static void
+g_program(const Case *c, Src *s)
+{
+	(void)c;
+	Prog pr = {.s = s};
+	Shp sh = rshape(0, 3, 3, 0);
+	char *e = malloc(8192);
+	expr(&pr, &sh, (int)ri(2, 4), e, 8192);
+	EXPR(s, "%s", e);
+	free(e);
+}
+
 // A fixed source (the fail cases of samplers and non-differentiable ops
 // need no shapes of their own) with a random shape for a, b and c.
 static void
@@ -806,6 +998,11 @@ static const Case cases[] = {
 	{"upsample_bilinear", "upsample_bilinear", g_upsample, "upsample_bilinear", 0, 1, 1e-6, NULL},
 	{"upsample_bilinear_grad", "upsample_bilinear_grad", g_upsample, "upsample_bilinear_grad", 0, 1,
 	 1e-6, NULL},
+	// several outputs, an integer one among them (it gets no cotangent and
+	// no tangent: no diagnostic)
+	{"multi-output", "sin argmax", g_fixed, "sin(a) * b, argmax(a, 0), exp(a * c)", 0, 1, 1e-6, NULL},
+	// random programs of several ops
+	{"program", "", g_program, NULL, 0, 1, 1e-6, NULL},
 	// scan and get (tests/unit/test_scandiff.c covers more bodies)
 	{"scan", "scan get", g_scan, NULL, 0, 1, 1e-6, NULL},
 };
@@ -900,11 +1097,13 @@ check_tensor(const char *what, const char *name, const Tensor *got, const Tensor
 
 // The rounding noise of a central difference with step H of values of
 // magnitude up to `scale`: eps scale / H = 2.2e-10 scale, with a margin
-// of 50 for the operations in between.
+// of 50 for the operations in between.  The scale is at least 1, the
+// magnitude of the params and of the intermediate values (a program that
+// computes x sin x - x sin x has f = 0 but rounding errors of x sin x).
 static double
 fd_noise(double scale)
 {
-	return 50 * 2.2e-16 * scale / 1e-6;
+	return 50 * 2.2e-16 * fmax(scale, 1) / 1e-6;
 }
 
 static double
@@ -1478,7 +1677,7 @@ main(void)
 			cur_failed = 0;
 			Src s = {{0}, {0}};
 			c->gen(c, &s);
-			char src[8192];
+			char src[16384];
 			snprintf(src, sizeof src, "%sdef forward() {\n  return %s\n}\n", s.decls, s.expr);
 			cur_src = src;
 			if (getenv("FADC_GRADCHECK_VERBOSE"))
