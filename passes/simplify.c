@@ -135,7 +135,14 @@ rebuild(Graph *dst, const Graph *src, NodeId n, const NodeId *in, Cse *cse)
 		for (int i = 0; i < nd->nin; i++)
 			all &= b_const_value(dst, in[i], &cv[i]);
 		double v;
-		if (all && fold_value(src, n, cv, &v))
+		// An f32 `full` is an f32 value (the interpreter rounds it, as
+		// every backend stores it), but an f32 op computes in double in the
+		// interpreter: folding a result that f32 cannot hold would round
+		// it where the unfolded graph does not, and graphs that fold
+		// different constants (hvp and vhp, jacfwd and jacobian) would
+		// differ at f32 precision.  Such a node is kept.
+		if (all && fold_value(src, n, cv, &v) &&
+		    (nd->dtype != DT_F32 || (double)(float)v == v))
 			return b_full(dst, v, (DType)nd->dtype, &src->shape[nd->shape], loc);
 	}
 	// Identities, through the builders; a node they build goes through the

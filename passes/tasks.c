@@ -352,6 +352,19 @@ pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char
 			*errloc = f->node[f->out[0].node].loc; // what forward returns
 		return NULL;
 	}
+	// A Hessian block hessian.<p>.<q> has the rank of p plus the rank of q:
+	// the largest is twice the largest param rank.
+	for (uint32_t i = 0; !strncmp(task, "hessian", 7) && i < f->ninput; i++) {
+		NodeId pn = f->input[i].node;
+		int r = ir_shape(f, pn)->rank;
+		if (f->input[i].kind == IN_PARAM && 2 * r > IR_MAXDIM) {
+			snprintf(err, errlen,
+			         "task '%s': the block hessian.%s.%s would have rank %d, above %d",
+			         task, f->input[i].name, f->input[i].name, 2 * r, IR_MAXDIM);
+			*errloc = f->node[pn].loc; // the param's declaration
+			return NULL;
+		}
+	}
 	int jac = !strcmp(task, "jacobian") || !strcmp(task, "jacrev") || !strcmp(task, "jacfwd");
 	if (jac && (f->nout != 1 || !ir_dtype_is_float((DType)f->node[f->out[0].node].dtype))) {
 		snprintf(err, errlen, "task '%s' needs forward to return one float value", task);
