@@ -70,15 +70,20 @@ typedef enum CgKind {
 	CK_REDUCE, // sum, mean, max, min: a reduction kernel
 	CK_MATMUL, // a contraction kernel
 	CK_SCATTER, // take_add, take_along_add: a gather-sum kernel
+	CK_SCAN, // scan: a loop over its body's kernels; its value is a tuple of buffers
+	CK_GET, // get: one buffer of a scan's tuple (no kernel)
+	CK_HOST, // linear_sum_assignment: a host kernel (a support-library call)
 } CgKind;
 
 CgKind cg_op_kind(int op);
 int cg_op_cost(int op); // relative cost of recomputing one element (0: free)
 
 // Which nodes get a kernel and a buffer of their own (root[n] = 1): the
-// outputs, reductions and contractions, and values that would otherwise be
-// recomputed (read through a broadcast, or by several kernels) unless they
-// are free.  Everything else is inlined into the kernel of its consumers.
+// outputs, reductions, contractions, scans and host ops, the sequences and
+// loop-invariant operands of a scan (its body reads them from buffers), and
+// values that would otherwise be recomputed (read through a broadcast, or
+// by several kernels) unless they are free.  Everything else is inlined
+// into the kernel of its consumers.
 // Returns 0 on success, or the first node whose op is not supported.
 NodeId fill_fusion(const Graph *g, Arena *a, uint8_t **root);
 

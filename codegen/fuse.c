@@ -83,6 +83,12 @@ cg_op_kind(int op)
 	case OP_take_add:
 	case OP_take_along_add:
 		return CK_SCATTER;
+	case OP_scan:
+		return CK_SCAN;
+	case OP_get:
+		return CK_GET;
+	case OP_linear_sum_assignment:
+		return CK_HOST;
 	default:
 		return CK_NONE;
 	}
@@ -94,6 +100,7 @@ cg_op_cost(int op)
 	switch (cg_op_kind(op)) {
 	case CK_FREE:
 	case CK_INPUT:
+	case CK_GET:
 		return 0;
 	case CK_MAP:
 		break;
@@ -236,15 +243,24 @@ fill_fusion(const Graph *g, Arena *a, uint8_t **rootp)
 	for (NodeId n = 1; n < nn; n++)
 		if ((nuse[n] || isout[n]) && cg_op_kind(g->node[n].op) == CK_NONE)
 			return n;
+	// A scan's body reads its sequences and invariants from buffers (at the
+	// step's offset): those operands are materialized.  Its carries are
+	// only read once, by the copies that start the loop, and may be inlined.
+	uint8_t *needbuf = arena_alloc_array(a, nn + 1, 1);
+	for (NodeId u = 1; u < nn; u++)
+		if (g->node[u].op == OP_scan)
+			for (int s = (int)ir_attr_int(g, u, "ncarry"); s < g->node[u].nin; s++)
+				needbuf[ir_in1(g, u, s)] = 1;
 	for (NodeId n = nn - 1; n >= 1; n--) {
 		int op = g->node[n].op;
 		CgKind k = cg_op_kind(op);
 		group[n] = GROUP_NONE;
 		if (!nuse[n] && !isout[n])
 			continue; // dead: never computed
-		if (k == CK_INPUT)
-			continue;
-		if (isout[n] || k == CK_REDUCE || k == CK_MATMUL || k == CK_SCATTER) {
+		if (k == CK_INPUT || k == CK_GET)
+			continue; // a buffer of its own, written by no kernel of its own
+		if (isout[n] || needbuf[n] || k == CK_REDUCE || k == CK_MATMUL || k == CK_SCATTER ||
+		    k == CK_SCAN || k == CK_HOST) {
 			root[n] = 1;
 			group[n] = n;
 			mult[n] = 1;
@@ -270,7 +286,7 @@ fill_fusion(const Graph *g, Arena *a, uint8_t **rootp)
 			if (!root[u] && depth[u] + 1 > dep)
 				dep = depth[u] + 1;
 			if (identity_edge(g, u, uslot[e]) && same[u] && uk != CK_REDUCE && uk != CK_MATMUL &&
-			    uk != CK_SCATTER)
+			    uk != CK_SCATTER && uk != CK_SCAN && uk != CK_HOST)
 				ident = 1;
 			else {
 				allsame = 0;

@@ -96,6 +96,24 @@ kir_kernel_add(KProgram *p)
 	return k;
 }
 
+int
+kir_loop_begin(KProgram *p, int64_t trip, int parent)
+{
+	arena_grow(p->arena, (void **)&p->loop, &p->cloop, p->nloop + 1, sizeof *p->loop);
+	KLoop *l = &p->loop[p->nloop];
+	l->begin = l->end = p->nk;
+	l->trip = trip;
+	l->parent = parent;
+	return (int)p->nloop++;
+}
+
+void
+kir_loop_end(KProgram *p, int loop)
+{
+	FADC_ASSERT(loop >= 0 && (uint32_t)loop < p->nloop, "kir_loop_end: no such loop");
+	p->loop[loop].end = p->nk;
+}
+
 // ---------------------------------------------------------------- hash-consing
 
 static uint32_t
@@ -217,6 +235,21 @@ kx_var(KProgram *p, int var, int64_t extent)
 	x.dtype = DT_I64;
 	x.aux = (uint32_t)var;
 	x.i = extent;
+	return intern(p, &x);
+}
+
+KxId
+kx_step(KProgram *p, int loop)
+{
+	FADC_ASSERT(loop >= 0 && (uint32_t)loop < p->nloop, "kx_step: no such loop");
+	if (p->loop[loop].trip <= 1)
+		return kx_iconst(p, 0);
+	Kx x;
+	memset(&x, 0, sizeof x);
+	x.op = KX_STEP;
+	x.dtype = DT_I64;
+	x.aux = (uint32_t)loop;
+	x.i = p->loop[loop].trip;
 	return intern(p, &x);
 }
 
@@ -463,6 +496,7 @@ kx_range(const KProgram *p, KxId id, int64_t *lo, int64_t *hi)
 		*lo = *hi = x->i;
 		return 1;
 	case KX_VAR:
+	case KX_STEP:
 		*lo = 0;
 		*hi = x->i - 1;
 		return 1;
@@ -693,7 +727,7 @@ kx_iclamp(KProgram *p, KxId a, int64_t lo, int64_t hi)
 
 static const char *const op_names[KX_COUNT] = {
 	[KX_NONE] = "none",   [KX_CONST] = "const", [KX_VAR] = "var",       [KX_LOAD] = "load",
-	[KX_ACC] = "acc",     [KX_RUNSEED] = "runseed", [KX_IADD] = "iadd", [KX_IMUL] = "imul",
+	[KX_ACC] = "acc",     [KX_RUNSEED] = "runseed", [KX_STEP] = "step", [KX_IADD] = "iadd", [KX_IMUL] = "imul",
 	[KX_IDIV] = "idiv",   [KX_IMOD] = "imod",   [KX_IMIN] = "imin",     [KX_IMAX] = "imax",
 	[KX_ADD] = "add",     [KX_SUB] = "sub",     [KX_MUL] = "mul",       [KX_DIV] = "div",
 	[KX_NEG] = "neg",     [KX_ABS] = "abs",     [KX_MAX] = "max",       [KX_MIN] = "min",
@@ -741,6 +775,9 @@ print_x(FILE *f, const KProgram *p, KxId id)
 	case KX_VAR:
 		fprintf(f, "v%u < %lld\n", x->aux, (long long)x->i);
 		return;
+	case KX_STEP:
+		fprintf(f, "step of loop L%u < %lld\n", x->aux, (long long)x->i);
+		return;
 	case KX_LOAD:
 		fprintf(f, "load b%u[x%u]\n", x->aux, x->a[0]);
 		return;
@@ -780,6 +817,15 @@ kir_print(FILE *f, const KProgram *p)
 	FADC_ASSERT(seen != NULL, "kir_print: out of memory");
 	for (uint32_t i = 0; i < p->nk; i++) {
 		const KKernel *k = &p->k[i];
+		for (uint32_t l = 0; l < p->nloop; l++)
+			if (p->loop[l].begin == i && p->loop[l].end > i)
+				fprintf(f, "  loop L%u: kernels k%u..k%u, %lld steps\n", l, p->loop[l].begin,
+				        p->loop[l].end - 1, (long long)p->loop[l].trip);
+		if (k->host) {
+			fprintf(f, "  kernel k%u: b%u = %s (node %%%u) host call (b%u, scratch b%u)\n", i, k->out,
+			        k->what, k->node, k->hin, k->hwork);
+			continue;
+		}
 		fprintf(f, "  kernel k%u: b%u = %s (node %%%u, %d fused)", i, k->out, k->what, k->node,
 		        k->nfused);
 		for (int d = 0; d < k->rank; d++)

@@ -43,6 +43,7 @@ typedef enum KxOp {
 	KX_LOAD, // buffer `aux` at index a[0] (I64), converted to the compute dtype
 	KX_ACC, // the accumulator of a reduction kernel (only in `post`)
 	KX_RUNSEED, // the run's seed (I64 bits of a uint64_t)
+	KX_STEP, // the step counter of loop `aux` (KProgram.loop), values [0, i)
 	// Integer index arithmetic (I64); built only through kx_i*(), which
 	// simplify.  Division and modulo are by a positive constant a[1] and
 	// floor the quotient (operands are non-negative in practice).
@@ -126,6 +127,16 @@ typedef struct KBuf {
 
 typedef enum KRed { KR_NONE, KR_SUM, KR_MAX, KR_MIN } KRed;
 
+// Host kernels: a call into the support library on whole buffers instead
+// of a loop nest (ops with no data-parallel form).
+typedef enum KHost {
+	KH_NONE,
+	// linear_sum_assignment: hin is the cost (F64, rows x cols), out the
+	// column of each row (I64, -1 if none), hwork a scratch buffer of
+	// ir_assignment_work(rows, cols) bytes (ir/hungarian.c).
+	KH_ASSIGN,
+} KHost;
+
 typedef struct KKernel {
 	uint32_t out; // the buffer written
 	int rank; // parallel loop variables 0 .. rank-1
@@ -140,7 +151,21 @@ typedef struct KKernel {
 	const char *what; // "elementwise", "sum", "matmul", "copy", ...
 	int contraction; // a matmul: a blocked GEMM may replace the loops
 	int nfused; // graph nodes folded into this kernel (stats)
+	KHost host; // a host kernel: no loops, the call below (index, body, post unused)
+	uint32_t hin, hwork; // its operand and scratch buffers
 } KKernel;
+
+// A loop over kernels: kernels begin .. end-1 run `trip` times in order,
+// the step counter (KX_STEP of this loop) going 0, 1, .., trip-1.  Loops
+// nest properly (an inner loop's range lies inside its parent's) and an
+// inner loop has a larger index than its parent.  A `scan` is one loop:
+// its body's kernels, then copies of the new carries into the carry
+// buffers (codegen/lower.c, kernel_scan).
+typedef struct KLoop {
+	uint32_t begin, end;
+	int64_t trip;
+	int parent; // enclosing loop, -1 for none
+} KLoop;
 
 typedef struct KProgram {
 	Arena *arena; // owns everything below
@@ -154,6 +179,8 @@ typedef struct KProgram {
 	uint32_t cxhash;
 	KKernel *k;
 	uint32_t nk, ck;
+	KLoop *loop; // loops over kernel ranges, outer before inner
+	uint32_t nloop, cloop;
 	uint32_t ninput, noutput; // the task's inputs and outputs
 	uint32_t *inbuf, *outbuf; // their buffers (outbuf[o]: the KB_OUT buffer)
 	int uses_runseed;
@@ -167,6 +194,9 @@ KProgram *kir_program_new(const char *name, DType fcompute);
 void kir_program_free(KProgram *p);
 uint32_t kir_buf_add(KProgram *p, KBufKind kind, int index, DType dt, const Shape *s, NodeId node);
 KKernel *kir_kernel_add(KProgram *p); // zeroed, appended
+// A loop starting at the next kernel (end set by kir_loop_end); its index.
+int kir_loop_begin(KProgram *p, int64_t trip, int parent);
+void kir_loop_end(KProgram *p, int loop); // the loop ends after the last kernel added
 size_t kir_dtype_size(DType dt); // bytes per element in a buffer (bool: 1)
 DType kir_compute_dtype(const KProgram *p, DType storage); // f32 -> p->fcompute
 
@@ -180,6 +210,7 @@ KxId kx_var(KProgram *p, int var, int64_t extent); // extent 1: the constant 0
 KxId kx_load(KProgram *p, uint32_t buf, KxId index);
 KxId kx_acc(KProgram *p, DType dt);
 KxId kx_runseed(KProgram *p);
+KxId kx_step(KProgram *p, int loop); // loop's step counter; the constant 0 if trip <= 1
 KxId kx_un(KProgram *p, KxOp op, KxId a);
 KxId kx_bin(KProgram *p, KxOp op, KxId a, KxId b);
 KxId kx_cmp(KProgram *p, KCmp c, KxId a, KxId b);

@@ -172,6 +172,7 @@ typedef struct Emit {
 	LLVMValueRef fn;
 	LLVMValueRef *bufptr; // typed pointer of each buffer the kernel touches
 	LLVMValueRef runseed;
+	LLVMValueRef *step; // step[l]: the step counter of loop l (a kernel parameter)
 	LLVMValueRef var[2 * IR_MAXDIM]; // loop counter allocas
 	LLVMValueRef acc; // accumulator alloca
 	LLVMValueRef *val; // memo: value of expression id in the current region
@@ -355,6 +356,9 @@ emit_op(Emit *e, const Kx *x)
 		return LLVMBuildLoad2(e->B, t, e->acc, "");
 	case KX_RUNSEED:
 		return e->runseed;
+	case KX_STEP:
+		FADC_ASSERT(e->step[x->aux] != NULL, "llvm: a step counter that the kernel was not given");
+		return e->step[x->aux];
 	case KX_IADD:
 		return LLVMBuildNSWAdd(e->B, a, b, "");
 	case KX_IMUL:
@@ -724,10 +728,44 @@ emit_contraction(Emit *e, const KKernel *k, Loop *loops)
 		loop_end(e, &loops[d]);
 }
 
-// Kernel i of task program p as an internal function; *nargs and bufs[]
-// say which buffers it takes, in order (out first).
+// What a kernel function takes: its buffers (out first), then the run
+// seed if it draws random numbers, then the step counters of the loops
+// whose steps its indices use.
+typedef struct KSig {
+	uint32_t *bufs;
+	unsigned nbufs;
+	int seed;
+	int *steps; // loop indices
+	unsigned nsteps;
+} KSig;
+
+// A host kernel: `i32 f(out, in, scratch)` calling the support library;
+// a nonzero result is the task's error code (docs/CODEGEN.md).
+static void
+emit_host(Emit *e, const KKernel *k)
+{
+	const KProgram *p = e->p;
+	const KBuf *in = &p->buf[k->hin];
+	FADC_ASSERT(k->host == KH_ASSIGN, "llvm: an unknown host kernel");
+	LLVMTypeRef fty, at[5] = {LLVMPointerType(e->f64, 0), e->i64, e->i64, LLVMPointerType(e->i64, 0),
+	                          e->i8p};
+	LLVMValueRef f = ext_fn(e, "ir_assignment", e->i32, at, 5, &fty);
+	LLVMValueRef args[5] = {
+		e->bufptr[k->hin],
+		LLVMConstInt(e->i64, (unsigned long long)in->shape.dim[0], 0),
+		LLVMConstInt(e->i64, (unsigned long long)in->shape.dim[1], 0),
+		e->bufptr[k->out],
+		LLVMBuildBitCast(e->B, e->bufptr[k->hwork], e->i8p, ""),
+	};
+	LLVMValueRef r = LLVMBuildCall2(e->B, fty, f, args, 5, "");
+	// ir_assignment: 1 solved, 0 NaN or -inf, -1 infeasible -> 0, 1, 2.
+	LLVMBuildRet(e->B, LLVMBuildSub(e->B, LLVMConstInt(e->i32, 1, 0), r, ""));
+}
+
+// Kernel i of task program p as an internal function, taking what *sig
+// lists (filled here).
 static LLVMValueRef
-emit_kernel(Emit *e, const char *task, uint32_t ki, uint32_t *bufs, unsigned *nargs, int *seed)
+emit_kernel(Emit *e, const char *task, uint32_t ki, KSig *sig)
 {
 	const KProgram *p = e->p;
 	const KKernel *k = &p->k[ki];
@@ -736,10 +774,20 @@ emit_kernel(Emit *e, const char *task, uint32_t ki, uint32_t *bufs, unsigned *na
 	mark_bufs(p, k->index, seen, used);
 	mark_bufs(p, k->body, seen, used);
 	mark_bufs(p, k->post, seen, used);
+	if (k->host)
+		used[k->hin] = used[k->hwork] = 1;
 	int uses_seed = 0;
+	unsigned ns = 0;
 	for (KxId id = 1; id < p->nx; id++)
 		if (seen[id] && (p->x[id].op == KX_RUNSEED || p->x[id].op == KX_RAND))
 			uses_seed = 1;
+	for (uint32_t l = 0; l < p->nloop; l++)
+		for (KxId id = 1; id < p->nx; id++)
+			if (seen[id] && p->x[id].op == KX_STEP && p->x[id].aux == l) {
+				sig->steps[ns++] = (int)l;
+				break;
+			}
+	uint32_t *bufs = sig->bufs;
 	unsigned n = 0;
 	bufs[n++] = k->out;
 	for (uint32_t b = 0; b < p->nbuf; b++)
@@ -747,13 +795,15 @@ emit_kernel(Emit *e, const char *task, uint32_t ki, uint32_t *bufs, unsigned *na
 			bufs[n++] = b;
 	free(seen);
 	free(used);
-	LLVMTypeRef *pt = calloc(n + 2, sizeof *pt);
+	LLVMTypeRef *pt = calloc(n + ns + 2, sizeof *pt);
 	FADC_ASSERT(pt != NULL, "llvm: out of memory");
 	for (unsigned i = 0; i < n; i++)
 		pt[i] = LLVMPointerType(sty(e, p->buf[bufs[i]].dtype), 0);
 	if (uses_seed)
 		pt[n] = e->i64;
-	LLVMTypeRef fty = LLVMFunctionType(e->voidt, pt, n + (unsigned)uses_seed, 0);
+	for (unsigned i = 0; i < ns; i++)
+		pt[n + (unsigned)uses_seed + i] = e->i64;
+	LLVMTypeRef fty = LLVMFunctionType(k->host ? e->i32 : e->voidt, pt, n + (unsigned)uses_seed + ns, 0);
 	free(pt);
 	char name[300];
 	snprintf(name, sizeof name, "%s.k%u.%s", task, ki, k->what);
@@ -766,8 +816,19 @@ emit_kernel(Emit *e, const char *task, uint32_t ki, uint32_t *bufs, unsigned *na
 	for (unsigned i = 0; i < n; i++)
 		e->bufptr[bufs[i]] = LLVMGetParam(fn, i);
 	e->runseed = uses_seed ? LLVMGetParam(fn, n) : NULL;
+	for (uint32_t l = 0; l < p->nloop; l++)
+		e->step[l] = NULL;
+	for (unsigned i = 0; i < ns; i++)
+		e->step[sig->steps[i]] = LLVMGetParam(fn, n + (unsigned)uses_seed + i);
+	sig->nbufs = n;
+	sig->seed = uses_seed;
+	sig->nsteps = ns;
 	LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e->C, fn, "entry");
 	LLVMPositionBuilderAtEnd(e->B, entry);
+	if (k->host) {
+		emit_host(e, k);
+		return fn;
+	}
 	int nv = k->rank + k->rrank;
 	for (int v = 0; v < nv; v++)
 		e->var[v] = LLVMBuildAlloca(e->B, e->i64, "");
@@ -780,8 +841,6 @@ emit_kernel(Emit *e, const char *task, uint32_t ki, uint32_t *bufs, unsigned *na
 	if (k->contraction && k->red && k->rank >= 1 && st == vt && unit_stride(p, k)) {
 		emit_contraction(e, k, loops);
 		LLVMBuildRetVoid(e->B);
-		*nargs = n;
-		*seed = uses_seed;
 		return fn;
 	}
 	for (int d = 0; d < k->rank; d++)
@@ -812,13 +871,13 @@ emit_kernel(Emit *e, const char *task, uint32_t ki, uint32_t *bufs, unsigned *na
 	for (int d = k->rank - 1; d >= 0; d--)
 		loop_end(e, &loops[d]);
 	LLVMBuildRetVoid(e->B);
-	*nargs = n;
-	*seed = uses_seed;
 	return fn;
 }
 
 // The task function: buffer pointers from the call and the arena, then the
-// kernels in order.
+// kernels in order, inside the loops of the program (a counter per loop,
+// kept in an alloca that mem2reg promotes, passed to the kernels that use
+// it).  A host kernel's nonzero result returns at once as the task's.
 static LLVMValueRef
 emit_task(Emit *e, const CgTask *t)
 {
@@ -827,27 +886,32 @@ emit_task(Emit *e, const CgTask *t)
 	e->val = calloc(p->nx + 1, sizeof *e->val);
 	e->stamp = calloc(p->nx + 1, sizeof *e->stamp);
 	e->bufptr = calloc(p->nbuf + 1, sizeof *e->bufptr);
+	e->step = calloc(p->nloop + 1, sizeof *e->step);
 	LLVMValueRef *taskptr = calloc(p->nbuf + 1, sizeof *taskptr);
-	uint32_t *bufs = calloc(p->nbuf + 1, sizeof *bufs);
 	LLVMValueRef *kfn = calloc(p->nk + 1, sizeof *kfn);
-	unsigned *knargs = calloc(p->nk + 1, sizeof *knargs);
-	int *kseed = calloc(p->nk + 1, sizeof *kseed);
-	uint32_t **kbufs = calloc(p->nk + 1, sizeof *kbufs);
-	FADC_ASSERT(e->val && e->stamp && e->bufptr && taskptr && bufs && kfn && knargs && kseed && kbufs,
+	KSig *sig = calloc(p->nk + 1, sizeof *sig);
+	Loop *loops = calloc(p->nloop + 1, sizeof *loops);
+	FADC_ASSERT(e->val && e->stamp && e->bufptr && e->step && taskptr && kfn && sig && loops,
 	            "llvm: out of memory");
 	e->region = 0;
 	for (uint32_t i = 0; i < p->nk; i++) {
-		kbufs[i] = calloc(p->nbuf + 1, sizeof **kbufs);
-		FADC_ASSERT(kbufs[i] != NULL, "llvm: out of memory");
-		kfn[i] = emit_kernel(e, t->name, i, kbufs[i], &knargs[i], &kseed[i]);
+		sig[i].bufs = calloc(p->nbuf + 1, sizeof *sig[i].bufs);
+		sig[i].steps = calloc(p->nloop + 1, sizeof *sig[i].steps);
+		FADC_ASSERT(sig[i].bufs && sig[i].steps, "llvm: out of memory");
+		kfn[i] = emit_kernel(e, t->name, i, &sig[i]);
 	}
 	char name[300];
 	snprintf(name, sizeof name, "task.%s", t->name);
 	LLVMValueRef fn = LLVMAddFunction(e->M, name, e->taskfn);
 	LLVMSetLinkage(fn, LLVMInternalLinkage);
 	fn_attr(e, fn, LLVMAttributeFunctionIndex, "nounwind");
+	e->fn = fn;
 	LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e->C, fn, "entry");
 	LLVMPositionBuilderAtEnd(e->B, entry);
+	LLVMValueRef *ctr = calloc(p->nloop + 1, sizeof *ctr);
+	FADC_ASSERT(ctr != NULL, "llvm: out of memory");
+	for (uint32_t l = 0; l < p->nloop; l++)
+		ctr[l] = LLVMBuildAlloca(e->B, e->i64, "step");
 	LLVMValueRef call = LLVMGetParam(fn, 0);
 	LLVMValueRef fin = LLVMBuildStructGEP2(e->B, e->callt, call, 0, "");
 	LLVMValueRef fout = LLVMBuildStructGEP2(e->B, e->callt, call, 1, "");
@@ -871,29 +935,51 @@ emit_task(Emit *e, const CgTask *t)
 		taskptr[b] = LLVMBuildBitCast(e->B, raw, LLVMPointerType(sty(e, kb->dtype), 0), "");
 	}
 	for (uint32_t i = 0; i < p->nk; i++) {
-		unsigned n = knargs[i];
-		LLVMValueRef *a = calloc(n + 2, sizeof *a);
+		// Loops starting here, outer first (lower index); empty ones never do.
+		for (uint32_t l = 0; l < p->nloop; l++)
+			if (p->loop[l].begin == i && p->loop[l].end > i)
+				loop_begin(e, &loops[l], ctr[l], p->loop[l].trip);
+		const KSig *sg = &sig[i];
+		unsigned n = sg->nbufs;
+		LLVMValueRef *a = calloc(n + sg->nsteps + 2, sizeof *a);
 		FADC_ASSERT(a != NULL, "llvm: out of memory");
 		for (unsigned j = 0; j < n; j++)
-			a[j] = taskptr[kbufs[i][j]];
-		if (kseed[i])
+			a[j] = taskptr[sg->bufs[j]];
+		if (sg->seed)
 			a[n++] = seed;
-		LLVMBuildCall2(e->B, LLVMGlobalGetValueType(kfn[i]), kfn[i], a, n, "");
+		for (unsigned j = 0; j < sg->nsteps; j++)
+			a[n++] = LLVMBuildLoad2(e->B, e->i64, ctr[sg->steps[j]], "");
+		LLVMValueRef r = LLVMBuildCall2(e->B, LLVMGlobalGetValueType(kfn[i]), kfn[i], a, n, "");
 		free(a);
+		if (p->k[i].host) {
+			LLVMBasicBlockRef fail = LLVMAppendBasicBlockInContext(e->C, fn, "host.fail");
+			LLVMBasicBlockRef ok = LLVMAppendBasicBlockInContext(e->C, fn, "host.ok");
+			LLVMValueRef bad = LLVMBuildICmp(e->B, LLVMIntNE, r, LLVMConstInt(e->i32, 0, 0), "");
+			LLVMBuildCondBr(e->B, bad, fail, ok);
+			LLVMPositionBuilderAtEnd(e->B, fail);
+			LLVMBuildRet(e->B, r);
+			LLVMPositionBuilderAtEnd(e->B, ok);
+		}
+		// Loops ending here, inner first.
+		for (uint32_t l = p->nloop; l-- > 0;)
+			if (p->loop[l].end == i + 1 && p->loop[l].begin <= i)
+				loop_end(e, &loops[l]);
 	}
 	LLVMBuildRet(e->B, LLVMConstInt(e->i32, 0, 0));
-	for (uint32_t i = 0; i < p->nk; i++)
-		free(kbufs[i]);
-	free(kbufs);
-	free(kseed);
-	free(knargs);
+	for (uint32_t i = 0; i < p->nk; i++) {
+		free(sig[i].bufs);
+		free(sig[i].steps);
+	}
+	free(sig);
+	free(ctr);
+	free(loops);
 	free(kfn);
-	free(bufs);
 	free(taskptr);
 	free(e->val);
 	free(e->stamp);
 	free(e->bufptr);
-	e->val = e->bufptr = NULL;
+	free(e->step);
+	e->val = e->bufptr = e->step = NULL;
 	e->stamp = NULL;
 	return fn;
 }

@@ -38,11 +38,27 @@ typedef struct Memo {
 typedef struct Lower {
 	const Graph *g;
 	KProgram *p;
+	const char *task;
 	uint32_t *buf; // buf[n]: the buffer holding node n, or NOBUF (inlined)
+	KxId *off; // off[n]: where n's element 0 is in buf[n] (an I64 expression; 0: at 0)
+	uint32_t **tup; // tup[n]: a scan's value, one buffer per element of its tuple
+	int loop; // the loop (scan) these kernels run in, -1 for none
 	Memo *memo; // (node, index) -> expression, valid for generation `gen`
 	uint32_t cmemo, nmemo, gen;
 	int nexpand; // nodes expanded into the current kernel
 } Lower;
+
+// Where a graph's input or output lives: buffer `buf` from element `off`
+// on (0: from 0).  A scan's body reads step t of a sequence as the
+// sequence's buffer at offset t times the step's size, and writes its
+// per-step outputs the same way.
+typedef struct Bind {
+	uint32_t buf;
+	KxId off;
+} Bind;
+
+static int lower_graph(KProgram *p, const Graph *g, const char *task, const Bind *in,
+                       const Bind *out, int loop, char *err, size_t errlen);
 
 static KxId at(Lower *L, NodeId n, KxId e);
 
@@ -591,7 +607,7 @@ static KxId
 at(Lower *L, NodeId n, KxId e)
 {
 	if (L->buf[n] != NOBUF)
-		return kx_load(L->p, L->buf[n], e);
+		return kx_load(L->p, L->buf[n], L->off[n] ? kx_iadd(L->p, e, L->off[n]) : e);
 	Memo *m = memo_slot(L, n, e);
 	if (m->gen == L->gen && m->n == n)
 		return m->val;
@@ -637,16 +653,27 @@ domain(Lower *L, KKernel *k, const Shape *s)
 	return flat(L->p, c, s);
 }
 
-// An elementwise kernel writing node n (or the copy of src) to buffer out.
+// An elementwise kernel writing node n (or the copy of src) to buffer out
+// from element off on (0: from 0).
 static void
-kernel_map(Lower *L, uint32_t out, NodeId n, NodeId src)
+kernel_map(Lower *L, uint32_t out, KxId off, NodeId n, NodeId src)
 {
 	KKernel *k = kernel_begin(L, out, n, src ? "copy" : "elementwise");
-	const Shape *s = &L->p->buf[out].shape;
-	k->index = domain(L, k, s);
-	KxId v = src ? at(L, src, k->index) : expand(L, n, k->index);
+	const Shape *s = ir_shape(L->g, src ? src : n);
+	KxId e = domain(L, k, s);
+	KxId v = src ? at(L, src, e) : expand(L, n, e);
+	k->index = off ? kx_iadd(L->p, e, off) : e;
 	k->body = kx_cast(L->p, v, L->p->buf[out].dtype);
 	k->nfused = L->nexpand;
+}
+
+// Buffer src copied to buffer dst, both of shape s (a scan's carries).
+static void
+kernel_copy(Lower *L, uint32_t dst, uint32_t src, const Shape *s, NodeId n)
+{
+	KKernel *k = kernel_begin(L, dst, n, "carry");
+	k->index = domain(L, k, s);
+	k->body = kx_cast(L->p, kx_load(L->p, src, k->index), L->p->buf[dst].dtype);
 }
 
 // The loops of a reduction of node n over its axes: parallel variables
@@ -1399,10 +1426,133 @@ cg_loc_str(const SrcMap *src, Loc loc, char *buf, size_t n)
 	         l->col);
 }
 
-KProgram *
-cg_lower(const Graph *g, const char *task, DType fcompute, char *err, size_t errlen)
+// ---------------------------------------------------------------- scan and host ops
+
+// A temporary's dtype: computing in f64, f32 intermediates are kept in f64
+// (only inputs and outputs keep the graph's dtypes).
+static DType
+tmp_dtype(const KProgram *p, DType dt)
 {
-	KProgram *p = kir_program_new(task, fcompute);
+	return dt == DT_F32 ? p->fcompute : dt;
+}
+
+// scan(body, carries, xs, invariants) as a loop (docs/CODEGEN.md):
+//
+//   c_i = carry operand i                        (copies, before the loop)
+//   loop s = 0 .. T-1, t = s (or T-1-s when reverse):
+//     the body's kernels, reading c_i, xs_j at offset t |x_j| and the
+//     invariants in place, writing new carries to n_i and per-step
+//     output k to ys_k at offset t |y_k|
+//     c_i = n_i                                  (copies, inside the loop)
+//
+// The value of the scan is the tuple (c..., ys...) of buffers; a `get`
+// is one of them.  The body is lowered like any graph (fusion and all)
+// into the same program: its temporaries join the task's memory plan,
+// where cg_plan keeps what a loop reads across steps alive for the whole
+// loop.  The new carries go to buffers of their own, since body kernels
+// still read the old ones; copying them back costs O(carry) per step.
+static int
+kernel_scan(Lower *L, NodeId n, char *err, size_t errlen)
+{
+	const Graph *g = L->g;
+	KProgram *p = L->p;
+	const Graph *body = g->sub[ir_attr_int(g, n, "body")];
+	int nc = (int)ir_attr_int(g, n, "ncarry"), nx = (int)ir_attr_int(g, n, "nxs");
+	int rev = ir_attr_int(g, n, "reverse") != 0, nin = g->node[n].nin, nout = (int)body->nout;
+	int64_t T = ir_shape(g, ir_in1(g, n, nc))->dim[0];
+	uint32_t *tup = arena_alloc_array(p->arena, (size_t)nout + 1, sizeof *tup);
+	uint32_t *next = arena_alloc_array(p->arena, (size_t)nc + 1, sizeof *next);
+	Bind *in = arena_alloc_array(p->arena, (size_t)nin + 1, sizeof *in);
+	Bind *out = arena_alloc_array(p->arena, (size_t)nout + 1, sizeof *out);
+	for (int i = 0; i < nc; i++) {
+		NodeId x = ir_in1(g, n, i);
+		DType dt = tmp_dtype(p, ndtype(L, x));
+		tup[i] = kir_buf_add(p, KB_TMP, 0, dt, ir_shape(g, x), n);
+		next[i] = kir_buf_add(p, KB_TMP, 0, dt, ir_shape(g, x), n);
+		kernel_map(L, tup[i], 0, x, x);
+	}
+	for (int k = nc; k < nout; k++) {
+		NodeId y = body->out[k].node;
+		const Shape *ys = ir_shape(body, y);
+		Shape s = {.rank = ys->rank + 1};
+		s.dim[0] = T;
+		memcpy(s.dim + 1, ys->dim, sizeof(int64_t) * (size_t)ys->rank);
+		tup[k] = kir_buf_add(p, KB_TMP, 0, tmp_dtype(p, (DType)body->node[y].dtype), &s, n);
+	}
+	int loop = kir_loop_begin(p, T, L->loop);
+	KxId step = kx_step(p, loop);
+	KxId t = rev ? kx_iadd(p, kx_imul(p, step, -1), kx_iconst(p, T - 1)) : step;
+	for (int i = 0; i < nin; i++) {
+		NodeId x = ir_in1(g, n, i);
+		if (i < nc) {
+			in[i] = (Bind){tup[i], 0};
+			continue;
+		}
+		FADC_ASSERT(L->buf[x] != NOBUF, "lower: a scan operand has no buffer");
+		in[i] = (Bind){L->buf[x], L->off[x]};
+		if (i < nc + nx) {
+			KxId o = kx_imul(p, t, ir_numel(ir_shape(body, body->input[i].node)));
+			in[i].off = in[i].off ? kx_iadd(p, in[i].off, o) : o;
+		}
+	}
+	for (int k = 0; k < nout; k++) {
+		if (k < nc)
+			out[k] = (Bind){next[k], 0};
+		else
+			out[k] = (Bind){tup[k], kx_imul(p, t, ir_numel(ir_shape(body, body->out[k].node)))};
+	}
+	if (!lower_graph(p, body, L->task, in, out, loop, err, errlen))
+		return 0;
+	for (int i = 0; i < nc; i++)
+		kernel_copy(L, tup[i], next[i], ir_shape(g, ir_in1(g, n, i)), n);
+	kir_loop_end(p, loop);
+	L->tup[n] = tup;
+	return 1;
+}
+
+// linear_sum_assignment(cost): the cost converted to F64 (a kernel, so
+// that any expression can feed it), then a host kernel calling
+// ir_assignment (ir/hungarian.c, the interpreter's own solver) with a
+// scratch buffer in the arena: the run path allocates nothing.
+static void
+kernel_host(Lower *L, uint32_t out, NodeId n)
+{
+	KProgram *p = L->p;
+	NodeId x = ir_in1(L->g, n, 0);
+	const Shape *cs = ir_shape(L->g, x);
+	uint32_t cb = kir_buf_add(p, KB_TMP, 0, DT_F64, cs, n);
+	KKernel *k = kernel_begin(L, cb, n, "assignment.cost");
+	k->index = domain(L, k, cs);
+	k->body = kx_cast(p, at(L, x, k->index), DT_F64);
+	k->nfused = L->nexpand;
+	int64_t words = ((int64_t)ir_assignment_work(cs->dim[0], cs->dim[1]) + 7) / 8;
+	Shape ws = {.rank = 1, .dim = {words}};
+	uint32_t wb = kir_buf_add(p, KB_TMP, 0, DT_I64, &ws, n);
+	k = kernel_begin(L, out, n, "linear_sum_assignment");
+	k->host = KH_ASSIGN;
+	k->hin = cb;
+	k->hwork = wb;
+}
+
+// Can a root of op `op` be computed straight into an output at an offset?
+// (kernel_map's kernels can; the others' loops assume offset 0, so they
+// write a temporary that is then copied.)
+static int
+writes_at_offset(int op)
+{
+	CgKind k = cg_op_kind(op);
+	return (k == CK_MAP || k == CK_FREE) && !(ir_op(op)->flags & F_WINDOW);
+}
+
+// ---------------------------------------------------------------- graphs
+
+// Graph g as kernels appended to p: its inputs are read from in[], its
+// outputs written to out[] (a task's own buffers, or a scan's carries and
+// step outputs), inside loop `loop` (-1: none).
+static int
+lower_graph(KProgram *p, const Graph *g, const char *task, const Bind *in, const Bind *out,
+            int loop, char *err, size_t errlen)
+{
 	uint8_t *root;
 	NodeId bad = fill_fusion(g, p->arena, &root);
 	if (bad) {
@@ -1410,71 +1560,110 @@ cg_lower(const Graph *g, const char *task, DType fcompute, char *err, size_t err
 		cg_loc_str(g->src, g->node[bad].loc, where, sizeof where);
 		snprintf(err, errlen, "%s%serror: task '%s': op '%s' is not supported by the CPU backend yet",
 		         where, where[0] ? ": " : "", task, ir_op(g->node[bad].op)->name);
-		kir_program_free(p);
-		return NULL;
+		return 0;
 	}
 	for (NodeId n = 1; n < g->nnode; n++)
-		if (g->node[n].dtype == DT_TUPLE) {
-			snprintf(err, errlen, "error: task '%s': tuple values are not supported", task);
-			kir_program_free(p);
-			return NULL;
+		if (g->node[n].dtype == DT_TUPLE && g->node[n].op != OP_scan) {
+			snprintf(err, errlen, "error: task '%s': tuple values other than a scan's are not supported",
+			         task);
+			return 0;
 		}
-	Lower L = {.g = g, .p = p};
+	Lower L = {.g = g, .p = p, .task = task, .loop = loop};
 	L.buf = arena_alloc_array(p->arena, g->nnode + 1, sizeof *L.buf);
+	L.off = arena_alloc_array(p->arena, g->nnode + 1, sizeof *L.off);
+	L.tup = arena_alloc_array(p->arena, g->nnode + 1, sizeof *L.tup);
 	for (NodeId n = 0; n < g->nnode; n++)
 		L.buf[n] = NOBUF;
-	p->ninput = g->ninput;
-	p->noutput = g->nout;
-	p->inbuf = arena_alloc_array(p->arena, g->ninput + 1, sizeof *p->inbuf);
-	p->outbuf = arena_alloc_array(p->arena, g->nout + 1, sizeof *p->outbuf);
 	for (uint32_t i = 0; i < g->ninput; i++) {
 		NodeId n = g->input[i].node;
-		p->inbuf[i] = kir_buf_add(p, KB_IN, (int)i, ndtype(&L, n), ir_shape(g, n), n);
-		L.buf[n] = p->inbuf[i];
+		L.buf[n] = in[i].buf;
+		L.off[n] = in[i].off;
 	}
-	// An output's buffer is the caller's: the first output of a node
-	// computes it there; a later output of the same node, or an output that
-	// is an input, is a copy.
+	// An output's buffer is given: the first output of a node computes it
+	// there; a later output of the same node, an output that is an input or
+	// a scan's element, or one at an offset that the node's kernel cannot
+	// write at, is a copy.
 	uint32_t *first_out = arena_alloc_array(p->arena, g->nnode + 1, sizeof *first_out);
 	for (uint32_t o = 0; o < g->nout; o++) {
 		NodeId n = g->out[o].node;
-		p->outbuf[o] = kir_buf_add(p, KB_OUT, (int)o, ndtype(&L, n), ir_shape(g, n), n);
-		if (!first_out[n] && g->node[n].op != OP_input)
+		int op = g->node[n].op;
+		if (!first_out[n] && op != OP_input && op != OP_get && (!out[o].off || writes_at_offset(op)))
 			first_out[n] = o + 1;
 	}
 	for (NodeId n = 1; n < g->nnode; n++) {
+		if (g->node[n].op == OP_get) {
+			NodeId t = ir_in1(g, n, 0);
+			FADC_ASSERT(L.tup[t] != NULL, "lower: get of a tuple that was not lowered");
+			L.buf[n] = L.tup[t][ir_attr_int(g, n, "index")];
+			continue;
+		}
 		if (!root[n])
 			continue;
-		// Temporaries have the compute dtype: computing in f64, f32
-		// intermediates are kept in f64 (only inputs and outputs keep the
-		// graph's dtypes).
-		DType tdt = ndtype(&L, n) == DT_F32 ? fcompute : ndtype(&L, n);
-		uint32_t b = first_out[n] ? p->outbuf[first_out[n] - 1]
-		                          : kir_buf_add(p, KB_TMP, 0, tdt, ir_shape(g, n), n);
-		if (ir_op(g->node[n].op)->flags & F_WINDOW) {
-			kernel_window(&L, b, n);
-			L.buf[n] = b;
+		if (g->node[n].op == OP_scan) {
+			if (!kernel_scan(&L, n, err, errlen))
+				return 0;
 			continue;
 		}
-		switch (cg_op_kind(g->node[n].op)) {
-		case CK_REDUCE:
-			kernel_reduce(&L, b, n);
-			break;
-		case CK_MATMUL:
-			kernel_matmul(&L, b, n);
-			break;
-		case CK_SCATTER:
-			kernel_scatter(&L, b, n);
-			break;
-		default:
-			kernel_map(&L, b, n, 0);
-		}
+		uint32_t b;
+		KxId off = 0;
+		if (first_out[n]) {
+			b = out[first_out[n] - 1].buf;
+			off = out[first_out[n] - 1].off;
+		} else
+			b = kir_buf_add(p, KB_TMP, 0, tmp_dtype(p, ndtype(&L, n)), ir_shape(g, n), n);
+		if (ir_op(g->node[n].op)->flags & F_WINDOW)
+			kernel_window(&L, b, n);
+		else
+			switch (cg_op_kind(g->node[n].op)) {
+			case CK_REDUCE:
+				kernel_reduce(&L, b, n);
+				break;
+			case CK_MATMUL:
+				kernel_matmul(&L, b, n);
+				break;
+			case CK_SCATTER:
+				kernel_scatter(&L, b, n);
+				break;
+			case CK_HOST:
+				kernel_host(&L, b, n);
+				break;
+			default:
+				kernel_map(&L, b, off, n, 0);
+			}
 		L.buf[n] = b;
+		L.off[n] = off;
 	}
 	for (uint32_t o = 0; o < g->nout; o++) {
 		NodeId n = g->out[o].node;
 		if (first_out[n] != o + 1)
-			kernel_map(&L, p->outbuf[o], n, n);
+			kernel_map(&L, out[o].buf, out[o].off, n, n);
+	}
+	return 1;
+}
+
+KProgram *
+cg_lower(const Graph *g, const char *task, DType fcompute, char *err, size_t errlen)
+{
+	KProgram *p = kir_program_new(task, fcompute);
+	p->ninput = g->ninput;
+	p->noutput = g->nout;
+	p->inbuf = arena_alloc_array(p->arena, g->ninput + 1, sizeof *p->inbuf);
+	p->outbuf = arena_alloc_array(p->arena, g->nout + 1, sizeof *p->outbuf);
+	Bind *in = arena_alloc_array(p->arena, g->ninput + 1, sizeof *in);
+	Bind *out = arena_alloc_array(p->arena, g->nout + 1, sizeof *out);
+	for (uint32_t i = 0; i < g->ninput; i++) {
+		NodeId n = g->input[i].node;
+		p->inbuf[i] = kir_buf_add(p, KB_IN, (int)i, (DType)g->node[n].dtype, ir_shape(g, n), n);
+		in[i].buf = p->inbuf[i];
+	}
+	for (uint32_t o = 0; o < g->nout; o++) {
+		NodeId n = g->out[o].node;
+		p->outbuf[o] = kir_buf_add(p, KB_OUT, (int)o, (DType)g->node[n].dtype, ir_shape(g, n), n);
+		out[o].buf = p->outbuf[o];
+	}
+	if (!lower_graph(p, g, task, in, out, -1, err, errlen)) {
+		kir_program_free(p);
+		return NULL;
 	}
 	return p;
 }

@@ -9,6 +9,15 @@
 // reader is kernel k is free for a buffer first written by kernel k + 1,
 // never by kernel k itself (k still reads it while writing).
 //
+// Loops (a scan's kernels, run once per step) stretch lifetimes: a buffer
+// that a loop touches and that is also touched outside it (a carry, a
+// sequence, a stacked output, an invariant) must hold its value through
+// every step, so its life covers the whole loop; a buffer touched only
+// inside (the body's intermediates) is written before it is read in each
+// step, and lives within the step as in straight-line code.  Loops are
+// stretched innermost first, so a buffer of an inner loop that an outer
+// step also touches covers the outer loop too.
+//
 // Placement is first fit in order of first write: each new buffer takes
 // the lowest 64-byte-aligned offset where it overlaps no live buffer.
 // Simple, deterministic, and within a small factor of optimal for the
@@ -60,8 +69,34 @@ cg_plan(KProgram *p)
 		note_reads(p, p->k[k].index, (int)k, seen);
 		note_reads(p, p->k[k].body, (int)k, seen);
 		note_reads(p, p->k[k].post, (int)k, seen);
+		if (p->k[k].host) { // reads its operand, uses its scratch
+			KBuf *hb[2] = {&p->buf[p->k[k].hin], &p->buf[p->k[k].hwork]};
+			for (int i = 0; i < 2; i++) {
+				if (hb[i]->first < 0)
+					hb[i]->first = (int)k;
+				if (hb[i]->last < (int)k)
+					hb[i]->last = (int)k;
+			}
+		}
 	}
 	free(seen);
+	for (uint32_t l = p->nloop; l-- > 0;) {
+		const KLoop *lp = &p->loop[l];
+		int b0 = (int)lp->begin, b1 = (int)lp->end - 1;
+		if (b1 < b0)
+			continue;
+		for (uint32_t b = 0; b < p->nbuf; b++) {
+			KBuf *kb = &p->buf[b];
+			if (kb->first < 0 || kb->last < b0 || kb->first > b1)
+				continue; // not touched in the loop
+			if (kb->first >= b0 && kb->last <= b1)
+				continue; // only in the loop: within one step
+			if (kb->first > b0)
+				kb->first = b0;
+			if (kb->last < b1)
+				kb->last = b1;
+		}
+	}
 	// Buffers in order of first write (kernel order, then id: deterministic).
 	uint32_t nt = 0;
 	uint32_t *order = calloc(p->nbuf + 1, sizeof *order);

@@ -1522,113 +1522,25 @@ RULE(to_device)
 	return 1;
 }
 
-// The Hungarian method with potentials (Kuhn-Munkres in the O(n^2 m)
-// form of Jonker-Volgenant / e-maxx): rows are added one at a time, and a
-// Dijkstra-like search over reduced costs a(i, j) - u[i] - v[j] >= 0
-// finds the cheapest augmenting path.  Needs n <= m; a(i, j) =
-// c[i * rs + j * cs], so the caller can pass a transpose without copying.
-// Arrays are 1-based with column 0 as the search's virtual root.  +inf
-// costs are forbidden pairs; when no finite path remains the problem is
-// infeasible (returns 0).  Scanning columns in order with strict
-// comparisons makes ties deterministic.  Returns -1 when out of memory.
-static int
-hungarian(const double *c, int64_t n, int64_t m, int64_t rs, int64_t cs, int64_t *col)
-{
-	double *u = calloc((size_t)n + 1, sizeof *u), *v = calloc((size_t)m + 1, sizeof *v);
-	double *minv = calloc((size_t)m + 1, sizeof *minv);
-	int64_t *p = calloc((size_t)m + 1, sizeof *p), *way = calloc((size_t)m + 1, sizeof *way);
-	char *used = calloc((size_t)m + 1, 1);
-	int ret = -1;
-	if (!u || !v || !minv || !p || !way || !used)
-		goto done;
-	ret = 0;
-	for (int64_t i = 1; i <= n; i++) {
-		p[0] = i;
-		int64_t j0 = 0;
-		for (int64_t j = 0; j <= m; j++) {
-			minv[j] = INFINITY;
-			used[j] = 0;
-		}
-		do {
-			used[j0] = 1;
-			int64_t i0 = p[j0], j1 = -1;
-			double delta = INFINITY;
-			for (int64_t j = 1; j <= m; j++) {
-				if (used[j])
-					continue;
-				double cur = c[(i0 - 1) * rs + (j - 1) * cs] - u[i0] - v[j];
-				if (cur < minv[j]) {
-					minv[j] = cur;
-					way[j] = j0;
-				}
-				if (minv[j] < delta) {
-					delta = minv[j];
-					j1 = j;
-				}
-			}
-			if (j1 < 0)
-				goto done; // every free column is forbidden: infeasible
-			for (int64_t j = 0; j <= m; j++)
-				if (used[j]) {
-					u[p[j]] += delta;
-					v[j] -= delta;
-				} else
-					minv[j] -= delta;
-			j0 = j1;
-		} while (p[j0] != 0);
-		do { // augment along the path
-			int64_t j1 = way[j0];
-			p[j0] = p[j1];
-			j0 = j1;
-		} while (j0);
-	}
-	for (int64_t j = 1; j <= m; j++)
-		if (p[j])
-			col[p[j] - 1] = j - 1;
-	ret = 1;
-done:
-	free(u);
-	free(v);
-	free(minv);
-	free(p);
-	free(way);
-	free(used);
-	return ret;
-}
-
 RULE(linear_sum_assignment)
 {
 	(void)a;
-	// scipy.optimize.linear_sum_assignment, as "column of each row": with
-	// more rows than columns the transposed problem is solved and the
-	// unassigned rows get -1.
+	// scipy.optimize.linear_sum_assignment, as "column of each row"
+	// (ir/hungarian.c, shared with compiled code).
 	const Tensor *x = IN(0);
 	int64_t R = x->shape.dim[0], C = x->shape.dim[1];
-	size_t n = numel(x);
-	for (size_t i = 0; i < n; i++)
-		if (isnan(x->data[i]) || x->data[i] == -INFINITY)
-			return fail(it, "%s: the cost matrix contains NaN or -inf",
-			            "linear_sum_assignment");
-	int64_t k = R < C ? R : C;
-	int64_t *col = calloc((size_t)(k ? k : 1), sizeof *col);
-	if (!col)
-		return fail(it, "linear_sum_assignment: out of memory");
-	int r = R <= C ? hungarian(x->data, R, C, C, 1, col) : hungarian(x->data, C, R, 1, C, col);
-	if (r == 1) {
-		if (R <= C)
-			for (int64_t i = 0; i < R; i++)
-				out->t.data[i] = (double)col[i];
-		else {
-			for (int64_t i = 0; i < R; i++)
-				out->t.data[i] = -1;
-			for (int64_t j = 0; j < C; j++)
-				out->t.data[col[j]] = (double)j;
-		}
-	}
+	int64_t *col = malloc(sizeof *col * (size_t)(R ? R : 1));
+	void *work = malloc(ir_assignment_work(R, C));
+	int r = col && work ? ir_assignment(x->data, R, C, col, work) : -2;
+	for (int64_t i = 0; r == 1 && i < R; i++)
+		out->t.data[i] = (double)col[i];
 	free(col);
-	if (r < 0)
+	free(work);
+	if (r == -2)
 		return fail(it, "linear_sum_assignment: out of memory");
 	if (r == 0)
+		return fail(it, "linear_sum_assignment: the cost matrix contains NaN or -inf");
+	if (r < 0)
 		return fail(it, "linear_sum_assignment: the cost matrix is infeasible");
 	return 1;
 }
