@@ -386,7 +386,11 @@ print_op(Cu *c, KxId id) {
 		convert(c, a, (DType)p->x[a].dtype, dt, x->aux == DT_F32 && dt == DT_F64);
 		return;
 	default:
-		FADC_ASSERT(0, "cuda: an expression op with no printer");
+		// A kernel-IR construct added after this printer: refused with its
+		// name (cg_cuda_print's message), never printed wrong.
+		if (!c->bad)
+			c->bad = x->op ? x->op : KX_COUNT;
+		fputs("0", f);
 	}
 }
 
@@ -493,18 +497,61 @@ kernel_name(FILE *f, const char *task, uint32_t ki, const char *what) {
 		      f);
 }
 
+// The launch contract of kernel ki: what cg_cuda_kernel reports and what
+// print_kernel prints as parameters, from one walk (so they cannot differ).
+static void
+kernel_uses(const KProgram *p, const KKernel *k, Uses *u) {
+	u->seen = calloc(p->nx + 1, 1);
+	u->buf = calloc(p->nbuf + 1, 1);
+	FADC_ASSERT(u->seen && u->buf, "cuda: out of memory");
+	mark(p, k->index, u);
+	mark(p, k->body, u);
+	mark(p, k->post, u);
+}
+
+int
+cg_cuda_kernel(const KProgram *p, uint32_t ki, CgCudaKernel *out) {
+	const KKernel *k = &p->k[ki];
+	Uses u = {0};
+	kernel_uses(p, k, &u);
+	memset(out, 0, sizeof *out);
+	char *name = NULL;
+	size_t nlen = 0;
+	FILE *f = open_memstream(&name, &nlen);
+	out->buf = calloc(p->nbuf + 1, sizeof *out->buf);
+	if (!f || !out->buf) {
+		if (f)
+			fclose(f);
+		free(name);
+		free(out->buf);
+		free(u.seen);
+		free(u.buf);
+		out->buf = NULL;
+		return 0;
+	}
+	kernel_name(f, p->name ? p->name : "", ki, k->what);
+	fclose(f);
+	out->name = name;
+	out->points = 1;
+	for (int d = 0; d < k->rank; d++)
+		out->points *= k->dim[d];
+	out->buf[out->narg++] = k->out;
+	for (uint32_t b = 0; b < p->nbuf; b++)
+		if (u.buf[b] && b != k->out)
+			out->buf[out->narg++] = b;
+	out->runseed = u.seed;
+	free(u.seen);
+	free(u.buf);
+	return 1;
+}
+
 static void
 print_kernel(Cu *c, uint32_t ki) {
 	const KProgram *p = c->p;
 	const KKernel *k = &p->k[ki];
 	FILE *f = c->f;
 	Uses u = {0};
-	u.seen = calloc(p->nx + 1, 1);
-	u.buf = calloc(p->nbuf + 1, 1);
-	FADC_ASSERT(u.seen && u.buf, "cuda: out of memory");
-	mark(p, k->index, &u);
-	mark(p, k->body, &u);
-	mark(p, k->post, &u);
+	kernel_uses(p, k, &u);
 	int64_t npt = 1;
 	for (int d = 0; d < k->rank; d++)
 		npt *= k->dim[d];
@@ -699,7 +746,8 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 	free(c.stamp);
 	if (c.bad) {
 		snprintf(err, errlen, "error: task '%s': the CUDA backend does not support %s yet",
-		         p->name ? p->name : "", kx_op_name((KxOp)c.bad));
+		         p->name ? p->name : "",
+		         c.bad < KX_COUNT ? kx_op_name((KxOp)c.bad) : "a kernel-IR op newer than it");
 		free(buf);
 		return NULL;
 	}
