@@ -152,7 +152,8 @@ check_model(const char *path, fadc_context *cpu, fadc_context *gpu, int iters, i
 		fadc_model_close(mc);
 		return 0;
 	}
-	const char *name = fadc_model_name(mc);
+	char name[128];
+	snprintf(name, sizeof name, "%s", fadc_model_name(mc));
 	double worst_all = 0;
 	for (int task = 0; task < fadc_model_task_count(mc); task++) {
 		fadc_task_info ti;
@@ -247,28 +248,32 @@ check_model(const char *path, fadc_context *cpu, fadc_context *gpu, int iters, i
 		fadc_context_stats(gpu, &s1);
 		// Six more address sets, each checked (the CPU outputs of the last
 		// iteration are the reference: the inputs did not change).
+		// The sets stay alive until all six ran: a released tensor's block
+		// is reused by the next create, at the same address.
 		fadc_device_stats s2;
+		fadc_tensor **fresh = calloc(6 * (size_t)nout + 1, sizeof *fresh);
 		for (int r = 0; r < 6 && iters >= 5; r++) {
-			fadc_tensor **fresh = calloc((size_t)nout + 1, sizeof *fresh);
+			fadc_tensor **f = fresh + r * nout;
 			for (int o = 0; o < nout; o++) {
-				fadc_tensor_create(gpu, od[o].d.dtype, od[o].d.rank, od[o].d.dim, &fresh[o]);
-				fadc_tensor_write(fresh[o], poison, od[o].bytes);
+				fadc_tensor_create(gpu, od[o].d.dtype, od[o].d.rank, od[o].d.dim, &f[o]);
+				fadc_tensor_write(f[o], poison, od[o].bytes);
 			}
-			if (fadc_run(mg, task, gin, nin, fresh, nout))
+			if (fadc_run(mg, task, gin, nin, f, nout))
 				FAIL("%s %s: GPU run into new outputs: %s", name, ti.name,
 				     fadc_context_error(gpu));
 			for (int o = 0; o < nout; o++) {
 				ncheck++;
-				fadc_tensor_read(fresh[o], hg, od[o].bytes);
+				fadc_tensor_read(f[o], hg, od[o].bytes);
 				double e = nerr(hg, fadc_tensor_data(cout[o]), od[o].d.dtype, od[o].n);
 				if (!(e <= tol))
 					FAIL("%s %s: output %s into new tensors (run %d) differs from the CPU: "
 					     "normalized error %.3g",
 					     name, ti.name, od[o].d.name, r, e);
-				fadc_tensor_release(fresh[o]);
 			}
-			free(fresh);
 		}
+		for (int i = 0; i < 6 * nout; i++)
+			fadc_tensor_release(fresh[i]);
+		free(fresh);
 		fadc_context_stats(gpu, &s2);
 		ncheck++;
 		if (iters >= 5 && ti.nkernels > 0 && !graphs_off &&
