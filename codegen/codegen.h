@@ -161,11 +161,17 @@ int cg_cuda_compile(const char *src, const char *name, const char *arch, uint8_t
 typedef struct CgCudaKernel {
 	char *name;
 	int64_t points;
+	uint32_t grid; // blocks to launch; 0: enough 256-thread blocks to cover points
 	int runseed;
 	uint32_t narg;
 	uint32_t *buf; // narg buffer indices of p
 } CgCudaKernel;
-int cg_cuda_kernel(const KProgram *p, uint32_t ki, CgCudaKernel *k);
+// A small task (by its work: points times reduction terms) is one launch,
+// a fused kernel of one thread block calling every kernel in order with a
+// barrier between; a larger one is one launch per kernel of p.  The
+// launches of p, and the contract of launch li.
+uint32_t cg_cuda_launches(const KProgram *p);
+int cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *k);
 // NVRTC's version; 0 if it cannot be asked.
 int cg_cuda_nvrtc_version(int *major, int *minor);
 #endif

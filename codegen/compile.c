@@ -412,17 +412,19 @@ put_image(uint8_t **img, size_t *len, size_t *cap, const uint8_t *b, size_t n, i
 static int
 cu_contract(const KProgram *p, ArtTask *t)
 {
-	t->kern = calloc(p->nk + 1, sizeof *t->kern);
+	uint32_t nl = cg_cuda_launches(p);
+	t->kern = calloc(nl + 1, sizeof *t->kern);
 	if (!t->kern)
 		return 0;
-	t->ncuda = p->nk;
-	for (uint32_t ki = 0; ki < p->nk; ki++) {
+	t->ncuda = nl;
+	for (uint32_t ki = 0; ki < nl; ki++) {
 		CgCudaKernel ck;
 		if (!cg_cuda_kernel(p, ki, &ck))
 			return 0;
 		ArtKernel *k = &t->kern[ki];
 		k->name = ck.name;
 		k->points = (uint64_t)ck.points;
+		k->grid = ck.grid;
 		k->runseed = (uint8_t)ck.runseed;
 		k->narg = ck.narg;
 		k->arg = calloc(ck.narg + 1, sizeof *k->arg);

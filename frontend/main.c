@@ -1072,6 +1072,9 @@ cmd_inspect(int argc, char **argv)
 		       info.targets == FADC_TARGET_CPU    ? "cpu"
 		       : info.targets == FADC_TARGET_CUDA ? "cuda"
 		                                          : "cpu,cuda");
+		if (info.targets & FADC_TARGET_CUDA)
+			printf("  cuda: %d launch%s\n", info.cuda_launches,
+			       info.cuda_launches == 1 ? " (the task fused into one kernel)" : "es");
 		for (int i = 0; i < info.ninputs; i++) {
 			fadc_tensor_desc d;
 			fadc_task_input(m, t, i, &d);

@@ -152,6 +152,7 @@ typedef struct fadc_task_info {
 	uint64_t naive_bytes; // what the intermediates would take without reuse
 	int nkernels;
 	unsigned targets; // FADC_TARGET_* bits: the code the task has
+	int cuda_launches; // kernel launches of its CUDA code (a small task's: 1, fused)
 } fadc_task_info;
 
 enum { FADC_TARGET_CPU = 1, FADC_TARGET_CUDA = 2 };

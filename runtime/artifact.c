@@ -174,6 +174,7 @@ art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 			const ArtKernel *kk = &t->kern[k];
 			put_str(&o, kk->name);
 			put_u64(&o, kk->points);
+			put_u32(&o, kk->grid);
 			put_u8(&o, kk->runseed);
 			put_u32(&o, kk->narg);
 			for (uint32_t a = 0; a < kk->narg; a++) {
@@ -374,8 +375,8 @@ art_desc_free(ArtDesc *d)
 #define MIN_TENSOR 15
 #define MIN_DECL 11
 #define MIN_TASK 38
-// A CUDA kernel: name, points, runseed, narg; an argument 1 + 4 + 8 + 8.
-#define MIN_KERNEL 17
+// A CUDA kernel: name, points, grid, runseed, narg; an argument 1 + 4 + 8 + 8.
+#define MIN_KERNEL 21
 #define MIN_KARG 21
 
 static int
@@ -467,6 +468,7 @@ decode(In *in, ArtDesc *d)
 			ArtKernel *kk = &t->kern[k];
 			kk->name = get_str(in);
 			kk->points = get_u64(in);
+			kk->grid = get_u32(in);
 			kk->runseed = get_u8(in);
 			uint32_t na = get_u32(in);
 			if (!check_count(in, na, MIN_KARG, "kernel arguments"))

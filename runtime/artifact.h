@@ -47,6 +47,7 @@ typedef struct ArtKArg {
 typedef struct ArtKernel {
 	char *name; // the extern "C" __global__ function in the task's module
 	uint64_t points; // output points: the grid covers them (grid-stride loop)
+	uint32_t grid; // blocks of 256 threads; 0: enough to cover points
 	uint8_t runseed; // takes `unsigned long long runseed` after the buffers
 	uint32_t narg;
 	ArtKArg *arg;

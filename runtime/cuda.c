@@ -517,7 +517,7 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, const uint8_t *images, RtCuTask **ou
 		Kern *kk = &k->k[i];
 		kk->k = a;
 		CHECK_CU_GOTO(c, cuModuleGetFunction(&kk->fn, k->mod, a->name), fail);
-		uint64_t blocks = (a->points + 255) / 256;
+		uint64_t blocks = a->grid ? a->grid : (a->points + 255) / 256;
 		kk->grid = (unsigned)(blocks > (1u << 20) ? (1u << 20) : blocks);
 		kk->val = calloc(a->narg + 2, sizeof *kk->val);
 		kk->param = calloc(a->narg + 2, sizeof *kk->param);

@@ -622,6 +622,7 @@ fadc_task_info_get(const fadc_model *m, int task, fadc_task_info *info)
 	info->naive_bytes = t->naive_bytes;
 	info->nkernels = (int)t->nkernel;
 	info->targets = t->targets;
+	info->cuda_launches = (int)t->ncuda;
 	return ok(m->ctx);
 }
 
