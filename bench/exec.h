@@ -28,6 +28,8 @@ typedef struct BackendOptions {
 	int compile; // --compile: build missing or stale artifacts
 	int num_threads;
 	uint64_t seed; // the run seed of initializers and samplers
+	int gpu; // -1: the CPU; N: CUDA device N (artifacts compiled with --target cuda)
+	int compile_only; // open_model builds the artifact and stops (no context, no run)
 } BackendOptions;
 
 typedef struct Backend {
@@ -62,7 +64,9 @@ typedef struct ModelHooks {
 	int (*configure)(const BackendOptions *o, char *err, size_t errlen);
 	// Called once per model before its cells, with every task the run will
 	// prepare: the cells' tasks and their consistency partners, so that one
-	// artifact holds them all.  -1 with err: the model's cells are skipped.
+	// artifact holds them all.  -1 with err: the model's cells are skipped;
+	// 1 (--compile-only): the artifact is built, its path in err, nothing
+	// is open.
 	int (*open_model)(const char *source, const char *const *defs, int ndefs,
 	                  const char *const *tasks, int ntasks, char *err, size_t errlen);
 	void (*close_model)(void);

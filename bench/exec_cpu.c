@@ -14,12 +14,23 @@
 // runner in float64 and converted once, at the first run; outputs stay
 // where the runtime writes them and are converted to float64 only when the
 // runner reads them (the warm-up's consistency check).
+//
+// With --gpu N the artifact is compiled with --target cuda (MODEL-KEY.cuda.so)
+// and run on CUDA device N: inputs and outputs stay on the device (v is
+// copied there once, outputs are copied back only when the check reads
+// them), and each run waits for the device before it returns, so that the
+// runner's clock around a run times the task, as the seed's
+// torch.cuda.synchronize() does.  The first run of a task is eager, the
+// second records its CUDA graph: the runner's warm-up and its check run
+// the task before timing, and a replay is what the timed runs measure
+// from the second iteration on (the first timed run records).
 #define _XOPEN_SOURCE 700 // realpath
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -258,7 +269,7 @@ stale(const char *path, const char *hash, const char *defines, const char *const
 	if (strcmp(fadc_model_info(m, "source_hash"), hash))
 		snprintf(why, n, "the model or the prelude changed (source hash %s, now %s)",
 		         fadc_model_info(m, "source_hash"), hash);
-	else if (opt_field(opts, "target", v, sizeof v), strcmp(v, "cpu"))
+	else if (opt_field(opts, "target", v, sizeof v), strcmp(v, S.o.gpu >= 0 ? "cuda" : "cpu"))
 		snprintf(why, n, "built for target '%s'", v);
 	else if (opt_field(opts, "compute", v, sizeof v), strcmp(v, "f32"))
 		snprintf(why, n, "computes in '%s'", v);
@@ -304,6 +315,10 @@ compile_argv(char **argv, const char *src, const char *out, const char *tasks,
 	argv[k++] = (char *)out;
 	argv[k++] = "--tasks";
 	argv[k++] = (char *)tasks;
+	if (S.o.gpu >= 0) {
+		argv[k++] = "--target";
+		argv[k++] = "cuda";
+	}
 	for (int i = 0; i < ndefs; i++) {
 		argv[k++] = "-D";
 		argv[k++] = (char *)defs[i];
@@ -320,7 +335,7 @@ compile(const char *src, const char *out, const char *tasks, const char *const *
         char *err, size_t errlen)
 {
 	char tmp[4400], log[4400], text[16384], cmd[8192];
-	char *argv[8 + 2 * 80];
+	char *argv[10 + 2 * 80];
 	snprintf(tmp, sizeof tmp, "%s.tmp%ld.so", out, (long)getpid());
 	snprintf(log, sizeof log, "%s.log", out);
 	compile_argv(argv, src, tmp, tasks, defs, ndefs < 80 ? ndefs : 80);
@@ -417,8 +432,8 @@ open_model(const char *source, const char *const *defs, int ndefs, const char *c
 		base[bl - 3] = 0;
 	uint64_t key = art_fnv1a64(ART_FNV_BASIS, abs, strlen(abs) + 1);
 	key = art_fnv1a64(key, defines, strlen(defines));
-	snprintf(S.artifact, sizeof S.artifact, "%s/%s-%08" PRIx32 ".cpu.so", S.artifacts, base,
-	         (uint32_t)(key ^ key >> 32));
+	snprintf(S.artifact, sizeof S.artifact, "%s/%s-%08" PRIx32 ".%s.so", S.artifacts, base,
+	         (uint32_t)(key ^ key >> 32), S.o.gpu >= 0 ? "cuda" : "cpu");
 	struct stat st;
 	int missing = stat(S.artifact, &st) != 0;
 	if (missing || stale(S.artifact, S.hash, defines, tasks, ntasks, why, sizeof why, have,
@@ -435,7 +450,7 @@ open_model(const char *source, const char *const *defs, int ndefs, const char *c
 				snprintf(list + k, sizeof list - k, ",%s", t);
 		}
 		if (!S.o.compile) {
-			char *argv[8 + 2 * 80], cmd[8192];
+			char *argv[10 + 2 * 80], cmd[8192];
 			compile_argv(argv, abs, S.artifact, list, defs, ndefs < 80 ? ndefs : 80);
 			print_cmd(argv, cmd, sizeof cmd);
 			if (missing)
@@ -460,9 +475,16 @@ open_model(const char *source, const char *const *defs, int ndefs, const char *c
 			return -1;
 		}
 	}
-	fadc_context_options co = {{FADC_DEVICE_CPU, 0}, S.o.num_threads, S.o.seed};
+	if (S.o.compile_only) {
+		snprintf(err, errlen, "%s", S.artifact);
+		return 1;
+	}
+	fadc_context_options co = {{S.o.gpu >= 0 ? FADC_DEVICE_CUDA : FADC_DEVICE_CPU,
+	                            S.o.gpu >= 0 ? S.o.gpu : 0},
+	                           S.o.num_threads,
+	                           S.o.seed};
 	if (fadc_context_create(&co, &S.ctx)) {
-		snprintf(err, errlen, "cannot make a runtime context");
+		snprintf(err, errlen, "cannot make a runtime context: %s", fadc_context_error(NULL));
 		return -1;
 	}
 	if (fadc_model_open(S.ctx, S.artifact, 0, &S.m) || fadc_model_init(S.m, S.o.seed)) {
@@ -487,6 +509,8 @@ info(const char *key)
 		return S.m ? S.options : NULL;
 	if (!strcmp(key, "runtime"))
 		return S.runtime;
+	if (!strcmp(key, "device"))
+		return S.ctx ? fadc_context_device_name(S.ctx) : NULL;
 	if (!strcmp(key, "compiler"))
 		return compiler();
 	if (!strcmp(key, "compiler_version")) {
@@ -610,11 +634,15 @@ input(Prepared *p, int i)
 	return &p->bin[i];
 }
 
-static void
+// Host bytes of t's element type from float64 values, written through the
+// API (a copy to the device on a GPU).
+static int
 to_device(fadc_tensor *t, const double *v)
 {
-	void *d = fadc_tensor_data(t);
 	int64_t n = fadc_tensor_numel(t);
+	void *d = malloc(fadc_tensor_bytes(t) ? fadc_tensor_bytes(t) : 1);
+	if (!d)
+		return -1;
 	for (int64_t i = 0; i < n; i++)
 		switch (fadc_tensor_dtype(t)) {
 		case FADC_F32:
@@ -630,13 +658,20 @@ to_device(fadc_tensor *t, const double *v)
 			((uint8_t *)d)[i] = v[i] != 0;
 			break;
 		}
+	int rc = fadc_tensor_write(t, d, fadc_tensor_bytes(t)) ? -1 : 0;
+	free(d);
+	return rc;
 }
 
-static void
+static int
 to_host(fadc_tensor *t, double *v)
 {
-	const void *d = fadc_tensor_data(t);
 	int64_t n = fadc_tensor_numel(t);
+	void *d = malloc(fadc_tensor_bytes(t) ? fadc_tensor_bytes(t) : 1);
+	if (!d || fadc_tensor_read(t, d, fadc_tensor_bytes(t))) {
+		free(d);
+		return -1;
+	}
 	for (int64_t i = 0; i < n; i++)
 		switch (fadc_tensor_dtype(t)) {
 		case FADC_F32:
@@ -652,6 +687,8 @@ to_host(fadc_tensor *t, double *v)
 			v[i] = ((const uint8_t *)d)[i];
 			break;
 		}
+	free(d);
+	return 0;
 }
 
 static int
@@ -661,10 +698,15 @@ run(Prepared *p, char *err, size_t errlen)
 		// The runner filled v after prepare: placed once, before the
 		// warm-up; timed runs reuse it.
 		for (int i = 0; i < p->nin; i++)
-			to_device(p->in[i], p->bin[i].data);
+			if (to_device(p->in[i], p->bin[i].data)) {
+				snprintf(err, errlen, "placing input %s: %s", p->bin[i].name,
+				         fadc_context_error(S.ctx));
+				return -1;
+			}
 		p->ran = 1;
 	}
-	if (fadc_run(S.m, p->task, p->in, p->nin, p->out, p->nout)) {
+	if (fadc_run(S.m, p->task, p->in, p->nin, p->out, p->nout) ||
+	    (S.o.gpu >= 0 && fadc_context_synchronize(S.ctx))) {
 		snprintf(err, errlen, "%s", fadc_context_error(S.ctx));
 		return -1;
 	}
@@ -682,7 +724,9 @@ output(Prepared *p, int i)
 {
 	uint64_t g = fadc_tensor_generation(p->out[i]);
 	if (g != p->gen[i]) {
-		to_host(p->out[i], p->bout[i].data);
+		if (to_host(p->out[i], p->bout[i].data)) // NaN: the check then fails, and says so
+			for (int64_t k = 0; k < p->bout[i].n; k++)
+				p->bout[i].data[k] = NAN;
 		p->gen[i] = g;
 	}
 	return &p->bout[i];

@@ -4,7 +4,7 @@
 //   fadc-bench [--output FILE] [--num-iters N] [--gpu N] [--run-slow-tasks]
 //              [--model-filter S] [--task-filter S] [--num-threads N] [--seed N]
 //              [--config FILE] [--json FILE] [--backend B] [--reduced] [-D [MODEL:]NAME=V]
-//              [--artifacts DIR] [--compile] [--fadc PATH]
+//              [--artifacts DIR] [--compile] [--compile-only] [--fadc PATH]
 //   fadc-bench compare BEFORE AFTER [--output FILE]
 //
 // Backends (bench/exec.h): `cpu`, the default, times compiled artifacts
@@ -30,6 +30,7 @@
 
 #include "config.h"
 #include "exec.h"
+#include "fadc.h"
 #include "ir.h"
 #include "report.h"
 
@@ -46,7 +47,8 @@ static const char *const usage =
     "\n"
     "  --output FILE        write the markdown table to FILE at the end\n"
     "  --num-iters N        timed iterations per cell (10)\n"
-    "  --gpu N              -2 auto, -1 CPU, N a GPU (-2)\n"
+    "  --gpu N              -2 auto (GPU 0 if there is one, else the CPU), -1 CPU,\n"
+    "                       N CUDA device N (artifacts compiled with --target cuda)\n"
     "  --run-slow-tasks     run every task of ALL_TASKS (unsupported ones excepted)\n"
     "  --model-filter S     run a model only if its name occurs in S\n"
     "  --task-filter S      run a task only if its name occurs in S\n"
@@ -60,13 +62,15 @@ static const char *const usage =
     "  -D [MODEL:]NAME=V    override a size (of one model, or of every model)\n"
     "  --artifacts DIR      where compiled models live (build/artifacts)\n"
     "  --compile            compile missing or stale artifacts first\n"
+    "  --compile-only       compile missing or stale artifacts and stop (for\n"
+    "                       another machine: a GPU machine without LLVM)\n"
     "  --fadc PATH          the compiler --compile runs (fadc beside\n"
     "                       fadc-bench)\n"
     "  -h, --help           this help\n";
 
 typedef struct Opts {
 	const char *output, *config, *json, *backend, *artifacts, *compiler;
-	int num_iters, gpu, slow, num_threads, reduced, compile;
+	int num_iters, gpu, slow, num_threads, reduced, compile, compile_only;
 	const char *model_filter, *task_filter;
 	uint64_t seed;
 	const char *defs[64];
@@ -393,6 +397,8 @@ cmd_run(int argc, char **argv)
 			o.reduced = 1;
 		else if (!strcmp(a, "--compile"))
 			o.compile = 1;
+		else if (!strcmp(a, "--compile-only"))
+			o.compile = o.compile_only = 1;
 		else if (!strncmp(a, "-D", 2) && a[2]) {
 			if (o.ndefs == 64)
 				return usage_error("too many -D options%s", "");
@@ -456,11 +462,31 @@ cmd_run(int argc, char **argv)
 			be = backends[i].b, hk = backends[i].h;
 	if (!be)
 		return usage_error("unknown backend '%s' (this build has: cpu, interp)", o.backend);
-	if (o.gpu == -2)
-		o.gpu = -1; // no GPU backend in this build: auto means the CPU
-	if (o.gpu >= 0) {
-		fprintf(stderr, "fadc-bench: --gpu %d: this build has no GPU backend\n", o.gpu);
+	// The device: auto is GPU 0 where a CUDA context can be made (the
+	// compiled backend only), else the CPU.
+	char gpu_name[256] = "";
+	if (o.gpu == -2) {
+		fadc_context *gc = NULL;
+		fadc_context_options go = {{FADC_DEVICE_CUDA, 0}, 0, 0};
+		o.gpu = hk && !o.compile_only && !fadc_context_create(&go, &gc) ? 0 : -1;
+		fadc_context_destroy(gc);
+	}
+	if (o.gpu < -1)
+		return usage_error("--gpu must be -2, -1 or a device number, got %s", "a negative");
+	if (o.gpu >= 0 && !hk) {
+		fprintf(stderr, "fadc-bench: --gpu %d: the %s backend runs on the CPU only\n", o.gpu,
+		        be->name);
 		return 1;
+	}
+	if (o.gpu >= 0 && !o.compile_only) {
+		fadc_context *gc = NULL;
+		fadc_context_options go = {{FADC_DEVICE_CUDA, o.gpu}, 0, 0};
+		if (fadc_context_create(&go, &gc)) {
+			fprintf(stderr, "fadc-bench: --gpu %d: %s\n", o.gpu, fadc_context_error(NULL));
+			return 1;
+		}
+		snprintf(gpu_name, sizeof gpu_name, "%s", fadc_context_device_name(gc));
+		fadc_context_destroy(gc);
 	}
 	BenchConfig *cfg = calloc(1, sizeof *cfg);
 	char err[8192];
@@ -478,7 +504,8 @@ cmd_run(int argc, char **argv)
 	else
 		snprintf(cdir, sizeof cdir, ".");
 	if (hk) {
-		BackendOptions bo = {o.artifacts, o.compiler, o.compile, o.num_threads, o.seed};
+		BackendOptions bo = {o.artifacts, o.compiler,   o.compile,       o.num_threads,
+		                     o.seed,      o.gpu,        o.compile_only};
 		if (hk->configure(&bo, err, sizeof err)) {
 			fprintf(stderr, "fadc-bench: %s\n", err);
 			free(cfg);
@@ -497,8 +524,13 @@ cmd_run(int argc, char **argv)
 		cpu_model(cpu, sizeof cpu);
 		fprintf(js, "{\"environment\": {\"cpu\": ");
 		json_str(js, cpu);
-		fprintf(js, ", \"cores\": %ld, \"threads\": %d, \"gpu\": null, \"backend\": ",
-		        sysconf(_SC_NPROCESSORS_ONLN), o.num_threads);
+		fprintf(js, ", \"cores\": %ld, \"threads\": %d, \"gpu\": ", sysconf(_SC_NPROCESSORS_ONLN),
+		        o.num_threads);
+		if (gpu_name[0])
+			json_str(js, gpu_name);
+		else
+			fputs("null", js);
+		fprintf(js, ", \"backend\": ");
 		json_str(js, be->name);
 		fprintf(js, ", \"seed\": %llu, \"num_iters\": %d, \"config\": ", (unsigned long long)o.seed,
 		        o.num_iters);
@@ -531,8 +563,12 @@ cmd_run(int argc, char **argv)
 			fprintf(stderr, "fadc-bench: model %s: %s not found; skipped\n", m->name, source);
 			continue;
 		}
-		if (bench_in_list(cfg->skip_cpu, cfg->nskip_cpu, m->name)) {
+		if (o.gpu < 0 && bench_in_list(cfg->skip_cpu, cfg->nskip_cpu, m->name)) {
 			fprintf(stderr, "fadc-bench: model %s is skipped on the CPU (configuration)\n", m->name);
+			continue;
+		}
+		if (o.gpu >= 0 && bench_in_list(cfg->skip_cuda, cfg->nskip_cuda, m->name)) {
+			fprintf(stderr, "fadc-bench: model %s is skipped on CUDA (configuration)\n", m->name);
 			continue;
 		}
 		// Sizes: the reduced ones, then -D (MODEL:NAME=V for this model).
@@ -573,7 +609,12 @@ cmd_run(int argc, char **argv)
 		}
 		if (!ncells)
 			continue;
-		if (hk && hk->open_model(source, defs, nd, need, nneed, err, sizeof err)) {
+		int opened = hk ? hk->open_model(source, defs, nd, need, nneed, err, sizeof err) : 0;
+		if (opened == 1) {
+			fprintf(stderr, "fadc-bench: %s: compiled %s\n", m->name, err);
+			continue;
+		}
+		if (opened) {
 			// Reported and skipped (a model the backend cannot compile yet,
 			// a missing artifact): the run goes on with the other models.
 			fprintf(stderr, "fadc-bench: %s: skipped (%d cell%s): %s\n", m->name, ncells,

@@ -34,7 +34,22 @@ typedef struct CgOptions {
 	FILE *stats; // per task: kernels, peak arena bytes, naive bytes (--stats)
 	FILE *emit_kir; // the kernel IR of every task (--emit kir)
 	FILE *emit_llvm; // the optimized LLVM IR (--emit llvm)
+	int targets; // CG_TARGET_* bits (--target cpu,cuda); 0: CG_TARGET_CPU
+	const char *cuda_arch; // --cuda-arch; NULL: "sm_90" (a cubin, plus compute_90 PTX)
+	int jobs; // NVRTC compilations at once; 0: the online cores, at most 8
+	FILE *cuda_diag; // NVRTC logs and sources of failed compilations; NULL: stderr
 } CgOptions;
+
+// What an artifact's tasks are compiled for.  Initializer tasks (init.*)
+// are CPU code in every artifact: the runtime computes declarations on the
+// host once and uploads them.  A CUDA-only artifact still holds a CPU stub
+// per task (no kernels), so that the library's table keeps one function per
+// task; its descriptor says the task has no CPU code.
+enum { CG_TARGET_CPU = 1, CG_TARGET_CUDA = 2 };
+// Parses "cpu", "cuda", "cpu,cuda" (either order) into CG_TARGET_* bits;
+// 0 with a message on anything else, or on cuda in a build without the
+// CUDA toolkit.
+int cg_parse_targets(const char *s, int *targets, char *err, size_t errlen);
 
 // Compiles the tasks of m, and one init task per declaration with an
 // initializer, into the shared library out_so (written atomically: a
@@ -143,6 +158,25 @@ char *cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen);
 // stderr).  `name` names the source in NVRTC's messages.
 int cg_cuda_compile(const char *src, const char *name, const char *arch, uint8_t **out,
                     size_t *outlen, FILE *diag, char *err, size_t errlen);
+// The launch contract of kernel ki of p, as cg_cuda_print prints it: the
+// function's name, its output points (the grid covers them), the buffers it
+// takes in argument order (the output first) and whether the run seed
+// follows them.  name and buf are malloc'ed (the caller frees both); 0 on
+// out of memory.
+typedef struct CgCudaKernel {
+	char *name;
+	int64_t points;
+	uint32_t grid; // blocks to launch; 0: enough 256-thread blocks to cover points
+	int runseed;
+	uint32_t narg;
+	uint32_t *buf; // narg buffer indices of p
+} CgCudaKernel;
+// A small task (by its work: points times reduction terms) is one launch,
+// a fused kernel of one thread block calling every kernel in order with a
+// barrier between; a larger one is one launch per kernel of p.  The
+// launches of p, and the contract of launch li.
+uint32_t cg_cuda_launches(const KProgram *p);
+int cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *k);
 // NVRTC's version; 0 if it cannot be asked.
 int cg_cuda_nvrtc_version(int *major, int *minor);
 #endif

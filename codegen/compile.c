@@ -94,6 +94,11 @@ desc_free_owned(ArtDesc *d)
 	for (uint32_t i = 0; i < d->ntask; i++) {
 		free(d->task[i].in);
 		free(d->task[i].out);
+		for (uint32_t k = 0; d->task[i].kern && k < d->task[i].ncuda; k++) {
+			free(d->task[i].kern[k].name);
+			free(d->task[i].kern[k].arg);
+		}
+		free(d->task[i].kern);
 	}
 	free(d->task);
 	free(d->decl);
@@ -156,8 +161,8 @@ read_file(const char *path, uint8_t **buf, size_t *len)
 // out_so = so bytes + descriptor + trailer, through a temporary file in the
 // target's folder renamed over it.
 static int
-write_artifact(const char *out_so, const uint8_t *so, size_t solen, const uint8_t *desc,
-               size_t desclen, char *err, size_t errlen)
+write_artifact(const char *out_so, const uint8_t *so, size_t solen, const uint8_t *img,
+               size_t imglen, const uint8_t *desc, size_t desclen, char *err, size_t errlen)
 {
 	size_t n = strlen(out_so);
 	char *tmp = malloc(n + 16);
@@ -172,13 +177,13 @@ write_artifact(const char *out_so, const uint8_t *so, size_t solen, const uint8_
 		free(tmp);
 		return 0;
 	}
-	uint32_t crc = art_crc32(art_crc32(0, so, solen), desc, desclen);
+	uint32_t crc = art_crc32(art_crc32(art_crc32(0, so, solen), img, imglen), desc, desclen);
 	uint8_t trailer[ART_TRAILER_SIZE];
-	art_trailer_make(trailer, solen + desclen, desclen, crc);
-	const uint8_t *part[3] = {so, desc, trailer};
-	size_t plen[3] = {solen, desclen, ART_TRAILER_SIZE};
+	art_trailer_make(trailer, solen + imglen + desclen, desclen, crc);
+	const uint8_t *part[4] = {so, img, desc, trailer};
+	size_t plen[4] = {solen, imglen, desclen, ART_TRAILER_SIZE};
 	int ok = 1;
-	for (int i = 0; i < 3 && ok; i++)
+	for (int i = 0; i < 4 && ok; i++)
 		for (size_t off = 0; off < plen[i];) {
 			ssize_t w = write(fd, part[i] + off, plen[i] - off);
 			if (w < 0 && errno == EINTR)
@@ -284,6 +289,235 @@ build(const Graph *g, const char *name, DType fcompute, const CgOptions *o, char
 	return p;
 }
 
+int
+cg_parse_targets(const char *s, int *targets, char *err, size_t errlen)
+{
+	*targets = 0;
+	const char *p = s ? s : "";
+	while (*p) {
+		const char *e = strchr(p, ',');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+		if (n == 3 && !strncmp(p, "cpu", 3))
+			*targets |= CG_TARGET_CPU;
+		else if (n == 4 && !strncmp(p, "cuda", 4))
+			*targets |= CG_TARGET_CUDA;
+		else {
+			snprintf(err, errlen, "error: unknown target '%.*s' (cpu, cuda or cpu,cuda)", (int)n,
+			         p);
+			return 0;
+		}
+		p += n + (e != NULL);
+	}
+	if (!*targets) {
+		snprintf(err, errlen, "error: --target needs cpu, cuda or cpu,cuda");
+		return 0;
+	}
+#ifndef FADC_HAVE_CUDA
+	if (*targets & CG_TARGET_CUDA) {
+		snprintf(err, errlen, "error: --target cuda: this fadc was built without the CUDA "
+		                      "toolkit (NVRTC)");
+		return 0;
+	}
+#endif
+	return 1;
+}
+
+#ifdef FADC_HAVE_CUDA
+// ---------------------------------------------------------------- CUDA part
+//
+// Every task but the initializers is printed as CUDA C (cuda.c) and
+// compiled twice by NVRTC: a cubin for the artifact's architecture and PTX
+// for the matching compute_XX (the driver JIT-compiles it where the cubin
+// does not load, a newer GPU).  NVRTC is thread-safe per program, and the
+// compilations are the slow part of a CUDA build (25-30 ms per kernel), so
+// they run on a few threads that take jobs in order; the results do not
+// depend on the order they finish in.
+
+#include <pthread.h>
+
+typedef struct CuJob {
+	const char *src, *name, *arch;
+	uint8_t *out;
+	size_t len;
+	int ok;
+	char err[2048];
+} CuJob;
+
+typedef struct CuPool {
+	CuJob *job;
+	int n, next;
+	FILE *diag;
+	pthread_mutex_t mu;
+} CuPool;
+
+static void *
+cu_worker(void *arg)
+{
+	CuPool *pl = arg;
+	for (;;) {
+		pthread_mutex_lock(&pl->mu);
+		int i = pl->next < pl->n ? pl->next++ : -1;
+		pthread_mutex_unlock(&pl->mu);
+		if (i < 0)
+			return NULL;
+		CuJob *j = &pl->job[i];
+		j->ok = cg_cuda_compile(j->src, j->name, j->arch, &j->out, &j->len, pl->diag, j->err,
+		                        sizeof j->err);
+	}
+}
+
+static void
+cu_run_jobs(CuPool *pl, int nthreads)
+{
+	pthread_t th[8];
+	int started = 0;
+	if (nthreads > 8)
+		nthreads = 8;
+	for (int i = 1; i < nthreads && i < pl->n; i++)
+		if (!pthread_create(&th[started], NULL, cu_worker, pl))
+			started++;
+	cu_worker(pl); // the calling thread works too (and alone when threads fail)
+	for (int i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+}
+
+static int
+put_image(uint8_t **img, size_t *len, size_t *cap, const uint8_t *b, size_t n, int nul,
+          uint64_t *off, uint64_t *olen)
+{
+	// Each image starts 16-byte aligned (the driver reads ELF headers in
+	// place); PTX carries its terminating NUL, as cuModuleLoadData wants.
+	size_t start = (*len + 15) / 16 * 16, need = start + n + (size_t)nul;
+	if (need > *cap) {
+		size_t c = *cap ? *cap : 1 << 16;
+		while (c < need)
+			c *= 2;
+		uint8_t *r = realloc(*img, c);
+		if (!r)
+			return 0;
+		*img = r;
+		*cap = c;
+	}
+	memset(*img + *len, 0, start - *len);
+	memcpy(*img + start, b, n);
+	if (nul)
+		(*img)[start + n] = 0;
+	*len = need;
+	*off = start;
+	*olen = n + (size_t)nul;
+	return 1;
+}
+
+// The launch contract of every kernel of p into t (names malloc'ed).
+static int
+cu_contract(const KProgram *p, ArtTask *t)
+{
+	uint32_t nl = cg_cuda_launches(p);
+	t->kern = calloc(nl + 1, sizeof *t->kern);
+	if (!t->kern)
+		return 0;
+	t->ncuda = nl;
+	for (uint32_t ki = 0; ki < nl; ki++) {
+		CgCudaKernel ck;
+		if (!cg_cuda_kernel(p, ki, &ck))
+			return 0;
+		ArtKernel *k = &t->kern[ki];
+		k->name = ck.name;
+		k->points = (uint64_t)ck.points;
+		k->grid = ck.grid;
+		k->runseed = (uint8_t)ck.runseed;
+		k->narg = ck.narg;
+		k->arg = calloc(ck.narg + 1, sizeof *k->arg);
+		if (!k->arg) {
+			free(ck.buf);
+			return 0;
+		}
+		for (uint32_t a = 0; a < ck.narg; a++) {
+			const KBuf *b = &p->buf[ck.buf[a]];
+			ArtKArg *x = &k->arg[a];
+			x->kind = b->kind == KB_IN ? ART_ARG_INPUT : b->kind == KB_OUT ? ART_ARG_OUTPUT
+			                                                               : ART_ARG_ARENA;
+			x->index = b->kind == KB_TMP ? 0 : (uint32_t)b->index;
+			x->offset = b->kind == KB_TMP ? (uint64_t)b->offset : 0;
+			x->bytes = (uint64_t)b->bytes;
+		}
+		free(ck.buf);
+	}
+	return 1;
+}
+
+// Prints and compiles the CUDA code of tasks[0..n), fills their descriptor
+// entries and the image section (*img, *imglen).
+static int
+cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOptions *o,
+         uint8_t **img, size_t *imglen, char *err, size_t errlen)
+{
+	const char *arch = o->cuda_arch ? o->cuda_arch : "sm_90";
+	if (strncmp(arch, "sm_", 3) || !arch[3]) {
+		snprintf(err, errlen, "error: --cuda-arch %s: expected sm_XX (sm_90)", arch);
+		return 0;
+	}
+	char ptxarch[64];
+	snprintf(ptxarch, sizeof ptxarch, "compute_%s", arch + 3);
+	char **src = calloc((size_t)n + 1, sizeof *src);
+	char **name = calloc((size_t)n + 1, sizeof *name);
+	CuJob *job = calloc(2 * (size_t)n + 1, sizeof *job);
+	size_t cap = 0;
+	int ok = 0;
+	if (!src || !name || !job) {
+		snprintf(err, errlen, "error: out of memory");
+		goto done;
+	}
+	for (int i = 0; i < n; i++) {
+		if (!(src[i] = cg_cuda_print(tasks[i].prog, NULL, err, errlen)))
+			goto done;
+		size_t nl = strlen(model) + strlen(tasks[i].name) + 8;
+		if (!(name[i] = malloc(nl)) || !cu_contract(tasks[i].prog, &at[i])) {
+			snprintf(err, errlen, "error: out of memory");
+			goto done;
+		}
+		snprintf(name[i], nl, "%s.%s.cu", model, tasks[i].name);
+		job[2 * i] = (CuJob){.src = src[i], .name = name[i], .arch = arch};
+		job[2 * i + 1] = (CuJob){.src = src[i], .name = name[i], .arch = ptxarch};
+	}
+	CuPool pl = {.job = job, .n = 2 * n, .diag = o->cuda_diag};
+	pthread_mutex_init(&pl.mu, NULL);
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	cu_run_jobs(&pl, o->jobs > 0 ? o->jobs : cores > 0 ? (int)cores : 1);
+	pthread_mutex_destroy(&pl.mu);
+	for (int i = 0; i < 2 * n; i++)
+		if (!job[i].ok) {
+			snprintf(err, errlen, "error: task '%s': %s", tasks[i / 2].name, job[i].err);
+			goto done;
+		}
+	for (int i = 0; i < n; i++) {
+		ArtTask *t = &at[i];
+		if (!put_image(img, imglen, &cap, job[2 * i].out, job[2 * i].len, 0, &t->cubin_off,
+		               &t->cubin_len) ||
+		    !put_image(img, imglen, &cap, job[2 * i + 1].out, job[2 * i + 1].len, 1,
+		               &t->ptx_off, &t->ptx_len)) {
+			snprintf(err, errlen, "error: out of memory");
+			goto done;
+		}
+		t->targets |= ART_TARGET_CUDA;
+	}
+	ok = 1;
+done:
+	for (int i = 0; i < n; i++) {
+		if (src)
+			free(src[i]);
+		if (name)
+			free(name[i]);
+	}
+	for (int i = 0; job && i < 2 * n; i++)
+		free(job[i].out);
+	free(src);
+	free(name);
+	free(job);
+	return ok;
+}
+#endif
+
 static void
 rm_tree(const char *dir, const char *const *files, int n)
 {
@@ -316,8 +550,10 @@ cg_compile_module(const Module *m, const CgOptions *o, const char *out_so, char 
 	d.task = calloc(nall + 1, sizeof *d.task);
 	d.decl = calloc(m->ndecl + 1, sizeof *d.decl);
 	char cpu[128], feat[1024], llvm_feat[4096], opts[2048], tmpdir[4096] = "";
-	uint8_t *desc = NULL, *so = NULL;
-	size_t desclen = 0, solen = 0;
+	uint8_t *desc = NULL, *so = NULL, *img = NULL;
+	size_t desclen = 0, solen = 0, imglen = 0;
+	int targets = o->targets ? o->targets : CG_TARGET_CPU;
+	CgTask *emit = NULL; // what LLVM compiles: CPU stubs for CUDA-only tasks
 	int ok = 0, made_dir = 0;
 	const char *tmpfiles[] = {"model.o", "model.so", "link.log"};
 	if (!tasks || !initname || !d.task || !d.decl) {
@@ -352,6 +588,8 @@ cg_compile_module(const Module *m, const CgOptions *o, const char *out_so, char 
 				t->out[k].name = arena_strdup(tasks[i].prog->arena, t->out[k].name);
 		}
 		ir_graph_free(g);
+		if (good)
+			d.task[i].targets = targets & CG_TARGET_CPU ? ART_TARGET_CPU : 0;
 		if (!good) {
 			if (tasks[i].prog && !err[0])
 				snprintf(err, errlen, "error: out of memory");
@@ -403,6 +641,7 @@ cg_compile_module(const Module *m, const CgOptions *o, const char *out_so, char 
 			goto done;
 		}
 		d.task[ti].out[0].name = (char *)x->name;
+		d.task[ti].targets = ART_TARGET_CPU;
 		ad->init = (int32_t)ti;
 		ti++;
 		ii++;
@@ -424,8 +663,28 @@ cg_compile_module(const Module *m, const CgOptions *o, const char *out_so, char 
 		h = art_fnv1a64(h, m->src->file[i].text, m->src->file[i].len);
 	}
 	d.source_hash = h;
+	const char *cuda_arch = o->cuda_arch ? o->cuda_arch : "sm_90";
+	d.cuda_arch = targets & CG_TARGET_CUDA ? (char *)cuda_arch : "";
+#ifdef FADC_HAVE_CUDA
+	if ((targets & CG_TARGET_CUDA) &&
+	    !cu_build(model, tasks, d.task, ntask, o, &img, &imglen, err, errlen))
+		goto done;
+#else
+	if (targets & CG_TARGET_CUDA) {
+		snprintf(err, errlen, "error: --target cuda: this fadc was built without the CUDA "
+		                      "toolkit (NVRTC)");
+		goto done;
+	}
+#endif
+	d.images_bytes = imglen;
+	d.images_hash = art_fnv1a64(ART_FNV_BASIS, img, imglen);
 	// The options, in a fixed order.
-	size_t k = (size_t)snprintf(opts, sizeof opts, "target=cpu cpu=%s opt=%d compute=%s defines=",
+	size_t k = (size_t)snprintf(opts, sizeof opts, "target=%s%s%s cpu=%s opt=%d compute=%s defines=",
+	                            targets == CG_TARGET_CPU    ? "cpu"
+	                            : targets == CG_TARGET_CUDA ? "cuda"
+	                                                        : "cpu,cuda",
+	                            targets & CG_TARGET_CUDA ? " cuda_arch=" : "",
+	                            targets & CG_TARGET_CUDA ? cuda_arch : "",
 	                            o->cpu ? o->cpu : "x86-64-v3", o->opt_level < 0 ? 2 : o->opt_level,
 	                            o->compute_f64 ? "f64" : "f32");
 	for (int i = 0; i < o->ndefines && k < sizeof opts; i++)
@@ -456,7 +715,21 @@ cg_compile_module(const Module *m, const CgOptions *o, const char *out_so, char 
 	snprintf(lib, sizeof lib, "%s/model.so", tmpdir);
 	snprintf(logp, sizeof logp, "%s/link.log", tmpdir);
 	CgTarget tg = {NULL, cpu, llvm_feat, o->opt_level < 0 ? 2 : o->opt_level};
-	if (!cg_llvm_emit(tasks, (int)nall, desc, desclen, &tg, o->emit_llvm, obj, err, errlen))
+	// A task without CPU code is an empty program there: its function
+	// returns at once and the runtime never calls it (the descriptor says so).
+	if (!(emit = calloc(nall + 1, sizeof *emit))) {
+		snprintf(err, errlen, "error: out of memory");
+		goto done;
+	}
+	for (uint32_t i = 0; i < nall; i++) {
+		emit[i] = tasks[i];
+		if (!(d.task[i].targets & ART_TARGET_CPU) &&
+		    !(emit[i].prog = kir_program_new(tasks[i].name, fc))) {
+			snprintf(err, errlen, "error: out of memory");
+			goto done;
+		}
+	}
+	if (!cg_llvm_emit(emit, (int)nall, desc, desclen, &tg, o->emit_llvm, obj, err, errlen))
 		goto done;
 	const char *cc = o->cc ? o->cc : getenv("FADC_CC");
 	if (!cc || !*cc)
@@ -477,12 +750,17 @@ cg_compile_module(const Module *m, const CgOptions *o, const char *out_so, char 
 		snprintf(err, errlen, "error: cannot read the linked library %s", lib);
 		goto done;
 	}
-	ok = write_artifact(out_so, so, solen, desc, desclen, err, errlen);
+	ok = write_artifact(out_so, so, solen, img, imglen, desc, desclen, err, errlen);
 done:
 	if (made_dir)
 		rm_tree(tmpdir, tmpfiles, 3);
 	free(so);
+	free(img);
 	free(desc);
+	for (uint32_t i = 0; emit && i < nall; i++)
+		if (emit[i].prog != tasks[i].prog)
+			kir_program_free(emit[i].prog);
+	free(emit);
 	for (uint32_t i = 0; tasks && i < nall; i++)
 		kir_program_free(tasks[i].prog);
 	for (uint32_t i = 0; initname && i < ninit; i++)

@@ -40,6 +40,7 @@
 typedef struct Cu {
 	FILE *f;
 	const KProgram *p;
+	int fused;               // kernels are __device__ functions of one fused kernel
 	uint32_t *stamp, region; // memo: x<id> is defined in the current region
 	int depth;               // indentation (tabs)
 	int bad;                 // an op the printer does not support (the first)
@@ -386,7 +387,11 @@ print_op(Cu *c, KxId id) {
 		convert(c, a, (DType)p->x[a].dtype, dt, x->aux == DT_F32 && dt == DT_F64);
 		return;
 	default:
-		FADC_ASSERT(0, "cuda: an expression op with no printer");
+		// A kernel-IR construct added after this printer: refused with its
+		// name (cg_cuda_print's message), never printed wrong.
+		if (!c->bad)
+			c->bad = x->op ? x->op : KX_COUNT;
+		fputs("0", f);
 	}
 }
 
@@ -493,18 +498,185 @@ kernel_name(FILE *f, const char *task, uint32_t ki, const char *what) {
 		      f);
 }
 
+// The launch contract of kernel ki: what cg_cuda_kernel reports and what
+// print_kernel prints as parameters, from one walk (so they cannot differ).
+static void
+kernel_uses(const KProgram *p, const KKernel *k, Uses *u) {
+	u->seen = calloc(p->nx + 1, 1);
+	u->buf = calloc(p->nbuf + 1, 1);
+	FADC_ASSERT(u->seen && u->buf, "cuda: out of memory");
+	mark(p, k->index, u);
+	mark(p, k->body, u);
+	mark(p, k->post, u);
+}
+
+// Small tasks run as one kernel of one thread block (ARCHITECTURE.md, code
+// generation): a replay costs ~0.7 us per kernel node, far more than the
+// arithmetic of a ppl model.  Each kernel of the program becomes a
+// __device__ function whose grid-stride loop, with one block, is a
+// block-stride loop; the fused __global__ calls them in order with
+// __syncthreads() between, which orders each kernel's global writes before
+// the next one's reads within the block.  "Small" is the work: output
+// points times reduction terms, summed over the kernels, at most
+// FUSE_WORK_LIMIT (about a thousand terms per thread of 256).
+#define FUSE_WORK_LIMIT ((int64_t)1 << 18)
+#define FUSED_THREADS 256
+
+static int
+fused(const KProgram *p) {
+	if (p->nk < 2)
+		return 0;
+	int64_t work = 0;
+	for (uint32_t i = 0; i < p->nk; i++) {
+		const KKernel *k = &p->k[i];
+		int64_t w = 1;
+		for (int d = 0; d < k->rank; d++)
+			w *= k->dim[d];
+		for (int d = 0; k->red && d < k->rrank; d++)
+			w *= k->rdim[d];
+		work += w;
+		if (work > FUSE_WORK_LIMIT)
+			return 0;
+	}
+	return 1;
+}
+
+uint32_t
+cg_cuda_launches(const KProgram *p) {
+	return fused(p) ? 1 : p->nk;
+}
+
+static int kernel_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out);
+
+int
+cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *out) {
+	if (!fused(p))
+		return kernel_contract(p, li, out);
+	// The fused kernel: every buffer any kernel touches, in buffer order.
+	memset(out, 0, sizeof *out);
+	uint8_t *use = calloc(p->nbuf + 1, 1);
+	out->buf = calloc(p->nbuf + 1, sizeof *out->buf);
+	char *name = NULL;
+	size_t nlen = 0;
+	FILE *f = open_memstream(&name, &nlen);
+	if (!use || !out->buf || !f) {
+		if (f)
+			fclose(f);
+		free(name);
+		free(use);
+		free(out->buf);
+		out->buf = NULL;
+		return 0;
+	}
+	kernel_name(f, p->name ? p->name : "", 0, "fused");
+	fclose(f);
+	out->name = name;
+	out->grid = 1;
+	out->points = FUSED_THREADS;
+	for (uint32_t ki = 0; ki < p->nk; ki++) {
+		CgCudaKernel k;
+		if (!kernel_contract(p, ki, &k)) {
+			free(use);
+			free(out->buf);
+			free(out->name);
+			return 0;
+		}
+		for (uint32_t a = 0; a < k.narg; a++)
+			use[k.buf[a]] = 1;
+		out->runseed |= k.runseed;
+		free(k.name);
+		free(k.buf);
+	}
+	for (uint32_t b = 0; b < p->nbuf; b++)
+		if (use[b])
+			out->buf[out->narg++] = b;
+	free(use);
+	return 1;
+}
+
+// The fused kernel's body: the kernels in order, a barrier between.
+static void
+print_fused(Cu *c) {
+	const KProgram *p = c->p;
+	CgCudaKernel all;
+	FADC_ASSERT(cg_cuda_kernel(p, 0, &all), "cuda: out of memory");
+	uint8_t *written = calloc(p->nbuf + 1, 1);
+	FADC_ASSERT(written, "cuda: out of memory");
+	for (uint32_t ki = 0; ki < p->nk; ki++)
+		written[p->k[ki].out] = 1;
+	FILE *f = c->f;
+	fprintf(f, "\n// the task as one kernel of one block of %d threads; args:", FUSED_THREADS);
+	for (uint32_t a = 0; a < all.narg; a++)
+		fprintf(f, " b%u", all.buf[a]);
+	fprintf(f, "%s\nextern \"C\" __global__ void __launch_bounds__(%d)\n%s(",
+	        all.runseed ? " runseed" : "", FUSED_THREADS, all.name);
+	for (uint32_t a = 0; a < all.narg; a++) {
+		uint32_t b = all.buf[a];
+		fprintf(f, "%s%s%s *b%u", a ? ", " : "", written[b] ? "" : "const ",
+		        csty(p->buf[b].dtype), b);
+	}
+	fprintf(f, "%s)\n{\n", all.runseed ? ", unsigned long long runseed" : "");
+	for (uint32_t ki = 0; ki < p->nk; ki++) {
+		CgCudaKernel k;
+		FADC_ASSERT(kernel_contract(p, ki, &k), "cuda: out of memory");
+		fprintf(f, "\t%s(", k.name);
+		for (uint32_t a = 0; a < k.narg; a++)
+			fprintf(f, "%sb%u", a ? ", " : "", k.buf[a]);
+		fprintf(f, "%s);\n", k.runseed ? ", runseed" : "");
+		if (ki + 1 < p->nk)
+			fputs("\t__syncthreads();\n", f);
+		free(k.name);
+		free(k.buf);
+	}
+	fputs("}\n", f);
+	free(written);
+	free(all.name);
+	free(all.buf);
+}
+
+static int
+kernel_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out) {
+	const KKernel *k = &p->k[ki];
+	Uses u = {0};
+	kernel_uses(p, k, &u);
+	memset(out, 0, sizeof *out);
+	char *name = NULL;
+	size_t nlen = 0;
+	FILE *f = open_memstream(&name, &nlen);
+	out->buf = calloc(p->nbuf + 1, sizeof *out->buf);
+	if (!f || !out->buf) {
+		if (f)
+			fclose(f);
+		free(name);
+		free(out->buf);
+		free(u.seen);
+		free(u.buf);
+		out->buf = NULL;
+		return 0;
+	}
+	kernel_name(f, p->name ? p->name : "", ki, k->what);
+	fclose(f);
+	out->name = name;
+	out->points = 1;
+	for (int d = 0; d < k->rank; d++)
+		out->points *= k->dim[d];
+	out->buf[out->narg++] = k->out;
+	for (uint32_t b = 0; b < p->nbuf; b++)
+		if (u.buf[b] && b != k->out)
+			out->buf[out->narg++] = b;
+	out->runseed = u.seed;
+	free(u.seen);
+	free(u.buf);
+	return 1;
+}
+
 static void
 print_kernel(Cu *c, uint32_t ki) {
 	const KProgram *p = c->p;
 	const KKernel *k = &p->k[ki];
 	FILE *f = c->f;
 	Uses u = {0};
-	u.seen = calloc(p->nx + 1, 1);
-	u.buf = calloc(p->nbuf + 1, 1);
-	FADC_ASSERT(u.seen && u.buf, "cuda: out of memory");
-	mark(p, k->index, &u);
-	mark(p, k->body, &u);
-	mark(p, k->post, &u);
+	kernel_uses(p, k, &u);
 	int64_t npt = 1;
 	for (int d = 0; d < k->rank; d++)
 		npt *= k->dim[d];
@@ -516,7 +688,7 @@ print_kernel(Cu *c, uint32_t ki) {
 		if (u.buf[b] && b != k->out)
 			fprintf(f, " b%u", b);
 	fprintf(f, "%s\n", u.seed ? " runseed" : "");
-	fputs("extern \"C\" __global__ void\n", f);
+	fputs(c->fused ? "static __device__ void\n" : "extern \"C\" __global__ void\n", f);
 	kernel_name(f, p->name, ki, k->what);
 	fprintf(f, "(%s *__restrict__ b%u", csty(st), k->out);
 	for (uint32_t b = 0; b < p->nbuf; b++)
@@ -693,13 +865,17 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 	    p->name ? p->name : "", p->nk);
 	if (polygamma)
 		fputs(polygamma_src, c.f);
+	c.fused = fused(p);
 	for (uint32_t i = 0; i < p->nk && !c.bad; i++)
 		print_kernel(&c, i);
+	if (c.fused && !c.bad)
+		print_fused(&c);
 	fclose(c.f);
 	free(c.stamp);
 	if (c.bad) {
 		snprintf(err, errlen, "error: task '%s': the CUDA backend does not support %s yet",
-		         p->name ? p->name : "", kx_op_name((KxOp)c.bad));
+		         p->name ? p->name : "",
+		         c.bad < KX_COUNT ? kx_op_name((KxOp)c.bad) : "a kernel-IR op newer than it");
 		free(buf);
 		return NULL;
 	}

@@ -1,7 +1,7 @@
 // frontend/main.c -- the `fadc` command line.
 //
 //   fadc MODEL.ir --emit ir [--task T] [-D NAME=VALUE]... [pass options]
-//   fadc MODEL.ir -o MODEL.so [--target cpu] [--tasks LIST] [-O0..3] [--cpu CPU] ...
+//   fadc MODEL.ir -o MODEL.so [--target cpu|cuda|cpu,cuda] [--tasks LIST] [-O0..3] [--cpu CPU] ...
 //   fadc run MODEL.ir|MODEL.so --task T [--params FILE]... [--v FILE]... [--seed N]
 //            --out DIR [--print]
 //   fadc inspect MODEL.so
@@ -72,7 +72,9 @@ static const char *const usage_main =
     "\n"
     "Compile options (-o):\n"
     "  -o FILE            write the artifact (a shared library, docs/ARTIFACT.md)\n"
-    "  --target cpu       the backend (cpu; cuda is not built yet)\n"
+    "  --target T         cpu (default), cuda or cpu,cuda: the code the tasks get\n"
+    "                     (cuda: kernels compiled by NVRTC, embedded; docs/CUDA.md)\n"
+    "  --cuda-arch ARCH   the cubin's architecture (sm_90); PTX for compute_XX too\n"
     "  --tasks LIST       comma-separated tasks, or `all`; forward is always in.\n"
     "                     Default: forward,vjp,jvp,vhp,hvp (vhp and hvp only when\n"
     "                     forward returns one float scalar)\n"
@@ -1065,8 +1067,14 @@ cmd_inspect(int argc, char **argv)
 	for (int t = 0; t < fadc_model_task_count(m); t++) {
 		fadc_task_info info;
 		fadc_task_info_get(m, t, &info);
-		printf("task %s: %d kernels, arena %" PRIu64 " bytes (naive %" PRIu64 ")\n", info.name,
-		       info.nkernels, info.arena_bytes, info.naive_bytes);
+		printf("task %s: %d kernels, arena %" PRIu64 " bytes (naive %" PRIu64 "), code %s\n",
+		       info.name, info.nkernels, info.arena_bytes, info.naive_bytes,
+		       info.targets == FADC_TARGET_CPU    ? "cpu"
+		       : info.targets == FADC_TARGET_CUDA ? "cuda"
+		                                          : "cpu,cuda");
+		if (info.targets & FADC_TARGET_CUDA)
+			printf("  cuda: %d launch%s\n", info.cuda_launches,
+			       info.cuda_launches == 1 ? " (the task fused into one kernel)" : "es");
 		for (int i = 0; i < info.ninputs; i++) {
 			fadc_tensor_desc d;
 			fadc_task_input(m, t, i, &d);
@@ -1274,7 +1282,7 @@ cmd_compare(int argc, char **argv)
 // ---------------------------------------------------------------- compile
 
 typedef struct CompileArgs {
-	const char *model, *emit, *task, *out, *target, *cpu;
+	const char *model, *emit, *task, *out, *target, *cpu, *cuda_arch;
 	const char *print_after, *stop_after;
 	const char *defs[MAXDEF];
 	int ndefs, noprelude, print_after_all, stats, opt_level, f64;
@@ -1328,6 +1336,7 @@ compile_args(int argc, char **argv, CompileArgs *a)
 		           opt_value(argc, argv, &i, "--tasks", &v) ||
 		           opt_value(argc, argv, &i, "--target", &v) ||
 		           opt_value(argc, argv, &i, "--cpu", &v) ||
+		           opt_value(argc, argv, &i, "--cuda-arch", &v) ||
 		           opt_value(argc, argv, &i, "--print-after", &v) ||
 		           opt_value(argc, argv, &i, "--stop-after", &v)) {
 			char opt[32];
@@ -1356,9 +1365,15 @@ compile_args(int argc, char **argv, CompileArgs *a)
 				if (!a->ntasks)
 					return usage_error(usage_main, "--tasks: no task in '%s'", v);
 			} else if (!strcmp(opt, "--target")) {
-				if (strcmp(v, "cpu") && strcmp(v, "cuda"))
-					return usage_error(usage_main, "--target: unknown target '%s' (cpu, cuda)", v);
+				if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "cpu,cuda") &&
+				    strcmp(v, "cuda,cpu"))
+					return usage_error(usage_main,
+					                   "--target: unknown target '%s' (cpu, cuda, cpu,cuda)", v);
 				a->target = v;
+			} else if (!strcmp(opt, "--cuda-arch")) {
+				if (strncmp(v, "sm_", 3) || !v[3])
+					return usage_error(usage_main, "--cuda-arch: '%s' is not sm_XX (sm_90)", v);
+				a->cuda_arch = v;
 			} else if (!strcmp(opt, "--cpu")) {
 				a->cpu = v;
 			} else if (!strcmp(opt, "--print-after")) {
@@ -1409,8 +1424,9 @@ compile_args(int argc, char **argv, CompileArgs *a)
 		if ((passopts || a->stats) && !a->task)
 			return usage_error(usage_main, "pass options and --stats need --task T (the passes run "
 			                               "on a task's graph)%s", "");
-		if (a->ntasks || a->target || a->cpu || a->opt_level >= 0 || a->f64)
-			return usage_error(usage_main, "--tasks, --target, --cpu, -O and --f64 need -o FILE%s",
+		if (a->ntasks || a->target || a->cpu || a->cuda_arch || a->opt_level >= 0 || a->f64)
+			return usage_error(usage_main,
+			                   "--tasks, --target, --cuda-arch, --cpu, -O and --f64 need -o FILE%s",
 			                   "");
 	}
 	return 0;
@@ -1460,9 +1476,10 @@ default_tasks(const Module *m, const char **tasks)
 static int
 compile(const CompileArgs *a, const Module *m)
 {
-	if (a->target && !strcmp(a->target, "cuda")) {
-		fprintf(stderr, "fadc: error: --target cuda: the CUDA backend is not built yet (issue 6); "
-		                "use --target cpu\n");
+	char err[4096] = "";
+	int targets = CG_TARGET_CPU;
+	if (a->target && !cg_parse_targets(a->target, &targets, err, sizeof err)) {
+		cg_error(a->model, a->out, err);
 		return 1;
 	}
 	const char *deftasks[8];
@@ -1477,8 +1494,9 @@ compile(const CompileArgs *a, const Module *m)
 	    .stats = a->stats ? stderr : NULL,
 	    .emit_kir = a->emit && !strcmp(a->emit, "kir") ? stdout : NULL,
 	    .emit_llvm = a->emit && !strcmp(a->emit, "llvm") ? stdout : NULL,
+	    .targets = targets,
+	    .cuda_arch = a->cuda_arch,
 	};
-	char err[4096] = "";
 	if (cg_compile_module(m, &o, a->out, err, sizeof err))
 		return 0;
 	cg_error(a->model, a->out, err);

@@ -9,8 +9,16 @@
 // tasks into tensors that the caller or the runtime owns.
 //
 // Devices: every tensor knows its device, dtype and shape; a context is a
-// device and its queue.  Only the CPU device exists today; the CUDA backend
-// adds a device kind without changing these calls.
+// device and its queue.  A CUDA context ({FADC_DEVICE_CUDA, i}) runs the
+// tasks of artifacts compiled with --target cuda (or cpu,cuda) on GPU i:
+// the driver is loaded at run time (dlopen), so where there is none,
+// creating such a context fails with FADC_ERR_DEVICE and the message
+// fadc_context_error(NULL).  On a device, tensors live in the context's
+// memory pool: fadc_tensor_data is NULL, fadc_tensor_read and _write copy;
+// fadc_run is asynchronous (it returns once the work is queued on the
+// context's stream: fadc_tensor_read and fadc_context_synchronize wait).
+// A task runs eagerly once, then as a replayed CUDA graph (docs/CUDA.md);
+// FADC_DISABLE_CUDA_GRAPHS=1 in the environment turns graphs off.
 //
 // Errors: every call that can fail returns an fadc_status; the message of
 // the last failure is fadc_context_error(ctx) of the context involved.  A
@@ -75,10 +83,32 @@ typedef struct fadc_context_options {
 	uint64_t seed; // run seed of initializers and samplers (fadc run --seed)
 } fadc_context_options;
 
-// o may be NULL (the CPU, seed 0).
+// o may be NULL (the CPU, seed 0).  On failure, fadc_context_error(NULL)
+// says why (on this thread).
 fadc_status fadc_context_create(const fadc_context_options *o, fadc_context **out);
 void fadc_context_destroy(fadc_context *ctx); // close its models and free its tensors first
-const char *fadc_context_error(const fadc_context *ctx); // "" after no failure
+// "" after no failure; ctx NULL: why the last fadc_context_create of this
+// thread failed.
+const char *fadc_context_error(const fadc_context *ctx);
+// Waits until the context's queued work is done (a no-op on the CPU); a
+// kernel's failure shows here or at the next read.
+fadc_status fadc_context_synchronize(fadc_context *ctx);
+// "cpu", or the GPU's name ("NVIDIA H200").
+const char *fadc_context_device_name(const fadc_context *ctx);
+
+// What a device context did (all zero on the CPU).  A task's first run is
+// eager; its second records a CUDA graph (and launches it); later runs
+// replay it.  A run whose tensors sit at other addresses than the
+// recording's re-records (the graph is updated in place when possible);
+// runs without a graph (graphs disabled, a task past the re-record limit)
+// are skipped.  The pool counts blocks in use: after every model is closed
+// and every tensor released it is empty.
+typedef struct fadc_device_stats {
+	uint64_t graphs_recorded, graphs_replayed, graphs_rerecorded, graphs_skipped;
+	uint64_t eager_runs; // first runs
+	uint64_t pool_live_blocks, pool_live_bytes, pool_reserved_bytes;
+} fadc_device_stats;
+fadc_status fadc_context_stats(const fadc_context *ctx, fadc_device_stats *s);
 
 // ---------------------------------------------------------------- models
 
@@ -93,7 +123,8 @@ fadc_status fadc_model_open(fadc_context *ctx, const char *path, unsigned flags,
 void fadc_model_close(fadc_model *m); // NULL is a no-op; frees the model's tensors
 const char *fadc_model_name(const fadc_model *m);
 // Descriptor fields by key: "options", "triple", "cpu", "features",
-// "source_hash" (16 hex digits); NULL for another key.
+// "source_hash" (16 hex digits), "cuda_arch" ("sm_90", or "" without CUDA
+// code); NULL for another key.
 const char *fadc_model_info(const fadc_model *m, const char *key);
 
 typedef enum fadc_role {
@@ -120,7 +151,11 @@ typedef struct fadc_task_info {
 	uint64_t arena_bytes; // the task's memory plan (intermediates)
 	uint64_t naive_bytes; // what the intermediates would take without reuse
 	int nkernels;
+	unsigned targets; // FADC_TARGET_* bits: the code the task has
+	int cuda_launches; // kernel launches of its CUDA code (a small task's: 1, fused)
 } fadc_task_info;
+
+enum { FADC_TARGET_CPU = 1, FADC_TARGET_CUDA = 2 };
 
 int fadc_model_task_count(const fadc_model *m);
 fadc_status fadc_model_find_task(fadc_model *m, const char *name, int *task);
@@ -147,7 +182,8 @@ fadc_status fadc_model_bind_file(fadc_model *m, const char *path, int *nbound);
 // declaration order, with `seed` as run seed.  The first fadc_run does
 // this with the context's seed if it was not done.
 fadc_status fadc_model_init(fadc_model *m, uint64_t seed);
-// A model-owned tensor holding declaration `name`'s current value.
+// A model-owned tensor holding declaration `name`'s current value (on a
+// device context, the device copy).
 fadc_status fadc_model_get(fadc_model *m, const char *name, fadc_tensor **value);
 
 // ---------------------------------------------------------------- tensors

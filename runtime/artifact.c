@@ -133,6 +133,9 @@ art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 	put_str(&o, d->triple);
 	put_str(&o, d->cpu);
 	put_str(&o, d->features);
+	put_str(&o, d->cuda_arch);
+	put_u64(&o, d->images_bytes);
+	put_u64(&o, d->images_hash);
 	put_u32(&o, d->ndecl);
 	for (uint32_t i = 0; i < d->ndecl; i++) {
 		const ArtDecl *x = &d->decl[i];
@@ -159,6 +162,28 @@ art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 		put_u32(&o, t->nout);
 		for (uint32_t k = 0; k < t->nout; k++)
 			put_tensor(&o, &t->out[k]);
+		put_u8(&o, t->targets);
+		if (!(t->targets & ART_TARGET_CUDA))
+			continue;
+		put_u64(&o, t->cubin_off);
+		put_u64(&o, t->cubin_len);
+		put_u64(&o, t->ptx_off);
+		put_u64(&o, t->ptx_len);
+		put_u32(&o, t->ncuda);
+		for (uint32_t k = 0; k < t->ncuda; k++) {
+			const ArtKernel *kk = &t->kern[k];
+			put_str(&o, kk->name);
+			put_u64(&o, kk->points);
+			put_u32(&o, kk->grid);
+			put_u8(&o, kk->runseed);
+			put_u32(&o, kk->narg);
+			for (uint32_t a = 0; a < kk->narg; a++) {
+				put_u8(&o, kk->arg[a].kind);
+				put_u32(&o, kk->arg[a].index);
+				put_u64(&o, kk->arg[a].offset);
+				put_u64(&o, kk->arg[a].bytes);
+			}
+		}
 	}
 	if (o.oom) {
 		free(o.b);
@@ -319,6 +344,8 @@ art_desc_free(ArtDesc *d)
 	free(d->triple);
 	free(d->cpu);
 	free(d->features);
+	free(d->cuda_arch);
+	free(d->images);
 	if (d->decl)
 		for (uint32_t i = 0; i < d->ndecl; i++)
 			free(d->decl[i].name);
@@ -332,6 +359,11 @@ art_desc_free(ArtDesc *d)
 				free(t->out[k].name);
 			free(t->in);
 			free(t->out);
+			for (uint32_t k = 0; t->kern && k < t->ncuda; k++) {
+				free(t->kern[k].name);
+				free(t->kern[k].arg);
+			}
+			free(t->kern);
 		}
 	free(d->decl);
 	free(d->task);
@@ -339,10 +371,13 @@ art_desc_free(ArtDesc *d)
 }
 
 // Smallest encodings: a tensor is 4 + 1 + 1 + 1 + 4 + 4 bytes, a declaration
-// 4 + 3 + 4, a task 4 + 1 + 4 + 8 + 8 + 4 + 4 + 4.
+// 4 + 3 + 4, a task 4 + 1 + 4 + 8 + 8 + 4 + 4 + 4 + 1 (targets).
 #define MIN_TENSOR 15
 #define MIN_DECL 11
-#define MIN_TASK 37
+#define MIN_TASK 38
+// A CUDA kernel: name, points, grid, runseed, narg; an argument 1 + 4 + 8 + 8.
+#define MIN_KERNEL 21
+#define MIN_KARG 21
 
 static int
 decode(In *in, ArtDesc *d)
@@ -361,6 +396,9 @@ decode(In *in, ArtDesc *d)
 	d->triple = get_str(in);
 	d->cpu = get_str(in);
 	d->features = get_str(in);
+	d->cuda_arch = get_str(in);
+	d->images_bytes = get_u64(in);
+	d->images_hash = get_u64(in);
 	uint32_t nd = get_u32(in);
 	if (!check_count(in, nd, MIN_DECL, "declarations"))
 		return 0;
@@ -409,6 +447,43 @@ decode(In *in, ArtDesc *d)
 		t->nout = n;
 		for (uint32_t k = 0; k < n && !in->bad; k++)
 			get_tensor(in, &t->out[k]);
+		t->targets = get_u8(in);
+		if (!in->bad && (t->targets & ~(ART_TARGET_CPU | ART_TARGET_CUDA)))
+			return fail(in, "descriptor: task '%s' has unknown targets %#x", t->name,
+			            t->targets);
+		if (!(t->targets & ART_TARGET_CUDA))
+			continue;
+		t->cubin_off = get_u64(in);
+		t->cubin_len = get_u64(in);
+		t->ptx_off = get_u64(in);
+		t->ptx_len = get_u64(in);
+		n = get_u32(in);
+		if (!check_count(in, n, MIN_KERNEL, "CUDA kernels"))
+			return 0;
+		t->kern = calloc(n ? n : 1, sizeof *t->kern);
+		if (!t->kern)
+			return fail(in, "out of memory");
+		t->ncuda = n;
+		for (uint32_t k = 0; k < n && !in->bad; k++) {
+			ArtKernel *kk = &t->kern[k];
+			kk->name = get_str(in);
+			kk->points = get_u64(in);
+			kk->grid = get_u32(in);
+			kk->runseed = get_u8(in);
+			uint32_t na = get_u32(in);
+			if (!check_count(in, na, MIN_KARG, "kernel arguments"))
+				return 0;
+			kk->arg = calloc(na ? na : 1, sizeof *kk->arg);
+			if (!kk->arg)
+				return fail(in, "out of memory");
+			kk->narg = na;
+			for (uint32_t a = 0; a < na && !in->bad; a++) {
+				kk->arg[a].kind = get_u8(in);
+				kk->arg[a].index = get_u32(in);
+				kk->arg[a].offset = get_u64(in);
+				kk->arg[a].bytes = get_u64(in);
+			}
+		}
 	}
 	if (in->bad)
 		return 0;
@@ -440,6 +515,33 @@ decode(In *in, ArtDesc *d)
 			if (t->out[k].writeback < -1 || t->out[k].writeback >= (int32_t)t->nin)
 				return fail(in, "descriptor: output '%s' of task '%s' is malformed",
 				            t->out[k].name, t->name);
+		// CUDA images inside the image section; every kernel argument
+		// inside what it names (an input, an output, the arena).
+		if (!(t->targets & ART_TARGET_CUDA))
+			continue;
+		uint64_t ib = d->images_bytes;
+		if (!d->cuda_arch[0] || t->cubin_off > ib || t->cubin_len > ib - t->cubin_off ||
+		    t->ptx_off > ib || t->ptx_len > ib - t->ptx_off || !t->cubin_len)
+			return fail(in, "descriptor: the CUDA images of task '%s' are not inside the "
+			                "image section", t->name);
+		for (uint32_t k = 0; k < t->ncuda; k++) {
+			const ArtKernel *kk = &t->kern[k];
+			if (!kk->name[0] || kk->runseed > 1)
+				return fail(in, "descriptor: CUDA kernel %u of task '%s' is malformed", k,
+				            t->name);
+			for (uint32_t a = 0; a < kk->narg; a++) {
+				const ArtKArg *x = &kk->arg[a];
+				int good = x->kind == ART_ARG_ARENA
+				               ? x->offset <= t->arena_bytes &&
+				                     x->bytes <= t->arena_bytes - x->offset
+				           : x->kind == ART_ARG_INPUT  ? x->index < t->nin && !x->offset
+				           : x->kind == ART_ARG_OUTPUT ? x->index < t->nout && !x->offset
+				                                       : 0;
+				if (!good)
+					return fail(in, "descriptor: argument %u of CUDA kernel '%s' (task "
+					                "'%s') is malformed", a, kk->name, t->name);
+			}
+		}
 	}
 	return 1;
 }
@@ -606,6 +708,27 @@ art_read(const char *path, ArtDesc *d, uint8_t **desc_bytes, size_t *desc_len, c
 	if (!art_desc_decode(buf + off, (size_t)len, d, msg, sizeof msg)) {
 		ferr(err, errlen, path, "%s", msg);
 		goto done;
+	}
+	// The image section: the images_bytes just before the descriptor,
+	// inside the body, with the hash the descriptor (and so the library)
+	// carries.
+	if (d->images_bytes > off ||
+	    art_fnv1a64(ART_FNV_BASIS, buf + off - d->images_bytes, (size_t)d->images_bytes) !=
+	        d->images_hash) {
+		art_desc_free(d);
+		ferr(err, errlen, path, "corrupt artifact: the CUDA image section does not match its "
+		                        "descriptor");
+		goto done;
+	}
+	if (d->images_bytes) {
+		d->images = malloc((size_t)d->images_bytes);
+		if (!d->images) {
+			art_desc_free(d);
+			ferr(err, errlen, path, "out of memory");
+			rc = ART_READ_NOMEM;
+			goto done;
+		}
+		memcpy(d->images, buf + off - d->images_bytes, (size_t)d->images_bytes);
 	}
 	*desc_bytes = malloc(len ? (size_t)len : 1);
 	if (!*desc_bytes) {

@@ -13,7 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ART_FORMAT_VERSION 1 // of the trailer and the descriptor
+// The format version of the trailer and the descriptor.  A runtime reads
+// exactly this version: 1 (before the CUDA part) is refused with a message.
+#define ART_FORMAT_VERSION 2
 #define ART_TRAILER_SIZE 40
 #define ART_TRAILER_MAGIC "FADCTRLR" // 8 bytes
 #define ART_DESC_MAGIC "FADCDESC" // 8 bytes
@@ -26,6 +28,30 @@ enum { ART_F32, ART_F64, ART_I64, ART_BOOL };
 enum { ART_ROLE_DECL, ART_ROLE_ARG };
 enum { ART_TASK, ART_INIT }; // a task of the user's, or a declaration's initializer
 enum { ART_PARAM, ART_CONST };
+// Which code a task has (ArtTask.targets, bits): CPU code in the library,
+// CUDA kernels in the image section.
+enum { ART_TARGET_CPU = 1, ART_TARGET_CUDA = 2 };
+// What a CUDA kernel argument points at: the task's input `index`, its
+// output `index`, or `bytes` bytes at `offset` of the task's device arena.
+enum { ART_ARG_INPUT, ART_ARG_OUTPUT, ART_ARG_ARENA };
+
+typedef struct ArtKArg {
+	uint8_t kind; // ART_ARG_*
+	uint32_t index; // ART_ARG_INPUT / ART_ARG_OUTPUT: which one
+	uint64_t offset; // ART_ARG_ARENA: byte offset in the arena (else 0)
+	uint64_t bytes; // the bytes the kernel may touch through it
+} ArtKArg;
+
+// One CUDA kernel's launch contract (codegen/cuda.c prints the kernel with
+// exactly these parameters, in this order, then the run seed if runseed).
+typedef struct ArtKernel {
+	char *name; // the extern "C" __global__ function in the task's module
+	uint64_t points; // output points: the grid covers them (grid-stride loop)
+	uint32_t grid; // blocks of 256 threads; 0: enough to cover points
+	uint8_t runseed; // takes `unsigned long long runseed` after the buffers
+	uint32_t narg;
+	ArtKArg *arg;
+} ArtKernel;
 
 typedef struct ArtTensor {
 	char *name;
@@ -46,6 +72,14 @@ typedef struct ArtTask {
 	uint32_t nkernel;
 	uint32_t nin, nout;
 	ArtTensor *in, *out;
+	uint8_t targets; // ART_TARGET_* bits: the code this task has
+	// ART_TARGET_CUDA: the module images, as offsets into the image section
+	// (ArtDesc.images), and the kernels run in order on one stream.  The
+	// device arena is arena_bytes, placed by the same memory plan.
+	uint64_t cubin_off, cubin_len; // for the artifact's cuda_arch (sm_90)
+	uint64_t ptx_off, ptx_len; // compute_XX PTX, the driver's fallback
+	uint32_t ncuda;
+	ArtKernel *kern;
 } ArtTask;
 
 typedef struct ArtDecl {
@@ -65,9 +99,15 @@ typedef struct ArtDesc {
 	char *triple; // LLVM target triple
 	char *cpu; // LLVM CPU name
 	char *features; // comma-separated CPU features the code needs (runtime-checked)
+	char *cuda_arch; // "sm_90" when some task has CUDA code, else ""
+	uint64_t images_bytes; // the image section: the bytes just before the descriptor
+	uint64_t images_hash; // FNV-1a 64 of those bytes (pins them to the loaded library)
 	uint32_t ndecl, ntask;
 	ArtDecl *decl;
 	ArtTask *task;
+	// Filled by art_read only: a malloc'ed copy of the image section
+	// (images_bytes bytes; NULL when empty), freed by art_desc_free.
+	uint8_t *images;
 } ArtDesc;
 
 // Encodes d into a malloc'ed buffer (*out, *len); 0 on out of memory.
@@ -78,12 +118,14 @@ int art_desc_decode(const uint8_t *buf, size_t len, ArtDesc *d, char *err, size_
 void art_desc_free(ArtDesc *d);
 
 // The 40-byte trailer for a file whose first `size` bytes are the shared
-// library followed by the descriptor (desc_len bytes, ending at `size`);
-// crc is art_crc32 of those `size` bytes.
+// library, the image section and the descriptor (desc_len bytes, ending at
+// `size`); crc is art_crc32 of those `size` bytes.
 void art_trailer_make(uint8_t t[ART_TRAILER_SIZE], uint64_t size, uint64_t desc_len, uint32_t crc);
 
 // Reads and checks an artifact: the trailer, the checksum over the whole
-// file, the format version, and decodes the descriptor.  *desc_bytes (a
+// file, the format version, decodes the descriptor and checks the image
+// section against it (place, hash, every task's images inside it); d->images
+// gets a copy of the section.  *desc_bytes (a
 // malloc'ed copy, *desc_len bytes) is what the .so must also carry.
 // Returns ART_READ_OK, or another ArtRead with "<path>: <what>" in err;
 // never crashes.

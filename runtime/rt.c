@@ -13,6 +13,15 @@
 // model-owned output tensors it is asked for; later runs allocate nothing.
 // Task functions are pure (runtime/abi.h): the runtime hands them pointers
 // and they write only their outputs and their arena.
+//
+// On a CUDA context (runtime/cuda.c) the same holds on the device: the
+// declarations live in the context's device pool (a host copy is kept for
+// the initializers, which are CPU code in every artifact: computed on the
+// host, uploaded once), each task's arena and model-owned outputs are pool
+// blocks made at its first run, and a run launches the task's kernels (or
+// replays its CUDA graph) on the context's stream with device addresses.
+// Runs are asynchronous; fadc_tensor_read and fadc_context_synchronize
+// wait for the stream.
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -23,6 +32,7 @@
 #include "abi.h"
 #include "artifact.h"
 #include "fadc.h"
+#include "rtcuda.h"
 #include "tensorio.h"
 
 enum { OWN_CALLER_DATA, OWN_RUNTIME, OWN_MODEL };
@@ -30,8 +40,13 @@ enum { OWN_CALLER_DATA, OWN_RUNTIME, OWN_MODEL };
 struct fadc_context {
 	fadc_context_options o;
 	uint64_t host_features; // rt_cpu_host_features() at creation
+	RtCuda *cu; // a CUDA context's device, stream and pool; NULL on the CPU
 	char err[1024];
 };
+
+// The message of the last fadc_context_create that failed on this thread
+// (there is no context to hold it): fadc_context_error(NULL).
+static _Thread_local char create_err[1024] = "no context";
 
 struct fadc_tensor {
 	fadc_context *ctx;
@@ -41,7 +56,8 @@ struct fadc_tensor {
 	int64_t dim[FADC_MAXDIM];
 	int64_t numel;
 	size_t bytes;
-	void *data;
+	void *data; // host memory; on a device: NULL, or a declaration's host copy
+	uint64_t dptr; // on a device: the device address (0 for zero bytes)
 	int owner; // OWN_*: who frees data and the handle
 	uint64_t gen;
 };
@@ -54,6 +70,11 @@ typedef struct RtTask {
 	void **in, **out;
 	void *arena;
 	fadc_tensor *outs; // model-owned outputs; data NULL until first asked for
+	// On a CUDA context: the loaded kernels and graph, the device arena,
+	// and the device addresses of this run's inputs and outputs.
+	RtCuTask *cu;
+	uint64_t darena;
+	uint64_t *din, *dout;
 } RtTask;
 
 struct fadc_model {
@@ -140,13 +161,27 @@ fadc_context_create(const fadc_context_options *o, fadc_context **out)
 	fadc_context_options def = {{FADC_DEVICE_CPU, 0}, 0, 0};
 	if (!o)
 		o = &def;
-	if (o->device.kind != FADC_DEVICE_CPU || o->device.index != 0)
-		return FADC_ERR_DEVICE; // no context to hold a message: the status says it
+	if (o->device.kind == FADC_DEVICE_CPU && o->device.index != 0) {
+		snprintf(create_err, sizeof create_err, "there is one CPU device (index 0), not %d",
+		         o->device.index);
+		return FADC_ERR_DEVICE;
+	}
+	if (o->device.kind != FADC_DEVICE_CPU && o->device.kind != FADC_DEVICE_CUDA) {
+		snprintf(create_err, sizeof create_err, "unknown device kind %d", (int)o->device.kind);
+		return FADC_ERR_DEVICE;
+	}
 	fadc_context *c = calloc(1, sizeof *c);
-	if (!c)
+	if (!c) {
+		snprintf(create_err, sizeof create_err, "out of memory");
 		return FADC_ERR_NOMEM;
+	}
 	c->o = *o;
 	c->host_features = rt_cpu_host_features();
+	if (o->device.kind == FADC_DEVICE_CUDA &&
+	    !rtcu_open(o->device.index, &c->cu, create_err, sizeof create_err)) {
+		free(c);
+		return FADC_ERR_DEVICE;
+	}
 	*out = c;
 	return FADC_OK;
 }
@@ -154,13 +189,53 @@ fadc_context_create(const fadc_context_options *o, fadc_context **out)
 void
 fadc_context_destroy(fadc_context *ctx)
 {
+	if (!ctx)
+		return;
+	rtcu_close(ctx->cu);
 	free(ctx);
 }
 
 const char *
 fadc_context_error(const fadc_context *ctx)
 {
-	return ctx ? ctx->err : "no context";
+	return ctx ? ctx->err : create_err;
+}
+
+fadc_status
+fadc_context_synchronize(fadc_context *ctx)
+{
+	if (!ctx)
+		return FADC_ERR_ARG;
+	if (ctx->cu && !rtcu_sync(ctx->cu, ctx->err, sizeof ctx->err))
+		return FADC_ERR_RUN;
+	return ok(ctx);
+}
+
+fadc_status
+fadc_context_stats(const fadc_context *ctx, fadc_device_stats *s)
+{
+	if (!ctx || !s)
+		return FADC_ERR_ARG;
+	memset(s, 0, sizeof *s);
+	if (!ctx->cu)
+		return FADC_OK;
+	RtCuStats st;
+	rtcu_stats(ctx->cu, &st);
+	s->graphs_recorded = st.recorded;
+	s->graphs_replayed = st.replayed;
+	s->graphs_rerecorded = st.rerecorded;
+	s->graphs_skipped = st.skipped;
+	s->eager_runs = st.eager;
+	s->pool_live_blocks = st.live_blocks;
+	s->pool_live_bytes = st.live_bytes;
+	s->pool_reserved_bytes = st.reserved_bytes;
+	return FADC_OK;
+}
+
+const char *
+fadc_context_device_name(const fadc_context *ctx)
+{
+	return !ctx ? NULL : ctx->cu ? rtcu_device_name(ctx->cu) : "cpu";
 }
 
 // ---------------------------------------------------------------- tensors
@@ -209,7 +284,15 @@ tensor_new(fadc_context *ctx, fadc_dtype dt, int rank, const int64_t *dim, void 
 	t->owner = owner;
 	if (owner == OWN_CALLER_DATA)
 		t->data = data;
-	else if (bytes) {
+	else if (ctx->cu) {
+		if (!rtcu_alloc(ctx->cu, bytes, &t->dptr, ctx->err, sizeof ctx->err) ||
+		    !rtcu_zero(ctx->cu, t->dptr, bytes, ctx->err, sizeof ctx->err) ||
+		    !rtcu_sync(ctx->cu, ctx->err, sizeof ctx->err)) {
+			rtcu_free(ctx->cu, t->dptr);
+			free(t);
+			return FADC_ERR_DEVICE;
+		}
+	} else if (bytes) {
 		t->data = calloc(1, bytes);
 		if (!t->data) {
 			free(t);
@@ -244,8 +327,11 @@ fadc_tensor_release(fadc_tensor *t)
 {
 	if (!t || t->owner == OWN_MODEL)
 		return;
-	if (t->owner == OWN_RUNTIME)
+	if (t->owner == OWN_RUNTIME) {
 		free(t->data);
+		if (t->ctx->cu)
+			rtcu_free(t->ctx->cu, t->dptr);
+	}
 	free(t);
 }
 
@@ -271,6 +357,10 @@ fadc_tensor_read(const fadc_tensor *t, void *dst, size_t bytes)
 	if (bytes != t->bytes || (bytes && !dst))
 		return fail(t->ctx, FADC_ERR_ARG, "fadc_tensor_read: %zu bytes asked, the tensor has %zu",
 		            bytes, t->bytes);
+	if (t->dev.kind == FADC_DEVICE_CUDA)
+		return rtcu_dtoh(t->ctx->cu, dst, t->dptr, bytes, t->ctx->err, sizeof t->ctx->err)
+		           ? ok(t->ctx)
+		           : FADC_ERR_DEVICE;
 	if (bytes)
 		memcpy(dst, t->data, bytes);
 	return ok(t->ctx);
@@ -284,7 +374,10 @@ fadc_tensor_write(fadc_tensor *t, const void *src, size_t bytes)
 	if (bytes != t->bytes || (bytes && !src))
 		return fail(t->ctx, FADC_ERR_ARG, "fadc_tensor_write: %zu bytes given, the tensor has %zu",
 		            bytes, t->bytes);
-	if (bytes)
+	if (t->dev.kind == FADC_DEVICE_CUDA) {
+		if (!rtcu_htod(t->ctx->cu, t->dptr, src, bytes, t->ctx->err, sizeof t->ctx->err))
+			return FADC_ERR_DEVICE;
+	} else if (bytes)
 		memcpy(t->data, src, bytes);
 	t->gen++;
 	return ok(t->ctx);
@@ -304,14 +397,24 @@ model_free(fadc_model *m)
 			free(t->out);
 			free(t->arena);
 			if (t->outs)
-				for (uint32_t k = 0; k < t->d->nout; k++)
+				for (uint32_t k = 0; k < t->d->nout; k++) {
 					free(t->outs[k].data);
+					rtcu_free(m->ctx->cu, t->outs[k].dptr);
+				}
 			free(t->outs);
+			if (m->ctx->cu) {
+				rtcu_task_free(m->ctx->cu, t->cu);
+				rtcu_free(m->ctx->cu, t->darena);
+			}
+			free(t->din);
+			free(t->dout);
 		}
 	free(m->task);
 	if (m->decl)
-		for (uint32_t i = 0; i < m->d.ndecl; i++)
+		for (uint32_t i = 0; i < m->d.ndecl; i++) {
 			free(m->decl[i].data);
+			rtcu_free(m->ctx->cu, m->decl[i].dptr);
+		}
 	free(m->decl);
 	free(m->bound);
 	if (m->dl)
@@ -380,6 +483,12 @@ fadc_model_open(fadc_context *ctx, const char *path, unsigned flags, fadc_model 
 			                          path, x->name));
 		if (t->bytes && !(t->data = calloc(1, t->bytes)))
 			return model_fail(m, fail(ctx, FADC_ERR_NOMEM, "%s: out of memory", path));
+		// On a device, the value lives in the pool; data stays the host copy
+		// the initializers read.
+		if (ctx->cu && !(flags & FADC_OPEN_DESCRIBE) &&
+		    (!rtcu_alloc(ctx->cu, t->bytes, &t->dptr, ctx->err, sizeof ctx->err) ||
+		     !rtcu_zero(ctx->cu, t->dptr, t->bytes, ctx->err, sizeof ctx->err)))
+			return model_fail(m, FADC_ERR_DEVICE);
 	}
 	if (flags & FADC_OPEN_DESCRIBE) {
 		*out = m;
@@ -454,6 +563,8 @@ fadc_model_info(const fadc_model *m, const char *key)
 		return m->d.features;
 	if (!strcmp(key, "source_hash"))
 		return m->hash;
+	if (!strcmp(key, "cuda_arch"))
+		return m->d.cuda_arch;
 	return NULL;
 }
 
@@ -510,6 +621,8 @@ fadc_task_info_get(const fadc_model *m, int task, fadc_task_info *info)
 	info->arena_bytes = t->arena_bytes;
 	info->naive_bytes = t->naive_bytes;
 	info->nkernels = (int)t->nkernel;
+	info->targets = t->targets;
+	info->cuda_launches = (int)t->ncuda;
 	return ok(m->ctx);
 }
 
@@ -610,6 +723,9 @@ bind_data(fadc_model *m, int d, fadc_dtype dt, int rank, const int64_t *dim, con
 	}
 	if (v->bytes)
 		memcpy(v->data, data, v->bytes);
+	if (m->ctx->cu && m->dl &&
+	    !rtcu_htod(m->ctx->cu, v->dptr, v->data, v->bytes, m->ctx->err, sizeof m->ctx->err))
+		return FADC_ERR_DEVICE;
 	v->gen++;
 	m->bound[d] = 1;
 	return ok(m->ctx);
@@ -624,9 +740,20 @@ fadc_model_bind(fadc_model *m, const char *name, const fadc_tensor *value)
 	if (d < 0)
 		return fail(m->ctx, FADC_ERR_NOT_FOUND, "model '%s' declares no param or const '%s'",
 		            m->d.model, name);
-	if (value->dev.kind != FADC_DEVICE_CPU)
-		return fail(m->ctx, FADC_ERR_DEVICE, "fadc_model_bind: '%s' is not on the CPU", name);
-	return bind_data(m, d, value->dtype, value->rank, value->dim, value->data, NULL);
+	if (value->dev.kind == FADC_DEVICE_CPU)
+		return bind_data(m, d, value->dtype, value->rank, value->dim, value->data, NULL);
+	if (value->ctx != m->ctx)
+		return fail(m->ctx, FADC_ERR_DEVICE, "fadc_model_bind: '%s' is on another context", name);
+	// A device tensor of this context: through a host copy (binding is not
+	// on the run path).
+	void *tmp = malloc(value->bytes ? value->bytes : 1);
+	if (!tmp)
+		return fail(m->ctx, FADC_ERR_NOMEM, "fadc_model_bind: out of memory");
+	fadc_status s = fadc_tensor_read(value, tmp, value->bytes);
+	if (!s)
+		s = bind_data(m, d, value->dtype, value->rank, value->dim, tmp, NULL);
+	free(tmp);
+	return s;
 }
 
 fadc_status
@@ -701,7 +828,16 @@ fadc_model_get(fadc_model *m, const char *name, fadc_tensor **value)
 
 // ---------------------------------------------------------------- running
 
-// First run of a task: pointer arrays and arena.
+// Does task t run on the context's device (a CUDA context, not an
+// initializer)?
+static int
+on_device(const fadc_model *m, const RtTask *t)
+{
+	return m->ctx->cu && t->d->kind != ART_INIT;
+}
+
+// First run of a task: pointer arrays and arena (on a device: its kernels
+// loaded, its arena a pool block).
 static fadc_status
 task_setup(fadc_model *m, RtTask *t)
 {
@@ -709,9 +845,17 @@ task_setup(fadc_model *m, RtTask *t)
 	t->in = calloc(d->nin + 1, sizeof *t->in);
 	t->out = calloc(d->nout + 1, sizeof *t->out);
 	t->outs = calloc(d->nout + 1, sizeof *t->outs);
-	if (!t->in || !t->out || !t->outs)
+	t->din = calloc(d->nin + 1, sizeof *t->din);
+	t->dout = calloc(d->nout + 1, sizeof *t->dout);
+	if (!t->in || !t->out || !t->outs || !t->din || !t->dout)
 		return fail(m->ctx, FADC_ERR_NOMEM, "task '%s': out of memory", d->name);
-	if (d->arena_bytes) {
+	if (on_device(m, t)) {
+		if (!rtcu_task_load(m->ctx->cu, d, m->d.images, &t->cu, m->ctx->err,
+		                    sizeof m->ctx->err) ||
+		    !rtcu_alloc(m->ctx->cu, (size_t)d->arena_bytes, &t->darena, m->ctx->err,
+		                sizeof m->ctx->err))
+			return FADC_ERR_DEVICE;
+	} else if (d->arena_bytes) {
 		size_t a = (size_t)((d->arena_bytes + 63) / 64 * 64);
 		t->arena = aligned_alloc(64, a);
 		if (!t->arena)
@@ -789,10 +933,21 @@ fadc_model_init(fadc_model *m, uint64_t seed)
 		t->out[0] = m->decl[i].data;
 		if ((s = task_call(m, t, seed)))
 			return s;
+		// Computed on the host, uploaded once (init tasks are CPU code).
+		if (m->ctx->cu && !rtcu_htod(m->ctx->cu, m->decl[i].dptr, m->decl[i].data,
+		                             m->decl[i].bytes, m->ctx->err, sizeof m->ctx->err))
+			return FADC_ERR_DEVICE;
 		m->decl[i].gen++;
 	}
 	m->initialized = 1;
 	return ok(m->ctx);
+}
+
+// The address of a tensor's bytes where its device sees them.
+static uintptr_t
+taddr(const fadc_tensor *t)
+{
+	return t->dev.kind == FADC_DEVICE_CUDA ? (uintptr_t)t->dptr : (uintptr_t)t->data;
 }
 
 fadc_status
@@ -806,6 +961,17 @@ fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs, fadc_
 	const ArtTask *d = t->d;
 	if (!m->dl)
 		return fail(m->ctx, FADC_ERR_STATE, "model '%s' was opened to describe only", m->d.model);
+	int dev = on_device(m, t);
+	if (dev && !(d->targets & ART_TARGET_CUDA))
+		return fail(m->ctx, FADC_ERR_DEVICE,
+		            "task '%s' has no CUDA code (compiled with --target %s; use --target cuda "
+		            "or cpu,cuda)",
+		            d->name, d->targets & ART_TARGET_CPU ? "cpu" : "?");
+	if (!dev && !(d->targets & ART_TARGET_CPU))
+		return fail(m->ctx, FADC_ERR_DEVICE,
+		            "task '%s' has no CPU code (compiled with --target cuda; use --target cpu "
+		            "or cpu,cuda, or a CUDA context)",
+		            d->name);
 	if (ninputs != t->ncaller || (ninputs && !inputs))
 		return fail(m->ctx, FADC_ERR_ARG, "task '%s' takes %d inputs from the caller, %d given",
 		            d->name, t->ncaller, ninputs);
@@ -816,20 +982,23 @@ fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs, fadc_
 		return s;
 	if (!t->ready && (s = task_setup(m, t)))
 		return s;
-	// Inputs: declarations from the model, the rest from the caller.
+	// Inputs: declarations from the model, the rest from the caller.  The
+	// addresses go to t->in (host) and t->din (device).
 	for (uint32_t k = 0, j = 0; k < d->nin; k++) {
 		const ArtTensor *x = &d->in[k];
 		if (x->role == ART_ROLE_DECL) {
 			t->in[k] = m->decl[x->decl].data;
+			t->din[k] = m->decl[x->decl].dptr;
 			continue;
 		}
 		const fadc_tensor *v = inputs[j++];
 		char want[200], got[200];
 		if (!v)
 			return fail(m->ctx, FADC_ERR_ARG, "task '%s': input '%s' is NULL", d->name, x->name);
-		if (v->dev.kind != m->ctx->o.device.kind || v->dev.index != m->ctx->o.device.index)
-			return fail(m->ctx, FADC_ERR_DEVICE, "task '%s': input '%s' is on another device",
-			            d->name, x->name);
+		if (v->dev.kind != m->ctx->o.device.kind || v->dev.index != m->ctx->o.device.index ||
+		    (dev && v->ctx != m->ctx))
+			return fail(m->ctx, FADC_ERR_DEVICE, "task '%s': input '%s' is on another device%s",
+			            d->name, x->name, dev ? " or context" : "");
 		if (!same_type(v, (fadc_dtype)x->dtype, x->rank, x->dim)) {
 			type_str(want, sizeof want, (fadc_dtype)x->dtype, x->rank, x->dim);
 			type_str(got, sizeof got, v->dtype, v->rank, v->dim);
@@ -837,20 +1006,26 @@ fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs, fadc_
 			            d->name, x->name, want, got);
 		}
 		t->in[k] = v->data;
+		t->din[k] = v->dptr;
 	}
 	for (uint32_t k = 0; k < d->nout; k++) {
 		const ArtTensor *x = &d->out[k];
 		fadc_tensor *o = outputs[k];
 		if (!o) {
 			o = &t->outs[k];
-			if (o->bytes && !o->data && !(o->data = calloc(1, o->bytes)))
+			if (dev && o->bytes && !o->dptr) {
+				if (!rtcu_alloc(m->ctx->cu, o->bytes, &o->dptr, m->ctx->err, sizeof m->ctx->err))
+					return FADC_ERR_DEVICE;
+			} else if (!dev && o->bytes && !o->data && !(o->data = calloc(1, o->bytes)))
 				return fail(m->ctx, FADC_ERR_NOMEM, "task '%s': out of memory for output '%s'",
 				            d->name, x->name);
 		} else {
 			char want[200], got[200];
-			if (o->dev.kind != m->ctx->o.device.kind || o->dev.index != m->ctx->o.device.index)
-				return fail(m->ctx, FADC_ERR_DEVICE, "task '%s': output '%s' is on another device",
-				            d->name, x->name);
+			if (o->dev.kind != m->ctx->o.device.kind || o->dev.index != m->ctx->o.device.index ||
+			    (dev && o->ctx != m->ctx))
+				return fail(m->ctx, FADC_ERR_DEVICE,
+				            "task '%s': output '%s' is on another device%s", d->name, x->name,
+				            dev ? " or context" : "");
 			if (!same_type(o, (fadc_dtype)x->dtype, x->rank, x->dim)) {
 				type_str(want, sizeof want, (fadc_dtype)x->dtype, x->rank, x->dim);
 				type_str(got, sizeof got, o->dtype, o->rank, o->dim);
@@ -861,26 +1036,39 @@ fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs, fadc_
 				size_t ib = 0;
 				const ArtTensor *y = &d->in[i];
 				int64_t ne;
+				uintptr_t ia = dev ? (uintptr_t)t->din[i] : (uintptr_t)t->in[i];
 				if (shape_size((fadc_dtype)y->dtype, y->rank, y->dim, &ne, &ib) &&
-				    overlap(o->data, o->bytes, t->in[i], ib))
+				    overlap((const void *)taddr(o), o->bytes, (const void *)ia, ib))
 					return fail(m->ctx, FADC_ERR_ARG,
 					            "task '%s': output '%s' overlaps input '%s'", d->name, x->name,
 					            y->name);
 			}
 			for (uint32_t i = 0; i < k; i++)
-				if (overlap(o->data, o->bytes, t->out[i], t->outs[i].bytes))
+				if (overlap((const void *)taddr(o), o->bytes, (const void *)taddr(outputs[i]),
+				            outputs[i]->bytes))
 					return fail(m->ctx, FADC_ERR_ARG, "task '%s': outputs '%s' and '%s' overlap",
 					            d->name, d->out[i].name, x->name);
 		}
 		t->out[k] = o->data;
+		t->dout[k] = o->dptr;
 		outputs[k] = o;
 	}
-	if ((s = task_call(m, t, m->ctx->o.seed)))
+	if (dev) {
+		if (!rtcu_task_run(m->ctx->cu, t->cu, t->din, t->dout, t->darena, m->ctx->o.seed,
+		                   m->ctx->err, sizeof m->ctx->err))
+			return FADC_ERR_RUN;
+	} else if ((s = task_call(m, t, m->ctx->o.seed)))
 		return s;
 	for (uint32_t k = 0; k < d->nout; k++) {
 		outputs[k]->gen++;
 		int32_t wb = d->out[k].writeback;
-		if (wb >= 0 && outputs[k]->bytes && t->in[wb] != t->out[k])
+		if (wb < 0 || !outputs[k]->bytes)
+			continue;
+		if (dev) {
+			if (!rtcu_dtod(m->ctx->cu, t->din[wb], t->dout[k], outputs[k]->bytes, m->ctx->err,
+			               sizeof m->ctx->err))
+				return FADC_ERR_RUN;
+		} else if (t->in[wb] != t->out[k])
 			memcpy(t->in[wb], t->out[k], outputs[k]->bytes);
 	}
 	return ok(m->ctx);

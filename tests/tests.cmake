@@ -25,17 +25,27 @@ file(GLOB GOLDEN_TESTS CONFIGURE_DEPENDS
      ${CMAKE_SOURCE_DIR}/tests/exec/*.ir ${CMAKE_SOURCE_DIR}/tests/cli/*.sh
      ${CMAKE_SOURCE_DIR}/tests/passes/*.ir
      ${CMAKE_SOURCE_DIR}/tests/bench/*.sh
-     ${CMAKE_SOURCE_DIR}/tests/models/*.ir ${CMAKE_SOURCE_DIR}/tests/cpu/*.sh)
+     ${CMAKE_SOURCE_DIR}/tests/models/*.ir ${CMAKE_SOURCE_DIR}/tests/cpu/*.sh
+     ${CMAKE_SOURCE_DIR}/tests/gpu/*.sh)
 foreach(f ${GOLDEN_TESTS})
   file(RELATIVE_PATH rel ${CMAKE_SOURCE_DIR}/tests ${f})
   add_test(NAME ${rel} COMMAND bash ${CMAKE_SOURCE_DIR}/tests/lit.sh ${f})
   set(labels golden)
   if(rel MATCHES "zoo")
     set(labels "golden;slow")
+  elseif(rel MATCHES "^gpu/")
+    set(labels "golden;cuda")
   endif()
   set_tests_properties(${rel} PROPERTIES LABELS "${labels}" SKIP_RETURN_CODE 77
     ENVIRONMENT "FADC=$<TARGET_FILE:fadc>;FADC_BENCH=$<TARGET_FILE:fadc-bench>;FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR};FADC_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
 endforeach()
+
+# GPU programs (tests/gpu/): on the runtime alone, never LLVM, so that they
+# run on GPU machines, which have no LLVM (docs/CUDA.md says how); the
+# tests/gpu/*.sh scripts compile artifacts here and run them, exiting 77
+# where there is no CUDA device.
+add_executable(gpu_check ${CMAKE_SOURCE_DIR}/tests/gpu/gpu_check.c)
+target_link_libraries(gpu_check PRIVATE fadc_runtime m)
 
 if(FADC_FUZZ)
   add_executable(fuzz_parse ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_parse.c)

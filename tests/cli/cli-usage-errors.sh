@@ -52,7 +52,9 @@ err_first "fadc: pass options and --stats need --task T (the passes run on a tas
 run_fadc 2 "$model" -o "$tmp/m.so" --tasks vjp,backward
 err_first "fadc: --tasks: unknown task 'backward'"
 run_fadc 2 "$model" -o "$tmp/m.so" --target gpu
-err_first "fadc: --target: unknown target 'gpu' (cpu, cuda)"
+err_first "fadc: --target: unknown target 'gpu' (cpu, cuda, cpu,cuda)"
+run_fadc 2 "$model" -o "$tmp/m.so" --target cuda --cuda-arch 90
+err_first "fadc: --cuda-arch: '90' is not sm_XX (sm_90)"
 run_fadc 2 "$model" -o "$tmp/m.so" -O4
 err_first "fadc: unknown option '-O4'"
 run_fadc 2 "$model" -o "$tmp/m.so" --emit ir
@@ -64,9 +66,9 @@ err_first "fadc: --print-after, --print-after-all and --stop-after need --emit i
 run_fadc 2 "$model" --emit kir
 err_first "fadc: --emit kir needs -o FILE (it prints what compiling makes)"
 run_fadc 2 "$model" --emit ir --tasks vjp
-err_first "fadc: --tasks, --target, --cpu, -O and --f64 need -o FILE"
+err_first "fadc: --tasks, --target, --cuda-arch, --cpu, -O and --f64 need -o FILE"
 run_fadc 2 "$model" --emit ir -O3
-err_first "fadc: --tasks, --target, --cpu, -O and --f64 need -o FILE"
+err_first "fadc: --tasks, --target, --cuda-arch, --cpu, -O and --f64 need -o FILE"
 
 run_fadc 2 run "$model"
 err_first "fadc: --out DIR is required (or --print, to print only)"

@@ -79,7 +79,22 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 	}
 	CHECK(n1 == strlen(src));
 	CHECK(n1 == n2 && memcmp(src, again, n1) == 0);
-	CHECK(count(src, "__global__") == (int)p->nk);
+	// One __global__ per launch: each kernel, or for a small task the
+	// fused one (its kernels __device__ functions, a barrier between).
+	uint32_t nl = cg_cuda_launches(p);
+	CHECK(count(src, "__global__") == (int)nl);
+	CHECK(nl == p->nk || (nl == 1 && count(src, "__syncthreads();") == (int)p->nk - 1 &&
+	                      count(src, "static __device__ void") == (int)p->nk));
+	// The ppl models are small: every task is one launch.
+	if (!strncmp(model, "ppl_", 4))
+		CHECK(nl == 1);
+	for (uint32_t li = 0; li < nl; li++) {
+		CgCudaKernel k;
+		CHECK(cg_cuda_kernel(p, li, &k) && strstr(src, k.name) != NULL);
+		CHECK(nl > 1 || p->nk == 1 || k.grid == 1);
+		free(k.name);
+		free(k.buf);
+	}
 	char name[256];
 	snprintf(name, sizeof name, "%s_%s.cu", model, task);
 	uint8_t *cubin = NULL, *ptx = NULL;
@@ -100,11 +115,11 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 		if (!ok)
 			fprintf(stderr, "%s %s: %s\n", model, task, err);
 		CHECK(ok && strstr((const char *)ptx, ".target sm_90") != NULL);
-		CHECK(ok && count((const char *)ptx, ".entry") == (int)p->nk);
+		CHECK(ok && count((const char *)ptx, ".entry") == (int)nl);
 	}
-	printf("%-16s %-16s %3u kernels  source %6zu B  cubin %7zu B (%.0f ms)  ptx %7zu B (%.0f "
-	       "ms)\n",
-	       model, task, p->nk, n1, ncubin, 1e3 * (t1 - t0), nptx, 1e3 * (t2 - t1));
+	printf("%-16s %-16s %3u kernels %3u launches  source %6zu B  cubin %7zu B (%.0f ms)  ptx "
+	       "%7zu B (%.0f ms)\n",
+	       model, task, p->nk, nl, n1, ncubin, 1e3 * (t1 - t0), nptx, 1e3 * (t2 - t1));
 	total_s += t2 - t0;
 	total_kernels += (int)p->nk;
 	total_tasks++;

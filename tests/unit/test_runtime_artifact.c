@@ -176,7 +176,7 @@ test_corruption(const char *good)
 	spill(bad, longer, n + 7);
 	free(longer);
 	expect_open_fails(bad, FADC_ERR_FORMAT, "not a fadc artifact", 0);
-	// A newer format: a valid trailer with version 2.
+	// A newer format: a valid trailer with the next version.
 	uint8_t *t = b + n - ART_TRAILER_SIZE;
 	uint32_t crc = (uint32_t)t[32] | (uint32_t)t[33] << 8 | (uint32_t)t[34] << 16 |
 	               (uint32_t)t[35] << 24;
@@ -184,12 +184,14 @@ test_corruption(const char *good)
 	memcpy(save, t, sizeof save);
 	art_trailer_make(t, n - ART_TRAILER_SIZE, dlen, crc);
 	CHECK(!memcmp(save, t, sizeof save)); // the trailer is what art_trailer_make writes
-	t[8] = 2;
+	t[8] = ART_FORMAT_VERSION + 1;
 	uint32_t tc = art_crc32(0, t, 36);
 	for (int i = 0; i < 4; i++)
 		t[36 + i] = (uint8_t)(tc >> (8 * i));
 	spill(bad, b, n);
-	expect_open_fails(bad, FADC_ERR_VERSION, "artifact format version 2", 0);
+	char vmsg[64];
+	snprintf(vmsg, sizeof vmsg, "artifact format version %d", ART_FORMAT_VERSION + 1);
+	expect_open_fails(bad, FADC_ERR_VERSION, vmsg, 0);
 	memcpy(t, save, sizeof save);
 	// Not an artifact at all; no file.
 	spill(bad, (const uint8_t *)"hello, world\n", 13);

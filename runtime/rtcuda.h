@@ -1,0 +1,61 @@
+// runtime/rtcuda.h -- the CUDA side of the runtime (runtime/cuda.c), as
+// runtime/rt.c uses it.  Nothing here needs a CUDA header or library: the
+// driver is loaded with dlopen("libcuda.so.1") when a CUDA context is
+// created, so the runtime links and runs CPU-only where there is no driver.
+//
+// Device addresses are uint64_t (CUdeviceptr).  Every function that can
+// fail returns 0 and writes one message to err: the CUDA call's text, the
+// function, file:line and cuGetErrorName/cuGetErrorString (CHECK_CU).
+#ifndef FADC_RTCUDA_H
+#define FADC_RTCUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "artifact.h"
+
+typedef struct RtCuda RtCuda; // one per context: device, primary context, stream, pool
+typedef struct RtCuTask RtCuTask; // one per task: module, kernels, its CUDA graph
+
+// Opens device `index`: loads the driver, cuInit, retains the primary
+// context, creates the context's stream.  0 with a message where there is
+// no driver or no such device.
+int rtcu_open(int index, RtCuda **out, char *err, size_t errlen);
+// Synchronizes, frees the pool's memory and releases the primary context.
+void rtcu_close(RtCuda *c);
+const char *rtcu_device_name(const RtCuda *c);
+
+// The pool: every device allocation of the context (task arenas, the
+// declarations, outputs, runtime-owned tensors) is a block of it.  bytes
+// 0 gives address 0.  Blocks are 256-byte aligned.
+int rtcu_alloc(RtCuda *c, size_t bytes, uint64_t *addr, char *err, size_t errlen);
+void rtcu_free(RtCuda *c, uint64_t addr);
+
+// Copies and fills on the context's stream.  htod and dtoh wait for the
+// stream (the host memory may be reused on return); dtod and zero do not.
+int rtcu_htod(RtCuda *c, uint64_t dst, const void *src, size_t n, char *err, size_t errlen);
+int rtcu_dtoh(RtCuda *c, void *dst, uint64_t src, size_t n, char *err, size_t errlen);
+int rtcu_dtod(RtCuda *c, uint64_t dst, uint64_t src, size_t n, char *err, size_t errlen);
+int rtcu_zero(RtCuda *c, uint64_t dst, size_t n, char *err, size_t errlen);
+int rtcu_sync(RtCuda *c, char *err, size_t errlen);
+
+// Loads task t's module (the cubin, else its PTX) from the artifact's image
+// section and finds its kernels.
+int rtcu_task_load(RtCuda *c, const ArtTask *t, const uint8_t *images, RtCuTask **out, char *err,
+                   size_t errlen);
+void rtcu_task_free(RtCuda *c, RtCuTask *k);
+// Runs the task on the stream (asynchronously) with these device addresses:
+// in[i] for input i, out[i] for output i, the arena.  Eager on the first
+// call, then recorded into a CUDA graph and replayed; a call whose
+// addresses or run seed differ from the recording's re-records it (the
+// graph is updated in place when the driver can).
+int rtcu_task_run(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint64_t *out, uint64_t arena,
+                  uint64_t runseed, char *err, size_t errlen);
+
+typedef struct RtCuStats {
+	uint64_t recorded, replayed, rerecorded, skipped, eager;
+	uint64_t live_blocks, live_bytes, reserved_bytes;
+} RtCuStats;
+void rtcu_stats(const RtCuda *c, RtCuStats *s);
+
+#endif

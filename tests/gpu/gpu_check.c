@@ -1,0 +1,379 @@
+// tests/gpu/gpu_check.c -- every task of compiled artifacts on a GPU,
+// checked against the same artifact's CPU code, and the CUDA-graph life
+// cycle of each task.
+//
+//   gpu_check [--iters N] [--time N] [--tol X] MODEL.so...
+//
+// Each MODEL.so must be compiled with --target cpu,cuda.  For every task
+// (initializers excepted) and every iteration i of N (5, the seed's
+// N_ITERS):
+//   - inputs: the caller's inputs get fresh values each iteration
+//     (U[-1, 1) from a counter hash, never zeros); iteration 3 moves them
+//     to new device tensors (other addresses: the graph must be re-recorded,
+//     not replayed with stale pointers);
+//   - outputs: caller-owned device tensors poisoned with NaN before the
+//     run (an element the GPU does not write stays NaN and fails), except
+//     iteration 4, which asks for model-owned outputs;
+//   - the GPU result equals the CPU code's on the same inputs within a
+//     normalized error max|gpu - cpu| / max(max|cpu|, 1e-30) <= tol (1e-4
+//     by default: f32 kernels whose special functions and summation order
+//     differ from the CPU's by a few ulps; the worst is printed);
+//   - the graph counters move as the runtime promises: iteration 0 eager,
+//     1 recorded, 2 replayed, 3 recorded (new input addresses; replayed
+//     when the task takes no caller input), 4 recorded (model-owned
+//     outputs) (or, with FADC_DISABLE_CUDA_GRAPHS=1, every later run
+//     skipped);
+//   - then 6 more runs, each into freshly created output tensors (six
+//     address sets: more than a task's recordings, so some re-record), each
+//     checked against the CPU again.
+// After each model is closed and every tensor released, the device pool
+// holds no block.  --time N then times N synchronized replays of each task
+// (after the checks) and prints microseconds per call.
+//
+// Exit status: 0 all passed, 1 a failure, 77 no CUDA device (skipped) unless
+// FADC_REQUIRE_GPU=1, which makes a missing device a failure.
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fadc.h"
+
+static int nfail, ncheck;
+
+#define FAIL(...)                                                                          \
+	do {                                                                                   \
+		nfail++;                                                                           \
+		fprintf(stderr, "FAIL: " __VA_ARGS__);                                             \
+		fputc('\n', stderr);                                                               \
+	} while (0)
+
+static double
+now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+// U[-1, 1) from (seed, i): splitmix64.
+static double
+draw(uint64_t seed, uint64_t i)
+{
+	uint64_t z = seed * 0x9e3779b97f4a7c15ull + i + 1;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	z ^= z >> 31;
+	return (double)(z >> 11) / 9007199254740992.0 * 2 - 1;
+}
+
+// Host bytes of a tensor of desc d filled from (seed).
+static void *
+fill(const fadc_tensor_desc *d, size_t *bytes, uint64_t seed)
+{
+	int64_t n = 1;
+	for (int i = 0; i < d->rank; i++)
+		n *= d->dim[i];
+	*bytes = (size_t)n * fadc_dtype_size(d->dtype);
+	void *b = malloc(*bytes ? *bytes : 1);
+	for (int64_t i = 0; i < n; i++) {
+		double v = draw(seed, (uint64_t)i);
+		switch (d->dtype) {
+		case FADC_F32:
+			((float *)b)[i] = (float)v;
+			break;
+		case FADC_F64:
+			((double *)b)[i] = v;
+			break;
+		case FADC_I64:
+			((int64_t *)b)[i] = (int64_t)(v * 4);
+			break;
+		default:
+			((uint8_t *)b)[i] = v > 0;
+		}
+	}
+	return b;
+}
+
+static double
+elem(const void *b, fadc_dtype t, int64_t i)
+{
+	switch (t) {
+	case FADC_F32:
+		return ((const float *)b)[i];
+	case FADC_F64:
+		return ((const double *)b)[i];
+	case FADC_I64:
+		return (double)((const int64_t *)b)[i];
+	default:
+		return ((const uint8_t *)b)[i];
+	}
+}
+
+// Normalized error of got against want (n elements); NaN where got is NaN
+// and want is not (an unwritten or poisoned element).
+static double
+nerr(const void *got, const void *want, fadc_dtype t, int64_t n)
+{
+	double num = 0, den = 1e-30;
+	for (int64_t i = 0; i < n; i++) {
+		double g = elem(got, t, i), w = elem(want, t, i);
+		if (isnan(w) && isnan(g))
+			continue;
+		if (isinf(w) && g == w)
+			continue;
+		if (isnan(g) || isnan(w) || isinf(g) || isinf(w))
+			return NAN;
+		num = fmax(num, fabs(g - w));
+		den = fmax(den, fabs(w));
+	}
+	return num / den;
+}
+
+typedef struct Out {
+	fadc_tensor_desc d;
+	int64_t n;
+	size_t bytes;
+} Out;
+
+static int
+check_model(const char *path, fadc_context *cpu, fadc_context *gpu, int iters, int timed,
+            double tol, int graphs_off)
+{
+	fadc_model *mc = NULL, *mg = NULL;
+	if (fadc_model_open(cpu, path, 0, &mc)) {
+		FAIL("%s: open on the CPU: %s", path, fadc_context_error(cpu));
+		return 0;
+	}
+	if (fadc_model_open(gpu, path, 0, &mg)) {
+		FAIL("%s: open on the GPU: %s", path, fadc_context_error(gpu));
+		fadc_model_close(mc);
+		return 0;
+	}
+	char name[128];
+	snprintf(name, sizeof name, "%s", fadc_model_name(mc));
+	double worst_all = 0;
+	for (int task = 0; task < fadc_model_task_count(mc); task++) {
+		fadc_task_info ti;
+		fadc_task_info_get(mc, task, &ti);
+		if (ti.is_init)
+			continue;
+		if (ti.targets != (FADC_TARGET_CPU | FADC_TARGET_CUDA)) {
+			FAIL("%s %s: not compiled for cpu,cuda (targets %u)", name, ti.name, ti.targets);
+			continue;
+		}
+		int nin = ti.ncaller, nout = ti.noutputs;
+		fadc_tensor_desc *ind = calloc((size_t)nin + 1, sizeof *ind);
+		fadc_tensor **gin = calloc((size_t)nin + 1, sizeof *gin);
+		fadc_tensor **cin = calloc((size_t)nin + 1, sizeof *cin);
+		fadc_tensor **gout = calloc((size_t)nout + 1, sizeof *gout);
+		fadc_tensor **cout = calloc((size_t)nout + 1, sizeof *cout);
+		fadc_tensor **gown = calloc((size_t)nout + 1, sizeof *gown);
+		Out *od = calloc((size_t)nout + 1, sizeof *od);
+		for (int i = 0, j = 0; i < ti.ninputs; i++) {
+			fadc_tensor_desc d;
+			fadc_task_input(mc, task, i, &d);
+			if (d.role == FADC_ROLE_INPUT) {
+				ind[j] = d;
+				fadc_tensor_create(gpu, d.dtype, d.rank, d.dim, &gin[j]);
+				j++;
+			}
+		}
+		size_t maxb = 1;
+		for (int o = 0; o < nout; o++) {
+			fadc_task_output(mc, task, o, &od[o].d);
+			od[o].n = 1;
+			for (int k = 0; k < od[o].d.rank; k++)
+				od[o].n *= od[o].d.dim[k];
+			od[o].bytes = (size_t)od[o].n * fadc_dtype_size(od[o].d.dtype);
+			if (od[o].bytes > maxb)
+				maxb = od[o].bytes;
+			fadc_tensor_create(gpu, od[o].d.dtype, od[o].d.rank, od[o].d.dim, &gout[o]);
+		}
+		void *poison = malloc(maxb), *hg = malloc(maxb);
+		memset(poison, 0xff, maxb); // all-ones bytes: NaN in f32 and f64
+		fadc_device_stats s0, s1;
+		fadc_context_stats(gpu, &s0);
+		double worst = 0;
+		for (int it = 0; it < iters; it++) {
+			uint64_t seed = 1000u * (uint64_t)task + (uint64_t)it + 1;
+			if (it == 3) // other addresses: new device tensors, old ones freed after
+				for (int j = 0; j < nin; j++) {
+					fadc_tensor *t;
+					fadc_tensor_create(gpu, ind[j].dtype, ind[j].rank, ind[j].dim, &t);
+					fadc_tensor_release(gin[j]);
+					gin[j] = t;
+				}
+			for (int j = 0; j < nin; j++) {
+				size_t b;
+				void *h = fill(&ind[j], &b, seed * 31 + (uint64_t)j);
+				fadc_tensor_release(cin[j]);
+				fadc_tensor_create(cpu, ind[j].dtype, ind[j].rank, ind[j].dim, &cin[j]);
+				fadc_tensor_write(cin[j], h, b);
+				if (fadc_tensor_write(gin[j], h, b))
+					FAIL("%s %s: write input: %s", name, ti.name, fadc_context_error(gpu));
+				free(h);
+			}
+			for (int o = 0; o < nout; o++) {
+				cout[o] = NULL;
+				fadc_tensor_write(gout[o], poison, od[o].bytes);
+				gown[o] = it == 4 ? NULL : gout[o];
+			}
+			if (fadc_run(mc, task, cin, nin, cout, nout)) {
+				FAIL("%s %s: CPU run: %s", name, ti.name, fadc_context_error(cpu));
+				break;
+			}
+			if (fadc_run(mg, task, gin, nin, gown, nout)) {
+				FAIL("%s %s: GPU run %d: %s", name, ti.name, it, fadc_context_error(gpu));
+				break;
+			}
+			for (int o = 0; o < nout; o++) {
+				ncheck++;
+				if (fadc_tensor_read(gown[o], hg, od[o].bytes)) {
+					FAIL("%s %s: read %s: %s", name, ti.name, od[o].d.name,
+					     fadc_context_error(gpu));
+					continue;
+				}
+				double e = nerr(hg, fadc_tensor_data(cout[o]), od[o].d.dtype, od[o].n);
+				if (!(e <= tol))
+					FAIL("%s %s iteration %d: output %s differs from the CPU: normalized "
+					     "error %.3g (tol %.1g)",
+					     name, ti.name, it, od[o].d.name, e, tol);
+				else if (e > worst)
+					worst = e;
+			}
+		}
+		fadc_context_stats(gpu, &s1);
+		// Six more address sets, each checked (the CPU outputs of the last
+		// iteration are the reference: the inputs did not change).
+		// The sets stay alive until all six ran: a released tensor's block
+		// is reused by the next create, at the same address.
+		fadc_device_stats s2;
+		fadc_tensor **fresh = calloc(6 * (size_t)nout + 1, sizeof *fresh);
+		for (int r = 0; r < 6 && iters >= 5; r++) {
+			fadc_tensor **f = fresh + r * nout;
+			for (int o = 0; o < nout; o++) {
+				fadc_tensor_create(gpu, od[o].d.dtype, od[o].d.rank, od[o].d.dim, &f[o]);
+				fadc_tensor_write(f[o], poison, od[o].bytes);
+			}
+			if (fadc_run(mg, task, gin, nin, f, nout))
+				FAIL("%s %s: GPU run into new outputs: %s", name, ti.name,
+				     fadc_context_error(gpu));
+			for (int o = 0; o < nout; o++) {
+				ncheck++;
+				fadc_tensor_read(f[o], hg, od[o].bytes);
+				double e = nerr(hg, fadc_tensor_data(cout[o]), od[o].d.dtype, od[o].n);
+				if (!(e <= tol))
+					FAIL("%s %s: output %s into new tensors (run %d) differs from the CPU: "
+					     "normalized error %.3g",
+					     name, ti.name, od[o].d.name, r, e);
+			}
+		}
+		for (int i = 0; i < 6 * nout; i++)
+			fadc_tensor_release(fresh[i]);
+		free(fresh);
+		fadc_context_stats(gpu, &s2);
+		ncheck++;
+		if (iters >= 5 && ti.nkernels > 0 && !graphs_off &&
+		    s2.graphs_rerecorded == s1.graphs_rerecorded)
+			FAIL("%s %s: six new output address sets re-recorded nothing", name, ti.name);
+		uint64_t rec = s1.graphs_recorded - s0.graphs_recorded,
+		         rep = s1.graphs_replayed - s0.graphs_replayed,
+		         rr = s1.graphs_rerecorded - s0.graphs_rerecorded,
+		         sk = s1.graphs_skipped - s0.graphs_skipped, eg = s1.eager_runs - s0.eager_runs;
+		ncheck++;
+		if (iters >= 5 && ti.nkernels > 0 &&
+		    (graphs_off ? !(eg == 1 && sk == (uint64_t)iters - 1 && rec + rep + rr == 0)
+		                : !(eg == 1 && rec == (nin ? 3u : 2u) && rr == 0 &&
+		                    rep == (uint64_t)iters - 1 - rec && sk == 0)))
+			FAIL("%s %s: graph counters eager %llu recorded %llu replayed %llu re-recorded "
+			     "%llu skipped %llu, not what %d runs give",
+			     name, ti.name, (unsigned long long)eg, (unsigned long long)rec,
+			     (unsigned long long)rep, (unsigned long long)rr, (unsigned long long)sk,
+			     iters);
+		double us = 0;
+		if (timed > 0) {
+			for (int o = 0; o < nout; o++)
+				gown[o] = gout[o];
+			fadc_run(mg, task, gin, nin, gown, nout); // warm: recorded, or replayed
+			fadc_run(mg, task, gin, nin, gown, nout);
+			fadc_context_synchronize(gpu);
+			double t0 = now_us();
+			for (int r = 0; r < timed; r++) {
+				fadc_run(mg, task, gin, nin, gown, nout);
+				fadc_context_synchronize(gpu);
+			}
+			us = (now_us() - t0) / timed;
+		}
+		printf("%-16s %-16s %4d kernels  max error %.2e%s", name, ti.name, ti.nkernels, worst,
+		       timed > 0 ? "" : "\n");
+		if (timed > 0)
+			printf("  %8.1f us/call (synchronized replay)\n", us);
+		if (worst > worst_all)
+			worst_all = worst;
+		for (int j = 0; j < nin; j++) {
+			fadc_tensor_release(gin[j]);
+			fadc_tensor_release(cin[j]);
+		}
+		for (int o = 0; o < nout; o++)
+			fadc_tensor_release(gout[o]);
+		free(poison);
+		free(hg);
+		free(ind), free(gin), free(cin), free(gout), free(cout), free(gown), free(od);
+	}
+	fadc_model_close(mc);
+	fadc_model_close(mg);
+	fadc_device_stats st;
+	fadc_context_stats(gpu, &st);
+	ncheck++;
+	if (st.pool_live_blocks || st.pool_live_bytes)
+		FAIL("%s: after closing the model the pool holds %llu blocks (%llu bytes)", name,
+		     (unsigned long long)st.pool_live_blocks, (unsigned long long)st.pool_live_bytes);
+	printf("%-16s worst normalized error %.2e\n", name, worst_all);
+	return 1;
+}
+
+int
+main(int argc, char **argv)
+{
+	int iters = 5, timed = 0, first = 1;
+	double tol = 1e-4;
+	for (; first < argc && argv[first][0] == '-'; first++) {
+		if (!strcmp(argv[first], "--iters") && first + 1 < argc)
+			iters = atoi(argv[++first]);
+		else if (!strcmp(argv[first], "--time") && first + 1 < argc)
+			timed = atoi(argv[++first]);
+		else if (!strcmp(argv[first], "--tol") && first + 1 < argc)
+			tol = atof(argv[++first]);
+		else {
+			fprintf(stderr, "usage: gpu_check [--iters N] [--time N] [--tol X] MODEL.so...\n");
+			return 2;
+		}
+	}
+	fadc_context *cpu, *gpu;
+	fadc_context_options go = {{FADC_DEVICE_CUDA, 0}, 0, 0};
+	fadc_status s = fadc_context_create(&go, &gpu);
+	if (s) {
+		const char *req = getenv("FADC_REQUIRE_GPU");
+		int required = req && !strcmp(req, "1");
+		fprintf(stderr, "gpu_check: %s: %s: %s\n", required ? "FAIL" : "skipped",
+		        fadc_status_name(s), fadc_context_error(NULL));
+		return required ? 1 : 77;
+	}
+	fadc_context_create(NULL, &cpu);
+	const char *ng = getenv("FADC_DISABLE_CUDA_GRAPHS");
+	int graphs_off = ng && *ng && strcmp(ng, "0");
+	printf("device: %s%s\n", fadc_context_device_name(gpu), graphs_off ? " (graphs off)" : "");
+	for (int i = first; i < argc; i++)
+		check_model(argv[i], cpu, gpu, iters, timed, tol, graphs_off);
+	fadc_context_destroy(cpu);
+	fadc_context_destroy(gpu);
+	if (nfail) {
+		fprintf(stderr, "gpu_check: %d of %d checks failed\n", nfail, ncheck);
+		return 1;
+	}
+	printf("gpu_check: %d checks passed\n", ncheck);
+	return 0;
+}

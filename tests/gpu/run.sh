@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# tests/gpu/run.sh -- run on the GPU machine from the repository root, with
+# the payload of tests/gpu/payload.sh in .gpu/:  bash .gpu/run.sh [STEPS]
+# STEPS (default "check bench peer"): check = gpu_check on every artifact
+# (graphs on, then off); bench = fadc-bench --gpu 0 over the ppl models
+# (every task) and multiheadattn; peer = the seed's PyTorch benchmark on
+# the same models, in the same call.  Logs go to $OUT (or /tmp/out).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+out=${OUT:-/tmp/out}
+mkdir -p "$out"
+steps=${1:-check bench peer}
+iters=${ITERS:-100}
+export FADC_REQUIRE_GPU=1
+echo "== $(date -u +%FT%TZ) $(hostname)"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+rm -rf /tmp/fgpu && cp -r "$here/fgpu" /tmp/fgpu
+case " $steps " in *" check "*)
+	echo "== gpu_check (graphs on)"
+	timeout 300 "$here/bin/gpu_check" --time 1000 "$here"/check/*.so 2>&1 | tee "$out/check.log"
+	echo "rc=${PIPESTATUS[0]}"
+	echo "== gpu_check (FADC_DISABLE_CUDA_GRAPHS=1)"
+	FADC_DISABLE_CUDA_GRAPHS=1 timeout 120 "$here/bin/gpu_check" --time 1000 \
+		"$here/check/ppl_simple_reg.so" "$here/check/floor.so" 2>&1 | tee "$out/check-nographs.log"
+	echo "rc=${PIPESTATUS[0]}"
+	;;
+esac
+case " $steps " in *" bench "*)
+	echo "== fadc-bench --gpu 0"
+	timeout 300 "$here/bin/fadc-bench" --gpu 0 --run-slow-tasks --num-iters "$iters" \
+		--config /tmp/fgpu/bench/bench.yaml --artifacts /tmp/fgpu/artifacts \
+		--model-filter ppl_simple_reg,ppl_robust_reg \
+		--output "$out/fadc-ppl.md" --json "$out/fadc-ppl.json" 2>&1 | grep -v "^Results"
+	timeout 300 "$here/bin/fadc-bench" --gpu 0 --num-iters "$iters" \
+		--config /tmp/fgpu/bench/bench.yaml --artifacts /tmp/fgpu/artifacts \
+		--model-filter multiheadattn \
+		--output "$out/fadc-mha.md" --json "$out/fadc-mha.json" 2>&1 | grep -v "^Results"
+	cat "$out"/fadc-*.md
+	;;
+esac
+case " $steps " in *" peer "*)
+	echo "== PyTorch: functional_autograd_benchmark.py (the seed) --gpu 0"
+	cd "$here/peer"
+	export PYTHONUNBUFFERED=1
+	python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0))'
+	timeout 400 python3 functional_autograd_benchmark.py --gpu 0 --run-slow-tasks \
+		--num-iters "$iters" --model-filter ppl_simple_reg --output "$out/torch-simple.md" >"$out/torch-simple.log" 2>&1
+	echo "rc=$?"; tail -n 3 "$out/torch-simple.log"
+	timeout 600 python3 functional_autograd_benchmark.py --gpu 0 --run-slow-tasks --seed 1 \
+		--num-iters "$iters" --model-filter ppl_robust_reg --output "$out/torch-robust.md" >"$out/torch-robust.log" 2>&1
+	echo "rc=$?"; tail -n 3 "$out/torch-robust.log"
+	timeout 300 python3 functional_autograd_benchmark.py --gpu 0 \
+		--num-iters "$iters" --model-filter multiheadattn --output "$out/torch-mha.md" >"$out/torch-mha.log" 2>&1
+	echo "rc=$?"; tail -n 3 "$out/torch-mha.log"
+	cat "$out"/torch-*.md
+	;;
+esac
