@@ -76,7 +76,8 @@ static const char *const usage_main =
     "                     (cuda: kernels compiled by NVRTC, embedded; docs/CUDA.md)\n"
     "  --cuda-arch ARCH   the cubin's architecture (sm_90); PTX for compute_XX too\n"
     "  --tasks LIST       comma-separated tasks, or `all`; forward is always in.\n"
-    "                     Default: forward,vjp,jvp,vhp,hvp (vhp and hvp only when\n"
+    "                     Default: the model's `tasks` declaration (docs/IR.md),\n"
+    "                     else forward,vjp,jvp,vhp,hvp (vhp and hvp only when\n"
     "                     forward returns one float scalar)\n"
     "  -O0 -O1 -O2 -O3    LLVM's optimization level (-O2)\n"
     "  --cpu CPU          x86-64-v3 (default, portable), native, generic, x86-64,\n"
@@ -1449,13 +1450,20 @@ cg_error(const char *model, const char *out, const char *err)
 		fprintf(stderr, "fadc: error: %s\n", err);
 }
 
-// The default task list: forward vjp jvp vhp hvp, without the second-order
-// tasks when forward is not one float scalar (they need a scalar f).  The
-// IR cannot declare a model's recommended tasks; when it can, they come
-// first.
+// The default task list: the model's recommended tasks when it declares
+// them (`tasks vjp, vhp, jvp`, docs/IR.md; forward is always compiled);
+// else forward vjp jvp vhp hvp, without the second-order tasks when
+// forward is not one float scalar (they need a scalar f).  tasks has room
+// for 16.
 static int
 default_tasks(const Module *m, const char **tasks)
 {
+	if (m->ntasks) {
+		int n = 0;
+		for (uint32_t i = 0; i < m->ntasks && n < 16; i++)
+			tasks[n++] = m->tasks[i];
+		return n;
+	}
 	const Graph *f = m->main;
 	int scalar = 0;
 	if (f->nout == 1) {
@@ -1482,7 +1490,7 @@ compile(const CompileArgs *a, const Module *m)
 		cg_error(a->model, a->out, err);
 		return 1;
 	}
-	const char *deftasks[8];
+	const char *deftasks[16];
 	CgOptions o = {
 	    .tasks = a->ntasks ? a->tasks : deftasks,
 	    .ntasks = a->ntasks ? a->ntasks : default_tasks(m, deftasks),

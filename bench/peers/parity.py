@@ -18,11 +18,15 @@ at the reduced sizes the tests use (bench/bench.yaml's `reduced:`) or, with
      and v (the vjp's cotangent, a random scalar) to v.npy;
   4. runs `fadc run MODEL.ir --task vjp --params FILE --v v=v.npy` (the
      float64 reference interpreter, which rounds every f32 op to f32), or
-     with --backend cpu the compiled artifact (`fadc MODEL.ir -o`);
+     with --backend cpu the compiled artifact (`fadc MODEL.ir -o`); with
+     --tasks, also jvp and vhp (tangents t U[0, 1), as the benchmark's v,
+     bound by name from v.safetensors), for the models that declare them;
   5. computes the loss and v * dL/dparam with PyTorch autograd (float32,
-     CPU) and compares: the loss by absolute and relative difference, the
-     gradient by the largest absolute difference over all its elements and
-     by the normalized error max|a - b| / max|b|, per tensor and over all.
+     CPU; jvp as <dL/dp, t>, vhp as the double-backward H t, H symmetric)
+     and compares: the loss by absolute and relative difference, the
+     derivative by the largest absolute difference over all its elements
+     and by the normalized error max|a - b| / max|b|, per tensor and over
+     all; and both against PyTorch in float64 on the same values.
 
 Tolerances (float32 on both sides, different summation orders): loss
 relative 1e-5, gradient normalized error 1e-4 per model (the worst tensor
@@ -44,7 +48,8 @@ the plain comparison, never folded into it (docs/PARITY.md):
     compared with dropout off on both sides (fadc's -D TRAIN=0, PyTorch's
     dropout=0.0), BatchNorm on batch statistics as in the benchmark.
 
-    python3 bench/peers/parity.py [--models a,b] [--full] [--backend interp|cpu]
+    python3 bench/peers/parity.py [--models a,b] [--tasks vjp,jvp,vhp] [--full]
+                                  [--backend interp|cpu] [--seed N]
                                   [--fadc build/bin/fadc] [--json FILE] [--keep DIR]
 
 Needs torch, numpy and (for detr) scipy; never a dependency of the tests.
@@ -108,6 +113,14 @@ def fadc_module(fadc, model, defs):
     return sizes, params, consts
 
 
+def declared_tasks(fadc, model):
+    """The tasks MODEL.ir declares (`tasks ...`)."""
+    text = subprocess.run([fadc, os.path.join(ROOT, "models", model + ".ir"), "--emit", "ir"],
+                          check=True, capture_output=True, text=True).stdout
+    m = re.search(r"^tasks (.*)$", text, re.M)
+    return [t.strip() for t in m.group(1).split(",")] if m else ["vjp"]
+
+
 def write_safetensors(path, tensors):
     """tensors: name -> numpy array (f32, f64, i64, bool)."""
     kinds = {np.float32: "F32", np.float64: "F64", np.int64: "I64", np.bool_: "BOOL"}
@@ -128,28 +141,38 @@ def write_safetensors(path, tensors):
             f.write(b)
 
 
-def run_fadc(fadc, model, defs, backend, tensors, v, work):
+def run_fadc(fadc, model, defs, backend, tensors, task, v, work):
+    """fadc's loss and, by name, its vjp (v dL/dp), vhp (t^T H) or jvp (J t).
+    v is the scalar cotangent (vjp) or the tangents by parameter name."""
     st = os.path.join(work, "data.safetensors")
     write_safetensors(st, tensors)
-    vf = os.path.join(work, "v.npy")
-    np.save(vf, np.array(v, dtype=np.float32))
+    if task == "vjp":
+        vf = os.path.join(work, "v.npy")
+        np.save(vf, np.array(v, dtype=np.float32))
+        vflag = "v=" + vf
+    else:
+        vflag = os.path.join(work, "v.safetensors")
+        write_safetensors(vflag, {"v." + k: a.astype(np.float32) for k, a in v.items()})
     src = os.path.join(ROOT, "models", model + ".ir")
     dflags = sum((["-D", d] for d in defs), [])
     target = src
     if backend == "cpu":
-        target = os.path.join(work, model + ".so")
-        subprocess.run([fadc, src, "-o", target, "--tasks", "vjp"] + dflags, check=True,
+        target = os.path.join(work, "%s-%s.so" % (model, task))
+        subprocess.run([fadc, src, "-o", target, "--tasks", task] + dflags, check=True,
                        capture_output=True, text=True)
         dflags = []
-    out = os.path.join(work, "out")
-    r = subprocess.run([fadc, "run", target, "--task", "vjp", "--params", st, "--v", "v=" + vf,
+    out = os.path.join(work, "out-" + task)
+    r = subprocess.run([fadc, "run", target, "--task", task, "--params", st, "--v", vflag,
                         "--out", out] + dflags, capture_output=True, text=True)
     if r.returncode:
         raise RuntimeError("fadc run failed:\n" + r.stderr)
     res = {"loss": float(np.load(os.path.join(out, "out.npy")))}
+    prefix = {"vjp": "grad.", "vhp": "vhp.", "jvp": "jvp."}[task]
     for f in os.listdir(out):
-        if f.startswith("grad.") and f.endswith(".npy"):
-            res[f[5:-4]] = np.load(os.path.join(out, f)).astype(np.float64)
+        if f.startswith(prefix) and f.endswith(".npy"):
+            res[f[len(prefix):-4]] = np.load(os.path.join(out, f)).astype(np.float64)
+    if task == "jvp":
+        res = {"loss": res["loss"], "J t": res["out"]}
     return res
 
 
@@ -693,22 +716,53 @@ EXTRA_DEFS = {"detr": ["TRAIN=0"]}  # dropout off: see the module's doc
 
 # ---------------------------------------------------------------- comparing
 
-def reference(model, loss_fn, v):
-    """PyTorch's loss and v dL/dp, by name; with the alternative loss's if any."""
+def attention_math(on):
+    """PyTorch's fused CPU attention (flash) has no double backward, which
+    is why the benchmark's transformer and detr second-derivative cells
+    fail in PyTorch (models-spec §1.5, peer results); its math backend,
+    the same formula in plain ops, has one.  vhp references use it."""
+    import contextlib
+    if not on:
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    return sdpa_kernel([SDPBackend.MATH])
+
+
+def reference(model, loss_fn, task, v):
+    """PyTorch's loss and its vjp (v dL/dp), vhp (H t, H symmetric) or jvp
+    (J t = <dL/dp, t>, L being scalar), by name; with the alternative
+    loss's if any.  v is the scalar or the tangents t by name.  For jvp and
+    vhp a model with an alternative uses only it (PyTorch's CTC has no
+    double backward, and its gradient is not the loss's: see the doc)."""
     params = list(model.named_parameters())
-    out = []
     fns = [loss_fn] + ([loss_fn.alternative[1]] if hasattr(loss_fn, "alternative") else [])
+    if task != "vjp":
+        fns = fns[-1:]
+    out = []
     for fn in fns:
-        loss = fn()
-        grads = torch.autograd.grad(loss, [p for _, p in params])
+        with attention_math(task == "vhp"):
+            loss = fn()
+        ps = [p for _, p in params]
+        grads = torch.autograd.grad(loss, ps, create_graph=task == "vhp")
         r = {"loss": loss.item()}
-        for (name, _), g in zip(params, grads):
-            r[name] = (v * g).double().numpy()
+        if task == "vjp":
+            for (name, _), g in zip(params, grads):
+                r[name] = (v * g).detach().double().numpy()
+        else:
+            t = [torch.as_tensor(v[name]).to(p.dtype) for name, p in params]
+            gt = sum((g * ti).sum() for g, ti in zip(grads, t))
+            if task == "jvp":
+                r["J t"] = np.array(gt.item())
+            else:
+                hv = torch.autograd.grad(gt, ps, allow_unused=True)
+                for (name, p), h in zip(params, hv):
+                    h = torch.zeros_like(p) if h is None else h
+                    r[name] = h.detach().double().numpy()
         out.append(r)
     return out
 
 
-def compare(model_name, fadc, backend, full, seed, keep):
+def compare(model_name, fadc, backend, full, seed, keep, task="vjp"):
     defs = ([] if full else reduced_defs(model_name)) + EXTRA_DEFS.get(model_name, [])
     sizes, fparams, fconsts = fadc_module(fadc, model_name, defs)
     # The float32 model, perturbed; then the same values in float64 (the
@@ -747,14 +801,22 @@ def compare(model_name, fadc, backend, full, seed, keep):
             raise SystemExit("%s: constant %s: fadc %s, PyTorch %s" % (model_name, name, shape,
                                                                        a.shape))
         tensors[name] = a
-    ref32 = reference(model, loss_fn, v)
-    ref64 = reference(model64, loss64, v)
+    if task != "vjp":
+        # Tangents U[0, 1) as the benchmark's get_v_for draws them.
+        v = {name: torch.rand(p.shape, generator=gen).numpy() for name, p in tparams}
+        names = ["J t"] if task == "jvp" else names
+    ref32 = reference(model, loss_fn, task, v)
+    ref64 = reference(model64, loss64, task, v)
     work = keep or tempfile.mkdtemp(prefix="fadc-parity-")
     os.makedirs(work, exist_ok=True)
-    got = run_fadc(fadc, model_name, defs, backend, tensors, v, work)
-    res = {"model": model_name, "defs": defs, "backend": backend, "v": v,
+    got = run_fadc(fadc, model_name, defs, backend, tensors, task, v, work)
+    res = {"model": model_name, "task": task, "defs": defs, "backend": backend,
            "params": len(tparams), "scalars": int(sum(p.numel() for _, p in tparams))}
+    if task == "vjp":
+        res["v"] = v
     res.update(verdict(ref32[0], ref64[0], got, names))
+    if task != "vjp" and hasattr(loss_fn, "alternative"):
+        res["reference"] = loss_fn.alternative[0]
     if len(ref32) > 1:
         res["alternative"] = dict(verdict(ref32[1], ref64[1], got, names),
                                   what=loss_fn.alternative[0])
@@ -809,6 +871,8 @@ def main():
     ap.add_argument("--backend", default="interp", choices=["interp", "cpu"])
     ap.add_argument("--fadc", default=os.path.join(ROOT, "build", "bin", "fadc"))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tasks", default="vjp",
+                    help="vjp, jvp, vhp (comma-separated): each model runs those it declares")
     ap.add_argument("--json", default="")
     ap.add_argument("--keep", default="", help="keep the exported files and outputs here")
     a = ap.parse_args()
@@ -816,25 +880,35 @@ def main():
     warnings.filterwarnings("ignore", message=".*enable_nested_tensor.*")
     results, bad = [], 0
     for m in a.models.split(","):
-        keep = os.path.join(a.keep, m) if a.keep else ""
-        try:
-            r = compare(m, a.fadc, a.backend, a.full, a.seed, keep)
-        except Exception as e:  # one model's failure must not hide the others
-            r = {"model": m, "error": str(e).strip().splitlines()[-1][:300], "ok": False}
-        results.append(r)
-        bad += not r["ok"]
-        print(json.dumps(r), file=sys.stderr)
-    print("| model | loss (PyTorch) | loss (fadc) | loss rel diff | grad max abs diff | "
+        declared = declared_tasks(a.fadc, m)
+        for task in a.tasks.split(","):
+            if task not in ("vjp", "jvp", "vhp"):
+                raise SystemExit("--tasks: vjp, jvp or vhp, not %s" % task)
+            if task not in declared:
+                continue
+            keep = os.path.join(a.keep, m) if a.keep else ""
+            try:
+                r = compare(m, a.fadc, a.backend, a.full, a.seed, keep, task)
+            except Exception as e:  # one model's failure must not hide the others
+                r = {"model": m, "task": task, "error": str(e).strip().splitlines()[-1][:300],
+                     "ok": False}
+            results.append(r)
+            bad += not r["ok"]
+            print(json.dumps(r), file=sys.stderr)
+    print("| model, task | loss (PyTorch) | loss (fadc) | loss rel diff | grad max abs diff | "
           "grad normalized err | worst tensor (its err) | fadc vs f64: loss, grad | "
           "PyTorch f32 vs f64: loss, grad | ok |")
     print("| -- | -- | -- | -- | -- | -- | -- | -- | -- | -- |")
     for r in results:
         if "error" in r:
-            print("| %s | error: %s | | | | | | | | no |" % (r["model"], r["error"]))
+            print("| %s %s | error: %s | | | | | | | | no |" % (r["model"], r["task"], r["error"]))
             continue
-        rows = [(r["model"], r)]
+        label = "%s %s" % (r["model"], r["task"])
+        if "reference" in r:
+            label += " (PyTorch: %s)" % r["reference"]
+        rows = [(label, r)]
         if "alternative" in r:
-            rows.append((r["model"] + " (" + r["alternative"]["what"] + ")", r["alternative"]))
+            rows.append((label + " (" + r["alternative"]["what"] + ")", r["alternative"]))
         for label, x in rows:
             ok = "yes" if x["ok"] else "no"
             if x is r and r.get("known_difference"):
@@ -844,7 +918,7 @@ def main():
             print("| %s | %.9g | %.9g | %.2g | %.2g | %.2g | %s (%.2g) | %.2g, %.2g | %.2g, %.2g "
                   "| %s |"
                   % (label, x["torch_loss"], x["fadc_loss"], x["loss_rel"], x["grad_abs"],
-                     x["grad_norm_err"], x["worst_tensor"], x["worst_tensor_err"],
+                     x["grad_norm_err"], x["worst_tensor"] or "-", x["worst_tensor_err"],
                      x["fadc_vs_f64_loss"], x["fadc_vs_f64_grad"], x["torch_vs_f64_loss"],
                      x["torch_vs_f64_grad"], ok))
     if a.json:

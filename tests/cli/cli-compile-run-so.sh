@@ -7,12 +7,13 @@
 source "$(dirname "$0")/common.bash"
 m=$SRC/models/ppl_simple_reg.ir
 
-# The default tasks: forward, vjp, jvp, vhp, hvp (the model is scalar).
+# The default tasks: forward, then those the model declares (`tasks`,
+# ALL_TASKS for ppl_simple_reg).
 run_fadc 0 "$m" -o "$tmp/m.so" --stats
 err_has "# stats: task vjp "
 run_fadc 0 inspect "$tmp/m.so"
-out_has "options target=cpu cpu=x86-64-v3 opt=2 compute=f32 defines= tasks=forward,vjp,jvp,vhp,hvp"
-[ "$(grep '^task' "$tmp/out" | grep -vc '^task init\.')" -eq 5 ] || fail "expected 5 tasks: $(grep '^task' "$tmp/out")"
+out_has "options target=cpu cpu=x86-64-v3 opt=2 compute=f32 defines= tasks=forward,vjp,vhp,jvp,hvp,jacobian,hessian,hessian_fwdrev,hessian_revrev,jacfwd,jacrev"
+[ "$(grep '^task' "$tmp/out" | grep -vc '^task init\.')" -eq 11 ] || fail "expected 11 tasks: $(grep '^task' "$tmp/out")"
 
 # vjp and hvp (and the rest) through the runtime equal the interpreter's,
 # v drawn alike from the seed; another seed too; bound params too.
