@@ -661,17 +661,28 @@ g_upsample(const Case *c, Src *s)
 	}
 }
 
-// scan: one or two carries, random length and width, forward or reverse,
-// an invariant; the result is the stacked outputs or a final carry.
+// scan: two carries, random length and width, forward or reverse, an
+// invariant; half the time a bool mask sequence that freezes the carry at
+// masked steps (deepspeech's LSTM form); the result is a final carry or the
+// stacked outputs.
 static void
 g_scan(const Case *c, Src *s)
 {
 	(void)c;
 	int64_t t = ri(1, 4), h = ri(1, 3);
-	int rev = (int)ri(0, 1), idx = (int)ri(0, 2);
+	int rev = (int)ri(0, 1), idx = (int)ri(0, 2), mask = (int)ri(0, 1);
 	DECL(s, "param c0: f64[%" PRId64 "]\nparam d0: f64[%" PRId64 "]\nparam xs: f64[%" PRId64
 	        ", %" PRId64 "]\nparam w: f64[%" PRId64 "]\n",
 	     h, h, t, h, h);
+	if (mask) {
+		DECL(s, "const mk: bool[%" PRId64 "] = uniform(0, 1, seed=%d) > 0.3\n", t, (int)ri(1, 99));
+		DECL(s, "def cell(c: f64[%" PRId64 "], d: f64[%" PRId64 "], x: f64[%" PRId64 "], m: bool[], w: f64[%" PRId64
+		        "]) -> (f64[%" PRId64 "], f64[%" PRId64 "], f64[%" PRId64 "]) {\n"
+		        "  n = tanh(c * w + x * d)\n  return where(m, n, c), where(m, d + 0.5 * sin(n), d), where(m, n * c, 0)\n}\n",
+		     h, h, h, h, h, h, h);
+		EXPR(s, "get(scan(cell, c0, d0, xs, mk, w, ncarry=2, nxs=2, reverse=%d), index=%d)", rev, idx);
+		return;
+	}
 	DECL(s, "def cell(c: f64[%" PRId64 "], d: f64[%" PRId64 "], x: f64[%" PRId64 "], w: f64[%" PRId64
 	        "]) -> (f64[%" PRId64 "], f64[%" PRId64 "], f64[%" PRId64 "]) {\n"
 	        "  n = tanh(c * w + x * d)\n  return n, d + 0.5 * sin(n), n * c\n}\n",
