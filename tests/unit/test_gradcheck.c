@@ -1348,6 +1348,58 @@ check_batched(const Case *c, const Graph *f, const Tensor *x, const Tensor *w, c
 }
 
 
+// Third order: the rules of the rules' rules.  gh computes H t (outputs
+// ho .. ho + np); its jvp along a random param direction u, the derivative
+// of H t along u, against the central difference of H t along u.
+static void
+third_order(const Case *c, const Graph *f, const Graph *gh, const Tensor *hin, const Tensor *hout,
+            uint32_t ho, uint32_t np, const Tensor *x, Loc *el)
+{
+	char err[512];
+	Graph *g3 = pass_jvp(gh, el, err, sizeof err);
+	if (!g3) {
+		fprintf(stderr, "FAIL %s: third order: %s\n", c->name, err);
+		failed(c->name);
+		return;
+	}
+	uint32_t ni = f->ninput;
+	Tensor *u = calloc(ni + 1, sizeof *u);
+	Tensor *in3 = calloc(g3->ninput + 1, sizeof *in3);
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < gh->ninput; i++)
+		in3[k++] = hin[i];
+	for (uint32_t i = 0; i < ni; i++)
+		if (f->input[i].kind == IN_PARAM) {
+			ir_tensor_alloc(&u[i], x[i].dtype, &x[i].shape);
+			for (int64_t q = 0; q < ir_numel(&x[i].shape); q++)
+				u[i].data[q] = rnd() - 0.5;
+			in3[k++] = u[i];
+		}
+	Tensor *o3 = run(g3, in3);
+	Tensor *hp = run_gv_at(gh, hin, f, x, u, H), *hm = run_gv_at(gh, hin, f, x, u, -H);
+	// g3's outputs: gh's, then the tangents of gh's float outputs in order.
+	uint32_t t3 = gh->nout;
+	for (uint32_t o = 0; o < ho; o++)
+		t3 += ir_dtype_is_float(hout[o].dtype);
+	double scale = max_abs(hout + ho, np);
+	for (uint32_t p = 0; p < np; p++) {
+		Tensor fd;
+		ir_tensor_alloc(&fd, hout[ho + p].dtype, &hout[ho + p].shape);
+		for (int64_t i = 0; i < ir_numel(&fd.shape); i++)
+			fd.data[i] = (hp[ho + p].data[i] - hm[ho + p].data[i]) / (2 * H);
+		check_tensor("third order (jvp of hvp)", c->name, &o3[t3 + p], &fd, c->tol * 10,
+		             fd_noise(scale));
+		ir_tensor_free(&fd);
+	}
+	free_all(o3, g3->nout);
+	free_all(hp, gh->nout);
+	free_all(hm, gh->nout);
+	for (uint32_t i = 0; i < ni; i++)
+		ir_tensor_free(&u[i]);
+	free(u), free(in3);
+	ir_graph_free(g3);
+}
+
 static void
 run_module(const Case *c, const char *src)
 {
@@ -1595,6 +1647,7 @@ run_module(const Case *c, const char *src)
 				ho += ir_dtype_is_float(f0[o].dtype);
 			for (uint32_t p = 0; p < np; p++)
 				check_tensor("hvp (jvp of vjp)", c->name, &hout[ho + p], &fdg[p], c->tol * 10, gnoise);
+			third_order(c, f, gh, hin, hout, ho, np, x, &el);
 			free_all(hout, gh->nout);
 			free(hin);
 			ir_graph_free(gh);
