@@ -337,6 +337,29 @@ bounds(const char *rel)
 			fprintf(stderr, "%s %s: %u nodes, %.2fx the forward's %u (bound %gx)\n", rel,
 			        lim[i].task, g->nnode - 1, r, f->nnode - 1, lim[i].factor);
 		}
+		// No blow-up as the order grows: one more order (jvp of the
+		// second-order graph, simplified) costs what a first-order
+		// transform costs, at most 3x the graph it differentiates.
+		if (!strcmp(lim[i].task, "hvp") || !strcmp(lim[i].task, "vhp")) {
+			Graph *j = pass_jvp(g, &el, err, sizeof err), *t = j ? pass_simplify(j) : NULL;
+			ncheck++;
+			if (!t) {
+				nfail++;
+				fprintf(stderr, "%s jvp of %s: %s\n", rel, lim[i].task, err);
+			} else {
+				double r3 = (double)(t->nnode - 1) / (double)(g->nnode - 1);
+				if (getenv("FADC_BOUNDS_VERBOSE"))
+					printf("%s third order (jvp of %s): %.2fx the %s graph\n", rel, lim[i].task, r3,
+					       lim[i].task);
+				if (r3 > 3) {
+					nfail++;
+					fprintf(stderr, "%s jvp of %s: %u nodes, %.2fx its %u (bound 3x)\n", rel,
+					        lim[i].task, t->nnode - 1, r3, g->nnode - 1);
+				}
+			}
+			ir_graph_free(j);
+			ir_graph_free(t);
+		}
 		ir_graph_free(g);
 	}
 	ir_graph_free(f);
