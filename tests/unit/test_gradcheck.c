@@ -671,9 +671,22 @@ g_scan(const Case *c, Src *s)
 	(void)c;
 	int64_t t = ri(1, 4), h = ri(1, 3);
 	int rev = (int)ri(0, 1), idx = (int)ri(0, 2), mask = (int)ri(0, 1);
-	DECL(s, "param c0: f64[%" PRId64 "]\nparam d0: f64[%" PRId64 "]\nparam xs: f64[%" PRId64
-	        ", %" PRId64 "]\nparam w: f64[%" PRId64 "]\n",
-	     h, h, t, h, h);
+	// Each operand a param or (a third of the time) a constant, at least
+	// one a param: the derivative scans then start from some zero tangents
+	// or adjoints that other operands make nonzero after a step.
+	int kind[4], any = 0;
+	for (int i = 0; i < 4; i++)
+		any |= kind[i] = ri(0, 2) != 0;
+	if (!any)
+		kind[ri(0, 3)] = 1;
+	const char *names[4] = {"c0", "d0", "xs", "w"};
+	for (int i = 0; i < 4; i++) {
+		Shp sh = i == 2 ? (Shp){2, {t, h}} : (Shp){1, {h}};
+		if (kind[i])
+			DECL(s, "param %s: %s\n", names[i], ty(&sh));
+		else
+			DECL(s, "const %s: %s = uniform(-1, 1, seed=%d)\n", names[i], ty(&sh), (int)ri(1, 99));
+	}
 	if (mask) {
 		DECL(s, "const mk: bool[%" PRId64 "] = uniform(0, 1, seed=%d) > 0.3\n", t, (int)ri(1, 99));
 		DECL(s, "def cell(c: f64[%" PRId64 "], d: f64[%" PRId64 "], x: f64[%" PRId64 "], m: bool[], w: f64[%" PRId64
