@@ -761,7 +761,33 @@ expr(Prog *pr, const Shp *sh, int depth, char *out, size_t cap)
 	}
 	char *a = calloc(3, 8192), *b = a + 8192, *c = b + 8192;
 	const size_t sz = 8192;
-	switch (ri(0, 11)) {
+	switch (ri(0, 13)) {
+	case 12: { // padding of a smaller operand
+		if (sh->rank < 1)
+			break;
+		Shp t = *sh;
+		int64_t lo[8] = {0}, hi[8] = {0};
+		int ax = (int)ri(0, sh->rank - 1);
+		lo[ax] = ri(0, sh->d[ax]);
+		hi[ax] = ri(0, sh->d[ax] - lo[ax]);
+		t.d[ax] -= lo[ax] + hi[ax];
+		expr(pr, &t, depth - 1, a, sz);
+		snprintf(out, cap, "pad(%s, before=%s, after=%s, value=%.2f)", a, ints(lo, sh->rank),
+		         ints(hi, sh->rank), rnd() - 0.5);
+		goto done;
+	}
+	case 13: { // take along an axis with constant indices (repeats too)
+		if (sh->rank < 1)
+			break;
+		Shp t = *sh;
+		int ax = (int)ri(0, sh->rank - 1);
+		t.d[ax] = ri(1, 3);
+		expr(pr, &t, depth - 1, a, sz);
+		int64_t n = sh->d[ax];
+		snprintf(out, cap, "take(%s, cast(floor(uniform(0, %" PRId64 ", shape=[%" PRId64 "], seed=%d)), dtype=i64), axis=%d)",
+		         a, t.d[ax], n, (int)ri(1, 99), ax);
+		goto done;
+	}
 	case 0: { // unary, smooth and bounded
 		static const char *const f[] = {"sin(%s)", "tanh(%s)", "sigmoid(%s)", "softplus(%s)",
 		                                "log1p(%s * %s)", "sqrt(%s * %s + 1)", "exp(0.5 * tanh(%s))",
