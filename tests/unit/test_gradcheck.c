@@ -15,12 +15,21 @@
 //   hvp:  for smooth cases, H t = jvp(vjp(f)) and H t = vjp(vjp(f))
 //         (the vhp strategy, H symmetric) vs the central difference of the
 //         gradient of <w, f> along t: every rule builds ops that are
-//         themselves differentiable, in both modes.
-// Errors are normalized: ||got - want|| / sqrt(||got||^2 + ||want||^2),
-// so scale does not matter.  Tolerances: 1e-6 first order (h = 1e-6: the
-// truncation error is O(h^2 f''') ~ 1e-12, the rounding error
-// O(eps |f| / h) ~ 1e-10 relative), 1e-5 second order; a few cases with
-// large third derivatives (polygamma, batch statistics) state their own.
+//         themselves differentiable, in both modes;
+//   third order: jvp of the hvp graph along u vs the central difference
+//         of H t along u;
+//   batched tasks (pass_task, so simplification too): jacfwd and jacrev vs
+//         the finite-difference Jacobian, and the three Hessians of
+//         <w, f> vs the finite differences of its gradient;
+//   f32:  the same module in f32, jacfwd = jacrev, hvp = vhp and the three
+//         Hessians against each other within 1e-9 (check_f32).
+// A case "program" composes several ops at random (g_program).
+// Errors are normalized: ||got - want|| <= tol sqrt(||got||^2 +
+// ||want||^2) + sqrt(n) noise, noise the finite difference's rounding
+// (check_vec).  Tolerances: 1e-6 first order (h = 1e-6: the truncation
+// error is O(h^2 f''') ~ 1e-12, the rounding error O(eps |f| / h) ~ 1e-10
+// relative), 1e-5 second and third order; a few cases with large higher
+// derivatives (polygamma, batch statistics) state their own.
 // Non-smooth ops are sampled away from their kinks (|x| in [0.3, 1.5]
 // outside [0.68, 0.82], so clamp's bounds at -0.7/0.8 stay 0.02 away).
 //
