@@ -110,11 +110,27 @@ keep_outputs(Graph *g, const uint32_t *idx, const char *const *names, uint32_t n
 	g->nout = g->cout = n;
 }
 
+// The inputs a pass added are told by position, never by name: every
+// graph of a pipeline keeps the forward's n0 inputs first, in order
+// (simplify and DCE keep inputs in order, vjp and jvp copy their operand
+// and append theirs), so the added ones are those from n0 on.  A param or
+// constant may well be named `t.w` or `v.c` (dotted names are PyTorch's),
+// which a test of the "t." prefix would take for a tangent.
+static uint8_t *
+added_inputs(Graph *g, uint32_t n0)
+{
+	uint8_t *m = arena_alloc_array(g->arena, g->ninput + 1, 1);
+	for (uint32_t i = n0; i < g->ninput; i++)
+		m[i] = 1;
+	return m;
+}
+
+// Renames the added inputs (from n0 on) from prefix `from` to `to`.
 static void
-rename_inputs(Graph *g, const char *from, const char *to)
+rename_inputs(Graph *g, uint32_t n0, const char *from, const char *to)
 {
 	size_t n = strlen(from);
-	for (uint32_t i = 0; i < g->ninput; i++)
+	for (uint32_t i = n0; i < g->ninput; i++)
 		if (!strncmp(g->input[i].name, from, n))
 			g->input[i].name = arena_printf(g->arena, "%s%s", to, g->input[i].name + n);
 }
@@ -214,17 +230,15 @@ rank_fits(const Graph *f, const Shape *extra, char *err, size_t errlen, const ch
 	return 1;
 }
 
-// Batches graph h over the basis of the inputs whose names start with
-// `prefix` (one per param), and cuts the Hessian's blocks (p, q), shape
+// Batches graph h over the basis of the inputs its last pass added (one
+// per param, after f's), and cuts the Hessian's blocks (p, q), shape
 // p.shape + q.shape, out of its outputs first .. first + nparams.
 static Graph *
-hessian_blocks(Pipe *p, Graph *h, const Graph *f, const char *prefix, uint32_t first, Loc *errloc,
-               char *err, size_t errlen)
+hessian_blocks(Pipe *p, Graph *h, const Graph *f, uint32_t first, Loc *errloc, char *err,
+               size_t errlen)
 {
 	int64_t B = param_numel(f);
-	uint8_t *bat = arena_alloc_array(h->arena, h->ninput + 1, 1);
-	for (uint32_t i = 0; i < h->ninput; i++)
-		bat[i] = !strncmp(h->input[i].name, prefix, strlen(prefix));
+	uint8_t *bat = added_inputs(h, f->ninput);
 	Graph *b = step(p, "vmap", pass_vmap(h, bat, B, 1, errloc, err, errlen), h);
 	if (!b || p->stopped)
 		return b;
@@ -267,9 +281,7 @@ jacrev(Pipe *p, Graph *g, const Graph *f, Loc *errloc, char *err, size_t errlen)
 	Graph *gv = step(p, "vjp", pass_vjp(g, errloc, err, errlen), g);
 	if (!gv || p->stopped)
 		return gv;
-	uint8_t *bat = arena_alloc_array(gv->arena, gv->ninput + 1, 1);
-	for (uint32_t i = 0; i < gv->ninput; i++)
-		bat[i] = !strncmp(gv->input[i].name, "v.", 2);
+	uint8_t *bat = added_inputs(gv, f->ninput); // the cotangents
 	Graph *b = step(p, "vmap", pass_vmap(gv, bat, ir_numel(os), 1, errloc, err, errlen), gv);
 	if (!b || p->stopped)
 		return b;
@@ -303,9 +315,7 @@ jacfwd(Pipe *p, Graph *g, const Graph *f, Loc *errloc, char *err, size_t errlen)
 	Graph *gj = step(p, "jvp", pass_jvp(g, errloc, err, errlen), g);
 	if (!gj || p->stopped)
 		return gj;
-	uint8_t *bat = arena_alloc_array(gj->arena, gj->ninput + 1, 1);
-	for (uint32_t i = 0; i < gj->ninput; i++)
-		bat[i] = !strncmp(gj->input[i].name, "t.", 2);
+	uint8_t *bat = added_inputs(gj, f->ninput); // the tangents
 	Graph *b = step(p, "vmap", pass_vmap(gj, bat, param_numel(f), 1, errloc, err, errlen), gj);
 	if (!b || p->stopped)
 		return b;
@@ -380,17 +390,16 @@ pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char
 		g = step(&p, "vjp", pass_vjp(g, errloc, err, errlen), g);
 		if (!g || p.stopped)
 			return g;
-		if (f->nout == 1)
-			for (uint32_t i = 0; i < g->ninput; i++)
-				if (!strncmp(g->input[i].name, "v.", 2))
-					g->input[i].name = "v";
+		if (f->nout == 1) // the one cotangent is `v`
+			for (uint32_t i = f->ninput; i < g->ninput; i++)
+				g->input[i].name = "v";
 		return simplify(&p, g);
 	}
 	if (!strcmp(task, "jvp")) {
 		g = step(&p, "jvp", pass_jvp(g, errloc, err, errlen), g);
 		if (!g || p.stopped)
 			return g;
-		rename_inputs(g, "t.", "v.");
+		rename_inputs(g, f->ninput, "t.", "v.");
 		return simplify(&p, g);
 	}
 	if (!strcmp(task, "jacfwd"))
@@ -414,7 +423,7 @@ pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char
 		if (!h || p.stopped)
 			return h;
 		// outputs: f, grad.<p>..., jvp.f, jvp.grad.<q>...: H's rows.
-		return hessian_blocks(&p, h, f, "t.", 2 + np, errloc, err, errlen);
+		return hessian_blocks(&p, h, f, 2 + np, errloc, err, errlen);
 	}
 	if (!strcmp(task, "hessian") || !strcmp(task, "hessian_revrev")) {
 		gr = simplify(&p, gr);
@@ -427,7 +436,7 @@ pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char
 		if (!h || p.stopped)
 			return h;
 		// outputs: f, grad.<p>..., grad.<q> (second order)...: H's rows.
-		return hessian_blocks(&p, h, f, "v.grad.", 1 + np, errloc, err, errlen);
+		return hessian_blocks(&p, h, f, 1 + np, errloc, err, errlen);
 	}
 	gr = simplify(&p, gr);
 	if (p.stopped)
@@ -436,7 +445,7 @@ pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char
 		Graph *h = step(&p, "jvp", pass_jvp(gr, errloc, err, errlen), gr);
 		if (!h || p.stopped)
 			return h;
-		rename_inputs(h, "t.", "v.");
+		rename_inputs(h, f->ninput, "t.", "v.");
 		// outputs: f, grad.<p>..., jvp.f, jvp.grad.<p>...
 		select_derivs(h, f, 2 + np, "hvp", 1);
 		return simplify(&p, h);
@@ -448,7 +457,7 @@ pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char
 	Graph *h = step(&p, "vjp", pass_vjp_ex(gr, outs, 0, errloc, err, errlen), gr);
 	if (!h || p.stopped)
 		return h;
-	rename_inputs(h, "v.grad.", "v.");
+	rename_inputs(h, f->ninput, "v.grad.", "v.");
 	// outputs: f, grad.<p>..., grad.<p>... (the second-order ones last)
 	select_derivs(h, f, 1 + np, "vhp", 1);
 	return simplify(&p, h);

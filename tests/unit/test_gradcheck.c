@@ -15,12 +15,21 @@
 //   hvp:  for smooth cases, H t = jvp(vjp(f)) and H t = vjp(vjp(f))
 //         (the vhp strategy, H symmetric) vs the central difference of the
 //         gradient of <w, f> along t: every rule builds ops that are
-//         themselves differentiable, in both modes.
-// Errors are normalized: ||got - want|| / sqrt(||got||^2 + ||want||^2),
-// so scale does not matter.  Tolerances: 1e-6 first order (h = 1e-6: the
-// truncation error is O(h^2 f''') ~ 1e-12, the rounding error
-// O(eps |f| / h) ~ 1e-10 relative), 1e-5 second order; a few cases with
-// large third derivatives (polygamma, batch statistics) state their own.
+//         themselves differentiable, in both modes;
+//   third order: jvp of the hvp graph along u vs the central difference
+//         of H t along u;
+//   batched tasks (pass_task, so simplification too): jacfwd and jacrev vs
+//         the finite-difference Jacobian, and the three Hessians of
+//         <w, f> vs the finite differences of its gradient;
+//   f32:  the same module in f32, jacfwd = jacrev, hvp = vhp and the three
+//         Hessians against each other within 1e-9 (check_f32).
+// A case "program" composes several ops at random (g_program).
+// Errors are normalized: ||got - want|| <= tol sqrt(||got||^2 +
+// ||want||^2) + sqrt(n) noise, noise the finite difference's rounding
+// (check_vec).  Tolerances: 1e-6 first order (h = 1e-6: the truncation
+// error is O(h^2 f''') ~ 1e-12, the rounding error O(eps |f| / h) ~ 1e-10
+// relative), 1e-5 second and third order; a few cases with large higher
+// derivatives (polygamma, batch statistics) state their own.
 // Non-smooth ops are sampled away from their kinks (|x| in [0.3, 1.5]
 // outside [0.68, 0.82], so clamp's bounds at -0.7/0.8 stay 0.02 away).
 //
@@ -661,17 +670,41 @@ g_upsample(const Case *c, Src *s)
 	}
 }
 
-// scan: one or two carries, random length and width, forward or reverse,
-// an invariant; the result is the stacked outputs or a final carry.
+// scan: two carries, random length and width, forward or reverse, an
+// invariant; half the time a bool mask sequence that freezes the carry at
+// masked steps (deepspeech's LSTM form); the result is a final carry or the
+// stacked outputs.
 static void
 g_scan(const Case *c, Src *s)
 {
 	(void)c;
 	int64_t t = ri(1, 4), h = ri(1, 3);
-	int rev = (int)ri(0, 1), idx = (int)ri(0, 2);
-	DECL(s, "param c0: f64[%" PRId64 "]\nparam d0: f64[%" PRId64 "]\nparam xs: f64[%" PRId64
-	        ", %" PRId64 "]\nparam w: f64[%" PRId64 "]\n",
-	     h, h, t, h, h);
+	int rev = (int)ri(0, 1), idx = (int)ri(0, 2), mask = (int)ri(0, 1);
+	// Each operand a param or (a third of the time) a constant, at least
+	// one a param: the derivative scans then start from some zero tangents
+	// or adjoints that other operands make nonzero after a step.
+	int kind[4], any = 0;
+	for (int i = 0; i < 4; i++)
+		any |= kind[i] = ri(0, 2) != 0;
+	if (!any)
+		kind[ri(0, 3)] = 1;
+	const char *names[4] = {"c0", "d0", "xs", "w"};
+	for (int i = 0; i < 4; i++) {
+		Shp sh = i == 2 ? (Shp){2, {t, h}} : (Shp){1, {h}};
+		if (kind[i])
+			DECL(s, "param %s: %s\n", names[i], ty(&sh));
+		else
+			DECL(s, "const %s: %s = uniform(-1, 1, seed=%d)\n", names[i], ty(&sh), (int)ri(1, 99));
+	}
+	if (mask) {
+		DECL(s, "const mk: bool[%" PRId64 "] = uniform(0, 1, seed=%d) > 0.3\n", t, (int)ri(1, 99));
+		DECL(s, "def cell(c: f64[%" PRId64 "], d: f64[%" PRId64 "], x: f64[%" PRId64 "], m: bool[], w: f64[%" PRId64
+		        "]) -> (f64[%" PRId64 "], f64[%" PRId64 "], f64[%" PRId64 "]) {\n"
+		        "  n = tanh(c * w + x * d)\n  return where(m, n, c), where(m, d + 0.5 * sin(n), d), where(m, n * c, 0)\n}\n",
+		     h, h, h, h, h, h, h);
+		EXPR(s, "get(scan(cell, c0, d0, xs, mk, w, ncarry=2, nxs=2, reverse=%d), index=%d)", rev, idx);
+		return;
+	}
 	DECL(s, "def cell(c: f64[%" PRId64 "], d: f64[%" PRId64 "], x: f64[%" PRId64 "], w: f64[%" PRId64
 	        "]) -> (f64[%" PRId64 "], f64[%" PRId64 "], f64[%" PRId64 "]) {\n"
 	        "  n = tanh(c * w + x * d)\n  return n, d + 0.5 * sin(n), n * c\n}\n",
@@ -737,7 +770,33 @@ expr(Prog *pr, const Shp *sh, int depth, char *out, size_t cap)
 	}
 	char *a = calloc(3, 8192), *b = a + 8192, *c = b + 8192;
 	const size_t sz = 8192;
-	switch (ri(0, 11)) {
+	switch (ri(0, 13)) {
+	case 12: { // padding of a smaller operand
+		if (sh->rank < 1)
+			break;
+		Shp t = *sh;
+		int64_t lo[8] = {0}, hi[8] = {0};
+		int ax = (int)ri(0, sh->rank - 1);
+		lo[ax] = ri(0, sh->d[ax]);
+		hi[ax] = ri(0, sh->d[ax] - lo[ax]);
+		t.d[ax] -= lo[ax] + hi[ax];
+		expr(pr, &t, depth - 1, a, sz);
+		snprintf(out, cap, "pad(%s, before=%s, after=%s, value=%.2f)", a, ints(lo, sh->rank),
+		         ints(hi, sh->rank), rnd() - 0.5);
+		goto done;
+	}
+	case 13: { // take along an axis with constant indices (repeats too)
+		if (sh->rank < 1)
+			break;
+		Shp t = *sh;
+		int ax = (int)ri(0, sh->rank - 1);
+		t.d[ax] = ri(1, 3);
+		expr(pr, &t, depth - 1, a, sz);
+		int64_t n = sh->d[ax];
+		snprintf(out, cap, "take(%s, cast(floor(uniform(0, %" PRId64 ", shape=[%" PRId64 "], seed=%d)), dtype=i64), axis=%d)",
+		         a, t.d[ax], n, (int)ri(1, 99), ax);
+		goto done;
+	}
 	case 0: { // unary, smooth and bounded
 		static const char *const f[] = {"sin(%s)", "tanh(%s)", "sigmoid(%s)", "softplus(%s)",
 		                                "log1p(%s * %s)", "sqrt(%s * %s + 1)", "exp(0.5 * tanh(%s))",
@@ -1232,12 +1291,12 @@ scalarized(const Graph *f)
 	return g;
 }
 
-// Runs task `task` of graph f: its inputs are f's (by name), w_ bound to w.
-// With toobig, the task's blocks would pass the IR's largest rank: it must
+// Runs task `task` of graph f: its inputs are f's (by name), w_ bound to
+// w, v.<p> to t's tensor of param p (t indexed like f's inputs).  With toobig, the task's blocks would pass the IR's largest rank: it must
 // fail with a diagnostic saying so.
 static Tensor *
-run_task(const Graph *f, const char *task, const Tensor *x, const Tensor *w, const char *name,
-         int toobig, Graph **gout)
+run_task(const Graph *f, const char *task, const Tensor *x, const Tensor *w, const Tensor *t,
+         const char *name, int toobig, Graph **gout)
 {
 	char err[512];
 	Loc el;
@@ -1263,9 +1322,13 @@ run_task(const Graph *f, const char *task, const Tensor *x, const Tensor *w, con
 			in[i] = *w;
 			continue;
 		}
-		for (uint32_t k = 0; k < f->ninput; k++)
+		for (uint32_t k = 0; k < f->ninput; k++) {
 			if (!strcmp(f->input[k].name, g->input[i].name))
 				in[i] = x[k];
+			if (t && !strncmp(g->input[i].name, "v.", 2) &&
+			    !strcmp(f->input[k].name, g->input[i].name + 2))
+				in[i] = t[k];
+		}
 	}
 	Tensor *o = run(g, in);
 	free(in);
@@ -1289,7 +1352,7 @@ check_batched(const Case *c, const Graph *f, const Tensor *x, const Tensor *w, c
 	double *got = calloc((size_t)(nout * nparam + nparam * nparam) + 1, sizeof *got);
 	for (int t = 0; t < 2; t++) {
 		Graph *g;
-		Tensor *o = run_task(f, jt[t], x, w, c->name, jbig, &g);
+		Tensor *o = run_task(f, jt[t], x, w, NULL, c->name, jbig, &g);
 		if (!o)
 			continue;
 		// jacobian.<p>: out.shape + p.shape, one block of columns each.
@@ -1309,7 +1372,7 @@ check_batched(const Case *c, const Graph *f, const Tensor *x, const Tensor *w, c
 	Graph *fs = c->smooth ? scalarized(f) : NULL;
 	for (int t = 0; fs && t < 3; t++) {
 		Graph *g;
-		Tensor *o = run_task(fs, ht[t], x, w, c->name, hbig, &g);
+		Tensor *o = run_task(fs, ht[t], x, w, NULL, c->name, hbig, &g);
 		if (!o)
 			continue;
 		// hessian.<p>.<q>: p.shape + q.shape, row-major over (p, q).
@@ -1336,6 +1399,58 @@ check_batched(const Case *c, const Graph *f, const Tensor *x, const Tensor *w, c
 	free(got);
 }
 
+
+// Third order: the rules of the rules' rules.  gh computes H t (outputs
+// ho .. ho + np); its jvp along a random param direction u, the derivative
+// of H t along u, against the central difference of H t along u.
+static void
+third_order(const Case *c, const Graph *f, const Graph *gh, const Tensor *hin, const Tensor *hout,
+            uint32_t ho, uint32_t np, const Tensor *x, Loc *el)
+{
+	char err[512];
+	Graph *g3 = pass_jvp(gh, el, err, sizeof err);
+	if (!g3) {
+		fprintf(stderr, "FAIL %s: third order: %s\n", c->name, err);
+		failed(c->name);
+		return;
+	}
+	uint32_t ni = f->ninput;
+	Tensor *u = calloc(ni + 1, sizeof *u);
+	Tensor *in3 = calloc(g3->ninput + 1, sizeof *in3);
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < gh->ninput; i++)
+		in3[k++] = hin[i];
+	for (uint32_t i = 0; i < ni; i++)
+		if (f->input[i].kind == IN_PARAM) {
+			ir_tensor_alloc(&u[i], x[i].dtype, &x[i].shape);
+			for (int64_t q = 0; q < ir_numel(&x[i].shape); q++)
+				u[i].data[q] = rnd() - 0.5;
+			in3[k++] = u[i];
+		}
+	Tensor *o3 = run(g3, in3);
+	Tensor *hp = run_gv_at(gh, hin, f, x, u, H), *hm = run_gv_at(gh, hin, f, x, u, -H);
+	// g3's outputs: gh's, then the tangents of gh's float outputs in order.
+	uint32_t t3 = gh->nout;
+	for (uint32_t o = 0; o < ho; o++)
+		t3 += ir_dtype_is_float(hout[o].dtype);
+	double scale = max_abs(hout + ho, np);
+	for (uint32_t p = 0; p < np; p++) {
+		Tensor fd;
+		ir_tensor_alloc(&fd, hout[ho + p].dtype, &hout[ho + p].shape);
+		for (int64_t i = 0; i < ir_numel(&fd.shape); i++)
+			fd.data[i] = (hp[ho + p].data[i] - hm[ho + p].data[i]) / (2 * H);
+		check_tensor("third order (jvp of hvp)", c->name, &o3[t3 + p], &fd, c->tol * 10,
+		             fd_noise(scale));
+		ir_tensor_free(&fd);
+	}
+	free_all(o3, g3->nout);
+	free_all(hp, gh->nout);
+	free_all(hm, gh->nout);
+	for (uint32_t i = 0; i < ni; i++)
+		ir_tensor_free(&u[i]);
+	free(u), free(in3);
+	ir_graph_free(g3);
+}
 
 static void
 run_module(const Case *c, const char *src)
@@ -1584,6 +1699,7 @@ run_module(const Case *c, const char *src)
 				ho += ir_dtype_is_float(f0[o].dtype);
 			for (uint32_t p = 0; p < np; p++)
 				check_tensor("hvp (jvp of vjp)", c->name, &hout[ho + p], &fdg[p], c->tol * 10, gnoise);
+			third_order(c, f, gh, hin, hout, ho, np, x, &el);
 			free_all(hout, gh->nout);
 			free(hin);
 			ir_graph_free(gh);
@@ -1645,6 +1761,96 @@ run_module(const Case *c, const char *src)
 	ir_module_free(m);
 }
 
+// The strategies against each other on the module in f32 (no finite
+// difference: the interpreter computes f32 ops in double and rounds f32
+// constants, so strategies that fold different constants differ at f32
+// precision where simplification is not exact; the graphs compute the same
+// numbers otherwise): jacfwd = jacrev, hvp = vhp and the three Hessians of
+// <w, f>, within 1e-9.
+static void
+check_f32(const Case *c, const char *src64)
+{
+	char *src = strdup(src64);
+	for (char *p = strstr(src, "f64"); p; p = strstr(p, "f64"))
+		p[1] = '3', p[2] = '2';
+	FeOptions opts = {.diag = stderr};
+	Module *m = fe_parse_string(c->name, src, strlen(src), &opts);
+	free(src);
+	if (!m) {
+		fprintf(stderr, "FAIL %s (f32): does not parse\n", c->name);
+		failed(c->name);
+		return;
+	}
+	Graph *f = m->main;
+	if (f->nout != 1 || !ir_dtype_is_float((DType)f->node[f->out[0].node].dtype)) {
+		ir_module_free(m); // the tasks compared need one float output
+		return;
+	}
+	char err[512];
+	Tensor *vals = calloc(m->ndecl + 1, sizeof *vals), *pre = calloc(m->ndecl + 1, sizeof *pre);
+	int *bound = calloc(m->ndecl + 1, sizeof *bound);
+	for (uint32_t i = 0; i < m->ndecl; i++)
+		if (m->decl[i].kind == DECL_PARAM) {
+			ir_tensor_alloc(&pre[i], m->decl[i].dtype, &m->decl[i].shape);
+			for (int64_t k = 0; k < ir_numel(&m->decl[i].shape); k++)
+				pre[i].data[k] = (float)sample(c->domain);
+			bound[i] = 1;
+		}
+	if (!ir_module_init(m, pre, bound, vals, 0, err, sizeof err)) {
+		fprintf(stderr, "init: %s\n", err);
+		exit(1);
+	}
+	uint32_t ni = f->ninput;
+	int maxr = 0;
+	Tensor *x = calloc(ni + 1, sizeof *x), *t = calloc(ni + 1, sizeof *t);
+	for (uint32_t i = 0; i < ni; i++) {
+		x[i] = vals[ir_module_find_decl(m, f->input[i].name)];
+		if (f->input[i].kind == IN_PARAM) {
+			ir_tensor_alloc(&t[i], x[i].dtype, &x[i].shape);
+			for (int64_t k = 0; k < ir_numel(&x[i].shape); k++)
+				t[i].data[k] = (float)(rnd() - 0.5);
+			maxr = x[i].shape.rank > maxr ? x[i].shape.rank : maxr;
+		}
+	}
+	Tensor *f0 = run(f, x), w;
+	ir_tensor_alloc(&w, f0[0].dtype, &f0[0].shape);
+	for (int64_t i = 0; i < ir_numel(&w.shape); i++)
+		w.data[i] = (float)(rnd() - 0.5);
+	Graph *fs = scalarized(f);
+	static const char *const pair[][2] = {
+		{"jacfwd", "jacrev"}, {"hvp", "vhp"}, {"hessian_fwdrev", "hessian"}, {"hessian_revrev", "hessian"}};
+	for (int k = 0; k < 4; k++) {
+		const Graph *on = k ? fs : f;
+		if (k == 0 ? w.shape.rank + maxr > IR_MAXDIM : 2 * maxr > IR_MAXDIM)
+			continue;
+		Graph *ga, *gb;
+		Tensor *a = run_task(on, pair[k][0], x, &w, t, c->name, 0, &ga);
+		Tensor *b = run_task(on, pair[k][1], x, &w, t, c->name, 0, &gb);
+		for (uint32_t o = 0; a && b && o < ga->nout; o++) {
+			char what[96];
+			snprintf(what, sizeof what, "f32: %s = %s (%s)", pair[k][0], pair[k][1], ga->out[o].name);
+			check_tensor(what, c->name, &a[o], &b[o], 1e-9, 1e-12);
+		}
+		if (a)
+			free_all(a, ga->nout);
+		if (b)
+			free_all(b, gb->nout);
+		ir_graph_free(ga);
+		ir_graph_free(gb);
+	}
+	ir_graph_free(fs);
+	ir_tensor_free(&w);
+	free_all(f0, f->nout);
+	for (uint32_t i = 0; i < ni; i++)
+		ir_tensor_free(&t[i]);
+	for (uint32_t i = 0; i < m->ndecl; i++) {
+		ir_tensor_free(&vals[i]);
+		ir_tensor_free(&pre[i]);
+	}
+	free(t), free(x), free(vals), free(pre), free(bound);
+	ir_module_free(m);
+}
+
 // splitmix64: independent per-trial seeds from (base, case, trial).
 static uint64_t
 mix(uint64_t z)
@@ -1668,7 +1874,9 @@ main(void)
 		const Case *c = &cases[i];
 		if (only && !strstr(c->name, only))
 			continue;
-		for (int tr = 0; tr < trials; tr++) {
+		// Random programs are cheap and vary the most: four times the trials.
+		int ntr = c->gen == g_program && !er ? 4 * trials : trials;
+		for (int tr = 0; tr < ntr; tr++) {
 			// Each trial has a seed of its own; FADC_GRADCHECK_REPLAY runs
 			// one trial with the seed a failure printed.
 			cur_seed = er ? strtoull(er, NULL, 0) : mix(base ^ mix(i * 1000 + (uint64_t)tr));
@@ -1683,6 +1891,8 @@ main(void)
 			if (getenv("FADC_GRADCHECK_VERBOSE"))
 				printf("# %s, trial %d, seed %" PRIu64 "\n%s", c->name, tr, cur_seed, src);
 			run_module(c, src);
+			if (!c->fail && !cur_failed)
+				check_f32(c, src);
 		}
 	}
 	for (int op = 1; op < OP_COUNT && !only; op++)
