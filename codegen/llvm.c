@@ -484,11 +484,12 @@ typedef struct Loop {
 	int64_t ext;
 } Loop;
 
+// A loop of counter ctr over [0, ext), ext an i64 value.
 static void
-loop_begin(Emit *e, Loop *l, LLVMValueRef ctr, int64_t ext)
+loop_begin_v(Emit *e, Loop *l, LLVMValueRef ctr, LLVMValueRef ext)
 {
 	l->ctr = ctr;
-	l->ext = ext;
+	l->ext = -1;
 	l->head = LLVMAppendBasicBlockInContext(e->C, e->fn, "head");
 	l->body = LLVMAppendBasicBlockInContext(e->C, e->fn, "body");
 	l->exit = LLVMAppendBasicBlockInContext(e->C, e->fn, "exit");
@@ -496,9 +497,16 @@ loop_begin(Emit *e, Loop *l, LLVMValueRef ctr, int64_t ext)
 	LLVMBuildBr(e->B, l->head);
 	LLVMPositionBuilderAtEnd(e->B, l->head);
 	LLVMValueRef i = LLVMBuildLoad2(e->B, e->i64, ctr, "");
-	LLVMValueRef more = LLVMBuildICmp(e->B, LLVMIntSLT, i, LLVMConstInt(e->i64, (unsigned long long)ext, 1), "");
+	LLVMValueRef more = LLVMBuildICmp(e->B, LLVMIntSLT, i, ext, "");
 	LLVMBuildCondBr(e->B, more, l->body, l->exit);
 	LLVMPositionBuilderAtEnd(e->B, l->body);
+}
+
+static void
+loop_begin(Emit *e, Loop *l, LLVMValueRef ctr, int64_t ext)
+{
+	loop_begin_v(e, l, ctr, LLVMConstInt(e->i64, (unsigned long long)ext, 1));
+	l->ext = ext;
 }
 
 static void
@@ -762,6 +770,366 @@ emit_host(Emit *e, const KKernel *k)
 	LLVMBuildRet(e->B, LLVMBuildSub(e->B, LLVMConstInt(e->i32, 1, 0), r, ""));
 }
 
+// ---------------------------------------------------------------- blocked GEMM
+// A contraction kernel C[.., i, j] = sum_k A[.., i, k] B[.., k, j] whose
+// body is a product of two loads with affine indices (every loop variable
+// with a constant coefficient), whose output is contiguous along j (the
+// last parallel variable) and whose B is contiguous along j too, runs as a
+// register-blocked GEMM in vector IR: tiles of MR rows by NR = NV vectors
+// of columns, MR x NV vector accumulators held in registers over the
+// whole reduction (the reduction loops innermost, any number of them), a
+// broadcast of A[i, k] times a vector load of B[k, j0..] per term, fused
+// multiply-add where the target has it (llvm.fmuladd).  Each output still
+// sums its terms in the order of k, one at a time: only the rounding of
+// the fused multiply-add differs from the plain loop nest.  Columns past
+// the last whole tile and rows past the last whole MR-row block run as
+// one-row tiles and scalar dot products.  The operands are read in place
+// (no packing): B's rows of NR values are contiguous, A's values are
+// broadcast, so any strides of A work.  LLVM 14's C API cannot set
+// fast-math flags, which is why the vectors are spelled out: the loop
+// vectorizer would not reassociate a reduction.
+#define GEMM_MR 6
+#define GEMM_NV 2 // vectors of VL lanes per tile row: 8 f32 or 4 f64 each
+#define GEMM_MIN_WORK 4096 // M N K below which the plain loops are as good
+#define GEMM_KC 256 // reduction steps per packed block of B (KC x NR values: 16 KiB)
+
+typedef struct Gemm {
+	int vi; // parallel variable of the rows (-1: one row)
+	int vj; // of the columns (the last one)
+	int64_t M, N;
+	uint32_t abuf, bbuf; // the buffers of A and B
+	KxId aidx, bidx; // their load indices
+	int64_t ca_i, cb_j, cc_i; // coefficients: A along i, B along j (1), C along i
+	int64_t ca_k[IR_MAXDIM], cb_k[IR_MAXDIM]; // along each reduction variable
+} Gemm;
+
+static int
+affine_all(const KProgram *p, const KKernel *k, KxId e, int64_t *coef)
+{
+	for (int v = 0; v < k->rank + k->rrank; v++)
+		if (!kx_affine_coef(p, e, v, &coef[v]))
+			return 0;
+	return 1;
+}
+
+static int
+gemm_plan(const KProgram *p, const KKernel *k, Gemm *G)
+{
+	if (!k->contraction || k->red != KR_SUM || k->rank < 1 || k->rrank < 1 ||
+	    p->x[k->post].op != KX_ACC)
+		return 0;
+	DType vt = (DType)p->x[k->body].dtype;
+	if ((vt != DT_F32 && vt != DT_F64) || p->buf[k->out].dtype != vt)
+		return 0;
+	const Kx *m = &p->x[k->body];
+	if (m->op != KX_MUL || p->x[m->a[0]].op != KX_LOAD || p->x[m->a[1]].op != KX_LOAD)
+		return 0;
+	int64_t cc[2 * IR_MAXDIM], c0[2 * IR_MAXDIM], c1[2 * IR_MAXDIM];
+	KxId l0 = m->a[0], l1 = m->a[1];
+	if (!affine_all(p, k, k->index, cc) || !affine_all(p, k, p->x[l0].a[0], c0) ||
+	    !affine_all(p, k, p->x[l1].a[0], c1))
+		return 0;
+	int vj = k->rank - 1, vi = k->rank >= 2 ? k->rank - 2 : -1;
+	if (cc[vj] != 1)
+		return 0;
+	// B is the load that moves with j, contiguously; A must not.
+	if (c0[vj] != 0) {
+		KxId t = l0;
+		l0 = l1;
+		l1 = t;
+		int64_t tc[2 * IR_MAXDIM];
+		memcpy(tc, c0, sizeof tc);
+		memcpy(c0, c1, sizeof tc);
+		memcpy(c1, tc, sizeof tc);
+	}
+	if (c0[vj] != 0 || c1[vj] != 1 || (vi >= 0 && c1[vi] != 0))
+		return 0;
+	G->vi = vi;
+	G->vj = vj;
+	G->M = vi >= 0 ? k->dim[vi] : 1;
+	G->N = k->dim[vj];
+	G->abuf = p->x[l0].aux;
+	G->bbuf = p->x[l1].aux;
+	G->aidx = p->x[l0].a[0];
+	G->bidx = p->x[l1].a[0];
+	G->ca_i = vi >= 0 ? c0[vi] : 0;
+	G->cc_i = vi >= 0 ? cc[vi] : 0;
+	G->cb_j = 1;
+	int64_t K = 1;
+	for (int r = 0; r < k->rrank; r++) {
+		G->ca_k[r] = c0[k->rank + r];
+		G->cb_k[r] = c1[k->rank + r];
+		K *= k->rdim[r];
+	}
+	int vl = vt == DT_F32 ? 8 : 4;
+	return G->N >= GEMM_NV * vl && G->M * G->N * K >= GEMM_MIN_WORK;
+}
+
+static LLVMValueRef
+i64c(Emit *e, int64_t v)
+{
+	return LLVMConstInt(e->i64, (unsigned long long)v, 1);
+}
+
+// base + c * v (v an i64 value), skipping zero coefficients.
+static LLVMValueRef
+axpy(Emit *e, LLVMValueRef base, int64_t c, LLVMValueRef v)
+{
+	if (c == 0)
+		return base;
+	return LLVMBuildNSWAdd(e->B, base, c == 1 ? v : LLVMBuildNSWMul(e->B, v, i64c(e, c), ""), "");
+}
+
+// A value of buffer b at element index idx, in the compute dtype vt.
+static LLVMValueRef
+gemm_load(Emit *e, uint32_t b, LLVMValueRef idx, DType vt)
+{
+	DType st = e->p->buf[b].dtype;
+	LLVMValueRef ptr = LLVMBuildInBoundsGEP2(e->B, sty(e, st), e->bufptr[b], &idx, 1, "");
+	LLVMValueRef v = LLVMBuildLoad2(e->B, sty(e, st), ptr, "");
+	return convert(e, v, st, vt, 0);
+}
+
+// VL values of buffer b from element idx on, as a vector of the compute dtype.
+static LLVMValueRef
+gemm_vload(Emit *e, uint32_t b, LLVMValueRef idx, DType vt, unsigned vl)
+{
+	DType st = e->p->buf[b].dtype;
+	LLVMTypeRef svt = LLVMVectorType(sty(e, st), vl);
+	LLVMValueRef ptr = LLVMBuildInBoundsGEP2(e->B, sty(e, st), e->bufptr[b], &idx, 1, "");
+	ptr = LLVMBuildBitCast(e->B, ptr, LLVMPointerType(svt, 0), "");
+	LLVMValueRef v = LLVMBuildLoad2(e->B, svt, ptr, "");
+	LLVMSetAlignment(v, (unsigned)kir_dtype_size(st));
+	if (st != vt)
+		v = LLVMBuildFPExt(e->B, v, LLVMVectorType(ty(e, vt), vl), "");
+	return v;
+}
+
+static LLVMValueRef
+splat(Emit *e, LLVMValueRef x, unsigned vl)
+{
+	LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(x), vl);
+	LLVMValueRef v = LLVMBuildInsertElement(e->B, LLVMGetUndef(vt), x, LLVMConstInt(e->i32, 0, 0), "");
+	LLVMValueRef zero = LLVMConstNull(LLVMVectorType(e->i32, vl));
+	return LLVMBuildShuffleVector(e->B, v, LLVMGetUndef(vt), zero, "");
+}
+
+// An alloca in the entry block (promoted by mem2reg).
+static LLVMValueRef
+entry_alloca(Emit *e, LLVMTypeRef t)
+{
+	LLVMBasicBlockRef cur = LLVMGetInsertBlock(e->B);
+	LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(e->fn);
+	LLVMValueRef first = LLVMGetFirstInstruction(entry);
+	if (first)
+		LLVMPositionBuilderBefore(e->B, first);
+	else
+		LLVMPositionBuilderAtEnd(e->B, entry);
+	LLVMValueRef a = LLVMBuildAlloca(e->B, t, "");
+	LLVMPositionBuilderAtEnd(e->B, cur);
+	return a;
+}
+
+// One tile: rows i0 .. i0+mr-1, columns j0 .. j0+NV VL-1, over the whole
+// reduction, in mr x NV vector accumulators.
+static void
+gemm_tile(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, int mr, LLVMValueRef ba,
+          LLVMValueRef bb, LLVMValueRef bc, LLVMValueRef i0, LLVMValueRef j0, DType vt, unsigned vl,
+          Loop *loops)
+{
+	LLVMTypeRef vty = LLVMVectorType(ty(e, vt), vl);
+	for (int a = 0; a < mr * GEMM_NV; a++)
+		LLVMBuildStore(e->B, LLVMConstNull(vty), acc[a]);
+	LLVMValueRef pa = axpy(e, ba, G->ca_i, i0), pb = LLVMBuildNSWAdd(e->B, bb, j0, "");
+	for (int r = 0; r < k->rrank; r++)
+		loop_begin(e, &loops[k->rank + r], e->var[k->rank + r], k->rdim[r]);
+	LLVMValueRef ia = pa, ib = pb;
+	for (int r = 0; r < k->rrank; r++) {
+		LLVMValueRef kv = LLVMBuildLoad2(e->B, e->i64, e->var[k->rank + r], "");
+		ia = axpy(e, ia, G->ca_k[r], kv);
+		ib = axpy(e, ib, G->cb_k[r], kv);
+	}
+	LLVMValueRef bv[GEMM_NV];
+	for (int v = 0; v < GEMM_NV; v++)
+		bv[v] = gemm_vload(e, G->bbuf, LLVMBuildNSWAdd(e->B, ib, i64c(e, v * (int64_t)vl), ""), vt, vl);
+	for (int i = 0; i < mr; i++) {
+		LLVMValueRef av = splat(e, gemm_load(e, G->abuf, axpy(e, ia, G->ca_i, i64c(e, i)), vt), vl);
+		for (int v = 0; v < GEMM_NV; v++) {
+			LLVMValueRef cur = LLVMBuildLoad2(e->B, vty, acc[i * GEMM_NV + v], "");
+			LLVMValueRef args[3] = {av, bv[v], cur};
+			LLVMBuildStore(e->B, intrinsic(e, "llvm.fmuladd", vty, args, 3), acc[i * GEMM_NV + v]);
+		}
+	}
+	for (int r = k->rrank - 1; r >= 0; r--)
+		loop_end(e, &loops[k->rank + r]);
+	LLVMTypeRef cst = sty(e, vt);
+	for (int i = 0; i < mr; i++)
+		for (int v = 0; v < GEMM_NV; v++) {
+			LLVMValueRef idx = axpy(e, bc, G->cc_i, LLVMBuildNSWAdd(e->B, i0, i64c(e, i), ""));
+			idx = LLVMBuildNSWAdd(e->B, idx, LLVMBuildNSWAdd(e->B, j0, i64c(e, v * (int64_t)vl), ""), "");
+			LLVMValueRef ptr = LLVMBuildInBoundsGEP2(e->B, cst, e->bufptr[k->out], &idx, 1, "");
+			ptr = LLVMBuildBitCast(e->B, ptr, LLVMPointerType(vty, 0), "");
+			LLVMValueRef st = LLVMBuildStore(e->B, LLVMBuildLoad2(e->B, vty, acc[i * GEMM_NV + v], ""), ptr);
+			LLVMSetAlignment(st, (unsigned)kir_dtype_size(vt));
+		}
+}
+
+// The tile of rows i0 .. i0+mr-1 and the packed columns for reduction
+// steps k0 .. k0+kc-1: the accumulators start from zero in the first block
+// (first, an i1) and from C after, and end in C.
+static void
+gemm_tile_packed(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, int mr,
+                 LLVMValueRef bp, LLVMValueRef ba, LLVMValueRef bc, LLVMValueRef i0, LLVMValueRef j0,
+                 LLVMValueRef k0, LLVMValueRef kc, LLVMValueRef first, LLVMValueRef ctr, DType vt,
+                 unsigned vl)
+{
+	LLVMTypeRef vty = LLVMVectorType(ty(e, vt), vl), cst = sty(e, vt);
+	LLVMValueRef cptr[GEMM_MR * GEMM_NV];
+	for (int i = 0; i < mr; i++)
+		for (int v = 0; v < GEMM_NV; v++) {
+			LLVMValueRef idx = axpy(e, bc, G->cc_i, LLVMBuildNSWAdd(e->B, i0, i64c(e, i), ""));
+			idx = LLVMBuildNSWAdd(e->B, idx, LLVMBuildNSWAdd(e->B, j0, i64c(e, v * (int64_t)vl), ""), "");
+			LLVMValueRef ptr = LLVMBuildInBoundsGEP2(e->B, cst, e->bufptr[k->out], &idx, 1, "");
+			cptr[i * GEMM_NV + v] = LLVMBuildBitCast(e->B, ptr, LLVMPointerType(vty, 0), "");
+			LLVMValueRef old = LLVMBuildLoad2(e->B, vty, cptr[i * GEMM_NV + v], "");
+			LLVMSetAlignment(old, (unsigned)kir_dtype_size(vt));
+			LLVMBuildStore(e->B, LLVMBuildSelect(e->B, first, LLVMConstNull(vty), old, ""),
+			               acc[i * GEMM_NV + v]);
+		}
+	LLVMValueRef pa = axpy(e, axpy(e, ba, G->ca_i, i0), G->ca_k[0], k0);
+	Loop lk;
+	loop_begin_v(e, &lk, ctr, kc);
+	LLVMValueRef kk = LLVMBuildLoad2(e->B, e->i64, ctr, "");
+	LLVMValueRef ia = axpy(e, pa, G->ca_k[0], kk);
+	LLVMValueRef bv[GEMM_NV];
+	for (int v = 0; v < GEMM_NV; v++) {
+		LLVMValueRef slot = LLVMBuildNSWAdd(e->B, LLVMBuildNSWMul(e->B, kk, i64c(e, GEMM_NV), ""), i64c(e, v), "");
+		LLVMValueRef ptr = LLVMBuildInBoundsGEP2(e->B, vty, bp, &slot, 1, "");
+		bv[v] = LLVMBuildLoad2(e->B, vty, ptr, "");
+	}
+	for (int i = 0; i < mr; i++) {
+		LLVMValueRef av = splat(e, gemm_load(e, G->abuf, axpy(e, ia, G->ca_i, i64c(e, i)), vt), vl);
+		for (int v = 0; v < GEMM_NV; v++) {
+			LLVMValueRef cur = LLVMBuildLoad2(e->B, vty, acc[i * GEMM_NV + v], "");
+			LLVMValueRef args[3] = {av, bv[v], cur};
+			LLVMBuildStore(e->B, intrinsic(e, "llvm.fmuladd", vty, args, 3), acc[i * GEMM_NV + v]);
+		}
+	}
+	loop_end(e, &lk);
+	for (int a = 0; a < mr * GEMM_NV; a++) {
+		LLVMValueRef st = LLVMBuildStore(e->B, LLVMBuildLoad2(e->B, vty, acc[a], ""), cptr[a]);
+		LLVMSetAlignment(st, (unsigned)kir_dtype_size(vt));
+	}
+}
+
+static void
+emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
+{
+	const KProgram *p = e->p;
+	DType vt = (DType)p->x[k->body].dtype;
+	unsigned vl = vt == DT_F32 ? 8 : 4;
+	int64_t nr = GEMM_NV * (int64_t)vl, ntile = G->N / nr, mblk = G->M / GEMM_MR;
+	LLVMTypeRef t = ty(e, vt), vty = LLVMVectorType(t, vl);
+	LLVMValueRef acc[GEMM_MR * GEMM_NV];
+	for (int a = 0; a < GEMM_MR * GEMM_NV; a++)
+		acc[a] = entry_alloca(e, vty);
+	LLVMValueRef sacc = entry_alloca(e, t);
+	LLVMValueRef ctr_t = entry_alloca(e, e->i64), ctr_m = entry_alloca(e, e->i64);
+	LLVMValueRef ctr_r = entry_alloca(e, e->i64), ctr_j = entry_alloca(e, e->i64);
+	int nouter = G->vi >= 0 ? G->vi : G->vj;
+	for (int d = 0; d < nouter; d++)
+		loop_begin(e, &loops[d], e->var[d], k->dim[d]);
+	// The bases: every index at i = j = k = 0 for this outer point.
+	for (int v = nouter; v < k->rank + k->rrank; v++)
+		LLVMBuildStore(e->B, i64c(e, 0), e->var[v]);
+	new_region(e);
+	LLVMValueRef ba = emit_x(e, G->aidx), bb = emit_x(e, G->bidx), bc = emit_x(e, k->index);
+	Loop lt, lm, lr, lj, li;
+	if (k->rrank == 1) {
+		// One reduction axis: blocks of GEMM_KC steps; per block and
+		// tile of columns, B's KC x NR values are packed into a stack
+		// buffer (contiguous: one cache-resident panel, no TLB misses from
+		// B's row stride) that every block of rows then reads.
+		int64_t K = k->rdim[0], nkb = (K + GEMM_KC - 1) / GEMM_KC;
+		LLVMTypeRef pt = LLVMArrayType(vty, GEMM_KC * GEMM_NV);
+		LLVMValueRef bp = entry_alloca(e, pt);
+		LLVMSetAlignment(bp, 64);
+		bp = LLVMBuildBitCast(e->B, bp, LLVMPointerType(vty, 0), "");
+		LLVMValueRef ctr_kb = entry_alloca(e, e->i64), ctr_k = entry_alloca(e, e->i64);
+		Loop lkb, lp;
+		loop_begin(e, &lkb, ctr_kb, nkb);
+		LLVMValueRef kb = LLVMBuildLoad2(e->B, e->i64, ctr_kb, "");
+		LLVMValueRef k0 = LLVMBuildNSWMul(e->B, kb, i64c(e, GEMM_KC), "");
+		LLVMValueRef rest = LLVMBuildNSWSub(e->B, i64c(e, K), k0, "");
+		LLVMValueRef kc = LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, rest, i64c(e, GEMM_KC), ""),
+		                                  rest, i64c(e, GEMM_KC), "");
+		LLVMValueRef first = LLVMBuildICmp(e->B, LLVMIntEQ, kb, i64c(e, 0), "");
+		loop_begin(e, &lt, ctr_t, ntile);
+		LLVMValueRef j0 = LLVMBuildNSWMul(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_t, ""), i64c(e, nr), "");
+		loop_begin_v(e, &lp, ctr_k, kc);
+		LLVMValueRef kk = LLVMBuildLoad2(e->B, e->i64, ctr_k, "");
+		LLVMValueRef ib = axpy(e, LLVMBuildNSWAdd(e->B, bb, j0, ""), G->cb_k[0],
+		                       LLVMBuildNSWAdd(e->B, k0, kk, ""));
+		for (int v = 0; v < GEMM_NV; v++) {
+			LLVMValueRef x = gemm_vload(e, G->bbuf, LLVMBuildNSWAdd(e->B, ib, i64c(e, v * (int64_t)vl), ""), vt, vl);
+			LLVMValueRef slot = LLVMBuildNSWAdd(e->B, LLVMBuildNSWMul(e->B, kk, i64c(e, GEMM_NV), ""), i64c(e, v), "");
+			LLVMBuildStore(e->B, x, LLVMBuildInBoundsGEP2(e->B, vty, bp, &slot, 1, ""));
+		}
+		loop_end(e, &lp);
+		loop_begin(e, &lm, ctr_m, mblk);
+		LLVMValueRef i0 = LLVMBuildNSWMul(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_m, ""), i64c(e, GEMM_MR), "");
+		gemm_tile_packed(e, k, G, acc, GEMM_MR, bp, ba, bc, i0, j0, k0, kc, first, ctr_k, vt, vl);
+		loop_end(e, &lm);
+		loop_begin(e, &lr, ctr_r, G->M - mblk * GEMM_MR);
+		i0 = LLVMBuildNSWAdd(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_r, ""), i64c(e, mblk * GEMM_MR), "");
+		j0 = LLVMBuildNSWMul(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_t, ""), i64c(e, nr), "");
+		gemm_tile_packed(e, k, G, acc, 1, bp, ba, bc, i0, j0, k0, kc, first, ctr_k, vt, vl);
+		loop_end(e, &lr);
+		loop_end(e, &lt);
+		loop_end(e, &lkb);
+	} else {
+	// Whole tiles of columns: blocks of MR rows, then the rows left.
+	loop_begin(e, &lt, ctr_t, ntile);
+	LLVMValueRef j0 = LLVMBuildNSWMul(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_t, ""), i64c(e, nr), "");
+	loop_begin(e, &lm, ctr_m, mblk);
+	LLVMValueRef i0 = LLVMBuildNSWMul(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_m, ""), i64c(e, GEMM_MR), "");
+	gemm_tile(e, k, G, acc, GEMM_MR, ba, bb, bc, i0, j0, vt, vl, loops);
+	loop_end(e, &lm);
+	loop_begin(e, &lr, ctr_r, G->M - mblk * GEMM_MR);
+	i0 = LLVMBuildNSWAdd(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_r, ""), i64c(e, mblk * GEMM_MR), "");
+	j0 = LLVMBuildNSWMul(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_t, ""), i64c(e, nr), "");
+	gemm_tile(e, k, G, acc, 1, ba, bb, bc, i0, j0, vt, vl, loops);
+	loop_end(e, &lr);
+	loop_end(e, &lt);
+	}
+	// The columns past the last tile: scalar dot products in order of k.
+	loop_begin(e, &lj, ctr_j, G->N - ntile * nr);
+	loop_begin(e, &li, ctr_m, G->M);
+	LLVMValueRef j = LLVMBuildNSWAdd(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_j, ""), i64c(e, ntile * nr), "");
+	LLVMValueRef i = LLVMBuildLoad2(e->B, e->i64, ctr_m, "");
+	LLVMBuildStore(e->B, LLVMConstReal(t, 0), sacc);
+	LLVMValueRef pa = axpy(e, ba, G->ca_i, i), pb = LLVMBuildNSWAdd(e->B, bb, j, "");
+	for (int r = 0; r < k->rrank; r++)
+		loop_begin(e, &loops[k->rank + r], e->var[k->rank + r], k->rdim[r]);
+	LLVMValueRef ia = pa, ib = pb;
+	for (int r = 0; r < k->rrank; r++) {
+		LLVMValueRef kv = LLVMBuildLoad2(e->B, e->i64, e->var[k->rank + r], "");
+		ia = axpy(e, ia, G->ca_k[r], kv);
+		ib = axpy(e, ib, G->cb_k[r], kv);
+	}
+	LLVMValueRef prod = LLVMBuildFMul(e->B, gemm_load(e, G->abuf, ia, vt), gemm_load(e, G->bbuf, ib, vt), "");
+	LLVMBuildStore(e->B, LLVMBuildFAdd(e->B, LLVMBuildLoad2(e->B, t, sacc, ""), prod, ""), sacc);
+	for (int r = k->rrank - 1; r >= 0; r--)
+		loop_end(e, &loops[k->rank + r]);
+	LLVMValueRef idx = LLVMBuildNSWAdd(e->B, axpy(e, bc, G->cc_i, i), j, "");
+	LLVMValueRef ptr = LLVMBuildInBoundsGEP2(e->B, t, e->bufptr[k->out], &idx, 1, "");
+	LLVMBuildStore(e->B, LLVMBuildLoad2(e->B, t, sacc, ""), ptr);
+	loop_end(e, &li);
+	loop_end(e, &lj);
+	for (int d = nouter - 1; d >= 0; d--)
+		loop_end(e, &loops[d]);
+}
+
 // Kernel i of task program p as an internal function, taking what *sig
 // lists (filled here).
 static LLVMValueRef
@@ -838,6 +1206,12 @@ emit_kernel(Emit *e, const char *task, uint32_t ki, KSig *sig)
 		e->acc = LLVMBuildAlloca(e->B, ty(e, vt), "acc");
 	Loop loops[2 * IR_MAXDIM];
 	DType st = p->buf[k->out].dtype;
+	Gemm G;
+	if (gemm_plan(p, k, &G)) {
+		emit_gemm(e, k, &G, loops);
+		LLVMBuildRetVoid(e->B);
+		return fn;
+	}
 	if (k->contraction && k->red && k->rank >= 1 && st == vt && unit_stride(p, k)) {
 		emit_contraction(e, k, loops);
 		LLVMBuildRetVoid(e->B);

@@ -841,17 +841,54 @@ kernel_scatter(Lower *L, uint32_t out, NodeId n)
 	k->nfused = L->nexpand;
 }
 
+// A temporary's dtype: computing in f64, f32 intermediates are kept in f64
+// (only inputs and outputs keep the graph's dtypes).
+static DType
+tmp_dtype(const KProgram *p, DType dt)
+{
+	return dt == DT_F32 ? p->fcompute : dt;
+}
+
+// Is b, read at (..., k, j) by a matmul, a load stepping by one element
+// along j?  (A buffer is; a transposed or otherwise permuted view is not.)
+static int
+matmul_b_contiguous(Lower *L, NodeId bn, const Shape *os)
+{
+	KProgram *p = L->p;
+	const Shape *bs = ir_shape(L->g, bn);
+	int r = os->rank;
+	KxId c[IR_MAXDIM];
+	for (int d = 0; d < r; d++)
+		c[d] = kx_var(p, d, bs->dim[d] == 1 ? 1 : bs->dim[d]);
+	KxId v = at(L, bn, flat(p, c, bs));
+	int64_t coef;
+	return p->x[v].op == KX_LOAD && kx_affine_coef(p, p->x[v].a[0], r - 1, &coef) && coef == 1;
+}
+
 // (..., M, K) @ (..., K, N): a sum over k of a[..., i, k] b[..., k, j].
+// When the product is large enough for the blocked GEMM of the LLVM
+// backend (codegen/llvm.c, emit_gemm) and b is a view that is not
+// contiguous along j (x @ transpose(w), the linear layers), b is first
+// copied into a row-major temporary: K N copies buy vector loads for the
+// M N K terms.
 static void
 kernel_matmul(Lower *L, uint32_t out, NodeId n)
 {
 	const Graph *g = L->g;
 	KProgram *p = L->p;
-	KKernel *k = kernel_begin(L, out, n, "matmul");
 	NodeId an = ir_in1(g, n, 0), bn = ir_in1(g, n, 1);
 	const Shape *as = ir_shape(g, an), *bs = ir_shape(g, bn), *os = ir_shape(g, n);
 	int r = os->rank;
 	int64_t K = as->dim[r - 1];
+	int64_t M = os->dim[r - 2], N = os->dim[r - 1];
+	if (M >= 4 && N >= 16 && M * N * K >= 4096 && L->buf[bn] == NOBUF &&
+	    !matmul_b_contiguous(L, bn, os)) {
+		uint32_t tb = kir_buf_add(p, KB_TMP, 0, tmp_dtype(p, ndtype(L, bn)), bs, bn);
+		kernel_map(L, tb, 0, bn, bn);
+		L->buf[bn] = tb;
+		L->off[bn] = 0;
+	}
+	KKernel *k = kernel_begin(L, out, n, "matmul");
 	KxId c[IR_MAXDIM];
 	for (int d = 0; d < r; d++) {
 		if (os->dim[d] == 1) {
@@ -1427,14 +1464,6 @@ cg_loc_str(const SrcMap *src, Loc loc, char *buf, size_t n)
 }
 
 // ---------------------------------------------------------------- scan and host ops
-
-// A temporary's dtype: computing in f64, f32 intermediates are kept in f64
-// (only inputs and outputs keep the graph's dtypes).
-static DType
-tmp_dtype(const KProgram *p, DType dt)
-{
-	return dt == DT_F32 ? p->fcompute : dt;
-}
 
 // scan(body, carries, xs, invariants) as a loop (docs/CODEGEN.md):
 //
