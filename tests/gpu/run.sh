@@ -4,7 +4,8 @@
 # STEPS (default "check bench peer"): check = gpu_check on every artifact
 # (graphs on, then off); bench = fadc-bench --gpu 0 over the ppl models
 # (every task) and multiheadattn; peer = the seed's PyTorch benchmark on
-# the same models, in the same call.  Logs go to $OUT (or /tmp/out).
+# the same models, in the same call.  Logs go to $OUT (or /tmp/out): at
+# most 8 files (the device tool's limit).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp/out}
@@ -34,7 +35,7 @@ case " $steps " in *" bench "*)
 	timeout 300 "$here/bin/fadc-bench" --gpu 0 --num-iters "$iters" \
 		--config /tmp/fgpu/bench/bench.yaml --artifacts /tmp/fgpu/artifacts \
 		--model-filter multiheadattn \
-		--output "$out/fadc-mha.md" --json "$out/fadc-mha.json" 2>&1 | grep -v "^Results"
+		--output "$out/fadc-mha.md" --json /tmp/fadc-mha.json 2>&1 | grep -v "^Results"
 	cat "$out"/fadc-*.md
 	;;
 esac
@@ -44,14 +45,14 @@ case " $steps " in *" peer "*)
 	export PYTHONUNBUFFERED=1
 	python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0))'
 	timeout 400 python3 functional_autograd_benchmark.py --gpu 0 --run-slow-tasks \
-		--num-iters "$iters" --model-filter ppl_simple_reg --output "$out/torch-simple.md" >"$out/torch-simple.log" 2>&1
-	echo "rc=$?"; tail -n 3 "$out/torch-simple.log"
+		--num-iters "$iters" --model-filter ppl_simple_reg --output "$out/torch-simple.md" >"/tmp/torch-simple.log" 2>&1
+	echo "rc=$?"; grep -iE "error|Traceback" "/tmp/torch-simple.log" | tail -n 3
 	timeout 600 python3 functional_autograd_benchmark.py --gpu 0 --run-slow-tasks --seed 1 \
-		--num-iters "$iters" --model-filter ppl_robust_reg --output "$out/torch-robust.md" >"$out/torch-robust.log" 2>&1
-	echo "rc=$?"; tail -n 3 "$out/torch-robust.log"
+		--num-iters "$iters" --model-filter ppl_robust_reg --output "$out/torch-robust.md" >"/tmp/torch-robust.log" 2>&1
+	echo "rc=$?"; grep -iE "error|Traceback" "/tmp/torch-robust.log" | tail -n 3
 	timeout 300 python3 functional_autograd_benchmark.py --gpu 0 \
-		--num-iters "$iters" --model-filter multiheadattn --output "$out/torch-mha.md" >"$out/torch-mha.log" 2>&1
-	echo "rc=$?"; tail -n 3 "$out/torch-mha.log"
+		--num-iters "$iters" --model-filter multiheadattn --output "$out/torch-mha.md" >"/tmp/torch-mha.log" 2>&1
+	echo "rc=$?"; grep -iE "error|Traceback" "/tmp/torch-mha.log" | tail -n 3
 	cat "$out"/torch-*.md
 	;;
 esac
