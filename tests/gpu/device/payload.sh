@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/gpu/payload.sh DEST -- everything a GPU machine needs to check and
+# tests/gpu/device/payload.sh DEST -- everything a GPU machine needs to check and
 # time fadc, built here: that machine has no LLVM (fadc cannot run there),
 # so the artifacts are compiled here and only runtime-side programs travel.
 #
@@ -12,14 +12,14 @@
 #                    the model's absolute path, so DEST/fgpu must sit at
 #                    /tmp/fgpu on both machines (run.sh copies it there)
 #   DEST/peer/       the seed's functional_autograd_benchmark.py and the
-#                    modules it imports (tests/gpu/peer)
-#   DEST/run.sh      what the GPU machine runs (tests/gpu/run.sh)
+#                    modules it imports (tests/gpu/device/peer)
+#   DEST/run.sh      what the GPU machine runs (tests/gpu/device/run.sh)
 #
-# Usage: tests/gpu/payload.sh /work/main/.gpu   (from the repository root,
+# Usage: tests/gpu/device/payload.sh /work/main/.gpu   (from the repository root,
 # after building into build/)
 set -eu
 dest=${1:?usage: payload.sh DEST}
-root=$(cd "$(dirname "$0")/../.." && pwd)
+root=$(cd "$(dirname "$0")/../../.." && pwd)
 b=$root/build/bin
 rm -rf "$dest"
 mkdir -p "$dest/bin" "$dest/check" "$dest/peer"
@@ -46,6 +46,6 @@ cp "$root/bench/bench.yaml" /tmp/fgpu/bench/
 "$b/fadc-bench" --gpu 0 --compile-only --config /tmp/fgpu/bench/bench.yaml \
 	--artifacts /tmp/fgpu/artifacts --model-filter multiheadattn
 cp -r /tmp/fgpu "$dest/fgpu"
-cp "$root"/tests/gpu/peer/*.py "$dest/peer/"
-cp "$root/tests/gpu/run.sh" "$dest/run.sh"
+cp "$root"/tests/gpu/device/peer/*.py "$root/bench/peers/jax_ppl.py" "$dest/peer/"
+cp "$root/tests/gpu/device/run.sh" "$dest/run.sh"
 du -sh "$dest"
