@@ -5,8 +5,8 @@
 #
 #   DEST/bin/        gpu_check, fadc-bench (no LLVM: checked with ldd)
 #   DEST/check/      cpu,cuda artifacts for gpu_check: both ppl models (every
-#                    task, full size), multiheadattn and transformer at
-#                    reduced sizes, and floor.so (one kernel)
+#                    task, full size), multiheadattn at reduced and full size,
+#                    transformer at reduced size, and floor.so (one kernel)
 #   DEST/fgpu/       a bench tree (bench/bench.yaml, models/) and its
 #                    --target cuda artifacts; fadc-bench finds artifacts by
 #                    the model's absolute path, so DEST/fgpu must sit at
@@ -33,6 +33,9 @@ fadc "$root/models/ppl_simple_reg.ir" -o "$dest/check/ppl_simple_reg.so" --targe
 fadc "$root/models/ppl_robust_reg.ir" -o "$dest/check/ppl_robust_reg.so" --target cpu,cuda --tasks all
 fadc "$root/models/multiheadattn.ir" -o "$dest/check/multiheadattn.so" --target cpu,cuda \
 	--tasks forward,vjp,jvp,vhp -D B=4 -D L=3 -D S=5
+# Full size: too large to fuse; long reductions as one block per point.
+fadc "$root/models/multiheadattn.ir" -o "$dest/check/multiheadattn_full.so" --target cpu,cuda \
+	--tasks forward,vjp,jvp,vhp
 fadc "$root/models/transformer.ir" -o "$dest/check/transformer.so" --target cpu,cuda \
 	--tasks forward,vjp,jvp,vhp -D N=8 -D SEQ=4 -D E=16 -D NH=4 -D FF=16 -D MAXLEN=16
 fadc "$root/tests/gpu/floor.ir" -o "$dest/check/floor.so" --target cpu,cuda --tasks forward
