@@ -480,6 +480,46 @@ red_combine(Cu *c, KRed r, DType dt, KxId v) {
 	fputs(";\n", f);
 }
 
+// acc <- acc (+) o for a variable o: the same rules as red_combine (a NaN
+// in either stays), for the block reduction's tree.
+static void
+red_combine_var(Cu *c, KRed r, DType dt, const char *o) {
+	FILE *f = c->f;
+	indent(c);
+	if (r == KR_SUM)
+		fprintf(f, "acc = acc + %s;\n", o);
+	else if (!isflt(dt))
+		fprintf(f, "acc = %s %s acc ? %s : acc;\n", o, r == KR_MAX ? ">" : "<", o);
+	else
+		fprintf(f, "if (acc == acc && !(%s %s acc)) acc = %s;\n", o, r == KR_MAX ? "<=" : ">=",
+		        o);
+}
+
+// Long reductions into few points get a block per output point: each of
+// the block's 256 threads folds a strided share of the reduction domain,
+// then a tree in shared memory folds the 256 partial results (log2 256 = 8
+// barrier steps).  One thread per point would run the whole domain
+// serially: a scalar sum of 20,000 terms in one thread costs ~100 us.  The
+// summation order differs from the CPU's (a tree of strided partial sums),
+// within f32 rounding.  Not inside a fused task (one block, whose kernels
+// are small by construction).
+#define BLOCKRED_MIN_TERMS 128
+#define BLOCKRED_MAX_POINTS 32768
+
+static int fused(const KProgram *p);
+
+static int
+blockred(const KProgram *p, const KKernel *k) {
+	if (!k->red || fused(p))
+		return 0;
+	int64_t npt = 1, nr = 1;
+	for (int d = 0; d < k->rank; d++)
+		npt *= k->dim[d];
+	for (int d = 0; d < k->rrank; d++)
+		nr *= k->rdim[d];
+	return nr >= BLOCKRED_MIN_TERMS && npt <= BLOCKRED_MAX_POINTS;
+}
+
 static void
 kernel_name(FILE *f, const char *task, uint32_t ki, const char *what) {
 	fputs("fadc_", f);
@@ -521,6 +561,16 @@ kernel_uses(const KProgram *p, const KKernel *k, Uses *u) {
 // FUSE_WORK_LIMIT (about a thousand terms per thread of 256).
 #define FUSE_WORK_LIMIT ((int64_t)1 << 18)
 #define FUSED_THREADS 256
+// A fused task whose arena fits in static shared memory keeps its
+// temporaries there (a dependent load costs ~30 cycles instead of an L2
+// round trip of ~200): they are not arguments then, but pointers into one
+// __shared__ array at the memory plan's offsets (64-byte aligned).
+#define FUSED_SMEM_LIMIT (48 * 1024)
+
+static int
+fused_smem(const KProgram *p) {
+	return p->arena_bytes <= FUSED_SMEM_LIMIT;
+}
 
 static int
 fused(const KProgram *p) {
@@ -587,8 +637,9 @@ cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *out) {
 		free(k.name);
 		free(k.buf);
 	}
+	int smem = fused_smem(p);
 	for (uint32_t b = 0; b < p->nbuf; b++)
-		if (use[b])
+		if (use[b] && !(smem && p->buf[b].kind == KB_TMP))
 			out->buf[out->narg++] = b;
 	free(use);
 	return 1;
@@ -616,6 +667,20 @@ print_fused(Cu *c) {
 		        csty(p->buf[b].dtype), b);
 	}
 	fprintf(f, "%s)\n{\n", all.runseed ? ", unsigned long long runseed" : "");
+	if (fused_smem(p)) {
+		if (p->arena_bytes > 0)
+			fprintf(f, "\t__shared__ __align__(64) unsigned char arena[%lld];\n",
+			        (long long)p->arena_bytes);
+		for (uint32_t b = 0; b < p->nbuf; b++) {
+			if (p->buf[b].kind != KB_TMP)
+				continue;
+			if (p->arena_bytes > 0)
+				fprintf(f, "\t%s *b%u = (%s *)(arena + %lld);\n", csty(p->buf[b].dtype), b,
+				        csty(p->buf[b].dtype), (long long)p->buf[b].offset);
+			else // zero-size temporaries: never dereferenced
+				fprintf(f, "\t%s *b%u = nullptr;\n", csty(p->buf[b].dtype), b);
+		}
+	}
 	for (uint32_t ki = 0; ki < p->nk; ki++) {
 		CgCudaKernel k;
 		FADC_ASSERT(kernel_contract(p, ki, &k), "cuda: out of memory");
@@ -665,6 +730,8 @@ kernel_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out) {
 		if (u.buf[b] && b != k->out)
 			out->buf[out->narg++] = b;
 	out->runseed = u.seed;
+	if (blockred(p, k))
+		out->grid = (uint32_t)(out->points < 65535 ? out->points : 65535);
 	free(u.seen);
 	free(u.buf);
 	return 1;
@@ -695,11 +762,18 @@ print_kernel(Cu *c, uint32_t ki) {
 		if (u.buf[b] && b != k->out)
 			fprintf(f, ", const %s *__restrict__ b%u", csty(p->buf[b].dtype), b);
 	fprintf(f, "%s)\n{\n", u.seed ? ", unsigned long long runseed" : "");
-	fprintf(
-	    f,
-	    "\tfor (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < %lldLL;\n"
-	    "\t     t += (long long)blockDim.x * gridDim.x) {\n",
-	    (long long)npt);
+	int br = blockred(p, k);
+	if (br) {
+		// One block per output point (grid-stride over blocks).
+		fprintf(f, "\t__shared__ %s red[256];\n", cty((DType)p->x[k->body].dtype));
+		fprintf(f, "\tfor (long long t = blockIdx.x; t < %lldLL; t += gridDim.x) {\n",
+		        (long long)npt);
+	} else
+		fprintf(
+		    f,
+		    "\tfor (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < %lldLL;\n"
+		    "\t     t += (long long)blockDim.x * gridDim.x) {\n",
+		    (long long)npt);
 	c->depth = 2;
 	// Parallel variables: row-major coordinates of point t.
 	int64_t stride = 1;
@@ -717,7 +791,64 @@ print_kernel(Cu *c, uint32_t ki) {
 	}
 	KxId val = k->red ? k->post : k->body;
 	DType vt = (DType)p->x[k->body].dtype;
-	if (k->red) {
+	if (br) {
+		int64_t nr = 1;
+		for (int d = 0; d < k->rrank; d++)
+			nr *= k->rdim[d];
+		indent(c);
+		fprintf(f, "%s acc = ", cty(vt));
+		red_init(c, k->red, vt);
+		fputs(";\n", f);
+		indent(c);
+		fprintf(f, "for (long long r = threadIdx.x; r < %lldLL; r += blockDim.x) {\n",
+		        (long long)nr);
+		c->depth++;
+		int64_t rs = 1;
+		for (int d = k->rrank - 1; d >= 0; d--) {
+			int v = k->rank + d;
+			if (v < 2 * IR_MAXDIM && u.var[v]) {
+				indent(c);
+				fprintf(f, "const long long i%d = r / %lldLL %% %lldLL;\n", v, (long long)rs,
+				        (long long)k->rdim[d]);
+			}
+			rs *= k->rdim[d];
+		}
+		c->region++;
+		ensure(c, k->body);
+		red_combine(c, k->red, vt, k->body);
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+		// The tree over the block's partial results.
+		indent(c);
+		fputs("red[threadIdx.x] = acc;\n", f);
+		indent(c);
+		fputs("__syncthreads();\n", f);
+		indent(c);
+		fputs("for (int s = blockDim.x / 2; s > 0; s >>= 1) {\n", f);
+		c->depth++;
+		indent(c);
+		fputs("if (threadIdx.x < s) {\n", f);
+		c->depth++;
+		indent(c);
+		fprintf(f, "const %s o = red[threadIdx.x + s];\n", cty(vt));
+		red_combine_var(c, k->red, vt, "o");
+		indent(c);
+		fputs("red[threadIdx.x] = acc;\n", f);
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+		indent(c);
+		fputs("__syncthreads();\n", f);
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+		indent(c);
+		fputs("if (threadIdx.x == 0) {\n", f);
+		c->depth++;
+		indent(c);
+		fputs("acc = red[0];\n", f);
+	} else if (k->red) {
 		indent(c);
 		fprintf(f, "%s acc = ", cty(vt));
 		red_init(c, k->red, vt);
@@ -751,7 +882,16 @@ print_kernel(Cu *c, uint32_t ki) {
 		ref(c, val);
 	} else
 		convert(c, val, ct, st, 0);
-	fputs(";\n\t}\n}\n", f);
+	fputs(";\n", f);
+	if (br) {
+		// red[] is read by thread 0 above and rewritten by the next point.
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+		indent(c);
+		fputs("__syncthreads();\n", f);
+	}
+	fputs("\t}\n}\n", f);
 	free(u.seen);
 	free(u.buf);
 }

@@ -51,3 +51,11 @@ if [ $rc -eq 77 ]; then
 else
 	[ $rc -eq 0 ] || { cat "$tmp/out" "$tmp/err" >&2; fail "gpu_check failed"; }
 fi
+
+# fadc-bench --gpu 0 without a device: one clear error, nothing run; --gpu
+# -2 (auto) falls back to the CPU.
+if [ $rc -eq 77 ]; then
+	"${FADC_BENCH:?}" --gpu 0 --num-iters 0 --model-filter ppl_simple_reg --task-filter vjp \
+		>"$tmp/out" 2>"$tmp/err" && fail "fadc-bench --gpu 0 ran without a device"
+	err_has "fadc-bench: --gpu 0: no CUDA driver"
+fi

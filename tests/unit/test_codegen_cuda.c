@@ -46,7 +46,7 @@ count(const char *s, const char *pat) {
 }
 
 static double total_s;
-static int total_kernels, total_tasks;
+static int total_kernels, total_tasks, total_blockred;
 
 static void
 check_task(const Module *m, const char *model, const char *task, int with_ptx) {
@@ -88,13 +88,28 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 	// The ppl models are small: every task is one launch.
 	if (!strncmp(model, "ppl_", 4))
 		CHECK(nl == 1);
+	int nblockred = 0;
 	for (uint32_t li = 0; li < nl; li++) {
 		CgCudaKernel k;
 		CHECK(cg_cuda_kernel(p, li, &k) && strstr(src, k.name) != NULL);
 		CHECK(nl > 1 || p->nk == 1 || k.grid == 1);
+		// Not fused: a long reduction into few points (docs/CUDA.md: at least
+		// 128 terms, at most 32768 points) is one block per point.
+		if (nl == p->nk) {
+			const KKernel *kk = &p->k[li];
+			int64_t nr = 1;
+			for (int d = 0; d < kk->rrank; d++)
+				nr *= kk->rdim[d];
+			int want = kk->red && nr >= 128 && k.points <= 32768;
+			CHECK(want == (k.grid != 0));
+			CHECK(!want || k.grid == (uint32_t)(k.points < 65535 ? k.points : 65535));
+			nblockred += want;
+		}
 		free(k.name);
 		free(k.buf);
 	}
+	CHECK(count(src, "red[threadIdx.x] = acc;") == 2 * nblockred);
+	total_blockred += nblockred;
 	char name[256];
 	snprintf(name, sizeof name, "%s_%s.cu", model, task);
 	uint8_t *cubin = NULL, *ptx = NULL;
@@ -204,6 +219,10 @@ main(void) {
 	check_model("ppl_robust_reg", NULL, 0, all_tasks, 10);
 	check_model("multiheadattn", mha, 3, fast, 3);
 	check_model("transformer", tr, 6, fast, 3);
+	// Full size: too large to fuse; its loss sums ~21,000 attention weights
+	// (a block reduction).
+	check_model("multiheadattn", NULL, 0, NULL, 0);
+	CHECK(total_blockred > 0);
 	printf("%d tasks, %d kernels: NVRTC %.2f s in all (cubins, and PTX of the forwards)\n",
 	       total_tasks, total_kernels, total_s);
 	check_broken();

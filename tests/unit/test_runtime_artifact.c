@@ -508,6 +508,111 @@ test_abi(void)
 	CHECK(sizeof(fadc_abi_v1) == 32);
 }
 
+#ifdef FADC_HAVE_CUDA
+// A cpu,cuda artifact: its descriptor (launch contracts, image places)
+// through the decoder's prefix and bit-flip trials; the contracts point
+// inside the image section and name what they should; one flipped byte in
+// the image section is refused before anything loads; and on a CPU context
+// its tasks run (CPU code) while a CUDA-only artifact's are refused.
+static void
+test_cuda_descriptor(Module *m)
+{
+	static char path[512];
+	snprintf(path, sizeof path, "%s/cuda.so", dir);
+	const char *t[2] = {"vjp", "hessian"};
+	const char *defs[] = {"N=3", "K=2"};
+	CgOptions o = {.opt_level = -1, .tasks = t, .ntasks = 2, .defines = defs, .ndefines = 2,
+	               .targets = CG_TARGET_CPU | CG_TARGET_CUDA};
+	char err[4096];
+	int built = cg_compile_module(m, &o, path, err, sizeof err);
+	CHECK(built);
+	if (!built) {
+		fprintf(stderr, "cuda.so: %s\n", err);
+		return;
+	}
+	test_decoder(path);
+	ArtDesc d;
+	uint8_t *desc;
+	size_t len;
+	CHECK(art_read(path, &d, &desc, &len, err, sizeof err) == ART_READ_OK);
+	CHECK_STR(d.cuda_arch, "sm_90");
+	CHECK(d.images != NULL && d.images_bytes > 0);
+	for (uint32_t i = 0; i < d.ntask; i++) {
+		const ArtTask *k = &d.task[i];
+		if (k->kind == ART_INIT) {
+			CHECK(k->targets == ART_TARGET_CPU);
+			continue;
+		}
+		CHECK(k->targets == (ART_TARGET_CPU | ART_TARGET_CUDA));
+		// The cubin is an ELF; the PTX ends with its NUL and names a kernel.
+		CHECK(!memcmp(d.images + k->cubin_off, "\177ELF", 4));
+		CHECK(d.images[k->ptx_off + k->ptx_len - 1] == 0);
+		CHECK(k->ncuda == 1 && k->kern[0].grid == 1); // a small task: one fused launch
+		CHECK(strstr((const char *)d.images + k->ptx_off, k->kern[0].name) != NULL);
+		int outs = 0;
+		for (uint32_t a = 0; a < k->kern[0].narg; a++)
+			outs += k->kern[0].arg[a].kind == ART_ARG_OUTPUT;
+		CHECK(outs == (int)k->nout);
+	}
+	art_desc_free(&d);
+	free(desc);
+	// A byte of the image section flipped (the checksum's error first).
+	FILE *f = fopen(path, "rb");
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	uint8_t *b = malloc((size_t)n);
+	CHECK(fread(b, 1, (size_t)n, f) == (size_t)n);
+	fclose(f);
+	uint64_t off = 0, dl = 0;
+	for (int i = 0; i < 8; i++) {
+		off |= (uint64_t)b[n - ART_TRAILER_SIZE + 16 + i] << (8 * i);
+		dl |= (uint64_t)b[n - ART_TRAILER_SIZE + 24 + i] << (8 * i);
+	}
+	b[off - 100] ^= 1; // inside the images (they end where the descriptor starts)
+	char bad[600];
+	snprintf(bad, sizeof bad, "%s/cuda-bad.so", dir);
+	f = fopen(bad, "wb");
+	fwrite(b, 1, (size_t)n, f);
+	fclose(f);
+	free(b);
+	fadc_context *ctx;
+	fadc_model *mm = NULL;
+	CHECK(fadc_context_create(NULL, &ctx) == FADC_OK);
+	CHECK(fadc_model_open(ctx, bad, 0, &mm) == FADC_ERR_FORMAT &&
+	      strstr(fadc_context_error(ctx), "checksum"));
+	// The CPU code of a cpu,cuda artifact runs on the CPU; a CUDA-only
+	// artifact's task is refused there, naming it.
+	int task;
+	fadc_tensor *out[2] = {NULL, NULL}, *v;
+	CHECK(fadc_model_open(ctx, path, 0, &mm) == FADC_OK);
+	CHECK(fadc_model_find_task(mm, "vjp", &task) == FADC_OK);
+	CHECK(fadc_tensor_create(ctx, FADC_F32, 0, NULL, &v) == FADC_OK);
+	CHECK(fadc_run(mm, task, &v, 1, out, 2) == FADC_OK);
+	fadc_model_close(mm);
+	o.targets = CG_TARGET_CUDA;
+	snprintf(path, sizeof path, "%s/cuda-only.so", dir);
+	CHECK(cg_compile_module(m, &o, path, err, sizeof err));
+	CHECK(fadc_model_open(ctx, path, 0, &mm) == FADC_OK);
+	CHECK(fadc_model_find_task(mm, "vjp", &task) == FADC_OK);
+	out[0] = out[1] = NULL;
+	CHECK(fadc_run(mm, task, &v, 1, out, 2) == FADC_ERR_DEVICE &&
+	      strstr(fadc_context_error(ctx), "task 'vjp' has no CPU code"));
+	fadc_model_close(mm);
+	fadc_tensor_release(v);
+	fadc_context_destroy(ctx);
+	// A CUDA context: where there is no driver, a clear FADC_ERR_DEVICE.
+	fadc_context_options go = {{FADC_DEVICE_CUDA, 0}, 0, 0};
+	fadc_context *gc = NULL;
+	fadc_status s = fadc_context_create(&go, &gc);
+	CHECK(s == FADC_OK || (s == FADC_ERR_DEVICE && fadc_context_error(NULL)[0]));
+	if (s)
+		printf("no CUDA context here: %s\n", fadc_context_error(NULL));
+	fadc_context_destroy(gc);
+	(void)dl;
+}
+#endif
+
 int
 main(void)
 {
@@ -526,6 +631,9 @@ main(void)
 	test_cpu(m);
 	test_api(art);
 	test_unbound_and_writeback();
+#ifdef FADC_HAVE_CUDA
+	test_cuda_descriptor(m);
+#endif
 	ir_module_free(m);
 	char cmd[400];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

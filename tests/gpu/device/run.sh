@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# tests/gpu/run.sh -- run on the GPU machine from the repository root, with
-# the payload of tests/gpu/payload.sh in .gpu/:  bash .gpu/run.sh [STEPS]
+# tests/gpu/device/run.sh -- run on the GPU machine from the repository root, with
+# the payload of tests/gpu/device/payload.sh in .gpu/:  bash .gpu/run.sh [STEPS]
 # STEPS (default "check bench peer"): check = gpu_check on every artifact
 # (graphs on, then off); bench = fadc-bench --gpu 0 over the ppl models
 # (every task) and multiheadattn; peer = the seed's PyTorch benchmark on
-# the same models, in the same call.  Logs go to $OUT (or /tmp/out).
+# the same models, in the same call.  Logs go to $OUT (or /tmp/out): at
+# most 8 files (the device tool's limit).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp/out}
@@ -30,11 +31,11 @@ case " $steps " in *" bench "*)
 	timeout 300 "$here/bin/fadc-bench" --gpu 0 --run-slow-tasks --num-iters "$iters" \
 		--config /tmp/fgpu/bench/bench.yaml --artifacts /tmp/fgpu/artifacts \
 		--model-filter ppl_simple_reg,ppl_robust_reg \
-		--output "$out/fadc-ppl.md" --json "$out/fadc-ppl.json" 2>&1 | grep -v "^Results"
+		--output "$out/fadc-ppl.md" --json /tmp/fadc-ppl.json 2>&1 | grep -v "^Results"
 	timeout 300 "$here/bin/fadc-bench" --gpu 0 --num-iters "$iters" \
 		--config /tmp/fgpu/bench/bench.yaml --artifacts /tmp/fgpu/artifacts \
 		--model-filter multiheadattn \
-		--output "$out/fadc-mha.md" --json "$out/fadc-mha.json" 2>&1 | grep -v "^Results"
+		--output "$out/fadc-mha.md" --json /tmp/fadc-mha.json 2>&1 | grep -v "^Results"
 	cat "$out"/fadc-*.md
 	;;
 esac
@@ -44,14 +45,20 @@ case " $steps " in *" peer "*)
 	export PYTHONUNBUFFERED=1
 	python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0))'
 	timeout 400 python3 functional_autograd_benchmark.py --gpu 0 --run-slow-tasks \
-		--num-iters "$iters" --model-filter ppl_simple_reg --output "$out/torch-simple.md" >"$out/torch-simple.log" 2>&1
-	echo "rc=$?"; tail -n 3 "$out/torch-simple.log"
+		--num-iters "$iters" --model-filter ppl_simple_reg --output "$out/torch-simple.md" >"/tmp/torch-simple.log" 2>&1
+	echo "rc=$?"; grep -iE "error|Traceback" "/tmp/torch-simple.log" | tail -n 3
 	timeout 600 python3 functional_autograd_benchmark.py --gpu 0 --run-slow-tasks --seed 1 \
-		--num-iters "$iters" --model-filter ppl_robust_reg --output "$out/torch-robust.md" >"$out/torch-robust.log" 2>&1
-	echo "rc=$?"; tail -n 3 "$out/torch-robust.log"
+		--num-iters "$iters" --model-filter ppl_robust_reg --output "$out/torch-robust.md" >"/tmp/torch-robust.log" 2>&1
+	echo "rc=$?"; grep -iE "error|Traceback" "/tmp/torch-robust.log" | tail -n 3
 	timeout 300 python3 functional_autograd_benchmark.py --gpu 0 \
-		--num-iters "$iters" --model-filter multiheadattn --output "$out/torch-mha.md" >"$out/torch-mha.log" 2>&1
-	echo "rc=$?"; tail -n 3 "$out/torch-mha.log"
+		--num-iters "$iters" --model-filter multiheadattn --output "$out/torch-mha.md" >"/tmp/torch-mha.log" 2>&1
+	echo "rc=$?"; grep -iE "error|Traceback" "/tmp/torch-mha.log" | tail -n 3
 	cat "$out"/torch-*.md
+	echo "== JAX: bench/peers/jax_ppl.py on the GPU (jax.jit, block_until_ready)"
+	sed 's/"jax_platform_name", "cpu"/"jax_platform_name", "cuda"/' "$here/peer/jax_ppl.py" >/tmp/jax_ppl_gpu.py
+	timeout 300 python3 /tmp/jax_ppl_gpu.py --iters 300 >"$out/jax-ppl.md" 2>/tmp/jax.log
+	echo "rc=$?"; grep -iE "error|Traceback" /tmp/jax.log | tail -n 3
+	python3 -c 'import jax; print("jax", jax.__version__, jax.devices())'
+	cat "$out/jax-ppl.md"
 	;;
 esac

@@ -1,10 +1,10 @@
-"""vision_models.py -- not provided on the GPU machine (tests/gpu/peer):
+"""vision_models.py -- not provided on the GPU machine (tests/gpu/device/peer):
 the names functional_autograd_benchmark.py imports, raising when asked."""
 
 
 def _missing(name):
     def get(device):
-        raise RuntimeError(f"{name} is not provided on this machine (tests/gpu/peer)")
+        raise RuntimeError(f"{name} is not provided on this machine (tests/gpu/device/peer)")
     return get
 
 

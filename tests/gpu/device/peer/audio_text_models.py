@@ -38,7 +38,7 @@ def get_multiheadattn(device):
 
 def _missing(name):
     def get(device):
-        raise RuntimeError(f"{name} is not provided on this machine (tests/gpu/peer)")
+        raise RuntimeError(f"{name} is not provided on this machine (tests/gpu/device/peer)")
     return get
 
 
