@@ -1072,12 +1072,171 @@ finish(Lower *L, KKernel *k, KRed red, KxId body, KxId post_of_acc_or_0)
 	k->nfused = L->nexpand;
 }
 
+// ---- convolutions as GEMMs (im2col)
+// A large convolution with one group runs as a matrix product, which the
+// LLVM backend turns into its blocked GEMM (codegen/llvm.c, emit_gemm):
+// the input's windows are first copied into a column buffer (im2col: one
+// element per (input channel, tap) q = (c, kh, kw) and output position
+// p = (oh, ow), zero where the tap falls in the padding), then
+//   conv             out[n, co, p]   = sum_q w[co, q] col[n, q, p]           (P >= 16)
+//                    outT[n, p, co]  = sum_q colT[n, p, q] wT[q, co]         (P small,
+//                                      wide channels: wav2letter), then transposed
+//   conv_weight_grad dw[co, q]      = sum_{n, p} g[n, co, p] colT[n, p, q]
+//   conv_input_grad  dcolT[n, p, q] = sum_co g[n, co, p] w[co, q], then
+//                    dx[n, c, ih, iw] = sum over the taps (kh, kw) whose window
+//                    reads (ih, iw) of dcolT[n, (oh, ow), (c, kh, kw)] (col2im,
+//                    as a gather: the tap inverted as in kernel_conv)
+// Each product sums in the order of its reduction, as the direct loops do
+// (the weight gradient sums over p within n, then over n), so only the
+// rounding of the fused multiply-add differs.  The column buffer costs
+// N Q P elements; above CONV_COL_MAX bytes, or for small convolutions
+// (below CONV_GEMM_MIN multiply-adds), the direct loops of kernel_conv.
+#define CONV_GEMM_MIN (1 << 16)
+#define CONV_COL_MAX ((int64_t)256 << 20)
+
+// The column buffer of x (N, C, H, W) for geometry v: (N, Q, P), or
+// transposed (N, P, Q).
+static uint32_t
+im2col(Lower *L, NodeId n, NodeId x, const Geo *v, int trans)
+{
+	KProgram *p = L->p;
+	int64_t Q = v->C * v->kh * v->kw, P = v->OH * v->OW;
+	Shape cs = {.rank = 3, .dim = {v->N, trans ? P : Q, trans ? Q : P}};
+	uint32_t cb = kir_buf_add(p, KB_TMP, 0, ctype(L, x), &cs, n);
+	KKernel *k = kernel_begin(L, cb, n, trans ? "im2col.t" : "im2col");
+	KxId nn = pvar(L, k, v->N), c, kh, kw, oh, ow;
+	if (trans) {
+		oh = pvar(L, k, v->OH), ow = pvar(L, k, v->OW);
+		c = pvar(L, k, v->C), kh = pvar(L, k, v->kh), kw = pvar(L, k, v->kw);
+	} else {
+		c = pvar(L, k, v->C), kh = pvar(L, k, v->kh), kw = pvar(L, k, v->kw);
+		oh = pvar(L, k, v->OH), ow = pvar(L, k, v->OW);
+	}
+	KxId ih = kx_iadd(p, kx_imul(p, oh, v->sh), kx_iadd(p, kx_iconst(p, -v->ph), kx_imul(p, kh, v->dh)));
+	KxId iw = kx_iadd(p, kx_imul(p, ow, v->sw), kx_iadd(p, kx_iconst(p, -v->pw), kx_imul(p, kw, v->dw)));
+	KxId ok = band(p, in_range(p, ih, 0, v->H), in_range(p, iw, 0, v->W));
+	KxId xi = flat4(p, nn, c, v->C, kx_iclamp(p, ih, 0, v->H - 1), v->H, kx_iclamp(p, iw, 0, v->W - 1), v->W);
+	KxId q = flat4(p, kx_iconst(p, 0), c, v->C, kh, v->kh, kw, v->kw);
+	KxId pp = kx_iadd(p, kx_imul(p, oh, v->OW), ow);
+	k->index = trans ? kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Q), q)
+	                 : kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Q), q), P), pp);
+	finish(L, k, KR_NONE, sel(p, ok, at(L, x, xi), kx_const(p, 0, ctype(L, x))), 0);
+	return cb;
+}
+
+// A contraction kernel writing buf out (of n's dtype), body a product.
+static void
+gemm_finish(Lower *L, KKernel *k, KxId idx, KxId a, KxId b)
+{
+	k->index = idx;
+	k->contraction = 1;
+	finish(L, k, KR_SUM, kx_bin(L->p, KX_MUL, a, b), 0);
+}
+
+static int
+conv_gemm(Lower *L, uint32_t out, NodeId n, const Attrs *a)
+{
+	const Graph *g = L->g;
+	KProgram *p = L->p;
+	int op = g->node[n].op;
+	if (a->a[aidx(L, n, "groups")].i != 1)
+		return 0;
+	NodeId i0 = ir_in1(g, n, 0), i1 = ir_in1(g, n, 1);
+	const Shape *os = ir_shape(g, n);
+	const int64_t *st = attr_ints(L, n, a, "stride"), *pd = attr_ints(L, n, a, "padding"),
+	              *dl = attr_ints(L, n, a, "dilation");
+	Geo v;
+	int64_t Co;
+	if (op == OP_conv) {
+		v = geo(ir_shape(g, i0), os, ir_shape(g, i1)->dim + 2, st, pd, dl);
+		Co = ir_shape(g, i1)->dim[0];
+	} else if (op == OP_conv_input_grad) {
+		v = geo(os, ir_shape(g, i0), ir_shape(g, i1)->dim + 2, st, pd, dl);
+		Co = ir_shape(g, i0)->dim[1];
+	} else {
+		v = geo(ir_shape(g, i0), ir_shape(g, i1), attr_ints(L, n, a, "kernel"), st, pd, dl);
+		Co = ir_shape(g, i1)->dim[1];
+	}
+	int64_t Q = v.C * v.kh * v.kw, P = v.OH * v.OW;
+	int64_t colbytes = v.N * Q * P * (int64_t)kir_dtype_size(ctype(L, n));
+	if (v.N * Co * Q * P < CONV_GEMM_MIN || colbytes > CONV_COL_MAX ||
+	    (Q < 16 && op != OP_conv))
+		return 0;
+	DType dt = ctype(L, n);
+	if (op == OP_conv && P >= 16) {
+		uint32_t cb = im2col(L, n, i0, &v, 0);
+		KKernel *k = kernel_begin(L, out, n, "conv.gemm");
+		KxId nn = pvar(L, k, v.N), co = pvar(L, k, Co), pp = pvar(L, k, P), q = rvar(L, k, Q);
+		KxId wi = kx_iadd(p, kx_imul(p, co, Q), q);
+		KxId ci = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Q), q), P), pp);
+		gemm_finish(L, k, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Co), co), P), pp),
+		            at(L, i1, wi), kx_load(p, cb, ci));
+		return 1;
+	}
+	if (op == OP_conv) {
+		if (Co < 16)
+			return 0;
+		uint32_t cb = im2col(L, n, i0, &v, 1);
+		Shape ws = {.rank = 2, .dim = {Q, Co}};
+		uint32_t wt = kir_buf_add(p, KB_TMP, 0, dt, &ws, n);
+		KKernel *k = kernel_begin(L, wt, n, "conv.wt");
+		KxId q = pvar(L, k, Q), co = pvar(L, k, Co);
+		k->index = kx_iadd(p, kx_imul(p, q, Co), co);
+		finish(L, k, KR_NONE, at(L, i1, kx_iadd(p, kx_imul(p, co, Q), q)), 0);
+		Shape ts = {.rank = 3, .dim = {v.N, P, Co}};
+		uint32_t ot = kir_buf_add(p, KB_TMP, 0, dt, &ts, n);
+		k = kernel_begin(L, ot, n, "conv.gemm.t");
+		KxId nn = pvar(L, k, v.N), pp = pvar(L, k, P);
+		co = pvar(L, k, Co);
+		q = rvar(L, k, Q);
+		KxId ci = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Q), q);
+		gemm_finish(L, k, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Co), co),
+		            kx_load(p, cb, ci), kx_load(p, wt, kx_iadd(p, kx_imul(p, q, Co), co)));
+		k = kernel_begin(L, out, n, "conv.out");
+		nn = pvar(L, k, v.N), co = pvar(L, k, Co), pp = pvar(L, k, P);
+		k->index = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Co), co), P), pp);
+		finish(L, k, KR_NONE,
+		       kx_load(p, ot, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Co), co)), 0);
+		return 1;
+	}
+	if (op == OP_conv_weight_grad) { // x, g -> (Co, C, kh, kw) = (Co, Q)
+		uint32_t cb = im2col(L, n, i0, &v, 1);
+		KKernel *k = kernel_begin(L, out, n, "conv_weight_grad.gemm");
+		KxId co = pvar(L, k, Co), q = pvar(L, k, Q), nn = rvar(L, k, v.N), pp = rvar(L, k, P);
+		KxId gi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Co), co), P), pp);
+		KxId ci = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Q), q);
+		gemm_finish(L, k, kx_iadd(p, kx_imul(p, co, Q), q), at(L, i1, gi), kx_load(p, cb, ci));
+		return 1;
+	}
+	// conv_input_grad: g, w -> (N, C, H, W).
+	Shape ds = {.rank = 3, .dim = {v.N, P, Q}};
+	uint32_t db = kir_buf_add(p, KB_TMP, 0, dt, &ds, n);
+	KKernel *k = kernel_begin(L, db, n, "conv_input_grad.gemm");
+	KxId nn = pvar(L, k, v.N), pp = pvar(L, k, P), q = pvar(L, k, Q), co = rvar(L, k, Co);
+	KxId gi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Co), co), P), pp);
+	gemm_finish(L, k, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Q), q), at(L, i0, gi),
+	            at(L, i1, kx_iadd(p, kx_imul(p, co, Q), q)));
+	k = kernel_begin(L, out, n, "col2im");
+	nn = pvar(L, k, v.N);
+	KxId c = pvar(L, k, v.C), ih = pvar(L, k, v.H), iw = pvar(L, k, v.W);
+	KxId kh = rvar(L, k, v.kh), kw = rvar(L, k, v.kw), okh, okw;
+	KxId oh = inv_window(p, ih, kh, v.ph, v.sh, v.dh, v.OH, &okh);
+	KxId ow = inv_window(p, iw, kw, v.pw, v.sw, v.dw, v.OW, &okw);
+	KxId qq = flat4(p, kx_iconst(p, 0), c, v.C, kh, v.kh, kw, v.kw);
+	KxId di = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), kx_iadd(p, kx_imul(p, oh, v.OW), ow)), Q), qq);
+	k->index = flat4(p, nn, c, v.C, ih, v.H, iw, v.W);
+	finish(L, k, KR_SUM, sel(p, band(p, okh, okw), kx_load(p, db, di), kx_const(p, 0, dt)), 0);
+	return 1;
+}
+
 static void
 kernel_conv(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 {
 	const Graph *g = L->g;
 	KProgram *p = L->p;
 	int op = g->node[n].op;
+	if (conv_gemm(L, out, n, a))
+		return;
 	NodeId i0 = ir_in1(g, n, 0), i1 = ir_in1(g, n, 1);
 	const Shape *os = ir_shape(g, n);
 	int64_t groups = a->a[aidx(L, n, "groups")].i;

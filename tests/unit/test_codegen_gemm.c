@@ -6,7 +6,7 @@
 // reductions longer than one block and not a multiple of it, a batch, a
 // transposed operand (copied to a row-major temporary by the lowering), a
 // matrix-vector product (plain loops), and every first-order task (the
-// derivatives are matmuls of transposes).  In f64 the compiled code does
+// derivatives are matmuls of transposes), and convolutions as GEMMs.  In f64 the compiled code does
 // the interpreter's arithmetic term by term in the order of k, except that
 // the fused multiply-add rounds once: normalized error <= 1e-12 (measured
 // ~2e-14).  In f32, <= 5e-5: a sum of K = 300 products carries up to
@@ -35,6 +35,25 @@ static const char model[] =
     "  return sum(x * x) * 0.01 + sum(sin(y)) + sum(z * z * 0.001) + sum(cos(w) * 0.01) + sum(a @ v)\n"
     "}\n";
 
+// Convolutions as GEMMs (codegen/lower.c, conv_gemm): a 2-d conv with
+// padding (the column layout), a strided one with few output positions
+// and wide channels (the transposed layout), a dilated 1-d one; vjp runs
+// the weight gradient (two reduction axes) and the input gradient (a GEMM,
+// then col2im).
+static const char convs[] =
+    "param x: f64[2, 8, 12, 12] = normal(0, 1, seed=1)\n"
+    "param w: f64[16, 8, 3, 3] = normal(0, 0.3, seed=2)\n"
+    "param x2: f64[4, 16, 4, 4] = normal(0, 1, seed=3)\n"
+    "param w2: f64[32, 16, 3, 3] = normal(0, 0.3, seed=4)\n"
+    "param x3: f64[2, 8, 64] = normal(0, 1, seed=5)\n"
+    "param w3: f64[16, 8, 5] = normal(0, 0.3, seed=6)\n"
+    "def forward() {\n"
+    "  a = conv2d(x, w, padding=1)\n"
+    "  b = conv2d(x2, w2, stride=2, padding=1)\n"
+    "  c = conv1d(x3, w3, padding=4, dilation=2)\n"
+    "  return sum(sin(a)) + sum(b * b) * 0.1 + sum(cos(c))\n"
+    "}\n";
+
 static char *
 to_f32(const char *src)
 {
@@ -45,32 +64,39 @@ to_f32(const char *src)
 }
 
 static void
-check(int f32)
+check(const char *name, const char *src, int f32, const char *const *kernels)
 {
-	char *text = f32 ? to_f32(model) : strdup(model);
+	char *text = f32 ? to_f32(src) : strdup(src);
 	FeOptions fo = {.diag = stderr};
-	Module *m = fe_parse_string("gemm.ir", text, strlen(text), &fo);
+	Module *m = fe_parse_string(name, text, strlen(text), &fo);
 	CHECK(m != NULL);
 	if (!m) {
 		free(text);
 		return;
 	}
 	static const char *const tasks[] = {"forward", "vjp", "jvp"};
-	char *ir = NULL;
-	size_t nir = 0;
-	FILE *llvm = open_memstream(&ir, &nir);
-	CgOptions o = {.tasks = tasks, .ntasks = 3, .opt_level = 2, .emit_llvm = llvm};
+	char *ir = NULL, *kir = NULL;
+	size_t nir = 0, nkir = 0;
+	FILE *llvm = open_memstream(&ir, &nir), *kf = open_memstream(&kir, &nkir);
+	CgOptions o = {.tasks = tasks, .ntasks = 3, .opt_level = 2, .emit_llvm = llvm, .emit_kir = kf};
 	CgCheck c = {f32 ? 5e-5 : 1e-12, 1e-6, 0, 0};
 	char err[4096] = "";
-	printf("gemm (%s): ", f32 ? "f32" : "f64");
+	printf("%s (%s): ", name, f32 ? "f32" : "f64");
 	fflush(stdout);
 	int nf = cg_check(m, &o, &c, stdout, err, sizeof err);
 	if (nf < 0)
-		fprintf(stderr, "gemm: %s\n", err);
+		fprintf(stderr, "%s: %s\n", name, err);
 	CHECK(nf == 0);
 	fclose(llvm);
+	fclose(kf);
 	CHECK(ir && strstr(ir, f32 ? "@llvm.fmuladd.v8f32" : "@llvm.fmuladd.v4f64") != NULL);
+	for (int i = 0; kernels && kernels[i]; i++) {
+		CHECK(kir && strstr(kir, kernels[i]) != NULL);
+		if (!kir || !strstr(kir, kernels[i]))
+			fprintf(stderr, "%s: no kernel '%s'\n", name, kernels[i]);
+	}
 	free(ir);
+	free(kir);
 	ir_module_free(m);
 	free(text);
 }
@@ -78,7 +104,12 @@ check(int f32)
 int
 main(void)
 {
-	check(0);
-	check(1);
+	static const char *const conv_kernels[] = {"= conv.gemm ", "= conv.gemm.t ", "= im2col ",
+	                                           "= im2col.t ", "= conv_weight_grad.gemm ",
+	                                           "= conv_input_grad.gemm ", "= col2im ", NULL};
+	check("gemm.ir", model, 0, NULL);
+	check("gemm.ir", model, 1, NULL);
+	check("convs.ir", convs, 0, conv_kernels);
+	check("convs.ir", convs, 1, conv_kernels);
 	return TU_DONE("test_codegen_gemm");
 }
