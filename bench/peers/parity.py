@@ -807,9 +807,12 @@ def compare(model_name, fadc, backend, full, seed, keep, task="vjp"):
         names = ["J t"] if task == "jvp" else names
     ref32 = reference(model, loss_fn, task, v)
     ref64 = reference(model64, loss64, task, v)
-    work = keep or tempfile.mkdtemp(prefix="fadc-parity-")
-    os.makedirs(work, exist_ok=True)
-    got = run_fadc(fadc, model_name, defs, backend, tensors, task, v, work)
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+        got = run_fadc(fadc, model_name, defs, backend, tensors, task, v, keep)
+    else:
+        with tempfile.TemporaryDirectory(prefix="fadc-parity-") as work:
+            got = run_fadc(fadc, model_name, defs, backend, tensors, task, v, work)
     res = {"model": model_name, "task": task, "defs": defs, "backend": backend,
            "params": len(tparams), "scalars": int(sum(p.numel() for _, p in tparams))}
     if task == "vjp":

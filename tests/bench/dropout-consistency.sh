@@ -6,6 +6,7 @@
 # run with the same call counter, docs/IR.md "Random numbers"), and
 # `fadc check` finds the compiled tasks equal to the interpreter's, masks
 # included (a compiled sampler keyed differently would differ by O(1)).
+# Then detr in train mode through fadc-bench's own configuration.
 set -eu
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -50,3 +51,17 @@ print(sys.argv[1].split("/")[-1], [(c["task"], c["consistency_error"]) for c in 
 PY
 done
 "$FADC" check "$out/m.ir"
+# detr itself, in train mode (60 dropout sites), at reduced sizes on the
+# interpreter with the repository's configuration: vjp, vhp, jvp consistent.
+"$FADC_BENCH" --backend interp --reduced --model-filter detr --num-iters 0 \
+    --output "$out/detr.md" --json "$out/detr.json" > "$out/detr.log" 2> "$out/detr.err" ||
+  { cat "$out/detr.err"; exit 1; }
+python3 - "$out/detr.json" <<'PY'
+import json, sys
+cells = json.load(open(sys.argv[1]))["cells"]
+assert [c["task"] for c in cells] == ["vjp", "vhp", "jvp"], cells
+for c in cells:
+    assert c["consistent"] and c["consistency_error"] is not None, c
+    assert c["consistency_error"] <= 1e-8, c
+print("detr", [(c["task"], c["consistency_error"]) for c in cells])
+PY
