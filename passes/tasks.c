@@ -344,36 +344,8 @@ jacfwd(Pipe *p, Graph *g, const Graph *f, Loc *errloc, char *err, size_t errlen)
 	return simplify(p, b);
 }
 
-static Graph *build_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc,
-                         char *err, size_t errlen);
-
-// Inputs are bound by name (fadc run --v v.w=FILE, fadc-bench, the
-// runtime): the names of the inputs the passes add (v, v.<p>, ...) must not
-// be a declaration's too (a param `w` and a constant `v.w`).
 Graph *
 pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char *err, size_t errlen)
-{
-	Graph *g = build_task(f, task, o, errloc, err, errlen);
-	for (uint32_t i = f->ninput; g && i < g->ninput; i++)
-		for (uint32_t k = 0; k < f->ninput; k++)
-			if (!strcmp(g->input[i].name, f->input[k].name)) {
-				snprintf(err, errlen,
-				         "task '%s': its input '%s' has the name of a %s of the model; rename the %s",
-				         task, f->input[k].name,
-				         f->input[k].kind == IN_PARAM   ? "param"
-				         : f->input[k].kind == IN_CONST ? "constant"
-				                                        : "argument of forward",
-				         f->input[k].kind == IN_ARG ? "argument" : "declaration");
-				*errloc = f->node[f->input[k].node].loc;
-				ir_graph_free(g);
-				return NULL;
-			}
-	return g;
-}
-
-static Graph *
-build_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char *err,
-           size_t errlen)
 {
 	Pipe p = {.o = o, .task = task};
 	*errloc = 0;
