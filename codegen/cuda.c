@@ -995,6 +995,19 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 		snprintf(err, errlen, "error: out of memory");
 		return NULL;
 	}
+	// Loops (scan) and host kernels (linear_sum_assignment) of the kernel
+	// IR have no CUDA form yet (codegen/llvm.c runs them on the CPU).
+	int host = 0;
+	for (uint32_t i = 0; i < p->nk; i++)
+		host |= p->k[i].host != KH_NONE;
+	if (p->nloop || host) {
+		fclose(c.f);
+		free(buf);
+		free(c.stamp);
+		snprintf(err, errlen, "error: task '%s': the CUDA backend does not support %s yet",
+		         p->name ? p->name : "", p->nloop ? "scan (kernel loops)" : "host ops");
+		return NULL;
+	}
 	int polygamma = 0;
 	for (KxId id = 1; id < p->nx; id++)
 		polygamma |= p->x[id].op == KX_POLYGAMMA;

@@ -1179,8 +1179,18 @@ conv_gemm(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 		uint32_t cb = im2col(L, n, i0, &v, 1);
 		Shape ws = {.rank = 2, .dim = {Q, Co}};
 		uint32_t wt = kir_buf_add(p, KB_TMP, 0, dt, &ws, n);
+		// wT in tiles of bc x bq (divisors of Co and Q): a plain
+		// transposing loop would read w with a stride of Q elements,
+		// a cache and TLB miss per value for wide layers; a tile reads a
+		// few rows of w over and over.
+		int64_t bc = 1, bq = 1;
+		for (int64_t b = 16; b >= 2 && bc == 1; b--)
+			bc = Co % b == 0 ? b : 1;
+		for (int64_t b = 16; b >= 2 && bq == 1; b--)
+			bq = Q % b == 0 ? b : 1;
 		KKernel *k = kernel_begin(L, wt, n, "conv.wt");
-		KxId q = pvar(L, k, Q), co = pvar(L, k, Co);
+		KxId cob = pvar(L, k, Co / bc), qb = pvar(L, k, Q / bq), qi = pvar(L, k, bq), coi = pvar(L, k, bc);
+		KxId q = kx_iadd(p, kx_imul(p, qb, bq), qi), co = kx_iadd(p, kx_imul(p, cob, bc), coi);
 		k->index = kx_iadd(p, kx_imul(p, q, Co), co);
 		finish(L, k, KR_NONE, at(L, i1, kx_iadd(p, kx_imul(p, co, Q), q)), 0);
 		Shape ts = {.rank = 3, .dim = {v.N, P, Co}};

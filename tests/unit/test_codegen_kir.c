@@ -255,6 +255,12 @@ test_host(void)
 		CHECK(a->offset + a->bytes <= b->offset || b->offset + b->bytes <= a->offset);
 	}
 	CHECK(nhost == 1);
+#ifdef FADC_HAVE_CUDA
+	// The CUDA printer refuses host kernels with a message, not a crash.
+	char *src = cg_cuda_print(p, NULL, err, sizeof err);
+	CHECK(src == NULL && strstr(err, "does not support host ops") != NULL);
+	free(src);
+#endif
 	kir_program_free(p);
 	ir_module_free(m);
 }
@@ -330,6 +336,11 @@ test_loops(void)
 					      !kb->bytes || !o->bytes);
 				}
 			}
+#ifdef FADC_HAVE_CUDA
+		char *src = cg_cuda_print(p, NULL, err, sizeof err);
+		CHECK(src == NULL && strstr(err, "does not support scan") != NULL);
+		free(src);
+#endif
 		kir_program_free(p);
 		ir_graph_free(g);
 	}
