@@ -1,6 +1,7 @@
 // codegen/support.c -- special functions that generated code calls, linked
-// into every model.so (with ir/random.c, the Philox samplers) as the static
-// library fadc_support.
+// into every model.so (with ir/random.c, the Philox samplers, ir/special.c
+// and ir/hungarian.c, the assignment solver that host kernels call) as the
+// static library fadc_support.
 //
 // Generated code calls libm for exp, log, log1p, expm1, tanh, erf, sin, cos
 // and pow (through LLVM intrinsics or by name), and these for the rest:
