@@ -419,6 +419,7 @@ open_model(const char *source, const char *const *defs, int ndefs, const char *c
 	}
 	join(defines, sizeof defines, defs, ndefs);
 	join(want, sizeof want, tasks, ntasks);
+	have[0] = 0; // stale() fills it; a missing artifact has no tasks to keep
 	if (source_hash(abs, defs, ndefs, S.hash, err, errlen))
 		return -1;
 	// The artifact's name: the model's, and a key of its source path and
