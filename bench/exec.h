@@ -71,8 +71,8 @@ typedef struct ModelHooks {
 	                  const char *const *tasks, int ntasks, char *err, size_t errlen);
 	void (*close_model)(void);
 	// Facts for the JSON, NULL when unknown: of the open model "artifact"
-	// (its path), "artifact_hash" (the descriptor's source hash) and
-	// "artifact_options"; of the run "runtime", "compiler" and
+	// (its path), "artifact_hash" (the descriptor's source hash),
+	// "artifact_file_hash" (of its bytes) and "artifact_options"; of the run "runtime", "compiler" and
 	// "compiler_version".
 	const char *(*info)(const char *key);
 } ModelHooks;

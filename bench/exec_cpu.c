@@ -72,6 +72,7 @@ static struct {
 	char artifact[4096 + 256];
 	char hash[17]; // the source hash the artifact must carry
 	char options[2048];
+	char file_hash[17]; // FNV-1a 64 of the artifact's bytes, "" if unread
 } S;
 
 // ---------------------------------------------------------------- helpers
@@ -288,6 +289,26 @@ stale(const char *path, const char *hash, const char *defines, const char *const
 	return bad;
 }
 
+// FNV-1a 64 of a file's bytes, for the JSON: the source hash says what the
+// artifact was built from, this says which build it is (another compiler,
+// -O level or CPU gives other bytes under the same source hash).
+static void
+file_hash(const char *path, char *out)
+{
+	unsigned char buf[1 << 16];
+	uint64_t h = ART_FNV_BASIS;
+	size_t k;
+	out[0] = 0;
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return;
+	while ((k = fread(buf, 1, sizeof buf, f)) > 0)
+		h = art_fnv1a64(h, buf, k);
+	if (!ferror(f))
+		snprintf(out, 17, "%016" PRIx64, h);
+	fclose(f);
+}
+
 // The compile command, printable (arguments with odd characters quoted).
 static void
 print_cmd(char *const *argv, char *buf, size_t n)
@@ -404,7 +425,7 @@ close_model(void)
 	fadc_context_destroy(S.ctx);
 	S.m = NULL;
 	S.ctx = NULL;
-	S.source[0] = S.defs[0] = S.artifact[0] = S.hash[0] = S.options[0] = 0;
+	S.source[0] = S.defs[0] = S.artifact[0] = S.hash[0] = S.options[0] = S.file_hash[0] = 0;
 }
 
 static int
@@ -495,6 +516,7 @@ open_model(const char *source, const char *const *defs, int ndefs, const char *c
 	snprintf(S.source, sizeof S.source, "%s", source);
 	snprintf(S.defs, sizeof S.defs, "%s", defines);
 	snprintf(S.options, sizeof S.options, "%s", fadc_model_info(S.m, "options"));
+	file_hash(S.artifact, S.file_hash);
 	return 0;
 }
 
@@ -505,6 +527,8 @@ info(const char *key)
 		return S.m ? S.artifact : NULL;
 	if (!strcmp(key, "artifact_hash"))
 		return S.m ? fadc_model_info(S.m, "source_hash") : NULL;
+	if (!strcmp(key, "artifact_file_hash"))
+		return S.m && S.file_hash[0] ? S.file_hash : NULL;
 	if (!strcmp(key, "artifact_options"))
 		return S.m ? S.options : NULL;
 	if (!strcmp(key, "runtime"))

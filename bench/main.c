@@ -824,7 +824,8 @@ cmd_run(int argc, char **argv)
 					json_str(js, defs[i]);
 				}
 				fprintf(js, "]");
-				static const char *const keys[] = {"artifact", "artifact_hash", "artifact_options"};
+				static const char *const keys[] = {"artifact", "artifact_hash", "artifact_file_hash",
+				                                     "artifact_options"};
 				for (size_t i = 0; hk && i < sizeof keys / sizeof *keys; i++) {
 					const char *v = hk->info(keys[i]);
 					if (v) {
