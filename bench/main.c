@@ -466,6 +466,23 @@ write_table(const char *path, const Table *t)
 	return 0;
 }
 
+// The cells of model m this run times, in order: its recommended tasks
+// (ALL_TASKS with --run-slow-tasks) less the unsupported ones, filtered.
+static int
+model_cells(const Opts *o, const BenchConfig *cfg, const BenchModel *m, const char **cells)
+{
+	int ncells = 0, ntasks = o->slow ? cfg->nall : m->ntasks;
+	for (int ti = 0; ti < ntasks; ti++) {
+		const char *task = o->slow ? cfg->all_tasks[ti] : m->tasks[ti];
+		int unsup = 0;
+		for (int u = 0; u < m->nunsupported; u++)
+			unsup |= !strcmp(m->unsupported[u], task);
+		if (!unsup && keep(o->task_filter, task))
+			cells[ncells++] = task;
+	}
+	return ncells;
+}
+
 static int
 cmd_run(int argc, char **argv)
 {
@@ -644,6 +661,22 @@ cmd_run(int argc, char **argv)
 	Table t;
 	table_init(&t);
 	int tty = isatty(2), ncell = 0, rc = 0, nfailed = 0, nskipped = 0;
+	// Progress (a terminal only): the cells the run expects, counted with
+	// the filters and skips of the loop below, for "[k/N]" and the run's
+	// estimate of time left (the mean time of the cells done so far).
+	int ntotal = 0, ndone = 0;
+	double run_t0 = now(), done_time = 0;
+	for (int mi = 0; tty && mi < cfg->nmodel; mi++) {
+		const BenchModel *m = &cfg->model[mi];
+		const char *cells[BENCH_MAXTASK];
+		char source[4096 + 600];
+		struct stat st;
+		snprintf(source, sizeof source, "%s/%s", cdir, m->source);
+		if (keep(o.model_filter, m->name) && !stat(source, &st) &&
+		    !bench_in_list(o.gpu < 0 ? cfg->skip_cpu : cfg->skip_cuda,
+		                   o.gpu < 0 ? cfg->nskip_cpu : cfg->nskip_cuda, m->name))
+			ntotal += model_cells(&o, cfg, m, cells);
+	}
 	for (int mi = 0; mi < cfg->nmodel; mi++) {
 		const BenchModel *m = &cfg->model[mi];
 		if (!keep(o.model_filter, m->name))
@@ -681,16 +714,7 @@ cmd_run(int argc, char **argv)
 		// The model's cells, and every task they prepare (their consistency
 		// partners too): a compiled backend builds them into one artifact.
 		const char *cells[BENCH_MAXTASK], *need[2 * BENCH_MAXTASK];
-		int ncells = 0, nneed = 0;
-		int ntasks = o.slow ? cfg->nall : m->ntasks;
-		for (int ti = 0; ti < ntasks; ti++) {
-			const char *task = o.slow ? cfg->all_tasks[ti] : m->tasks[ti];
-			int unsup = 0;
-			for (int u = 0; u < m->nunsupported; u++)
-				unsup |= !strcmp(m->unsupported[u], task);
-			if (!unsup && keep(o.task_filter, task))
-				cells[ncells++] = task;
-		}
+		int ncells = model_cells(&o, cfg, m, cells), nneed = 0;
 		for (int i = 0; i < 2 * ncells; i++) {
 			const char *nt = i < ncells ? cells[i] : partner_of(cells[i - ncells], NULL);
 			int dup = !nt;
@@ -721,6 +745,7 @@ cmd_run(int argc, char **argv)
 				fprintf(js, "}");
 			}
 			nskipped += ncells;
+			ntotal -= ncells;
 			rc = 1;
 			continue;
 		}
@@ -731,6 +756,7 @@ cmd_run(int argc, char **argv)
 			if (!p) {
 				fprintf(stderr, "fadc-bench: %s %s: %s\n", m->name, task, err);
 				rc = 1;
+				ntotal--;
 				continue;
 			}
 			for (int i = 0; i < be->ninputs(p); i++)
@@ -740,6 +766,7 @@ cmd_run(int argc, char **argv)
 				fprintf(stderr, "fadc-bench: %s %s: %s\n", m->name, task, err);
 				be->release(p);
 				rc = 1;
+				ntotal--;
 				continue;
 			}
 			double e = check(be, p, task, source, defs, nd, o.seed, err, sizeof err);
@@ -783,10 +810,16 @@ cmd_run(int argc, char **argv)
 					break;
 				}
 				samples[it] = now() - s;
-				if (tty)
-					fprintf(stderr, "\r%s %s: iteration %d/%d, %.1fs elapsed, ~%.1fs left  ", m->name,
-					        task, it + 1, o.num_iters, now() - t0,
-					        (now() - t0) / (it + 1) * (o.num_iters - it - 1));
+				if (tty) {
+					double el = now() - t0, cell_left = el / (it + 1) * (o.num_iters - it - 1);
+					double per = ndone ? done_time / ndone : el + cell_left;
+					int after = ntotal - ndone - 1;
+					fprintf(stderr,
+					        "\r[%d/%d] %s %s: iteration %d/%d, %.1fs elapsed, ~%.1fs left (run: "
+					        "%.1fs elapsed, ~%.1fs left)  ",
+					        ndone + 1, ntotal, m->name, task, it + 1, o.num_iters, el, cell_left,
+					        now() - run_t0, cell_left + (after > 0 ? after : 0) * per);
+				}
 			}
 			if (tty && o.num_iters)
 				fputc('\n', stderr);
@@ -841,6 +874,8 @@ cmd_run(int argc, char **argv)
 				fprintf(js, "]}");
 			}
 			ncell++;
+			ndone++;
+			done_time += now() - t0;
 			free(samples);
 			be->release(p);
 		}
