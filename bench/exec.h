@@ -77,6 +77,10 @@ typedef struct ModelHooks {
 	const char *(*info)(const char *key);
 } ModelHooks;
 
+// Whether a model's source is a compiled artifact (`.so`): only a compiled
+// backend runs it, as it is (bench/exec_cpu.c).
+int bench_is_artifact(const char *source);
+
 extern const Backend backend_interp;
 extern const Backend backend_cpu;
 extern const ModelHooks backend_cpu_hooks;

@@ -428,6 +428,58 @@ close_model(void)
 	S.source[0] = S.defs[0] = S.artifact[0] = S.hash[0] = S.options[0] = S.file_hash[0] = 0;
 }
 
+// Whether a model's source names a compiled artifact (a `.so`) rather
+// than its `.ir`.
+int
+bench_is_artifact(const char *source)
+{
+	size_t l = strlen(source);
+	return l > 3 && !strcmp(source + l - 3, ".so");
+}
+
+// A model given as a compiled artifact (bench.yaml `source: m.so`): used as
+// it is, never compiled, so it must already serve: built for this target,
+// with these sizes (its descriptor's defines, compared as for a source) and
+// every task needed.  There is no source hash to compare: the file is the
+// model.
+static int
+check_prebuilt(const char *path, const char *defines, const char *const *tasks, int ntasks,
+               char *err, size_t errlen)
+{
+	fadc_context *ctx;
+	fadc_model *m;
+	char v[2048];
+	if (fadc_context_create(NULL, &ctx)) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (fadc_model_open(ctx, path, FADC_OPEN_DESCRIBE, &m)) {
+		snprintf(err, errlen, "%s: %s", path, fadc_context_error(ctx));
+		fadc_context_destroy(ctx);
+		return -1;
+	}
+	const char *opts = fadc_model_info(m, "options");
+	int bad = 1;
+	if (opt_field(opts, "target", v, sizeof v), strcmp(v, S.o.gpu >= 0 ? "cuda" : "cpu"))
+		snprintf(err, errlen, "the artifact %s is built for target '%s', not '%s'", path, v,
+		         S.o.gpu >= 0 ? "cuda" : "cpu");
+	else if (opt_field(opts, "defines", v, sizeof v), strcmp(v, defines))
+		snprintf(err, errlen, "the artifact %s is built with sizes '%s', not '%s' (a compiled "
+		                      "model's sizes cannot change)", path, v, defines);
+	else {
+		opt_field(opts, "tasks", v, sizeof v);
+		size_t k = (size_t)snprintf(err, errlen, "the artifact %s lacks tasks", path);
+		int missing = 0;
+		for (int i = 0; i < ntasks && k < errlen; i++)
+			if (!in_list(v, tasks[i]))
+				k += (size_t)snprintf(err + k, errlen - k, "%s %s", missing++ ? "," : "", tasks[i]);
+		bad = missing > 0;
+	}
+	fadc_model_close(m);
+	fadc_context_destroy(ctx);
+	return bad ? -1 : 0;
+}
+
 static int
 open_model(const char *source, const char *const *defs, int ndefs, const char *const *tasks,
            int ntasks, char *err, size_t errlen)
@@ -441,6 +493,16 @@ open_model(const char *source, const char *const *defs, int ndefs, const char *c
 	join(defines, sizeof defines, defs, ndefs);
 	join(want, sizeof want, tasks, ntasks);
 	have[0] = 0; // stale() fills it; a missing artifact has no tasks to keep
+	if (bench_is_artifact(abs)) {
+		if (check_prebuilt(abs, defines, tasks, ntasks, err, errlen))
+			return -1;
+		snprintf(S.artifact, sizeof S.artifact, "%s", abs);
+		if (S.o.compile_only) {
+			snprintf(err, errlen, "%s (prebuilt)", S.artifact);
+			return 1;
+		}
+		goto load;
+	}
 	if (source_hash(abs, defs, ndefs, S.hash, err, errlen))
 		return -1;
 	// The artifact's name: the model's, and a key of its source path and
@@ -500,6 +562,7 @@ open_model(const char *source, const char *const *defs, int ndefs, const char *c
 		snprintf(err, errlen, "%s", S.artifact);
 		return 1;
 	}
+load:;
 	fadc_context_options co = {{S.o.gpu >= 0 ? FADC_DEVICE_CUDA : FADC_DEVICE_CPU,
 	                            S.o.gpu >= 0 ? S.o.gpu : 0},
 	                           S.o.num_threads,

@@ -268,6 +268,10 @@ reference(const Backend *b, Prepared *p, const char *task, const char *source,
           const char *const *defs, int ndefs, uint64_t seed, char *worst, size_t wlen, char *err,
           size_t errlen)
 {
+	if (bench_is_artifact(source)) {
+		snprintf(err, errlen, "the model is a compiled artifact: the interpreter needs its .ir");
+		return -2;
+	}
 	Prepared *q = backend_interp.prepare(source, defs, ndefs, task, seed, err, errlen);
 	if (!q)
 		return -2;
@@ -726,6 +730,11 @@ cmd_run(int argc, char **argv)
 		if (!ncells)
 			continue;
 		int opened = hk ? hk->open_model(source, defs, nd, need, nneed, err, sizeof err) : 0;
+		if (!hk && bench_is_artifact(source)) {
+			snprintf(err, sizeof err, "%s is a compiled artifact: the %s backend needs the .ir",
+			         source, be->name);
+			opened = -1;
+		}
 		if (opened == 1) {
 			fprintf(stderr, "fadc-bench: %s: compiled %s\n", m->name, err);
 			continue;
