@@ -71,11 +71,15 @@ typedef struct ModelHooks {
 	                  const char *const *tasks, int ntasks, char *err, size_t errlen);
 	void (*close_model)(void);
 	// Facts for the JSON, NULL when unknown: of the open model "artifact"
-	// (its path), "artifact_hash" (the descriptor's source hash) and
-	// "artifact_options"; of the run "runtime", "compiler" and
+	// (its path), "artifact_hash" (the descriptor's source hash),
+	// "artifact_file_hash" (of its bytes) and "artifact_options"; of the run "runtime", "compiler" and
 	// "compiler_version".
 	const char *(*info)(const char *key);
 } ModelHooks;
+
+// Whether a model's source is a compiled artifact (`.so`): only a compiled
+// backend runs it, as it is (bench/exec_cpu.c).
+int bench_is_artifact(const char *source);
 
 extern const Backend backend_interp;
 extern const Backend backend_cpu;

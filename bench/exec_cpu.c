@@ -72,6 +72,7 @@ static struct {
 	char artifact[4096 + 256];
 	char hash[17]; // the source hash the artifact must carry
 	char options[2048];
+	char file_hash[17]; // FNV-1a 64 of the artifact's bytes, "" if unread
 } S;
 
 // ---------------------------------------------------------------- helpers
@@ -288,6 +289,26 @@ stale(const char *path, const char *hash, const char *defines, const char *const
 	return bad;
 }
 
+// FNV-1a 64 of a file's bytes, for the JSON: the source hash says what the
+// artifact was built from, this says which build it is (another compiler,
+// -O level or CPU gives other bytes under the same source hash).
+static void
+file_hash(const char *path, char *out)
+{
+	unsigned char buf[1 << 16];
+	uint64_t h = ART_FNV_BASIS;
+	size_t k;
+	out[0] = 0;
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return;
+	while ((k = fread(buf, 1, sizeof buf, f)) > 0)
+		h = art_fnv1a64(h, buf, k);
+	if (!ferror(f))
+		snprintf(out, 17, "%016" PRIx64, h);
+	fclose(f);
+}
+
 // The compile command, printable (arguments with odd characters quoted).
 static void
 print_cmd(char *const *argv, char *buf, size_t n)
@@ -404,7 +425,59 @@ close_model(void)
 	fadc_context_destroy(S.ctx);
 	S.m = NULL;
 	S.ctx = NULL;
-	S.source[0] = S.defs[0] = S.artifact[0] = S.hash[0] = S.options[0] = 0;
+	S.source[0] = S.defs[0] = S.artifact[0] = S.hash[0] = S.options[0] = S.file_hash[0] = 0;
+}
+
+// Whether a model's source names a compiled artifact (a `.so`) rather
+// than its `.ir`.
+int
+bench_is_artifact(const char *source)
+{
+	size_t l = strlen(source);
+	return l > 3 && !strcmp(source + l - 3, ".so");
+}
+
+// A model given as a compiled artifact (bench.yaml `source: m.so`): used as
+// it is, never compiled, so it must already serve: built for this target,
+// with these sizes (its descriptor's defines, compared as for a source) and
+// every task needed.  There is no source hash to compare: the file is the
+// model.
+static int
+check_prebuilt(const char *path, const char *defines, const char *const *tasks, int ntasks,
+               char *err, size_t errlen)
+{
+	fadc_context *ctx;
+	fadc_model *m;
+	char v[2048];
+	if (fadc_context_create(NULL, &ctx)) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (fadc_model_open(ctx, path, FADC_OPEN_DESCRIBE, &m)) {
+		snprintf(err, errlen, "%s: %s", path, fadc_context_error(ctx));
+		fadc_context_destroy(ctx);
+		return -1;
+	}
+	const char *opts = fadc_model_info(m, "options");
+	int bad = 1;
+	if (opt_field(opts, "target", v, sizeof v), strcmp(v, S.o.gpu >= 0 ? "cuda" : "cpu"))
+		snprintf(err, errlen, "the artifact %s is built for target '%s', not '%s'", path, v,
+		         S.o.gpu >= 0 ? "cuda" : "cpu");
+	else if (opt_field(opts, "defines", v, sizeof v), strcmp(v, defines))
+		snprintf(err, errlen, "the artifact %s is built with sizes '%s', not '%s' (a compiled "
+		                      "model's sizes cannot change)", path, v, defines);
+	else {
+		opt_field(opts, "tasks", v, sizeof v);
+		size_t k = (size_t)snprintf(err, errlen, "the artifact %s lacks tasks", path);
+		int missing = 0;
+		for (int i = 0; i < ntasks && k < errlen; i++)
+			if (!in_list(v, tasks[i]))
+				k += (size_t)snprintf(err + k, errlen - k, "%s %s", missing++ ? "," : "", tasks[i]);
+		bad = missing > 0;
+	}
+	fadc_model_close(m);
+	fadc_context_destroy(ctx);
+	return bad ? -1 : 0;
 }
 
 static int
@@ -419,6 +492,17 @@ open_model(const char *source, const char *const *defs, int ndefs, const char *c
 	}
 	join(defines, sizeof defines, defs, ndefs);
 	join(want, sizeof want, tasks, ntasks);
+	have[0] = 0; // stale() fills it; a missing artifact has no tasks to keep
+	if (bench_is_artifact(abs)) {
+		if (check_prebuilt(abs, defines, tasks, ntasks, err, errlen))
+			return -1;
+		snprintf(S.artifact, sizeof S.artifact, "%s", abs);
+		if (S.o.compile_only) {
+			snprintf(err, errlen, "%s (prebuilt)", S.artifact);
+			return 1;
+		}
+		goto load;
+	}
 	if (source_hash(abs, defs, ndefs, S.hash, err, errlen))
 		return -1;
 	// The artifact's name: the model's, and a key of its source path and
@@ -478,6 +562,7 @@ open_model(const char *source, const char *const *defs, int ndefs, const char *c
 		snprintf(err, errlen, "%s", S.artifact);
 		return 1;
 	}
+load:;
 	fadc_context_options co = {{S.o.gpu >= 0 ? FADC_DEVICE_CUDA : FADC_DEVICE_CPU,
 	                            S.o.gpu >= 0 ? S.o.gpu : 0},
 	                           S.o.num_threads,
@@ -494,6 +579,7 @@ open_model(const char *source, const char *const *defs, int ndefs, const char *c
 	snprintf(S.source, sizeof S.source, "%s", source);
 	snprintf(S.defs, sizeof S.defs, "%s", defines);
 	snprintf(S.options, sizeof S.options, "%s", fadc_model_info(S.m, "options"));
+	file_hash(S.artifact, S.file_hash);
 	return 0;
 }
 
@@ -504,6 +590,8 @@ info(const char *key)
 		return S.m ? S.artifact : NULL;
 	if (!strcmp(key, "artifact_hash"))
 		return S.m ? fadc_model_info(S.m, "source_hash") : NULL;
+	if (!strcmp(key, "artifact_file_hash"))
+		return S.m && S.file_hash[0] ? S.file_hash : NULL;
 	if (!strcmp(key, "artifact_options"))
 		return S.m ? S.options : NULL;
 	if (!strcmp(key, "runtime"))

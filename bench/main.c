@@ -5,6 +5,7 @@
 //              [--model-filter S] [--task-filter S] [--num-threads N] [--seed N]
 //              [--config FILE] [--json FILE] [--backend B] [--reduced] [-D [MODEL:]NAME=V]
 //              [--artifacts DIR] [--compile] [--compile-only] [--fadc PATH]
+//              [--check-reference]
 //   fadc-bench compare BEFORE AFTER [--output FILE]
 //
 // Backends (bench/exec.h): `cpu`, the default, times compiled artifacts
@@ -18,7 +19,10 @@
 // then --num-iters timed runs; mean and unbiased variance as the seed
 // computes them.  A consistency failure is reported in the log, in the
 // JSON and in the table (the task label gains " [inconsistent]"), and the
-// run goes on.  Filters keep a name when it is a substring of the filter
+// run goes on.  With --check-reference a compiled backend's warm-up is
+// also compared with the float64 reference interpreter (meant for reduced
+// sizes: the interpreter is slow), and a mismatch is reported the same way
+// (" [reference mismatch]").  Filters keep a name when it is a substring of the filter
 // string, as the seed's `name in filter` does.
 #include <errno.h>
 #include <math.h>
@@ -66,11 +70,13 @@ static const char *const usage =
     "                       another machine: a GPU machine without LLVM)\n"
     "  --fadc PATH          the compiler --compile runs (fadc beside\n"
     "                       fadc-bench)\n"
+    "  --check-reference    also compare each warm-up of a compiled backend with\n"
+    "                       the float64 reference interpreter (use with --reduced)\n"
     "  -h, --help           this help\n";
 
 typedef struct Opts {
 	const char *output, *config, *json, *backend, *artifacts, *compiler;
-	int num_iters, gpu, slow, num_threads, reduced, compile, compile_only;
+	int num_iters, gpu, slow, num_threads, reduced, compile, compile_only, check_ref;
 	const char *model_filter, *task_filter;
 	uint64_t seed;
 	const char *defs[64];
@@ -249,6 +255,92 @@ out:
 	return e;
 }
 
+// The reference check (--check-reference): the warm-up's outputs against
+// the float64 reference interpreter's for the same task, v and seed.  Each
+// output's normalized error sqrt(sum (x - y)^2 / sum (x^2 + y^2)) is taken
+// on its own, so that a small gradient is not hidden by a large one, and
+// the worst is returned with its output's name in worst; -2 with err set
+// if the reference could not run or the two disagree on what the task
+// computes (names, shapes).  A NaN in either side makes the error NaN,
+// which the caller counts as a mismatch.
+static double
+reference(const Backend *b, Prepared *p, const char *task, const char *source,
+          const char *const *defs, int ndefs, uint64_t seed, char *worst, size_t wlen, char *err,
+          size_t errlen)
+{
+	if (bench_is_artifact(source)) {
+		snprintf(err, errlen, "the model is a compiled artifact: the interpreter needs its .ir");
+		return -2;
+	}
+	Prepared *q = backend_interp.prepare(source, defs, ndefs, task, seed, err, errlen);
+	if (!q)
+		return -2;
+	double e = -2;
+	worst[0] = 0;
+	// The same v: the values the compiled run was given, by name.
+	if (backend_interp.ninputs(q) != b->ninputs(p)) {
+		snprintf(err, errlen, "the reference has %d extra inputs, the artifact %d",
+		         backend_interp.ninputs(q), b->ninputs(p));
+		goto out;
+	}
+	for (int i = 0; i < backend_interp.ninputs(q); i++) {
+		BTensor *r = backend_interp.input(q, i), *c = NULL;
+		for (int k = 0; k < b->ninputs(p) && !c; k++)
+			if (!strcmp(b->input(p, k)->name, r->name))
+				c = b->input(p, k);
+		if (!c || c->n != r->n) {
+			snprintf(err, errlen, "input %s: %s", r->name,
+			         c ? "the artifact's has another size" : "not an input of the artifact's task");
+			goto out;
+		}
+		memcpy(r->data, c->data, sizeof *r->data * (size_t)r->n);
+	}
+	if (backend_interp.run(q, err, errlen))
+		goto out;
+	if (backend_interp.noutputs(q) != b->noutputs(p)) {
+		snprintf(err, errlen, "the reference has %d outputs, the artifact %d",
+		         backend_interp.noutputs(q), b->noutputs(p));
+		goto out;
+	}
+	// Test hook: FADC_BENCH_FAULT=reference adds 1 to the reference's first
+	// value, =reference-nan makes it NaN, so that a real comparison fails
+	// (tests/bench/check-reference.sh).
+	const char *fault = getenv("FADC_BENCH_FAULT");
+	if (fault && backend_interp.noutputs(q) > 0) {
+		BTensor *r0 = (BTensor *)backend_interp.output(q, 0);
+		if (r0->n > 0 && !strcmp(fault, "reference"))
+			r0->data[0] += 1;
+		else if (r0->n > 0 && !strcmp(fault, "reference-nan"))
+			r0->data[0] = NAN;
+	}
+	double worst_e = 0;
+	for (int i = 0; i < b->noutputs(p); i++) {
+		const BTensor *x = b->output(p, i), *y = NULL;
+		for (int k = 0; k < backend_interp.noutputs(q) && !y; k++)
+			if (!strcmp(backend_interp.output(q, k)->name, x->name))
+				y = backend_interp.output(q, k);
+		if (!y || y->n != x->n) {
+			snprintf(err, errlen, "output %s: %s", x->name,
+			         y ? "the reference's has another size" : "not an output of the reference");
+			goto out;
+		}
+		double num = 0, den = 0;
+		for (int64_t k = 0; k < x->n; k++) {
+			num += (x->data[k] - y->data[k]) * (x->data[k] - y->data[k]);
+			den += x->data[k] * x->data[k] + y->data[k] * y->data[k];
+		}
+		double ei = den == 0 && num == 0 ? 0 : sqrt(num / den);
+		if (!(ei <= worst_e) && !(isnan(worst_e))) {
+			worst_e = ei;
+			snprintf(worst, wlen, "%s", x->name);
+		}
+	}
+	e = worst_e;
+out:
+	backend_interp.release(q);
+	return e;
+}
+
 static int
 keep(const char *filter, const char *name)
 {
@@ -378,6 +470,23 @@ write_table(const char *path, const Table *t)
 	return 0;
 }
 
+// The cells of model m this run times, in order: its recommended tasks
+// (ALL_TASKS with --run-slow-tasks) less the unsupported ones, filtered.
+static int
+model_cells(const Opts *o, const BenchConfig *cfg, const BenchModel *m, const char **cells)
+{
+	int ncells = 0, ntasks = o->slow ? cfg->nall : m->ntasks;
+	for (int ti = 0; ti < ntasks; ti++) {
+		const char *task = o->slow ? cfg->all_tasks[ti] : m->tasks[ti];
+		int unsup = 0;
+		for (int u = 0; u < m->nunsupported; u++)
+			unsup |= !strcmp(m->unsupported[u], task);
+		if (!unsup && keep(o->task_filter, task))
+			cells[ncells++] = task;
+	}
+	return ncells;
+}
+
 static int
 cmd_run(int argc, char **argv)
 {
@@ -399,6 +508,8 @@ cmd_run(int argc, char **argv)
 			o.compile = 1;
 		else if (!strcmp(a, "--compile-only"))
 			o.compile = o.compile_only = 1;
+		else if (!strcmp(a, "--check-reference"))
+			o.check_ref = 1;
 		else if (!strncmp(a, "-D", 2) && a[2]) {
 			if (o.ndefs == 64)
 				return usage_error("too many -D options%s", "");
@@ -465,6 +576,8 @@ cmd_run(int argc, char **argv)
 	// The device: auto is GPU 0 where a CUDA context can be made (the
 	// compiled backend only), else the CPU.
 	char gpu_name[256] = "";
+	if (o.check_ref && !hk)
+		return usage_error("--check-reference: the %s backend is the reference itself", be->name);
 	if (o.gpu == -2) {
 		fadc_context *gc = NULL;
 		fadc_context_options go = {{FADC_DEVICE_CUDA, 0}, 0, 0};
@@ -552,6 +665,22 @@ cmd_run(int argc, char **argv)
 	Table t;
 	table_init(&t);
 	int tty = isatty(2), ncell = 0, rc = 0, nfailed = 0, nskipped = 0;
+	// Progress (a terminal only): the cells the run expects, counted with
+	// the filters and skips of the loop below, for "[k/N]" and the run's
+	// estimate of time left (the mean time of the cells done so far).
+	int ntotal = 0, ndone = 0;
+	double run_t0 = now(), done_time = 0;
+	for (int mi = 0; tty && mi < cfg->nmodel; mi++) {
+		const BenchModel *m = &cfg->model[mi];
+		const char *cells[BENCH_MAXTASK];
+		char source[4096 + 600];
+		struct stat st;
+		snprintf(source, sizeof source, "%s/%s", cdir, m->source);
+		if (keep(o.model_filter, m->name) && !stat(source, &st) &&
+		    !bench_in_list(o.gpu < 0 ? cfg->skip_cpu : cfg->skip_cuda,
+		                   o.gpu < 0 ? cfg->nskip_cpu : cfg->nskip_cuda, m->name))
+			ntotal += model_cells(&o, cfg, m, cells);
+	}
 	for (int mi = 0; mi < cfg->nmodel; mi++) {
 		const BenchModel *m = &cfg->model[mi];
 		if (!keep(o.model_filter, m->name))
@@ -589,16 +718,7 @@ cmd_run(int argc, char **argv)
 		// The model's cells, and every task they prepare (their consistency
 		// partners too): a compiled backend builds them into one artifact.
 		const char *cells[BENCH_MAXTASK], *need[2 * BENCH_MAXTASK];
-		int ncells = 0, nneed = 0;
-		int ntasks = o.slow ? cfg->nall : m->ntasks;
-		for (int ti = 0; ti < ntasks; ti++) {
-			const char *task = o.slow ? cfg->all_tasks[ti] : m->tasks[ti];
-			int unsup = 0;
-			for (int u = 0; u < m->nunsupported; u++)
-				unsup |= !strcmp(m->unsupported[u], task);
-			if (!unsup && keep(o.task_filter, task))
-				cells[ncells++] = task;
-		}
+		int ncells = model_cells(&o, cfg, m, cells), nneed = 0;
 		for (int i = 0; i < 2 * ncells; i++) {
 			const char *nt = i < ncells ? cells[i] : partner_of(cells[i - ncells], NULL);
 			int dup = !nt;
@@ -610,6 +730,11 @@ cmd_run(int argc, char **argv)
 		if (!ncells)
 			continue;
 		int opened = hk ? hk->open_model(source, defs, nd, need, nneed, err, sizeof err) : 0;
+		if (!hk && bench_is_artifact(source)) {
+			snprintf(err, sizeof err, "%s is a compiled artifact: the %s backend needs the .ir",
+			         source, be->name);
+			opened = -1;
+		}
 		if (opened == 1) {
 			fprintf(stderr, "fadc-bench: %s: compiled %s\n", m->name, err);
 			continue;
@@ -629,6 +754,7 @@ cmd_run(int argc, char **argv)
 				fprintf(js, "}");
 			}
 			nskipped += ncells;
+			ntotal -= ncells;
 			rc = 1;
 			continue;
 		}
@@ -639,6 +765,7 @@ cmd_run(int argc, char **argv)
 			if (!p) {
 				fprintf(stderr, "fadc-bench: %s %s: %s\n", m->name, task, err);
 				rc = 1;
+				ntotal--;
 				continue;
 			}
 			for (int i = 0; i < be->ninputs(p); i++)
@@ -648,6 +775,7 @@ cmd_run(int argc, char **argv)
 				fprintf(stderr, "fadc-bench: %s %s: %s\n", m->name, task, err);
 				be->release(p);
 				rc = 1;
+				ntotal--;
 				continue;
 			}
 			double e = check(be, p, task, source, defs, nd, o.seed, err, sizeof err);
@@ -656,13 +784,32 @@ cmd_run(int argc, char **argv)
 			const char *fault = getenv("FADC_BENCH_FAULT");
 			if (fault && !strcmp(fault, "check") && e != -1)
 				e = 1;
-			int bad = e == -2 || e > m->rtol;
+			// NaN (a NaN output) fails: "not within the tolerance", not "above it".
+			int bad = e == -2 || (e != -1 && !(e <= m->rtol));
 			if (e == -2)
 				fprintf(stderr, "fadc-bench: %s %s: consistency check could not run: %s\n", m->name,
 				        task, err);
 			else if (bad)
 				fprintf(stderr, "fadc-bench: %s %s: INCONSISTENT: normalized error %g > %g\n",
 				        m->name, task, e, m->rtol);
+			// The reference check, on request: the same warm-up outputs
+			// against the interpreter, within the model's rtol.
+			double re = -1;
+			int rbad = 0;
+			if (o.check_ref) {
+				char worst[128];
+				re = reference(be, p, task, source, defs, nd, o.seed, worst, sizeof worst, err,
+				               sizeof err);
+				rbad = !(re >= 0 && re <= m->rtol);
+				if (re == -2)
+					fprintf(stderr, "fadc-bench: %s %s: reference check could not run: %s\n",
+					        m->name, task, err);
+				else if (rbad)
+					fprintf(stderr,
+					        "fadc-bench: %s %s: REFERENCE MISMATCH: normalized error %g (tolerance "
+					        "%g) in output %s\n",
+					        m->name, task, re, m->rtol, worst);
+			}
 			double *samples = calloc((size_t)o.num_iters + 1, sizeof *samples);
 			for (int it = 0; it < o.num_iters; it++) {
 				double s = now();
@@ -672,10 +819,16 @@ cmd_run(int argc, char **argv)
 					break;
 				}
 				samples[it] = now() - s;
-				if (tty)
-					fprintf(stderr, "\r%s %s: iteration %d/%d, %.1fs elapsed, ~%.1fs left  ", m->name,
-					        task, it + 1, o.num_iters, now() - t0,
-					        (now() - t0) / (it + 1) * (o.num_iters - it - 1));
+				if (tty) {
+					double el = now() - t0, cell_left = el / (it + 1) * (o.num_iters - it - 1);
+					double per = ndone ? done_time / ndone : el + cell_left;
+					int after = ntotal - ndone - 1;
+					fprintf(stderr,
+					        "\r[%d/%d] %s %s: iteration %d/%d, %.1fs elapsed, ~%.1fs left (run: "
+					        "%.1fs elapsed, ~%.1fs left)  ",
+					        ndone + 1, ntotal, m->name, task, it + 1, o.num_iters, el, cell_left,
+					        now() - run_t0, cell_left + (after > 0 ? after : 0) * per);
+				}
 			}
 			if (tty && o.num_iters)
 				fputc('\n', stderr);
@@ -686,9 +839,10 @@ cmd_run(int argc, char **argv)
 			py_repr(var, vs, sizeof vs);
 			printf("Results for model %s on task %s: %ss (var: %s)\n", m->name, task, ms, vs);
 			fflush(stdout);
-			snprintf(label, sizeof label, "%s%s", task, bad ? " [inconsistent]" : "");
+			snprintf(label, sizeof label, "%s%s%s", task, bad ? " [inconsistent]" : "",
+			         rbad ? " [reference mismatch]" : "");
 			table_add(&t, m->name, label, mean, var);
-			nfailed += bad;
+			nfailed += bad || rbad;
 			if (js) {
 				fprintf(js, "%s\n  {\"model\": ", ncell ? "," : "");
 				json_str(js, m->name);
@@ -700,13 +854,20 @@ cmd_run(int argc, char **argv)
 				json_num(js, var);
 				fprintf(js, ", \"consistency_error\": ");
 				json_num(js, e >= 0 ? e : NAN);
-				fprintf(js, ", \"consistent\": %s, \"sizes\": [", bad ? "false" : "true");
+				fprintf(js, ", \"consistent\": %s", bad ? "false" : "true");
+				if (o.check_ref) {
+					fprintf(js, ", \"reference_error\": ");
+					json_num(js, re >= 0 ? re : NAN);
+					fprintf(js, ", \"reference_match\": %s", rbad ? "false" : "true");
+				}
+				fprintf(js, ", \"sizes\": [");
 				for (int i = 0; i < nd; i++) {
 					fprintf(js, "%s", i ? ", " : "");
 					json_str(js, defs[i]);
 				}
 				fprintf(js, "]");
-				static const char *const keys[] = {"artifact", "artifact_hash", "artifact_options"};
+				static const char *const keys[] = {"artifact", "artifact_hash", "artifact_file_hash",
+				                                     "artifact_options"};
 				for (size_t i = 0; hk && i < sizeof keys / sizeof *keys; i++) {
 					const char *v = hk->info(keys[i]);
 					if (v) {
@@ -722,6 +883,8 @@ cmd_run(int argc, char **argv)
 				fprintf(js, "]}");
 			}
 			ncell++;
+			ndone++;
+			done_time += now() - t0;
 			free(samples);
 			be->release(p);
 		}
@@ -738,8 +901,8 @@ cmd_run(int argc, char **argv)
 	if (nskipped)
 		fprintf(stderr, "fadc-bench: %d cell%s skipped\n", nskipped, nskipped == 1 ? "" : "s");
 	if (nfailed)
-		fprintf(stderr, "fadc-bench: %d cell%s failed the consistency check\n", nfailed,
-		        nfailed == 1 ? "" : "s");
+		fprintf(stderr, "fadc-bench: %d cell%s failed the consistency%s check\n", nfailed,
+		        nfailed == 1 ? "" : "s", o.check_ref ? " or the reference" : "");
 	table_free(&t);
 	free(cfg);
 	return rc;

@@ -3,7 +3,8 @@
 # backend at full size: one artifact per model holds every task and its
 # consistency partner, every warm-up passes its check (dot-product tests
 # for vjp/jvp and hvp/vhp, strategy against strategy for the Jacobians and
-# Hessians), and the JSON names the artifact, its source hash and options,
+# Hessians), and the JSON names the artifact, its source hash, the hash of
+# its bytes (FNV-1a, recomputed here) and its options,
 # and the runtime and the compiler.
 set -eu
 out=$(mktemp -d)
@@ -29,6 +30,11 @@ for c in cells:
     assert c["consistent"], c
     assert c["consistency_error"] is not None and c["consistency_error"] <= 1e-3, c
     assert len(c["artifact_hash"]) == 16 and c["artifact"].endswith(".cpu.so"), c
+    # The artifact's bytes, FNV-1a 64 computed here independently.
+    h = 0xcbf29ce484222325
+    for b in open(c["artifact"], "rb").read():
+        h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+    assert c["artifact_file_hash"] == "%016x" % h, c
     assert "target=cpu" in c["artifact_options"] and "jacrev" in c["artifact_options"], c
     assert len(c["samples"]) == 2 and all(s > 0 for s in c["samples"]), c
 PY

@@ -4,6 +4,7 @@
 # warm-up passes its consistency check (vjp against jvp, hvp against vhp,
 # dot-product tests that hold only if both calls draw the same masks: both
 # run with the same call counter, docs/IR.md "Random numbers"), and
+# the compiled warm-ups match the interpreter's (--check-reference), and
 # `fadc check` finds the compiled tasks equal to the interpreter's, masks
 # included (a compiled sampler keyed differently would differ by O(1)).
 # Then detr in train mode through fadc-bench's own configuration.
@@ -36,7 +37,7 @@ rtol: 1.0e-4
 YAML
 for be in interp cpu; do
   extra=""
-  [ "$be" = cpu ] && extra="--compile --artifacts $out/art"
+  [ "$be" = cpu ] && extra="--compile --artifacts $out/art --check-reference"
   "$FADC_BENCH" --config "$out/c.yaml" --backend $be $extra --num-iters 1 --output "$out/$be.md" \
       --json "$out/$be.json" > "$out/$be.log" 2> "$out/$be.err" || { cat "$out/$be.err"; exit 1; }
   if grep -q 'INCONSISTENT\|could not run' "$out/$be.err"; then cat "$out/$be.err"; exit 1; fi
@@ -47,6 +48,9 @@ assert len(cells) == 4, cells
 for c in cells:
     assert c["consistent"] and c["consistency_error"] is not None, c
     assert c["consistency_error"] <= 1e-4, c
+    # cpu: the compiled masks are the interpreter's (--check-reference).
+    assert c.get("reference_match", True) and c.get("reference_error", 0) <= 1e-4, c
+    assert ("reference_match" in c) == sys.argv[1].endswith("cpu.json"), c
 print(sys.argv[1].split("/")[-1], [(c["task"], c["consistency_error"]) for c in cells])
 PY
 done

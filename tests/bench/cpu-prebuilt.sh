@@ -1,0 +1,39 @@
+# RUN: bash %s
+# A model given as a compiled artifact (`source: m.so` in the
+# configuration): the cpu backend runs it as it is, never compiles it, and
+# says precisely why it cannot serve (tasks it lacks, other sizes); the
+# interpreter, which needs the .ir, skips it with that reason, and so does
+# --check-reference's comparison.
+set -eu
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+"$FADC" "$FADC_SOURCE_DIR/models/ppl_simple_reg.ir" -o "$out/m.so" --tasks vjp,jvp > /dev/null
+cat > "$out/c.yaml" <<'YAML'
+task_lists:
+  ALL_TASKS: [vjp, jvp, hvp, vhp]
+models:
+  m:
+    source: m.so
+    tasks: [vjp, jvp]
+YAML
+bench() { "$FADC_BENCH" --config "$out/c.yaml" --artifacts "$out/art" --num-iters 2 --output "$out/t.md" "$@"; }
+bench --backend cpu --compile --json "$out/j.json" > "$out/log" 2> "$out/err" || { cat "$out/err"; exit 1; }
+if grep -q 'compiling\|INCONSISTENT' "$out/err"; then cat "$out/err"; exit 1; fi
+[ ! -e "$out/art" ]
+[ "$(grep -c '^| m | \(vjp\|jvp\) | [0-9.e-]* | [0-9.e-]* |$' "$out/t.md")" -eq 2 ]
+grep -q "\"artifact\": \"$out/m.so\"" "$out/j.json"
+
+# Tasks it lacks: skipped with the reason, nothing compiled.
+if bench --backend cpu --compile --run-slow-tasks 2> "$out/e2"; then exit 1; fi
+grep -q "^fadc-bench: m: skipped (4 cells): the artifact $out/m.so lacks tasks hvp, vhp$" "$out/e2"
+[ ! -e "$out/art" ]
+# Other sizes cannot be had from a compiled model.
+if bench --backend cpu -D N=3 2> "$out/e3"; then exit 1; fi
+grep -q "^fadc-bench: m: skipped (2 cells): the artifact $out/m.so is built with sizes '', not 'N=3' (a compiled model's sizes cannot change)$" "$out/e3"
+# The interpreter needs the .ir.
+if bench --backend interp 2> "$out/e4"; then exit 1; fi
+grep -q "^fadc-bench: m: skipped (2 cells): $out/m.so is a compiled artifact: the interp backend needs the .ir$" "$out/e4"
+# So does the reference check: it cannot run, which is a failed check, and the run goes on.
+bench --backend cpu --check-reference --task-filter vjp > /dev/null 2> "$out/e5"
+grep -q "^fadc-bench: m vjp: reference check could not run: the model is a compiled artifact: the interpreter needs its .ir$" "$out/e5"
+grep -q '^| m | vjp \[reference mismatch\] |' "$out/t.md"
