@@ -648,7 +648,7 @@ cmd_run(int argc, char **argv)
 		fprintf(js, ", \"seed\": %llu, \"num_iters\": %d, \"config\": ", (unsigned long long)o.seed,
 		        o.num_iters);
 		json_str(js, o.config);
-		fprintf(js, ", \"fadc\": \"0.1\"");
+		fprintf(js, ", \"fadc\": \"%s\"", FADC_VERSION);
 		// Compiled backends: the runtime's versions, the compiler that
 		// --compile runs and what it says of its version.
 		static const char *const keys[] = {"runtime", "compiler", "compiler_version"};

@@ -55,6 +55,8 @@ int cg_parse_targets(const char *s, int *targets, char *err, size_t errlen);
 // initializer, into the shared library out_so (written atomically: a
 // failure leaves no file).  Compiling the same input twice gives the same
 // bytes.
+// The version of LLVM the backend was built with ("14.0.6").
+const char *cg_llvm_version(void);
 int cg_compile_module(const Module *m, const CgOptions *o, const char *out_so, char *err,
                       size_t errlen);
 // "file:line:col" of loc, or "" when there is none.

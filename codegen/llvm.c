@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include <llvm-c/Analysis.h>
+#include <llvm/Config/llvm-config.h> // LLVM_VERSION_STRING: plain C macros
 #include <llvm-c/Core.h>
 #include <llvm-c/Error.h>
 #include <llvm-c/Target.h>
@@ -1513,4 +1514,12 @@ done:
 	free(fns);
 	free(triple);
 	return ok;
+}
+
+// The LLVM this fadc was built with (`fadc --version`): LLVM 14's C API has
+// no LLVMGetVersion, so it is the headers' version.
+const char *
+cg_llvm_version(void)
+{
+	return LLVM_VERSION_STRING;
 }

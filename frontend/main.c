@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "artifact.h"
 #include "codegen.h"
 #include "fadc.h"
 #include "frontend.h"
@@ -61,6 +62,7 @@ static const char *const usage_main =
     "  -D NAME=VALUE      override the size `let NAME` (also -DNAME=VALUE)\n"
     "  --no-prelude       do not load the prelude of composite functions\n"
     "  -h, --help         this help\n"
+    "  --version          fadc's version, its artifact format, LLVM's and NVRTC's\n"
     "\n"
     "Pass options (with --task; dumps and statistics go to stderr):\n"
     "  --print-after=PASS[,PASS]  print the graph after each run of these passes\n"
@@ -1644,9 +1646,27 @@ cmd_check(int argc, char **argv)
 	return nf != 0;
 }
 
+// `fadc --version`: the release, the artifact format it writes, and the
+// code generators it was built with (fadc-bench records the line).
+static int
+print_version(void)
+{
+	printf("fadc %s (artifact format %d; LLVM %s", FADC_VERSION, ART_FORMAT_VERSION,
+	       cg_llvm_version());
+#ifdef FADC_HAVE_CUDA
+	int major, minor;
+	if (cg_cuda_nvrtc_version(&major, &minor))
+		printf("; NVRTC %d.%d", major, minor);
+#endif
+	printf(")\n");
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
+	if (argc == 2 && !strcmp(argv[1], "--version"))
+		return print_version();
 	if (argc > 1 && !strcmp(argv[1], "run"))
 		return cmd_run(argc - 2, argv + 2);
 	if (argc > 1 && !strcmp(argv[1], "inspect"))

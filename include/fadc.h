@@ -39,6 +39,7 @@ extern "C" {
 #endif
 
 #define FADC_API_VERSION 1
+#define FADC_VERSION "0.1.0" // fadc's release: `fadc --version`, fadc-bench's JSON
 #define FADC_MAXDIM 8
 
 typedef enum fadc_status {

@@ -24,6 +24,7 @@ d = json.load(open(sys.argv[1]))
 env = d["environment"]
 assert env["backend"] == "cpu" and env["runtime"].startswith("api "), env
 assert env["compiler"].split("/")[-1] == "fadc", env
+assert env["compiler_version"].startswith("fadc " + env["fadc"] + " (artifact format "), env
 cells = d["cells"]
 assert len(cells) == 20, len(cells)
 for c in cells:

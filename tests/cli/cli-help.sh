@@ -31,4 +31,11 @@ run_fadc 0 check --help
 out_has "usage: fadc check MODEL.ir"
 run_fadc 0 compare-npy --help
 out_has "usage: fadc compare-npy A B [--rtol R]"
+
+# --version: one line on stdout, the release, the artifact format and the
+# code generators; fadc-bench records it in its JSON (bench/cpu-consistency.sh).
+run_fadc 0 --version
+grep -qE '^fadc [0-9]+\.[0-9]+\.[0-9]+ \(artifact format [0-9]+; LLVM 14\.[0-9.]+(; NVRTC [0-9]+\.[0-9]+)?\)$' "$tmp/out" ||
+	fail "--version: $(cat "$tmp/out")"
+[ "$(wc -l < "$tmp/out")" -eq 1 ] || fail "--version printed more than one line"
 exit 0
