@@ -207,51 +207,7 @@ static const EwFn ew_fn[OP_COUNT] = {
 };
 // clang-format on
 
-#undef X
-#undef Y
-#undef A
-#undef ONE
-#undef ZERO
-#undef K
-#undef ADD
-#undef SUB
-#undef MUL
-#undef DIV
-#undef NEG
-#undef POW
-#undef EXP
-#undef LOG
-#undef LOG1P
-#undef EXPM1
-#undef SQRT
-#undef RSQRT
-#undef TANH
-#undef SIGMOID
-#undef ERF
-#undef SOFTPLUS
-#undef SIN
-#undef COS
-#undef RELU
-#undef STEP
-#undef ABS
-#undef SIGN
-#undef FLOOR
-#undef LGAMMA
-#undef DIGAMMA
-#undef PG
-#undef PGNEXT
-#undef XLOGY
-#undef MAXIMUM
-#undef MINIMUM
-#undef CLAMP
-#undef EQ
-#undef NE
-#undef LT
-#undef LE
-#undef GT
-#undef GE
-#undef AND
-#undef OR
+#include "ops_dsl_end.h" // the DSL's macros, undefined
 
 // ---------------------------------------------------------------- index maps
 
