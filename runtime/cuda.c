@@ -36,13 +36,18 @@
 // is replayed; not found, one is recorded and becomes that child.  The key
 // carries the whole state that matters to a graph: where the caller's
 // outputs and the model-owned outputs were placed (runtime/rt.c places the
-// latter above the outputs of earlier calls that are still alive, so
+// latter clear of the outputs of earlier calls that are still alive, so
 // liveness shows as other addresses), the declarations (static inputs,
 // used in place), inputs that are outputs of earlier calls (in place), and
-// the task's own staging buffers for the caller's other inputs, which are
-// copied there before each replay (so a caller passing new tensors each
-// call replays one graph).  A task called again in the same generation
-// starts a new one: the path goes back to the root (rtcu_task_begin).
+// the caller's other inputs.  Those are read in place while the caller
+// keeps passing the same tensors (a copy would cost ~5 us per input per
+// call, as much as the replay of a small task); where two recordings of a
+// place in the tree differ from a call only in these inputs' addresses,
+// the inputs move, and the call records a graph that reads the task's own
+// staging buffers instead, copied there (cuMemcpyDtoDAsync) before each of
+// its replays: one graph for every address from then on.  A task called
+// again in the same generation starts a new one: the path goes back to the
+// root (rtcu_task_begin).
 //
 // A recording made where the tree already has one for the same task under
 // the same parent (another state: moved outputs, released outputs) is a
@@ -154,6 +159,7 @@ typedef struct Node {
 	CUgraphExec exec;
 	uint64_t *key; // the argument values it was recorded with (task->nkey)
 	uint64_t replays;
+	int staged; // reads the caller's inputs from the task's staging buffers
 } Node;
 
 struct RtCuda {
@@ -189,6 +195,7 @@ struct RtCuTask {
 	uint64_t runs; // 0: the next run is eager (the warm-up)
 	uint64_t gen; // the generation of its last call
 	uint64_t *cur; // this run's argument values, flattened (nkey)
+	uint8_t *smask; // smask[q]: key slot q is a caller's input that can be staged
 	size_t nkey;
 	// Staging: the task's own buffer for each caller input (ART_ROLE_ARG),
 	// one pool block; stage_at[i] is 0 for other inputs and empty ones.
@@ -573,6 +580,7 @@ rtcu_task_free(RtCuda *c, RtCuTask *k)
 	free(k->stage_bytes);
 	free(k->k);
 	free(k->cur);
+	free(k->smask);
 	free(k);
 }
 
@@ -641,7 +649,8 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, const uint8_t *images, RtCuTask **ou
 			kk->param[j] = &kk->val[j];
 		nkey += a->narg + 1;
 	}
-	if (!(k->cur = calloc(nkey + 1, sizeof *k->cur))) {
+	if (!(k->cur = calloc(nkey + 1, sizeof *k->cur)) ||
+	    !(k->smask = calloc(nkey + 1, sizeof *k->smask))) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
@@ -704,27 +713,56 @@ capture(RtCuda *c, RtCuTask *k, CUgraph *g, char *err, size_t errlen)
 }
 
 // The argument values of this run into every kernel's val[] and, flattened,
-// k->cur (the key).  stage: staged inputs read the task's own buffers.
-static void
+// k->cur (the key); k->smask marks the slots of the caller's inputs that
+// have a staging buffer.  stage: those read the staging buffers.  Returns
+// the number of such slots.
+static size_t
 task_args(RtCuTask *k, const uint64_t *in, const uint8_t *staged, const uint64_t *out,
           uint64_t arena, uint64_t runseed, int stage)
 {
-	size_t q = 0;
+	size_t q = 0, nstaged = 0;
 	for (uint32_t i = 0; i < k->nk; i++) {
 		Kern *kk = &k->k[i];
 		const ArtKernel *a = kk->k;
 		for (uint32_t j = 0; j < a->narg; j++) {
 			const ArtKArg *x = &a->arg[j];
 			uint32_t n = x->index;
-			kk->val[j] = x->kind == ART_ARG_INPUT
-			                 ? (stage && staged[n] && k->stage_at[n] ? k->stage_at[n] : in[n])
+			int st = x->kind == ART_ARG_INPUT && staged[n] && k->stage_at[n];
+			kk->val[j] = st && stage ? k->stage_at[n]
+			             : x->kind == ART_ARG_INPUT  ? in[n]
 			             : x->kind == ART_ARG_OUTPUT ? out[n]
 			                                         : arena + x->offset;
+			k->smask[q + j] = (uint8_t)st;
+			nstaged += st;
 		}
+		k->smask[q + a->narg] = 0;
 		kk->val[a->narg] = runseed; // read only by kernels that take it
 		memcpy(k->cur + q, kk->val, (a->narg + 1) * sizeof *kk->val);
 		q += a->narg + 1;
 	}
+	return nstaged;
+}
+
+// The child of the current node for task k whose key is k->cur, or NULL.
+static Node *
+child_find(RtCuda *c, RtCuTask *k)
+{
+	for (Node *n = c->cur->child; n; n = n->next)
+		if (n->task == k && !memcmp(n->key, k->cur, k->nkey * sizeof *k->cur))
+			return n;
+	return NULL;
+}
+
+// The caller's inputs into the task's own buffers, in stream order before
+// the graph.
+static int
+stage_inputs(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint8_t *staged, char *err,
+             size_t errlen)
+{
+	for (uint32_t i = 0; i < k->t->nin; i++)
+		if (staged[i] && k->stage_at[i] && in[i] != k->stage_at[i])
+			CHECK_CU(c, cuMemcpyDtoDAsync(k->stage_at[i], in[i], k->stage_bytes[i], c->stream));
+	return 1;
 }
 
 int
@@ -734,7 +772,7 @@ rtcu_task_run(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint8_t *staged,
 	CHECK_CU(c, cuCtxSetCurrent(c->ctx));
 	uint64_t run = ++k->runs;
 	int graph = run > 1 && !c->no_graphs && !k->eager_only && k->nk;
-	task_args(k, in, staged, out, arena, runseed, graph);
+	size_t nstaged = task_args(k, in, staged, out, arena, runseed, 0);
 	if (!graph) {
 		if (run == 1)
 			c->st.eager++;
@@ -743,27 +781,38 @@ rtcu_task_run(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint8_t *staged,
 		c->cur = &c->root; // the path is broken: the next call starts at the root
 		return launch_all(c, k, err, errlen);
 	}
-	// The caller's inputs into the task's own buffers, in stream order
-	// before the graph (the staging addresses are part of the key).
-	for (uint32_t i = 0; i < k->t->nin; i++)
-		if (staged[i] && k->stage_at[i] && in[i] != k->stage_at[i])
-			CHECK_CU(c, cuMemcpyDtoDAsync(k->stage_at[i], in[i], k->stage_bytes[i], c->stream));
-	// A child of the current node for this task in this state: replay it.
-	int again = 0;
-	for (Node *n = c->cur->child; n; n = n->next) {
-		if (n->task != k)
-			continue;
-		if (!memcmp(n->key, k->cur, k->nkey * sizeof *k->cur)) {
-			CHECK_CU(c, cuGraphLaunch(n->exec, c->stream));
-			n->replays++;
-			c->st.replayed++;
-			c->cur = n;
-			return 1;
-		}
-		again = 1;
+	// A child of the current node for this task in this state: replay it,
+	// reading the caller's inputs in place, or else from the staging
+	// buffers (a graph recorded for inputs that move).
+	Node *n = child_find(c, k);
+	if (!n && nstaged) {
+		task_args(k, in, staged, out, arena, runseed, 1);
+		if ((n = child_find(c, k)) && !stage_inputs(c, k, in, staged, err, errlen))
+			return 0;
+		if (!n)
+			task_args(k, in, staged, out, arena, runseed, 0);
+	}
+	if (n) {
+		CHECK_CU(c, cuGraphLaunch(n->exec, c->stream));
+		n->replays++;
+		c->st.replayed++;
+		c->cur = n;
+		return 1;
 	}
 	// Another state where the tree has one for this task: a re-record, up
-	// to the limit.
+	// to the limit.  Where two recordings here differ from this call only
+	// in the addresses of the caller's inputs, those move: this one copies
+	// them into the staging buffers, and serves any address from now on.
+	int again = 0, moved = 0;
+	for (Node *s = c->cur->child; s; s = s->next) {
+		if (s->task != k)
+			continue;
+		again = 1;
+		size_t q = 0;
+		while (q < k->nkey && (k->smask[q] || s->key[q] == k->cur[q]))
+			q++;
+		moved += q == k->nkey && !s->staged;
+	}
 	if (again && k->rerecords >= c->rerecord_limit) {
 		fprintf(stderr,
 		        "fadc: warning: task '%s' was re-recorded %llu times (its tensors keep "
@@ -772,9 +821,15 @@ rtcu_task_run(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint8_t *staged,
 		k->eager_only = 1;
 		c->st.skipped++;
 		c->cur = &c->root;
-		return launch_all(c, k, err, errlen); // reads the staged copies
+		return launch_all(c, k, err, errlen);
 	}
-	Node *n = calloc(1, sizeof *n);
+	int stage = moved >= 2;
+	if (stage) {
+		task_args(k, in, staged, out, arena, runseed, 1);
+		if (!stage_inputs(c, k, in, staged, err, errlen))
+			return 0;
+	}
+	n = calloc(1, sizeof *n);
 	if (!n || !(n->key = malloc((k->nkey + 1) * sizeof *n->key))) {
 		free(n);
 		snprintf(err, errlen, "out of memory");
@@ -782,6 +837,7 @@ rtcu_task_run(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint8_t *staged,
 	}
 	memcpy(n->key, k->cur, k->nkey * sizeof *k->cur);
 	n->task = k;
+	n->staged = stage;
 	CUgraph g;
 	if (!capture(c, k, &g, err, errlen)) {
 		node_free(c, n);

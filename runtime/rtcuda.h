@@ -54,13 +54,14 @@ void rtcu_task_free(RtCuda *c, RtCuTask *k);
 uint64_t rtcu_task_begin(RtCuda *c, RtCuTask *k);
 // Runs the task on the stream (asynchronously) with these device addresses:
 // in[i] for input i, out[i] for output i, the arena.  staged[i] (for
-// every input) marks the caller's own tensors: graphs read the task's
-// staging copy of them (copied before each replay), so their address is
-// not part of the recording; the rest (declarations, outputs of earlier
-// calls) is used in place.  Eager on the task's first call; then the child
-// of the tree's current node for this task and these addresses is
-// replayed, or recorded (a re-record when another state of the task is
-// there already); past the re-record limit, eager with one warning.
+// every input) marks the caller's own tensors: read in place, or, once
+// they have moved twice at this place of the tree, from the task's staging
+// copy of them (copied before each replay); the rest (declarations,
+// outputs of earlier calls) is used in place.  Eager on the task's first
+// call; then the child of the tree's current node for this task and these
+// addresses is replayed, or recorded (a re-record when another state of
+// the task is there already); past the re-record limit, eager with one
+// warning.
 int rtcu_task_run(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint8_t *staged,
                   const uint64_t *out, uint64_t arena, uint64_t runseed, char *err,
                   size_t errlen);
