@@ -1274,7 +1274,7 @@ emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 // whatever the chunk it falls in: results are bit-identical for any
 // number of threads (no per-thread partial sums exist to combine).
 #define PAR_MIN_WORK (1 << 16)
-#define PAR_GEMM_MIN_WORK (1 << 20)
+#define PAR_GEMM_MIN_WORK (1 << 18)
 #define PAR_MIN_RANGE 32
 #define PAR_GRAIN_WORK (1 << 14)
 

@@ -26,9 +26,15 @@
 // Synchronization: one job at a time (a context is used by one thread at a
 // time, fadc.h).  The job's fields are written under the mutex before the
 // epoch is bumped and read by a worker under the mutex after it sees the
-// new epoch; a worker's writes are published to the caller by the mutex it
-// takes to decrement `active`, which the caller waits on.  So the chunk
-// functions' stores are visible to the caller when parallel_for returns.
+// new epoch.  A worker joins a job (active++) under the mutex only while
+// the job is open, and takes chunks only after joining.  The caller, once
+// every chunk is taken, closes the job under the mutex and waits until no
+// joined worker is left: so it never waits for a worker that the operating
+// system has not scheduled yet (on a loaded machine, the caller may do the
+// whole job alone), and a late worker finds the job closed and goes back
+// to sleep.  A worker's writes are published to the caller by the mutex it
+// takes to leave the job, so the chunk functions' stores are visible when
+// parallel_for returns.
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -44,7 +50,8 @@ struct RtPool {
 	pthread_cond_t wake, done;
 	uint64_t epoch; // bumped per job; a worker runs each epoch once
 	int stop;
-	int active; // workers that have not finished the current job
+	int open; // the current job still admits workers
+	int active; // workers in the current job
 	// The current job.
 	fadc_chunk_fn_v1 fn;
 	void *args;
@@ -78,6 +85,9 @@ worker(void *arg)
 		if (p->stop)
 			break;
 		seen = p->epoch;
+		if (!p->open)
+			continue; // done without this worker
+		p->active++;
 		fadc_chunk_fn_v1 fn = p->fn;
 		void *args = p->args;
 		int64_t n = p->n, chunk = p->chunk;
@@ -179,13 +189,15 @@ rt_pool_parallel_for(RtPool *p, fadc_chunk_fn_v1 fn, void *args, int64_t n, int6
 	p->n = n;
 	p->chunk = chunk;
 	atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-	p->active = p->nworkers;
+	p->open = 1;
 	p->epoch++;
 	p->st.jobs++;
 	pthread_cond_broadcast(&p->wake);
 	pthread_mutex_unlock(&p->mu);
 	run_chunks(p, fn, args, n, chunk);
+	// Every chunk is taken: close the job, wait for the workers still in it.
 	pthread_mutex_lock(&p->mu);
+	p->open = 0;
 	while (p->active)
 		pthread_cond_wait(&p->done, &p->mu);
 	pthread_mutex_unlock(&p->mu);
