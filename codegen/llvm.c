@@ -25,6 +25,12 @@
 // fadc_artifact_v1 (runtime/abi.h), returning the table of tasks and the
 // descriptor.
 //
+// Large kernels are split for the runtime's thread pool ("parallel
+// kernels" below, docs/CODEGEN.md): such a kernel takes a range [lo, hi)
+// of its outer iterations, a chunk function unpacks its arguments, and the
+// task function hands both to fadc_call_v1.exec's parallel_for (or runs
+// the whole range itself when exec is NULL).  Small kernels are unchanged.
+//
 // LLVM failures go through one checked path, llvm_fail(), with LLVM's own
 // message.  The module is verified before optimization (default<O2> of the
 // new pass manager, LLVMRunPasses) and the object is emitted for the
@@ -1112,7 +1118,7 @@ gemm_tile_packed(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, in
 // GEMM_RG rows), the columns past the last tile counting as one more
 // tile, in that order (row groups fastest).  Each iteration computes its
 // outputs whole, by the same code whatever the chunking: the unit of the
-// thread pool's split (gemm_split), and the loop of an unsplit GEMM too.
+// thread pool's split (split_plan), and the loop of an unsplit GEMM too.
 #define GEMM_RG (16 * GEMM_MR) // rows per group: B's packed panel is reused this often
 
 static void
