@@ -8,7 +8,9 @@
 //   row reductions, forward and vjp, with 1, 2, 3 and 8 threads: the
 //   outputs are the same bytes (memcmp), and the pool did split (its
 //   statistics say so), so the comparison is not of one serial run with
-//   itself.  resnet18 at reduced size, vjp, the same in
+//   itself.  A scan whose body kernels split (elementwise and a GEMM
+//   inside the loop, reading the sequence at the step), likewise.
+//   resnet18 at reduced size, vjp, the same in
 //   test_runtime_pool_zoo (slow: its interpreter run takes minutes).
 // - Agreement with the float64 interpreter, through cg_check, at 3 and 8
 //   threads (FADC_NUM_THREADS, which a context of num_threads 0 reads):
@@ -41,6 +43,23 @@ static const char ew_src[] =
     "  y = exp(sin(x) * 0.5) * w\n"
     "  s = sum(y * y, 1)\n"
     "  return sum(log(s + 1)) + sum(tanh(y)) * 0.01\n"
+    "}\n";
+
+// A scan whose body kernels split: an elementwise step over 96 x 1024
+// points and a 96 x 1024 x 64 GEMM, reading the sequence at the loop's
+// step (the step counter travels in the chunk's arguments); vjp adds the
+// reverse scan of the body's vjp.
+static const char scan_src[] =
+    "param xs: f32[4, 96, 1024] = normal(0, 1, seed=1)\n"
+    "param k: f32[96, 1024] = normal(0, 0.5, seed=2)\n"
+    "param w: f32[1024, 64] = normal(0, 0.05, seed=3)\n"
+    "def cell(h, x, k, w) {\n"
+    "  n = tanh(h * k + x)\n"
+    "  return n, n @ w\n"
+    "}\n"
+    "def forward() {\n"
+    "  h, ys = scan(cell, k * 0.0, xs, k, w, ncarry=1, nxs=1)\n"
+    "  return sum(h) + sum(ys * ys)\n"
     "}\n";
 
 static char *
@@ -235,6 +254,7 @@ main(void)
 	check_invalid();
 	check_model("gemm.ir", gemm_src);
 	check_model("ew.ir", ew_src);
+	check_model("scan.ir", scan_src);
 	check_ppl("ppl_simple_reg.ir");
 	check_ppl("ppl_robust_reg.ir");
 	check_lifetimes();
