@@ -41,6 +41,7 @@ extern "C" {
 #define FADC_API_VERSION 1
 #define FADC_VERSION "0.1.0" // fadc's release: `fadc --version`, fadc-bench's JSON
 #define FADC_MAXDIM 8
+#define FADC_MAX_THREADS 4096 // the largest num_threads a context accepts
 
 typedef enum fadc_status {
 	FADC_OK = 0,
@@ -85,7 +86,12 @@ size_t fadc_dtype_size(fadc_dtype t); // bytes per element (bool: 1)
 
 typedef struct fadc_context_options {
 	fadc_device device; // {FADC_DEVICE_CPU, 0}
-	int num_threads; // 0: the runtime's choice; tasks run on the calling thread today
+	// CPU threads for large kernels, the calling thread included: 1 runs
+	// everything on the calling thread; 0 is the runtime's choice (the
+	// environment's FADC_NUM_THREADS, else the CPUs online).  Out of
+	// 0 .. FADC_MAX_THREADS (or a bad FADC_NUM_THREADS): FADC_ERR_ARG.
+	// Small tasks never wake the pool (docs/CODEGEN.md).
+	int num_threads;
 	uint64_t seed; // run seed of initializers and samplers (fadc run --seed)
 } fadc_context_options;
 
@@ -124,6 +130,19 @@ fadc_status fadc_context_stats(const fadc_context *ctx, fadc_device_stats *s);
 // follows; siblings in recording order.  *need (may be NULL) gets the
 // length of the whole text.  For tests and diagnostics.
 fadc_status fadc_context_graph_tree(const fadc_context *ctx, char *buf, size_t len, size_t *need);
+
+// The context's CPU thread pool.  Workers start at the first kernel a task
+// splits (so a context whose tasks are all small never starts any); a
+// split kernel calls the pool once (parallel_calls), which either wakes
+// the workers (jobs) or, when the kernel's range makes one chunk, runs it
+// on the calling thread (inline_calls).
+typedef struct fadc_pool_stats {
+	uint64_t threads; // the resolved num_threads
+	uint64_t threads_started; // workers started (threads - 1 once any kernel split)
+	uint64_t parallel_calls, jobs, inline_calls;
+} fadc_pool_stats;
+fadc_status fadc_context_pool_stats(const fadc_context *ctx, fadc_pool_stats *s);
+int fadc_context_num_threads(const fadc_context *ctx); // the resolved num_threads; 0 for NULL
 
 // ---------------------------------------------------------------- models
 

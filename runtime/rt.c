@@ -22,16 +22,23 @@
 // replays its CUDA graph) on the context's stream with device addresses.
 // Runs are asynchronous; fadc_tensor_read and fadc_context_synchronize
 // wait for the stream.
+//
+// Threads: a CPU context of num_threads > 1 owns a pool (runtime/pool.c)
+// whose workers start at the first kernel a task splits; task functions
+// get it through fadc_call_v1.exec (NULL with one thread: everything on the
+// calling thread, as before the pool existed).
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "abi.h"
 #include "artifact.h"
 #include "fadc.h"
+#include "pool.h"
 #include "rtcuda.h"
 #include "tensorio.h"
 
@@ -41,6 +48,9 @@ struct fadc_context {
 	fadc_context_options o;
 	uint64_t host_features; // rt_cpu_host_features() at creation
 	RtCuda *cu; // a CUDA context's device, stream and pool; NULL on the CPU
+	int nthreads; // the resolved num_threads (>= 1)
+	RtPool *pool; // NULL with one thread
+	fadc_exec_v1 exec; // what task functions get: parallel_for on pool
 	char err[1024];
 };
 
@@ -164,6 +174,44 @@ type_str(char *buf, size_t n, fadc_dtype dt, int rank, const int64_t *dim)
 
 // ---------------------------------------------------------------- contexts
 
+// fadc_exec_v1.parallel_for: the pool of the context whose exec x is.
+static void
+exec_parallel_for(const fadc_exec_v1 *x, fadc_chunk_fn_v1 fn, void *args, int64_t n,
+                  int64_t grain)
+{
+	rt_pool_parallel_for(x->pool, fn, args, n, grain);
+}
+
+// The number of threads a context runs with: o->num_threads, or for 0 the
+// environment's FADC_NUM_THREADS, or the CPUs online.  0 and a message in
+// create_err when out of range (the same range for both ways of saying it).
+static int
+resolve_threads(int asked)
+{
+	if (asked < 0 || asked > FADC_MAX_THREADS) {
+		snprintf(create_err, sizeof create_err,
+		         "num_threads must be 1 .. %d (or 0: the runtime's choice), got %d",
+		         FADC_MAX_THREADS, asked);
+		return 0;
+	}
+	if (asked)
+		return asked;
+	const char *env = getenv("FADC_NUM_THREADS");
+	if (env && *env) {
+		char *end;
+		long v = strtol(env, &end, 10);
+		if (*end || v < 1 || v > FADC_MAX_THREADS) {
+			snprintf(create_err, sizeof create_err,
+			         "FADC_NUM_THREADS must be an integer 1 .. %d, got '%.100s'", FADC_MAX_THREADS,
+			         env);
+			return 0;
+		}
+		return (int)v;
+	}
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	return ncpu < 1 ? 1 : ncpu > FADC_MAX_THREADS ? FADC_MAX_THREADS : (int)ncpu;
+}
+
 fadc_status
 fadc_context_create(const fadc_context_options *o, fadc_context **out)
 {
@@ -182,15 +230,23 @@ fadc_context_create(const fadc_context_options *o, fadc_context **out)
 		snprintf(create_err, sizeof create_err, "unknown device kind %d", (int)o->device.kind);
 		return FADC_ERR_DEVICE;
 	}
+	int nthreads = resolve_threads(o->num_threads);
+	if (!nthreads)
+		return FADC_ERR_ARG;
 	fadc_context *c = calloc(1, sizeof *c);
-	if (!c) {
+	if (!c || (nthreads > 1 && !(c->pool = rt_pool_new(nthreads)))) {
+		free(c);
 		snprintf(create_err, sizeof create_err, "out of memory");
 		return FADC_ERR_NOMEM;
 	}
 	c->o = *o;
+	c->nthreads = nthreads;
+	c->exec.parallel_for = exec_parallel_for;
+	c->exec.pool = c->pool;
 	c->host_features = rt_cpu_host_features();
 	if (o->device.kind == FADC_DEVICE_CUDA &&
 	    !rtcu_open(o->device.index, &c->cu, create_err, sizeof create_err)) {
+		rt_pool_free(c->pool);
 		free(c);
 		return FADC_ERR_DEVICE;
 	}
@@ -204,7 +260,29 @@ fadc_context_destroy(fadc_context *ctx)
 	if (!ctx)
 		return;
 	rtcu_close(ctx->cu);
+	rt_pool_free(ctx->pool);
 	free(ctx);
+}
+
+int
+fadc_context_num_threads(const fadc_context *ctx)
+{
+	return ctx ? ctx->nthreads : 0;
+}
+
+fadc_status
+fadc_context_pool_stats(const fadc_context *ctx, fadc_pool_stats *s)
+{
+	if (!ctx || !s)
+		return FADC_ERR_ARG;
+	RtPoolStats st;
+	rt_pool_stats(ctx->pool, &st);
+	s->threads = (uint64_t)ctx->nthreads;
+	s->threads_started = st.threads_started;
+	s->parallel_calls = st.parallel_calls;
+	s->jobs = st.jobs;
+	s->inline_calls = st.inline_calls;
+	return FADC_OK;
 }
 
 const char *
@@ -1079,7 +1157,7 @@ overlap(const void *a, size_t na, const void *b, size_t nb)
 static fadc_status
 task_call(fadc_model *m, RtTask *t, uint64_t seed)
 {
-	fadc_call_v1 call = {t->in, t->out, t->arena, seed, NULL};
+	fadc_call_v1 call = {t->in, t->out, t->arena, seed, m->ctx->pool ? &m->ctx->exec : NULL};
 	int32_t rc = t->fn(&call);
 	if (rc)
 		return fail(m->ctx, FADC_ERR_RUN, "task '%s' failed (code %d)", t->d->name, rc);
