@@ -264,10 +264,12 @@ out_bytes(const KProgram *p)
 static KProgram *
 build(const Graph *g, const char *name, DType fcompute, const CgOptions *o, char *err, size_t errlen)
 {
+	KTime tm = kir_time_start();
 	KProgram *p = cg_lower(g, name, fcompute, err, errlen);
 	if (!p)
 		return NULL;
 	cg_plan(p);
+	kir_time_note(tm, "lower+plan", name);
 	int64_t lim = o->max_task_bytes > 0 ? o->max_task_bytes : (int64_t)4 << 30;
 	int64_t need = out_bytes(p) + p->arena_bytes;
 	if (need > lim) {
@@ -567,7 +569,9 @@ cg_compile_module(const Module *m, const CgOptions *o, const char *out_so, char 
 	for (int i = 0; i < ntask; i++) {
 		char msg[1024];
 		Loc loc = 0;
+		KTime tm = kir_time_start();
 		Graph *g = pass_task(m->main, names[i], NULL, &loc, msg, sizeof msg);
+		kir_time_note(tm, "passes", names[i]);
 		if (!g) {
 			char where[512];
 			cg_loc_str(m->src, loc, where, sizeof where);
@@ -744,8 +748,10 @@ cg_compile_module(const Module *m, const CgOptions *o, const char *out_so, char 
 	}
 	char *argv[] = {(char *)cc, "-shared", "-o", lib, obj, (char *)support, "-lm",
 	                "-Wl,-z,noexecstack", "-Wl,--build-id=sha1", NULL};
+	KTime tlink = kir_time_start();
 	if (!run_cc(argv, logp, err, errlen))
 		goto done;
+	kir_time_note(tlink, "link", cc);
 	if (!read_file(lib, &so, &solen)) {
 		snprintf(err, errlen, "error: cannot read the linked library %s", lib);
 		goto done;

@@ -22,6 +22,7 @@
 // ops compose into affine indices with no division left.
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kir.h"
 
@@ -47,6 +48,41 @@ kir_program_free(KProgram *p)
 {
 	if (p)
 		arena_free(p->arena);
+}
+
+// ---------------------------------------------------------------- FADC_TIME
+
+static double
+seconds(clockid_t c)
+{
+	struct timespec ts;
+	clock_gettime(c, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+KTime
+kir_time_start(void)
+{
+	static int on = -1;
+	if (on < 0) {
+		const char *v = getenv("FADC_TIME");
+		on = v && *v && strcmp(v, "0");
+	}
+	KTime t = {0, 0, on};
+	if (on) {
+		t.wall = seconds(CLOCK_MONOTONIC);
+		t.cpu = seconds(CLOCK_PROCESS_CPUTIME_ID); // every thread of the process
+	}
+	return t;
+}
+
+void
+kir_time_note(KTime t, const char *phase, const char *what)
+{
+	if (!t.on)
+		return;
+	fprintf(stderr, "fadc: time: %s %s: %.3f s wall, %.3f s cpu\n", phase, what ? what : "",
+	        seconds(CLOCK_MONOTONIC) - t.wall, seconds(CLOCK_PROCESS_CPUTIME_ID) - t.cpu);
 }
 
 size_t

@@ -232,6 +232,17 @@ int kx_affine_coef(const KProgram *p, KxId e, int var, int64_t *coef);
 int kx_range(const KProgram *p, KxId a, int64_t *lo, int64_t *hi);
 static inline const Kx *kx(const KProgram *p, KxId id) { return &p->x[id]; }
 
+// Compile-time report: with FADC_TIME=1 in the environment, each phase of a
+// compile prints one line on stderr, `fadc: time: PHASE WHAT: W s wall,
+// C s cpu` (docs/CODEGEN.md, "Compile time").  kir_time_start() returns a
+// mark (0 when the report is off); kir_time_note() prints since the mark.
+typedef struct KTime {
+	double wall, cpu;
+	int on;
+} KTime;
+KTime kir_time_start(void);
+void kir_time_note(KTime t, const char *phase, const char *what);
+
 // Canonical text of the program (for dumps and golden tests).
 void kir_print(FILE *f, const KProgram *p);
 const char *kx_op_name(KxOp op);

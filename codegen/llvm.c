@@ -20,8 +20,9 @@
 // Each task becomes an internal function `i32 (fadc_call_v1 *)` that
 // computes the buffer pointers (inputs and outputs from the call, the
 // temporaries at their planned offsets in the arena) and calls its
-// kernels; being internal with one call site, the kernels are inlined, so a
-// small task is one straight function.  The only exported symbol is
+// kernels; being internal with one call site, the kernels of a small task
+// are inlined, so it is one straight function (a big one keeps a function
+// per kernel: INLINE_MAX_KERNELS).  The only exported symbol is
 // fadc_artifact_v1 (runtime/abi.h), returning the table of tasks and the
 // descriptor.
 //
@@ -197,6 +198,8 @@ typedef struct Emit {
 	LLVMValueRef lo, hi, flat;
 	LLVMValueRef *val; // memo: value of expression id in the current region
 	uint32_t *stamp, region;
+	struct Shared *shared; // kernel functions emitted so far, by key (emit_kernel)
+	uint32_t nshared, cshared;
 } Emit;
 
 static LLVMTypeRef
@@ -542,19 +545,6 @@ static void
 new_region(Emit *e)
 {
 	e->region++;
-}
-
-static void
-mark_bufs(const KProgram *p, KxId id, uint8_t *seen, uint8_t *used)
-{
-	if (!id || seen[id])
-		return;
-	seen[id] = 1;
-	const Kx *x = &p->x[id];
-	if (x->op == KX_LOAD)
-		used[x->aux] = 1;
-	for (int i = 0; i < x->nin; i++)
-		mark_bufs(p, x->a[i], seen, used);
 }
 
 static LLVMValueRef
@@ -1399,39 +1389,223 @@ emit_split_call(Emit *e, LLVMValueRef kfn, const KSig *sig, LLVMValueRef *a, uns
 
 // Kernel i of task program p as an internal function, taking what *sig
 // lists (filled here).
+// ---------------------------------------------------------------- shared kernels
+// Derivative tasks repeat the same kernels many times: the vjp of resnet18
+// recomputes the forward's, the initializers of equal-shaped parameters
+// are equal, batch norm's statistics appear at every block of the same
+// width.  A kernel's function depends only on its structure, so each
+// distinct kernel is emitted once per module and every task calls it: 554
+// kernels of resnet18's forward and vjp (reduced) are 174 functions.
+//
+// The key is a canonical serialization of everything emit_kernel reads:
+// the loop extents, the reduction, the storage dtypes of the parameters,
+// and the expression DAG of index, body and post numbered in depth-first
+// order, with buffers and step counters replaced by their parameter
+// positions (which are themselves assigned in that order, so two kernels
+// that differ only in which buffers they touch get the same key).  Keys
+// are compared byte for byte, never by hash alone.  Host kernels are not
+// shared (their calls carry the shape of their operand).
+
+typedef struct Key {
+	uint8_t *b;
+	size_t n, cap;
+} Key;
+
+typedef struct Shared {
+	uint64_t hash;
+	uint8_t *key;
+	size_t len;
+	LLVMValueRef fn;
+	LLVMTypeRef argt; // a split kernel's chunk function and its argument struct
+	LLVMValueRef chunk; // (shared_note_chunk)
+} Shared;
+
+static void
+key_put(Key *k, const void *v, size_t n)
+{
+	if (k->n + n > k->cap) {
+		size_t c = k->cap ? k->cap : 256;
+		while (c < k->n + n)
+			c *= 2;
+		k->b = realloc(k->b, c);
+		FADC_ASSERT(k->b != NULL, "llvm: out of memory");
+		k->cap = c;
+	}
+	memcpy(k->b + k->n, v, n);
+	k->n += n;
+}
+
+static void
+key_i64(Key *k, int64_t v)
+{
+	key_put(k, &v, sizeof v);
+}
+
+typedef struct SigWalk {
+	const KProgram *p;
+	KSig *sig;
+	Key *key;
+	uint32_t *canon; // KxId -> canonical number + 1 (0: not visited)
+	uint32_t ncanon;
+	int32_t *bufpos, *steppos; // buffer / loop -> parameter position + 1
+} SigWalk;
+
+static uint32_t
+buf_param(SigWalk *w, uint32_t b)
+{
+	if (!w->bufpos[b]) {
+		w->sig->bufs[w->sig->nbufs] = b;
+		w->bufpos[b] = (int32_t)++w->sig->nbufs;
+	}
+	return (uint32_t)w->bufpos[b] - 1;
+}
+
+// Post-order: a node's operands have smaller canonical numbers.
+static uint32_t
+sig_walk(SigWalk *w, KxId id)
+{
+	if (!id)
+		return 0;
+	if (w->canon[id])
+		return w->canon[id];
+	const Kx *x = &w->p->x[id];
+	Kx c = *x; // the node with operands and references made canonical
+	for (int i = 0; i < x->nin; i++)
+		c.a[i] = sig_walk(w, x->a[i]);
+	if (x->op == KX_LOAD) {
+		c.aux = buf_param(w, x->aux);
+		key_i64(w->key, w->p->buf[x->aux].dtype);
+	} else if (x->op == KX_STEP) {
+		if (!w->steppos[x->aux]) {
+			w->sig->steps[w->sig->nsteps] = (int)x->aux;
+			w->steppos[x->aux] = (int32_t)++w->sig->nsteps;
+		}
+		c.aux = (uint32_t)w->steppos[x->aux] - 1;
+	} else if (x->op == KX_RUNSEED || x->op == KX_RAND)
+		w->sig->seed = 1;
+	key_put(w->key, &c, sizeof c); // Kx has no padding holes: its bytes are its value
+	w->canon[id] = ++w->ncanon;
+	return w->canon[id];
+}
+
+// What kernel k takes (sig: its buffers, out first, then in the order the
+// expressions first read them; the seed; its loops' step counters) and its
+// key.  sig->bufs and sig->steps have room for every buffer and loop.
+static void
+kernel_sig(const KProgram *p, const KKernel *k, KSig *sig, Key *key)
+{
+	SigWalk w = {p, sig, key, calloc(p->nx + 1, sizeof *w.canon), 0,
+	             calloc(p->nbuf + 1, sizeof *w.bufpos), calloc(p->nloop + 1, sizeof *w.steppos)};
+	FADC_ASSERT(w.canon && w.bufpos && w.steppos, "llvm: out of memory");
+	sig->nbufs = sig->nsteps = 0;
+	sig->seed = 0;
+	buf_param(&w, k->out);
+	key_i64(key, p->buf[k->out].dtype);
+	key_i64(key, k->rank);
+	key_i64(key, k->rrank);
+	key_i64(key, k->red);
+	key_i64(key, k->contraction);
+	for (int d = 0; d < k->rank; d++)
+		key_i64(key, k->dim[d]);
+	for (int d = 0; d < k->rrank; d++)
+		key_i64(key, k->rdim[d]);
+	key_i64(key, sig_walk(&w, k->index));
+	key_i64(key, sig_walk(&w, k->body));
+	key_i64(key, sig_walk(&w, k->post));
+	if (k->host) {
+		buf_param(&w, k->hin);
+		buf_param(&w, k->hwork);
+		key->n = 0; // never shared
+	}
+	free(w.canon);
+	free(w.bufpos);
+	free(w.steppos);
+}
+
+static uint64_t
+key_hash(const Key *k)
+{
+	uint64_t h = 14695981039346656037ull; // FNV-1a
+	for (size_t i = 0; i < k->n; i++)
+		h = (h ^ k->b[i]) * 1099511628211ull;
+	return h;
+}
+
+// The function of an equal kernel emitted before, or NULL; a split
+// kernel's sig also gets that function's chunk function.
+static LLVMValueRef
+shared_find(Emit *e, const Key *k, KSig *sig)
+{
+	if (!k->n)
+		return NULL;
+	uint64_t h = key_hash(k);
+	for (uint32_t i = 0; i < e->nshared; i++)
+		if (e->shared[i].hash == h && e->shared[i].len == k->n &&
+		    !memcmp(e->shared[i].key, k->b, k->n)) {
+			sig->argt = e->shared[i].argt;
+			sig->chunk = e->shared[i].chunk;
+			return e->shared[i].fn;
+		}
+	return NULL;
+}
+
+// Records the chunk function just emitted for kernel function fn.
+static void
+shared_note_chunk(Emit *e, LLVMValueRef fn, const KSig *sig)
+{
+	for (uint32_t i = e->nshared; i-- > 0;)
+		if (e->shared[i].fn == fn) {
+			e->shared[i].argt = sig->argt;
+			e->shared[i].chunk = sig->chunk;
+			return;
+		}
+}
+
+// Records fn under key k, which it takes over (k->b is freed later).
+static void
+shared_add(Emit *e, Key *k, LLVMValueRef fn)
+{
+	if (!k->n) {
+		free(k->b);
+		return;
+	}
+	if (e->nshared == e->cshared) {
+		e->cshared = e->cshared ? 2 * e->cshared : 64;
+		e->shared = realloc(e->shared, e->cshared * sizeof *e->shared);
+		FADC_ASSERT(e->shared != NULL, "llvm: out of memory");
+	}
+	e->shared[e->nshared++] = (Shared){key_hash(k), k->b, k->n, fn, NULL, NULL};
+	k->b = NULL;
+}
+
+// Kernels are inlined into their task's function only when the task has at
+// most this many.  Inlining 426 kernels (resnet18's vjp, reduced) made one
+// function of thousands of loops, on which the optimizer is super-linear
+// (ScalarEvolution walks the dominating conditions of every loop back
+// through the whole function): 80 s of CPU, against 7 s with one function
+// per kernel.  A call per kernel costs nothing measurable against kernels
+// of that size, nor against the ppl models' (docs/PERFORMANCE.md).
+enum { INLINE_MAX_KERNELS = 96 };
+
 static LLVMValueRef
 emit_kernel(Emit *e, const char *task, uint32_t ki, KSig *sig)
 {
 	const KProgram *p = e->p;
 	const KKernel *k = &p->k[ki];
-	uint8_t *seen = calloc(p->nx + 1, 1), *used = calloc(p->nbuf + 1, 1);
-	FADC_ASSERT(seen && used, "llvm: out of memory");
-	mark_bufs(p, k->index, seen, used);
-	mark_bufs(p, k->body, seen, used);
-	mark_bufs(p, k->post, seen, used);
-	if (k->host)
-		used[k->hin] = used[k->hwork] = 1;
-	int uses_seed = 0;
-	unsigned ns = 0;
-	for (KxId id = 1; id < p->nx; id++)
-		if (seen[id] && (p->x[id].op == KX_RUNSEED || p->x[id].op == KX_RAND))
-			uses_seed = 1;
-	for (uint32_t l = 0; l < p->nloop; l++)
-		for (KxId id = 1; id < p->nx; id++)
-			if (seen[id] && p->x[id].op == KX_STEP && p->x[id].aux == l) {
-				sig->steps[ns++] = (int)l;
-				break;
-			}
+	Key key = {0};
+	kernel_sig(p, k, sig, &key);
 	uint32_t *bufs = sig->bufs;
-	unsigned n = 0;
-	bufs[n++] = k->out;
-	for (uint32_t b = 0; b < p->nbuf; b++)
-		if (used[b] && b != k->out)
-			bufs[n++] = b;
-	free(seen);
-	free(used);
+	unsigned n = sig->nbufs, ns = sig->nsteps;
+	int uses_seed = sig->seed;
 	sig->sp = split_plan(p, k);
 	unsigned nlohi = sig->sp.on ? 2 : 0;
+	LLVMValueRef same = shared_find(e, &key, sig);
+	if (same) {
+		free(key.b);
+		if (p->nk > INLINE_MAX_KERNELS)
+			fn_attr(e, same, LLVMAttributeFunctionIndex, "noinline");
+		return same;
+	}
 	LLVMTypeRef *pt = calloc(n + ns + 4, sizeof *pt);
 	FADC_ASSERT(pt != NULL, "llvm: out of memory");
 	for (unsigned i = 0; i < n; i++)
@@ -1446,8 +1620,11 @@ emit_kernel(Emit *e, const char *task, uint32_t ki, KSig *sig)
 	char name[300];
 	snprintf(name, sizeof name, "%s.k%u.%s", task, ki, k->what);
 	LLVMValueRef fn = LLVMAddFunction(e->M, name, fty);
+	shared_add(e, &key, fn);
 	LLVMSetLinkage(fn, LLVMInternalLinkage);
 	fn_attr(e, fn, LLVMAttributeFunctionIndex, "nounwind");
+	if (p->nk > INLINE_MAX_KERNELS)
+		fn_attr(e, fn, LLVMAttributeFunctionIndex, "noinline");
 	for (unsigned i = 0; i < n; i++)
 		fn_attr(e, fn, i + 1, "noalias");
 	e->fn = fn;
@@ -1461,9 +1638,6 @@ emit_kernel(Emit *e, const char *task, uint32_t ki, KSig *sig)
 	e->sp = sig->sp;
 	e->lo = sig->sp.on ? LLVMGetParam(fn, n + (unsigned)uses_seed + ns) : NULL;
 	e->hi = sig->sp.on ? LLVMGetParam(fn, n + (unsigned)uses_seed + ns + 1) : NULL;
-	sig->nbufs = n;
-	sig->seed = uses_seed;
-	sig->nsteps = ns;
 	LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e->C, fn, "entry");
 	LLVMPositionBuilderAtEnd(e->B, entry);
 	if (k->host) {
@@ -1544,8 +1718,10 @@ emit_task(Emit *e, const CgTask *t)
 		sig[i].steps = calloc(p->nloop + 1, sizeof *sig[i].steps);
 		FADC_ASSERT(sig[i].bufs && sig[i].steps, "llvm: out of memory");
 		kfn[i] = emit_kernel(e, t->name, i, &sig[i]);
-		if (sig[i].sp.on)
+		if (sig[i].sp.on && !sig[i].chunk) { // a shared kernel has its chunk already
 			emit_chunk_fn(e, kfn[i], &sig[i]);
+			shared_note_chunk(e, kfn[i], &sig[i]);
+		}
 	}
 	e->sp.on = 0;
 	char name[300];
@@ -1741,9 +1917,14 @@ cg_llvm_emit(const CgTask *tasks, int ntasks, const uint8_t *desc, size_t descle
 	td = LLVMCreateTargetDataLayout(tm);
 	LLVMSetModuleDataLayout(e.M, td);
 
+	KTime clk = kir_time_start();
 	for (int i = 0; i < ntasks; i++)
 		fns[i] = emit_task(&e, &tasks[i]);
 	emit_entry(&e, fns, ntasks, desc, desclen);
+	char nfn[64];
+	snprintf(nfn, sizeof nfn, "(%u kernel functions)", e.nshared);
+	kir_time_note(clk, "llvm-ir", nfn);
+	clk = kir_time_start();
 
 	if (LLVMVerifyModule(e.M, LLVMReturnStatusAction, &msg)) {
 		llvm_fail(err, errlen, "the generated module does not verify", msg);
@@ -1758,8 +1939,11 @@ cg_llvm_emit(const CgTask *tasks, int ntasks, const uint8_t *desc, size_t descle
 	char pipeline[32];
 	int ol = tg->opt_level < 0 ? 2 : tg->opt_level > 3 ? 3 : tg->opt_level;
 	snprintf(pipeline, sizeof pipeline, "default<O%d>", ol);
+	kir_time_note(clk, "verify", NULL);
+	clk = kir_time_start();
 	if (!llvm_check_error(LLVMRunPasses(e.M, pipeline, tm, po), err, errlen, "optimization"))
 		goto done;
+	kir_time_note(clk, "optimize", pipeline);
 	if (emit_llvm) {
 		char *s = LLVMPrintModuleToString(e.M);
 		fputs(s, emit_llvm);
@@ -1770,8 +1954,10 @@ cg_llvm_emit(const CgTask *tasks, int ntasks, const uint8_t *desc, size_t descle
 		snprintf(err, errlen, "out of memory");
 		goto done;
 	}
+	clk = kir_time_start();
 	int bad = LLVMTargetMachineEmitToFile(tm, e.M, path, LLVMObjectFile, &msg);
 	free(path);
+	kir_time_note(clk, "codegen", "object");
 	if (bad) {
 		llvm_fail(err, errlen, "emitting the object file", msg);
 		msg = NULL;
@@ -1787,6 +1973,9 @@ done:
 		LLVMDisposeTargetData(td);
 	if (tm)
 		LLVMDisposeTargetMachine(tm);
+	for (uint32_t i = 0; i < e.nshared; i++)
+		free(e.shared[i].key);
+	free(e.shared);
 	LLVMDisposeBuilder(e.B);
 	LLVMDisposeModule(e.M);
 	LLVMContextDispose(e.C);
