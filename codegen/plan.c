@@ -36,12 +36,26 @@ align_up(int64_t n)
 	return (n + ALIGN - 1) / ALIGN * ALIGN;
 }
 
-static void
-note_reads(KProgram *p, KxId id, int k, uint8_t *seen)
+// seen[id] == k + 1: expression id already visited for kernel k (a stamp
+// per kernel, not a cleared array: clearing nx bytes per kernel was
+// quadratic, 80% of compiling detr's vhp at -O0).
+typedef struct Span {
+	int64_t lo, hi; // bytes [lo, hi) of a placed buffer
+} Span;
+
+static int
+span_cmp(const void *a, const void *b)
 {
-	if (!id || seen[id])
+	const Span *x = a, *y = b;
+	return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : 0;
+}
+
+static void
+note_reads(KProgram *p, KxId id, int k, uint32_t *seen)
+{
+	if (!id || seen[id] == (uint32_t)k + 1)
 		return;
-	seen[id] = 1;
+	seen[id] = (uint32_t)k + 1;
 	const Kx *x = &p->x[id];
 	if (x->op == KX_LOAD) {
 		KBuf *b = &p->buf[x->aux];
@@ -55,7 +69,7 @@ note_reads(KProgram *p, KxId id, int k, uint8_t *seen)
 void
 cg_plan(KProgram *p)
 {
-	uint8_t *seen = calloc(p->nx + 1, 1);
+	uint32_t *seen = calloc(p->nx + 1, sizeof *seen);
 	FADC_ASSERT(seen != NULL, "cg_plan: out of memory");
 	for (uint32_t b = 0; b < p->nbuf; b++)
 		p->buf[b].first = p->buf[b].last = -1;
@@ -65,7 +79,6 @@ cg_plan(KProgram *p)
 			out->first = (int)k;
 		if (out->last < (int)k)
 			out->last = (int)k;
-		memset(seen, 0, p->nx + 1);
 		note_reads(p, p->k[k].index, (int)k, seen);
 		note_reads(p, p->k[k].body, (int)k, seen);
 		note_reads(p, p->k[k].post, (int)k, seen);
@@ -98,36 +111,50 @@ cg_plan(KProgram *p)
 		}
 	}
 	// Buffers in order of first write (kernel order, then id: deterministic).
+	// A counting sort by first write: start[k] is where kernel k's begin.
 	uint32_t nt = 0;
 	uint32_t *order = calloc(p->nbuf + 1, sizeof *order);
-	FADC_ASSERT(order != NULL, "cg_plan: out of memory");
-	for (int k = 0; k < (int)p->nk; k++)
-		for (uint32_t b = 0; b < p->nbuf; b++)
-			if (p->buf[b].kind == KB_TMP && p->buf[b].first == k)
-				order[nt++] = b;
+	uint32_t *start = calloc(p->nk + 2, sizeof *start);
+	FADC_ASSERT(order && start, "cg_plan: out of memory");
+	for (uint32_t b = 0; b < p->nbuf; b++)
+		if (p->buf[b].kind == KB_TMP && p->buf[b].first >= 0)
+			start[p->buf[b].first + 1]++;
+	for (uint32_t k = 0; k < p->nk; k++)
+		start[k + 1] += start[k];
+	for (uint32_t b = 0; b < p->nbuf; b++)
+		if (p->buf[b].kind == KB_TMP && p->buf[b].first >= 0) {
+			order[start[p->buf[b].first]++] = b;
+			nt++;
+		}
+	free(start);
+	// The lowest offset clear of every placed buffer whose life overlaps:
+	// those buffers' byte ranges sorted by start, swept once (the first gap
+	// of `size` bytes).  The answer is unique (the least feasible offset),
+	// so this places exactly as restarting a scan after every move did, in
+	// O(m log m) instead of O(m) per move.
+	Span *sp = calloc(nt + 1, sizeof *sp);
+	FADC_ASSERT(sp != NULL, "cg_plan: out of memory");
 	p->arena_bytes = p->naive_bytes = 0;
 	for (uint32_t i = 0; i < nt; i++) {
 		KBuf *b = &p->buf[order[i]];
 		int64_t size = align_up(b->bytes ? b->bytes : 1);
 		p->naive_bytes += size;
-		// Lowest offset clear of every placed buffer whose life overlaps.
-		int64_t off = 0;
-		for (int moved = 1; moved;) {
-			moved = 0;
-			for (uint32_t j = 0; j < i; j++) {
-				const KBuf *o = &p->buf[order[j]];
-				if (o->last < b->first || b->last < o->first)
-					continue; // disjoint lifetimes
-				int64_t osz = align_up(o->bytes ? o->bytes : 1);
-				if (off < o->offset + osz && o->offset < off + size) {
-					off = o->offset + osz;
-					moved = 1;
-				}
-			}
+		uint32_t m = 0;
+		for (uint32_t j = 0; j < i; j++) {
+			const KBuf *o = &p->buf[order[j]];
+			if (o->last < b->first || b->last < o->first)
+				continue; // disjoint lifetimes
+			sp[m++] = (Span){o->offset, o->offset + align_up(o->bytes ? o->bytes : 1)};
 		}
+		qsort(sp, m, sizeof *sp, span_cmp);
+		int64_t off = 0;
+		for (uint32_t j = 0; j < m && sp[j].lo < off + size; j++)
+			if (sp[j].hi > off)
+				off = sp[j].hi;
 		b->offset = off;
 		if (off + size > p->arena_bytes)
 			p->arena_bytes = off + size;
 	}
+	free(sp);
 	free(order);
 }
