@@ -20,6 +20,12 @@
 #include "kir.h"
 
 // ---------------------------------------------------------------- compile.c
+// The default limit on what one task needs (outputs plus intermediates):
+// every recommended task of the zoo at full size fits (the largest, detr's
+// vhp, needs 58.4e9 bytes; deepspeech's vjp 44.9e9, fcn_resnet's vhp
+// 40.3e9), resnet18's full Hessian (5.5e14 bytes of outputs) does not.
+#define CG_MAX_TASK_BYTES ((int64_t)64 << 30)
+
 typedef struct CgOptions {
 	const char *const *tasks; // task names (passes/tasks.c); "all" = every task
 	int ntasks; // 0: forward vjp jvp vhp hvp (the model's own list, later)
@@ -30,7 +36,7 @@ typedef struct CgOptions {
 	int compute_f64; // compute f32 values in double (testing: isolates f32 rounding)
 	const char *cc; // linker driver; NULL: $FADC_CC, else "cc"
 	const char *support_lib; // NULL: $FADC_SUPPORT_LIB, else the one built with fadc
-	int64_t max_task_bytes; // outputs + arena of one task; 0: 4 GiB
+	int64_t max_task_bytes; // outputs + arena of one task; 0: CG_MAX_TASK_BYTES
 	FILE *stats; // per task: kernels, peak arena bytes, naive bytes (--stats)
 	FILE *emit_kir; // the kernel IR of every task (--emit kir)
 	FILE *emit_llvm; // the optimized LLVM IR (--emit llvm)

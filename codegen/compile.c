@@ -260,23 +260,78 @@ out_bytes(const KProgram *p)
 	return n;
 }
 
-// Lowers and plans graph g as task `name`; checks the size limit.
-static KProgram *
-build(const Graph *g, const char *name, DType fcompute, const CgOptions *o, char *err, size_t errlen)
+// The limit on what a task needs (CgOptions.max_task_bytes), and the
+// advice that ends each message about it.
+static int64_t
+task_limit(const CgOptions *o)
 {
+	return o->max_task_bytes > 0 ? o->max_task_bytes : CG_MAX_TASK_BYTES;
+}
+
+#define LIMIT_ADVICE "reduce the sizes with -D NAME=VALUE or raise --max-task-bytes"
+
+// x * y, or INT64_MAX when it overflows (sizes are non-negative).
+static int64_t
+mul_sat(int64_t x, int64_t y)
+{
+	int64_t r;
+	return __builtin_mul_overflow(x, y, &r) ? INT64_MAX : r;
+}
+
+// The bytes of graph g's outputs, from its shapes: known before lowering,
+// so a task whose outputs alone exceed the limit (resnet18's full Hessian:
+// 11,689,512^2 floats) is refused before any kernel is built.
+static int64_t
+graph_out_bytes(const Graph *g)
+{
+	int64_t n = 0;
+	for (uint32_t i = 0; i < g->nout; i++) {
+		NodeId v = g->out[i].node;
+		const Shape *s = ir_shape(g, v);
+		int64_t b = (int64_t)kir_dtype_size((DType)g->node[v].dtype);
+		for (int d = 0; d < s->rank; d++)
+			b = mul_sat(b, s->dim[d]);
+		n = b > INT64_MAX - n ? INT64_MAX : n + b;
+	}
+	return n;
+}
+
+// The model's name: its file's, without folder and ".ir".
+static void
+model_name(const Module *m, char *buf, size_t n)
+{
+	const char *base = m->name ? strrchr(m->name, '/') : NULL;
+	base = base ? base + 1 : m->name ? m->name : "model";
+	snprintf(buf, n, "%s", base);
+	size_t ml = strlen(buf);
+	if (ml > 3 && !strcmp(buf + ml - 3, ".ir"))
+		buf[ml - 3] = 0;
+}
+
+// Lowers and plans graph g as task `name` of `model`; checks the size
+// limit on its outputs (before lowering) and on outputs plus arena.
+static KProgram *
+build(const Graph *g, const char *name, const char *model, DType fcompute, const CgOptions *o,
+      char *err, size_t errlen)
+{
+	int64_t lim = task_limit(o), gout = graph_out_bytes(g);
+	if (gout > lim) {
+		snprintf(err, errlen, "error: task '%s' of %s needs %lld bytes of outputs (limit %lld); "
+		         LIMIT_ADVICE, name, model, (long long)gout, (long long)lim);
+		return NULL;
+	}
 	KTime tm = kir_time_start();
 	KProgram *p = cg_lower(g, name, fcompute, err, errlen);
 	if (!p)
 		return NULL;
 	cg_plan(p);
 	kir_time_note(tm, "lower+plan", name);
-	int64_t lim = o->max_task_bytes > 0 ? o->max_task_bytes : (int64_t)4 << 30;
 	int64_t need = out_bytes(p) + p->arena_bytes;
 	if (need > lim) {
 		snprintf(err, errlen,
-		         "error: task '%s' needs %lld bytes (outputs %lld, intermediates %lld), above the "
-		         "limit of %lld",
-		         name, (long long)need, (long long)out_bytes(p), (long long)p->arena_bytes,
+		         "error: task '%s' of %s needs %lld bytes (outputs %lld, intermediates %lld; limit "
+		         "%lld); " LIMIT_ADVICE,
+		         name, model, (long long)need, (long long)out_bytes(p), (long long)p->arena_bytes,
 		         (long long)lim);
 		kir_program_free(p);
 		return NULL;
@@ -562,6 +617,8 @@ cg_compile_module(const Module *m, const CgOptions *o, const char *out_so, char 
 		snprintf(err, errlen, "error: out of memory");
 		goto done;
 	}
+	char model[256];
+	model_name(m, model, sizeof model);
 	if (!cg_llvm_cpu(o->cpu, cpu, sizeof cpu, feat, sizeof feat, llvm_feat, sizeof llvm_feat, err,
 	                 errlen))
 		goto done;
@@ -580,7 +637,7 @@ cg_compile_module(const Module *m, const CgOptions *o, const char *out_so, char 
 			goto done;
 		}
 		tasks[i].name = names[i];
-		tasks[i].prog = build(g, names[i], fc, o, err, errlen);
+		tasks[i].prog = build(g, names[i], model, fc, o, err, errlen);
 		int good = tasks[i].prog && describe_task(m, g, tasks[i].prog, &d.task[i], names[i],
 		                                          ART_TASK, -1);
 		if (good) {
@@ -637,7 +694,7 @@ cg_compile_module(const Module *m, const CgOptions *o, const char *out_so, char 
 		tasks[ti].name = initname[ii];
 		// Initializers run once: computed in f64 and rounded at the end, as
 		// ir_module_init does, so both give the same values.
-		tasks[ti].prog = build(g, initname[ii], DT_F64, o, err, errlen);
+		tasks[ti].prog = build(g, initname[ii], model, DT_F64, o, err, errlen);
 		if (!tasks[ti].prog)
 			goto done;
 		if (!describe_task(m, g, tasks[ti].prog, &d.task[ti], initname[ii], ART_INIT, (int32_t)i)) {
@@ -652,14 +709,6 @@ cg_compile_module(const Module *m, const CgOptions *o, const char *out_so, char 
 	}
 	d.ntask = nall;
 	d.ndecl = m->ndecl;
-	// The model's name: its file's, without folder and ".ir".
-	char model[256];
-	const char *base = m->name ? strrchr(m->name, '/') : NULL;
-	base = base ? base + 1 : m->name ? m->name : "model";
-	snprintf(model, sizeof model, "%s", base);
-	size_t ml = strlen(model);
-	if (ml > 3 && !strcmp(model + ml - 3, ".ir"))
-		model[ml - 3] = 0;
 	d.model = model;
 	uint64_t h = ART_FNV_BASIS;
 	for (uint32_t i = 0; m->src && i < m->src->nfile; i++) {

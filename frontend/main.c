@@ -85,6 +85,9 @@ static const char *const usage_main =
     "  --cpu CPU          x86-64-v3 (default, portable), native, generic, x86-64,\n"
     "                     x86-64-v2, x86-64-v4\n"
     "  --emit kir|llvm    also print the kernel IR or the optimized LLVM IR\n"
+    "  --max-task-bytes N the most memory one task may need, its outputs plus its\n"
+    "                     intermediates (64G; K M G T are powers of 1024): a task\n"
+    "                     needing more is an error, nothing is written\n"
     "  --f64              compute f32 values in f64 (testing)\n";
 
 static const char *const usage_run =
@@ -1299,10 +1302,30 @@ typedef struct CompileArgs {
 	const char *print_after, *stop_after;
 	const char *defs[MAXDEF];
 	int ndefs, noprelude, print_after_all, stats, opt_level, f64;
+	int64_t max_task_bytes; // --max-task-bytes; 0: the default (CG_MAX_TASK_BYTES)
 	char *tasklist; // --tasks, split in place
 	const char *tasks[MAXTASK];
 	int ntasks;
 } CompileArgs;
+
+// A size in bytes: digits, then optionally K, M, G or T (powers of 1024);
+// positive, at most 2^62.  0 when it is not one.
+static int
+parse_bytes(const char *s, int64_t *out)
+{
+	if (*s < '0' || *s > '9')
+		return 0;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : *end == 'T' ? 40 : 0;
+	if (shift)
+		end++;
+	if (errno || *end || v == 0 || v > (1ull << 62) >> shift)
+		return 0;
+	*out = (int64_t)(v << shift);
+	return 1;
+}
 
 // Checks a comma list of pass names; 0 after a usage error.
 static int
@@ -1350,6 +1373,7 @@ compile_args(int argc, char **argv, CompileArgs *a)
 		           opt_value(argc, argv, &i, "--target", &v) ||
 		           opt_value(argc, argv, &i, "--cpu", &v) ||
 		           opt_value(argc, argv, &i, "--cuda-arch", &v) ||
+		           opt_value(argc, argv, &i, "--max-task-bytes", &v) ||
 		           opt_value(argc, argv, &i, "--print-after", &v) ||
 		           opt_value(argc, argv, &i, "--stop-after", &v)) {
 			char opt[32];
@@ -1389,6 +1413,10 @@ compile_args(int argc, char **argv, CompileArgs *a)
 				a->cuda_arch = v;
 			} else if (!strcmp(opt, "--cpu")) {
 				a->cpu = v;
+			} else if (!strcmp(opt, "--max-task-bytes")) {
+				if (!parse_bytes(v, &a->max_task_bytes))
+					return usage_error(usage_main, "--max-task-bytes: '%s' is not a positive size "
+					                               "(bytes, or with K, M, G or T: powers of 1024)", v);
 			} else if (!strcmp(opt, "--print-after")) {
 				if (!check_passes(opt, v, &rc))
 					return rc;
@@ -1437,10 +1465,10 @@ compile_args(int argc, char **argv, CompileArgs *a)
 		if ((passopts || a->stats) && !a->task)
 			return usage_error(usage_main, "pass options and --stats need --task T (the passes run "
 			                               "on a task's graph)%s", "");
-		if (a->ntasks || a->target || a->cpu || a->cuda_arch || a->opt_level >= 0 || a->f64)
-			return usage_error(usage_main,
-			                   "--tasks, --target, --cuda-arch, --cpu, -O and --f64 need -o FILE%s",
-			                   "");
+		if (a->ntasks || a->target || a->cpu || a->cuda_arch || a->opt_level >= 0 || a->f64 ||
+		    a->max_task_bytes)
+			return usage_error(usage_main, "--tasks, --target, --cuda-arch, --cpu, -O, --f64 and "
+			                               "--max-task-bytes need -o FILE%s", "");
 	}
 	return 0;
 }
@@ -1511,6 +1539,7 @@ compile(const CompileArgs *a, const Module *m)
 	    .opt_level = a->opt_level,
 	    .cpu = a->cpu,
 	    .compute_f64 = a->f64,
+	    .max_task_bytes = a->max_task_bytes,
 	    .stats = a->stats ? stderr : NULL,
 	    .emit_kir = a->emit && !strcmp(a->emit, "kir") ? stdout : NULL,
 	    .emit_llvm = a->emit && !strcmp(a->emit, "llvm") ? stdout : NULL,
