@@ -66,9 +66,9 @@ err_first "fadc: --print-after, --print-after-all and --stop-after need --emit i
 run_fadc 2 "$model" --emit kir
 err_first "fadc: --emit kir needs -o FILE (it prints what compiling makes)"
 run_fadc 2 "$model" --emit ir --tasks vjp
-err_first "fadc: --tasks, --target, --cuda-arch, --cpu, -O and --f64 need -o FILE"
+err_first "fadc: --tasks, --target, --cuda-arch, --cpu, -O, --f64 and --max-task-bytes need -o FILE"
 run_fadc 2 "$model" --emit ir -O3
-err_first "fadc: --tasks, --target, --cuda-arch, --cpu, -O and --f64 need -o FILE"
+err_first "fadc: --tasks, --target, --cuda-arch, --cpu, -O, --f64 and --max-task-bytes need -o FILE"
 
 run_fadc 2 run "$model"
 err_first "fadc: --out DIR is required (or --print, to print only)"
