@@ -200,6 +200,7 @@ typedef struct Emit {
 	uint32_t *stamp, region;
 	struct Shared *shared; // kernel functions emitted so far, by key (emit_kernel)
 	uint32_t nshared, cshared;
+	LLVMValueRef mathfn[5][2]; // exp log log1p expm1 tanh, f32 and f64 (math_fn)
 } Emit;
 
 static LLVMTypeRef
@@ -277,6 +278,328 @@ intrinsic1(Emit *e, const char *name, LLVMTypeRef t, LLVMValueRef a)
 {
 	LLVMValueRef args[1] = {a};
 	return intrinsic(e, name, t, args, 1);
+}
+
+// ---------------------------------------------------------------- special functions
+// exp, log, log1p, expm1 and tanh in f32 and f64 are emitted as IR, not
+// called from libm: a call to expf in a loop body keeps the loop scalar
+// (LLVM 14's C API has no way to name a vector math library), while
+// straight-line arithmetic, selects, bit casts and the intrinsics rint,
+// fmuladd, fabs and copysign vectorize.  Each is an internal alwaysinline
+// function, emitted once per module and dtype (math_fn), that the inliner
+// folds into the kernels before the loop vectorizer runs.  No branches:
+// special inputs (NaN, infinities, zero, negative, overflow, underflow) are
+// selects on the final value, and denormals are scaled into range first.
+//
+// exp(x) (Cody-Waite, Cephes): n = rint(x log2 e), r = x - n C1 - n C2
+//   with C1 + C2 = ln 2 and n C1 exact, |r| <= ln2/2 (a little more from
+//   the rounding of x log2 e); exp(r) by Cephes' degree-7 polynomial (f32)
+//   or Pade form 1 + 2 r P(r^2) / (Q(r^2) - r P(r^2)) (f64); times 2^n as
+//   2^floor(n/2) 2^(n - floor(n/2)), two normal factors, so results down
+//   to the smallest denormal round once.  x above ln(max) is +inf, below
+//   ln(smallest denormal / 2) is 0.
+// log(x) (fdlibm / musl): x = 2^k m with m in [sqrt(2)/2, sqrt(2)) by
+//   integer arithmetic on the bits (denormals scaled by 2^25 / 2^54 first),
+//   f = m - 1, s = f / (2 + f), log(1 + f) = f - hfsq + s (hfsq + R(s^2)),
+//   hfsq = f^2/2, R fdlibm's minimax polynomial, plus k ln2 in two parts.
+// log1p(x) = log(u) - ((u - 1) - x) / u with u = 1 + x: the second term
+//   is the rounding error of u (exact for |x| < 1: Sterbenz), divided by
+//   u, the first-order correction of the logarithm.
+// expm1(x) (Kahan): u = exp(x); x when u == 1, else (u - 1) (x / log(u)):
+//   the rounding error of u cancels between u - 1 and log(u).
+// tanh(x): |x| < 0.625: x + x z P(z), z = x^2 (Cephes: a polynomial in
+//   f32, a rational function in f64); above, sign(x) (1 - 2 / (e^2|x| + 1)).
+// Accuracy against libm in long double, over dense sweeps of every binade
+// and the special values (tests/unit/test_codegen_math.c): see the table
+// in docs/CODEGEN.md.
+
+typedef struct Mb {
+	Emit *e;
+	LLVMTypeRef t, it; // the float type and the integer type of its bits
+	int d; // 1: f64
+} Mb;
+
+static LLVMValueRef
+mk(Mb *m, double v)
+{
+	return LLVMConstReal(m->t, v);
+}
+
+static LLVMValueRef
+mki(Mb *m, int64_t v)
+{
+	return LLVMConstInt(m->it, (unsigned long long)v, 1);
+}
+
+static LLVMValueRef
+madd(Mb *m, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildFAdd(m->e->B, a, b, "");
+}
+
+static LLVMValueRef
+msub(Mb *m, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildFSub(m->e->B, a, b, "");
+}
+
+static LLVMValueRef
+mmul(Mb *m, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildFMul(m->e->B, a, b, "");
+}
+
+static LLVMValueRef
+mdiv(Mb *m, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildFDiv(m->e->B, a, b, "");
+}
+
+// a b + c, fused where the target has FMA.
+static LLVMValueRef
+mfma(Mb *m, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
+{
+	LLVMValueRef args[3] = {a, b, c};
+	return intrinsic(m->e, "llvm.fmuladd", m->t, args, 3);
+}
+
+// c[0] x^(n-1) + ... + c[n-1], Horner.
+static LLVMValueRef
+mpoly(Mb *m, LLVMValueRef x, const double *c, int n)
+{
+	LLVMValueRef r = mk(m, c[0]);
+	for (int i = 1; i < n; i++)
+		r = mfma(m, r, x, mk(m, c[i]));
+	return r;
+}
+
+// (a pred b) ? t : f
+static LLVMValueRef
+msel(Mb *m, LLVMRealPredicate pr, LLVMValueRef a, LLVMValueRef b, LLVMValueRef t, LLVMValueRef f)
+{
+	return LLVMBuildSelect(m->e->B, LLVMBuildFCmp(m->e->B, pr, a, b, ""), t, f, "");
+}
+
+static LLVMValueRef
+mbits(Mb *m, LLVMValueRef x)
+{
+	return LLVMBuildBitCast(m->e->B, x, m->it, "");
+}
+
+static LLVMValueRef
+mfloat(Mb *m, LLVMValueRef i)
+{
+	return LLVMBuildBitCast(m->e->B, i, m->t, "");
+}
+
+// 2^n for an integer n in the normal range.
+static LLVMValueRef
+mpow2(Mb *m, LLVMValueRef n)
+{
+	LLVMValueRef b = LLVMBuildAdd(m->e->B, n, mki(m, m->d ? 1023 : 127), "");
+	return mfloat(m, LLVMBuildShl(m->e->B, b, mki(m, m->d ? 52 : 23), ""));
+}
+
+static LLVMValueRef
+m_exp(Mb *m, LLVMValueRef x)
+{
+	LLVMBuilderRef B = m->e->B;
+	// Above hi the result overflows, below lo it rounds to 0.
+	double hi = m->d ? 709.782712893383996843 : 88.72283905206835;
+	double lo = m->d ? -745.13321910194110842 : -103.972077083991796;
+	LLVMValueRef xc = msel(m, LLVMRealOGT, x, mk(m, hi), mk(m, hi), x);
+	xc = msel(m, LLVMRealOLT, xc, mk(m, lo), mk(m, lo), xc);
+	xc = msel(m, LLVMRealUNO, x, x, mk(m, 0), xc); // NaN: any finite value, selected away
+	LLVMValueRef n = intrinsic1(m->e, "llvm.rint", m->t, mmul(m, xc, mk(m, 1.44269504088896340736)));
+	LLVMValueRef r;
+	if (m->d) {
+		r = mfma(m, n, mk(m, -6.93145751953125E-1), xc);
+		r = mfma(m, n, mk(m, -1.42860682030941723212E-6), r);
+		static const double P[] = {1.26177193074810590878E-4, 3.02994407707441961300E-2,
+		                           9.99999999999999999910E-1};
+		static const double Q[] = {3.00198505138664455042E-6, 2.52448340349684104192E-3,
+		                           2.27265548208155028766E-1, 2.00000000000000000009E0};
+		LLVMValueRef rr = mmul(m, r, r);
+		LLVMValueRef px = mmul(m, r, mpoly(m, rr, P, 3));
+		r = mdiv(m, px, msub(m, mpoly(m, rr, Q, 4), px));
+		r = mfma(m, mk(m, 2), r, mk(m, 1));
+	} else {
+		r = mfma(m, n, mk(m, -0.693359375), xc);
+		r = mfma(m, n, mk(m, 2.12194440e-4), r);
+		static const double P[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3,
+		                           4.1665795894E-2, 1.6666665459E-1, 5.0000001201E-1};
+		LLVMValueRef rr = mmul(m, r, r);
+		r = madd(m, mfma(m, mpoly(m, r, P, 6), rr, r), mk(m, 1));
+	}
+	LLVMValueRef ni = LLVMBuildFPToSI(B, n, m->it, "");
+	LLVMValueRef n1 = LLVMBuildAShr(B, ni, mki(m, 1), ""), n2 = LLVMBuildSub(B, ni, n1, "");
+	r = mmul(m, mmul(m, r, mpow2(m, n1)), mpow2(m, n2));
+	r = msel(m, LLVMRealOGT, x, mk(m, hi), mk(m, INFINITY), r);
+	r = msel(m, LLVMRealOLT, x, mk(m, lo), mk(m, 0), r);
+	return msel(m, LLVMRealUNO, x, x, x, r);
+}
+
+static LLVMValueRef
+m_log(Mb *m, LLVMValueRef x)
+{
+	LLVMBuilderRef B = m->e->B;
+	int d = m->d;
+	// Denormals: scaled into the normal range, the exponent corrected.
+	double minnorm = d ? 2.2250738585072014e-308 : 1.17549435082228750797e-38;
+	int sc = d ? 54 : 25;
+	LLVMValueRef small = LLVMBuildFCmp(B, LLVMRealOLT, x, mk(m, minnorm), "");
+	LLVMValueRef xs = LLVMBuildSelect(B, small, mmul(m, x, mk(m, ldexp(1, sc))), x, "");
+	LLVMValueRef k0 = LLVMBuildSelect(B, small, mki(m, -sc), mki(m, 0), "");
+	// m in [sqrt(2)/2, sqrt(2)): add 1 - bits(sqrt(2)/2) to the bits so the
+	// exponent field steps up exactly where the mantissa passes sqrt(2).
+	int64_t one = d ? 0x3ff0000000000000ll : 0x3f800000, half = d ? 0x3fe6a09e00000000ll : 0x3f3504f3;
+	int mant = d ? 52 : 23;
+	LLVMValueRef ix = LLVMBuildAdd(B, mbits(m, xs), mki(m, one - half), "");
+	LLVMValueRef k = LLVMBuildSub(B, LLVMBuildLShr(B, ix, mki(m, mant), ""), mki(m, d ? 1023 : 127), "");
+	k = LLVMBuildAdd(B, k, k0, "");
+	ix = LLVMBuildAdd(B, LLVMBuildAnd(B, ix, mki(m, ((int64_t)1 << mant) - 1), ""), mki(m, half), "");
+	LLVMValueRef f = msub(m, mfloat(m, ix), mk(m, 1));
+	LLVMValueRef s = mdiv(m, f, madd(m, mk(m, 2), f));
+	LLVMValueRef z = mmul(m, s, s), w = mmul(m, z, z), t1, t2;
+	double ln2hi, ln2lo;
+	if (d) {
+		// fdlibm's Lg1 .. Lg7: t1 = w (Lg2 + w (Lg4 + w Lg6)),
+		// t2 = z (Lg1 + w (Lg3 + w (Lg5 + w Lg7))).
+		static const double E[] = {1.531383769920937332e-01, 2.222219843214978396e-01,
+		                           3.999999999940941908e-01}; // Lg6 Lg4 Lg2
+		static const double O[] = {1.479819860511658591e-01, 1.818357216161805012e-01,
+		                           2.857142874366239149e-01, 6.666666666666735130e-01}; // Lg7 Lg5 Lg3 Lg1
+		t1 = mmul(m, w, mpoly(m, w, E, 3));
+		t2 = mmul(m, z, mpoly(m, w, O, 4));
+		ln2hi = 6.93147180369123816490e-01;
+		ln2lo = 1.90821492927058770002e-10;
+	} else {
+		// musl's logf: t1 = w (Lg2 + w Lg4), t2 = z (Lg1 + w Lg3), floats.
+		static const double E[] = {0x1.f13c4cp-3, 0x1.999c26p-2}; // Lg4 Lg2
+		static const double O[] = {0x1.23d3dcp-2, 0x1.555554p-1}; // Lg3 Lg1
+		t1 = mmul(m, w, mpoly(m, w, E, 2));
+		t2 = mmul(m, z, mpoly(m, w, O, 2));
+		ln2hi = 6.9313812256e-01;
+		ln2lo = 9.0580006145e-06;
+	}
+	LLVMValueRef R = madd(m, t2, t1);
+	LLVMValueRef hfsq = mmul(m, mk(m, 0.5), mmul(m, f, f));
+	LLVMValueRef dk = LLVMBuildSIToFP(B, k, m->t, "");
+	// s (hfsq + R) + k ln2lo - hfsq + f + k ln2hi, in fdlibm's order
+	LLVMValueRef r = mfma(m, dk, mk(m, ln2lo), mmul(m, s, madd(m, hfsq, R)));
+	r = madd(m, msub(m, r, hfsq), f);
+	r = mfma(m, dk, mk(m, ln2hi), r);
+	r = msel(m, LLVMRealOEQ, x, mk(m, 0), mk(m, -INFINITY), r);
+	r = msel(m, LLVMRealOLT, x, mk(m, 0), mk(m, NAN), r);
+	r = msel(m, LLVMRealOEQ, x, mk(m, INFINITY), x, r);
+	return msel(m, LLVMRealUNO, x, x, x, r);
+}
+
+static LLVMValueRef m_call(Mb *m, KxOp op, LLVMValueRef x);
+
+static LLVMValueRef
+m_log1p(Mb *m, LLVMValueRef x)
+{
+	LLVMValueRef u = madd(m, mk(m, 1), x);
+	LLVMValueRef c = msub(m, msub(m, u, mk(m, 1)), x);
+	LLVMValueRef q = mdiv(m, c, u);
+	q = msel(m, LLVMRealOEQ, u, mk(m, 0), mk(m, 0), q); // x = -1: -inf from log(0)
+	q = msel(m, LLVMRealOEQ, u, mk(m, INFINITY), mk(m, 0), q); // +inf - inf
+	LLVMValueRef r = msub(m, m_call(m, KX_LOG, u), q);
+	return msel(m, LLVMRealOEQ, x, mk(m, 0), x, r); // -0 stays -0
+}
+
+static LLVMValueRef
+m_expm1(Mb *m, LLVMValueRef x)
+{
+	LLVMValueRef u = m_call(m, KX_EXP, x);
+	LLVMValueRef um1 = msub(m, u, mk(m, 1));
+	// x / log(u) first: (u - 1) x overflows for u near the largest float.
+	LLVMValueRef r = mmul(m, um1, mdiv(m, x, m_call(m, KX_LOG, u)));
+	r = msel(m, LLVMRealOEQ, u, mk(m, 1), x, r);
+	r = msel(m, LLVMRealOEQ, um1, mk(m, -1), mk(m, -1), r);
+	return msel(m, LLVMRealOEQ, u, mk(m, INFINITY), u, r);
+}
+
+static LLVMValueRef
+m_tanh(Mb *m, LLVMValueRef x)
+{
+	LLVMValueRef ax = intrinsic1(m->e, "llvm.fabs", m->t, x), z = mmul(m, x, x), small;
+	if (m->d) {
+		static const double P[] = {-9.64399179425052238628E-1, -9.92877231001918586564E1,
+		                           -1.61468768441708447952E3};
+		static const double Q[] = {1, 1.12811678491632931402E2, 2.23548839060100448583E3,
+		                           4.84406305325125486048E3};
+		LLVMValueRef pq = mdiv(m, mpoly(m, z, P, 3), mpoly(m, z, Q, 4));
+		small = mfma(m, mmul(m, x, z), pq, x);
+	} else {
+		static const double P[] = {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2,
+		                           1.33314422036E-1, -3.33332819422E-1};
+		small = mfma(m, mmul(m, mpoly(m, z, P, 5), z), x, x);
+	}
+	LLVMValueRef e2 = m_call(m, KX_EXP, madd(m, ax, ax));
+	LLVMValueRef big = msub(m, mk(m, 1), mdiv(m, mk(m, 2), madd(m, e2, mk(m, 1))));
+	LLVMValueRef args[2] = {big, x};
+	big = intrinsic(m->e, "llvm.copysign", m->t, args, 2);
+	LLVMValueRef r = msel(m, LLVMRealOLT, ax, mk(m, 0.625), small, big);
+	return msel(m, LLVMRealOEQ, x, mk(m, 0), x, r); // -0 stays -0
+}
+
+// The function computing op in dtype dt (F32 or F64): emitted at its first
+// use, with its own builder position (the caller's is restored).
+static LLVMValueRef
+math_fn(Emit *e, KxOp op, DType dt)
+{
+	static const KxOp ops[] = {KX_EXP, KX_LOG, KX_LOG1P, KX_EXPM1, KX_TANH};
+	static const char *const names[] = {"exp", "log", "log1p", "expm1", "tanh"};
+	int i = 0;
+	while (ops[i] != op)
+		i++;
+	int d = dt == DT_F64;
+	if (e->mathfn[i][d])
+		return e->mathfn[i][d];
+	Mb m = {e, ty(e, dt), d ? e->i64 : e->i32, d};
+	char name[32];
+	snprintf(name, sizeof name, "fadc.%s.%s", names[i], d ? "f64" : "f32");
+	LLVMTypeRef fty = LLVMFunctionType(m.t, &m.t, 1, 0);
+	LLVMValueRef fn = LLVMAddFunction(e->M, name, fty);
+	LLVMSetLinkage(fn, LLVMInternalLinkage);
+	fn_attr(e, fn, LLVMAttributeFunctionIndex, "nounwind");
+	fn_attr(e, fn, LLVMAttributeFunctionIndex, "alwaysinline");
+	fn_attr(e, fn, LLVMAttributeFunctionIndex, "readnone");
+	e->mathfn[i][d] = fn;
+	LLVMBasicBlockRef saved = LLVMGetInsertBlock(e->B);
+	LLVMPositionBuilderAtEnd(e->B, LLVMAppendBasicBlockInContext(e->C, fn, "entry"));
+	LLVMValueRef x = LLVMGetParam(fn, 0), r;
+	switch (op) {
+	case KX_EXP:
+		r = m_exp(&m, x);
+		break;
+	case KX_LOG:
+		r = m_log(&m, x);
+		break;
+	case KX_LOG1P:
+		r = m_log1p(&m, x);
+		break;
+	case KX_EXPM1:
+		r = m_expm1(&m, x);
+		break;
+	default:
+		r = m_tanh(&m, x);
+		break;
+	}
+	LLVMBuildRet(e->B, r);
+	if (saved)
+		LLVMPositionBuilderAtEnd(e->B, saved);
+	return fn;
+}
+
+// A call of the function computing op, in the dtype of m.
+static LLVMValueRef
+m_call(Mb *m, KxOp op, LLVMValueRef x)
+{
+	LLVMValueRef fn = math_fn(m->e, op, m->d ? DT_F64 : DT_F32);
+	return LLVMBuildCall2(m->e->B, LLVMGlobalGetValueType(fn), fn, &x, 1, "");
 }
 
 // ---------------------------------------------------------------- expressions
@@ -433,19 +756,18 @@ emit_op(Emit *e, const Kx *x)
 	case KX_SQRT:
 		return intrinsic1(e, "llvm.sqrt", t, a);
 	case KX_EXP:
-		return intrinsic1(e, "llvm.exp", t, a);
 	case KX_LOG:
-		return intrinsic1(e, "llvm.log", t, a);
+	case KX_LOG1P:
+	case KX_EXPM1:
+	case KX_TANH: {
+		// Vectorizable implementations (math_fn), inlined into the loop.
+		LLVMValueRef f = math_fn(e, (KxOp)x->op, dt);
+		return LLVMBuildCall2(e->B, LLVMGlobalGetValueType(f), f, &a, 1, "");
+	}
 	case KX_SIN:
 		return intrinsic1(e, "llvm.sin", t, a);
 	case KX_COS:
 		return intrinsic1(e, "llvm.cos", t, a);
-	case KX_LOG1P:
-		return call1(e, dt == DT_F32 ? "log1pf" : "log1p", t, a);
-	case KX_EXPM1:
-		return call1(e, dt == DT_F32 ? "expm1f" : "expm1", t, a);
-	case KX_TANH:
-		return call1(e, dt == DT_F32 ? "tanhf" : "tanh", t, a);
 	case KX_ERF:
 		return call1(e, dt == DT_F32 ? "erff" : "erf", t, a);
 	case KX_LGAMMA:
