@@ -201,6 +201,7 @@ typedef struct Emit {
 	struct Shared *shared; // kernel functions emitted so far, by key (emit_kernel)
 	uint32_t nshared, cshared;
 	LLVMValueRef mathfn[5][2]; // exp log log1p expm1 tanh, f32 and f64 (math_fn)
+	int vecmath; // the expressions being emitted are in a loop that vectorizes
 } Emit;
 
 static LLVMTypeRef
@@ -759,11 +760,26 @@ emit_op(Emit *e, const Kx *x)
 	case KX_LOG:
 	case KX_LOG1P:
 	case KX_EXPM1:
-	case KX_TANH: {
-		// Vectorizable implementations (math_fn), inlined into the loop.
-		LLVMValueRef f = math_fn(e, (KxOp)x->op, dt);
-		return LLVMBuildCall2(e->B, LLVMGlobalGetValueType(f), f, &a, 1, "");
-	}
+	case KX_TANH:
+		if (e->vecmath) {
+			// Vectorizable implementations (math_fn), inlined into the loop.
+			LLVMValueRef f = math_fn(e, (KxOp)x->op, dt);
+			return LLVMBuildCall2(e->B, LLVMGlobalGetValueType(f), f, &a, 1, "");
+		}
+		// A scalar loop (a short or non-sum reduction): libm's scalar
+		// code has less latency than ours (docs/PERFORMANCE.md).
+		switch ((KxOp)x->op) {
+		case KX_EXP:
+			return intrinsic1(e, "llvm.exp", t, a);
+		case KX_LOG:
+			return intrinsic1(e, "llvm.log", t, a);
+		case KX_LOG1P:
+			return call1(e, dt == DT_F32 ? "log1pf" : "log1p", t, a);
+		case KX_EXPM1:
+			return call1(e, dt == DT_F32 ? "expm1f" : "expm1", t, a);
+		default:
+			return call1(e, dt == DT_F32 ? "tanhf" : "tanh", t, a);
+		}
 	case KX_SIN:
 		return intrinsic1(e, "llvm.sin", t, a);
 	case KX_COS:
@@ -1006,6 +1022,7 @@ emit_split_sum(Emit *e, const KKernel *k, Loop *loops)
 	LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->C, e->fn, "split.done");
 	LLVMBuildStore(e->B, LLVMConstInt(e->i64, 0, 0), base);
 	LLVMBuildBr(e->B, head);
+	e->vecmath = 1; // the SLP vectorizer packs the SPLIT terms into vectors
 	LLVMPositionBuilderAtEnd(e->B, head);
 	LLVMValueRef b = LLVMBuildLoad2(e->B, e->i64, base, "");
 	LLVMValueRef more = LLVMBuildICmp(e->B, LLVMIntSLE, LLVMBuildAdd(e->B, b, LLVMConstInt(e->i64, SPLIT, 0), ""),
@@ -1037,6 +1054,7 @@ emit_split_sum(Emit *e, const KKernel *k, Loop *loops)
 	LLVMBuildStore(e->B, LLVMBuildNSWAdd(e->B, b, LLVMConstInt(e->i64, 1, 0), ""), base);
 	LLVMBuildBr(e->B, rhead);
 	LLVMPositionBuilderAtEnd(e->B, done);
+	e->vecmath = 0;
 	for (int d = k->rrank - 2; d >= 0; d--)
 		loop_end(e, &loops[k->rank + d]);
 	// Pairwise: ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)).
@@ -2002,7 +2020,9 @@ emit_kernel(Emit *e, const char *task, uint32_t ki, KSig *sig)
 			loop_end(e, &loops[k->rank + d]);
 	}
 	new_region(e);
+	e->vecmath = !k->red; // an elementwise kernel's innermost loop vectorizes
 	LLVMValueRef v = emit_x(e, val), idx = emit_x(e, k->index);
+	e->vecmath = 0;
 	DType ct = (DType)p->x[val].dtype;
 	if (st == DT_BOOL)
 		v = LLVMBuildZExt(e->B, v, e->i8, "");
