@@ -291,6 +291,9 @@ intrinsic1(Emit *e, const char *name, LLVMTypeRef t, LLVMValueRef a)
 // folds into the kernels before the loop vectorizer runs.  No branches:
 // special inputs (NaN, infinities, zero, negative, overflow, underflow) are
 // selects on the final value, and denormals are scaled into range first.
+// They are used only where the loop vectorizes (Emit.vecmath: elementwise
+// kernels, the terms of emit_split_sum); in a scalar loop glibc's scalar
+// code has the shorter latency and stays.
 //
 // exp(x) (Cody-Waite, Cephes): n = rint(x log2 e), r = x - n C1 - n C2
 //   with C1 + C2 = ln 2 and n C1 exact, |r| <= ln2/2 (a little more from
