@@ -1083,10 +1083,15 @@ print_kernel(Cu *c, uint32_t ki) {
 			        (long long)k->rdim[d], v);
 			c->depth++;
 		}
+		if (!k->rrank) { // one term: its own scope all the same (the post region
+			indent(c); // defines its values again)
+			fputs("{\n", f);
+			c->depth++;
+		}
 		c->region++;
 		ensure(c, k->body);
 		red_combine(c, k->red, vt, k->body);
-		for (int d = 0; d < k->rrank; d++) {
+		for (int d = 0; d < (k->rrank ? k->rrank : 1); d++) {
 			c->depth--;
 			indent(c);
 			fputs("}\n", f);
