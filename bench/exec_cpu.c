@@ -255,7 +255,7 @@ stale(const char *path, const char *hash, const char *defines, const char *const
 	char v[2048];
 	have[0] = 0;
 	if (fadc_context_create(NULL, &ctx)) {
-		snprintf(why, n, "out of memory");
+		snprintf(why, n, "no runtime context (%s)", fadc_context_error(NULL));
 		return 1;
 	}
 	if (fadc_model_open(ctx, path, FADC_OPEN_DESCRIBE, &m)) {
@@ -450,7 +450,7 @@ check_prebuilt(const char *path, const char *defines, const char *const *tasks, 
 	fadc_model *m;
 	char v[2048];
 	if (fadc_context_create(NULL, &ctx)) {
-		snprintf(err, errlen, "out of memory");
+		snprintf(err, errlen, "no runtime context: %s", fadc_context_error(NULL));
 		return -1;
 	}
 	if (fadc_model_open(ctx, path, FADC_OPEN_DESCRIBE, &m)) {
@@ -565,7 +565,7 @@ open_model(const char *source, const char *const *defs, int ndefs, const char *c
 load:;
 	fadc_context_options co = {{S.o.gpu >= 0 ? FADC_DEVICE_CUDA : FADC_DEVICE_CPU,
 	                            S.o.gpu >= 0 ? S.o.gpu : 0},
-	                           S.o.num_threads,
+	                           S.o.num_threads, // the pool's size (runtime/pool.c)
 	                           S.o.seed};
 	if (fadc_context_create(&co, &S.ctx)) {
 		snprintf(err, errlen, "cannot make a runtime context: %s", fadc_context_error(NULL));

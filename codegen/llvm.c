@@ -25,6 +25,12 @@
 // fadc_artifact_v1 (runtime/abi.h), returning the table of tasks and the
 // descriptor.
 //
+// Large kernels are split for the runtime's thread pool ("parallel
+// kernels" below, docs/CODEGEN.md): such a kernel takes a range [lo, hi)
+// of its outer iterations, a chunk function unpacks its arguments, and the
+// task function hands both to fadc_call_v1.exec's parallel_for (or runs
+// the whole range itself when exec is NULL).  Small kernels are unchanged.
+//
 // LLVM failures go through one checked path, llvm_fail(), with LLVM's own
 // message.  The module is verified before optimization (default<O2> of the
 // new pass manager, LLVMRunPasses) and the object is emitted for the
@@ -163,6 +169,15 @@ cg_llvm_cpu(const char *cpu, char *name, size_t nname, char *features, size_t nf
 
 // ---------------------------------------------------------------- emitter state
 
+// How a large kernel is split for the thread pool (split_plan): its range
+// [0, n) is the flattened first `nax` parallel axes (a GEMM: its own range,
+// emit_gemm), run in chunks of at least `grain` iterations.
+typedef struct Split {
+	int on;
+	int nax; // leading parallel axes flattened into the range (not for a GEMM)
+	int64_t n, grain;
+} Split;
+
 typedef struct Emit {
 	LLVMContextRef C;
 	LLVMModuleRef M;
@@ -176,6 +191,10 @@ typedef struct Emit {
 	LLVMValueRef *step; // step[l]: the step counter of loop l (a kernel parameter)
 	LLVMValueRef var[2 * IR_MAXDIM]; // loop counter allocas
 	LLVMValueRef acc; // accumulator alloca
+	// A split kernel (Split.on): its range bounds (parameters), and the
+	// loop over the range that par_begin opened.
+	Split sp;
+	LLVMValueRef lo, hi, flat;
 	LLVMValueRef *val; // memo: value of expression id in the current region
 	uint32_t *stamp, region;
 } Emit;
@@ -564,6 +583,74 @@ red_combine(Emit *e, KRed r, DType dt, LLVMValueRef acc, LLVMValueRef v)
 	return LLVMBuildSelect(e->B, take, v, acc, "");
 }
 
+// ---------------------------------------------------------------- parallel loops
+// A split kernel runs iterations [lo, hi) of its range per call (a chunk);
+// an unsplit one its whole parallel domain.  par_begin / par_end open and
+// close the first nax parallel loops either way: plain loops, or one loop
+// over [lo, hi) whose counter is decomposed into the first sp.nax loop
+// variables (row-major: the last of them varies fastest) and plain loops
+// for the rest.  With sp.nax = 1 the range is loop 0's counter itself, so
+// the loop keeps the shape the vectorizer knows.
+
+static LLVMValueRef entry_alloca(Emit *e, LLVMTypeRef t);
+
+// A loop of counter ctr over [lo, hi), i64 values.
+static void
+loop_begin_range(Emit *e, Loop *l, LLVMValueRef ctr, LLVMValueRef lo, LLVMValueRef hi)
+{
+	l->ctr = ctr;
+	l->ext = -1;
+	l->head = LLVMAppendBasicBlockInContext(e->C, e->fn, "par.head");
+	l->body = LLVMAppendBasicBlockInContext(e->C, e->fn, "par.body");
+	l->exit = LLVMAppendBasicBlockInContext(e->C, e->fn, "par.exit");
+	LLVMBuildStore(e->B, lo, ctr);
+	LLVMBuildBr(e->B, l->head);
+	LLVMPositionBuilderAtEnd(e->B, l->head);
+	LLVMValueRef i = LLVMBuildLoad2(e->B, e->i64, ctr, "");
+	LLVMBuildCondBr(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, i, hi, ""), l->body, l->exit);
+	LLVMPositionBuilderAtEnd(e->B, l->body);
+}
+
+// Stores the coordinates of flat index f over dims[0 .. n) (row-major)
+// into vars[0 .. n).
+static void
+store_coords(Emit *e, LLVMValueRef f, const int64_t *dims, int n, LLVMValueRef *vars)
+{
+	for (int d = n - 1; d >= 0; d--) {
+		LLVMValueRef ext = LLVMConstInt(e->i64, (unsigned long long)dims[d], 0);
+		LLVMBuildStore(e->B, d ? LLVMBuildSRem(e->B, f, ext, "") : f, vars[d]);
+		if (d)
+			f = LLVMBuildSDiv(e->B, f, ext, "");
+	}
+}
+
+static void
+par_begin(Emit *e, const KKernel *k, Loop *loops, int nax)
+{
+	int s = e->sp.on ? e->sp.nax : 0;
+	FADC_ASSERT(s <= nax, "llvm: a split over more axes than the loops");
+	if (s == 1)
+		loop_begin_range(e, &loops[0], e->var[0], e->lo, e->hi);
+	else if (s > 1) {
+		// loops[0] is the flat loop (axes 0 .. s-1 need no loop of their own).
+		e->flat = entry_alloca(e, e->i64);
+		loop_begin_range(e, &loops[0], e->flat, e->lo, e->hi);
+		store_coords(e, LLVMBuildLoad2(e->B, e->i64, e->flat, ""), k->dim, s, e->var);
+	}
+	for (int d = s; d < nax; d++)
+		loop_begin(e, &loops[d], e->var[d], k->dim[d]);
+}
+
+static void
+par_end(Emit *e, Loop *loops, int nax)
+{
+	int s = e->sp.on ? e->sp.nax : 0;
+	for (int d = nax - 1; d >= s; d--)
+		loop_end(e, &loops[d]);
+	if (s >= 1)
+		loop_end(e, &loops[0]);
+}
+
 // Long float sums: SPLIT accumulators over the innermost reduction axis,
 // term r going to accumulator r % SPLIT, summed pairwise at the end.  A
 // single accumulator is a chain of dependent additions (4 cycles each);
@@ -701,8 +788,7 @@ emit_contraction(Emit *e, const KKernel *k, Loop *loops)
 	DType vt = (DType)p->x[k->body].dtype;
 	LLVMTypeRef t = ty(e, vt);
 	int j = k->rank - 1;
-	for (int d = 0; d < j; d++)
-		loop_begin(e, &loops[d], e->var[d], k->dim[d]);
+	par_begin(e, k, loops, j);
 	// The element of the output at the current point.
 	LLVMValueRef out = e->bufptr[k->out];
 	loop_begin(e, &loops[j], e->var[j], k->dim[j]);
@@ -733,8 +819,7 @@ emit_contraction(Emit *e, const KKernel *k, Loop *loops)
 		e->acc = save;
 		loop_end(e, &loops[j]);
 	}
-	for (int d = j - 1; d >= 0; d--)
-		loop_end(e, &loops[d]);
+	par_end(e, loops, j);
 }
 
 // What a kernel function takes: its buffers (out first), then the run
@@ -746,6 +831,12 @@ typedef struct KSig {
 	int seed;
 	int *steps; // loop indices
 	unsigned nsteps;
+	// A split kernel (sp.on) also takes its range's lo and hi, last, and
+	// has a chunk function: chunk(args, lo, hi) with args a struct of argt
+	// holding the arguments above (emit_chunk_fn).
+	Split sp;
+	LLVMTypeRef argt;
+	LLVMValueRef chunk;
 } KSig;
 
 // A host kernel: `i32 f(out, in, scratch)` calling the support library;
@@ -1023,34 +1114,80 @@ gemm_tile_packed(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, in
 	}
 }
 
+// The GEMM's range: one iteration per (outer point, column tile, group of
+// GEMM_RG rows), the columns past the last tile counting as one more
+// tile, in that order (row groups fastest).  Each iteration computes its
+// outputs whole, by the same code whatever the chunking: the unit of the
+// thread pool's split (split_plan), and the loop of an unsplit GEMM too.
+#define GEMM_RG (16 * GEMM_MR) // rows per group: B's packed panel is reused this often
+
+static void
+gemm_range(const KKernel *k, const Gemm *G, unsigned vl, int64_t *nouter_pts, int64_t *ncol,
+           int64_t *ngroup)
+{
+	int nouter = G->vi >= 0 ? G->vi : G->vj;
+	int64_t nr = GEMM_NV * (int64_t)vl, np = 1;
+	for (int d = 0; d < nouter; d++)
+		np *= k->dim[d];
+	*nouter_pts = np;
+	*ncol = G->N / nr + (G->N % nr != 0);
+	*ngroup = (G->M + GEMM_RG - 1) / GEMM_RG;
+}
+
+static LLVMValueRef
+smin(Emit *e, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, a, b, ""), a, b, "");
+}
+
 static void
 emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 {
 	const KProgram *p = e->p;
 	DType vt = (DType)p->x[k->body].dtype;
 	unsigned vl = vt == DT_F32 ? 8 : 4;
-	int64_t nr = GEMM_NV * (int64_t)vl, ntile = G->N / nr, mblk = G->M / GEMM_MR;
+	int64_t nr = GEMM_NV * (int64_t)vl, ntile = G->N / nr;
+	int64_t np, ncol, ngroup;
+	gemm_range(k, G, vl, &np, &ncol, &ngroup);
 	LLVMTypeRef t = ty(e, vt), vty = LLVMVectorType(t, vl);
 	LLVMValueRef acc[GEMM_MR * GEMM_NV];
 	for (int a = 0; a < GEMM_MR * GEMM_NV; a++)
 		acc[a] = entry_alloca(e, vty);
 	LLVMValueRef sacc = entry_alloca(e, t);
-	LLVMValueRef ctr_t = entry_alloca(e, e->i64), ctr_m = entry_alloca(e, e->i64);
+	LLVMValueRef ctr_f = entry_alloca(e, e->i64), ctr_m = entry_alloca(e, e->i64);
 	LLVMValueRef ctr_r = entry_alloca(e, e->i64), ctr_j = entry_alloca(e, e->i64);
 	int nouter = G->vi >= 0 ? G->vi : G->vj;
-	for (int d = 0; d < nouter; d++)
-		loop_begin(e, &loops[d], e->var[d], k->dim[d]);
+	// The range: [lo, hi) of a chunk, or all of it.
+	LLVMValueRef lo = e->sp.on ? e->lo : i64c(e, 0), hi = e->sp.on ? e->hi : i64c(e, np * ncol * ngroup);
+	Loop lf, lm, lr, lj, li;
+	loop_begin_range(e, &lf, ctr_f, lo, hi);
+	LLVMValueRef f = LLVMBuildLoad2(e->B, e->i64, ctr_f, "");
+	LLVMValueRef g = LLVMBuildSRem(e->B, f, i64c(e, ngroup), "");
+	LLVMValueRef q = LLVMBuildSDiv(e->B, f, i64c(e, ngroup), "");
+	LLVMValueRef tile = LLVMBuildSRem(e->B, q, i64c(e, ncol), "");
+	store_coords(e, LLVMBuildSDiv(e->B, q, i64c(e, ncol), ""), k->dim, nouter, e->var);
 	// The bases: every index at i = j = k = 0 for this outer point.
 	for (int v = nouter; v < k->rank + k->rrank; v++)
 		LLVMBuildStore(e->B, i64c(e, 0), e->var[v]);
 	new_region(e);
 	LLVMValueRef ba = emit_x(e, G->aidx), bb = emit_x(e, G->bidx), bc = emit_x(e, k->index);
-	Loop lt, lm, lr, lj, li;
+	// This group's rows: r0 .. r0 + nrows - 1, mb blocks of MR and rem more.
+	LLVMValueRef r0 = LLVMBuildNSWMul(e->B, g, i64c(e, GEMM_RG), "");
+	LLVMValueRef nrows = smin(e, i64c(e, GEMM_RG), LLVMBuildNSWSub(e->B, i64c(e, G->M), r0, ""));
+	LLVMValueRef mb = LLVMBuildSDiv(e->B, nrows, i64c(e, GEMM_MR), "");
+	LLVMValueRef rem = LLVMBuildNSWSub(e->B, nrows, LLVMBuildNSWMul(e->B, mb, i64c(e, GEMM_MR), ""), "");
+	LLVMValueRef rbase = LLVMBuildNSWAdd(e->B, r0, LLVMBuildNSWMul(e->B, mb, i64c(e, GEMM_MR), ""), "");
+	LLVMBasicBlockRef btile = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.tile");
+	LLVMBasicBlockRef bcols = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.cols");
+	LLVMBasicBlockRef bnext = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.next");
+	LLVMBuildCondBr(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, tile, i64c(e, ntile), ""), btile, bcols);
+	LLVMPositionBuilderAtEnd(e->B, btile);
+	LLVMValueRef j0 = LLVMBuildNSWMul(e->B, tile, i64c(e, nr), "");
 	if (k->rrank == 1) {
-		// One reduction axis: blocks of GEMM_KC steps; per block and
-		// tile of columns, B's KC x NR values are packed into a stack
-		// buffer (contiguous: one cache-resident panel, no TLB misses from
-		// B's row stride) that every block of rows then reads.
+		// One reduction axis: blocks of GEMM_KC steps; per block, B's KC x
+		// NR values of this tile are packed into a stack buffer (contiguous:
+		// one cache-resident panel, no TLB misses from B's row stride) that
+		// every block of rows of the group then reads.
 		int64_t K = k->rdim[0], nkb = (K + GEMM_KC - 1) / GEMM_KC;
 		LLVMTypeRef pt = LLVMArrayType(vty, GEMM_KC * GEMM_NV);
 		LLVMValueRef bp = entry_alloca(e, pt);
@@ -1061,12 +1198,8 @@ emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 		loop_begin(e, &lkb, ctr_kb, nkb);
 		LLVMValueRef kb = LLVMBuildLoad2(e->B, e->i64, ctr_kb, "");
 		LLVMValueRef k0 = LLVMBuildNSWMul(e->B, kb, i64c(e, GEMM_KC), "");
-		LLVMValueRef rest = LLVMBuildNSWSub(e->B, i64c(e, K), k0, "");
-		LLVMValueRef kc = LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, rest, i64c(e, GEMM_KC), ""),
-		                                  rest, i64c(e, GEMM_KC), "");
+		LLVMValueRef kc = smin(e, LLVMBuildNSWSub(e->B, i64c(e, K), k0, ""), i64c(e, GEMM_KC));
 		LLVMValueRef first = LLVMBuildICmp(e->B, LLVMIntEQ, kb, i64c(e, 0), "");
-		loop_begin(e, &lt, ctr_t, ntile);
-		LLVMValueRef j0 = LLVMBuildNSWMul(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_t, ""), i64c(e, nr), "");
 		loop_begin_v(e, &lp, ctr_k, kc);
 		LLVMValueRef kk = LLVMBuildLoad2(e->B, e->i64, ctr_k, "");
 		LLVMValueRef ib = axpy(e, LLVMBuildNSWAdd(e->B, bb, j0, ""), G->cb_k[0],
@@ -1077,37 +1210,34 @@ emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 			LLVMBuildStore(e->B, x, LLVMBuildInBoundsGEP2(e->B, vty, bp, &slot, 1, ""));
 		}
 		loop_end(e, &lp);
-		loop_begin(e, &lm, ctr_m, mblk);
-		LLVMValueRef i0 = LLVMBuildNSWMul(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_m, ""), i64c(e, GEMM_MR), "");
+		loop_begin_v(e, &lm, ctr_m, mb);
+		LLVMValueRef i0 = LLVMBuildNSWAdd(e->B, r0, LLVMBuildNSWMul(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_m, ""), i64c(e, GEMM_MR), ""), "");
 		gemm_tile_packed(e, k, G, acc, GEMM_MR, bp, ba, bc, i0, j0, k0, kc, first, ctr_k, vt, vl);
 		loop_end(e, &lm);
-		loop_begin(e, &lr, ctr_r, G->M - mblk * GEMM_MR);
-		i0 = LLVMBuildNSWAdd(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_r, ""), i64c(e, mblk * GEMM_MR), "");
-		j0 = LLVMBuildNSWMul(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_t, ""), i64c(e, nr), "");
+		loop_begin_v(e, &lr, ctr_r, rem);
+		i0 = LLVMBuildNSWAdd(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_r, ""), rbase, "");
 		gemm_tile_packed(e, k, G, acc, 1, bp, ba, bc, i0, j0, k0, kc, first, ctr_k, vt, vl);
 		loop_end(e, &lr);
-		loop_end(e, &lt);
 		loop_end(e, &lkb);
 	} else {
-	// Whole tiles of columns: blocks of MR rows, then the rows left.
-	loop_begin(e, &lt, ctr_t, ntile);
-	LLVMValueRef j0 = LLVMBuildNSWMul(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_t, ""), i64c(e, nr), "");
-	loop_begin(e, &lm, ctr_m, mblk);
-	LLVMValueRef i0 = LLVMBuildNSWMul(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_m, ""), i64c(e, GEMM_MR), "");
-	gemm_tile(e, k, G, acc, GEMM_MR, ba, bb, bc, i0, j0, vt, vl, loops);
-	loop_end(e, &lm);
-	loop_begin(e, &lr, ctr_r, G->M - mblk * GEMM_MR);
-	i0 = LLVMBuildNSWAdd(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_r, ""), i64c(e, mblk * GEMM_MR), "");
-	j0 = LLVMBuildNSWMul(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_t, ""), i64c(e, nr), "");
-	gemm_tile(e, k, G, acc, 1, ba, bb, bc, i0, j0, vt, vl, loops);
-	loop_end(e, &lr);
-	loop_end(e, &lt);
+		// Blocks of MR rows, then the rows left.
+		loop_begin_v(e, &lm, ctr_m, mb);
+		LLVMValueRef i0 = LLVMBuildNSWAdd(e->B, r0, LLVMBuildNSWMul(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_m, ""), i64c(e, GEMM_MR), ""), "");
+		gemm_tile(e, k, G, acc, GEMM_MR, ba, bb, bc, i0, j0, vt, vl, loops);
+		loop_end(e, &lm);
+		loop_begin_v(e, &lr, ctr_r, rem);
+		i0 = LLVMBuildNSWAdd(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_r, ""), rbase, "");
+		gemm_tile(e, k, G, acc, 1, ba, bb, bc, i0, j0, vt, vl, loops);
+		loop_end(e, &lr);
 	}
-	// The columns past the last tile: scalar dot products in order of k.
+	LLVMBuildBr(e->B, bnext);
+	// The columns past the last tile (the range's last "tile"): scalar dot
+	// products in order of k, for this group's rows.
+	LLVMPositionBuilderAtEnd(e->B, bcols);
 	loop_begin(e, &lj, ctr_j, G->N - ntile * nr);
-	loop_begin(e, &li, ctr_m, G->M);
+	loop_begin_v(e, &li, ctr_m, nrows);
 	LLVMValueRef j = LLVMBuildNSWAdd(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_j, ""), i64c(e, ntile * nr), "");
-	LLVMValueRef i = LLVMBuildLoad2(e->B, e->i64, ctr_m, "");
+	LLVMValueRef i = LLVMBuildNSWAdd(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_m, ""), r0, "");
 	LLVMBuildStore(e->B, LLVMConstReal(t, 0), sacc);
 	LLVMValueRef pa = axpy(e, ba, G->ca_i, i), pb = LLVMBuildNSWAdd(e->B, bb, j, "");
 	for (int r = 0; r < k->rrank; r++)
@@ -1127,8 +1257,144 @@ emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 	LLVMBuildStore(e->B, LLVMBuildLoad2(e->B, t, sacc, ""), ptr);
 	loop_end(e, &li);
 	loop_end(e, &lj);
-	for (int d = nouter - 1; d >= 0; d--)
-		loop_end(e, &loops[d]);
+	LLVMBuildBr(e->B, bnext);
+	LLVMPositionBuilderAtEnd(e->B, bnext);
+	loop_end(e, &lf);
+}
+
+// ---------------------------------------------------------------- parallel kernels
+// A kernel is split for the thread pool when its work (parallel points
+// times reduction terms) is at least PAR_MIN_WORK, or PAR_GEMM_MIN_WORK
+// multiply-adds for the blocked GEMM (vector FMAs, some 8 to 16 times
+// faster per term): waking the workers costs some microseconds, which a
+// small kernel's arithmetic does not repay.  So the ppl models' tasks
+// (a few hundred terms per kernel) never call the pool and stay one
+// function.  The range is the GEMM's (outer point, column tile, row
+// group) iterations, else the flattened leading parallel axes, taken
+// until there are PAR_MIN_RANGE iterations, but never the innermost
+// parallel axis of a rank >= 2 kernel (its loop is the vectorizer's), nor
+// the j axis of the contraction loops (emit_contraction: it sits inside
+// the reduction).  Kernels of rank 0 (a sum to a scalar) stay serial, as
+// do host kernels.  Chunks carry at least PAR_GRAIN_WORK of work.  Every
+// iteration computes its own outputs whole, by the same instructions
+// whatever the chunk it falls in: results are bit-identical for any
+// number of threads (no per-thread partial sums exist to combine).
+#define PAR_MIN_WORK (1 << 16)
+#define PAR_GEMM_MIN_WORK (1 << 18)
+#define PAR_MIN_RANGE 32
+#define PAR_GRAIN_WORK (1 << 14)
+
+// Does the kernel run as emit_contraction's loops (reduction outside j)?
+static int
+contraction_loops(const KProgram *p, const KKernel *k)
+{
+	DType vt = (DType)p->x[k->body].dtype;
+	return k->contraction && k->red && k->rank >= 1 && p->buf[k->out].dtype == vt &&
+	       unit_stride(p, k);
+}
+
+static Split
+split_plan(const KProgram *p, const KKernel *k)
+{
+	Split sp = {0, 0, 0, 0};
+	if (k->host || k->rank < 1)
+		return sp;
+	double work = 1;
+	for (int d = 0; d < k->rank; d++)
+		work *= (double)k->dim[d];
+	for (int r = 0; r < k->rrank; r++)
+		work *= (double)k->rdim[r];
+	int64_t n = 1;
+	Gemm G;
+	if (gemm_plan(p, k, &G)) {
+		if (work < PAR_GEMM_MIN_WORK)
+			return sp;
+		int64_t np, ncol, ngroup;
+		gemm_range(k, &G, p->x[k->body].dtype == DT_F32 ? 8 : 4, &np, &ncol, &ngroup);
+		n = np * ncol * ngroup;
+	} else {
+		if (work < PAR_MIN_WORK)
+			return sp;
+		int avail = contraction_loops(p, k) || k->rank >= 2 ? k->rank - 1 : k->rank;
+		while (sp.nax < avail && n < PAR_MIN_RANGE)
+			n *= k->dim[sp.nax++];
+	}
+	if (n < 2)
+		return (Split){0, 0, 0, 0};
+	double per = work / (double)n;
+	sp.on = 1;
+	sp.n = n;
+	sp.grain = per >= PAR_GRAIN_WORK ? 1 : (int64_t)((PAR_GRAIN_WORK + per - 1) / per);
+	return sp;
+}
+
+// The chunk function of split kernel kfn: `void chunk(i8 *args, i64 lo,
+// i64 hi)` unpacking args (a struct of sig->argt) into kfn's arguments.
+static void
+emit_chunk_fn(Emit *e, LLVMValueRef kfn, KSig *sig)
+{
+	LLVMTypeRef kty = LLVMGlobalGetValueType(kfn);
+	unsigned na = LLVMCountParamTypes(kty) - 2;
+	LLVMTypeRef *pt = calloc(na + 2, sizeof *pt);
+	LLVMValueRef *a = calloc(na + 2, sizeof *a);
+	FADC_ASSERT(pt && a, "llvm: out of memory");
+	LLVMGetParamTypes(kty, pt);
+	sig->argt = LLVMStructTypeInContext(e->C, pt, na, 0);
+	LLVMTypeRef cpt[3] = {e->i8p, e->i64, e->i64};
+	LLVMTypeRef cty = LLVMFunctionType(e->voidt, cpt, 3, 0);
+	size_t len;
+	char name[320];
+	snprintf(name, sizeof name, "%s.chunk", LLVMGetValueName2(kfn, &len));
+	LLVMValueRef fn = LLVMAddFunction(e->M, name, cty);
+	LLVMSetLinkage(fn, LLVMInternalLinkage);
+	fn_attr(e, fn, LLVMAttributeFunctionIndex, "nounwind");
+	LLVMPositionBuilderAtEnd(e->B, LLVMAppendBasicBlockInContext(e->C, fn, "entry"));
+	LLVMValueRef args = LLVMBuildBitCast(e->B, LLVMGetParam(fn, 0), LLVMPointerType(sig->argt, 0), "");
+	for (unsigned i = 0; i < na; i++)
+		a[i] = LLVMBuildLoad2(e->B, pt[i], LLVMBuildStructGEP2(e->B, sig->argt, args, i, ""), "");
+	a[na] = LLVMGetParam(fn, 1);
+	a[na + 1] = LLVMGetParam(fn, 2);
+	LLVMBuildCall2(e->B, kty, kfn, a, na + 2, "");
+	LLVMBuildRetVoid(e->B);
+	sig->chunk = fn;
+	free(pt);
+	free(a);
+}
+
+// In the task function: split kernel kfn with arguments a[0 .. na): through
+// exec->parallel_for when the runtime gave an exec, else whole, here.
+static void
+emit_split_call(Emit *e, LLVMValueRef kfn, const KSig *sig, LLVMValueRef *a, unsigned na,
+                LLVMValueRef exec)
+{
+	LLVMValueRef box = entry_alloca(e, sig->argt);
+	for (unsigned i = 0; i < na; i++)
+		LLVMBuildStore(e->B, a[i], LLVMBuildStructGEP2(e->B, sig->argt, box, i, ""));
+	LLVMBasicBlockRef pool = LLVMAppendBasicBlockInContext(e->C, e->fn, "par.pool");
+	LLVMBasicBlockRef here = LLVMAppendBasicBlockInContext(e->C, e->fn, "par.here");
+	LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->C, e->fn, "par.done");
+	LLVMBuildCondBr(e->B, LLVMBuildIsNull(e->B, exec, ""), here, pool);
+	// fadc_exec_v1: {parallel_for, pool}; parallel_for(exec, chunk, args, n, grain).
+	LLVMPositionBuilderAtEnd(e->B, pool);
+	LLVMTypeRef cty = LLVMGlobalGetValueType(sig->chunk);
+	LLVMTypeRef pft[5] = {e->i8p, LLVMPointerType(cty, 0), e->i8p, e->i64, e->i64};
+	LLVMTypeRef pfty = LLVMFunctionType(e->voidt, pft, 5, 0);
+	LLVMValueRef slot = LLVMBuildBitCast(e->B, exec, LLVMPointerType(LLVMPointerType(pfty, 0), 0), "");
+	LLVMValueRef pf = LLVMBuildLoad2(e->B, LLVMPointerType(pfty, 0), slot, "parallel_for");
+	LLVMValueRef pa[5] = {exec, sig->chunk, LLVMBuildBitCast(e->B, box, e->i8p, ""),
+	                      i64c(e, sig->sp.n), i64c(e, sig->sp.grain)};
+	LLVMBuildCall2(e->B, pfty, pf, pa, 5, "");
+	LLVMBuildBr(e->B, done);
+	LLVMPositionBuilderAtEnd(e->B, here);
+	LLVMValueRef *b = calloc(na + 2, sizeof *b);
+	FADC_ASSERT(b != NULL, "llvm: out of memory");
+	memcpy(b, a, na * sizeof *b);
+	b[na] = i64c(e, 0);
+	b[na + 1] = i64c(e, sig->sp.n);
+	LLVMBuildCall2(e->B, LLVMGlobalGetValueType(kfn), kfn, b, na + 2, "");
+	free(b);
+	LLVMBuildBr(e->B, done);
+	LLVMPositionBuilderAtEnd(e->B, done);
 }
 
 // Kernel i of task program p as an internal function, taking what *sig
@@ -1164,15 +1430,18 @@ emit_kernel(Emit *e, const char *task, uint32_t ki, KSig *sig)
 			bufs[n++] = b;
 	free(seen);
 	free(used);
-	LLVMTypeRef *pt = calloc(n + ns + 2, sizeof *pt);
+	sig->sp = split_plan(p, k);
+	unsigned nlohi = sig->sp.on ? 2 : 0;
+	LLVMTypeRef *pt = calloc(n + ns + 4, sizeof *pt);
 	FADC_ASSERT(pt != NULL, "llvm: out of memory");
 	for (unsigned i = 0; i < n; i++)
 		pt[i] = LLVMPointerType(sty(e, p->buf[bufs[i]].dtype), 0);
 	if (uses_seed)
 		pt[n] = e->i64;
-	for (unsigned i = 0; i < ns; i++)
+	for (unsigned i = 0; i < ns + nlohi; i++)
 		pt[n + (unsigned)uses_seed + i] = e->i64;
-	LLVMTypeRef fty = LLVMFunctionType(k->host ? e->i32 : e->voidt, pt, n + (unsigned)uses_seed + ns, 0);
+	LLVMTypeRef fty =
+		LLVMFunctionType(k->host ? e->i32 : e->voidt, pt, n + (unsigned)uses_seed + ns + nlohi, 0);
 	free(pt);
 	char name[300];
 	snprintf(name, sizeof name, "%s.k%u.%s", task, ki, k->what);
@@ -1189,6 +1458,9 @@ emit_kernel(Emit *e, const char *task, uint32_t ki, KSig *sig)
 		e->step[l] = NULL;
 	for (unsigned i = 0; i < ns; i++)
 		e->step[sig->steps[i]] = LLVMGetParam(fn, n + (unsigned)uses_seed + i);
+	e->sp = sig->sp;
+	e->lo = sig->sp.on ? LLVMGetParam(fn, n + (unsigned)uses_seed + ns) : NULL;
+	e->hi = sig->sp.on ? LLVMGetParam(fn, n + (unsigned)uses_seed + ns + 1) : NULL;
 	sig->nbufs = n;
 	sig->seed = uses_seed;
 	sig->nsteps = ns;
@@ -1213,13 +1485,12 @@ emit_kernel(Emit *e, const char *task, uint32_t ki, KSig *sig)
 		LLVMBuildRetVoid(e->B);
 		return fn;
 	}
-	if (k->contraction && k->red && k->rank >= 1 && st == vt && unit_stride(p, k)) {
+	if (contraction_loops(p, k)) {
 		emit_contraction(e, k, loops);
 		LLVMBuildRetVoid(e->B);
 		return fn;
 	}
-	for (int d = 0; d < k->rank; d++)
-		loop_begin(e, &loops[d], e->var[d], k->dim[d]);
+	par_begin(e, k, loops, k->rank);
 	if (k->red && k->red == KR_SUM && k->rrank >= 1 && k->rdim[k->rrank - 1] >= SPLIT_MIN &&
 	    (vt == DT_F32 || vt == DT_F64))
 		emit_split_sum(e, k, loops);
@@ -1243,8 +1514,7 @@ emit_kernel(Emit *e, const char *task, uint32_t ki, KSig *sig)
 		v = convert(e, v, ct, st, 0);
 	LLVMValueRef ptr = LLVMBuildInBoundsGEP2(e->B, sty(e, st), e->bufptr[k->out], &idx, 1, "");
 	LLVMBuildStore(e->B, v, ptr);
-	for (int d = k->rank - 1; d >= 0; d--)
-		loop_end(e, &loops[d]);
+	par_end(e, loops, k->rank);
 	LLVMBuildRetVoid(e->B);
 	return fn;
 }
@@ -1274,7 +1544,10 @@ emit_task(Emit *e, const CgTask *t)
 		sig[i].steps = calloc(p->nloop + 1, sizeof *sig[i].steps);
 		FADC_ASSERT(sig[i].bufs && sig[i].steps, "llvm: out of memory");
 		kfn[i] = emit_kernel(e, t->name, i, &sig[i]);
+		if (sig[i].sp.on)
+			emit_chunk_fn(e, kfn[i], &sig[i]);
 	}
+	e->sp.on = 0;
 	char name[300];
 	snprintf(name, sizeof name, "task.%s", t->name);
 	LLVMValueRef fn = LLVMAddFunction(e->M, name, e->taskfn);
@@ -1296,6 +1569,8 @@ emit_task(Emit *e, const CgTask *t)
 	LLVMValueRef out = LLVMBuildLoad2(e->B, e->i8pp, fout, "out");
 	LLVMValueRef arena = LLVMBuildLoad2(e->B, e->i8p, farena, "arena");
 	LLVMValueRef seed = LLVMBuildLoad2(e->B, e->i64, fseed, "runseed");
+	LLVMValueRef fexec = LLVMBuildStructGEP2(e->B, e->callt, call, 4, "");
+	LLVMValueRef exec = LLVMBuildLoad2(e->B, e->i8p, fexec, "exec");
 	for (uint32_t b = 0; b < p->nbuf; b++) {
 		const KBuf *kb = &p->buf[b];
 		LLVMValueRef raw;
@@ -1324,7 +1599,11 @@ emit_task(Emit *e, const CgTask *t)
 			a[n++] = seed;
 		for (unsigned j = 0; j < sg->nsteps; j++)
 			a[n++] = LLVMBuildLoad2(e->B, e->i64, ctr[sg->steps[j]], "");
-		LLVMValueRef r = LLVMBuildCall2(e->B, LLVMGlobalGetValueType(kfn[i]), kfn[i], a, n, "");
+		LLVMValueRef r = NULL;
+		if (sg->sp.on)
+			emit_split_call(e, kfn[i], sg, a, n, exec);
+		else
+			r = LLVMBuildCall2(e->B, LLVMGlobalGetValueType(kfn[i]), kfn[i], a, n, "");
 		free(a);
 		if (p->k[i].host) {
 			LLVMBasicBlockRef fail = LLVMAppendBasicBlockInContext(e->C, fn, "host.fail");

@@ -107,6 +107,8 @@ static const char *const usage_run =
     "  --out DIR          where the outputs go (created if missing)\n"
     "  --print            print the outputs (also without --out)\n"
     "  --time N           (a .so) N more runs, timed: microseconds per call\n"
+    "  --num-threads N    (a .so) CPU threads for large kernels, 1 .. 4096\n"
+    "                     (default: $FADC_NUM_THREADS, else the CPUs online)\n"
     "  -D NAME=VALUE      override the size `let NAME` (a .ir)\n"
     "  -h, --help         this help\n";
 
@@ -565,6 +567,7 @@ typedef struct RunArgs {
 	const char *defs[MAXDEF];
 	int ndefs, print;
 	long time;
+	int num_threads; // --num-threads (0: the runtime's choice)
 	uint64_t seed;
 	Binding bind[MAXBIND];
 	int nbind;
@@ -784,10 +787,10 @@ slot_desc(Slot *sl, const fadc_tensor_desc *d, SlotKind kind)
 static int
 run_so(const RunArgs *a)
 {
-	fadc_context_options co = {{FADC_DEVICE_CPU, 0}, 0, a->seed};
+	fadc_context_options co = {{FADC_DEVICE_CPU, 0}, a->num_threads, a->seed};
 	fadc_context *ctx;
 	if (fadc_context_create(&co, &ctx)) {
-		fprintf(stderr, "fadc: cannot create a runtime context\n");
+		fprintf(stderr, "fadc: cannot create a runtime context: %s\n", fadc_context_error(NULL));
 		return 1;
 	}
 	fadc_model *m = NULL;
@@ -940,9 +943,10 @@ cmd_run_args(int argc, char **argv, RunArgs *a)
 		           opt_value(argc, argv, &i, "--params", &v) ||
 		           opt_value(argc, argv, &i, "--v", &v) ||
 		           opt_value(argc, argv, &i, "--seed", &v) ||
-		           opt_value(argc, argv, &i, "--time", &v)) {
+		           opt_value(argc, argv, &i, "--time", &v) ||
+		           opt_value(argc, argv, &i, "--num-threads", &v)) {
 			const char *o = strncmp(s, "--", 2) ? s : s + 2;
-			char opt[16];
+			char opt[24];
 			snprintf(opt, sizeof opt, "--%.*s", (int)strcspn(o, "="), o);
 			if (!v)
 				return usage_error(usage_run, "%s needs a value", opt);
@@ -958,6 +962,12 @@ cmd_run_args(int argc, char **argv, RunArgs *a)
 				a->time = strtol(v, &end, 10);
 				if (!*v || *end || a->time <= 0)
 					return usage_error(usage_run, "--time: '%s' is not a positive integer", v);
+			} else if (!strcmp(opt, "--num-threads")) {
+				char *end;
+				long n = strtol(v, &end, 10);
+				if (!*v || *end || n < 1 || n > FADC_MAX_THREADS)
+					return usage_error(usage_run, "--num-threads: '%s' is not an integer 1 .. 4096", v);
+				a->num_threads = (int)n;
 			} else {
 				int is_v = !strcmp(opt, "--v");
 				if (a->nbind == MAXBIND)

@@ -1592,6 +1592,24 @@ call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
 	// matmul broadcasts its batch axes (NumPy): (T, N, K) @ (K, M).
 	if (op == OP_matmul && nops == 2 && ops[0].k == V_NODE && ops[1].k == V_NODE) {
 		const Shape *sa = ir_shape(p->g, ops[0].n), *sb = ir_shape(p->g, ops[1].n);
+		// Against one rank-2 matrix (linear's weight) the batch axes are rows:
+		// (T, N, K) @ (K, M) is reshape((T·N, K) @ (K, M), (T, N, M)), one GEMM.
+		// Broadcasting the matrix instead makes T GEMMs and, in reverse mode,
+		// T partial weight gradients and their sum, where the folded form's
+		// gradient is the single GEMM (T·N, K)ᵀ @ (T·N, M).  Only when the
+		// shapes and dtypes agree: otherwise the general path reports them.
+		if (sa->rank >= 3 && sb->rank == 2 && sa->dim[sa->rank - 1] == sb->dim[0] &&
+		    p->g->node[ops[0].n].dtype == p->g->node[ops[1].n].dtype) {
+			Shape rows = {.rank = 2}, out = *sa;
+			rows.dim[0] = ir_numel(sa) / sa->dim[sa->rank - 1];
+			rows.dim[1] = sa->dim[sa->rank - 1];
+			out.dim[out.rank - 1] = sb->dim[1];
+			Attrs none;
+			ir_attrs_default(OP_matmul, &none);
+			NodeId mm[2] = {mk_reshape(p, ops[0].n, &rows, loc), ops[1].n};
+			NodeId n = build(p, OP_matmul, mm, 2, &none, loc, ops, nops);
+			return node_val(mk_reshape(p, n, &out, loc), loc);
+		}
 		if (sa->rank >= 2 && sb->rank >= 2) {
 			Shape ba = *sa, bb = *sb, bc;
 			ba.rank -= 2;

@@ -41,6 +41,7 @@ extern "C" {
 #define FADC_API_VERSION 1
 #define FADC_VERSION "0.1.0" // fadc's release: `fadc --version`, fadc-bench's JSON
 #define FADC_MAXDIM 8
+#define FADC_MAX_THREADS 4096 // the largest num_threads a context accepts
 
 typedef enum fadc_status {
 	FADC_OK = 0,
@@ -57,6 +58,11 @@ typedef enum fadc_status {
 	FADC_ERR_NOMEM, // out of memory
 	FADC_ERR_RUN, // a task failed while running
 	FADC_ERR_STATE, // not possible now (running a model opened to describe only, ...)
+	// A model-owned output read, written or passed to fadc_run after a later
+	// call on the device reused its memory (docs/CUDA.md, "Output
+	// lifetimes"); the message names the output, its task and the task
+	// that overwrote it.
+	FADC_ERR_OUTPUT_OVERWRITTEN,
 } fadc_status;
 
 typedef enum fadc_dtype { FADC_F32, FADC_F64, FADC_I64, FADC_BOOL } fadc_dtype;
@@ -80,7 +86,12 @@ size_t fadc_dtype_size(fadc_dtype t); // bytes per element (bool: 1)
 
 typedef struct fadc_context_options {
 	fadc_device device; // {FADC_DEVICE_CPU, 0}
-	int num_threads; // 0: the runtime's choice; tasks run on the calling thread today
+	// CPU threads for large kernels, the calling thread included: 1 runs
+	// everything on the calling thread; 0 is the runtime's choice (the
+	// environment's FADC_NUM_THREADS, else the CPUs online).  Out of
+	// 0 .. FADC_MAX_THREADS (or a bad FADC_NUM_THREADS): FADC_ERR_ARG.
+	// Small tasks never wake the pool (docs/CODEGEN.md).
+	int num_threads;
 	uint64_t seed; // run seed of initializers and samplers (fadc run --seed)
 } fadc_context_options;
 
@@ -98,18 +109,40 @@ fadc_status fadc_context_synchronize(fadc_context *ctx);
 const char *fadc_context_device_name(const fadc_context *ctx);
 
 // What a device context did (all zero on the CPU).  A task's first run is
-// eager; its second records a CUDA graph (and launches it); later runs
-// replay it.  A run whose tensors sit at other addresses than the
-// recording's re-records (the graph is updated in place when possible);
-// runs without a graph (graphs disabled, a task past the re-record limit)
-// are skipped.  The pool counts blocks in use: after every model is closed
-// and every tensor released it is empty.
+// eager (the warm-up); later runs replay a CUDA graph, recorded the first
+// time its task is called in that place of the graph tree (after the same
+// sequence of earlier calls in this generation, with the same addresses:
+// docs/CUDA.md).  A recording made where the tree already holds one for
+// that task after the same calls (another state: the caller's outputs
+// moved, earlier outputs released) is a re-record.  Runs without a graph
+// (graphs disabled, a task past the re-record limit) are skipped.  The pool
+// counts blocks in use: after every model is closed and every tensor
+// released it is empty.
 typedef struct fadc_device_stats {
 	uint64_t graphs_recorded, graphs_replayed, graphs_rerecorded, graphs_skipped;
 	uint64_t eager_runs; // first runs
 	uint64_t pool_live_blocks, pool_live_bytes, pool_reserved_bytes;
 } fadc_device_stats;
 fadc_status fadc_context_stats(const fadc_context *ctx, fadc_device_stats *s);
+// The context's graph tree as text into buf (len bytes, NUL-terminated;
+// "" on the CPU or before any recording): one line per recording,
+// "<task>: <n> replays", indented two spaces per level under the call it
+// follows; siblings in recording order.  *need (may be NULL) gets the
+// length of the whole text.  For tests and diagnostics.
+fadc_status fadc_context_graph_tree(const fadc_context *ctx, char *buf, size_t len, size_t *need);
+
+// The context's CPU thread pool.  Workers start at the first kernel a task
+// splits (so a context whose tasks are all small never starts any); a
+// split kernel calls the pool once (parallel_calls), which either wakes
+// the workers (jobs) or, when the kernel's range makes one chunk, runs it
+// on the calling thread (inline_calls).
+typedef struct fadc_pool_stats {
+	uint64_t threads; // the resolved num_threads
+	uint64_t threads_started; // workers started (threads - 1 once any kernel split)
+	uint64_t parallel_calls, jobs, inline_calls;
+} fadc_pool_stats;
+fadc_status fadc_context_pool_stats(const fadc_context *ctx, fadc_pool_stats *s);
+int fadc_context_num_threads(const fadc_context *ctx); // the resolved num_threads; 0 for NULL
 
 // ---------------------------------------------------------------- models
 
@@ -196,7 +229,10 @@ fadc_status fadc_tensor_create(fadc_context *ctx, fadc_dtype dt, int rank, const
 fadc_status fadc_tensor_wrap(fadc_context *ctx, fadc_dtype dt, int rank, const int64_t *dim,
                              void *data, fadc_tensor **out);
 // Frees a tensor made by create or wrap (not wrapped memory); NULL and
-// model-owned tensors are ignored.
+// declarations are ignored.  A model-owned output (from fadc_run) is not
+// freed: it is marked dead, so that on a device a later call may place its
+// outputs in its memory (reading it after that is
+// FADC_ERR_OUTPUT_OVERWRITTEN); its task's next run makes it live again.
 void fadc_tensor_release(fadc_tensor *t);
 fadc_dtype fadc_tensor_dtype(const fadc_tensor *t);
 int fadc_tensor_rank(const fadc_tensor *t);
@@ -204,7 +240,8 @@ const int64_t *fadc_tensor_dims(const fadc_tensor *t);
 int64_t fadc_tensor_numel(const fadc_tensor *t);
 size_t fadc_tensor_bytes(const fadc_tensor *t);
 fadc_device fadc_tensor_device(const fadc_tensor *t);
-// Incremented each time the runtime writes the tensor (a run's output).
+// Incremented each time the runtime writes the tensor (a run's output), and
+// when a later call on the device overwrites a model-owned output's memory.
 uint64_t fadc_tensor_generation(const fadc_tensor *t);
 void *fadc_tensor_data(fadc_tensor *t); // host memory; NULL on a device
 // Copies between the tensor and host memory of exactly fadc_tensor_bytes.
@@ -220,6 +257,18 @@ fadc_status fadc_tensor_write(fadc_tensor *t, const void *src, size_t bytes);
 // (its generation increases).  After the first call of a task, a run
 // allocates nothing.  Outputs that write back an input (in-place forms)
 // are also copied into that input.
+//
+// On a device, model-owned outputs live in one region per model, placed
+// as a stack: a run's outputs go above the model-owned outputs of the
+// calls before it in this generation that are still live (not released)
+// and above those it takes as inputs.  Calling a task that already ran in
+// this generation starts a new one, whose outputs may reuse the memory of
+// the old generation's: a model-owned output stays valid until a later
+// call reuses its memory, and reading it after that (fadc_tensor_read,
+// _write, or as an input of fadc_run) is FADC_ERR_OUTPUT_OVERWRITTEN naming
+// the task that overwrote it, never stale data.  Copy it out, or pass
+// outputs of your own, to keep a value longer.  (On the CPU, model-owned
+// outputs are never overwritten by another task.)
 fadc_status fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs,
                      fadc_tensor **outputs, int noutputs);
 

@@ -22,27 +22,50 @@
 // points (codegen/cuda.c), so any grid is correct; the grid covers the
 // points with 256-thread blocks, capped at 2^20 blocks.
 //
-// CUDA graphs: a task's first run launches its kernels eagerly (the module
-// is loaded and the kernels resolved outside any capture); the second is
-// captured (cuStreamBeginCapture in thread-local mode, the same launches,
-// cuStreamEndCapture), instantiated and launched; later runs launch the
-// executable graph.  A kernel node holds its argument values, so a graph
-// is valid for the device addresses and run seed it was recorded with.  A
-// task keeps up to GRAPH_CACHE recordings, one per set of addresses seen
-// (the caller alternating between a few tensors replays each); a run with
-// addresses none of them has records a new one while there is room, and
-// otherwise re-records the least recently used one, updating its
-// executable graph in place with cuGraphExecUpdate when the driver accepts
-// it and instantiating a new one otherwise.  Past RERECORD_LIMIT
-// re-records a task runs eagerly, with one warning.
+// CUDA graphs and graph trees (docs/CUDA.md): a task's first run launches
+// its kernels eagerly (the module is loaded and the kernels resolved
+// outside any capture, the warm-up); later runs are recorded into CUDA
+// graphs (cuStreamBeginCapture in thread-local mode, the same launches,
+// cuStreamEndCapture, instantiate) and replayed (cuGraphLaunch).
+//
+// The recordings of a context form one tree, as PyTorch's graph trees do:
+// a node is one recording of one task in one state: its parent (the call
+// before it in this generation), and the argument values its kernel nodes
+// hold (every device address and the run seed: the key).  A call looks for
+// a child of the current node with its task and its key: found, the graph
+// is replayed; not found, one is recorded and becomes that child.  The key
+// carries the whole state that matters to a graph: where the caller's
+// outputs and the model-owned outputs were placed (runtime/rt.c places the
+// latter clear of the outputs of earlier calls that are still alive, so
+// liveness shows as other addresses), the declarations (static inputs,
+// used in place), inputs that are outputs of earlier calls (in place), and
+// the caller's other inputs.  Those are read in place while the caller
+// keeps passing the same tensors (a copy would cost ~5 us per input per
+// call, as much as the replay of a small task); where two recordings of a
+// place in the tree differ from a call only in these inputs' addresses,
+// the inputs move, and the call records a graph that reads the task's own
+// staging buffers instead, copied there (cuMemcpyDtoDAsync) before each of
+// its replays: one graph for every address from then on.  A task called
+// again in the same generation starts a new one: the path goes back to the
+// root (rtcu_task_begin).
+//
+// A recording made where the tree already has one for the same task under
+// the same parent (another state: moved outputs, released outputs) is a
+// re-record; past the context's re-record limit (64, or
+// FADC_CUDA_GRAPH_RERECORD_LIMIT) a task runs eagerly with one warning.
+// The graphs of every recording are kept until the task is freed (a model
+// closed), which prunes its nodes and their subtrees.
 // FADC_DISABLE_CUDA_GRAPHS=1 (read at rtcu_open) runs everything eagerly.
+//
+// A task's launches are a sequence: recording captures whatever
+// launch_all issues on the stream, so new kinds of launch records need no
+// change here beyond their argument values joining the key (task_args).
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir.h" // ir_assignment (ir/hungarian.c, through fadc_support): host steps
 #include "rtcuda.h"
 
 // ---------------------------------------------------------------- the driver API we use
@@ -56,11 +79,6 @@ typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphExec_st *CUgraphExec;
-typedef struct CUgraphNode_st *CUgraphNode;
-typedef struct {
-	int result; // CUgraphExecUpdateResult
-	CUgraphNode errorNode, errorFromNode;
-} CUgraphExecUpdateResultInfo;
 
 enum {
 	CU_STREAM_NON_BLOCKING = 1,
@@ -108,8 +126,6 @@ enum {
 	X(cuStreamEndCapture, "cuStreamEndCapture", (CUstream s, CUgraph * g))                 \
 	X(cuGraphInstantiate, "cuGraphInstantiateWithFlags",                                   \
 	  (CUgraphExec * e, CUgraph g, unsigned long long flags))                              \
-	X(cuGraphExecUpdate, "cuGraphExecUpdate_v2",                                           \
-	  (CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo * info))                      \
 	X(cuGraphLaunch, "cuGraphLaunch", (CUgraphExec e, CUstream s))                         \
 	X(cuGraphExecDestroy, "cuGraphExecDestroy", (CUgraphExec e))                           \
 	X(cuGraphDestroy, "cuGraphDestroy", (CUgraph g))                                       \
@@ -139,6 +155,16 @@ typedef struct Chunk {
 	struct Chunk *next;
 } Chunk;
 
+// One recording of the graph tree: a child of the call before it.
+typedef struct Node {
+	struct Node *parent, *child, *next; // next: the parent's next child (recording order)
+	RtCuTask *task; // NULL for the root
+	CUgraphExec exec;
+	uint64_t *key; // the argument values it was recorded with (task->nkey)
+	uint64_t replays;
+	int staged; // reads the caller's inputs from the task's staging buffers
+} Node;
+
 struct RtCuda {
 	Driver d;
 	CUdevice dev;
@@ -146,8 +172,12 @@ struct RtCuda {
 	CUstream stream;
 	char name[256];
 	int no_graphs; // FADC_DISABLE_CUDA_GRAPHS=1
+	uint64_t rerecord_limit; // per task; FADC_CUDA_GRAPH_RERECORD_LIMIT
 	char hostfail[512]; // a host step's failure, reported at the next wait (host_step)
 	Chunk *chunks;
+	Node root; // the graph tree: root.child are the first calls of a generation
+	Node *cur; // the node of the last call of this generation (&root: none)
+	uint64_t gen; // the generation: a task called twice in one starts the next
 	RtCuStats st;
 };
 
@@ -162,24 +192,21 @@ typedef struct Kern {
 	void **param; // param[i] = &val[i], as cuLaunchKernel takes them
 } Kern;
 
-enum { GRAPH_CACHE = 4, RERECORD_LIMIT = 64 };
-
-typedef struct Rec {
-	CUgraphExec exec;
-	uint64_t *key; // the argument values it was recorded with (nkey)
-	uint64_t used; // the task's run count when last launched (LRU)
-} Rec;
+enum { RERECORD_LIMIT = 64 };
 
 struct RtCuTask {
 	const ArtTask *t;
 	CUmodule mod;
 	Kern *k;
 	uint32_t nk;
-	uint64_t runs; // 0: the next run is eager (the first)
-	Rec rec[GRAPH_CACHE];
-	int nrec;
+	uint64_t runs; // 0: the next run is eager (the warm-up)
+	uint64_t gen; // the generation of its last call
 	uint64_t *cur; // this run's argument values, flattened (nkey)
+	uint8_t *smask; // smask[q]: key slot q is a caller's input that can be staged
 	size_t nkey;
+	// Staging: the task's own buffer for each caller input (ART_ROLE_ARG),
+	// one pool block; stage_at[i] is 0 for other inputs and empty ones.
+	uint64_t stage, *stage_at, *stage_bytes;
 	uint64_t rerecords;
 	int eager_only; // past the re-record limit
 };
@@ -221,6 +248,8 @@ cu_msg(const RtCuda *c, CUresult r, const char *what, const char *fn, const char
 	} while (0)
 
 // ---------------------------------------------------------------- open, close
+
+static void tree_prune(RtCuda *c, Node *n, const RtCuTask *k);
 
 int
 rtcu_open(int index, RtCuda **out, char *err, size_t errlen)
@@ -267,6 +296,12 @@ rtcu_open(int index, RtCuda **out, char *err, size_t errlen)
 	CHECK_CU_GOTO(c, cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING), fail_ctx);
 	const char *ng = getenv("FADC_DISABLE_CUDA_GRAPHS");
 	c->no_graphs = ng && *ng && strcmp(ng, "0");
+	const char *lim = getenv("FADC_CUDA_GRAPH_RERECORD_LIMIT");
+	char *end = NULL;
+	unsigned long long l = lim && *lim ? strtoull(lim, &end, 10) : RERECORD_LIMIT;
+	c->rerecord_limit = end && *end ? RERECORD_LIMIT : l;
+	c->cur = &c->root;
+	c->gen = 1;
 	*out = c;
 	return 1;
 fail_ctx:
@@ -284,6 +319,7 @@ rtcu_close(RtCuda *c)
 		return;
 	c->d.cuCtxSetCurrent(c->ctx);
 	c->d.cuStreamSynchronize(c->stream);
+	tree_prune(c, &c->root, NULL); // empty unless models were left open
 	for (Chunk *k = c->chunks, *next; k; k = next) {
 		next = k->next;
 		for (Block *b = k->first, *bn; b; b = bn) {
@@ -468,6 +504,72 @@ rtcu_stats(const RtCuda *c, RtCuStats *s)
 	*s = c->st;
 }
 
+// ---------------------------------------------------------------- the graph tree
+
+// Frees n's subtree (n included).
+static void
+node_free(RtCuda *c, Node *n)
+{
+	for (Node *ch = n->child, *next; ch; ch = next) {
+		next = ch->next;
+		node_free(c, ch);
+	}
+	if (n->exec)
+		c->d.cuGraphExecDestroy(n->exec);
+	free(n->key);
+	free(n);
+}
+
+// Removes from n's subtree every node of task k, with its subtree (k NULL:
+// every node); the path goes back to the root.
+static void
+tree_prune(RtCuda *c, Node *n, const RtCuTask *k)
+{
+	for (Node **p = &n->child; *p;) {
+		Node *ch = *p;
+		if (!k || ch->task == k) {
+			*p = ch->next;
+			node_free(c, ch);
+		} else {
+			tree_prune(c, ch, k);
+			p = &ch->next;
+		}
+	}
+	c->cur = &c->root;
+}
+
+static size_t
+tree_print(const Node *n, int depth, char *buf, size_t len, size_t at)
+{
+	for (const Node *ch = n->child; ch; ch = ch->next) {
+		int w = snprintf(buf + (at < len ? at : len), at < len ? len - at : 0,
+		                 "%*s%s: %llu replays\n", 2 * depth, "", ch->task->t->name,
+		                 (unsigned long long)ch->replays);
+		at += w > 0 ? (size_t)w : 0;
+		at = tree_print(ch, depth + 1, buf, len, at);
+	}
+	return at;
+}
+
+size_t
+rtcu_graph_tree(const RtCuda *c, char *buf, size_t len)
+{
+	if (len)
+		buf[0] = 0;
+	return tree_print(&c->root, 0, buf, len, 0);
+}
+
+uint64_t
+rtcu_task_begin(RtCuda *c, RtCuTask *k)
+{
+	if (k->gen == c->gen) {
+		c->gen++;
+		c->cur = &c->root;
+	}
+	k->gen = c->gen;
+	return c->gen;
+}
+
 // ---------------------------------------------------------------- tasks
 
 void
@@ -475,11 +577,7 @@ rtcu_task_free(RtCuda *c, RtCuTask *k)
 {
 	if (!k)
 		return;
-	for (int i = 0; i < GRAPH_CACHE; i++) {
-		if (k->rec[i].exec)
-			c->d.cuGraphExecDestroy(k->rec[i].exec);
-		free(k->rec[i].key);
-	}
+	tree_prune(c, &c->root, k);
 	if (k->mod)
 		c->d.cuModuleUnload(k->mod);
 	for (uint32_t i = 0; k->k && i < k->nk; i++) {
@@ -488,10 +586,25 @@ rtcu_task_free(RtCuda *c, RtCuTask *k)
 		free(k->k[i].val);
 		free(k->k[i].param);
 	}
+	rtcu_free(c, k->stage);
+	free(k->stage_at);
+	free(k->stage_bytes);
 	free(k->k);
 	free(k->cur);
+	free(k->smask);
 	free(k);
 }
+
+static uint64_t
+art_bytes(const ArtTensor *x)
+{
+	static const uint64_t size[] = {4, 8, 8, 1}; // ART_F32 ... ART_BOOL
+	uint64_t n = x->dtype < 4 ? size[x->dtype] : 8;
+	for (int i = 0; i < x->rank; i++)
+		n *= (uint64_t)x->dim[i];
+	return n;
+}
+
 
 int
 rtcu_task_load(RtCuda *c, const ArtTask *t, const uint8_t *images, RtCuTask **out, char *err,
@@ -499,7 +612,13 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, const uint8_t *images, RtCuTask **ou
 {
 	*out = NULL;
 	RtCuTask *k = calloc(1, sizeof *k);
-	if (!k || !(k->k = calloc(t->ncuda + 1, sizeof *k->k))) {
+	if (!k || !(k->k = calloc(t->ncuda + 1, sizeof *k->k)) ||
+	    !(k->stage_at = calloc(t->nin + 1, sizeof *k->stage_at)) ||
+	    !(k->stage_bytes = calloc(t->nin + 1, sizeof *k->stage_bytes))) {
+		if (k) {
+			free(k->k);
+			free(k->stage_at);
+		}
 		free(k);
 		snprintf(err, errlen, "out of memory");
 		return 0;
@@ -542,21 +661,26 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, const uint8_t *images, RtCuTask **ou
 			kk->param[j] = &kk->val[j];
 		nkey += a->narg + 1;
 	}
-	k->cur = calloc(nkey + 1, sizeof *k->cur);
-	for (int i = 0; i < GRAPH_CACHE && k->cur; i++)
-		if (!(k->rec[i].key = calloc(nkey + 1, sizeof *k->rec[i].key))) {
-			free(k->cur);
-			k->cur = NULL;
-		}
-	if (!k->cur) {
-		for (int i = 0; i < GRAPH_CACHE; i++) {
-			free(k->rec[i].key);
-			k->rec[i].key = NULL;
-		}
+	if (!(k->cur = calloc(nkey + 1, sizeof *k->cur)) ||
+	    !(k->smask = calloc(nkey + 1, sizeof *k->smask))) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
 	k->nkey = nkey;
+	// The staging buffers: one block, each input 256-byte aligned in it.
+	uint64_t total = 0;
+	for (uint32_t i = 0; i < t->nin; i++)
+		if (t->in[i].role == ART_ROLE_ARG) {
+			k->stage_bytes[i] = art_bytes(&t->in[i]);
+			total += (k->stage_bytes[i] + POOL_ALIGN - 1) / POOL_ALIGN * POOL_ALIGN;
+		}
+	if (total && !rtcu_alloc(c, (size_t)total, &k->stage, err, errlen))
+		goto fail;
+	for (uint64_t i = 0, at = 0; i < t->nin; i++)
+		if (k->stage_bytes[i]) {
+			k->stage_at[i] = k->stage + at;
+			at += (k->stage_bytes[i] + POOL_ALIGN - 1) / POOL_ALIGN * POOL_ALIGN;
+		}
 	*out = k;
 	return 1;
 fail:
@@ -580,6 +704,11 @@ fail:
 // The pinned block (the step, then cost, columns and the solver's
 // scratch) is taken at the step's first run, which is never captured (a
 // task's first run is eager), and freed with the task.
+// ir/hungarian.c's solver, linked from fadc_support (declared in ir/ir.h,
+// which is not included here: its Node is not this file's).
+size_t ir_assignment_work(int64_t rows, int64_t cols);
+int ir_assignment(const double *cost, int64_t rows, int64_t cols, int64_t *col, void *work);
+
 struct HostStep {
 	RtCuda *c;
 	const char *task;
@@ -679,86 +808,158 @@ capture(RtCuda *c, RtCuTask *k, CUgraph *g, char *err, size_t errlen)
 	return 1;
 }
 
-int
-rtcu_task_run(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint64_t *out, uint64_t arena,
-              uint64_t runseed, char *err, size_t errlen)
+// The argument values of this run into every kernel's val[] and, flattened,
+// k->cur (the key); k->smask marks the slots of the caller's inputs that
+// have a staging buffer.  stage: those read the staging buffers.  Returns
+// the number of such slots.
+static size_t
+task_args(RtCuTask *k, const uint64_t *in, const uint8_t *staged, const uint64_t *out,
+          uint64_t arena, uint64_t runseed, int stage)
 {
-	CHECK_CU(c, cuCtxSetCurrent(c->ctx));
-	// The argument values of this run.
-	size_t q = 0;
+	size_t q = 0, nstaged = 0;
 	for (uint32_t i = 0; i < k->nk; i++) {
 		Kern *kk = &k->k[i];
 		const ArtKernel *a = kk->k;
 		for (uint32_t j = 0; j < a->narg; j++) {
 			const ArtKArg *x = &a->arg[j];
-			kk->val[j] = x->kind == ART_ARG_INPUT    ? in[x->index]
-			             : x->kind == ART_ARG_OUTPUT ? out[x->index]
+			uint32_t n = x->index;
+			int st = x->kind == ART_ARG_INPUT && staged[n] && k->stage_at[n];
+			kk->val[j] = st && stage ? k->stage_at[n]
+			             : x->kind == ART_ARG_INPUT  ? in[n]
+			             : x->kind == ART_ARG_OUTPUT ? out[n]
 			                                         : arena + x->offset;
+			k->smask[q + j] = (uint8_t)st;
+			nstaged += st;
 		}
+		k->smask[q + a->narg] = 0;
 		kk->val[a->narg] = runseed; // read only by kernels that take it
 		memcpy(k->cur + q, kk->val, (a->narg + 1) * sizeof *kk->val);
 		q += a->narg + 1;
 	}
+	return nstaged;
+}
+
+// The child of the current node for task k whose key is k->cur, or NULL.
+static Node *
+child_find(RtCuda *c, RtCuTask *k)
+{
+	for (Node *n = c->cur->child; n; n = n->next)
+		if (n->task == k && !memcmp(n->key, k->cur, k->nkey * sizeof *k->cur))
+			return n;
+	return NULL;
+}
+
+// The caller's inputs into the task's own buffers, in stream order before
+// the graph.
+static int
+stage_inputs(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint8_t *staged, char *err,
+             size_t errlen)
+{
+	for (uint32_t i = 0; i < k->t->nin; i++)
+		if (staged[i] && k->stage_at[i] && in[i] != k->stage_at[i])
+			CHECK_CU(c, cuMemcpyDtoDAsync(k->stage_at[i], in[i], k->stage_bytes[i], c->stream));
+	return 1;
+}
+
+int
+rtcu_task_run(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint8_t *staged,
+              const uint64_t *out, uint64_t arena, uint64_t runseed, char *err, size_t errlen)
+{
+	CHECK_CU(c, cuCtxSetCurrent(c->ctx));
 	uint64_t run = ++k->runs;
-	if (run == 1 || c->no_graphs || k->eager_only || !k->nk) {
+	int graph = run > 1 && !c->no_graphs && !k->eager_only && k->nk;
+	size_t nstaged = task_args(k, in, staged, out, arena, runseed, 0);
+	if (!graph) {
 		if (run == 1)
 			c->st.eager++;
 		else
 			c->st.skipped++;
+		c->cur = &c->root; // the path is broken: the next call starts at the root
 		return launch_all(c, k, err, errlen);
 	}
-	// A recording of these very arguments: replay it.
-	for (int i = 0; i < k->nrec; i++)
-		if (k->rec[i].exec && !memcmp(k->rec[i].key, k->cur, k->nkey * sizeof *k->cur)) {
-			CHECK_CU(c, cuGraphLaunch(k->rec[i].exec, c->stream));
-			k->rec[i].used = run;
-			c->st.replayed++;
-			return 1;
-		}
-	// A new recording while there is room, else the least recently used
-	// one re-recorded.
-	int slot = k->nrec, again = slot == GRAPH_CACHE;
-	if (again) {
-		if (k->rerecords >= RERECORD_LIMIT) {
-			fprintf(stderr,
-			        "fadc: warning: task '%s' was re-recorded %d times (its tensors keep "
-			        "moving); it runs without CUDA graphs from now on\n",
-			        k->t->name, RERECORD_LIMIT);
-			k->eager_only = 1;
-			c->st.skipped++;
-			return launch_all(c, k, err, errlen);
-		}
-		slot = 0;
-		for (int i = 1; i < GRAPH_CACHE; i++)
-			if (k->rec[i].used < k->rec[slot].used)
-				slot = i;
+	// A child of the current node for this task in this state: replay it,
+	// reading the caller's inputs in place, or else from the staging
+	// buffers (a graph recorded for inputs that move).
+	Node *n = child_find(c, k);
+	if (!n && nstaged) {
+		task_args(k, in, staged, out, arena, runseed, 1);
+		if ((n = child_find(c, k)) && !stage_inputs(c, k, in, staged, err, errlen))
+			return 0;
+		if (!n)
+			task_args(k, in, staged, out, arena, runseed, 0);
 	}
-	Rec *r = &k->rec[slot];
-	CUgraph g;
-	if (!capture(c, k, &g, err, errlen))
+	if (n) {
+		CHECK_CU(c, cuGraphLaunch(n->exec, c->stream));
+		n->replays++;
+		c->st.replayed++;
+		c->cur = n;
+		return 1;
+	}
+	// Another state where the tree has one for this task: a re-record, up
+	// to the limit.  Where two recordings here differ from this call only
+	// in the addresses of the caller's inputs, those move: this one copies
+	// them into the staging buffers, and serves any address from now on.
+	int again = 0, moved = 0;
+	for (Node *s = c->cur->child; s; s = s->next) {
+		if (s->task != k)
+			continue;
+		again = 1;
+		size_t q = 0;
+		while (q < k->nkey && (k->smask[q] || s->key[q] == k->cur[q]))
+			q++;
+		moved += q == k->nkey && !s->staged;
+	}
+	if (again && k->rerecords >= c->rerecord_limit) {
+		fprintf(stderr,
+		        "fadc: warning: task '%s' was re-recorded %llu times (its tensors keep "
+		        "moving); it runs without CUDA graphs from now on\n",
+		        k->t->name, (unsigned long long)k->rerecords);
+		k->eager_only = 1;
+		c->st.skipped++;
+		c->cur = &c->root;
+		return launch_all(c, k, err, errlen);
+	}
+	int stage = moved >= 2;
+	if (stage) {
+		task_args(k, in, staged, out, arena, runseed, 1);
+		if (!stage_inputs(c, k, in, staged, err, errlen))
+			return 0;
+	}
+	n = calloc(1, sizeof *n);
+	if (!n || !(n->key = malloc((k->nkey + 1) * sizeof *n->key))) {
+		free(n);
+		snprintf(err, errlen, "out of memory");
 		return 0;
-	int ok = 0;
-	if (r->exec) {
-		CUgraphExecUpdateResultInfo info;
-		if (c->d.cuGraphExecUpdate(r->exec, g, &info)) {
-			c->d.cuGraphExecDestroy(r->exec);
-			r->exec = NULL;
-		}
 	}
-	if (!r->exec)
-		CHECK_CU_GOTO(c, cuGraphInstantiate(&r->exec, g, 0), done);
+	memcpy(n->key, k->cur, k->nkey * sizeof *k->cur);
+	n->task = k;
+	n->staged = stage;
+	CUgraph g;
+	if (!capture(c, k, &g, err, errlen)) {
+		node_free(c, n);
+		return 0;
+	}
+	CUresult r = c->d.cuGraphInstantiate(&n->exec, g, 0);
+	c->d.cuGraphDestroy(g);
+	if (r) {
+		cu_msg(c, r, "cuGraphInstantiate(&n->exec, g, 0)", __func__, __FILE__, __LINE__, err,
+		       errlen);
+		n->exec = NULL;
+		node_free(c, n);
+		return 0;
+	}
+	// Linked last among its siblings: recording order.
+	n->parent = c->cur;
+	Node **p = &c->cur->child;
+	while (*p)
+		p = &(*p)->next;
+	*p = n;
 	if (again) {
 		c->st.rerecorded++;
 		k->rerecords++;
-	} else {
+	} else
 		c->st.recorded++;
-		k->nrec++;
-	}
-	memcpy(r->key, k->cur, k->nkey * sizeof *k->cur);
-	r->used = run;
-	CHECK_CU_GOTO(c, cuGraphLaunch(r->exec, c->stream), done);
-	ok = 1;
-done:
-	c->d.cuGraphDestroy(g);
-	return ok;
+	c->cur = n;
+	CHECK_CU(c, cuGraphLaunch(n->exec, c->stream));
+	return 1;
 }

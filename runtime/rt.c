@@ -22,16 +22,23 @@
 // replays its CUDA graph) on the context's stream with device addresses.
 // Runs are asynchronous; fadc_tensor_read and fadc_context_synchronize
 // wait for the stream.
+//
+// Threads: a CPU context of num_threads > 1 owns a pool (runtime/pool.c)
+// whose workers start at the first kernel a task splits; task functions
+// get it through fadc_call_v1.exec (NULL with one thread: everything on the
+// calling thread, as before the pool existed).
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "abi.h"
 #include "artifact.h"
 #include "fadc.h"
+#include "pool.h"
 #include "rtcuda.h"
 #include "tensorio.h"
 
@@ -41,6 +48,9 @@ struct fadc_context {
 	fadc_context_options o;
 	uint64_t host_features; // rt_cpu_host_features() at creation
 	RtCuda *cu; // a CUDA context's device, stream and pool; NULL on the CPU
+	int nthreads; // the resolved num_threads (>= 1)
+	RtPool *pool; // NULL with one thread
+	fadc_exec_v1 exec; // what task functions get: parallel_for on pool
 	char err[1024];
 };
 
@@ -60,6 +70,13 @@ struct fadc_tensor {
 	uint64_t dptr; // on a device: the device address (0 for zero bytes)
 	int owner; // OWN_*: who frees data and the handle
 	uint64_t gen;
+	// A model-owned output on a device (see "Output placement" below): its
+	// task and name, the generation of the graph tree it was written in,
+	// released by the caller, and the task whose call reused its memory.
+	const ArtTask *otask;
+	const char *oname, *stale_by;
+	uint64_t tree_gen;
+	int dead;
 };
 
 typedef struct RtTask {
@@ -75,6 +92,7 @@ typedef struct RtTask {
 	RtCuTask *cu;
 	uint64_t darena;
 	uint64_t *din, *dout;
+	uint8_t *dstaged; // din[i] is the caller's own tensor (rtcu_task_run)
 } RtTask;
 
 struct fadc_model {
@@ -89,6 +107,10 @@ struct fadc_model {
 	fadc_tensor *decl; // declaration values, model-owned
 	uint8_t *bound; // bound[i]: declaration i was bound by the caller
 	int initialized;
+	// On a CUDA context, made at the first task's set-up: one arena shared
+	// by every task (they run in order on one stream) and the region of the
+	// model-owned outputs.
+	uint64_t darena, dregion, dregion_bytes;
 };
 
 static fadc_status fail(fadc_context *ctx, fadc_status s, const char *fmt, ...)
@@ -121,7 +143,7 @@ fadc_status_name(fadc_status s)
 		"FADC_OK",         "FADC_ERR_ARG",    "FADC_ERR_IO",        "FADC_ERR_FORMAT",
 		"FADC_ERR_VERSION", "FADC_ERR_CPU",   "FADC_ERR_LOAD",      "FADC_ERR_NOT_FOUND",
 		"FADC_ERR_SHAPE",  "FADC_ERR_DEVICE", "FADC_ERR_UNBOUND",   "FADC_ERR_NOMEM",
-		"FADC_ERR_RUN",    "FADC_ERR_STATE",
+		"FADC_ERR_RUN",    "FADC_ERR_STATE",  "FADC_ERR_OUTPUT_OVERWRITTEN",
 	};
 	return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "FADC_ERR_?";
 }
@@ -152,6 +174,44 @@ type_str(char *buf, size_t n, fadc_dtype dt, int rank, const int64_t *dim)
 
 // ---------------------------------------------------------------- contexts
 
+// fadc_exec_v1.parallel_for: the pool of the context whose exec x is.
+static void
+exec_parallel_for(const fadc_exec_v1 *x, fadc_chunk_fn_v1 fn, void *args, int64_t n,
+                  int64_t grain)
+{
+	rt_pool_parallel_for(x->pool, fn, args, n, grain);
+}
+
+// The number of threads a context runs with: o->num_threads, or for 0 the
+// environment's FADC_NUM_THREADS, or the CPUs online.  0 and a message in
+// create_err when out of range (the same range for both ways of saying it).
+static int
+resolve_threads(int asked)
+{
+	if (asked < 0 || asked > FADC_MAX_THREADS) {
+		snprintf(create_err, sizeof create_err,
+		         "num_threads must be 1 .. %d (or 0: the runtime's choice), got %d",
+		         FADC_MAX_THREADS, asked);
+		return 0;
+	}
+	if (asked)
+		return asked;
+	const char *env = getenv("FADC_NUM_THREADS");
+	if (env && *env) {
+		char *end;
+		long v = strtol(env, &end, 10);
+		if (*end || v < 1 || v > FADC_MAX_THREADS) {
+			snprintf(create_err, sizeof create_err,
+			         "FADC_NUM_THREADS must be an integer 1 .. %d, got '%.100s'", FADC_MAX_THREADS,
+			         env);
+			return 0;
+		}
+		return (int)v;
+	}
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	return ncpu < 1 ? 1 : ncpu > FADC_MAX_THREADS ? FADC_MAX_THREADS : (int)ncpu;
+}
+
 fadc_status
 fadc_context_create(const fadc_context_options *o, fadc_context **out)
 {
@@ -170,15 +230,23 @@ fadc_context_create(const fadc_context_options *o, fadc_context **out)
 		snprintf(create_err, sizeof create_err, "unknown device kind %d", (int)o->device.kind);
 		return FADC_ERR_DEVICE;
 	}
+	int nthreads = resolve_threads(o->num_threads);
+	if (!nthreads)
+		return FADC_ERR_ARG;
 	fadc_context *c = calloc(1, sizeof *c);
-	if (!c) {
+	if (!c || (nthreads > 1 && !(c->pool = rt_pool_new(nthreads)))) {
+		free(c);
 		snprintf(create_err, sizeof create_err, "out of memory");
 		return FADC_ERR_NOMEM;
 	}
 	c->o = *o;
+	c->nthreads = nthreads;
+	c->exec.parallel_for = exec_parallel_for;
+	c->exec.pool = c->pool;
 	c->host_features = rt_cpu_host_features();
 	if (o->device.kind == FADC_DEVICE_CUDA &&
 	    !rtcu_open(o->device.index, &c->cu, create_err, sizeof create_err)) {
+		rt_pool_free(c->pool);
 		free(c);
 		return FADC_ERR_DEVICE;
 	}
@@ -192,7 +260,29 @@ fadc_context_destroy(fadc_context *ctx)
 	if (!ctx)
 		return;
 	rtcu_close(ctx->cu);
+	rt_pool_free(ctx->pool);
 	free(ctx);
+}
+
+int
+fadc_context_num_threads(const fadc_context *ctx)
+{
+	return ctx ? ctx->nthreads : 0;
+}
+
+fadc_status
+fadc_context_pool_stats(const fadc_context *ctx, fadc_pool_stats *s)
+{
+	if (!ctx || !s)
+		return FADC_ERR_ARG;
+	RtPoolStats st;
+	rt_pool_stats(ctx->pool, &st);
+	s->threads = (uint64_t)ctx->nthreads;
+	s->threads_started = st.threads_started;
+	s->parallel_calls = st.parallel_calls;
+	s->jobs = st.jobs;
+	s->inline_calls = st.inline_calls;
+	return FADC_OK;
 }
 
 const char *
@@ -229,6 +319,21 @@ fadc_context_stats(const fadc_context *ctx, fadc_device_stats *s)
 	s->pool_live_blocks = st.live_blocks;
 	s->pool_live_bytes = st.live_bytes;
 	s->pool_reserved_bytes = st.reserved_bytes;
+	return FADC_OK;
+}
+
+fadc_status
+fadc_context_graph_tree(const fadc_context *ctx, char *buf, size_t len, size_t *need)
+{
+	if (!ctx || (len && !buf))
+		return FADC_ERR_ARG;
+	size_t n = 0;
+	if (ctx->cu)
+		n = rtcu_graph_tree(ctx->cu, buf, len);
+	else if (len)
+		buf[0] = 0;
+	if (need)
+		*need = n;
 	return FADC_OK;
 }
 
@@ -325,6 +430,8 @@ fadc_tensor_wrap(fadc_context *ctx, fadc_dtype dt, int rank, const int64_t *dim,
 void
 fadc_tensor_release(fadc_tensor *t)
 {
+	if (t && t->otask)
+		t->dead = 1; // a model-owned output: its memory may be reused
 	if (!t || t->owner == OWN_MODEL)
 		return;
 	if (t->owner == OWN_RUNTIME) {
@@ -343,6 +450,17 @@ size_t fadc_tensor_bytes(const fadc_tensor *t) { return t->bytes; }
 fadc_device fadc_tensor_device(const fadc_tensor *t) { return t->dev; }
 uint64_t fadc_tensor_generation(const fadc_tensor *t) { return t->gen; }
 
+// A model-owned output whose memory a later call reused.
+static fadc_status
+overwritten(const fadc_tensor *t, const char *what)
+{
+	return fail(t->ctx, FADC_ERR_OUTPUT_OVERWRITTEN,
+	            "%s: output '%s' of task '%s' was overwritten by a later call of task '%s', "
+	            "which reused its memory on the device (copy it out before that call, or pass "
+	            "an output tensor of your own)",
+	            what, t->oname, t->otask->name, t->stale_by);
+}
+
 void *
 fadc_tensor_data(fadc_tensor *t)
 {
@@ -357,6 +475,8 @@ fadc_tensor_read(const fadc_tensor *t, void *dst, size_t bytes)
 	if (bytes != t->bytes || (bytes && !dst))
 		return fail(t->ctx, FADC_ERR_ARG, "fadc_tensor_read: %zu bytes asked, the tensor has %zu",
 		            bytes, t->bytes);
+	if (t->stale_by)
+		return overwritten(t, "fadc_tensor_read");
 	if (t->dev.kind == FADC_DEVICE_CUDA)
 		return rtcu_dtoh(t->ctx->cu, dst, t->dptr, bytes, t->ctx->err, sizeof t->ctx->err)
 		           ? ok(t->ctx)
@@ -374,6 +494,8 @@ fadc_tensor_write(fadc_tensor *t, const void *src, size_t bytes)
 	if (bytes != t->bytes || (bytes && !src))
 		return fail(t->ctx, FADC_ERR_ARG, "fadc_tensor_write: %zu bytes given, the tensor has %zu",
 		            bytes, t->bytes);
+	if (t->stale_by)
+		return overwritten(t, "fadc_tensor_write");
 	if (t->dev.kind == FADC_DEVICE_CUDA) {
 		if (!rtcu_htod(t->ctx->cu, t->dptr, src, bytes, t->ctx->err, sizeof t->ctx->err))
 			return FADC_ERR_DEVICE;
@@ -397,19 +519,20 @@ model_free(fadc_model *m)
 			free(t->out);
 			free(t->arena);
 			if (t->outs)
-				for (uint32_t k = 0; k < t->d->nout; k++) {
-					free(t->outs[k].data);
-					rtcu_free(m->ctx->cu, t->outs[k].dptr);
-				}
+				for (uint32_t k = 0; k < t->d->nout; k++)
+					free(t->outs[k].data); // on a device: in m->dregion
 			free(t->outs);
-			if (m->ctx->cu) {
+			if (m->ctx->cu)
 				rtcu_task_free(m->ctx->cu, t->cu);
-				rtcu_free(m->ctx->cu, t->darena);
-			}
 			free(t->din);
 			free(t->dout);
+			free(t->dstaged);
 		}
 	free(m->task);
+	if (m->ctx->cu) {
+		rtcu_free(m->ctx->cu, m->darena);
+		rtcu_free(m->ctx->cu, m->dregion);
+	}
 	if (m->decl)
 		for (uint32_t i = 0; i < m->d.ndecl; i++) {
 			free(m->decl[i].data);
@@ -836,6 +959,128 @@ on_device(const fadc_model *m, const RtTask *t)
 	return m->ctx->cu && t->d->kind != ART_INIT;
 }
 
+// ---------------------------------------------------------------- output placement
+//
+// On a device, the model-owned outputs of every task live in one region of
+// the pool (m->dregion), placed per call: each output goes to the lowest
+// offset where it overlaps no model-owned output that must survive the
+// call (written in this generation of the graph tree by another task and
+// not released, or an input of the call).  So the addresses a call's graph
+// records depend on which earlier outputs are alive (another state records
+// another branch of the tree), a repeated sequence of calls replays at the
+// same addresses, and a new generation (a task called again,
+// rtcu_task_begin) reuses the memory of the last one.  Every other
+// model-owned output that a placement overlaps is marked overwritten,
+// naming the task: reading it is then an error, never stale data.
+
+enum { REGION_ALIGN = 256 };
+
+static uint64_t
+region_size(const ArtTensor *x)
+{
+	int64_t ne;
+	size_t b = 0;
+	if (!shape_size((fadc_dtype)x->dtype, x->rank, x->dim, &ne, &b))
+		return 0;
+	return ((uint64_t)b + REGION_ALIGN - 1) / REGION_ALIGN * REGION_ALIGN;
+}
+
+// Is o (a model-owned output) one of this call's caller inputs?
+static int
+is_input(const fadc_tensor *o, fadc_tensor *const *inputs, int ninputs)
+{
+	for (int j = 0; j < ninputs; j++)
+		if (inputs[j] == o)
+			return 1;
+	return 0;
+}
+
+// Must model-owned output k of task u survive a call of task t in tree
+// generation gen?  Live (written in this generation by another task, not
+// released) or an input of the call.
+static int
+survives(const RtTask *u, uint32_t k, const RtTask *t, fadc_tensor *const *inputs, int ninputs,
+         uint64_t gen)
+{
+	const fadc_tensor *o = &u->outs[k];
+	if (!o->dptr || o->stale_by)
+		return 0;
+	return (u != t && !o->dead && o->tree_gen == gen) || is_input(o, inputs, ninputs);
+}
+
+// Is [a, a + na) overlapping [b, b + nb)?
+static int
+span_overlap(uint64_t a, uint64_t na, uint64_t b, uint64_t nb)
+{
+	return na && nb && a < b + nb && b < a + na;
+}
+
+// Places task t's model-owned outputs (outputs[k] == &t->outs[k]) for a
+// call in tree generation gen, each at the lowest offset of the region that
+// overlaps no survivor nor t's outputs placed before it, and marks every
+// other model-owned output they overlap as overwritten by t.  The new
+// addresses go to t->dout first (the old ones are survivors' places until
+// all are chosen).  0 when the region has no room: it is twice every
+// task's outputs, so only a pathological sequence of calls gets there.
+static int
+place_outputs(fadc_model *m, RtTask *t, fadc_tensor *const *inputs, int ninputs,
+              fadc_tensor *const *outputs, uint64_t gen)
+{
+	for (uint32_t k = 0; k < t->d->nout; k++) {
+		if (outputs[k] != &t->outs[k])
+			continue;
+		uint64_t sz = region_size(&t->d->out[k]), at = 0;
+		t->dout[k] = 0;
+		if (!outputs[k]->bytes)
+			continue;
+		for (int moved = 1; moved;) {
+			moved = 0;
+			for (uint32_t i = 0; i < m->d.ntask && !moved; i++) {
+				RtTask *u = &m->task[i];
+				if (!u->ready || !u->outs || u->d->kind == ART_INIT)
+					continue;
+				for (uint32_t j = 0; j < u->d->nout && !moved; j++) {
+					uint64_t addr = 0;
+					if (u == t && j < k && outputs[j] == &t->outs[j])
+						addr = t->dout[j]; // placed by this call
+					else if (survives(u, j, t, inputs, ninputs, gen))
+						addr = u->outs[j].dptr;
+					uint64_t usz = region_size(&u->d->out[j]);
+					if (addr && span_overlap(at, sz, addr - m->dregion, usz)) {
+						at = addr - m->dregion + usz;
+						moved = 1;
+					}
+				}
+			}
+		}
+		if (at + sz > m->dregion_bytes)
+			return 0;
+		t->dout[k] = m->dregion + at;
+	}
+	for (uint32_t i = 0; i < m->d.ntask; i++) {
+		RtTask *u = &m->task[i];
+		if (!u->ready || !u->outs || u->d->kind == ART_INIT)
+			continue;
+		for (uint32_t j = 0; j < u->d->nout; j++) {
+			fadc_tensor *o = &u->outs[j];
+			if (!o->dptr || o->stale_by || (u == t && outputs[j] == o))
+				continue;
+			for (uint32_t k = 0; k < t->d->nout; k++)
+				if (outputs[k] == &t->outs[k] && t->dout[k] &&
+				    span_overlap(o->dptr, region_size(&u->d->out[j]), t->dout[k],
+				                 region_size(&t->d->out[k]))) {
+					o->stale_by = t->d->name;
+					o->gen++;
+					break;
+				}
+		}
+	}
+	for (uint32_t k = 0; k < t->d->nout; k++)
+		if (outputs[k] == &t->outs[k])
+			t->outs[k].dptr = t->dout[k];
+	return 1;
+}
+
 // First run of a task: pointer arrays and arena (on a device: its kernels
 // loaded, its arena a pool block).
 static fadc_status
@@ -847,13 +1092,33 @@ task_setup(fadc_model *m, RtTask *t)
 	t->outs = calloc(d->nout + 1, sizeof *t->outs);
 	t->din = calloc(d->nin + 1, sizeof *t->din);
 	t->dout = calloc(d->nout + 1, sizeof *t->dout);
-	if (!t->in || !t->out || !t->outs || !t->din || !t->dout)
+	t->dstaged = calloc(d->nin + 1, sizeof *t->dstaged);
+	if (!t->in || !t->out || !t->outs || !t->din || !t->dout || !t->dstaged)
 		return fail(m->ctx, FADC_ERR_NOMEM, "task '%s': out of memory", d->name);
 	if (on_device(m, t)) {
+		if (!m->dregion && !m->darena) {
+			// The model's first device task: the shared arena (the largest
+			// plan) and the output region (twice every task's outputs: see
+			// place_outputs).
+			uint64_t arena = 0, region = 0;
+			for (uint32_t i = 0; i < m->d.ntask; i++) {
+				const ArtTask *x = &m->d.task[i];
+				if (x->kind == ART_INIT)
+					continue;
+				arena = x->arena_bytes > arena ? x->arena_bytes : arena;
+				for (uint32_t k = 0; k < x->nout; k++)
+					region += 2 * region_size(&x->out[k]);
+			}
+			if (!rtcu_alloc(m->ctx->cu, (size_t)arena, &m->darena, m->ctx->err,
+			                sizeof m->ctx->err) ||
+			    !rtcu_alloc(m->ctx->cu, (size_t)region, &m->dregion, m->ctx->err,
+			                sizeof m->ctx->err))
+				return FADC_ERR_DEVICE;
+			m->dregion_bytes = region;
+		}
+		t->darena = m->darena;
 		if (!rtcu_task_load(m->ctx->cu, d, m->d.images, &t->cu, m->ctx->err,
-		                    sizeof m->ctx->err) ||
-		    !rtcu_alloc(m->ctx->cu, (size_t)d->arena_bytes, &t->darena, m->ctx->err,
-		                sizeof m->ctx->err))
+		                    sizeof m->ctx->err))
 			return FADC_ERR_DEVICE;
 	} else if (d->arena_bytes) {
 		size_t a = (size_t)((d->arena_bytes + 63) / 64 * 64);
@@ -871,6 +1136,8 @@ task_setup(fadc_model *m, RtTask *t)
 		o->rank = x->rank;
 		memcpy(o->dim, x->dim, sizeof(int64_t) * x->rank);
 		o->owner = OWN_MODEL;
+		o->otask = d;
+		o->oname = x->name;
 		if (!shape_size(o->dtype, o->rank, o->dim, &o->numel, &o->bytes))
 			return fail(m->ctx, FADC_ERR_FORMAT, "task '%s': output '%s' is too large", d->name,
 			            x->name);
@@ -890,7 +1157,7 @@ overlap(const void *a, size_t na, const void *b, size_t nb)
 static fadc_status
 task_call(fadc_model *m, RtTask *t, uint64_t seed)
 {
-	fadc_call_v1 call = {t->in, t->out, t->arena, seed, NULL};
+	fadc_call_v1 call = {t->in, t->out, t->arena, seed, m->ctx->pool ? &m->ctx->exec : NULL};
 	int32_t rc = t->fn(&call);
 	if (rc)
 		return fail(m->ctx, FADC_ERR_RUN, "task '%s' failed (code %d)", t->d->name, rc);
@@ -989,6 +1256,7 @@ fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs, fadc_
 		if (x->role == ART_ROLE_DECL) {
 			t->in[k] = m->decl[x->decl].data;
 			t->din[k] = m->decl[x->decl].dptr;
+			t->dstaged[k] = 0; // static: used in place
 			continue;
 		}
 		const fadc_tensor *v = inputs[j++];
@@ -1005,22 +1273,27 @@ fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs, fadc_
 			return fail(m->ctx, FADC_ERR_SHAPE, "task '%s': input '%s' must be %s, got %s",
 			            d->name, x->name, want, got);
 		}
+		if (v->stale_by)
+			return overwritten(v, "fadc_run");
 		t->in[k] = v->data;
 		t->din[k] = v->dptr;
+		// The caller's own tensors are copied into a graph's staging
+		// buffers; model-owned ones (outputs of earlier calls,
+		// declarations) are used in place.
+		t->dstaged[k] = v->owner != OWN_MODEL;
 	}
 	for (uint32_t k = 0; k < d->nout; k++) {
 		const ArtTensor *x = &d->out[k];
 		fadc_tensor *o = outputs[k];
 		if (!o) {
-			o = &t->outs[k];
-			if (dev && o->bytes && !o->dptr) {
-				if (!rtcu_alloc(m->ctx->cu, o->bytes, &o->dptr, m->ctx->err, sizeof m->ctx->err))
-					return FADC_ERR_DEVICE;
-			} else if (!dev && o->bytes && !o->data && !(o->data = calloc(1, o->bytes)))
+			o = &t->outs[k]; // on a device: placed below (place_outputs)
+			if (!dev && o->bytes && !o->data && !(o->data = calloc(1, o->bytes)))
 				return fail(m->ctx, FADC_ERR_NOMEM, "task '%s': out of memory for output '%s'",
 				            d->name, x->name);
 		} else {
 			char want[200], got[200];
+			if (o->stale_by)
+				return overwritten(o, "fadc_run");
 			if (o->dev.kind != m->ctx->o.device.kind || o->dev.index != m->ctx->o.device.index ||
 			    (dev && o->ctx != m->ctx))
 				return fail(m->ctx, FADC_ERR_DEVICE,
@@ -1054,8 +1327,23 @@ fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs, fadc_
 		outputs[k] = o;
 	}
 	if (dev) {
-		if (!rtcu_task_run(m->ctx->cu, t->cu, t->din, t->dout, t->darena, m->ctx->o.seed,
-		                   m->ctx->err, sizeof m->ctx->err))
+		uint64_t gen = rtcu_task_begin(m->ctx->cu, t->cu);
+		if (!place_outputs(m, t, inputs, ninputs, outputs, gen))
+			return fail(m->ctx, FADC_ERR_NOMEM,
+			            "task '%s': no room for its outputs in the model's output region "
+			            "(release model-owned outputs that are no longer needed)",
+			            d->name);
+		for (uint32_t k = 0; k < d->nout; k++) {
+			fadc_tensor *o = outputs[k];
+			t->dout[k] = o->dptr;
+			if (o == &t->outs[k]) {
+				o->tree_gen = gen;
+				o->dead = 0;
+				o->stale_by = NULL;
+			}
+		}
+		if (!rtcu_task_run(m->ctx->cu, t->cu, t->din, t->dstaged, t->dout, t->darena,
+		                   m->ctx->o.seed, m->ctx->err, sizeof m->ctx->err))
 			return FADC_ERR_RUN;
 	} else if ((s = task_call(m, t, m->ctx->o.seed)))
 		return s;

@@ -40,17 +40,35 @@ int rtcu_zero(RtCuda *c, uint64_t dst, size_t n, char *err, size_t errlen);
 int rtcu_sync(RtCuda *c, char *err, size_t errlen);
 
 // Loads task t's module (the cubin, else its PTX) from the artifact's image
-// section and finds its kernels.
+// section, finds its kernels and takes its staging buffers (one per caller
+// input, a pool block) from the pool.
 int rtcu_task_load(RtCuda *c, const ArtTask *t, const uint8_t *images, RtCuTask **out, char *err,
                    size_t errlen);
+// Frees the task, its staging block and every recording of it in the graph
+// tree (with their subtrees).
 void rtcu_task_free(RtCuda *c, RtCuTask *k);
+// Starts a call of task k in the graph tree and returns its generation: a
+// task called again in the current generation starts the next one (the
+// path goes back to the root; outputs of the old generation may be
+// overwritten, runtime/rt.c places them).  Call once before each run.
+uint64_t rtcu_task_begin(RtCuda *c, RtCuTask *k);
 // Runs the task on the stream (asynchronously) with these device addresses:
-// in[i] for input i, out[i] for output i, the arena.  Eager on the first
-// call, then recorded into a CUDA graph and replayed; a call whose
-// addresses or run seed differ from the recording's re-records it (the
-// graph is updated in place when the driver can).
-int rtcu_task_run(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint64_t *out, uint64_t arena,
-                  uint64_t runseed, char *err, size_t errlen);
+// in[i] for input i, out[i] for output i, the arena.  staged[i] (for
+// every input) marks the caller's own tensors: read in place, or, once
+// they have moved twice at this place of the tree, from the task's staging
+// copy of them (copied before each replay); the rest (declarations,
+// outputs of earlier calls) is used in place.  Eager on the task's first
+// call; then the child of the tree's current node for this task and these
+// addresses is replayed, or recorded (a re-record when another state of
+// the task is there already); past the re-record limit, eager with one
+// warning.
+int rtcu_task_run(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint8_t *staged,
+                  const uint64_t *out, uint64_t arena, uint64_t runseed, char *err,
+                  size_t errlen);
+// The tree as text, one line per recording, indented two spaces per level
+// under its parent: "<task>: <n> replays".  Returns the length it needs
+// (as snprintf); buf gets what fits, NUL-terminated when len > 0.
+size_t rtcu_graph_tree(const RtCuda *c, char *buf, size_t len);
 
 typedef struct RtCuStats {
 	uint64_t recorded, replayed, rerecorded, skipped, eager;

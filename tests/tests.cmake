@@ -47,6 +47,15 @@ endforeach()
 add_executable(gpu_check ${CMAKE_SOURCE_DIR}/tests/gpu/gpu_check.c)
 target_link_libraries(gpu_check PRIVATE fadc_runtime m)
 
+# The CUDA-graph suite (tests/gpu/cudagraph/): seeds/001's programs and the
+# graph-tree tests; the script compiles the .ir programs here (NVRTC) and
+# runs the driver, which exits 77 without a CUDA device.
+add_executable(cudagraph_check ${CMAKE_SOURCE_DIR}/tests/gpu/cudagraph/cudagraph_check.c)
+target_link_libraries(cudagraph_check PRIVATE fadc_runtime m)
+add_test(NAME gpu/cudagraph COMMAND bash ${CMAKE_SOURCE_DIR}/tests/gpu/cudagraph/cudagraph.sh)
+set_tests_properties(gpu/cudagraph PROPERTIES LABELS "golden;cuda" SKIP_RETURN_CODE 77
+  ENVIRONMENT "FADC=$<TARGET_FILE:fadc>;FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR};FADC_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
+
 if(FADC_FUZZ)
   add_executable(fuzz_parse ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_parse.c)
   target_compile_options(fuzz_parse PRIVATE -fsanitize=fuzzer)

@@ -3,10 +3,12 @@
 # time fadc, built here: that machine has no LLVM (fadc cannot run there),
 # so the artifacts are compiled here and only runtime-side programs travel.
 #
-#   DEST/bin/        gpu_check, fadc-bench (no LLVM: checked with ldd)
+#   DEST/bin/        gpu_check, cudagraph_check, fadc-bench (no LLVM: checked
+#                    with ldd)
 #   DEST/check/      cpu,cuda artifacts for gpu_check: both ppl models (every
 #                    task, full size), multiheadattn at reduced and full size,
 #                    transformer at reduced size, and floor.so (one kernel)
+#   DEST/cg/         the CUDA-graph suite's artifacts (tests/gpu/cudagraph)
 #   DEST/zoo/        cpu,cuda artifacts of all nine models at reduced sizes
 #                    with their recommended tasks (tests/gpu/cuda-zoo.sh's
 #                    sizes), the six scan modules of test_codegen_scan (every
@@ -21,16 +23,18 @@
 #                    modules it imports (tests/gpu/device/peer)
 #   DEST/run.sh      what the GPU machine runs (tests/gpu/device/run.sh)
 #
-# Usage: tests/gpu/device/payload.sh /work/main/.gpu   (from the repository root,
-# after building into build/)
+# Usage: tests/gpu/device/payload.sh /work/main/.gpu [check]   (from the
+# repository root, after building into build/); `check` leaves out the
+# bench tree and the peer (only what `run.sh check` needs).
 set -eu
 dest=${1:?usage: payload.sh DEST}
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 b=$root/build/bin
 rm -rf "$dest"
 mkdir -p "$dest/bin" "$dest/check" "$dest/peer"
-cp "$b/gpu_check" "$b/fadc-bench" "$dest/bin/"
-if ldd "$dest/bin/fadc-bench" "$dest/bin/gpu_check" | grep -qi llvm; then
+only=${2:-}
+cp "$b/gpu_check" "$b/cudagraph_check" "$b/fadc-bench" "$dest/bin/"
+if ldd "$dest"/bin/* | grep -qi llvm; then
 	echo "payload: a GPU program links LLVM" >&2
 	exit 1
 fi
@@ -66,6 +70,12 @@ done
 rm -rf "$dest/zoo-ir"
 z scan-persist "$root/tests/gpu/scan-persist.ir" --tasks forward,vjp,jvp,vhp
 z assign "$root/tests/gpu/assign.ir" --tasks forward,vjp
+FADC=$b/fadc bash "$root/tests/gpu/cudagraph/cudagraph.sh" "$dest/cg"
+cp "$root/tests/gpu/device/run.sh" "$dest/run.sh"
+if [ "$only" = check ]; then
+	du -sh "$dest"
+	exit 0
+fi
 # The bench tree at /tmp/fgpu, its artifacts compiled for CUDA.
 rm -rf /tmp/fgpu
 mkdir -p /tmp/fgpu/bench

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tests/gpu/device/run.sh -- run on the GPU machine from the repository root, with
 # the payload of tests/gpu/device/payload.sh in .gpu/:  bash .gpu/run.sh [STEPS]
-# STEPS (default "check bench peer"): check = gpu_check on every artifact
-# (graphs on, then off); bench = fadc-bench --gpu 0 over the ppl models
+# STEPS (default "check bench peer"): check = the CUDA-graph suite
+# (cudagraph_check) and gpu_check on every artifact (graphs on, then off); bench = fadc-bench --gpu 0 over the ppl models
 # (every task) and multiheadattn; peer = the seed's PyTorch benchmark on
 # the same models, in the same call.  Logs go to $OUT (or /tmp/out): at
 # most 8 files (the device tool's limit).
@@ -15,8 +15,11 @@ iters=${ITERS:-100}
 export FADC_REQUIRE_GPU=1
 echo "== $(date -u +%FT%TZ) $(hostname)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
-rm -rf /tmp/fgpu && cp -r "$here/fgpu" /tmp/fgpu
+[ -d "$here/fgpu" ] && rm -rf /tmp/fgpu && cp -r "$here/fgpu" /tmp/fgpu
 case " $steps " in *" check "*)
+	echo "== cudagraph_check (tests/gpu/cudagraph)"
+	timeout 120 "$here/bin/cudagraph_check" "$here/cg" 2>&1 | tee "$out/cudagraph.log"
+	echo "rc=${PIPESTATUS[0]}"
 	echo "== gpu_check (graphs on)"
 	timeout 300 "$here/bin/gpu_check" --time 1000 "$here"/check/*.so 2>&1 | tee "$out/check.log"
 	echo "rc=${PIPESTATUS[0]}"
