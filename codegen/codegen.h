@@ -176,13 +176,17 @@ typedef struct CgCudaKernel {
 	int64_t points;
 	uint32_t grid; // blocks to launch; 0: enough 256-thread blocks to cover points
 	int runseed;
+	int host; // a KHost: a host step, no kernel (KH_ASSIGN: points = rows, grid =
+	          // cols, buf = {out, cost}); 0 for a kernel
 	uint32_t narg;
 	uint32_t *buf; // narg buffer indices of p
 } CgCudaKernel;
 // A small task (by its work: points times reduction terms) is one launch,
 // a fused kernel of one thread block calling every kernel in order with a
-// barrier between; a larger one is one launch per kernel of p.  The
-// launches of p, and the contract of launch li.
+// barrier between (loops included); a larger one is one launch per kernel
+// outside loops, one persistent kernel per outermost loop (a scan), and a
+// host step per host kernel.  The launches of p, and the contract of
+// launch li.
 uint32_t cg_cuda_launches(const KProgram *p);
 int cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *k);
 // NVRTC's version; 0 if it cannot be asked.

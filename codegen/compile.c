@@ -479,6 +479,7 @@ cu_contract(const KProgram *p, ArtTask *t)
 		if (!cg_cuda_kernel(p, ki, &ck))
 			return 0;
 		ArtKernel *k = &t->kern[ki];
+		k->kind = ck.host == KH_ASSIGN ? ART_LAUNCH_ASSIGN : ART_LAUNCH_KERNEL;
 		k->name = ck.name;
 		k->points = (uint64_t)ck.points;
 		k->grid = ck.grid;

@@ -41,6 +41,7 @@ typedef struct Cu {
 	FILE *f;
 	const KProgram *p;
 	int fused;               // kernels are __device__ functions of one fused kernel
+	uint8_t *inloop;         // inloop[ki]: kernel ki runs inside a loop (scan)
 	uint32_t *stamp, region; // memo: x<id> is defined in the current region
 	int depth;               // indentation (tabs)
 	int bad;                 // an op the printer does not support (the first)
@@ -129,6 +130,9 @@ ref(Cu *c, KxId id) {
 		return;
 	case KX_RUNSEED:
 		fputs("((long long)runseed)", c->f);
+		return;
+	case KX_STEP:
+		fprintf(c->f, "s%u", x->aux); // the step counter, a parameter
 		return;
 	default:
 		fprintf(c->f, "x%u", id);
@@ -386,6 +390,13 @@ print_op(Cu *c, KxId id) {
 	case KX_CAST:
 		convert(c, a, (DType)p->x[a].dtype, dt, x->aux == DT_F32 && dt == DT_F64);
 		return;
+	case KX_RAND:
+		// ir/random.c's samplers (double), the same Philox input layout.
+		fprintf(f, "fadc_rand_%s(%lluULL, runseed, (unsigned long long)",
+		        x->aux == KRAND_NORMAL ? "normal" : "uniform", (unsigned long long)x->i);
+		ref(c, a);
+		fputs(")", f);
+		return;
 	default:
 		// A kernel-IR construct added after this printer: refused with its
 		// name (cg_cuda_print's message), never printed wrong.
@@ -404,11 +415,12 @@ ensure(Cu *c, KxId id) {
 	case KX_VAR:
 	case KX_ACC:
 	case KX_RUNSEED:
+	case KX_STEP:
 		return;
 	case KX_RAND:
-		if (!c->bad)
-			c->bad = KX_RAND;
-		return;
+		if (x->aux == KRAND_GAMMA && !c->bad)
+			c->bad = KX_RAND; // gamma: only initializers use it, and they are CPU code
+		break;
 	default:
 		break;
 	}
@@ -426,7 +438,7 @@ ensure(Cu *c, KxId id) {
 // ---------------------------------------------------------------- kernels
 
 typedef struct Uses {
-	uint8_t *seen, *buf, var[2 * IR_MAXDIM];
+	uint8_t *seen, *buf, *step, var[2 * IR_MAXDIM];
 	int seed, polygamma;
 } Uses;
 
@@ -444,6 +456,8 @@ mark(const KProgram *p, KxId id, Uses *u) {
 		u->seed = 1;
 	else if (x->op == KX_POLYGAMMA)
 		u->polygamma = 1;
+	else if (x->op == KX_STEP && x->aux < p->nloop)
+		u->step[x->aux] = 1;
 	for (int i = 0; i < x->nin; i++)
 		mark(p, x->a[i], u);
 }
@@ -544,7 +558,8 @@ static void
 kernel_uses(const KProgram *p, const KKernel *k, Uses *u) {
 	u->seen = calloc(p->nx + 1, 1);
 	u->buf = calloc(p->nbuf + 1, 1);
-	FADC_ASSERT(u->seen && u->buf, "cuda: out of memory");
+	u->step = calloc(p->nloop + 1, 1);
+	FADC_ASSERT(u->seen && u->buf && u->step, "cuda: out of memory");
 	mark(p, k->index, u);
 	mark(p, k->body, u);
 	mark(p, k->post, u);
@@ -572,37 +587,132 @@ fused_smem(const KProgram *p) {
 	return p->arena_bytes <= FUSED_SMEM_LIMIT;
 }
 
+// The work of kernel ki: its points times its reduction terms, times the
+// trips of the loops around it.
+static int64_t
+kernel_work(const KProgram *p, uint32_t ki) {
+	const KKernel *k = &p->k[ki];
+	int64_t w = 1;
+	for (int d = 0; d < k->rank; d++)
+		w *= k->dim[d];
+	for (int d = 0; k->red && d < k->rrank; d++)
+		w *= k->rdim[d];
+	for (uint32_t l = 0; l < p->nloop; l++)
+		if (p->loop[l].begin <= ki && ki < p->loop[l].end)
+			w *= p->loop[l].trip > 1 ? p->loop[l].trip : 1;
+	return w;
+}
+
+// A task with a host kernel is never fused: the host step splits it.
 static int
 fused(const KProgram *p) {
 	if (p->nk < 2)
 		return 0;
 	int64_t work = 0;
 	for (uint32_t i = 0; i < p->nk; i++) {
-		const KKernel *k = &p->k[i];
-		int64_t w = 1;
-		for (int d = 0; d < k->rank; d++)
-			w *= k->dim[d];
-		for (int d = 0; k->red && d < k->rrank; d++)
-			w *= k->rdim[d];
-		work += w;
+		if (p->k[i].host)
+			return 0;
+		work += kernel_work(p, i);
 		if (work > FUSE_WORK_LIMIT)
 			return 0;
 	}
 	return 1;
 }
 
+// ---------------------------------------------------------------- launches
+//
+// A task's launches, in the order they run on the stream:
+//   LA_FUSED   the whole task, one block (small tasks; loops included);
+//   LA_KERNEL  kernel ki, outside every loop, its own __global__;
+//   LA_LOOP    an outermost loop (a scan) of a task too large to fuse: one
+//              persistent kernel running the loop's trips over its body's
+//              kernels, a grid-wide barrier after each (see grid_src);
+//   LA_HOST    host kernel ki: no CUDA code, the runtime's host step
+//              (linear_sum_assignment: copy down, solve, copy up).
+typedef enum LaKind { LA_FUSED, LA_KERNEL, LA_LOOP, LA_HOST } LaKind;
+typedef struct La {
+	LaKind kind;
+	uint32_t begin, end; // its kernels
+	int loop; // LA_LOOP: the loop
+} La;
+
+// The outermost non-empty loop that begins at kernel i, or -1.
+static int
+outer_loop_at(const KProgram *p, uint32_t i) {
+	for (uint32_t l = 0; l < p->nloop; l++)
+		if (p->loop[l].parent < 0 && p->loop[l].begin == i && p->loop[l].end > i)
+			return (int)l;
+	return -1;
+}
+
+// The launches of p into la (NULL: only counted).
+static uint32_t
+launch_plan(const KProgram *p, La *la) {
+	if (fused(p)) {
+		if (la)
+			la[0] = (La){LA_FUSED, 0, p->nk, -1};
+		return 1;
+	}
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < p->nk;) {
+		int l = outer_loop_at(p, i);
+		La a = l >= 0 ? (La){LA_LOOP, i, p->loop[l].end, l}
+		              : (La){p->k[i].host ? LA_HOST : LA_KERNEL, i, i + 1, -1};
+		if (la)
+			la[n] = a;
+		n++;
+		i = a.end;
+	}
+	return n;
+}
+
+static La
+launch_at(const KProgram *p, uint32_t li) {
+	La *la = calloc(p->nk + 1, sizeof *la);
+	FADC_ASSERT(la, "cuda: out of memory");
+	uint32_t n = launch_plan(p, la);
+	FADC_ASSERT(li < n, "cuda: a launch index past the task's launches");
+	La a = la[li];
+	free(la);
+	return a;
+}
+
+// A persistent kernel's blocks: as many as its widest kernel can use, at
+// most PERSIST_MAX_BLOCKS.  Its grid-wide barrier needs every block
+// resident at once, so the kernel keeps only the first min(grid, %nsmid)
+// blocks (the rest return at once) and is compiled with
+// __launch_bounds__(256, 2), which leaves room for two blocks per SM:
+// %nsmid (the SM identifiers' bound) is at least the SM count and, on
+// every part so far, less than twice it.
+#define PERSIST_MAX_BLOCKS 256
+
+static uint32_t
+persist_grid(const KProgram *p, uint32_t begin, uint32_t end) {
+	int64_t g = 1;
+	for (uint32_t ki = begin; ki < end; ki++) {
+		const KKernel *k = &p->k[ki];
+		int64_t npt = 1;
+		for (int d = 0; d < k->rank; d++)
+			npt *= k->dim[d];
+		int64_t b = blockred(p, k) ? npt : (npt + FUSED_THREADS - 1) / FUSED_THREADS;
+		if (b > g)
+			g = b;
+	}
+	return (uint32_t)(g < PERSIST_MAX_BLOCKS ? g : PERSIST_MAX_BLOCKS);
+}
+
 uint32_t
 cg_cuda_launches(const KProgram *p) {
-	return fused(p) ? 1 : p->nk;
+	return launch_plan(p, NULL);
 }
 
 static int kernel_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out);
 
-int
-cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *out) {
-	if (!fused(p))
-		return kernel_contract(p, li, out);
-	// The fused kernel: every buffer any kernel touches, in buffer order.
+// The contract of a group of kernels [begin, end) run by one __global__
+// (LA_FUSED, LA_LOOP): every buffer any of them touches, in buffer order
+// (a fused task's temporaries in shared memory are not arguments).
+static int
+group_contract(const KProgram *p, const La *a, CgCudaKernel *out) {
 	memset(out, 0, sizeof *out);
 	uint8_t *use = calloc(p->nbuf + 1, 1);
 	out->buf = calloc(p->nbuf + 1, sizeof *out->buf);
@@ -618,12 +728,12 @@ cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *out) {
 		out->buf = NULL;
 		return 0;
 	}
-	kernel_name(f, p->name ? p->name : "", 0, "fused");
+	kernel_name(f, p->name ? p->name : "", a->begin, a->kind == LA_FUSED ? "fused" : "loop");
 	fclose(f);
 	out->name = name;
-	out->grid = 1;
-	out->points = FUSED_THREADS;
-	for (uint32_t ki = 0; ki < p->nk; ki++) {
+	out->grid = a->kind == LA_FUSED ? 1 : persist_grid(p, a->begin, a->end);
+	out->points = (int64_t)out->grid * FUSED_THREADS;
+	for (uint32_t ki = a->begin; ki < a->end; ki++) {
 		CgCudaKernel k;
 		if (!kernel_contract(p, ki, &k)) {
 			free(use);
@@ -631,13 +741,13 @@ cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *out) {
 			free(out->name);
 			return 0;
 		}
-		for (uint32_t a = 0; a < k.narg; a++)
-			use[k.buf[a]] = 1;
+		for (uint32_t j = 0; j < k.narg; j++)
+			use[k.buf[j]] = 1;
 		out->runseed |= k.runseed;
 		free(k.name);
 		free(k.buf);
 	}
-	int smem = fused_smem(p);
+	int smem = a->kind == LA_FUSED && fused_smem(p);
 	for (uint32_t b = 0; b < p->nbuf; b++)
 		if (use[b] && !(smem && p->buf[b].kind == KB_TMP))
 			out->buf[out->narg++] = b;
@@ -645,29 +755,120 @@ cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *out) {
 	return 1;
 }
 
-// The fused kernel's body: the kernels in order, a barrier between.
+int
+cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *out) {
+	La a = launch_at(p, li);
+	if (a.kind == LA_FUSED || a.kind == LA_LOOP)
+		return group_contract(p, &a, out);
+	if (a.kind == LA_KERNEL)
+		return kernel_contract(p, a.begin, out);
+	// A host step: linear_sum_assignment of the (rows, cols) cost hin into
+	// out; points and grid carry rows and cols (docs/ARTIFACT.md).
+	const KKernel *k = &p->k[a.begin];
+	const KBuf *in = &p->buf[k->hin];
+	memset(out, 0, sizeof *out);
+	out->name = strdup("linear_sum_assignment");
+	out->buf = calloc(3, sizeof *out->buf);
+	if (!out->name || !out->buf) {
+		free(out->name);
+		free(out->buf);
+		out->buf = NULL;
+		return 0;
+	}
+	FADC_ASSERT(k->host == KH_ASSIGN && in->shape.rank == 2, "cuda: an unknown host kernel");
+	out->host = k->host;
+	out->points = in->shape.dim[0];
+	out->grid = (uint32_t)in->shape.dim[1];
+	out->buf[out->narg++] = k->out;
+	out->buf[out->narg++] = k->hin;
+	return 1;
+}
+
+// The kernels of a group in order, inside their loops (`for` over each
+// step counter s<l>), each followed by a barrier (`bar`), except the last
+// one of the group when no loop repeats it.
 static void
-print_fused(Cu *c) {
+print_calls(Cu *c, const La *a, const char *bar) {
+	const KProgram *p = c->p;
+	FILE *f = c->f;
+	int depth = 1;
+	for (uint32_t ki = a->begin; ki < a->end; ki++) {
+		// Loops starting here, outer first (lower index).
+		for (uint32_t l = 0; l < p->nloop; l++)
+			if (p->loop[l].begin == ki && p->loop[l].end > ki) {
+				for (int d = 0; d < depth; d++)
+					fputc('\t', f);
+				fprintf(f, "for (long long s%u = 0; s%u < %lldLL; s%u++) {\n", l, l,
+				        (long long)p->loop[l].trip, l);
+				depth++;
+			}
+		CgCudaKernel k;
+		FADC_ASSERT(kernel_contract(p, ki, &k), "cuda: out of memory");
+		Uses u = {0};
+		kernel_uses(p, &p->k[ki], &u);
+		for (int d = 0; d < depth; d++)
+			fputc('\t', f);
+		fprintf(f, "%s(", k.name);
+		for (uint32_t j = 0; j < k.narg; j++)
+			fprintf(f, "%sb%u", j ? ", " : "", k.buf[j]);
+		fprintf(f, "%s", k.runseed ? ", runseed" : "");
+		for (uint32_t l = 0; l < p->nloop; l++)
+			if (u.step[l])
+				fprintf(f, ", s%u", l);
+		fputs(");\n", f);
+		if (ki + 1 < a->end || depth > 1) {
+			for (int d = 0; d < depth; d++)
+				fputc('\t', f);
+			fprintf(f, "%s;\n", bar);
+		}
+		free(u.seen);
+		free(u.buf);
+		free(u.step);
+		free(k.name);
+		free(k.buf);
+		// Loops ending here, inner first.
+		for (uint32_t l = p->nloop; l-- > 0;)
+			if (p->loop[l].end == ki + 1 && p->loop[l].begin <= ki) {
+				depth--;
+				for (int d = 0; d < depth; d++)
+					fputc('\t', f);
+				fputs("}\n", f);
+			}
+	}
+}
+
+// The __global__ of a group: the fused task (one block) or a persistent
+// loop kernel (grid-wide barriers).
+static void
+print_group(Cu *c, const La *a) {
 	const KProgram *p = c->p;
 	CgCudaKernel all;
-	FADC_ASSERT(cg_cuda_kernel(p, 0, &all), "cuda: out of memory");
+	FADC_ASSERT(group_contract(p, a, &all), "cuda: out of memory");
 	uint8_t *written = calloc(p->nbuf + 1, 1);
 	FADC_ASSERT(written, "cuda: out of memory");
-	for (uint32_t ki = 0; ki < p->nk; ki++)
+	for (uint32_t ki = a->begin; ki < a->end; ki++)
 		written[p->k[ki].out] = 1;
 	FILE *f = c->f;
-	fprintf(f, "\n// the task as one kernel of one block of %d threads; args:", FUSED_THREADS);
-	for (uint32_t a = 0; a < all.narg; a++)
-		fprintf(f, " b%u", all.buf[a]);
-	fprintf(f, "%s\nextern \"C\" __global__ void __launch_bounds__(%d)\n%s(",
-	        all.runseed ? " runseed" : "", FUSED_THREADS, all.name);
-	for (uint32_t a = 0; a < all.narg; a++) {
-		uint32_t b = all.buf[a];
-		fprintf(f, "%s%s%s *b%u", a ? ", " : "", written[b] ? "" : "const ",
+	int fusedk = a->kind == LA_FUSED;
+	if (fusedk)
+		fprintf(f, "\n// the task as one kernel of one block of %d threads; args:",
+		        FUSED_THREADS);
+	else
+		fprintf(f,
+		        "\n// loop %d (kernels %u..%u, %lld trips) as one persistent kernel of %u "
+		        "blocks; args:",
+		        a->loop, a->begin, a->end - 1, (long long)p->loop[a->loop].trip, all.grid);
+	for (uint32_t j = 0; j < all.narg; j++)
+		fprintf(f, " b%u", all.buf[j]);
+	fprintf(f, "%s\nextern \"C\" __global__ void __launch_bounds__(%d%s)\n%s(",
+	        all.runseed ? " runseed" : "", FUSED_THREADS, fusedk ? "" : ", 2", all.name);
+	for (uint32_t j = 0; j < all.narg; j++) {
+		uint32_t b = all.buf[j];
+		fprintf(f, "%s%s%s *b%u", j ? ", " : "", written[b] ? "" : "const ",
 		        csty(p->buf[b].dtype), b);
 	}
 	fprintf(f, "%s)\n{\n", all.runseed ? ", unsigned long long runseed" : "");
-	if (fused_smem(p)) {
+	if (fusedk && fused_smem(p)) {
 		if (p->arena_bytes > 0)
 			fprintf(f, "\t__shared__ __align__(64) unsigned char arena[%lld];\n",
 			        (long long)p->arena_bytes);
@@ -681,17 +882,14 @@ print_fused(Cu *c) {
 				fprintf(f, "\t%s *b%u = nullptr;\n", csty(p->buf[b].dtype), b);
 		}
 	}
-	for (uint32_t ki = 0; ki < p->nk; ki++) {
-		CgCudaKernel k;
-		FADC_ASSERT(kernel_contract(p, ki, &k), "cuda: out of memory");
-		fprintf(f, "\t%s(", k.name);
-		for (uint32_t a = 0; a < k.narg; a++)
-			fprintf(f, "%sb%u", a ? ", " : "", k.buf[a]);
-		fprintf(f, "%s);\n", k.runseed ? ", runseed" : "");
-		if (ki + 1 < p->nk)
-			fputs("\t__syncthreads();\n", f);
-		free(k.name);
-		free(k.buf);
+	if (fusedk || all.grid == 1)
+		print_calls(c, a, "__syncthreads()");
+	else {
+		fputs("\tconst unsigned int nb = fadc_nb();\n"
+		      "\tif (blockIdx.x >= nb)\n"
+		      "\t\treturn; // not resident with the others: no share of the work\n",
+		      f);
+		print_calls(c, a, "fadc_grid_sync(nb)");
 	}
 	fputs("}\n", f);
 	free(written);
@@ -716,6 +914,7 @@ kernel_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out) {
 		free(out->buf);
 		free(u.seen);
 		free(u.buf);
+		free(u.step);
 		out->buf = NULL;
 		return 0;
 	}
@@ -734,6 +933,7 @@ kernel_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out) {
 		out->grid = (uint32_t)(out->points < 65535 ? out->points : 65535);
 	free(u.seen);
 	free(u.buf);
+	free(u.step);
 	return 1;
 }
 
@@ -754,26 +954,49 @@ print_kernel(Cu *c, uint32_t ki) {
 	for (uint32_t b = 0; b < p->nbuf; b++)
 		if (u.buf[b] && b != k->out)
 			fprintf(f, " b%u", b);
+	for (uint32_t l = 0; l < p->nloop; l++)
+		if (u.step[l])
+			fprintf(f, " s%u", l);
 	fprintf(f, "%s\n", u.seed ? " runseed" : "");
-	fputs(c->fused ? "static __device__ void\n" : "extern \"C\" __global__ void\n", f);
+	// Inside a loop the kernel is a __device__ function of the fused or
+	// the persistent kernel, and its pointers are not __restrict__: a
+	// restricted const pointer may be read through the non-coherent cache,
+	// which a kernel must not do for memory written earlier in the same
+	// launch (the loop's earlier steps, other blocks).  A persistent
+	// kernel's blocks stride by fadc_nb(), the blocks that take part.
+	int dev = c->fused || c->inloop[ki];
+	const char *restr = c->inloop[ki] ? "" : "__restrict__ ";
+	const char *nb = c->inloop[ki] && !c->fused ? "fadc_nb()" : "gridDim.x";
+	fputs(dev ? "static __device__ void\n" : "extern \"C\" __global__ void\n", f);
 	kernel_name(f, p->name, ki, k->what);
-	fprintf(f, "(%s *__restrict__ b%u", csty(st), k->out);
+	fprintf(f, "(%s *%sb%u", csty(st), restr, k->out);
 	for (uint32_t b = 0; b < p->nbuf; b++)
 		if (u.buf[b] && b != k->out)
-			fprintf(f, ", const %s *__restrict__ b%u", csty(p->buf[b].dtype), b);
-	fprintf(f, "%s)\n{\n", u.seed ? ", unsigned long long runseed" : "");
+			fprintf(f, ", const %s *%sb%u", csty(p->buf[b].dtype), restr, b);
+	fprintf(f, "%s", u.seed ? ", unsigned long long runseed" : "");
+	for (uint32_t l = 0; l < p->nloop; l++)
+		if (u.step[l])
+			fprintf(f, ", long long s%u", l);
+	fputs(")\n{\n", f);
+	if (npt == 0) { // an empty output (a scan of length 0): nothing to do
+		fputs("}\n", f);
+		free(u.seen);
+		free(u.buf);
+		free(u.step);
+		return;
+	}
 	int br = blockred(p, k);
 	if (br) {
 		// One block per output point (grid-stride over blocks).
 		fprintf(f, "\t__shared__ %s red[256];\n", cty((DType)p->x[k->body].dtype));
-		fprintf(f, "\tfor (long long t = blockIdx.x; t < %lldLL; t += gridDim.x) {\n",
-		        (long long)npt);
+		fprintf(f, "\tfor (long long t = blockIdx.x; t < %lldLL; t += %s) {\n", (long long)npt,
+		        nb);
 	} else
 		fprintf(
 		    f,
 		    "\tfor (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < %lldLL;\n"
-		    "\t     t += (long long)blockDim.x * gridDim.x) {\n",
-		    (long long)npt);
+		    "\t     t += (long long)blockDim.x * %s) {\n",
+		    (long long)npt, nb);
 	c->depth = 2;
 	// Parallel variables: row-major coordinates of point t.
 	int64_t stride = 1;
@@ -860,10 +1083,15 @@ print_kernel(Cu *c, uint32_t ki) {
 			        (long long)k->rdim[d], v);
 			c->depth++;
 		}
+		if (!k->rrank) { // one term: its own scope all the same (the post region
+			indent(c); // defines its values again)
+			fputs("{\n", f);
+			c->depth++;
+		}
 		c->region++;
 		ensure(c, k->body);
 		red_combine(c, k->red, vt, k->body);
-		for (int d = 0; d < k->rrank; d++) {
+		for (int d = 0; d < (k->rrank ? k->rrank : 1); d++) {
 			c->depth--;
 			indent(c);
 			fputs("}\n", f);
@@ -894,6 +1122,7 @@ print_kernel(Cu *c, uint32_t ki) {
 	fputs("\t}\n}\n", f);
 	free(u.seen);
 	free(u.buf);
+	free(u.step);
 }
 
 // codegen/support.c's polygamma, as a __device__ function in double.
@@ -979,6 +1208,103 @@ static const char polygamma_src[] =
     "\treturn sgn * fadc_pg_pos(n, 1 - x) - pow(PI, (double)(n + 1)) * pn;\n"
     "}\n";
 
+// The persistent kernels' helpers: the blocks that take part, and a
+// grid-wide barrier (cooperative groups' grid.sync() needs a cooperative
+// launch; this one needs only that the blocks taking part are resident,
+// see PERSIST_MAX_BLOCKS).  Each block's thread 0 arrives on a counter
+// after a block barrier and a fence; the last one to arrive resets the
+// counter and bumps the generation the others spin on.  The counter is 0
+// again after every barrier, so the module's two words need no reset
+// between launches (one stream runs a task's launches one at a time; a
+// module is loaded per task and context).
+static const char grid_src[] =
+    "\n// Persistent kernels: the blocks taking part (all resident), and a grid barrier.\n"
+    "static __device__ unsigned int fadc_gbar_count;\n"
+    "static __device__ unsigned int fadc_gbar_gen;\n"
+    "\n"
+    "static __device__ __forceinline__ unsigned int\n"
+    "fadc_nb(void)\n"
+    "{\n"
+    "\tunsigned int n;\n"
+    "\tasm(\"mov.u32 %0, %%nsmid;\" : \"=r\"(n));\n"
+    "\treturn gridDim.x < n ? gridDim.x : n;\n"
+    "}\n"
+    "\n"
+    "static __device__ void\n"
+    "fadc_grid_sync(unsigned int nb)\n"
+    "{\n"
+    "\t__syncthreads();\n"
+    "\tif (threadIdx.x == 0) {\n"
+    "\t\tvolatile unsigned int *gen = &fadc_gbar_gen;\n"
+    "\t\tconst unsigned int g = *gen;\n"
+    "\t\t__threadfence();\n"
+    "\t\tif (atomicAdd(&fadc_gbar_count, 1u) == nb - 1) {\n"
+    "\t\t\tatomicExch(&fadc_gbar_count, 0u);\n"
+    "\t\t\t__threadfence();\n"
+    "\t\t\tatomicAdd(&fadc_gbar_gen, 1u);\n"
+    "\t\t} else {\n"
+    "\t\t\twhile (*gen == g)\n"
+    "\t\t\t\t__nanosleep(32);\n"
+    "\t\t}\n"
+    "\t\t__threadfence();\n"
+    "\t}\n"
+    "\t__syncthreads();\n"
+    "}\n";
+
+// ir/random.c's Philox4x32-10 and its uniform and normal samplers as
+// __device__ functions (dropout draws in tasks; gamma is drawn only by
+// initializers, which are CPU code).  Integer arithmetic, so the uniform
+// is bit for bit the CPU's; the normal's log, sqrt and cos are CUDA's
+// double functions (within an ulp or two of libm's).
+static const char rand_src[] =
+    "\n// Philox4x32-10 and the samplers of ir/random.c.\n"
+    "static __device__ void\n"
+    "fadc_philox_block(unsigned long long seed, unsigned long long runseed,\n"
+    "                  unsigned long long index, unsigned int w[4])\n"
+    "{\n"
+    "\tunsigned int k0 = (unsigned int)seed,\n"
+    "\t             k1 = (unsigned int)(seed >> 32) ^ (unsigned int)runseed;\n"
+    "\tunsigned int c0 = (unsigned int)index, c1 = (unsigned int)(index >> 32), c2 = 0,\n"
+    "\t             c3 = (unsigned int)(runseed >> 32);\n"
+    "\tfor (int r = 0; r < 10; r++) {\n"
+    "\t\tif (r > 0) {\n"
+    "\t\t\tk0 += 0x9E3779B9u;\n"
+    "\t\t\tk1 += 0xBB67AE85u;\n"
+    "\t\t}\n"
+    "\t\tunsigned long long p0 = 0xD2511F53ull * c0, p1 = 0xCD9E8D57ull * c2;\n"
+    "\t\tunsigned int r0 = (unsigned int)(p1 >> 32) ^ c1 ^ k0;\n"
+    "\t\tunsigned int r2 = (unsigned int)(p0 >> 32) ^ c3 ^ k1;\n"
+    "\t\tc1 = (unsigned int)p1;\n"
+    "\t\tc3 = (unsigned int)p0;\n"
+    "\t\tc0 = r0;\n"
+    "\t\tc2 = r2;\n"
+    "\t}\n"
+    "\tw[0] = c0, w[1] = c1, w[2] = c2, w[3] = c3;\n"
+    "}\n"
+    "\n"
+    "static __device__ double\n"
+    "fadc_u53(unsigned int a, unsigned int b)\n"
+    "{\n"
+    "\treturn ((double)(a >> 5) * 67108864.0 + (double)(b >> 6)) * (1.0 / 9007199254740992.0);\n"
+    "}\n"
+    "\n"
+    "static __device__ double\n"
+    "fadc_rand_uniform(unsigned long long seed, unsigned long long runseed, unsigned long long i)\n"
+    "{\n"
+    "\tunsigned int w[4];\n"
+    "\tfadc_philox_block(seed, runseed, i, w);\n"
+    "\treturn fadc_u53(w[0], w[1]);\n"
+    "}\n"
+    "\n"
+    "static __device__ double\n"
+    "fadc_rand_normal(unsigned long long seed, unsigned long long runseed, unsigned long long i)\n"
+    "{\n"
+    "\tunsigned int w[4];\n"
+    "\tfadc_philox_block(seed, runseed, i, w);\n"
+    "\tdouble r = sqrt(-2.0 * log(1.0 - fadc_u53(w[0], w[1])));\n"
+    "\treturn r * cos(6.283185307179586476925286766559 * fadc_u53(w[2], w[3]));\n"
+    "}\n";
+
 char *
 cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 	char *buf = NULL;
@@ -995,22 +1321,25 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 		snprintf(err, errlen, "error: out of memory");
 		return NULL;
 	}
-	// Loops (scan) and host kernels (linear_sum_assignment) of the kernel
-	// IR have no CUDA form yet (codegen/llvm.c runs them on the CPU).
-	int host = 0;
-	for (uint32_t i = 0; i < p->nk; i++)
-		host |= p->k[i].host != KH_NONE;
-	if (p->nloop || host) {
-		fclose(c.f);
-		free(buf);
-		free(c.stamp);
-		snprintf(err, errlen, "error: task '%s': the CUDA backend does not support %s yet",
-		         p->name ? p->name : "", p->nloop ? "scan (kernel loops)" : "host ops");
-		return NULL;
-	}
-	int polygamma = 0;
-	for (KxId id = 1; id < p->nx; id++)
+	// Host kernels run between launches (the runtime's host step), so
+	// never inside a loop: a persistent or fused kernel cannot stop for one.
+	for (uint32_t l = 0; l < p->nloop; l++)
+		for (uint32_t ki = p->loop[l].begin; ki < p->loop[l].end; ki++)
+			if (p->k[ki].host) {
+				fclose(c.f);
+				free(buf);
+				free(c.stamp);
+				snprintf(err, errlen,
+				         "error: task '%s': the CUDA backend does not support host ops "
+				         "(linear_sum_assignment) inside a scan yet",
+				         p->name ? p->name : "");
+				return NULL;
+			}
+	int polygamma = 0, rand = 0;
+	for (KxId id = 1; id < p->nx; id++) {
 		polygamma |= p->x[id].op == KX_POLYGAMMA;
+		rand |= p->x[id].op == KX_RAND;
+	}
 	fprintf(
 	    c.f,
 	    "// task %s: %u kernels, generated by fadc from the kernel IR (codegen/cuda.c).\n"
@@ -1018,13 +1347,31 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 	    p->name ? p->name : "", p->nk);
 	if (polygamma)
 		fputs(polygamma_src, c.f);
+	if (rand)
+		fputs(rand_src, c.f);
 	c.fused = fused(p);
+	c.inloop = calloc(p->nk + 1, 1);
+	La *la = calloc(p->nk + 1, sizeof *la);
+	FADC_ASSERT(c.inloop && la, "cuda: out of memory");
+	for (uint32_t l = 0; l < p->nloop; l++)
+		for (uint32_t ki = p->loop[l].begin; ki < p->loop[l].end; ki++)
+			c.inloop[ki] = 1;
+	uint32_t nla = launch_plan(p, la);
+	int persist = 0;
+	for (uint32_t i = 0; i < nla; i++)
+		persist |= la[i].kind == LA_LOOP;
+	if (persist)
+		fputs(grid_src, c.f);
 	for (uint32_t i = 0; i < p->nk && !c.bad; i++)
-		print_kernel(&c, i);
-	if (c.fused && !c.bad)
-		print_fused(&c);
+		if (!p->k[i].host)
+			print_kernel(&c, i);
+	for (uint32_t i = 0; i < nla && !c.bad; i++)
+		if (la[i].kind == LA_FUSED || la[i].kind == LA_LOOP)
+			print_group(&c, &la[i]);
 	fclose(c.f);
 	free(c.stamp);
+	free(c.inloop);
+	free(la);
 	if (c.bad) {
 		snprintf(err, errlen, "error: task '%s': the CUDA backend does not support %s yet",
 		         p->name ? p->name : "",

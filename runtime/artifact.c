@@ -172,6 +172,7 @@ art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 		put_u32(&o, t->ncuda);
 		for (uint32_t k = 0; k < t->ncuda; k++) {
 			const ArtKernel *kk = &t->kern[k];
+			put_u8(&o, kk->kind);
 			put_str(&o, kk->name);
 			put_u64(&o, kk->points);
 			put_u32(&o, kk->grid);
@@ -375,8 +376,8 @@ art_desc_free(ArtDesc *d)
 #define MIN_TENSOR 15
 #define MIN_DECL 11
 #define MIN_TASK 38
-// A CUDA kernel: name, points, grid, runseed, narg; an argument 1 + 4 + 8 + 8.
-#define MIN_KERNEL 21
+// A launch record: kind, name, points, grid, runseed, narg; an argument 1 + 4 + 8 + 8.
+#define MIN_KERNEL 22
 #define MIN_KARG 21
 
 static int
@@ -466,6 +467,7 @@ decode(In *in, ArtDesc *d)
 		t->ncuda = n;
 		for (uint32_t k = 0; k < n && !in->bad; k++) {
 			ArtKernel *kk = &t->kern[k];
+			kk->kind = get_u8(in);
 			kk->name = get_str(in);
 			kk->points = get_u64(in);
 			kk->grid = get_u32(in);
@@ -526,8 +528,17 @@ decode(In *in, ArtDesc *d)
 			                "image section", t->name);
 		for (uint32_t k = 0; k < t->ncuda; k++) {
 			const ArtKernel *kk = &t->kern[k];
-			if (!kk->name[0] || kk->runseed > 1)
+			if (!kk->name[0] || kk->runseed > 1 || kk->kind > ART_LAUNCH_ASSIGN)
 				return fail(in, "descriptor: CUDA kernel %u of task '%s' is malformed", k,
+				            t->name);
+			// A host step: an i64[rows] output and an f64[rows, cols] cost,
+			// rows = points and cols = grid, neither empty.
+			if (kk->kind == ART_LAUNCH_ASSIGN &&
+			    (kk->narg != 2 || !kk->points || !kk->grid || kk->runseed ||
+			     kk->arg[0].bytes != 8 * kk->points ||
+			     kk->arg[1].bytes / 8 / kk->points != kk->grid ||
+			     kk->arg[1].bytes != 8 * kk->points * kk->grid))
+				return fail(in, "descriptor: host step %u of task '%s' is malformed", k,
 				            t->name);
 			for (uint32_t a = 0; a < kk->narg; a++) {
 				const ArtKArg *x = &kk->arg[a];

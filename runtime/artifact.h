@@ -14,8 +14,9 @@
 #include <stdint.h>
 
 // The format version of the trailer and the descriptor.  A runtime reads
-// exactly this version: 1 (before the CUDA part) is refused with a message.
-#define ART_FORMAT_VERSION 2
+// exactly this version: 1 (before the CUDA part) and 2 (before host steps
+// in the launch records) are refused with a message.
+#define ART_FORMAT_VERSION 3
 #define ART_TRAILER_SIZE 40
 #define ART_TRAILER_MAGIC "FADCTRLR" // 8 bytes
 #define ART_DESC_MAGIC "FADCDESC" // 8 bytes
@@ -42,9 +43,17 @@ typedef struct ArtKArg {
 	uint64_t bytes; // the bytes the kernel may touch through it
 } ArtKArg;
 
+// What a launch record is: a kernel of the task's module, or a host step
+// of the runtime between kernels (format 3).  ART_LAUNCH_ASSIGN:
+// linear_sum_assignment of a (points, grid) f64 cost matrix, argument 1,
+// into the i64 column of each row, argument 0 (ir/hungarian.c on the host:
+// copy down, solve, copy up; name is "linear_sum_assignment").
+enum { ART_LAUNCH_KERNEL, ART_LAUNCH_ASSIGN };
+
 // One CUDA kernel's launch contract (codegen/cuda.c prints the kernel with
 // exactly these parameters, in this order, then the run seed if runseed).
 typedef struct ArtKernel {
+	uint8_t kind; // ART_LAUNCH_*
 	char *name; // the extern "C" __global__ function in the task's module
 	uint64_t points; // output points: the grid covers them (grid-stride loop)
 	uint32_t grid; // blocks of 256 threads; 0: enough to cover points

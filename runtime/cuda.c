@@ -128,7 +128,10 @@ enum {
 	  (CUgraphExec * e, CUgraph g, unsigned long long flags))                              \
 	X(cuGraphLaunch, "cuGraphLaunch", (CUgraphExec e, CUstream s))                         \
 	X(cuGraphExecDestroy, "cuGraphExecDestroy", (CUgraphExec e))                           \
-	X(cuGraphDestroy, "cuGraphDestroy", (CUgraph g))
+	X(cuGraphDestroy, "cuGraphDestroy", (CUgraph g))                                       \
+	X(cuMemAllocHost, "cuMemAllocHost_v2", (void **p, size_t n))                           \
+	X(cuMemFreeHost, "cuMemFreeHost", (void *p))                                           \
+	X(cuLaunchHostFunc, "cuLaunchHostFunc", (CUstream s, void (*fn)(void *), void *data))
 
 typedef struct Driver {
 	void *dl;
@@ -170,6 +173,7 @@ struct RtCuda {
 	char name[256];
 	int no_graphs; // FADC_DISABLE_CUDA_GRAPHS=1
 	uint64_t rerecord_limit; // per task; FADC_CUDA_GRAPH_RERECORD_LIMIT
+	char hostfail[512]; // a host step's failure, reported at the next wait (host_step)
 	Chunk *chunks;
 	Node root; // the graph tree: root.child are the first calls of a generation
 	Node *cur; // the node of the last call of this generation (&root: none)
@@ -177,8 +181,11 @@ struct RtCuda {
 	RtCuStats st;
 };
 
+typedef struct HostStep HostStep;
+
 typedef struct Kern {
-	CUfunction fn;
+	CUfunction fn; // NULL for a host step
+	HostStep *host; // a host step's pinned buffers (host_step), NULL before its first run
 	const ArtKernel *k;
 	unsigned grid;
 	uint64_t *val; // argument values (narg, then the run seed)
@@ -203,6 +210,8 @@ struct RtCuTask {
 	uint64_t rerecords;
 	int eager_only; // past the re-record limit
 };
+
+static int host_failed(RtCuda *c, char *err, size_t errlen);
 
 // ---------------------------------------------------------------- errors
 
@@ -461,7 +470,7 @@ rtcu_dtoh(RtCuda *c, void *dst, uint64_t src, size_t n, char *err, size_t errlen
 		return 1;
 	CHECK_CU(c, cuMemcpyDtoHAsync(dst, src, n, c->stream));
 	CHECK_CU(c, cuStreamSynchronize(c->stream));
-	return 1;
+	return !host_failed(c, err, errlen);
 }
 
 int
@@ -486,7 +495,7 @@ int
 rtcu_sync(RtCuda *c, char *err, size_t errlen)
 {
 	CHECK_CU(c, cuStreamSynchronize(c->stream));
-	return 1;
+	return !host_failed(c, err, errlen);
 }
 
 void
@@ -572,6 +581,8 @@ rtcu_task_free(RtCuda *c, RtCuTask *k)
 	if (k->mod)
 		c->d.cuModuleUnload(k->mod);
 	for (uint32_t i = 0; k->k && i < k->nk; i++) {
+		if (k->k[i].host)
+			c->d.cuMemFreeHost(k->k[i].host);
 		free(k->k[i].val);
 		free(k->k[i].param);
 	}
@@ -636,8 +647,9 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, const uint8_t *images, RtCuTask **ou
 		const ArtKernel *a = &t->kern[i];
 		Kern *kk = &k->k[i];
 		kk->k = a;
-		CHECK_CU_GOTO(c, cuModuleGetFunction(&kk->fn, k->mod, a->name), fail);
-		uint64_t blocks = a->grid ? a->grid : (a->points + 255) / 256;
+		if (a->kind == ART_LAUNCH_KERNEL)
+			CHECK_CU_GOTO(c, cuModuleGetFunction(&kk->fn, k->mod, a->name), fail);
+		uint64_t blocks = a->kind != ART_LAUNCH_KERNEL ? 1 : a->grid ? a->grid : (a->points + 255) / 256;
 		kk->grid = (unsigned)(blocks > (1u << 20) ? (1u << 20) : blocks);
 		kk->val = calloc(a->narg + 2, sizeof *kk->val);
 		kk->param = calloc(a->narg + 2, sizeof *kk->param);
@@ -676,11 +688,95 @@ fail:
 	return 0;
 }
 
+// ---------------------------------------------------------------- host steps
+
+// A host step of a task (ART_LAUNCH_ASSIGN, linear_sum_assignment): the
+// cost matrix is copied into pinned host memory, the shared solver
+// (ir/hungarian.c, the CPU code's own) runs as a host function, and the
+// column of each row is copied back, all three queued on the context's
+// stream.  Stream capture records them as a copy node, a host node and a
+// copy node, so a task with host steps replays as one graph
+// (ARCHITECTURE.md: host work inside a program becomes host and copy
+// nodes).  The host function calls no CUDA (the driver forbids it there):
+// it writes a failure (NaN or -inf costs, no finite assignment: the CPU
+// code's codes 1 and 2) into the context, which the next wait reports
+// (rtcu_sync, rtcu_dtoh), and the output then holds -1 in every row.
+// The pinned block (the step, then cost, columns and the solver's
+// scratch) is taken at the step's first run, which is never captured (a
+// task's first run is eager), and freed with the task.
+// ir/hungarian.c's solver, linked from fadc_support (declared in ir/ir.h,
+// which is not included here: its Node is not this file's).
+size_t ir_assignment_work(int64_t rows, int64_t cols);
+int ir_assignment(const double *cost, int64_t rows, int64_t cols, int64_t *col, void *work);
+
+struct HostStep {
+	RtCuda *c;
+	const char *task;
+	int64_t rows, cols;
+	double *cost;
+	int64_t *col;
+	void *work;
+};
+
+static void
+host_assign(void *data)
+{
+	HostStep *h = data;
+	int r = ir_assignment(h->cost, h->rows, h->cols, h->col, h->work);
+	if (r == 1)
+		return;
+	for (int64_t i = 0; i < h->rows; i++)
+		h->col[i] = -1;
+	if (!h->c->hostfail[0])
+		snprintf(h->c->hostfail, sizeof h->c->hostfail,
+		         "task '%s' failed (code %d): linear_sum_assignment: %s", h->task, 1 - r,
+		         r == 0 ? "the cost matrix holds NaN or -inf"
+		                : "no finite assignment exists (+inf costs)");
+}
+
+static int
+host_step(RtCuda *c, RtCuTask *k, Kern *kk, char *err, size_t errlen)
+{
+	const ArtKernel *a = kk->k;
+	int64_t rows = (int64_t)a->points, cols = (int64_t)a->grid;
+	if (!kk->host) {
+		size_t hs = (sizeof(HostStep) + 63) / 64 * 64, cb = (size_t)(rows * cols) * 8,
+		       ob = (size_t)rows * 8, wb = ir_assignment_work(rows, cols);
+		void *p = NULL;
+		CHECK_CU(c, cuMemAllocHost(&p, hs + cb + ob + wb));
+		HostStep *h = p;
+		*h = (HostStep){c, k->t->name, rows, cols, (double *)((char *)p + hs),
+		                (int64_t *)((char *)p + hs + cb), (char *)p + hs + cb + ob};
+		kk->host = h;
+	}
+	HostStep *h = kk->host;
+	CHECK_CU(c, cuMemcpyDtoHAsync(h->cost, kk->val[1], (size_t)(rows * cols) * 8, c->stream));
+	CHECK_CU(c, cuLaunchHostFunc(c->stream, host_assign, h));
+	CHECK_CU(c, cuMemcpyHtoDAsync(kk->val[0], h->col, (size_t)rows * 8, c->stream));
+	return 1;
+}
+
+// A failure a host step wrote since the last wait, as this wait's error.
+static int
+host_failed(RtCuda *c, char *err, size_t errlen)
+{
+	if (!c->hostfail[0])
+		return 0;
+	snprintf(err, errlen, "%s", c->hostfail);
+	c->hostfail[0] = 0;
+	return 1;
+}
+
 static int
 launch_all(RtCuda *c, RtCuTask *k, char *err, size_t errlen)
 {
 	for (uint32_t i = 0; i < k->nk; i++) {
 		Kern *kk = &k->k[i];
+		if (kk->k->kind != ART_LAUNCH_KERNEL) {
+			if (!host_step(c, k, kk, err, errlen))
+				return 0;
+			continue;
+		}
 		if (!kk->grid)
 			continue; // no points (a zero-size output)
 		CHECK_CU(c, cuLaunchKernel(kk->fn, kk->grid, 1, 1, 256, 1, 1, 0, c->stream,

@@ -30,6 +30,14 @@
 // holds no block.  --time N then times N synchronized replays of each task
 // (after the checks) and prints microseconds per call.
 //
+// --assign-nan MODEL.so (tests/gpu/assign.ir): a linear_sum_assignment host
+// step given a cost holding NaN (the declaration `cost` bound to NaN on
+// both contexts) must fail as the CPU code does: the CPU run returns
+// FADC_ERR_RUN, the GPU run is queued and the next wait
+// (fadc_context_synchronize) returns FADC_ERR_RUN naming the op; then,
+// with a good cost bound again, the GPU run succeeds and agrees with the
+// CPU (the failure left the context usable).
+//
 // Exit status: 0 all passed, 1 a failure, 77 no CUDA device (skipped) unless
 // FADC_REQUIRE_GPU=1, which makes a missing device a failure.
 #include <math.h>
@@ -335,10 +343,76 @@ check_model(const char *path, fadc_context *cpu, fadc_context *gpu, int iters, i
 	return 1;
 }
 
+// A host step's failure on the GPU, against the CPU's (see the top).
+static void
+check_assign_nan(const char *path, fadc_context *cpu, fadc_context *gpu)
+{
+	fadc_model *mc = NULL, *mg = NULL;
+	if (fadc_model_open(cpu, path, 0, &mc) || fadc_model_open(gpu, path, 0, &mg)) {
+		FAIL("%s: open: %s / %s", path, fadc_context_error(cpu), fadc_context_error(gpu));
+		fadc_model_close(mc);
+		return;
+	}
+	int64_t dim[2] = {4, 6};
+	double bad[24], good[24];
+	for (int i = 0; i < 24; i++) {
+		bad[i] = i == 13 ? NAN : draw(7, (uint64_t)i);
+		good[i] = draw(8, (uint64_t)i);
+	}
+	fadc_tensor *tb = NULL, *tg = NULL, *ob[2] = {NULL, NULL}, *oc[2] = {NULL, NULL};
+	fadc_tensor_create(cpu, FADC_F64, 2, dim, &tb);
+	fadc_tensor_create(cpu, FADC_F64, 2, dim, &tg);
+	fadc_tensor_write(tb, bad, sizeof bad);
+	fadc_tensor_write(tg, good, sizeof good);
+	ncheck += 4;
+	fadc_status s;
+	if (fadc_model_bind(mc, "cost", tb) || fadc_model_bind(mg, "cost", tb))
+		FAIL("%s: bind cost: %s / %s", path, fadc_context_error(cpu), fadc_context_error(gpu));
+	if ((s = fadc_run(mc, 0, NULL, 0, oc, 2)) != FADC_ERR_RUN)
+		FAIL("%s: the CPU run with a NaN cost gave %s, not FADC_ERR_RUN", path,
+		     fadc_status_name(s));
+	if ((s = fadc_run(mg, 0, NULL, 0, ob, 2)))
+		FAIL("%s: the GPU run with a NaN cost was not queued: %s: %s", path,
+		     fadc_status_name(s), fadc_context_error(gpu));
+	s = fadc_context_synchronize(gpu);
+	if (s != FADC_ERR_RUN || !strstr(fadc_context_error(gpu), "linear_sum_assignment"))
+		FAIL("%s: the wait after a GPU run with a NaN cost gave %s (%s), not FADC_ERR_RUN "
+		     "naming linear_sum_assignment",
+		     path, fadc_status_name(s), s ? fadc_context_error(gpu) : "");
+	else
+		printf("%s: NaN cost: CPU and GPU fail with FADC_ERR_RUN: %s\n", path,
+		       fadc_context_error(gpu));
+	fadc_model_bind(mc, "cost", tg);
+	fadc_model_bind(mg, "cost", tg);
+	for (int r = 0; r < 3; r++) { // eager, recorded, replayed
+		fadc_tensor *gc[2] = {NULL, NULL}, *cc[2] = {NULL, NULL};
+		ncheck++;
+		if (fadc_run(mc, 0, NULL, 0, cc, 2) || fadc_run(mg, 0, NULL, 0, gc, 2) ||
+		    fadc_context_synchronize(gpu)) {
+			FAIL("%s: a good cost after the failure: %s / %s", path, fadc_context_error(cpu),
+			     fadc_context_error(gpu));
+			break;
+		}
+		float lg = 0;
+		int64_t ig[4];
+		fadc_tensor_read(gc[0], &lg, sizeof lg);
+		fadc_tensor_read(gc[1], ig, sizeof ig);
+		const int64_t *ic = fadc_tensor_data(cc[1]);
+		float lc = *(const float *)fadc_tensor_data(cc[0]);
+		if (memcmp(ig, ic, sizeof ig) || fabs(lg - lc) > 1e-5 * fmax(1, fabs(lc)))
+			FAIL("%s: a good cost after the failure: GPU assignment or loss differs", path);
+	}
+	fadc_tensor_release(tb);
+	fadc_tensor_release(tg);
+	fadc_model_close(mc);
+	fadc_model_close(mg);
+}
+
 int
 main(int argc, char **argv)
 {
 	int iters = 5, timed = 0, first = 1;
+	const char *assign_nan = NULL;
 	double tol = 1e-4;
 	for (; first < argc && argv[first][0] == '-'; first++) {
 		if (!strcmp(argv[first], "--iters") && first + 1 < argc)
@@ -347,8 +421,11 @@ main(int argc, char **argv)
 			timed = atoi(argv[++first]);
 		else if (!strcmp(argv[first], "--tol") && first + 1 < argc)
 			tol = atof(argv[++first]);
+		else if (!strcmp(argv[first], "--assign-nan") && first + 1 < argc)
+			assign_nan = argv[++first];
 		else {
-			fprintf(stderr, "usage: gpu_check [--iters N] [--time N] [--tol X] MODEL.so...\n");
+			fprintf(stderr, "usage: gpu_check [--iters N] [--time N] [--tol X] "
+			                "[--assign-nan MODEL.so] MODEL.so...\n");
 			return 2;
 		}
 	}
@@ -366,6 +443,8 @@ main(int argc, char **argv)
 	const char *ng = getenv("FADC_DISABLE_CUDA_GRAPHS");
 	int graphs_off = ng && *ng && strcmp(ng, "0");
 	printf("device: %s%s\n", fadc_context_device_name(gpu), graphs_off ? " (graphs off)" : "");
+	if (assign_nan)
+		check_assign_nan(assign_nan, cpu, gpu);
 	for (int i = first; i < argc; i++)
 		check_model(argv[i], cpu, gpu, iters, timed, tol, graphs_off);
 	fadc_context_destroy(cpu);

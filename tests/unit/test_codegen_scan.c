@@ -12,11 +12,21 @@
 // order, so the normalized error must stay below 1e-12 (measured 0 to
 // ~1e-15); and rewritten to f32, computing in f32, below 1e-5 (measured
 // <= 5.3e-7).
+//
+// With the CUDA toolkit, each module's forward, vjp, jvp, hvp and jacobian
+// (f32) are also printed as CUDA C and compiled by NVRTC (no GPU needed): the small scans become
+// loops inside the fused one-block kernel (a `for` over the step counter,
+// a barrier after each kernel), and tests/gpu/scan-persist.ir's, too large
+// to fuse, one persistent kernel per outermost loop with grid barriers
+// (docs/CUDA.md).  On a GPU, gpu_check runs the same modules
+// (tests/gpu/device/payload.sh writes them with `test_codegen_scan
+// --write DIR`).
 #include <stdlib.h>
 #include <string.h>
 
 #include "codegen.h"
 #include "frontend.h"
+#include "passes.h"
 #include "testutil.h"
 
 static const char rnn[] =
@@ -135,15 +145,164 @@ check(const char *name, const char *src, int f32)
 	free(text);
 }
 
-int
-main(void)
+#ifdef FADC_HAVE_CUDA
+static int
+count(const char *s, const char *pat)
 {
-	static const struct {
-		const char *name, *src;
-	} mods[] = {{"rnn", rnn},       {"rnn-reverse", rnn_reverse}, {"lstm-masked", lstm},
-	            {"nested", nested}, {"ctc-alpha", ctc},           {"corners", corners}};
-	for (size_t i = 0; i < sizeof mods / sizeof mods[0]; i++)
+	int n = 0;
+	for (const char *q = strstr(s, pat); q; q = strstr(q + 1, pat))
+		n++;
+	return n;
+}
+
+// Tasks forward, vjp, jvp, hvp and jacobian (vmap's batched scans) of
+// module text src (fast: the first three) printed as CUDA C and compiled
+// to an sm_90 cubin; returns how many launches were persistent loop
+// kernels.
+static int
+check_cuda(const char *name, const char *text, int fast)
+{
+	FeOptions fo = {.diag = stderr};
+	Module *m = fe_parse_string(name, text, strlen(text), &fo);
+	CHECK(m != NULL);
+	if (!m)
+		return 0;
+	int npersist = 0;
+	for (int t = 0; fadc_tasks[t]; t++) {
+		const char *task = fadc_tasks[t];
+		// Every kind of derived scan, at a modest NVRTC time: forward, vjp
+		// (saving and reverse scans), jvp, and hvp (jvp over vjp, nested
+		// derived scans) or, for the large module, none past jvp.
+		if (strcmp(task, "forward") && strcmp(task, "vjp") && strcmp(task, "jvp") &&
+		    (fast || strcmp(task, "hvp")) && (fast || strcmp(task, "jacobian")))
+			continue;
+		char msg[4096] = "", err[4096] = "";
+		Loc loc = 0;
+		Graph *g = pass_task(m->main, task, NULL, &loc, msg, sizeof msg);
+		if (!g)
+			continue; // a task the module has not (vhp of a non-scalar, ...)
+		KProgram *p = cg_lower(g, task, DT_F32, err, sizeof err);
+		ir_graph_free(g);
+		CHECK(p != NULL);
+		if (!p) {
+			fprintf(stderr, "%s %s: %s\n", name, task, err);
+			continue;
+		}
+		cg_plan(p);
+		size_t n1 = 0, n2 = 0;
+		char *src = cg_cuda_print(p, &n1, err, sizeof err);
+		char *again = cg_cuda_print(p, &n2, err, sizeof err);
+		CHECK(src != NULL && again != NULL);
+		if (!src || !again) {
+			fprintf(stderr, "%s %s: %s\n", name, task, err);
+			free(src);
+			free(again);
+			kir_program_free(p);
+			continue;
+		}
+		CHECK(n1 == n2 && !memcmp(src, again, n1));
+		// One __global__ per launch; every non-empty loop printed as a
+		// `for` over its step counter.
+		uint32_t nl = cg_cuda_launches(p), nloops = 0;
+		CHECK(count(src, "__global__") == (int)nl);
+		for (uint32_t l = 0; l < p->nloop; l++)
+			nloops += p->loop[l].end > p->loop[l].begin;
+		CHECK(count(src, "for (long long s") == (int)nloops);
+		for (uint32_t li = 0; li < nl; li++) {
+			CgCudaKernel k;
+			CHECK(cg_cuda_kernel(p, li, &k) && strstr(src, k.name) != NULL);
+			if (strstr(k.name, "_loop")) {
+				npersist++;
+				CHECK(k.grid >= 1 && k.grid <= 256);
+			}
+			free(k.name);
+			free(k.buf);
+		}
+		if (nl == 1 && p->nk > 1)
+			CHECK(count(src, "fadc_grid_sync(nb);") == 0);
+		uint8_t *cubin = NULL;
+		size_t ncubin = 0;
+		char cu[256];
+		snprintf(cu, sizeof cu, "%s_%s.cu", name, task);
+		int ok = cg_cuda_compile(src, cu, "sm_90", &cubin, &ncubin, stderr, err, sizeof err);
+		CHECK(ok && ncubin > 4 && !memcmp(cubin, "\177ELF", 4));
+		if (!ok)
+			fprintf(stderr, "%s %s: %s\n", name, task, err);
+		printf("%s %s: %u kernels, %u loops, %u launches%s\n", name, task, p->nk, p->nloop, nl,
+		       ok ? "" : " FAILED");
+		free(cubin);
+		free(src);
+		free(again);
+		kir_program_free(p);
+	}
+	ir_module_free(m);
+	return npersist;
+}
+
+static char *
+read_text(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char *s = malloc((size_t)n + 1);
+	if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+		free(s);
+		s = NULL;
+	}
+	if (s)
+		s[n] = 0;
+	fclose(f);
+	return s;
+}
+#endif
+
+static const struct {
+	const char *name, *src;
+} mods[] = {{"rnn", rnn},       {"rnn-reverse", rnn_reverse}, {"lstm-masked", lstm},
+            {"nested", nested}, {"ctc-alpha", ctc},           {"corners", corners}};
+enum { NMOD = sizeof mods / sizeof mods[0] };
+
+int
+main(int argc, char **argv)
+{
+	// --write DIR: the modules in f32 as DIR/scan-NAME.ir (for gpu_check).
+	if (argc == 3 && !strcmp(argv[1], "--write")) {
+		for (int i = 0; i < NMOD; i++) {
+			char path[4096];
+			snprintf(path, sizeof path, "%s/scan-%s.ir", argv[2], mods[i].name);
+			char *text = to_f32(mods[i].src);
+			FILE *f = fopen(path, "w");
+			if (!f || fputs(text, f) < 0 || fclose(f)) {
+				fprintf(stderr, "test_codegen_scan: cannot write %s\n", path);
+				return 1;
+			}
+			free(text);
+		}
+		return 0;
+	}
+	for (int i = 0; i < NMOD; i++)
 		for (int f32 = 0; f32 < 2; f32++)
 			check(mods[i].name, mods[i].src, f32);
+#ifdef FADC_HAVE_CUDA
+	int npersist = 0;
+	for (int i = 0; i < NMOD; i++) {
+		char *text = to_f32(mods[i].src);
+		npersist += check_cuda(mods[i].name, text, 0);
+		free(text);
+	}
+	CHECK(npersist == 0); // small scans: every task one fused kernel
+	const char *dir = getenv("FADC_SOURCE_DIR");
+	char path[4096];
+	snprintf(path, sizeof path, "%s/tests/gpu/scan-persist.ir", dir ? dir : ".");
+	char *big = read_text(path);
+	CHECK(big != NULL);
+	if (big)
+		CHECK(check_cuda("scan-persist", big, 1) >= 4); // forward, vjp, jvp: 2 loops or more each
+	free(big);
+#endif
 	return TU_DONE("test_codegen_scan");
 }

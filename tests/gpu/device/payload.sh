@@ -9,6 +9,12 @@
 #                    task, full size), multiheadattn at reduced and full size,
 #                    transformer at reduced size, and floor.so (one kernel)
 #   DEST/cg/         the CUDA-graph suite's artifacts (tests/gpu/cudagraph)
+#   DEST/zoo/        cpu,cuda artifacts of all nine models at reduced sizes
+#                    with their recommended tasks (tests/gpu/cuda-zoo.sh's
+#                    sizes), the six scan modules of test_codegen_scan (every
+#                    task), tests/gpu/scan-persist.ir (persistent loop
+#                    kernels) and tests/gpu/assign.ir (a host step; run.sh
+#                    also gives it a NaN cost with --assign-nan)
 #   DEST/fgpu/       a bench tree (bench/bench.yaml, models/) and its
 #                    --target cuda artifacts; fadc-bench finds artifacts by
 #                    the model's absolute path, so DEST/fgpu must sit at
@@ -43,6 +49,27 @@ fadc "$root/models/multiheadattn.ir" -o "$dest/check/multiheadattn_full.so" --ta
 fadc "$root/models/transformer.ir" -o "$dest/check/transformer.so" --target cpu,cuda \
 	--tasks forward,vjp,jvp,vhp -D N=8 -D SEQ=4 -D E=16 -D NH=4 -D FF=16 -D MAXLEN=16
 fadc "$root/tests/gpu/floor.ir" -o "$dest/check/floor.so" --target cpu,cuda --tasks forward
+# The zoo at reduced sizes, the scans and the host step.
+mkdir -p "$dest/zoo" "$dest/zoo-ir"
+z() { local n=$1; shift; fadc "$@" -o "$dest/zoo/$n.so" --target cpu,cuda; }
+z ppl_simple_reg "$root/models/ppl_simple_reg.ir"
+z ppl_robust_reg "$root/models/ppl_robust_reg.ir"
+z multiheadattn "$root/models/multiheadattn.ir" -D B=4 -D L=3 -D S=5
+z transformer "$root/models/transformer.ir" -D N=8 -D SEQ=4 -D E=16 -D NH=4 -D FF=16 -D MAXLEN=16
+z wav2letter "$root/models/wav2letter.ir" -D N=2 -D LIN=1000 -D C=8 -D CW=16
+z deepspeech "$root/models/deepspeech.ir" -D N=3 -D FREQ=9 -D FRAMES=16 -D LEN_LO=8 \
+	-D LEN_SPAN=8 -D C=2 -D HID=4 -D S=2
+z detr "$root/models/detr.ir" -D IMG_H=64 -D IMG_W=96 -D WIDTH=4 -D D=16 -D NH=2 -D FF=32 \
+	-D Q=6 -D NCLS=10 -D T0=3 -D T1=2
+z resnet18 "$root/models/resnet18.ir" -D N=2 -D H=32 -D C=4 -D NCLS=10
+z fcn_resnet "$root/models/fcn_resnet.ir" -D N=2 -D H=32 -D C=4
+"$root/build/bin/test_codegen_scan" --write "$dest/zoo-ir"
+for f in "$dest"/zoo-ir/scan-*.ir; do
+	z "$(basename "$f" .ir)" "$f" --tasks all
+done
+rm -rf "$dest/zoo-ir"
+z scan-persist "$root/tests/gpu/scan-persist.ir" --tasks forward,vjp,jvp,vhp
+z assign "$root/tests/gpu/assign.ir" --tasks forward,vjp
 FADC=$b/fadc bash "$root/tests/gpu/cudagraph/cudagraph.sh" "$dest/cg"
 cp "$root/tests/gpu/device/run.sh" "$dest/run.sh"
 if [ "$only" = check ]; then

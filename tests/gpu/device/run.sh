@@ -23,9 +23,16 @@ case " $steps " in *" check "*)
 	echo "== gpu_check (graphs on)"
 	timeout 300 "$here/bin/gpu_check" --time 1000 "$here"/check/*.so 2>&1 | tee "$out/check.log"
 	echo "rc=${PIPESTATUS[0]}"
+	echo "== gpu_check (graphs on): the zoo at reduced sizes, scans, a host step"
+	timeout 420 "$here/bin/gpu_check" --time 20 --assign-nan "$here/zoo/assign.so" \
+		"$here"/zoo/*.so >"$out/check-zoo.log" 2>&1
+	echo "rc=$?"
+	grep -E "FAIL|worst|passed|failed|NaN cost" "$out/check-zoo.log"
 	echo "== gpu_check (FADC_DISABLE_CUDA_GRAPHS=1)"
 	FADC_DISABLE_CUDA_GRAPHS=1 timeout 120 "$here/bin/gpu_check" --time 1000 \
-		"$here/check/ppl_simple_reg.so" "$here/check/floor.so" 2>&1 | tee "$out/check-nographs.log"
+		--assign-nan "$here/zoo/assign.so" "$here/check/ppl_simple_reg.so" \
+		"$here/check/floor.so" "$here/zoo/assign.so" "$here/zoo/scan-rnn.so" \
+		"$here/zoo/scan-persist.so" 2>&1 | tee "$out/check-nographs.log"
 	echo "rc=${PIPESTATUS[0]}"
 	;;
 esac
