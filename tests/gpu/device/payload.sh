@@ -85,7 +85,12 @@ cp "$root/bench/bench.yaml" /tmp/fgpu/bench/
 	--artifacts /tmp/fgpu/artifacts --model-filter ppl_simple_reg,ppl_robust_reg
 "$b/fadc-bench" --gpu 0 --compile-only --config /tmp/fgpu/bench/bench.yaml \
 	--artifacts /tmp/fgpu/artifacts --model-filter multiheadattn
+# The CPU step (run.sh cpu): wav2letter at full size, resnet18 at N=4.
+"$b/fadc-bench" --gpu -1 --compile-only --config /tmp/fgpu/bench/bench.yaml \
+	--artifacts /tmp/fgpu/artifacts --model-filter wav2letter,resnet18 --task-filter vjp \
+	-D resnet18:N=4
 cp -r /tmp/fgpu "$dest/fgpu"
-cp "$root"/tests/gpu/device/peer/*.py "$root/bench/peers/jax_ppl.py" "$dest/peer/"
+cp "$root"/tests/gpu/device/peer/*.py "$root/bench/peers/jax_ppl.py" \
+	"$root/bench/peers/jax_wav2letter.py" "$dest/peer/"
 cp "$root/tests/gpu/device/run.sh" "$dest/run.sh"
 du -sh "$dest"

@@ -4,7 +4,9 @@
 # STEPS (default "check bench peer"): check = the CUDA-graph suite
 # (cudagraph_check) and gpu_check on every artifact (graphs on, then off); bench = fadc-bench --gpu 0 over the ppl models
 # (every task) and multiheadattn; peer = the seed's PyTorch benchmark on
-# the same models, in the same call.  Logs go to $OUT (or /tmp/out): at
+# the same models, in the same call; cpu = the CPU thread pool on that
+# machine's cores: fadc-bench --gpu -1 at 1 and all threads (wav2letter at
+# full size, resnet18 at N=4) beside JAX's CPU wav2letter at 1 and all threads.  Logs go to $OUT (or /tmp/out): at
 # most 8 files (the device tool's limit).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -70,5 +72,21 @@ case " $steps " in *" peer "*)
 	echo "rc=$?"; grep -iE "error|Traceback" /tmp/jax.log | tail -n 3
 	python3 -c 'import jax; print("jax", jax.__version__, jax.devices())'
 	cat "$out/jax-ppl.md"
+	;;
+esac
+case " $steps " in *" cpu "*)
+	echo "== CPU: $(lscpu | grep 'Model name' | sed 's/  */ /g'), $(nproc) CPUs"
+	for t in 1 $(nproc); do
+		echo "-- fadc-bench --gpu -1 --num-threads $t"
+		timeout 240 "$here/bin/fadc-bench" --gpu -1 --num-threads "$t" --num-iters 5 \
+			--config /tmp/fgpu/bench/bench.yaml --artifacts /tmp/fgpu/artifacts \
+			--model-filter wav2letter,resnet18 --task-filter vjp -D resnet18:N=4 \
+			--output "$out/cpu-t$t.md" 2>&1 | grep -v "^Results"
+		cat "$out/cpu-t$t.md"
+	done
+	echo "-- JAX CPU wav2letter (N LIN C CW NCLS = 10 700 250 2000 28), 1 thread then all"
+	XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" \
+		timeout 240 taskset -c 0 python3 "$here/peer/jax_wav2letter.py" 10 700 250 2000 28 2>&1 | tail -3
+	timeout 240 python3 "$here/peer/jax_wav2letter.py" 10 700 250 2000 28 2>&1 | tail -3
 	;;
 esac
