@@ -322,14 +322,7 @@ uint64_t ir_rand_name_key(const char *name, const char *salt);
 double ir_polygamma(double n, double x);
 
 // ---------------------------------------------------------------- hungarian.c
-// scipy.optimize.linear_sum_assignment as "the column of each row":
-// cost[i * cols + j] is row-major (rows, cols); col[i] gets row i's column,
-// or -1 when rows > cols leaves it unassigned.  work is scratch memory of
-// ir_assignment_work(rows, cols) bytes, 8-byte aligned (no allocation).
-// Returns 1, or 0 when the cost holds NaN or -inf, -1 when it is
-// infeasible (+inf is a forbidden pair and no finite assignment exists).
-size_t ir_assignment_work(int64_t rows, int64_t cols);
-int ir_assignment(const double *cost, int64_t rows, int64_t cols, int64_t *col, void *work);
+#include "hungarian.h"
 
 // ---------------------------------------------------------------- interp.c
 // The reference interpreter: every value is a dense float64 array whatever

@@ -67,6 +67,7 @@
 #include <string.h>
 
 #include "rtcuda.h"
+#include "../ir/hungarian.h" // the solver, linked from fadc_support
 
 // ---------------------------------------------------------------- the driver API we use
 
@@ -704,10 +705,6 @@ fail:
 // The pinned block (the step, then cost, columns and the solver's
 // scratch) is taken at the step's first run, which is never captured (a
 // task's first run is eager), and freed with the task.
-// ir/hungarian.c's solver, linked from fadc_support (declared in ir/ir.h,
-// which is not included here: its Node is not this file's).
-size_t ir_assignment_work(int64_t rows, int64_t cols);
-int ir_assignment(const double *cost, int64_t rows, int64_t cols, int64_t *col, void *work);
 
 struct HostStep {
 	RtCuda *c;
