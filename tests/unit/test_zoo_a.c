@@ -30,12 +30,11 @@
 //       - vhp (reverse over reverse): the symmetry of H,
 //         <u^T H, t> = <t^T H, u>, within 1e-8, and vhp(t) = hvp(t)
 //         (forward over reverse, another graph) within 1e-8 of max |H t|.
-//     POWERS OF TWO: the reverse rule of `mean` multiplies by 1/n as an
-//     f32 constant (rounded, up to 3e-8 off) where forward mode divides in
-//     double, so the modes differ at the f32 level when n is not a power
-//     of two.  The reduced sizes make every averaged count a power of two
-//     (except fcn_resnet's MSE over 21 classes, where the effect is 1e-10)
-//     so that the identities hold to float64 rounding.
+//     The reduced sizes make every averaged count a power of two (except
+//     fcn_resnet's MSE over 21 classes).  That was once needed: the reverse
+//     rule of `mean` multiplied by 1/n as a rounded f32 constant while
+//     forward mode divided; passes/vjp.c now divides by n in both modes, so
+//     the sizes no longer matter, and they are kept as they were checked.
 //     Where pass_task reports a derivative that is "not implemented yet"
 //     (conv, pools, upsampling were being added), the check prints a note
 //     and is skipped, not failed.
