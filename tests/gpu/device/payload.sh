@@ -23,9 +23,11 @@
 #                    modules it imports (tests/gpu/device/peer)
 #   DEST/run.sh      what the GPU machine runs (tests/gpu/device/run.sh)
 #
-# Usage: tests/gpu/device/payload.sh /work/main/.gpu [check]   (from the
-# repository root, after building into build/); `check` leaves out the
-# bench tree and the peer (only what `run.sh check` needs).
+# Usage: tests/gpu/device/payload.sh /work/main/.gpu [check|full]   (from
+# the repository root, after building into build/); `check` leaves out the
+# bench tree and the peer (only what `run.sh check` needs); `full` leaves out
+# check/, zoo/ and cg/ and adds every model at full size to the bench tree
+# (what `run.sh full` needs; NVRTC takes about half an hour on 2 cores).
 set -eu
 dest=${1:?usage: payload.sh DEST}
 root=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -39,6 +41,7 @@ if ldd "$dest"/bin/* | grep -qi llvm; then
 	exit 1
 fi
 fadc() { "$b/fadc" "$@"; }
+if [ "$only" != full ]; then
 fadc "$root/models/ppl_simple_reg.ir" -o "$dest/check/ppl_simple_reg.so" --target cpu,cuda --tasks all
 fadc "$root/models/ppl_robust_reg.ir" -o "$dest/check/ppl_robust_reg.so" --target cpu,cuda --tasks all
 fadc "$root/models/multiheadattn.ir" -o "$dest/check/multiheadattn.so" --target cpu,cuda \
@@ -71,6 +74,7 @@ rm -rf "$dest/zoo-ir"
 z scan-persist "$root/tests/gpu/scan-persist.ir" --tasks forward,vjp,jvp,vhp
 z assign "$root/tests/gpu/assign.ir" --tasks forward,vjp
 FADC=$b/fadc bash "$root/tests/gpu/cudagraph/cudagraph.sh" "$dest/cg"
+fi
 cp "$root/tests/gpu/device/run.sh" "$dest/run.sh"
 if [ "$only" = check ]; then
 	du -sh "$dest"
@@ -85,6 +89,13 @@ cp "$root/bench/bench.yaml" /tmp/fgpu/bench/
 	--artifacts /tmp/fgpu/artifacts --model-filter ppl_simple_reg,ppl_robust_reg
 "$b/fadc-bench" --gpu 0 --compile-only --config /tmp/fgpu/bench/bench.yaml \
 	--artifacts /tmp/fgpu/artifacts --model-filter multiheadattn
+# The full step (run.sh full): every model at full size, its recommended
+# tasks (and the partners of their consistency checks).
+if [ "$only" = full ]; then
+	"$b/fadc-bench" --gpu 0 --compile-only --config /tmp/fgpu/bench/bench.yaml \
+		--artifacts /tmp/fgpu/artifacts \
+		--model-filter multiheadattn,wav2letter,transformer,resnet18,deepspeech,fcn_resnet,detr
+fi
 # The CPU step (run.sh cpu): wav2letter at full size, resnet18 at N=4.
 "$b/fadc-bench" --gpu -1 --compile-only --config /tmp/fgpu/bench/bench.yaml \
 	--artifacts /tmp/fgpu/artifacts --model-filter wav2letter,resnet18 --task-filter vjp \

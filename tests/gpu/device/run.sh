@@ -6,7 +6,8 @@
 # (every task) and multiheadattn; peer = the seed's PyTorch benchmark on
 # the same models, in the same call; cpu = the CPU thread pool on that
 # machine's cores: fadc-bench --gpu -1 at 1 and all threads (wav2letter at
-# full size, resnet18 at N=4) beside JAX's CPU wav2letter at 1 and all threads.  Logs go to $OUT (or /tmp/out): at
+# full size, resnet18 at N=4) beside JAX's CPU wav2letter at 1 and all threads;
+# full = the zoo at full size on the GPU, fadc-bench and PyTorch's benchmark.  Logs go to $OUT (or /tmp/out): at
 # most 8 files (the device tool's limit).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -72,6 +73,44 @@ case " $steps " in *" peer "*)
 	echo "rc=$?"; grep -iE "error|Traceback" /tmp/jax.log | tail -n 3
 	python3 -c 'import jax; print("jax", jax.__version__, jax.devices())'
 	cat "$out/jax-ppl.md"
+	;;
+esac
+case " $steps " in *" full "*)
+	# The zoo at full size on the GPU (issue 7's table): fadc-bench --gpu 0 over
+	# every model's recommended tasks (the artifacts of payload.sh's full list,
+	# in /tmp/fgpu), then PyTorch's own benchmark on the same models and tasks.
+	# FULL_MODELS, FULL_ITERS (default 10, the seed's) and FULL_TIMEOUT (per
+	# model and side, seconds) choose what runs.
+	fi=${FULL_ITERS:-10}
+	ft=${FULL_TIMEOUT:-240}
+	for m in ${FULL_MODELS:-multiheadattn wav2letter transformer resnet18 deepspeech fcn_resnet detr}; do
+		echo "-- fadc-bench --gpu 0 $m (full size, $fi iterations)"
+		timeout "$ft" "$here/bin/fadc-bench" --gpu 0 --num-iters "$fi" \
+			--config /tmp/fgpu/bench/bench.yaml --artifacts /tmp/fgpu/artifacts \
+			--model-filter "$m" --output "/tmp/full-fadc-$m.md" --json "/tmp/full-fadc-$m.json" \
+			>"/tmp/full-fadc-$m.log" 2>&1
+		echo "rc=$?"
+		python3 -c 'import json, sys
+for c in json.load(open(sys.argv[1]))["cells"]:
+    print("consistency", c["model"], c["task"], c.get("consistency_error"), c.get("consistent"))' \
+			"/tmp/full-fadc-$m.json" 2>/dev/null
+		grep -E "fadc-bench:|error|inconsistent" "/tmp/full-fadc-$m.log" | grep -v compiling | tail -n 8
+		cat "/tmp/full-fadc-$m.md" 2>/dev/null
+	done >"$out/full-fadc.log" 2>&1
+	cat "$out/full-fadc.log"
+	cd "$here/peer"
+	export PYTHONUNBUFFERED=1
+	python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0))'
+	python3 -c 'import torchvision, scipy; print("torchvision", torchvision.__version__, "scipy", scipy.__version__)' 2>&1 | tail -n 1
+	for m in ${PEER_MODELS:-${FULL_MODELS:-multiheadattn wav2letter transformer resnet18 deepspeech fcn_resnet detr}}; do
+		echo "-- PyTorch functional_autograd_benchmark.py --gpu 0 $m ($fi iterations)"
+		timeout "$ft" python3 functional_autograd_benchmark.py --gpu 0 --num-iters "$fi" \
+			--model-filter "$m" --output "/tmp/full-torch-$m.md" >"/tmp/full-torch-$m.log" 2>&1
+		echo "rc=$?"; grep -iE "error|Traceback|Exception" "/tmp/full-torch-$m.log" | tail -n 3
+		cat "/tmp/full-torch-$m.md" 2>/dev/null
+	done >"$out/full-torch.log" 2>&1
+	cat "$out/full-torch.log"
+	cd - >/dev/null
 	;;
 esac
 case " $steps " in *" cpu "*)
