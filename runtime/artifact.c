@@ -564,6 +564,7 @@ decode(In *in, ArtDesc *d)
 				return fail(in, "descriptor: input '%s' of task '%s' does not match its declaration",
 				            x->name, t->name);
 		}
+		((ArtTask *)t)->spec_name = t->spec >= 0 ? d->spec[t->spec] : "";
 		for (uint32_t k = 0; k < t->nout; k++)
 			if (t->out[k].writeback < -1 || t->out[k].writeback >= (int32_t)t->nin)
 				return fail(in, "descriptor: output '%s' of task '%s' is malformed",

@@ -101,6 +101,9 @@ typedef struct ArtTask {
 	// of ArtDesc.spec), or -1: an initializer of a declaration that every
 	// specialisation shares.  0 in an artifact of one specialisation.
 	int32_t spec;
+	// Filled by the decoder: the specialisation's name (ArtDesc.spec[spec],
+	// borrowed), "" for one specialisation or a shared initializer.
+	const char *spec_name;
 } ArtTask;
 
 typedef struct ArtDecl {
