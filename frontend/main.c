@@ -837,8 +837,8 @@ select_task(const RunArgs *a, fadc_model *m, int *task)
 		return 1;
 	int nspec = fadc_model_spec_count(m);
 	if (nspec <= 1) {
-		fprintf(stderr, "%s: error: -D does not apply to a compiled model of one "
-		                "specialisation (its sizes were fixed when it was compiled)\n", a->model);
+		fprintf(stderr, "%s: error: -D does not apply to a compiled model "
+		                "(its sizes were fixed when it was compiled)\n", a->model);
 		return 0;
 	}
 	int found = -1, nfound = 0;

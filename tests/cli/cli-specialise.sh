@@ -48,7 +48,7 @@ err_first "$tmp/a.so: error: -D N=3 fits several specialisations: give more size
 run_fadc 1 run "$tmp/a.so" --task forward -D N=7 -D K=4 --print
 err_first "$tmp/a.so: error: -D N=7 K=4 is no specialisation of the artifact (the specialisations: N=2,K=4, N=2,K=5, N=3,K=4, N=3,K=5)"
 run_fadc 1 run "$tmp/one.so" --task forward -D N=3 --print
-err_first "$tmp/one.so: error: -D does not apply to a compiled model of one specialisation (its sizes were fixed when it was compiled)"
+err_first "$tmp/one.so: error: -D does not apply to a compiled model (its sizes were fixed when it was compiled)"
 
 # Bad lists.
 run_fadc 1 "$model" -o "$tmp/x.so" -D N=2,,3
