@@ -65,6 +65,12 @@ int cg_parse_targets(const char *s, int *targets, char *err, size_t errlen);
 const char *cg_llvm_version(void);
 int cg_compile_module(const Module *m, const CgOptions *o, const char *out_so, char *err,
                       size_t errlen);
+// The same for several specialisations of one source (fadc -D N=8,32):
+// ms[s] is the module parsed with specialisation s's sizes, specdefs[s]
+// its name ("N=8", recorded in the artifact); 1 <= nspec <= ART_MAX_SPECS
+// (16).  nspec 1 is cg_compile_module (specdefs may be NULL).
+int cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec,
+                     const CgOptions *o, const char *out_so, char *err, size_t errlen);
 // "file:line:col" of loc, or "" when there is none.
 void cg_loc_str(const SrcMap *src, Loc loc, char *buf, size_t n);
 

@@ -179,7 +179,11 @@ write_artifact(const char *out_so, const uint8_t *so, size_t solen, const uint8_
 	}
 	uint32_t crc = art_crc32(art_crc32(art_crc32(0, so, solen), img, imglen), desc, desclen);
 	uint8_t trailer[ART_TRAILER_SIZE];
-	art_trailer_make(trailer, solen + imglen + desclen, desclen, crc);
+	// The descriptor's version, as it wrote it (bytes 8..11 after the magic).
+	uint32_t version = desclen >= 12 ? (uint32_t)desc[8] | (uint32_t)desc[9] << 8 |
+	                                       (uint32_t)desc[10] << 16 | (uint32_t)desc[11] << 24
+	                                 : ART_FORMAT_VERSION_ONE_SPEC;
+	art_trailer_make(trailer, version, solen + imglen + desclen, desclen, crc);
 	const uint8_t *part[4] = {so, img, desc, trailer};
 	size_t plen[4] = {solen, imglen, desclen, ART_TRAILER_SIZE};
 	int ok = 1;
@@ -217,10 +221,11 @@ fill_io(ArtTensor *t, const Graph *g, NodeId n, const char *name)
 	t->writeback = -1;
 }
 
-// The descriptor entry of a task graph g.
+// The descriptor entry of a task graph g.  declmap (NULL: the identity)
+// maps m's declaration indices to the artifact's (specialisations).
 static int
 describe_task(const Module *m, const Graph *g, const KProgram *p, ArtTask *t, const char *name,
-              int kind, int decl)
+              int kind, int decl, const int32_t *declmap)
 {
 	t->name = (char *)name;
 	t->kind = (uint8_t)kind;
@@ -240,6 +245,8 @@ describe_task(const Module *m, const Graph *g, const KProgram *p, ArtTask *t, co
 		int d = kind == ART_INIT || g->input[i].kind != IN_ARG
 		            ? ir_module_find_decl(m, g->input[i].name)
 		            : -1;
+		if (d >= 0 && declmap)
+			d = declmap[d];
 		x->role = d >= 0 ? ART_ROLE_DECL : ART_ROLE_ARG;
 		x->decl = d;
 	}
@@ -587,26 +594,149 @@ rm_tree(const char *dir, const char *const *files, int n)
 	rmdir(dir);
 }
 
+// ---------------------------------------------------------------- specialisations
+//
+// fadc -D N=8,32 compiles the module once per specialisation (its sizes)
+// into one artifact (docs/ARTIFACT.md, format 5): every task once per
+// specialisation, in order; a declaration whose type and initializer are
+// the same in every specialisation once (shared, so binding it binds every
+// specialisation), any other once per specialisation, under the same name.
+// One specialisation is the artifact as it always was (format 3).
+
+// The initializer of declaration i of m as canonical text (malloc'ed), or
+// NULL without one (*oom set when the text could not be made).
+static char *
+init_text(const Module *m, uint32_t i, int *oom)
+{
+	const Graph *g = m->decl[i].init;
+	if (!g)
+		return NULL;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f) {
+		*oom = 1;
+		return NULL;
+	}
+	ir_print_graph(f, g, "init");
+	if (fclose(f)) {
+		free(buf);
+		*oom = 1;
+		return NULL;
+	}
+	return buf;
+}
+
+// shared[i]: declaration i of the modules ms[0..nspec) is the same in each:
+// kind, dtype, shape and initializer (as printed: a size used inside it
+// shows), which reads only shared declarations.  0 with a message when the
+// specialisations do not declare the same names in the same order.
+static int
+plan_shared(const Module *const *ms, int nspec, uint8_t *shared, char *err, size_t errlen)
+{
+	const Module *m0 = ms[0];
+	for (int s = 1; s < nspec; s++)
+		if (ms[s]->ndecl != m0->ndecl) {
+			snprintf(err, errlen, "error: the specialisations declare %u and %u parameters and "
+			                      "constants (a size must not change the declarations)",
+			         m0->ndecl, ms[s]->ndecl);
+			return 0;
+		}
+	for (uint32_t i = 0; i < m0->ndecl; i++) {
+		const Decl *a = &m0->decl[i];
+		int same = 1, oom = 0;
+		char *ta = init_text(m0, i, &oom);
+		for (int s = 1; s < nspec; s++) {
+			const Decl *b = &ms[s]->decl[i];
+			if (strcmp(a->name, b->name)) {
+				free(ta);
+				snprintf(err, errlen, "error: the specialisations declare '%s' and '%s' in the "
+				                      "same place (a size must not change the declarations)",
+				         a->name, b->name);
+				return 0;
+			}
+			char *tb = init_text(ms[s], i, &oom);
+			same = same && a->kind == b->kind && a->dtype == b->dtype &&
+			       ir_shape_eq(&a->shape, &b->shape) && !ta == !tb && (!ta || !strcmp(ta, tb));
+			free(tb);
+		}
+		free(ta);
+		if (oom) {
+			snprintf(err, errlen, "error: out of memory");
+			return 0;
+		}
+		const Graph *g = a->init;
+		for (uint32_t k = 0; same && g && k < g->ninput; k++) {
+			int dk = ir_module_find_decl(m0, g->input[k].name);
+			same = dk >= 0 && (uint32_t)dk < i && shared[dk];
+		}
+		shared[i] = (uint8_t)same;
+	}
+	return 1;
+}
+
+// Appends " (specialisation N=32)" to a message about specialisation s.
+static void
+spec_note(char *err, size_t errlen, const char *const *specdefs, int s, int nspec)
+{
+	size_t n = strlen(err);
+	if (nspec > 1 && specdefs && n < errlen)
+		snprintf(err + n, errlen - n, " (specialisation %s)", specdefs[s]);
+}
+
 int
 cg_compile_module(const Module *m, const CgOptions *o, const char *out_so, char *err, size_t errlen)
+{
+	return cg_compile_specs(&m, NULL, 1, o, out_so, err, errlen);
+}
+
+int
+cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec,
+                 const CgOptions *o, const char *out_so, char *err, size_t errlen)
 {
 	static const CgOptions def = {.opt_level = -1};
 	if (!o)
 		o = &def;
+	if (nspec < 1 || nspec > ART_MAX_SPECS || (nspec > 1 && !specdefs)) {
+		snprintf(err, errlen, "error: %d specialisations (1 to %d, each named)", nspec,
+		         ART_MAX_SPECS);
+		return 0;
+	}
+	const Module *m = ms[0]; // the name, the sources, the declarations' order
 	const char *names[64];
 	int ntask = task_list(o, names, 64, err, errlen);
 	if (ntask < 0)
 		return 0;
 	DType fc = o->compute_f64 ? DT_F64 : DT_F32;
-	uint32_t ninit = 0;
-	for (uint32_t i = 0; i < m->ndecl; i++)
-		ninit += m->decl[i].init != NULL;
-	uint32_t nall = (uint32_t)ntask + ninit;
+	uint32_t nd = m->ndecl;
+	uint8_t *shared = calloc(nd + 1, 1);
+	int32_t *declmap = calloc((size_t)nspec * nd + 1, sizeof *declmap);
+	if (!shared || !declmap) {
+		free(shared);
+		free(declmap);
+		snprintf(err, errlen, "error: out of memory");
+		return 0;
+	}
+	if (!plan_shared(ms, nspec, shared, err, errlen)) {
+		free(shared);
+		free(declmap);
+		return 0;
+	}
+	// The artifact's declarations: module order, a shared one once, any
+	// other once per specialisation; each copy with an initializer gets an
+	// init task.
+	uint32_t nadecl = 0, ninit = 0;
+	for (uint32_t i = 0; i < nd; i++)
+		for (int c = 0; c < (shared[i] ? 1 : nspec); c++) {
+			nadecl++;
+			ninit += ms[c]->decl[i].init != NULL;
+		}
+	uint32_t nuser = (uint32_t)nspec * (uint32_t)ntask, nall = nuser + ninit;
 	CgTask *tasks = calloc(nall + 1, sizeof *tasks);
 	char **initname = calloc(ninit + 1, sizeof *initname);
 	ArtDesc d = {0};
 	d.task = calloc(nall + 1, sizeof *d.task);
-	d.decl = calloc(m->ndecl + 1, sizeof *d.decl);
+	d.decl = calloc(nadecl + 1, sizeof *d.decl);
 	char cpu[128], feat[1024], llvm_feat[4096], opts[2048], tmpdir[4096] = "";
 	uint8_t *desc = NULL, *so = NULL, *img = NULL;
 	size_t desclen = 0, solen = 0, imglen = 0;
@@ -623,93 +753,119 @@ cg_compile_module(const Module *m, const CgOptions *o, const char *out_so, char 
 	if (!cg_llvm_cpu(o->cpu, cpu, sizeof cpu, feat, sizeof feat, llvm_feat, sizeof llvm_feat, err,
 	                 errlen))
 		goto done;
-	// The tasks of the user, then one initializer per declaration.
-	for (int i = 0; i < ntask; i++) {
-		char msg[1024];
-		Loc loc = 0;
-		KTime tm = kir_time_start();
-		Graph *g = pass_task(m->main, names[i], NULL, &loc, msg, sizeof msg);
-		kir_time_note(tm, "passes", names[i]);
-		if (!g) {
-			char where[512];
-			cg_loc_str(m->src, loc, where, sizeof where);
-			snprintf(err, errlen, "%s%serror: task '%s': %s", where, where[0] ? ": " : "",
-			         names[i], msg);
-			goto done;
+	for (uint32_t i = 0, ai = 0; i < nd; i++)
+		for (int c = 0; c < (shared[i] ? 1 : nspec); c++, ai++) {
+			const Decl *x = &ms[c]->decl[i];
+			ArtDecl *ad = &d.decl[ai];
+			ad->name = (char *)x->name;
+			ad->kind = x->kind == DECL_PARAM ? ART_PARAM : ART_CONST;
+			ad->dtype = art_dtype(x->dtype);
+			ad->rank = (uint8_t)x->shape.rank;
+			for (int k = 0; k < x->shape.rank; k++)
+				ad->dim[k] = x->shape.dim[k];
+			ad->init = -1;
+			ad->spec = shared[i] ? -1 : c;
+			for (int s = 0; s < nspec; s++)
+				if (shared[i] || s == c)
+					declmap[(size_t)s * nd + i] = (int32_t)ai;
 		}
-		tasks[i].name = names[i];
-		tasks[i].prog = build(g, names[i], model, fc, o, err, errlen);
-		int good = tasks[i].prog && describe_task(m, g, tasks[i].prog, &d.task[i], names[i],
-		                                          ART_TASK, -1);
-		if (good) {
-			// Output and input names live in g: copy them into the program's arena.
-			ArtTask *t = &d.task[i];
-			for (uint32_t k = 0; k < t->nin; k++)
-				t->in[k].name = arena_strdup(tasks[i].prog->arena, t->in[k].name);
-			for (uint32_t k = 0; k < t->nout; k++)
-				t->out[k].name = arena_strdup(tasks[i].prog->arena, t->out[k].name);
-		}
-		ir_graph_free(g);
-		if (good)
-			d.task[i].targets = targets & CG_TARGET_CPU ? ART_TARGET_CPU : 0;
-		if (!good) {
-			if (tasks[i].prog && !err[0])
-				snprintf(err, errlen, "error: out of memory");
-			goto done;
-		}
-	}
-	uint32_t ti = (uint32_t)ntask, ii = 0;
-	for (uint32_t i = 0; i < m->ndecl; i++) {
-		const Decl *x = &m->decl[i];
-		ArtDecl *ad = &d.decl[i];
-		ad->name = (char *)x->name;
-		ad->kind = x->kind == DECL_PARAM ? ART_PARAM : ART_CONST;
-		ad->dtype = art_dtype(x->dtype);
-		ad->rank = (uint8_t)x->shape.rank;
-		for (int k = 0; k < x->shape.rank; k++)
-			ad->dim[k] = x->shape.dim[k];
-		ad->init = -1;
-		if (!x->init)
-			continue;
-		const Graph *g = x->init;
-		if (g->nout != 1 || g->node[g->out[0].node].dtype != x->dtype ||
-		    !ir_shape_eq(ir_shape(g, g->out[0].node), &x->shape)) {
-			snprintf(err, errlen, "error: the initializer of '%s' does not compute its declared type",
-			         x->name);
-			goto done;
-		}
-		for (uint32_t k = 0; k < g->ninput; k++) {
-			int dk = ir_module_find_decl(m, g->input[k].name);
-			if (dk < 0 || (uint32_t)dk >= i) {
-				snprintf(err, errlen, "error: the initializer of '%s' reads '%s', which is not "
-				                      "declared before it", x->name, g->input[k].name);
+	// The tasks of the user, every specialisation's in turn.
+	for (int s = 0; s < nspec; s++)
+		for (int i = 0; i < ntask; i++) {
+			uint32_t ti = (uint32_t)s * (uint32_t)ntask + (uint32_t)i;
+			char msg[1024];
+			Loc loc = 0;
+			KTime tm = kir_time_start();
+			Graph *g = pass_task(ms[s]->main, names[i], NULL, &loc, msg, sizeof msg);
+			kir_time_note(tm, "passes", names[i]);
+			if (!g) {
+				char where[512];
+				cg_loc_str(ms[s]->src, loc, where, sizeof where);
+				snprintf(err, errlen, "%s%serror: task '%s': %s", where, where[0] ? ": " : "",
+				         names[i], msg);
+				spec_note(err, errlen, specdefs, s, nspec);
+				goto done;
+			}
+			tasks[ti].name = names[i];
+			tasks[ti].prog = build(g, names[i], model, fc, o, err, errlen);
+			int good = tasks[ti].prog &&
+			           describe_task(ms[s], g, tasks[ti].prog, &d.task[ti], names[i], ART_TASK,
+			                         -1, declmap + (size_t)s * nd);
+			if (good) {
+				// Output and input names live in g: copy them into the program's arena.
+				ArtTask *t = &d.task[ti];
+				for (uint32_t k = 0; k < t->nin; k++)
+					t->in[k].name = arena_strdup(tasks[ti].prog->arena, t->in[k].name);
+				for (uint32_t k = 0; k < t->nout; k++)
+					t->out[k].name = arena_strdup(tasks[ti].prog->arena, t->out[k].name);
+				t->spec = s;
+			}
+			ir_graph_free(g);
+			if (good)
+				d.task[ti].targets = targets & CG_TARGET_CPU ? ART_TARGET_CPU : 0;
+			if (!good) {
+				if (tasks[ti].prog && !err[0])
+					snprintf(err, errlen, "error: out of memory");
+				spec_note(err, errlen, specdefs, s, nspec);
 				goto done;
 			}
 		}
-		initname[ii] = malloc(strlen(x->name) + 6);
-		if (!initname[ii]) {
-			snprintf(err, errlen, "error: out of memory");
-			goto done;
+	// One initializer per declaration (per copy) that has one.
+	uint32_t ti = nuser, ii = 0;
+	for (uint32_t i = 0, ai = 0; i < nd; i++)
+		for (int c = 0; c < (shared[i] ? 1 : nspec); c++, ai++) {
+			const Module *mm = ms[c];
+			const Decl *x = &mm->decl[i];
+			ArtDecl *ad = &d.decl[ai];
+			if (!x->init)
+				continue;
+			const Graph *g = x->init;
+			if (g->nout != 1 || g->node[g->out[0].node].dtype != x->dtype ||
+			    !ir_shape_eq(ir_shape(g, g->out[0].node), &x->shape)) {
+				snprintf(err, errlen,
+				         "error: the initializer of '%s' does not compute its declared type",
+				         x->name);
+				spec_note(err, errlen, specdefs, c, nspec);
+				goto done;
+			}
+			for (uint32_t k = 0; k < g->ninput; k++) {
+				int dk = ir_module_find_decl(mm, g->input[k].name);
+				if (dk < 0 || (uint32_t)dk >= i) {
+					snprintf(err, errlen, "error: the initializer of '%s' reads '%s', which is not "
+					                      "declared before it", x->name, g->input[k].name);
+					goto done;
+				}
+			}
+			initname[ii] = malloc(strlen(x->name) + 6);
+			if (!initname[ii]) {
+				snprintf(err, errlen, "error: out of memory");
+				goto done;
+			}
+			sprintf(initname[ii], "init.%s", x->name);
+			tasks[ti].name = initname[ii];
+			// Initializers run once: computed in f64 and rounded at the end, as
+			// ir_module_init does, so both give the same values.
+			tasks[ti].prog = build(g, initname[ii], model, DT_F64, o, err, errlen);
+			if (!tasks[ti].prog) {
+				spec_note(err, errlen, specdefs, c, nspec);
+				goto done;
+			}
+			if (!describe_task(mm, g, tasks[ti].prog, &d.task[ti], initname[ii], ART_INIT,
+			                   (int32_t)ai, declmap + (size_t)c * nd)) {
+				snprintf(err, errlen, "error: out of memory");
+				goto done;
+			}
+			d.task[ti].out[0].name = (char *)x->name;
+			d.task[ti].targets = ART_TARGET_CPU;
+			d.task[ti].spec = ad->spec;
+			ad->init = (int32_t)ti;
+			ti++;
+			ii++;
 		}
-		sprintf(initname[ii], "init.%s", x->name);
-		tasks[ti].name = initname[ii];
-		// Initializers run once: computed in f64 and rounded at the end, as
-		// ir_module_init does, so both give the same values.
-		tasks[ti].prog = build(g, initname[ii], model, DT_F64, o, err, errlen);
-		if (!tasks[ti].prog)
-			goto done;
-		if (!describe_task(m, g, tasks[ti].prog, &d.task[ti], initname[ii], ART_INIT, (int32_t)i)) {
-			snprintf(err, errlen, "error: out of memory");
-			goto done;
-		}
-		d.task[ti].out[0].name = (char *)x->name;
-		d.task[ti].targets = ART_TARGET_CPU;
-		ad->init = (int32_t)ti;
-		ti++;
-		ii++;
-	}
 	d.ntask = nall;
-	d.ndecl = m->ndecl;
+	d.ndecl = nadecl;
+	d.nspec = (uint32_t)nspec;
+	d.spec = nspec > 1 ? (char **)specdefs : NULL;
 	d.model = model;
 	uint64_t h = ART_FNV_BASIS;
 	for (uint32_t i = 0; m->src && i < m->src->nfile; i++) {
@@ -721,7 +877,7 @@ cg_compile_module(const Module *m, const CgOptions *o, const char *out_so, char 
 	d.cuda_arch = targets & CG_TARGET_CUDA ? (char *)cuda_arch : "";
 #ifdef FADC_HAVE_CUDA
 	if ((targets & CG_TARGET_CUDA) &&
-	    !cu_build(model, tasks, d.task, ntask, o, &img, &imglen, err, errlen))
+	    !cu_build(model, tasks, d.task, (int)nuser, o, &img, &imglen, err, errlen))
 		goto done;
 #else
 	if (targets & CG_TARGET_CUDA) {
@@ -745,6 +901,10 @@ cg_compile_module(const Module *m, const CgOptions *o, const char *out_so, char 
 		k += (size_t)snprintf(opts + k, sizeof opts - k, "%s%s", i ? "," : "", o->defines[i]);
 	for (int i = 0; i < ntask && k < sizeof opts; i++)
 		k += (size_t)snprintf(opts + k, sizeof opts - k, "%s%s", i ? "," : " tasks=", names[i]);
+	if (k >= sizeof opts) {
+		snprintf(err, errlen, "error: the options line is longer than %zu bytes", sizeof opts);
+		goto done;
+	}
 	d.options = opts;
 	char *triple = cg_llvm_default_triple();
 	d.triple = triple;
@@ -823,7 +983,10 @@ done:
 		free(initname[i]);
 	free(initname);
 	free(tasks);
+	free(shared);
+	free(declmap);
 	d.ntask = nall;
+	d.spec = NULL; // the caller's
 	if (d.task)
 		desc_free_owned(&d);
 	else

@@ -60,6 +60,9 @@ static const char *const usage_main =
     "  --task T           forward vjp jvp vhp hvp jacobian jacrev jacfwd hessian\n"
     "                     hessian_fwdrev hessian_revrev (docs/TASKS.md)\n"
     "  -D NAME=VALUE      override the size `let NAME` (also -DNAME=VALUE)\n"
+    "  -D NAME=V1,V2,...  (with -o) specialisations: the artifact holds the model\n"
+    "                     compiled for each value, and for every combination of\n"
+    "                     several lists, at most 16 (docs/ARTIFACT.md)\n"
     "  --no-prelude       do not load the prelude of composite functions\n"
     "  -h, --help         this help\n"
     "  --version          fadc's version, its artifact format, LLVM's and NVRTC's\n"
@@ -112,7 +115,9 @@ static const char *const usage_run =
     "  --time N           (a .so) N more runs, timed: microseconds per call\n"
     "  --num-threads N    (a .so) CPU threads for large kernels, 1 .. 4096\n"
     "                     (default: $FADC_NUM_THREADS, else the CPUs online)\n"
-    "  -D NAME=VALUE      override the size `let NAME` (a .ir)\n"
+    "  -D NAME=VALUE      override the size `let NAME` (a .ir); for a .so compiled\n"
+    "                     with -D lists, pick the specialisation of those sizes\n"
+    "                     (without -D: the first one, as `fadc inspect` lists them)\n"
     "  -h, --help         this help\n";
 
 static const char *const usage_inspect =
@@ -189,6 +194,18 @@ opt_define(int argc, char **argv, int *i, const char **defs, int *ndefs, const c
 	else
 		defs[(*ndefs)++] = v;
 	return 1;
+}
+
+// Is one of the -D options a list (a comma in its value)?
+static int
+has_define_list(const char *const *defs, int ndefs)
+{
+	for (int i = 0; i < ndefs; i++) {
+		const char *eq = strchr(defs[i], '=');
+		if (eq && strchr(eq, ','))
+			return 1;
+	}
+	return 0;
 }
 
 static int
@@ -785,8 +802,74 @@ slot_desc(Slot *sl, const fadc_tensor_desc *d, SlotKind kind)
 	memcpy(sl->dim, d->dim, sizeof(int64_t) * (size_t)d->rank);
 }
 
+// Does the specialisation name `spec` ("N=8,K=4") hold the -D option
+// def ("N=8") as one of its items?
+static int
+spec_has(const char *spec, const char *def)
+{
+	size_t n = strlen(def);
+	for (const char *p = spec; *p;) {
+		size_t len = strcspn(p, ",");
+		if (len == n && !strncmp(p, def, n))
+			return 1;
+		p += len + (p[len] == ',');
+	}
+	return 0;
+}
+
+// The task a->task of the artifact for `fadc run`: with -D options, the
+// one specialisation whose sizes hold them all; without, the first.  0
+// after a diagnostic.
+static int
+select_task(const RunArgs *a, fadc_model *m, int *task)
+{
+	if (fadc_model_find_task(m, a->task, task)) {
+		fprintf(stderr, "%s: error: the artifact has no task '%s' (it has:", a->model, a->task);
+		for (int t = 0, k = 0; t < fadc_model_task_count(m); t++) {
+			fadc_task_info ti;
+			if (!fadc_task_info_get(m, t, &ti) && !ti.is_init && ti.spec_index == 0)
+				fprintf(stderr, "%s %s", k++ ? "," : "", ti.name);
+		}
+		fprintf(stderr, "); compile it with --tasks %s\n", a->task);
+		return 0;
+	}
+	if (!a->ndefs)
+		return 1;
+	int nspec = fadc_model_spec_count(m);
+	if (nspec <= 1) {
+		fprintf(stderr, "%s: error: -D does not apply to a compiled model "
+		                "(its sizes were fixed when it was compiled)\n", a->model);
+		return 0;
+	}
+	int found = -1, nfound = 0;
+	for (int t = 0; t < fadc_model_task_count(m); t++) {
+		fadc_task_info ti;
+		if (fadc_task_info_get(m, t, &ti) || ti.is_init || strcmp(ti.name, a->task))
+			continue;
+		int all = 1;
+		for (int i = 0; i < a->ndefs; i++)
+			all &= spec_has(ti.spec, a->defs[i]);
+		if (all && !nfound++)
+			found = t;
+	}
+	if (nfound == 1) {
+		*task = found;
+		return 1;
+	}
+	fprintf(stderr, "%s: error: -D", a->model);
+	for (int i = 0; i < a->ndefs; i++)
+		fprintf(stderr, " %s", a->defs[i]);
+	fprintf(stderr, " %s (the specialisations:", nfound ? "fits several specialisations: give "
+	                "more sizes" : "is no specialisation of the artifact");
+	for (int i = 0; i < nspec; i++)
+		fprintf(stderr, "%s %s", i ? "," : "", fadc_model_spec(m, i));
+	fprintf(stderr, ")\n");
+	return 0;
+}
+
 // `fadc run MODEL.so`: the task through the runtime, bound and drawn as
-// run_ir does.
+// run_ir does.  With specialisations, -D picks one (select_task); only its
+// declarations and the shared ones are bound from --params.
 static int
 run_so(const RunArgs *a)
 {
@@ -807,18 +890,10 @@ run_so(const RunArgs *a)
 		rc = rt_error(a->model, ctx);
 		goto done;
 	}
-	if (fadc_model_find_task(m, a->task, &task)) {
-		fprintf(stderr, "%s: error: the artifact has no task '%s' (it has:", a->model, a->task);
-		for (int t = 0; t < fadc_model_task_count(m); t++) {
-			fadc_task_info ti;
-			if (!fadc_task_info_get(m, t, &ti) && !ti.is_init)
-				fprintf(stderr, "%s %s", t ? "," : "", ti.name);
-		}
-		fprintf(stderr, "); compile it with --tasks %s\n", a->task);
+	if (!select_task(a, m, &task))
 		goto done;
-	}
 	fadc_task_info_get(m, task, &info);
-	int nd = fadc_model_decl_count(m);
+	int nd = fadc_model_decl_count(m), nds = 0;
 	slot = calloc((size_t)(nd + info.ninputs) + 1, sizeof *slot);
 	in = calloc((size_t)info.ninputs + 1, sizeof *in);
 	out = calloc((size_t)info.noutputs + 1, sizeof *out);
@@ -830,9 +905,12 @@ run_so(const RunArgs *a)
 	}
 	for (int i = 0; i < nd; i++) {
 		fadc_tensor_desc d;
-		int has_init;
+		int has_init, sp = fadc_model_decl_spec(m, i);
+		if (sp >= 0 && sp != info.spec_index)
+			continue; // another specialisation's
 		fadc_model_decl(m, i, &d, &has_init);
 		slot_desc(&slot[ns++], &d, SLOT_DECL);
+		nds++;
 	}
 	for (int i = 0; i < info.ninputs; i++) {
 		fadc_tensor_desc d;
@@ -842,7 +920,7 @@ run_so(const RunArgs *a)
 	}
 	if (!bind_slots(slot, ns, a->bind, a->nbind, a->task) || !draw_v(slot, ns, a->seed))
 		goto done;
-	for (int i = 0; i < nd; i++) {
+	for (int i = 0; i < nds; i++) {
 		if (!slot[i].bound)
 			continue;
 		fadc_tensor *t;
@@ -862,7 +940,7 @@ run_so(const RunArgs *a)
 		rc = rt_error(a->model, ctx);
 		goto done;
 	}
-	for (int i = nd; i < ns; i++) {
+	for (int i = nds; i < ns; i++) {
 		Slot *sl = &slot[i];
 		if (!sl->bound) {
 			fprintf(stderr, "%s: error: argument '%s' of forward was not bound (use --params FILE)\n",
@@ -1015,11 +1093,10 @@ cmd_run(int argc, char **argv)
 	int rc = cmd_run_args(argc, argv, a);
 	if (rc == 0) {
 		int so = is_artifact(a->model);
-		if (so && a->ndefs) {
-			fprintf(stderr, "%s: error: -D does not apply to a compiled model (its sizes were fixed "
-			                "when it was compiled)\n", a->model);
-			rc = 1;
-		} else if (!so && a->time)
+		if (!so && has_define_list(a->defs, a->ndefs))
+			rc = usage_error(usage_run, "-D with a list of values is for compiling (fadc -o); "
+			                 "run takes one value per size%s", "");
+		else if (!so && a->time)
 			rc = usage_error(usage_run, "--time needs a compiled model (MODEL.so)%s", "");
 		else
 			rc = so ? run_so(a) : run_ir(a);
@@ -1034,12 +1111,15 @@ cmd_run(int argc, char **argv)
 // ---------------------------------------------------------------- inspect
 
 static void
-print_desc(const fadc_tensor_desc *d, const char *dir)
+print_desc(const fadc_tensor_desc *d, const char *dir, const char *spec)
 {
 	static const char *const roles[] = {"param", "const", "input", "output"};
 	char ty[256];
 	type_str(tio_of_fadc(d->dtype), d->rank, d->dim, ty, sizeof ty);
-	printf("  %s %-28s %-6s %s\n", dir, d->name, roles[d->role], ty);
+	if (spec)
+		printf("  %s %-28s %-6s %-16s [%s]\n", dir, d->name, roles[d->role], ty, spec);
+	else
+		printf("  %s %-28s %-6s %s\n", dir, d->name, roles[d->role], ty);
 }
 
 static int
@@ -1074,17 +1154,23 @@ cmd_inspect(int argc, char **argv)
 	printf("triple %s\ncpu %s\nfeatures %s\n", fadc_model_info(m, "triple"),
 	       fadc_model_info(m, "cpu"), fadc_model_info(m, "features"));
 	printf("options %s\n", fadc_model_info(m, "options"));
+	int nspec = fadc_model_spec_count(m);
+	if (nspec > 1)
+		for (int i = 0; i < nspec; i++)
+			printf("specialisation %d: %s\n", i, fadc_model_spec(m, i));
 	for (int i = 0; i < fadc_model_decl_count(m); i++) {
 		fadc_tensor_desc d;
-		int has_init;
+		int has_init, sp = fadc_model_decl_spec(m, i);
 		fadc_model_decl(m, i, &d, &has_init);
-		print_desc(&d, has_init ? "decl" : "bind");
+		print_desc(&d, has_init ? "decl" : "bind",
+		           nspec > 1 && sp >= 0 ? fadc_model_spec(m, sp) : NULL);
 	}
 	for (int t = 0; t < fadc_model_task_count(m); t++) {
 		fadc_task_info info;
 		fadc_task_info_get(m, t, &info);
-		printf("task %s: %d kernels, arena %" PRIu64 " bytes (naive %" PRIu64 "), code %s\n",
-		       info.name, info.nkernels, info.arena_bytes, info.naive_bytes,
+		printf("task %s%s%s%s: %d kernels, arena %" PRIu64 " bytes (naive %" PRIu64 "), code %s\n",
+		       info.name, info.spec[0] ? " [" : "", info.spec, info.spec[0] ? "]" : "",
+		       info.nkernels, info.arena_bytes, info.naive_bytes,
 		       info.targets == FADC_TARGET_CPU    ? "cpu"
 		       : info.targets == FADC_TARGET_CUDA ? "cuda"
 		                                          : "cpu,cuda");
@@ -1094,12 +1180,12 @@ cmd_inspect(int argc, char **argv)
 		for (int i = 0; i < info.ninputs; i++) {
 			fadc_tensor_desc d;
 			fadc_task_input(m, t, i, &d);
-			print_desc(&d, "in ");
+			print_desc(&d, "in ", NULL);
 		}
 		for (int i = 0; i < info.noutputs; i++) {
 			fadc_tensor_desc d;
 			fadc_task_output(m, t, i, &d);
-			print_desc(&d, "out");
+			print_desc(&d, "out", NULL);
 		}
 	}
 	fadc_model_close(m);
@@ -1521,9 +1607,12 @@ default_tasks(const Module *m, const char **tasks)
 	return n;
 }
 
+// Compiles ms[0..nspec) (one module per specialisation, named by
+// specnames; one: the plain artifact) into a->out.
 static int
-compile(const CompileArgs *a, const Module *m)
+compile(const CompileArgs *a, const Module *const *ms, const char *const *specnames, int nspec)
 {
+	const Module *m = ms[0];
 	char err[4096] = "";
 	int targets = CG_TARGET_CPU;
 	if (a->target && !cg_parse_targets(a->target, &targets, err, sizeof err)) {
@@ -1546,7 +1635,8 @@ compile(const CompileArgs *a, const Module *m)
 	    .targets = targets,
 	    .cuda_arch = a->cuda_arch,
 	};
-	if (cg_compile_module(m, &o, a->out, err, sizeof err))
+	if (nspec > 1 ? cg_compile_specs(ms, specnames, nspec, &o, a->out, err, sizeof err)
+	              : cg_compile_module(m, &o, a->out, err, sizeof err))
 		return 0;
 	cg_error(a->model, a->out, err);
 	return 1;
@@ -1577,6 +1667,167 @@ emit_task(const CompileArgs *a, const Module *m)
 	return 0;
 }
 
+// ---------------------------------------------------------------- specialisations
+//
+// fadc MODEL.ir -o MODEL.so -D N=8,32 -D K=4,5: one artifact holding the
+// model compiled for every combination of the listed sizes (the cartesian
+// product, the first list varying slowest: N=8,K=4  N=8,K=5  N=32,K=4
+// N=32,K=5), at most ART_MAX_SPECS of them (docs/ARTIFACT.md).  Each
+// specialisation is named by the NAME=VALUE of the lists ("N=8,K=4");
+// single values (-D M=3) apply to all and are not part of the names.
+
+typedef struct Specs {
+	int n; // specialisations
+	char *name[ART_MAX_SPECS]; // "N=8,K=4"
+	const char *defs[ART_MAX_SPECS][MAXDEF]; // its -D options, every one single-valued
+	char *store[ART_MAX_SPECS][MAXDEF]; // the strings of defs that were made here
+} Specs;
+
+static void
+specs_free(Specs *sp)
+{
+	for (int s = 0; s < ART_MAX_SPECS; s++) {
+		free(sp->name[s]);
+		for (int i = 0; i < MAXDEF; i++)
+			free(sp->store[s][i]);
+	}
+}
+
+// The n-th value (0-based) of the comma list v, as [*at, *at + *len).
+static void
+list_item(const char *v, int n, const char **at, size_t *len)
+{
+	for (; n > 0; n--)
+		v = strchr(v, ',') + 1;
+	*at = v;
+	*len = strcspn(v, ",");
+}
+
+// Checks the -D lists and expands them into sp; 0 after a diagnostic at
+// the model (exit status 1).
+static int
+specs_expand(const char *model, const char *const *defs, int ndefs, Specs *sp)
+{
+	int count[MAXDEF];
+	long total = 1;
+	for (int i = 0; i < ndefs; i++) {
+		const char *d = defs[i], *eq = strchr(d, '=');
+		count[i] = 1;
+		if (!eq)
+			continue; // the frontend says "expected NAME=VALUE"
+		size_t nl = (size_t)(eq - d);
+		const char *v = eq + 1;
+		if (!*v) {
+			fprintf(stderr, "%s: error: -D %s: no value (NAME=VALUE, or NAME=V1,V2,... for "
+			                "specialisations)\n", model, d);
+			return 0;
+		}
+		for (const char *p = v; *p; p++)
+			count[i] += *p == ',';
+		for (int k = 0; k < count[i]; k++) {
+			const char *at;
+			size_t len;
+			list_item(v, k, &at, &len);
+			if (!len) {
+				fprintf(stderr, "%s: error: -D %s: value %d of the list is empty\n", model, d,
+				        k + 1);
+				return 0;
+			}
+			for (int j = 0; j < k; j++) {
+				const char *bt;
+				size_t bl;
+				list_item(v, j, &bt, &bl);
+				if (bl == len && !strncmp(at, bt, len)) {
+					fprintf(stderr, "%s: error: -D %s: the value %.*s is listed twice\n", model,
+					        d, (int)len, at);
+					return 0;
+				}
+			}
+		}
+		for (int j = 0; j < i; j++) {
+			const char *e = strchr(defs[j], '=');
+			if (e && (size_t)(e - defs[j]) == nl && !strncmp(defs[j], d, nl) &&
+			    (count[i] > 1 || count[j] > 1)) {
+				fprintf(stderr, "%s: error: -D %s: size '%.*s' is also given by -D %s (give one "
+				                "list of its values)\n", model, d, (int)nl, d, defs[j]);
+				return 0;
+			}
+		}
+		total *= count[i];
+		if (total > ART_MAX_SPECS) {
+			fprintf(stderr, "%s: error: -D %s: the lists make more than %d specialisations (one "
+			                "artifact holds at most %d)\n", model, d, ART_MAX_SPECS,
+			        ART_MAX_SPECS);
+			return 0;
+		}
+	}
+	sp->n = (int)total;
+	for (int s = 0; s < sp->n; s++) {
+		// Mixed radix, the last list fastest: the product in the order given.
+		int rest = s, idx[MAXDEF];
+		for (int i = ndefs - 1; i >= 0; i--) {
+			idx[i] = rest % count[i];
+			rest /= count[i];
+		}
+		size_t cap = 1, k = 0;
+		for (int i = 0; i < ndefs; i++)
+			cap += strlen(defs[i]) + 1;
+		if (!(sp->name[s] = malloc(cap)))
+			goto oom;
+		sp->name[s][0] = 0;
+		for (int i = 0; i < ndefs; i++) {
+			if (count[i] == 1) {
+				sp->defs[s][i] = defs[i];
+				continue;
+			}
+			const char *eq = strchr(defs[i], '='), *at;
+			size_t len, nl = (size_t)(eq - defs[i]);
+			list_item(eq + 1, idx[i], &at, &len);
+			if (!(sp->store[s][i] = malloc(nl + len + 2)))
+				goto oom;
+			snprintf(sp->store[s][i], nl + len + 2, "%.*s=%.*s", (int)nl, defs[i], (int)len, at);
+			sp->defs[s][i] = sp->store[s][i];
+			k += (size_t)snprintf(sp->name[s] + k, cap - k, "%s%s", k ? "," : "",
+			                      sp->store[s][i]);
+		}
+	}
+	return 1;
+oom:
+	fprintf(stderr, "fadc: out of memory\n");
+	return 0;
+}
+
+// fadc MODEL.ir -o MODEL.so with -D lists: parses the model once per
+// specialisation and compiles them into one artifact.
+static int
+compile_specs(const CompileArgs *a)
+{
+	Specs sp = {0};
+	Module *ms[ART_MAX_SPECS] = {0};
+	int rc = 1;
+	if (!specs_expand(a->model, a->defs, a->ndefs, &sp))
+		goto done;
+	for (int s = 0; s < sp.n; s++) {
+		FeOptions o = {.defines = sp.defs[s], .ndefines = a->ndefs, .diag = stderr,
+		               .no_prelude = a->noprelude};
+		if (!(ms[s] = fe_parse_file(a->model, &o)))
+			goto done;
+		char err[512];
+		if (!ir_verify(ms[s]->main, err, sizeof err)) {
+			fprintf(stderr, "fadc: internal error: the graph of specialisation %s does not "
+			                "verify: %s\n", sp.name[s], err);
+			rc = 3;
+			goto done;
+		}
+	}
+	rc = compile(a, (const Module *const *)ms, (const char *const *)sp.name, sp.n);
+done:
+	for (int s = 0; s < ART_MAX_SPECS; s++)
+		ir_module_free(ms[s]);
+	specs_free(&sp);
+	return rc;
+}
+
 static int
 cmd_compile(int argc, char **argv)
 {
@@ -1585,6 +1836,13 @@ cmd_compile(int argc, char **argv)
 	if (rc) {
 		free(a.tasklist);
 		return rc < 0 ? 0 : rc;
+	}
+	if (has_define_list(a.defs, a.ndefs)) {
+		rc = a.out ? compile_specs(&a)
+		           : usage_error(usage_main, "-D with a list of values (N=8,32) makes "
+		                                     "specialisations of an artifact: it needs -o FILE%s", "");
+		free(a.tasklist);
+		return rc;
 	}
 	FeOptions o = {.defines = a.defs, .ndefines = a.ndefs, .diag = stderr, .no_prelude = a.noprelude};
 	Module *m = fe_parse_file(a.model, &o);
@@ -1597,7 +1855,7 @@ cmd_compile(int argc, char **argv)
 		fprintf(stderr, "fadc: internal error: the graph does not verify: %s\n", err);
 		rc = 3;
 	} else if (a.out)
-		rc = compile(&a, m);
+		rc = compile(&a, (const Module *const *)&m, NULL, 1);
 	else if (a.task)
 		rc = emit_task(&a, m);
 	else

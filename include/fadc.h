@@ -187,12 +187,34 @@ typedef struct fadc_task_info {
 	int nkernels;
 	unsigned targets; // FADC_TARGET_* bits: the code the task has
 	int cuda_launches; // kernel launches of its CUDA code (a small task's: 1, fused)
+	// The specialisation the task was compiled for (fadc -D N=8,32, one
+	// artifact holding the model at several sizes: docs/ARTIFACT.md): its
+	// index (0 .. fadc_model_spec_count - 1; -1 for the initializer of a
+	// declaration every specialisation shares) and its sizes, "N=8" or
+	// "N=8,K=4" ("" in an artifact of one specialisation).
+	int spec_index;
+	const char *spec;
 } fadc_task_info;
 
 enum { FADC_TARGET_CPU = 1, FADC_TARGET_CUDA = 2 };
 
 int fadc_model_task_count(const fadc_model *m);
+// The first task named `name`: in an artifact of several specialisations,
+// the first specialisation's (each specialisation has its own entry, the
+// same name at another index).
 fadc_status fadc_model_find_task(fadc_model *m, const char *name, int *task);
+// The task named `name` whose caller inputs (FADC_ROLE_INPUT, in order)
+// have the dtypes and shapes of inputs[0 .. ninputs): the specialisation
+// for these tensors, the first in order where several fit (inputs that do
+// not tell them apart: pick by fadc_task_info.spec instead).  inputs NULL:
+// fadc_model_find_task.  None fits: FADC_ERR_SHAPE, the message listing
+// each specialisation's input types.
+fadc_status fadc_model_find_task_for(fadc_model *m, const char *name, fadc_tensor *const *inputs,
+                                     int ninputs, int *task);
+// The specialisations: 1 for an artifact compiled without -D lists (its
+// name ""), else each one's sizes ("N=8,K=4"), in the order compiled.
+int fadc_model_spec_count(const fadc_model *m);
+const char *fadc_model_spec(const fadc_model *m, int i); // NULL out of range
 fadc_status fadc_task_info_get(const fadc_model *m, int task, fadc_task_info *info);
 fadc_status fadc_task_input(const fadc_model *m, int task, int i, fadc_tensor_desc *d);
 fadc_status fadc_task_output(const fadc_model *m, int task, int i, fadc_tensor_desc *d);
@@ -203,10 +225,31 @@ int fadc_model_decl_count(const fadc_model *m);
 // Declaration i (params and consts, in declaration order); *has_init says
 // whether the model can compute it from its seeded initializer.
 fadc_status fadc_model_decl(const fadc_model *m, int i, fadc_tensor_desc *d, int *has_init);
-// Copies value into declaration `name`.  A bound value takes precedence
-// over the initializer; initializers that read `name` see the bound value
-// if fadc_model_init runs after the bind.
+// The specialisation declaration i belongs to, or -1: one declaration that
+// every specialisation shares (the same type and initializer in each).  A
+// declaration whose shape depends on a listed size is one declaration per
+// specialisation, all of the same name.
+int fadc_model_decl_spec(const fadc_model *m, int i);
+// Copies value into declaration `name`: into every declaration of that
+// name whose dtype and shape are value's (with specialisations, one name
+// may have several shapes; FADC_ERR_SHAPE, listing them, when none fits).
+// A bound value takes precedence over the initializer; initializers that
+// read `name` see the bound value if fadc_model_init runs after the bind.
+// Ends a binding by reference of those declarations.
 fadc_status fadc_model_bind(fadc_model *m, const char *name, const fadc_tensor *value);
+// Binds declaration `name` (every one of that name whose type fits, as
+// fadc_model_bind) to the caller's tensor itself, not a copy: tasks read
+// it in place, and in-place forms write it, so a new value written into it
+// (fadc_tensor_write, or through fadc_tensor_data) is what the next run
+// sees.  value: created by fadc_tensor_create or _wrap on the model's
+// context (not a model-owned output).  Ownership: the caller keeps value
+// alive, and does not release it, until it binds `name` again (by copy or
+// reference) or closes the model.  On a device, a recorded CUDA graph
+// holds the tensor's address: binding another tensor makes the next call
+// record again (a re-record, docs/CUDA.md, "Parameters bound by
+// reference"); binding the first one back replays its graph.  An
+// initializer that reads `name` sees its value at fadc_model_init.
+fadc_status fadc_model_bind_ref(fadc_model *m, const char *name, fadc_tensor *value);
 // Binds every tensor of a .safetensors file whose name is a declaration's
 // (others are ignored), or one .npy file to the declaration named like the
 // file (weights/beta_value.npy binds beta_value).  *nbound (may be NULL)
@@ -217,7 +260,8 @@ fadc_status fadc_model_bind_file(fadc_model *m, const char *path, int *nbound);
 // this with the context's seed if it was not done.
 fadc_status fadc_model_init(fadc_model *m, uint64_t seed);
 // A model-owned tensor holding declaration `name`'s current value (on a
-// device context, the device copy).
+// device context, the device copy); with specialisations, the first
+// declaration of that name; bound by reference, the caller's tensor.
 fadc_status fadc_model_get(fadc_model *m, const char *name, fadc_tensor **value);
 
 // ---------------------------------------------------------------- tensors

@@ -122,11 +122,25 @@ put_tensor(Out *o, const ArtTensor *t)
 }
 
 int
+art_version_readable(uint32_t version)
+{
+	return version == ART_FORMAT_VERSION_ONE_SPEC || version == ART_FORMAT_VERSION;
+}
+
+uint32_t
+art_desc_version(const ArtDesc *d)
+{
+	return d->nspec > 1 ? ART_FORMAT_VERSION : ART_FORMAT_VERSION_ONE_SPEC;
+}
+
+int
 art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 {
 	Out o = {0};
+	uint32_t version = art_desc_version(d);
+	int specs = version == ART_FORMAT_VERSION; // the format-5 fields
 	put(&o, ART_DESC_MAGIC, 8);
-	put_u32(&o, ART_FORMAT_VERSION);
+	put_u32(&o, version);
 	put_str(&o, d->model);
 	put_u64(&o, d->source_hash);
 	put_str(&o, d->options);
@@ -136,6 +150,11 @@ art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 	put_str(&o, d->cuda_arch);
 	put_u64(&o, d->images_bytes);
 	put_u64(&o, d->images_hash);
+	if (specs) {
+		put_u32(&o, d->nspec);
+		for (uint32_t i = 0; i < d->nspec; i++)
+			put_str(&o, d->spec[i]);
+	}
 	put_u32(&o, d->ndecl);
 	for (uint32_t i = 0; i < d->ndecl; i++) {
 		const ArtDecl *x = &d->decl[i];
@@ -146,6 +165,8 @@ art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 		for (int k = 0; k < x->rank && k < ART_MAXDIM; k++)
 			put_u64(&o, (uint64_t)x->dim[k]);
 		put_u32(&o, (uint32_t)x->init);
+		if (specs)
+			put_u32(&o, (uint32_t)x->spec);
 	}
 	put_u32(&o, d->ntask);
 	for (uint32_t i = 0; i < d->ntask; i++) {
@@ -153,6 +174,8 @@ art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 		put_str(&o, t->name);
 		put_u8(&o, t->kind);
 		put_u32(&o, (uint32_t)t->decl);
+		if (specs)
+			put_u32(&o, (uint32_t)t->spec);
 		put_u64(&o, t->arena_bytes);
 		put_u64(&o, t->naive_bytes);
 		put_u32(&o, t->nkernel);
@@ -347,6 +370,9 @@ art_desc_free(ArtDesc *d)
 	free(d->features);
 	free(d->cuda_arch);
 	free(d->images);
+	for (uint32_t i = 0; d->spec && i < d->nspec; i++)
+		free(d->spec[i]);
+	free(d->spec);
 	if (d->decl)
 		for (uint32_t i = 0; i < d->ndecl; i++)
 			free(d->decl[i].name);
@@ -388,9 +414,10 @@ decode(In *in, ArtDesc *d)
 	if (in->bad || memcmp(magic, ART_DESC_MAGIC, 8))
 		return fail(in, "descriptor: bad magic");
 	d->version = get_u32(in);
-	if (!in->bad && d->version != ART_FORMAT_VERSION)
-		return fail(in, "descriptor format version %u, this runtime reads version %d",
-		            d->version, ART_FORMAT_VERSION);
+	if (!in->bad && !art_version_readable(d->version))
+		return fail(in, "descriptor format version %u, this runtime reads versions %d and %d",
+		            d->version, ART_FORMAT_VERSION_ONE_SPEC, ART_FORMAT_VERSION);
+	int specs = d->version == ART_FORMAT_VERSION; // the format-5 fields
 	d->model = get_str(in);
 	d->source_hash = get_u64(in);
 	d->options = get_str(in);
@@ -400,6 +427,17 @@ decode(In *in, ArtDesc *d)
 	d->cuda_arch = get_str(in);
 	d->images_bytes = get_u64(in);
 	d->images_hash = get_u64(in);
+	// The specialisations: written by format 5; one without a name before.
+	uint32_t ns = specs ? get_u32(in) : 1;
+	if (!in->bad && (ns < 1 || ns > ART_MAX_SPECS))
+		return fail(in, "descriptor: %u specialisations (1 to %d)", ns, ART_MAX_SPECS);
+	d->spec = calloc(ns, sizeof *d->spec);
+	if (!d->spec)
+		return fail(in, "out of memory");
+	d->nspec = ns;
+	for (uint32_t i = 0; i < ns && !in->bad; i++)
+		if (!(d->spec[i] = specs ? get_str(in) : calloc(1, 1)) && !in->bad)
+			return fail(in, "out of memory");
 	uint32_t nd = get_u32(in);
 	if (!check_count(in, nd, MIN_DECL, "declarations"))
 		return 0;
@@ -414,6 +452,7 @@ decode(In *in, ArtDesc *d)
 		if (!get_shape(in, &x->dtype, &x->rank, x->dim, x->name))
 			return 0;
 		x->init = (int32_t)get_u32(in);
+		x->spec = specs ? (int32_t)get_u32(in) : -1;
 	}
 	uint32_t nt = get_u32(in);
 	if (!check_count(in, nt, MIN_TASK, "tasks"))
@@ -427,6 +466,7 @@ decode(In *in, ArtDesc *d)
 		t->name = get_str(in);
 		t->kind = get_u8(in);
 		t->decl = (int32_t)get_u32(in);
+		t->spec = specs ? (int32_t)get_u32(in) : t->kind == ART_INIT ? -1 : 0;
 		t->arena_bytes = get_u64(in);
 		t->naive_bytes = get_u64(in);
 		t->nkernel = get_u32(in);
@@ -495,24 +535,36 @@ decode(In *in, ArtDesc *d)
 	for (uint32_t i = 0; i < d->ndecl; i++) {
 		const ArtDecl *x = &d->decl[i];
 		if (x->kind > ART_CONST || x->init < -1 || x->init >= (int32_t)d->ntask ||
-		    (x->init >= 0 && d->task[x->init].kind != ART_INIT))
+		    (x->init >= 0 && d->task[x->init].kind != ART_INIT) || x->spec < -1 ||
+		    x->spec >= (int32_t)d->nspec)
 			return fail(in, "descriptor: declaration '%s' is malformed", x->name);
+		// A name means one declaration in each specialisation.
+		for (uint32_t k = 0; k < i; k++)
+			if (!strcmp(d->decl[k].name, x->name) &&
+			    (x->spec < 0 || d->decl[k].spec < 0 || d->decl[k].spec == x->spec))
+				return fail(in, "descriptor: declaration '%s' twice in one specialisation",
+				            x->name);
 	}
 	for (uint32_t i = 0; i < d->ntask; i++) {
 		const ArtTask *t = &d->task[i];
 		if (t->kind > ART_INIT || t->decl < -1 || t->decl >= (int32_t)d->ndecl ||
-		    (t->kind == ART_INIT && t->decl < 0))
+		    (t->kind == ART_INIT && t->decl < 0) || t->spec < -1 ||
+		    t->spec >= (int32_t)d->nspec || (t->kind == ART_TASK && t->spec < 0) ||
+		    (t->kind == ART_INIT && t->spec != d->decl[t->decl].spec))
 			return fail(in, "descriptor: task '%s' is malformed", t->name);
 		for (uint32_t k = 0; k < t->nin; k++) {
 			const ArtTensor *x = &t->in[k];
 			int32_t dl = x->decl;
+			// ... and one of the task's own specialisation, or a shared one.
 			if (x->role == ART_ROLE_DECL &&
 			    (dl < 0 || dl >= (int32_t)d->ndecl || d->decl[dl].dtype != x->dtype ||
 			     d->decl[dl].rank != x->rank ||
-			     memcmp(d->decl[dl].dim, x->dim, sizeof(int64_t) * x->rank)))
+			     memcmp(d->decl[dl].dim, x->dim, sizeof(int64_t) * x->rank) ||
+			     (d->decl[dl].spec >= 0 && d->decl[dl].spec != t->spec)))
 				return fail(in, "descriptor: input '%s' of task '%s' does not match its declaration",
 				            x->name, t->name);
 		}
+		((ArtTask *)t)->spec_name = t->spec >= 0 ? d->spec[t->spec] : "";
 		for (uint32_t k = 0; k < t->nout; k++)
 			if (t->out[k].writeback < -1 || t->out[k].writeback >= (int32_t)t->nin)
 				return fail(in, "descriptor: output '%s' of task '%s' is malformed",
@@ -604,10 +656,11 @@ rd64(const uint8_t *b)
 // Layout: magic[8] version:u32 flags:u32 desc_offset:u64 desc_len:u64
 // file_crc:u32 trailer_crc:u32 (of the 36 bytes before it).
 void
-art_trailer_make(uint8_t t[ART_TRAILER_SIZE], uint64_t size, uint64_t desc_len, uint32_t crc)
+art_trailer_make(uint8_t t[ART_TRAILER_SIZE], uint32_t version, uint64_t size, uint64_t desc_len,
+                 uint32_t crc)
 {
 	memcpy(t, ART_TRAILER_MAGIC, 8);
-	le32(t + 8, ART_FORMAT_VERSION);
+	le32(t + 8, version);
 	le32(t + 12, 0);
 	le64(t + 16, size - desc_len);
 	le64(t + 24, desc_len);
@@ -695,11 +748,11 @@ art_read(const char *path, ArtDesc *d, uint8_t **desc_bytes, size_t *desc_len, c
 		goto done;
 	}
 	uint32_t version = rd32(t + 8);
-	if (version != ART_FORMAT_VERSION) {
+	if (!art_version_readable(version)) {
 		ferr(err, errlen, path,
-		     "artifact format version %u; this runtime reads version %d (recompile the model "
-		     "with this fadc)",
-		     version, ART_FORMAT_VERSION);
+		     "artifact format version %u; this runtime reads versions %d and %d (recompile the "
+		     "model with this fadc)",
+		     version, ART_FORMAT_VERSION_ONE_SPEC, ART_FORMAT_VERSION);
 		rc = ART_READ_VERSION;
 		goto done;
 	}
@@ -718,6 +771,12 @@ art_read(const char *path, ArtDesc *d, uint8_t **desc_bytes, size_t *desc_len, c
 	char msg[400];
 	if (!art_desc_decode(buf + off, (size_t)len, d, msg, sizeof msg)) {
 		ferr(err, errlen, path, "%s", msg);
+		goto done;
+	}
+	if (d->version != version) {
+		art_desc_free(d);
+		ferr(err, errlen, path, "corrupt artifact: the trailer says format %u, the descriptor %u",
+		     version, d->version);
 		goto done;
 	}
 	// The image section: the images_bytes just before the descriptor,

@@ -13,10 +13,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// The format version of the trailer and the descriptor.  A runtime reads
-// exactly this version: 1 (before the CUDA part) and 2 (before host steps
-// in the launch records) are refused with a message.
-#define ART_FORMAT_VERSION 3
+// The format versions of the trailer and the descriptor.  The writer
+// writes the oldest version that can hold the artifact: 3 for one
+// specialisation (the bytes of every artifact before specialisations), 5
+// (ART_FORMAT_VERSION, the newest) for several (-D N=8,32): version 5 adds
+// the list of specialisations and, per declaration and task, the one it
+// belongs to.  art_version_readable is the one place that says which
+// versions a runtime reads: 3 and 5; 1 (before the CUDA part) and 2
+// (before host steps in the launch records) are refused with a message.
+#define ART_FORMAT_VERSION 5
+#define ART_FORMAT_VERSION_ONE_SPEC 3 // what an artifact of one specialisation is written as
+#define ART_MAX_SPECS 16 // specialisations of one artifact (fadc -D N=8,32)
+int art_version_readable(uint32_t version);
 #define ART_TRAILER_SIZE 40
 #define ART_TRAILER_MAGIC "FADCTRLR" // 8 bytes
 #define ART_DESC_MAGIC "FADCDESC" // 8 bytes
@@ -89,6 +97,13 @@ typedef struct ArtTask {
 	uint64_t ptx_off, ptx_len; // compute_XX PTX, the driver's fallback
 	uint32_t ncuda;
 	ArtKernel *kern;
+	// The specialisation whose sizes the task was compiled with (an index
+	// of ArtDesc.spec), or -1: an initializer of a declaration that every
+	// specialisation shares.  0 in an artifact of one specialisation.
+	int32_t spec;
+	// Filled by the decoder: the specialisation's name (ArtDesc.spec[spec],
+	// borrowed), "" for one specialisation or a shared initializer.
+	const char *spec_name;
 } ArtTask;
 
 typedef struct ArtDecl {
@@ -98,6 +113,10 @@ typedef struct ArtDecl {
 	uint8_t rank;
 	int64_t dim[ART_MAXDIM];
 	int32_t init; // the init task, or -1: must be bound by name
+	// -1: the declaration has this shape and initializer in every
+	// specialisation (shared); else the one specialisation it belongs to
+	// (the same name appears once per specialisation, each its own shape).
+	int32_t spec;
 } ArtDecl;
 
 typedef struct ArtDesc {
@@ -111,6 +130,11 @@ typedef struct ArtDesc {
 	char *cuda_arch; // "sm_90" when some task has CUDA code, else ""
 	uint64_t images_bytes; // the image section: the bytes just before the descriptor
 	uint64_t images_hash; // FNV-1a 64 of those bytes (pins them to the loaded library)
+	// The specialisations (format 5): each one's -D values that differ
+	// between them, "N=8" or "N=2,K=4".  An artifact of one specialisation
+	// (format 3) decodes as nspec 1 with spec[0] "".
+	uint32_t nspec;
+	char **spec;
 	uint32_t ndecl, ntask;
 	ArtDecl *decl;
 	ArtTask *task;
@@ -120,6 +144,8 @@ typedef struct ArtDesc {
 } ArtDesc;
 
 // Encodes d into a malloc'ed buffer (*out, *len); 0 on out of memory.
+// nspec 0 or 1 writes format 3 (spec, ArtDecl.spec and ArtTask.spec are
+// not written: they must be NULL or "", -1 and 0), more writes format 5.
 int art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len);
 // Decodes desc[0..len) into *d (free with art_desc_free).  0 with a message
 // on any malformation.
@@ -128,8 +154,12 @@ void art_desc_free(ArtDesc *d);
 
 // The 40-byte trailer for a file whose first `size` bytes are the shared
 // library, the image section and the descriptor (desc_len bytes, ending at
-// `size`); crc is art_crc32 of those `size` bytes.
-void art_trailer_make(uint8_t t[ART_TRAILER_SIZE], uint64_t size, uint64_t desc_len, uint32_t crc);
+// `size`); crc is art_crc32 of those `size` bytes; version is the
+// descriptor's (art_desc_version).
+void art_trailer_make(uint8_t t[ART_TRAILER_SIZE], uint32_t version, uint64_t size,
+                      uint64_t desc_len, uint32_t crc);
+// The format version art_desc_encode writes for d.
+uint32_t art_desc_version(const ArtDesc *d);
 
 // Reads and checks an artifact: the trailer, the checksum over the whole
 // file, the format version, decodes the descriptor and checks the image

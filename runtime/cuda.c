@@ -49,9 +49,17 @@
 // again in the same generation starts a new one: the path goes back to the
 // root (rtcu_task_begin).
 //
+// Declarations are keyed by address too: one bound by reference
+// (fadc_model_bind_ref) to another tensor of the caller's misses every
+// recording made for the old address (the memcmp of the key is the
+// address check: a few pointer compares per replay) and is recorded
+// again, beside them; binding the old tensor back replays its graph.  Each
+// specialisation of an artifact (-D N=8,32) is a task of its own, so it
+// has recordings of its own.
+//
 // A recording made where the tree already has one for the same task under
-// the same parent (another state: moved outputs, released outputs) is a
-// re-record; past the context's re-record limit (64, or
+// the same parent (another state: moved outputs, released outputs, a
+// parameter bound by reference to another tensor) is a re-record; past the context's re-record limit (64, or
 // FADC_CUDA_GRAPH_RERECORD_LIMIT) a task runs eagerly with one warning.
 // The graphs of every recording are kept until the task is freed (a model
 // closed), which prunes its nodes and their subtrees.
@@ -543,8 +551,12 @@ static size_t
 tree_print(const Node *n, int depth, char *buf, size_t len, size_t at)
 {
 	for (const Node *ch = n->child; ch; ch = ch->next) {
+		// A task of an artifact with specialisations says which: "forward
+		// [N=8]" (each specialisation is a task of its own, recorded apart).
+		const char *sp = ch->task->t->spec_name ? ch->task->t->spec_name : "";
 		int w = snprintf(buf + (at < len ? at : len), at < len ? len - at : 0,
-		                 "%*s%s: %llu replays\n", 2 * depth, "", ch->task->t->name,
+		                 "%*s%s%s%s%s: %llu replays\n", 2 * depth, "", ch->task->t->name,
+		                 sp[0] ? " [" : "", sp, sp[0] ? "]" : "",
 		                 (unsigned long long)ch->replays);
 		at += w > 0 ? (size_t)w : 0;
 		at = tree_print(ch, depth + 1, buf, len, at);

@@ -106,6 +106,9 @@ struct fadc_model {
 	RtTask *task;
 	fadc_tensor *decl; // declaration values, model-owned
 	uint8_t *bound; // bound[i]: declaration i was bound by the caller
+	// ref[i]: declaration i is bound by reference (fadc_model_bind_ref):
+	// tasks read the caller's tensor, not decl[i]; NULL: decl[i].
+	fadc_tensor **ref;
 	int initialized;
 	// On a CUDA context, made at the first task's set-up: one arena shared
 	// by every task (they run in order on one stream) and the region of the
@@ -540,6 +543,7 @@ model_free(fadc_model *m)
 		}
 	free(m->decl);
 	free(m->bound);
+	free(m->ref);
 	if (m->dl)
 		dlclose(m->dl);
 	free(m->desc);
@@ -584,7 +588,8 @@ fadc_model_open(fadc_context *ctx, const char *path, unsigned flags, fadc_model 
 	m->task = calloc(m->d.ntask + 1, sizeof *m->task);
 	m->decl = calloc(m->d.ndecl + 1, sizeof *m->decl);
 	m->bound = calloc(m->d.ndecl + 1, 1);
-	if (!m->task || !m->decl || !m->bound)
+	m->ref = calloc(m->d.ndecl + 1, sizeof *m->ref);
+	if (!m->task || !m->decl || !m->bound || !m->ref)
 		return model_fail(m, fail(ctx, FADC_ERR_NOMEM, "%s: out of memory", path));
 	for (uint32_t i = 0; i < m->d.ntask; i++) {
 		RtTask *t = &m->task[i];
@@ -718,6 +723,83 @@ fadc_model_find_task(fadc_model *m, const char *name, int *task)
 	            name, list);
 }
 
+int
+fadc_model_spec_count(const fadc_model *m)
+{
+	return m ? (int)m->d.nspec : 0;
+}
+
+const char *
+fadc_model_spec(const fadc_model *m, int i)
+{
+	return m && i >= 0 && (uint32_t)i < m->d.nspec ? m->d.spec[i] : NULL;
+}
+
+static int same_type(const fadc_tensor *t, fadc_dtype dt, int rank, const int64_t *dim);
+
+// Do the caller inputs of task t have the types of inputs[0 .. n)?
+static int
+inputs_fit(const fadc_model *m, uint32_t t, fadc_tensor *const *inputs, int n)
+{
+	const ArtTask *x = &m->d.task[t];
+	if (n != m->task[t].ncaller)
+		return 0;
+	for (uint32_t k = 0, j = 0; k < x->nin; k++) {
+		const ArtTensor *y = &x->in[k];
+		if (y->role != ART_ROLE_ARG)
+			continue;
+		const fadc_tensor *v = inputs[j++];
+		if (!v || !same_type(v, (fadc_dtype)y->dtype, y->rank, y->dim))
+			return 0;
+	}
+	return 1;
+}
+
+fadc_status
+fadc_model_find_task_for(fadc_model *m, const char *name, fadc_tensor *const *inputs, int ninputs,
+                         int *task)
+{
+	if (!inputs)
+		return fadc_model_find_task(m, name, task);
+	fadc_status s = fadc_model_find_task(m, name, task);
+	if (s)
+		return s;
+	if (ninputs < 0)
+		return fail(m->ctx, FADC_ERR_ARG, "fadc_model_find_task_for: %d inputs", ninputs);
+	for (uint32_t i = 0; i < m->d.ntask; i++)
+		if (m->d.task[i].kind == ART_TASK && !strcmp(m->d.task[i].name, name) &&
+		    inputs_fit(m, i, inputs, ninputs)) {
+			*task = (int)i;
+			return ok(m->ctx);
+		}
+	// The message: what was given, then each specialisation's inputs.
+	char msg[1000], ty[200];
+	size_t n = (size_t)snprintf(msg, sizeof msg, "model '%s' has no specialisation of task '%s' "
+	                            "for inputs (", m->d.model, name);
+	for (int j = 0; j < ninputs && n < sizeof msg; j++) {
+		const fadc_tensor *v = inputs[j];
+		if (v)
+			type_str(ty, sizeof ty, v->dtype, v->rank, v->dim);
+		n += (size_t)snprintf(msg + n, sizeof msg - n, "%s%s", j ? ", " : "", v ? ty : "NULL");
+	}
+	n += n < sizeof msg ? (size_t)snprintf(msg + n, sizeof msg - n, "); it has:") : 0;
+	for (uint32_t i = 0; i < m->d.ntask && n < sizeof msg; i++) {
+		const ArtTask *x = &m->d.task[i];
+		if (x->kind != ART_TASK || strcmp(x->name, name))
+			continue;
+		const char *sp = m->d.spec[x->spec];
+		n += (size_t)snprintf(msg + n, sizeof msg - n, " %s%s(", sp, sp[0] ? " " : "");
+		for (uint32_t k = 0, j = 0; k < x->nin && n < sizeof msg; k++)
+			if (x->in[k].role == ART_ROLE_ARG) {
+				type_str(ty, sizeof ty, (fadc_dtype)x->in[k].dtype, x->in[k].rank, x->in[k].dim);
+				n += (size_t)snprintf(msg + n, sizeof msg - n, "%s%s", j++ ? ", " : "", ty);
+			}
+		n += n < sizeof msg ? (size_t)snprintf(msg + n, sizeof msg - n, ")") : 0;
+	}
+	*task = -1;
+	return fail(m->ctx, FADC_ERR_SHAPE, "%s", msg);
+}
+
 static fadc_status
 check_task(const fadc_model *m, int task)
 {
@@ -746,6 +828,8 @@ fadc_task_info_get(const fadc_model *m, int task, fadc_task_info *info)
 	info->nkernels = (int)t->nkernel;
 	info->targets = t->targets;
 	info->cuda_launches = (int)t->ncuda;
+	info->spec_index = t->spec;
+	info->spec = t->spec >= 0 ? m->d.spec[t->spec] : "";
 	return ok(m->ctx);
 }
 
@@ -812,6 +896,12 @@ fadc_model_decl(const fadc_model *m, int i, fadc_tensor_desc *d, int *has_init)
 	return ok(m->ctx);
 }
 
+int
+fadc_model_decl_spec(const fadc_model *m, int i)
+{
+	return m && i >= 0 && (uint32_t)i < m->d.ndecl ? m->d.decl[i].spec : -1;
+}
+
 static int
 find_decl(const fadc_model *m, const char *name)
 {
@@ -824,6 +914,8 @@ find_decl(const fadc_model *m, const char *name)
 static int
 same_type(const fadc_tensor *t, fadc_dtype dt, int rank, const int64_t *dim)
 {
+	if (!t)
+		return 0;
 	if (t->dtype != dt || t->rank != rank)
 		return 0;
 	for (int i = 0; i < rank; i++)
@@ -844,6 +936,7 @@ bind_data(fadc_model *m, int d, fadc_dtype dt, int rank, const int64_t *dim, con
 		return fail(m->ctx, FADC_ERR_SHAPE, "%s%s'%s' is declared %s, the bound tensor is %s",
 		            from ? from : "", from ? ": " : "", m->d.decl[d].name, want, got);
 	}
+	m->ref[d] = NULL; // a copy ends a binding by reference
 	if (v->bytes)
 		memcpy(v->data, data, v->bytes);
 	if (m->ctx->cu && m->dl &&
@@ -854,17 +947,60 @@ bind_data(fadc_model *m, int d, fadc_dtype dt, int rank, const int64_t *dim, con
 	return ok(m->ctx);
 }
 
+// The declaration named `name` of type (dt, rank, dim) after `after`
+// (-1: the first): with specialisations one name may have several types.
+// None after the first: -1; none at all: -2 (no such name), or -3 with a
+// FADC_ERR_SHAPE message (from, when not NULL, starts it) listing the
+// types it has.
+static int
+match_decl(fadc_model *m, const char *name, int after, fadc_dtype dt, int rank,
+           const int64_t *dim, const char *from)
+{
+	int named = 0;
+	for (uint32_t i = 0; i < m->d.ndecl; i++) {
+		if (strcmp(m->d.decl[i].name, name))
+			continue;
+		named++;
+		if ((int)i > after && same_type(&m->decl[i], dt, rank, dim))
+			return (int)i;
+	}
+	if (after >= 0)
+		return -1;
+	if (!named)
+		return -2;
+	char list[600], ty[200], got[200];
+	size_t n = 0;
+	list[0] = 0;
+	for (uint32_t i = 0; i < m->d.ndecl && n < sizeof list; i++)
+		if (!strcmp(m->d.decl[i].name, name)) {
+			const fadc_tensor *v = &m->decl[i];
+			type_str(ty, sizeof ty, v->dtype, v->rank, v->dim);
+			n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? " or " : "", ty);
+		}
+	type_str(got, sizeof got, dt, rank, dim);
+	fail(m->ctx, FADC_ERR_SHAPE, "%s%s'%s' is declared %s, the bound tensor is %s",
+	     from ? from : "", from ? ": " : "", name, list, got);
+	return -3;
+}
+
 fadc_status
 fadc_model_bind(fadc_model *m, const char *name, const fadc_tensor *value)
 {
 	if (!m || !name || !value)
 		return fail(m ? m->ctx : NULL, FADC_ERR_ARG, "fadc_model_bind: NULL argument");
-	int d = find_decl(m, name);
-	if (d < 0)
+	int d = match_decl(m, name, -1, value->dtype, value->rank, value->dim, NULL);
+	if (d == -2)
 		return fail(m->ctx, FADC_ERR_NOT_FOUND, "model '%s' declares no param or const '%s'",
 		            m->d.model, name);
-	if (value->dev.kind == FADC_DEVICE_CPU)
-		return bind_data(m, d, value->dtype, value->rank, value->dim, value->data, NULL);
+	if (d < 0)
+		return FADC_ERR_SHAPE;
+	if (value->dev.kind == FADC_DEVICE_CPU) {
+		fadc_status s = FADC_OK;
+		for (; d >= 0 && !s; d = match_decl(m, name, d, value->dtype, value->rank, value->dim,
+		                                     NULL))
+			s = bind_data(m, d, value->dtype, value->rank, value->dim, value->data, NULL);
+		return s;
+	}
 	if (value->ctx != m->ctx)
 		return fail(m->ctx, FADC_ERR_DEVICE, "fadc_model_bind: '%s' is on another context", name);
 	// A device tensor of this context: through a host copy (binding is not
@@ -873,10 +1009,39 @@ fadc_model_bind(fadc_model *m, const char *name, const fadc_tensor *value)
 	if (!tmp)
 		return fail(m->ctx, FADC_ERR_NOMEM, "fadc_model_bind: out of memory");
 	fadc_status s = fadc_tensor_read(value, tmp, value->bytes);
-	if (!s)
+	for (; d >= 0 && !s; d = match_decl(m, name, d, value->dtype, value->rank, value->dim, NULL))
 		s = bind_data(m, d, value->dtype, value->rank, value->dim, tmp, NULL);
 	free(tmp);
 	return s;
+}
+
+fadc_status
+fadc_model_bind_ref(fadc_model *m, const char *name, fadc_tensor *value)
+{
+	if (!m || !name || !value)
+		return fail(m ? m->ctx : NULL, FADC_ERR_ARG, "fadc_model_bind_ref: NULL argument");
+	if (value->ctx != m->ctx || value->dev.kind != m->ctx->o.device.kind ||
+	    value->dev.index != m->ctx->o.device.index)
+		return fail(m->ctx, FADC_ERR_DEVICE,
+		            "fadc_model_bind_ref: '%s' must be a tensor of the model's context", name);
+	if (value->owner == OWN_MODEL)
+		return fail(m->ctx, FADC_ERR_ARG,
+		            "fadc_model_bind_ref: '%s': the tensor is the model's (an output or a "
+		            "declaration), not one the caller owns", name);
+	if (value->bytes && !value->data && !value->dptr)
+		return fail(m->ctx, FADC_ERR_ARG, "fadc_model_bind_ref: '%s' has no memory", name);
+	int d = match_decl(m, name, -1, value->dtype, value->rank, value->dim, NULL);
+	if (d == -2)
+		return fail(m->ctx, FADC_ERR_NOT_FOUND, "model '%s' declares no param or const '%s'",
+		            m->d.model, name);
+	if (d < 0)
+		return FADC_ERR_SHAPE;
+	for (; d >= 0; d = match_decl(m, name, d, value->dtype, value->rank, value->dim, NULL)) {
+		m->ref[d] = value;
+		m->bound[d] = 1;
+		m->decl[d].gen++;
+	}
+	return ok(m->ctx);
 }
 
 fadc_status
@@ -919,16 +1084,19 @@ fadc_model_bind_file(fadc_model *m, const char *path, int *nbound)
 		return fail(m->ctx, FADC_ERR_IO, "%s", err);
 	int count = 0;
 	for (int i = 0; i < nt; i++) {
-		int d = find_decl(m, ts[i].name);
-		if (d < 0)
+		fadc_dtype dt = (fadc_dtype)ts[i].dtype;
+		int d = match_decl(m, ts[i].name, -1, dt, ts[i].rank, ts[i].dim, path);
+		if (d == -2)
 			continue;
-		fadc_status s = bind_data(m, d, (fadc_dtype)ts[i].dtype, ts[i].rank, ts[i].dim, ts[i].data,
-		                          path);
+		fadc_status s = d < 0 ? FADC_ERR_SHAPE : FADC_OK;
+		for (; d >= 0 && !s; d = match_decl(m, ts[i].name, d, dt, ts[i].rank, ts[i].dim, path)) {
+			s = bind_data(m, d, dt, ts[i].rank, ts[i].dim, ts[i].data, path);
+			count++;
+		}
 		if (s) {
 			tio_free_all(ts, nt);
 			return s;
 		}
-		count++;
 	}
 	tio_free_all(ts, nt);
 	if (nbound)
@@ -945,7 +1113,7 @@ fadc_model_get(fadc_model *m, const char *name, fadc_tensor **value)
 	if (d < 0)
 		return fail(m->ctx, FADC_ERR_NOT_FOUND, "model '%s' declares no param or const '%s'",
 		            m->d.model, name);
-	*value = &m->decl[d];
+	*value = m->ref[d] ? m->ref[d] : &m->decl[d];
 	return ok(m->ctx);
 }
 
@@ -1172,6 +1340,16 @@ fadc_model_init(fadc_model *m, uint64_t seed)
 	if (!m->dl)
 		return fail(m->ctx, FADC_ERR_STATE, "model '%s' was opened to describe only",
 		            m->d.model);
+	// Declarations bound by reference, as initializers read them: their
+	// host memory, or on a device a host copy taken now.
+	for (uint32_t i = 0; i < m->d.ndecl; i++) {
+		fadc_tensor *r = m->ref[i];
+		if (r && r->dev.kind != FADC_DEVICE_CPU) {
+			fadc_status s = fadc_tensor_read(r, m->decl[i].data, m->decl[i].bytes);
+			if (s)
+				return s;
+		}
+	}
 	for (uint32_t i = 0; i < m->d.ndecl; i++) {
 		const ArtDecl *x = &m->d.decl[i];
 		if (m->bound[i])
@@ -1191,7 +1369,8 @@ fadc_model_init(fadc_model *m, uint64_t seed)
 				return fail(m->ctx, FADC_ERR_FORMAT,
 				            "initializer of '%s' reads something other than an earlier "
 				            "declaration", x->name);
-			t->in[k] = m->decl[dl].data;
+			fadc_tensor *r = m->ref[dl];
+			t->in[k] = r && r->dev.kind == FADC_DEVICE_CPU ? r->data : m->decl[dl].data;
 		}
 		if (t->d->nout != 1 || !same_type(&m->decl[i], (fadc_dtype)t->d->out[0].dtype,
 		                                  t->d->out[0].rank, t->d->out[0].dim))
@@ -1254,8 +1433,12 @@ fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs, fadc_
 	for (uint32_t k = 0, j = 0; k < d->nin; k++) {
 		const ArtTensor *x = &d->in[k];
 		if (x->role == ART_ROLE_DECL) {
-			t->in[k] = m->decl[x->decl].data;
-			t->din[k] = m->decl[x->decl].dptr;
+			// Bound by reference: the caller's tensor, wherever it is now
+			// (on a device, a graph recorded for another address is not
+			// replayed for this one: the address is part of its key).
+			const fadc_tensor *v = m->ref[x->decl] ? m->ref[x->decl] : &m->decl[x->decl];
+			t->in[k] = v->data;
+			t->din[k] = v->dptr;
 			t->dstaged[k] = 0; // static: used in place
 			continue;
 		}

@@ -182,7 +182,7 @@ test_corruption(const char *good)
 	               (uint32_t)t[35] << 24;
 	uint8_t save[ART_TRAILER_SIZE];
 	memcpy(save, t, sizeof save);
-	art_trailer_make(t, n - ART_TRAILER_SIZE, dlen, crc);
+	art_trailer_make(t, ART_FORMAT_VERSION_ONE_SPEC, n - ART_TRAILER_SIZE, dlen, crc);
 	CHECK(!memcmp(save, t, sizeof save)); // the trailer is what art_trailer_make writes
 	t[8] = ART_FORMAT_VERSION + 1;
 	uint32_t tc = art_crc32(0, t, 36);

@@ -21,12 +21,14 @@ fi
 mkdir -p "$out"
 for f in "$here"/*.ir; do
 	n=$(basename "$f" .ir)
+	defs=()
 	case $n in
 	basic) tasks=forward,vjp,jvp ;;
 	dtoh | factory) tasks=forward,vjp ;;
+	specialise) tasks=forward defs=(-D N=2,4) ;; # two specialisations in one artifact
 	*) tasks=forward ;;
 	esac
-	if ! "$FADC" "$f" -o "$out/$n.so" --target cpu,cuda --tasks $tasks 2>"$out/$n.err"; then
+	if ! "$FADC" "$f" -o "$out/$n.so" --target cpu,cuda --tasks $tasks "${defs[@]}" 2>"$out/$n.err"; then
 		if grep -qF "built without the CUDA toolkit" "$out/$n.err"; then
 			echo "no CUDA toolkit: skipped"
 			exit 77

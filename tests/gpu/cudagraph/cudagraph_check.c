@@ -181,14 +181,28 @@ enum { OUT_CALLER, OUT_MODEL };
 // as is), outputs into the test's poisoned tensors or model-owned, then
 // reads every output back into t->val and checks G against E and C.
 // Returns 1 when every call ran.
+static int call3_at(Test *t, int k, const float *const *in, fadc_tensor *ext[NCTX][MAXIO],
+                    int mode);
+
 static int
 call3(Test *t, const char *task, const float *const *in, fadc_tensor *ext[NCTX][MAXIO], int mode)
 {
 	int k = task_index(t, task);
-	if (k < 0)
+	return k < 0 ? 0 : call3_at(t, k, in, ext, mode);
+}
+
+// call3 of task index k (with specialisations, the same name is several
+// tasks: fadc_model_find_task_for picks k).
+static int
+call3_at(Test *t, int k, const float *const *in, fadc_tensor *ext[NCTX][MAXIO], int mode)
+{
+	if (k < 0 || k >= MAXT) {
+		CHECK(0, "task index %d out of this driver's range", k);
 		return 0;
+	}
 	fadc_task_info ti;
 	fadc_task_info_get(t->m[C], k, &ti);
+	const char *task = ti.name;
 	if (ti.ncaller > MAXIO || ti.noutputs > MAXIO) {
 		CHECK(0, "task '%s': too many inputs or outputs for this driver", task);
 		return 0;
@@ -836,6 +850,127 @@ t_limit(void)
 	test_close(&t);
 }
 
+// ---------------------------------------------------------------- specialisations and parameters
+
+// specialise.ir compiled with -D N=2,4 (cudagraph.sh): one artifact, the
+// task forward once per size, each its own task.  Calls alternating N=2
+// and N=4 (picked by fadc_model_find_task_for from the input's shape):
+// each specialisation is warmed up once and recorded once, the N=4 call
+// under the N=2 one (they alternate in one generation), then both replay.
+static void
+t_specialise(void)
+{
+	Test t;
+	if (!test_open(&t, "specialise"))
+		return test_close(&t);
+	CHECK(fadc_model_spec_count(t.m[G]) == 2 && !strcmp(fadc_model_spec(t.m[G], 0), "N=2") &&
+	          !strcmp(fadc_model_spec(t.m[G], 1), "N=4"),
+	      "the artifact's specialisations are not N=2, N=4");
+	// The task for each size, on the device model (its own tensors) and on
+	// the CPU one: the same index.
+	int k[2] = {-1, -1};
+	for (int s = 0; s < 2; s++) {
+		int64_t n = 2 + 2 * s;
+		fadc_tensor *y[NCTX] = {0};
+		for (int c = 0; c < NCTX; c++) {
+			int kc = -1;
+			fadc_tensor_create(t.ctx[c], FADC_F32, 1, &n, &y[c]);
+			fadc_status st = fadc_model_find_task_for(t.m[c], "forward", &y[c], 1, &kc);
+			CHECK(!st, "find_task_for N=%lld on %s: %s", (long long)n, ctx_name[c],
+			      fadc_context_error(t.ctx[c]));
+			CHECK(c == G || kc == k[s], "N=%lld: task %d on %s, %d on graphs", (long long)n, kc,
+			      ctx_name[c], k[s]);
+			if (c == G)
+				k[s] = kc;
+			fadc_tensor_release(y[c]);
+		}
+		fadc_task_info ti;
+		CHECK(k[s] >= 0 && !fadc_task_info_get(t.m[G], k[s], &ti) && ti.spec_index == s,
+		      "N=%lld: task %d is not specialisation %d", (long long)n, k[s], s);
+	}
+	if (k[0] < 0 || k[1] < 0)
+		return test_close(&t);
+	float w2[2];
+	for (int it = 0; it < N_ITERS; it++) {
+		for (int s = 0; s < 2; s++) {
+			float y[4];
+			const float *in[] = {fresh(y, 2 + 2 * s, it, s)};
+			if (!call3_at(&t, k[s], in, NULL, OUT_CALLER))
+				break;
+			if (s == 0) {
+				if (it == 0) // initialized by the first run; the first w is N=2's
+					decl_read(&t, C, "w", w2, sizeof w2);
+				float want = (w2[0] + y[0]) * y[0] + (w2[1] + y[1]) * y[1];
+				CHECK(fabsf(t.val[G][0][0] - want) <= 1e-5f * fmaxf(1, fabsf(want)),
+				      "iteration %d: N=2 forward %g, want %g", it, t.val[G][0][0], want);
+			}
+		}
+		char when[64];
+		snprintf(when, sizeof when, "specialisations, iteration %d", it);
+		counters(&t, 2, it ? 2 : 0, 0, it > 1 ? 2 * (uint64_t)(it - 1) : 0, 0, when);
+	}
+	tree_is(&t, "forward [N=2]: 3 replays\n  forward [N=4]: 3 replays\n", "specialisations");
+	test_close(&t);
+}
+
+// A parameter bound by reference (fadc_model_bind_ref): the graph reads
+// the caller's tensor in place.  A new value written into it is seen by
+// the next replay; another tensor bound is a new address: a re-record;
+// the first one bound back replays its graph.
+static void
+t_param_address(void)
+{
+	Test t;
+	if (!test_open(&t, "basic"))
+		return test_close(&t);
+	fadc_tensor *xa[NCTX] = {0}, *xb[NCTX] = {0};
+	float a[3] = {0.5f, -1.25f, 2}, b[3] = {-0.75f, 0.25f, 1.5f}, a2[3] = {3, 0.125f, -2};
+	int64_t n = 3;
+	for (int c = 0; c < NCTX; c++) {
+		fadc_tensor_create(t.ctx[c], FADC_F32, 1, &n, &xa[c]);
+		fadc_tensor_create(t.ctx[c], FADC_F32, 1, &n, &xb[c]);
+		put(xa[c], a);
+		put(xb[c], b);
+		fadc_status s = fadc_model_bind_ref(t.m[c], "x", xa[c]);
+		CHECK(!s, "bind_ref on %s: %s", ctx_name[c], fadc_context_error(t.ctx[c]));
+	}
+	// x's value at each call, the counters after it: 0 eager, 1 recorded,
+	// 2 replayed, 3 replayed with a new value in A, 4 B bound: re-recorded,
+	// 5 replayed, 6 A bound again: its graph replayed.
+	static const uint64_t rec[] = {0, 1, 1, 1, 1, 1, 1}, rr[] = {0, 0, 0, 0, 1, 1, 1},
+	                      rep[] = {0, 0, 1, 2, 2, 3, 4};
+	for (int it = 0; it < 7; it++) {
+		const float *x = it < 3 ? a : it == 3 || it == 6 ? a2 : b;
+		for (int c = 0; c < NCTX && it == 3; c++)
+			put(xa[c], a2);
+		for (int c = 0; c < NCTX && (it == 4 || it == 6); c++) {
+			fadc_status s = fadc_model_bind_ref(t.m[c], "x", it == 4 ? xb[c] : xa[c]);
+			CHECK(!s, "bind_ref again on %s: %s", ctx_name[c], fadc_context_error(t.ctx[c]));
+		}
+		float y[3];
+		const float *in[] = {fresh(y, 3, it, 0)};
+		if (!call3(&t, "forward", in, NULL, OUT_CALLER))
+			break;
+		float want = 0;
+		for (int i = 0; i < 3; i++)
+			want += (x[i] + y[i]) * y[i];
+		CHECK(fabsf(t.val[G][0][0] - want) <= 1e-5f * fmaxf(1, fabsf(want)),
+		      "call %d: forward %g, want %g (x bound by reference)", it, t.val[G][0][0], want);
+		char when[64];
+		snprintf(when, sizeof when, "parameter address, after call %d", it);
+		counters(&t, 1, rec[it], rr[it], rep[it], 0, when);
+	}
+	tree_is(&t, "forward: 3 replays\nforward: 1 replays\n", "parameter address");
+	// The caller's tensors outlive the models that reference them.
+	for (int c = 0; c < NCTX; c++) {
+		fadc_model_close(t.m[c]);
+		t.m[c] = NULL;
+		fadc_tensor_release(xa[c]);
+		fadc_tensor_release(xb[c]);
+	}
+	test_close(&t);
+}
+
 // ---------------------------------------------------------------- main
 
 static const struct {
@@ -857,6 +992,8 @@ static const struct {
 	{"generation", t_generation},
 	{"rerecord", t_rerecord},
 	{"limit", t_limit},
+	{"specialise", t_specialise},
+	{"param_address", t_param_address},
 };
 
 int
