@@ -30,6 +30,7 @@ typedef struct BackendOptions {
 	uint64_t seed; // the run seed of initializers and samplers
 	int gpu; // -1: the CPU; N: CUDA device N (artifacts compiled with --target cuda)
 	int compile_only; // open_model builds the artifact and stops (no context, no run)
+	int device_time; // --device-time: runs are timed by device events (device_seconds)
 } BackendOptions;
 
 typedef struct Backend {
@@ -52,6 +53,9 @@ typedef struct Backend {
 	// leave them where the runtime wrote them.
 	const BTensor *(*output)(Prepared *p, int i);
 	void (*release)(Prepared *p);
+	// With BackendOptions.device_time: the last run's time as the device
+	// measured it (seconds).  NULL where there is no device.
+	double (*device_seconds)(Prepared *p);
 } Backend;
 
 // The hooks of a backend that works on one compiled model at a time.  They

@@ -52,6 +52,7 @@ struct Prepared {
 	BTensor *bin, *bout;
 	uint64_t *gen; // the generation of out[i] that bout[i] holds
 	int ran;
+	double device_s; // the last run's device time (--device-time)
 };
 
 // The backend's state: the run's options and the one open model (see
@@ -798,12 +799,23 @@ run(Prepared *p, char *err, size_t errlen)
 		}
 		p->ran = 1;
 	}
-	if (fadc_run(S.m, p->task, p->in, p->nin, p->out, p->nout) ||
+	// --device-time: events around the call, whose stop waits as the
+	// synchronize does; the host clock of the runner still brackets both.
+	int timed = S.o.gpu >= 0 && S.o.device_time;
+	if ((timed && fadc_context_timer_start(S.ctx)) ||
+	    fadc_run(S.m, p->task, p->in, p->nin, p->out, p->nout) ||
+	    (timed && fadc_context_timer_stop(S.ctx, &p->device_s)) ||
 	    (S.o.gpu >= 0 && fadc_context_synchronize(S.ctx))) {
 		snprintf(err, errlen, "%s", fadc_context_error(S.ctx));
 		return -1;
 	}
 	return 0;
+}
+
+static double
+device_seconds(Prepared *p)
+{
+	return p->device_s;
 }
 
 static int
@@ -834,6 +846,7 @@ const Backend backend_cpu = {
     .noutputs = noutputs,
     .output = output,
     .release = release,
+    .device_seconds = device_seconds,
 };
 
 const ModelHooks backend_cpu_hooks = {

@@ -141,4 +141,4 @@ output(Prepared *p, int i)
 	return &p->bout[i];
 }
 
-const Backend backend_interp = {"interp", prepare, ninputs, input, run, noutputs, output, release};
+const Backend backend_interp = {"interp", prepare, ninputs, input, run, noutputs, output, release, NULL};

@@ -72,11 +72,14 @@ static const char *const usage =
     "                       fadc-bench)\n"
     "  --check-reference    also compare each warm-up of a compiled backend with\n"
     "                       the float64 reference interpreter (use with --reduced)\n"
+    "  --device-time        with --gpu N: time each iteration on the device (CUDA\n"
+    "                       events around the call) instead of the host clock\n"
+    "                       around call + synchronize (the seed's)\n"
     "  -h, --help           this help\n";
 
 typedef struct Opts {
 	const char *output, *config, *json, *backend, *artifacts, *compiler;
-	int num_iters, gpu, slow, num_threads, reduced, compile, compile_only, check_ref;
+	int num_iters, gpu, slow, num_threads, reduced, compile, compile_only, check_ref, device_time;
 	const char *model_filter, *task_filter;
 	uint64_t seed;
 	const char *defs[64];
@@ -510,6 +513,8 @@ cmd_run(int argc, char **argv)
 			o.compile = o.compile_only = 1;
 		else if (!strcmp(a, "--check-reference"))
 			o.check_ref = 1;
+		else if (!strcmp(a, "--device-time"))
+			o.device_time = 1;
 		else if (!strncmp(a, "-D", 2) && a[2]) {
 			if (o.ndefs == 64)
 				return usage_error("too many -D options%s", "");
@@ -591,6 +596,9 @@ cmd_run(int argc, char **argv)
 		        be->name);
 		return 1;
 	}
+	if (o.device_time && o.gpu < 0 && !o.compile_only)
+		return usage_error("--device-time needs a GPU (--gpu N; the CPU has no device clock)%s",
+		                   "");
 	if (o.gpu >= 0 && !o.compile_only) {
 		fadc_context *gc = NULL;
 		fadc_context_options go = {{FADC_DEVICE_CUDA, o.gpu}, 0, 0};
@@ -618,7 +626,7 @@ cmd_run(int argc, char **argv)
 		snprintf(cdir, sizeof cdir, ".");
 	if (hk) {
 		BackendOptions bo = {o.artifacts, o.compiler,   o.compile,       o.num_threads,
-		                     o.seed,      o.gpu,        o.compile_only};
+		                     o.seed,      o.gpu,        o.compile_only,  o.device_time};
 		if (hk->configure(&bo, err, sizeof err)) {
 			fprintf(stderr, "fadc-bench: %s\n", err);
 			free(cfg);
@@ -645,8 +653,9 @@ cmd_run(int argc, char **argv)
 			fputs("null", js);
 		fprintf(js, ", \"backend\": ");
 		json_str(js, be->name);
-		fprintf(js, ", \"seed\": %llu, \"num_iters\": %d, \"config\": ", (unsigned long long)o.seed,
-		        o.num_iters);
+		fprintf(js, ", \"seed\": %llu, \"num_iters\": %d, \"timing\": \"%s\", \"config\": ",
+		        (unsigned long long)o.seed, o.num_iters,
+		        o.device_time ? "device events" : "host clock, call + synchronize");
 		json_str(js, o.config);
 		fprintf(js, ", \"fadc\": \"%s\"", FADC_VERSION);
 		// Compiled backends: the runtime's versions, the compiler that
@@ -819,6 +828,8 @@ cmd_run(int argc, char **argv)
 					break;
 				}
 				samples[it] = now() - s;
+				if (o.device_time && be->device_seconds)
+					samples[it] = be->device_seconds(p);
 				if (tty) {
 					double el = now() - t0, cell_left = el / (it + 1) * (o.num_iters - it - 1);
 					double per = ndone ? done_time / ndone : el + cell_left;

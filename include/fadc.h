@@ -105,6 +105,13 @@ const char *fadc_context_error(const fadc_context *ctx);
 // Waits until the context's queued work is done (a no-op on the CPU); a
 // kernel's failure shows here or at the next read.
 fadc_status fadc_context_synchronize(fadc_context *ctx);
+// Device-side timing of the work queued between start and stop, as the
+// GPU measures it (CUDA events on the context's stream): no host launch or
+// synchronization cost, resolution about 0.5 us.  stop waits for the work
+// and sets *seconds.  On a CPU context both are FADC_ERR_ARG (there is no
+// device clock: time the calls on the host).
+fadc_status fadc_context_timer_start(fadc_context *ctx);
+fadc_status fadc_context_timer_stop(fadc_context *ctx, double *seconds);
 // "cpu", or the GPU's name ("NVIDIA H200").
 const char *fadc_context_device_name(const fadc_context *ctx);
 

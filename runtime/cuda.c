@@ -88,6 +88,7 @@ typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphExec_st *CUgraphExec;
+typedef struct CUevent_st *CUevent;
 
 enum {
 	CU_STREAM_NON_BLOCKING = 1,
@@ -140,7 +141,12 @@ enum {
 	X(cuGraphDestroy, "cuGraphDestroy", (CUgraph g))                                       \
 	X(cuMemAllocHost, "cuMemAllocHost_v2", (void **p, size_t n))                           \
 	X(cuMemFreeHost, "cuMemFreeHost", (void *p))                                           \
-	X(cuLaunchHostFunc, "cuLaunchHostFunc", (CUstream s, void (*fn)(void *), void *data))
+	X(cuLaunchHostFunc, "cuLaunchHostFunc", (CUstream s, void (*fn)(void *), void *data)) \
+	X(cuEventCreate, "cuEventCreate", (CUevent * e, unsigned flags))                       \
+	X(cuEventDestroy, "cuEventDestroy_v2", (CUevent e))                                    \
+	X(cuEventRecord, "cuEventRecord", (CUevent e, CUstream s))                             \
+	X(cuEventSynchronize, "cuEventSynchronize", (CUevent e))                               \
+	X(cuEventElapsedTime, "cuEventElapsedTime", (float *ms, CUevent a, CUevent b))
 
 typedef struct Driver {
 	void *dl;
@@ -188,6 +194,7 @@ struct RtCuda {
 	Node *cur; // the node of the last call of this generation (&root: none)
 	uint64_t gen; // the generation: a task called twice in one starts the next
 	RtCuStats st;
+	CUevent ev[2]; // rtcu_timer's start and stop, created at its first use
 };
 
 typedef struct HostStep HostStep;
@@ -338,6 +345,9 @@ rtcu_close(RtCuda *c)
 		c->d.cuMemFree(k->base);
 		free(k);
 	}
+	for (int i = 0; i < 2; i++)
+		if (c->ev[i])
+			c->d.cuEventDestroy(c->ev[i]);
 	c->d.cuStreamDestroy(c->stream);
 	c->d.cuDevicePrimaryCtxRelease(c->dev);
 	// The driver stays loaded: unloading libcuda while the process runs
@@ -504,6 +514,29 @@ int
 rtcu_sync(RtCuda *c, char *err, size_t errlen)
 {
 	CHECK_CU(c, cuStreamSynchronize(c->stream));
+	return !host_failed(c, err, errlen);
+}
+
+// Device-side timing: an event recorded on the stream at start, another
+// at stop, and the time between them as the GPU measured it (the work
+// queued in between, without the host's launch and synchronization costs;
+// cuEventElapsedTime's resolution is about 0.5 us).  stop waits for its
+// event.
+int
+rtcu_timer(RtCuda *c, int stop, double *seconds, char *err, size_t errlen)
+{
+	for (int i = 0; i < 2; i++)
+		if (!c->ev[i])
+			CHECK_CU(c, cuEventCreate(&c->ev[i], 0)); // CU_EVENT_DEFAULT: timing enabled
+	if (!stop) {
+		CHECK_CU(c, cuEventRecord(c->ev[0], c->stream));
+		return 1;
+	}
+	float ms = 0;
+	CHECK_CU(c, cuEventRecord(c->ev[1], c->stream));
+	CHECK_CU(c, cuEventSynchronize(c->ev[1]));
+	CHECK_CU(c, cuEventElapsedTime(&ms, c->ev[0], c->ev[1]));
+	*seconds = ms * 1e-3;
 	return !host_failed(c, err, errlen);
 }
 

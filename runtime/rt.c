@@ -304,6 +304,31 @@ fadc_context_synchronize(fadc_context *ctx)
 	return ok(ctx);
 }
 
+static fadc_status
+context_timer(fadc_context *ctx, int stop, double *seconds)
+{
+	if (!ctx || (stop && !seconds))
+		return fail(ctx, FADC_ERR_ARG, "fadc_context_timer: NULL argument");
+	if (!ctx->cu)
+		return fail(ctx, FADC_ERR_ARG,
+		            "fadc_context_timer: device timing needs a GPU context (this one is the CPU)");
+	if (!rtcu_timer(ctx->cu, stop, seconds, ctx->err, sizeof ctx->err))
+		return FADC_ERR_RUN;
+	return ok(ctx);
+}
+
+fadc_status
+fadc_context_timer_start(fadc_context *ctx)
+{
+	return context_timer(ctx, 0, NULL);
+}
+
+fadc_status
+fadc_context_timer_stop(fadc_context *ctx, double *seconds)
+{
+	return context_timer(ctx, 1, seconds);
+}
+
 fadc_status
 fadc_context_stats(const fadc_context *ctx, fadc_device_stats *s)
 {

@@ -38,6 +38,9 @@ int rtcu_dtoh(RtCuda *c, void *dst, uint64_t src, size_t n, char *err, size_t er
 int rtcu_dtod(RtCuda *c, uint64_t dst, uint64_t src, size_t n, char *err, size_t errlen);
 int rtcu_zero(RtCuda *c, uint64_t dst, size_t n, char *err, size_t errlen);
 int rtcu_sync(RtCuda *c, char *err, size_t errlen);
+// Device-side timing (events on the stream): stop = 0 starts, 1 stops and
+// sets *seconds to the time between, as the device measured it.
+int rtcu_timer(RtCuda *c, int stop, double *seconds, char *err, size_t errlen);
 
 // Loads task t's module (the cubin, else its PTX) from the artifact's image
 // section, finds its kernels and takes its staging buffers (one per caller
