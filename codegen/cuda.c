@@ -656,6 +656,10 @@ outer_loop_at(const KProgram *p, uint32_t i) {
 // kernel.  A kernel inside a loop stays in its persistent kernel.
 static int
 gemm_launch(const KProgram *p, uint32_t ki, KGemmPlan *g) {
+	// The plan's analysis only for large contractions (the launch plan is
+	// asked for once per launch record).
+	if (!p->k[ki].contraction || kernel_work(p, ki) < CG_CUDA_GEMM_MIN_WORK)
+		return 0;
 	for (uint32_t l = 0; l < p->nloop; l++)
 		if (p->loop[l].begin <= ki && ki < p->loop[l].end)
 			return 0;

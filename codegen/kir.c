@@ -1057,6 +1057,8 @@ kir_gemm_plan(const KProgram *p, const KKernel *k, KGemmPlan *g)
 	if (N > INT32_MAX)
 		return 0;
 	g->dt = (DType)p->x[k->body].dtype;
+	if (p->buf[m.abuf].dtype != g->dt || p->buf[m.bbuf].dtype != g->dt)
+		return 0; // a load that converts (the CPU's GEMM converts, a BLAS cannot)
 	g->cbuf = k->out;
 	g->abuf = m.abuf;
 	g->bbuf = m.bbuf;

@@ -1505,9 +1505,12 @@ compile_args(int argc, char **argv, CompileArgs *a)
 			return usage_error(usage_main, "pass options and --stats need --task T (the passes run "
 			                               "on a task's graph)%s", "");
 		if (a->ntasks || a->target || a->cpu || a->cuda_arch || a->opt_level >= 0 || a->f64 ||
-		    a->max_task_bytes || a->allow_tf32)
-			return usage_error(usage_main, "--tasks, --target, --cuda-arch, --allow-tf32, --cpu, "
-			                               "-O, --f64 and --max-task-bytes need -o FILE%s", "");
+		    a->max_task_bytes)
+			return usage_error(usage_main, "--tasks, --target, --cuda-arch, --cpu, -O, --f64 and "
+			                               "--max-task-bytes need -o FILE%s", "");
+		if (a->allow_tf32)
+			return usage_error(usage_main, "--allow-tf32 needs -o FILE (it concerns the GEMMs "
+			                               "of compiled CUDA code)%s", "");
 	}
 	return 0;
 }

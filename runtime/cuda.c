@@ -167,16 +167,16 @@ enum {
 };
 
 #define BLAS_FUNCS(X)                                                                      \
-	X(create, "cublasCreate_v2", (cublasHandle_t * h))                                     \
-	X(destroy, "cublasDestroy_v2", (cublasHandle_t h))                                     \
-	X(set_stream, "cublasSetStream_v2", (cublasHandle_t h, CUstream s))                    \
-	X(set_workspace, "cublasSetWorkspace_v2", (cublasHandle_t h, void *w, size_t n))       \
-	X(set_math_mode, "cublasSetMathMode", (cublasHandle_t h, int mode))                    \
-	X(sgemm, "cublasSgemmStridedBatched",                                                  \
+	X(cublasCreate, "cublasCreate_v2", (cublasHandle_t * h))                               \
+	X(cublasDestroy, "cublasDestroy_v2", (cublasHandle_t h))                               \
+	X(cublasSetStream, "cublasSetStream_v2", (cublasHandle_t h, CUstream s))               \
+	X(cublasSetWorkspace, "cublasSetWorkspace_v2", (cublasHandle_t h, void *w, size_t n))  \
+	X(cublasSetMathMode, "cublasSetMathMode", (cublasHandle_t h, int mode))                \
+	X(cublasSgemmStridedBatched, "cublasSgemmStridedBatched",                              \
 	  (cublasHandle_t h, int ta, int tb, int m, int n, int k, const float *alpha,          \
 	   const float *A, int lda, long long sa, const float *B, int ldb, long long sb,       \
 	   const float *beta, float *C, int ldc, long long sc, int batch))                     \
-	X(dgemm, "cublasDgemmStridedBatched",                                                  \
+	X(cublasDgemmStridedBatched, "cublasDgemmStridedBatched",                              \
 	  (cublasHandle_t h, int ta, int tb, int m, int n, int k, const double *alpha,         \
 	   const double *A, int lda, long long sa, const double *B, int ldb, long long sb,     \
 	   const double *beta, double *C, int ldc, long long sc, int batch))
@@ -386,7 +386,7 @@ rtcu_close(RtCuda *c)
 	// cuBLAS stays loaded, as the driver does (below); its handle goes
 	// before the memory its workspace is in.
 	if (c->blas_h)
-		c->blas.destroy(c->blas_h);
+		c->blas.cublasDestroy(c->blas_h);
 	for (Chunk *k = c->chunks, *next; k; k = next) {
 		next = k->next;
 		for (Block *b = k->first, *bn; b; b = bn) {
@@ -847,12 +847,12 @@ blas_acquire(RtCuda *c, char *err, size_t errlen)
 		return 0;
 	CHECK_CU(c, cuCtxSetCurrent(c->ctx));
 	if (!c->blas_h) {
-		CHECK_BLAS(c, create(&c->blas_h));
-		cublasStatus_t r = c->blas.set_stream(c->blas_h, c->stream);
+		CHECK_BLAS(c, cublasCreate(&c->blas_h));
+		cublasStatus_t r = c->blas.cublasSetStream(c->blas_h, c->stream);
 		if (r) {
-			blas_msg(c, r, "set_stream(c->blas_h, c->stream)", __func__, __FILE__, __LINE__,
-			         err, errlen);
-			c->blas.destroy(c->blas_h);
+			blas_msg(c, r, "cublasSetStream(c->blas_h, c->stream)", __func__, __FILE__,
+			         __LINE__, err, errlen);
+			c->blas.cublasDestroy(c->blas_h);
 			c->blas_h = NULL;
 			return 0;
 		}
@@ -860,11 +860,11 @@ blas_acquire(RtCuda *c, char *err, size_t errlen)
 	if (!c->blas_users) {
 		if (!rtcu_alloc(c, BLAS_WORKSPACE, &c->blas_ws, err, errlen))
 			return 0;
-		cublasStatus_t r =
-		    c->blas.set_workspace(c->blas_h, (void *)(uintptr_t)c->blas_ws, BLAS_WORKSPACE);
+		void *ws = (void *)(uintptr_t)c->blas_ws;
+		cublasStatus_t r = c->blas.cublasSetWorkspace(c->blas_h, ws, BLAS_WORKSPACE);
 		if (r) {
-			blas_msg(c, r, "set_workspace(c->blas_h, ws, BLAS_WORKSPACE)", __func__, __FILE__,
-			         __LINE__, err, errlen);
+			blas_msg(c, r, "cublasSetWorkspace(c->blas_h, ws, BLAS_WORKSPACE)", __func__,
+			         __FILE__, __LINE__, err, errlen);
 			rtcu_free(c, c->blas_ws);
 			c->blas_ws = 0;
 			return 0;
@@ -920,16 +920,16 @@ gemm_step(RtCuda *c, Kern *kk, char *err, size_t errlen)
 	int m = (int)g->n, n = (int)g->m, k = (int)g->k, batch = (int)g->batch;
 	int ldb = (int)g->ldb, lda = (int)g->lda, ldc = (int)g->ldc;
 	long long sb = (long long)g->sb, sa = (long long)g->sa, sc = (long long)g->sc;
-	CHECK_BLAS(c, set_math_mode(c->blas_h,
-	                            g->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+	int mode = g->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+	CHECK_BLAS(c, cublasSetMathMode(c->blas_h, mode));
 	if (g->dtype == ART_F64) {
 		const double one = 1, zero = 0;
-		CHECK_BLAS(c, dgemm(c->blas_h, opb, opa, m, n, k, &one, B, ldb, sb, A, lda, sa, &zero, C,
-		                    ldc, sc, batch));
+		CHECK_BLAS(c, cublasDgemmStridedBatched(c->blas_h, opb, opa, m, n, k, &one, B, ldb, sb,
+		                                        A, lda, sa, &zero, C, ldc, sc, batch));
 	} else {
 		const float one = 1, zero = 0;
-		CHECK_BLAS(c, sgemm(c->blas_h, opb, opa, m, n, k, &one, B, ldb, sb, A, lda, sa, &zero, C,
-		                    ldc, sc, batch));
+		CHECK_BLAS(c, cublasSgemmStridedBatched(c->blas_h, opb, opa, m, n, k, &one, B, ldb, sb,
+		                                        A, lda, sa, &zero, C, ldc, sc, batch));
 	}
 	return 1;
 }

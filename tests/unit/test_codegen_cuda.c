@@ -512,7 +512,10 @@ check_gemm_artifact(void) {
 	snprintf(cpu, sizeof cpu, "%s/cpu.so", dir);
 	snprintf(old, sizeof old, "%s/old.so", dir);
 	static const char *const fwd[] = {"forward"};
-	CgOptions o = {.tasks = fwd, .ntasks = 1, .opt_level = 1, .targets = CG_TARGET_CPU | CG_TARGET_CUDA,
+	CgOptions o = {.tasks = fwd,
+	               .ntasks = 1,
+	               .opt_level = 1,
+	               .targets = CG_TARGET_CPU | CG_TARGET_CUDA,
 	               .allow_tf32 = 1};
 	CHECK(cg_compile_module(m, &o, so, err, sizeof err));
 	o.allow_tf32 = 0;
@@ -591,7 +594,8 @@ check_gemm_artifact(void) {
 	CHECK(art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_VERSION &&
 	      strstr(err, "artifact format version 5; this runtime reads versions 2 to 4"));
 	CHECK(!rewrite_format(so, old, 3, 3)); // GEMM records need format 4
-	CHECK(rewrite_format(so, old, 4, 4) && art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_OK);
+	CHECK(rewrite_format(so, old, 4, 4) &&
+	      art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_OK);
 	art_desc_free(&d);
 	free(db);
 	unlink(so);
