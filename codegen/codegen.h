@@ -44,6 +44,7 @@ typedef struct CgOptions {
 	const char *cuda_arch; // --cuda-arch; NULL: "sm_90" (a cubin, plus compute_90 PTX)
 	int jobs; // NVRTC compilations at once; 0: the online cores, at most 8
 	FILE *cuda_diag; // NVRTC logs and sources of failed compilations; NULL: stderr
+	int allow_tf32; // cuBLAS GEMMs of f32 may use TF32 tensor cores (--allow-tf32; recorded)
 } CgOptions;
 
 // What an artifact's tasks are compiled for.  Initializer tasks (init.*)
@@ -184,15 +185,19 @@ typedef struct CgCudaKernel {
 	int runseed;
 	int host; // a KHost: a host step, no kernel (KH_ASSIGN: points = rows, grid =
 	          // cols, buf = {out, cost}); 0 for a kernel
+	int gemm; // 1: a cuBLAS GEMM, no kernel: the plan below, buf = {C, A, B}
+	KGemmPlan g;
 	uint32_t narg;
 	uint32_t *buf; // narg buffer indices of p
 } CgCudaKernel;
 // A small task (by its work: points times reduction terms) is one launch,
 // a fused kernel of one thread block calling every kernel in order with a
 // barrier between (loops included); a larger one is one launch per kernel
-// outside loops, one persistent kernel per outermost loop (a scan), and a
-// host step per host kernel.  The launches of p, and the contract of
-// launch li.
+// outside loops, one persistent kernel per outermost loop (a scan), a
+// host step per host kernel, and a cuBLAS GEMM per large contraction
+// kernel that kir_gemm_plan takes (CG_CUDA_GEMM_MIN_WORK multiply-adds or
+// more, outside loops).  The launches of p, and the contract of launch li.
+#define CG_CUDA_GEMM_MIN_WORK ((int64_t)1 << 18)
 uint32_t cg_cuda_launches(const KProgram *p);
 int cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *k);
 // NVRTC's version; 0 if it cannot be asked.

@@ -472,9 +472,10 @@ put_image(uint8_t **img, size_t *len, size_t *cap, const uint8_t *b, size_t n, i
 	return 1;
 }
 
-// The launch contract of every kernel of p into t (names malloc'ed).
+// The launch contract of every kernel of p into t (names malloc'ed); a
+// GEMM record allows TF32 when tf32.
 static int
-cu_contract(const KProgram *p, ArtTask *t)
+cu_contract(const KProgram *p, ArtTask *t, int tf32)
 {
 	uint32_t nl = cg_cuda_launches(p);
 	t->kern = calloc(nl + 1, sizeof *t->kern);
@@ -486,7 +487,31 @@ cu_contract(const KProgram *p, ArtTask *t)
 		if (!cg_cuda_kernel(p, ki, &ck))
 			return 0;
 		ArtKernel *k = &t->kern[ki];
-		k->kind = ck.host == KH_ASSIGN ? ART_LAUNCH_ASSIGN : ART_LAUNCH_KERNEL;
+		k->kind = ck.host == KH_ASSIGN ? ART_LAUNCH_ASSIGN
+		          : ck.gemm           ? ART_LAUNCH_GEMM
+		                              : ART_LAUNCH_KERNEL;
+		if (ck.gemm) {
+			const KGemmPlan *g = &ck.g;
+			k->gemm = (ArtGemm){
+			    .dtype = g->dt == DT_F64 ? ART_F64 : ART_F32,
+			    .ta = (uint8_t)g->ta,
+			    .tb = (uint8_t)g->tb,
+			    .tf32 = (uint8_t)(tf32 && g->dt == DT_F32),
+			    .m = (uint32_t)g->M,
+			    .n = (uint32_t)g->N,
+			    .k = (uint32_t)g->K,
+			    .batch = (uint32_t)g->batch,
+			    .lda = (uint64_t)g->lda,
+			    .ldb = (uint64_t)g->ldb,
+			    .ldc = (uint64_t)g->ldc,
+			    .sa = (uint64_t)g->sa,
+			    .sb = (uint64_t)g->sb,
+			    .sc = (uint64_t)g->sc,
+			    .oa = (uint64_t)g->oa,
+			    .ob = (uint64_t)g->ob,
+			    .oc = (uint64_t)g->oc,
+			};
+		}
 		k->name = ck.name;
 		k->points = (uint64_t)ck.points;
 		k->grid = ck.grid;
@@ -537,7 +562,7 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 		if (!(src[i] = cg_cuda_print(tasks[i].prog, NULL, err, errlen)))
 			goto done;
 		size_t nl = strlen(model) + strlen(tasks[i].name) + 8;
-		if (!(name[i] = malloc(nl)) || !cu_contract(tasks[i].prog, &at[i])) {
+		if (!(name[i] = malloc(nl)) || !cu_contract(tasks[i].prog, &at[i], o->allow_tf32)) {
 			snprintf(err, errlen, "error: out of memory");
 			goto done;
 		}
@@ -748,6 +773,11 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 		snprintf(err, errlen, "error: out of memory");
 		goto done;
 	}
+	if (o->allow_tf32 && !(targets & CG_TARGET_CUDA)) {
+		snprintf(err, errlen, "error: --allow-tf32 concerns the cuBLAS GEMMs of CUDA code: "
+		                      "use it with --target cuda or cpu,cuda");
+		goto done;
+	}
 	char model[256];
 	model_name(m, model, sizeof model);
 	if (!cg_llvm_cpu(o->cpu, cpu, sizeof cpu, feat, sizeof feat, llvm_feat, sizeof llvm_feat, err,
@@ -889,12 +919,13 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 	d.images_bytes = imglen;
 	d.images_hash = art_fnv1a64(ART_FNV_BASIS, img, imglen);
 	// The options, in a fixed order.
-	size_t k = (size_t)snprintf(opts, sizeof opts, "target=%s%s%s cpu=%s opt=%d compute=%s defines=",
+	size_t k = (size_t)snprintf(opts, sizeof opts, "target=%s%s%s%s cpu=%s opt=%d compute=%s defines=",
 	                            targets == CG_TARGET_CPU    ? "cpu"
 	                            : targets == CG_TARGET_CUDA ? "cuda"
 	                                                        : "cpu,cuda",
 	                            targets & CG_TARGET_CUDA ? " cuda_arch=" : "",
 	                            targets & CG_TARGET_CUDA ? cuda_arch : "",
+	                            (targets & CG_TARGET_CUDA) && o->allow_tf32 ? " allow_tf32=1" : "",
 	                            o->cpu ? o->cpu : "x86-64-v3", o->opt_level < 0 ? 2 : o->opt_level,
 	                            o->compute_f64 ? "f64" : "f32");
 	for (int i = 0; i < o->ndefines && k < sizeof opts; i++)

@@ -628,8 +628,10 @@ fused(const KProgram *p) {
 //              persistent kernel running the loop's trips over its body's
 //              kernels, a grid-wide barrier after each (see grid_src);
 //   LA_HOST    host kernel ki: no CUDA code, the runtime's host step
-//              (linear_sum_assignment: copy down, solve, copy up).
-typedef enum LaKind { LA_FUSED, LA_KERNEL, LA_LOOP, LA_HOST } LaKind;
+//              (linear_sum_assignment: copy down, solve, copy up);
+//   LA_GEMM    contraction kernel ki, outside every loop, as one cuBLAS
+//              strided batched GEMM (kir_gemm_plan; no CUDA code printed).
+typedef enum LaKind { LA_FUSED, LA_KERNEL, LA_LOOP, LA_HOST, LA_GEMM } LaKind;
 typedef struct La {
 	LaKind kind;
 	uint32_t begin, end; // its kernels
@@ -645,6 +647,29 @@ outer_loop_at(const KProgram *p, uint32_t i) {
 	return -1;
 }
 
+// Large GEMMs go to cuBLAS.  A printed contraction is one thread per
+// output point with a loop over K (or one block per point): far from
+// cuBLAS's tiled tensor-core kernels once M N K is large (a 512 x 512 x
+// 512 product: ~1 ms against ~20 us).  Below CG_CUDA_GEMM_MIN_WORK (2^18
+// multiply-adds, the fused tasks' whole budget) a cuBLAS call (~5 us of
+// launch and setup, one more graph node) gains nothing over the printed
+// kernel.  A kernel inside a loop stays in its persistent kernel.
+static int
+gemm_launch(const KProgram *p, uint32_t ki, KGemmPlan *g) {
+	// The plan's analysis only for large contractions (the launch plan is
+	// asked for once per launch record).
+	if (!p->k[ki].contraction || kernel_work(p, ki) < CG_CUDA_GEMM_MIN_WORK)
+		return 0;
+	for (uint32_t l = 0; l < p->nloop; l++)
+		if (p->loop[l].begin <= ki && ki < p->loop[l].end)
+			return 0;
+	KGemmPlan tmp;
+	if (!g)
+		g = &tmp;
+	return kir_gemm_plan(p, &p->k[ki], g) &&
+	       g->batch * g->M * g->N >= (CG_CUDA_GEMM_MIN_WORK + g->K - 1) / g->K;
+}
+
 // The launches of p into la (NULL: only counted).
 static uint32_t
 launch_plan(const KProgram *p, La *la) {
@@ -657,7 +682,10 @@ launch_plan(const KProgram *p, La *la) {
 	for (uint32_t i = 0; i < p->nk;) {
 		int l = outer_loop_at(p, i);
 		La a = l >= 0 ? (La){LA_LOOP, i, p->loop[l].end, l}
-		              : (La){p->k[i].host ? LA_HOST : LA_KERNEL, i, i + 1, -1};
+		              : (La){p->k[i].host          ? LA_HOST
+		                     : gemm_launch(p, i, NULL) ? LA_GEMM
+		                                               : LA_KERNEL,
+		                     i, i + 1, -1};
 		if (la)
 			la[n] = a;
 		n++;
@@ -755,6 +783,30 @@ group_contract(const KProgram *p, const La *a, CgCudaKernel *out) {
 	return 1;
 }
 
+// A cuBLAS GEMM: C = A B in the plan's row-major terms (the runtime maps
+// them onto cuBLAS's column-major call), its buffers {C, A, B}; points
+// are C's elements, the name the cuBLAS routine (for inspect and errors).
+static int
+gemm_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out) {
+	memset(out, 0, sizeof *out);
+	FADC_ASSERT(gemm_launch(p, ki, &out->g), "cuda: a GEMM launch without a GEMM plan");
+	out->gemm = 1;
+	out->name = strdup(out->g.dt == DT_F64 ? "cublasDgemmStridedBatched"
+	                                       : "cublasSgemmStridedBatched");
+	out->buf = calloc(4, sizeof *out->buf);
+	if (!out->name || !out->buf) {
+		free(out->name);
+		free(out->buf);
+		out->buf = NULL;
+		return 0;
+	}
+	out->points = out->g.batch * out->g.M * out->g.N;
+	out->buf[out->narg++] = out->g.cbuf;
+	out->buf[out->narg++] = out->g.abuf;
+	out->buf[out->narg++] = out->g.bbuf;
+	return 1;
+}
+
 int
 cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *out) {
 	La a = launch_at(p, li);
@@ -762,6 +814,8 @@ cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *out) {
 		return group_contract(p, &a, out);
 	if (a.kind == LA_KERNEL)
 		return kernel_contract(p, a.begin, out);
+	if (a.kind == LA_GEMM)
+		return gemm_contract(p, a.begin, out);
 	// A host step: linear_sum_assignment of the (rows, cols) cost hin into
 	// out; points and grid carry rows and cols (docs/ARTIFACT.md).
 	const KKernel *k = &p->k[a.begin];
@@ -1362,9 +1416,24 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 		persist |= la[i].kind == LA_LOOP;
 	if (persist)
 		fputs(grid_src, c.f);
-	for (uint32_t i = 0; i < p->nk && !c.bad; i++)
-		if (!p->k[i].host)
+	// Host kernels and cuBLAS GEMMs have no CUDA code.
+	uint8_t *nocode = calloc(p->nk + 1, 1);
+	FADC_ASSERT(nocode, "cuda: out of memory");
+	for (uint32_t i = 0; i < nla; i++)
+		if (la[i].kind == LA_HOST || la[i].kind == LA_GEMM)
+			nocode[la[i].begin] = 1;
+	for (uint32_t i = 0; i < p->nk && !c.bad; i++) {
+		KGemmPlan g;
+		if (nocode[i] && !p->k[i].host && gemm_launch(p, i, &g))
+			fprintf(c.f,
+			        "\n// kernel %u: %s, a cuBLAS GEMM (batch %lld, M %lld, N %lld, K %lld), "
+			        "run by the runtime: no code here\n",
+			        i, p->k[i].what ? p->k[i].what : "", (long long)g.batch, (long long)g.M,
+			        (long long)g.N, (long long)g.K);
+		else if (!p->k[i].host)
 			print_kernel(&c, i);
+	}
+	free(nocode);
 	for (uint32_t i = 0; i < nla && !c.bad; i++)
 		if (la[i].kind == LA_FUSED || la[i].kind == LA_LOOP)
 			print_group(&c, &la[i]);

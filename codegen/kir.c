@@ -884,3 +884,223 @@ kir_print(FILE *f, const KProgram *p)
 	}
 	free(seen);
 }
+
+// ---------------------------------------------------------------- GEMM plans
+
+// Every variable's coefficient in index e (0 if some variable appears in a
+// non-affine position).
+static int
+affine_all(const KProgram *p, const KKernel *k, KxId e, int64_t *coef)
+{
+	for (int v = 0; v < k->rank + k->rrank; v++)
+		if (!kx_affine_coef(p, e, v, &coef[v]))
+			return 0;
+	return 1;
+}
+
+// The constant term of e when e is a sum of loop variables times constants
+// and a constant, nothing else (no step counter, no load).
+static int
+affine_base(const KProgram *p, KxId e, int64_t *c0)
+{
+	Lin l = lin_of(p, e);
+	if (!l.ok)
+		return 0;
+	for (int i = 0; i < l.n; i++)
+		if (p->x[l.atom[i]].op != KX_VAR)
+			return 0;
+	*c0 = l.c;
+	return 1;
+}
+
+int
+kir_gemm_match(const KProgram *p, const KKernel *k, KGemm *g)
+{
+	memset(g, 0, sizeof *g);
+	if (!k->contraction || k->host || k->red != KR_SUM || k->rank < 1 || k->rrank < 1 ||
+	    p->x[k->post].op != KX_ACC)
+		return 0;
+	DType vt = (DType)p->x[k->body].dtype;
+	if ((vt != DT_F32 && vt != DT_F64) || p->buf[k->out].dtype != vt)
+		return 0;
+	const Kx *m = &p->x[k->body];
+	if (m->op != KX_MUL || p->x[m->a[0]].op != KX_LOAD || p->x[m->a[1]].op != KX_LOAD)
+		return 0;
+	KxId l0 = m->a[0], l1 = m->a[1];
+	if (!affine_all(p, k, k->index, g->cc) || !affine_all(p, k, p->x[l0].a[0], g->ca) ||
+	    !affine_all(p, k, p->x[l1].a[0], g->cb))
+		return 0;
+	// B is the load that moves with j; A must not.
+	if (g->ca[k->rank - 1] != 0) {
+		KxId t = l0;
+		l0 = l1;
+		l1 = t;
+		int64_t tc[2 * IR_MAXDIM];
+		memcpy(tc, g->ca, sizeof tc);
+		memcpy(g->ca, g->cb, sizeof tc);
+		memcpy(g->cb, tc, sizeof tc);
+	}
+	g->abuf = p->x[l0].aux;
+	g->bbuf = p->x[l1].aux;
+	g->aidx = p->x[l0].a[0];
+	g->bidx = p->x[l1].a[0];
+	g->konst = affine_base(p, g->aidx, &g->a0) && affine_base(p, g->bidx, &g->b0) &&
+	           affine_base(p, k->index, &g->c0);
+	return 1;
+}
+
+// Merges variables v[0..n) (outer to inner; extents d) into one axis of
+// the innermost one's stride, for each of the nc coefficient arrays: an
+// outer variable must step by the inner ones' whole extent.  *ext gets the
+// merged extent, st[c] the stride of array c.
+static int
+gemm_merge(const KKernel *k, const int *v, int n, const int64_t *const *coef, int nc, int64_t *ext,
+           int64_t *st)
+{
+	*ext = 1;
+	for (int c = 0; c < nc; c++)
+		st[c] = 0;
+	if (!n)
+		return 1;
+	int last = v[n - 1];
+	for (int c = 0; c < nc; c++)
+		st[c] = coef[c][last];
+	for (int i = n - 1; i >= 0; i--) {
+		int64_t d = v[i] < k->rank ? k->dim[v[i]] : k->rdim[v[i] - k->rank];
+		for (int c = 0; c < nc; c++)
+			if (coef[c][v[i]] != st[c] * *ext)
+				return 0;
+		if (*ext > INT32_MAX / d)
+			return 0;
+		*ext *= d;
+	}
+	return 1;
+}
+
+// The last element an operand touches: base + sum (extent - 1) stride.
+static int
+gemm_inside(const KBuf *b, int64_t base, const int64_t *ext, const int64_t *st, int n)
+{
+	int64_t hi = base, numel = b->bytes / (int64_t)kir_dtype_size(b->dtype);
+	if (base < 0)
+		return 0;
+	for (int i = 0; i < n; i++) {
+		if (st[i] < 0 || (ext[i] > 1 && st[i] > (INT64_MAX - hi) / (ext[i] - 1)))
+			return 0;
+		hi += (ext[i] - 1) * st[i];
+	}
+	return hi < numel;
+}
+
+int
+kir_gemm_plan(const KProgram *p, const KKernel *k, KGemmPlan *g)
+{
+	KGemm m;
+	memset(g, 0, sizeof *g);
+	if (!kir_gemm_match(p, k, &m) || !m.konst)
+		return 0;
+	// The variables that take more than one value, outer to inner.
+	int pv[IR_MAXDIM], np = 0, rv[IR_MAXDIM], nr = 0;
+	for (int d = 0; d < k->rank; d++) {
+		if (k->dim[d] < 1)
+			return 0; // empty: nothing to multiply
+		if (k->dim[d] > 1)
+			pv[np++] = d;
+	}
+	for (int d = 0; d < k->rrank; d++) {
+		if (k->rdim[d] < 1)
+			return 0;
+		if (k->rdim[d] > 1)
+			rv[nr++] = k->rank + d;
+	}
+	if (!np)
+		return 0;
+	// The column: the innermost parallel variable (C contiguous along it,
+	// B moving with it, A not).  kir_gemm_match chose A and B along the
+	// last variable, which is this one unless trailing ones have extent 1.
+	int j = pv[np - 1];
+	if (m.ca[j] != 0) {
+		uint32_t tb = m.abuf;
+		m.abuf = m.bbuf;
+		m.bbuf = tb;
+		int64_t tc[2 * IR_MAXDIM], t0 = m.a0;
+		memcpy(tc, m.ca, sizeof tc);
+		memcpy(m.ca, m.cb, sizeof tc);
+		memcpy(m.cb, tc, sizeof tc);
+		m.a0 = m.b0;
+		m.b0 = t0;
+	}
+	if (m.ca[j] != 0 || m.cb[j] <= 0 || m.cc[j] != 1)
+		return 0;
+	// The rows: variables just outside j along which B does not move and
+	// A and C merge; the rest is the batch.
+	const int64_t *ac[3] = {m.ca, m.cc, m.cb};
+	int nrow = 0;
+	int64_t st[3], M = 1, ca_i = 0, cc_i = 0;
+	for (int i = np - 2; i >= 0 && m.cb[pv[i]] == 0; i--) {
+		int64_t e, s[3];
+		if (!gemm_merge(k, &pv[i], np - 1 - i, ac, 2, &e, s))
+			break;
+		nrow = np - 1 - i;
+		M = e;
+		ca_i = s[0];
+		cc_i = s[1];
+	}
+	int64_t batch;
+	if (!gemm_merge(k, pv, np - 1 - nrow, ac, 3, &batch, st))
+		return 0;
+	int64_t K, sk[2];
+	const int64_t *bc[2] = {m.ca, m.cb};
+	if (!gemm_merge(k, rv, nr, bc, 2, &K, sk))
+		return 0;
+	int64_t N = k->dim[j], ca_k = sk[0], cb_k = sk[1], cb_j = m.cb[j];
+	if (N > INT32_MAX)
+		return 0;
+	g->dt = (DType)p->x[k->body].dtype;
+	if (p->buf[m.abuf].dtype != g->dt || p->buf[m.bbuf].dtype != g->dt)
+		return 0; // a load that converts (the CPU's GEMM converts, a BLAS cannot)
+	g->cbuf = k->out;
+	g->abuf = m.abuf;
+	g->bbuf = m.bbuf;
+	g->M = M;
+	g->N = N;
+	g->K = K;
+	g->batch = batch;
+	// op(A): row-major (A(i, k) at i lda + k) or transposed (k lda + i).
+	if ((K == 1 || ca_k == 1) && (M == 1 || ca_i >= K)) {
+		g->ta = 0;
+		g->lda = M == 1 ? K : ca_i;
+	} else if ((M == 1 || ca_i == 1) && (K == 1 || ca_k >= M)) {
+		g->ta = 1;
+		g->lda = K == 1 ? M : ca_k;
+	} else
+		return 0;
+	if ((N == 1 || cb_j == 1) && (K == 1 || cb_k >= N)) {
+		g->tb = 0;
+		g->ldb = K == 1 ? N : cb_k;
+	} else if ((K == 1 || cb_k == 1) && (N == 1 || cb_j >= K)) {
+		g->tb = 1;
+		g->ldb = N == 1 ? K : cb_j;
+	} else
+		return 0;
+	if (M > 1 && cc_i < N)
+		return 0;
+	g->ldc = M == 1 ? N : cc_i;
+	if (g->lda > INT32_MAX || g->ldb > INT32_MAX || g->ldc > INT32_MAX)
+		return 0;
+	g->sa = batch > 1 ? st[0] : 0;
+	g->sc = batch > 1 ? st[1] : 0;
+	g->sb = batch > 1 ? st[2] : 0;
+	g->oa = m.a0;
+	g->ob = m.b0;
+	g->oc = m.c0;
+	// Every element touched inside its buffer (the kernel's loads are, so
+	// this holds by construction; checked all the same: a wrong plan must
+	// not become a wild device access).
+	int64_t ea[3] = {batch, M, K}, sa3[3] = {g->sa, ca_i, ca_k};
+	int64_t eb[3] = {batch, K, N}, sb3[3] = {g->sb, cb_k, cb_j};
+	int64_t ec[3] = {batch, M, N}, sc3[3] = {g->sc, cc_i, 1};
+	return gemm_inside(&p->buf[g->abuf], g->oa, ea, sa3, 3) &&
+	       gemm_inside(&p->buf[g->bbuf], g->ob, eb, sb3, 3) &&
+	       gemm_inside(&p->buf[g->cbuf], g->oc, ec, sc3, 3);
+}

@@ -232,6 +232,58 @@ int kx_affine_coef(const KProgram *p, KxId e, int var, int64_t *coef);
 int kx_range(const KProgram *p, KxId a, int64_t *lo, int64_t *hi);
 static inline const Kx *kx(const KProgram *p, KxId id) { return &p->x[id]; }
 
+// ---------------------------------------------------------------- GEMM plans
+// A contraction kernel whose value is exactly a product summed over its
+// reduction variables, C[...] = sum A[...] B[...], with every index affine
+// in the loop variables (one constant coefficient per variable), recognised
+// once for both backends.  A and B are the two loads of the product: B is
+// the one that moves with the last parallel variable (the column j), A the
+// other (when the first load moves with j and the second does not, they
+// are swapped).  Coefficients are per variable, parallel ones first
+// (0 .. rank-1), then the reduction ones (rank .. rank+rrank-1).  The
+// kernel's post must be the accumulator itself (no epilogue), and A, B and
+// C are stored in the compute dtype (F32 or F64; no conversion).
+typedef struct KGemm {
+	uint32_t abuf, bbuf; // the buffers of A and B
+	KxId aidx, bidx; // their load indices
+	int64_t ca[2 * IR_MAXDIM], cb[2 * IR_MAXDIM], cc[2 * IR_MAXDIM];
+	// The element index at every variable 0, for A, B and C, when all three
+	// indices are affine in the loop variables and nothing else (konst);
+	// else an index also holds a term of a step counter or a load, and the
+	// bases are unknown here (the CPU backend evaluates them).
+	int konst;
+	int64_t a0, b0, c0;
+} KGemm;
+int kir_gemm_match(const KProgram *p, const KKernel *k, KGemm *g);
+
+// The same kernel as one strided batched GEMM in row-major terms, what a
+// BLAS call needs (codegen/cuda.c turns it into a cuBLAS launch record):
+//   for b < batch:  C_b (M x N) = op(A_b) (M x K) . op(B_b) (K x N), where
+//   C_b(i, j) = C[oc + b sc + i ldc + j]
+//   A_b(i, k) = A[oa + b sa + i lda + k]   (ta = 0)   or  A[oa + b sa + k lda + i]   (ta = 1)
+//   B_b(k, j) = B[ob + b sb + k ldb + j]   (tb = 0)   or  B[ob + b sb + j ldb + k]   (tb = 1)
+// (element indices into the buffers).  Parallel variables of extent 1 are
+// ignored; the rows are the parallel variables just outside j along which
+// B does not move and A and C merge into one stride (x[B, L, E] @ w[E, F]
+// is one GEMM of B L rows); the other parallel variables must merge into
+// one batch axis with constant strides (B's or A's may be 0: a shared
+// operand), the reduction variables into one K.  Every stride is >= 0,
+// lda >= K (ta = 0) or M (ta = 1), ldb >= N (tb = 0) or K (tb = 1),
+// ldc >= N, every extent and leading dimension fits in an int (cuBLAS's
+// type) and every element touched lies inside its buffer.  0 when the
+// kernel has no such form (a sum of GEMMs over a reduction axis, e.g.
+// conv_weight_grad's over the batch; an output not contiguous along j).
+typedef struct KGemmPlan {
+	DType dt; // F32 or F64
+	uint32_t cbuf, abuf, bbuf;
+	int ta, tb;
+	int64_t M, N, K, batch;
+	int64_t lda, ldb, ldc;
+	int64_t sa, sb, sc; // batch strides (0 when batch is 1)
+	int64_t oa, ob, oc; // the first element of A_0, B_0, C_0
+} KGemmPlan;
+int kir_gemm_plan(const KProgram *p, const KKernel *k, KGemmPlan *g);
+
 // Compile-time report: with FADC_TIME=1 in the environment, each phase of a
 // compile prints one line on stderr, `fadc: time: PHASE WHAT: W s wall,
 // C s cpu` (docs/CODEGEN.md, "Compile time").  kir_time_start() returns a

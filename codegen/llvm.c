@@ -1228,62 +1228,35 @@ typedef struct Gemm {
 	int64_t ca_k[IR_MAXDIM], cb_k[IR_MAXDIM]; // along each reduction variable
 } Gemm;
 
-static int
-affine_all(const KProgram *p, const KKernel *k, KxId e, int64_t *coef)
-{
-	for (int v = 0; v < k->rank + k->rrank; v++)
-		if (!kx_affine_coef(p, e, v, &coef[v]))
-			return 0;
-	return 1;
-}
-
+// The shared recognition (kir_gemm_match: a product of two affine loads
+// summed, no epilogue), then this backend's form: C and B contiguous
+// along j, B not moving along the rows, and enough work and columns for
+// the vector tiles.
 static int
 gemm_plan(const KProgram *p, const KKernel *k, Gemm *G)
 {
-	if (!k->contraction || k->red != KR_SUM || k->rank < 1 || k->rrank < 1 ||
-	    p->x[k->post].op != KX_ACC)
+	KGemm m;
+	if (!kir_gemm_match(p, k, &m))
 		return 0;
 	DType vt = (DType)p->x[k->body].dtype;
-	if ((vt != DT_F32 && vt != DT_F64) || p->buf[k->out].dtype != vt)
-		return 0;
-	const Kx *m = &p->x[k->body];
-	if (m->op != KX_MUL || p->x[m->a[0]].op != KX_LOAD || p->x[m->a[1]].op != KX_LOAD)
-		return 0;
-	int64_t cc[2 * IR_MAXDIM], c0[2 * IR_MAXDIM], c1[2 * IR_MAXDIM];
-	KxId l0 = m->a[0], l1 = m->a[1];
-	if (!affine_all(p, k, k->index, cc) || !affine_all(p, k, p->x[l0].a[0], c0) ||
-	    !affine_all(p, k, p->x[l1].a[0], c1))
-		return 0;
 	int vj = k->rank - 1, vi = k->rank >= 2 ? k->rank - 2 : -1;
-	if (cc[vj] != 1)
-		return 0;
-	// B is the load that moves with j, contiguously; A must not.
-	if (c0[vj] != 0) {
-		KxId t = l0;
-		l0 = l1;
-		l1 = t;
-		int64_t tc[2 * IR_MAXDIM];
-		memcpy(tc, c0, sizeof tc);
-		memcpy(c0, c1, sizeof tc);
-		memcpy(c1, tc, sizeof tc);
-	}
-	if (c0[vj] != 0 || c1[vj] != 1 || (vi >= 0 && c1[vi] != 0))
+	if (m.cc[vj] != 1 || m.ca[vj] != 0 || m.cb[vj] != 1 || (vi >= 0 && m.cb[vi] != 0))
 		return 0;
 	G->vi = vi;
 	G->vj = vj;
 	G->M = vi >= 0 ? k->dim[vi] : 1;
 	G->N = k->dim[vj];
-	G->abuf = p->x[l0].aux;
-	G->bbuf = p->x[l1].aux;
-	G->aidx = p->x[l0].a[0];
-	G->bidx = p->x[l1].a[0];
-	G->ca_i = vi >= 0 ? c0[vi] : 0;
-	G->cc_i = vi >= 0 ? cc[vi] : 0;
+	G->abuf = m.abuf;
+	G->bbuf = m.bbuf;
+	G->aidx = m.aidx;
+	G->bidx = m.bidx;
+	G->ca_i = vi >= 0 ? m.ca[vi] : 0;
+	G->cc_i = vi >= 0 ? m.cc[vi] : 0;
 	G->cb_j = 1;
 	int64_t K = 1;
 	for (int r = 0; r < k->rrank; r++) {
-		G->ca_k[r] = c0[k->rank + r];
-		G->cb_k[r] = c1[k->rank + r];
+		G->ca_k[r] = m.ca[k->rank + r];
+		G->cb_k[r] = m.cb[k->rank + r];
 		K *= k->rdim[r];
 	}
 	int vl = vt == DT_F32 ? 8 : 4;

@@ -80,6 +80,8 @@ static const char *const usage_main =
     "  --target T         cpu (default), cuda or cpu,cuda: the code the tasks get\n"
     "                     (cuda: kernels compiled by NVRTC, embedded; docs/CUDA.md)\n"
     "  --cuda-arch ARCH   the cubin's architecture (sm_90); PTX for compute_XX too\n"
+    "  --allow-tf32       cuBLAS GEMMs of f32 may round their inputs to TF32 (tensor\n"
+    "                     cores; recorded in the artifact); default: fp32 semantics\n"
     "  --tasks LIST       comma-separated tasks, or `all`; forward is always in.\n"
     "                     Default: the model's `tasks` declaration (docs/IR.md),\n"
     "                     else forward,vjp,jvp,vhp,hvp (vhp and hvp only when\n"
@@ -1158,6 +1160,14 @@ cmd_inspect(int argc, char **argv)
 	if (nspec > 1)
 		for (int i = 0; i < nspec; i++)
 			printf("specialisation %d: %s\n", i, fadc_model_spec(m, i));
+	// The launch records themselves (GEMMs, TF32) are not in fadc.h's
+	// task info: the descriptor, read again (checked as by the open).
+	ArtDesc ad = {0};
+	uint8_t *adb = NULL;
+	size_t adl = 0;
+	char aerr[512];
+	int have_desc = art_read(path, &ad, &adb, &adl, aerr, sizeof aerr) == ART_READ_OK;
+	free(adb);
 	for (int i = 0; i < fadc_model_decl_count(m); i++) {
 		fadc_tensor_desc d;
 		int has_init, sp = fadc_model_decl_spec(m, i);
@@ -1174,9 +1184,34 @@ cmd_inspect(int argc, char **argv)
 		       info.targets == FADC_TARGET_CPU    ? "cpu"
 		       : info.targets == FADC_TARGET_CUDA ? "cuda"
 		                                          : "cpu,cuda");
-		if (info.targets & FADC_TARGET_CUDA)
+		const ArtTask *at = have_desc && (uint32_t)t < ad.ntask ? &ad.task[t] : NULL;
+		int ngemm = 0, ntf32 = 0;
+		for (uint32_t k = 0; at && (at->targets & ART_TARGET_CUDA) && k < at->ncuda; k++)
+			if (at->kern[k].kind == ART_LAUNCH_GEMM) {
+				ngemm++;
+				ntf32 += at->kern[k].gemm.tf32;
+			}
+		if ((info.targets & FADC_TARGET_CUDA) && ngemm)
+			printf("  cuda: %d launches (%d kernel%s or host step%s, %d cuBLAS GEMM%s%s)\n",
+			       info.cuda_launches, info.cuda_launches - ngemm,
+			       info.cuda_launches - ngemm == 1 ? "" : "s",
+			       info.cuda_launches - ngemm == 1 ? "" : "s", ngemm, ngemm == 1 ? "" : "s",
+			       ntf32 ? ", TF32 allowed" : "");
+		else if (info.targets & FADC_TARGET_CUDA)
 			printf("  cuda: %d launch%s\n", info.cuda_launches,
 			       info.cuda_launches == 1 ? " (the task fused into one kernel)" : "es");
+		for (uint32_t k = 0; ngemm && k < at->ncuda; k++) {
+			const ArtKernel *kk = &at->kern[k];
+			const ArtGemm *g = &kk->gemm;
+			if (kk->kind != ART_LAUNCH_GEMM)
+				continue;
+			printf("  gemm %u: %s batch=%u M=%u N=%u K=%u ta=%u tb=%u lda=%" PRIu64
+			       " ldb=%" PRIu64 " ldc=%" PRIu64 " sa=%" PRIu64 " sb=%" PRIu64
+			       " sc=%" PRIu64 " oa=%" PRIu64 " ob=%" PRIu64 " oc=%" PRIu64 "%s\n",
+			       k, g->dtype == ART_F64 ? "f64" : "f32", g->batch, g->m, g->n, g->k, g->ta,
+			       g->tb, g->lda, g->ldb, g->ldc, g->sa, g->sb, g->sc, g->oa, g->ob, g->oc,
+			       g->tf32 ? " tf32" : "");
+		}
 		for (int i = 0; i < info.ninputs; i++) {
 			fadc_tensor_desc d;
 			fadc_task_input(m, t, i, &d);
@@ -1188,6 +1223,8 @@ cmd_inspect(int argc, char **argv)
 			print_desc(&d, "out", NULL);
 		}
 	}
+	if (have_desc)
+		art_desc_free(&ad);
 	fadc_model_close(m);
 	fadc_context_destroy(ctx);
 	return 0;
@@ -1387,7 +1424,7 @@ typedef struct CompileArgs {
 	const char *model, *emit, *task, *out, *target, *cpu, *cuda_arch;
 	const char *print_after, *stop_after;
 	const char *defs[MAXDEF];
-	int ndefs, noprelude, print_after_all, stats, opt_level, f64;
+	int ndefs, noprelude, print_after_all, stats, opt_level, f64, allow_tf32;
 	int64_t max_task_bytes; // --max-task-bytes; 0: the default (CG_MAX_TASK_BYTES)
 	char *tasklist; // --tasks, split in place
 	const char *tasks[MAXTASK];
@@ -1518,6 +1555,8 @@ compile_args(int argc, char **argv, CompileArgs *a)
 			a->stats = 1;
 		} else if (!strcmp(s, "--f64")) {
 			a->f64 = 1;
+		} else if (!strcmp(s, "--allow-tf32")) {
+			a->allow_tf32 = 1;
 		} else if (!strcmp(s, "--no-prelude")) {
 			a->noprelude = 1;
 		} else if (s[0] == '-') {
@@ -1555,6 +1594,9 @@ compile_args(int argc, char **argv, CompileArgs *a)
 		    a->max_task_bytes)
 			return usage_error(usage_main, "--tasks, --target, --cuda-arch, --cpu, -O, --f64 and "
 			                               "--max-task-bytes need -o FILE%s", "");
+		if (a->allow_tf32)
+			return usage_error(usage_main, "--allow-tf32 needs -o FILE (it concerns the GEMMs "
+			                               "of compiled CUDA code)%s", "");
 	}
 	return 0;
 }
@@ -1634,6 +1676,7 @@ compile(const CompileArgs *a, const Module *const *ms, const char *const *specna
 	    .emit_llvm = a->emit && !strcmp(a->emit, "llvm") ? stdout : NULL,
 	    .targets = targets,
 	    .cuda_arch = a->cuda_arch,
+	    .allow_tf32 = a->allow_tf32,
 	};
 	if (nspec > 1 ? cg_compile_specs(ms, specnames, nspec, &o, a->out, err, sizeof err)
 	              : cg_compile_module(m, &o, a->out, err, sizeof err))

@@ -124,23 +124,41 @@ put_tensor(Out *o, const ArtTensor *t)
 int
 art_version_readable(uint32_t version)
 {
-	return version == ART_FORMAT_VERSION_ONE_SPEC || version == ART_FORMAT_VERSION;
+	return version >= ART_FORMAT_OLDEST && version <= ART_FORMAT_VERSION;
 }
 
+// The version d asks for (tests of old files), else the oldest that holds
+// it: 5 with several specialisations, 4 with a cuBLAS record, else 3.
 uint32_t
 art_desc_version(const ArtDesc *d)
 {
-	return d->nspec > 1 ? ART_FORMAT_VERSION : ART_FORMAT_VERSION_ONE_SPEC;
+	if (d->version)
+		return d->version;
+	if (d->nspec > 1)
+		return ART_FORMAT_VERSION;
+	for (uint32_t i = 0; i < d->ntask; i++)
+		for (uint32_t k = 0; (d->task[i].targets & ART_TARGET_CUDA) && k < d->task[i].ncuda; k++)
+			if (d->task[i].kern[k].kind == ART_LAUNCH_GEMM)
+				return 4;
+	return ART_FORMAT_VERSION_ONE_SPEC;
 }
 
 int
 art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 {
 	Out o = {0};
-	uint32_t version = art_desc_version(d);
-	int specs = version == ART_FORMAT_VERSION; // the format-5 fields
+	uint32_t v = art_desc_version(d);
+	if (!art_version_readable(v) || (d->nspec > 1 && v < 5))
+		return 0;
+	for (uint32_t i = 0; i < d->ntask; i++)
+		for (uint32_t k = 0; (d->task[i].targets & ART_TARGET_CUDA) && k < d->task[i].ncuda; k++)
+			if (d->task[i].kern[k].kind > (v < 3   ? ART_LAUNCH_KERNEL
+			                               : v < 4 ? ART_LAUNCH_ASSIGN
+			                                       : ART_LAUNCH_GEMM))
+				return 0;
+	int specs = v >= 5; // the format-5 fields
 	put(&o, ART_DESC_MAGIC, 8);
-	put_u32(&o, version);
+	put_u32(&o, v);
 	put_str(&o, d->model);
 	put_u64(&o, d->source_hash);
 	put_str(&o, d->options);
@@ -195,7 +213,8 @@ art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 		put_u32(&o, t->ncuda);
 		for (uint32_t k = 0; k < t->ncuda; k++) {
 			const ArtKernel *kk = &t->kern[k];
-			put_u8(&o, kk->kind);
+			if (v >= 3)
+				put_u8(&o, kk->kind);
 			put_str(&o, kk->name);
 			put_u64(&o, kk->points);
 			put_u32(&o, kk->grid);
@@ -206,6 +225,21 @@ art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 				put_u32(&o, kk->arg[a].index);
 				put_u64(&o, kk->arg[a].offset);
 				put_u64(&o, kk->arg[a].bytes);
+			}
+			if (kk->kind == ART_LAUNCH_GEMM) {
+				const ArtGemm *g = &kk->gemm;
+				put_u8(&o, g->dtype);
+				put_u8(&o, g->ta);
+				put_u8(&o, g->tb);
+				put_u8(&o, g->tf32);
+				put_u32(&o, g->m);
+				put_u32(&o, g->n);
+				put_u32(&o, g->k);
+				put_u32(&o, g->batch);
+				const uint64_t w[9] = {g->lda, g->ldb, g->ldc, g->sa, g->sb,
+				                       g->sc,  g->oa,  g->ob,  g->oc};
+				for (int w9 = 0; w9 < 9; w9++)
+					put_u64(&o, w[w9]);
 			}
 		}
 	}
@@ -406,6 +440,46 @@ art_desc_free(ArtDesc *d)
 #define MIN_KERNEL 22
 #define MIN_KARG 21
 
+// The last element an operand of a GEMM touches, plus one, times the
+// element size, fits the argument's bytes: base + (batch - 1) s +
+// (rows - 1) ld + (cols - 1) + 1 elements, with ld the stride of the
+// operand's outer index in memory (rows, or the columns when transposed).
+static int
+gemm_fits(uint64_t esize, uint64_t base, uint64_t batch, uint64_t s, uint64_t outer, uint64_t ld,
+          uint64_t inner, uint64_t bytes)
+{
+	uint64_t a, b, c, n;
+	if (__builtin_mul_overflow(batch - 1, s, &a) || __builtin_mul_overflow(outer - 1, ld, &b) ||
+	    __builtin_add_overflow(a, b, &c) || __builtin_add_overflow(c, base, &c) ||
+	    __builtin_add_overflow(c, inner, &n) || __builtin_mul_overflow(n, esize, &n))
+		return 0;
+	return n <= bytes;
+}
+
+// A GEMM record: C an output or the arena (never an input), the extents
+// and leading dimensions in cuBLAS's range and consistent with the
+// transposes (what cuBLAS itself would refuse), every operand inside its
+// argument.  So a damaged record is refused here, never a device fault.
+static int
+gemm_good(const ArtKernel *kk)
+{
+	const ArtGemm *g = &kk->gemm;
+	const uint64_t IMAX = 0x7fffffff;
+	if (kk->narg != 3 || kk->runseed || kk->grid || kk->arg[0].kind == ART_ARG_INPUT ||
+	    (g->dtype != ART_F32 && g->dtype != ART_F64) || g->ta > 1 || g->tb > 1 || g->tf32 > 1 ||
+	    !g->m || !g->n || !g->k || !g->batch || g->m > IMAX || g->n > IMAX || g->k > IMAX ||
+	    g->batch > IMAX || g->lda > IMAX || g->ldb > IMAX || g->ldc > IMAX ||
+	    g->lda < (g->ta ? g->m : g->k) || g->ldb < (g->tb ? g->k : g->n) || g->ldc < g->n ||
+	    kk->points != (uint64_t)g->batch * g->m * g->n)
+		return 0;
+	uint64_t es = g->dtype == ART_F64 ? 8 : 4;
+	return gemm_fits(es, g->oc, g->batch, g->sc, g->m, g->ldc, g->n, kk->arg[0].bytes) &&
+	       gemm_fits(es, g->oa, g->batch, g->sa, g->ta ? g->k : g->m, g->lda,
+	                 g->ta ? g->m : g->k, kk->arg[1].bytes) &&
+	       gemm_fits(es, g->ob, g->batch, g->sb, g->tb ? g->n : g->k, g->ldb,
+	                 g->tb ? g->k : g->n, kk->arg[2].bytes);
+}
+
 static int
 decode(In *in, ArtDesc *d)
 {
@@ -415,9 +489,9 @@ decode(In *in, ArtDesc *d)
 		return fail(in, "descriptor: bad magic");
 	d->version = get_u32(in);
 	if (!in->bad && !art_version_readable(d->version))
-		return fail(in, "descriptor format version %u, this runtime reads versions %d and %d",
-		            d->version, ART_FORMAT_VERSION_ONE_SPEC, ART_FORMAT_VERSION);
-	int specs = d->version == ART_FORMAT_VERSION; // the format-5 fields
+		return fail(in, "descriptor format version %u, this runtime reads versions %d to %d",
+		            d->version, ART_FORMAT_OLDEST, ART_FORMAT_VERSION);
+	int specs = d->version >= 5; // the format-5 fields
 	d->model = get_str(in);
 	d->source_hash = get_u64(in);
 	d->options = get_str(in);
@@ -507,7 +581,7 @@ decode(In *in, ArtDesc *d)
 		t->ncuda = n;
 		for (uint32_t k = 0; k < n && !in->bad; k++) {
 			ArtKernel *kk = &t->kern[k];
-			kk->kind = get_u8(in);
+			kk->kind = d->version >= 3 ? get_u8(in) : ART_LAUNCH_KERNEL;
 			kk->name = get_str(in);
 			kk->points = get_u64(in);
 			kk->grid = get_u32(in);
@@ -524,6 +598,21 @@ decode(In *in, ArtDesc *d)
 				kk->arg[a].index = get_u32(in);
 				kk->arg[a].offset = get_u64(in);
 				kk->arg[a].bytes = get_u64(in);
+			}
+			if (kk->kind == ART_LAUNCH_GEMM && d->version >= 4) {
+				ArtGemm *g = &kk->gemm;
+				g->dtype = get_u8(in);
+				g->ta = get_u8(in);
+				g->tb = get_u8(in);
+				g->tf32 = get_u8(in);
+				g->m = get_u32(in);
+				g->n = get_u32(in);
+				g->k = get_u32(in);
+				g->batch = get_u32(in);
+				uint64_t *w[9] = {&g->lda, &g->ldb, &g->ldc, &g->sa, &g->sb,
+				                  &g->sc,  &g->oa,  &g->ob,  &g->oc};
+				for (int w9 = 0; w9 < 9; w9++)
+					*w[w9] = get_u64(in);
 			}
 		}
 	}
@@ -580,8 +669,12 @@ decode(In *in, ArtDesc *d)
 			                "image section", t->name);
 		for (uint32_t k = 0; k < t->ncuda; k++) {
 			const ArtKernel *kk = &t->kern[k];
-			if (!kk->name[0] || kk->runseed > 1 || kk->kind > ART_LAUNCH_ASSIGN)
+			if (!kk->name[0] || kk->runseed > 1 ||
+			    kk->kind > (d->version < 4 ? ART_LAUNCH_ASSIGN : ART_LAUNCH_GEMM))
 				return fail(in, "descriptor: CUDA kernel %u of task '%s' is malformed", k,
+				            t->name);
+			if (kk->kind == ART_LAUNCH_GEMM && !gemm_good(kk))
+				return fail(in, "descriptor: GEMM record %u of task '%s' is malformed", k,
 				            t->name);
 			// A host step: an i64[rows] output and an f64[rows, cols] cost,
 			// rows = points and cols = grid, neither empty.
@@ -750,9 +843,9 @@ art_read(const char *path, ArtDesc *d, uint8_t **desc_bytes, size_t *desc_len, c
 	uint32_t version = rd32(t + 8);
 	if (!art_version_readable(version)) {
 		ferr(err, errlen, path,
-		     "artifact format version %u; this runtime reads versions %d and %d (recompile the "
+		     "artifact format version %u; this runtime reads versions %d to %d (recompile the "
 		     "model with this fadc)",
-		     version, ART_FORMAT_VERSION_ONE_SPEC, ART_FORMAT_VERSION);
+		     version, ART_FORMAT_OLDEST, ART_FORMAT_VERSION);
 		rc = ART_READ_VERSION;
 		goto done;
 	}
@@ -774,9 +867,9 @@ art_read(const char *path, ArtDesc *d, uint8_t **desc_bytes, size_t *desc_len, c
 		goto done;
 	}
 	if (d->version != version) {
+		ferr(err, errlen, path, "corrupt artifact: the trailer says format %u, the descriptor "
+		     "%u", version, d->version);
 		art_desc_free(d);
-		ferr(err, errlen, path, "corrupt artifact: the trailer says format %u, the descriptor %u",
-		     version, d->version);
 		goto done;
 	}
 	// The image section: the images_bytes just before the descriptor,

@@ -15,14 +15,17 @@
 
 // The format versions of the trailer and the descriptor.  The writer
 // writes the oldest version that can hold the artifact: 3 for one
-// specialisation (the bytes of every artifact before specialisations), 5
-// (ART_FORMAT_VERSION, the newest) for several (-D N=8,32): version 5 adds
-// the list of specialisations and, per declaration and task, the one it
-// belongs to.  art_version_readable is the one place that says which
-// versions a runtime reads: 3 and 5; 1 (before the CUDA part) and 2
-// (before host steps in the launch records) are refused with a message.
+// specialisation without cuBLAS records (the bytes of every artifact before
+// them), 4 when a launch record is a cuBLAS GEMM, 5 (ART_FORMAT_VERSION, the
+// newest) for several specialisations (-D N=8,32): version 5 adds the list
+// of specialisations and, per declaration and task, the one it belongs to.
+// A runtime reads ART_FORMAT_OLDEST .. ART_FORMAT_VERSION: 2 (launch records
+// without a kind: every one a kernel), 3 (host steps), 4 (GEMM records) and
+// 5; 1 (before the CUDA part) and newer versions are refused with a message
+// (art_version_readable is the one place that says so).
 #define ART_FORMAT_VERSION 5
-#define ART_FORMAT_VERSION_ONE_SPEC 3 // what an artifact of one specialisation is written as
+#define ART_FORMAT_OLDEST 2
+#define ART_FORMAT_VERSION_ONE_SPEC 3 // one specialisation, no cuBLAS records
 #define ART_MAX_SPECS 16 // specialisations of one artifact (fadc -D N=8,32)
 int art_version_readable(uint32_t version);
 #define ART_TRAILER_SIZE 40
@@ -56,7 +59,28 @@ typedef struct ArtKArg {
 // linear_sum_assignment of a (points, grid) f64 cost matrix, argument 1,
 // into the i64 column of each row, argument 0 (ir/hungarian.c on the host:
 // copy down, solve, copy up; name is "linear_sum_assignment").
-enum { ART_LAUNCH_KERNEL, ART_LAUNCH_ASSIGN };
+// ART_LAUNCH_GEMM (format 4): a strided batched GEMM through cuBLAS,
+// arguments {C, A, B} and the ArtGemm below; name is the cuBLAS routine
+// ("cublasSgemmStridedBatched"), points the elements of C, grid 0.
+enum { ART_LAUNCH_KERNEL, ART_LAUNCH_ASSIGN, ART_LAUNCH_GEMM };
+
+// A GEMM record, in row-major terms (codegen/kir.h, KGemmPlan): for each
+// b < batch, C_b = op(A_b) op(B_b) with C_b (m x n), op(A_b) (m x k),
+// op(B_b) (k x n), element (i, j) of C_b at oc + b sc + i ldc + j of
+// argument 0; A_b(i, k) at oa + b sa + i lda + k of argument 1 (ta 0) or
+// oa + b sa + k lda + i (ta 1); B_b(k, j) at ob + b sb + k ldb + j of
+// argument 2 (tb 0) or ob + b sb + j ldb + k (tb 1).  Offsets, leading
+// dimensions and strides count elements of dtype.  runtime/cuda.c maps
+// this onto cuBLAS's column-major call.
+typedef struct ArtGemm {
+	uint8_t dtype; // ART_F32 or ART_F64
+	uint8_t ta, tb; // 0 or 1, as above
+	uint8_t tf32; // 1: f32 products may use TF32 tensor cores (--allow-tf32)
+	uint32_t m, n, k, batch; // each 1 .. INT32_MAX
+	uint64_t lda, ldb, ldc; // each at most INT32_MAX
+	uint64_t sa, sb, sc; // batch strides
+	uint64_t oa, ob, oc; // element offsets into arguments 1, 2, 0
+} ArtGemm;
 
 // One CUDA kernel's launch contract (codegen/cuda.c prints the kernel with
 // exactly these parameters, in this order, then the run seed if runseed).
@@ -68,6 +92,7 @@ typedef struct ArtKernel {
 	uint8_t runseed; // takes `unsigned long long runseed` after the buffers
 	uint32_t narg;
 	ArtKArg *arg;
+	ArtGemm gemm; // ART_LAUNCH_GEMM only
 } ArtKernel;
 
 typedef struct ArtTensor {
@@ -120,7 +145,7 @@ typedef struct ArtDecl {
 } ArtDecl;
 
 typedef struct ArtDesc {
-	uint32_t version; // ART_FORMAT_VERSION of the writer
+	uint32_t version; // the format read; encoding: 0 writes ART_FORMAT_VERSION
 	char *model; // the module's name
 	uint64_t source_hash; // FNV-1a 64 of every source file (model, prelude)
 	char *options; // the compile options, one line
@@ -143,9 +168,12 @@ typedef struct ArtDesc {
 	uint8_t *images;
 } ArtDesc;
 
-// Encodes d into a malloc'ed buffer (*out, *len); 0 on out of memory.
-// nspec 0 or 1 writes format 3 (spec, ArtDecl.spec and ArtTask.spec are
-// not written: they must be NULL or "", -1 and 0), more writes format 5.
+// Encodes d into a malloc'ed buffer (*out, *len) in format d->version, or
+// (0) the oldest that holds it (art_desc_version; older ones for tests of
+// old files).  nspec 0 or 1 and a version below 5: spec, ArtDecl.spec and
+// ArtTask.spec are not written (they must be NULL or "", -1 and 0).  0 on out
+// of memory, or when d holds what its version cannot express (host steps
+// before 3, GEMMs before 4, specialisations before 5).
 int art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len);
 // Decodes desc[0..len) into *d (free with art_desc_free).  0 with a message
 // on any malformation.

@@ -68,6 +68,17 @@
 // A task's launches are a sequence: recording captures whatever
 // launch_all issues on the stream, so new kinds of launch records need no
 // change here beyond their argument values joining the key (task_args).
+//
+// cuBLAS (GEMM records, artifact format 4) is loaded like the driver: not
+// linked, dlopen'ed when the first task with a GEMM record is loaded
+// (libcublas.so.13, .so.12, .so), so the runtime runs without it wherever
+// no artifact asks for it.  One handle per context, on the context's
+// stream and so in its primary context, with a fixed workspace (a block
+// of the pool, BLAS_WORKSPACE bytes) set before any capture: cuBLAS then
+// allocates nothing while a graph is recorded, and its kernels replay
+// with the graph.  The workspace is held while some loaded task has GEMM
+// records (the pool is empty once every model is closed); the handle lives
+// until the context is destroyed.
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -155,6 +166,50 @@ typedef struct Driver {
 #undef X
 } Driver;
 
+// ---------------------------------------------------------------- the cuBLAS API we use
+// Types and values as cublas_api.h (CUDA 12 and 13) defines them; the
+// symbols are the exported names behind cublas_v2.h's macros.
+
+typedef int cublasStatus_t; // CUBLAS_STATUS_SUCCESS = 0
+typedef struct cublasContext *cublasHandle_t;
+
+enum {
+	CUBLAS_OP_N = 0,
+	CUBLAS_OP_T = 1,
+	CUBLAS_DEFAULT_MATH = 0, // fp32 products in fp32
+	CUBLAS_TF32_TENSOR_OP_MATH = 3, // fp32 inputs rounded to TF32 on tensor cores
+};
+
+#define BLAS_FUNCS(X)                                                                      \
+	X(cublasCreate, "cublasCreate_v2", (cublasHandle_t * h))                               \
+	X(cublasDestroy, "cublasDestroy_v2", (cublasHandle_t h))                               \
+	X(cublasSetStream, "cublasSetStream_v2", (cublasHandle_t h, CUstream s))               \
+	X(cublasSetWorkspace, "cublasSetWorkspace_v2", (cublasHandle_t h, void *w, size_t n))  \
+	X(cublasSetMathMode, "cublasSetMathMode", (cublasHandle_t h, int mode))                \
+	X(cublasSgemmStridedBatched, "cublasSgemmStridedBatched",                              \
+	  (cublasHandle_t h, int ta, int tb, int m, int n, int k, const float *alpha,          \
+	   const float *A, int lda, long long sa, const float *B, int ldb, long long sb,       \
+	   const float *beta, float *C, int ldc, long long sc, int batch))                     \
+	X(cublasDgemmStridedBatched, "cublasDgemmStridedBatched",                              \
+	  (cublasHandle_t h, int ta, int tb, int m, int n, int k, const double *alpha,         \
+	   const double *A, int lda, long long sa, const double *B, int ldb, long long sb,     \
+	   const double *beta, double *C, int ldc, long long sc, int batch))
+
+typedef struct Blas {
+	void *dl; // NULL: not loaded yet
+	const char *lib; // the name that loaded
+#define X(name, sym, args) cublasStatus_t(*name) args;
+	BLAS_FUNCS(X)
+#undef X
+	// Optional (cuBLAS 11.4.2 and later): the status's name and text.
+	const char *(*status_name)(cublasStatus_t s);
+	const char *(*status_string)(cublasStatus_t s);
+} Blas;
+
+// cuBLAS's recommended workspace on Hopper (4 MiB before it); one per
+// context, a block of its pool.
+#define BLAS_WORKSPACE ((size_t)32 << 20)
+
 // ---------------------------------------------------------------- state
 
 typedef struct Block {
@@ -195,6 +250,10 @@ struct RtCuda {
 	uint64_t gen; // the generation: a task called twice in one starts the next
 	RtCuStats st;
 	CUevent ev[2]; // rtcu_timer's start and stop, created at its first use
+	Blas blas; // cuBLAS, loaded by the first task with a GEMM record
+	cublasHandle_t blas_h; // the context's handle (on its stream), or NULL
+	uint64_t blas_ws; // its workspace, a pool block while blas_users > 0
+	uint32_t blas_users; // loaded tasks with GEMM records
 };
 
 typedef struct HostStep HostStep;
@@ -225,9 +284,12 @@ struct RtCuTask {
 	uint64_t stage, *stage_at, *stage_bytes;
 	uint64_t rerecords;
 	int eager_only; // past the re-record limit
+	int blas; // has GEMM records: holds the context's cuBLAS workspace
 };
 
 static int host_failed(RtCuda *c, char *err, size_t errlen);
+static int blas_acquire(RtCuda *c, char *err, size_t errlen);
+static void blas_release(RtCuda *c);
 
 // ---------------------------------------------------------------- errors
 
@@ -336,6 +398,10 @@ rtcu_close(RtCuda *c)
 	c->d.cuCtxSetCurrent(c->ctx);
 	c->d.cuStreamSynchronize(c->stream);
 	tree_prune(c, &c->root, NULL); // empty unless models were left open
+	// cuBLAS stays loaded, as the driver does (below); its handle goes
+	// before the memory its workspace is in.
+	if (c->blas_h)
+		c->blas.cublasDestroy(c->blas_h);
 	for (Chunk *k = c->chunks, *next; k; k = next) {
 		next = k->next;
 		for (Block *b = k->first, *bn; b; b = bn) {
@@ -624,6 +690,8 @@ rtcu_task_free(RtCuda *c, RtCuTask *k)
 	if (!k)
 		return;
 	tree_prune(c, &c->root, k);
+	if (k->blas)
+		blas_release(c);
 	if (k->mod)
 		c->d.cuModuleUnload(k->mod);
 	for (uint32_t i = 0; k->k && i < k->nk; i++) {
@@ -712,6 +780,17 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, const uint8_t *images, RtCuTask **ou
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
+	int gemms = 0;
+	for (uint32_t i = 0; i < k->nk; i++)
+		gemms |= t->kern[i].kind == ART_LAUNCH_GEMM;
+	if (gemms) {
+		if (!blas_acquire(c, err, errlen)) {
+			size_t l = strlen(err);
+			snprintf(err + l, errlen - l, " (task '%s' has cuBLAS GEMMs)", t->name);
+			goto fail;
+		}
+		k->blas = 1;
+	}
 	k->nkey = nkey;
 	// The staging buffers: one block, each input 256-byte aligned in it.
 	uint64_t total = 0;
@@ -732,6 +811,172 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, const uint8_t *images, RtCuTask **ou
 fail:
 	rtcu_task_free(c, k);
 	return 0;
+}
+
+// ---------------------------------------------------------------- cuBLAS
+
+static void
+blas_msg(const RtCuda *c, cublasStatus_t r, const char *what, const char *fn, const char *file,
+         int line, char *err, size_t errlen)
+{
+	const char *name = c->blas.status_name ? c->blas.status_name(r) : NULL;
+	const char *text = c->blas.status_string ? c->blas.status_string(r) : NULL;
+	snprintf(err, errlen, "cuBLAS (%s): %s failed in %s (%s:%d): %s (status %d)%s%s",
+	         c->blas.lib ? c->blas.lib : "?", what, fn, file, line,
+	         name ? name : "CUBLAS_STATUS_?", (int)r, text ? ": " : "", text ? text : "");
+}
+
+// The one checked path for cuBLAS calls (STYLE.md 4.7, as CHECK_CU):
+// the call's text, where, and cuBLAS's own name and text for the status.
+#define CHECK_BLAS(c, x)                                                                   \
+	do {                                                                                   \
+		cublasStatus_t bl_r_ = (c)->blas.x;                                                \
+		if (bl_r_) {                                                                       \
+			blas_msg((c), bl_r_, #x, __func__, __FILE__, __LINE__, err, errlen);           \
+			return 0;                                                                      \
+		}                                                                                  \
+	} while (0)
+
+// Loads cuBLAS (once per context; dlopen counts references, so every
+// context gets the same library).
+static int
+blas_open(RtCuda *c, char *err, size_t errlen)
+{
+	static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+	if (c->blas.dl)
+		return 1;
+	Blas b = {0};
+	char why[600] = "";
+	for (size_t i = 0; i < sizeof names / sizeof names[0] && !b.dl; i++) {
+		b.dl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+		b.lib = names[i];
+		const char *e = b.dl ? NULL : dlerror();
+		if (e && !why[0])
+			snprintf(why, sizeof why, "%s", e);
+	}
+	if (!b.dl) {
+		snprintf(err, errlen,
+		         "no cuBLAS: dlopen(\"libcublas.so.13\"), (\"libcublas.so.12\") and "
+		         "(\"libcublas.so\") failed (%s); this model's large matrix products run "
+		         "through cuBLAS (install it, or put it on LD_LIBRARY_PATH)",
+		         why[0] ? why : "not found");
+		return 0;
+	}
+	void *sp;
+#define X(name, sym, args)                                                                 \
+	sp = dlsym(b.dl, sym);                                                                 \
+	if (!sp) {                                                                             \
+		snprintf(err, errlen, "cuBLAS (%s) has no %s (too old a cuBLAS?)", b.lib, sym);    \
+		dlclose(b.dl);                                                                     \
+		return 0;                                                                          \
+	}                                                                                      \
+	memcpy(&b.name, &sp, sizeof sp);
+	BLAS_FUNCS(X)
+#undef X
+	if ((sp = dlsym(b.dl, "cublasGetStatusName")))
+		memcpy(&b.status_name, &sp, sizeof sp);
+	if ((sp = dlsym(b.dl, "cublasGetStatusString")))
+		memcpy(&b.status_string, &sp, sizeof sp);
+	c->blas = b;
+	return 1;
+}
+
+// A task with GEMM records is loaded: cuBLAS, the context's handle on its
+// stream, and the workspace (set after the stream: cublasSetStream resets
+// the workspace to cuBLAS's own pool, which would allocate during capture).
+// Never inside a capture: task loads happen at a task's first run, eager.
+static int
+blas_acquire(RtCuda *c, char *err, size_t errlen)
+{
+	if (!blas_open(c, err, errlen))
+		return 0;
+	CHECK_CU(c, cuCtxSetCurrent(c->ctx));
+	if (!c->blas_h) {
+		CHECK_BLAS(c, cublasCreate(&c->blas_h));
+		cublasStatus_t r = c->blas.cublasSetStream(c->blas_h, c->stream);
+		if (r) {
+			blas_msg(c, r, "cublasSetStream(c->blas_h, c->stream)", __func__, __FILE__,
+			         __LINE__, err, errlen);
+			c->blas.cublasDestroy(c->blas_h);
+			c->blas_h = NULL;
+			return 0;
+		}
+	}
+	if (!c->blas_users) {
+		if (!rtcu_alloc(c, BLAS_WORKSPACE, &c->blas_ws, err, errlen))
+			return 0;
+		void *ws = (void *)(uintptr_t)c->blas_ws;
+		cublasStatus_t r = c->blas.cublasSetWorkspace(c->blas_h, ws, BLAS_WORKSPACE);
+		if (r) {
+			blas_msg(c, r, "cublasSetWorkspace(c->blas_h, ws, BLAS_WORKSPACE)", __func__,
+			         __FILE__, __LINE__, err, errlen);
+			rtcu_free(c, c->blas_ws);
+			c->blas_ws = 0;
+			return 0;
+		}
+	}
+	c->blas_users++;
+	return 1;
+}
+
+// The last task with GEMM records is freed: its workspace goes back to the
+// pool (so that the pool is empty once every model is closed).  The handle
+// keeps the stale pointer, but nothing calls it before the next
+// blas_acquire sets a new workspace; the stream runs in order, so work
+// queued before this reuse of the block has finished with it first.
+static void
+blas_release(RtCuda *c)
+{
+	if (c->blas_users && !--c->blas_users) {
+		rtcu_free(c, c->blas_ws);
+		c->blas_ws = 0;
+	}
+}
+
+// A GEMM record (docs/ARTIFACT.md, ArtGemm): for each batch b,
+// C_b = op(A_b) op(B_b) with C_b M x N, all row-major in the record's
+// terms.  cuBLAS is column-major: a row-major M x N matrix with row stride
+// ldc is, read column-major with leading dimension ldc, its N x M
+// transpose.  So the call computes C_b^T = op(B_b)^T op(A_b)^T: m = N,
+// n = M, k = K, cuBLAS's first operand is B and its second is A:
+//   B, tb = 0: B(k, j) at k ldb + j, read column-major = the N x K matrix
+//      B^T = op(B)^T: CUBLAS_OP_N, lda = ldb (cuBLAS asks ldb >= m = N);
+//   B, tb = 1: B(k, j) at j ldb + k, read column-major = the K x N matrix
+//      B, whose transpose is wanted: CUBLAS_OP_T (asks ldb >= k = K);
+//   A, ta = 0: A(i, k) at i lda + k, read column-major = the K x M matrix
+//      A^T: CUBLAS_OP_N (asks lda >= k = K);
+//   A, ta = 1: A(i, k) at k lda + i, read column-major = the M x K matrix
+//      A: CUBLAS_OP_T (asks lda >= n = M);
+//   C: ldc >= m = N.
+// The decoder checked exactly these bounds, and that every element
+// touched lies inside its argument.  beta = 0: C is only written (cuBLAS
+// does not read C when beta is 0, so NaN there does not leak in).
+// alpha and beta are host scalars (the default pointer mode), read when
+// the call is made, so captured into the graph by value.
+static int
+gemm_step(RtCuda *c, Kern *kk, char *err, size_t errlen)
+{
+	const ArtGemm *g = &kk->k->gemm;
+	uint64_t es = g->dtype == ART_F64 ? 8 : 4;
+	void *C = (void *)(uintptr_t)(kk->val[0] + g->oc * es);
+	const void *A = (const void *)(uintptr_t)(kk->val[1] + g->oa * es);
+	const void *B = (const void *)(uintptr_t)(kk->val[2] + g->ob * es);
+	int opb = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+	int m = (int)g->n, n = (int)g->m, k = (int)g->k, batch = (int)g->batch;
+	int ldb = (int)g->ldb, lda = (int)g->lda, ldc = (int)g->ldc;
+	long long sb = (long long)g->sb, sa = (long long)g->sa, sc = (long long)g->sc;
+	int mode = g->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+	CHECK_BLAS(c, cublasSetMathMode(c->blas_h, mode));
+	if (g->dtype == ART_F64) {
+		const double one = 1, zero = 0;
+		CHECK_BLAS(c, cublasDgemmStridedBatched(c->blas_h, opb, opa, m, n, k, &one, B, ldb, sb,
+		                                        A, lda, sa, &zero, C, ldc, sc, batch));
+	} else {
+		const float one = 1, zero = 0;
+		CHECK_BLAS(c, cublasSgemmStridedBatched(c->blas_h, opb, opa, m, n, k, &one, B, ldb, sb,
+		                                        A, lda, sa, &zero, C, ldc, sc, batch));
+	}
+	return 1;
 }
 
 // ---------------------------------------------------------------- host steps
@@ -814,6 +1059,11 @@ launch_all(RtCuda *c, RtCuTask *k, char *err, size_t errlen)
 {
 	for (uint32_t i = 0; i < k->nk; i++) {
 		Kern *kk = &k->k[i];
+		if (kk->k->kind == ART_LAUNCH_GEMM) {
+			if (!gemm_step(c, kk, err, errlen))
+				return 0;
+			continue;
+		}
 		if (kk->k->kind != ART_LAUNCH_KERNEL) {
 			if (!host_step(c, k, kk, err, errlen))
 				return 0;

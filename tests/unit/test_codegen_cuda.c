@@ -13,11 +13,23 @@
 // the same bytes.  Then a deliberately broken source must fail with the
 // NVRTC log and the numbered source on the diagnostics stream.  Without
 // the CUDA toolkit (no FADC_HAVE_CUDA) the test exits 77.
+//
+// cuBLAS GEMMs (check_gemm_*): large contraction kernels of small programs
+// become GEMM launch records whose M, N, K, transposes, leading dimensions
+// and batch strides are compared with values derived by hand from the
+// shapes; small tasks stay one fused launch; an artifact records
+// --allow-tf32 (options line, each record) and `fadc inspect` shows it and
+// the records; artifacts of formats 2 to 4 still load, 1 and 6 are
+// refused by version.
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <unistd.h>
+
+#include "artifact.h"
 #include "codegen.h"
+#include "fadc.h"
 #include "frontend.h"
 #include "passes.h"
 #include "testutil.h"
@@ -81,8 +93,18 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 	CHECK(n1 == n2 && memcmp(src, again, n1) == 0);
 	// One __global__ per launch: each kernel, or for a small task the
 	// fused one (its kernels __device__ functions, a barrier between).
+	// cuBLAS GEMMs (large contractions) have no __global__ of their own.
 	uint32_t nl = cg_cuda_launches(p);
-	CHECK(count(src, "__global__") == (int)nl);
+	int ngemm = 0;
+	for (uint32_t li = 0; li < nl; li++) {
+		CgCudaKernel k;
+		CHECK(cg_cuda_kernel(p, li, &k));
+		ngemm += k.gemm;
+		free(k.name);
+		free(k.buf);
+	}
+	CHECK(count(src, "a cuBLAS GEMM") == ngemm);
+	CHECK(count(src, "__global__") == (int)nl - ngemm);
 	CHECK(nl == p->nk || (nl == 1 && count(src, "__syncthreads();") == (int)p->nk - 1 &&
 	                      count(src, "static __device__ void") == (int)p->nk));
 	// The ppl models are small: every task is one launch.
@@ -91,11 +113,11 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 	int nblockred = 0;
 	for (uint32_t li = 0; li < nl; li++) {
 		CgCudaKernel k;
-		CHECK(cg_cuda_kernel(p, li, &k) && strstr(src, k.name) != NULL);
+		CHECK(cg_cuda_kernel(p, li, &k) && (k.gemm || strstr(src, k.name) != NULL));
 		CHECK(nl > 1 || p->nk == 1 || k.grid == 1);
 		// Not fused: a long reduction into few points (docs/CUDA.md: at least
 		// 128 terms, at most 32768 points) is one block per point.
-		if (nl == p->nk) {
+		if (nl == p->nk && !k.gemm) {
 			const KKernel *kk = &p->k[li];
 			int64_t nr = 1;
 			for (int d = 0; d < kk->rrank; d++)
@@ -130,11 +152,11 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 		if (!ok)
 			fprintf(stderr, "%s %s: %s\n", model, task, err);
 		CHECK(ok && strstr((const char *)ptx, ".target sm_90") != NULL);
-		CHECK(ok && count((const char *)ptx, ".entry") == (int)nl);
+		CHECK(ok && count((const char *)ptx, ".entry") == (int)nl - ngemm);
 	}
-	printf("%-16s %-16s %3u kernels %3u launches  source %6zu B  cubin %7zu B (%.0f ms)  ptx "
-	       "%7zu B (%.0f ms)\n",
-	       model, task, p->nk, nl, n1, ncubin, 1e3 * (t1 - t0), nptx, 1e3 * (t2 - t1));
+	printf("%-16s %-16s %3u kernels %3u launches (%2d GEMMs)  source %6zu B  cubin %7zu B (%.0f "
+	       "ms)  ptx %7zu B (%.0f ms)\n",
+	       model, task, p->nk, nl, ngemm, n1, ncubin, 1e3 * (t1 - t0), nptx, 1e3 * (t2 - t1));
 	total_s += t2 - t0;
 	total_kernels += (int)p->nk;
 	total_tasks++;
@@ -195,10 +217,404 @@ check_broken(void) {
 	CHECK(!ok && strstr(err, "volta") != NULL);
 }
 
+// ---------------------------------------------------------------- cuBLAS GEMMs
+
+static Module *
+parse(const char *text) {
+	FeOptions fo = {.diag = stderr};
+	Module *m = fe_parse_string("gemmtest.ir", text, strlen(text), &fo);
+	CHECK(m != NULL);
+	return m;
+}
+
+// Task `task` of text, lowered and planned as codegen/compile.c does.
+static KProgram *
+lower(const char *text, const char *task) {
+	Module *m = parse(text);
+	if (!m)
+		return NULL;
+	char msg[1024] = "";
+	Loc loc = 0;
+	Graph *g = pass_task(m->main, task, NULL, &loc, msg, sizeof msg);
+	CHECK(g != NULL);
+	KProgram *p = g ? cg_lower(g, task, DT_F32, msg, sizeof msg) : NULL;
+	CHECK(p != NULL);
+	if (!p)
+		fprintf(stderr, "gemm test %s: %s\n", task, msg);
+	if (g)
+		ir_graph_free(g);
+	ir_module_free(m);
+	if (p)
+		cg_plan(p);
+	return p;
+}
+
+// The GEMM launches of p (at most max) into g, their contracts' buffers
+// into buf[3 * i ..]; *nl the launches; also checks each GEMM's contract
+// (name, points) and that the printed source has no __global__ for it.
+static int
+gemm_launches(const KProgram *p, KGemmPlan *g, uint32_t *buf, int max, uint32_t *nl) {
+	int n = 0;
+	*nl = cg_cuda_launches(p);
+	for (uint32_t li = 0; li < *nl; li++) {
+		CgCudaKernel k;
+		CHECK(cg_cuda_kernel(p, li, &k));
+		if (k.gemm && n < max) {
+			g[n] = k.g;
+			CHECK(k.narg == 3 && k.grid == 0 && !k.runseed && !k.host);
+			CHECK(k.points == k.g.batch * k.g.M * k.g.N);
+			CHECK_STR(k.name, k.g.dt == DT_F64 ? "cublasDgemmStridedBatched"
+			                                   : "cublasSgemmStridedBatched");
+			memcpy(buf + 3 * n, k.buf, 3 * sizeof *buf);
+			n++;
+		}
+		free(k.name);
+		free(k.buf);
+	}
+	char err[512];
+	char *src = cg_cuda_print(p, NULL, err, sizeof err);
+	CHECK(src && count(src, "__global__") == (int)*nl - n);
+	free(src);
+	return n;
+}
+
+// Every field of a plan against the expected values, in one line on failure.
+static void
+expect_plan(const KGemmPlan *g, int64_t batch, int64_t M, int64_t N, int64_t K, int ta, int tb,
+            int64_t lda, int64_t ldb, int64_t ldc, int64_t sa, int64_t sb, int64_t sc) {
+	int ok = g->batch == batch && g->M == M && g->N == N && g->K == K && g->ta == ta &&
+	         g->tb == tb && g->lda == lda && g->ldb == ldb && g->ldc == ldc && g->sa == sa &&
+	         g->sb == sb && g->sc == sc && !g->oa && !g->ob && !g->oc;
+	CHECK(ok);
+	if (!ok)
+		fprintf(stderr,
+		        "  got batch %lld M %lld N %lld K %lld ta %d tb %d lda %lld ldb %lld ldc %lld "
+		        "sa %lld sb %lld sc %lld oa %lld ob %lld oc %lld\n",
+		        (long long)g->batch, (long long)g->M, (long long)g->N, (long long)g->K, g->ta,
+		        g->tb, (long long)g->lda, (long long)g->ldb, (long long)g->ldc,
+		        (long long)g->sa, (long long)g->sb, (long long)g->sc, (long long)g->oa,
+		        (long long)g->ob, (long long)g->oc);
+}
+
+static int
+same_shape(const KBuf *b, int rank, const int64_t *dim) {
+	return b->shape.rank == rank && !memcmp(b->shape.dim, dim, sizeof(int64_t) * rank);
+}
+
+static void
+check_gemm_plans(void) {
+	KGemmPlan g[8];
+	uint32_t buf[24], nl;
+	// x[4, 32, 256] @ w[256, 128]: the batch and row axes of x merge into
+	// M = 4 * 32 rows (w does not move along them): one plain GEMM, every
+	// operand row-major: lda = K = 256, ldb = ldc = N = 128.
+	KProgram *p = lower("param x: f32[4, 32, 256] = normal(0, 1, seed=1)\n"
+	                    "param w: f32[256, 128] = normal(0, 1, seed=2)\n"
+	                    "def forward() -> f32[] {\n  y = x @ w\n  return sum(y * y)\n}\n",
+	                    "forward");
+	if (p) {
+		CHECK(gemm_launches(p, g, buf, 8, &nl) == 1);
+		expect_plan(&g[0], 1, 128, 128, 256, 0, 0, 256, 128, 128, 0, 0, 0);
+		CHECK(g[0].dt == DT_F32 && g[0].cbuf == buf[0] && g[0].abuf == buf[1] &&
+		      g[0].bbuf == buf[2]);
+		CHECK(same_shape(&p->buf[buf[1]], 3, (int64_t[]){4, 32, 256}));
+		CHECK(same_shape(&p->buf[buf[2]], 2, (int64_t[]){256, 128}));
+		kir_program_free(p);
+	}
+	// q[8, 128, 64] @ k[8, 64, 128]: batched, 8 products 128 x 128 x 64;
+	// batch strides 128 * 64 (q), 64 * 128 (k) and 128 * 128 (C).
+	p = lower("param q: f32[8, 128, 64] = normal(0, 1, seed=1)\n"
+	          "param k: f32[8, 64, 128] = normal(0, 1, seed=2)\n"
+	          "def forward() -> f32[] {\n  return sum(q @ k)\n}\n",
+	          "forward");
+	if (p) {
+		CHECK(gemm_launches(p, g, buf, 8, &nl) == 1);
+		expect_plan(&g[0], 8, 128, 128, 64, 0, 0, 64, 128, 128, 8192, 8192, 16384);
+		kir_program_free(p);
+	}
+	// transpose(a) @ b, a[512, 64]: A(i, k) = a[k, i] at k 64 + i, a
+	// transposed operand (ta = 1) of leading dimension 64 = M.
+	p = lower("param a: f32[512, 64] = normal(0, 1, seed=1)\n"
+	          "param b: f32[512, 256] = normal(0, 1, seed=2)\n"
+	          "def forward() -> f32[] {\n  return sum(transpose(a, 0, 1) @ b)\n}\n",
+	          "forward");
+	if (p) {
+		CHECK(gemm_launches(p, g, buf, 8, &nl) == 1);
+		expect_plan(&g[0], 1, 64, 256, 512, 1, 0, 64, 256, 256, 0, 0, 0);
+		kir_program_free(p);
+	}
+	// f64: cublasDgemmStridedBatched (checked in gemm_launches).
+	p = lower("param a: f64[64, 128] = normal(0, 1, seed=1)\n"
+	          "param b: f64[128, 64] = normal(0, 1, seed=2)\n"
+	          "def forward() -> f64[] {\n  return sum(a @ b)\n}\n",
+	          "forward");
+	if (p) {
+		CHECK(gemm_launches(p, g, buf, 8, &nl) == 1 && g[0].dt == DT_F64);
+		expect_plan(&g[0], 1, 64, 64, 128, 0, 0, 128, 64, 64, 0, 0, 0);
+		kir_program_free(p);
+	}
+	// The threshold: 64 x 64 x 64 = 2^18 multiply-adds is a GEMM, 63 x 64
+	// x 64 is not (a printed kernel); z keeps both tasks from fusing.
+	static const char thr[] = "param a: f32[%d, 64] = normal(0, 1, seed=1)\n"
+	                          "param b: f32[64, 64] = normal(0, 1, seed=2)\n"
+	                          "param z: f32[300000] = normal(0, 1, seed=3)\n"
+	                          "def forward() -> f32[] {\n  return sum(a @ b) + sum(z * z)\n}\n";
+	for (int rows = 63; rows <= 64; rows++) {
+		char text[512];
+		snprintf(text, sizeof text, thr, rows);
+		p = lower(text, "forward");
+		if (p) {
+			CHECK(gemm_launches(p, g, buf, 8, &nl) == (rows == 64));
+			CHECK(nl == p->nk);
+			kir_program_free(p);
+		}
+	}
+	// A small task stays one fused launch, its matmul included.
+	p = lower("param a: f32[16, 16] = normal(0, 1, seed=1)\n"
+	          "param b: f32[16, 16] = normal(0, 1, seed=2)\n"
+	          "def forward() -> f32[] {\n  return sum(a @ b)\n}\n",
+	          "forward");
+	if (p) {
+		CHECK(gemm_launches(p, g, buf, 8, &nl) == 0 && nl == 1);
+		kir_program_free(p);
+	}
+	// A convolution as im2col + GEMM: out[n, co, p] = sum_q w[co, q]
+	// col[n, q, p] with Q = 32 * 3 * 3 = 288 and P = 16 * 16 = 256: 4
+	// batches of 64 x 256 x 288, w shared (sa = 0), col and the output
+	// strided by Q P = 73728 and Co P = 16384.  Its vjp: the input's
+	// gradient d[n, p, q] = sum_co g[n, co, p] w[co, q] reads g transposed
+	// (g(p, co) at co P + p: ta = 1, lda = P = 256), batch strides Co P,
+	// 0, P Q; the weight's gradient sums over n and p, which do not merge
+	// into one K (g's n stride is Co P, not P): a sum of GEMMs, a kernel.
+	static const char conv[] = "param img: f32[4, 32, 16, 16] = normal(0, 1, seed=1)\n"
+	                           "param cw: f32[64, 32, 3, 3] = normal(0, 0.06, seed=2)\n"
+	                           "def forward() -> f32[] {\n"
+	                           "  c = conv2d(img, cw, padding=1)\n"
+	                           "  return sum(c * c)\n}\n";
+	p = lower(conv, "forward");
+	if (p) {
+		CHECK(gemm_launches(p, g, buf, 8, &nl) == 1);
+		expect_plan(&g[0], 4, 64, 256, 288, 0, 0, 288, 256, 256, 0, 73728, 16384);
+		CHECK(p->buf[g[0].bbuf].kind == KB_TMP); // the im2col columns
+		kir_program_free(p);
+	}
+	p = lower(conv, "vjp");
+	if (p) {
+		int n = gemm_launches(p, g, buf, 8, &nl), input_grad = 0, wgrad_kernel = 0;
+		for (int i = 0; i < n; i++)
+			if (g[i].ta == 1) {
+				expect_plan(&g[i], 4, 256, 288, 64, 1, 0, 256, 288, 288, 16384, 0, 73728);
+				input_grad++;
+			}
+		for (uint32_t li = 0; li < nl; li++) {
+			CgCudaKernel k;
+			CHECK(cg_cuda_kernel(p, li, &k));
+			wgrad_kernel += !k.gemm && strstr(k.name, "conv_weight_grad_gemm") != NULL;
+			free(k.name);
+			free(k.buf);
+		}
+		CHECK(input_grad == 1 && wgrad_kernel == 1);
+		kir_program_free(p);
+	}
+}
+
+// This test's directory (the build's bin/, where fadc is too).
+static void
+bin_dir(char *dir, size_t n) {
+	ssize_t k = readlink("/proc/self/exe", dir, n - 1);
+	dir[k > 0 ? k : 0] = 0;
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = 0;
+	else
+		snprintf(dir, n, ".");
+}
+
+static uint8_t *
+slurp(const char *path, size_t *n) {
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long sz = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	uint8_t *b = malloc(sz > 0 ? (size_t)sz : 1);
+	*n = b ? fread(b, 1, (size_t)sz, f) : 0;
+	fclose(f);
+	return b;
+}
+
+// path's artifact again with its descriptor re-encoded in format `dver`
+// and a trailer saying format `tver`, written to out; 0 if the descriptor
+// cannot be written in that format.
+static int
+rewrite_format(const char *path, const char *out, uint32_t dver, uint32_t tver) {
+	size_t n = 0, dlen = 0;
+	uint8_t *b = slurp(path, &n), *db = NULL, *enc = NULL;
+	ArtDesc d;
+	char err[512];
+	int ok = 0;
+	if (!b || art_read(path, &d, &db, &dlen, err, sizeof err) != ART_READ_OK)
+		goto done;
+	size_t body = n - ART_TRAILER_SIZE - dlen, elen = 0; // library and images
+	d.version = dver;
+	if (art_desc_encode(&d, &enc, &elen)) {
+		uint8_t *f = malloc(body + elen + ART_TRAILER_SIZE);
+		memcpy(f, b, body);
+		memcpy(f + body, enc, elen);
+		uint8_t *t = f + body + elen;
+		art_trailer_make(t, tver, body + elen, elen, art_crc32(0, f, body + elen));
+		t[8] = (uint8_t)tver;
+		uint32_t tc = art_crc32(0, t, 36);
+		for (int i = 0; i < 4; i++)
+			t[36 + i] = (uint8_t)(tc >> (8 * i));
+		FILE *o = fopen(out, "wb");
+		ok = o && fwrite(f, 1, body + elen + ART_TRAILER_SIZE, o) == body + elen + ART_TRAILER_SIZE;
+		if (o)
+			fclose(o);
+		free(f);
+	}
+	art_desc_free(&d);
+done:
+	free(b);
+	free(db);
+	free(enc);
+	return ok;
+}
+
+static int
+describe_opens(const char *path) {
+	fadc_context *ctx;
+	fadc_model *m = NULL;
+	if (fadc_context_create(NULL, &ctx))
+		return 0;
+	int ok = fadc_model_open(ctx, path, FADC_OPEN_DESCRIBE, &m) == FADC_OK;
+	if (m)
+		fadc_model_close(m);
+	fadc_context_destroy(ctx);
+	return ok;
+}
+
+static void
+check_gemm_artifact(void) {
+	static const char text[] = "param q: f32[8, 128, 64] = normal(0, 1, seed=1)\n"
+	                           "param k: f32[8, 64, 128] = normal(0, 1, seed=2)\n"
+	                           "def forward() -> f32[] {\n  return sum(q @ k)\n}\n";
+	Module *m = parse(text);
+	if (!m)
+		return;
+	const char *tmp = getenv("TMPDIR");
+	char dir[4096], so[4200], so32[4200], cpu[4200], old[4200], cmd[8600], err[4096];
+	snprintf(dir, sizeof dir, "%s/fadc_gemm_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(so, sizeof so, "%s/g.so", dir);
+	snprintf(so32, sizeof so32, "%s/g32.so", dir);
+	snprintf(cpu, sizeof cpu, "%s/cpu.so", dir);
+	snprintf(old, sizeof old, "%s/old.so", dir);
+	static const char *const fwd[] = {"forward"};
+	CgOptions o = {.tasks = fwd,
+	               .ntasks = 1,
+	               .opt_level = 1,
+	               .targets = CG_TARGET_CPU | CG_TARGET_CUDA,
+	               .allow_tf32 = 1};
+	CHECK(cg_compile_module(m, &o, so, err, sizeof err));
+	o.allow_tf32 = 0;
+	CHECK(cg_compile_module(m, &o, so32, err, sizeof err));
+	o.targets = CG_TARGET_CPU;
+	o.allow_tf32 = 1;
+	CHECK(!cg_compile_module(m, &o, cpu, err, sizeof err) && strstr(err, "--allow-tf32"));
+	CHECK(access(cpu, F_OK) != 0);
+	o.allow_tf32 = 0;
+	CHECK(cg_compile_module(m, &o, cpu, err, sizeof err));
+	ir_module_free(m);
+	// The records, the options line.
+	for (int tf = 0; tf < 2; tf++) {
+		ArtDesc d;
+		uint8_t *db = NULL;
+		size_t dl = 0;
+		CHECK(art_read(tf ? so : so32, &d, &db, &dl, err, sizeof err) == ART_READ_OK);
+		free(db);
+		CHECK(d.version == 4); // the oldest format that holds a GEMM record
+		CHECK((strstr(d.options, " allow_tf32=1") != NULL) == tf);
+		int ng = 0;
+		for (uint32_t t = 0; t < d.ntask; t++)
+			for (uint32_t i = 0; i < d.task[t].ncuda; i++) {
+				const ArtKernel *kk = &d.task[t].kern[i];
+				if (kk->kind != ART_LAUNCH_GEMM)
+					continue;
+				const ArtGemm *g = &kk->gemm;
+				ng++;
+				CHECK(g->dtype == ART_F32 && g->tf32 == tf && g->batch == 8 && g->m == 128 &&
+				      g->n == 128 && g->k == 64 && !g->ta && !g->tb && g->lda == 64 &&
+				      g->ldb == 128 && g->ldc == 128 && g->sa == 8192 && g->sb == 8192 &&
+				      g->sc == 16384);
+				CHECK(kk->narg == 3 && kk->arg[0].kind != ART_ARG_INPUT &&
+				      kk->arg[1].kind == ART_ARG_INPUT && kk->arg[1].bytes == 4 * 8 * 128 * 64);
+			}
+		CHECK(ng == 1);
+		art_desc_free(&d);
+	}
+	// fadc inspect: the options line, the launch count with the GEMMs apart,
+	// the record.
+	char bin[4096];
+	bin_dir(bin, sizeof bin);
+	snprintf(cmd, sizeof cmd, "'%s/fadc' inspect '%s'", bin, so);
+	FILE *f = popen(cmd, "r");
+	char out[16384] = "";
+	size_t got = f ? fread(out, 1, sizeof out - 1, f) : 0;
+	out[got] = 0;
+	CHECK(f && pclose(f) == 0);
+	CHECK(strstr(out, "options target=cpu,cuda cuda_arch=sm_90 allow_tf32=1 cpu=") != NULL);
+	CHECK(strstr(out, "  cuda: 2 launches (1 kernel or host step, 1 cuBLAS GEMM, TF32 allowed)\n"));
+	CHECK(strstr(out, "  gemm 0: f32 batch=8 M=128 N=128 K=64 ta=0 tb=0 lda=64 ldb=128 ldc=128 "
+	                  "sa=8192 sb=8192 sc=16384 oa=0 ob=0 oc=0 tf32\n") != NULL);
+	if (!strstr(out, "cuBLAS GEMM"))
+		fprintf(stderr, "fadc inspect said:\n%s", out);
+	// Old formats: the CPU artifact's descriptor in formats 2, 3 and 4 reads
+	// and opens; format 1 and 6 are refused by version; a trailer that
+	// disagrees with its descriptor is corrupt; a GEMM record cannot be
+	// written in format 3.
+	ArtDesc d;
+	uint8_t *db = NULL;
+	size_t dl = 0;
+	for (uint32_t v = 2; v <= 4; v++) {
+		CHECK(rewrite_format(cpu, old, v, v));
+		CHECK(art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_OK && d.version == v);
+		if (d.version == v)
+			art_desc_free(&d);
+		free(db);
+		db = NULL;
+		CHECK(describe_opens(old));
+	}
+	CHECK(rewrite_format(cpu, old, 3, 4));
+	CHECK(art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_FORMAT &&
+	      strstr(err, "the trailer says format 4, the descriptor 3"));
+	CHECK(!rewrite_format(cpu, old, 1, 1) && !rewrite_format(cpu, old, 6, 6));
+	CHECK(rewrite_format(cpu, old, 4, 6));
+	CHECK(art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_VERSION &&
+	      strstr(err, "artifact format version 6; this runtime reads versions 2 to 5"));
+	CHECK(!rewrite_format(so, old, 3, 3)); // GEMM records need format 4
+	CHECK(rewrite_format(so, old, 4, 4) &&
+	      art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_OK);
+	art_desc_free(&d);
+	free(db);
+	unlink(so);
+	unlink(so32);
+	unlink(cpu);
+	unlink(old);
+	rmdir(dir);
+}
+
 int
 main(void) {
 	int major = 0, minor = 0;
 	CHECK(cg_cuda_nvrtc_version(&major, &minor));
+	// FADC_CUDA_GEMM_ONLY=1: only the cuBLAS GEMM checks (quick).
+	if (getenv("FADC_CUDA_GEMM_ONLY")) {
+		check_gemm_plans();
+		check_gemm_artifact();
+		return TU_DONE("test_codegen_cuda");
+	}
 	printf("NVRTC %d.%d\n", major, minor);
 	// bench/bench.yaml: the ppl models run every task; the others their
 	// fast tasks at the reduced sizes.
@@ -226,6 +642,8 @@ main(void) {
 	printf("%d tasks, %d kernels: NVRTC %.2f s in all (cubins, and PTX of the forwards)\n",
 	       total_tasks, total_kernels, total_s);
 	check_broken();
+	check_gemm_plans();
+	check_gemm_artifact();
 	return TU_DONE("test_codegen_cuda");
 }
 #endif

@@ -40,6 +40,11 @@ if ldd "$dest"/bin/* | grep -qi llvm; then
 	echo "payload: a GPU program links LLVM" >&2
 	exit 1
 fi
+# cuBLAS is dlopen'ed by the runtime when a task has GEMM records, never linked.
+if ldd "$dest"/bin/* | grep -qi cublas; then
+	echo "payload: a GPU program links cuBLAS" >&2
+	exit 1
+fi
 fadc() { "$b/fadc" "$@"; }
 if [ "$only" != full ]; then
 fadc "$root/models/ppl_simple_reg.ir" -o "$dest/check/ppl_simple_reg.so" --target cpu,cuda --tasks all
@@ -52,6 +57,12 @@ fadc "$root/models/multiheadattn.ir" -o "$dest/check/multiheadattn_full.so" --ta
 fadc "$root/models/transformer.ir" -o "$dest/check/transformer.so" --target cpu,cuda \
 	--tasks forward,vjp,jvp,vhp -D N=8 -D SEQ=4 -D E=16 -D NH=4 -D FF=16 -D MAXLEN=16
 fadc "$root/tests/gpu/floor.ir" -o "$dest/check/floor.so" --target cpu,cuda --tasks forward
+# cuBLAS GEMM records (tests/gpu/gemm.ir): fp32 semantics, and --allow-tf32
+# (gpu_check gives a TF32 artifact a tolerance of 1e-2).
+fadc "$root/tests/gpu/gemm.ir" -o "$dest/check/gemm.so" --target cpu,cuda \
+	--tasks forward,vjp,jvp,vhp
+fadc "$root/tests/gpu/gemm.ir" -o "$dest/check/gemm_tf32.so" --target cpu,cuda \
+	--tasks forward,vjp,jvp,vhp --allow-tf32
 # The zoo at reduced sizes, the scans and the host step.
 mkdir -p "$dest/zoo" "$dest/zoo-ir"
 z() { local n=$1; shift; fadc "$@" -o "$dest/zoo/$n.so" --target cpu,cuda; }
