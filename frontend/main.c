@@ -1042,6 +1042,25 @@ print_desc(const fadc_tensor_desc *d, const char *dir)
 	printf("  %s %-28s %-6s %s\n", dir, d->name, roles[d->role], ty);
 }
 
+// The phases of a fused task (runs of kernels between barriers,
+// docs/CUDA.md), which codegen/cuda.c writes into the fused kernel's name,
+// fadc_<task>_k0_fused_<N>phases; 0 when the descriptor does not say.
+static unsigned
+fused_phases(const ArtDesc *d, const char *task)
+{
+	for (uint32_t t = 0; d && t < d->ntask; t++) {
+		const ArtTask *a = &d->task[t];
+		const char *s;
+		unsigned n;
+		if (strcmp(a->name, task) || a->ncuda != 1 || !(s = strstr(a->kern[0].name, "_fused_")))
+			continue;
+		char tail[16];
+		if (sscanf(s, "_fused_%u%15s", &n, tail) == 2 && !strcmp(tail, "phases"))
+			return n;
+	}
+	return 0;
+}
+
 static int
 cmd_inspect(int argc, char **argv)
 {
@@ -1069,6 +1088,11 @@ cmd_inspect(int argc, char **argv)
 		fadc_context_destroy(ctx);
 		return 1;
 	}
+	ArtDesc desc = {0};
+	uint8_t *dbytes = NULL;
+	size_t dlen = 0;
+	char derr[512];
+	int hasdesc = art_read(path, &desc, &dbytes, &dlen, derr, sizeof derr) == ART_READ_OK;
 	printf("model %s\n", fadc_model_name(m));
 	printf("source_hash %s\n", fadc_model_info(m, "source_hash"));
 	printf("triple %s\ncpu %s\nfeatures %s\n", fadc_model_info(m, "triple"),
@@ -1088,7 +1112,11 @@ cmd_inspect(int argc, char **argv)
 		       info.targets == FADC_TARGET_CPU    ? "cpu"
 		       : info.targets == FADC_TARGET_CUDA ? "cuda"
 		                                          : "cpu,cuda");
-		if (info.targets & FADC_TARGET_CUDA)
+		unsigned nph = hasdesc ? fused_phases(&desc, info.name) : 0;
+		if ((info.targets & FADC_TARGET_CUDA) && nph)
+			printf("  cuda: 1 launch (the task fused into one kernel), %u phase%s\n", nph,
+			       nph == 1 ? "" : "s");
+		else if (info.targets & FADC_TARGET_CUDA)
 			printf("  cuda: %d launch%s\n", info.cuda_launches,
 			       info.cuda_launches == 1 ? " (the task fused into one kernel)" : "es");
 		for (int i = 0; i < info.ninputs; i++) {
@@ -1102,6 +1130,9 @@ cmd_inspect(int argc, char **argv)
 			print_desc(&d, "out");
 		}
 	}
+	if (hasdesc)
+		art_desc_free(&desc);
+	free(dbytes);
 	fadc_model_close(m);
 	fadc_context_destroy(ctx);
 	return 0;
