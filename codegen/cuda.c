@@ -511,12 +511,13 @@ red_combine_var(Cu *c, KRed r, DType dt, const char *o) {
 
 // Long reductions into few points get a block per output point: each of
 // the block's 256 threads folds a strided share of the reduction domain,
-// then a tree in shared memory folds the 256 partial results (log2 256 = 8
-// barrier steps).  One thread per point would run the whole domain
+// each warp folds its 32 lanes' results by shuffles (__shfl_down_sync, no
+// shared memory), and warp 0 folds the 8 warps' results the same way: one
+// barrier per point.  One thread per point would run the whole domain
 // serially: a scalar sum of 20,000 terms in one thread costs ~100 us.  The
-// summation order differs from the CPU's (a tree of strided partial sums),
-// within f32 rounding.  Not inside a fused task (one block, whose kernels
-// are small by construction).
+// summation order differs from the CPU's (strided partial sums, then a
+// fixed tree), within f32 rounding, and is the same every run.  Inside a
+// fused task (one block) the form is fused_mode's choice instead.
 #define BLOCKRED_MIN_TERMS 128
 #define BLOCKRED_MAX_POINTS 32768
 
@@ -866,12 +867,37 @@ cg_cuda_phases(const KProgram *p) {
 	return n;
 }
 
-// Step 1: every kernel of a fused task maps point t to thread t % 256.
+// The form of a kernel of a fused task.  Elementwise kernels, and
+// reductions of one term, are FM_THREAD.  A reduction takes the form with
+// the fewest dependent steps per thread, counting a term (a load and a
+// combine) 1, a shuffle step SHFL_COST and a barrier BAR_COST:
+//   FM_THREAD  ceil(points / 256) * terms
+//   FM_WARP    ceil(points / 8) * (ceil(terms / 32) + 5 SHFL_COST)
+//   FM_BLOCK   points * (ceil(terms / 256) + 10 SHFL_COST + BAR_COST)
+// FM_THREAD on ties (its points stay on the threads that pointwise
+// kernels use, so it shares their phases), then FM_WARP.  So a handful of
+// points of more than ~20 terms is a warp's shuffle each (no barrier), of
+// more than ~1000 terms the whole block's (one barrier per point).
+#define SHFL_COST 4
+#define BAR_COST 8
+
 static FMode
 fused_mode(const KProgram *p, const KKernel *k) {
 	(void)p;
-	(void)k;
-	return FM_THREAD;
+	if (!k->red || k->host)
+		return FM_THREAD;
+	int64_t npt = kernel_points(k), nr = 1;
+	for (int d = 0; d < k->rrank; d++)
+		nr *= k->rdim[d];
+	if (nr <= 1 || npt == 0)
+		return FM_THREAD;
+	int64_t nw = FUSED_THREADS / 32;
+	int64_t th = (npt + FUSED_THREADS - 1) / FUSED_THREADS * nr;
+	int64_t wa = (npt + nw - 1) / nw * ((nr + 31) / 32 + 5 * SHFL_COST);
+	int64_t bl = npt * ((nr + FUSED_THREADS - 1) / FUSED_THREADS + 10 * SHFL_COST + BAR_COST);
+	if (th <= wa && th <= bl)
+		return FM_THREAD;
+	return wa <= bl ? FM_WARP : FM_BLOCK;
 }
 
 // ---------------------------------------------------------------- launches
@@ -1206,6 +1232,26 @@ kernel_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out) {
 	return 1;
 }
 
+// acc <- the fold of the warp's 32 values of acc, into lane 0: for s = 16,
+// 8, 4, 2, 1, lane l combines lane l + s's value into its own (a fixed
+// tree; every lane of the warp runs it, as __shfl_down_sync requires).
+static void
+print_warp_fold(Cu *c, KRed r, DType vt) {
+	FILE *f = c->f;
+	indent(c);
+	fputs("for (int s = 16; s > 0; s >>= 1) {\n", f);
+	c->depth++;
+	indent(c);
+	if (vt == DT_BOOL)
+		fputs("const bool o = __shfl_down_sync(0xffffffffu, (int)acc, s) != 0;\n", f);
+	else
+		fprintf(f, "const %s o = __shfl_down_sync(0xffffffffu, acc, s);\n", cty(vt));
+	red_combine_var(c, r, vt, "o");
+	c->depth--;
+	indent(c);
+	fputs("}\n", f);
+}
+
 static void
 print_kernel(Cu *c, uint32_t ki) {
 	const KProgram *p = c->p;
@@ -1256,13 +1302,23 @@ print_kernel(Cu *c, uint32_t ki) {
 		free(u.step);
 		return;
 	}
-	int br = blockred(p, k);
+	// A reduction's form: one block per output point (blockred, or a
+	// fused task's FM_BLOCK), one warp per point (FM_WARP), else one
+	// thread per point.
+	FMode fm = c->fused ? fused_mode(p, k) : FM_THREAD;
+	int br = blockred(p, k) || fm == FM_BLOCK, wr = fm == FM_WARP;
 	if (br) {
-		// One block per output point (grid-stride over blocks).
-		fprintf(f, "\t__shared__ %s red[256];\n", cty((DType)p->x[k->body].dtype));
+		// One block per output point (grid-stride over blocks); red[] holds
+		// the warps' partial results, two sets used in turn (rb), so the
+		// next point's writes need no barrier after this point's reads.
+		fprintf(f, "\t__shared__ %s red[2][32];\n", cty((DType)p->x[k->body].dtype));
+		fputs("\tunsigned int rb = 0;\n", f);
 		fprintf(f, "\tfor (long long t = blockIdx.x; t < %lldLL; t += %s) {\n", (long long)npt,
 		        nb);
-	} else
+	} else if (wr) // one warp per output point (the fused task's one block)
+		fprintf(f, "\tfor (long long t = threadIdx.x >> 5; t < %lldLL; t += blockDim.x >> 5) {\n",
+		        (long long)npt);
+	else
 		fprintf(
 		    f,
 		    "\tfor (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < %lldLL;\n"
@@ -1285,7 +1341,7 @@ print_kernel(Cu *c, uint32_t ki) {
 	}
 	KxId val = k->red ? k->post : k->body;
 	DType vt = (DType)p->x[k->body].dtype;
-	if (br) {
+	if (br || wr) {
 		int64_t nr = 1;
 		for (int d = 0; d < k->rrank; d++)
 			nr *= k->rdim[d];
@@ -1294,8 +1350,12 @@ print_kernel(Cu *c, uint32_t ki) {
 		red_init(c, k->red, vt);
 		fputs(";\n", f);
 		indent(c);
-		fprintf(f, "for (long long r = threadIdx.x; r < %lldLL; r += blockDim.x) {\n",
-		        (long long)nr);
+		if (br)
+			fprintf(f, "for (long long r = threadIdx.x; r < %lldLL; r += blockDim.x) {\n",
+			        (long long)nr);
+		else
+			fprintf(f, "for (long long r = threadIdx.x & 31; r < %lldLL; r += 32) {\n",
+			        (long long)nr);
 		c->depth++;
 		int64_t rs = 1;
 		for (int d = k->rrank - 1; d >= 0; d--) {
@@ -1313,35 +1373,36 @@ print_kernel(Cu *c, uint32_t ki) {
 		c->depth--;
 		indent(c);
 		fputs("}\n", f);
-		// The tree over the block's partial results.
+		// Each warp folds its 32 lanes' results into lane 0; a block then
+		// folds its warps' (at most 32) the same way in warp 0.  Summation
+		// order: lane l's strided terms r = l, l + 32 (block: l + 256, ...)
+		// in order, then the shuffle tree (print_warp_fold); fixed, so the
+		// result is the same every run.
+		print_warp_fold(c, k->red, vt);
+		if (br) {
+			indent(c);
+			fputs("if ((threadIdx.x & 31) == 0)\n", f);
+			indent(c);
+			fputs("\tred[rb][threadIdx.x >> 5] = acc;\n", f);
+			indent(c);
+			fputs("__syncthreads();\n", f);
+			indent(c);
+			fputs("if (threadIdx.x < 32) {\n", f);
+			c->depth++;
+			indent(c);
+			fputs("acc = threadIdx.x < (blockDim.x >> 5) ? red[rb][threadIdx.x] : ", f);
+			red_init(c, k->red, vt);
+			fputs(";\n", f);
+			print_warp_fold(c, k->red, vt);
+			c->depth--;
+			indent(c);
+			fputs("}\n", f);
+			indent(c);
+			fputs("rb ^= 1;\n", f);
+		}
 		indent(c);
-		fputs("red[threadIdx.x] = acc;\n", f);
-		indent(c);
-		fputs("__syncthreads();\n", f);
-		indent(c);
-		fputs("for (int s = blockDim.x / 2; s > 0; s >>= 1) {\n", f);
+		fputs(br ? "if (threadIdx.x == 0) {\n" : "if ((threadIdx.x & 31) == 0) {\n", f);
 		c->depth++;
-		indent(c);
-		fputs("if (threadIdx.x < s) {\n", f);
-		c->depth++;
-		indent(c);
-		fprintf(f, "const %s o = red[threadIdx.x + s];\n", cty(vt));
-		red_combine_var(c, k->red, vt, "o");
-		indent(c);
-		fputs("red[threadIdx.x] = acc;\n", f);
-		c->depth--;
-		indent(c);
-		fputs("}\n", f);
-		indent(c);
-		fputs("__syncthreads();\n", f);
-		c->depth--;
-		indent(c);
-		fputs("}\n", f);
-		indent(c);
-		fputs("if (threadIdx.x == 0) {\n", f);
-		c->depth++;
-		indent(c);
-		fputs("acc = red[0];\n", f);
 	} else if (k->red) {
 		indent(c);
 		fprintf(f, "%s acc = ", cty(vt));
@@ -1382,13 +1443,10 @@ print_kernel(Cu *c, uint32_t ki) {
 	} else
 		convert(c, val, ct, st, 0);
 	fputs(";\n", f);
-	if (br) {
-		// red[] is read by thread 0 above and rewritten by the next point.
+	if (br || wr) { // the lane that stores
 		c->depth--;
 		indent(c);
 		fputs("}\n", f);
-		indent(c);
-		fputs("__syncthreads();\n", f);
 	}
 	fputs("\t}\n}\n", f);
 	free(u.seen);

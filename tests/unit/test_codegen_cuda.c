@@ -46,7 +46,24 @@ count(const char *s, const char *pat) {
 }
 
 static double total_s;
-static int total_kernels, total_tasks, total_blockred;
+static int total_kernels, total_tasks, total_blockred, total_warp;
+
+// The form of a reduction in a fused task (docs/CUDA.md): 0 a thread per
+// point, 1 a warp per point, 2 the block per point, whichever has the
+// fewest steps per thread (a term 1, a shuffle step 4, a barrier 8).
+static int
+fused_form(const KKernel *k) {
+	int64_t n = 1, r = 1;
+	for (int d = 0; d < k->rank; d++)
+		n *= k->dim[d];
+	for (int d = 0; d < k->rrank; d++)
+		r *= k->rdim[d];
+	if (!k->red || r <= 1 || n == 0)
+		return 0;
+	int64_t cost[3] = {(n + 255) / 256 * r, (n + 7) / 8 * ((r + 31) / 32 + 20),
+	                   n * ((r + 255) / 256 + 48)};
+	return cost[0] <= cost[1] && cost[0] <= cost[2] ? 0 : cost[1] <= cost[2] ? 1 : 2;
+}
 
 static void
 check_task(const Module *m, const char *model, const char *task, int with_ptx) {
@@ -113,8 +130,20 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 		free(k.name);
 		free(k.buf);
 	}
-	CHECK(count(src, "red[threadIdx.x] = acc;") == 2 * nblockred);
+	// A fused task's reductions take the form docs/CUDA.md's rule gives
+	// (fused_form); a block's (one barrier per point) stores its warps'
+	// results once, a warp's and a block's fold by shuffles.
+	int nwarp = 0;
+	for (uint32_t ki = 0; nl == 1 && p->nk > 1 && ki < p->nk; ki++) {
+		int form = fused_form(&p->k[ki]);
+		nblockred += form == 2;
+		nwarp += form == 1;
+	}
+	CHECK(count(src, "red[rb][threadIdx.x >> 5] = acc;") == nblockred);
+	CHECK(count(src, "__shfl_down_sync") == 2 * nblockred + nwarp);
+	CHECK(count(src, "for (long long t = threadIdx.x >> 5;") == nwarp);
 	total_blockred += nblockred;
+	total_warp += nwarp;
 	char name[256];
 	snprintf(name, sizeof name, "%s_%s.cu", model, task);
 	uint8_t *cubin = NULL, *ptx = NULL;
@@ -342,6 +371,39 @@ check_phases(void) {
 	pw_kernel(p, o1, 1, kx_bin(p, KX_MUL, kx_load(p, s, z), kx_const(p, 2, DT_F32)));
 	CHECK(phases_of(p) == 1);
 	kir_program_free(p);
+
+	// A warp per point: 4 sums of 30 terms (a warp's shuffle each; point t
+	// stored by lane 0 of warp t), read at their own points by a pointwise
+	// kernel (thread t): a barrier.  A scalar sum of 30 terms is stored by
+	// thread 0 (warp 0's lane 0), and its scalar reader is thread 0: none.
+	p = kir_program_new("warp", DT_F32);
+	x = vec(p, KB_IN, 0, 4 * 30);
+	s = vec(p, KB_TMP, 0, 4);
+	uint32_t s1 = vec(p, KB_TMP, 0, 1);
+	o = vec(p, KB_OUT, 0, 4);
+	o1 = vec(p, KB_OUT, 1, 1);
+	i = kx_var(p, 0, 4);
+	KxId r30 = kx_var(p, 1, 30), r0 = kx_var(p, 0, 30);
+	sum_kernel(p, s1, 1, 30, kx_load(p, x, r0));
+	pw_kernel(p, o1, 1, kx_bin(p, KX_MUL, kx_load(p, s1, kx_iconst(p, 0)), kx_const(p, 2, DT_F32)));
+	sum_kernel(p, s, 4, 30, kx_load(p, x, kx_iadd(p, kx_imul(p, i, 30), r30)));
+	pw_kernel(p, o, 4, kx_bin(p, KX_MUL, kx_load(p, s, i), kx_const(p, 3, DT_F32)));
+	CHECK(fused_form(&p->k[0]) == 1 && fused_form(&p->k[2]) == 1);
+	CHECK(phases_of(p) == 2);
+	kir_program_free(p);
+
+	// The block per point: a scalar sum of 4000 terms (shuffles, the
+	// warps' results in shared memory, a barrier inside its function),
+	// stored by thread 0, read by a scalar kernel on thread 0: one phase.
+	p = kir_program_new("block", DT_F32);
+	x = vec(p, KB_IN, 0, 4000);
+	s = vec(p, KB_TMP, 0, 1);
+	o1 = vec(p, KB_OUT, 0, 1);
+	sum_kernel(p, s, 1, 4000, kx_load(p, x, kx_var(p, 0, 4000)));
+	pw_kernel(p, o1, 1, kx_un(p, KX_EXP, kx_load(p, s, kx_iconst(p, 0))));
+	CHECK(fused_form(&p->k[0]) == 2);
+	CHECK(phases_of(p) == 1);
+	kir_program_free(p);
 }
 
 int
@@ -376,6 +438,7 @@ main(int argc, char **argv) {
 	// (a block reduction).
 	check_model("multiheadattn", NULL, 0, NULL, 0);
 	CHECK(total_blockred > 0);
+	printf("%d block reductions, %d warp reductions (fused)\n", total_blockred, total_warp);
 	printf("%d tasks, %d kernels: NVRTC %.2f s in all (cubins, and PTX of the forwards)\n",
 	       total_tasks, total_kernels, total_s);
 	check_broken();
