@@ -10,8 +10,9 @@
 // with what it reads), and the run seed last when it uses one.  The parallel
 // domain is a grid-stride loop over the flattened, row-major output points;
 // each loop variable is recovered as (t / stride) % dim, only where the
-// kernel reads it.  A reduction is, in this slice, a sequential loop nest in
-// the thread that owns the output point (warp-level reductions are next).
+// kernel reads it.  A reduction is a sequential loop nest in the thread that
+// owns the output point, or, for long ones into few points, one block (or
+// in a fused task one warp) per point folding by warp shuffles.
 // Expressions are printed once per region (the block where they are
 // evaluated) as `const T xID = ...;`, memoized by KxId as in llvm.c, with
 // the same scalar semantics: NaN-propagating max/min, ordered comparisons
