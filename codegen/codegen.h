@@ -199,6 +199,10 @@ typedef struct CgCudaKernel {
 // more, outside loops).  The launches of p, and the contract of launch li.
 #define CG_CUDA_GEMM_MIN_WORK ((int64_t)1 << 18)
 uint32_t cg_cuda_launches(const KProgram *p);
+// A fused task's phases: its runs of kernels between barriers (kernels
+// that touch no byte another thread touched share one); 0 when the task
+// is not fused (docs/CUDA.md, "Fewer barriers").
+uint32_t cg_cuda_phases(const KProgram *p);
 int cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *k);
 // NVRTC's version; 0 if it cannot be asked.
 int cg_cuda_nvrtc_version(int *major, int *minor);

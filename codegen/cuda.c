@@ -10,8 +10,9 @@
 // with what it reads), and the run seed last when it uses one.  The parallel
 // domain is a grid-stride loop over the flattened, row-major output points;
 // each loop variable is recovered as (t / stride) % dim, only where the
-// kernel reads it.  A reduction is, in this slice, a sequential loop nest in
-// the thread that owns the output point (warp-level reductions are next).
+// kernel reads it.  A reduction is a sequential loop nest in the thread that
+// owns the output point, or, for long ones into few points, one block (or
+// in a fused task one warp) per point folding by warp shuffles.
 // Expressions are printed once per region (the block where they are
 // evaluated) as `const T xID = ...;`, memoized by KxId as in llvm.c, with
 // the same scalar semantics: NaN-propagating max/min, ordered comparisons
@@ -511,12 +512,13 @@ red_combine_var(Cu *c, KRed r, DType dt, const char *o) {
 
 // Long reductions into few points get a block per output point: each of
 // the block's 256 threads folds a strided share of the reduction domain,
-// then a tree in shared memory folds the 256 partial results (log2 256 = 8
-// barrier steps).  One thread per point would run the whole domain
+// each warp folds its 32 lanes' results by shuffles (__shfl_down_sync, no
+// shared memory), and warp 0 folds the 8 warps' results the same way: one
+// barrier per point.  One thread per point would run the whole domain
 // serially: a scalar sum of 20,000 terms in one thread costs ~100 us.  The
-// summation order differs from the CPU's (a tree of strided partial sums),
-// within f32 rounding.  Not inside a fused task (one block, whose kernels
-// are small by construction).
+// summation order differs from the CPU's (strided partial sums, then a
+// fixed tree), within f32 rounding, and is the same every run.  Inside a
+// fused task (one block) the form is fused_mode's choice instead.
 #define BLOCKRED_MIN_TERMS 128
 #define BLOCKRED_MAX_POINTS 32768
 
@@ -617,6 +619,286 @@ fused(const KProgram *p) {
 			return 0;
 	}
 	return 1;
+}
+
+// ---------------------------------------------------------------- fused phases
+//
+// Inside the fused kernel a barrier (__syncthreads) is needed between two
+// kernels only where a thread may touch a byte that another thread touched
+// in an earlier kernel, at least one of the two touches being a write: a
+// read of another thread's result (RAW), a write over bytes another thread
+// still reads (WAR: the memory plan reuses arena bytes once a buffer is
+// dead) or over bytes another thread wrote (WAW).  Within one thread,
+// program order already orders its accesses (the pointers are not
+// __restrict__ in a fused task, so the compiler keeps that order too).  So
+// the kernels are grouped, in order and greedily, into phases: kernel j
+// joins the current phase when, for every kernel i already in it, each
+// byte both touch (one of them writing) is touched by one and the same
+// thread; a barrier starts the next phase otherwise.  The rule, per pair,
+// is conservative:
+// - Bytes are those of buffers: two buffers share bytes when they are one
+//   buffer, or both temporaries whose arena ranges overlap.  Task inputs
+//   and outputs are disjoint from each other and from the arena (the
+//   runtime refuses overlapping outputs and inputs), and inputs are never
+//   written.
+// - The same thread touches them only when (a) the two buffers are one, or
+//   temporaries at the same offset with the same element size (element e
+//   of one is element e of the other), (b) the writer stores element e at
+//   its own point e (its store index is its flattened point index) and
+//   every read of the buffer is at the reader's own point index
+//   (kx_flat_point below; a reduction reading across its terms is not),
+//   and (c) point e of both kernels runs on the same thread: the mapping of
+//   each kernel's form (fused_mode) agrees for every point both have.
+// - A loop's start and end are barriers (and the end of its body, every
+//   trip): the analysis is of straight-line runs of kernels only.
+// Kernels that share no bytes at all (independent kernels) always share a
+// phase.  A wrong elision would be a race; tests/gpu/gpu_check.c checks
+// every task's values on a GPU, and tests/unit/test_codegen_cuda.c checks
+// the phase counts of hand-checked programs.
+
+// How a kernel of the fused task maps its points to the block's threads.
+typedef enum FMode {
+	FM_THREAD, // point t on thread t % 256 (a reduction: sequential in it)
+	FM_WARP,   // point t on warp t % 8, lane 0 storing (a warp's shuffle)
+	FM_BLOCK,  // every point on the whole block, thread 0 storing
+} FMode;
+
+static FMode fused_mode(const KProgram *p, const KKernel *k);
+
+static int64_t
+kernel_points(const KKernel *k) {
+	int64_t n = 1;
+	for (int d = 0; d < k->rank; d++)
+		n *= k->dim[d];
+	return n;
+}
+
+// The thread that evaluates a point's stored value (and its post region).
+static int64_t
+fmode_owner(FMode m, int64_t t) {
+	return m == FM_THREAD ? t % FUSED_THREADS : m == FM_WARP ? 32 * (t % (FUSED_THREADS / 32)) : 0;
+}
+
+// e as c0 + sum coef[v] var v, for an integer expression of loop
+// variables, constants, sums and products by constants (0: not of that
+// form: a load, a division, a step counter, ...).
+static int
+lin_vars(const KProgram *p, KxId e, int64_t m, int64_t *coef, int64_t *c0) {
+	const Kx *x = &p->x[e];
+	switch ((KxOp)x->op) {
+	case KX_CONST:
+		*c0 += m * x->i;
+		return x->dtype == DT_I64;
+	case KX_VAR:
+		if (x->aux >= 2 * IR_MAXDIM)
+			return 0;
+		coef[x->aux] += m;
+		return 1;
+	case KX_IADD:
+		return lin_vars(p, x->a[0], m, coef, c0) && lin_vars(p, x->a[1], m, coef, c0);
+	case KX_IMUL:
+		return p->x[x->a[1]].op == KX_CONST && lin_vars(p, x->a[0], m * p->x[x->a[1]].i, coef, c0);
+	default:
+		return 0;
+	}
+}
+
+// Is index e kernel k's own flattened (row-major) point index?
+static int
+kx_flat_point(const KProgram *p, const KKernel *k, KxId e) {
+	int64_t coef[2 * IR_MAXDIM] = {0}, c0 = 0, stride = 1;
+	if (!e || !lin_vars(p, e, 1, coef, &c0) || c0)
+		return 0;
+	for (int v = 2 * IR_MAXDIM; v-- > 0;) {
+		if (v >= k->rank) {
+			if (coef[v])
+				return 0;
+			continue;
+		}
+		if (k->dim[v] > 1 && coef[v] != stride)
+			return 0;
+		stride *= k->dim[v];
+	}
+	return 1;
+}
+
+// What a kernel reads, per buffer: RD_OWN when every read is by the
+// thread owning the point, at the point's own index; RD_ANY otherwise.
+enum { RD_NONE, RD_OWN, RD_ANY };
+
+static void
+reads_of(const KProgram *p, const KKernel *k, KxId id, int own, uint8_t *seen, uint8_t *rd) {
+	if (!id || seen[id] & (own ? 1 : 2))
+		return;
+	seen[id] |= own ? 1 : 2;
+	const Kx *x = &p->x[id];
+	if (x->op == KX_LOAD) {
+		int r = own && kx_flat_point(p, k, x->a[0]) ? RD_OWN : RD_ANY;
+		if (r > rd[x->aux])
+			rd[x->aux] = (uint8_t)r;
+	}
+	for (int i = 0; i < x->nin; i++)
+		reads_of(p, k, x->a[i], own, seen, rd);
+}
+
+// rd[b] for kernel k (nbuf entries, zeroed by the caller).  A reduction's
+// terms (body) are read by every thread of a warp or of the block in those
+// forms; its post region and store index by the owner alone.
+static void
+kernel_reads(const KProgram *p, const KKernel *k, uint8_t *seen, uint8_t *rd) {
+	memset(seen, 0, p->nx + 1);
+	FMode m = fused_mode(p, k);
+	reads_of(p, k, k->body, m == FM_THREAD || !k->red, seen, rd);
+	reads_of(p, k, k->post, 1, seen, rd);
+	reads_of(p, k, k->index, 1, seen, rd);
+}
+
+static int
+buf_overlap(const KProgram *p, uint32_t a, uint32_t b) {
+	const KBuf *x = &p->buf[a], *y = &p->buf[b];
+	if (a == b)
+		return 1;
+	if (x->kind != KB_TMP || y->kind != KB_TMP || !x->bytes || !y->bytes)
+		return 0;
+	return x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes;
+}
+
+// Element e of a is element e of b (one buffer, or the same placement).
+static int
+buf_same_place(const KProgram *p, uint32_t a, uint32_t b) {
+	const KBuf *x = &p->buf[a], *y = &p->buf[b];
+	return a == b || (x->kind == KB_TMP && y->kind == KB_TMP && x->offset == y->offset &&
+	                  kir_dtype_size(x->dtype) == kir_dtype_size(y->dtype));
+}
+
+// Do kernels i and j run every point both have on the same thread?
+static int
+owners_agree(const KProgram *p, uint32_t i, uint32_t j) {
+	FMode mi = fused_mode(p, &p->k[i]), mj = fused_mode(p, &p->k[j]);
+	int64_t ni = kernel_points(&p->k[i]), nj = kernel_points(&p->k[j]);
+	int64_t n = ni < nj ? ni : nj;
+	for (int64_t t = 0; t < n && t < FUSED_THREADS; t++) // both periodic in 256
+		if (fmode_owner(mi, t) != fmode_owner(mj, t))
+			return 0;
+	return 1;
+}
+
+// May kernel j run after kernel i (earlier) without a barrier between?
+// rdi, rdj: their reads (kernel_reads).
+static int
+no_hazard(const KProgram *p, uint32_t i, uint32_t j, const uint8_t *rdi, const uint8_t *rdj) {
+	const KKernel *ki = &p->k[i], *kj = &p->k[j];
+	int own = -1; // owners_agree, computed once when needed
+	int wi = kx_flat_point(p, ki, ki->index), wj = kx_flat_point(p, kj, kj->index);
+	for (uint32_t b = 0; b < p->nbuf; b++) {
+		// RAW: j reads what i wrote; WAR: j writes what i read.
+		int raw = rdj[b] && buf_overlap(p, ki->out, b);
+		int war = rdi[b] && buf_overlap(p, kj->out, b);
+		if (!raw && !war)
+			continue;
+		if (raw && !(rdj[b] == RD_OWN && wi && buf_same_place(p, ki->out, b)))
+			return 0;
+		if (war && !(rdi[b] == RD_OWN && wj && buf_same_place(p, kj->out, b)))
+			return 0;
+		if (own < 0)
+			own = owners_agree(p, i, j);
+		if (!own)
+			return 0;
+	}
+	// WAW: both write the same bytes.
+	if (buf_overlap(p, ki->out, kj->out)) {
+		if (!(wi && wj && buf_same_place(p, ki->out, kj->out)))
+			return 0;
+		if (own < 0)
+			own = owners_agree(p, i, j);
+		if (!own)
+			return 0;
+	}
+	return 1;
+}
+
+// bar[ki] for the kernels of a fused task: 1 when a barrier follows kernel
+// ki (never after the task's last kernel unless a loop ends there: the
+// next trip).  Returns the phases: the runs of kernels between barriers,
+// counted in the program text (a loop's body once).
+static uint32_t
+fused_barriers(const KProgram *p, uint8_t *bar) {
+	uint8_t *seen = calloc(p->nx + 1, 1);
+	uint8_t *rd = calloc((size_t)(p->nk + 1) * (p->nbuf + 1), 1);
+	FADC_ASSERT(seen && rd, "cuda: out of memory");
+	for (uint32_t ki = 0; ki < p->nk; ki++)
+		kernel_reads(p, &p->k[ki], seen, rd + (size_t)ki * (p->nbuf + 1));
+	uint32_t phases = p->nk ? 1 : 0, begin = 0;
+	for (uint32_t j = 0; j < p->nk; j++) {
+		bar[j] = 0;
+		// A loop starting or ending between j - 1 and j (non-empty loops).
+		int edge = 0;
+		for (uint32_t l = 0; l < p->nloop; l++)
+			if (p->loop[l].end > p->loop[l].begin &&
+			    ((j > 0 && p->loop[l].begin == j) || p->loop[l].end == j))
+				edge = 1;
+		int need = edge;
+		for (uint32_t i = begin; i < j && !need; i++)
+			need = !no_hazard(p, i, j, rd + (size_t)i * (p->nbuf + 1),
+			                  rd + (size_t)j * (p->nbuf + 1));
+		if (j > 0 && need) {
+			bar[j - 1] = 1;
+			phases++;
+			begin = j;
+		}
+	}
+	// The end of a loop's body: a barrier every trip (the next trip's
+	// kernels read the carries), also after the task's last kernel.
+	for (uint32_t l = 0; l < p->nloop; l++)
+		if (p->loop[l].end > p->loop[l].begin)
+			bar[p->loop[l].end - 1] = 1;
+	free(seen);
+	free(rd);
+	return phases;
+}
+
+uint32_t
+cg_cuda_phases(const KProgram *p) {
+	if (!fused(p))
+		return 0;
+	uint8_t *bar = calloc(p->nk + 1, 1);
+	FADC_ASSERT(bar, "cuda: out of memory");
+	uint32_t n = fused_barriers(p, bar);
+	free(bar);
+	return n;
+}
+
+// The form of a kernel of a fused task.  Elementwise kernels, and
+// reductions of one term, are FM_THREAD.  A reduction takes the form with
+// the fewest dependent steps per thread, counting a term (a load and a
+// combine) 1, a shuffle step SHFL_COST and a barrier BAR_COST:
+//   FM_THREAD  ceil(points / 256) * terms
+//   FM_WARP    ceil(points / 8) * (ceil(terms / 32) + 5 SHFL_COST)
+//   FM_BLOCK   points * (ceil(terms / 256) + 10 SHFL_COST + BAR_COST)
+// FM_THREAD on ties (its points stay on the threads that pointwise
+// kernels use, so it shares their phases), then FM_WARP.  So a handful of
+// points of more than ~20 terms is a warp's shuffle each (no barrier), of
+// more than ~1000 terms the whole block's (one barrier per point).
+#define SHFL_COST 4
+#define BAR_COST 8
+
+static FMode
+fused_mode(const KProgram *p, const KKernel *k) {
+	(void)p;
+	if (!k->red || k->host)
+		return FM_THREAD;
+	int64_t npt = kernel_points(k), nr = 1;
+	for (int d = 0; d < k->rrank; d++)
+		nr *= k->rdim[d];
+	if (nr <= 1 || npt == 0)
+		return FM_THREAD;
+	int64_t nw = FUSED_THREADS / 32;
+	int64_t th = (npt + FUSED_THREADS - 1) / FUSED_THREADS * nr;
+	int64_t wa = (npt + nw - 1) / nw * ((nr + 31) / 32 + 5 * SHFL_COST);
+	int64_t bl = npt * ((nr + FUSED_THREADS - 1) / FUSED_THREADS + 10 * SHFL_COST + BAR_COST);
+	if (th <= wa && th <= bl)
+		return FM_THREAD;
+	return wa <= bl ? FM_WARP : FM_BLOCK;
 }
 
 // ---------------------------------------------------------------- launches
@@ -756,7 +1038,12 @@ group_contract(const KProgram *p, const La *a, CgCudaKernel *out) {
 		out->buf = NULL;
 		return 0;
 	}
-	kernel_name(f, p->name ? p->name : "", a->begin, a->kind == LA_FUSED ? "fused" : "loop");
+	// A fused kernel's name carries its phases (fused_barriers), which
+	// `fadc inspect` reads back from the descriptor: fadc_<task>_k0_fused_<N>phases.
+	char what[64] = "loop";
+	if (a->kind == LA_FUSED)
+		snprintf(what, sizeof what, "fused_%uphases", cg_cuda_phases(p));
+	kernel_name(f, p->name ? p->name : "", a->begin, what);
 	fclose(f);
 	out->name = name;
 	out->grid = a->kind == LA_FUSED ? 1 : persist_grid(p, a->begin, a->end);
@@ -840,9 +1127,10 @@ cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *out) {
 
 // The kernels of a group in order, inside their loops (`for` over each
 // step counter s<l>), each followed by a barrier (`bar`), except the last
-// one of the group when no loop repeats it.
+// one of the group when no loop repeats it; in a fused task only where
+// after[ki] says (fused_barriers).
 static void
-print_calls(Cu *c, const La *a, const char *bar) {
+print_calls(Cu *c, const La *a, const char *bar, const uint8_t *after) {
 	const KProgram *p = c->p;
 	FILE *f = c->f;
 	int depth = 1;
@@ -870,7 +1158,7 @@ print_calls(Cu *c, const La *a, const char *bar) {
 			if (u.step[l])
 				fprintf(f, ", s%u", l);
 		fputs(");\n", f);
-		if (ki + 1 < a->end || depth > 1) {
+		if (after ? after[ki] : ki + 1 < a->end || depth > 1) {
 			for (int d = 0; d < depth; d++)
 				fputc('\t', f);
 			fprintf(f, "%s;\n", bar);
@@ -905,8 +1193,10 @@ print_group(Cu *c, const La *a) {
 	FILE *f = c->f;
 	int fusedk = a->kind == LA_FUSED;
 	if (fusedk)
-		fprintf(f, "\n// the task as one kernel of one block of %d threads; args:",
-		        FUSED_THREADS);
+		fprintf(f,
+		        "\n// the task as one kernel of one block of %d threads, %u kernels in %u "
+		        "phase%s; args:",
+		        FUSED_THREADS, p->nk, cg_cuda_phases(p), cg_cuda_phases(p) == 1 ? "" : "s");
 	else
 		fprintf(f,
 		        "\n// loop %d (kernels %u..%u, %lld trips) as one persistent kernel of %u "
@@ -936,14 +1226,20 @@ print_group(Cu *c, const La *a) {
 				fprintf(f, "\t%s *b%u = nullptr;\n", csty(p->buf[b].dtype), b);
 		}
 	}
-	if (fusedk || all.grid == 1)
-		print_calls(c, a, "__syncthreads()");
+	if (fusedk) {
+		uint8_t *after = calloc(p->nk + 1, 1);
+		FADC_ASSERT(after, "cuda: out of memory");
+		fused_barriers(p, after);
+		print_calls(c, a, "__syncthreads()", after);
+		free(after);
+	} else if (all.grid == 1)
+		print_calls(c, a, "__syncthreads()", NULL);
 	else {
 		fputs("\tconst unsigned int nb = fadc_nb();\n"
 		      "\tif (blockIdx.x >= nb)\n"
 		      "\t\treturn; // not resident with the others: no share of the work\n",
 		      f);
-		print_calls(c, a, "fadc_grid_sync(nb)");
+		print_calls(c, a, "fadc_grid_sync(nb)", NULL);
 	}
 	fputs("}\n", f);
 	free(written);
@@ -991,6 +1287,26 @@ kernel_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out) {
 	return 1;
 }
 
+// acc <- the fold of the warp's 32 values of acc, into lane 0: for s = 16,
+// 8, 4, 2, 1, lane l combines lane l + s's value into its own (a fixed
+// tree; every lane of the warp runs it, as __shfl_down_sync requires).
+static void
+print_warp_fold(Cu *c, KRed r, DType vt) {
+	FILE *f = c->f;
+	indent(c);
+	fputs("for (int s = 16; s > 0; s >>= 1) {\n", f);
+	c->depth++;
+	indent(c);
+	if (vt == DT_BOOL)
+		fputs("const bool o = __shfl_down_sync(0xffffffffu, (int)acc, s) != 0;\n", f);
+	else
+		fprintf(f, "const %s o = __shfl_down_sync(0xffffffffu, acc, s);\n", cty(vt));
+	red_combine_var(c, r, vt, "o");
+	c->depth--;
+	indent(c);
+	fputs("}\n", f);
+}
+
 static void
 print_kernel(Cu *c, uint32_t ki) {
 	const KProgram *p = c->p;
@@ -1012,14 +1328,16 @@ print_kernel(Cu *c, uint32_t ki) {
 		if (u.step[l])
 			fprintf(f, " s%u", l);
 	fprintf(f, "%s\n", u.seed ? " runseed" : "");
-	// Inside a loop the kernel is a __device__ function of the fused or
-	// the persistent kernel, and its pointers are not __restrict__: a
-	// restricted const pointer may be read through the non-coherent cache,
-	// which a kernel must not do for memory written earlier in the same
-	// launch (the loop's earlier steps, other blocks).  A persistent
+	// Inside a loop or a fused task the kernel is a __device__ function of
+	// the fused or the persistent kernel, and its pointers are not
+	// __restrict__: a restricted const pointer may be read through the
+	// non-coherent cache, which a kernel must not do for memory written
+	// earlier in the same launch (the loop's earlier steps, other blocks,
+	// the fused task's earlier kernels, with or without a barrier between:
+	// fused_barriers relies on plain program order).  A persistent
 	// kernel's blocks stride by fadc_nb(), the blocks that take part.
 	int dev = c->fused || c->inloop[ki];
-	const char *restr = c->inloop[ki] ? "" : "__restrict__ ";
+	const char *restr = c->inloop[ki] || c->fused ? "" : "__restrict__ ";
 	const char *nb = c->inloop[ki] && !c->fused ? "fadc_nb()" : "gridDim.x";
 	fputs(dev ? "static __device__ void\n" : "extern \"C\" __global__ void\n", f);
 	kernel_name(f, p->name, ki, k->what);
@@ -1039,13 +1357,23 @@ print_kernel(Cu *c, uint32_t ki) {
 		free(u.step);
 		return;
 	}
-	int br = blockred(p, k);
+	// A reduction's form: one block per output point (blockred, or a
+	// fused task's FM_BLOCK), one warp per point (FM_WARP), else one
+	// thread per point.
+	FMode fm = c->fused ? fused_mode(p, k) : FM_THREAD;
+	int br = blockred(p, k) || fm == FM_BLOCK, wr = fm == FM_WARP;
 	if (br) {
-		// One block per output point (grid-stride over blocks).
-		fprintf(f, "\t__shared__ %s red[256];\n", cty((DType)p->x[k->body].dtype));
+		// One block per output point (grid-stride over blocks); red[] holds
+		// the warps' partial results, two sets used in turn (rb), so the
+		// next point's writes need no barrier after this point's reads.
+		fprintf(f, "\t__shared__ %s red[2][32];\n", cty((DType)p->x[k->body].dtype));
+		fputs("\tunsigned int rb = 0;\n", f);
 		fprintf(f, "\tfor (long long t = blockIdx.x; t < %lldLL; t += %s) {\n", (long long)npt,
 		        nb);
-	} else
+	} else if (wr) // one warp per output point (the fused task's one block)
+		fprintf(f, "\tfor (long long t = threadIdx.x >> 5; t < %lldLL; t += blockDim.x >> 5) {\n",
+		        (long long)npt);
+	else
 		fprintf(
 		    f,
 		    "\tfor (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < %lldLL;\n"
@@ -1068,7 +1396,7 @@ print_kernel(Cu *c, uint32_t ki) {
 	}
 	KxId val = k->red ? k->post : k->body;
 	DType vt = (DType)p->x[k->body].dtype;
-	if (br) {
+	if (br || wr) {
 		int64_t nr = 1;
 		for (int d = 0; d < k->rrank; d++)
 			nr *= k->rdim[d];
@@ -1077,8 +1405,12 @@ print_kernel(Cu *c, uint32_t ki) {
 		red_init(c, k->red, vt);
 		fputs(";\n", f);
 		indent(c);
-		fprintf(f, "for (long long r = threadIdx.x; r < %lldLL; r += blockDim.x) {\n",
-		        (long long)nr);
+		if (br)
+			fprintf(f, "for (long long r = threadIdx.x; r < %lldLL; r += blockDim.x) {\n",
+			        (long long)nr);
+		else
+			fprintf(f, "for (long long r = threadIdx.x & 31; r < %lldLL; r += 32) {\n",
+			        (long long)nr);
 		c->depth++;
 		int64_t rs = 1;
 		for (int d = k->rrank - 1; d >= 0; d--) {
@@ -1096,35 +1428,36 @@ print_kernel(Cu *c, uint32_t ki) {
 		c->depth--;
 		indent(c);
 		fputs("}\n", f);
-		// The tree over the block's partial results.
+		// Each warp folds its 32 lanes' results into lane 0; a block then
+		// folds its warps' (at most 32) the same way in warp 0.  Summation
+		// order: lane l's strided terms r = l, l + 32 (block: l + 256, ...)
+		// in order, then the shuffle tree (print_warp_fold); fixed, so the
+		// result is the same every run.
+		print_warp_fold(c, k->red, vt);
+		if (br) {
+			indent(c);
+			fputs("if ((threadIdx.x & 31) == 0)\n", f);
+			indent(c);
+			fputs("\tred[rb][threadIdx.x >> 5] = acc;\n", f);
+			indent(c);
+			fputs("__syncthreads();\n", f);
+			indent(c);
+			fputs("if (threadIdx.x < 32) {\n", f);
+			c->depth++;
+			indent(c);
+			fputs("acc = threadIdx.x < (blockDim.x >> 5) ? red[rb][threadIdx.x] : ", f);
+			red_init(c, k->red, vt);
+			fputs(";\n", f);
+			print_warp_fold(c, k->red, vt);
+			c->depth--;
+			indent(c);
+			fputs("}\n", f);
+			indent(c);
+			fputs("rb ^= 1;\n", f);
+		}
 		indent(c);
-		fputs("red[threadIdx.x] = acc;\n", f);
-		indent(c);
-		fputs("__syncthreads();\n", f);
-		indent(c);
-		fputs("for (int s = blockDim.x / 2; s > 0; s >>= 1) {\n", f);
+		fputs(br ? "if (threadIdx.x == 0) {\n" : "if ((threadIdx.x & 31) == 0) {\n", f);
 		c->depth++;
-		indent(c);
-		fputs("if (threadIdx.x < s) {\n", f);
-		c->depth++;
-		indent(c);
-		fprintf(f, "const %s o = red[threadIdx.x + s];\n", cty(vt));
-		red_combine_var(c, k->red, vt, "o");
-		indent(c);
-		fputs("red[threadIdx.x] = acc;\n", f);
-		c->depth--;
-		indent(c);
-		fputs("}\n", f);
-		indent(c);
-		fputs("__syncthreads();\n", f);
-		c->depth--;
-		indent(c);
-		fputs("}\n", f);
-		indent(c);
-		fputs("if (threadIdx.x == 0) {\n", f);
-		c->depth++;
-		indent(c);
-		fputs("acc = red[0];\n", f);
 	} else if (k->red) {
 		indent(c);
 		fprintf(f, "%s acc = ", cty(vt));
@@ -1165,13 +1498,10 @@ print_kernel(Cu *c, uint32_t ki) {
 	} else
 		convert(c, val, ct, st, 0);
 	fputs(";\n", f);
-	if (br) {
-		// red[] is read by thread 0 above and rewritten by the next point.
+	if (br || wr) { // the lane that stores
 		c->depth--;
 		indent(c);
 		fputs("}\n", f);
-		indent(c);
-		fputs("__syncthreads();\n", f);
 	}
 	fputs("\t}\n}\n", f);
 	free(u.seen);

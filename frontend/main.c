@@ -1124,6 +1124,24 @@ print_desc(const fadc_tensor_desc *d, const char *dir, const char *spec)
 		printf("  %s %-28s %-6s %s\n", dir, d->name, roles[d->role], ty);
 }
 
+// The phases of a fused task (runs of kernels between barriers,
+// docs/CUDA.md), which codegen/cuda.c writes into the fused kernel's name,
+// fadc_<task>_k0_fused_<N>phases; 0 when the descriptor does not say.
+static unsigned
+fused_phases(const ArtDesc *d, int task)
+{
+	const ArtTask *a = (uint32_t)task < d->ntask ? &d->task[task] : NULL;
+	const char *s;
+	unsigned n;
+	char tail[16];
+	if (!a || !(a->targets & ART_TARGET_CUDA) || a->ncuda != 1 ||
+	    !(s = strstr(a->kern[0].name, "_fused_")))
+		return 0;
+	if (sscanf(s, "_fused_%u%15s", &n, tail) == 2 && !strcmp(tail, "phases"))
+		return n;
+	return 0;
+}
+
 static int
 cmd_inspect(int argc, char **argv)
 {
@@ -1151,6 +1169,14 @@ cmd_inspect(int argc, char **argv)
 		fadc_context_destroy(ctx);
 		return 1;
 	}
+	// The launch records themselves (GEMMs, TF32, a fused kernel's phases)
+	// are not in fadc.h's task info: the descriptor, read again (checked as
+	// by the open); its tasks are the runtime's, in the same order.
+	ArtDesc desc = {0};
+	uint8_t *dbytes = NULL;
+	size_t dlen = 0;
+	char derr[512];
+	int hasdesc = art_read(path, &desc, &dbytes, &dlen, derr, sizeof derr) == ART_READ_OK;
 	printf("model %s\n", fadc_model_name(m));
 	printf("source_hash %s\n", fadc_model_info(m, "source_hash"));
 	printf("triple %s\ncpu %s\nfeatures %s\n", fadc_model_info(m, "triple"),
@@ -1160,14 +1186,6 @@ cmd_inspect(int argc, char **argv)
 	if (nspec > 1)
 		for (int i = 0; i < nspec; i++)
 			printf("specialisation %d: %s\n", i, fadc_model_spec(m, i));
-	// The launch records themselves (GEMMs, TF32) are not in fadc.h's
-	// task info: the descriptor, read again (checked as by the open).
-	ArtDesc ad = {0};
-	uint8_t *adb = NULL;
-	size_t adl = 0;
-	char aerr[512];
-	int have_desc = art_read(path, &ad, &adb, &adl, aerr, sizeof aerr) == ART_READ_OK;
-	free(adb);
 	for (int i = 0; i < fadc_model_decl_count(m); i++) {
 		fadc_tensor_desc d;
 		int has_init, sp = fadc_model_decl_spec(m, i);
@@ -1184,19 +1202,23 @@ cmd_inspect(int argc, char **argv)
 		       info.targets == FADC_TARGET_CPU    ? "cpu"
 		       : info.targets == FADC_TARGET_CUDA ? "cuda"
 		                                          : "cpu,cuda");
-		const ArtTask *at = have_desc && (uint32_t)t < ad.ntask ? &ad.task[t] : NULL;
+		const ArtTask *at = hasdesc && (uint32_t)t < desc.ntask ? &desc.task[t] : NULL;
 		int ngemm = 0, ntf32 = 0;
 		for (uint32_t k = 0; at && (at->targets & ART_TARGET_CUDA) && k < at->ncuda; k++)
 			if (at->kern[k].kind == ART_LAUNCH_GEMM) {
 				ngemm++;
 				ntf32 += at->kern[k].gemm.tf32;
 			}
+		unsigned nph = hasdesc ? fused_phases(&desc, t) : 0;
 		if ((info.targets & FADC_TARGET_CUDA) && ngemm)
 			printf("  cuda: %d launches (%d kernel%s or host step%s, %d cuBLAS GEMM%s%s)\n",
 			       info.cuda_launches, info.cuda_launches - ngemm,
 			       info.cuda_launches - ngemm == 1 ? "" : "s",
 			       info.cuda_launches - ngemm == 1 ? "" : "s", ngemm, ngemm == 1 ? "" : "s",
 			       ntf32 ? ", TF32 allowed" : "");
+		else if ((info.targets & FADC_TARGET_CUDA) && nph)
+			printf("  cuda: 1 launch (the task fused into one kernel), %u phase%s\n", nph,
+			       nph == 1 ? "" : "s");
 		else if (info.targets & FADC_TARGET_CUDA)
 			printf("  cuda: %d launch%s\n", info.cuda_launches,
 			       info.cuda_launches == 1 ? " (the task fused into one kernel)" : "es");
@@ -1223,8 +1245,9 @@ cmd_inspect(int argc, char **argv)
 			print_desc(&d, "out", NULL);
 		}
 	}
-	if (have_desc)
-		art_desc_free(&ad);
+	if (hasdesc)
+		art_desc_free(&desc);
+	free(dbytes);
 	fadc_model_close(m);
 	fadc_context_destroy(ctx);
 	return 0;
