@@ -229,6 +229,13 @@ check_invalid(void)
 	setenv("FADC_NUM_THREADS", "3", 1);
 	CHECK(fadc_context_create(&co, &ctx) == FADC_OK);
 	CHECK(fadc_context_num_threads(ctx) == 3);
+	// The device timer on a CPU context: a clear FADC_ERR_ARG, not a crash.
+	double secs = -1;
+	CHECK(fadc_context_timer_start(ctx) == FADC_ERR_ARG);
+	CHECK(strstr(fadc_context_error(ctx), "device timing needs a GPU context") != NULL);
+	CHECK(fadc_context_timer_stop(ctx, &secs) == FADC_ERR_ARG && secs == -1);
+	CHECK(fadc_context_timer_stop(ctx, NULL) == FADC_ERR_ARG);
+	CHECK(fadc_context_timer_start(NULL) == FADC_ERR_ARG);
 	fadc_context_destroy(ctx);
 	unsetenv("FADC_NUM_THREADS");
 	// Without it: the CPUs online, at least 1.
