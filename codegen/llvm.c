@@ -200,7 +200,7 @@ typedef struct Emit {
 	uint32_t *stamp, region;
 	struct Shared *shared; // kernel functions emitted so far, by key (emit_kernel)
 	uint32_t nshared, cshared;
-	LLVMValueRef mathfn[5][2]; // exp log log1p expm1 tanh, f32 and f64 (math_fn)
+	LLVMValueRef mathfn[8][2]; // exp log log1p expm1 tanh erf lgamma digamma, f32 and f64 (math_fn)
 	int vecmath; // the expressions being emitted are in a loop that vectorizes
 } Emit;
 
@@ -549,13 +549,285 @@ m_tanh(Mb *m, LLVMValueRef x)
 	return msel(m, LLVMRealOEQ, x, mk(m, 0), x, r); // -0 stays -0
 }
 
+// ---- erf, lgamma, digamma
+// Their polynomials are our own fits (tests/unit/test_codegen_math.c says
+// how they were checked): weighted least squares on Chebyshev nodes in
+// 50-digit arithmetic, coefficients rounded to the format, degrees the
+// lowest whose fit error (rounded coefficients included) is below about
+// half an ulp.  As above, every path is computed for every lane and the
+// result is a select; the reductions are exact where it matters.
+//
+// erf(x): |x| < 1: x + x q(x^2), q(z) = erf(sqrt z)/sqrt z - 1.  Above:
+//   1 - exp(k(a) - a^2), a = min(|x|, 6 or 4), k(a) = log(erfc(a)) + a^2
+//   fitted in a - 3.5 (a - 2.5) with weight erfc(a), so the error it
+//   leaves in erf is a fraction of an ulp; erf rounds to 1 beyond 5.93
+//   (3.92 in f32), hence the clamp.  The rounding of fma(-a, a, k) gives
+//   a relative error a^2 2^-53 in erfc, at most 0.16 ulp of erf.
+// lgamma(x), x > 0, with f = x - floor(x) and t = f - 1/2 in [-1/2, 1/2):
+//   x < 2:      f (f - 1) F(t) - (x < 1 ? log x : 0), F(t) = lgamma(3/2 + t)
+//               / ((t + 1/2)(t - 1/2)): the zeros at 1 and 2 are factors;
+//   2 <= x < 8: f F2(t) + log((x - 1)(x - 2)...(x - n)), n = floor(x) - 2,
+//               F2(t) = lgamma(5/2 + t) / (t + 1/2) (the zero at 2 again);
+//   x >= 8:     Stirling, (x - 1/2)(log x - 1) + w0 + z W(z^2), z = 1/x;
+//   one logarithm serves the three (their arguments are selected).
+// lgamma(x), x < 0: log(pi / |x sin(pi x)|) - lgamma(|x|) (reflection);
+//   |x| below 2^-70 (2^-30): lgamma(|x|) (x^2 would underflow; the two
+//   differ by 2 gamma |x|).  0, negative integers and -inf: +inf.
+// digamma(x), x > 0, same f and t: psi(1 + f) = (t - c) E(t), c = x0 - 3/2,
+//   x0 = 1.46163... the positive zero (c in two parts, so the zero is
+//   exact to the last bit); then x < 1: - 1/x; 2 <= x < 10: + sum over
+//   j = 1 .. floor(x) - 1 of 1/(x - j), summed as one fraction num/den
+//   (one division); x >= 10: log x - 1/(2x) - sum B_2k / (2k x^2k).
+// digamma(x), x < 0: psi(|x|) + 1/|x| + pi cot(pi |x|), as one fraction;
+//   tiny |x|: psi(|x|) + 2/|x|.  +0: -inf, -0: +inf, negative integers and
+//   -inf: NaN (PyTorch, and ir/special.c).
+// sin(pi a) and cos(pi a) for the reflections: n = rint(2a), r = a - n/2
+//   (exact, |r| <= 1/4), sin(pi r) = r S(r^2), cos(pi r) = C(r^2), and the
+//   quadrant from the parity of n (only |sin| and cot are needed).
+
+// sin(pi r) and cos(pi r) of a >= 0 reduced by halves, and whether
+// rint(2a) is odd (then sin(pi a) = ±cos(pi r), cos(pi a) = ∓sin(pi r)).
+static void
+m_sincospi(Mb *m, LLVMValueRef a, LLVMValueRef *sp, LLVMValueRef *cp, LLVMValueRef *odd)
+{
+	LLVMBuilderRef B = m->e->B;
+	double big = m->d ? 0x1p52 : 0x1p23; // every float above is an integer
+	LLVMValueRef ac = msel(m, LLVMRealOGT, a, mk(m, big), mk(m, big), a);
+	ac = msel(m, LLVMRealUNO, ac, ac, mk(m, 0), ac); // NaN: selected away later
+	LLVMValueRef n = intrinsic1(m->e, "llvm.rint", m->t, madd(m, ac, ac));
+	LLVMValueRef r = mfma(m, n, mk(m, -0.5), ac), z = mmul(m, r, r);
+	if (m->d) {
+		static const double S[] = {7.8875742008962634e-07, -2.1914596310654284e-05,
+		                           0.00046630275777128575, -0.0073704309439396242,
+		                           0.082145886611089652, -0.59926452932079155,
+		                           2.5501640398773455, -5.1677127800499703, 3.1415926535897931};
+		static const double C[] = {4.2638295948444962e-06, -0.0001046334632329678,
+		                           0.0019295740126589096, -0.025806891378934115,
+		                           0.2353306303586496, -1.3352627688545864, 4.0587121264167685,
+		                           -4.934802200544679, 1};
+		*sp = mmul(m, r, mpoly(m, z, S, 9));
+		*cp = mpoly(m, z, C, 9);
+	} else {
+		static const double S[] = {0.080995768308639526, -0.59920132160186768,
+		                           2.5501625537872314, -5.1677126884460449, 3.1415927410125732};
+		static const double C[] = {0.23126046359539032, -1.3350358009338379, 4.0587067604064941,
+		                           -4.9348020553588867, 1};
+		*sp = mmul(m, r, mpoly(m, z, S, 5));
+		*cp = mpoly(m, z, C, 5);
+	}
+	LLVMValueRef ni = LLVMBuildFPToSI(B, n, m->it, "");
+	*odd = LLVMBuildICmp(B, LLVMIntNE, LLVMBuildAnd(B, ni, mki(m, 1), ""), mki(m, 0), "");
+}
+
+static LLVMValueRef
+m_erf(Mb *m, LLVMValueRef x)
+{
+	LLVMValueRef ax = intrinsic1(m->e, "llvm.fabs", m->t, x);
+	LLVMValueRef small, big, a, k;
+	if (m->d) {
+		static const double Q[] = {-7.7985438505499473e-10, 1.3721520406351094e-08,
+		                           -1.6208829856810202e-07, 1.6447471190594618e-06,
+		                           -1.4924740785377576e-05, 0.00012055295112667001,
+		                           -0.00085483259825432252, 0.0052239776072699456,
+		                           -0.026866170643256995, 0.1128379167094513,
+		                           -0.37612638903183543, 0.12837916709551256};
+		static const double K[] = {1.0305267765735484e-12, 1.7764822476230468e-11,
+		                           1.3557178657877511e-10, 6.1240710200973897e-10,
+		                           1.7068957706713885e-09, 2.9395826709143576e-09,
+		                           2.0473095679517234e-09, -3.3756413276912352e-09,
+		                           1.0417239157977249e-09, -8.9924976607806979e-08,
+		                           5.8265589942854854e-07, -3.8857259598036028e-06,
+		                           2.4391295988434745e-05, -0.00014729575261712246,
+		                           0.00087368721023180012, -0.0052256585926552645,
+		                           0.033246945153041531, -0.2660995883701725, -1.8624374021472263};
+		small = mfma(m, x, mpoly(m, mmul(m, x, x), Q, 12), x);
+		a = msel(m, LLVMRealOGT, ax, mk(m, 6), mk(m, 6), ax);
+		k = mpoly(m, msub(m, a, mk(m, 3.5)), K, 19);
+	} else {
+		static const double Q[] = {7.8824974480085075e-05, -0.00080188550055027008,
+		                           0.0051893121562898159, -0.026854328811168671,
+		                           0.11283597350120544, -0.37612625956535339, 0.12837916612625122};
+		static const double K[] = {0.00018655171152204275, -0.00015067031199578196,
+		                           0.0024691054131835699, -0.010706097818911076,
+		                           0.056120444089174271, -0.35269284248352051, -1.5568177700042725};
+		small = mfma(m, x, mpoly(m, mmul(m, x, x), Q, 7), x);
+		a = msel(m, LLVMRealOGT, ax, mk(m, 4), mk(m, 4), ax);
+		k = mpoly(m, msub(m, a, mk(m, 2.5)), K, 7);
+	}
+	LLVMValueRef na = LLVMBuildFNeg(m->e->B, a, "");
+	big = msub(m, mk(m, 1), m_call(m, KX_EXP, mfma(m, na, a, k)));
+	LLVMValueRef args[2] = {big, x};
+	big = intrinsic(m->e, "llvm.copysign", m->t, args, 2);
+	LLVMValueRef r = msel(m, LLVMRealOLT, ax, mk(m, 1), small, big);
+	return msel(m, LLVMRealUNO, x, x, x, r);
+}
+
+// lgamma(a) for a >= 0 (+inf at 0).
+static LLVMValueRef
+m_lgamma_pos(Mb *m, LLVMValueRef a)
+{
+	LLVMValueRef fl = intrinsic1(m->e, "llvm.floor", m->t, a);
+	LLVMValueRef f = msub(m, a, fl), t = msub(m, f, mk(m, 0.5)), b1, b2, w;
+	LLVMValueRef z = mdiv(m, mk(m, 1), a), zz = mmul(m, z, z);
+	if (m->d) {
+		static const double F[] = {-1.8072503739261512e-05, 2.8343542991307434e-05,
+		                           -2.2027728890160218e-05, 3.498560355905269e-05,
+		                           -6.7667677624454298e-05, 0.0001077170246760829,
+		                           -0.0001686454162655914, 0.00027089463395212478,
+		                           -0.00043802321840177106, 0.0007115650830900709,
+		                           -0.0011644125478591238, 0.0019229132380020617,
+		                           -0.0032120741532262079, 0.0054464579570919821,
+		                           -0.0094256224469295869, 0.016797098628976912,
+		                           -0.031308487501023538, 0.062911401074581735,
+		                           -0.14595989591430605, 0.48312895054098087};
+		static const double F2[] = {-1.506504765953895e-08, 3.8721302162248787e-08,
+		                            -8.7244296788860933e-08, 2.353718399781654e-07,
+		                            -6.4233655322000824e-07, 1.7456415074527694e-06,
+		                            -4.7863387578516994e-06, 1.3275711081262358e-05,
+		                            -3.7353374234197186e-05, 0.00010710021010783776,
+		                            -0.00031505925004463931, 0.00096109792855172743,
+		                            -0.0030951822936270313, 0.010877001514197609,
+		                            -0.044805842697384482, 0.26758179939880972,
+		                            0.56936574094583836};
+		static const double W[] = {0.0050675642373291972, -0.0018904609209094707,
+		                           0.0008414714586724686, -0.00059523659566980316,
+		                           0.00079365078979346513, -0.0027777777777740435,
+		                           0.083333333333333329};
+		b1 = mpoly(m, t, F, 20);
+		b2 = mpoly(m, t, F2, 17);
+		w = mpoly(m, zz, W, 7);
+	} else {
+		static const double F[] = {-0.0014884424163028598, 0.0024468754418194294,
+		                           -0.0031372054945677519, 0.0053259269334375858,
+		                           -0.009432508610188961, 0.016808107495307922,
+		                           -0.031308267265558243, 0.062911055982112885,
+		                           -0.14595989882946014, 0.48312896490097046};
+		static const double F2[] = {0.00011748295946745202, -0.00033460126724094152,
+		                            0.00095849495846778154, -0.0030920847784727812,
+		                            0.010877244174480438, -0.044805999845266342,
+		                            0.26758179068565369, 0.5693657398223877};
+		static const double W[] = {0.0007800459279678762, -0.0027776986826211214,
+		                           0.083333335816860199};
+		b1 = mpoly(m, t, F, 10);
+		b2 = mpoly(m, t, F2, 8);
+		w = mpoly(m, zz, W, 3);
+	}
+	b1 = mmul(m, mmul(m, f, msub(m, f, mk(m, 1))), b1);
+	b2 = mmul(m, f, b2);
+	// (x - 1)(x - 2)...(x - n) for 2 <= x < 8, n = floor(x) - 2 <= 5.
+	LLVMValueRef prod = mk(m, 1);
+	for (int j = 1; j <= 5; j++)
+		prod = mmul(m, prod, msel(m, LLVMRealOGE, a, mk(m, j + 2), msub(m, a, mk(m, j)), mk(m, 1)));
+	LLVMValueRef mid = LLVMBuildAnd(m->e->B, LLVMBuildFCmp(m->e->B, LLVMRealOGE, a, mk(m, 2), ""),
+	                                LLVMBuildFCmp(m->e->B, LLVMRealOLT, a, mk(m, 8), ""), "");
+	LLVMValueRef L = m_call(m, KX_LOG, LLVMBuildSelect(m->e->B, mid, prod, a, ""));
+	// Stirling: (a - 1/2)(log a - 1) + w0 + z W(z^2), w0 = log(2 pi)/2 - 1/2.
+	LLVMValueRef st = mfma(m, msub(m, a, mk(m, 0.5)), msub(m, L, mk(m, 1)),
+	                       mfma(m, z, w, mk(m, 0.41893853320467274178)));
+	LLVMValueRef r = msel(m, LLVMRealOLT, a, mk(m, 8), madd(m, b2, L), st);
+	r = msel(m, LLVMRealOLT, a, mk(m, 2), b1, r);
+	return msel(m, LLVMRealOLT, a, mk(m, 1), msub(m, b1, L), r);
+}
+
+static LLVMValueRef
+m_lgamma(Mb *m, LLVMValueRef x)
+{
+	LLVMBuilderRef B = m->e->B;
+	LLVMValueRef a = intrinsic1(m->e, "llvm.fabs", m->t, x);
+	LLVMValueRef lp = m_lgamma_pos(m, a), sp, cp, odd;
+	m_sincospi(m, a, &sp, &cp, &odd);
+	LLVMValueRef s = intrinsic1(m->e, "llvm.fabs", m->t, LLVMBuildSelect(B, odd, cp, sp, ""));
+	LLVMValueRef ln = msub(m, m_call(m, KX_LOG, mdiv(m, mk(m, 3.14159265358979323846), mmul(m, a, s))), lp);
+	ln = msel(m, LLVMRealOLT, a, mk(m, m->d ? 0x1p-70 : 0x1p-30), lp, ln);
+	LLVMValueRef r = msel(m, LLVMRealOLT, x, mk(m, 0), ln, lp);
+	LLVMValueRef pole = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOLE, x, mk(m, 0), ""),
+	                                 LLVMBuildFCmp(B, LLVMRealOEQ, a, intrinsic1(m->e, "llvm.floor", m->t, a), ""), "");
+	r = LLVMBuildSelect(B, pole, mk(m, INFINITY), r, "");
+	return msel(m, LLVMRealUNO, x, x, x, r);
+}
+
+static LLVMValueRef
+m_digamma(Mb *m, LLVMValueRef x)
+{
+	LLVMBuilderRef B = m->e->B;
+	LLVMValueRef a = intrinsic1(m->e, "llvm.fabs", m->t, x);
+	LLVMValueRef fl = intrinsic1(m->e, "llvm.floor", m->t, a);
+	LLVMValueRef t = msub(m, msub(m, a, fl), mk(m, 0.5)), e, asy;
+	// x0 - 3/2 in two parts
+	LLVMValueRef d = msub(m, msub(m, t, mk(m, -0.038367855031637657)), mk(m, -1.6445603550442201e-18));
+	LLVMValueRef small = LLVMBuildFCmp(B, LLVMRealOLT, a, mk(m, 1), "");
+	LLVMValueRef large = LLVMBuildFCmp(B, LLVMRealOGE, a, mk(m, 10), "");
+	// 1/x (x < 1 or x >= 10), or sum_{j=1}^{floor(x)-1} 1/(x - j) (2 <= x < 10)
+	// as num/den: adding 1/f to num/den is num f + den over den f.
+	LLVMValueRef one = mk(m, 1), zero = mk(m, 0);
+	LLVMValueRef num = LLVMBuildSelect(B, LLVMBuildOr(B, small, large, ""), one, zero, "");
+	LLVMValueRef den = LLVMBuildSelect(B, LLVMBuildOr(B, small, large, ""), a, one, "");
+	for (int j = 1; j <= 8; j++) {
+		LLVMValueRef inc = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOGE, a, mk(m, j + 1), ""),
+		                                LLVMBuildNot(B, large, ""), "");
+		LLVMValueRef fj = LLVMBuildSelect(B, inc, msub(m, a, mk(m, j)), one, "");
+		num = mfma(m, num, fj, LLVMBuildSelect(B, inc, den, zero, ""));
+		den = mmul(m, den, fj);
+	}
+	LLVMValueRef q = mdiv(m, num, den), z = mmul(m, q, q);
+	if (m->d) {
+		static const double E[] = {0.00011760657164236826, -0.00017812816199980528,
+		                           9.8188931848368965e-05, -0.00014492516861014685,
+		                           0.00032298185949129071, -0.00048588379018547093,
+		                           0.00069125226445515108, -0.0010364793837654342,
+		                           0.0015633018770457392, -0.0023454907194339143,
+		                           0.0035181155851796578, -0.00527993774357225,
+		                           0.0079270210260173873, -0.011908220068846656,
+		                           0.01790724835834023, -0.02697579666148241,
+		                           0.040760833939573589, -0.061922133275445775,
+		                           0.094988724452910595, -0.14840492305388139,
+		                           0.24054248424078686, -0.42362742128146058, 0.95105587603183284};
+		// B_2k / 2k, k = 8 .. 1
+		static const double A[] = {-3617.0 / 8160, 1.0 / 12, -691.0 / 32760, 1.0 / 132,
+		                           -1.0 / 240, 1.0 / 252, -1.0 / 120, 1.0 / 12};
+		e = mpoly(m, t, E, 23);
+		asy = mpoly(m, z, A, 8);
+	} else {
+		static const double E[] = {0.01079188846051693, -0.016365295276045799,
+		                           0.017183676362037659, -0.025791538879275322,
+		                           0.040835142135620117, -0.062055114656686783,
+		                           0.094985999166965485, -0.14839892089366913,
+		                           0.24054250121116638, -0.42362749576568604, 0.95105588436126709};
+		static const double A[] = {-1.0 / 240, 1.0 / 252, -1.0 / 120, 1.0 / 12};
+		e = mpoly(m, t, E, 11);
+		asy = mpoly(m, z, A, 4);
+	}
+	LLVMValueRef base = mmul(m, d, e);
+	asy = msub(m, mfma(m, q, mk(m, -0.5), m_call(m, KX_LOG, a)), mmul(m, z, asy));
+	LLVMValueRef pos = LLVMBuildSelect(B, large, asy, madd(m, base, q), "");
+	pos = LLVMBuildSelect(B, small, msub(m, base, q), pos, "");
+	// x < 0: psi(a) + 1/a + pi cot(pi a) = psi(a) + (cd + pi a cn) / (a cd),
+	// cot = cn/cd.
+	LLVMValueRef sp, cp, odd;
+	m_sincospi(m, a, &sp, &cp, &odd);
+	LLVMValueRef cn = LLVMBuildSelect(B, odd, LLVMBuildFNeg(B, sp, ""), cp, "");
+	LLVMValueRef cd = LLVMBuildSelect(B, odd, cp, sp, "");
+	LLVMValueRef refl = mdiv(m, mfma(m, mmul(m, mk(m, 3.14159265358979323846), a), cn, cd), mmul(m, a, cd));
+	LLVMValueRef neg = madd(m, pos, refl);
+	neg = msel(m, LLVMRealOLT, a, mk(m, m->d ? 0x1p-70 : 0x1p-30), madd(m, base, q), neg);
+	LLVMValueRef r = msel(m, LLVMRealOLT, x, mk(m, 0), neg, pos);
+	LLVMValueRef pole = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOLE, x, mk(m, 0), ""),
+	                                 LLVMBuildFCmp(B, LLVMRealOEQ, a, fl, ""), "");
+	LLVMValueRef nx = LLVMBuildFNeg(B, x, ""), args[2] = {mk(m, INFINITY), nx};
+	LLVMValueRef zr = intrinsic(m->e, "llvm.copysign", m->t, args, 2);
+	r = LLVMBuildSelect(B, pole, msel(m, LLVMRealOEQ, x, mk(m, 0), zr, mk(m, NAN)), r, "");
+	return msel(m, LLVMRealUNO, x, x, x, r);
+}
+
 // The function computing op in dtype dt (F32 or F64): emitted at its first
 // use, with its own builder position (the caller's is restored).
 static LLVMValueRef
 math_fn(Emit *e, KxOp op, DType dt)
 {
-	static const KxOp ops[] = {KX_EXP, KX_LOG, KX_LOG1P, KX_EXPM1, KX_TANH};
-	static const char *const names[] = {"exp", "log", "log1p", "expm1", "tanh"};
+	// KX_POLYGAMMA stands for digamma (order 0) here.
+	static const KxOp ops[] = {KX_EXP,  KX_LOG, KX_LOG1P,  KX_EXPM1,
+	                           KX_TANH, KX_ERF, KX_LGAMMA, KX_POLYGAMMA};
+	static const char *const names[] = {"exp", "log", "log1p", "expm1", "tanh", "erf", "lgamma", "digamma"};
 	int i = 0;
 	while (ops[i] != op)
 		i++;
@@ -587,6 +859,15 @@ math_fn(Emit *e, KxOp op, DType dt)
 		break;
 	case KX_EXPM1:
 		r = m_expm1(&m, x);
+		break;
+	case KX_ERF:
+		r = m_erf(&m, x);
+		break;
+	case KX_LGAMMA:
+		r = m_lgamma(&m, x);
+		break;
+	case KX_POLYGAMMA:
+		r = m_digamma(&m, x);
 		break;
 	default:
 		r = m_tanh(&m, x);
@@ -788,10 +1069,20 @@ emit_op(Emit *e, const Kx *x)
 	case KX_COS:
 		return intrinsic1(e, "llvm.cos", t, a);
 	case KX_ERF:
-		return call1(e, dt == DT_F32 ? "erff" : "erf", t, a);
 	case KX_LGAMMA:
+		if (e->vecmath) {
+			LLVMValueRef f = math_fn(e, (KxOp)x->op, dt);
+			return LLVMBuildCall2(e->B, LLVMGlobalGetValueType(f), f, &a, 1, "");
+		}
+		if (x->op == KX_ERF)
+			return call1(e, dt == DT_F32 ? "erff" : "erf", t, a);
 		return call1(e, dt == DT_F32 ? "fadc_lgammaf" : "fadc_lgamma", t, a);
 	case KX_POLYGAMMA: {
+		const Kx *n = &p->x[x->a[0]];
+		if (e->vecmath && n->op == KX_CONST && n->f == 0) { // digamma
+			LLVMValueRef f = math_fn(e, KX_POLYGAMMA, dt);
+			return LLVMBuildCall2(e->B, LLVMGlobalGetValueType(f), f, &b, 1, "");
+		}
 		LLVMTypeRef fty, at[2] = {t, t};
 		LLVMValueRef f = ext_fn(e, dt == DT_F32 ? "fadc_polygammaf" : "fadc_polygamma", t, at, 2, &fty);
 		LLVMValueRef args[2] = {a, b};
