@@ -578,9 +578,10 @@ m_tanh(Mb *m, LLVMValueRef x)
 //   exact to the last bit); then x < 1: - 1/x; 2 <= x < 10: + sum over
 //   j = 1 .. floor(x) - 1 of 1/(x - j), summed as one fraction num/den
 //   (one division); x >= 10: log x - 1/(2x) - sum B_2k / (2k x^2k).
-// digamma(x), x < 0: psi(|x|) + 1/|x| + pi cot(pi |x|), as one fraction;
-//   tiny |x|: psi(|x|) + 2/|x|.  +0: -inf, -0: +inf, negative integers and
-//   -inf: NaN (PyTorch, and ir/special.c).
+// digamma(x), x < 0: psi(1 + |x|) + pi cot(pi |x|) (reflection and one
+//   step of the recurrence), the positive path run on 1 + |x|; |x| below
+//   2^-70 (2^-30): psi(1 + |x|) + 1/|x|.  +0: -inf, -0: +inf, negative
+//   integers and -inf: NaN (PyTorch, and ir/special.c).
 // sin(pi a) and cos(pi a) for the reflections: n = rint(2a), r = a - n/2
 //   (exact, |r| <= 1/4), sin(pi r) = r S(r^2), cos(pi r) = C(r^2), and the
 //   quadrant from the parity of n (only |sin| and cot are needed).
@@ -712,7 +713,8 @@ m_lgamma_pos(Mb *m, LLVMValueRef a)
 		b2 = mpoly(m, t, F2, 8);
 		w = mpoly(m, zz, W, 3);
 	}
-	b1 = mmul(m, mmul(m, f, msub(m, f, mk(m, 1))), b1);
+	// + 0: lgamma(1) and lgamma(2) are +0, f (f - 1) F is -0 there.
+	b1 = madd(m, mmul(m, mmul(m, f, msub(m, f, mk(m, 1))), b1), mk(m, 0));
 	b2 = mmul(m, f, b2);
 	// (x - 1)(x - 2)...(x - n) for 2 <= x < 8, n = floor(x) - 2 <= 5.
 	LLVMValueRef prod = mk(m, 1);
@@ -750,22 +752,33 @@ static LLVMValueRef
 m_digamma(Mb *m, LLVMValueRef x)
 {
 	LLVMBuilderRef B = m->e->B;
+	LLVMValueRef one = mk(m, 1), zero = mk(m, 0), pi = mk(m, 3.14159265358979323846);
 	LLVMValueRef a = intrinsic1(m->e, "llvm.fabs", m->t, x);
-	LLVMValueRef fl = intrinsic1(m->e, "llvm.floor", m->t, a);
-	LLVMValueRef t = msub(m, msub(m, a, fl), mk(m, 0.5)), e, asy;
-	// x0 - 3/2 in two parts
+	LLVMValueRef fa = intrinsic1(m->e, "llvm.floor", m->t, a);
+	LLVMValueRef neg = LLVMBuildFCmp(B, LLVMRealOLT, x, zero, "");
+	LLVMValueRef tiny = LLVMBuildAnd(B, neg, LLVMBuildFCmp(B, LLVMRealOLT, a, mk(m, m->d ? 0x1p-70 : 0x1p-30), ""), "");
+	// x < 0: psi(x) = psi(1 + a) + pi cot(pi a), a = -x (1 + a is exact for
+	// a >= 1; below, its rounding moves psi(1 + a) by less than an ulp of
+	// the result).  So the positive path runs on v = x or 1 + a.  Tiny a:
+	// psi(1 + a) + 1/a, off by pi^2 a / 3 (sin(pi a) would lose bits in
+	// the denormal range).
+	LLVMValueRef v = LLVMBuildSelect(B, neg, madd(m, a, one), a, "");
+	LLVMValueRef fl = intrinsic1(m->e, "llvm.floor", m->t, v);
+	LLVMValueRef t = msub(m, msub(m, v, fl), mk(m, 0.5)), e, asy;
+	// (t - c) with c = x0 - 3/2 in two parts
 	LLVMValueRef d = msub(m, msub(m, t, mk(m, -0.038367855031637657)), mk(m, -1.6445603550442201e-18));
-	LLVMValueRef small = LLVMBuildFCmp(B, LLVMRealOLT, a, mk(m, 1), "");
-	LLVMValueRef large = LLVMBuildFCmp(B, LLVMRealOGE, a, mk(m, 10), "");
-	// 1/x (x < 1 or x >= 10), or sum_{j=1}^{floor(x)-1} 1/(x - j) (2 <= x < 10)
-	// as num/den: adding 1/f to num/den is num f + den over den f.
-	LLVMValueRef one = mk(m, 1), zero = mk(m, 0);
-	LLVMValueRef num = LLVMBuildSelect(B, LLVMBuildOr(B, small, large, ""), one, zero, "");
-	LLVMValueRef den = LLVMBuildSelect(B, LLVMBuildOr(B, small, large, ""), a, one, "");
+	LLVMValueRef small = LLVMBuildFCmp(B, LLVMRealOLT, v, one, "");
+	LLVMValueRef large = LLVMBuildFCmp(B, LLVMRealOGE, v, mk(m, 10), "");
+	// q = 1/v (v < 1 or v >= 10), 1/a (tiny), or the sum over j = 1 ..
+	// floor(v) - 1 of 1/(v - j) (2 <= v < 10), as num/den: adding 1/f to
+	// num/den is (num f + den) / (den f).
+	LLVMValueRef sl = LLVMBuildOr(B, small, large, "");
+	LLVMValueRef num = LLVMBuildSelect(B, LLVMBuildOr(B, sl, tiny, ""), one, zero, "");
+	LLVMValueRef den = LLVMBuildSelect(B, sl, v, LLVMBuildSelect(B, tiny, a, one, ""), "");
 	for (int j = 1; j <= 8; j++) {
-		LLVMValueRef inc = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOGE, a, mk(m, j + 1), ""),
+		LLVMValueRef inc = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOGE, v, mk(m, j + 1), ""),
 		                                LLVMBuildNot(B, large, ""), "");
-		LLVMValueRef fj = LLVMBuildSelect(B, inc, msub(m, a, mk(m, j)), one, "");
+		LLVMValueRef fj = LLVMBuildSelect(B, inc, msub(m, v, mk(m, j)), one, "");
 		num = mfma(m, num, fj, LLVMBuildSelect(B, inc, den, zero, ""));
 		den = mmul(m, den, fj);
 	}
@@ -798,24 +811,21 @@ m_digamma(Mb *m, LLVMValueRef x)
 		asy = mpoly(m, z, A, 4);
 	}
 	LLVMValueRef base = mmul(m, d, e);
-	asy = msub(m, mfma(m, q, mk(m, -0.5), m_call(m, KX_LOG, a)), mmul(m, z, asy));
-	LLVMValueRef pos = LLVMBuildSelect(B, large, asy, madd(m, base, q), "");
-	pos = LLVMBuildSelect(B, small, msub(m, base, q), pos, "");
-	// x < 0: psi(a) + 1/a + pi cot(pi a) = psi(a) + (cd + pi a cn) / (a cd),
-	// cot = cn/cd.
+	asy = msub(m, mfma(m, q, mk(m, -0.5), m_call(m, KX_LOG, v)), mmul(m, z, asy));
+	LLVMValueRef r = LLVMBuildSelect(B, large, asy, madd(m, base, q), "");
+	r = LLVMBuildSelect(B, small, msub(m, base, q), r, "");
+	// pi cot(pi a) = pi cn / cd
 	LLVMValueRef sp, cp, odd;
 	m_sincospi(m, a, &sp, &cp, &odd);
 	LLVMValueRef cn = LLVMBuildSelect(B, odd, LLVMBuildFNeg(B, sp, ""), cp, "");
 	LLVMValueRef cd = LLVMBuildSelect(B, odd, cp, sp, "");
-	LLVMValueRef refl = mdiv(m, mfma(m, mmul(m, mk(m, 3.14159265358979323846), a), cn, cd), mmul(m, a, cd));
-	LLVMValueRef neg = madd(m, pos, refl);
-	neg = msel(m, LLVMRealOLT, a, mk(m, m->d ? 0x1p-70 : 0x1p-30), madd(m, base, q), neg);
-	LLVMValueRef r = msel(m, LLVMRealOLT, x, mk(m, 0), neg, pos);
-	LLVMValueRef pole = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOLE, x, mk(m, 0), ""),
-	                                 LLVMBuildFCmp(B, LLVMRealOEQ, a, fl, ""), "");
+	LLVMValueRef rn = madd(m, r, mdiv(m, mmul(m, pi, cn), cd));
+	r = LLVMBuildSelect(B, LLVMBuildAnd(B, neg, LLVMBuildNot(B, tiny, ""), ""), rn, r, "");
+	LLVMValueRef pole = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOLE, x, zero, ""),
+	                                 LLVMBuildFCmp(B, LLVMRealOEQ, a, fa, ""), "");
 	LLVMValueRef nx = LLVMBuildFNeg(B, x, ""), args[2] = {mk(m, INFINITY), nx};
 	LLVMValueRef zr = intrinsic(m->e, "llvm.copysign", m->t, args, 2);
-	r = LLVMBuildSelect(B, pole, msel(m, LLVMRealOEQ, x, mk(m, 0), zr, mk(m, NAN)), r, "");
+	r = LLVMBuildSelect(B, pole, msel(m, LLVMRealOEQ, x, zero, zr, mk(m, NAN)), r, "");
 	return msel(m, LLVMRealUNO, x, x, x, r);
 }
 
