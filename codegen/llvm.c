@@ -282,11 +282,12 @@ intrinsic1(Emit *e, const char *name, LLVMTypeRef t, LLVMValueRef a)
 }
 
 // ---------------------------------------------------------------- special functions
-// exp, log, log1p, expm1 and tanh in f32 and f64 are emitted as IR, not
-// called from libm: a call to expf in a loop body keeps the loop scalar
-// (LLVM 14's C API has no way to name a vector math library), while
-// straight-line arithmetic, selects, bit casts and the intrinsics rint,
-// fmuladd, fabs and copysign vectorize.  Each is an internal alwaysinline
+// exp, log, log1p, expm1, tanh, erf, lgamma and digamma in f32 and f64 are
+// emitted as IR, not called from libm or the support library (erf, lgamma
+// and digamma after the first five, below): a call to expf in a loop body
+// keeps the loop scalar (LLVM 14's C API has no way to name a vector math
+// library), while straight-line arithmetic, selects, bit casts and the
+// intrinsics rint, floor, fmuladd, fabs and copysign vectorize.  Each is an internal alwaysinline
 // function, emitted once per module and dtype (math_fn), that the inliner
 // folds into the kernels before the loop vectorizer runs.  No branches:
 // special inputs (NaN, infinities, zero, negative, overflow, underflow) are
@@ -550,11 +551,11 @@ m_tanh(Mb *m, LLVMValueRef x)
 }
 
 // ---- erf, lgamma, digamma
-// Their polynomials are our own fits (tests/unit/test_codegen_math.c says
-// how they were checked): weighted least squares on Chebyshev nodes in
-// 50-digit arithmetic, coefficients rounded to the format, degrees the
-// lowest whose fit error (rounded coefficients included) is below about
-// half an ulp.  As above, every path is computed for every lane and the
+// Their polynomials are our own fits: weighted least squares on Chebyshev
+// nodes in 50-digit arithmetic (mpmath), coefficients rounded to the
+// format, degrees the lowest whose fit error (rounded coefficients
+// included) is below about half an ulp; tests/unit/test_codegen_math.c
+// measures the result against long-double references.  As above, every path is computed for every lane and the
 // result is a select; the reductions are exact where it matters.
 //
 // erf(x): |x| < 1: x + x q(x^2), q(z) = erf(sqrt z)/sqrt z - 1.  Above:
