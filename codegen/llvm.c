@@ -200,7 +200,7 @@ typedef struct Emit {
 	uint32_t *stamp, region;
 	struct Shared *shared; // kernel functions emitted so far, by key (emit_kernel)
 	uint32_t nshared, cshared;
-	LLVMValueRef mathfn[8][2]; // exp log log1p expm1 tanh erf lgamma digamma, f32 and f64 (math_fn)
+	LLVMValueRef mathfn[9][2]; // exp log log1p expm1 tanh erf lgamma digamma trigamma, f32 and f64 (math_fn)
 	int vecmath; // the expressions being emitted are in a loop that vectorizes
 } Emit;
 
@@ -502,6 +502,9 @@ m_log(Mb *m, LLVMValueRef x)
 
 static LLVMValueRef m_call(Mb *m, KxOp op, LLVMValueRef x);
 
+// Not a kernel-IR op: polygamma of order 1 in math_fn's table.
+#define KX_TRIGAMMA ((KxOp)KX_COUNT)
+
 static LLVMValueRef
 m_log1p(Mb *m, LLVMValueRef x)
 {
@@ -585,11 +588,13 @@ m_tanh(Mb *m, LLVMValueRef x)
 //   2^-70 (2^-30): psi(1 + |x|) + 1/|x|.  +0: -inf, -0: +inf, negative
 //   integers and -inf: NaN (PyTorch, and ir/special.c).
 // sin(pi a) and cos(pi a) for the reflections: n = rint(2a), r = a - n/2
-//   (exact, |r| <= 1/4), sin(pi r) = r S(r^2), cos(pi r) = C(r^2), and the
-//   quadrant from the parity of n (only |sin| and cot are needed).
+//   (exact, |r| <= 1/4), sin(pi r) = pi r U(r^2), cos(pi r) = C(r^2), and
+//   the quadrant from the parity of n (only |sin| and cot are needed).
 
-// sin(pi r) and cos(pi r) of a >= 0 reduced by halves, and whether
+// sin(pi r) / pi and cos(pi r) of a >= 0 reduced by halves, and whether
 // rint(2a) is odd (then sin(pi a) = ±cos(pi r), cos(pi a) = ∓sin(pi r)).
+// sin(pi r) / pi = r U(r^2) with U(0) = 1 exactly: the callers divide pi
+// by sin(pi r), and pi's rounding cancels.
 static void
 m_sincospi(Mb *m, LLVMValueRef a, LLVMValueRef *sp, LLVMValueRef *cp, LLVMValueRef *odd)
 {
@@ -600,22 +605,22 @@ m_sincospi(Mb *m, LLVMValueRef a, LLVMValueRef *sp, LLVMValueRef *cp, LLVMValueR
 	LLVMValueRef n = intrinsic1(m->e, "llvm.rint", m->t, madd(m, ac, ac));
 	LLVMValueRef r = mfma(m, n, mk(m, -0.5), ac), z = mmul(m, r, r);
 	if (m->d) {
-		static const double S[] = {7.8875742008962634e-07, -2.1914596310654284e-05,
-		                           0.00046630275777128575, -0.0073704309439396242,
-		                           0.082145886611089652, -0.59926452932079155,
-		                           2.5501640398773455, -5.1677127800499703, 3.1415926535897931};
+		static const double U[] = {2.5106928461534935e-07, -6.9756326574080843e-06,
+		                           0.00014842877775336568, -0.0023460810348909108,
+		                           0.026147847817642522, -0.19075182412208405,
+		                           0.81174242528335361, -1.6449340668482264, 1};
 		static const double C[] = {4.2638295948444962e-06, -0.0001046334632329678,
 		                           0.0019295740126589096, -0.025806891378934115,
 		                           0.2353306303586496, -1.3352627688545864, 4.0587121264167685,
 		                           -4.934802200544679, 1};
-		*sp = mmul(m, r, mpoly(m, z, S, 9));
+		*sp = mmul(m, r, mpoly(m, z, U, 9));
 		*cp = mpoly(m, z, C, 9);
 	} else {
-		static const double S[] = {0.080995768308639526, -0.59920132160186768,
-		                           2.5501625537872314, -5.1677126884460449, 3.1415927410125732};
+		static const double U[] = {0.025781752541661263, -0.1907317191362381,
+		                           0.81174194812774658, -1.6449340581893921, 1};
 		static const double C[] = {0.23126046359539032, -1.3350358009338379, 4.0587067604064941,
 		                           -4.9348020553588867, 1};
-		*sp = mmul(m, r, mpoly(m, z, S, 5));
+		*sp = mmul(m, r, mpoly(m, z, U, 5));
 		*cp = mpoly(m, z, C, 5);
 	}
 	LLVMValueRef ni = LLVMBuildFPToSI(B, n, m->it, "");
@@ -740,8 +745,10 @@ m_lgamma(Mb *m, LLVMValueRef x)
 	LLVMValueRef a = intrinsic1(m->e, "llvm.fabs", m->t, x);
 	LLVMValueRef lp = m_lgamma_pos(m, a), sp, cp, odd;
 	m_sincospi(m, a, &sp, &cp, &odd);
+	// pi / |a sin(pi a)|: 1 / |a sp| or pi / |a cp|
 	LLVMValueRef s = intrinsic1(m->e, "llvm.fabs", m->t, LLVMBuildSelect(B, odd, cp, sp, ""));
-	LLVMValueRef ln = msub(m, m_call(m, KX_LOG, mdiv(m, mk(m, 3.14159265358979323846), mmul(m, a, s))), lp);
+	LLVMValueRef pn = LLVMBuildSelect(B, odd, mk(m, 3.14159265358979323846), mk(m, 1), "");
+	LLVMValueRef ln = msub(m, m_call(m, KX_LOG, mdiv(m, pn, mmul(m, a, s))), lp);
 	ln = msel(m, LLVMRealOLT, a, mk(m, m->d ? 0x1p-70 : 0x1p-30), lp, ln);
 	LLVMValueRef r = msel(m, LLVMRealOLT, x, mk(m, 0), ln, lp);
 	LLVMValueRef pole = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOLE, x, mk(m, 0), ""),
@@ -754,7 +761,7 @@ static LLVMValueRef
 m_digamma(Mb *m, LLVMValueRef x)
 {
 	LLVMBuilderRef B = m->e->B;
-	LLVMValueRef one = mk(m, 1), zero = mk(m, 0), pi = mk(m, 3.14159265358979323846);
+	LLVMValueRef one = mk(m, 1), zero = mk(m, 0);
 	LLVMValueRef a = intrinsic1(m->e, "llvm.fabs", m->t, x);
 	LLVMValueRef fa = intrinsic1(m->e, "llvm.floor", m->t, a);
 	LLVMValueRef neg = LLVMBuildFCmp(B, LLVMRealOLT, x, zero, "");
@@ -822,12 +829,12 @@ m_digamma(Mb *m, LLVMValueRef x)
 	asy = msub(m, mfma(m, q, mk(m, -0.5), m_call(m, KX_LOG, v)), mmul(m, z, asy));
 	LLVMValueRef r = LLVMBuildSelect(B, large, asy, madd(m, base, q), "");
 	r = LLVMBuildSelect(B, small, msub(m, base, q), r, "");
-	// pi cot(pi a) = pi cn / cd
+	// pi cot(pi a): cp / sp, or -pi^2 sp / cp (sp = sin(pi r) / pi)
 	LLVMValueRef sp, cp, odd;
 	m_sincospi(m, a, &sp, &cp, &odd);
-	LLVMValueRef cn = LLVMBuildSelect(B, odd, LLVMBuildFNeg(B, sp, ""), cp, "");
+	LLVMValueRef cn = LLVMBuildSelect(B, odd, mmul(m, mk(m, -9.86960440108935861883), sp), cp, "");
 	LLVMValueRef cd = LLVMBuildSelect(B, odd, cp, sp, "");
-	LLVMValueRef rn = madd(m, r, mdiv(m, mmul(m, pi, cn), cd));
+	LLVMValueRef rn = madd(m, r, mdiv(m, cn, cd));
 	r = LLVMBuildSelect(B, LLVMBuildAnd(B, neg, LLVMBuildNot(B, tiny, ""), ""), rn, r, "");
 	LLVMValueRef pole = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOLE, x, zero, ""),
 	                                 LLVMBuildFCmp(B, LLVMRealOEQ, a, fa, ""), "");
@@ -837,15 +844,74 @@ m_digamma(Mb *m, LLVMValueRef x)
 	return msel(m, LLVMRealUNO, x, x, x, r);
 }
 
+// trigamma(x) = psi'(x), polygamma of order 1.  x > 0: n = ceil(10 - x)
+// steps up, psi1(x) = sum_{j<n} 1/(x + j)^2 + psi1(v), v = x + n in [10,
+// 11) (x >= 10: v = x): every term positive, so nothing cancels; the sum
+// as 1/x^2 and two fractions (j = 1..4, 5..9), and at v the asymptotic
+// series w + w^2/2 + sum B_2k w^(2k+1), w = 1/v, to B_20 (f32: B_8; the
+// next term is below 2^-60 of the sum).  x < 0: reflection, pi^2 /
+// sin^2(pi a) - psi1(1 + a), a = -x, the positive path run on 1 + a.
+// Poles (0, negative integers): +inf; -inf: NaN (ir/special.c).
+static LLVMValueRef
+m_trigamma(Mb *m, LLVMValueRef x)
+{
+	LLVMBuilderRef B = m->e->B;
+	LLVMValueRef one = mk(m, 1), zero = mk(m, 0);
+	LLVMValueRef a = intrinsic1(m->e, "llvm.fabs", m->t, x);
+	LLVMValueRef neg = LLVMBuildFCmp(B, LLVMRealOLT, x, zero, "");
+	LLVMValueRef v = LLVMBuildSelect(B, neg, madd(m, a, one), a, "");
+	LLVMValueRef n = intrinsic1(m->e, "llvm.ceil", m->t, msub(m, mk(m, 10), v));
+	n = msel(m, LLVMRealOGT, n, zero, n, zero);
+	n = msel(m, LLVMRealUNO, n, n, zero, n); // NaN: selected away at the end
+	LLVMValueRef q = mdiv(m, one, v); // squared: v^2 may be denormal where 1/v^2 is finite
+	q = msel(m, LLVMRealOLT, v, mk(m, 10), mmul(m, q, q), zero);
+	LLVMValueRef num[2] = {zero, zero}, den[2] = {one, one};
+	for (int j = 1; j <= 9; j++) {
+		LLVMValueRef inc = LLVMBuildFCmp(B, LLVMRealOGT, n, mk(m, j), "");
+		LLVMValueRef fj = madd(m, v, mk(m, j));
+		fj = LLVMBuildSelect(B, inc, mmul(m, fj, fj), one, "");
+		int h = j > 4;
+		num[h] = mfma(m, num[h], fj, LLVMBuildSelect(B, inc, den[h], zero, ""));
+		den[h] = mmul(m, den[h], fj);
+	}
+	q = madd(m, q, madd(m, mdiv(m, num[0], den[0]), mdiv(m, num[1], den[1])));
+	LLVMValueRef w = mdiv(m, one, madd(m, v, n)), ww = mmul(m, w, w), p;
+	if (m->d) {
+		// B_20 .. B_2
+		static const double Bn[] = {-174611.0 / 330, 43867.0 / 798, -3617.0 / 510, 7.0 / 6,
+		                            -691.0 / 2730,   5.0 / 66,      -1.0 / 30,     1.0 / 42,
+		                            -1.0 / 30,       1.0 / 6};
+		p = mpoly(m, ww, Bn, 10);
+	} else {
+		static const double Bn[] = {-1.0 / 30, 1.0 / 42, -1.0 / 30, 1.0 / 6};
+		p = mpoly(m, ww, Bn, 4);
+	}
+	// w + w^2 (1/2 + w p)
+	LLVMValueRef asy = mfma(m, ww, mfma(m, w, p, mk(m, 0.5)), w);
+	LLVMValueRef pos = madd(m, q, asy);
+	LLVMValueRef sp, cp, odd;
+	m_sincospi(m, a, &sp, &cp, &odd);
+	// pi^2 / sin^2(pi a): 1 / sp^2 or pi^2 / cp^2
+	LLVMValueRef s = LLVMBuildSelect(B, odd, cp, sp, "");
+	LLVMValueRef pn = LLVMBuildSelect(B, odd, mk(m, 9.86960440108935861883), mk(m, 1), "");
+	LLVMValueRef rn = msub(m, mdiv(m, pn, mmul(m, s, s)), pos);
+	LLVMValueRef r = LLVMBuildSelect(B, neg, rn, pos, "");
+	LLVMValueRef pole = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOLE, x, zero, ""),
+	                                 LLVMBuildFCmp(B, LLVMRealOEQ, a, intrinsic1(m->e, "llvm.floor", m->t, a), ""), "");
+	r = LLVMBuildSelect(B, pole, msel(m, LLVMRealOEQ, a, mk(m, INFINITY), mk(m, NAN), mk(m, INFINITY)), r, "");
+	return msel(m, LLVMRealUNO, x, x, x, r);
+}
+
 // The function computing op in dtype dt (F32 or F64): emitted at its first
 // use, with its own builder position (the caller's is restored).
 static LLVMValueRef
 math_fn(Emit *e, KxOp op, DType dt)
 {
-	// KX_POLYGAMMA stands for digamma (order 0) here.
-	static const KxOp ops[] = {KX_EXP,  KX_LOG, KX_LOG1P,  KX_EXPM1,
-	                           KX_TANH, KX_ERF, KX_LGAMMA, KX_POLYGAMMA};
-	static const char *const names[] = {"exp", "log", "log1p", "expm1", "tanh", "erf", "lgamma", "digamma"};
+	// KX_POLYGAMMA stands for digamma (order 0) here, KX_TRIGAMMA for order 1.
+	static const KxOp ops[] = {KX_EXP, KX_LOG,    KX_LOG1P,     KX_EXPM1,   KX_TANH,
+	                           KX_ERF, KX_LGAMMA, KX_POLYGAMMA, KX_TRIGAMMA};
+	static const char *const names[] = {"exp", "log",    "log1p",   "expm1",   "tanh",
+	                                    "erf", "lgamma", "digamma", "trigamma"};
 	int i = 0;
 	while (ops[i] != op)
 		i++;
@@ -886,6 +952,9 @@ math_fn(Emit *e, KxOp op, DType dt)
 		break;
 	case KX_POLYGAMMA:
 		r = m_digamma(&m, x);
+		break;
+	case KX_TRIGAMMA:
+		r = m_trigamma(&m, x);
 		break;
 	default:
 		r = m_tanh(&m, x);
@@ -1097,8 +1166,8 @@ emit_op(Emit *e, const Kx *x)
 		return call1(e, dt == DT_F32 ? "fadc_lgammaf" : "fadc_lgamma", t, a);
 	case KX_POLYGAMMA: {
 		const Kx *n = &p->x[x->a[0]];
-		if (e->vecmath && n->op == KX_CONST && n->f == 0) { // digamma
-			LLVMValueRef f = math_fn(e, KX_POLYGAMMA, dt);
+		if (e->vecmath && n->op == KX_CONST && (n->f == 0 || n->f == 1)) { // digamma, trigamma
+			LLVMValueRef f = math_fn(e, n->f == 0 ? KX_POLYGAMMA : KX_TRIGAMMA, dt);
 			return LLVMBuildCall2(e->B, LLVMGlobalGetValueType(f), f, &b, 1, "");
 		}
 		LLVMTypeRef fty, at[2] = {t, t};

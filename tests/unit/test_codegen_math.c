@@ -1,14 +1,17 @@
 // tests/unit/test_codegen_math.c -- the vectorizable exp, log, log1p,
-// expm1, tanh, erf, lgamma and digamma of the LLVM backend
+// expm1, tanh, erf, lgamma, digamma and trigamma (polygamma of order 1) of
+// the LLVM backend
 // (codegen/llvm.c, "special functions") against long-double references
 // (64-bit significands: an oracle 11 bits more precise than f64), in f32
 // and in f64.  libm's expl, logl, log1pl, expm1l, tanhl, erfl and lgammal
-// are the references; digamma has none in libm, so digamma_ref below
-// computes it in long double (recurrence to x >= 20, the asymptotic series
-// to B_20, reflection with sinl/cosl of an exactly reduced argument), and
-// is itself checked against closed forms (psi(1) = -gamma, psi(1/2), psi(n)
-// = H_(n-1) - gamma, psi(1/4) = -gamma - pi/2 - 3 log 2, psi(-1/2)) to
-// 1e-18 and against ir_polygamma (the interpreter's double code) to 1e-14.
+// are the references; digamma and trigamma have none in libm, so
+// digamma_ref and trigamma_ref below compute them in long double
+// (recurrence to x >= 20, the asymptotic series to B_20, reflection with
+// sinl/cosl of an exactly reduced argument), and are themselves checked
+// against closed forms (psi(1) = -gamma, psi(1/2), psi(5) = H_4 - gamma,
+// psi(1/4) = -gamma - pi/2 - 3 log 2, psi(-1/2), psi(x0) = 0; psi1(1) =
+// pi^2/6, psi1(2), psi1(1/2) = pi^2/2, psi1(-1/2)) to 1e-18 / 1e-17 and
+// against ir_polygamma (the interpreter's double code) to 1e-14.
 //
 // Inputs: a sweep of bit patterns over the whole format (every 4093rd f32,
 // every 2^44 + 1st f64: every binade of both signs, denormals, infinities
@@ -24,7 +27,7 @@
 // the normal range); a NaN must be a NaN, an infinity (or an exact value
 // that rounds to one) must be that infinity exactly, ±0 in must be ±0 out
 // where the function is odd at 0.  Where the result is the difference of
-// larger terms (lgamma and digamma for x < 0, by reflection) the unit is
+// larger terms (lgamma, digamma, trigamma for x < 0: reflection) the unit is
 // the ulp of the larger term, and around digamma's positive zero (|x - x0|
 // < 1/8, where the long-double reference itself is only good to ~1e-18
 // absolute) the ulp of 1, and there the absolute error must also be at
@@ -45,13 +48,13 @@
 #include "frontend.h"
 #include "testutil.h"
 
-enum { NOPS = 8, LGAMMA = 6, DIGAMMA = 7 };
-static const char *const opname[NOPS] = {"exp",  "log", "log1p",  "expm1",
-                                         "tanh", "erf", "lgamma", "digamma"};
+enum { NOPS = 9, LGAMMA = 6, DIGAMMA = 7, TRIGAMMA = 8 };
+static const char *const opname[NOPS] = {"exp", "log",    "log1p",   "expm1",   "tanh",
+                                         "erf", "lgamma", "digamma", "trigamma"};
 // Bounds in ulp, f32 then f64; for lgamma and digamma at x < 0 (reflection)
 // boundneg, in ulps of the largest term (scale below).
-static const double bound[2][NOPS] = {{2, 2, 2, 3, 2, 2, 4, 4}, {2, 2, 2, 3, 2, 2, 4, 4}};
-static const double boundneg[NOPS] = {[LGAMMA] = 4, [DIGAMMA] = 5};
+static const double bound[2][NOPS] = {{2, 2, 2, 3, 2, 2, 4, 4, 4}, {2, 2, 2, 3, 2, 2, 4, 4, 4}};
+static const double boundneg[NOPS] = {[LGAMMA] = 4, [DIGAMMA] = 5, [TRIGAMMA] = 5};
 
 static const long double PI_L = 3.141592653589793238462643383279502884L;
 static const long double X0_L = 1.461632144968362341262659542325721325L; // digamma's zero
@@ -96,6 +99,35 @@ digamma_ref(long double x)
 	return acc + logl(x) - 1 / (2 * x) - s;
 }
 
+// trigamma in long double: psi1(x) = sum 1/(x + j)^2 + psi1(x + k) up to x
+// + k >= 20, then 1/x + 1/(2x^2) + sum_{k=1}^{10} B_2k / x^(2k+1); x < 0
+// by psi1(x) = pi^2 / sin^2(pi a) - psi1(1 + a), a = -x.
+static long double
+trigamma_ref(long double x)
+{
+	static const long double b[10] = {1.0L / 6, -1.0L / 30, 1.0L / 42, -1.0L / 30, 5.0L / 66,
+	                                  -691.0L / 2730, 7.0L / 6, -3617.0L / 510, 43867.0L / 798,
+	                                  -174611.0L / 330};
+	if (isnan(x))
+		return x;
+	if (x <= 0 && x == floorl(x))
+		return isinf(x) ? NAN : INFINITY;
+	if (x < 0) {
+		long double a = -x, n = rintl(2 * a), r = a - n / 2;
+		long double s = fmodl(n, 2) != 0 ? cosl(PI_L * r) : sinl(PI_L * r);
+		return PI_L * PI_L / (s * s) - trigamma_ref(1 + a);
+	}
+	if (isinf(x))
+		return 0;
+	long double acc = 0;
+	for (; x < 20; x += 1)
+		acc += 1 / (x * x);
+	long double w = 1 / x, w2 = w * w, wk = w2 * w, s = 0;
+	for (int k = 1; k <= 10; k++, wk *= w2)
+		s += b[k - 1] * wk;
+	return acc + w + w2 / 2 + s;
+}
+
 static long double
 ref(int op, long double x)
 {
@@ -115,8 +147,10 @@ ref(int op, long double x)
 		return erfl(x);
 	case LGAMMA:
 		return lgammal_r(x, &sign);
-	default:
+	case DIGAMMA:
 		return digamma_ref(x);
+	default:
+		return trigamma_ref(x);
 	}
 }
 
@@ -137,6 +171,10 @@ scale(int op, long double x)
 	if (op == DIGAMMA && x < 0 && x != floorl(x)) {
 		long double a = -x;
 		return fmaxl(fabsl(digamma_ref(a)), fmaxl(1 / a, fabsl(picot_ref(a))));
+	}
+	if (op == TRIGAMMA && x < 0 && x != floorl(x)) {
+		long double t2 = trigamma_ref(1 - x);
+		return fmaxl(t2, trigamma_ref(x) + t2);
 	}
 	if (op == DIGAMMA && fabsl(x - X0_L) < 0.125L)
 		return 1;
@@ -259,7 +297,8 @@ check_dtype(const char *dir, int f64)
 	snprintf(src, sizeof src,
 	         "param x: %s[%zu] = zeros(shape=[%zu])\n"
 	         "def forward() -> (%s) {\n"
-	         "  return exp(x), log(x), log1p(x), expm1(x), tanh(x), erf(x), lgamma(x), digamma(x)\n"
+	         "  return exp(x), log(x), log1p(x), expm1(x), tanh(x), erf(x), lgamma(x), digamma(x),\n"
+	         "         polygamma(x, n=1)\n"
 	         "}\n",
 	         T, in.n, in.n, outs);
 	FeOptions fo = {.diag = stderr};
@@ -322,7 +361,7 @@ check_dtype(const char *dir, int f64)
 		fprintf(stderr, "run: %s\n", fadc_context_error(ctx));
 	for (int op = 0; op < NOPS && s == FADC_OK; op++) {
 		const void *data = fadc_tensor_data(out[op]);
-		double worst = 0, at = 0, got_at = 0, worstneg = 0, absx0 = 0;
+		double worst = 0, at = 0, got_at = 0, worstneg = 0, atneg = 0, absx0 = 0;
 		size_t nbad = 0;
 		for (size_t i = 0; i < in.n; i++) {
 			double g = f64 ? ((const double *)data)[i] : ((const float *)data)[i];
@@ -333,7 +372,10 @@ check_dtype(const char *dir, int f64)
 			if (e > (refl ? boundneg[op] : bound[f64][op]))
 				nbad++;
 			if (refl) {
-				worstneg = e > worstneg || isnan(e) ? e : worstneg;
+				if (e > worstneg || isnan(e)) {
+					worstneg = e;
+					atneg = in.v[i];
+				}
 				continue;
 			}
 			if (e > worst || (isnan(e) && !isnan(worst))) {
@@ -343,7 +385,8 @@ check_dtype(const char *dir, int f64)
 			}
 		}
 		if (boundneg[op] > 0)
-			printf("%s %-5s: x < 0, max error %.3f ulp of the largest term\n", T, opname[op], worstneg);
+			printf("%s %-5s: x < 0, max error %.3f ulp of the largest term at x = %a\n", T, opname[op],
+			       worstneg, atneg);
 		if (op == DIGAMMA) {
 			printf("%s %-5s: |x - x0| < 1/8, max absolute error %.3g\n", T, opname[op], absx0);
 			CHECK(absx0 <= (f64 ? 0x1p-53 : 0x1p-24));
@@ -369,10 +412,11 @@ check_vectorized(const char *dir, const char *fn, int f64)
 {
 	const char *T = f64 ? "f64" : "f32";
 	char src[512], path[512], err[4096] = "";
+	int pg = strcmp(fn, "polygamma1") == 0;
 	snprintf(src, sizeof src,
 	         "param x: %s[4096] = uniform(-8, 8, seed=1)\n"
-	         "def forward() -> %s[4096] { return %s(x) }\n",
-	         T, T, fn);
+	         "def forward() -> %s[4096] { return %s(x%s) }\n",
+	         T, T, pg ? "polygamma" : fn, pg ? ", n=1" : "");
 	FeOptions fo = {.diag = stderr};
 	Module *m = fe_parse_string("vec.ir", src, strlen(src), &fo);
 	CHECK(m != NULL);
@@ -434,6 +478,25 @@ check_digamma_ref(void)
 	}
 	printf("digamma_ref against ir_polygamma on [-20.3, 29.7]: %.3g\n", worst);
 	CHECK(worst < 1e-14);
+	const long double pi2 = PI_L * PI_L;
+	const long double tf[][2] = {{1, pi2 / 6}, {2, pi2 / 6 - 1}, {0.5L, pi2 / 2}, {-0.5L, pi2 / 2 + 4}};
+	for (size_t i = 0; i < sizeof tf / sizeof *tf; i++) {
+		long double d = fabsl(trigamma_ref(tf[i][0]) - tf[i][1]);
+		CHECK(d < 1e-17L);
+		if (d >= 1e-17L)
+			fprintf(stderr, "trigamma_ref(%Lg): off by %Lg\n", tf[i][0], d);
+	}
+	worst = 0;
+	for (int i = 0; i <= 20000; i++) {
+		double x = -20.3 + 50.0 * i / 20000;
+		if (x == floor(x))
+			continue;
+		long double r = trigamma_ref(x);
+		double d = (double)(fabsl((long double)ir_polygamma(1, x) - r) / fmaxl(r, scale(TRIGAMMA, x)));
+		worst = d > worst ? d : worst;
+	}
+	printf("trigamma_ref against ir_polygamma on [-20.3, 29.7]: %.3g\n", worst);
+	CHECK(worst < 1e-14);
 }
 
 int
@@ -450,8 +513,8 @@ main(void)
 	if (!d)
 		return 1;
 	check_digamma_ref();
-	static const char *const vfn[] = {"erf", "lgamma", "digamma"};
-	for (int i = 0; i < 3; i++)
+	static const char *const vfn[] = {"erf", "lgamma", "digamma", "polygamma1"};
+	for (int i = 0; i < 4; i++)
 		for (int f64 = 0; f64 < 2; f64++)
 			check_vectorized(d, vfn[i], f64);
 	check_dtype(d, 0);
