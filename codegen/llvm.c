@@ -745,10 +745,12 @@ m_lgamma(Mb *m, LLVMValueRef x)
 	LLVMValueRef a = intrinsic1(m->e, "llvm.fabs", m->t, x);
 	LLVMValueRef lp = m_lgamma_pos(m, a), sp, cp, odd;
 	m_sincospi(m, a, &sp, &cp, &odd);
-	// pi / |a sin(pi a)|: 1 / |a sp| or pi / |a cp|
+	// log(pi / |a sin(pi a)|) = -log |a sp|, or log(pi) - log |a cp|: no
+	// division (the difference of two logarithms is exact enough: the
+	// unit of error here is the ulp of max(1, |terms|)).
 	LLVMValueRef s = intrinsic1(m->e, "llvm.fabs", m->t, LLVMBuildSelect(B, odd, cp, sp, ""));
-	LLVMValueRef pn = LLVMBuildSelect(B, odd, mk(m, 3.14159265358979323846), mk(m, 1), "");
-	LLVMValueRef ln = msub(m, m_call(m, KX_LOG, mdiv(m, pn, mmul(m, a, s))), lp);
+	LLVMValueRef lpi = LLVMBuildSelect(B, odd, mk(m, 1.14472988584940017414), mk(m, 0), "");
+	LLVMValueRef ln = msub(m, msub(m, lpi, m_call(m, KX_LOG, mmul(m, a, s))), lp);
 	ln = msel(m, LLVMRealOLT, a, mk(m, m->d ? 0x1p-70 : 0x1p-30), lp, ln);
 	LLVMValueRef r = msel(m, LLVMRealOLT, x, mk(m, 0), ln, lp);
 	LLVMValueRef pole = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOLE, x, mk(m, 0), ""),
