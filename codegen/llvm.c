@@ -200,7 +200,7 @@ typedef struct Emit {
 	uint32_t *stamp, region;
 	struct Shared *shared; // kernel functions emitted so far, by key (emit_kernel)
 	uint32_t nshared, cshared;
-	LLVMValueRef mathfn[9][2]; // exp log log1p expm1 tanh erf lgamma digamma trigamma, f32 and f64 (math_fn)
+	LLVMValueRef mathfn[9][2]; // exp .. trigamma, f32 and f64 (math_fn)
 	int vecmath; // the expressions being emitted are in a loop that vectorizes
 } Emit;
 
@@ -282,12 +282,13 @@ intrinsic1(Emit *e, const char *name, LLVMTypeRef t, LLVMValueRef a)
 }
 
 // ---------------------------------------------------------------- special functions
-// exp, log, log1p, expm1, tanh, erf, lgamma and digamma in f32 and f64 are
-// emitted as IR, not called from libm or the support library (erf, lgamma
-// and digamma after the first five, below): a call to expf in a loop body
-// keeps the loop scalar (LLVM 14's C API has no way to name a vector math
-// library), while straight-line arithmetic, selects, bit casts and the
-// intrinsics rint, floor, fmuladd, fabs and copysign vectorize.  Each is an internal alwaysinline
+// exp, log, log1p, expm1, tanh, erf, lgamma, digamma and trigamma in f32
+// and f64 are emitted as IR, not called from libm or the support library
+// (erf .. trigamma after the first five, below): a call to expf in a loop
+// body keeps the loop scalar (LLVM 14's C API has no way to name a vector
+// math library), while straight-line arithmetic, selects, bit casts and
+// the intrinsics rint, floor, ceil, fmuladd, fabs and copysign vectorize.
+// Each is an internal alwaysinline
 // function, emitted once per module and dtype (math_fn), that the inliner
 // folds into the kernels before the loop vectorizer runs.  No branches:
 // special inputs (NaN, infinities, zero, negative, overflow, underflow) are
@@ -553,13 +554,14 @@ m_tanh(Mb *m, LLVMValueRef x)
 	return msel(m, LLVMRealOEQ, x, mk(m, 0), x, r); // -0 stays -0
 }
 
-// ---- erf, lgamma, digamma
+// ---- erf, lgamma, digamma, trigamma
 // Their polynomials are our own fits: weighted least squares on Chebyshev
 // nodes in 50-digit arithmetic (mpmath), coefficients rounded to the
 // format, degrees the lowest whose fit error (rounded coefficients
 // included) is below about half an ulp; tests/unit/test_codegen_math.c
-// measures the result against long-double references.  As above, every path is computed for every lane and the
-// result is a select; the reductions are exact where it matters.
+// measures the result against long-double references.  As above, every
+// path is computed for every lane and the result is a select; the
+// reductions are exact where it matters.
 //
 // erf(x): |x| < 1: x + x q(x^2), q(z) = erf(sqrt z)/sqrt z - 1.  Above:
 //   1 - exp(k(a) - a^2), a = min(|x|, 6 or 4), k(a) = log(erfc(a)) + a^2
@@ -753,8 +755,9 @@ m_lgamma(Mb *m, LLVMValueRef x)
 	LLVMValueRef ln = msub(m, msub(m, lpi, m_call(m, KX_LOG, mmul(m, a, s))), lp);
 	ln = msel(m, LLVMRealOLT, a, mk(m, m->d ? 0x1p-70 : 0x1p-30), lp, ln);
 	LLVMValueRef r = msel(m, LLVMRealOLT, x, mk(m, 0), ln, lp);
+	LLVMValueRef fa = intrinsic1(m->e, "llvm.floor", m->t, a);
 	LLVMValueRef pole = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOLE, x, mk(m, 0), ""),
-	                                 LLVMBuildFCmp(B, LLVMRealOEQ, a, intrinsic1(m->e, "llvm.floor", m->t, a), ""), "");
+	                                 LLVMBuildFCmp(B, LLVMRealOEQ, a, fa, ""), "");
 	r = LLVMBuildSelect(B, pole, mk(m, INFINITY), r, "");
 	return msel(m, LLVMRealUNO, x, x, x, r);
 }
@@ -767,7 +770,8 @@ m_digamma(Mb *m, LLVMValueRef x)
 	LLVMValueRef a = intrinsic1(m->e, "llvm.fabs", m->t, x);
 	LLVMValueRef fa = intrinsic1(m->e, "llvm.floor", m->t, a);
 	LLVMValueRef neg = LLVMBuildFCmp(B, LLVMRealOLT, x, zero, "");
-	LLVMValueRef tiny = LLVMBuildAnd(B, neg, LLVMBuildFCmp(B, LLVMRealOLT, a, mk(m, m->d ? 0x1p-70 : 0x1p-30), ""), "");
+	LLVMValueRef tiny = LLVMBuildFCmp(B, LLVMRealOLT, a, mk(m, m->d ? 0x1p-70 : 0x1p-30), "");
+	tiny = LLVMBuildAnd(B, neg, tiny, "");
 	// x < 0: psi(x) = psi(1 + a) + pi cot(pi a), a = -x (1 + a is exact for
 	// a >= 1; below, its rounding moves psi(1 + a) by less than an ulp of
 	// the result).  So the positive path runs on v = x or 1 + a.  Tiny a:
@@ -898,9 +902,11 @@ m_trigamma(Mb *m, LLVMValueRef x)
 	LLVMValueRef pn = LLVMBuildSelect(B, odd, mk(m, 9.86960440108935861883), mk(m, 1), "");
 	LLVMValueRef rn = msub(m, mdiv(m, pn, mmul(m, s, s)), pos);
 	LLVMValueRef r = LLVMBuildSelect(B, neg, rn, pos, "");
+	LLVMValueRef fa = intrinsic1(m->e, "llvm.floor", m->t, a);
 	LLVMValueRef pole = LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealOLE, x, zero, ""),
-	                                 LLVMBuildFCmp(B, LLVMRealOEQ, a, intrinsic1(m->e, "llvm.floor", m->t, a), ""), "");
-	r = LLVMBuildSelect(B, pole, msel(m, LLVMRealOEQ, a, mk(m, INFINITY), mk(m, NAN), mk(m, INFINITY)), r, "");
+	                                 LLVMBuildFCmp(B, LLVMRealOEQ, a, fa, ""), "");
+	LLVMValueRef pv = msel(m, LLVMRealOEQ, a, mk(m, INFINITY), mk(m, NAN), mk(m, INFINITY));
+	r = LLVMBuildSelect(B, pole, pv, r, "");
 	return msel(m, LLVMRealUNO, x, x, x, r);
 }
 

@@ -479,7 +479,8 @@ check_digamma_ref(void)
 	printf("digamma_ref against ir_polygamma on [-20.3, 29.7]: %.3g\n", worst);
 	CHECK(worst < 1e-14);
 	const long double pi2 = PI_L * PI_L;
-	const long double tf[][2] = {{1, pi2 / 6}, {2, pi2 / 6 - 1}, {0.5L, pi2 / 2}, {-0.5L, pi2 / 2 + 4}};
+	const long double tf[][2] = {
+		{1, pi2 / 6}, {2, pi2 / 6 - 1}, {0.5L, pi2 / 2}, {-0.5L, pi2 / 2 + 4}};
 	for (size_t i = 0; i < sizeof tf / sizeof *tf; i++) {
 		long double d = fabsl(trigamma_ref(tf[i][0]) - tf[i][1]);
 		CHECK(d < 1e-17L);
