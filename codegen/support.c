@@ -10,8 +10,9 @@
 // signgam, a data race once kernels run on a thread pool), and digamma and
 // polygamma, which libm lacks.  The f32 versions compute in double and
 // round: accurate to the last bit of a float, not fast.  These serve scalar
-// loops (and polygamma of order >= 1 everywhere): where a loop vectorizes,
-// codegen/llvm.c emits erf, lgamma and digamma as vector IR instead.  The
+// loops (and polygamma of order >= 2 everywhere): where a loop vectorizes,
+// codegen/llvm.c emits erf, lgamma, digamma and trigamma as vector IR
+// instead.  The
 // library is compiled without sanitizers and with hidden
 // visibility: nothing here is exported from a model.so.
 //
