@@ -12,8 +12,7 @@
 // round: accurate to the last bit of a float, not fast.  These serve scalar
 // loops (and polygamma of order >= 2 everywhere): where a loop vectorizes,
 // codegen/llvm.c emits erf, lgamma, digamma and trigamma as vector IR
-// instead.  The
-// library is compiled without sanitizers and with hidden
+// instead.  The library is compiled without sanitizers and with hidden
 // visibility: nothing here is exported from a model.so.
 //
 // polygamma(n, x), the n-th derivative of digamma (n = 0: digamma), for
