@@ -4,13 +4,15 @@
 // static library fadc_support.
 //
 // Generated code calls libm for exp, log, log1p, expm1, tanh, erf, sin, cos
-// and pow (through LLVM intrinsics or by name), and these for the rest:
+// and pow (through LLVM intrinsics or by name; exp .. erf only in loops
+// that do not vectorize), and these for the rest:
 // lgamma through the reentrant lgamma_r (libm's lgamma writes the global
 // signgam, a data race once kernels run on a thread pool), and digamma and
 // polygamma, which libm lacks.  The f32 versions compute in double and
-// round: accurate to the last bit of a float, not fast; vectorizable f32
-// implementations in the kernel IR come with the performance work of
-// issue 4.  The library is compiled without sanitizers and with hidden
+// round: accurate to the last bit of a float, not fast.  These serve scalar
+// loops (and polygamma of order >= 2 everywhere): where a loop vectorizes,
+// codegen/llvm.c emits erf, lgamma, digamma and trigamma as vector IR
+// instead.  The library is compiled without sanitizers and with hidden
 // visibility: nothing here is exported from a model.so.
 //
 // polygamma(n, x), the n-th derivative of digamma (n = 0: digamma), for
