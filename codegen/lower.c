@@ -1172,12 +1172,13 @@ conv_gemm(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 		// 1, as colT[n, p, q] does by P Q and Q: both merge into
 		// r = n P + p, and the product is one GEMM
 		// dw (Co x Q) = gT (Co x N P) . colT (N P x Q) (kir_gemm_plan).
-		// gT is g's size, below CONV_COL_MAX (else g is read in place: a
-		// sum of N GEMMs, a printed kernel on the GPU); with N = 1, g is
-		// gT already.
+		// gT is g's size, made when that is at most CONV_COL_MAX (else g
+		// is read in place: a sum of N GEMMs, a printed kernel on the
+		// GPU).  With N = 1, g is gT already, unless g is an expression
+		// fused into its reader (a GEMM's operands must be loads).
 		uint32_t gb = 0;
 		int64_t gbytes = v.N * Co * P * (int64_t)kir_dtype_size(dt);
-		if (v.N > 1 && gbytes <= CONV_COL_MAX) {
+		if ((v.N > 1 || L->buf[i1] == NOBUF) && gbytes <= CONV_COL_MAX) {
 			Shape ts = {.rank = 3, .dim = {Co, v.N, P}};
 			gb = kir_buf_add(p, KB_TMP, 0, dt, &ts, n);
 			KKernel *k = kernel_begin(L, gb, n, "conv_weight_grad.gt");
