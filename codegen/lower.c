@@ -1167,11 +1167,31 @@ conv_gemm(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 	}
 	if (op == OP_conv_weight_grad) { // x, g -> (Co, C, kh, kw) = (Co, Q)
 		uint32_t cb = im2col(L, n, i0, &v, 1);
+		// g[n, co, p] steps by Co P along n but by 1 along p, so (n, p)
+		// is no single reduction axis of g; gT[co, n, p] steps by P and
+		// 1, as colT[n, p, q] does by P Q and Q: both merge into
+		// r = n P + p, and the product is one GEMM
+		// dw (Co x Q) = gT (Co x N P) . colT (N P x Q) (kir_gemm_plan).
+		// gT is g's size, made when that is at most CONV_COL_MAX (else g
+		// is read in place: a sum of N GEMMs, a printed kernel on the
+		// GPU).  With N = 1, g is gT already, unless g is an expression
+		// fused into its reader (a GEMM's operands must be loads).
+		uint32_t gb = 0;
+		int64_t gbytes = v.N * Co * P * (int64_t)kir_dtype_size(dt);
+		if ((v.N > 1 || L->buf[i1] == NOBUF) && gbytes <= CONV_COL_MAX) {
+			Shape ts = {.rank = 3, .dim = {Co, v.N, P}};
+			gb = kir_buf_add(p, KB_TMP, 0, dt, &ts, n);
+			KKernel *k = kernel_begin(L, gb, n, "conv_weight_grad.gt");
+			KxId co = pvar(L, k, Co), nn = pvar(L, k, v.N), pp = pvar(L, k, P);
+			k->index = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, co, v.N), nn), P), pp);
+			finish(L, k, KR_NONE, at(L, i1, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Co), co), P), pp)), 0);
+		}
 		KKernel *k = kernel_begin(L, out, n, "conv_weight_grad.gemm");
 		KxId co = pvar(L, k, Co), q = pvar(L, k, Q), nn = rvar(L, k, v.N), pp = rvar(L, k, P);
-		KxId gi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Co), co), P), pp);
 		KxId ci = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Q), q);
-		gemm_finish(L, k, kx_iadd(p, kx_imul(p, co, Q), q), at(L, i1, gi), kx_load(p, cb, ci));
+		KxId ga = gb ? kx_load(p, gb, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, co, v.N), nn), P), pp))
+		             : at(L, i1, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Co), co), P), pp));
+		gemm_finish(L, k, kx_iadd(p, kx_imul(p, co, Q), q), ga, kx_load(p, cb, ci));
 		return 1;
 	}
 	// conv_input_grad: g, w -> (N, C, H, W).

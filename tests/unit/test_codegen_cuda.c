@@ -419,8 +419,12 @@ check_gemm_plans(void) {
 	// strided by Q P = 73728 and Co P = 16384.  Its vjp: the input's
 	// gradient d[n, p, q] = sum_co g[n, co, p] w[co, q] reads g transposed
 	// (g(p, co) at co P + p: ta = 1, lda = P = 256), batch strides Co P,
-	// 0, P Q; the weight's gradient sums over n and p, which do not merge
-	// into one K (g's n stride is Co P, not P): a sum of GEMMs, a kernel.
+	// 0, P Q.  The weight's gradient dw[co, q] = sum_{n, p} g[n, co, p]
+	// colT[n, p, q] reads g transposed to gT[co, n, p] (g's n stride is
+	// Co P, gT's is P), so n and p merge into K = N P = 1024 for both
+	// operands (gT's stride 1, colT's Q): one GEMM of M = Co = 64 rows and
+	// N = Q = 288 columns, A = gT row-major (lda = N P = 1024), B = colT
+	// row-major (ldb = Q = 288), ldc = Q, no batch.
 	static const char conv[] = "param img: f32[4, 32, 16, 16] = normal(0, 1, seed=1)\n"
 	                           "param cw: f32[64, 32, 3, 3] = normal(0, 0.06, seed=2)\n"
 	                           "def forward() -> f32[] {\n"
@@ -435,11 +439,19 @@ check_gemm_plans(void) {
 	}
 	p = lower(conv, "vjp");
 	if (p) {
-		int n = gemm_launches(p, g, buf, 8, &nl), input_grad = 0, wgrad_kernel = 0;
+		int n = gemm_launches(p, g, buf, 8, &nl), input_grad = 0, wgrad = 0, wgrad_kernel = 0;
 		for (int i = 0; i < n; i++)
 			if (g[i].ta == 1) {
 				expect_plan(&g[i], 4, 256, 288, 64, 1, 0, 256, 288, 288, 16384, 0, 73728);
 				input_grad++;
+			} else if (g[i].batch == 1) {
+				expect_plan(&g[i], 1, 64, 288, 1024, 0, 0, 1024, 288, 288, 0, 0, 0);
+				CHECK(same_shape(&p->buf[g[i].cbuf], 4, (int64_t[]){64, 32, 3, 3}));
+				CHECK(p->buf[g[i].abuf].kind == KB_TMP &&
+				      same_shape(&p->buf[g[i].abuf], 3, (int64_t[]){64, 4, 256}));
+				CHECK(p->buf[g[i].bbuf].kind == KB_TMP &&
+				      same_shape(&p->buf[g[i].bbuf], 3, (int64_t[]){4, 256, 288}));
+				wgrad++;
 			}
 		for (uint32_t li = 0; li < nl; li++) {
 			CgCudaKernel k;
@@ -448,7 +460,7 @@ check_gemm_plans(void) {
 			free(k.name);
 			free(k.buf);
 		}
-		CHECK(input_grad == 1 && wgrad_kernel == 1);
+		CHECK(input_grad == 1 && wgrad == 1 && wgrad_kernel == 0);
 		kir_program_free(p);
 	}
 }

@@ -13,7 +13,8 @@
 // K eps_f32 = 1.8e-5 of the sum of the terms' magnitudes, and the random
 // terms cancel (measured 1.2e-5; f32 rounding, not the GEMM: the f64 run
 // is the exact check).  The emitted LLVM IR must hold the vector
-// fused multiply-adds, so the test fails if the GEMM stops being chosen.
+// fused multiply-adds, so the test fails if the GEMM stops being chosen;
+// at -O0 each weight-gradient kernel's own function must hold them.
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,8 +39,8 @@ static const char model[] =
 // Convolutions as GEMMs (codegen/lower.c, conv_gemm): a 2-d conv with
 // padding (the column layout), a strided one with few output positions
 // and wide channels (the transposed layout), a dilated 1-d one; vjp runs
-// the weight gradient (two reduction axes) and the input gradient (a GEMM,
-// then col2im).
+// the weight gradient (g transposed, then a GEMM over two reduction axes
+// that merge into one K) and the input gradient (a GEMM, then col2im).
 static const char convs[] =
     "param x: f64[2, 8, 12, 12] = normal(0, 1, seed=1)\n"
     "param w: f64[16, 8, 3, 3] = normal(0, 0.3, seed=2)\n"
@@ -101,6 +102,66 @@ check(const char *name, const char *src, int f32, const char *const *kernels)
 	free(text);
 }
 
+// Every kernel `what` of task vjp must be the CPU's blocked GEMM: compiled
+// at -O0 (no inlining, no vectorizer), a function of such a kernel holds
+// vector fused multiply-adds only if emit_gemm wrote it (the plain loops
+// and the contraction loops are scalar until the vectorizer runs).  The
+// kernels here differ in shape, so each has a function of its own: as
+// many functions as kernels, each with a vector FMA.  (The weight
+// gradient is a GEMM only when both operands are plain loads, g read
+// through its transposed copy gT: codegen/lower.c, conv_gemm.)
+static void
+check_cpu_gemm(const char *name, const char *src, int f32, const char *what)
+{
+	char *text = f32 ? to_f32(src) : strdup(src);
+	FeOptions fo = {.diag = stderr};
+	Module *m = fe_parse_string(name, text, strlen(text), &fo);
+	CHECK(m != NULL);
+	if (!m) {
+		free(text);
+		return;
+	}
+	static const char *const tasks[] = {"vjp"};
+	char *ir = NULL, *kir = NULL;
+	size_t nir = 0, nkir = 0;
+	FILE *llvm = open_memstream(&ir, &nir), *kf = open_memstream(&kir, &nkir);
+	CgOptions o = {.tasks = tasks, .ntasks = 1, .opt_level = 0, .emit_llvm = llvm, .emit_kir = kf};
+	CgCheck c = {f32 ? 5e-5 : 1e-12, 1e-6, 0, 0};
+	char err[4096] = "";
+	printf("%s (%s, -O0): ", name, f32 ? "f32" : "f64");
+	fflush(stdout);
+	int nf = cg_check(m, &o, &c, stdout, err, sizeof err);
+	if (nf < 0)
+		fprintf(stderr, "%s: %s\n", name, err);
+	CHECK(nf == 0);
+	fclose(llvm);
+	fclose(kf);
+	char kpat[128], fpat[128];
+	snprintf(kpat, sizeof kpat, "= %s (", what);
+	snprintf(fpat, sizeof fpat, ".%s(", what);
+	int nk = 0, nfn = 0, ngemm = 0;
+	for (const char *q = kir ? strstr(kir, kpat) : NULL; q; q = strstr(q + 1, kpat))
+		nk++;
+	for (const char *q = ir ? strstr(ir, "\ndefine ") : NULL; q; q = strstr(q + 1, "\ndefine ")) {
+		const char *eol = strchr(q + 1, '\n'), *f = strstr(q, fpat), *end = strstr(q, "\n}\n");
+		if (!eol || !f || f > eol || !end)
+			continue;
+		nfn++;
+		const char *v = strstr(eol, f32 ? "@llvm.fmuladd.v8f32" : "@llvm.fmuladd.v4f64");
+		if (v && v < end)
+			ngemm++;
+		else
+			fprintf(stderr, "%s: %.*s is not a blocked GEMM\n", name, (int)(eol - q - 1), q + 1);
+	}
+	CHECK(nk > 0 && nfn == nk && ngemm == nk);
+	if (!(nk > 0 && nfn == nk && ngemm == nk))
+		fprintf(stderr, "%s: %d kernels %s, %d functions, %d GEMMs\n", name, nk, what, nfn, ngemm);
+	free(ir);
+	free(kir);
+	ir_module_free(m);
+	free(text);
+}
+
 int
 main(void)
 {
@@ -111,5 +172,7 @@ main(void)
 	check("gemm.ir", model, 1, NULL);
 	check("convs.ir", convs, 0, conv_kernels);
 	check("convs.ir", convs, 1, conv_kernels);
+	check_cpu_gemm("convs.ir", convs, 0, "conv_weight_grad.gemm");
+	check_cpu_gemm("convs.ir", convs, 1, "conv_weight_grad.gemm");
 	return TU_DONE("test_codegen_gemm");
 }
