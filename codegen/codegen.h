@@ -40,6 +40,7 @@ typedef struct CgOptions {
 	FILE *stats; // per task: kernels, peak arena bytes, naive bytes (--stats)
 	FILE *emit_kir; // the kernel IR of every task (--emit kir)
 	FILE *emit_llvm; // the optimized LLVM IR (--emit llvm)
+	FILE *emit_cuda; // the CUDA C of every task NVRTC compiles (--emit cuda)
 	int targets; // CG_TARGET_* bits (--target cpu,cuda); 0: CG_TARGET_CPU
 	const char *cuda_arch; // --cuda-arch; NULL: "sm_90" (a cubin, plus compute_90 PTX)
 	int jobs; // NVRTC compilations at once; 0: the online cores, at most 8

@@ -567,6 +567,8 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 			goto done;
 		}
 		snprintf(name[i], nl, "%s.%s.cu", model, tasks[i].name);
+		if (o->emit_cuda)
+			fprintf(o->emit_cuda, "// ---- %s\n%s", name[i], src[i]);
 		job[2 * i] = (CuJob){.src = src[i], .name = name[i], .arch = arch};
 		job[2 * i + 1] = (CuJob){.src = src[i], .name = name[i], .arch = ptxarch};
 	}

@@ -89,7 +89,8 @@ static const char *const usage_main =
     "  -O0 -O1 -O2 -O3    LLVM's optimization level (-O2)\n"
     "  --cpu CPU          x86-64-v3 (default, portable), native, generic, x86-64,\n"
     "                     x86-64-v2, x86-64-v4\n"
-    "  --emit kir|llvm    also print the kernel IR or the optimized LLVM IR\n"
+    "  --emit kir|llvm|cuda  also print the kernel IR, the optimized LLVM IR or the\n"
+    "                     CUDA C given to NVRTC (with --target cuda)\n"
     "  --max-task-bytes N the most memory one task may need, its outputs plus its\n"
     "                     intermediates (64G; K M G T are powers of 1024): a task\n"
     "                     needing more is an error, nothing is written\n"
@@ -1527,8 +1528,8 @@ compile_args(int argc, char **argv, CompileArgs *a)
 			if (!v)
 				return usage_error(usage_main, "%s needs a value", opt);
 			if (!strcmp(opt, "--emit")) {
-				if (strcmp(v, "ir") && strcmp(v, "kir") && strcmp(v, "llvm"))
-					return usage_error(usage_main, "--emit: unknown kind '%s' (ir, kir, llvm)", v);
+				if (strcmp(v, "ir") && strcmp(v, "kir") && strcmp(v, "llvm") && strcmp(v, "cuda"))
+					return usage_error(usage_main, "--emit: unknown kind '%s' (ir, kir, llvm, cuda)", v);
 				a->emit = v;
 			} else if (!strcmp(opt, "--task")) {
 				if (task_lookup(v) < 0)
@@ -1697,6 +1698,7 @@ compile(const CompileArgs *a, const Module *const *ms, const char *const *specna
 	    .stats = a->stats ? stderr : NULL,
 	    .emit_kir = a->emit && !strcmp(a->emit, "kir") ? stdout : NULL,
 	    .emit_llvm = a->emit && !strcmp(a->emit, "llvm") ? stdout : NULL,
+	    .emit_cuda = a->emit && !strcmp(a->emit, "cuda") ? stdout : NULL,
 	    .targets = targets,
 	    .cuda_arch = a->cuda_arch,
 	    .allow_tf32 = a->allow_tf32,

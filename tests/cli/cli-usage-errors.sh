@@ -28,7 +28,7 @@ done
 run_fadc 2 "$model"
 err_first "fadc: nothing to do: give --emit ir or -o FILE"
 run_fadc 2 "$model" --emit asm
-err_first "fadc: --emit: unknown kind 'asm' (ir, kir, llvm)"
+err_first "fadc: --emit: unknown kind 'asm' (ir, kir, llvm, cuda)"
 run_fadc 2 --emit ir
 err_first "fadc: no model given"
 run_fadc 2 "$model" "$model" --emit ir
