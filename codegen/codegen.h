@@ -204,6 +204,9 @@ uint32_t cg_cuda_launches(const KProgram *p);
 // that touch no byte another thread touched share one); 0 when the task
 // is not fused (docs/CUDA.md, "Fewer barriers").
 uint32_t cg_cuda_phases(const KProgram *p);
+// The form of kernel ki of a fused task: 0 a thread per point, 1 a warp
+// per point, 2 the block per point; -1 when the task is not fused.
+int cg_cuda_fused_form(const KProgram *p, uint32_t ki);
 int cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *k);
 // NVRTC's version; 0 if it cannot be asked.
 int cg_cuda_nvrtc_version(int *major, int *minor);

@@ -46,6 +46,7 @@ typedef struct Cu {
 	uint32_t *stamp, region; // memo: x<id> is defined in the current region
 	int depth;               // indentation (tabs)
 	int bad;                 // an op the printer does not support (the first)
+	uint8_t *rot;            // fused: rot[ki], kernel ki's warp rotation (fused_rotations)
 } Cu;
 
 static const char *
@@ -753,12 +754,23 @@ kernel_reads(const KProgram *p, const KKernel *k, uint8_t *seen, uint8_t *rd) {
 	reads_of(p, k, k->index, 1, seen, rd);
 }
 
+// A fused task whose temporaries all fit in shared memory side by side
+// (their sizes summed, naive_bytes, at most FUSED_SMEM_LIMIT) gives each
+// its own bytes there (print_group) instead of the memory plan's offsets:
+// the plan's reuse saves nothing that matters at that size, and every
+// reuse is a write-after-read hazard (a barrier, and kernels that cannot
+// rotate apart).  Only fused tasks are analysed here.
+static int
+tmp_private(const KProgram *p) {
+	return p->naive_bytes <= FUSED_SMEM_LIMIT;
+}
+
 static int
 buf_overlap(const KProgram *p, uint32_t a, uint32_t b) {
 	const KBuf *x = &p->buf[a], *y = &p->buf[b];
 	if (a == b)
 		return 1;
-	if (x->kind != KB_TMP || y->kind != KB_TMP || !x->bytes || !y->bytes)
+	if (x->kind != KB_TMP || y->kind != KB_TMP || !x->bytes || !y->bytes || tmp_private(p))
 		return 0;
 	return x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes;
 }
@@ -767,7 +779,8 @@ buf_overlap(const KProgram *p, uint32_t a, uint32_t b) {
 static int
 buf_same_place(const KProgram *p, uint32_t a, uint32_t b) {
 	const KBuf *x = &p->buf[a], *y = &p->buf[b];
-	return a == b || (x->kind == KB_TMP && y->kind == KB_TMP && x->offset == y->offset &&
+	return a == b || (x->kind == KB_TMP && y->kind == KB_TMP && !tmp_private(p) &&
+	                  x->offset == y->offset &&
 	                  kir_dtype_size(x->dtype) == kir_dtype_size(y->dtype));
 }
 
@@ -870,21 +883,97 @@ cg_cuda_phases(const KProgram *p) {
 
 // The form of a kernel of a fused task.  Elementwise kernels, and
 // reductions of one term, are FM_THREAD.  A reduction takes the form with
-// the fewest dependent steps per thread, counting a term (a load and a
-// combine) 1, a shuffle step SHFL_COST and a barrier BAR_COST:
-//   FM_THREAD  ceil(points / 256) * terms
-//   FM_WARP    ceil(points / 8) * (ceil(terms / 32) + 5 SHFL_COST)
-//   FM_BLOCK   points * (ceil(terms / 256) + 10 SHFL_COST + BAR_COST)
+// the fewest dependent steps per thread, counting a term c (its cost,
+// term_cost: 1 for a load and an add, more for a logarithm, lgamma,
+// digamma), a shuffle step SHFL_COST and a barrier BAR_COST:
+//   FM_THREAD  ceil(points / 256) * terms * c
+//   FM_WARP    ceil(points / 8) * (ceil(terms / 32) * c + 5 SHFL_COST)
+//   FM_BLOCK   points * (ceil(terms / 256) * c + 10 SHFL_COST + BAR_COST)
 // FM_THREAD on ties (its points stay on the threads that pointwise
 // kernels use, so it shares their phases), then FM_WARP.  So a handful of
-// points of more than ~20 terms is a warp's shuffle each (no barrier), of
-// more than ~1000 terms the whole block's (one barrier per point).
+// points of more than ~20 plain terms is a warp's shuffle each (no
+// barrier), of more than ~1000 terms the whole block's (one barrier per
+// point); a sum of 10 logarithms (ppl_robust_reg's likelihood) is a
+// warp's: its terms in parallel, then 5 shuffles, rather than 10 dependent
+// logarithms in one thread.
 #define SHFL_COST 4
 #define BAR_COST 8
 
+// The latency of one evaluation of expression e in quarter steps (a load
+// 4, an add 1, a division 8, a logarithm or exponential 32, lgamma 96,
+// digamma or trigamma 160): each node of its DAG once, at most 256 nodes
+// looked at (beyond, the expression is costly anyway).
+static int64_t
+kx_cost(const KProgram *p, KxId e) {
+	enum { CAP = 256 };
+	KxId todo[CAP], seen[CAP];
+	int nt = 0, ns = 0;
+	int64_t c = 0;
+	if (e)
+		todo[nt++] = e;
+	while (nt > 0 && ns < CAP) {
+		KxId id = todo[--nt];
+		int dup = 0;
+		for (int i = 0; i < ns && !dup; i++)
+			dup = seen[i] == id;
+		if (dup)
+			continue;
+		seen[ns++] = id;
+		const Kx *x = &p->x[id];
+		switch ((KxOp)x->op) {
+		case KX_CONST:
+		case KX_VAR:
+		case KX_ACC:
+		case KX_RUNSEED:
+		case KX_STEP:
+			break;
+		case KX_LOAD:
+			c += 4;
+			break;
+		case KX_DIV:
+		case KX_SQRT:
+		case KX_IDIV:
+		case KX_IMOD:
+			c += 8;
+			break;
+		case KX_POW:
+		case KX_EXP:
+		case KX_LOG:
+		case KX_LOG1P:
+		case KX_EXPM1:
+		case KX_TANH:
+		case KX_ERF:
+		case KX_SIN:
+		case KX_COS:
+		case KX_RAND:
+			c += 32;
+			break;
+		case KX_LGAMMA:
+			c += 96;
+			break;
+		case KX_POLYGAMMA:
+			c += 160;
+			break;
+		default:
+			c += 1;
+		}
+		for (int i = 0; i < x->nin && nt < CAP; i++)
+			if (x->a[i])
+				todo[nt++] = x->a[i];
+	}
+	return ns >= CAP ? c + 4 * CAP : c;
+}
+
+// A reduction term's cost in the units of fused_mode: a plain term (a load
+// and an add, 5 quarter steps) is 1.
+static int64_t
+term_cost(const KProgram *p, const KKernel *k) {
+	int64_t c = (kx_cost(p, k->body) + 1) / 4;
+	return c > 1 ? c : 1;
+}
+
 static FMode
 fused_mode(const KProgram *p, const KKernel *k) {
-	(void)p;
 	if (!k->red || k->host)
 		return FM_THREAD;
 	int64_t npt = kernel_points(k), nr = 1;
@@ -892,13 +981,180 @@ fused_mode(const KProgram *p, const KKernel *k) {
 		nr *= k->rdim[d];
 	if (nr <= 1 || npt == 0)
 		return FM_THREAD;
-	int64_t nw = FUSED_THREADS / 32;
-	int64_t th = (npt + FUSED_THREADS - 1) / FUSED_THREADS * nr;
-	int64_t wa = (npt + nw - 1) / nw * ((nr + 31) / 32 + 5 * SHFL_COST);
-	int64_t bl = npt * ((nr + FUSED_THREADS - 1) / FUSED_THREADS + 10 * SHFL_COST + BAR_COST);
+	int64_t c = term_cost(p, k), nw = FUSED_THREADS / 32;
+	int64_t th = (npt + FUSED_THREADS - 1) / FUSED_THREADS * nr * c;
+	int64_t wa = (npt + nw - 1) / nw * ((nr + 31) / 32 * c + 5 * SHFL_COST);
+	int64_t bl = npt * ((nr + FUSED_THREADS - 1) / FUSED_THREADS * c + 10 * SHFL_COST + BAR_COST);
 	if (th <= wa && th <= bl)
 		return FM_THREAD;
 	return wa <= bl ? FM_WARP : FM_BLOCK;
+}
+
+int
+cg_cuda_fused_form(const KProgram *p, uint32_t ki) {
+	return fused(p) ? (int)fused_mode(p, &p->k[ki]) : -1;
+}
+
+// ---------------------------------------------------------------- warp rotation
+//
+// Point t of a kernel runs on thread t % 256 (a warp's reduction: warp
+// t % 8), so every scalar kernel of a phase ran on thread 0, one after the
+// other, while seven warps waited at the next barrier: ppl_robust_reg's
+// phases are mostly independent scalar chains (a sum of logarithms, an
+// lgamma, a digamma).  A kernel may instead run rotated by r warps (point
+// t on thread (t + 32 r) % 256, or warp (t + r) % 8), as long as every
+// kernel whose bytes it shares within its phase (the pairs whose lack of
+// a barrier fused_barriers proved through owners_agree) rotates with it:
+// a common rotation maps equal owners to equal owners, so the phases stay
+// right.  So within each phase the kernels are grouped (union of the
+// pairs that touch a common byte, one writing), and each group takes the
+// rotation that least raises the busiest warp's work (work: points times
+// their cost, term_cost), the costliest groups first.  A block reduction
+// (FM_BLOCK) uses every warp: its group stays at 0.
+
+static int64_t
+point_cost(const KProgram *p, const KKernel *k, FMode m) {
+	int64_t nr = 1;
+	for (int d = 0; k->red && d < k->rrank; d++)
+		nr *= k->rdim[d];
+	int64_t c = k->red ? term_cost(p, k) : (kx_cost(p, k->body) + 3) / 4;
+	c = c > 1 ? c : 1;
+	if (m == FM_WARP)
+		return (nr + 31) / 32 * c + 5 * SHFL_COST;
+	return nr * c;
+}
+
+// Does kernel j share a byte with kernel i that one of them writes?
+static int
+kernels_touch(const KProgram *p, uint32_t i, uint32_t j, const uint8_t *rdi, const uint8_t *rdj) {
+	const KKernel *ki = &p->k[i], *kj = &p->k[j];
+	if (buf_overlap(p, ki->out, kj->out))
+		return 1;
+	for (uint32_t b = 0; b < p->nbuf; b++)
+		if ((rdj[b] && buf_overlap(p, ki->out, b)) || (rdi[b] && buf_overlap(p, kj->out, b)))
+			return 1;
+	return 0;
+}
+
+static uint32_t
+uf_find(uint32_t *up, uint32_t i) {
+	while (up[i] != i)
+		i = up[i] = up[up[i]];
+	return i;
+}
+
+// rot[ki] (0..7) for the kernels of a fused task whose barriers are bar
+// (fused_barriers).  FADC_CUDA_NO_ROTATE=1 leaves every kernel at 0
+// (measurements of the gain).
+static void
+fused_rotations(const KProgram *p, const uint8_t *bar, uint8_t *rot) {
+	memset(rot, 0, p->nk);
+	const char *off = getenv("FADC_CUDA_NO_ROTATE");
+	if (off && *off && strcmp(off, "0"))
+		return;
+	enum { NW = FUSED_THREADS / 32 };
+	uint8_t *seen = calloc(p->nx + 1, 1);
+	uint8_t *rd = calloc((size_t)(p->nk + 1) * (p->nbuf + 1), 1);
+	uint32_t *up = calloc(p->nk + 1, sizeof *up);
+	int64_t *gw = calloc((size_t)(p->nk + 1) * NW, sizeof *gw);
+	uint8_t *done = calloc(p->nk + 1, 1);
+	FADC_ASSERT(seen && rd && up && gw && done, "cuda: out of memory");
+	for (uint32_t ki = 0; ki < p->nk; ki++)
+		kernel_reads(p, &p->k[ki], seen, rd + (size_t)ki * (p->nbuf + 1));
+	for (uint32_t b = 0; b < p->nk;) {
+		uint32_t e = b;
+		while (e < p->nk && !(e > b && bar[e - 1]))
+			e++;
+		// Kernels b .. e-1 form a phase: group them.
+		for (uint32_t i = b; i < e; i++)
+			up[i] = i;
+		for (uint32_t j = b; j < e; j++)
+			for (uint32_t i = b; i < j; i++)
+				if (kernels_touch(p, i, j, rd + (size_t)i * (p->nbuf + 1),
+				                  rd + (size_t)j * (p->nbuf + 1)))
+					up[uf_find(up, j)] = uf_find(up, i);
+		// Each group's work per warp at rotation 0 (at its root's row);
+		// a block reduction pins its group.
+		int64_t load[NW] = {0};
+		uint8_t *pinned = done; // reused: 1 pinned, 2 placed
+		for (uint32_t i = b; i < e; i++)
+			pinned[i] = 0;
+		for (uint32_t i = b; i < e; i++)
+			memset(gw + (size_t)i * NW, 0, NW * sizeof *gw);
+		for (uint32_t i = b; i < e; i++) {
+			const KKernel *k = &p->k[i];
+			uint32_t g = uf_find(up, i);
+			FMode m = fused_mode(p, k);
+			int64_t npt = kernel_points(k), pc = point_cost(p, k, m), *w = gw + (size_t)g * NW;
+			if (m == FM_BLOCK) {
+				pinned[g] = 1;
+				for (int x = 0; x < NW; x++)
+					w[x] += npt * pc / NW + 1;
+				continue;
+			}
+			for (int x = 0; x < NW; x++) {
+				// points t < npt on warp x: FM_THREAD (t % 256) / 32 == x,
+				// FM_WARP t % 8 == x.
+				int64_t n;
+				if (m == FM_WARP)
+					n = npt / NW + (npt % NW > x);
+				else {
+					int64_t full = npt / FUSED_THREADS, rest = npt % FUSED_THREADS;
+					int64_t in = rest - 32 * x;
+					n = full * 32 + (in <= 0 ? 0 : in > 32 ? 32 : in);
+				}
+				w[x] += n * pc;
+			}
+		}
+		// Pinned groups first, then the others by their busiest warp,
+		// costliest first (ties: the earlier kernel).
+		for (;;) {
+			int64_t best = -1;
+			uint32_t bg = 0;
+			for (uint32_t i = b; i < e; i++) {
+				if (uf_find(up, i) != i || pinned[i] == 2)
+					continue;
+				int64_t mx = 0;
+				for (int x = 0; x < NW; x++)
+					mx = gw[(size_t)i * NW + x] > mx ? gw[(size_t)i * NW + x] : mx;
+				mx += pinned[i] ? (int64_t)1 << 60 : 0;
+				if (mx > best)
+					best = mx, bg = i;
+			}
+			if (best < 0)
+				break;
+			const int64_t *w = gw + (size_t)bg * NW;
+			// The rotation giving the least busiest warp overall, then the
+			// least busy warps of the group's own (spread, not stacked: a
+			// lighter group beside the busiest warp's would fit under its
+			// work on any warp, but shares the warp's issue slots).
+			int br = 0;
+			int64_t bmax = -1, bown = -1;
+			for (int r = 0; r < (pinned[bg] ? 1 : NW); r++) {
+				int64_t mx = 0, own = 0;
+				for (int x = 0; x < NW; x++) {
+					int64_t l = load[(x + r) % NW] + w[x];
+					mx = l > mx ? l : mx;
+					if (w[x] && l > own)
+						own = l;
+				}
+				if (bmax < 0 || mx < bmax || (mx == bmax && own < bown))
+					bmax = mx, bown = own, br = r;
+			}
+			for (int x = 0; x < NW; x++)
+				load[(x + br) % NW] += w[x];
+			for (uint32_t i = b; i < e; i++)
+				if (uf_find(up, i) == bg)
+					rot[i] = (uint8_t)br;
+			pinned[bg] = 2;
+		}
+		b = e;
+	}
+	free(seen);
+	free(rd);
+	free(up);
+	free(gw);
+	free(done);
 }
 
 // ---------------------------------------------------------------- launches
@@ -1213,17 +1469,24 @@ print_group(Cu *c, const La *a) {
 	}
 	fprintf(f, "%s)\n{\n", all.runseed ? ", unsigned long long runseed" : "");
 	if (fusedk && fused_smem(p)) {
-		if (p->arena_bytes > 0)
-			fprintf(f, "\t__shared__ __align__(64) unsigned char arena[%lld];\n",
-			        (long long)p->arena_bytes);
-		for (uint32_t b = 0; b < p->nbuf; b++) {
+		// The plan's offsets, or each temporary its own bytes (tmp_private).
+		int priv = tmp_private(p);
+		int64_t size = priv ? 0 : p->arena_bytes;
+		for (uint32_t b = 0; priv && b < p->nbuf; b++)
+			if (p->buf[b].kind == KB_TMP && p->buf[b].bytes)
+				size += (p->buf[b].bytes + 63) / 64 * 64;
+		if (size > 0)
+			fprintf(f, "\t__shared__ __align__(64) unsigned char arena[%lld];\n", (long long)size);
+		for (uint32_t b = 0, off = 0; b < p->nbuf; b++) {
 			if (p->buf[b].kind != KB_TMP)
 				continue;
-			if (p->arena_bytes > 0)
+			if (size > 0 && p->buf[b].bytes)
 				fprintf(f, "\t%s *b%u = (%s *)(arena + %lld);\n", csty(p->buf[b].dtype), b,
-				        csty(p->buf[b].dtype), (long long)p->buf[b].offset);
+				        csty(p->buf[b].dtype), priv ? (long long)off : (long long)p->buf[b].offset);
 			else // zero-size temporaries: never dereferenced
 				fprintf(f, "\t%s *b%u = nullptr;\n", csty(p->buf[b].dtype), b);
+			if (priv && p->buf[b].bytes)
+				off += (uint32_t)((p->buf[b].bytes + 63) / 64 * 64);
 		}
 	}
 	if (fusedk) {
@@ -1362,6 +1625,7 @@ print_kernel(Cu *c, uint32_t ki) {
 	// thread per point.
 	FMode fm = c->fused ? fused_mode(p, k) : FM_THREAD;
 	int br = blockred(p, k) || fm == FM_BLOCK, wr = fm == FM_WARP;
+	int rot = c->fused && c->rot ? c->rot[ki] : 0;
 	if (br) {
 		// One block per output point (grid-stride over blocks); red[] holds
 		// the warps' partial results, two sets used in turn (rb), so the
@@ -1370,9 +1634,17 @@ print_kernel(Cu *c, uint32_t ki) {
 		fputs("\tunsigned int rb = 0;\n", f);
 		fprintf(f, "\tfor (long long t = blockIdx.x; t < %lldLL; t += %s) {\n", (long long)npt,
 		        nb);
-	} else if (wr) // one warp per output point (the fused task's one block)
+	} else if (wr && rot) // one warp per output point, rotated (point t on warp t + rot)
+		fprintf(f,
+		        "\tfor (long long t = ((threadIdx.x >> 5) + %dU) & %dU; t < %lldLL; "
+		        "t += blockDim.x >> 5) {\n",
+		        FUSED_THREADS / 32 - rot, FUSED_THREADS / 32 - 1, (long long)npt);
+	else if (wr) // one warp per output point (the fused task's one block)
 		fprintf(f, "\tfor (long long t = threadIdx.x >> 5; t < %lldLL; t += blockDim.x >> 5) {\n",
 		        (long long)npt);
+	else if (rot) // the fused task's one block, rotated: point t on thread t + 32 rot
+		fprintf(f, "\tfor (long long t = (threadIdx.x + %dU) & %dU; t < %lldLL; t += blockDim.x) {\n",
+		        FUSED_THREADS - 32 * rot, FUSED_THREADS - 1, (long long)npt);
 	else
 		fprintf(
 		    f,
@@ -1734,6 +2006,14 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 	if (rand)
 		fputs(rand_src, c.f);
 	c.fused = fused(p);
+	if (c.fused) {
+		uint8_t *bar = calloc(p->nk + 1, 1);
+		c.rot = calloc(p->nk + 1, 1);
+		FADC_ASSERT(bar && c.rot, "cuda: out of memory");
+		fused_barriers(p, bar);
+		fused_rotations(p, bar, c.rot);
+		free(bar);
+	}
 	c.inloop = calloc(p->nk + 1, 1);
 	La *la = calloc(p->nk + 1, sizeof *la);
 	FADC_ASSERT(c.inloop && la, "cuda: out of memory");
@@ -1770,6 +2050,7 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 	fclose(c.f);
 	free(c.stamp);
 	free(c.inloop);
+	free(c.rot);
 	free(la);
 	if (c.bad) {
 		snprintf(err, errlen, "error: task '%s': the CUDA backend does not support %s yet",

@@ -62,9 +62,10 @@ static int total_kernels, total_tasks, total_blockred, total_warp;
 
 // The form of a reduction in a fused task (docs/CUDA.md): 0 a thread per
 // point, 1 a warp per point, 2 the block per point, whichever has the
-// fewest steps per thread (a term 1, a shuffle step 4, a barrier 8).
+// fewest steps per thread (a term c, a shuffle step 4, a barrier 8), for
+// a term of cost c (1: a load and an add; codegen's term_cost otherwise).
 static int
-fused_form(const KKernel *k) {
+fused_form_c(const KKernel *k, int64_t c) {
 	int64_t n = 1, r = 1;
 	for (int d = 0; d < k->rank; d++)
 		n *= k->dim[d];
@@ -72,9 +73,14 @@ fused_form(const KKernel *k) {
 		r *= k->rdim[d];
 	if (!k->red || r <= 1 || n == 0)
 		return 0;
-	int64_t cost[3] = {(n + 255) / 256 * r, (n + 7) / 8 * ((r + 31) / 32 + 20),
-	                   n * ((r + 255) / 256 + 48)};
+	int64_t cost[3] = {(n + 255) / 256 * r * c, (n + 7) / 8 * ((r + 31) / 32 * c + 20),
+	                   n * ((r + 255) / 256 * c + 48)};
 	return cost[0] <= cost[1] && cost[0] <= cost[2] ? 0 : cost[1] <= cost[2] ? 1 : 2;
+}
+
+static int
+fused_form(const KKernel *k) {
+	return fused_form_c(k, 1);
 }
 
 static void
@@ -157,13 +163,16 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 	// results once, a warp's and a block's fold by shuffles.
 	int nwarp = 0;
 	for (uint32_t ki = 0; nl == 1 && p->nk > 1 && ki < p->nk; ki++) {
-		int form = fused_form(&p->k[ki]);
+		int form = cg_cuda_fused_form(p, ki);
+		CHECK(form >= 0 && form <= 2);
 		nblockred += form == 2;
 		nwarp += form == 1;
 	}
 	CHECK(count(src, "red[rb][threadIdx.x >> 5] = acc;") == nblockred);
 	CHECK(count(src, "__shfl_down_sync") == 2 * nblockred + nwarp);
-	CHECK(count(src, "for (long long t = threadIdx.x >> 5;") == nwarp);
+	CHECK(count(src, "for (long long t = threadIdx.x >> 5;") +
+	          count(src, "for (long long t = ((threadIdx.x >> 5) + ") ==
+	      nwarp);
 	total_blockred += nblockred;
 	total_warp += nwarp;
 	char name[256];
@@ -761,22 +770,32 @@ check_phases(void) {
 	// written by k2, a's bytes; k2 must wait for k1 (WAR) although it reads
 	// nothing k1's threads wrote at other points.  Phases: k0 | k1 | k2 k3.
 	// With b moved to bytes of its own the WAR is gone: k0 | k1 k2 k3.
-	p = kir_program_new("reuse", DT_F32);
-	x = vec(p, KB_IN, 0, PN);
-	uint32_t a = vec(p, KB_TMP, 0, PN), r = vec(p, KB_TMP, 0, PN), b = vec(p, KB_TMP, 0, PN);
-	o = vec(p, KB_OUT, 0, PN);
-	i = kx_var(p, 0, PN);
-	KxId rev = kx_iadd(p, kx_iconst(p, PN - 1), kx_imul(p, i, -1));
-	pw_kernel(p, a, PN, kx_un(p, KX_EXP, kx_load(p, x, i)));
-	pw_kernel(p, r, PN, kx_load(p, a, rev));
-	pw_kernel(p, b, PN, kx_bin(p, KX_MUL, kx_load(p, r, i), kx_const(p, 2, DT_F32)));
-	pw_kernel(p, o, PN, kx_bin(p, KX_ADD, kx_load(p, b, i), kx_load(p, r, i)));
-	CHECK(phases_of(p) == 3);
-	CHECK(p->buf[b].offset == p->buf[a].offset); // the plan reused a's bytes
-	p->buf[b].offset = p->arena_bytes;
-	p->arena_bytes += p->buf[b].bytes;
-	CHECK(cg_cuda_phases(p) == 2);
-	kir_program_free(p);
+	// At PN points the three temporaries fit in shared memory side by
+	// side, so the fused kernel gives each its own bytes (tmp_private): no
+	// WAR, two phases.  At 5000 points (20 KB each) they do not (60 KB
+	// against 48), and the plan's reuse (40 KB) stands.
+	for (int big = 0; big < 2; big++) {
+		int64_t n = big ? 5000 : PN;
+		p = kir_program_new("reuse", DT_F32);
+		x = vec(p, KB_IN, 0, n);
+		uint32_t a = vec(p, KB_TMP, 0, n), r = vec(p, KB_TMP, 0, n), b = vec(p, KB_TMP, 0, n);
+		o = vec(p, KB_OUT, 0, n);
+		i = kx_var(p, 0, n);
+		KxId rev = kx_iadd(p, kx_iconst(p, n - 1), kx_imul(p, i, -1));
+		pw_kernel(p, a, n, kx_un(p, KX_EXP, kx_load(p, x, i)));
+		pw_kernel(p, r, n, kx_load(p, a, rev));
+		pw_kernel(p, b, n, kx_bin(p, KX_MUL, kx_load(p, r, i), kx_const(p, 2, DT_F32)));
+		pw_kernel(p, o, n, kx_bin(p, KX_ADD, kx_load(p, b, i), kx_load(p, r, i)));
+		CHECK(phases_of(p) == (big ? 3u : 2u));
+		CHECK(p->buf[b].offset == p->buf[a].offset); // the plan reused a's bytes
+		if (big) {
+			CHECK(p->arena_bytes <= 48 * 1024 && p->naive_bytes > 48 * 1024);
+			p->buf[b].offset = p->arena_bytes;
+			p->arena_bytes += p->buf[b].bytes;
+			CHECK(cg_cuda_phases(p) == 2);
+		}
+		kir_program_free(p);
+	}
 
 	// Independent kernels share a phase: a pointwise kernel and a sum of
 	// another input, then each one's consumer on its own points.
@@ -826,6 +845,71 @@ check_phases(void) {
 	pw_kernel(p, o1, 1, kx_un(p, KX_EXP, kx_load(p, s, kx_iconst(p, 0))));
 	CHECK(fused_form(&p->k[0]) == 2);
 	CHECK(phases_of(p) == 1);
+	kir_program_free(p);
+
+	// A term's cost moves the form: a scalar sum of 10 plain terms stays
+	// in one thread (10 steps against 1 + 20 for a warp), a sum of 10
+	// logarithms (each about 8 plain terms, docs/CUDA.md) is a warp's
+	// (1 * 9 + 20 against 90).
+	p = kir_program_new("cost", DT_F32);
+	x = vec(p, KB_IN, 0, 10);
+	o = vec(p, KB_OUT, 0, 1);
+	o1 = vec(p, KB_OUT, 1, 1);
+	r0 = kx_var(p, 0, 10);
+	sum_kernel(p, o, 1, 10, kx_load(p, x, r0));
+	sum_kernel(p, o1, 1, 10, kx_un(p, KX_LOG, kx_load(p, x, r0)));
+	CHECK(fused_form(&p->k[0]) == 0 && fused_form(&p->k[1]) == 0); // at cost 1
+	CHECK(fused_form_c(&p->k[1], 9) == 1);
+	CHECK(phases_of(p) == 1);
+	CHECK(cg_cuda_fused_form(p, 0) == 0 && cg_cuda_fused_form(p, 1) == 1);
+	kir_program_free(p);
+
+	// Warp rotation: four independent scalar chains in one phase, each a
+	// kernel writing s_j = exp(x_j) and one reading it back (RAW on one
+	// thread: the pair must rotate together).  The heaviest chain stays on
+	// warp 0, the others take warps 1, 2, 3 (thread 32 r runs point 0:
+	// the loop starts at (threadIdx.x + 256 - 32 r) & 255).
+	p = kir_program_new("rotate", DT_F32);
+	z = kx_iconst(p, 0);
+	for (int j = 0; j < 4; j++) {
+		uint32_t xj = vec(p, KB_IN, j, 1), sj = vec(p, KB_TMP, 0, 1), oj = vec(p, KB_OUT, j, 1);
+		KxId v = kx_load(p, xj, z);
+		for (int e = 0; e < 4 - j; e++) // chain j costs 4 - j exponentials
+			v = kx_un(p, KX_EXP, v);
+		pw_kernel(p, sj, 1, v);
+		pw_kernel(p, oj, 1, kx_bin(p, KX_MUL, kx_load(p, sj, z), kx_const(p, 2, DT_F32)));
+	}
+	CHECK(phases_of(p) == 1);
+	{
+		char err[256];
+		char *src = cg_cuda_print(p, NULL, err, sizeof err);
+		CHECK(src != NULL);
+		CHECK(src && count(src, "for (long long t = (threadIdx.x + 224U) & 255U;") == 2);
+		CHECK(src && count(src, "for (long long t = (threadIdx.x + 192U) & 255U;") == 2);
+		CHECK(src && count(src, "for (long long t = (threadIdx.x + 160U) & 255U;") == 2);
+		// Chain 0 (the costliest) and its reader stay unrotated; chain 3
+		// (the cheapest) and its reader share one rotation.
+		for (int kk = 0; kk < 8; kk++) {
+			char def[64];
+			snprintf(def, sizeof def, "void\nfadc_rotate_k%d_elementwise(", kk);
+			const char *d = src ? strstr(src, def) : NULL;
+			const char *loop = d ? strstr(d, "for (long long t = ") : NULL;
+			CHECK(loop != NULL);
+			if (!loop)
+				continue;
+			loop += strlen("for (long long t = ");
+			if (kk < 2)
+				CHECK(!strncmp(loop, "(long long)blockIdx.x", 21));
+			else
+				CHECK(!strncmp(loop, "(threadIdx.x + ", 15));
+			if (kk == 7) {
+				snprintf(def, sizeof def, "void\nfadc_rotate_k6_elementwise(");
+				const char *d6 = strstr(src, def), *l6 = d6 ? strstr(d6, "for (long long t = ") : NULL;
+				CHECK(l6 && !strncmp(l6 + strlen("for (long long t = "), loop, 24));
+			}
+		}
+		free(src);
+	}
 	kir_program_free(p);
 }
 
