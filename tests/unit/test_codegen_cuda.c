@@ -21,6 +21,11 @@
 // --allow-tf32 (options line, each record) and `fadc inspect` shows it and
 // the records; artifacts of formats 2 to 4 still load, 1 and 6 are
 // refused by version.
+//
+// digamma and trigamma (check_special; `test_codegen_cuda special` runs it
+// alone): polygamma of order 0 and 1 prints calls of codegen/cuda_special.h's
+// functions in the model's dtype, and that file's text, instead of
+// fadc_polygamma; ppl_robust_reg's tasks call the float ones.
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -175,6 +180,15 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 	      nwarp);
 	total_blockred += nblockred;
 	total_warp += nwarp;
+	// ppl_robust_reg: digamma in its gradients, trigamma in its Hessians,
+	// as codegen/cuda_special.h's float functions, never fadc_polygamma.
+	if (!strcmp(model, "ppl_robust_reg")) {
+		CHECK(strstr(src, "fadc_polygamma") == NULL);
+		if (!strcmp(task, "vjp"))
+			CHECK(strstr(src, " = fadc_digammaf(") != NULL);
+		if (!strcmp(task, "hessian"))
+			CHECK(strstr(src, " = fadc_trigammaf(") != NULL);
+	}
 	char name[256];
 	snprintf(name, sizeof name, "%s_%s.cu", model, task);
 	uint8_t *cubin = NULL, *ptx = NULL;
@@ -913,6 +927,81 @@ check_phases(void) {
 	kir_program_free(p);
 }
 
+// ---------------------------------------------------------------- digamma, trigamma
+
+// Polygamma of constant order 0 or 1 (digamma, trigamma) in f32 or f64
+// prints a call of codegen/cuda_special.h's function of that dtype (the
+// f32 one takes and returns float: no round trip through double), and the
+// program holds that file's text verbatim, once; no fadc_polygamma.  Order
+// 2 still calls fadc_polygamma in double, and then cuda_special.h is not
+// printed.  NVRTC compiles each program.
+static void
+check_special(void) {
+	const char *root = getenv("FADC_SOURCE_DIR");
+	char path[4096];
+	snprintf(path, sizeof path, "%s/codegen/cuda_special.h", root ? root : ".");
+	FILE *hf = fopen(path, "rb");
+	CHECK(hf != NULL);
+	if (!hf)
+		return;
+	static char text[65536];
+	size_t nt = fread(text, 1, sizeof text - 1, hf);
+	fclose(hf);
+	text[nt] = 0;
+	CHECK(nt > 1000 && nt < sizeof text - 1);
+	static const struct {
+		const char *src, *want[3], *not;
+		int special;
+	} cases[] = {
+	    {"param x: f32[64] = uniform(-3, 12, seed=1)\n"
+	     "def forward() -> (f32[64], f32[64]) { return digamma(x), polygamma(x, n=1) }\n",
+	     {"const float x", " = fadc_digammaf(", " = fadc_trigammaf("},
+	     "fadc_polygamma",
+	     1},
+	    {"param x: f64[64] = uniform(-3, 12, seed=1)\n"
+	     "def forward() -> (f64[64], f64[64]) { return digamma(x), polygamma(x, n=1) }\n",
+	     {"const double x", " = fadc_digamma(", " = fadc_trigamma("},
+	     "fadc_polygamma",
+	     1},
+	    {"param x: f32[64] = uniform(0.5, 12, seed=1)\n"
+	     "def forward() -> f32[64] { return polygamma(x, n=2) }\n",
+	     {"(float)fadc_polygamma((double)", "fadc_polygamma(double nd, double x)", NULL},
+	     "fadc_digammaf",
+	     0},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		KProgram *p = lower(cases[i].src, "forward");
+		if (!p)
+			continue;
+		char err[4096] = "";
+		char *src = cg_cuda_print(p, NULL, err, sizeof err);
+		CHECK(src != NULL);
+		if (!src) {
+			fprintf(stderr, "special %zu: %s\n", i, err);
+			kir_program_free(p);
+			continue;
+		}
+		for (int k = 0; k < 3 && cases[i].want[k]; k++) {
+			int found = strstr(src, cases[i].want[k]) != NULL;
+			CHECK(found);
+			if (!found)
+				fprintf(stderr, "special %zu: no '%s' in the printed source\n", i,
+				        cases[i].want[k]);
+		}
+		CHECK(strstr(src, cases[i].not) == NULL);
+		CHECK(count(src, text) == cases[i].special);
+		uint8_t *cubin = NULL;
+		size_t ncubin = 0;
+		int ok = cg_cuda_compile(src, "special.cu", "sm_90", &cubin, &ncubin, stderr, err, sizeof err);
+		CHECK(ok && ncubin > 0);
+		if (!ok)
+			fprintf(stderr, "special %zu: %s\n", i, err);
+		free(cubin);
+		free(src);
+		kir_program_free(p);
+	}
+}
+
 int
 main(int argc, char **argv) {
 	int major = 0, minor = 0;
@@ -926,6 +1015,10 @@ main(int argc, char **argv) {
 	printf("NVRTC %d.%d\n", major, minor);
 	if (argc > 1 && !strcmp(argv[1], "phases")) { // the hand-built programs only
 		check_phases();
+		return TU_DONE("test_codegen_cuda");
+	}
+	if (argc > 1 && !strcmp(argv[1], "special")) { // digamma and trigamma only
+		check_special();
 		return TU_DONE("test_codegen_cuda");
 	}
 	// bench/bench.yaml: the ppl models run every task; the others their
@@ -955,6 +1048,7 @@ main(int argc, char **argv) {
 	printf("%d tasks, %d kernels: NVRTC %.2f s in all (cubins, and PTX of the forwards)\n",
 	       total_tasks, total_kernels, total_s);
 	check_broken();
+	check_special();
 	check_gemm_plans();
 	check_gemm_artifact();
 	check_phases();

@@ -5,7 +5,8 @@
 // (64-bit significands: an oracle 11 bits more precise than f64), in f32
 // and in f64.  libm's expl, logl, log1pl, expm1l, tanhl, erfl and lgammal
 // are the references; digamma and trigamma have none in libm, so
-// digamma_ref and trigamma_ref below compute them in long double
+// digamma_ref and trigamma_ref (tests/unit/mathref.h, shared with
+// test_cuda_special.c) compute them in long double
 // (recurrence to x >= 20, the asymptotic series to B_20, reflection with
 // sinl/cosl of an exactly reduced argument), and are themselves checked
 // against closed forms (psi(1) = -gamma, psi(1/2), psi(5) = H_4 - gamma,
@@ -46,6 +47,7 @@
 #include "codegen.h"
 #include "fadc.h"
 #include "frontend.h"
+#include "mathref.h"
 #include "testutil.h"
 
 enum { NOPS = 9, LGAMMA = 6, DIGAMMA = 7, TRIGAMMA = 8 };
@@ -55,78 +57,6 @@ static const char *const opname[NOPS] = {"exp", "log",    "log1p",   "expm1",   
 // boundneg, in ulps of the largest term (scale below).
 static const double bound[2][NOPS] = {{2, 2, 2, 3, 2, 2, 4, 4, 4}, {2, 2, 2, 3, 2, 2, 4, 4, 4}};
 static const double boundneg[NOPS] = {[LGAMMA] = 4, [DIGAMMA] = 5, [TRIGAMMA] = 5};
-
-static const long double PI_L = 3.141592653589793238462643383279502884L;
-static const long double X0_L = 1.461632144968362341262659542325721325L; // digamma's zero
-
-// pi cot(pi a) for a > 0 not an integer: a = n/2 + r exactly, |r| <= 1/4.
-static long double
-picot_ref(long double a)
-{
-	long double n = rintl(2 * a), r = a - n / 2;
-	long double s = sinl(PI_L * r), c = cosl(PI_L * r);
-	return PI_L * (fmodl(n, 2) != 0 ? -s / c : c / s);
-}
-
-// digamma in long double: psi(x) = psi(x + k) - sum 1/(x + j) up to x + k
-// >= 20, then log x - 1/(2x) - sum_{k=1}^{10} B_2k / (2k x^2k) (the next
-// term is below 1e-25 of the sum); x < 0 by psi(x) = psi(a) + 1/a + pi
-// cot(pi a), a = -x.
-static long double
-digamma_ref(long double x)
-{
-	static const long double b[10] = {1.0L / 6, -1.0L / 30, 1.0L / 42, -1.0L / 30, 5.0L / 66,
-	                                  -691.0L / 2730, 7.0L / 6, -3617.0L / 510, 43867.0L / 798,
-	                                  -174611.0L / 330};
-	if (isnan(x))
-		return x;
-	if (x == 0)
-		return copysignl(INFINITY, -x);
-	if (x < 0) {
-		if (x == floorl(x))
-			return NAN;
-		long double a = -x;
-		return digamma_ref(a) + 1 / a + picot_ref(a);
-	}
-	if (isinf(x))
-		return x;
-	long double acc = 0;
-	for (; x < 20; x += 1)
-		acc -= 1 / x;
-	long double z = 1 / (x * x), zk = z, s = 0;
-	for (int k = 1; k <= 10; k++, zk *= z)
-		s += b[k - 1] / (2 * k) * zk;
-	return acc + logl(x) - 1 / (2 * x) - s;
-}
-
-// trigamma in long double: psi1(x) = sum 1/(x + j)^2 + psi1(x + k) up to x
-// + k >= 20, then 1/x + 1/(2x^2) + sum_{k=1}^{10} B_2k / x^(2k+1); x < 0
-// by psi1(x) = pi^2 / sin^2(pi a) - psi1(1 + a), a = -x.
-static long double
-trigamma_ref(long double x)
-{
-	static const long double b[10] = {1.0L / 6, -1.0L / 30, 1.0L / 42, -1.0L / 30, 5.0L / 66,
-	                                  -691.0L / 2730, 7.0L / 6, -3617.0L / 510, 43867.0L / 798,
-	                                  -174611.0L / 330};
-	if (isnan(x))
-		return x;
-	if (x <= 0 && x == floorl(x))
-		return isinf(x) ? NAN : INFINITY;
-	if (x < 0) {
-		long double a = -x, n = rintl(2 * a), r = a - n / 2;
-		long double s = fmodl(n, 2) != 0 ? cosl(PI_L * r) : sinl(PI_L * r);
-		return PI_L * PI_L / (s * s) - trigamma_ref(1 + a);
-	}
-	if (isinf(x))
-		return 0;
-	long double acc = 0;
-	for (; x < 20; x += 1)
-		acc += 1 / (x * x);
-	long double w = 1 / x, w2 = w * w, wk = w2 * w, s = 0;
-	for (int k = 1; k <= 10; k++, wk *= w2)
-		s += b[k - 1] * wk;
-	return acc + w + w2 / 2 + s;
-}
 
 static long double
 ref(int op, long double x)
@@ -156,10 +86,9 @@ ref(int op, long double x)
 
 // The magnitude whose ulp is the unit of error at x: 0 for the result's
 // own.  Reflection (x < 0) adds terms of either sign: lgamma(x) = log(pi /
-// |x sin(pi x)|) - lgamma(-x), psi(x) = psi(-x) - 1/x + pi cot(-pi x): the
-// largest term, and for lgamma at least 1 (the logarithm's argument is
-// near 1 where the terms are small: its relative error becomes an
-// absolute one).  Around digamma's zero: 1.
+// |x sin(pi x)|) - lgamma(-x): the largest term, and at least 1 (the
+// logarithm's argument is near 1 where the terms are small: its relative
+// error becomes an absolute one); digamma and trigamma: mathref.h.
 static long double
 scale(int op, long double x)
 {
@@ -168,71 +97,11 @@ scale(int op, long double x)
 		long double t2 = lgammal_r(-x, &sign), t1 = lgammal_r(x, &sign) + t2;
 		return fmaxl(1, fmaxl(fabsl(t1), fabsl(t2)));
 	}
-	if (op == DIGAMMA && x < 0 && x != floorl(x)) {
-		long double a = -x;
-		return fmaxl(fabsl(digamma_ref(a)), fmaxl(1 / a, fabsl(picot_ref(a))));
-	}
-	if (op == TRIGAMMA && x < 0 && x != floorl(x)) {
-		long double t2 = trigamma_ref(1 - x);
-		return fmaxl(t2, trigamma_ref(x) + t2);
-	}
-	if (op == DIGAMMA && fabsl(x - X0_L) < 0.125L)
-		return 1;
+	if (op == DIGAMMA)
+		return digamma_scale(x);
+	if (op == TRIGAMMA)
+		return trigamma_scale(x);
 	return 0;
-}
-
-// Error of got against the exact r in ulps of the format (f64: 53 bits,
-// else 24); INFINITY when a NaN, an infinity or a sign of zero is wrong.
-static double
-ulp_err(long double r, double got, int f64, long double sc)
-{
-	if (isnan(r))
-		return isnan(got) ? 0 : INFINITY;
-	double rr = f64 ? (double)r : (double)(float)r; // r rounded to the format
-	if (isinf(rr) || isinf(got) || isnan(got))
-		return got == rr ? 0 : INFINITY;
-	if (r == 0)
-		return got == 0 && signbit(got) == signbit((double)r) ? 0 : INFINITY;
-	int p = f64 ? 53 : 24, emin = f64 ? -1022 : -126, ex;
-	frexpl(fmaxl(fabsl(r), sc), &ex); // |r| in [2^(ex-1), 2^ex)
-	long double ulp = ldexpl(1, (ex - 1 > emin ? ex - 1 : emin) - p + 1);
-	return (double)(fabsl((long double)got - r) / ulp);
-}
-
-typedef struct Inputs {
-	double *v;
-	size_t n, cap;
-} Inputs;
-
-static void
-add(Inputs *in, double x)
-{
-	if (in->n == in->cap) {
-		in->cap = in->cap ? 2 * in->cap : 1 << 20;
-		in->v = realloc(in->v, in->cap * sizeof *in->v);
-	}
-	in->v[in->n++] = x;
-}
-
-static void
-grid(Inputs *in, double lo, double hi, int n)
-{
-	for (int i = 0; i <= n; i++)
-		add(in, lo + (hi - lo) * i / n);
-}
-
-// x and its neighbours, k ulps each way in the format.
-static void
-around(Inputs *in, double x, int k, int f64)
-{
-	double a = x, b = x;
-	add(in, x);
-	for (int i = 0; i < k; i++) {
-		a = f64 ? nextafter(a, -INFINITY) : nextafterf((float)a, -INFINITY);
-		b = f64 ? nextafter(b, INFINITY) : nextafterf((float)b, INFINITY);
-		add(in, a);
-		add(in, b);
-	}
 }
 
 static Inputs
