@@ -254,6 +254,7 @@ struct RtCuda {
 	cublasHandle_t blas_h; // the context's handle (on its stream), or NULL
 	uint64_t blas_ws; // its workspace, a pool block while blas_users > 0
 	uint32_t blas_users; // loaded tasks with GEMM records
+	int prof; // FADC_CUDA_PROFILE=1: eager runs, each launch timed (prof_report)
 };
 
 typedef struct HostStep HostStep;
@@ -285,11 +286,17 @@ struct RtCuTask {
 	uint64_t rerecords;
 	int eager_only; // past the re-record limit
 	int blas; // has GEMM records: holds the context's cuBLAS workspace
+	// FADC_CUDA_PROFILE: an event before each launch and after the last,
+	// and each launch's milliseconds summed over pruns runs.
+	CUevent *pev;
+	double *pms;
+	uint64_t pruns;
 };
 
 static int host_failed(RtCuda *c, char *err, size_t errlen);
 static int blas_acquire(RtCuda *c, char *err, size_t errlen);
 static void blas_release(RtCuda *c);
+static void prof_report(RtCuTask *k);
 
 // ---------------------------------------------------------------- errors
 
@@ -378,6 +385,8 @@ rtcu_open(int index, RtCuda **out, char *err, size_t errlen)
 	char *end = NULL;
 	unsigned long long l = lim && *lim ? strtoull(lim, &end, 10) : RERECORD_LIMIT;
 	c->rerecord_limit = end && *end ? RERECORD_LIMIT : l;
+	const char *pf = getenv("FADC_CUDA_PROFILE");
+	c->prof = pf && *pf && strcmp(pf, "0");
 	c->cur = &c->root;
 	c->gen = 1;
 	*out = c;
@@ -703,10 +712,97 @@ rtcu_task_free(RtCuda *c, RtCuTask *k)
 	rtcu_free(c, k->stage);
 	free(k->stage_at);
 	free(k->stage_bytes);
+	if (k->pruns)
+		prof_report(k);
+	for (uint32_t i = 0; k->pev && i <= k->nk; i++)
+		if (k->pev[i])
+			c->d.cuEventDestroy(k->pev[i]);
+	free(k->pev);
+	free(k->pms);
 	free(k->k);
 	free(k->cur);
 	free(k->smask);
 	free(k);
+}
+
+// FADC_CUDA_PROFILE=1: at the task's end, where its time went (stderr):
+// the launches by their total time, and the kernels' time by what they
+// are (the suffix of their names: sum, matmul, elementwise, ...).  The
+// times are the GPU's between events around each launch of eager runs
+// (CUDA graphs are off while profiling, so launch gaps are included).
+static void
+prof_report(RtCuTask *k)
+{
+	const ArtTask *t = k->t;
+	double total = 0;
+	for (uint32_t i = 0; i < k->nk; i++)
+		total += k->pms[i];
+	if (!(total > 0))
+		return;
+	double runs = (double)k->pruns;
+	fprintf(stderr, "fadc: profile of task '%s': %llu runs, %.3f ms per run, %u launches\n",
+	        t->name, (unsigned long long)k->pruns, total / runs, k->nk);
+	// By what the kernels are (name suffix after _k<N>_), GEMMs and host steps.
+	enum { NCAT = 64 };
+	char cat[NCAT][48];
+	double cms[NCAT];
+	int ncat = 0, cn[NCAT];
+	for (uint32_t i = 0; i < k->nk; i++) {
+		const ArtKernel *a = &t->kern[i];
+		const char *w = a->kind == ART_LAUNCH_GEMM ? "cublas gemm"
+		                : a->kind != ART_LAUNCH_KERNEL ? "host step"
+		                                               : NULL;
+		if (!w) {
+			const char *q = a->name ? strstr(a->name, "_k") : NULL;
+			while (q && !(q[2] >= '0' && q[2] <= '9'))
+				q = strstr(q + 1, "_k");
+			w = q ? strchr(q + 2, '_') : NULL;
+			w = w ? w + 1 : "?";
+		}
+		int j = 0;
+		while (j < ncat && strcmp(cat[j], w))
+			j++;
+		if (j == ncat) {
+			if (ncat == NCAT)
+				j = NCAT - 1;
+			else {
+				snprintf(cat[ncat], sizeof cat[ncat], "%s", w);
+				cms[ncat] = 0;
+				cn[ncat++] = 0;
+			}
+		}
+		cms[j] += k->pms[i];
+		cn[j]++;
+	}
+	for (int done = 0; done < ncat; done++) {
+		int b = -1;
+		for (int j = 0; j < ncat; j++)
+			if (cn[j] >= 0 && (b < 0 || cms[j] > cms[b]))
+				b = j;
+		fprintf(stderr, "  %5.1f%%  %10.1f us  %4d launches  %s\n", 100 * cms[b] / total,
+		        1e3 * cms[b] / runs, cn[b], cat[b]);
+		cn[b] = -1;
+	}
+	uint8_t *shown = calloc(k->nk + 1, 1);
+	for (int n = 0; shown && n < 30 && n < (int)k->nk; n++) {
+		uint32_t b = UINT32_MAX;
+		for (uint32_t i = 0; i < k->nk; i++)
+			if (!shown[i] && (b == UINT32_MAX || k->pms[i] > k->pms[b]))
+				b = i;
+		shown[b] = 1;
+		const ArtKernel *a = &t->kern[b];
+		if (a->kind == ART_LAUNCH_GEMM)
+			fprintf(stderr, "  %5.1f%%  %10.1f us  launch %4u  cublas gemm batch %llu M %llu N %llu K %llu\n",
+			        100 * k->pms[b] / total, 1e3 * k->pms[b] / runs, b,
+			        (unsigned long long)a->gemm.batch, (unsigned long long)a->gemm.m,
+			        (unsigned long long)a->gemm.n, (unsigned long long)a->gemm.k);
+		else
+			fprintf(stderr, "  %5.1f%%  %10.1f us  launch %4u  %s (%llu points, %u blocks)\n",
+			        100 * k->pms[b] / total, 1e3 * k->pms[b] / runs, b,
+			        a->name ? a->name : "host step", (unsigned long long)a->points,
+			        k->k[b].grid);
+	}
+	free(shown);
 }
 
 static uint64_t
@@ -1057,8 +1153,20 @@ host_failed(RtCuda *c, char *err, size_t errlen)
 static int
 launch_all(RtCuda *c, RtCuTask *k, char *err, size_t errlen)
 {
+	if (c->prof && !k->pev) { // never under capture: profiling turns graphs off
+		k->pev = calloc(k->nk + 1, sizeof *k->pev);
+		k->pms = calloc(k->nk + 1, sizeof *k->pms);
+		if (!k->pev || !k->pms) {
+			snprintf(err, errlen, "out of memory");
+			return 0;
+		}
+		for (uint32_t i = 0; i <= k->nk; i++)
+			CHECK_CU(c, cuEventCreate(&k->pev[i], 0));
+	}
 	for (uint32_t i = 0; i < k->nk; i++) {
 		Kern *kk = &k->k[i];
+		if (c->prof)
+			CHECK_CU(c, cuEventRecord(k->pev[i], c->stream));
 		if (kk->k->kind == ART_LAUNCH_GEMM) {
 			if (!gemm_step(c, kk, err, errlen))
 				return 0;
@@ -1073,6 +1181,16 @@ launch_all(RtCuda *c, RtCuTask *k, char *err, size_t errlen)
 			continue; // no points (a zero-size output)
 		CHECK_CU(c, cuLaunchKernel(kk->fn, kk->grid, 1, 1, 256, 1, 1, 0, c->stream,
 		                           kk->param, NULL));
+	}
+	if (c->prof && k->nk) {
+		CHECK_CU(c, cuEventRecord(k->pev[k->nk], c->stream));
+		CHECK_CU(c, cuEventSynchronize(k->pev[k->nk]));
+		for (uint32_t i = 0; i < k->nk; i++) {
+			float ms = 0;
+			CHECK_CU(c, cuEventElapsedTime(&ms, k->pev[i], k->pev[i + 1]));
+			k->pms[i] += ms;
+		}
+		k->pruns++;
 	}
 	return 1;
 }
@@ -1159,7 +1277,7 @@ rtcu_task_run(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint8_t *staged,
 {
 	CHECK_CU(c, cuCtxSetCurrent(c->ctx));
 	uint64_t run = ++k->runs;
-	int graph = run > 1 && !c->no_graphs && !k->eager_only && k->nk;
+	int graph = run > 1 && !c->no_graphs && !c->prof && !k->eager_only && k->nk;
 	size_t nstaged = task_args(k, in, staged, out, arena, runseed, 0);
 	if (!graph) {
 		if (run == 1)

@@ -3,6 +3,8 @@
 // cycle of each task.
 //
 //   gpu_check [--iters N] [--time N] [--tol X] MODEL.so...
+//   gpu_check --run-only N MODEL.so...   (no checks: N GPU runs per task,
+//                                          for FADC_CUDA_PROFILE=1)
 //
 // Each MODEL.so must be compiled with --target cpu,cuda.  For every task
 // (initializers excepted) and every iteration i of N (5, the seed's
@@ -453,6 +455,58 @@ check_model(const char *path, fadc_context *cpu, fadc_context *gpu, int iters, i
 	return 1;
 }
 
+// --run-only N: each wanted task of the model run N times on the GPU alone,
+// no CPU reference and no checks (FADC_CUDA_PROFILE=1 then says where the
+// time goes; the CPU code of a full-size model would take minutes).
+static void
+run_only(const char *path, fadc_context *gpu, int n)
+{
+	fadc_model *mg = NULL;
+	if (fadc_model_open(gpu, path, 0, &mg)) {
+		FAIL("%s: open on the GPU: %s", path, fadc_context_error(gpu));
+		return;
+	}
+	for (int task = 0; task < fadc_model_task_count(mg); task++) {
+		fadc_task_info ti;
+		fadc_task_info_get(mg, task, &ti);
+		if (ti.is_init || !task_wanted(ti.name))
+			continue;
+		fadc_tensor **in = calloc((size_t)ti.ncaller + 1, sizeof *in);
+		fadc_tensor **out = calloc((size_t)ti.noutputs + 1, sizeof *out);
+		for (int i = 0, j = 0; i < ti.ninputs; i++) {
+			fadc_tensor_desc d;
+			fadc_task_input(mg, task, i, &d);
+			if (d.role != FADC_ROLE_INPUT)
+				continue;
+			size_t b;
+			void *h = fill(&d, &b, 77u + (uint64_t)j);
+			fadc_tensor_create(gpu, d.dtype, d.rank, d.dim, &in[j]);
+			fadc_tensor_write(in[j], h, b);
+			free(h);
+			j++;
+		}
+		double t0 = now_us();
+		for (int r = 0; r < n; r++) {
+			for (int o = 0; o < ti.noutputs; o++)
+				out[o] = NULL;
+			if (fadc_run(mg, task, in, ti.ncaller, out, ti.noutputs)) {
+				FAIL("%s %s: GPU run: %s", path, ti.name, fadc_context_error(gpu));
+				break;
+			}
+		}
+		ncheck++;
+		if (fadc_context_synchronize(gpu))
+			FAIL("%s %s: GPU wait: %s", path, ti.name, fadc_context_error(gpu));
+		printf("%-16s %-16s %d runs  %10.1f us/run (first included)\n", fadc_model_name(mg),
+		       ti.name, n, (now_us() - t0) / n);
+		for (int j = 0; j < ti.ncaller; j++)
+			fadc_tensor_release(in[j]);
+		free(in);
+		free(out);
+	}
+	fadc_model_close(mg);
+}
+
 // A host step's failure on the GPU, against the CPU's (see the top).
 static void
 check_assign_nan(const char *path, fadc_context *cpu, fadc_context *gpu)
@@ -521,7 +575,7 @@ check_assign_nan(const char *path, fadc_context *cpu, fadc_context *gpu)
 int
 main(int argc, char **argv)
 {
-	int iters = 5, timed = 0, first = 1;
+	int iters = 5, timed = 0, first = 1, run_n = 0;
 	const char *assign_nan = NULL;
 	double tol = 1e-4;
 	for (; first < argc && argv[first][0] == '-'; first++) {
@@ -533,9 +587,11 @@ main(int argc, char **argv)
 			tol = atof(argv[++first]);
 		else if (!strcmp(argv[first], "--assign-nan") && first + 1 < argc)
 			assign_nan = argv[++first];
+		else if (!strcmp(argv[first], "--run-only") && first + 1 < argc)
+			run_n = atoi(argv[++first]);
 		else {
 			fprintf(stderr, "usage: gpu_check [--iters N] [--time N] [--tol X] "
-			                "[--assign-nan MODEL.so] MODEL.so...\n");
+			                "[--assign-nan MODEL.so] [--run-only N] MODEL.so...\n");
 			return 2;
 		}
 	}
@@ -556,7 +612,10 @@ main(int argc, char **argv)
 	if (assign_nan)
 		check_assign_nan(assign_nan, cpu, gpu);
 	for (int i = first; i < argc; i++)
-		check_model(argv[i], cpu, gpu, iters, timed, tol, graphs_off);
+		if (run_n > 0)
+			run_only(argv[i], gpu, run_n);
+		else
+			check_model(argv[i], cpu, gpu, iters, timed, tol, graphs_off);
 	fadc_context_destroy(cpu);
 	fadc_context_destroy(gpu);
 	if (nfail) {
