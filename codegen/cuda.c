@@ -549,6 +549,7 @@ red_combine_var(Cu *c, KRed r, DType dt, const char *o) {
 #define BLOCKRED_MAX_POINTS 32768
 
 static int fused(const KProgram *p);
+static int stage_inputs(const KProgram *p, const CgCudaKernel *all, int64_t tmp, int64_t *bytes);
 
 static int
 blockred(const KProgram *p, const KKernel *k) {
@@ -1485,21 +1486,63 @@ print_group(Cu *c, const La *a) {
 		        a->loop, a->begin, a->end - 1, (long long)p->loop[a->loop].trip, all.grid);
 	for (uint32_t j = 0; j < all.narg; j++)
 		fprintf(f, " b%u", all.buf[j]);
+	// The fused kernel's temporaries: the plan's offsets, or each its own
+	// bytes (tmp_private); and, where they fit beside them, the task's
+	// inputs staged into shared memory (stage_inputs).
+	int smem = fusedk && fused_smem(p), priv = smem && tmp_private(p);
+	int64_t size = priv ? 0 : p->arena_bytes, staged = 0;
+	for (uint32_t b = 0; priv && b < p->nbuf; b++)
+		if (p->buf[b].kind == KB_TMP && p->buf[b].bytes)
+			size += (p->buf[b].bytes + 63) / 64 * 64;
+	int stage = smem && stage_inputs(p, &all, size, &staged);
 	fprintf(f, "%s\nextern \"C\" __global__ void __launch_bounds__(%d%s)\n%s(",
 	        all.runseed ? " runseed" : "", FUSED_THREADS, fusedk ? "" : ", 2", all.name);
 	for (uint32_t j = 0; j < all.narg; j++) {
 		uint32_t b = all.buf[j];
-		fprintf(f, "%s%s%s *b%u", j ? ", " : "", written[b] ? "" : "const ",
-		        csty(p->buf[b].dtype), b);
+		int in = stage && p->buf[b].kind == KB_IN;
+		fprintf(f, "%s%s%s *b%u%s", j ? ", " : "", written[b] ? "" : "const ",
+		        csty(p->buf[b].dtype), b, in ? "_g" : "");
 	}
 	fprintf(f, "%s)\n{\n", all.runseed ? ", unsigned long long runseed" : "");
-	if (fusedk && fused_smem(p)) {
-		// The plan's offsets, or each temporary its own bytes (tmp_private).
-		int priv = tmp_private(p);
-		int64_t size = priv ? 0 : p->arena_bytes;
-		for (uint32_t b = 0; priv && b < p->nbuf; b++)
-			if (p->buf[b].kind == KB_TMP && p->buf[b].bytes)
-				size += (p->buf[b].bytes + 63) / 64 * 64;
+	if (stage) {
+		// Every thread copies its share of each input (element i on thread
+		// i % 256), then one barrier: the kernels' scattered, dependent
+		// reads of parameters then hit shared memory instead of L2.
+		// Inputs of at most 256 elements: each thread's element loaded into
+		// a register first, all loads before any store, so they are in
+		// flight together (one latency, not one per input).
+		fprintf(f, "\t__shared__ __align__(16) unsigned char inputs[%lld];\n", (long long)staged);
+		for (int pass = 0; pass < 3; pass++) {
+			int64_t off = 0;
+			for (uint32_t j = 0; j < all.narg; j++) {
+				uint32_t b = all.buf[j];
+				const KBuf *x = &p->buf[b];
+				if (x->kind != KB_IN || !x->bytes)
+					continue;
+				int64_t n = x->bytes / kir_dtype_size(x->dtype);
+				const char *ty = csty(x->dtype);
+				if (pass == 0)
+					fprintf(f, "\t%s *b%u = (%s *)(inputs + %lld);\n", ty, b, ty, (long long)off);
+				else if (pass == 1 && n <= FUSED_THREADS)
+					fprintf(f, "\tconst %s v%u = threadIdx.x < %lldU ? b%u_g[threadIdx.x] : (%s)0;\n",
+					        ty, b, (long long)n, b, ty);
+				else if (pass == 2 && n <= FUSED_THREADS)
+					fprintf(f, "\tif (threadIdx.x < %lldU)\n\t\tb%u[threadIdx.x] = v%u;\n",
+					        (long long)n, b, b);
+				else if (pass == 2)
+					fprintf(f, "\tfor (int i = threadIdx.x; i < %lld; i += %d)\n\t\tb%u[i] = b%u_g[i];\n",
+					        (long long)n, FUSED_THREADS, b, b);
+				off += (x->bytes + 15) / 16 * 16;
+			}
+		}
+		for (uint32_t j = 0; j < all.narg; j++) {
+			const KBuf *x = &p->buf[all.buf[j]];
+			if (x->kind == KB_IN && !x->bytes)
+				fprintf(f, "\tconst %s *b%u = b%u_g;\n", csty(x->dtype), all.buf[j], all.buf[j]);
+		}
+		fputs("\t__syncthreads(); // the inputs staged\n", f);
+	}
+	if (smem) {
 		if (size > 0)
 			fprintf(f, "\t__shared__ __align__(64) unsigned char arena[%lld];\n", (long long)size);
 		for (uint32_t b = 0, off = 0; b < p->nbuf; b++) {
@@ -1533,6 +1576,25 @@ print_group(Cu *c, const La *a) {
 	free(written);
 	free(all.name);
 	free(all.buf);
+}
+
+// Whether a fused task's inputs are staged into shared memory: all of
+// them fit there beside the temporaries (tmp bytes), each 16-byte
+// aligned, within FUSED_SMEM_LIMIT, and FADC_CUDA_NO_STAGE is not set
+// (measurements).  *bytes: their shared-memory size.
+static int
+stage_inputs(const KProgram *p, const CgCudaKernel *all, int64_t tmp, int64_t *bytes) {
+	const char *off = getenv("FADC_CUDA_NO_STAGE");
+	if (off && *off && strcmp(off, "0"))
+		return 0;
+	int64_t n = 0;
+	for (uint32_t j = 0; j < all->narg; j++) {
+		const KBuf *x = &p->buf[all->buf[j]];
+		if (x->kind == KB_IN)
+			n += (x->bytes + 15) / 16 * 16;
+	}
+	*bytes = n;
+	return n > 0 && tmp + n <= FUSED_SMEM_LIMIT;
 }
 
 static int

@@ -140,9 +140,12 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 	                      count(src, "\n\t__syncthreads();\n") == (int)nph - 1 &&
 	                      count(src, "static __device__ void") == (int)p->nk));
 	CHECK((nl == 1 && p->nk > 1) == (nph > 0));
-	// The ppl models are small: every task is one launch.
-	if (!strncmp(model, "ppl_", 4))
+	// The ppl models are small: every task is one launch, its inputs
+	// staged into shared memory before the first kernel (docs/CUDA.md).
+	if (!strncmp(model, "ppl_", 4)) {
 		CHECK(nl == 1);
+		CHECK(p->nk < 2 || count(src, "\t__syncthreads(); // the inputs staged\n") == 1);
+	}
 	int nblockred = 0;
 	for (uint32_t li = 0; li < nl; li++) {
 		CgCudaKernel k;
