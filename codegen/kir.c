@@ -1104,3 +1104,184 @@ kir_gemm_plan(const KProgram *p, const KKernel *k, KGemmPlan *g)
 	       gemm_inside(&p->buf[g->bbuf], g->ob, eb, sb3, 3) &&
 	       gemm_inside(&p->buf[g->cbuf], g->oc, ec, sc3, 3);
 }
+
+// ---------------------------------------------------------------- GEMM operands
+//
+// Fusion inlines layout ops into a contraction's loads: a head merge (a
+// permute then a reshape) becomes an index of divisions and remainders,
+// and an elementwise op on an operand becomes arithmetic inside the
+// product.  Then no GEMM plan exists, and the contraction runs as a
+// printed loop nest (transformer's attention output projection, 8192 x
+// 720 x 720: 6.3 ms on an H100 against ~0.1 ms through cuBLAS).  So an
+// operand of a large contraction that is not one affine load is
+// materialized: a new kernel, just before the contraction, writes it
+// densely over the loop variables it depends on (in their order), and the
+// contraction loads it back at that dense, affine index.  The operand must
+// be a matrix of the product (not depend on every variable), the product
+// large (GEMM_OPERAND_MIN_WORK multiply-adds, the cuBLAS threshold: small
+// contractions, in particular those of fused one-block tasks, stay as they
+// are) and the copy bounded (GEMM_OPERAND_MAX_ELEMS); the rewrite is kept
+// only when the contraction then has a GEMM plan.  Its cost, one write and
+// one read of the operand, is small next to the product it unlocks.
+
+#define GEMM_OPERAND_MIN_WORK ((int64_t)1 << 18)
+#define GEMM_OPERAND_MAX_ELEMS ((int64_t)1 << 26)
+
+// The loop variables e reads (bit v), and whether it may be recomputed in
+// another kernel (no accumulator, step counter or reduction state).
+static int
+operand_vars(const KProgram *p, KxId e, uint8_t *seen, uint32_t *vars)
+{
+	if (!e || seen[e])
+		return 1;
+	seen[e] = 1;
+	const Kx *x = &p->x[e];
+	if (x->op == KX_ACC || x->op == KX_STEP)
+		return 0;
+	if (x->op == KX_VAR)
+		*vars |= 1u << x->aux;
+	for (int i = 0; i < x->nin; i++)
+		if (!operand_vars(p, x->a[i], seen, vars))
+			return 0;
+	return 1;
+}
+
+// e with loop variable v replaced by map[v] (memo: old id -> new, 0 unset).
+static KxId
+rebuild(KProgram *p, KxId e, const KxId *map, KxId *memo)
+{
+	if (memo[e])
+		return memo[e];
+	Kx x = p->x[e];
+	KxId r;
+	if (x.op == KX_VAR)
+		r = map[x.aux];
+	else {
+		for (int i = 0; i < x.nin; i++)
+			x.a[i] = rebuild(p, x.a[i], map, memo);
+		r = intern(p, &x);
+	}
+	memo[e] = r;
+	return r;
+}
+
+// Is kernel ki inside a loop?
+static int
+in_loop(const KProgram *p, uint32_t ki)
+{
+	for (uint32_t l = 0; l < p->nloop; l++)
+		if (p->loop[l].begin <= ki && ki < p->loop[l].end)
+			return 1;
+	return 0;
+}
+
+// Operand `side` (0, 1) of contraction ki materialized as described
+// above; 1 when done (the new kernel is then kernel ki, the contraction
+// ki + 1).  need_plan: only if the contraction then has a GEMM plan (the
+// other operand is already an affine load); else nothing changes but
+// unused expressions and an unused buffer.
+static int
+materialize_operand(KProgram *p, uint32_t ki, int side, int need_plan)
+{
+	KKernel *k = &p->k[ki];
+	int nv = k->rank + k->rrank;
+	KxId op = p->x[k->body].a[side], other = p->x[k->body].a[1 - side];
+	uint8_t *seen = calloc(p->nx + 1, 1);
+	uint32_t vars = 0;
+	int ok = seen && operand_vars(p, op, seen, &vars);
+	free(seen);
+	if (!ok || !vars || vars == (1u << nv) - 1)
+		return 0;
+	Shape s = {0};
+	KxId map[2 * IR_MAXDIM] = {0};
+	int64_t n = 1;
+	for (int v = 0; v < nv; v++)
+		if (vars >> v & 1) {
+			if (s.rank == IR_MAXDIM)
+				return 0;
+			s.dim[s.rank++] = v < k->rank ? k->dim[v] : k->rdim[v - k->rank];
+		}
+	for (int i = 0; i < s.rank; i++)
+		n *= s.dim[i];
+	if (n > GEMM_OPERAND_MAX_ELEMS)
+		return 0;
+	DType dt = (DType)p->x[op].dtype;
+	uint32_t buf = kir_buf_add(p, KB_TMP, 0, dt, &s, k->node);
+	// The new kernel's variables are 0 .. s.rank-1 in the order of the old
+	// ones; the dense index over the old variables, for the contraction.
+	KxId dense = kx_iconst(p, 0), idx = kx_iconst(p, 0);
+	int64_t stride = 1;
+	for (int v = nv - 1, j = s.rank - 1; v >= 0; v--) {
+		if (!(vars >> v & 1))
+			continue;
+		int64_t ext = s.dim[j];
+		map[v] = kx_var(p, j, ext);
+		dense = kx_iadd(p, dense, kx_imul(p, kx_var(p, v, ext), stride));
+		idx = kx_iadd(p, idx, kx_imul(p, kx_var(p, j, ext), stride));
+		stride *= ext;
+		j--;
+	}
+	KxId *memo = calloc(p->nx + 1, sizeof *memo);
+	FADC_ASSERT(memo, "kir: out of memory");
+	KxId body = rebuild(p, op, map, memo);
+	free(memo);
+	KxId load = kx_load(p, buf, dense);
+	KxId prod = side == 0 ? kx_bin(p, KX_MUL, load, other) : kx_bin(p, KX_MUL, other, load);
+	KKernel trial = *k;
+	trial.body = prod;
+	KGemmPlan g;
+	if (need_plan && !kir_gemm_plan(p, &trial, &g))
+		return 0;
+	// Insert the new kernel before ki; loops after it move by one.
+	kir_kernel_add(p);
+	memmove(&p->k[ki + 1], &p->k[ki], (p->nk - 1 - ki) * sizeof *p->k);
+	for (uint32_t l = 0; l < p->nloop; l++) {
+		if (p->loop[l].begin >= ki)
+			p->loop[l].begin++;
+		if (p->loop[l].end > ki)
+			p->loop[l].end++;
+	}
+	KKernel *m = &p->k[ki];
+	memset(m, 0, sizeof *m);
+	m->out = buf;
+	m->rank = s.rank;
+	memcpy(m->dim, s.dim, sizeof m->dim);
+	m->index = idx;
+	m->body = body;
+	m->node = p->k[ki + 1].node;
+	m->what = "gemm_operand";
+	p->k[ki + 1].body = prod;
+	return 1;
+}
+
+void
+kir_gemm_operands(KProgram *p)
+{
+	for (uint32_t ki = 0; ki < p->nk; ki++) {
+		KKernel *k = &p->k[ki];
+		if (!k->contraction || k->host || k->red != KR_SUM || p->x[k->post].op != KX_ACC ||
+		    p->x[k->body].op != KX_MUL || in_loop(p, ki))
+			continue;
+		int64_t work = 1;
+		for (int d = 0; d < k->rank; d++)
+			work *= k->dim[d];
+		for (int d = 0; d < k->rrank; d++)
+			work *= k->rdim[d];
+		KGemmPlan g;
+		if (work < GEMM_OPERAND_MIN_WORK || kir_gemm_plan(p, k, &g))
+			continue;
+		int64_t coef[2 * IR_MAXDIM];
+		if (!affine_all(p, k, k->index, coef))
+			continue;
+		// Each operand that is not one affine load; where both are not,
+		// the first unconditionally (the second then decides).
+		int fine[2];
+		for (int side = 0; side < 2; side++) {
+			KxId o = p->x[k->body].a[side];
+			fine[side] = p->x[o].op == KX_LOAD && affine_all(p, k, p->x[o].a[0], coef);
+		}
+		for (int side = 0; side < 2; side++)
+			if (!fine[side] && materialize_operand(p, ki, side, fine[1 - side] || side == 1))
+				ki++; // the contraction moved up by one
+	}
+}

@@ -255,6 +255,9 @@ typedef struct KGemm {
 	int64_t a0, b0, c0;
 } KGemm;
 int kir_gemm_match(const KProgram *p, const KKernel *k, KGemm *g);
+// Materializes the operands of large contractions that fusion made
+// non-affine (kir.c, "GEMM operands"), so that they get GEMM plans.
+void kir_gemm_operands(KProgram *p);
 
 // The same kernel as one strided batched GEMM in row-major terms, what a
 // BLAS call needs (codegen/cuda.c turns it into a cuBLAS launch record):

@@ -1839,5 +1839,6 @@ cg_lower(const Graph *g, const char *task, DType fcompute, char *err, size_t err
 		kir_program_free(p);
 		return NULL;
 	}
+	kir_gemm_operands(p);
 	return p;
 }

@@ -20,6 +20,7 @@
 
 #include "codegen.h"
 #include "frontend.h"
+#include "passes.h"
 #include "testutil.h"
 
 static const char model[] =
@@ -53,6 +54,21 @@ static const char convs[] =
     "  b = conv2d(x2, w2, stride=2, padding=1)\n"
     "  c = conv1d(x3, w3, padding=4, dilation=2)\n"
     "  return sum(sin(a)) + sum(b * b) * 0.1 + sum(cos(c))\n"
+    "}\n";
+
+// A head merge (attention's heads back to rows: a transpose, then a
+// reshape) read by a large product: fusion inlines the two layout ops into
+// the product's load, an index of divisions and remainders with no GEMM
+// plan, so the operand is materialized by a kernel of its own
+// (kir_gemm_operands: "= gemm_operand") and the product becomes a GEMM;
+// in vjp the weight gradient reads the same merged operand.  64 x 64 x 64
+// is the threshold's work (2^18 multiply-adds).
+static const char heads[] =
+    "param x: f64[4, 64, 16] = normal(0, 1, seed=1)\n" // heads, rows, width
+    "param w: f64[64, 64] = normal(0, 0.2, seed=2)\n"
+    "def forward() {\n"
+    "  h = reshape(transpose(x, 0, 1), [64, 64])\n"
+    "  return sum(sin(h @ w))\n"
     "}\n";
 
 static char *
@@ -162,6 +178,49 @@ check_cpu_gemm(const char *name, const char *src, int f32, const char *what)
 	free(text);
 }
 
+// Every contraction of task `task` of at least 2^18 multiply-adds has a
+// GEMM plan, and `nop` operands were materialized for it (kernels
+// "gemm_operand" whose only reader is the next kernel, a contraction).
+static void
+check_plans(const char *name, const char *src, const char *task, int nop)
+{
+	FeOptions fo = {.diag = stderr};
+	Module *m = fe_parse_string(name, src, strlen(src), &fo);
+	CHECK(m != NULL);
+	if (!m)
+		return;
+	char err[512] = "";
+	Loc loc = 0;
+	Graph *g = pass_task(m->main, task, NULL, &loc, err, sizeof err);
+	CHECK(g != NULL);
+	KProgram *p = g ? cg_lower(g, task, DT_F64, err, sizeof err) : NULL;
+	CHECK(p != NULL);
+	int nmat = 0, nplan = 0, nops = 0;
+	for (uint32_t ki = 0; p && ki < p->nk; ki++) {
+		const KKernel *k = &p->k[ki];
+		if (k->what && !strcmp(k->what, "gemm_operand")) {
+			nops++;
+			CHECK(ki + 1 < p->nk && p->k[ki + 1].contraction);
+		}
+		int64_t work = 1;
+		for (int d = 0; d < k->rank; d++)
+			work *= k->dim[d];
+		for (int d = 0; d < k->rrank; d++)
+			work *= k->rdim[d];
+		if (!k->contraction || work < ((int64_t)1 << 18))
+			continue;
+		KGemmPlan gp;
+		nmat++;
+		nplan += kir_gemm_plan(p, k, &gp);
+	}
+	printf("%s %s: %d large contractions, %d with GEMM plans, %d operands materialized\n", name,
+	       task, nmat, nplan, nops);
+	CHECK(nmat > 0 && nplan == nmat && nops == nop);
+	kir_program_free(p);
+	ir_graph_free(g);
+	ir_module_free(m);
+}
+
 int
 main(void)
 {
@@ -172,6 +231,11 @@ main(void)
 	check("gemm.ir", model, 1, NULL);
 	check("convs.ir", convs, 0, conv_kernels);
 	check("convs.ir", convs, 1, conv_kernels);
+	static const char *const head_kernels[] = {"= gemm_operand (", NULL};
+	check("heads.ir", heads, 0, head_kernels);
+	check("heads.ir", heads, 1, head_kernels);
+	check_plans("heads.ir", heads, "forward", 1);
+	check_plans("heads.ir", heads, "vjp", 2);
 	check_cpu_gemm("convs.ir", convs, 0, "conv_weight_grad.gemm");
 	check_cpu_gemm("convs.ir", convs, 1, "conv_weight_grad.gemm");
 	return TU_DONE("test_codegen_gemm");
