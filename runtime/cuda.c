@@ -1059,6 +1059,10 @@ launch_all(RtCuda *c, RtCuTask *k, char *err, size_t errlen)
 {
 	for (uint32_t i = 0; i < k->nk; i++) {
 		Kern *kk = &k->k[i];
+		if (kk->k->kind == ART_LAUNCH_CHOICE) { // the first candidate runs, the others not
+			i += (uint32_t)kk->k->points;
+			kk = &k->k[i - (uint32_t)kk->k->points + 1];
+		}
 		if (kk->k->kind == ART_LAUNCH_GEMM) {
 			if (!gemm_step(c, kk, err, errlen))
 				return 0;
