@@ -1210,6 +1210,8 @@ cmd_inspect(int argc, char **argv)
 		for (uint32_t k = 0; at && (at->targets & ART_TARGET_CUDA) && k < at->ncuda; k++) {
 			nrec += at->kern[k].kind == ART_LAUNCH_GEMM;
 			ntf32 += at->kern[k].kind == ART_LAUNCH_GEMM && at->kern[k].gemm.tf32;
+		}
+		for (uint32_t k = 0; at && (at->targets & ART_TARGET_CUDA) && k < at->ncuda; k++) {
 			if (at->kern[k].kind == ART_LAUNCH_CHOICE) {
 				nchoice++;
 				k += (uint32_t)at->kern[k].points;

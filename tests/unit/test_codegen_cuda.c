@@ -19,8 +19,12 @@
 // and batch strides are compared with values derived by hand from the
 // shapes; small tasks stay one fused launch; an artifact records
 // --allow-tf32 (options line, each record) and `fadc inspect` shows it and
-// the records; artifacts of formats 2 to 4 still load, 1 and 6 are
-// refused by version.
+// the records; artifacts of formats 2 to 6 still load, 1 and 7 are
+// refused by version.  Choices (check_gemm_plans' band, and
+// check_choice_artifact): a contraction of 2^16 to 2^22 multiply-adds is a
+// choice record, its printed kernel (a __global__ of the source, in the
+// PTX) and its GEMM, writing the same output; format 6, round-tripped,
+// damaged choices refused, shown by `fadc inspect`.
 //
 // digamma and trigamma (check_special; `test_codegen_cuda special` runs it
 // alone): polygamma of order 0 and 1 prints calls of codegen/cuda_special.h's
@@ -63,7 +67,7 @@ count(const char *s, const char *pat) {
 }
 
 static double total_s;
-static int total_kernels, total_tasks, total_blockred, total_warp;
+static int total_kernels, total_tasks, total_blockred, total_warp, total_choices;
 
 // The form of a reduction in a fused task (docs/CUDA.md): 0 a thread per
 // point, 1 a warp per point, 2 the block per point, whichever has the
@@ -122,21 +126,25 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 	// One __global__ per launch: each kernel, or for a small task the
 	// fused one (its kernels __device__ functions, a barrier between).
 	// cuBLAS GEMMs (large contractions) have no __global__ of their own.
+	// A choice (a GEMM in the band) is three launch records: the choice,
+	// the printed kernel (a __global__), the GEMM.
 	uint32_t nl = cg_cuda_launches(p);
-	int ngemm = 0;
+	int ngemm = 0, nchoice = 0;
 	for (uint32_t li = 0; li < nl; li++) {
 		CgCudaKernel k;
 		CHECK(cg_cuda_kernel(p, li, &k));
 		ngemm += k.gemm;
+		nchoice += k.choice != 0;
 		free(k.name);
 		free(k.buf);
 	}
 	CHECK(count(src, "a cuBLAS GEMM") == ngemm);
-	CHECK(count(src, "__global__") == (int)nl - ngemm);
+	CHECK(count(src, "__global__") == (int)nl - ngemm - nchoice);
+	total_choices += nchoice;
 	// A fused task's barriers (one tab deep: the fused kernel's body) are
 	// its phases less one (no loops in these models), at most one per kernel.
 	uint32_t nph = cg_cuda_phases(p);
-	CHECK(nl == p->nk || (nl == 1 && p->nloop == 0 && nph >= 1 && nph <= p->nk &&
+	CHECK(nl == p->nk + 2 * (uint32_t)nchoice || (nl == 1 && p->nloop == 0 && nph >= 1 && nph <= p->nk &&
 	                      count(src, "\n\t__syncthreads();\n") == (int)nph - 1 &&
 	                      count(src, "static __device__ void") == (int)p->nk));
 	CHECK((nl == 1 && p->nk > 1) == (nph > 0));
@@ -1226,7 +1234,8 @@ main(int argc, char **argv) {
 	// (a block reduction).
 	check_model("multiheadattn", NULL, 0, NULL, 0);
 	CHECK(total_blockred > 0);
-	printf("%d block reductions, %d warp reductions (fused)\n", total_blockred, total_warp);
+	printf("%d block reductions, %d warp reductions (fused), %d choices\n", total_blockred,
+	       total_warp, total_choices);
 	printf("%d tasks, %d kernels: NVRTC %.2f s in all (cubins, and PTX of the forwards)\n",
 	       total_tasks, total_kernels, total_s);
 	check_broken();
