@@ -848,16 +848,30 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	int gemms = 0;
-	for (uint32_t i = 0; i < k->nk; i++)
-		gemms |= t->kern[i].kind == ART_LAUNCH_GEMM;
-	if (gemms) {
-		if (!blas_acquire(c, err, errlen)) {
+	// GEMM records: cuBLAS is needed for those outside choices; where only
+	// candidates of choices are GEMMs and cuBLAS does not load, each such
+	// choice runs its first candidate that is a kernel.
+	int gemms = 0, candidates = 0;
+	for (uint32_t i = 0, end = 0; i < k->nk; i++) {
+		if (t->kern[i].kind == ART_LAUNCH_CHOICE)
+			end = i + (uint32_t)t->kern[i].points;
+		else if (t->kern[i].kind == ART_LAUNCH_GEMM)
+			*(i <= end && end ? &candidates : &gemms) = 1;
+	}
+	if (gemms || candidates) {
+		if (blas_acquire(c, err, errlen))
+			k->blas = 1;
+		else if (gemms) {
 			size_t l = strlen(err);
 			snprintf(err + l, errlen - l, " (task '%s' has cuBLAS GEMMs)", t->name);
 			goto fail;
-		}
-		k->blas = 1;
+		} else
+			for (uint32_t ci = 0; ci < k->nchoice; ci++) {
+				struct Choice *ch = &k->choice[ci];
+				for (uint32_t j = 0; j < ch->n && ch->pick < 0; j++)
+					if (t->kern[ch->at + 1 + j].kind != ART_LAUNCH_GEMM)
+						ch->pick = (int)j;
+			}
 	}
 	k->nkey = nkey;
 	// The staging buffers: one block, each input 256-byte aligned in it.
