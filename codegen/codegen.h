@@ -188,6 +188,9 @@ typedef struct CgCudaKernel {
 	          // cols, buf = {out, cost}); 0 for a kernel
 	int gemm; // 1: a cuBLAS GEMM, no kernel: the plan below, buf = {C, A, B}
 	KGemmPlan g;
+	int choice; // n > 0: a choice record, no work (narg 0): the next n launches
+	            // are candidates for one output, the runtime runs the faster
+
 	uint32_t narg;
 	uint32_t *buf; // narg buffer indices of p
 } CgCudaKernel;
@@ -196,9 +199,14 @@ typedef struct CgCudaKernel {
 // barrier between (loops included); a larger one is one launch per kernel
 // outside loops, one persistent kernel per outermost loop (a scan), a
 // host step per host kernel, and a cuBLAS GEMM per large contraction
-// kernel that kir_gemm_plan takes (CG_CUDA_GEMM_MIN_WORK multiply-adds or
-// more, outside loops).  The launches of p, and the contract of launch li.
-#define CG_CUDA_GEMM_MIN_WORK ((int64_t)1 << 18)
+// kernel that kir_gemm_plan takes (CG_CUDA_GEMM_ONLY_WORK multiply-adds or
+// more, outside loops).  A contraction of CG_CUDA_GEMM_MIN_WORK to
+// CG_CUDA_GEMM_ONLY_WORK is a choice (docs/CUDA.md, "Choices measured on
+// the GPU"): a choice record (CgCudaKernel.choice = 2), its printed kernel
+// (a __global__ of its own), then its GEMM.  The launches of p, and the
+// contract of launch li.
+#define CG_CUDA_GEMM_MIN_WORK ((int64_t)1 << 16)
+#define CG_CUDA_GEMM_ONLY_WORK ((int64_t)1 << 22)
 uint32_t cg_cuda_launches(const KProgram *p);
 // A fused task's phases: its runs of kernels between barriers (kernels
 // that touch no byte another thread touched share one); 0 when the task

@@ -489,6 +489,7 @@ cu_contract(const KProgram *p, ArtTask *t, int tf32)
 		ArtKernel *k = &t->kern[ki];
 		k->kind = ck.host == KH_ASSIGN ? ART_LAUNCH_ASSIGN
 		          : ck.gemm           ? ART_LAUNCH_GEMM
+		          : ck.choice         ? ART_LAUNCH_CHOICE
 		                              : ART_LAUNCH_KERNEL;
 		if (ck.gemm) {
 			const KGemmPlan *g = &ck.g;

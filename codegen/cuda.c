@@ -1194,8 +1194,12 @@ fused_rotations(const KProgram *p, const uint8_t *bar, uint8_t *rot) {
 //   LA_HOST    host kernel ki: no CUDA code, the runtime's host step
 //              (linear_sum_assignment: copy down, solve, copy up);
 //   LA_GEMM    contraction kernel ki, outside every loop, as one cuBLAS
-//              strided batched GEMM (kir_gemm_plan; no CUDA code printed).
-typedef enum LaKind { LA_FUSED, LA_KERNEL, LA_LOOP, LA_HOST, LA_GEMM } LaKind;
+//              strided batched GEMM (kir_gemm_plan; no CUDA code printed);
+//   LA_CHOICE  the two launches after it (LA_KERNEL ki, then LA_GEMM ki)
+//              are candidates for contraction kernel ki: the runtime times
+//              both on the GPU and runs the faster (a GEMM in the band
+//              where only a measurement can tell, gemm_launch).
+typedef enum LaKind { LA_FUSED, LA_KERNEL, LA_LOOP, LA_HOST, LA_GEMM, LA_CHOICE } LaKind;
 typedef struct La {
 	LaKind kind;
 	uint32_t begin, end; // its kernels
@@ -1214,24 +1218,33 @@ outer_loop_at(const KProgram *p, uint32_t i) {
 // Large GEMMs go to cuBLAS.  A printed contraction is one thread per
 // output point with a loop over K (or one block per point): far from
 // cuBLAS's tiled tensor-core kernels once M N K is large (a 512 x 512 x
-// 512 product: ~1 ms against ~20 us).  Below CG_CUDA_GEMM_MIN_WORK (2^18
-// multiply-adds, the fused tasks' whole budget) a cuBLAS call (~5 us of
-// launch and setup, one more graph node) gains nothing over the printed
-// kernel.  A kernel inside a loop stays in its persistent kernel.
+// 512 product: ~1 ms against ~20 us).  For small products a cuBLAS call
+// (~5 us of launch and setup, one more graph node) gains nothing over the
+// printed kernel.  Between the two only the GPU can tell (the shape
+// matters as much as the work: a skinny product leaves cuBLAS's tiles
+// mostly empty), so a contraction of CG_CUDA_GEMM_MIN_WORK (2^16) to
+// CG_CUDA_GEMM_ONLY_WORK (2^22) multiply-adds is both: a printed kernel
+// and a GEMM record behind a choice record, timed at the task's first run.
+// A kernel inside a loop stays in its persistent kernel.  Returns 0 (no
+// GEMM), GEMM_ONLY or GEMM_CHOICE, and the plan into g.
+enum { GEMM_NONE, GEMM_ONLY, GEMM_CHOICE };
 static int
 gemm_launch(const KProgram *p, uint32_t ki, KGemmPlan *g) {
 	// The plan's analysis only for large contractions (the launch plan is
 	// asked for once per launch record).
-	if (!p->k[ki].contraction || kernel_work(p, ki) < CG_CUDA_GEMM_MIN_WORK)
-		return 0;
+	int64_t work = kernel_work(p, ki);
+	if (!p->k[ki].contraction || work < CG_CUDA_GEMM_MIN_WORK)
+		return GEMM_NONE;
 	for (uint32_t l = 0; l < p->nloop; l++)
 		if (p->loop[l].begin <= ki && ki < p->loop[l].end)
-			return 0;
+			return GEMM_NONE;
 	KGemmPlan tmp;
 	if (!g)
 		g = &tmp;
-	return kir_gemm_plan(p, &p->k[ki], g) &&
-	       g->batch * g->M * g->N >= (CG_CUDA_GEMM_MIN_WORK + g->K - 1) / g->K;
+	if (!kir_gemm_plan(p, &p->k[ki], g) ||
+	    g->batch * g->M * g->N < (CG_CUDA_GEMM_MIN_WORK + g->K - 1) / g->K)
+		return GEMM_NONE;
+	return work < CG_CUDA_GEMM_ONLY_WORK ? GEMM_CHOICE : GEMM_ONLY;
 }
 
 // The launches of p into la (NULL: only counted).
@@ -1244,23 +1257,34 @@ launch_plan(const KProgram *p, La *la) {
 	}
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < p->nk;) {
-		int l = outer_loop_at(p, i);
+		int l = outer_loop_at(p, i), gm = l < 0 && !p->k[i].host ? gemm_launch(p, i, NULL) : 0;
 		La a = l >= 0 ? (La){LA_LOOP, i, p->loop[l].end, l}
-		              : (La){p->k[i].host          ? LA_HOST
-		                     : gemm_launch(p, i, NULL) ? LA_GEMM
-		                                               : LA_KERNEL,
+		              : (La){p->k[i].host         ? LA_HOST
+		                     : gm == GEMM_ONLY   ? LA_GEMM
+		                     : gm == GEMM_CHOICE ? LA_CHOICE
+		                                         : LA_KERNEL,
 		                     i, i + 1, -1};
 		if (la)
 			la[n] = a;
 		n++;
+		if (a.kind == LA_CHOICE) { // the candidates: the printed kernel, then the GEMM
+			if (la) {
+				la[n] = (La){LA_KERNEL, i, i + 1, -1};
+				la[n + 1] = (La){LA_GEMM, i, i + 1, -1};
+			}
+			n += 2;
+		}
 		i = a.end;
 	}
 	return n;
 }
 
+// Room for launch_plan's launches: at most three per kernel (a choice).
+#define LA_MAX(p) (3 * (size_t)(p)->nk + 1)
+
 static La
 launch_at(const KProgram *p, uint32_t li) {
-	La *la = calloc(p->nk + 1, sizeof *la);
+	La *la = calloc(LA_MAX(p), sizeof *la);
 	FADC_ASSERT(la, "cuda: out of memory");
 	uint32_t n = launch_plan(p, la);
 	FADC_ASSERT(li < n, "cuda: a launch index past the task's launches");
@@ -1358,7 +1382,8 @@ group_contract(const KProgram *p, const La *a, CgCudaKernel *out) {
 static int
 gemm_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out) {
 	memset(out, 0, sizeof *out);
-	FADC_ASSERT(gemm_launch(p, ki, &out->g), "cuda: a GEMM launch without a GEMM plan");
+	FADC_ASSERT(gemm_launch(p, ki, &out->g) != GEMM_NONE,
+	            "cuda: a GEMM launch without a GEMM plan");
 	out->gemm = 1;
 	out->name = strdup(out->g.dt == DT_F64 ? "cublasDgemmStridedBatched"
 	                                       : "cublasSgemmStridedBatched");
@@ -1385,6 +1410,20 @@ cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *out) {
 		return kernel_contract(p, a.begin, out);
 	if (a.kind == LA_GEMM)
 		return gemm_contract(p, a.begin, out);
+	if (a.kind == LA_CHOICE) { // no work, no buffers: the next two launches are candidates
+		memset(out, 0, sizeof *out);
+		out->name = strdup("choice");
+		out->buf = calloc(1, sizeof *out->buf);
+		if (!out->name || !out->buf) {
+			free(out->name);
+			free(out->buf);
+			out->buf = NULL;
+			return 0;
+		}
+		out->choice = 2;
+		out->points = 2;
+		return 1;
+	}
 	// A host step: linear_sum_assignment of the (rows, cols) cost hin into
 	// out; points and grid carry rows and cols (docs/ARTIFACT.md).
 	const KKernel *k = &p->k[a.begin];
@@ -2108,7 +2147,7 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 		free(bar);
 	}
 	c.inloop = calloc(p->nk + 1, 1);
-	La *la = calloc(p->nk + 1, sizeof *la);
+	La *la = calloc(LA_MAX(p), sizeof *la);
 	FADC_ASSERT(c.inloop && la, "cuda: out of memory");
 	for (uint32_t l = 0; l < p->nloop; l++)
 		for (uint32_t ki = p->loop[l].begin; ki < p->loop[l].end; ki++)
@@ -2119,24 +2158,27 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 		persist |= la[i].kind == LA_LOOP;
 	if (persist)
 		fputs(grid_src, c.f);
-	// Host kernels and cuBLAS GEMMs have no CUDA code.
-	uint8_t *nocode = calloc(p->nk + 1, 1);
-	FADC_ASSERT(nocode, "cuda: out of memory");
+	// Host kernels and cuBLAS GEMMs have no CUDA code; a choice's kernel
+	// (LA_CHOICE) has both: its GEMM and its own __global__.
+	uint8_t *gemm = calloc(p->nk + 1, 1);
+	FADC_ASSERT(gemm, "cuda: out of memory");
 	for (uint32_t i = 0; i < nla; i++)
-		if (la[i].kind == LA_HOST || la[i].kind == LA_GEMM)
-			nocode[la[i].begin] = 1;
+		if ((la[i].kind == LA_GEMM && !gemm[la[i].begin]) || la[i].kind == LA_CHOICE)
+			gemm[la[i].begin] = (uint8_t)(la[i].kind == LA_GEMM ? GEMM_ONLY : GEMM_CHOICE);
 	for (uint32_t i = 0; i < p->nk && !c.bad; i++) {
 		KGemmPlan g;
-		if (nocode[i] && !p->k[i].host && gemm_launch(p, i, &g))
+		if (gemm[i] && gemm_launch(p, i, &g))
 			fprintf(c.f,
 			        "\n// kernel %u: %s, a cuBLAS GEMM (batch %lld, M %lld, N %lld, K %lld), "
-			        "run by the runtime: no code here\n",
+			        "run by the runtime%s\n",
 			        i, p->k[i].what ? p->k[i].what : "", (long long)g.batch, (long long)g.M,
-			        (long long)g.N, (long long)g.K);
-		else if (!p->k[i].host)
+			        (long long)g.N, (long long)g.K,
+			        gemm[i] == GEMM_CHOICE ? ", or the kernel below: a choice, timed on the GPU"
+			                               : ": no code here");
+		if (!p->k[i].host && gemm[i] != GEMM_ONLY)
 			print_kernel(&c, i);
 	}
-	free(nocode);
+	free(gemm);
 	for (uint32_t i = 0; i < nla && !c.bad; i++)
 		if (la[i].kind == LA_FUSED || la[i].kind == LA_LOOP)
 			print_group(&c, &la[i]);

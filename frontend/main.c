@@ -1204,26 +1204,48 @@ cmd_inspect(int argc, char **argv)
 		       : info.targets == FADC_TARGET_CUDA ? "cuda"
 		                                          : "cpu,cuda");
 		const ArtTask *at = hasdesc && (uint32_t)t < desc.ntask ? &desc.task[t] : NULL;
-		int ngemm = 0, ntf32 = 0;
-		for (uint32_t k = 0; at && (at->targets & ART_TARGET_CUDA) && k < at->ncuda; k++)
-			if (at->kern[k].kind == ART_LAUNCH_GEMM) {
-				ngemm++;
-				ntf32 += at->kern[k].gemm.tf32;
-			}
+		// GEMM records and choices (a choice record, then its candidates:
+		// records that run one at a time, not counted as launches).
+		int ngemm = 0, ntf32 = 0, nchoice = 0, nrec = 0;
+		for (uint32_t k = 0; at && (at->targets & ART_TARGET_CUDA) && k < at->ncuda; k++) {
+			nrec += at->kern[k].kind == ART_LAUNCH_GEMM;
+			ntf32 += at->kern[k].kind == ART_LAUNCH_GEMM && at->kern[k].gemm.tf32;
+		}
+		for (uint32_t k = 0; at && (at->targets & ART_TARGET_CUDA) && k < at->ncuda; k++) {
+			if (at->kern[k].kind == ART_LAUNCH_CHOICE) {
+				nchoice++;
+				k += (uint32_t)at->kern[k].points;
+			} else
+				ngemm += at->kern[k].kind == ART_LAUNCH_GEMM;
+		}
 		unsigned nph = hasdesc ? fused_phases(&desc, t) : 0;
-		if ((info.targets & FADC_TARGET_CUDA) && ngemm)
-			printf("  cuda: %d launches (%d kernel%s or host step%s, %d cuBLAS GEMM%s%s)\n",
-			       info.cuda_launches, info.cuda_launches - ngemm,
-			       info.cuda_launches - ngemm == 1 ? "" : "s",
-			       info.cuda_launches - ngemm == 1 ? "" : "s", ngemm, ngemm == 1 ? "" : "s",
-			       ntf32 ? ", TF32 allowed" : "");
+		int nother = info.cuda_launches - ngemm - nchoice;
+		char choices[64] = "";
+		if (nchoice)
+			snprintf(choices, sizeof choices, ", %d choice%s timed on the GPU", nchoice,
+			         nchoice == 1 ? "" : "s");
+		if ((info.targets & FADC_TARGET_CUDA) && (ngemm || nchoice))
+			printf("  cuda: %d launches (%d kernel%s or host step%s, %d cuBLAS GEMM%s%s%s)\n",
+			       info.cuda_launches, nother, nother == 1 ? "" : "s", nother == 1 ? "" : "s",
+			       ngemm, ngemm == 1 ? "" : "s", choices, ntf32 ? ", TF32 allowed" : "");
 		else if ((info.targets & FADC_TARGET_CUDA) && nph)
 			printf("  cuda: 1 launch (the task fused into one kernel), %u phase%s\n", nph,
 			       nph == 1 ? "" : "s");
 		else if (info.targets & FADC_TARGET_CUDA)
 			printf("  cuda: %d launch%s\n", info.cuda_launches,
 			       info.cuda_launches == 1 ? " (the task fused into one kernel)" : "es");
-		for (uint32_t k = 0; ngemm && k < at->ncuda; k++) {
+		for (uint32_t k = 0, ci = 0; nchoice && k < at->ncuda; k++) {
+			const ArtKernel *kk = &at->kern[k];
+			if (kk->kind != ART_LAUNCH_CHOICE)
+				continue;
+			printf("  choice %u: record %u, %" PRIu64 " candidates, the faster on the GPU runs:",
+			       ci++, k, kk->points);
+			for (uint32_t j = k + 1; j <= k + kk->points; j++)
+				printf(" %u %s %s", j, at->kern[j].kind == ART_LAUNCH_GEMM ? "gemm" : "kernel",
+				       at->kern[j].name);
+			printf("\n");
+		}
+		for (uint32_t k = 0; nrec && k < at->ncuda; k++) {
 			const ArtKernel *kk = &at->kern[k];
 			const ArtGemm *g = &kk->gemm;
 			if (kk->kind != ART_LAUNCH_GEMM)

@@ -129,6 +129,12 @@ typedef struct fadc_device_stats {
 	uint64_t graphs_recorded, graphs_replayed, graphs_rerecorded, graphs_skipped;
 	uint64_t eager_runs; // first runs
 	uint64_t pool_live_blocks, pool_live_bytes, pool_reserved_bytes;
+	// Choices between candidates (fadc_task_info.cuda_choices) decided at a
+	// task's first run: by timing each candidate on the GPU, or from the
+	// cache of earlier processes' timings on this GPU for this artifact
+	// (FADC_CACHE_DIR, docs/CUDA.md); forced by FADC_CUDA_CHOICE=0|1 counts
+	// in neither.
+	uint64_t choices_timed, choices_cached;
 } fadc_device_stats;
 fadc_status fadc_context_stats(const fadc_context *ctx, fadc_device_stats *s);
 // The context's graph tree as text into buf (len bytes, NUL-terminated;
@@ -201,6 +207,11 @@ typedef struct fadc_task_info {
 	// "N=8,K=4" ("" in an artifact of one specialisation).
 	int spec_index;
 	const char *spec;
+	// Choices between candidates for one result (a printed kernel or a
+	// cuBLAS GEMM) that the runtime times on the GPU at the task's first
+	// run, running the faster from then on (docs/CUDA.md, "Choices
+	// measured on the GPU"); each counts as one of cuda_launches.
+	int cuda_choices;
 } fadc_task_info;
 
 enum { FADC_TARGET_CPU = 1, FADC_TARGET_CUDA = 2 };

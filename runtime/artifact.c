@@ -128,19 +128,31 @@ art_version_readable(uint32_t version)
 }
 
 // The version d asks for (tests of old files), else the oldest that holds
-// it: 5 with several specialisations, 4 with a cuBLAS record, else 3.
+// it: 6 with a choice record, 5 with several specialisations, 4 with a
+// cuBLAS record, else 3.
 uint32_t
 art_desc_version(const ArtDesc *d)
 {
 	if (d->version)
 		return d->version;
-	if (d->nspec > 1)
-		return ART_FORMAT_VERSION;
+	uint8_t kind = ART_LAUNCH_KERNEL; // the newest kind of record in d
 	for (uint32_t i = 0; i < d->ntask; i++)
 		for (uint32_t k = 0; (d->task[i].targets & ART_TARGET_CUDA) && k < d->task[i].ncuda; k++)
-			if (d->task[i].kern[k].kind == ART_LAUNCH_GEMM)
-				return 4;
-	return ART_FORMAT_VERSION_ONE_SPEC;
+			if (d->task[i].kern[k].kind > kind)
+				kind = d->task[i].kern[k].kind;
+	if (kind >= ART_LAUNCH_CHOICE)
+		return 6;
+	if (d->nspec > 1)
+		return ART_FORMAT_VERSION_SPECS;
+	return kind == ART_LAUNCH_GEMM ? 4 : ART_FORMAT_VERSION_ONE_SPEC;
+}
+
+// The newest launch record kind format v holds.
+static uint8_t
+kind_max(uint32_t v)
+{
+	return v < 3 ? ART_LAUNCH_KERNEL : v < 4 ? ART_LAUNCH_ASSIGN : v < 6 ? ART_LAUNCH_GEMM
+	                                                                    : ART_LAUNCH_CHOICE;
 }
 
 int
@@ -152,9 +164,7 @@ art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 		return 0;
 	for (uint32_t i = 0; i < d->ntask; i++)
 		for (uint32_t k = 0; (d->task[i].targets & ART_TARGET_CUDA) && k < d->task[i].ncuda; k++)
-			if (d->task[i].kern[k].kind > (v < 3   ? ART_LAUNCH_KERNEL
-			                               : v < 4 ? ART_LAUNCH_ASSIGN
-			                                       : ART_LAUNCH_GEMM))
+			if (d->task[i].kern[k].kind > kind_max(v))
 				return 0;
 	int specs = v >= 5; // the format-5 fields
 	put(&o, ART_DESC_MAGIC, 8);
@@ -169,9 +179,11 @@ art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 	put_u64(&o, d->images_bytes);
 	put_u64(&o, d->images_hash);
 	if (specs) {
-		put_u32(&o, d->nspec);
-		for (uint32_t i = 0; i < d->nspec; i++)
-			put_str(&o, d->spec[i]);
+		// One specialisation (a format-6 artifact without -D lists) is
+		// written as one named "", which is how older formats decode.
+		put_u32(&o, d->nspec ? d->nspec : 1);
+		for (uint32_t i = 0; i < (d->nspec ? d->nspec : 1); i++)
+			put_str(&o, d->spec && d->spec[i] ? d->spec[i] : "");
 	}
 	put_u32(&o, d->ndecl);
 	for (uint32_t i = 0; i < d->ndecl; i++) {
@@ -480,6 +492,31 @@ gemm_good(const ArtKernel *kk)
 	                 g->tb ? g->k : g->n, kk->arg[2].bytes);
 }
 
+// A choice record k of t: no work and no arguments of its own, then its
+// 2 .. ART_MAX_CHOICE candidates, each a kernel or a GEMM (never another
+// choice or a host step) with an argument 0, the same output for all
+// (they compute the same result; the runtime runs one of them).
+static int
+choice_good(const ArtTask *t, uint32_t k)
+{
+	const ArtKernel *kk = &t->kern[k];
+	if (kk->narg || kk->grid || kk->runseed || kk->points < 2 || kk->points > ART_MAX_CHOICE ||
+	    kk->points >= t->ncuda - k)
+		return 0;
+	const ArtKArg *o = NULL;
+	for (uint32_t j = k + 1; j <= k + kk->points; j++) {
+		const ArtKernel *c = &t->kern[j];
+		if ((c->kind != ART_LAUNCH_KERNEL && c->kind != ART_LAUNCH_GEMM) || !c->narg)
+			return 0;
+		if (!o)
+			o = &c->arg[0];
+		if (o->kind != c->arg[0].kind || o->index != c->arg[0].index ||
+		    o->offset != c->arg[0].offset || o->bytes != c->arg[0].bytes)
+			return 0;
+	}
+	return 1;
+}
+
 static int
 decode(In *in, ArtDesc *d)
 {
@@ -669,9 +706,11 @@ decode(In *in, ArtDesc *d)
 			                "image section", t->name);
 		for (uint32_t k = 0; k < t->ncuda; k++) {
 			const ArtKernel *kk = &t->kern[k];
-			if (!kk->name[0] || kk->runseed > 1 ||
-			    kk->kind > (d->version < 4 ? ART_LAUNCH_ASSIGN : ART_LAUNCH_GEMM))
+			if (!kk->name[0] || kk->runseed > 1 || kk->kind > kind_max(d->version))
 				return fail(in, "descriptor: CUDA kernel %u of task '%s' is malformed", k,
+				            t->name);
+			if (kk->kind == ART_LAUNCH_CHOICE && !choice_good(t, k))
+				return fail(in, "descriptor: choice record %u of task '%s' is malformed", k,
 				            t->name);
 			if (kk->kind == ART_LAUNCH_GEMM && !gemm_good(kk))
 				return fail(in, "descriptor: GEMM record %u of task '%s' is malformed", k,

@@ -16,17 +16,21 @@
 // The format versions of the trailer and the descriptor.  The writer
 // writes the oldest version that can hold the artifact: 3 for one
 // specialisation without cuBLAS records (the bytes of every artifact before
-// them), 4 when a launch record is a cuBLAS GEMM, 5 (ART_FORMAT_VERSION, the
-// newest) for several specialisations (-D N=8,32): version 5 adds the list
-// of specialisations and, per declaration and task, the one it belongs to.
+// them), 4 when a launch record is a cuBLAS GEMM, 5 for several
+// specialisations (-D N=8,32): version 5 adds the list of specialisations
+// and, per declaration and task, the one it belongs to; 6
+// (ART_FORMAT_VERSION, the newest) when a task has a choice record
+// (ART_LAUNCH_CHOICE: candidates the runtime picks between on the GPU).
 // A runtime reads ART_FORMAT_OLDEST .. ART_FORMAT_VERSION: 2 (launch records
-// without a kind: every one a kernel), 3 (host steps), 4 (GEMM records) and
-// 5; 1 (before the CUDA part) and newer versions are refused with a message
-// (art_version_readable is the one place that says so).
-#define ART_FORMAT_VERSION 5
+// without a kind: every one a kernel), 3 (host steps), 4 (GEMM records), 5
+// and 6; 1 (before the CUDA part) and newer versions are refused with a
+// message (art_version_readable is the one place that says so).
+#define ART_FORMAT_VERSION 6
 #define ART_FORMAT_OLDEST 2
 #define ART_FORMAT_VERSION_ONE_SPEC 3 // one specialisation, no cuBLAS records
+#define ART_FORMAT_VERSION_SPECS 5 // several specialisations, no choice records
 #define ART_MAX_SPECS 16 // specialisations of one artifact (fadc -D N=8,32)
+#define ART_MAX_CHOICE 16 // candidates of one choice record
 int art_version_readable(uint32_t version);
 #define ART_TRAILER_SIZE 40
 #define ART_TRAILER_MAGIC "FADCTRLR" // 8 bytes
@@ -62,7 +66,13 @@ typedef struct ArtKArg {
 // ART_LAUNCH_GEMM (format 4): a strided batched GEMM through cuBLAS,
 // arguments {C, A, B} and the ArtGemm below; name is the cuBLAS routine
 // ("cublasSgemmStridedBatched"), points the elements of C, grid 0.
-enum { ART_LAUNCH_KERNEL, ART_LAUNCH_ASSIGN, ART_LAUNCH_GEMM };
+// ART_LAUNCH_CHOICE (format 6): no work of its own; the `points` records
+// after it (2 .. ART_MAX_CHOICE, each a kernel or a GEMM, argument 0 the
+// same output for all) are candidates that compute the same result, and
+// exactly one of them runs: the runtime times them on the GPU at the
+// task's first run and keeps the faster (docs/CUDA.md, "Choices measured
+// on the GPU").  name "choice", grid 0, runseed 0, no arguments.
+enum { ART_LAUNCH_KERNEL, ART_LAUNCH_ASSIGN, ART_LAUNCH_GEMM, ART_LAUNCH_CHOICE };
 
 // A GEMM record, in row-major terms (codegen/kir.h, KGemmPlan): for each
 // b < batch, C_b = op(A_b) op(B_b) with C_b (m x n), op(A_b) (m x k),

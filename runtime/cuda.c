@@ -79,12 +79,27 @@
 // with the graph.  The workspace is held while some loaded task has GEMM
 // records (the pool is empty once every model is closed); the handle lives
 // until the context is destroyed.
+//
+// Choices (choice records, artifact format 6; docs/CUDA.md, "Choices
+// measured on the GPU"): where the compiler could not tell whether a
+// product runs faster as its printed kernel or as a cuBLAS GEMM, the
+// artifact has both behind a choice record.  At the task's first run
+// (eager, never captured) each choice is decided in stream order, where
+// its inputs are ready: forced by FADC_CUDA_CHOICE, else found in the
+// cache file of earlier processes (runtime/choice.c; key: the artifact's
+// descriptor hash, the GPU's name and UUID, the task, the choice), else
+// timed: a warm-up launch of each candidate, then CHOICE_SAMPLES samples
+// of CHOICE_BATCH back-to-back launches between two events, candidates
+// interleaved; the lower median wins (ties: the first) and is written to
+// the cache.  The chosen candidate runs last, so the output is its own.
+// Every later run, eager or captured, launches that candidate alone.
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "choice.h"
 #include "rtcuda.h"
 #include "../ir/hungarian.h" // the solver, linked from fadc_support
 
@@ -100,6 +115,10 @@ typedef struct CUstream_st *CUstream;
 typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphExec_st *CUgraphExec;
 typedef struct CUevent_st *CUevent;
+
+typedef struct CUuuid_st {
+	unsigned char bytes[16];
+} CUuuid;
 
 enum {
 	CU_STREAM_NON_BLOCKING = 1,
@@ -250,6 +269,12 @@ struct RtCuda {
 	uint64_t gen; // the generation: a task called twice in one starts the next
 	RtCuStats st;
 	CUevent ev[2]; // rtcu_timer's start and stop, created at its first use
+	// Choices: FADC_CUDA_CHOICE (-1: time or use the cache, else the
+	// candidate to run), the GPU's part of the cache key, the cache file
+	// ("" without one).
+	int choice_forced;
+	char gpu_key[RT_CHOICE_GPU_MAX];
+	char cache[4096];
 	Blas blas; // cuBLAS, loaded by the first task with a GEMM record
 	cublasHandle_t blas_h; // the context's handle (on its stream), or NULL
 	uint64_t blas_ws; // its workspace, a pool block while blas_users > 0
@@ -287,10 +312,21 @@ struct RtCuTask {
 	int eager_only; // past the re-record limit
 	int blas; // has GEMM records: holds the context's cuBLAS workspace
 	// FADC_CUDA_PROFILE: an event before each launch and after the last,
-	// and each launch's milliseconds summed over pruns runs.
+	// and each launch's milliseconds summed over pruns runs (porder: the
+	// records launched, in order).
 	CUevent *pev;
 	double *pms;
+	uint32_t *porder;
 	uint64_t pruns;
+	// Its choices: the choice record's index (its candidates follow it),
+	// their number, the one that runs (-1 until the first run decides).
+	struct Choice {
+		uint32_t at, n;
+		int pick;
+	} *choice;
+	uint32_t nchoice;
+	uint64_t artifact; // the artifact's descriptor hash: the cache's key
+	uint32_t index; // the task's index in the descriptor
 };
 
 static int host_failed(RtCuda *c, char *err, size_t errlen);
@@ -376,6 +412,28 @@ rtcu_open(int index, RtCuda **out, char *err, size_t errlen)
 	}
 	CHECK_CU_GOTO(c, cuDeviceGet(&c->dev, index), fail);
 	CHECK_CU_GOTO(c, cuDeviceGetName(c->name, (int)sizeof c->name, c->dev), fail);
+	// The GPU's identity for the choice cache: its name and, where the
+	// driver has cuDeviceGetUuid (CUDA 9.2 and later), its UUID.
+	{
+		CUresult (*get_uuid)(CUuuid *, CUdevice) = NULL;
+		void *u = dlsym(c->d.dl, "cuDeviceGetUuid_v2");
+		if (!u)
+			u = dlsym(c->d.dl, "cuDeviceGetUuid");
+		if (u)
+			memcpy(&get_uuid, &u, sizeof u);
+		CUuuid id;
+		int have = get_uuid && !get_uuid(&id, c->dev);
+		rt_choice_gpu(c->gpu_key, c->name, have ? id.bytes : NULL);
+	}
+	const char *fc = getenv("FADC_CUDA_CHOICE");
+	c->choice_forced = rt_choice_forced(fc);
+	if (c->choice_forced == -2) {
+		fprintf(stderr, "fadc: warning: FADC_CUDA_CHOICE=%s: expected a candidate (0, 1, ...) "
+		                "or auto; the runtime decides\n", fc);
+		c->choice_forced = -1;
+	}
+	if (!rt_choice_path(c->cache, sizeof c->cache))
+		c->cache[0] = 0;
 	CHECK_CU_GOTO(c, cuDevicePrimaryCtxRetain(&c->ctx, c->dev), fail);
 	CHECK_CU_GOTO(c, cuCtxSetCurrent(c->ctx), fail_ctx);
 	CHECK_CU_GOTO(c, cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING), fail_ctx);
@@ -719,9 +777,11 @@ rtcu_task_free(RtCuda *c, RtCuTask *k)
 			c->d.cuEventDestroy(k->pev[i]);
 	free(k->pev);
 	free(k->pms);
+	free(k->porder);
 	free(k->k);
 	free(k->cur);
 	free(k->smask);
+	free(k->choice);
 	free(k);
 }
 
@@ -750,6 +810,8 @@ prof_report(RtCuTask *k)
 	int ncat = 0, cn[NCAT];
 	for (uint32_t i = 0; i < k->nk; i++) {
 		const ArtKernel *a = &t->kern[i];
+		if (a->kind == ART_LAUNCH_CHOICE || !(k->pms[i] > 0))
+			continue; // a choice's record, or a candidate not chosen
 		const char *w = a->kind == ART_LAUNCH_GEMM ? "cublas gemm"
 		                : a->kind != ART_LAUNCH_KERNEL ? "host step"
 		                                               : NULL;
@@ -818,8 +880,8 @@ art_bytes(const ArtTensor *x)
 
 
 int
-rtcu_task_load(RtCuda *c, const ArtTask *t, const uint8_t *images, RtCuTask **out, char *err,
-               size_t errlen)
+rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
+               const uint8_t *images, RtCuTask **out, char *err, size_t errlen)
 {
 	*out = NULL;
 	RtCuTask *k = calloc(1, sizeof *k);
@@ -836,6 +898,17 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, const uint8_t *images, RtCuTask **ou
 	}
 	k->t = t;
 	k->nk = t->ncuda;
+	k->index = index;
+	k->artifact = artifact;
+	for (uint32_t i = 0; i < t->ncuda; i++)
+		k->nchoice += t->kern[i].kind == ART_LAUNCH_CHOICE;
+	if (k->nchoice && !(k->choice = calloc(k->nchoice, sizeof *k->choice))) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	for (uint32_t i = 0, n = 0; i < t->ncuda; i++)
+		if (t->kern[i].kind == ART_LAUNCH_CHOICE)
+			k->choice[n++] = (struct Choice){i, (uint32_t)t->kern[i].points, -1};
 	// The cubin is for the artifact's architecture; where it does not load
 	// (another GPU generation) the driver compiles the PTX.
 	CUresult r = c->d.cuModuleLoadData(&k->mod, images + t->cubin_off);
@@ -877,16 +950,30 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, const uint8_t *images, RtCuTask **ou
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	int gemms = 0;
-	for (uint32_t i = 0; i < k->nk; i++)
-		gemms |= t->kern[i].kind == ART_LAUNCH_GEMM;
-	if (gemms) {
-		if (!blas_acquire(c, err, errlen)) {
+	// GEMM records: cuBLAS is needed for those outside choices; where only
+	// candidates of choices are GEMMs and cuBLAS does not load, each such
+	// choice runs its first candidate that is a kernel.
+	int gemms = 0, candidates = 0;
+	for (uint32_t i = 0, end = 0; i < k->nk; i++) {
+		if (t->kern[i].kind == ART_LAUNCH_CHOICE)
+			end = i + (uint32_t)t->kern[i].points;
+		else if (t->kern[i].kind == ART_LAUNCH_GEMM)
+			*(i <= end && end ? &candidates : &gemms) = 1;
+	}
+	if (gemms || candidates) {
+		if (blas_acquire(c, err, errlen))
+			k->blas = 1;
+		else if (gemms) {
 			size_t l = strlen(err);
 			snprintf(err + l, errlen - l, " (task '%s' has cuBLAS GEMMs)", t->name);
 			goto fail;
-		}
-		k->blas = 1;
+		} else
+			for (uint32_t ci = 0; ci < k->nchoice; ci++) {
+				struct Choice *ch = &k->choice[ci];
+				for (uint32_t j = 0; j < ch->n && ch->pick < 0; j++)
+					if (t->kern[ch->at + 1 + j].kind != ART_LAUNCH_GEMM)
+						ch->pick = (int)j;
+			}
 	}
 	k->nkey = nkey;
 	// The staging buffers: one block, each input 256-byte aligned in it.
@@ -1151,45 +1238,175 @@ host_failed(RtCuda *c, char *err, size_t errlen)
 	return 1;
 }
 
+// Launch record i of k on the stream: a kernel, a GEMM or a host step.
 static int
-launch_all(RtCuda *c, RtCuTask *k, char *err, size_t errlen)
+launch_one(RtCuda *c, RtCuTask *k, uint32_t i, char *err, size_t errlen)
 {
-	if (c->prof && !k->pev) { // never under capture: profiling turns graphs off
+	Kern *kk = &k->k[i];
+	if (kk->k->kind == ART_LAUNCH_GEMM)
+		return gemm_step(c, kk, err, errlen);
+	if (kk->k->kind == ART_LAUNCH_ASSIGN)
+		return host_step(c, k, kk, err, errlen);
+	if (kk->k->kind != ART_LAUNCH_KERNEL || !kk->grid)
+		return 1; // a choice record, or no points (a zero-size output)
+	CHECK_CU(c, cuLaunchKernel(kk->fn, kk->grid, 1, 1, 256, 1, 1, 0, c->stream, kk->param,
+	                           NULL));
+	return 1;
+}
+
+// ---------------------------------------------------------------- choices
+
+enum { CHOICE_SAMPLES = 7, CHOICE_BATCH = 4 };
+
+static int
+cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return (x > y) - (x < y);
+}
+
+// Times the candidates of choice ch (its inputs are ready on the stream):
+// a warm-up launch of each (cuBLAS picks and loads its kernel, the caches
+// fill), then CHOICE_SAMPLES samples per candidate, interleaved, each
+// CHOICE_BATCH launches between two events; the candidate of the lowest
+// median time per launch (the first of equals) into *best, the medians in
+// us[] (microseconds).  A candidate writes only the choice's output, which
+// none of them reads, so running them again and again changes nothing.
+static int
+choice_time(RtCuda *c, RtCuTask *k, const struct Choice *ch, int *best, double *us, char *err,
+            size_t errlen)
+{
+	CUevent ev[2] = {NULL, NULL};
+	float t[ART_MAX_CHOICE][CHOICE_SAMPLES];
+	int ok = 0;
+	for (uint32_t j = 0; j < ch->n; j++)
+		if (!launch_one(c, k, ch->at + 1 + j, err, errlen))
+			return 0;
+	CHECK_CU(c, cuEventCreate(&ev[0], 0)); // CU_EVENT_DEFAULT: timing enabled
+	CHECK_CU_GOTO(c, cuEventCreate(&ev[1], 0), done);
+	CHECK_CU_GOTO(c, cuStreamSynchronize(c->stream), done);
+	for (int s = 0; s < CHOICE_SAMPLES; s++)
+		for (uint32_t j = 0; j < ch->n; j++) {
+			CHECK_CU_GOTO(c, cuEventRecord(ev[0], c->stream), done);
+			for (int b = 0; b < CHOICE_BATCH; b++)
+				if (!launch_one(c, k, ch->at + 1 + j, err, errlen))
+					goto done;
+			CHECK_CU_GOTO(c, cuEventRecord(ev[1], c->stream), done);
+			CHECK_CU_GOTO(c, cuEventSynchronize(ev[1]), done);
+			float ms = 0;
+			CHECK_CU_GOTO(c, cuEventElapsedTime(&ms, ev[0], ev[1]), done);
+			t[j][s] = ms / CHOICE_BATCH;
+		}
+	*best = 0;
+	for (uint32_t j = 0; j < ch->n; j++) {
+		qsort(t[j], CHOICE_SAMPLES, sizeof t[j][0], cmp_float);
+		us[j] = 1e3 * t[j][CHOICE_SAMPLES / 2];
+		if (us[j] < us[*best])
+			*best = (int)j;
+	}
+	ok = 1;
+done:
+	for (int i = 0; i < 2; i++)
+		if (ev[i])
+			c->d.cuEventDestroy(ev[i]);
+	return ok;
+}
+
+// Decides choice ci of k (forced, cached or timed: see the top of this
+// file) and runs the chosen candidate.
+static int
+choice_decide(RtCuda *c, RtCuTask *k, uint32_t ci, char *err, size_t errlen)
+{
+	struct Choice *ch = &k->choice[ci];
+	const char *how = "forced";
+	double us[ART_MAX_CHOICE] = {0};
+	RtChoiceKey key = {k->artifact, c->gpu_key, k->index, ci};
+	int cached = c->choice_forced < 0 && c->cache[0] ? rt_choice_lookup(c->cache, &key) : -1;
+	if (c->choice_forced >= 0) // a candidate it does not have: its last
+		ch->pick = c->choice_forced < (int)ch->n ? c->choice_forced : (int)ch->n - 1;
+	else if (cached >= 0 && cached < (int)ch->n) {
+		ch->pick = cached;
+		how = "cached";
+		c->st.choices_cached++;
+	} else {
+		int best = 0;
+		if (!choice_time(c, k, ch, &best, us, err, errlen))
+			return 0;
+		ch->pick = best;
+		how = "timed";
+		c->st.choices_timed++;
+		if (c->cache[0])
+			rt_choice_store(c->cache, &key, best); // no cache is no error
+	}
+	const char *log = getenv("FADC_CUDA_CHOICE_LOG");
+	if (log && *log && strcmp(log, "0")) {
+		fprintf(stderr, "fadc: task '%s' choice %u (%s):", k->t->name, ci, how);
+		for (uint32_t j = 0; j < ch->n; j++) {
+			fprintf(stderr, " %s%s", (int)j == ch->pick ? "*" : "",
+			        k->t->kern[ch->at + 1 + j].name);
+			if (us[j] > 0)
+				fprintf(stderr, " %.2f us", us[j]);
+		}
+		fprintf(stderr, "\n");
+	}
+	return launch_one(c, k, ch->at + 1 + (uint32_t)ch->pick, err, errlen);
+}
+
+// The task's launches, in order; of each choice only its chosen candidate.
+// decide: a choice not decided yet is decided here (an eager run);
+// otherwise (a capture, which cannot time) it runs its first candidate
+// from then on (only after a first run that failed before deciding it).
+static int
+launch_all(RtCuda *c, RtCuTask *k, int decide, char *err, size_t errlen)
+{
+	// FADC_CUDA_PROFILE: an event before each record launched (never under
+	// capture: profiling turns graphs off); the first run, which loads
+	// modules and decides the choices, is not counted.
+	int prof = c->prof && k->nk && k->runs > 1;
+	uint32_t np = 0;
+	if (prof && !k->pev) {
 		k->pev = calloc(k->nk + 1, sizeof *k->pev);
 		k->pms = calloc(k->nk + 1, sizeof *k->pms);
-		if (!k->pev || !k->pms) {
+		k->porder = calloc(k->nk + 1, sizeof *k->porder);
+		if (!k->pev || !k->pms || !k->porder) {
 			snprintf(err, errlen, "out of memory");
 			return 0;
 		}
 		for (uint32_t i = 0; i <= k->nk; i++)
 			CHECK_CU(c, cuEventCreate(&k->pev[i], 0));
 	}
-	for (uint32_t i = 0; i < k->nk; i++) {
-		Kern *kk = &k->k[i];
-		if (c->prof && k->runs > 1)
-			CHECK_CU(c, cuEventRecord(k->pev[i], c->stream));
-		if (kk->k->kind == ART_LAUNCH_GEMM) {
-			if (!gemm_step(c, kk, err, errlen))
+	for (uint32_t i = 0, ci = 0; i < k->nk; i++) {
+		if (prof) {
+			CHECK_CU(c, cuEventRecord(k->pev[np], c->stream));
+			k->porder[np++] = i;
+		}
+		if (k->k[i].k->kind != ART_LAUNCH_CHOICE) {
+			if (!launch_one(c, k, i, err, errlen))
 				return 0;
 			continue;
 		}
-		if (kk->k->kind != ART_LAUNCH_KERNEL) {
-			if (!host_step(c, k, kk, err, errlen))
+		struct Choice *ch = &k->choice[ci];
+		if (ch->pick < 0 && decide) {
+			if (!choice_decide(c, k, ci, err, errlen))
 				return 0;
-			continue;
+		} else {
+			if (ch->pick < 0)
+				ch->pick = 0;
+			if (!launch_one(c, k, ch->at + 1 + (uint32_t)ch->pick, err, errlen))
+				return 0;
 		}
-		if (!kk->grid)
-			continue; // no points (a zero-size output)
-		CHECK_CU(c, cuLaunchKernel(kk->fn, kk->grid, 1, 1, 256, 1, 1, 0, c->stream,
-		                           kk->param, NULL));
+		if (prof) // the time is the chosen candidate's
+			k->porder[np - 1] = ch->at + 1 + (uint32_t)ch->pick;
+		i += ch->n;
+		ci++;
 	}
-	if (c->prof && k->nk && k->runs > 1) { // the first run loads modules: not counted
-		CHECK_CU(c, cuEventRecord(k->pev[k->nk], c->stream));
-		CHECK_CU(c, cuEventSynchronize(k->pev[k->nk]));
-		for (uint32_t i = 0; i < k->nk; i++) {
+	if (prof) {
+		CHECK_CU(c, cuEventRecord(k->pev[np], c->stream));
+		CHECK_CU(c, cuEventSynchronize(k->pev[np]));
+		for (uint32_t j = 0; j < np; j++) {
 			float ms = 0;
-			CHECK_CU(c, cuEventElapsedTime(&ms, k->pev[i], k->pev[i + 1]));
-			k->pms[i] += ms;
+			CHECK_CU(c, cuEventElapsedTime(&ms, k->pev[j], k->pev[j + 1]));
+			k->pms[k->porder[j]] += ms;
 		}
 		k->pruns++;
 	}
@@ -1203,7 +1420,7 @@ capture(RtCuda *c, RtCuTask *k, CUgraph *g, char *err, size_t errlen)
 	*g = NULL;
 	CHECK_CU(c, cuStreamBeginCapture(c->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
 	char e2[512];
-	int ok = launch_all(c, k, e2, sizeof e2);
+	int ok = launch_all(c, k, 0, e2, sizeof e2);
 	CUresult r = c->d.cuStreamEndCapture(c->stream, g);
 	if (!ok) {
 		if (*g)
@@ -1286,7 +1503,7 @@ rtcu_task_run(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint8_t *staged,
 		else
 			c->st.skipped++;
 		c->cur = &c->root; // the path is broken: the next call starts at the root
-		return launch_all(c, k, err, errlen);
+		return launch_all(c, k, 1, err, errlen);
 	}
 	// A child of the current node for this task in this state: replay it,
 	// reading the caller's inputs in place, or else from the staging
@@ -1328,7 +1545,7 @@ rtcu_task_run(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint8_t *staged,
 		k->eager_only = 1;
 		c->st.skipped++;
 		c->cur = &c->root;
-		return launch_all(c, k, err, errlen);
+		return launch_all(c, k, 1, err, errlen);
 	}
 	int stage = moved >= 2;
 	if (stage) {

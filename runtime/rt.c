@@ -347,6 +347,8 @@ fadc_context_stats(const fadc_context *ctx, fadc_device_stats *s)
 	s->pool_live_blocks = st.live_blocks;
 	s->pool_live_bytes = st.live_bytes;
 	s->pool_reserved_bytes = st.reserved_bytes;
+	s->choices_timed = st.choices_timed;
+	s->choices_cached = st.choices_cached;
 	return FADC_OK;
 }
 
@@ -852,7 +854,15 @@ fadc_task_info_get(const fadc_model *m, int task, fadc_task_info *info)
 	info->naive_bytes = t->naive_bytes;
 	info->nkernels = (int)t->nkernel;
 	info->targets = t->targets;
+	// A choice record and its n candidates are one launch (one candidate runs).
 	info->cuda_launches = (int)t->ncuda;
+	info->cuda_choices = 0;
+	for (uint32_t k = 0; (t->targets & ART_TARGET_CUDA) && k < t->ncuda; k++)
+		if (t->kern[k].kind == ART_LAUNCH_CHOICE) {
+			info->cuda_launches -= (int)t->kern[k].points;
+			info->cuda_choices++;
+			k += (uint32_t)t->kern[k].points;
+		}
 	info->spec_index = t->spec;
 	info->spec = t->spec >= 0 ? m->d.spec[t->spec] : "";
 	return ok(m->ctx);
@@ -1310,8 +1320,9 @@ task_setup(fadc_model *m, RtTask *t)
 			m->dregion_bytes = region;
 		}
 		t->darena = m->darena;
-		if (!rtcu_task_load(m->ctx->cu, d, m->d.images, &t->cu, m->ctx->err,
-		                    sizeof m->ctx->err))
+		uint64_t artifact = art_fnv1a64(ART_FNV_BASIS, m->desc, m->desc_len);
+		if (!rtcu_task_load(m->ctx->cu, d, (uint32_t)(d - m->d.task), artifact, m->d.images,
+		                    &t->cu, m->ctx->err, sizeof m->ctx->err))
 			return FADC_ERR_DEVICE;
 	} else if (d->arena_bytes) {
 		size_t a = (size_t)((d->arena_bytes + 63) / 64 * 64);

@@ -44,9 +44,10 @@ int rtcu_timer(RtCuda *c, int stop, double *seconds, char *err, size_t errlen);
 
 // Loads task t's module (the cubin, else its PTX) from the artifact's image
 // section, finds its kernels and takes its staging buffers (one per caller
-// input, a pool block) from the pool.
-int rtcu_task_load(RtCuda *c, const ArtTask *t, const uint8_t *images, RtCuTask **out, char *err,
-                   size_t errlen);
+// input, a pool block) from the pool.  index (t's place in the descriptor)
+// and artifact (the descriptor's FNV-1a 64) key its choices' cache.
+int rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
+                   const uint8_t *images, RtCuTask **out, char *err, size_t errlen);
 // Frees the task, its staging block and every recording of it in the graph
 // tree (with their subtrees).
 void rtcu_task_free(RtCuda *c, RtCuTask *k);
@@ -76,6 +77,7 @@ size_t rtcu_graph_tree(const RtCuda *c, char *buf, size_t len);
 typedef struct RtCuStats {
 	uint64_t recorded, replayed, rerecorded, skipped, eager;
 	uint64_t live_blocks, live_bytes, reserved_bytes;
+	uint64_t choices_timed, choices_cached;
 } RtCuStats;
 void rtcu_stats(const RtCuda *c, RtCuStats *s);
 

@@ -43,6 +43,22 @@
 // with a good cost bound again, the GPU run succeeds and agrees with the
 // CPU (the failure left the context usable).
 //
+// --choices forced|timed|cached (tests/gpu/choice.ir; docs/CUDA.md,
+// "Choices measured on the GPU"): the tasks' choices between a printed
+// kernel and a cuBLAS GEMM (fadc_task_info.cuda_choices, summed over the
+// tasks run) must have been decided as said, by the context's counters
+// after the last model: forced (FADC_CUDA_CHOICE=0 or 1 set: neither timed
+// nor cached), timed (every choice timed, none from the cache: a fresh
+// FADC_CACHE_DIR) or cached (every choice from the cache, none timed: a
+// second process on the same cache).  How the lead runs it, on a GPU:
+//   d=$(mktemp -d)
+//   FADC_CACHE_DIR=$d FADC_CUDA_CHOICE=0 gpu_check --choices forced --time 200 choice.so
+//   FADC_CACHE_DIR=$d FADC_CUDA_CHOICE=1 gpu_check --choices forced --time 200 choice.so
+//   FADC_CACHE_DIR=$d FADC_CUDA_CHOICE_LOG=1 gpu_check --choices timed --time 200 choice.so
+//   FADC_CACHE_DIR=$d FADC_CUDA_CHOICE_LOG=1 gpu_check --choices cached --time 200 choice.so
+//   cat $d/cuda-choices
+// (tests/gpu/device/run.sh's check step does exactly this.)
+//
 // Debugging aids (environment): GPU_CHECK_TASKS=a,b checks only those
 // tasks; GPU_CHECK_VERBOSE=1 prints every output's error at every
 // iteration; GPU_CHECK_KEEP_OLD=1 keeps the inputs of iterations 0-2 alive
@@ -61,6 +77,7 @@
 #include "fadc.h"
 
 static int nfail, ncheck;
+static uint64_t total_choices; // fadc_task_info.cuda_choices of the tasks run on the GPU
 
 static int
 env_flag(const char *name)
@@ -234,6 +251,7 @@ check_model(const char *path, fadc_context *cpu, fadc_context *gpu, int iters, i
 			FAIL("%s %s: not compiled for cpu,cuda (targets %u)", name, ti.name, ti.targets);
 			continue;
 		}
+		total_choices += (uint64_t)ti.cuda_choices;
 		int nin = ti.ncaller, nout = ti.noutputs;
 		fadc_tensor_desc *ind = calloc((size_t)nin + 1, sizeof *ind);
 		fadc_tensor **gin = calloc((size_t)nin + 1, sizeof *gin);
@@ -576,7 +594,7 @@ int
 main(int argc, char **argv)
 {
 	int iters = 5, timed = 0, first = 1, run_n = 0;
-	const char *assign_nan = NULL;
+	const char *assign_nan = NULL, *choices = NULL;
 	double tol = 1e-4;
 	for (; first < argc && argv[first][0] == '-'; first++) {
 		if (!strcmp(argv[first], "--iters") && first + 1 < argc)
@@ -589,11 +607,23 @@ main(int argc, char **argv)
 			assign_nan = argv[++first];
 		else if (!strcmp(argv[first], "--run-only") && first + 1 < argc)
 			run_n = atoi(argv[++first]);
+		else if (!strcmp(argv[first], "--choices") && first + 1 < argc &&
+		         (!strcmp(argv[first + 1], "forced") || !strcmp(argv[first + 1], "timed") ||
+		          !strcmp(argv[first + 1], "cached")))
+			choices = argv[++first];
 		else {
 			fprintf(stderr, "usage: gpu_check [--iters N] [--time N] [--tol X] "
-			                "[--assign-nan MODEL.so] [--run-only N] MODEL.so...\n");
+			                "[--assign-nan MODEL.so] [--choices forced|timed|cached] "
+			                "[--run-only N] MODEL.so...\n");
 			return 2;
 		}
+	}
+	const char *fc = getenv("FADC_CUDA_CHOICE");
+	int forced = fc && *fc && strcmp(fc, "auto");
+	if (choices && (strcmp(choices, "forced") == 0) != forced) {
+		fprintf(stderr, "gpu_check: --choices %s %s FADC_CUDA_CHOICE=0 or 1\n", choices,
+		        forced ? "is not for" : "needs");
+		return 2;
 	}
 	fadc_context *cpu, *gpu;
 	fadc_context_options go = {{FADC_DEVICE_CUDA, 0}, 0, 0};
@@ -616,6 +646,24 @@ main(int argc, char **argv)
 			run_only(argv[i], gpu, run_n);
 		else
 			check_model(argv[i], cpu, gpu, iters, timed, tol, graphs_off);
+	fadc_device_stats st;
+	fadc_context_stats(gpu, &st);
+	if (total_choices || choices)
+		printf("choices: %llu in the tasks run, %llu timed, %llu from the cache%s%s\n",
+		       (unsigned long long)total_choices, (unsigned long long)st.choices_timed,
+		       (unsigned long long)st.choices_cached, forced ? ", FADC_CUDA_CHOICE=" : "",
+		       forced ? fc : "");
+	if (choices) {
+		ncheck++;
+		uint64_t t = st.choices_timed, c = st.choices_cached;
+		int good = !strcmp(choices, "forced") ? t == 0 && c == 0
+		           : !strcmp(choices, "timed") ? total_choices && t == total_choices && c == 0
+		                                       : total_choices && c == total_choices && t == 0;
+		if (!good)
+			FAIL("--choices %s: %llu choices, %llu timed, %llu from the cache", choices,
+			     (unsigned long long)total_choices, (unsigned long long)t,
+			     (unsigned long long)c);
+	}
 	fadc_context_destroy(cpu);
 	fadc_context_destroy(gpu);
 	if (nfail) {

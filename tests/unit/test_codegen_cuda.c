@@ -19,8 +19,12 @@
 // and batch strides are compared with values derived by hand from the
 // shapes; small tasks stay one fused launch; an artifact records
 // --allow-tf32 (options line, each record) and `fadc inspect` shows it and
-// the records; artifacts of formats 2 to 4 still load, 1 and 6 are
-// refused by version.
+// the records; artifacts of formats 2 to 6 still load, 1 and 7 are
+// refused by version.  Choices (check_gemm_plans' band, and
+// check_choice_artifact): a contraction of 2^16 to 2^22 multiply-adds is a
+// choice record, its printed kernel (a __global__ of the source, in the
+// PTX) and its GEMM, writing the same output; format 6, round-tripped,
+// damaged choices refused, shown by `fadc inspect`.
 //
 // digamma and trigamma (check_special; `test_codegen_cuda special` runs it
 // alone): polygamma of order 0 and 1 prints calls of codegen/cuda_special.h's
@@ -63,7 +67,7 @@ count(const char *s, const char *pat) {
 }
 
 static double total_s;
-static int total_kernels, total_tasks, total_blockred, total_warp;
+static int total_kernels, total_tasks, total_blockred, total_warp, total_choices;
 
 // The form of a reduction in a fused task (docs/CUDA.md): 0 a thread per
 // point, 1 a warp per point, 2 the block per point, whichever has the
@@ -122,21 +126,25 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 	// One __global__ per launch: each kernel, or for a small task the
 	// fused one (its kernels __device__ functions, a barrier between).
 	// cuBLAS GEMMs (large contractions) have no __global__ of their own.
+	// A choice (a GEMM in the band) is three launch records: the choice,
+	// the printed kernel (a __global__), the GEMM.
 	uint32_t nl = cg_cuda_launches(p);
-	int ngemm = 0;
+	int ngemm = 0, nchoice = 0;
 	for (uint32_t li = 0; li < nl; li++) {
 		CgCudaKernel k;
 		CHECK(cg_cuda_kernel(p, li, &k));
 		ngemm += k.gemm;
+		nchoice += k.choice != 0;
 		free(k.name);
 		free(k.buf);
 	}
 	CHECK(count(src, "a cuBLAS GEMM") == ngemm);
-	CHECK(count(src, "__global__") == (int)nl - ngemm);
+	CHECK(count(src, "__global__") == (int)nl - ngemm - nchoice);
+	total_choices += nchoice;
 	// A fused task's barriers (one tab deep: the fused kernel's body) are
 	// its phases less one (no loops in these models), at most one per kernel.
 	uint32_t nph = cg_cuda_phases(p);
-	CHECK(nl == p->nk || (nl == 1 && p->nloop == 0 && nph >= 1 && nph <= p->nk &&
+	CHECK(nl == p->nk + 2 * (uint32_t)nchoice || (nl == 1 && p->nloop == 0 && nph >= 1 && nph <= p->nk &&
 	                      count(src, "\n\t__syncthreads();\n") == (int)nph - 1 &&
 	                      count(src, "static __device__ void") == (int)p->nk));
 	CHECK((nl == 1 && p->nk > 1) == (nph > 0));
@@ -310,16 +318,46 @@ lower(const char *text, const char *task) {
 	return p;
 }
 
+// The choices of the last gemm_launches: choice records, each followed by
+// its printed kernel and its GEMM.
+static int last_choices;
+
 // The GEMM launches of p (at most max) into g, their contracts' buffers
 // into buf[3 * i ..]; *nl the launches; also checks each GEMM's contract
-// (name, points) and that the printed source has no __global__ for it.
+// (name, points), that the printed source has a __global__ for each kernel
+// launch and none for a GEMM, and each choice record: no buffers, two
+// candidates, the printed kernel (its __global__ in the source) then the
+// GEMM, both writing the same buffer.
 static int
 gemm_launches(const KProgram *p, KGemmPlan *g, uint32_t *buf, int max, uint32_t *nl) {
-	int n = 0;
+	int n = 0, nkern = 0;
+	char err[512];
+	char *src = cg_cuda_print(p, NULL, err, sizeof err);
+	CHECK(src != NULL);
 	*nl = cg_cuda_launches(p);
+	last_choices = 0;
 	for (uint32_t li = 0; li < *nl; li++) {
 		CgCudaKernel k;
 		CHECK(cg_cuda_kernel(p, li, &k));
+		nkern += !k.gemm && !k.choice && !k.host;
+		if (k.choice) {
+			CgCudaKernel a, b;
+			CHECK(k.choice == 2 && k.narg == 0 && k.points == 2 && !k.gemm && li + 2 < *nl);
+			CHECK_STR(k.name, "choice");
+			CHECK(li + 2 < *nl && cg_cuda_kernel(p, li + 1, &a) && cg_cuda_kernel(p, li + 2, &b));
+			if (li + 2 < *nl) {
+				CHECK(!a.gemm && !a.choice && !a.host && b.gemm && a.narg >= 1 &&
+				      a.buf[0] == b.buf[0] && b.g.cbuf == b.buf[0]);
+				char decl[512];
+				snprintf(decl, sizeof decl, "__global__ void\n%s(", a.name);
+				CHECK(src && strstr(src, decl) != NULL);
+				free(a.name);
+				free(a.buf);
+				free(b.name);
+				free(b.buf);
+			}
+			last_choices++;
+		}
 		if (k.gemm && n < max) {
 			g[n] = k.g;
 			CHECK(k.narg == 3 && k.grid == 0 && !k.runseed && !k.host);
@@ -332,9 +370,7 @@ gemm_launches(const KProgram *p, KGemmPlan *g, uint32_t *buf, int max, uint32_t 
 		free(k.name);
 		free(k.buf);
 	}
-	char err[512];
-	char *src = cg_cuda_print(p, NULL, err, sizeof err);
-	CHECK(src && count(src, "__global__") == (int)*nl - n);
+	CHECK(src && count(src, "__global__") == nkern);
 	free(src);
 	return n;
 }
@@ -414,19 +450,33 @@ check_gemm_plans(void) {
 		expect_plan(&g[0], 1, 64, 64, 128, 0, 0, 128, 64, 64, 0, 0, 0);
 		kir_program_free(p);
 	}
-	// The threshold: 64 x 64 x 64 = 2^18 multiply-adds is a GEMM, 63 x 64
-	// x 64 is not (a printed kernel); z keeps both tasks from fusing.
+	// The band (docs/CUDA.md, "Choices measured on the GPU"): a[rows, 64]
+	// @ b[64, cols].  64 x 64 x 16 = 2^16 multiply-adds is a choice (a
+	// choice record, the printed kernel, the GEMM: two launches more than
+	// kernels), 63 x 64 x 16 a printed kernel alone; 63 x 64 x 1024 is a
+	// choice, 64 x 64 x 1024 = 2^22 a GEMM alone; z keeps the tasks from
+	// fusing.
 	static const char thr[] = "param a: f32[%d, 64] = normal(0, 1, seed=1)\n"
-	                          "param b: f32[64, 64] = normal(0, 1, seed=2)\n"
+	                          "param b: f32[64, %d] = normal(0, 1, seed=2)\n"
 	                          "param z: f32[300000] = normal(0, 1, seed=3)\n"
 	                          "def forward() -> f32[] {\n  return sum(a @ b) + sum(z * z)\n}\n";
-	for (int rows = 63; rows <= 64; rows++) {
+	static const struct {
+		int rows, cols, gemms, choices;
+	} band[] = {{63, 16, 0, 0}, {64, 16, 1, 1}, {63, 1024, 1, 1}, {64, 1024, 1, 0}};
+	for (size_t i = 0; i < sizeof band / sizeof band[0]; i++) {
 		char text[512];
-		snprintf(text, sizeof text, thr, rows);
+		snprintf(text, sizeof text, thr, band[i].rows, band[i].cols);
 		p = lower(text, "forward");
 		if (p) {
-			CHECK(gemm_launches(p, g, buf, 8, &nl) == (rows == 64));
-			CHECK(nl == p->nk);
+			CHECK(gemm_launches(p, g, buf, 8, &nl) == band[i].gemms);
+			CHECK(last_choices == band[i].choices);
+			CHECK(nl == p->nk + 2 * (uint32_t)band[i].choices);
+			if (band[i].gemms)
+				expect_plan(&g[0], 1, band[i].rows, band[i].cols, 64, 0, 0, 64, band[i].cols,
+				            band[i].cols, 0, 0, 0);
+			if (last_choices != band[i].choices)
+				fprintf(stderr, "  a[%d, 64] @ b[64, %d]: %d choices\n", band[i].rows,
+				        band[i].cols, last_choices);
 			kir_program_free(p);
 		}
 	}
@@ -643,14 +693,14 @@ check_gemm_artifact(void) {
 	                  "sa=8192 sb=8192 sc=16384 oa=0 ob=0 oc=0 tf32\n") != NULL);
 	if (!strstr(out, "cuBLAS GEMM"))
 		fprintf(stderr, "fadc inspect said:\n%s", out);
-	// Old formats: the CPU artifact's descriptor in formats 2, 3 and 4 reads
-	// and opens; format 1 and 6 are refused by version; a trailer that
+	// Old formats: the CPU artifact's descriptor in formats 2 to 6 reads
+	// and opens; format 1 and 7 are refused by version; a trailer that
 	// disagrees with its descriptor is corrupt; a GEMM record cannot be
 	// written in format 3.
 	ArtDesc d;
 	uint8_t *db = NULL;
 	size_t dl = 0;
-	for (uint32_t v = 2; v <= 4; v++) {
+	for (uint32_t v = 2; v <= 6; v++) {
 		CHECK(rewrite_format(cpu, old, v, v));
 		CHECK(art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_OK && d.version == v);
 		if (d.version == v)
@@ -662,10 +712,10 @@ check_gemm_artifact(void) {
 	CHECK(rewrite_format(cpu, old, 3, 4));
 	CHECK(art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_FORMAT &&
 	      strstr(err, "the trailer says format 4, the descriptor 3"));
-	CHECK(!rewrite_format(cpu, old, 1, 1) && !rewrite_format(cpu, old, 6, 6));
-	CHECK(rewrite_format(cpu, old, 4, 6));
+	CHECK(!rewrite_format(cpu, old, 1, 1) && !rewrite_format(cpu, old, 7, 7));
+	CHECK(rewrite_format(cpu, old, 4, 7));
 	CHECK(art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_VERSION &&
-	      strstr(err, "artifact format version 6; this runtime reads versions 2 to 5"));
+	      strstr(err, "artifact format version 7; this runtime reads versions 2 to 6"));
 	CHECK(!rewrite_format(so, old, 3, 3)); // GEMM records need format 4
 	CHECK(rewrite_format(so, old, 4, 4) &&
 	      art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_OK);
@@ -674,6 +724,145 @@ check_gemm_artifact(void) {
 	unlink(so);
 	unlink(so32);
 	unlink(cpu);
+	unlink(old);
+	rmdir(dir);
+}
+
+// A borderline GEMM (docs/CUDA.md, "Choices measured on the GPU"): x[64,
+// 256] @ w[256, 64] is 2^20 multiply-adds, inside the band, so forward has
+// a choice record, its printed kernel (in the PTX) and its GEMM; the
+// artifact is format 6 (5 and older cannot hold it), round-trips through
+// the encoder, a damaged choice is refused, fadc_task_info counts one
+// launch for the three records, and `fadc inspect` shows the choice.
+static void
+check_choice_artifact(void) {
+	static const char text[] = "const x: f32[64, 256] = normal(0, 1, seed=1)\n"
+	                           "param w: f32[256, 64] = normal(0, 0.06, seed=2)\n"
+	                           "param z: f32[300000] = normal(0, 1, seed=3)\n"
+	                           "def forward() -> f32[] {\n"
+	                           "  return sum(tanh(x @ w)) + sum(z * z)\n}\n";
+	Module *m = parse(text);
+	if (!m)
+		return;
+	const char *tmp = getenv("TMPDIR");
+	char dir[4096], so[4200], old[4200], cmd[8600], err[4096];
+	snprintf(dir, sizeof dir, "%s/fadc_choice_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(so, sizeof so, "%s/c.so", dir);
+	snprintf(old, sizeof old, "%s/old.so", dir);
+	static const char *const fwd[] = {"forward"};
+	CgOptions o = {
+	    .tasks = fwd, .ntasks = 1, .opt_level = 1, .targets = CG_TARGET_CPU | CG_TARGET_CUDA};
+	CHECK(cg_compile_module(m, &o, so, err, sizeof err));
+	ir_module_free(m);
+	ArtDesc d;
+	uint8_t *db = NULL;
+	size_t dl = 0;
+	if (art_read(so, &d, &db, &dl, err, sizeof err) != ART_READ_OK) {
+		CHECK(!"the choice artifact reads");
+		fprintf(stderr, "%s\n", err);
+		return;
+	}
+	CHECK(d.version == 6);
+	const ArtTask *t = &d.task[0];
+	uint32_t ncuda = t->ncuda;
+	CHECK_STR(t->name, "forward");
+	uint32_t at = 0, nchoice = 0;
+	for (uint32_t k = 0; k < t->ncuda; k++)
+		if (t->kern[k].kind == ART_LAUNCH_CHOICE) {
+			at = k;
+			nchoice++;
+		}
+	CHECK(nchoice == 1 && at + 2 < t->ncuda);
+	if (nchoice == 1 && at + 2 < t->ncuda) {
+		const ArtKernel *c = &t->kern[at], *a = &t->kern[at + 1], *b = &t->kern[at + 2];
+		CHECK_STR(c->name, "choice");
+		CHECK(c->points == 2 && c->narg == 0 && !c->grid && !c->runseed);
+		CHECK(a->kind == ART_LAUNCH_KERNEL && b->kind == ART_LAUNCH_GEMM);
+		CHECK(a->narg >= 2 && b->narg == 3 && a->arg[0].kind == b->arg[0].kind &&
+		      a->arg[0].index == b->arg[0].index && a->arg[0].offset == b->arg[0].offset &&
+		      a->arg[0].bytes == b->arg[0].bytes && a->arg[0].bytes == 4 * 64 * 64);
+		const ArtGemm *g = &b->gemm;
+		CHECK(g->dtype == ART_F32 && g->batch == 1 && g->m == 64 && g->n == 64 && g->k == 256 &&
+		      !g->ta && !g->tb && g->lda == 256 && g->ldb == 64 && g->ldc == 64 && !g->tf32);
+		// The candidate kernel's code is in the module (its PTX names it).
+		CHECK(strstr((const char *)d.images + t->ptx_off, a->name) != NULL);
+	}
+	// The encoder writes the same bytes; every truncation is refused.
+	uint8_t *enc = NULL;
+	size_t elen = 0;
+	d.version = 0;
+	CHECK(art_desc_encode(&d, &enc, &elen) && elen == dl && !memcmp(enc, db, dl));
+	free(enc);
+	for (size_t cut = 0; cut < dl; cut += 7) {
+		ArtDesc e;
+		uint8_t *c = malloc(cut ? cut : 1);
+		memcpy(c, db, cut);
+		int ok = art_desc_decode(c, cut, &e, err, sizeof err);
+		CHECK(!ok);
+		if (ok)
+			art_desc_free(&e);
+		free(c);
+	}
+	// Damaged choices: a third candidate that is not there, candidates
+	// writing different outputs, format 5.
+	if (nchoice == 1 && at + 2 < t->ncuda) {
+		ArtKernel *c = &d.task[0].kern[at], *a = &d.task[0].kern[at + 1];
+		for (int damage = 0; damage < 2; damage++) {
+			ArtDesc e;
+			if (damage == 0)
+				c->points = t->ncuda - at;
+			else
+				a->arg[0].bytes -= 4;
+			CHECK(art_desc_encode(&d, &enc, &elen));
+			CHECK(!art_desc_decode(enc, elen, &e, err, sizeof err) &&
+			      strstr(err, "choice record"));
+			free(enc);
+			if (damage == 0)
+				c->points = 2;
+			else
+				a->arg[0].bytes += 4;
+		}
+		d.version = 5;
+		CHECK(!art_desc_encode(&d, &enc, &elen));
+	}
+	art_desc_free(&d);
+	free(db);
+	CHECK(!rewrite_format(so, old, 5, 5) && rewrite_format(so, old, 6, 6));
+	// The runtime's view: the three records are one launch and one choice.
+	fadc_context *ctx;
+	fadc_model *fm = NULL;
+	CHECK(fadc_context_create(NULL, &ctx) == FADC_OK);
+	CHECK(fadc_model_open(ctx, so, 0, &fm) == FADC_OK);
+	if (fm) {
+		fadc_task_info info;
+		CHECK(fadc_task_info_get(fm, 0, &info) == FADC_OK);
+		CHECK(info.cuda_choices == 1 && info.cuda_launches == (int)ncuda - 2);
+		fadc_tensor *out[1] = {NULL};
+		CHECK(fadc_run(fm, 0, NULL, 0, out, 1) == FADC_OK); // the CPU code
+		fadc_model_close(fm);
+	}
+	fadc_context_destroy(ctx);
+	char bin[4096];
+	bin_dir(bin, sizeof bin);
+	snprintf(cmd, sizeof cmd, "'%s/fadc' inspect '%s'", bin, so);
+	FILE *f = popen(cmd, "r");
+	char out[16384] = "";
+	size_t got = f ? fread(out, 1, sizeof out - 1, f) : 0;
+	out[got] = 0;
+	CHECK(f && pclose(f) == 0);
+	char want[512];
+	snprintf(want, sizeof want,
+	         "  choice 0: record %u, 2 candidates, the faster on the GPU runs: %u kernel "
+	         "fadc_forward_k",
+	         at, at + 1);
+	CHECK(strstr(out, want) != NULL);
+	snprintf(want, sizeof want, " %u gemm cublasSgemmStridedBatched\n", at + 2);
+	CHECK(strstr(out, want) != NULL);
+	CHECK(strstr(out, ", 0 cuBLAS GEMMs, 1 choice timed on the GPU)\n") != NULL);
+	if (!strstr(out, "choice 0"))
+		fprintf(stderr, "fadc inspect said:\n%s", out);
+	unlink(so);
 	unlink(old);
 	rmdir(dir);
 }
@@ -1013,6 +1202,7 @@ main(int argc, char **argv) {
 	if (getenv("FADC_CUDA_GEMM_ONLY")) {
 		check_gemm_plans();
 		check_gemm_artifact();
+		check_choice_artifact();
 		return TU_DONE("test_codegen_cuda");
 	}
 	printf("NVRTC %d.%d\n", major, minor);
@@ -1047,13 +1237,15 @@ main(int argc, char **argv) {
 	// (a block reduction).
 	check_model("multiheadattn", NULL, 0, NULL, 0);
 	CHECK(total_blockred > 0);
-	printf("%d block reductions, %d warp reductions (fused)\n", total_blockred, total_warp);
+	printf("%d block reductions, %d warp reductions (fused), %d choices\n", total_blockred,
+	       total_warp, total_choices);
 	printf("%d tasks, %d kernels: NVRTC %.2f s in all (cubins, and PTX of the forwards)\n",
 	       total_tasks, total_kernels, total_s);
 	check_broken();
 	check_special();
 	check_gemm_plans();
 	check_gemm_artifact();
+	check_choice_artifact();
 	check_phases();
 	return TU_DONE("test_codegen_cuda");
 }

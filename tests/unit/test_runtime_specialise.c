@@ -257,7 +257,7 @@ test_four(void)
 	CHECK(x && y && na == nb && !memcmp(x, y, na)); // byte-identical recompiles
 	free(x);
 	free(y);
-	CHECK(file_version(a) == ART_FORMAT_VERSION);
+	CHECK(file_version(a) == ART_FORMAT_VERSION_SPECS);
 
 	fadc_context *ctx;
 	fadc_model *m;
@@ -344,7 +344,7 @@ test_one_list(void)
 	ms[1] = parse_at(d3, 1);
 	const char *a = compile_specs(ms, names, 2, "two.so");
 	const char *one = compile_specs(ms, NULL, 1, "one.so");
-	CHECK(file_version(a) == ART_FORMAT_VERSION);
+	CHECK(file_version(a) == ART_FORMAT_VERSION_SPECS);
 	CHECK(file_version(one) == ART_FORMAT_VERSION_ONE_SPEC);
 	fadc_context *ctx;
 	fadc_model *m;
@@ -374,7 +374,7 @@ test_one_list(void)
 	size_t dl;
 	char err[512];
 	CHECK(art_read(a, &d, &db, &dl, err, sizeof err) == ART_READ_OK);
-	CHECK(d.version == ART_FORMAT_VERSION && d.nspec == 2 && !strcmp(d.spec[1], "N=3"));
+	CHECK(d.version == ART_FORMAT_VERSION_SPECS && d.nspec == 2 && !strcmp(d.spec[1], "N=3"));
 	art_desc_free(&d);
 	int prefixes_ok = 1;
 	for (size_t n = 0; n < dl; n++) {

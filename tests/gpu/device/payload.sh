@@ -8,6 +8,8 @@
 #   DEST/check/      cpu,cuda artifacts for gpu_check: both ppl models (every
 #                    task, full size), multiheadattn at reduced and full size,
 #                    transformer at reduced size, and floor.so (one kernel)
+#   DEST/choice/     choice.so (tests/gpu/choice.ir: products whose candidates,
+#                    printed kernel or cuBLAS GEMM, are timed on the GPU)
 #   DEST/cg/         the CUDA-graph suite's artifacts (tests/gpu/cudagraph)
 #   DEST/zoo/        cpu,cuda artifacts of all nine models at reduced sizes
 #                    with their recommended tasks (tests/gpu/cuda-zoo.sh's
@@ -63,6 +65,12 @@ fadc "$root/tests/gpu/gemm.ir" -o "$dest/check/gemm.so" --target cpu,cuda \
 	--tasks forward,vjp,jvp,vhp
 fadc "$root/tests/gpu/gemm.ir" -o "$dest/check/gemm_tf32.so" --target cpu,cuda \
 	--tasks forward,vjp,jvp,vhp --allow-tf32
+# Choices between a printed kernel and a cuBLAS GEMM, decided on the GPU
+# (tests/gpu/choice.ir): run.sh checks it forced to each candidate, timed
+# and from the cache (gpu_check --choices).
+mkdir -p "$dest/choice"
+fadc "$root/tests/gpu/choice.ir" -o "$dest/choice/choice.so" --target cpu,cuda \
+	--tasks forward,vjp,jvp
 # The zoo at reduced sizes, the scans and the host step.
 mkdir -p "$dest/zoo" "$dest/zoo-ir"
 z() { local n=$1; shift; fadc "$@" -o "$dest/zoo/$n.so" --target cpu,cuda; }

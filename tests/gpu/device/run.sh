@@ -42,6 +42,25 @@ case " $steps " in *" check "*)
 		echo "rc=$?"
 		grep -E "FAIL|worst|passed|failed" "$out/check-zoo64.log"
 	fi
+	if [ -d "$here/choice" ]; then
+		# Choices (docs/CUDA.md, "Choices measured on the GPU"): each candidate
+		# forced, then timed into a fresh cache, then a second process reading
+		# it (every choice cached, none timed); the medians and the cache file.
+		echo "== gpu_check: choices forced (0: printed kernels, 1: cuBLAS), timed, cached"
+		cache=$(mktemp -d)
+		for how in 0 1 timed cached; do
+			case $how in
+			0 | 1) env="FADC_CUDA_CHOICE=$how" arg=forced ;;
+			*) env="FADC_CUDA_CHOICE_LOG=1" arg=$how ;;
+			esac
+			echo "-- $env --choices $arg"
+			env FADC_CACHE_DIR="$cache" $env timeout 120 "$here/bin/gpu_check" --time 200 \
+				--choices $arg "$here/choice/choice.so" 2>&1 | tee -a "$out/check-choice.log"
+			echo "rc=${PIPESTATUS[0]}"
+		done
+		cat "$cache/cuda-choices"
+		rm -rf "$cache"
+	fi
 	echo "== gpu_check (FADC_DISABLE_CUDA_GRAPHS=1)"
 	FADC_DISABLE_CUDA_GRAPHS=1 timeout 120 "$here/bin/gpu_check" --time 1000 \
 		--assign-nan "$here/zoo/assign.so" "$here/check/ppl_simple_reg.so" \
