@@ -1265,32 +1265,62 @@ cmp_float(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-// Times the candidates of choice ch (its inputs are ready on the stream):
-// a warm-up launch of each (cuBLAS picks and loads its kernel, the caches
-// fill), then CHOICE_SAMPLES samples per candidate, interleaved, each
-// CHOICE_BATCH launches between two events; the candidate of the lowest
-// median time per launch (the first of equals) into *best, the medians in
-// us[] (microseconds).  A candidate writes only the choice's output, which
-// none of them reads, so running them again and again changes nothing.
+// Times the candidates of choice ch (its inputs are ready on the stream)
+// as they will run: inside CUDA graphs.  Each candidate's CHOICE_BATCH
+// launches are captured into a graph of their own (a cuBLAS call's host
+// work, several microseconds, stays out of a replay, as in the task's own
+// graphs; timing eager launches back to back measured that host work,
+// not the GPU's); then a warm-up replay of each, and CHOICE_SAMPLES
+// replays per candidate, interleaved, each between two events; the
+// candidate of the lowest median time per launch (the first of equals)
+// into *best, the medians in us[] (microseconds).  A candidate writes
+// only the choice's output, which none of them reads, so running them
+// again and again changes nothing.
 static int
 choice_time(RtCuda *c, RtCuTask *k, const struct Choice *ch, int *best, double *us, char *err,
             size_t errlen)
 {
 	CUevent ev[2] = {NULL, NULL};
+	CUgraphExec ex[ART_MAX_CHOICE] = {NULL};
 	float t[ART_MAX_CHOICE][CHOICE_SAMPLES];
 	int ok = 0;
-	for (uint32_t j = 0; j < ch->n; j++)
-		if (!launch_one(c, k, ch->at + 1 + j, err, errlen))
-			return 0;
-	CHECK_CU(c, cuEventCreate(&ev[0], 0)); // CU_EVENT_DEFAULT: timing enabled
+	for (uint32_t j = 0; j < ch->n; j++) {
+		CUgraph g = NULL;
+		CHECK_CU_GOTO(c, cuStreamBeginCapture(c->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+		              done);
+		int launched = 1;
+		char e2[512];
+		for (int b = 0; b < CHOICE_BATCH && launched; b++)
+			launched = launch_one(c, k, ch->at + 1 + j, e2, sizeof e2);
+		CUresult r = c->d.cuStreamEndCapture(c->stream, &g);
+		if (!launched) {
+			if (g)
+				c->d.cuGraphDestroy(g);
+			snprintf(err, errlen, "%s", e2);
+			goto done;
+		}
+		if (r) {
+			cu_msg(c, r, "cuStreamEndCapture(c->stream, &g)", __func__, __FILE__, __LINE__, err,
+			       errlen);
+			goto done;
+		}
+		r = c->d.cuGraphInstantiate(&ex[j], g, 0);
+		c->d.cuGraphDestroy(g);
+		if (r) {
+			ex[j] = NULL;
+			cu_msg(c, r, "cuGraphInstantiate(&ex[j], g, 0)", __func__, __FILE__, __LINE__, err,
+			       errlen);
+			goto done;
+		}
+		CHECK_CU_GOTO(c, cuGraphLaunch(ex[j], c->stream), done); // warm-up
+	}
+	CHECK_CU_GOTO(c, cuEventCreate(&ev[0], 0), done); // CU_EVENT_DEFAULT: timing enabled
 	CHECK_CU_GOTO(c, cuEventCreate(&ev[1], 0), done);
 	CHECK_CU_GOTO(c, cuStreamSynchronize(c->stream), done);
 	for (int s = 0; s < CHOICE_SAMPLES; s++)
 		for (uint32_t j = 0; j < ch->n; j++) {
 			CHECK_CU_GOTO(c, cuEventRecord(ev[0], c->stream), done);
-			for (int b = 0; b < CHOICE_BATCH; b++)
-				if (!launch_one(c, k, ch->at + 1 + j, err, errlen))
-					goto done;
+			CHECK_CU_GOTO(c, cuGraphLaunch(ex[j], c->stream), done);
 			CHECK_CU_GOTO(c, cuEventRecord(ev[1], c->stream), done);
 			CHECK_CU_GOTO(c, cuEventSynchronize(ev[1]), done);
 			float ms = 0;
@@ -1309,6 +1339,9 @@ done:
 	for (int i = 0; i < 2; i++)
 		if (ev[i])
 			c->d.cuEventDestroy(ev[i]);
+	for (uint32_t j = 0; j < ch->n; j++)
+		if (ex[j])
+			c->d.cuGraphExecDestroy(ex[j]);
 	return ok;
 }
 
