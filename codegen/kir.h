@@ -258,6 +258,10 @@ int kir_gemm_match(const KProgram *p, const KKernel *k, KGemm *g);
 // Materializes the operands of large contractions that fusion made
 // non-affine (kir.c, "GEMM operands"), so that they get GEMM plans.
 void kir_gemm_operands(KProgram *p);
+// Splits sums of many terms into few points in two kernels (kir.c, "split
+// reductions"): partial sums along the first reduction variable, then
+// their sum.
+void kir_split_reductions(KProgram *p);
 
 // The same kernel as one strided batched GEMM in row-major terms, what a
 // BLAS call needs (codegen/cuda.c turns it into a cuBLAS launch record):

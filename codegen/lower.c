@@ -1840,5 +1840,6 @@ cg_lower(const Graph *g, const char *task, DType fcompute, char *err, size_t err
 		return NULL;
 	}
 	kir_gemm_operands(p);
+	kir_split_reductions(p);
 	return p;
 }

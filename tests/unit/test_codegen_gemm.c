@@ -71,6 +71,20 @@ static const char heads[] =
     "  return sum(sin(h @ w))\n"
     "}\n";
 
+// Batch norm's statistics over 8 x 64 x 64 terms into 16 channels (and
+// their gradients in vjp): sums of many terms into few points, split in
+// two kernels (kir_split_reductions: "= partial_sum"); a small product
+// keeps the GEMM's vector FMAs in the module, which check() asks for.
+static const char bnorm[] =
+    "param x: f64[8, 16, 64, 64] = normal(0, 1, seed=1)\n"
+    "param w: f64[16] = normal(1, 0.1, seed=2)\n"
+    "param b: f64[16] = normal(0, 0.1, seed=3)\n"
+    "param m: f64[40, 40] = normal(0, 1, seed=4)\n"
+    "def forward() {\n"
+    "  y = batch_norm(x, w, b)\n"
+    "  return sum(tanh(y) * y) * 0.001 + sum(m @ m)\n"
+    "}\n";
+
 static char *
 to_f32(const char *src)
 {
@@ -234,6 +248,9 @@ main(void)
 	static const char *const head_kernels[] = {"= gemm_operand (", NULL};
 	check("heads.ir", heads, 0, head_kernels);
 	check("heads.ir", heads, 1, head_kernels);
+	static const char *const bn_kernels[] = {"= partial_sum (", NULL};
+	check("bnorm.ir", bnorm, 0, bn_kernels);
+	check("bnorm.ir", bnorm, 1, bn_kernels);
 	check_plans("heads.ir", heads, "forward", 1);
 	check_plans("heads.ir", heads, "vjp", 2);
 	check_cpu_gemm("convs.ir", convs, 0, "conv_weight_grad.gemm");
