@@ -10,7 +10,9 @@
 #define FADC_TEST_MATHREF_H
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const long double PI_L = 3.141592653589793238462643383279502884L;
 static const long double X0_L = 1.461632144968362341262659542325721325L; // digamma's zero
@@ -163,6 +165,28 @@ around(Inputs *in, double x, int k, int f64)
 		b = f64 ? nextafter(b, INFINITY) : nextafterf((float)b, INFINITY);
 		add(in, a);
 		add(in, b);
+	}
+}
+
+// Every binade of both signs, denormals, infinities and NaNs: every 2^44 + 1st
+// f64 bit pattern, or every 4093rd f32 one.
+static void
+sweep(Inputs *in, int f64)
+{
+	if (f64) {
+		for (uint64_t i = 0; i < (1u << 20); i++) {
+			uint64_t b = i * 0x100000000001ull;
+			double x;
+			memcpy(&x, &b, 8);
+			add(in, x);
+		}
+	} else {
+		for (uint64_t b = 0; b < (1ull << 32); b += 4093) {
+			uint32_t b32 = (uint32_t)b;
+			float x;
+			memcpy(&x, &b32, 4);
+			add(in, x);
+		}
 	}
 }
 

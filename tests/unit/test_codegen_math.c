@@ -108,21 +108,7 @@ static Inputs
 inputs(int f64)
 {
 	Inputs in = {0};
-	if (f64) {
-		for (uint64_t i = 0; i < (1u << 20); i++) {
-			uint64_t b = i * 0x100000000001ull;
-			double x;
-			memcpy(&x, &b, 8);
-			add(&in, x);
-		}
-	} else {
-		for (uint64_t b = 0; b < (1ull << 32); b += 4093) {
-			uint32_t b32 = (uint32_t)b;
-			float x;
-			memcpy(&x, &b32, 4);
-			add(&in, x);
-		}
-	}
+	sweep(&in, f64);
 	grid(&in, -1, 1, 400000);
 	grid(&in, -30, 30, 400000);
 	grid(&in, f64 ? -746 : -105, f64 ? -700 : -85, 100000); // exp's denormal results
