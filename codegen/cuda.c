@@ -1083,8 +1083,8 @@ fused_rotations(const KProgram *p, const uint8_t *bar, uint8_t *rot) {
 	uint8_t *rd = calloc((size_t)(p->nk + 1) * (p->nbuf + 1), 1);
 	uint32_t *up = calloc(p->nk + 1, sizeof *up);
 	int64_t *gw = calloc((size_t)(p->nk + 1) * NW, sizeof *gw);
-	uint8_t *done = calloc(p->nk + 1, 1);
-	FADC_ASSERT(seen && rd && up && gw && done, "cuda: out of memory");
+	uint8_t *pinned = calloc(p->nk + 1, 1); // per group root: 1 pinned at 0, 2 placed
+	FADC_ASSERT(seen && rd && up && gw && pinned, "cuda: out of memory");
 	for (uint32_t ki = 0; ki < p->nk; ki++)
 		kernel_reads(p, &p->k[ki], seen, rd + (size_t)ki * (p->nbuf + 1));
 	for (uint32_t b = 0; b < p->nk;) {
@@ -1102,7 +1102,6 @@ fused_rotations(const KProgram *p, const uint8_t *bar, uint8_t *rot) {
 		// Each group's work per warp at rotation 0 (at its root's row);
 		// a block reduction pins its group.
 		int64_t load[NW] = {0};
-		uint8_t *pinned = done; // reused: 1 pinned, 2 placed
 		for (uint32_t i = b; i < e; i++)
 			pinned[i] = 0;
 		for (uint32_t i = b; i < e; i++)
@@ -1180,7 +1179,7 @@ fused_rotations(const KProgram *p, const uint8_t *bar, uint8_t *rot) {
 	free(rd);
 	free(up);
 	free(gw);
-	free(done);
+	free(pinned);
 }
 
 // ---------------------------------------------------------------- launches
@@ -1401,6 +1400,22 @@ gemm_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out) {
 	return 1;
 }
 
+
+// A zeroed contract named `name` with room for nbuf arguments; 0 (nothing
+// held) when out of memory.
+static int
+contract_new(CgCudaKernel *out, const char *name, size_t nbuf) {
+	memset(out, 0, sizeof *out);
+	out->name = strdup(name);
+	out->buf = calloc(nbuf, sizeof *out->buf);
+	if (out->name && out->buf)
+		return 1;
+	free(out->name);
+	free(out->buf);
+	out->name = NULL;
+	out->buf = NULL;
+	return 0;
+}
 int
 cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *out) {
 	La a = launch_at(p, li);
@@ -1411,15 +1426,8 @@ cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *out) {
 	if (a.kind == LA_GEMM)
 		return gemm_contract(p, a.begin, out);
 	if (a.kind == LA_CHOICE) { // no work, no buffers: the next two launches are candidates
-		memset(out, 0, sizeof *out);
-		out->name = strdup("choice");
-		out->buf = calloc(1, sizeof *out->buf);
-		if (!out->name || !out->buf) {
-			free(out->name);
-			free(out->buf);
-			out->buf = NULL;
+		if (!contract_new(out, "choice", 1))
 			return 0;
-		}
 		out->choice = 2;
 		out->points = 2;
 		return 1;
@@ -1428,15 +1436,8 @@ cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *out) {
 	// out; points and grid carry rows and cols (docs/ARTIFACT.md).
 	const KKernel *k = &p->k[a.begin];
 	const KBuf *in = &p->buf[k->hin];
-	memset(out, 0, sizeof *out);
-	out->name = strdup("linear_sum_assignment");
-	out->buf = calloc(3, sizeof *out->buf);
-	if (!out->name || !out->buf) {
-		free(out->name);
-		free(out->buf);
-		out->buf = NULL;
+	if (!contract_new(out, "linear_sum_assignment", 3))
 		return 0;
-	}
 	FADC_ASSERT(k->host == KH_ASSIGN && in->shape.rank == 2, "cuda: an unknown host kernel");
 	out->host = k->host;
 	out->points = in->shape.dim[0];
