@@ -13,6 +13,20 @@
 // After it, c̄ is the adjoint of the initial carry, the x̄_t stack into the
 // adjoint of xs, and the invariants' adjoint is Σ_t w̄_t.
 //
+// An invariant's w̄_t that is a product, w̄_t = A_t B_t (A_t: a x n, B_t:
+// n x b; an RNN's weight: h_tᵀ dz_t), is not summed step by step: a b
+// numbers written per step (deepspeech: 4M per step, 225 steps, 3.7 GB
+// stacked, then summed) when the factors are (a + b) n.  Σ_t A_t B_t is one
+// product over the steps' concatenation,
+//   Σ_t Σ_k A_t[i,k] B_t[k,j] = Σ_(t,k) Acat[i,(t,k)] Bcat[(t,k),j],
+//   Acat = [A_0 A_1 ... A_{T-1}] (a x T n),  Bcat = [B_0; B_1; ...] (T n x b),
+// so the backward scan outputs the factors per step (or they already are
+// sequences or outputs of it), and after it w̄ = matmul(Acat, Bcat): for
+// A_t = U_tᵀ (U_t: n x a, the usual case) Acat = reshape(Us, [T n, a])ᵀ,
+// else reshape(permute(As, [1, 0, 2]), [a, T n]); Bcat = reshape(Bs, [T n,
+// b]).  The sum's order changes (one GEMM instead of T partial products
+// added in step order), within rounding.  Taken when a b > (a + b) n.
+//
 // Both bodies are ordinary graphs built by pass_jvp / pass_vjp_ex on a
 // copy of the body whose differentiated arguments are marked as params, so
 // scans inside scans and every order of derivative compose.
@@ -69,23 +83,25 @@ marked_copy(const Graph *b, const uint8_t *isparam, int save_carries, int nc)
 // A copy of src with its inputs in the order inorder[] and outputs
 // outorder[]; inputs are renamed a0, a1, ... (derived bodies print as
 // functions, whose arguments are plain names).
+// Nodes lifted[0 .. nlift) of src become inputs after the others (a
+// value that depends on invariants only, computed once outside the loop).
 static Graph *
 reorder(const Graph *src, const uint32_t *inorder, uint32_t nin, const uint32_t *outorder,
-        uint32_t nout, const char *name)
+        uint32_t nout, const NodeId *lifted, uint32_t nlift, const char *name)
 {
 	FADC_ASSERT(nin == src->ninput, "reorder needs every input");
 	Graph *g = ir_graph_new(name, src->src);
 	NodeId *map = arena_alloc_array(g->arena, src->nnode, sizeof *map);
 	for (uint32_t k = 0; k < src->nsub; k++)
 		ir_add_sub(g, pass_dce(src->sub[k]));
-	for (uint32_t k = 0; k < nin; k++) {
-		NodeId n = src->input[inorder[k]].node;
+	for (uint32_t k = 0; k < nin + nlift; k++) {
+		NodeId n = k < nin ? src->input[inorder[k]].node : lifted[k - nin];
 		map[n] = ir_add_input(g, arena_printf(g->arena, "a%u", k), IN_ARG,
 		                      (DType)src->node[n].dtype, ir_shape(src, n), src->node[n].loc);
 	}
 	for (NodeId n = 1; n < src->nnode; n++) {
 		const Node *nd = &src->node[n];
-		if (nd->op == OP_input)
+		if (nd->op == OP_input || map[n])
 			continue;
 		NodeId in[256];
 		for (int i = 0; i < nd->nin; i++)
@@ -187,7 +203,7 @@ scan_jvp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId 
 	for (uint32_t y = 0; y < s.ny; y++)
 		if (tout[s.nc + y])
 			outorder[no++] = tout[s.nc + y];
-	Graph *body = reorder(bj, inorder, k, outorder, no, derived_name(g, s.b, "jvp"));
+	Graph *body = reorder(bj, inorder, k, outorder, no, NULL, 0, derived_name(g, s.b, "jvp"));
 	ir_graph_free(bj);
 	NodeId sc = emit_scan(g, body, ops, (int)k, ncar, nseq, s.rev, loc);
 	// The tangents of the original tuple's values.
@@ -203,6 +219,28 @@ scan_jvp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId 
 	return tan;
 }
 
+// A factor of a hoisted invariant product (see the top): body node x of
+// the backward body bv, per step; where its stacked value comes from.
+typedef struct Factor {
+	NodeId x; // the node of bv
+	NodeId seq; // its stacked value outside when x is a sequence input of the backward scan
+	uint32_t out; // else the backward scan's output holding it (filled later)
+} Factor;
+
+// The stacked value of bv's node x: a sequence operand of the backward
+// scan (inorder[k] = x's input index, ncar <= k < ncar + nseq), else 0.
+static NodeId
+factor_seq(const Graph *bv, NodeId x, const uint32_t *inorder, const NodeId *bops, int ncar,
+           int nseq)
+{
+	if (bv->node[x].op != OP_input)
+		return 0;
+	for (int k = ncar; k < ncar + nseq; k++)
+		if (bv->input[inorder[k]].node == x)
+			return bops[k];
+	return 0;
+}
+
 NodeId *
 scan_vjp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId *compadj,
          const uint8_t *dep, Loc *errloc, char *err, size_t errlen)
@@ -210,14 +248,33 @@ scan_vjp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId 
 	ScanInfo s = scan_info(f, self);
 	Loc loc = f->node[self].loc;
 	const NodeId *in = ir_in(f, self);
-	// 1. The forward scan again, also stacking the carry of every step.
+	// 1. The forward scan, also stacking the carry of every step.  Where
+	// the forward's own scan is in g and alone in running its body, that
+	// body becomes the saving one (its outputs first, the carries after:
+	// every `get` of the forward keeps its meaning), so the forward runs
+	// once; else a second scan runs it again.
 	uint8_t *none = arena_alloc_array(g->arena, (size_t)s.nin + 1, 1);
 	Graph *bf = marked_copy(s.b, none, 1, s.nc);
 	NodeId ops[512];
 	for (int i = 0; i < s.nin; i++)
 		ops[i] = map[in[i]];
 	bf->name = derived_name(g, s.b, "fwd");
-	NodeId sf = emit_scan(g, bf, ops, s.nin, s.nc, s.nx, s.rev, loc);
+	NodeId sf = 0, fw = map[self];
+	if (fw && g->node[fw].op == OP_scan) {
+		int64_t bi = ir_attr_int(g, fw, "body");
+		int alone = g->sub[bi]->nout == s.b->nout;
+		for (int i = 0; i < s.nin && alone; i++)
+			alone = ir_in1(g, fw, i) == ops[i];
+		for (NodeId n = 1; n < g->nnode && alone; n++)
+			alone = n == fw || g->node[n].op != OP_scan || ir_attr_int(g, n, "body") != bi;
+		if (alone) {
+			ir_graph_free(g->sub[bi]);
+			g->sub[bi] = bf;
+			sf = fw;
+		}
+	}
+	if (!sf)
+		sf = emit_scan(g, bf, ops, s.nin, s.nc, s.nx, s.rev, loc);
 	// 2. The body's vjp w.r.t. the float carries and the operands that
 	// depend on a param.
 	uint8_t *dif = arena_alloc_array(g->arena, (size_t)s.nin + 1, 1);
@@ -278,14 +335,84 @@ scan_vjp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId 
 	for (int c = 0; c < s.nc; c++)
 		if (vin[c] != UINT32_MAX)
 			outorder[no++] = gout[c];
+	// Invariants whose w̄_t is a product worth hoisting (see the top):
+	// hoist[i], its factors fa[i] (U_t when A_t = U_tᵀ, else A_t; transa[i]
+	// says which) and fb[i] = B_t.
+	uint8_t *hoist = arena_alloc_array(g->arena, (size_t)s.nin + 1, 1);
+	uint8_t *transa = arena_alloc_array(g->arena, (size_t)s.nin + 1, 1);
+	Factor *fa = arena_alloc_array(g->arena, (size_t)s.nin + 1, sizeof *fa);
+	Factor *fb = arena_alloc_array(g->arena, (size_t)s.nin + 1, sizeof *fb);
+	for (int i = s.nc + s.nx; i < s.nin && nseq > 0; i++) {
+		if (!dif[i] || !dep[in[i]])
+			continue;
+		NodeId o = bv->out[gout[i]].node;
+		if (bv->node[o].op != OP_matmul || ir_shape(bv, o)->rank != 2)
+			continue;
+		NodeId a = ir_in1(bv, o, 0), b = ir_in1(bv, o, 1);
+		int64_t da = ir_shape(bv, o)->dim[0], db = ir_shape(bv, o)->dim[1];
+		int64_t n = ir_shape(bv, a)->dim[1];
+		if (ir_shape(bv, a)->rank != 2 || ir_shape(bv, b)->rank != 2 || da * db <= (da + db) * n)
+			continue;
+		int t = 0;
+		if (bv->node[a].op == OP_permute) {
+			Attrs pa;
+			ir_attrs_get(bv, a, &pa);
+			if (pa.a[0].v[0] == 1 && pa.a[0].v[1] == 0) {
+				a = ir_in1(bv, a, 0);
+				t = 1;
+			}
+		}
+		hoist[i] = 1;
+		transa[i] = (uint8_t)t;
+		fa[i] = (Factor){a, factor_seq(bv, a, inorder, bops, ncar, nseq), 0};
+		fb[i] = (Factor){b, factor_seq(bv, b, inorder, bops, ncar, nseq), 0};
+	}
 	for (int i = s.nc; i < s.nin; i++)
-		if (dif[i])
+		if (dif[i] && !hoist[i])
 			outorder[no++] = gout[i];
+	// The factors that are not sequences: per-step outputs of the
+	// backward scan (one already there, else a new output of bv).
+	for (int i = s.nc + s.nx; i < s.nin; i++)
+		for (int side = 0; hoist[i] && side < 2; side++) {
+			Factor *fc = side ? &fb[i] : &fa[i];
+			if (fc->seq)
+				continue;
+			uint32_t m = (uint32_t)ncar;
+			while (m < no && bv->out[outorder[m]].node != fc->x)
+				m++;
+			if (m == no) {
+				FADC_ASSERT(no < 512, "scan_vjp: too many outputs");
+				ir_add_output(bv, fc->x, "factor", -1);
+				outorder[no++] = bv->nout - 1;
+			}
+			fc->out = m;
+		}
 	// A float carry whose output has a cotangent input also has a grad
 	// output (it is differentiated): the two lists line up.
-	Graph *body = reorder(bv, inorder, k, outorder, no, derived_name(g, s.b, "vjp"));
+	// Transposes of invariants (the body's vjp of x @ w reads wᵀ) are
+	// computed once before the loop, as invariants of their own: the
+	// printed product would otherwise copy wᵀ into a row-major temporary
+	// every step (codegen/lower.c, kernel_matmul; 16 MB per step for
+	// deepspeech's W_hh), and outside, wᵀ of an invariant that is itself a
+	// transpose (w_t = transpose(W_hh)) is W_hh, no copy at all.
+	NodeId lifted[64];
+	uint32_t nlift = 0, kall = k;
+	for (NodeId n = 1; n < bv->nnode && nlift < 64 && kall < 512; n++) {
+		if (bv->node[n].op != OP_permute)
+			continue;
+		NodeId x = ir_in1(bv, n, 0);
+		for (uint32_t q = (uint32_t)(ncar + nseq); q < k; q++)
+			if (bv->input[inorder[q]].node == x) {
+				Attrs pa;
+				ir_attrs_get(bv, n, &pa);
+				lifted[nlift++] = n;
+				bops[kall++] = b_permute(g, bops[q], pa.a[0].v, loc);
+				break;
+			}
+	}
+	Graph *body = reorder(bv, inorder, k, outorder, no, lifted, nlift, derived_name(g, s.b, "vjp"));
 	ir_graph_free(bv);
-	NodeId sb = emit_scan(g, body, bops, (int)k, ncar, nseq, !s.rev, loc);
+	NodeId sb = emit_scan(g, body, bops, (int)kall, ncar, nseq, !s.rev, loc);
 	// 3. The operands' adjoints.
 	int cc = 0;
 	for (int c = 0; c < s.nc; c++)
@@ -296,7 +423,29 @@ scan_vjp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId 
 		}
 	int yy = ncar;
 	for (int i = s.nc; i < s.nin; i++) {
-		if (!dif[i])
+		if (hoist[i] && dep[in[i]]) {
+			// Σ_t A_t B_t as one product over the steps (see the top).
+			Factor *x[2] = {&fa[i], &fb[i]};
+			NodeId st[2];
+			for (int side = 0; side < 2; side++)
+				st[side] = x[side]->seq ? x[side]->seq : get_value(g, sb, x[side]->out, loc);
+			const Shape *as = ir_shape(g, st[0]), *bs = ir_shape(g, st[1]);
+			int64_t T = as->dim[0];
+			NodeId acat;
+			if (transa[i]) { // U_t: n x a
+				Shape u = {.rank = 2, .dim = {T * as->dim[1], as->dim[2]}};
+				int64_t perm[2] = {1, 0};
+				acat = b_permute(g, b_reshape(g, st[0], &u, loc), perm, loc);
+			} else { // A_t: a x n
+				int64_t perm[3] = {1, 0, 2};
+				Shape u = {.rank = 2, .dim = {as->dim[1], T * as->dim[2]}};
+				acat = b_reshape(g, b_permute(g, st[0], perm, loc), &u, loc);
+			}
+			Shape v = {.rank = 2, .dim = {T * bs->dim[1], bs->dim[2]}};
+			opadj[i] = b_matmul(g, acat, b_reshape(g, st[1], &v, loc), loc);
+			continue;
+		}
+		if (!dif[i] || hoist[i])
 			continue;
 		NodeId st = get_value(g, sb, yy++, loc);
 		if (!dep[in[i]])

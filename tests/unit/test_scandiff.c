@@ -251,6 +251,51 @@ static const char ctc[] =
     "  a = scan(alpha, a0, lp, mask, ncarry=1, nxs=2)\n"
     "  return -sum(logsumexp(get(a, index=0), 1))\n}\n";
 
+// Matrix invariants whose per-step adjoint is a product larger than its
+// factors (passes/scan.c hoists Σ_t A_t B_t out of the reverse scan as one
+// product over the steps): h @ wa (A_t = h_tᵀ, a permute) and
+// wb @ reshape(h) (A_t = the step's adjoint, no permute), a reverse scan,
+// a mask, and wa also read outside the scan.
+static const char matrnn[] =
+    "param wa: f64[5, 5] = normal(0, 0.4, seed=10)\n"
+    "param wb: f64[5, 5] = normal(0, 0.4, seed=11)\n"
+    "param xs: f64[4, 2, 5] = normal(0, 0.5, seed=12)\n"
+    "const mask: bool[4, 2, 1] = iota(shape=[4, 2, 1], axis=0, dtype=f64) < broadcast(3 + iota(shape=[2, 1], axis=0, dtype=f64), shape=[4, 2, 1])\n"
+    "def cell(h: f64[2, 5], x: f64[2, 5], m: bool[2, 1], wa: f64[5, 5], wb: f64[5, 5]) -> (f64[2, 5], f64[2, 5]) {\n"
+    "  n = tanh(h @ wa + reshape(wb @ reshape(h, [5, 2]), [2, 5]) + x)\n"
+    "  return where(m, n, h), n * x\n}\n"
+    "def forward() {\n"
+    "  h, ys = scan(cell, xs[0], xs, mask, wa, wb, ncarry=1, nxs=2, reverse=1)\n"
+    "  return sum(ys) + sum(h * h) + sum(wa * wa)\n}\n";
+
+// The vjp of matrnn has both invariants' adjoints hoisted: top-level
+// products over the 4 steps x 2 rows (K = 8), and no stacked [4, 5, 5].
+static void
+check_hoisted(void)
+{
+	FeOptions o = {.diag = stderr};
+	Module *m = fe_parse_string("matrnn", matrnn, strlen(matrnn), &o);
+	char err[512];
+	Loc el;
+	Graph *g = m ? pass_task(m->main, "vjp", NULL, &el, err, sizeof err) : NULL;
+	int prod = 0, stacked = 0;
+	for (NodeId n = 1; g && n < g->nnode; n++) {
+		const Shape *s = ir_shape(g, n);
+		if (g->node[n].op == OP_matmul && ir_shape(g, ir_in1(g, n, 0))->dim[1] == 8)
+			prod++;
+		stacked |= s->rank == 3 && s->dim[0] == 4 && s->dim[1] == 5 && s->dim[2] == 5;
+	}
+	ncheck++;
+	if (!g || prod != 2 || stacked) {
+		nfail++;
+		fprintf(stderr, "FAIL matrnn vjp: %d products over the steps (want 2), stacked %d\n", prod,
+		        stacked);
+	}
+	if (g)
+		ir_graph_free(g);
+	ir_module_free(m);
+}
+
 int
 main(void)
 {
@@ -259,6 +304,8 @@ main(void)
 	check_module("lstm-masked", lstm);
 	check_module("nested", nested);
 	check_module("ctc-alpha", ctc);
+	check_module("matrnn", matrnn);
+	check_hoisted();
 	if (nfail) {
 		fprintf(stderr, "test_scandiff: %d of %d checks failed\n", nfail, ncheck);
 		return 1;
