@@ -563,6 +563,89 @@ blockred(const KProgram *p, const KKernel *k) {
 	return nr >= BLOCKRED_MIN_TERMS && npt <= BLOCKRED_MAX_POINTS;
 }
 
+// A contraction inside a persistent loop kernel, as tiles (loop_tile).
+// The two forms above read the deepspeech LSTM's per-step products badly:
+// h @ W_hh^T ([10,1024] x [1024,4096], 40,960 points) ran a thread per
+// point, 1024 dependent terms each on 160 blocks, every row of h reading
+// all of W again; its reverse dz @ W_hh ([10,4096] x [4096,1024], 10,240
+// points) a block per point whose 256 threads stride the reduction, where
+// W_hh's K index has a stride of 1024 elements: each warp-wide load
+// touched 32 sectors (1.3 GB of L2 traffic per step for a 16 MB matrix).
+// A tile is 32 consecutive points along the last parallel variable (the
+// lanes: a load whose index moves by 0 or 1 with that variable is one
+// broadcast or one 128-byte line per warp) times TILE_ROWS_MAX at most
+// rows of the other parallel variables (each thread keeps one
+// accumulator per row, so a term that does not depend on the row, W's
+// element, is loaded once for all of them: nvcc merges the equal loads);
+// the block's 8 warps split the reduction (warp w takes terms w, w + 8,
+// ...), then sum their partials through shared memory in warp order, and
+// warp r applies row r's post and stores it.  So W is read once per row
+// group from L2, coalesced, and every block of the grid has tiles.
+// Summation order: each warp's strided terms in order, then the 8 warp
+// partials in order: fixed, so the same every run, within f32 rounding of
+// the CPU's.  Conditions: a sum, a contraction, in a loop of a task that
+// is not fused, at least TILE_MIN_TERMS terms, a last parallel extent of
+// at least 32, and every load of the terms affine in the last parallel
+// variable with a coefficient of 0 or 1.
+#define TILE_ROWS_MAX 8
+#define TILE_MIN_TERMS 256
+
+// Every load under e has an index affine in variable v with coefficient 0
+// or 1.
+static int
+loads_along(const KProgram *p, KxId e, int v, uint8_t *seen) {
+	if (!e || seen[e])
+		return 1;
+	seen[e] = 1;
+	const Kx *x = &p->x[e];
+	if (x->op == KX_LOAD) {
+		int64_t co;
+		if (!kx_affine_coef(p, x->a[0], v, &co) || (co != 0 && co != 1))
+			return 0;
+	}
+	for (int i = 0; i < x->nin; i++)
+		if (!loads_along(p, x->a[i], v, seen))
+			return 0;
+	return 1;
+}
+
+typedef struct Tile {
+	int64_t rows, cols; // the points as rows x cols (cols: the last parallel extent)
+	int64_t r; // rows per tile (accumulators per thread)
+	int64_t ctiles, ntiles; // tiles along cols, tiles in all
+} Tile;
+
+// Whether kernel k, inside a loop of a persistent kernel (not a fused
+// task), runs as tiles; their geometry into *t.
+static int
+loop_tile(const KProgram *p, const KKernel *k, Tile *t) {
+	if (k->red != KR_SUM || !k->contraction || k->host || k->rank < 1 || fused(p))
+		return 0;
+	int64_t npt = 1, nr = 1;
+	for (int d = 0; d < k->rank; d++)
+		npt *= k->dim[d];
+	for (int d = 0; d < k->rrank; d++)
+		nr *= k->rdim[d];
+	int64_t cols = k->dim[k->rank - 1];
+	if (nr < TILE_MIN_TERMS || cols < 32 || getenv("FADC_CUDA_NO_TILE"))
+		return 0;
+	uint8_t *seen = calloc(p->nx + 1, 1);
+	FADC_ASSERT(seen, "cuda: out of memory");
+	int ok = loads_along(p, k->body, k->rank - 1, seen);
+	free(seen);
+	if (!ok)
+		return 0;
+	t->cols = cols;
+	t->rows = npt / cols;
+	// Row groups of equal size, at most TILE_ROWS_MAX rows each (10 rows:
+	// two groups of 5, not 8 and 2).
+	int64_t groups = (t->rows + TILE_ROWS_MAX - 1) / TILE_ROWS_MAX;
+	t->r = (t->rows + groups - 1) / groups;
+	t->ctiles = (cols + 31) / 32;
+	t->ntiles = (t->rows + t->r - 1) / t->r * t->ctiles;
+	return 1;
+}
+
 static void
 kernel_name(FILE *f, const char *task, uint32_t ki, const char *what) {
 	fputs("fadc_", f);
@@ -1309,7 +1392,10 @@ persist_grid(const KProgram *p, uint32_t begin, uint32_t end) {
 		int64_t npt = 1;
 		for (int d = 0; d < k->rank; d++)
 			npt *= k->dim[d];
-		int64_t b = blockred(p, k) ? npt : (npt + FUSED_THREADS - 1) / FUSED_THREADS;
+		Tile t;
+		int64_t b = loop_tile(p, k, &t) ? t.ntiles
+		            : blockred(p, k)     ? npt
+		                                 : (npt + FUSED_THREADS - 1) / FUSED_THREADS;
 		if (b > g)
 			g = b;
 	}
@@ -1501,6 +1587,87 @@ print_calls(Cu *c, const La *a, const char *bar, const uint8_t *after) {
 	}
 }
 
+// Grid barriers of a persistent loop kernel (group a): after[ki] = 1 when
+// one follows kernel ki.  Each trip's last kernel of every loop is
+// followed by one (the next trip reads the carries), and so is a kernel
+// before a loop's first; between, kernel j runs in the phase of the
+// kernels since the last barrier unless it touches what one of them does:
+// it reads or writes bytes one of them writes, or writes bytes one of them
+// reads.  Which block runs which point differs between kernels (their
+// forms and sizes differ), so no read counts as private, as it may in a
+// fused task (fused_barriers): this is buffers, byte ranges in the arena
+// for temporaries.  deepspeech's reverse LSTM step: the four gate
+// nonlinearities, each reading the pre-activations and writing its own
+// buffer, share one phase.  FADC_CUDA_GRID_SYNC_ALL=1 at compile time puts
+// a barrier after every kernel (measurements).
+static int
+grid_overlap(const KProgram *p, uint32_t a, uint32_t b) {
+	const KBuf *x = &p->buf[a], *y = &p->buf[b];
+	if (a == b)
+		return 1;
+	if (x->kind != KB_TMP || y->kind != KB_TMP || !x->bytes || !y->bytes)
+		return 0;
+	return x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes;
+}
+
+static void
+loads_of(const KProgram *p, KxId e, uint8_t *seen, uint8_t *rd) {
+	if (!e || seen[e])
+		return;
+	seen[e] = 1;
+	const Kx *x = &p->x[e];
+	if (x->op == KX_LOAD)
+		rd[x->aux] = 1;
+	for (int i = 0; i < x->nin; i++)
+		loads_of(p, x->a[i], seen, rd);
+}
+
+static int
+grid_conflict(const KProgram *p, uint32_t i, uint32_t j, const uint8_t *rdi, const uint8_t *rdj) {
+	const KKernel *ki = &p->k[i], *kj = &p->k[j];
+	if (grid_overlap(p, ki->out, kj->out))
+		return 1;
+	for (uint32_t b = 0; b < p->nbuf; b++)
+		if ((rdj[b] && grid_overlap(p, ki->out, b)) || (rdi[b] && grid_overlap(p, kj->out, b)))
+			return 1;
+	return 0;
+}
+
+static void
+grid_barriers(const KProgram *p, const La *a, uint8_t *after) {
+	const char *all = getenv("FADC_CUDA_GRID_SYNC_ALL");
+	int every = all && *all && strcmp(all, "0");
+	uint32_t n = a->end - a->begin;
+	uint8_t *seen = calloc(p->nx + 1, 1);
+	uint8_t *rd = calloc((size_t)(n + 1) * (p->nbuf + 1), 1);
+	FADC_ASSERT(seen && rd, "cuda: out of memory");
+	for (uint32_t i = 0; i < n; i++) {
+		const KKernel *k = &p->k[a->begin + i];
+		uint8_t *r = rd + (size_t)i * (p->nbuf + 1);
+		memset(seen, 0, p->nx + 1);
+		loads_of(p, k->index, seen, r);
+		loads_of(p, k->body, seen, r);
+		loads_of(p, k->post, seen, r);
+	}
+	uint32_t begin = a->begin;
+	for (uint32_t ki = a->begin; ki < a->end; ki++) {
+		uint32_t j = ki + 1;
+		int need = every || j == a->end;
+		for (uint32_t l = 0; l < p->nloop && !need; l++)
+			if (p->loop[l].end > p->loop[l].begin &&
+			    (p->loop[l].end == j || p->loop[l].begin == j))
+				need = 1;
+		for (uint32_t i = begin; i < j && !need; i++)
+			need = grid_conflict(p, i, j, rd + (size_t)(i - a->begin) * (p->nbuf + 1),
+			                     rd + (size_t)(j - a->begin) * (p->nbuf + 1));
+		after[ki] = (uint8_t)need;
+		if (need)
+			begin = j;
+	}
+	free(seen);
+	free(rd);
+}
+
 // The __global__ of a group: the fused task (one block) or a persistent
 // loop kernel (grid-wide barriers).
 static void
@@ -1610,7 +1777,11 @@ print_group(Cu *c, const La *a) {
 		      "\tif (blockIdx.x >= nb)\n"
 		      "\t\treturn; // not resident with the others: no share of the work\n",
 		      f);
-		print_calls(c, a, "fadc_grid_sync(nb)", NULL);
+		uint8_t *after = calloc(p->nk + 1, 1);
+		FADC_ASSERT(after, "cuda: out of memory");
+		grid_barriers(p, a, after);
+		print_calls(c, a, "fadc_grid_sync(nb)", after);
+		free(after);
 	}
 	fputs("}\n", f);
 	free(written);
@@ -1697,6 +1868,148 @@ print_warp_fold(Cu *c, KRed r, DType vt) {
 	fputs("}\n", f);
 }
 
+// The coordinates i<d> of parallel variables that kernel k uses, from a
+// flat point t (row-major), as print_kernel prints them.
+static void
+print_point_vars(Cu *c, const KKernel *k, const Uses *u) {
+	int64_t stride = 1;
+	for (int d = k->rank - 1; d >= 0; d--) {
+		if (u->var[d] && k->dim[d] > 1) {
+			indent(c);
+			if (d == 0)
+				fprintf(c->f, "const long long i%d = t / %lldLL;\n", d, (long long)stride);
+			else
+				fprintf(c->f, "const long long i%d = t / %lldLL %% %lldLL;\n", d,
+				        (long long)stride, (long long)k->dim[d]);
+		}
+		stride *= k->dim[d];
+	}
+}
+
+// The body of a tiled contraction (loop_tile): tiles grid-stride over the
+// blocks that take part; thread (warp w, lane l) of a tile with rows
+// row0 .. row0 + R - 1 and columns col0 .. col0 + 31 keeps acc<r> for
+// point (row0 + r, col0 + l) over terms w, w + 8, ...; then the warps'
+// partials meet in shared memory (red[w][r][l]) and warp r sums row r's
+// in warp order, applies the post and stores.
+static void
+print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
+	const KProgram *p = c->p;
+	FILE *f = c->f;
+	DType vt = (DType)p->x[k->body].dtype, st = p->buf[k->out].dtype;
+	int nw = FUSED_THREADS / 32;
+	int64_t nr = 1, R = tl->r;
+	for (int d = 0; d < k->rrank; d++)
+		nr *= k->rdim[d];
+	int rguard = tl->rows % R != 0, cguard = tl->cols % 32 != 0;
+	// red[] is the module's one fadc_tile_red (cg_cuda_print): the tiled
+	// kernels of a block run one after another, and each ends on a
+	// barrier after its last read of it.
+	fprintf(f, "\t%s (*const red)[%lld][32] = (%s (*)[%lld][32])fadc_tile_red;\n", cty(vt),
+	        (long long)R, cty(vt), (long long)R);
+	fputs("\tconst unsigned int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n", f);
+	fprintf(f, "\tfor (long long tile = blockIdx.x; tile < %lldLL; tile += fadc_nb()) {\n",
+	        (long long)tl->ntiles);
+	fprintf(f,
+	        "\t\tconst long long col = tile %% %lldLL * 32 + lane, row0 = tile / %lldLL * "
+	        "%lldLL;\n",
+	        (long long)tl->ctiles, (long long)tl->ctiles, (long long)R);
+	c->depth = 2;
+	for (int64_t r = 0; r < R; r++) {
+		indent(c);
+		fprintf(f, "%s acc%lld = ", cty(vt), (long long)r);
+		red_init(c, k->red, vt);
+		fputs(";\n", f);
+	}
+	indent(c);
+	fprintf(f, "for (long long r = warp; r < %lldLL; r += %d) {\n", (long long)nr, nw);
+	c->depth++;
+	int64_t rs = 1;
+	for (int d = k->rrank - 1; d >= 0; d--) {
+		int v = k->rank + d;
+		if (v < 2 * IR_MAXDIM && u->var[v]) {
+			indent(c);
+			fprintf(f, "const long long i%d = r / %lldLL %% %lldLL;\n", v, (long long)rs,
+			        (long long)k->rdim[d]);
+		}
+		rs *= k->rdim[d];
+	}
+	// One scope per row: the same term printed for each (its loads that do
+	// not depend on the row are equal expressions, merged by nvcc).
+	for (int64_t r = 0; r < R; r++) {
+		indent(c);
+		if (rguard && cguard)
+			fprintf(f, "if (row0 + %lldLL < %lldLL && col < %lldLL) {\n", (long long)r,
+			        (long long)tl->rows, (long long)tl->cols);
+		else if (rguard)
+			fprintf(f, "if (row0 + %lldLL < %lldLL) {\n", (long long)r, (long long)tl->rows);
+		else if (cguard)
+			fprintf(f, "if (col < %lldLL) {\n", (long long)tl->cols);
+		else
+			fputs("{\n", f);
+		c->depth++;
+		indent(c);
+		fprintf(f, "const long long t = (row0 + %lldLL) * %lldLL + col;\n", (long long)r,
+		        (long long)tl->cols);
+		print_point_vars(c, k, u);
+		indent(c);
+		fprintf(f, "%s acc = acc%lld;\n", cty(vt), (long long)r);
+		c->region++;
+		ensure(c, k->body);
+		red_combine(c, k->red, vt, k->body);
+		indent(c);
+		fprintf(f, "acc%lld = acc;\n", (long long)r);
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	}
+	c->depth--;
+	indent(c);
+	fputs("}\n", f);
+	for (int64_t r = 0; r < R; r++) {
+		indent(c);
+		fprintf(f, "red[warp][%lld][lane] = acc%lld;\n", (long long)r, (long long)r);
+	}
+	indent(c);
+	fputs("__syncthreads();\n", f);
+	indent(c);
+	fprintf(f, "if (warp < %lldU && row0 + warp < %lldLL", (long long)R, (long long)tl->rows);
+	if (cguard)
+		fprintf(f, " && col < %lldLL", (long long)tl->cols);
+	fputs(") {\n", f);
+	c->depth++;
+	indent(c);
+	fprintf(f, "%s acc = red[0][warp][lane];\n", cty(vt));
+	for (int w = 1; w < nw; w++) {
+		char o[48];
+		snprintf(o, sizeof o, "red[%d][warp][lane]", w);
+		red_combine_var(c, k->red, vt, o);
+	}
+	indent(c);
+	fprintf(f, "const long long t = (row0 + warp) * %lldLL + col;\n", (long long)tl->cols);
+	print_point_vars(c, k, u);
+	c->region++;
+	ensure(c, k->post);
+	ensure(c, k->index);
+	indent(c);
+	fprintf(f, "b%u[", k->out);
+	ref(c, k->index);
+	fputs("] = ", f);
+	DType ct = (DType)p->x[k->post].dtype;
+	if (st == DT_BOOL) {
+		fputs("(unsigned char)", f);
+		ref(c, k->post);
+	} else
+		convert(c, k->post, ct, st, 0);
+	fputs(";\n", f);
+	c->depth--;
+	indent(c);
+	fputs("}\n", f);
+	indent(c);
+	fputs("__syncthreads(); // red[] is written again by the next tile\n", f);
+	fputs("\t}\n}\n", f);
+}
+
 static void
 print_kernel(Cu *c, uint32_t ki) {
 	const KProgram *p = c->p;
@@ -1742,6 +2055,14 @@ print_kernel(Cu *c, uint32_t ki) {
 	fputs(")\n{\n", f);
 	if (npt == 0) { // an empty output (a scan of length 0): nothing to do
 		fputs("}\n", f);
+		free(u.seen);
+		free(u.buf);
+		free(u.step);
+		return;
+	}
+	Tile tl;
+	if (c->inloop[ki] && !c->fused && loop_tile(p, k, &tl)) {
+		print_tile(c, k, &u, &tl);
 		free(u.seen);
 		free(u.buf);
 		free(u.step);
@@ -2159,6 +2480,24 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 		persist |= la[i].kind == LA_LOOP;
 	if (persist)
 		fputs(grid_src, c.f);
+	// The tiled contractions' shared partials (print_tile), sized for the
+	// largest: one array for the module, not one per kernel, so that a
+	// loop of many products stays within the 48 KB of static shared memory.
+	int64_t tile_bytes = 0;
+	for (uint32_t ki = 0; ki < p->nk; ki++) {
+		Tile tl;
+		if (c.inloop[ki] && !c.fused && loop_tile(p, &p->k[ki], &tl)) {
+			int64_t b = FUSED_THREADS / 32 * tl.r * 32 *
+			            (int64_t)kir_dtype_size((DType)p->x[p->k[ki].body].dtype);
+			if (b > tile_bytes)
+				tile_bytes = b;
+		}
+	}
+	if (tile_bytes)
+		fprintf(c.f,
+		        "\n// The tiled contractions' partials (one warp's row of lanes per row).\n"
+		        "static __shared__ __align__(16) unsigned char fadc_tile_red[%lld];\n",
+		        (long long)tile_bytes);
 	// Host kernels and cuBLAS GEMMs have no CUDA code; a choice's kernel
 	// (LA_CHOICE) has both: its GEMM and its own __global__.
 	uint8_t *gemm = calloc(p->nk + 1, 1);

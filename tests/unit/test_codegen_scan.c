@@ -89,6 +89,20 @@ static const char ctc[] =
     "  a = scan(alpha, a0, lp, mask, ncarry=1, nxs=2)\n"
     "  return -sum(logsumexp(get(a, index=0), 1))\n}\n";
 
+// test_scandiff's matrix invariants: their adjoints hoisted out of the
+// reverse scan as one product over the steps (passes/scan.c).
+static const char matrnn[] =
+    "param wa: f64[5, 5] = normal(0, 0.4, seed=10)\n"
+    "param wb: f64[5, 5] = normal(0, 0.4, seed=11)\n"
+    "param xs: f64[4, 2, 5] = normal(0, 0.5, seed=12)\n"
+    "const mask: bool[4, 2, 1] = iota(shape=[4, 2, 1], axis=0, dtype=f64) < broadcast(3 + iota(shape=[2, 1], axis=0, dtype=f64), shape=[4, 2, 1])\n"
+    "def cell(h: f64[2, 5], x: f64[2, 5], m: bool[2, 1], wa: f64[5, 5], wb: f64[5, 5]) -> (f64[2, 5], f64[2, 5]) {\n"
+    "  n = tanh(h @ wa + reshape(wb @ reshape(h, [5, 2]), [2, 5]) + x)\n"
+    "  return where(m, n, h), n * x\n}\n"
+    "def forward() {\n"
+    "  h, ys = scan(cell, xs[0], xs, mask, wa, wb, ncarry=1, nxs=2, reverse=1)\n"
+    "  return sum(ys) + sum(h * h) + sum(wa * wa)\n}\n";
+
 // The lowering's corner cases: a sequence that is a view (a permute,
 // materialized for the body), an invariant that is an expression, a carry
 // passed through unchanged, a scalar per-step output, a reduction and a
@@ -201,16 +215,26 @@ check_cuda(const char *name, const char *text, int fast)
 			continue;
 		}
 		CHECK(n1 == n2 && !memcmp(src, again, n1));
-		// One __global__ per launch; every non-empty loop printed as a
-		// `for` over its step counter.
-		uint32_t nl = cg_cuda_launches(p), nloops = 0;
-		CHECK(count(src, "__global__") == (int)nl);
+		// One __global__ per launch but cuBLAS GEMMs (scan-persist's vjp:
+		// the weight's adjoint, hoisted out of the reverse scan as one
+		// product over the steps); every non-empty loop printed as a `for`
+		// over its step counter.
+		uint32_t nl = cg_cuda_launches(p), nloops = 0, ngemm = 0;
+		for (uint32_t li = 0; li < nl; li++) {
+			CgCudaKernel k;
+			if (cg_cuda_kernel(p, li, &k)) {
+				ngemm += k.gemm;
+				free(k.name);
+				free(k.buf);
+			}
+		}
+		CHECK(count(src, "__global__") == (int)(nl - ngemm));
 		for (uint32_t l = 0; l < p->nloop; l++)
 			nloops += p->loop[l].end > p->loop[l].begin;
 		CHECK(count(src, "for (long long s") == (int)nloops);
 		for (uint32_t li = 0; li < nl; li++) {
 			CgCudaKernel k;
-			CHECK(cg_cuda_kernel(p, li, &k) && strstr(src, k.name) != NULL);
+			CHECK(cg_cuda_kernel(p, li, &k) && (k.gemm || strstr(src, k.name) != NULL));
 			if (strstr(k.name, "_loop")) {
 				npersist++;
 				CHECK(k.grid >= 1 && k.grid <= 256);
@@ -220,6 +244,23 @@ check_cuda(const char *name, const char *text, int fast)
 		}
 		if (nl == 1 && p->nk > 1)
 			CHECK(count(src, "fadc_grid_sync(nb);") == 0);
+		if (!strcmp(name, "scan-tile")) {
+			// h @ w and (vjp) dz @ wᵀ tiled; wᵀ is an invariant of the
+			// reverse scan, not copied per step; fewer barriers than kernels.
+			uint32_t inl = 0;
+			for (uint32_t l = 0; l < p->nloop; l++)
+				inl += p->loop[l].end - p->loop[l].begin;
+			CHECK(count(src, "fadc_tile_red[") == 1);
+			CHECK(count(src, "red[warp][4][lane] = acc4;") >= (strcmp(task, "vjp") ? 1 : 2));
+			CHECK(count(src, "fadc_grid_sync(nb);") < (int)inl);
+			for (uint32_t l = 0; l < p->nloop; l++)
+				for (uint32_t ki = p->loop[l].begin; ki < p->loop[l].end; ki++) {
+					int64_t npt = 1;
+					for (int d = 0; d < p->k[ki].rank; d++)
+						npt *= p->k[ki].dim[d];
+					CHECK(npt < 300 * 1200); // no copy of w or wᵀ per step
+				}
+		}
 		uint8_t *cubin = NULL;
 		size_t ncubin = 0;
 		char cu[256];
@@ -263,7 +304,8 @@ read_text(const char *path)
 static const struct {
 	const char *name, *src;
 } mods[] = {{"rnn", rnn},       {"rnn-reverse", rnn_reverse}, {"lstm-masked", lstm},
-            {"nested", nested}, {"ctc-alpha", ctc},           {"corners", corners}};
+            {"nested", nested}, {"ctc-alpha", ctc},           {"corners", corners},
+            {"matrnn", matrnn}};
 enum { NMOD = sizeof mods / sizeof mods[0] };
 
 int
@@ -302,6 +344,15 @@ main(int argc, char **argv)
 	CHECK(big != NULL);
 	if (big)
 		CHECK(check_cuda("scan-persist", big, 1) >= 4); // forward, vjp, jvp: 2 loops or more each
+	free(big);
+	// Per-step products as tiles (codegen/cuda.c, loop_tile), with short
+	// row groups and columns past a multiple of 32; independent kernels of
+	// a loop's step between the same two grid barriers (grid_barriers).
+	snprintf(path, sizeof path, "%s/tests/gpu/scan-tile.ir", dir ? dir : ".");
+	big = read_text(path);
+	CHECK(big != NULL);
+	if (big)
+		CHECK(check_cuda("scan-tile", big, 1) >= 4);
 	free(big);
 #endif
 	return TU_DONE("test_codegen_scan");
