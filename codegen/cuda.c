@@ -609,10 +609,23 @@ loads_along(const KProgram *p, KxId e, int v, uint8_t *seen) {
 	return 1;
 }
 
+// Few tiles over a long reduction (deepspeech's reverse dz @ W_hh: 64
+// tiles of 4096 terms, 64 busy blocks of the ~132 that take part) split
+// the terms into kc chunks: work unit u is chunk u / ntiles of tile u %
+// ntiles, its row sums go to a module scratch array (fadc_tile_part,
+// [kc][points]), then a grid barrier, then a thread per point adds its kc
+// partials in chunk order, applies the post and stores.  Taken when at
+// most TILE_SPLIT_UNITS / 2 tiles and at least 2 chunks of
+// TILE_SPLIT_MIN_TERMS terms.
+#define TILE_SPLIT_UNITS 128
+#define TILE_SPLIT_MIN_TERMS 512
+
 typedef struct Tile {
 	int64_t rows, cols; // the points as rows x cols (cols: the last parallel extent)
 	int64_t r; // rows per tile (accumulators per thread)
 	int64_t ctiles, ntiles; // tiles along cols, tiles in all
+	int64_t kc, kterms; // chunks of the terms (1: no split), terms per chunk
+	int64_t units; // ntiles * kc: the blocks it can use
 } Tile;
 
 // Whether kernel k, inside a loop of a persistent kernel (not a fused
@@ -643,6 +656,15 @@ loop_tile(const KProgram *p, const KKernel *k, Tile *t) {
 	t->r = (t->rows + groups - 1) / groups;
 	t->ctiles = (cols + 31) / 32;
 	t->ntiles = (t->rows + t->r - 1) / t->r * t->ctiles;
+	t->kc = 1;
+	if (t->ntiles * 2 <= TILE_SPLIT_UNITS && nr >= 2 * TILE_SPLIT_MIN_TERMS &&
+	    !getenv("FADC_CUDA_NO_SPLIT")) {
+		t->kc = TILE_SPLIT_UNITS / t->ntiles;
+		if (t->kc > nr / TILE_SPLIT_MIN_TERMS)
+			t->kc = nr / TILE_SPLIT_MIN_TERMS;
+	}
+	t->kterms = (nr + t->kc - 1) / t->kc;
+	t->units = t->ntiles * t->kc;
 	return 1;
 }
 
@@ -1393,7 +1415,7 @@ persist_grid(const KProgram *p, uint32_t begin, uint32_t end) {
 		for (int d = 0; d < k->rank; d++)
 			npt *= k->dim[d];
 		Tile t;
-		int64_t b = loop_tile(p, k, &t) ? t.ntiles
+		int64_t b = loop_tile(p, k, &t) ? t.units
 		            : blockred(p, k)     ? npt
 		                                 : (npt + FUSED_THREADS - 1) / FUSED_THREADS;
 		if (b > g)
@@ -1598,8 +1620,15 @@ print_calls(Cu *c, const La *a, const char *bar, const uint8_t *after) {
 // fused task (fused_barriers): this is buffers, byte ranges in the arena
 // for temporaries.  deepspeech's reverse LSTM step: the four gate
 // nonlinearities, each reading the pre-activations and writing its own
-// buffer, share one phase.  FADC_CUDA_GRID_SYNC_ALL=1 at compile time puts
-// a barrier after every kernel (measurements).
+// buffer, share one phase.  One exception: two kernels of one thread per
+// point (neither tiled nor a block's reduction) give point t to the same
+// thread, (blockIdx.x * 256 + threadIdx.x) + k * 256 nb for every such
+// kernel whatever its size, so bytes that both touch only at their own
+// row-major point index (an elementwise chain over [N, H]: c' from c, h'
+// from c', the carries copied back) pass between them in one thread's
+// program order, as in a fused task's phases (fused_barriers).
+// FADC_CUDA_GRID_SYNC_ALL=1 at compile time puts a barrier after every
+// kernel (measurements).
 static int
 grid_overlap(const KProgram *p, uint32_t a, uint32_t b) {
 	const KBuf *x = &p->buf[a], *y = &p->buf[b];
@@ -1610,26 +1639,51 @@ grid_overlap(const KProgram *p, uint32_t a, uint32_t b) {
 	return x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes;
 }
 
-static void
-loads_of(const KProgram *p, KxId e, uint8_t *seen, uint8_t *rd) {
-	if (!e || seen[e])
-		return;
-	seen[e] = 1;
-	const Kx *x = &p->x[e];
-	if (x->op == KX_LOAD)
-		rd[x->aux] = 1;
-	for (int i = 0; i < x->nin; i++)
-		loads_of(p, x->a[i], seen, rd);
+// Element e of a is element e of b (one buffer, or the same placement).
+static int
+grid_same_place(const KProgram *p, uint32_t a, uint32_t b) {
+	const KBuf *x = &p->buf[a], *y = &p->buf[b];
+	return a == b || (x->kind == KB_TMP && y->kind == KB_TMP && x->offset == y->offset &&
+	                  kir_dtype_size(x->dtype) == kir_dtype_size(y->dtype));
+}
+
+// Is kernel k of a loop one thread per point (see grid_barriers)?
+static int
+grid_thread_form(const KProgram *p, const KKernel *k) {
+	Tile t;
+	return !blockred(p, k) && !loop_tile(p, k, &t);
+}
+
+// Does kernel k of a loop store point t from the thread of point t?  The
+// thread form does, and so does a split tile's last pass (print_tile).
+static int
+grid_stores_own(const KProgram *p, const KKernel *k) {
+	Tile t;
+	return grid_thread_form(p, k) || (loop_tile(p, k, &t) && t.kc > 1);
 }
 
 static int
 grid_conflict(const KProgram *p, uint32_t i, uint32_t j, const uint8_t *rdi, const uint8_t *rdj) {
 	const KKernel *ki = &p->k[i], *kj = &p->k[j];
-	if (grid_overlap(p, ki->out, kj->out))
+	int wi = grid_stores_own(p, ki) && kx_flat_point(p, ki, ki->index);
+	int wj = grid_stores_own(p, kj) && kx_flat_point(p, kj, kj->index);
+	// Split tiles share one scratch array (fadc_tile_part): j's chunk sums
+	// must not overwrite i's before every block has read them.
+	Tile ti, tj;
+	if (loop_tile(p, ki, &ti) && ti.kc > 1 && loop_tile(p, kj, &tj) && tj.kc > 1)
 		return 1;
-	for (uint32_t b = 0; b < p->nbuf; b++)
-		if ((rdj[b] && grid_overlap(p, ki->out, b)) || (rdi[b] && grid_overlap(p, kj->out, b)))
+	if (grid_overlap(p, ki->out, kj->out) &&
+	    !(wi && wj && grid_same_place(p, ki->out, kj->out)))
+		return 1;
+	for (uint32_t b = 0; b < p->nbuf; b++) {
+		// RAW: j reads what i wrote; WAR: j writes what i read.
+		if (rdj[b] && grid_overlap(p, ki->out, b) &&
+		    !(rdj[b] == RD_OWN && wi && grid_same_place(p, ki->out, b)))
 			return 1;
+		if (rdi[b] && grid_overlap(p, kj->out, b) &&
+		    !(rdi[b] == RD_OWN && wj && grid_same_place(p, kj->out, b)))
+			return 1;
+	}
 	return 0;
 }
 
@@ -1644,10 +1698,13 @@ grid_barriers(const KProgram *p, const La *a, uint8_t *after) {
 	for (uint32_t i = 0; i < n; i++) {
 		const KKernel *k = &p->k[a->begin + i];
 		uint8_t *r = rd + (size_t)i * (p->nbuf + 1);
+		// RD_OWN: read only at the kernel's own point index, by the
+		// thread of that point (thread form; a reduction's terms are not).
+		int own = grid_thread_form(p, k);
 		memset(seen, 0, p->nx + 1);
-		loads_of(p, k->index, seen, r);
-		loads_of(p, k->body, seen, r);
-		loads_of(p, k->post, seen, r);
+		reads_of(p, k, k->body, own, seen, r);
+		reads_of(p, k, k->post, own, seen, r);
+		reads_of(p, k, k->index, own, seen, r);
 	}
 	uint32_t begin = a->begin;
 	for (uint32_t ki = a->begin; ki < a->end; ki++) {
@@ -1908,8 +1965,15 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 	fprintf(f, "\t%s (*const red)[%lld][32] = (%s (*)[%lld][32])fadc_tile_red;\n", cty(vt),
 	        (long long)R, cty(vt), (long long)R);
 	fputs("\tconst unsigned int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n", f);
-	fprintf(f, "\tfor (long long tile = blockIdx.x; tile < %lldLL; tile += fadc_nb()) {\n",
-	        (long long)tl->ntiles);
+	if (tl->kc > 1) {
+		fprintf(f, "\t%s *const part = (%s *)fadc_tile_part;\n", cty(vt), cty(vt));
+		fprintf(f, "\tfor (long long u = blockIdx.x; u < %lldLL; u += fadc_nb()) {\n",
+		        (long long)tl->units);
+		fprintf(f, "\t\tconst long long tile = u %% %lldLL, kc = u / %lldLL;\n",
+		        (long long)tl->ntiles, (long long)tl->ntiles);
+	} else
+		fprintf(f, "\tfor (long long tile = blockIdx.x; tile < %lldLL; tile += fadc_nb()) {\n",
+		        (long long)tl->ntiles);
 	fprintf(f,
 	        "\t\tconst long long col = tile %% %lldLL * 32 + lane, row0 = tile / %lldLL * "
 	        "%lldLL;\n",
@@ -1922,7 +1986,15 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 		fputs(";\n", f);
 	}
 	indent(c);
-	fprintf(f, "for (long long r = warp; r < %lldLL; r += %d) {\n", (long long)nr, nw);
+	if (tl->kc > 1) {
+		fprintf(f, "const long long rend = kc * %lldLL + %lldLL < %lldLL ? kc * %lldLL + %lldLL : %lldLL;\n",
+		        (long long)tl->kterms, (long long)tl->kterms, (long long)nr,
+		        (long long)tl->kterms, (long long)tl->kterms, (long long)nr);
+		indent(c);
+		fprintf(f, "for (long long r = kc * %lldLL + warp; r < rend; r += %d) {\n",
+		        (long long)tl->kterms, nw);
+	} else
+		fprintf(f, "for (long long r = warp; r < %lldLL; r += %d) {\n", (long long)nr, nw);
 	c->depth++;
 	int64_t rs = 1;
 	for (int d = k->rrank - 1; d >= 0; d--) {
@@ -1987,6 +2059,31 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 	}
 	indent(c);
 	fprintf(f, "const long long t = (row0 + warp) * %lldLL + col;\n", (long long)tl->cols);
+	if (tl->kc > 1) {
+		// This chunk's sum of the point, for the pass after the barrier.
+		indent(c);
+		fprintf(f, "part[kc * %lldLL + t] = acc;\n", (long long)(tl->rows * tl->cols));
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+		indent(c);
+		fputs("__syncthreads(); // red[] is written again by the next tile\n", f);
+		fputs("\t}\n", f);
+		// Every chunk written: each point's partials in chunk order.
+		fputs("\tfadc_grid_sync(fadc_nb());\n", f);
+		fprintf(f,
+		        "\tfor (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < %lldLL;\n"
+		        "\t     t += (long long)blockDim.x * fadc_nb()) {\n",
+		        (long long)(tl->rows * tl->cols));
+		c->depth = 2;
+		indent(c);
+		fprintf(f, "%s acc = part[t];\n", cty(vt));
+		for (int64_t q = 1; q < tl->kc; q++) {
+			char o[64];
+			snprintf(o, sizeof o, "part[%lldLL + t]", (long long)(q * tl->rows * tl->cols));
+			red_combine_var(c, k->red, vt, o);
+		}
+	}
 	print_point_vars(c, k, u);
 	c->region++;
 	ensure(c, k->post);
@@ -2002,6 +2099,10 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 	} else
 		convert(c, k->post, ct, st, 0);
 	fputs(";\n", f);
+	if (tl->kc > 1) {
+		fputs("\t}\n}\n", f);
+		return;
+	}
 	c->depth--;
 	indent(c);
 	fputs("}\n", f);
@@ -2483,14 +2584,16 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 	// The tiled contractions' shared partials (print_tile), sized for the
 	// largest: one array for the module, not one per kernel, so that a
 	// loop of many products stays within the 48 KB of static shared memory.
-	int64_t tile_bytes = 0;
+	int64_t tile_bytes = 0, part_bytes = 0;
 	for (uint32_t ki = 0; ki < p->nk; ki++) {
 		Tile tl;
 		if (c.inloop[ki] && !c.fused && loop_tile(p, &p->k[ki], &tl)) {
-			int64_t b = FUSED_THREADS / 32 * tl.r * 32 *
-			            (int64_t)kir_dtype_size((DType)p->x[p->k[ki].body].dtype);
+			int64_t es = (int64_t)kir_dtype_size((DType)p->x[p->k[ki].body].dtype);
+			int64_t b = FUSED_THREADS / 32 * tl.r * 32 * es;
 			if (b > tile_bytes)
 				tile_bytes = b;
+			if (tl.kc > 1 && tl.kc * tl.rows * tl.cols * es > part_bytes)
+				part_bytes = tl.kc * tl.rows * tl.cols * es;
 		}
 	}
 	if (tile_bytes)
@@ -2498,6 +2601,11 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 		        "\n// The tiled contractions' partials (one warp's row of lanes per row).\n"
 		        "static __shared__ __align__(16) unsigned char fadc_tile_red[%lld];\n",
 		        (long long)tile_bytes);
+	if (part_bytes) // one stream runs a task's launches one at a time
+		fprintf(c.f,
+		        "// The split ones' chunk sums ([chunk][point]).\n"
+		        "static __device__ __align__(16) unsigned char fadc_tile_part[%lld];\n",
+		        (long long)part_bytes);
 	// Host kernels and cuBLAS GEMMs have no CUDA code; a choice's kernel
 	// (LA_CHOICE) has both: its GEMM and its own __global__.
 	uint8_t *gemm = calloc(p->nk + 1, 1);

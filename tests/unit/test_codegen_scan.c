@@ -253,6 +253,9 @@ check_cuda(const char *name, const char *text, int fast)
 			CHECK(count(src, "fadc_tile_red[") == 1);
 			CHECK(count(src, "red[warp][4][lane] = acc4;") >= (strcmp(task, "vjp") ? 1 : 2));
 			CHECK(count(src, "fadc_grid_sync(nb);") < (int)inl);
+			// vjp's dz @ wᵀ: 20 tiles of 1200 terms, split in two chunks.
+			if (!strcmp(task, "vjp"))
+				CHECK(count(src, "fadc_tile_part[") == 1 && count(src, "part[2700LL + t]") == 1);
 			for (uint32_t l = 0; l < p->nloop; l++)
 				for (uint32_t ki = p->loop[l].begin; ki < p->loop[l].end; ki++) {
 					int64_t npt = 1;
@@ -346,8 +349,9 @@ main(int argc, char **argv)
 		CHECK(check_cuda("scan-persist", big, 1) >= 4); // forward, vjp, jvp: 2 loops or more each
 	free(big);
 	// Per-step products as tiles (codegen/cuda.c, loop_tile), with short
-	// row groups and columns past a multiple of 32; independent kernels of
-	// a loop's step between the same two grid barriers (grid_barriers).
+	// row groups and columns past a multiple of 32, few tiles split along
+	// their terms; independent kernels of a loop's step between the same
+	// two grid barriers (grid_barriers).
 	snprintf(path, sizeof path, "%s/tests/gpu/scan-tile.ir", dir ? dir : ".");
 	big = read_text(path);
 	CHECK(big != NULL);
