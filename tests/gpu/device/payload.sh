@@ -14,7 +14,7 @@
 #   DEST/zoo/        cpu,cuda artifacts of all nine models at reduced sizes
 #                    with their recommended tasks (tests/gpu/cuda-zoo.sh's
 #                    sizes), the six scan modules of test_codegen_scan (every
-#                    task), tests/gpu/scan-persist.ir (persistent loop
+#                    task), tests/gpu/scan-persist.ir and scan-tile.ir (persistent loop
 #                    kernels) and tests/gpu/assign.ir (a host step; run.sh
 #                    also gives it a NaN cost with --assign-nan)
 #   DEST/fgpu/       a bench tree (bench/bench.yaml, models/) and its
@@ -94,6 +94,7 @@ for f in "$dest"/zoo-ir/scan-*.ir; do
 done
 rm -rf "$dest/zoo-ir"
 z scan-persist "$root/tests/gpu/scan-persist.ir" --tasks forward,vjp,jvp,vhp
+z scan-tile "$root/tests/gpu/scan-tile.ir" --tasks forward,vjp,jvp,vhp
 z assign "$root/tests/gpu/assign.ir" --tasks forward,vjp
 FADC=$b/fadc bash "$root/tests/gpu/cudagraph/cudagraph.sh" "$dest/cg"
 fi
