@@ -1644,21 +1644,25 @@ print_group(Cu *c, const La *a) {
 		// FADC_CUDA_PHASE_CLOCKS=1 (measurements only): thread 0 reads
 		// clock64 after every barrier and prints the cycles of each phase
 		// (the slowest warp's, since all wait at the barrier) at the end.
+		// FADC_CUDA_PHASE_CLOCKS=2 runs the task's kernels twice in the
+		// launch (they are idempotent: outputs and temporaries rewritten
+		// from the inputs), the second time with the code and data warm.
 		const char *clk = getenv("FADC_CUDA_PHASE_CLOCKS");
 		if (clk && *clk && strcmp(clk, "0")) {
-			fputs("\t__syncthreads();\n\tlong long fadc_tick[64];\n\tint fadc_nt = 0;\n"
-			      "\tif (threadIdx.x == 0) fadc_tick[fadc_nt++] = clock64();\n",
-			      f);
+			fprintf(f, "\t__syncthreads();\n\tfor (int fadc_rep = 0; fadc_rep < %d; fadc_rep++) {\n"
+			           "\tlong long fadc_tick[64];\n\tint fadc_nt = 0;\n"
+			           "\tif (threadIdx.x == 0) fadc_tick[fadc_nt++] = clock64();\n",
+			        atoi(clk) > 1 ? atoi(clk) : 1);
 			print_calls(c, a,
 			            "__syncthreads(); if (threadIdx.x == 0 && fadc_nt < 63) "
 			            "fadc_tick[fadc_nt++] = clock64()",
 			            after);
 			fprintf(f, "\t__syncthreads();\n\tif (threadIdx.x == 0) {\n"
 			           "\t\tfadc_tick[fadc_nt++] = clock64();\n"
-			           "\t\tprintf(\"phase clocks %s: total %%lld:\", fadc_tick[fadc_nt - 1] - fadc_tick[0]);\n"
+			           "\t\tprintf(\"phase clocks %s run %%d: total %%lld:\", fadc_rep, fadc_tick[fadc_nt - 1] - fadc_tick[0]);\n"
 			           "\t\tfor (int i = 1; i < fadc_nt; i++)\n"
 			           "\t\t\tprintf(\" %%lld\", fadc_tick[i] - fadc_tick[i - 1]);\n"
-			           "\t\tprintf(\"\\n\");\n\t}\n",
+			           "\t\tprintf(\"\\n\");\n\t}\n\t__syncthreads();\n\t}\n",
 			        all.name);
 		} else
 			print_calls(c, a, "__syncthreads()", after);
