@@ -58,8 +58,8 @@
 # are still written), 2 on a usage or setup error.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-py=python3 out=/tmp/zoo-cpu-vs-torch threads=$(nproc) iters=10 tmo=600 deadline=
-bin=$root/build/bin config= artifacts= peer=$root/tests/gpu/device/peer compile=0 sides=fadc,torch
+py=python3 out=/tmp/zoo-cpu-vs-torch threads=$(nproc) iters=10 tmo=600 deadline=''
+bin=$root/build/bin config='' artifacts='' peer=$root/tests/gpu/device/peer compile=0 sides=fadc,torch
 defs=()
 usage() { sed -n '/^#   bash/,/^#   -s/p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while getopts p:o:t:i:T:d:b:c:a:P:CD:s:h opt; do
@@ -165,7 +165,7 @@ run_fadc() { # model task iters timeout seed
 		--seed "$sd" --output "$f.md" --json "$f.json" >"$f.log" 2>&1 || rc=$?
 	wall "$m" "$t" fadc "$t0" "$rc"
 	# The cell's row: its label is the task, or the task and " [inconsistent]".
-	local row= ce=
+	local row='' ce=''
 	[ -f "$f.md" ] && row=$(awk -F'|' -v m="$m" -v t="$t" '{r = $0; a = $2; b = $3
 		gsub(/^ +| +$/, "", a); gsub(/^ +| +$/, "", b)}
 		a == m && (b == t || index(b, t " [") == 1) {print r}' "$f.md")
@@ -179,7 +179,8 @@ run_fadc() { # model task iters timeout seed
 		rec "$m" "$t" fadc "$st" "$mean" "$var" "$ce"
 		[ "$st" = ok ] || missing=1
 	else
-		local why="exit $rc: $(grep -E 'fadc-bench:|error' "$f.log" | tail -n 1)"
+		local why
+		why="exit $rc: $(grep -E 'fadc-bench:|error' "$f.log" | tail -n 1)"
 		[ "$rc" = 124 ] && why="timeout after ${to}s"
 		rec "$m" "$t" fadc "$([ "$rc" = 124 ] && echo timeout || echo failed)" "" "" "$why"
 		missing=1
@@ -245,7 +246,7 @@ run_torch() { # model task iters timeout seed
 # The specs, all parsed (and their task lists resolved) before anything runs.
 specs=()
 for spec in "$@"; do
-	m=${spec%%:*} it=$iters to=$tmo tasks= sd=0
+	m=${spec%%:*} it=$iters to=$tmo tasks='' sd=0
 	case $m in '' | -*) echo "zoo-cpu-vs-torch: '$spec' is not a model (options go first)" >&2; exit 2 ;; esac
 	rest=${spec#"$m"}
 	IFS=: read -r -a kv <<<"${rest#:}"
