@@ -6,17 +6,21 @@
 #   bash bench/ppl-cpu-vs-torch.sh [PYTHON] [ITERS] [OUTDIR]
 #
 # PYTHON (python3) must import torch (a CPU wheel from PyPI is enough). The
-# peer is PyTorch's own functional_autograd_benchmark.py with its ppl models
-# (tests/gpu/device/peer: the seed, unchanged but for comments), run with
-# --gpu -1, so its rows are the seed's: autograd.functional (`vjp`) and
-# torch.func (`functorch vjp`). fadc-bench runs the same cells with the same
-# flags and writes the same table; `fadc-bench compare` prints the ratios.
+# run is bench/zoo-cpu-vs-torch.sh's (its header says what it writes) over
+# the two ppl models, every task of the seed's ALL_TASKS: PyTorch's own
+# functional_autograd_benchmark.py with its ppl models (tests/gpu/device/peer:
+# the seed, unchanged but for comments), --gpu -1, both its legs
+# (autograd.functional `vjp` and torch.func `functorch vjp`), beside
+# fadc-bench with the same flags; `fadc-bench compare` prints the ratios.
 # Both use one thread (--num-threads 1): the ppl models are a few hundred
 # flops, and fadc runs them on the calling thread at any setting.
 #
+# The seed aborts on its own functorch consistency check of ppl_robust_reg's
+# hvp for seed 0 (its sampled nu is 3.4e-6 and |H| reaches 8e12:
+# models-spec.md 1.5), so ppl_robust_reg runs with --seed 1 on both sides.
+#
 # Also reports each model's compile time (`fadc -o --tasks all`, wall clock,
-# one run). Writes OUTDIR/{fadc,torch}.md, OUTDIR/compare-*.md,
-# OUTDIR/compile.txt and prints them.
+# one run) in OUTDIR/compile.txt.
 set -eu
 py=${1:-python3}
 iters=${2:-1000}
@@ -26,41 +30,22 @@ b=$root/build/bin
 mkdir -p "$out"
 "$py" -c 'import torch' || { echo "ppl-cpu-vs-torch: $py cannot import torch" >&2; exit 1; }
 
-: >"$out/compile.txt"
+: >"$out/compile-fadc.txt"
 for m in ppl_simple_reg ppl_robust_reg; do
 	t0=$(date +%s.%N)
 	"$b/fadc" "$root/models/$m.ir" -o "$out/$m.so" --tasks all
 	t1=$(date +%s.%N)
-	printf '%s: fadc -o --tasks all (11 tasks): %.2f s\n' "$m" "$(echo "$t1 - $t0" | bc)" |
-		tee -a "$out/compile.txt"
+	awk -v m="$m" -v a="$t0" -v b="$t1" \
+		'BEGIN { printf "%s: fadc -o --tasks all (11 tasks): %.2f s\n", m, b - a }' |
+		tee -a "$out/compile-fadc.txt"
 done
 
-# The seed aborts the whole run when a functorch warm-up disagrees with
-# autograd.functional; ppl_robust_reg's hvp does for seed 0 (its sampled nu
-# is 3.4e-6 and |H| reaches 8e12: models-spec.md 1.5), so each model runs
-# alone, ppl_robust_reg with --seed 1, on both sides.
-for m in ppl_simple_reg:0 ppl_robust_reg:1; do
-	name=${m%:*} seed=${m#*:}
-	"$b/fadc-bench" --compile --artifacts "$out/artifacts" --gpu -1 --run-slow-tasks \
-		--model-filter "$name" --num-iters "$iters" --num-threads 1 --seed "$seed" \
-		--output "$out/fadc-$name.md" --json "$out/fadc-$name.json"
-	(cd "$root/tests/gpu/device/peer" &&
-		"$py" -W ignore functional_autograd_benchmark.py --gpu -1 --run-slow-tasks \
-			--model-filter "$name" --num-iters "$iters" --num-threads 1 --seed "$seed" \
-			--output "$out/torch-$name.md")
-done
-for side in fadc torch; do
-	{ head -2 "$out/$side-ppl_simple_reg.md"; tail -n +3 "$out/$side-ppl_simple_reg.md"
-	  tail -n +3 "$out/$side-ppl_robust_reg.md"; } >"$out/$side.md"
-done
-
-# The seed's table has two rows per cell: `vjp` (autograd.functional) and
-# `functorch vjp` (torch.func). Compare fadc with each leg in turn.
-grep -v '| functorch ' "$out/torch.md" >"$out/torch-functional.md"
-{ head -2 "$out/torch.md"; grep '| functorch ' "$out/torch.md" | sed 's/| functorch /| /'; } \
-	>"$out/torch-func.md"
-"$b/fadc-bench" compare "$out/torch-functional.md" "$out/fadc.md" --output "$out/compare-functional.md"
-"$b/fadc-bench" compare "$out/torch-func.md" "$out/fadc.md" --output "$out/compare-func.md"
+rc=0
+bash "$root/bench/zoo-cpu-vs-torch.sh" -p "$py" -t 1 -i "$iters" -o "$out" -C \
+	-a "$out/artifacts" ppl_simple_reg:tasks=all ppl_robust_reg:tasks=all:seed=1 || rc=$?
+cat "$out/compile-fadc.txt" >>"$out/compile.txt"
+rm "$out/compile-fadc.txt"
 echo "== compile"; cat "$out/compile.txt"
 echo "== PyTorch autograd.functional (before) vs fadc (after)"; cat "$out/compare-functional.md"
 echo "== PyTorch torch.func (before) vs fadc (after)"; cat "$out/compare-func.md"
+exit "$rc"

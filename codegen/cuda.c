@@ -48,6 +48,8 @@ typedef struct Cu {
 	uint32_t *stamp, region; // memo: x<id> is defined in the current region
 	int depth;               // indentation (tabs)
 	int bad;                 // an op the printer does not support (the first)
+	int var32;               // the kernel's variables (t, r, i<d>) are int (index32)
+	int ictx;                // printing the operands of an index op: 1 narrow, 2 wide
 	uint8_t *rot;            // fused: rot[ki], kernel ki's warp rotation (fused_rotations)
 } Cu;
 
@@ -129,6 +131,37 @@ pg_special(const KProgram *p, const Kx *x) {
 
 static void ensure(Cu *c, KxId id);
 
+// Index arithmetic in 32 bits.  The kernel IR's indices are i64, and
+// printed as long long every division by a constant (t / 22 % 10) is a
+// 64-bit multiply-high sequence, several times the instructions of the
+// 32-bit one: in the small fused tasks, where every kernel computes a few
+// indices per point and does little else, it is much of the time.  An
+// index op (+ * / % min max on i64) whose value kx_range bounds within
+// int is declared int and computed in int: each op's exact result fits,
+// so no step overflows (the operands of an op are themselves bounded
+// expressions, or wider values whose exact result is then narrowed).
+// An op whose range is not known to fit stays long long, and its int
+// operands are widened first, so that its own arithmetic cannot overflow.
+static int
+narrow(Cu *c, KxId id) {
+	const Kx *x = &c->p->x[id];
+	int64_t lo, hi;
+	switch ((KxOp)x->op) {
+	case KX_VAR:
+		return c->var32;
+	case KX_IADD:
+	case KX_IMUL:
+	case KX_IDIV:
+	case KX_IMOD:
+	case KX_IMIN:
+	case KX_IMAX:
+		return x->dtype == DT_I64 && kx_range(c->p, id, &lo, &hi) && lo > -INT32_MAX &&
+		       hi < INT32_MAX;
+	default:
+		return 0;
+	}
+}
+
 // Prints a reference to expression id: a literal for leaves, else x<id>.
 static void
 ref(Cu *c, KxId id) {
@@ -139,11 +172,13 @@ ref(Cu *c, KxId id) {
 			print_float(c->f, x->f, (DType)x->dtype);
 		else if (x->dtype == DT_BOOL)
 			fputs(x->i ? "true" : "false", c->f);
+		else if (c->ictx == 1 && x->i > -INT32_MAX && x->i < INT32_MAX)
+			fprintf(c->f, "%d", (int)x->i);
 		else
 			print_int(c->f, x->i);
 		return;
 	case KX_VAR:
-		fprintf(c->f, "i%u", x->aux);
+		fprintf(c->f, c->ictx == 2 && c->var32 ? "(long long)i%u" : "i%u", x->aux);
 		return;
 	case KX_ACC:
 		fputs("acc", c->f);
@@ -155,7 +190,7 @@ ref(Cu *c, KxId id) {
 		fprintf(c->f, "s%u", x->aux); // the step counter, a parameter
 		return;
 	default:
-		fprintf(c->f, "x%u", id);
+		fprintf(c->f, c->ictx == 2 && narrow(c, id) ? "(long long)x%u" : "x%u", id);
 	}
 }
 
@@ -457,8 +492,13 @@ ensure(Cu *c, KxId id) {
 	for (int i = 0; i < x->nin; i++)
 		ensure(c, x->a[i]);
 	indent(c);
-	fprintf(c->f, "const %s x%u = ", cty((DType)x->dtype), id);
+	int idx = x->dtype == DT_I64 && (x->op == KX_IADD || x->op == KX_IMUL || x->op == KX_IDIV ||
+	                                 x->op == KX_IMOD || x->op == KX_IMIN || x->op == KX_IMAX);
+	int nar = idx && narrow(c, id);
+	fprintf(c->f, "const %s x%u = ", nar ? "int" : cty((DType)x->dtype), id);
+	c->ictx = idx ? (nar ? 1 : 2) : 0;
 	print_op(c, id);
+	c->ictx = 0;
 	fputs(";\n", c->f);
 }
 
@@ -1825,7 +1865,31 @@ print_group(Cu *c, const La *a) {
 		uint8_t *after = calloc(p->nk + 1, 1);
 		FADC_ASSERT(after, "cuda: out of memory");
 		fused_barriers(p, after);
-		print_calls(c, a, "__syncthreads()", after);
+		// FADC_CUDA_PHASE_CLOCKS=1 (measurements only): thread 0 reads
+		// clock64 after every barrier and prints the cycles of each phase
+		// (the slowest warp's, since all wait at the barrier) at the end.
+		// FADC_CUDA_PHASE_CLOCKS=2 runs the task's kernels twice in the
+		// launch (they are idempotent: outputs and temporaries rewritten
+		// from the inputs), the second time with the code and data warm.
+		const char *clk = getenv("FADC_CUDA_PHASE_CLOCKS");
+		if (clk && *clk && strcmp(clk, "0")) {
+			fprintf(f, "\t__syncthreads();\n\tfor (int fadc_rep = 0; fadc_rep < %d; fadc_rep++) {\n"
+			           "\tlong long fadc_tick[64];\n\tint fadc_nt = 0;\n"
+			           "\tif (threadIdx.x == 0) fadc_tick[fadc_nt++] = clock64();\n",
+			        atoi(clk) > 1 ? atoi(clk) : 1);
+			print_calls(c, a,
+			            "__syncthreads(); if (threadIdx.x == 0 && fadc_nt < 63) "
+			            "fadc_tick[fadc_nt++] = clock64()",
+			            after);
+			fprintf(f, "\t__syncthreads();\n\tif (threadIdx.x == 0) {\n"
+			           "\t\tfadc_tick[fadc_nt++] = clock64();\n"
+			           "\t\tprintf(\"phase clocks %s run %%d: total %%lld:\", fadc_rep, fadc_tick[fadc_nt - 1] - fadc_tick[0]);\n"
+			           "\t\tfor (int i = 1; i < fadc_nt; i++)\n"
+			           "\t\t\tprintf(\" %%lld\", fadc_tick[i] - fadc_tick[i - 1]);\n"
+			           "\t\tprintf(\"\\n\");\n\t}\n\t__syncthreads();\n\t}\n",
+			        all.name);
+		} else
+			print_calls(c, a, "__syncthreads()", after);
 		free(after);
 	} else if (all.grid == 1)
 		print_calls(c, a, "__syncthreads()", NULL);
@@ -1959,6 +2023,7 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 	for (int d = 0; d < k->rrank; d++)
 		nr *= k->rdim[d];
 	int rguard = tl->rows % R != 0, cguard = tl->cols % 32 != 0;
+	c->var32 = 0; // t, r, i<d>, col, row0 are printed long long here
 	// red[] is the module's one fadc_tile_red (cg_cuda_print): the tiled
 	// kernels of a block run one after another, and each ends on a
 	// barrier after its last read of it.
@@ -2175,31 +2240,38 @@ print_kernel(Cu *c, uint32_t ki) {
 	FMode fm = c->fused ? fused_mode(p, k) : FM_THREAD;
 	int br = blockred(p, k) || fm == FM_BLOCK, wr = fm == FM_WARP;
 	int rot = c->fused && c->rot ? c->rot[ki] : 0;
+	// The point and reduction variables in int where their extents leave
+	// room for the loops' strides (index32 above).
+	int64_t nred = 1;
+	for (int d = 0; d < k->rrank; d++)
+		nred *= k->rdim[d];
+	c->var32 = npt < ((int64_t)1 << 30) && nred < ((int64_t)1 << 30);
+	const char *it = c->var32 ? "int" : "long long", *ll = c->var32 ? "" : "LL";
 	if (br) {
 		// One block per output point (grid-stride over blocks); red[] holds
 		// the warps' partial results, two sets used in turn (rb), so the
 		// next point's writes need no barrier after this point's reads.
 		fprintf(f, "\t__shared__ %s red[2][32];\n", cty((DType)p->x[k->body].dtype));
 		fputs("\tunsigned int rb = 0;\n", f);
-		fprintf(f, "\tfor (long long t = blockIdx.x; t < %lldLL; t += %s) {\n", (long long)npt,
+		fprintf(f, "\tfor (%s t = blockIdx.x; t < %lld%s; t += %s) {\n", it, (long long)npt, ll,
 		        nb);
 	} else if (wr && rot) // one warp per output point, rotated (point t on warp t + rot)
 		fprintf(f,
-		        "\tfor (long long t = ((threadIdx.x >> 5) + %dU) & %dU; t < %lldLL; "
+		        "\tfor (%s t = ((threadIdx.x >> 5) + %dU) & %dU; t < %lld%s; "
 		        "t += blockDim.x >> 5) {\n",
-		        FUSED_THREADS / 32 - rot, FUSED_THREADS / 32 - 1, (long long)npt);
+		        it, FUSED_THREADS / 32 - rot, FUSED_THREADS / 32 - 1, (long long)npt, ll);
 	else if (wr) // one warp per output point (the fused task's one block)
-		fprintf(f, "\tfor (long long t = threadIdx.x >> 5; t < %lldLL; t += blockDim.x >> 5) {\n",
-		        (long long)npt);
+		fprintf(f, "\tfor (%s t = threadIdx.x >> 5; t < %lld%s; t += blockDim.x >> 5) {\n", it,
+		        (long long)npt, ll);
 	else if (rot) // the fused task's one block, rotated: point t on thread t + 32 rot
-		fprintf(f, "\tfor (long long t = (threadIdx.x + %dU) & %dU; t < %lldLL; t += blockDim.x) {\n",
-		        FUSED_THREADS - 32 * rot, FUSED_THREADS - 1, (long long)npt);
+		fprintf(f, "\tfor (%s t = (threadIdx.x + %dU) & %dU; t < %lld%s; t += blockDim.x) {\n", it,
+		        FUSED_THREADS - 32 * rot, FUSED_THREADS - 1, (long long)npt, ll);
 	else
 		fprintf(
 		    f,
-		    "\tfor (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < %lldLL;\n"
-		    "\t     t += (long long)blockDim.x * %s) {\n",
-		    (long long)npt, nb);
+		    "\tfor (%s t = (%s)blockIdx.x * blockDim.x + threadIdx.x; t < %lld%s;\n"
+		    "\t     t += (%s)blockDim.x * %s) {\n",
+		    it, it, (long long)npt, ll, it, nb);
 	c->depth = 2;
 	// Parallel variables: row-major coordinates of point t.
 	int64_t stride = 1;
@@ -2207,11 +2279,10 @@ print_kernel(Cu *c, uint32_t ki) {
 		if (u.var[d] && k->dim[d] > 1) {
 			indent(c);
 			if (d == 0)
-				fprintf(f, "const long long i%d = t / %lldLL;\n", d,
-				        (long long)stride);
+				fprintf(f, "const %s i%d = t / %lld%s;\n", it, d, (long long)stride, ll);
 			else
-				fprintf(f, "const long long i%d = t / %lldLL %% %lldLL;\n", d,
-				        (long long)stride, (long long)k->dim[d]);
+				fprintf(f, "const %s i%d = t / %lld%s %% %lld%s;\n", it, d,
+				        (long long)stride, ll, (long long)k->dim[d], ll);
 		}
 		stride *= k->dim[d];
 	}
@@ -2227,19 +2298,19 @@ print_kernel(Cu *c, uint32_t ki) {
 		fputs(";\n", f);
 		indent(c);
 		if (br)
-			fprintf(f, "for (long long r = threadIdx.x; r < %lldLL; r += blockDim.x) {\n",
-			        (long long)nr);
+			fprintf(f, "for (%s r = threadIdx.x; r < %lld%s; r += blockDim.x) {\n", it,
+			        (long long)nr, ll);
 		else
-			fprintf(f, "for (long long r = threadIdx.x & 31; r < %lldLL; r += 32) {\n",
-			        (long long)nr);
+			fprintf(f, "for (%s r = threadIdx.x & 31; r < %lld%s; r += 32) {\n", it,
+			        (long long)nr, ll);
 		c->depth++;
 		int64_t rs = 1;
 		for (int d = k->rrank - 1; d >= 0; d--) {
 			int v = k->rank + d;
 			if (v < 2 * IR_MAXDIM && u.var[v]) {
 				indent(c);
-				fprintf(f, "const long long i%d = r / %lldLL %% %lldLL;\n", v, (long long)rs,
-				        (long long)k->rdim[d]);
+				fprintf(f, "const %s i%d = r / %lld%s %% %lld%s;\n", it, v, (long long)rs, ll,
+				        (long long)k->rdim[d], ll);
 			}
 			rs *= k->rdim[d];
 		}
@@ -2287,8 +2358,8 @@ print_kernel(Cu *c, uint32_t ki) {
 		for (int d = 0; d < k->rrank; d++) {
 			int v = k->rank + d;
 			indent(c);
-			fprintf(f, "for (long long i%d = 0; i%d < %lldLL; i%d++) {\n", v, v,
-			        (long long)k->rdim[d], v);
+			fprintf(f, "for (%s i%d = 0; i%d < %lld%s; i%d++) {\n", it, v, v,
+			        (long long)k->rdim[d], ll, v);
 			c->depth++;
 		}
 		if (!k->rrank) { // one term: its own scope all the same (the post region

@@ -145,6 +145,23 @@ rebuild(Graph *dst, const Graph *src, NodeId n, const NodeId *in, Cse *cse)
 		    (nd->dtype != DT_F32 || (double)(float)v == v))
 			return b_full(dst, v, (DType)nd->dtype, &src->shape[nd->shape], loc);
 	}
+	// A sum of a constant c over the axes is c times their count, a mean is
+	// c, a max or min c (a mean over an empty axis is left: it is NaN).
+	// Derivatives make such sums: the gradient of a broadcast of ones
+	// (ppl_robust_reg's 22 copies of its likelihood) is sum(ones) = 22, a
+	// reduction kernel and a barrier on the GPU when left in.  Folded under
+	// the same rule as elementwise ops: only where f32 holds the value.
+	double c;
+	if ((nd->op == OP_sum || nd->op == OP_mean || nd->op == OP_max || nd->op == OP_min) &&
+	    b_const_value(dst, in[0], &c)) {
+		const Shape *xs = ir_shape(src, ir_in1(src, n, 0));
+		double count = 1;
+		for (int k = 0; k < a.a[0].n; k++)
+			count *= (double)xs->dim[a.a[0].v[k]];
+		double v = nd->op == OP_sum ? c * count : c;
+		if ((count > 0 || nd->op == OP_sum) && (nd->dtype != DT_F32 || (double)(float)v == v))
+			return b_full(dst, v, (DType)nd->dtype, &src->shape[nd->shape], loc);
+	}
 	// Identities, through the builders; a node they build goes through the
 	// CSE table like any other (a duplicate they built is left to DCE).
 	uint32_t before = dst->nnode;

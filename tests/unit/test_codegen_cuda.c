@@ -186,8 +186,8 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 	}
 	CHECK(count(src, "red[rb][threadIdx.x >> 5] = acc;") == nblockred);
 	CHECK(count(src, "__shfl_down_sync") == 2 * nblockred + nwarp);
-	CHECK(count(src, "for (long long t = threadIdx.x >> 5;") +
-	          count(src, "for (long long t = ((threadIdx.x >> 5) + ") ==
+	CHECK(count(src, "for (int t = threadIdx.x >> 5;") +
+	          count(src, "for (int t = ((threadIdx.x >> 5) + ") ==
 	      nwarp);
 	total_blockred += nblockred;
 	total_warp += nwarp;
@@ -1092,28 +1092,28 @@ check_phases(void) {
 		char err[256];
 		char *src = cg_cuda_print(p, NULL, err, sizeof err);
 		CHECK(src != NULL);
-		CHECK(src && count(src, "for (long long t = (threadIdx.x + 224U) & 255U;") == 2);
-		CHECK(src && count(src, "for (long long t = (threadIdx.x + 192U) & 255U;") == 2);
-		CHECK(src && count(src, "for (long long t = (threadIdx.x + 160U) & 255U;") == 2);
+		CHECK(src && count(src, "for (int t = (threadIdx.x + 224U) & 255U;") == 2);
+		CHECK(src && count(src, "for (int t = (threadIdx.x + 192U) & 255U;") == 2);
+		CHECK(src && count(src, "for (int t = (threadIdx.x + 160U) & 255U;") == 2);
 		// Chain 0 (the costliest) and its reader stay unrotated; chain 3
 		// (the cheapest) and its reader share one rotation.
 		for (int kk = 0; kk < 8; kk++) {
 			char def[64];
 			snprintf(def, sizeof def, "void\nfadc_rotate_k%d_elementwise(", kk);
 			const char *d = src ? strstr(src, def) : NULL;
-			const char *loop = d ? strstr(d, "for (long long t = ") : NULL;
+			const char *loop = d ? strstr(d, "for (int t = ") : NULL;
 			CHECK(loop != NULL);
 			if (!loop)
 				continue;
-			loop += strlen("for (long long t = ");
+			loop += strlen("for (int t = ");
 			if (kk < 2)
-				CHECK(!strncmp(loop, "(long long)blockIdx.x", 21));
+				CHECK(!strncmp(loop, "(int)blockIdx.x", 15));
 			else
 				CHECK(!strncmp(loop, "(threadIdx.x + ", 15));
 			if (kk == 7) {
 				snprintf(def, sizeof def, "void\nfadc_rotate_k6_elementwise(");
-				const char *d6 = strstr(src, def), *l6 = d6 ? strstr(d6, "for (long long t = ") : NULL;
-				CHECK(l6 && !strncmp(l6 + strlen("for (long long t = "), loop, 24));
+				const char *d6 = strstr(src, def), *l6 = d6 ? strstr(d6, "for (int t = ") : NULL;
+				CHECK(l6 && !strncmp(l6 + strlen("for (int t = "), loop, 24));
 			}
 		}
 		free(src);
@@ -1196,6 +1196,63 @@ check_special(void) {
 	}
 }
 
+// ---------------------------------------------------------------- index32
+//
+// Index arithmetic is int where kx_range bounds it within int (docs/CUDA.md,
+// "Index arithmetic in 32 bits"), long long elsewhere, with int operands
+// widened before a product or sum that may leave int.  Kernel 0: 100
+// points, out[i] = x[(i / 10) * 10 + i % 10]: every index int.  Kernel 1:
+// 3 * 2^30 points (past 2^30: its variable is long long), reading x at
+// i % 100.  Kernel 2: 100 points reading y at i * 2^26 (a product up to
+// 99 * 2^26 > 2^31: long long, its int variable widened first).
+static void
+check_index32(void) {
+	KProgram *p = kir_program_new("idx", DT_F32);
+	uint32_t x = vec(p, KB_IN, 0, 100), y = vec(p, KB_IN, 1, (int64_t)100 << 26);
+	uint32_t o0 = vec(p, KB_OUT, 0, 100), o1 = vec(p, KB_OUT, 1, (int64_t)3 << 30),
+	         o2 = vec(p, KB_OUT, 2, 100);
+	KxId i = kx_var(p, 0, 100);
+	pw_kernel(p, o0, 100,
+	          kx_load(p, x, kx_iadd(p, kx_imul(p, kx_idiv(p, i, 10), 10), kx_imod(p, i, 10))));
+	KxId j = kx_var(p, 0, (int64_t)3 << 30);
+	pw_kernel(p, o1, (int64_t)3 << 30, kx_load(p, x, kx_imod(p, j, 100)));
+	pw_kernel(p, o2, 100, kx_load(p, y, kx_imul(p, i, (int64_t)1 << 26)));
+	cg_plan(p);
+	char err[4096] = "";
+	char *src = cg_cuda_print(p, NULL, err, sizeof err);
+	CHECK(src != NULL);
+	if (!src) {
+		fprintf(stderr, "index32: %s\n", err);
+		kir_program_free(p);
+		return;
+	}
+	const char *k0 = strstr(src, "fadc_idx_k0_elementwise("), *k1 = strstr(src, "fadc_idx_k1_elementwise("),
+	           *k2 = strstr(src, "fadc_idx_k2_elementwise(");
+	CHECK(k0 && k1 && k2 && k0 < k1 && k1 < k2);
+	if (k0 && k1 && k2) {
+		char *s0 = strndup(k0, (size_t)(k1 - k0)), *s1 = strndup(k1, (size_t)(k2 - k1)),
+		     *s2 = strdup(k2);
+		CHECK(strstr(s0, "for (int t = ") && !strstr(s0, "long long") && !strstr(s0, "LL"));
+		CHECK(count(s0, "const int x") >= 2); // the division's and the sum's values
+		// The modulo of a long long variable fits: int, its operands as they are.
+		CHECK(strstr(s1, "for (long long t = ") && strstr(s1, "const int x") &&
+		      strstr(s1, "i0 % 100;"));
+		if (!strstr(s1, "i0 % 100;"))
+			fprintf(stderr, "%s\n%s\n", s1, s2);
+		CHECK(strstr(s2, "for (int t = ") && strstr(s2, "const long long x") &&
+		      strstr(s2, "(long long)i0 * 67108864LL"));
+		free(s0);
+		free(s1);
+		free(s2);
+	}
+	uint8_t *cubin = NULL;
+	size_t ncubin = 0;
+	CHECK(cg_cuda_compile(src, p->name, "sm_90", &cubin, &ncubin, stderr, err, sizeof err));
+	free(cubin);
+	free(src);
+	kir_program_free(p);
+}
+
 int
 main(int argc, char **argv) {
 	int major = 0, minor = 0;
@@ -1249,6 +1306,7 @@ main(int argc, char **argv) {
 	check_gemm_artifact();
 	check_choice_artifact();
 	check_phases();
+	check_index32();
 	return TU_DONE("test_codegen_cuda");
 }
 #endif

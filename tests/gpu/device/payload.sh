@@ -33,7 +33,7 @@
 set -eu
 dest=${1:?usage: payload.sh DEST}
 root=$(cd "$(dirname "$0")/../../.." && pwd)
-b=$root/build/bin
+b=${FADC_BIN:-$root/build/bin} # FADC_BIN: another build's bin/ (a snapshot)
 rm -rf "$dest"
 mkdir -p "$dest/bin" "$dest/check" "$dest/peer"
 only=${2:-}
@@ -88,7 +88,7 @@ z64 detr "$root/models/detr.ir" -D IMG_H=64 -D IMG_W=96 -D WIDTH=4 -D D=16 -D NH
 	-D Q=6 -D NCLS=10 -D T0=3 -D T1=2
 z64 resnet18 "$root/models/resnet18.ir" -D N=2 -D H=32 -D C=4 -D NCLS=10
 z64 fcn_resnet "$root/models/fcn_resnet.ir" -D N=2 -D H=32 -D C=4
-"$root/build/bin/test_codegen_scan" --write "$dest/zoo-ir"
+"$b/test_codegen_scan" --write "$dest/zoo-ir"
 for f in "$dest"/zoo-ir/scan-*.ir; do
 	z "$(basename "$f" .ir)" "$f" --tasks all
 done
