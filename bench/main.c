@@ -401,6 +401,14 @@ out:
 	return e;
 }
 
+// A model's source path: relative to the config file's folder, or as it is
+// when absolute (a prebuilt artifact elsewhere, e.g. compiled with other flags).
+static void
+model_source(char *out, size_t n, const char *cdir, const char *source)
+{
+	snprintf(out, n, source[0] == '/' ? "%s%s" : "%s/%s", source[0] == '/' ? "" : cdir, source);
+}
+
 static int
 keep(const char *filter, const char *name)
 {
@@ -741,7 +749,7 @@ cmd_run(int argc, char **argv)
 		const char *cells[BENCH_MAXTASK];
 		char source[4096 + 600];
 		struct stat st;
-		snprintf(source, sizeof source, "%s/%s", cdir, m->source);
+		model_source(source, sizeof source, cdir, m->source);
 		if (keep(o.model_filter, m->name) && !stat(source, &st) &&
 		    !bench_in_list(o.gpu < 0 ? cfg->skip_cpu : cfg->skip_cuda,
 		                   o.gpu < 0 ? cfg->nskip_cpu : cfg->nskip_cuda, m->name))
@@ -752,7 +760,7 @@ cmd_run(int argc, char **argv)
 		if (!keep(o.model_filter, m->name))
 			continue;
 		char source[4096 + 600];
-		snprintf(source, sizeof source, "%s/%s", cdir, m->source);
+		model_source(source, sizeof source, cdir, m->source);
 		struct stat st;
 		if (stat(source, &st)) {
 			fprintf(stderr, "fadc-bench: model %s: %s not found; skipped\n", m->name, source);
