@@ -32,7 +32,7 @@ def main():
     ap.add_argument("--iters", type=int, default=300)
     ap.add_argument("--budget", type=float, default=150)
     ap.add_argument("cells", nargs="*")
-    a = ap.parse_args()
+    a = ap.parse_intermixed_args()
     sys.path.insert(0, a.peer)
     import functional_autograd_benchmark as fab
     import ppl_models

@@ -37,3 +37,10 @@ grep -q "^fadc-bench: m: skipped (2 cells): $out/m.so is a compiled artifact: th
 bench --backend cpu --check-reference --task-filter vjp > /dev/null 2> "$out/e5"
 grep -q "^fadc-bench: m vjp: reference check could not run: the model is a compiled artifact: the interpreter needs its .ir$" "$out/e5"
 grep -q '^| m | vjp \[reference mismatch\] |' "$out/t.md"
+
+# An absolute source path is used as it is, not under the configuration's folder.
+mkdir "$out/elsewhere"
+sed "s|source: m.so|source: $out/m.so|" "$out/c.yaml" > "$out/elsewhere/c.yaml"
+"$FADC_BENCH" --config "$out/elsewhere/c.yaml" --artifacts "$out/art" --num-iters 2 \
+	--output "$out/t2.md" --backend cpu > /dev/null 2> "$out/e6" || { cat "$out/e6"; exit 1; }
+[ "$(grep -c '^| m | \(vjp\|jvp\) | [0-9.e-]* | [0-9.e-]* |$' "$out/t2.md")" -eq 2 ]
