@@ -22,6 +22,7 @@
 // spell out the interpreter's edge cases (NaN propagation, stable forms) in
 // selects and comparisons.  Ops with no lowering are reported by name.
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen.h"
@@ -1030,10 +1031,11 @@ finish(Lower *L, KKernel *k, KRed red, KxId body, KxId post_of_acc_or_0)
 
 // ---- convolutions as GEMMs (im2col)
 // A large convolution with one group runs as a matrix product, which the
-// LLVM backend turns into its blocked GEMM (codegen/llvm.c, emit_gemm):
-// the input's windows are first copied into a column buffer (im2col: one
-// element per (input channel, tap) q = (c, kh, kw) and output position
-// p = (oh, ow), zero where the tap falls in the padding), then
+// LLVM backend turns into its blocked GEMM (codegen/llvm.c, emit_gemm) and
+// the CUDA backend into a cuBLAS call (kir_gemm_plan): the input's windows
+// are first copied into a column buffer (im2col: one element per (input
+// channel, tap) q = (c, kh, kw) and output position p = (oh, ow), zero
+// where the tap falls in the padding), then
 //   conv             out[n, co, p]   = sum_q w[co, q] col[n, q, p]           (P >= 16)
 //                    outT[n, p, co]  = sum_q colT[n, p, q] wT[q, co]         (P small,
 //                                      wide channels: wav2letter), then transposed
@@ -1044,40 +1046,101 @@ finish(Lower *L, KKernel *k, KRed red, KxId body, KxId post_of_acc_or_0)
 //                    as a gather: the tap inverted as in kernel_conv)
 // Each product sums in the order of its reduction, as the direct loops do
 // (the weight gradient sums over p within n, then over n), so only the
-// rounding of the fused multiply-add differs.  The column buffer costs
-// N Q P elements; above CONV_COL_MAX bytes, or for small convolutions
-// (below CONV_GEMM_MIN multiply-adds), the direct loops of kernel_conv.
+// rounding of the fused multiply-add differs.
+//
+// The column buffer of the whole batch costs N Q P elements; when that is
+// more than the bound (CONV_COL_MAX bytes, or $FADC_CONV_COL_MAX: a testing
+// knob, read at each lowering), the work is cut into chunks that each fit,
+// and one column buffer (a chunk's size) is reused by every chunk: its
+// kernels run in order (one stream on the GPU, one after the other on the
+// CPU), so chunk c + 1's im2col overwrites it only after chunk c's product
+// has read it, and the memory plan keeps it live from the first chunk's
+// write to the last chunk's read.
+// - conv and conv_input_grad cut the batch: chunk b holds samples
+//   [b n0, b n0 + nb) (n0 = ceil(N / chunks), the last chunk ragged when n0
+//   does not divide N), and writes only its own samples of the result
+//   (out, or dx through col2im), so each chunk is the unchunked kernels
+//   over fewer samples: im2col + GEMM (+ col2im).
+// - conv_weight_grad cuts the input channels instead: dw sums over the
+//   whole batch, so cutting the batch would need per-chunk partial
+//   results (chunks x Co x Q more elements: 302 MB for fcn_resnet's head)
+//   and a sum, or a GEMM accumulating into dw, which the kernel IR has
+//   no form for.  A chunk of channels [cb, cb + cc) is a block of columns
+//   of dw, dw[:, cb kh kw ..) = gT . colT_chunk, written in place (C's
+//   leading dimension stays Q): every chunk is a plain GEMM (M = Co,
+//   N = cc kh kw, K = N P), each dw element sums the same terms in the same
+//   order as without chunks.
+// When even one sample (one channel for the weight gradient) does not fit,
+// or for small convolutions (below CONV_GEMM_MIN multiply-adds), the
+// direct loops of kernel_conv.
 #define CONV_GEMM_MIN (1 << 16)
 #define CONV_COL_MAX ((int64_t)256 << 20)
 
-// The column buffer of x (N, C, H, W) for geometry v: (N, Q, P), or
-// transposed (N, P, Q).
-static uint32_t
-im2col(Lower *L, NodeId n, NodeId x, const Geo *v, int trans)
+// The column bound in bytes: $FADC_CONV_COL_MAX when it is a positive
+// integer (tests force chunks at small sizes with it), else CONV_COL_MAX.
+static int64_t
+conv_col_max(void)
+{
+	const char *s = getenv("FADC_CONV_COL_MAX");
+	if (s && *s) {
+		char *end;
+		long long v = strtoll(s, &end, 10);
+		if (!*end && v > 0)
+			return (int64_t)v;
+	}
+	return CONV_COL_MAX;
+}
+
+// How to cut `total` units of `unit` bytes each into chunks of at most
+// `max` bytes: *n0 units per chunk (the last one ragged), returns the
+// number of chunks (0: one unit does not fit).
+static int64_t
+conv_chunks(int64_t total, int64_t unit, int64_t max, int64_t *n0)
+{
+	int64_t fit = unit > 0 ? max / unit : total;
+	if (fit < 1)
+		return 0;
+	int64_t chunks = (total + fit - 1) / fit;
+	*n0 = (total + chunks - 1) / chunks;
+	return chunks;
+}
+
+// The column buffer cb of x (N, C, H, W) for geometry v, for samples
+// [n0, n0 + nn) and input channels [c0, c0 + nc): (nn, Qc, P), or
+// transposed (nn, P, Qc), with Qc = nc kh kw (q counted from channel c0).
+static void
+im2col(Lower *L, NodeId n, NodeId x, const Geo *v, int trans, uint32_t cb, int64_t n0, int64_t nn_,
+       int64_t c0, int64_t nc)
 {
 	KProgram *p = L->p;
-	int64_t Q = v->C * v->kh * v->kw, P = v->OH * v->OW;
-	Shape cs = {.rank = 3, .dim = {v->N, trans ? P : Q, trans ? Q : P}};
-	uint32_t cb = kir_buf_add(p, KB_TMP, 0, ctype(L, x), &cs, n);
+	int64_t Qc = nc * v->kh * v->kw, P = v->OH * v->OW;
 	KKernel *k = kernel_begin(L, cb, n, trans ? "im2col.t" : "im2col");
-	KxId nn = pvar(L, k, v->N), c, kh, kw, oh, ow;
+	KxId nn = pvar(L, k, nn_), c, kh, kw, oh, ow;
 	if (trans) {
 		oh = pvar(L, k, v->OH), ow = pvar(L, k, v->OW);
-		c = pvar(L, k, v->C), kh = pvar(L, k, v->kh), kw = pvar(L, k, v->kw);
+		c = pvar(L, k, nc), kh = pvar(L, k, v->kh), kw = pvar(L, k, v->kw);
 	} else {
-		c = pvar(L, k, v->C), kh = pvar(L, k, v->kh), kw = pvar(L, k, v->kw);
+		c = pvar(L, k, nc), kh = pvar(L, k, v->kh), kw = pvar(L, k, v->kw);
 		oh = pvar(L, k, v->OH), ow = pvar(L, k, v->OW);
 	}
 	KxId ih = kx_iadd(p, kx_imul(p, oh, v->sh), kx_iadd(p, kx_iconst(p, -v->ph), kx_imul(p, kh, v->dh)));
 	KxId iw = kx_iadd(p, kx_imul(p, ow, v->sw), kx_iadd(p, kx_iconst(p, -v->pw), kx_imul(p, kw, v->dw)));
 	KxId ok = band(p, in_range(p, ih, 0, v->H), in_range(p, iw, 0, v->W));
-	KxId xi = flat4(p, nn, c, v->C, kx_iclamp(p, ih, 0, v->H - 1), v->H, kx_iclamp(p, iw, 0, v->W - 1), v->W);
-	KxId q = flat4(p, kx_iconst(p, 0), c, v->C, kh, v->kh, kw, v->kw);
+	KxId xi = flat4(p, kx_iadd(p, nn, kx_iconst(p, n0)), kx_iadd(p, c, kx_iconst(p, c0)), v->C,
+	                kx_iclamp(p, ih, 0, v->H - 1), v->H, kx_iclamp(p, iw, 0, v->W - 1), v->W);
+	KxId q = flat4(p, kx_iconst(p, 0), c, nc, kh, v->kh, kw, v->kw);
 	KxId pp = kx_iadd(p, kx_imul(p, oh, v->OW), ow);
-	k->index = trans ? kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Q), q)
-	                 : kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Q), q), P), pp);
+	k->index = trans ? kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Qc), q)
+	                 : kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Qc), q), P), pp);
 	finish(L, k, KR_NONE, sel(p, ok, at(L, x, xi), kx_const(p, 0, ctype(L, x))), 0);
-	return cb;
+}
+
+// A column buffer (a, b, c) of x's compute dtype.
+static uint32_t
+col_buf(Lower *L, NodeId n, NodeId x, int64_t a, int64_t b, int64_t c)
+{
+	Shape cs = {.rank = 3, .dim = {a, b, c}};
+	return kir_buf_add(L->p, KB_TMP, 0, ctype(L, x), &cs, n);
 }
 
 // A contraction kernel writing buf out (of n's dtype), body a product.
@@ -1087,6 +1150,13 @@ gemm_finish(Lower *L, KKernel *k, KxId idx, KxId a, KxId b)
 	k->index = idx;
 	k->contraction = 1;
 	finish(L, k, KR_SUM, kx_bin(L->p, KX_MUL, a, b), 0);
+}
+
+// i + c, c a constant.
+static KxId
+iplus(KProgram *p, KxId i, int64_t c)
+{
+	return kx_iadd(p, i, kx_iconst(p, c));
 }
 
 static int
@@ -1113,26 +1183,35 @@ conv_gemm(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 		v = geo(ir_shape(g, i0), ir_shape(g, i1), attr_ints(L, n, a, "kernel"), st, pd, dl);
 		Co = ir_shape(g, i1)->dim[1];
 	}
-	int64_t Q = v.C * v.kh * v.kw, P = v.OH * v.OW;
-	int64_t colbytes = v.N * Q * P * (int64_t)kir_dtype_size(ctype(L, n));
-	if (v.N * Co * Q * P < CONV_GEMM_MIN || colbytes > CONV_COL_MAX ||
-	    (Q < 16 && op != OP_conv))
+	int64_t Q = v.C * v.kh * v.kw, P = v.OH * v.OW, K2 = v.kh * v.kw;
+	int64_t esize = (int64_t)kir_dtype_size(ctype(L, n)), colmax = conv_col_max();
+	if (v.N * Co * Q * P < CONV_GEMM_MIN || (Q < 16 && op != OP_conv))
+		return 0;
+	// Chunks: of samples (Q P elements each), or for the weight gradient
+	// of channels (N P kh kw elements each).
+	int64_t u0 = 0, chunks = op == OP_conv_weight_grad ? conv_chunks(v.C, v.N * P * K2 * esize, colmax, &u0)
+	                                                   : conv_chunks(v.N, Q * P * esize, colmax, &u0);
+	if (!chunks)
 		return 0;
 	DType dt = ctype(L, n);
 	if (op == OP_conv && P >= 16) {
-		uint32_t cb = im2col(L, n, i0, &v, 0);
-		KKernel *k = kernel_begin(L, out, n, "conv.gemm");
-		KxId nn = pvar(L, k, v.N), co = pvar(L, k, Co), pp = pvar(L, k, P), q = rvar(L, k, Q);
-		KxId wi = kx_iadd(p, kx_imul(p, co, Q), q);
-		KxId ci = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Q), q), P), pp);
-		gemm_finish(L, k, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Co), co), P), pp),
-		            at(L, i1, wi), kx_load(p, cb, ci));
+		uint32_t cb = col_buf(L, n, i0, u0, Q, P);
+		for (int64_t ch = 0, b = 0; ch < chunks; ch++, b += u0) {
+			int64_t nb = b + u0 <= v.N ? u0 : v.N - b;
+			im2col(L, n, i0, &v, 0, cb, b, nb, 0, v.C);
+			KKernel *k = kernel_begin(L, out, n, "conv.gemm");
+			KxId nn = pvar(L, k, nb), co = pvar(L, k, Co), pp = pvar(L, k, P), q = rvar(L, k, Q);
+			KxId wi = kx_iadd(p, kx_imul(p, co, Q), q);
+			KxId ci = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Q), q), P), pp);
+			KxId oi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, iplus(p, nn, b), Co), co), P), pp);
+			gemm_finish(L, k, oi, at(L, i1, wi), kx_load(p, cb, ci));
+		}
 		return 1;
 	}
 	if (op == OP_conv) {
 		if (Co < 16)
 			return 0;
-		uint32_t cb = im2col(L, n, i0, &v, 1);
+		uint32_t cb = col_buf(L, n, i0, u0, P, Q);
 		Shape ws = {.rank = 2, .dim = {Q, Co}};
 		uint32_t wt = kir_buf_add(p, KB_TMP, 0, dt, &ws, n);
 		// wT in tiles of bc x bq (divisors of Co and Q): a plain
@@ -1151,34 +1230,40 @@ conv_gemm(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 		finish(L, k, KR_NONE, at(L, i1, kx_iadd(p, kx_imul(p, co, Q), q)), 0);
 		Shape ts = {.rank = 3, .dim = {v.N, P, Co}};
 		uint32_t ot = kir_buf_add(p, KB_TMP, 0, dt, &ts, n);
-		k = kernel_begin(L, ot, n, "conv.gemm.t");
-		KxId nn = pvar(L, k, v.N), pp = pvar(L, k, P);
-		co = pvar(L, k, Co);
-		q = rvar(L, k, Q);
-		KxId ci = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Q), q);
-		gemm_finish(L, k, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Co), co),
-		            kx_load(p, cb, ci), kx_load(p, wt, kx_iadd(p, kx_imul(p, q, Co), co)));
+		for (int64_t ch = 0, b = 0; ch < chunks; ch++, b += u0) {
+			int64_t nb = b + u0 <= v.N ? u0 : v.N - b;
+			im2col(L, n, i0, &v, 1, cb, b, nb, 0, v.C);
+			k = kernel_begin(L, ot, n, "conv.gemm.t");
+			KxId nn = pvar(L, k, nb), pp = pvar(L, k, P);
+			co = pvar(L, k, Co);
+			q = rvar(L, k, Q);
+			KxId ci = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Q), q);
+			KxId oi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, iplus(p, nn, b), P), pp), Co), co);
+			gemm_finish(L, k, oi, kx_load(p, cb, ci), kx_load(p, wt, kx_iadd(p, kx_imul(p, q, Co), co)));
+		}
 		k = kernel_begin(L, out, n, "conv.out");
-		nn = pvar(L, k, v.N), co = pvar(L, k, Co), pp = pvar(L, k, P);
+		KxId nn = pvar(L, k, v.N);
+		co = pvar(L, k, Co);
+		KxId pp = pvar(L, k, P);
 		k->index = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Co), co), P), pp);
 		finish(L, k, KR_NONE,
 		       kx_load(p, ot, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Co), co)), 0);
 		return 1;
 	}
 	if (op == OP_conv_weight_grad) { // x, g -> (Co, C, kh, kw) = (Co, Q)
-		uint32_t cb = im2col(L, n, i0, &v, 1);
 		// g[n, co, p] steps by Co P along n but by 1 along p, so (n, p)
 		// is no single reduction axis of g; gT[co, n, p] steps by P and
 		// 1, as colT[n, p, q] does by P Q and Q: both merge into
 		// r = n P + p, and the product is one GEMM
 		// dw (Co x Q) = gT (Co x N P) . colT (N P x Q) (kir_gemm_plan).
-		// gT is g's size, made when that is at most CONV_COL_MAX (else g
-		// is read in place: a sum of N GEMMs, a printed kernel on the
-		// GPU).  With N = 1, g is gT already, unless g is an expression
-		// fused into its reader (a GEMM's operands must be loads).
+		// gT is g's size, made when that is at most the column bound
+		// (else g is read in place: a sum of N GEMMs, a printed kernel
+		// on the GPU).  With N = 1, g is gT already, unless g is an
+		// expression fused into its reader (a GEMM's operands must be
+		// loads).
 		uint32_t gb = 0;
-		int64_t gbytes = v.N * Co * P * (int64_t)kir_dtype_size(dt);
-		if ((v.N > 1 || L->buf[i1] == NOBUF) && gbytes <= CONV_COL_MAX) {
+		int64_t gbytes = v.N * Co * P * esize;
+		if ((v.N > 1 || L->buf[i1] == NOBUF) && gbytes <= colmax) {
 			Shape ts = {.rank = 3, .dim = {Co, v.N, P}};
 			gb = kir_buf_add(p, KB_TMP, 0, dt, &ts, n);
 			KKernel *k = kernel_begin(L, gb, n, "conv_weight_grad.gt");
@@ -1186,32 +1271,40 @@ conv_gemm(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 			k->index = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, co, v.N), nn), P), pp);
 			finish(L, k, KR_NONE, at(L, i1, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Co), co), P), pp)), 0);
 		}
-		KKernel *k = kernel_begin(L, out, n, "conv_weight_grad.gemm");
-		KxId co = pvar(L, k, Co), q = pvar(L, k, Q), nn = rvar(L, k, v.N), pp = rvar(L, k, P);
-		KxId ci = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Q), q);
-		KxId ga = gb ? kx_load(p, gb, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, co, v.N), nn), P), pp))
-		             : at(L, i1, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Co), co), P), pp));
-		gemm_finish(L, k, kx_iadd(p, kx_imul(p, co, Q), q), ga, kx_load(p, cb, ci));
+		uint32_t cb = col_buf(L, n, i0, v.N, P, u0 * K2);
+		for (int64_t ch = 0, c0 = 0; ch < chunks; ch++, c0 += u0) {
+			int64_t nc = c0 + u0 <= v.C ? u0 : v.C - c0, Qc = nc * K2;
+			im2col(L, n, i0, &v, 1, cb, 0, v.N, c0, nc);
+			KKernel *k = kernel_begin(L, out, n, "conv_weight_grad.gemm");
+			KxId co = pvar(L, k, Co), q = pvar(L, k, Qc), nn = rvar(L, k, v.N), pp = rvar(L, k, P);
+			KxId ci = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Qc), q);
+			KxId ga = gb ? kx_load(p, gb, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, co, v.N), nn), P), pp))
+			             : at(L, i1, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Co), co), P), pp));
+			gemm_finish(L, k, kx_iadd(p, kx_imul(p, co, Q), iplus(p, q, c0 * K2)), ga, kx_load(p, cb, ci));
+		}
 		return 1;
 	}
 	// conv_input_grad: g, w -> (N, C, H, W).
-	Shape ds = {.rank = 3, .dim = {v.N, P, Q}};
+	Shape ds = {.rank = 3, .dim = {u0, P, Q}};
 	uint32_t db = kir_buf_add(p, KB_TMP, 0, dt, &ds, n);
-	KKernel *k = kernel_begin(L, db, n, "conv_input_grad.gemm");
-	KxId nn = pvar(L, k, v.N), pp = pvar(L, k, P), q = pvar(L, k, Q), co = rvar(L, k, Co);
-	KxId gi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Co), co), P), pp);
-	gemm_finish(L, k, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Q), q), at(L, i0, gi),
-	            at(L, i1, kx_iadd(p, kx_imul(p, co, Q), q)));
-	k = kernel_begin(L, out, n, "col2im");
-	nn = pvar(L, k, v.N);
-	KxId c = pvar(L, k, v.C), ih = pvar(L, k, v.H), iw = pvar(L, k, v.W);
-	KxId kh = rvar(L, k, v.kh), kw = rvar(L, k, v.kw), okh, okw;
-	KxId oh = inv_window(p, ih, kh, v.ph, v.sh, v.dh, v.OH, &okh);
-	KxId ow = inv_window(p, iw, kw, v.pw, v.sw, v.dw, v.OW, &okw);
-	KxId qq = flat4(p, kx_iconst(p, 0), c, v.C, kh, v.kh, kw, v.kw);
-	KxId di = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), kx_iadd(p, kx_imul(p, oh, v.OW), ow)), Q), qq);
-	k->index = flat4(p, nn, c, v.C, ih, v.H, iw, v.W);
-	finish(L, k, KR_SUM, sel(p, band(p, okh, okw), kx_load(p, db, di), kx_const(p, 0, dt)), 0);
+	for (int64_t ch = 0, b = 0; ch < chunks; ch++, b += u0) {
+		int64_t nb = b + u0 <= v.N ? u0 : v.N - b;
+		KKernel *k = kernel_begin(L, db, n, "conv_input_grad.gemm");
+		KxId nn = pvar(L, k, nb), pp = pvar(L, k, P), q = pvar(L, k, Q), co = rvar(L, k, Co);
+		KxId gi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, iplus(p, nn, b), Co), co), P), pp);
+		gemm_finish(L, k, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Q), q), at(L, i0, gi),
+		            at(L, i1, kx_iadd(p, kx_imul(p, co, Q), q)));
+		k = kernel_begin(L, out, n, "col2im");
+		nn = pvar(L, k, nb);
+		KxId c = pvar(L, k, v.C), ih = pvar(L, k, v.H), iw = pvar(L, k, v.W);
+		KxId kh = rvar(L, k, v.kh), kw = rvar(L, k, v.kw), okh, okw;
+		KxId oh = inv_window(p, ih, kh, v.ph, v.sh, v.dh, v.OH, &okh);
+		KxId ow = inv_window(p, iw, kw, v.pw, v.sw, v.dw, v.OW, &okw);
+		KxId qq = flat4(p, kx_iconst(p, 0), c, v.C, kh, v.kh, kw, v.kw);
+		KxId di = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), kx_iadd(p, kx_imul(p, oh, v.OW), ow)), Q), qq);
+		k->index = flat4(p, iplus(p, nn, b), c, v.C, ih, v.H, iw, v.W);
+		finish(L, k, KR_SUM, sel(p, band(p, okh, okw), kx_load(p, db, di), kx_const(p, 0, dt)), 0);
+	}
 	return 1;
 }
 
