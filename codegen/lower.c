@@ -883,9 +883,10 @@ kernel_matmul(Lower *L, uint32_t out, NodeId n)
 // are selects (the load index clamped, so both arms are safe), never
 // branches.  The adjoints are gathers: each result element sums over the
 // windows that read it, found by inverting the window map (conv_input_grad,
-// max_pool_grad, avg_pool_grad: one term per kernel tap) or by testing every
-// output position (adaptive_avg_pool_grad, upsample_bilinear_grad, whose
-// windows have no fixed shape).  max_pool's argmax is two kernels, the
+// max_pool_grad, avg_pool_grad: one term per kernel tap), by testing the
+// few candidates of a bounded inverse window (upsample_bilinear_grad:
+// bilinear_up) or by testing every output position
+// (adaptive_avg_pool_grad, whose windows have no fixed shape).  max_pool's argmax is two kernels, the
 // window's maximum m and then the first position holding m (NaN: the first
 // NaN), which is the interpreter's running "first maximum" exactly.
 
@@ -1447,6 +1448,93 @@ bilinear_src(KProgram *p, KxId dst, int64_t in, int64_t outn, int align, KxId *i
 	*l = kx_bin(p, KX_SUB, src, to_f64(p, *i0));
 }
 
+// bilinear_src on the host, exactly ir/interp.c's: the first neighbour.
+static int64_t
+bilinear_i0(int64_t dst, int64_t in, int64_t outn, int align)
+{
+	double src;
+	if (align)
+		src = outn > 1 ? (double)dst * (double)(in - 1) / (double)(outn - 1) : 0;
+	else {
+		src = ((double)dst + 0.5) * ((double)in / (double)outn) - 0.5;
+		if (src < 0)
+			src = 0;
+	}
+	int64_t i0 = (int64_t)src;
+	return i0 > in - 1 ? in - 1 : i0;
+}
+
+// The inverse window of bilinear upsampling along one axis (in -> outn):
+// output o reads inputs i0(o) and i1(o) = min(i0(o) + 1, in - 1), and
+// i0 is non-decreasing in o, so the outputs reading input i are those with
+// i0(o) in {i - 1, i}: one run of consecutive o.  Its start is bounded
+// below by an integer formula, s(i) = clamp(min(floor(max(a i + b, 0) / d)
+// - 1, (i - 1) outn), 0, outn - 1), the real threshold less one:
+//   align_corners=0: i0(o) >= i - 1 iff (o + 1/2) in / outn - 1/2 >= i - 1
+//                    iff o >= ((2i - 1) outn - in) / (2 in): a = 2 outn,
+//                    b = -outn - in, d = 2 in; except that the source is
+//                    clamped at 0, so every o has i0(o) >= 0 and the runs
+//                    of i = 0 and 1 start at 0 (the (i - 1) outn term);
+//   align_corners=1: iff o (in - 1) / (outn - 1) >= i - 1: a = outn - 1,
+//                    b = -(outn - 1), d = in - 1 (in > 1);
+// and the run's length by *kc, the largest end(i) + 2 - s(i) over every i
+// (one candidate of slack at each end, against a last-bit difference
+// between this host computation and the kernel's), found by computing
+// every i0(o) here as the interpreter does.  A kernel then tests kc
+// candidates s(i) .. s(i) + kc - 1 instead of all outn.  Where the formula
+// does not bound a run (in = 1, or a check below fails), s = 0 and
+// kc = outn: every output is a candidate, as before.
+static void
+bilinear_up(int64_t in, int64_t outn, int align, int64_t *a, int64_t *b, int64_t *d, int64_t *kc)
+{
+	*a = 0, *b = 0, *d = 1, *kc = outn;
+	if (in < 2 || outn < 1)
+		return;
+	if (align)
+		*a = outn - 1, *b = -(outn - 1), *d = in - 1;
+	else
+		*a = 2 * outn, *b = -outn - in, *d = 2 * in;
+	int64_t o = 0, k = 1;
+	for (int64_t i = 0; i < in; i++) {
+		int64_t num = *a * i + *b, s = (num > 0 ? num : 0) / *d - 1;
+		s = s < (i - 1) * outn ? s : (i - 1) * outn;
+		s = s < 0 ? 0 : s > outn - 1 ? outn - 1 : s;
+		// The run of i: from the first o with i0(o) >= i - 1 (o only
+		// grows with i) to the last with i0(o) <= i.
+		while (o < outn && bilinear_i0(o, in, outn, align) < i - 1)
+			o++;
+		int64_t lo = o, hi = lo;
+		while (hi < outn && bilinear_i0(hi, in, outn, align) <= i)
+			hi++;
+		// [lo, hi) is the run; s must lie at least one before lo (or at 0).
+		if (lo < outn && !(s <= lo - 1 || s == 0)) {
+			*a = 0, *b = 0, *d = 1, *kc = outn;
+			return;
+		}
+		int64_t need = hi + 1 - s; // candidates s .. hi (one past the run's end)
+		k = need > k ? need : k;
+	}
+	*kc = k < outn ? k : outn;
+}
+
+// Candidate t of the inverse window of input i: o = s(i) + t clamped
+// into [0, outn), *ok that it is in range (not past the end).
+static KxId
+bilinear_cand(KProgram *p, KxId i, KxId t, int64_t outn, int64_t a, int64_t b, int64_t d, int64_t kc,
+              KxId *ok)
+{
+	if (kc == outn && a == 0) {
+		*ok = 0;
+		return t;
+	}
+	KxId num = kx_imax(p, kx_iadd(p, kx_imul(p, i, a), kx_iconst(p, b)), kx_iconst(p, 0));
+	KxId s = kx_iadd(p, kx_idiv(p, num, d), kx_iconst(p, -1));
+	s = kx_iclamp(p, kx_imin(p, s, kx_imul(p, kx_iadd(p, i, kx_iconst(p, -1)), outn)), 0, outn - 1);
+	KxId o = kx_iadd(p, s, t);
+	*ok = in_range(p, o, 0, outn);
+	return kx_iclamp(p, o, 0, outn - 1);
+}
+
 // The loops of one window over output (pl, oh, ow): fills *xi (the load
 // index, clamped), *ok (in bounds, 0 for always) and *pos (ih W + iw).
 static void
@@ -1620,10 +1708,19 @@ kernel_pool(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 		finish(L, k, KR_NONE, o, 0);
 		return;
 	}
+	// The adjoint gathers, for input (ih, iw), the outputs whose
+	// neighbours include it: only the candidates oh = s_H(ih) + th,
+	// th < KH (and the same along w), the inverse window of bilinear_up
+	// (below); the hit tests are the forward's own source indices.
+	int64_t sa[2], sb[2], sd[2], kc[2];
+	bilinear_up(v.H, v.OH, align, &sa[0], &sb[0], &sd[0], &kc[0]);
+	bilinear_up(v.W, v.OW, align, &sa[1], &sb[1], &sd[1], &kc[1]);
 	KKernel *k = kernel_begin(L, out, n, "upsample_bilinear_grad");
 	KxId pl = pvar(L, k, P), ih = pvar(L, k, v.H), iw = pvar(L, k, v.W), h0, h1, w0, w1, lh, lw;
 	k->index = flat4(p, kx_iconst(p, 0), pl, 1, ih, v.H, iw, v.W);
-	KxId oh = rvar(L, k, v.OH), ow = rvar(L, k, v.OW);
+	KxId th = rvar(L, k, kc[0]), tw = rvar(L, k, kc[1]), okh, okw;
+	KxId oh = bilinear_cand(p, ih, th, v.OH, sa[0], sb[0], sd[0], kc[0], &okh);
+	KxId ow = bilinear_cand(p, iw, tw, v.OW, sa[1], sb[1], sd[1], kc[1], &okw);
 	bilinear_src(p, oh, v.H, v.OH, align, &h0, &h1, &lh);
 	bilinear_src(p, ow, v.W, v.OW, align, &w0, &w1, &lw);
 	KxId gv = to_f64(p, at(L, i0, flat4(p, kx_iconst(p, 0), pl, 1, oh, v.OH, ow, v.OW)));
@@ -1635,7 +1732,7 @@ kernel_pool(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 			KxId t = kx_select(p, hit, kx_bin(p, KX_MUL, kx_bin(p, KX_MUL, wh[r], ww[c]), gv), z64);
 			body = body ? kx_bin(p, KX_ADD, body, t) : t;
 		}
-	finish(L, k, KR_SUM, body, 0);
+	finish(L, k, KR_SUM, sel(p, band(p, okh, okw), body, z64), 0);
 }
 
 // argmax(x, axis): the window maximum m, then the first k with x = m (the
