@@ -22,6 +22,7 @@
 // spell out the interpreter's edge cases (NaN propagation, stable forms) in
 // selects and comparisons.  Ops with no lowering are reported by name.
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen.h"
@@ -882,9 +883,10 @@ kernel_matmul(Lower *L, uint32_t out, NodeId n)
 // are selects (the load index clamped, so both arms are safe), never
 // branches.  The adjoints are gathers: each result element sums over the
 // windows that read it, found by inverting the window map (conv_input_grad,
-// max_pool_grad, avg_pool_grad: one term per kernel tap) or by testing every
-// output position (adaptive_avg_pool_grad, upsample_bilinear_grad, whose
-// windows have no fixed shape).  max_pool's argmax is two kernels, the
+// max_pool_grad, avg_pool_grad: one term per kernel tap), by testing the
+// few candidates of a bounded inverse window (upsample_bilinear_grad:
+// bilinear_up) or by testing every output position
+// (adaptive_avg_pool_grad, whose windows have no fixed shape).  max_pool's argmax is two kernels, the
 // window's maximum m and then the first position holding m (NaN: the first
 // NaN), which is the interpreter's running "first maximum" exactly.
 
@@ -1030,10 +1032,11 @@ finish(Lower *L, KKernel *k, KRed red, KxId body, KxId post_of_acc_or_0)
 
 // ---- convolutions as GEMMs (im2col)
 // A large convolution with one group runs as a matrix product, which the
-// LLVM backend turns into its blocked GEMM (codegen/llvm.c, emit_gemm):
-// the input's windows are first copied into a column buffer (im2col: one
-// element per (input channel, tap) q = (c, kh, kw) and output position
-// p = (oh, ow), zero where the tap falls in the padding), then
+// LLVM backend turns into its blocked GEMM (codegen/llvm.c, emit_gemm) and
+// the CUDA backend into a cuBLAS call (kir_gemm_plan): the input's windows
+// are first copied into a column buffer (im2col: one element per (input
+// channel, tap) q = (c, kh, kw) and output position p = (oh, ow), zero
+// where the tap falls in the padding), then
 //   conv             out[n, co, p]   = sum_q w[co, q] col[n, q, p]           (P >= 16)
 //                    outT[n, p, co]  = sum_q colT[n, p, q] wT[q, co]         (P small,
 //                                      wide channels: wav2letter), then transposed
@@ -1044,40 +1047,101 @@ finish(Lower *L, KKernel *k, KRed red, KxId body, KxId post_of_acc_or_0)
 //                    as a gather: the tap inverted as in kernel_conv)
 // Each product sums in the order of its reduction, as the direct loops do
 // (the weight gradient sums over p within n, then over n), so only the
-// rounding of the fused multiply-add differs.  The column buffer costs
-// N Q P elements; above CONV_COL_MAX bytes, or for small convolutions
-// (below CONV_GEMM_MIN multiply-adds), the direct loops of kernel_conv.
+// rounding of the fused multiply-add differs.
+//
+// The column buffer of the whole batch costs N Q P elements; when that is
+// more than the bound (CONV_COL_MAX bytes, or $FADC_CONV_COL_MAX: a testing
+// knob, read at each lowering), the work is cut into chunks that each fit,
+// and one column buffer (a chunk's size) is reused by every chunk: its
+// kernels run in order (one stream on the GPU, one after the other on the
+// CPU), so chunk c + 1's im2col overwrites it only after chunk c's product
+// has read it, and the memory plan keeps it live from the first chunk's
+// write to the last chunk's read.
+// - conv and conv_input_grad cut the batch: chunk b holds samples
+//   [b n0, b n0 + nb) (n0 = ceil(N / chunks), the last chunk ragged when n0
+//   does not divide N), and writes only its own samples of the result
+//   (out, or dx through col2im), so each chunk is the unchunked kernels
+//   over fewer samples: im2col + GEMM (+ col2im).
+// - conv_weight_grad cuts the input channels instead: dw sums over the
+//   whole batch, so cutting the batch would need per-chunk partial
+//   results (chunks x Co x Q more elements: 302 MB for fcn_resnet's head)
+//   and a sum, or a GEMM accumulating into dw, which the kernel IR has
+//   no form for.  A chunk of channels [cb, cb + cc) is a block of columns
+//   of dw, dw[:, cb kh kw ..) = gT . colT_chunk, written in place (C's
+//   leading dimension stays Q): every chunk is a plain GEMM (M = Co,
+//   N = cc kh kw, K = N P), each dw element sums the same terms in the same
+//   order as without chunks.
+// When even one sample (one channel for the weight gradient) does not fit,
+// or for small convolutions (below CONV_GEMM_MIN multiply-adds), the
+// direct loops of kernel_conv.
 #define CONV_GEMM_MIN (1 << 16)
 #define CONV_COL_MAX ((int64_t)256 << 20)
 
-// The column buffer of x (N, C, H, W) for geometry v: (N, Q, P), or
-// transposed (N, P, Q).
-static uint32_t
-im2col(Lower *L, NodeId n, NodeId x, const Geo *v, int trans)
+// The column bound in bytes: $FADC_CONV_COL_MAX when it is a positive
+// integer (tests force chunks at small sizes with it), else CONV_COL_MAX.
+static int64_t
+conv_col_max(void)
+{
+	const char *s = getenv("FADC_CONV_COL_MAX");
+	if (s && *s) {
+		char *end;
+		long long v = strtoll(s, &end, 10);
+		if (!*end && v > 0)
+			return (int64_t)v;
+	}
+	return CONV_COL_MAX;
+}
+
+// How to cut `total` units of `unit` bytes each into chunks of at most
+// `max` bytes: *n0 units per chunk (the last one ragged), returns the
+// number of chunks (0: one unit does not fit).
+static int64_t
+conv_chunks(int64_t total, int64_t unit, int64_t max, int64_t *n0)
+{
+	int64_t fit = unit > 0 ? max / unit : total;
+	if (fit < 1)
+		return 0;
+	int64_t chunks = (total + fit - 1) / fit;
+	*n0 = (total + chunks - 1) / chunks;
+	return chunks;
+}
+
+// The column buffer cb of x (N, C, H, W) for geometry v, for samples
+// [n0, n0 + nn) and input channels [c0, c0 + nc): (nn, Qc, P), or
+// transposed (nn, P, Qc), with Qc = nc kh kw (q counted from channel c0).
+static void
+im2col(Lower *L, NodeId n, NodeId x, const Geo *v, int trans, uint32_t cb, int64_t n0, int64_t nn_,
+       int64_t c0, int64_t nc)
 {
 	KProgram *p = L->p;
-	int64_t Q = v->C * v->kh * v->kw, P = v->OH * v->OW;
-	Shape cs = {.rank = 3, .dim = {v->N, trans ? P : Q, trans ? Q : P}};
-	uint32_t cb = kir_buf_add(p, KB_TMP, 0, ctype(L, x), &cs, n);
+	int64_t Qc = nc * v->kh * v->kw, P = v->OH * v->OW;
 	KKernel *k = kernel_begin(L, cb, n, trans ? "im2col.t" : "im2col");
-	KxId nn = pvar(L, k, v->N), c, kh, kw, oh, ow;
+	KxId nn = pvar(L, k, nn_), c, kh, kw, oh, ow;
 	if (trans) {
 		oh = pvar(L, k, v->OH), ow = pvar(L, k, v->OW);
-		c = pvar(L, k, v->C), kh = pvar(L, k, v->kh), kw = pvar(L, k, v->kw);
+		c = pvar(L, k, nc), kh = pvar(L, k, v->kh), kw = pvar(L, k, v->kw);
 	} else {
-		c = pvar(L, k, v->C), kh = pvar(L, k, v->kh), kw = pvar(L, k, v->kw);
+		c = pvar(L, k, nc), kh = pvar(L, k, v->kh), kw = pvar(L, k, v->kw);
 		oh = pvar(L, k, v->OH), ow = pvar(L, k, v->OW);
 	}
 	KxId ih = kx_iadd(p, kx_imul(p, oh, v->sh), kx_iadd(p, kx_iconst(p, -v->ph), kx_imul(p, kh, v->dh)));
 	KxId iw = kx_iadd(p, kx_imul(p, ow, v->sw), kx_iadd(p, kx_iconst(p, -v->pw), kx_imul(p, kw, v->dw)));
 	KxId ok = band(p, in_range(p, ih, 0, v->H), in_range(p, iw, 0, v->W));
-	KxId xi = flat4(p, nn, c, v->C, kx_iclamp(p, ih, 0, v->H - 1), v->H, kx_iclamp(p, iw, 0, v->W - 1), v->W);
-	KxId q = flat4(p, kx_iconst(p, 0), c, v->C, kh, v->kh, kw, v->kw);
+	KxId xi = flat4(p, kx_iadd(p, nn, kx_iconst(p, n0)), kx_iadd(p, c, kx_iconst(p, c0)), v->C,
+	                kx_iclamp(p, ih, 0, v->H - 1), v->H, kx_iclamp(p, iw, 0, v->W - 1), v->W);
+	KxId q = flat4(p, kx_iconst(p, 0), c, nc, kh, v->kh, kw, v->kw);
 	KxId pp = kx_iadd(p, kx_imul(p, oh, v->OW), ow);
-	k->index = trans ? kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Q), q)
-	                 : kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Q), q), P), pp);
+	k->index = trans ? kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Qc), q)
+	                 : kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Qc), q), P), pp);
 	finish(L, k, KR_NONE, sel(p, ok, at(L, x, xi), kx_const(p, 0, ctype(L, x))), 0);
-	return cb;
+}
+
+// A column buffer (a, b, c) of x's compute dtype.
+static uint32_t
+col_buf(Lower *L, NodeId n, NodeId x, int64_t a, int64_t b, int64_t c)
+{
+	Shape cs = {.rank = 3, .dim = {a, b, c}};
+	return kir_buf_add(L->p, KB_TMP, 0, ctype(L, x), &cs, n);
 }
 
 // A contraction kernel writing buf out (of n's dtype), body a product.
@@ -1087,6 +1151,13 @@ gemm_finish(Lower *L, KKernel *k, KxId idx, KxId a, KxId b)
 	k->index = idx;
 	k->contraction = 1;
 	finish(L, k, KR_SUM, kx_bin(L->p, KX_MUL, a, b), 0);
+}
+
+// i + c, c a constant.
+static KxId
+iplus(KProgram *p, KxId i, int64_t c)
+{
+	return kx_iadd(p, i, kx_iconst(p, c));
 }
 
 static int
@@ -1113,26 +1184,35 @@ conv_gemm(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 		v = geo(ir_shape(g, i0), ir_shape(g, i1), attr_ints(L, n, a, "kernel"), st, pd, dl);
 		Co = ir_shape(g, i1)->dim[1];
 	}
-	int64_t Q = v.C * v.kh * v.kw, P = v.OH * v.OW;
-	int64_t colbytes = v.N * Q * P * (int64_t)kir_dtype_size(ctype(L, n));
-	if (v.N * Co * Q * P < CONV_GEMM_MIN || colbytes > CONV_COL_MAX ||
-	    (Q < 16 && op != OP_conv))
+	int64_t Q = v.C * v.kh * v.kw, P = v.OH * v.OW, K2 = v.kh * v.kw;
+	int64_t esize = (int64_t)kir_dtype_size(ctype(L, n)), colmax = conv_col_max();
+	if (v.N * Co * Q * P < CONV_GEMM_MIN || (Q < 16 && op != OP_conv))
+		return 0;
+	// Chunks: of samples (Q P elements each), or for the weight gradient
+	// of channels (N P kh kw elements each).
+	int64_t u0 = 0, chunks = op == OP_conv_weight_grad ? conv_chunks(v.C, v.N * P * K2 * esize, colmax, &u0)
+	                                                   : conv_chunks(v.N, Q * P * esize, colmax, &u0);
+	if (!chunks)
 		return 0;
 	DType dt = ctype(L, n);
 	if (op == OP_conv && P >= 16) {
-		uint32_t cb = im2col(L, n, i0, &v, 0);
-		KKernel *k = kernel_begin(L, out, n, "conv.gemm");
-		KxId nn = pvar(L, k, v.N), co = pvar(L, k, Co), pp = pvar(L, k, P), q = rvar(L, k, Q);
-		KxId wi = kx_iadd(p, kx_imul(p, co, Q), q);
-		KxId ci = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Q), q), P), pp);
-		gemm_finish(L, k, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Co), co), P), pp),
-		            at(L, i1, wi), kx_load(p, cb, ci));
+		uint32_t cb = col_buf(L, n, i0, u0, Q, P);
+		for (int64_t ch = 0, b = 0; ch < chunks; ch++, b += u0) {
+			int64_t nb = b + u0 <= v.N ? u0 : v.N - b;
+			im2col(L, n, i0, &v, 0, cb, b, nb, 0, v.C);
+			KKernel *k = kernel_begin(L, out, n, "conv.gemm");
+			KxId nn = pvar(L, k, nb), co = pvar(L, k, Co), pp = pvar(L, k, P), q = rvar(L, k, Q);
+			KxId wi = kx_iadd(p, kx_imul(p, co, Q), q);
+			KxId ci = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Q), q), P), pp);
+			KxId oi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, iplus(p, nn, b), Co), co), P), pp);
+			gemm_finish(L, k, oi, at(L, i1, wi), kx_load(p, cb, ci));
+		}
 		return 1;
 	}
 	if (op == OP_conv) {
 		if (Co < 16)
 			return 0;
-		uint32_t cb = im2col(L, n, i0, &v, 1);
+		uint32_t cb = col_buf(L, n, i0, u0, P, Q);
 		Shape ws = {.rank = 2, .dim = {Q, Co}};
 		uint32_t wt = kir_buf_add(p, KB_TMP, 0, dt, &ws, n);
 		// wT in tiles of bc x bq (divisors of Co and Q): a plain
@@ -1151,34 +1231,40 @@ conv_gemm(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 		finish(L, k, KR_NONE, at(L, i1, kx_iadd(p, kx_imul(p, co, Q), q)), 0);
 		Shape ts = {.rank = 3, .dim = {v.N, P, Co}};
 		uint32_t ot = kir_buf_add(p, KB_TMP, 0, dt, &ts, n);
-		k = kernel_begin(L, ot, n, "conv.gemm.t");
-		KxId nn = pvar(L, k, v.N), pp = pvar(L, k, P);
-		co = pvar(L, k, Co);
-		q = rvar(L, k, Q);
-		KxId ci = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Q), q);
-		gemm_finish(L, k, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Co), co),
-		            kx_load(p, cb, ci), kx_load(p, wt, kx_iadd(p, kx_imul(p, q, Co), co)));
+		for (int64_t ch = 0, b = 0; ch < chunks; ch++, b += u0) {
+			int64_t nb = b + u0 <= v.N ? u0 : v.N - b;
+			im2col(L, n, i0, &v, 1, cb, b, nb, 0, v.C);
+			k = kernel_begin(L, ot, n, "conv.gemm.t");
+			KxId nn = pvar(L, k, nb), pp = pvar(L, k, P);
+			co = pvar(L, k, Co);
+			q = rvar(L, k, Q);
+			KxId ci = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Q), q);
+			KxId oi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, iplus(p, nn, b), P), pp), Co), co);
+			gemm_finish(L, k, oi, kx_load(p, cb, ci), kx_load(p, wt, kx_iadd(p, kx_imul(p, q, Co), co)));
+		}
 		k = kernel_begin(L, out, n, "conv.out");
-		nn = pvar(L, k, v.N), co = pvar(L, k, Co), pp = pvar(L, k, P);
+		KxId nn = pvar(L, k, v.N);
+		co = pvar(L, k, Co);
+		KxId pp = pvar(L, k, P);
 		k->index = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Co), co), P), pp);
 		finish(L, k, KR_NONE,
 		       kx_load(p, ot, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Co), co)), 0);
 		return 1;
 	}
 	if (op == OP_conv_weight_grad) { // x, g -> (Co, C, kh, kw) = (Co, Q)
-		uint32_t cb = im2col(L, n, i0, &v, 1);
 		// g[n, co, p] steps by Co P along n but by 1 along p, so (n, p)
 		// is no single reduction axis of g; gT[co, n, p] steps by P and
 		// 1, as colT[n, p, q] does by P Q and Q: both merge into
 		// r = n P + p, and the product is one GEMM
 		// dw (Co x Q) = gT (Co x N P) . colT (N P x Q) (kir_gemm_plan).
-		// gT is g's size, made when that is at most CONV_COL_MAX (else g
-		// is read in place: a sum of N GEMMs, a printed kernel on the
-		// GPU).  With N = 1, g is gT already, unless g is an expression
-		// fused into its reader (a GEMM's operands must be loads).
+		// gT is g's size, made when that is at most the column bound
+		// (else g is read in place: a sum of N GEMMs, a printed kernel
+		// on the GPU).  With N = 1, g is gT already, unless g is an
+		// expression fused into its reader (a GEMM's operands must be
+		// loads).
 		uint32_t gb = 0;
-		int64_t gbytes = v.N * Co * P * (int64_t)kir_dtype_size(dt);
-		if ((v.N > 1 || L->buf[i1] == NOBUF) && gbytes <= CONV_COL_MAX) {
+		int64_t gbytes = v.N * Co * P * esize;
+		if ((v.N > 1 || L->buf[i1] == NOBUF) && gbytes <= colmax) {
 			Shape ts = {.rank = 3, .dim = {Co, v.N, P}};
 			gb = kir_buf_add(p, KB_TMP, 0, dt, &ts, n);
 			KKernel *k = kernel_begin(L, gb, n, "conv_weight_grad.gt");
@@ -1186,32 +1272,40 @@ conv_gemm(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 			k->index = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, co, v.N), nn), P), pp);
 			finish(L, k, KR_NONE, at(L, i1, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Co), co), P), pp)), 0);
 		}
-		KKernel *k = kernel_begin(L, out, n, "conv_weight_grad.gemm");
-		KxId co = pvar(L, k, Co), q = pvar(L, k, Q), nn = rvar(L, k, v.N), pp = rvar(L, k, P);
-		KxId ci = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Q), q);
-		KxId ga = gb ? kx_load(p, gb, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, co, v.N), nn), P), pp))
-		             : at(L, i1, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Co), co), P), pp));
-		gemm_finish(L, k, kx_iadd(p, kx_imul(p, co, Q), q), ga, kx_load(p, cb, ci));
+		uint32_t cb = col_buf(L, n, i0, v.N, P, u0 * K2);
+		for (int64_t ch = 0, c0 = 0; ch < chunks; ch++, c0 += u0) {
+			int64_t nc = c0 + u0 <= v.C ? u0 : v.C - c0, Qc = nc * K2;
+			im2col(L, n, i0, &v, 1, cb, 0, v.N, c0, nc);
+			KKernel *k = kernel_begin(L, out, n, "conv_weight_grad.gemm");
+			KxId co = pvar(L, k, Co), q = pvar(L, k, Qc), nn = rvar(L, k, v.N), pp = rvar(L, k, P);
+			KxId ci = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Qc), q);
+			KxId ga = gb ? kx_load(p, gb, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, co, v.N), nn), P), pp))
+			             : at(L, i1, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Co), co), P), pp));
+			gemm_finish(L, k, kx_iadd(p, kx_imul(p, co, Q), iplus(p, q, c0 * K2)), ga, kx_load(p, cb, ci));
+		}
 		return 1;
 	}
 	// conv_input_grad: g, w -> (N, C, H, W).
-	Shape ds = {.rank = 3, .dim = {v.N, P, Q}};
+	Shape ds = {.rank = 3, .dim = {u0, P, Q}};
 	uint32_t db = kir_buf_add(p, KB_TMP, 0, dt, &ds, n);
-	KKernel *k = kernel_begin(L, db, n, "conv_input_grad.gemm");
-	KxId nn = pvar(L, k, v.N), pp = pvar(L, k, P), q = pvar(L, k, Q), co = rvar(L, k, Co);
-	KxId gi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Co), co), P), pp);
-	gemm_finish(L, k, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Q), q), at(L, i0, gi),
-	            at(L, i1, kx_iadd(p, kx_imul(p, co, Q), q)));
-	k = kernel_begin(L, out, n, "col2im");
-	nn = pvar(L, k, v.N);
-	KxId c = pvar(L, k, v.C), ih = pvar(L, k, v.H), iw = pvar(L, k, v.W);
-	KxId kh = rvar(L, k, v.kh), kw = rvar(L, k, v.kw), okh, okw;
-	KxId oh = inv_window(p, ih, kh, v.ph, v.sh, v.dh, v.OH, &okh);
-	KxId ow = inv_window(p, iw, kw, v.pw, v.sw, v.dw, v.OW, &okw);
-	KxId qq = flat4(p, kx_iconst(p, 0), c, v.C, kh, v.kh, kw, v.kw);
-	KxId di = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), kx_iadd(p, kx_imul(p, oh, v.OW), ow)), Q), qq);
-	k->index = flat4(p, nn, c, v.C, ih, v.H, iw, v.W);
-	finish(L, k, KR_SUM, sel(p, band(p, okh, okw), kx_load(p, db, di), kx_const(p, 0, dt)), 0);
+	for (int64_t ch = 0, b = 0; ch < chunks; ch++, b += u0) {
+		int64_t nb = b + u0 <= v.N ? u0 : v.N - b;
+		KKernel *k = kernel_begin(L, db, n, "conv_input_grad.gemm");
+		KxId nn = pvar(L, k, nb), pp = pvar(L, k, P), q = pvar(L, k, Q), co = rvar(L, k, Co);
+		KxId gi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, iplus(p, nn, b), Co), co), P), pp);
+		gemm_finish(L, k, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Q), q), at(L, i0, gi),
+		            at(L, i1, kx_iadd(p, kx_imul(p, co, Q), q)));
+		k = kernel_begin(L, out, n, "col2im");
+		nn = pvar(L, k, nb);
+		KxId c = pvar(L, k, v.C), ih = pvar(L, k, v.H), iw = pvar(L, k, v.W);
+		KxId kh = rvar(L, k, v.kh), kw = rvar(L, k, v.kw), okh, okw;
+		KxId oh = inv_window(p, ih, kh, v.ph, v.sh, v.dh, v.OH, &okh);
+		KxId ow = inv_window(p, iw, kw, v.pw, v.sw, v.dw, v.OW, &okw);
+		KxId qq = flat4(p, kx_iconst(p, 0), c, v.C, kh, v.kh, kw, v.kw);
+		KxId di = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), kx_iadd(p, kx_imul(p, oh, v.OW), ow)), Q), qq);
+		k->index = flat4(p, iplus(p, nn, b), c, v.C, ih, v.H, iw, v.W);
+		finish(L, k, KR_SUM, sel(p, band(p, okh, okw), kx_load(p, db, di), kx_const(p, 0, dt)), 0);
+	}
 	return 1;
 }
 
@@ -1352,6 +1446,93 @@ bilinear_src(KProgram *p, KxId dst, int64_t in, int64_t outn, int align, KxId *i
 	*i0 = kx_imin(p, kx_cast(p, src, DT_I64), kx_iconst(p, in - 1));
 	*i1 = kx_imin(p, kx_iadd(p, *i0, kx_iconst(p, 1)), kx_iconst(p, in - 1));
 	*l = kx_bin(p, KX_SUB, src, to_f64(p, *i0));
+}
+
+// bilinear_src on the host, exactly ir/interp.c's: the first neighbour.
+static int64_t
+bilinear_i0(int64_t dst, int64_t in, int64_t outn, int align)
+{
+	double src;
+	if (align)
+		src = outn > 1 ? (double)dst * (double)(in - 1) / (double)(outn - 1) : 0;
+	else {
+		src = ((double)dst + 0.5) * ((double)in / (double)outn) - 0.5;
+		if (src < 0)
+			src = 0;
+	}
+	int64_t i0 = (int64_t)src;
+	return i0 > in - 1 ? in - 1 : i0;
+}
+
+// The inverse window of bilinear upsampling along one axis (in -> outn):
+// output o reads inputs i0(o) and i1(o) = min(i0(o) + 1, in - 1), and
+// i0 is non-decreasing in o, so the outputs reading input i are those with
+// i0(o) in {i - 1, i}: one run of consecutive o.  Its start is bounded
+// below by an integer formula, s(i) = clamp(min(floor(max(a i + b, 0) / d)
+// - 1, (i - 1) outn), 0, outn - 1), the real threshold less one:
+//   align_corners=0: i0(o) >= i - 1 iff (o + 1/2) in / outn - 1/2 >= i - 1
+//                    iff o >= ((2i - 1) outn - in) / (2 in): a = 2 outn,
+//                    b = -outn - in, d = 2 in; except that the source is
+//                    clamped at 0, so every o has i0(o) >= 0 and the runs
+//                    of i = 0 and 1 start at 0 (the (i - 1) outn term);
+//   align_corners=1: iff o (in - 1) / (outn - 1) >= i - 1: a = outn - 1,
+//                    b = -(outn - 1), d = in - 1 (in > 1);
+// and the run's length by *kc, the largest end(i) + 2 - s(i) over every i
+// (one candidate of slack at each end, against a last-bit difference
+// between this host computation and the kernel's), found by computing
+// every i0(o) here as the interpreter does.  A kernel then tests kc
+// candidates s(i) .. s(i) + kc - 1 instead of all outn.  Where the formula
+// does not bound a run (in = 1, or a check below fails), s = 0 and
+// kc = outn: every output is a candidate, as before.
+static void
+bilinear_up(int64_t in, int64_t outn, int align, int64_t *a, int64_t *b, int64_t *d, int64_t *kc)
+{
+	*a = 0, *b = 0, *d = 1, *kc = outn;
+	if (in < 2 || outn < 1)
+		return;
+	if (align)
+		*a = outn - 1, *b = -(outn - 1), *d = in - 1;
+	else
+		*a = 2 * outn, *b = -outn - in, *d = 2 * in;
+	int64_t o = 0, k = 1;
+	for (int64_t i = 0; i < in; i++) {
+		int64_t num = *a * i + *b, s = (num > 0 ? num : 0) / *d - 1;
+		s = s < (i - 1) * outn ? s : (i - 1) * outn;
+		s = s < 0 ? 0 : s > outn - 1 ? outn - 1 : s;
+		// The run of i: from the first o with i0(o) >= i - 1 (o only
+		// grows with i) to the last with i0(o) <= i.
+		while (o < outn && bilinear_i0(o, in, outn, align) < i - 1)
+			o++;
+		int64_t lo = o, hi = lo;
+		while (hi < outn && bilinear_i0(hi, in, outn, align) <= i)
+			hi++;
+		// [lo, hi) is the run; s must lie at least one before lo (or at 0).
+		if (lo < outn && !(s <= lo - 1 || s == 0)) {
+			*a = 0, *b = 0, *d = 1, *kc = outn;
+			return;
+		}
+		int64_t need = hi + 1 - s; // candidates s .. hi (one past the run's end)
+		k = need > k ? need : k;
+	}
+	*kc = k < outn ? k : outn;
+}
+
+// Candidate t of the inverse window of input i: o = s(i) + t clamped
+// into [0, outn), *ok that it is in range (not past the end).
+static KxId
+bilinear_cand(KProgram *p, KxId i, KxId t, int64_t outn, int64_t a, int64_t b, int64_t d, int64_t kc,
+              KxId *ok)
+{
+	if (kc == outn && a == 0) {
+		*ok = 0;
+		return t;
+	}
+	KxId num = kx_imax(p, kx_iadd(p, kx_imul(p, i, a), kx_iconst(p, b)), kx_iconst(p, 0));
+	KxId s = kx_iadd(p, kx_idiv(p, num, d), kx_iconst(p, -1));
+	s = kx_iclamp(p, kx_imin(p, s, kx_imul(p, kx_iadd(p, i, kx_iconst(p, -1)), outn)), 0, outn - 1);
+	KxId o = kx_iadd(p, s, t);
+	*ok = in_range(p, o, 0, outn);
+	return kx_iclamp(p, o, 0, outn - 1);
 }
 
 // The loops of one window over output (pl, oh, ow): fills *xi (the load
@@ -1527,10 +1708,19 @@ kernel_pool(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 		finish(L, k, KR_NONE, o, 0);
 		return;
 	}
+	// The adjoint gathers, for input (ih, iw), the outputs whose
+	// neighbours include it: only the candidates oh = s_H(ih) + th,
+	// th < KH (and the same along w), the inverse window of bilinear_up
+	// (below); the hit tests are the forward's own source indices.
+	int64_t sa[2], sb[2], sd[2], kc[2];
+	bilinear_up(v.H, v.OH, align, &sa[0], &sb[0], &sd[0], &kc[0]);
+	bilinear_up(v.W, v.OW, align, &sa[1], &sb[1], &sd[1], &kc[1]);
 	KKernel *k = kernel_begin(L, out, n, "upsample_bilinear_grad");
 	KxId pl = pvar(L, k, P), ih = pvar(L, k, v.H), iw = pvar(L, k, v.W), h0, h1, w0, w1, lh, lw;
 	k->index = flat4(p, kx_iconst(p, 0), pl, 1, ih, v.H, iw, v.W);
-	KxId oh = rvar(L, k, v.OH), ow = rvar(L, k, v.OW);
+	KxId th = rvar(L, k, kc[0]), tw = rvar(L, k, kc[1]), okh, okw;
+	KxId oh = bilinear_cand(p, ih, th, v.OH, sa[0], sb[0], sd[0], kc[0], &okh);
+	KxId ow = bilinear_cand(p, iw, tw, v.OW, sa[1], sb[1], sd[1], kc[1], &okw);
 	bilinear_src(p, oh, v.H, v.OH, align, &h0, &h1, &lh);
 	bilinear_src(p, ow, v.W, v.OW, align, &w0, &w1, &lw);
 	KxId gv = to_f64(p, at(L, i0, flat4(p, kx_iconst(p, 0), pl, 1, oh, v.OH, ow, v.OW)));
@@ -1542,7 +1732,7 @@ kernel_pool(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 			KxId t = kx_select(p, hit, kx_bin(p, KX_MUL, kx_bin(p, KX_MUL, wh[r], ww[c]), gv), z64);
 			body = body ? kx_bin(p, KX_ADD, body, t) : t;
 		}
-	finish(L, k, KR_SUM, body, 0);
+	finish(L, k, KR_SUM, sel(p, band(p, okh, okw), body, z64), 0);
 }
 
 // argmax(x, axis): the window maximum m, then the first k with x = m (the

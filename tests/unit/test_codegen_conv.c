@@ -2,7 +2,7 @@
 // interpreter: conv (1-d and 2-d; stride, padding, dilation, groups),
 // max_pool, avg_pool (count_include_pad 0 and 1), adaptive_avg_pool
 // (shrinking and growing), upsample_bilinear (align_corners 0 and 1,
-// up and down), argmax, and through the derivative tasks their adjoints
+// up and down, up to 8 times: the adjoint's inverse window), argmax, and through the derivative tasks their adjoints
 // conv_input_grad, conv_weight_grad, max_pool_grad, max_pool_gather,
 // avg_pool_grad, adaptive_avg_pool_grad, upsample_bilinear_grad.  Each
 // small module is compiled for forward, vjp, jvp, vhp and hvp and checked
@@ -111,6 +111,62 @@ static const char upsample_ir[] =
 	"  return sum(a * a) + sum(tanh(b)) + sum(c * c * c) + sum(d * d) + sum(e * e)\n"
 	"}\n";
 
+// Upsampling by up to 8 (fcn_resnet's head: 60 -> 480, align_corners=0),
+// both modes, ratios that are not integers, a shrink: the adjoint tests
+// only the candidates of its inverse window (codegen/lower.c,
+// bilinear_up), at most 2 x 8 + 5 along an axis growing 8 times, where it
+// tested every output position.
+static const char upsample_wide_ir[] =
+	"param x: f32[1, 2, 6, 5] = uniform(-1, 1, seed=1)\n"
+	"param y: f32[1, 1, 7, 3] = uniform(-1, 1, seed=2)\n"
+	"param z: f32[1, 1, 30, 2] = uniform(-1, 1, seed=3)\n"
+	"def forward() -> f32[] {\n"
+	"  a = upsample_bilinear(x, size=[48, 37])\n"
+	"  b = upsample_bilinear(x * x, size=[41, 13], align_corners=1)\n"
+	"  c = upsample_bilinear(y, size=[56, 17], align_corners=1)\n"
+	"  d = upsample_bilinear(y * y, size=[4, 2])\n"
+	"  e = upsample_bilinear(z, size=[240, 9])\n"
+	"  return sum(a * a) + sum(tanh(b)) + sum(c * c * c) + sum(d * d) + sum(sin(e))\n"
+	"}\n";
+
+// Every upsample_bilinear_grad kernel of upsample_wide_ir's vjp sums over
+// at most 21 candidate rows (the outputs are 4 to 240 rows high).
+static void
+check_upsample_window(void)
+{
+	const char *text = upsample_wide_ir;
+	FeOptions fo = {.diag = stderr};
+	Module *m = fe_parse_string("upsample_wide.ir", text, strlen(text), &fo);
+	CHECK(m != NULL);
+	if (!m)
+		return;
+	static const char *const vjp[] = {"vjp"};
+	char *kir = NULL, err[4096] = "";
+	size_t nkir = 0;
+	FILE *kf = open_memstream(&kir, &nkir);
+	CgOptions o = {.tasks = vjp, .ntasks = 1, .opt_level = 0, .emit_kir = kf};
+	CgCheck c = {1e-5, 1e-6, 0, 0};
+	printf("upsample_wide.ir (vjp, -O0): ");
+	fflush(stdout);
+	int nf = cg_check(m, &o, &c, stdout, err, sizeof err);
+	if (nf < 0)
+		fprintf(stderr, "upsample_wide.ir: %s\n", err);
+	CHECK(nf == 0);
+	fclose(kf);
+	int nk = 0, worst = 0;
+	for (const char *q = kir ? strstr(kir, "= upsample_bilinear_grad (") : NULL; q;
+	     q = strstr(q + 1, "= upsample_bilinear_grad (")) {
+		const char *r = strstr(q, "sum over v"), *lt = r ? strstr(r, " < ") : NULL;
+		int e = lt ? atoi(lt + 3) : 1 << 30;
+		worst = e > worst ? e : worst;
+		nk++;
+	}
+	printf("upsample_wide.ir: %d upsample_bilinear_grad kernels, at most %d candidate rows\n", nk, worst);
+	CHECK(nk == 5 && worst <= 21);
+	free(kir);
+	ir_module_free(m);
+}
+
 static const char argmax_ir[] =
 	"const x: f32[4, 6, 5] = floor(3 * uniform(0, 1, seed=1))\n"
 	"const t: f32[4, 6, 5] = uniform(-1, 1, seed=3)\n"
@@ -132,6 +188,8 @@ main(void)
 	check_text("avg_pool.ir", avgpool_ir);
 	check_text("adaptive_avg_pool.ir", adaptive_ir);
 	check_text("upsample_bilinear.ir", upsample_ir);
+	check_text("upsample_wide.ir", upsample_wide_ir);
+	check_upsample_window();
 	check_text("argmax.ir", argmax_ir);
 	return TU_DONE("test_codegen_conv");
 }

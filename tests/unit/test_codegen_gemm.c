@@ -56,6 +56,30 @@ static const char convs[] =
     "  return sum(sin(a)) + sum(b * b) * 0.1 + sum(cos(c))\n"
     "}\n";
 
+// The same three ops with the column buffer cut into chunks
+// (codegen/lower.c, conv_gemm): $FADC_CONV_COL_MAX = 40,000 bytes forces
+// them at these sizes.  In f64: conv's column layout (Q = 63, P = 36,
+// 18,144 bytes a sample) runs in 2 chunks of samples, 2 and 1 (ragged),
+// its weight gradient in 2 chunks of input channels (7,776 bytes a
+// channel: 4 and 3); the transposed layout (P = 4, Q = 576) in 2 chunks of
+// samples (2 and 1), its weight gradient in 2 of 32 channels; the dilated
+// 1-d conv (20,480 bytes a sample) in 3 chunks of one sample, its weight
+// gradient in 2 of 4 channels.  conv_input_grad cuts the batch as conv
+// does.
+static const char convs_chunked[] =
+    "param x: f64[3, 7, 6, 6] = normal(0, 1, seed=1)\n"
+    "param w: f64[16, 7, 3, 3] = normal(0, 0.3, seed=2)\n"
+    "param x2: f64[3, 64, 4, 4] = normal(0, 1, seed=3)\n"
+    "param w2: f64[32, 64, 3, 3] = normal(0, 0.1, seed=4)\n"
+    "param x3: f64[3, 8, 64] = normal(0, 1, seed=5)\n"
+    "param w3: f64[16, 8, 5] = normal(0, 0.3, seed=6)\n"
+    "def forward() {\n"
+    "  a = conv2d(x, w, padding=2, dilation=2)\n"
+    "  b = conv2d(x2, w2, stride=2, padding=1)\n"
+    "  c = conv1d(x3, w3, padding=4, dilation=2)\n"
+    "  return sum(sin(a)) + sum(b * b) * 0.1 + sum(cos(c))\n"
+    "}\n";
+
 // A head merge (attention's heads back to rows: a transpose, then a
 // reshape) read by a large product: fusion inlines the two layout ops into
 // the product's load, an index of divisions and remainders with no GEMM
@@ -235,6 +259,46 @@ check_plans(const char *name, const char *src, const char *task, int nop)
 	ir_module_free(m);
 }
 
+// Every conv GEMM kernel (conv.gemm, conv.gemm.t, conv_weight_grad.gemm,
+// conv_input_grad.gemm) of `task` has a GEMM plan (so cuBLAS takes each
+// chunk's product), and there are `want` of them.
+static void
+check_conv_plans(const char *name, const char *src, const char *task, int f32, int want)
+{
+	char *text = f32 ? to_f32(src) : strdup(src);
+	FeOptions fo = {.diag = stderr};
+	Module *m = fe_parse_string(name, text, strlen(text), &fo);
+	CHECK(m != NULL);
+	if (!m) {
+		free(text);
+		return;
+	}
+	char err[512] = "";
+	Loc loc = 0;
+	Graph *g = pass_task(m->main, task, NULL, &loc, err, sizeof err);
+	CHECK(g != NULL);
+	KProgram *p = g ? cg_lower(g, task, f32 ? DT_F32 : DT_F64, err, sizeof err) : NULL;
+	CHECK(p != NULL);
+	int ngemm = 0, nplan = 0;
+	for (uint32_t ki = 0; p && ki < p->nk; ki++) {
+		const KKernel *k = &p->k[ki];
+		if (!k->contraction || !k->what || strncmp(k->what, "conv", 4) || !strstr(k->what, "gemm"))
+			continue;
+		KGemmPlan gp;
+		ngemm++;
+		nplan += kir_gemm_plan(p, k, &gp);
+	}
+	printf("%s %s (%s): %d conv GEMM kernels, %d with GEMM plans\n", name, task, f32 ? "f32" : "f64",
+	       ngemm, nplan);
+	CHECK(ngemm == want && nplan == ngemm);
+	if (p)
+		kir_program_free(p);
+	if (g)
+		ir_graph_free(g);
+	ir_module_free(m);
+	free(text);
+}
+
 int
 main(void)
 {
@@ -255,5 +319,20 @@ main(void)
 	check_plans("heads.ir", heads, "vjp", 2);
 	check_cpu_gemm("convs.ir", convs, 0, "conv_weight_grad.gemm");
 	check_cpu_gemm("convs.ir", convs, 1, "conv_weight_grad.gemm");
+	// Chunked column buffers: forward has 2 + 2 + 3 conv GEMMs in f64;
+	// vjp adds the weight gradients (2 + 2 + 2) and the input gradients
+	// (2 + 2 + 3): the counts pin the chunking.  f32 halves the bytes, so
+	// half the bound gives it the same chunks.
+	setenv("FADC_CONV_COL_MAX", "20000", 1);
+	check("convs_chunked.ir", convs_chunked, 1, conv_kernels);
+	check_conv_plans("convs_chunked.ir", convs_chunked, "vjp", 1, 7 + 6 + 7);
+	setenv("FADC_CONV_COL_MAX", "40000", 1);
+	check("convs_chunked.ir", convs_chunked, 0, conv_kernels);
+	check_conv_plans("convs_chunked.ir", convs_chunked, "forward", 0, 7);
+	check_conv_plans("convs_chunked.ir", convs_chunked, "vjp", 0, 7 + 6 + 7);
+	check_cpu_gemm("convs_chunked.ir", convs_chunked, 0, "conv_weight_grad.gemm");
+	check_cpu_gemm("convs_chunked.ir", convs_chunked, 0, "conv_input_grad.gemm");
+	unsetenv("FADC_CONV_COL_MAX");
+	check_conv_plans("convs_chunked.ir", convs_chunked, "vjp", 0, 3 + 3 + 3);
 	return TU_DONE("test_codegen_gemm");
 }
