@@ -1107,16 +1107,16 @@ conv_chunks(int64_t total, int64_t unit, int64_t max, int64_t *n0)
 }
 
 // The column buffer cb of x (N, C, H, W) for geometry v, for samples
-// [n0, n0 + nn) and input channels [c0, c0 + nc): (nn, Qc, P), or
-// transposed (nn, P, Qc), with Qc = nc kh kw (q counted from channel c0).
+// [n0, n0 + ns) and input channels [c0, c0 + nc): (ns, Qc, P), or
+// transposed (ns, P, Qc), with Qc = nc kh kw (q counted from channel c0).
 static void
-im2col(Lower *L, NodeId n, NodeId x, const Geo *v, int trans, uint32_t cb, int64_t n0, int64_t nn_,
+im2col(Lower *L, NodeId n, NodeId x, const Geo *v, int trans, uint32_t cb, int64_t n0, int64_t ns,
        int64_t c0, int64_t nc)
 {
 	KProgram *p = L->p;
 	int64_t Qc = nc * v->kh * v->kw, P = v->OH * v->OW;
 	KKernel *k = kernel_begin(L, cb, n, trans ? "im2col.t" : "im2col");
-	KxId nn = pvar(L, k, nn_), c, kh, kw, oh, ow;
+	KxId nn = pvar(L, k, ns), c, kh, kw, oh, ow;
 	if (trans) {
 		oh = pvar(L, k, v->OH), ow = pvar(L, k, v->OW);
 		c = pvar(L, k, nc), kh = pvar(L, k, v->kh), kw = pvar(L, k, v->kw);
