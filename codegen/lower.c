@@ -1092,9 +1092,17 @@ conv_col_max(void)
 	return CONV_COL_MAX;
 }
 
+// At most this many chunks: each is its own kernels (two or three per
+// chunk, compiled and launched), so a convolution needing more (a vmapped
+// batch of millions, as resnet18's full-size Hessian, whose lowering then
+// built millions of kernels before the task-size check could refuse it)
+// keeps the direct loops.  fcn_resnet at full size needs 8.
+#define CONV_MAX_CHUNKS 64
+
 // How to cut `total` units of `unit` bytes each into chunks of at most
 // `max` bytes: *n0 units per chunk (the last one ragged), returns the
-// number of chunks (0: one unit does not fit).
+// number of chunks (0: one unit does not fit, or more than
+// CONV_MAX_CHUNKS chunks would be needed).
 static int64_t
 conv_chunks(int64_t total, int64_t unit, int64_t max, int64_t *n0)
 {
@@ -1102,6 +1110,8 @@ conv_chunks(int64_t total, int64_t unit, int64_t max, int64_t *n0)
 	if (fit < 1)
 		return 0;
 	int64_t chunks = (total + fit - 1) / fit;
+	if (chunks > CONV_MAX_CHUNKS)
+		return 0;
 	*n0 = (total + chunks - 1) / chunks;
 	return chunks;
 }
