@@ -591,16 +591,29 @@ red_combine_var(Cu *c, KRed r, DType dt, const char *o) {
 static int fused(const KProgram *p);
 static int stage_inputs(const KProgram *p, const CgCudaKernel *all, int64_t tmp, int64_t *bytes);
 
+// A kernel's output points, and its terms per point (1 without a
+// reduction).
+static int64_t
+kernel_points(const KKernel *k) {
+	int64_t n = 1;
+	for (int d = 0; d < k->rank; d++)
+		n *= k->dim[d];
+	return n;
+}
+
+static int64_t
+kernel_terms(const KKernel *k) {
+	int64_t n = 1;
+	for (int d = 0; d < k->rrank; d++)
+		n *= k->rdim[d];
+	return n;
+}
+
 static int
 blockred(const KProgram *p, const KKernel *k) {
 	if (!k->red || fused(p))
 		return 0;
-	int64_t npt = 1, nr = 1;
-	for (int d = 0; d < k->rank; d++)
-		npt *= k->dim[d];
-	for (int d = 0; d < k->rrank; d++)
-		nr *= k->rdim[d];
-	return nr >= BLOCKRED_MIN_TERMS && npt <= BLOCKRED_MAX_POINTS;
+	return kernel_terms(k) >= BLOCKRED_MIN_TERMS && kernel_points(k) <= BLOCKRED_MAX_POINTS;
 }
 
 // A contraction inside a persistent loop kernel, as tiles (loop_tile).
@@ -674,11 +687,7 @@ static int
 loop_tile(const KProgram *p, const KKernel *k, Tile *t) {
 	if (k->red != KR_SUM || !k->contraction || k->host || k->rank < 1 || fused(p))
 		return 0;
-	int64_t npt = 1, nr = 1;
-	for (int d = 0; d < k->rank; d++)
-		npt *= k->dim[d];
-	for (int d = 0; d < k->rrank; d++)
-		nr *= k->rdim[d];
+	int64_t npt = kernel_points(k), nr = kernel_terms(k);
 	int64_t cols = k->dim[k->rank - 1];
 	if (nr < TILE_MIN_TERMS || cols < 32 || getenv("FADC_CUDA_NO_TILE"))
 		return 0;
@@ -836,14 +845,6 @@ typedef enum FMode {
 } FMode;
 
 static FMode fused_mode(const KProgram *p, const KKernel *k);
-
-static int64_t
-kernel_points(const KKernel *k) {
-	int64_t n = 1;
-	for (int d = 0; d < k->rank; d++)
-		n *= k->dim[d];
-	return n;
-}
 
 // The thread that evaluates a point's stored value (and its post region).
 static int64_t
@@ -1147,9 +1148,7 @@ static FMode
 fused_mode(const KProgram *p, const KKernel *k) {
 	if (!k->red || k->host)
 		return FM_THREAD;
-	int64_t npt = kernel_points(k), nr = 1;
-	for (int d = 0; d < k->rrank; d++)
-		nr *= k->rdim[d];
+	int64_t npt = kernel_points(k), nr = kernel_terms(k);
 	if (nr <= 1 || npt == 0)
 		return FM_THREAD;
 	int64_t c = term_cost(p, k), nw = FUSED_THREADS / 32;
@@ -1185,9 +1184,7 @@ cg_cuda_fused_form(const KProgram *p, uint32_t ki) {
 
 static int64_t
 point_cost(const KProgram *p, const KKernel *k, FMode m) {
-	int64_t nr = 1;
-	for (int d = 0; k->red && d < k->rrank; d++)
-		nr *= k->rdim[d];
+	int64_t nr = k->red ? kernel_terms(k) : 1;
 	int64_t c = k->red ? term_cost(p, k) : (kx_cost(p, k->body) + 3) / 4;
 	c = c > 1 ? c : 1;
 	if (m == FM_WARP)

@@ -1435,7 +1435,7 @@ adaptive_count(KProgram *p, KxId h0, KxId h1, KxId w0, KxId w1, DType dt)
 	              ifloat(p, kx_iadd(p, w1, ineg(p, w0)), dt));
 }
 
-// ir/interp.c's bilinear_src in F64: the source coordinate of output dst,
+// ir_bilinear_src (ir/interp.c) in F64: the source coordinate of output dst,
 // its neighbours i0, i1 and the weight l of i1.
 static void
 bilinear_src(KProgram *p, KxId dst, int64_t in, int64_t outn, int align, KxId *i0, KxId *i1, KxId *l)
@@ -1458,20 +1458,14 @@ bilinear_src(KProgram *p, KxId dst, int64_t in, int64_t outn, int align, KxId *i
 	*l = kx_bin(p, KX_SUB, src, to_f64(p, *i0));
 }
 
-// bilinear_src on the host, exactly ir/interp.c's: the first neighbour.
+// The first neighbour that output dst reads, the interpreter's own.
 static int64_t
 bilinear_i0(int64_t dst, int64_t in, int64_t outn, int align)
 {
-	double src;
-	if (align)
-		src = outn > 1 ? (double)dst * (double)(in - 1) / (double)(outn - 1) : 0;
-	else {
-		src = ((double)dst + 0.5) * ((double)in / (double)outn) - 0.5;
-		if (src < 0)
-			src = 0;
-	}
-	int64_t i0 = (int64_t)src;
-	return i0 > in - 1 ? in - 1 : i0;
+	int64_t i0, i1;
+	double l;
+	ir_bilinear_src(dst, in, outn, align, &i0, &i1, &l);
+	return i0;
 }
 
 // The inverse window of bilinear upsampling along one axis (in -> outn):

@@ -1092,8 +1092,9 @@ RULE(adaptive_avg_pool)
 // pixel centres, src = (dst + 0.5) in / out - 0.5, clamped at 0.  The
 // neighbours are i0 = floor(src) and i0 + 1 (i0 itself at the last pixel),
 // weighted 1 - l and l with l = src - i0.
-static void
-bilinear_src(int64_t dst, int64_t in, int64_t outn, int align, int64_t *i0, int64_t *i1, double *l)
+void
+ir_bilinear_src(int64_t dst, int64_t in, int64_t outn, int align, int64_t *i0, int64_t *i1,
+                double *l)
 {
 	double src;
 	if (align)
@@ -1122,9 +1123,9 @@ RULE(upsample_bilinear)
 		for (int64_t oh = 0; oh < OH; oh++) {
 			int64_t h0, h1, w0, w1;
 			double lh, lw;
-			bilinear_src(oh, H, OH, align, &h0, &h1, &lh);
+			ir_bilinear_src(oh, H, OH, align, &h0, &h1, &lh);
 			for (int64_t ow = 0; ow < OW; ow++) {
-				bilinear_src(ow, W, OW, align, &w0, &w1, &lw);
+				ir_bilinear_src(ow, W, OW, align, &w0, &w1, &lw);
 				double top = (1 - lw) * p[h0 * W + w0] + lw * p[h0 * W + w1];
 				double bot = (1 - lw) * p[h1 * W + w0] + lw * p[h1 * W + w1];
 				o[oh * OW + ow] = (1 - lh) * top + lh * bot;
@@ -1353,9 +1354,9 @@ RULE(upsample_bilinear_grad)
 		for (int64_t oh = 0; oh < OH; oh++) {
 			int64_t h0, h1, w0, w1;
 			double lh, lw;
-			bilinear_src(oh, H, OH, align, &h0, &h1, &lh);
+			ir_bilinear_src(oh, H, OH, align, &h0, &h1, &lh);
 			for (int64_t ow = 0; ow < OW; ow++) {
-				bilinear_src(ow, W, OW, align, &w0, &w1, &lw);
+				ir_bilinear_src(ow, W, OW, align, &w0, &w1, &lw);
 				double gv = gp[oh * OW + ow];
 				o[h0 * W + w0] += (1 - lh) * (1 - lw) * gv;
 				o[h0 * W + w1] += (1 - lh) * lw * gv;

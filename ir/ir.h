@@ -342,6 +342,11 @@ int ir_tensor_alloc(Tensor *t, DType dt, const Shape *s); // zeroed; 0 on overfl
 // message on a run-time error (a bad index, a shape mismatch of an input).
 int ir_interp(const Graph *g, const Tensor *inputs, Tensor *outputs, uint64_t runseed, char *err,
               size_t errlen);
+// Bilinear upsampling's source along one axis (in -> outn pixels): output
+// dst reads inputs *i0 and *i1 with weights 1 - *l and *l (ir/interp.c).
+// The backends derive their windows from it, so all agree exactly.
+void ir_bilinear_src(int64_t dst, int64_t in, int64_t outn, int align, int64_t *i0, int64_t *i1,
+                     double *l);
 // Computes every declaration's value in order: bound[i] is used when bound
 // && isbound && isbound[i] (its dtype and shape must equal the
 // declaration's), otherwise decl i's initializer runs; values declared f32
