@@ -591,29 +591,11 @@ red_combine_var(Cu *c, KRed r, DType dt, const char *o) {
 static int fused(const KProgram *p);
 static int stage_inputs(const KProgram *p, const CgCudaKernel *all, int64_t tmp, int64_t *bytes);
 
-// A kernel's output points, and its terms per point (1 without a
-// reduction).
-static int64_t
-kernel_points(const KKernel *k) {
-	int64_t n = 1;
-	for (int d = 0; d < k->rank; d++)
-		n *= k->dim[d];
-	return n;
-}
-
-static int64_t
-kernel_terms(const KKernel *k) {
-	int64_t n = 1;
-	for (int d = 0; d < k->rrank; d++)
-		n *= k->rdim[d];
-	return n;
-}
-
 static int
 blockred(const KProgram *p, const KKernel *k) {
 	if (!k->red || fused(p))
 		return 0;
-	return kernel_terms(k) >= BLOCKRED_MIN_TERMS && kernel_points(k) <= BLOCKRED_MAX_POINTS;
+	return kir_kernel_terms(k) >= BLOCKRED_MIN_TERMS && kir_kernel_points(k) <= BLOCKRED_MAX_POINTS;
 }
 
 // A contraction inside a persistent loop kernel, as tiles (loop_tile).
@@ -687,7 +669,7 @@ static int
 loop_tile(const KProgram *p, const KKernel *k, Tile *t) {
 	if (k->red != KR_SUM || !k->contraction || k->host || k->rank < 1 || fused(p))
 		return 0;
-	int64_t npt = kernel_points(k), nr = kernel_terms(k);
+	int64_t npt = kir_kernel_points(k), nr = kir_kernel_terms(k);
 	int64_t cols = k->dim[k->rank - 1];
 	if (nr < TILE_MIN_TERMS || cols < 32 || getenv("FADC_CUDA_NO_TILE"))
 		return 0;
@@ -775,11 +757,7 @@ fused_smem(const KProgram *p) {
 static int64_t
 kernel_work(const KProgram *p, uint32_t ki) {
 	const KKernel *k = &p->k[ki];
-	int64_t w = 1;
-	for (int d = 0; d < k->rank; d++)
-		w *= k->dim[d];
-	for (int d = 0; k->red && d < k->rrank; d++)
-		w *= k->rdim[d];
+	int64_t w = kir_kernel_points(k) * kir_kernel_terms(k);
 	for (uint32_t l = 0; l < p->nloop; l++)
 		if (p->loop[l].begin <= ki && ki < p->loop[l].end)
 			w *= p->loop[l].trip > 1 ? p->loop[l].trip : 1;
@@ -960,7 +938,7 @@ buf_same_place(const KProgram *p, uint32_t a, uint32_t b) {
 static int
 owners_agree(const KProgram *p, uint32_t i, uint32_t j) {
 	FMode mi = fused_mode(p, &p->k[i]), mj = fused_mode(p, &p->k[j]);
-	int64_t ni = kernel_points(&p->k[i]), nj = kernel_points(&p->k[j]);
+	int64_t ni = kir_kernel_points(&p->k[i]), nj = kir_kernel_points(&p->k[j]);
 	int64_t n = ni < nj ? ni : nj;
 	for (int64_t t = 0; t < n && t < FUSED_THREADS; t++) // both periodic in 256
 		if (fmode_owner(mi, t) != fmode_owner(mj, t))
@@ -1148,7 +1126,7 @@ static FMode
 fused_mode(const KProgram *p, const KKernel *k) {
 	if (!k->red || k->host)
 		return FM_THREAD;
-	int64_t npt = kernel_points(k), nr = kernel_terms(k);
+	int64_t npt = kir_kernel_points(k), nr = kir_kernel_terms(k);
 	if (nr <= 1 || npt == 0)
 		return FM_THREAD;
 	int64_t c = term_cost(p, k), nw = FUSED_THREADS / 32;
@@ -1184,7 +1162,7 @@ cg_cuda_fused_form(const KProgram *p, uint32_t ki) {
 
 static int64_t
 point_cost(const KProgram *p, const KKernel *k, FMode m) {
-	int64_t nr = k->red ? kernel_terms(k) : 1;
+	int64_t nr = kir_kernel_terms(k);
 	int64_t c = k->red ? term_cost(p, k) : (kx_cost(p, k->body) + 3) / 4;
 	c = c > 1 ? c : 1;
 	if (m == FM_WARP)
@@ -1252,7 +1230,7 @@ fused_rotations(const KProgram *p, const uint8_t *bar, uint8_t *rot) {
 			const KKernel *k = &p->k[i];
 			uint32_t g = uf_find(up, i);
 			FMode m = fused_mode(p, k);
-			int64_t npt = kernel_points(k), pc = point_cost(p, k, m), *w = gw + (size_t)g * NW;
+			int64_t npt = kir_kernel_points(k), pc = point_cost(p, k, m), *w = gw + (size_t)g * NW;
 			if (m == FM_BLOCK) {
 				pinned[g] = 1;
 				for (int x = 0; x < NW; x++)
@@ -1448,9 +1426,7 @@ persist_grid(const KProgram *p, uint32_t begin, uint32_t end) {
 	int64_t g = 1;
 	for (uint32_t ki = begin; ki < end; ki++) {
 		const KKernel *k = &p->k[ki];
-		int64_t npt = 1;
-		for (int d = 0; d < k->rank; d++)
-			npt *= k->dim[d];
+		int64_t npt = kir_kernel_points(k);
 		Tile t;
 		int64_t b = loop_tile(p, k, &t) ? t.units
 		            : blockred(p, k)     ? npt
@@ -1950,9 +1926,7 @@ kernel_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out) {
 	kernel_name(f, p->name ? p->name : "", ki, k->what);
 	fclose(f);
 	out->name = name;
-	out->points = 1;
-	for (int d = 0; d < k->rank; d++)
-		out->points *= k->dim[d];
+	out->points = kir_kernel_points(k);
 	out->buf[out->narg++] = k->out;
 	for (uint32_t b = 0; b < p->nbuf; b++)
 		if (u.buf[b] && b != k->out)
@@ -2016,9 +1990,7 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 	FILE *f = c->f;
 	DType vt = (DType)p->x[k->body].dtype, st = p->buf[k->out].dtype;
 	int nw = FUSED_THREADS / 32;
-	int64_t nr = 1, R = tl->r;
-	for (int d = 0; d < k->rrank; d++)
-		nr *= k->rdim[d];
+	int64_t nr = kir_kernel_terms(k), R = tl->r;
 	int rguard = tl->rows % R != 0, cguard = tl->cols % 32 != 0;
 	c->var32 = 0; // t, r, i<d>, col, row0 are printed long long here
 	// red[] is the module's one fadc_tile_red (cg_cuda_print): the tiled
@@ -2180,9 +2152,7 @@ print_kernel(Cu *c, uint32_t ki) {
 	FILE *f = c->f;
 	Uses u = {0};
 	kernel_uses(p, k, &u);
-	int64_t npt = 1;
-	for (int d = 0; d < k->rank; d++)
-		npt *= k->dim[d];
+	int64_t npt = kir_kernel_points(k);
 	DType st = p->buf[k->out].dtype;
 	// The launch contract, for the runtime: points, then the arguments.
 	fprintf(f, "\n// kernel %u: %s, %lld points, writes b%u; args: b%u", ki,
@@ -2239,9 +2209,7 @@ print_kernel(Cu *c, uint32_t ki) {
 	int rot = c->fused && c->rot ? c->rot[ki] : 0;
 	// The point and reduction variables in int where their extents leave
 	// room for the loops' strides (index32 above).
-	int64_t nred = 1;
-	for (int d = 0; d < k->rrank; d++)
-		nred *= k->rdim[d];
+	int64_t nred = kir_kernel_terms(k);
 	c->var32 = npt < ((int64_t)1 << 30) && nred < ((int64_t)1 << 30);
 	const char *it = c->var32 ? "int" : "long long", *ll = c->var32 ? "" : "LL";
 	if (br) {
@@ -2286,9 +2254,7 @@ print_kernel(Cu *c, uint32_t ki) {
 	KxId val = k->red ? k->post : k->body;
 	DType vt = (DType)p->x[k->body].dtype;
 	if (br || wr) {
-		int64_t nr = 1;
-		for (int d = 0; d < k->rrank; d++)
-			nr *= k->rdim[d];
+		int64_t nr = kir_kernel_terms(k);
 		indent(c);
 		fprintf(f, "%s acc = ", cty(vt));
 		red_init(c, k->red, vt);

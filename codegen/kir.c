@@ -1165,6 +1165,24 @@ rebuild(KProgram *p, KxId e, const KxId *map, KxId *memo)
 	return r;
 }
 
+int64_t
+kir_kernel_points(const KKernel *k)
+{
+	int64_t n = 1;
+	for (int d = 0; d < k->rank; d++)
+		n *= k->dim[d];
+	return n;
+}
+
+int64_t
+kir_kernel_terms(const KKernel *k)
+{
+	int64_t n = 1;
+	for (int d = 0; k->red && d < k->rrank; d++)
+		n *= k->rdim[d];
+	return n;
+}
+
 // A zeroed kernel inserted before kernel ki (later kernels and loops move).
 static KKernel *
 kernel_insert(KProgram *p, uint32_t ki)
@@ -1269,11 +1287,7 @@ kir_gemm_operands(KProgram *p)
 		if (!k->contraction || k->host || k->red != KR_SUM || p->x[k->post].op != KX_ACC ||
 		    p->x[k->body].op != KX_MUL || in_loop(p, ki))
 			continue;
-		int64_t work = 1;
-		for (int d = 0; d < k->rank; d++)
-			work *= k->dim[d];
-		for (int d = 0; d < k->rrank; d++)
-			work *= k->rdim[d];
+		int64_t work = kir_kernel_points(k) * kir_kernel_terms(k);
 		KGemmPlan g;
 		if (work < GEMM_OPERAND_MIN_WORK || kir_gemm_plan(p, k, &g))
 			continue;
@@ -1324,11 +1338,7 @@ kir_split_reductions(KProgram *p)
 		if (k->red != KR_SUM || k->contraction || k->host || k->rrank < 2 ||
 		    k->rank >= IR_MAXDIM || in_loop(p, ki))
 			continue;
-		int64_t npt = 1, nr = 1, s = k->rdim[0];
-		for (int d = 0; d < k->rank; d++)
-			npt *= k->dim[d];
-		for (int d = 0; d < k->rrank; d++)
-			nr *= k->rdim[d];
+		int64_t npt = kir_kernel_points(k), nr = kir_kernel_terms(k), s = k->rdim[0];
 		if (npt > SPLIT_MAX_POINTS || nr < SPLIT_MIN_TERMS || s < 2 || nr / s < 256)
 			continue;
 		DType vt = (DType)p->x[k->body].dtype;

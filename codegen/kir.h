@@ -262,6 +262,10 @@ void kir_gemm_operands(KProgram *p);
 // reductions"): partial sums along the first reduction variable, then
 // their sum.
 void kir_split_reductions(KProgram *p);
+// A kernel's output points (the product of its parallel extents), and its
+// terms per point (of its reduction extents; 1 without a reduction).
+int64_t kir_kernel_points(const KKernel *k);
+int64_t kir_kernel_terms(const KKernel *k);
 
 // The same kernel as one strided batched GEMM in row-major terms, what a
 // BLAS call needs (codegen/cuda.c turns it into a cuBLAS launch record):
