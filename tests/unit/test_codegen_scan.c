@@ -27,24 +27,8 @@
 #include "codegen.h"
 #include "frontend.h"
 #include "passes.h"
+#include "scan_modules.h"
 #include "testutil.h"
-
-static const char rnn[] =
-    "param w: f64[3] = uniform(0.2, 0.9, seed=1)\n"
-    "param c0: f64[3] = normal(0, 0.5, seed=2)\n"
-    "param xs: f64[5, 3] = normal(0, 0.5, seed=3)\n"
-    "def cell(c: f64[3], x: f64[3], w: f64[3]) -> (f64[3], f64[3]) {\n"
-    "  n = tanh(c * w + x)\n  return n, n * n\n}\n"
-    "def forward() {\n  c, ys = scan(cell, c0, xs, w, ncarry=1, nxs=1)\n"
-    "  return sum(ys * xs) + sum(c * w)\n}\n";
-
-static const char rnn_reverse[] =
-    "param w: f64[3] = uniform(0.2, 0.9, seed=1)\n"
-    "param xs: f64[4, 3] = normal(0, 0.5, seed=3)\n"
-    "def cell(c: f64[3], x: f64[3], w: f64[3]) -> (f64[3], f64[3]) {\n"
-    "  n = sigmoid(c * w - x)\n  return n, n * c\n}\n"
-    "def forward() {\n  c, ys = scan(cell, zeros([3], f64), xs, w, ncarry=1, nxs=1, reverse=1)\n"
-    "  return sum(ys) + sum(c * c)\n}\n";
 
 static const char lstm[] =
     "param wx: f64[2, 8] = normal(0, 0.4, seed=4)\n"
@@ -88,20 +72,6 @@ static const char ctc[] =
     "  a0 = pad(zeros([2, 1], f64), before=[0, 0], after=[0, 2], value=-1e30)\n"
     "  a = scan(alpha, a0, lp, mask, ncarry=1, nxs=2)\n"
     "  return -sum(logsumexp(get(a, index=0), 1))\n}\n";
-
-// test_scandiff's matrix invariants: their adjoints hoisted out of the
-// reverse scan as one product over the steps (passes/scan.c).
-static const char matrnn[] =
-    "param wa: f64[5, 5] = normal(0, 0.4, seed=10)\n"
-    "param wb: f64[5, 5] = normal(0, 0.4, seed=11)\n"
-    "param xs: f64[4, 2, 5] = normal(0, 0.5, seed=12)\n"
-    "const mask: bool[4, 2, 1] = iota(shape=[4, 2, 1], axis=0, dtype=f64) < broadcast(3 + iota(shape=[2, 1], axis=0, dtype=f64), shape=[4, 2, 1])\n"
-    "def cell(h: f64[2, 5], x: f64[2, 5], m: bool[2, 1], wa: f64[5, 5], wb: f64[5, 5]) -> (f64[2, 5], f64[2, 5]) {\n"
-    "  n = tanh(h @ wa + reshape(wb @ reshape(h, [5, 2]), [2, 5]) + x)\n"
-    "  return where(m, n, h), n * x\n}\n"
-    "def forward() {\n"
-    "  h, ys = scan(cell, xs[0], xs, mask, wa, wb, ncarry=1, nxs=2, reverse=1)\n"
-    "  return sum(ys) + sum(h * h) + sum(wa * wa)\n}\n";
 
 // The lowering's corner cases: a sequence that is a view (a permute,
 // materialized for the body), an invariant that is an expression, a carry
