@@ -794,6 +794,8 @@ decl_var(P *p, int k, Loc loc)
 	return p->declvar[k];
 }
 
+static Val lookup_global(P *p, const char *name, Loc loc);
+
 // Resolves a name to a value.  Dotted names may start with a `params`
 // argument (p.conv1.weight).  A name that resolves to nothing becomes
 // V_IDENT: a function, an enum name or a prefix, or an error when used.
@@ -807,11 +809,20 @@ lookup(P *p, const char *name, Loc loc)
 	if (dot) {
 		char *head = arena_strndup(p->a, name, (size_t)(dot - name));
 		Var *pv = scope_find(p->sc, head);
-		if (pv && pv->v.k == V_PARAMS) {
-			const char *full = arena_printf(p->a, "%s%s", pv->v.s, dot);
-			return lookup(p, full, loc);
-		}
+		// A prefix is already a whole path from the top (the caller resolved
+		// it), so the substituted name is looked up among the declarations
+		// only: through the scope again, `g(p)` with an unbound p would bind
+		// p to the prefix "p" and expand p.W into itself forever.
+		if (pv && pv->v.k == V_PARAMS)
+			return lookup_global(p, arena_printf(p->a, "%s%s", pv->v.s, dot), loc);
 	}
+	return lookup_global(p, name, loc);
+}
+
+// Resolves a name among the declarations, sizes and named constants.
+static Val
+lookup_global(P *p, const char *name, Loc loc)
+{
 	int k = ir_module_find_decl(p->m, name);
 	if (k >= 0 && !p->g) // a size, or a dimension of a declaration's type
 		perr(p, loc, "'%s' is a tensor, not a compile-time integer", name);
@@ -1928,6 +1939,10 @@ inline_def(P *p, Def *d, Loc loc, Val *args, const char **kw, int nargs)
 	Val ret = {0};
 	Loc retloc = 0;
 	parse_block(p, &ret, &retloc);
+	// A function returns values, never a bare name: say so where the name
+	// is, while the call chain is still known, not at the call.
+	if (ret.k == V_IDENT)
+		unknown_name(p, ret.s, ret.loc);
 	if (d->ret_tok) {
 		// Check the declared result types.
 		p->pos = d->ret_tok;
@@ -2777,6 +2792,10 @@ body_graph(P *p, const Val *fn, Loc loc, const Val *opv, const NodeId *ops, int 
 	Val ret = {0};
 	Loc retloc = 0;
 	parse_block(p, &ret, &retloc);
+	// A function returns values, never a bare name: say so where the name
+	// is, while the call chain is still known, not at the call.
+	if (ret.k == V_IDENT)
+		unknown_name(p, ret.s, ret.loc);
 	if (!ret.k)
 		perr(p, d->loc, "scan body '%s' returns nothing", fname);
 	Val *items = scratch(p)->v; // parse_block is done with them
@@ -3183,6 +3202,10 @@ parse_forward(P *p, Def *d)
 	Val ret = {0};
 	Loc retloc = 0;
 	parse_block(p, &ret, &retloc);
+	// A function returns values, never a bare name: say so where the name
+	// is, while the call chain is still known, not at the call.
+	if (ret.k == V_IDENT)
+		unknown_name(p, ret.s, ret.loc);
 	if (!ret.k)
 		perr(p, d->loc, "forward returns nothing");
 	Val items[64];
