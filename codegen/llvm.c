@@ -1594,9 +1594,10 @@ emit_host(Emit *e, const KKernel *k)
 // sums its terms in the order of k, one at a time: only the rounding of
 // the fused multiply-add differs from the plain loop nest.  Columns past
 // the last whole tile and rows past the last whole MR-row block run as
-// one-row tiles and scalar dot products.  The operands are read in place
-// (no packing): B's rows of NR values are contiguous, A's values are
-// broadcast, so any strides of A work.  LLVM 14's C API cannot set
+// one-row tiles and scalar dot products.  A's values are broadcast, so any
+// strides of A work; B is packed per block of GEMM_KC reduction steps
+// when the reduction is one walk (emit_gemm), else read in place (its
+// rows of NR values are contiguous).  LLVM 14's C API cannot set
 // fast-math flags, which is why the vectors are spelled out: the loop
 // vectorizer would not reassociate a reduction.
 #define GEMM_MR 6
@@ -1612,6 +1613,12 @@ typedef struct Gemm {
 	KxId aidx, bidx; // their load indices
 	int64_t ca_i, cb_j, cc_i; // coefficients: A along i, B along j (1), C along i
 	int64_t ca_k[IR_MAXDIM], cb_k[IR_MAXDIM]; // along each reduction variable
+	// The reduction as one axis k = (r0, r1, ...) row-major, when every
+	// variable's coefficients in A and B are the next one's times its
+	// extent (a weight gradient summing over (n, p) of gT[co, n, p] and
+	// colT[n, p, q]): K steps, A and B moving by ka and kb per step.
+	int one;
+	int64_t K, ka, kb;
 } Gemm;
 
 // The shared recognition (kir_gemm_match: a product of two affine loads
@@ -1644,6 +1651,18 @@ gemm_plan(const KProgram *p, const KKernel *k, Gemm *G)
 		G->ca_k[r] = m.ca[k->rank + r];
 		G->cb_k[r] = m.cb[k->rank + r];
 		K *= k->rdim[r];
+	}
+	// Merge the reduction axes when they are one walk through both
+	// operands: then the packed path (one axis) serves them, and each
+	// output still sums in the same order (r0 outermost).
+	int last = k->rrank - 1;
+	G->one = k->rrank >= 1;
+	G->K = K;
+	G->ka = last >= 0 ? G->ca_k[last] : 0;
+	G->kb = last >= 0 ? G->cb_k[last] : 0;
+	for (int64_t r = last - 1, sa = G->ka, sb = G->kb; r >= 0 && G->one; r--) {
+		sa *= k->rdim[r + 1], sb *= k->rdim[r + 1];
+		G->one = G->ca_k[r] == sa && G->cb_k[r] == sb;
 	}
 	int vl = vt == DT_F32 ? 8 : 4;
 	return G->N >= GEMM_NV * vl && G->M * G->N * K >= GEMM_MIN_WORK;
@@ -1780,11 +1799,11 @@ gemm_tile_packed(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, in
 			LLVMBuildStore(e->B, LLVMBuildSelect(e->B, first, LLVMConstNull(vty), old, ""),
 			               acc[i * GEMM_NV + v]);
 		}
-	LLVMValueRef pa = axpy(e, axpy(e, ba, G->ca_i, i0), G->ca_k[0], k0);
+	LLVMValueRef pa = axpy(e, axpy(e, ba, G->ca_i, i0), G->ka, k0);
 	Loop lk;
 	loop_begin_v(e, &lk, ctr, kc);
 	LLVMValueRef kk = LLVMBuildLoad2(e->B, e->i64, ctr, "");
-	LLVMValueRef ia = axpy(e, pa, G->ca_k[0], kk);
+	LLVMValueRef ia = axpy(e, pa, G->ka, kk);
 	LLVMValueRef bv[GEMM_NV];
 	for (int v = 0; v < GEMM_NV; v++) {
 		LLVMValueRef slot = LLVMBuildNSWAdd(e->B, LLVMBuildNSWMul(e->B, kk, i64c(e, GEMM_NV), ""), i64c(e, v), "");
@@ -1806,11 +1825,13 @@ gemm_tile_packed(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, in
 	}
 }
 
-// The GEMM's range: one iteration per (outer point, column tile, group of
-// GEMM_RG rows), the columns past the last tile counting as one more
-// tile, in that order (row groups fastest).  Each iteration computes its
-// outputs whole, by the same code whatever the chunking: the unit of the
-// thread pool's split (split_plan), and the loop of an unsplit GEMM too.
+// The GEMM's range: one iteration per (outer point, group of GEMM_RG
+// rows, column tile), the columns past the last tile counting as one more
+// tile, in that order (column tiles fastest: consecutive iterations share
+// their rows of A, which stay in cache while B's panels change).  Each
+// iteration computes its outputs whole, by the same code whatever the
+// chunking: the unit of the thread pool's split (split_plan), and the
+// loop of an unsplit GEMM too.
 #define GEMM_RG (16 * GEMM_MR) // rows per group: B's packed panel is reused this often
 
 static void
@@ -1832,6 +1853,50 @@ smin(Emit *e, LLVMValueRef a, LLVMValueRef b)
 	return LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, a, b, ""), a, b, "");
 }
 
+// One iteration f of the range, decoded: its column tile, its rows
+// r0 .. r0 + nrows - 1 (mb blocks of MR from r0, rem more from rbase) and
+// the bases of A, B and C (every index at i = j = k = 0 for its outer
+// point).
+typedef struct GemmIter {
+	LLVMValueRef tile, r0, nrows, mb, rem, rbase, ba, bb, bc;
+} GemmIter;
+
+static GemmIter
+gemm_iter(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef f, int64_t ncol, int64_t ngroup)
+{
+	GemmIter it;
+	int nouter = G->vi >= 0 ? G->vi : G->vj;
+	it.tile = LLVMBuildSRem(e->B, f, i64c(e, ncol), "");
+	LLVMValueRef q = LLVMBuildSDiv(e->B, f, i64c(e, ncol), "");
+	LLVMValueRef g = LLVMBuildSRem(e->B, q, i64c(e, ngroup), "");
+	store_coords(e, LLVMBuildSDiv(e->B, q, i64c(e, ngroup), ""), k->dim, nouter, e->var);
+	for (int v = nouter; v < k->rank + k->rrank; v++)
+		LLVMBuildStore(e->B, i64c(e, 0), e->var[v]);
+	new_region(e);
+	it.ba = emit_x(e, G->aidx);
+	it.bb = emit_x(e, G->bidx);
+	it.bc = emit_x(e, k->index);
+	it.r0 = LLVMBuildNSWMul(e->B, g, i64c(e, GEMM_RG), "");
+	it.nrows = smin(e, i64c(e, GEMM_RG), LLVMBuildNSWSub(e->B, i64c(e, G->M), it.r0, ""));
+	it.mb = LLVMBuildSDiv(e->B, it.nrows, i64c(e, GEMM_MR), "");
+	it.rem = LLVMBuildNSWSub(e->B, it.nrows, LLVMBuildNSWMul(e->B, it.mb, i64c(e, GEMM_MR), ""), "");
+	it.rbase = LLVMBuildNSWAdd(e->B, it.r0, LLVMBuildNSWMul(e->B, it.mb, i64c(e, GEMM_MR), ""), "");
+	return it;
+}
+
+// Branches on whether the iteration is a whole column tile; the builder
+// is left in the tile's block, *cols is the other one.
+static LLVMBasicBlockRef
+gemm_branch(Emit *e, LLVMValueRef tile, int64_t ntile, LLVMBasicBlockRef *cols)
+{
+	LLVMBasicBlockRef bt = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.tile");
+	*cols = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.cols");
+	LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.next");
+	LLVMBuildCondBr(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, tile, i64c(e, ntile), ""), bt, *cols);
+	LLVMPositionBuilderAtEnd(e->B, bt);
+	return next;
+}
+
 static void
 emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 {
@@ -1848,39 +1913,22 @@ emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 	LLVMValueRef sacc = entry_alloca(e, t);
 	LLVMValueRef ctr_f = entry_alloca(e, e->i64), ctr_m = entry_alloca(e, e->i64);
 	LLVMValueRef ctr_r = entry_alloca(e, e->i64), ctr_j = entry_alloca(e, e->i64);
-	int nouter = G->vi >= 0 ? G->vi : G->vj;
 	// The range: [lo, hi) of a chunk, or all of it.
 	LLVMValueRef lo = e->sp.on ? e->lo : i64c(e, 0), hi = e->sp.on ? e->hi : i64c(e, np * ncol * ngroup);
 	Loop lf, lm, lr, lj, li;
-	loop_begin_range(e, &lf, ctr_f, lo, hi);
-	LLVMValueRef f = LLVMBuildLoad2(e->B, e->i64, ctr_f, "");
-	LLVMValueRef g = LLVMBuildSRem(e->B, f, i64c(e, ngroup), "");
-	LLVMValueRef q = LLVMBuildSDiv(e->B, f, i64c(e, ngroup), "");
-	LLVMValueRef tile = LLVMBuildSRem(e->B, q, i64c(e, ncol), "");
-	store_coords(e, LLVMBuildSDiv(e->B, q, i64c(e, ncol), ""), k->dim, nouter, e->var);
-	// The bases: every index at i = j = k = 0 for this outer point.
-	for (int v = nouter; v < k->rank + k->rrank; v++)
-		LLVMBuildStore(e->B, i64c(e, 0), e->var[v]);
-	new_region(e);
-	LLVMValueRef ba = emit_x(e, G->aidx), bb = emit_x(e, G->bidx), bc = emit_x(e, k->index);
-	// This group's rows: r0 .. r0 + nrows - 1, mb blocks of MR and rem more.
-	LLVMValueRef r0 = LLVMBuildNSWMul(e->B, g, i64c(e, GEMM_RG), "");
-	LLVMValueRef nrows = smin(e, i64c(e, GEMM_RG), LLVMBuildNSWSub(e->B, i64c(e, G->M), r0, ""));
-	LLVMValueRef mb = LLVMBuildSDiv(e->B, nrows, i64c(e, GEMM_MR), "");
-	LLVMValueRef rem = LLVMBuildNSWSub(e->B, nrows, LLVMBuildNSWMul(e->B, mb, i64c(e, GEMM_MR), ""), "");
-	LLVMValueRef rbase = LLVMBuildNSWAdd(e->B, r0, LLVMBuildNSWMul(e->B, mb, i64c(e, GEMM_MR), ""), "");
-	LLVMBasicBlockRef btile = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.tile");
-	LLVMBasicBlockRef bcols = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.cols");
-	LLVMBasicBlockRef bnext = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.next");
-	LLVMBuildCondBr(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, tile, i64c(e, ntile), ""), btile, bcols);
-	LLVMPositionBuilderAtEnd(e->B, btile);
-	LLVMValueRef j0 = LLVMBuildNSWMul(e->B, tile, i64c(e, nr), "");
-	if (k->rrank == 1) {
-		// One reduction axis: blocks of GEMM_KC steps; per block, B's KC x
-		// NR values of this tile are packed into a stack buffer (contiguous:
-		// one cache-resident panel, no TLB misses from B's row stride) that
-		// every block of rows of the group then reads.
-		int64_t K = k->rdim[0], nkb = (K + GEMM_KC - 1) / GEMM_KC;
+	LLVMBasicBlockRef bcols, bnext;
+	if (G->one) {
+		// One reduction axis (or axes merged into one): blocks of GEMM_KC
+		// steps, outermost, over every whole tile of the range, so that a
+		// block of A's rows (GEMM_RG x GEMM_KC) stays in cache while the
+		// range's column tiles go by (the rows of A were re-read from
+		// memory for every tile before).  Per block and tile, B's KC x NR
+		// values are packed into a stack buffer (contiguous: one
+		// cache-resident panel, no TLB misses from B's row stride) that
+		// every block of rows of the group then reads.  The accumulators
+		// start from zero in the first block and from C after: each output
+		// still sums its terms in order of k, whatever the range.
+		int64_t K = G->K, nkb = (K + GEMM_KC - 1) / GEMM_KC;
 		LLVMTypeRef pt = LLVMArrayType(vty, GEMM_KC * GEMM_NV);
 		LLVMValueRef bp = entry_alloca(e, pt);
 		LLVMSetAlignment(bp, 64);
@@ -1892,9 +1940,13 @@ emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 		LLVMValueRef k0 = LLVMBuildNSWMul(e->B, kb, i64c(e, GEMM_KC), "");
 		LLVMValueRef kc = smin(e, LLVMBuildNSWSub(e->B, i64c(e, K), k0, ""), i64c(e, GEMM_KC));
 		LLVMValueRef first = LLVMBuildICmp(e->B, LLVMIntEQ, kb, i64c(e, 0), "");
+		loop_begin_range(e, &lf, ctr_f, lo, hi);
+		GemmIter it = gemm_iter(e, k, G, LLVMBuildLoad2(e->B, e->i64, ctr_f, ""), ncol, ngroup);
+		bnext = gemm_branch(e, it.tile, ntile, &bcols);
+		LLVMValueRef j0 = LLVMBuildNSWMul(e->B, it.tile, i64c(e, nr), "");
 		loop_begin_v(e, &lp, ctr_k, kc);
 		LLVMValueRef kk = LLVMBuildLoad2(e->B, e->i64, ctr_k, "");
-		LLVMValueRef ib = axpy(e, LLVMBuildNSWAdd(e->B, bb, j0, ""), G->cb_k[0],
+		LLVMValueRef ib = axpy(e, LLVMBuildNSWAdd(e->B, it.bb, j0, ""), G->kb,
 		                       LLVMBuildNSWAdd(e->B, k0, kk, ""));
 		for (int v = 0; v < GEMM_NV; v++) {
 			LLVMValueRef x = gemm_vload(e, G->bbuf, LLVMBuildNSWAdd(e->B, ib, i64c(e, v * (int64_t)vl), ""), vt, vl);
@@ -1902,36 +1954,48 @@ emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 			LLVMBuildStore(e->B, x, LLVMBuildInBoundsGEP2(e->B, vty, bp, &slot, 1, ""));
 		}
 		loop_end(e, &lp);
-		loop_begin_v(e, &lm, ctr_m, mb);
-		LLVMValueRef i0 = LLVMBuildNSWAdd(e->B, r0, LLVMBuildNSWMul(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_m, ""), i64c(e, GEMM_MR), ""), "");
-		gemm_tile_packed(e, k, G, acc, GEMM_MR, bp, ba, bc, i0, j0, k0, kc, first, ctr_k, vt, vl);
+		loop_begin_v(e, &lm, ctr_m, it.mb);
+		LLVMValueRef i0 = LLVMBuildNSWAdd(e->B, it.r0, LLVMBuildNSWMul(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_m, ""), i64c(e, GEMM_MR), ""), "");
+		gemm_tile_packed(e, k, G, acc, GEMM_MR, bp, it.ba, it.bc, i0, j0, k0, kc, first, ctr_k, vt, vl);
 		loop_end(e, &lm);
-		loop_begin_v(e, &lr, ctr_r, rem);
-		i0 = LLVMBuildNSWAdd(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_r, ""), rbase, "");
-		gemm_tile_packed(e, k, G, acc, 1, bp, ba, bc, i0, j0, k0, kc, first, ctr_k, vt, vl);
+		loop_begin_v(e, &lr, ctr_r, it.rem);
+		i0 = LLVMBuildNSWAdd(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_r, ""), it.rbase, "");
+		gemm_tile_packed(e, k, G, acc, 1, bp, it.ba, it.bc, i0, j0, k0, kc, first, ctr_k, vt, vl);
 		loop_end(e, &lr);
+		LLVMBuildBr(e->B, bnext);
+		LLVMPositionBuilderAtEnd(e->B, bcols); // the other columns: below
+		LLVMBuildBr(e->B, bnext);
+		LLVMPositionBuilderAtEnd(e->B, bnext);
+		loop_end(e, &lf);
 		loop_end(e, &lkb);
-	} else {
-		// Blocks of MR rows, then the rows left.
-		loop_begin_v(e, &lm, ctr_m, mb);
-		LLVMValueRef i0 = LLVMBuildNSWAdd(e->B, r0, LLVMBuildNSWMul(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_m, ""), i64c(e, GEMM_MR), ""), "");
-		gemm_tile(e, k, G, acc, GEMM_MR, ba, bb, bc, i0, j0, vt, vl, loops);
+	}
+	// The whole tiles of a reduction that is not one axis (blocks of MR
+	// rows, then the rows left, each over the whole reduction, B read in
+	// place), and for every GEMM the columns past the last tile (the
+	// range's last "tile"): scalar dot products in order of k, for the
+	// group's rows.
+	loop_begin_range(e, &lf, ctr_f, lo, hi);
+	GemmIter it = gemm_iter(e, k, G, LLVMBuildLoad2(e->B, e->i64, ctr_f, ""), ncol, ngroup);
+	bnext = gemm_branch(e, it.tile, ntile, &bcols);
+	if (!G->one) {
+		LLVMValueRef j0 = LLVMBuildNSWMul(e->B, it.tile, i64c(e, nr), "");
+		loop_begin_v(e, &lm, ctr_m, it.mb);
+		LLVMValueRef i0 = LLVMBuildNSWAdd(e->B, it.r0, LLVMBuildNSWMul(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_m, ""), i64c(e, GEMM_MR), ""), "");
+		gemm_tile(e, k, G, acc, GEMM_MR, it.ba, it.bb, it.bc, i0, j0, vt, vl, loops);
 		loop_end(e, &lm);
-		loop_begin_v(e, &lr, ctr_r, rem);
-		i0 = LLVMBuildNSWAdd(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_r, ""), rbase, "");
-		gemm_tile(e, k, G, acc, 1, ba, bb, bc, i0, j0, vt, vl, loops);
+		loop_begin_v(e, &lr, ctr_r, it.rem);
+		i0 = LLVMBuildNSWAdd(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_r, ""), it.rbase, "");
+		gemm_tile(e, k, G, acc, 1, it.ba, it.bb, it.bc, i0, j0, vt, vl, loops);
 		loop_end(e, &lr);
 	}
 	LLVMBuildBr(e->B, bnext);
-	// The columns past the last tile (the range's last "tile"): scalar dot
-	// products in order of k, for this group's rows.
 	LLVMPositionBuilderAtEnd(e->B, bcols);
 	loop_begin(e, &lj, ctr_j, G->N - ntile * nr);
-	loop_begin_v(e, &li, ctr_m, nrows);
+	loop_begin_v(e, &li, ctr_m, it.nrows);
 	LLVMValueRef j = LLVMBuildNSWAdd(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_j, ""), i64c(e, ntile * nr), "");
-	LLVMValueRef i = LLVMBuildNSWAdd(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_m, ""), r0, "");
+	LLVMValueRef i = LLVMBuildNSWAdd(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_m, ""), it.r0, "");
 	LLVMBuildStore(e->B, LLVMConstReal(t, 0), sacc);
-	LLVMValueRef pa = axpy(e, ba, G->ca_i, i), pb = LLVMBuildNSWAdd(e->B, bb, j, "");
+	LLVMValueRef pa = axpy(e, it.ba, G->ca_i, i), pb = LLVMBuildNSWAdd(e->B, it.bb, j, "");
 	for (int r = 0; r < k->rrank; r++)
 		loop_begin(e, &loops[k->rank + r], e->var[k->rank + r], k->rdim[r]);
 	LLVMValueRef ia = pa, ib = pb;
@@ -1944,7 +2008,7 @@ emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 	LLVMBuildStore(e->B, LLVMBuildFAdd(e->B, LLVMBuildLoad2(e->B, t, sacc, ""), prod, ""), sacc);
 	for (int r = k->rrank - 1; r >= 0; r--)
 		loop_end(e, &loops[k->rank + r]);
-	LLVMValueRef idx = LLVMBuildNSWAdd(e->B, axpy(e, bc, G->cc_i, i), j, "");
+	LLVMValueRef idx = LLVMBuildNSWAdd(e->B, axpy(e, it.bc, G->cc_i, i), j, "");
 	LLVMValueRef ptr = LLVMBuildInBoundsGEP2(e->B, t, e->bufptr[k->out], &idx, 1, "");
 	LLVMBuildStore(e->B, LLVMBuildLoad2(e->B, t, sacc, ""), ptr);
 	loop_end(e, &li);

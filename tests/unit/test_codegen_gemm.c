@@ -29,12 +29,15 @@ static const char model[] =
     "param c: f64[53, 300] = normal(0, 1, seed=3)\n"      // used transposed
     "param d: f64[3, 13, 300] = normal(0, 1, seed=4)\n"   // a batch of A
     "param v: f64[300, 1] = normal(0, 1, seed=5)\n"       // N = 1
+    "param e: f64[200, 300] = normal(0, 1, seed=6)\n"     // M = 2 row groups of 96 + 8
     "def forward() {\n"
     "  x = a @ b\n"
     "  y = a @ transpose(c, 0, 1)\n"
     "  z = d @ b\n"
     "  w = transpose(a, 0, 1) @ x\n"
+    "  u = e @ b\n"
     "  return sum(x * x) * 0.01 + sum(sin(y)) + sum(z * z * 0.001) + sum(cos(w) * 0.01) + sum(a @ v)\n"
+    "         + sum(u * u) * 0.001\n"
     "}\n";
 
 // Convolutions as GEMMs (codegen/lower.c, conv_gemm): a 2-d conv with
@@ -163,9 +166,12 @@ check(const char *name, const char *src, int f32, const char *const *kernels)
 // kernels here differ in shape, so each has a function of its own: as
 // many functions as kernels, each with a vector FMA.  (The weight
 // gradient is a GEMM only when both operands are plain loads, g read
-// through its transposed copy gT: codegen/lower.c, conv_gemm.)
+// through its transposed copy gT: codegen/lower.c, conv_gemm.)  With
+// `packed`, each such function must also hold B's packed panel (an alloca
+// of GEMM_KC x GEMM_NV vectors): the weight gradient's two reduction axes
+// (n, p) walk gT and colT as one, so they merge and take the packed path.
 static void
-check_cpu_gemm(const char *name, const char *src, int f32, const char *what)
+check_cpu_gemm(const char *name, const char *src, int f32, const char *what, int packed)
 {
 	char *text = f32 ? to_f32(src) : strdup(src);
 	FeOptions fo = {.diag = stderr};
@@ -202,7 +208,8 @@ check_cpu_gemm(const char *name, const char *src, int f32, const char *what)
 			continue;
 		nfn++;
 		const char *v = strstr(eol, f32 ? "@llvm.fmuladd.v8f32" : "@llvm.fmuladd.v4f64");
-		if (v && v < end)
+		const char *pk = strstr(eol, f32 ? "alloca [512 x <8 x float>]" : "alloca [512 x <4 x double>]");
+		if (v && v < end && (!packed || (pk && pk < end)))
 			ngemm++;
 		else
 			fprintf(stderr, "%s: %.*s is not a blocked GEMM\n", name, (int)(eol - q - 1), q + 1);
@@ -317,8 +324,8 @@ main(void)
 	check("bnorm.ir", bnorm, 1, bn_kernels);
 	check_plans("heads.ir", heads, "forward", 1);
 	check_plans("heads.ir", heads, "vjp", 2);
-	check_cpu_gemm("convs.ir", convs, 0, "conv_weight_grad.gemm");
-	check_cpu_gemm("convs.ir", convs, 1, "conv_weight_grad.gemm");
+	check_cpu_gemm("convs.ir", convs, 0, "conv_weight_grad.gemm", 1);
+	check_cpu_gemm("convs.ir", convs, 1, "conv_weight_grad.gemm", 1);
 	// Chunked column buffers: forward has 2 + 2 + 3 conv GEMMs in f64;
 	// vjp adds the weight gradients (2 + 2 + 2) and the input gradients
 	// (2 + 2 + 3): the counts pin the chunking.  f32 halves the bytes, so
@@ -330,8 +337,8 @@ main(void)
 	check("convs_chunked.ir", convs_chunked, 0, conv_kernels);
 	check_conv_plans("convs_chunked.ir", convs_chunked, "forward", 0, 7);
 	check_conv_plans("convs_chunked.ir", convs_chunked, "vjp", 0, 7 + 6 + 7);
-	check_cpu_gemm("convs_chunked.ir", convs_chunked, 0, "conv_weight_grad.gemm");
-	check_cpu_gemm("convs_chunked.ir", convs_chunked, 0, "conv_input_grad.gemm");
+	check_cpu_gemm("convs_chunked.ir", convs_chunked, 0, "conv_weight_grad.gemm", 1);
+	check_cpu_gemm("convs_chunked.ir", convs_chunked, 0, "conv_input_grad.gemm", 1);
 	unsetenv("FADC_CONV_COL_MAX");
 	check_conv_plans("convs_chunked.ir", convs_chunked, "vjp", 0, 3 + 3 + 3);
 	return TU_DONE("test_codegen_gemm");
