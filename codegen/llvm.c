@@ -1832,7 +1832,7 @@ gemm_tile_packed(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, in
 // iteration computes its outputs whole, by the same code whatever the
 // chunking: the unit of the thread pool's split (split_plan), and the
 // loop of an unsplit GEMM too.
-#define GEMM_RG (16 * GEMM_MR) // rows per group: B's packed panel is reused this often
+#define GEMM_RG (64 * GEMM_MR) // rows per group: B's packed panel is reused this often
 
 static void
 gemm_range(const KKernel *k, const Gemm *G, unsigned vl, int64_t *nouter_pts, int64_t *ncol,

@@ -29,7 +29,7 @@ static const char model[] =
     "param c: f64[53, 300] = normal(0, 1, seed=3)\n"      // used transposed
     "param d: f64[3, 13, 300] = normal(0, 1, seed=4)\n"   // a batch of A
     "param v: f64[300, 1] = normal(0, 1, seed=5)\n"       // N = 1
-    "param e: f64[200, 300] = normal(0, 1, seed=6)\n"     // M = 2 row groups of 96 + 8
+    "param e: f64[800, 300] = normal(0, 1, seed=6)\n"     // M = 2 row groups of 384 + 32
     "def forward() {\n"
     "  x = a @ b\n"
     "  y = a @ transpose(c, 0, 1)\n"

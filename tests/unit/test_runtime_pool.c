@@ -3,7 +3,7 @@
 // kernels").
 //
 // - Determinism: a model with large GEMMs (every tile edge: rows past the
-//   last 6-row block and past a 96-row group, columns past the last tile,
+//   last 6-row block and past a 384-row group, columns past the last tile,
 //   K across two packed blocks, a batch) and one of elementwise chains and
 //   row reductions, forward and vjp, with 1, 2, 3 and 8 threads: the
 //   outputs are the same bytes (memcmp), and the pool did split (its
@@ -27,7 +27,7 @@
 #include "pool_util.h"
 
 static const char gemm_src[] =
-    "param a: f32[301, 257] = normal(0, 1, seed=1)\n" // M: 3 groups of 96 + 13 rows
+    "param a: f32[800, 257] = normal(0, 1, seed=1)\n" // M: 2 groups of 384 + 32 rows
     "param b: f32[257, 190] = normal(0, 1, seed=2)\n" // N: 11 tiles + 14 columns; K: 256 + 1
     "param d: f32[3, 50, 257] = normal(0, 1, seed=3)\n" // a batch of A
     "def forward() {\n"
