@@ -1592,9 +1592,9 @@ emit_host(Emit *e, const KKernel *k)
 // broadcast of A[i, k] times a vector load of B[k, j0..] per term, fused
 // multiply-add where the target has it (llvm.fmuladd).  Each output still
 // sums its terms in the order of k, one at a time: only the rounding of
-// the fused multiply-add differs from the plain loop nest.  Columns past
-// the last whole tile and rows past the last whole MR-row block run as
-// one-row tiles and scalar dot products.  A's values are broadcast, so any
+// the fused multiply-add differs from the plain loop nest.  Rows past the
+// last whole MR-row block run as one-row tiles, columns past the last
+// whole tile as a tile with masked loads and stores.  A's values are broadcast, so any
 // strides of A work; B is packed per block of GEMM_KC reduction steps
 // when the reduction is one walk (emit_gemm), else read in place (its
 // rows of NR values are contiguous).  LLVM 14's C API cannot set
@@ -1693,16 +1693,50 @@ gemm_load(Emit *e, uint32_t b, LLVMValueRef idx, DType vt)
 	return convert(e, v, st, vt, 0);
 }
 
-// VL values of buffer b from element idx on, as a vector of the compute dtype.
+// A vector load through ptr (a pointer to vty), or with a mask (an
+// <N x i1> constant, or NULL for all lanes) only the lanes it sets: the
+// others are zero and their memory is never touched (llvm.masked.load:
+// vmaskmov on AVX), so a tile may hang over the end of a row.
 static LLVMValueRef
-gemm_vload(Emit *e, uint32_t b, LLVMValueRef idx, DType vt, unsigned vl)
+vload_masked(Emit *e, LLVMTypeRef vty, LLVMValueRef ptr, unsigned align, LLVMValueRef mask)
+{
+	if (!mask) {
+		LLVMValueRef v = LLVMBuildLoad2(e->B, vty, ptr, "");
+		LLVMSetAlignment(v, align);
+		return v;
+	}
+	unsigned id = LLVMLookupIntrinsicID("llvm.masked.load", 16);
+	LLVMTypeRef ot[2] = {vty, LLVMTypeOf(ptr)};
+	LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->M, id, ot, 2);
+	LLVMValueRef args[4] = {ptr, LLVMConstInt(e->i32, align, 0), mask, LLVMConstNull(vty)};
+	return LLVMBuildCall2(e->B, LLVMIntrinsicGetType(e->C, id, ot, 2), f, args, 4, "");
+}
+
+// The store of vector v through ptr, of the lanes mask sets (NULL: all).
+static void
+vstore_masked(Emit *e, LLVMValueRef v, LLVMValueRef ptr, unsigned align, LLVMValueRef mask)
+{
+	if (!mask) {
+		LLVMSetAlignment(LLVMBuildStore(e->B, v, ptr), align);
+		return;
+	}
+	unsigned id = LLVMLookupIntrinsicID("llvm.masked.store", 17);
+	LLVMTypeRef ot[2] = {LLVMTypeOf(v), LLVMTypeOf(ptr)};
+	LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->M, id, ot, 2);
+	LLVMValueRef args[4] = {v, ptr, LLVMConstInt(e->i32, align, 0), mask};
+	LLVMBuildCall2(e->B, LLVMIntrinsicGetType(e->C, id, ot, 2), f, args, 4, "");
+}
+
+// VL values of buffer b from element idx on (the lanes of mask, NULL for
+// all), as a vector of the compute dtype.
+static LLVMValueRef
+gemm_vload(Emit *e, uint32_t b, LLVMValueRef idx, DType vt, unsigned vl, LLVMValueRef mask)
 {
 	DType st = e->p->buf[b].dtype;
 	LLVMTypeRef svt = LLVMVectorType(sty(e, st), vl);
 	LLVMValueRef ptr = LLVMBuildInBoundsGEP2(e->B, sty(e, st), e->bufptr[b], &idx, 1, "");
 	ptr = LLVMBuildBitCast(e->B, ptr, LLVMPointerType(svt, 0), "");
-	LLVMValueRef v = LLVMBuildLoad2(e->B, svt, ptr, "");
-	LLVMSetAlignment(v, (unsigned)kir_dtype_size(st));
+	LLVMValueRef v = vload_masked(e, svt, ptr, (unsigned)kir_dtype_size(st), mask);
 	if (st != vt)
 		v = LLVMBuildFPExt(e->B, v, LLVMVectorType(ty(e, vt), vl), "");
 	return v;
@@ -1738,7 +1772,7 @@ entry_alloca(Emit *e, LLVMTypeRef t)
 static void
 gemm_tile(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, int mr, LLVMValueRef ba,
           LLVMValueRef bb, LLVMValueRef bc, LLVMValueRef i0, LLVMValueRef j0, DType vt, unsigned vl,
-          Loop *loops)
+          Loop *loops, const LLVMValueRef *mask)
 {
 	LLVMTypeRef vty = LLVMVectorType(ty(e, vt), vl);
 	for (int a = 0; a < mr * GEMM_NV; a++)
@@ -1754,7 +1788,8 @@ gemm_tile(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, int mr, L
 	}
 	LLVMValueRef bv[GEMM_NV];
 	for (int v = 0; v < GEMM_NV; v++)
-		bv[v] = gemm_vload(e, G->bbuf, LLVMBuildNSWAdd(e->B, ib, i64c(e, v * (int64_t)vl), ""), vt, vl);
+		bv[v] = gemm_vload(e, G->bbuf, LLVMBuildNSWAdd(e->B, ib, i64c(e, v * (int64_t)vl), ""), vt, vl,
+		                   mask ? mask[v] : NULL);
 	for (int i = 0; i < mr; i++) {
 		LLVMValueRef av = splat(e, gemm_load(e, G->abuf, axpy(e, ia, G->ca_i, i64c(e, i)), vt), vl);
 		for (int v = 0; v < GEMM_NV; v++) {
@@ -1772,8 +1807,8 @@ gemm_tile(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, int mr, L
 			idx = LLVMBuildNSWAdd(e->B, idx, LLVMBuildNSWAdd(e->B, j0, i64c(e, v * (int64_t)vl), ""), "");
 			LLVMValueRef ptr = LLVMBuildInBoundsGEP2(e->B, cst, e->bufptr[k->out], &idx, 1, "");
 			ptr = LLVMBuildBitCast(e->B, ptr, LLVMPointerType(vty, 0), "");
-			LLVMValueRef st = LLVMBuildStore(e->B, LLVMBuildLoad2(e->B, vty, acc[i * GEMM_NV + v], ""), ptr);
-			LLVMSetAlignment(st, (unsigned)kir_dtype_size(vt));
+			vstore_masked(e, LLVMBuildLoad2(e->B, vty, acc[i * GEMM_NV + v], ""), ptr,
+			              (unsigned)kir_dtype_size(vt), mask ? mask[v] : NULL);
 		}
 }
 
@@ -1784,7 +1819,7 @@ static void
 gemm_tile_packed(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, int mr,
                  LLVMValueRef bp, LLVMValueRef ba, LLVMValueRef bc, LLVMValueRef i0, LLVMValueRef j0,
                  LLVMValueRef k0, LLVMValueRef kc, LLVMValueRef first, LLVMValueRef ctr, DType vt,
-                 unsigned vl)
+                 unsigned vl, const LLVMValueRef *mask)
 {
 	LLVMTypeRef vty = LLVMVectorType(ty(e, vt), vl), cst = sty(e, vt);
 	LLVMValueRef cptr[GEMM_MR * GEMM_NV];
@@ -1794,8 +1829,8 @@ gemm_tile_packed(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, in
 			idx = LLVMBuildNSWAdd(e->B, idx, LLVMBuildNSWAdd(e->B, j0, i64c(e, v * (int64_t)vl), ""), "");
 			LLVMValueRef ptr = LLVMBuildInBoundsGEP2(e->B, cst, e->bufptr[k->out], &idx, 1, "");
 			cptr[i * GEMM_NV + v] = LLVMBuildBitCast(e->B, ptr, LLVMPointerType(vty, 0), "");
-			LLVMValueRef old = LLVMBuildLoad2(e->B, vty, cptr[i * GEMM_NV + v], "");
-			LLVMSetAlignment(old, (unsigned)kir_dtype_size(vt));
+			LLVMValueRef old = vload_masked(e, vty, cptr[i * GEMM_NV + v], (unsigned)kir_dtype_size(vt),
+			                                mask ? mask[v] : NULL);
 			LLVMBuildStore(e->B, LLVMBuildSelect(e->B, first, LLVMConstNull(vty), old, ""),
 			               acc[i * GEMM_NV + v]);
 		}
@@ -1819,10 +1854,9 @@ gemm_tile_packed(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, in
 		}
 	}
 	loop_end(e, &lk);
-	for (int a = 0; a < mr * GEMM_NV; a++) {
-		LLVMValueRef st = LLVMBuildStore(e->B, LLVMBuildLoad2(e->B, vty, acc[a], ""), cptr[a]);
-		LLVMSetAlignment(st, (unsigned)kir_dtype_size(vt));
-	}
+	for (int a = 0; a < mr * GEMM_NV; a++)
+		vstore_masked(e, LLVMBuildLoad2(e->B, vty, acc[a], ""), cptr[a], (unsigned)kir_dtype_size(vt),
+		              mask ? mask[a % GEMM_NV] : NULL);
 }
 
 // The GEMM's range: one iteration per (outer point, group of GEMM_RG
@@ -1884,17 +1918,56 @@ gemm_iter(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef f, int64_t ncol
 	return it;
 }
 
-// Branches on whether the iteration is a whole column tile; the builder
-// is left in the tile's block, *cols is the other one.
-static LLVMBasicBlockRef
-gemm_branch(Emit *e, LLVMValueRef tile, int64_t ntile, LLVMBasicBlockRef *cols)
+// The packed path's state for one block of reduction steps: the panel bp,
+// the block's steps k0 .. k0 + kc - 1, whether it is the first (an i1),
+// and the counter of its steps.
+typedef struct GemmBlock {
+	LLVMValueRef bp, k0, kc, first, ctr;
+} GemmBlock;
+
+// The tiles of iteration `it`: blocks of MR rows, then the rows left, at
+// its column tile.  With b, for that block of steps only, B's values
+// packed first; else over the whole reduction, B read in place.  mask:
+// the lanes of the columns that exist, for the last tile when the
+// columns are no multiple of it (NULL: a whole tile).
+static void
+gemm_tiles(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, const GemmBlock *b,
+           LLVMValueRef *acc, LLVMValueRef ctr_m, LLVMValueRef ctr_r, Loop *loops, DType vt, unsigned vl,
+           const LLVMValueRef *mask)
 {
-	LLVMBasicBlockRef bt = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.tile");
-	*cols = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.cols");
-	LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.next");
-	LLVMBuildCondBr(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, tile, i64c(e, ntile), ""), bt, *cols);
-	LLVMPositionBuilderAtEnd(e->B, bt);
-	return next;
+	LLVMTypeRef vty = LLVMVectorType(ty(e, vt), vl);
+	LLVMValueRef j0 = LLVMBuildNSWMul(e->B, it->tile, i64c(e, GEMM_NV * (int64_t)vl), "");
+	if (b) {
+		Loop lp;
+		loop_begin_v(e, &lp, b->ctr, b->kc);
+		LLVMValueRef kk = LLVMBuildLoad2(e->B, e->i64, b->ctr, "");
+		LLVMValueRef ib = axpy(e, LLVMBuildNSWAdd(e->B, it->bb, j0, ""), G->kb,
+		                       LLVMBuildNSWAdd(e->B, b->k0, kk, ""));
+		for (int v = 0; v < GEMM_NV; v++) {
+			LLVMValueRef x = gemm_vload(e, G->bbuf, LLVMBuildNSWAdd(e->B, ib, i64c(e, v * (int64_t)vl), ""),
+			                            vt, vl, mask ? mask[v] : NULL);
+			LLVMValueRef slot = LLVMBuildNSWAdd(e->B, LLVMBuildNSWMul(e->B, kk, i64c(e, GEMM_NV), ""), i64c(e, v), "");
+			LLVMBuildStore(e->B, x, LLVMBuildInBoundsGEP2(e->B, vty, b->bp, &slot, 1, ""));
+		}
+		loop_end(e, &lp);
+	}
+	Loop lm, lr;
+	loop_begin_v(e, &lm, ctr_m, it->mb);
+	LLVMValueRef i0 = LLVMBuildNSWAdd(e->B, it->r0, LLVMBuildNSWMul(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_m, ""), i64c(e, GEMM_MR), ""), "");
+	if (b)
+		gemm_tile_packed(e, k, G, acc, GEMM_MR, b->bp, it->ba, it->bc, i0, j0, b->k0, b->kc, b->first, b->ctr,
+		                 vt, vl, mask);
+	else
+		gemm_tile(e, k, G, acc, GEMM_MR, it->ba, it->bb, it->bc, i0, j0, vt, vl, loops, mask);
+	loop_end(e, &lm);
+	loop_begin_v(e, &lr, ctr_r, it->rem);
+	i0 = LLVMBuildNSWAdd(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_r, ""), it->rbase, "");
+	if (b)
+		gemm_tile_packed(e, k, G, acc, 1, b->bp, it->ba, it->bc, i0, j0, b->k0, b->kc, b->first, b->ctr, vt,
+		                 vl, mask);
+	else
+		gemm_tile(e, k, G, acc, 1, it->ba, it->bb, it->bc, i0, j0, vt, vl, loops, mask);
+	loop_end(e, &lr);
 }
 
 static void
@@ -1903,119 +1976,75 @@ emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 	const KProgram *p = e->p;
 	DType vt = (DType)p->x[k->body].dtype;
 	unsigned vl = vt == DT_F32 ? 8 : 4;
-	int64_t nr = GEMM_NV * (int64_t)vl, ntile = G->N / nr;
+	int64_t nr = GEMM_NV * (int64_t)vl, ntile = G->N / nr, rc = G->N - ntile * nr;
 	int64_t np, ncol, ngroup;
 	gemm_range(k, G, vl, &np, &ncol, &ngroup);
 	LLVMTypeRef t = ty(e, vt), vty = LLVMVectorType(t, vl);
 	LLVMValueRef acc[GEMM_MR * GEMM_NV];
 	for (int a = 0; a < GEMM_MR * GEMM_NV; a++)
 		acc[a] = entry_alloca(e, vty);
-	LLVMValueRef sacc = entry_alloca(e, t);
 	LLVMValueRef ctr_f = entry_alloca(e, e->i64), ctr_m = entry_alloca(e, e->i64);
-	LLVMValueRef ctr_r = entry_alloca(e, e->i64), ctr_j = entry_alloca(e, e->i64);
+	LLVMValueRef ctr_r = entry_alloca(e, e->i64);
+	// The last tile's lanes when the columns are no multiple of the tile:
+	// column j0 + v VL + l exists when v VL + l < rc.  Its lanes past the
+	// end compute on zeros (masked loads) and are never stored, so every
+	// column is a vector lane, however few the columns (an attention's 60).
+	LLVMValueRef mask[GEMM_NV];
+	for (int v = 0; v < GEMM_NV; v++) {
+		LLVMValueRef lanes[8];
+		for (unsigned l = 0; l < vl; l++)
+			lanes[l] = LLVMConstInt(LLVMInt1TypeInContext(e->C), v * (int64_t)vl + l < rc, 0);
+		mask[v] = LLVMConstVector(lanes, vl);
+	}
 	// The range: [lo, hi) of a chunk, or all of it.
 	LLVMValueRef lo = e->sp.on ? e->lo : i64c(e, 0), hi = e->sp.on ? e->hi : i64c(e, np * ncol * ngroup);
-	Loop lf, lm, lr, lj, li;
-	LLVMBasicBlockRef bcols, bnext;
+	GemmBlock blk, *b = NULL;
+	Loop lkb, lf;
 	if (G->one) {
 		// One reduction axis (or axes merged into one): blocks of GEMM_KC
-		// steps, outermost, over every whole tile of the range, so that a
-		// block of A's rows (GEMM_RG x GEMM_KC) stays in cache while the
-		// range's column tiles go by (the rows of A were re-read from
-		// memory for every tile before).  Per block and tile, B's KC x NR
-		// values are packed into a stack buffer (contiguous: one
-		// cache-resident panel, no TLB misses from B's row stride) that
-		// every block of rows of the group then reads.  The accumulators
-		// start from zero in the first block and from C after: each output
-		// still sums its terms in order of k, whatever the range.
-		int64_t K = G->K, nkb = (K + GEMM_KC - 1) / GEMM_KC;
-		LLVMTypeRef pt = LLVMArrayType(vty, GEMM_KC * GEMM_NV);
-		LLVMValueRef bp = entry_alloca(e, pt);
+		// steps, outermost, over every tile of the range, so that a block
+		// of A's rows (GEMM_RG x GEMM_KC) stays in cache while the range's
+		// column tiles go by (the rows of A were re-read from memory for
+		// every tile before).  Per block and tile, B's KC x NR values are
+		// packed into a stack buffer (contiguous: one cache-resident panel,
+		// no TLB misses from B's row stride) that every block of rows of
+		// the group then reads.  The accumulators start from zero in the
+		// first block and from C after: each output still sums its terms
+		// in order of k, whatever the range.
+		int64_t nkb = (G->K + GEMM_KC - 1) / GEMM_KC;
+		LLVMValueRef bp = entry_alloca(e, LLVMArrayType(vty, GEMM_KC * GEMM_NV));
 		LLVMSetAlignment(bp, 64);
-		bp = LLVMBuildBitCast(e->B, bp, LLVMPointerType(vty, 0), "");
-		LLVMValueRef ctr_kb = entry_alloca(e, e->i64), ctr_k = entry_alloca(e, e->i64);
-		Loop lkb, lp;
+		blk.bp = LLVMBuildBitCast(e->B, bp, LLVMPointerType(vty, 0), "");
+		blk.ctr = entry_alloca(e, e->i64);
+		LLVMValueRef ctr_kb = entry_alloca(e, e->i64);
 		loop_begin(e, &lkb, ctr_kb, nkb);
 		LLVMValueRef kb = LLVMBuildLoad2(e->B, e->i64, ctr_kb, "");
-		LLVMValueRef k0 = LLVMBuildNSWMul(e->B, kb, i64c(e, GEMM_KC), "");
-		LLVMValueRef kc = smin(e, LLVMBuildNSWSub(e->B, i64c(e, K), k0, ""), i64c(e, GEMM_KC));
-		LLVMValueRef first = LLVMBuildICmp(e->B, LLVMIntEQ, kb, i64c(e, 0), "");
-		loop_begin_range(e, &lf, ctr_f, lo, hi);
-		GemmIter it = gemm_iter(e, k, G, LLVMBuildLoad2(e->B, e->i64, ctr_f, ""), ncol, ngroup);
-		bnext = gemm_branch(e, it.tile, ntile, &bcols);
-		LLVMValueRef j0 = LLVMBuildNSWMul(e->B, it.tile, i64c(e, nr), "");
-		loop_begin_v(e, &lp, ctr_k, kc);
-		LLVMValueRef kk = LLVMBuildLoad2(e->B, e->i64, ctr_k, "");
-		LLVMValueRef ib = axpy(e, LLVMBuildNSWAdd(e->B, it.bb, j0, ""), G->kb,
-		                       LLVMBuildNSWAdd(e->B, k0, kk, ""));
-		for (int v = 0; v < GEMM_NV; v++) {
-			LLVMValueRef x = gemm_vload(e, G->bbuf, LLVMBuildNSWAdd(e->B, ib, i64c(e, v * (int64_t)vl), ""), vt, vl);
-			LLVMValueRef slot = LLVMBuildNSWAdd(e->B, LLVMBuildNSWMul(e->B, kk, i64c(e, GEMM_NV), ""), i64c(e, v), "");
-			LLVMBuildStore(e->B, x, LLVMBuildInBoundsGEP2(e->B, vty, bp, &slot, 1, ""));
-		}
-		loop_end(e, &lp);
-		loop_begin_v(e, &lm, ctr_m, it.mb);
-		LLVMValueRef i0 = LLVMBuildNSWAdd(e->B, it.r0, LLVMBuildNSWMul(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_m, ""), i64c(e, GEMM_MR), ""), "");
-		gemm_tile_packed(e, k, G, acc, GEMM_MR, bp, it.ba, it.bc, i0, j0, k0, kc, first, ctr_k, vt, vl);
-		loop_end(e, &lm);
-		loop_begin_v(e, &lr, ctr_r, it.rem);
-		i0 = LLVMBuildNSWAdd(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_r, ""), it.rbase, "");
-		gemm_tile_packed(e, k, G, acc, 1, bp, it.ba, it.bc, i0, j0, k0, kc, first, ctr_k, vt, vl);
-		loop_end(e, &lr);
-		LLVMBuildBr(e->B, bnext);
-		LLVMPositionBuilderAtEnd(e->B, bcols); // the other columns: below
-		LLVMBuildBr(e->B, bnext);
-		LLVMPositionBuilderAtEnd(e->B, bnext);
-		loop_end(e, &lf);
-		loop_end(e, &lkb);
+		blk.k0 = LLVMBuildNSWMul(e->B, kb, i64c(e, GEMM_KC), "");
+		blk.kc = smin(e, LLVMBuildNSWSub(e->B, i64c(e, G->K), blk.k0, ""), i64c(e, GEMM_KC));
+		blk.first = LLVMBuildICmp(e->B, LLVMIntEQ, kb, i64c(e, 0), "");
+		b = &blk;
 	}
-	// The whole tiles of a reduction that is not one axis (blocks of MR
-	// rows, then the rows left, each over the whole reduction, B read in
-	// place), and for every GEMM the columns past the last tile (the
-	// range's last "tile"): scalar dot products in order of k, for the
-	// group's rows.
 	loop_begin_range(e, &lf, ctr_f, lo, hi);
 	GemmIter it = gemm_iter(e, k, G, LLVMBuildLoad2(e->B, e->i64, ctr_f, ""), ncol, ngroup);
-	bnext = gemm_branch(e, it.tile, ntile, &bcols);
-	if (!G->one) {
-		LLVMValueRef j0 = LLVMBuildNSWMul(e->B, it.tile, i64c(e, nr), "");
-		loop_begin_v(e, &lm, ctr_m, it.mb);
-		LLVMValueRef i0 = LLVMBuildNSWAdd(e->B, it.r0, LLVMBuildNSWMul(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_m, ""), i64c(e, GEMM_MR), ""), "");
-		gemm_tile(e, k, G, acc, GEMM_MR, it.ba, it.bb, it.bc, i0, j0, vt, vl, loops);
-		loop_end(e, &lm);
-		loop_begin_v(e, &lr, ctr_r, it.rem);
-		i0 = LLVMBuildNSWAdd(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_r, ""), it.rbase, "");
-		gemm_tile(e, k, G, acc, 1, it.ba, it.bb, it.bc, i0, j0, vt, vl, loops);
-		loop_end(e, &lr);
+	if (rc) {
+		// Two copies of the tiles, the mask a constant in each.
+		LLVMBasicBlockRef bt = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.tile");
+		LLVMBasicBlockRef bm = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.last");
+		LLVMBasicBlockRef bn = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.next");
+		LLVMBuildCondBr(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, it.tile, i64c(e, ntile), ""), bt, bm);
+		LLVMPositionBuilderAtEnd(e->B, bt);
+		gemm_tiles(e, k, G, &it, b, acc, ctr_m, ctr_r, loops, vt, vl, NULL);
+		LLVMBuildBr(e->B, bn);
+		LLVMPositionBuilderAtEnd(e->B, bm);
+		gemm_tiles(e, k, G, &it, b, acc, ctr_m, ctr_r, loops, vt, vl, mask);
+		LLVMBuildBr(e->B, bn);
+		LLVMPositionBuilderAtEnd(e->B, bn);
+	} else {
+		gemm_tiles(e, k, G, &it, b, acc, ctr_m, ctr_r, loops, vt, vl, NULL);
 	}
-	LLVMBuildBr(e->B, bnext);
-	LLVMPositionBuilderAtEnd(e->B, bcols);
-	loop_begin(e, &lj, ctr_j, G->N - ntile * nr);
-	loop_begin_v(e, &li, ctr_m, it.nrows);
-	LLVMValueRef j = LLVMBuildNSWAdd(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_j, ""), i64c(e, ntile * nr), "");
-	LLVMValueRef i = LLVMBuildNSWAdd(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_m, ""), it.r0, "");
-	LLVMBuildStore(e->B, LLVMConstReal(t, 0), sacc);
-	LLVMValueRef pa = axpy(e, it.ba, G->ca_i, i), pb = LLVMBuildNSWAdd(e->B, it.bb, j, "");
-	for (int r = 0; r < k->rrank; r++)
-		loop_begin(e, &loops[k->rank + r], e->var[k->rank + r], k->rdim[r]);
-	LLVMValueRef ia = pa, ib = pb;
-	for (int r = 0; r < k->rrank; r++) {
-		LLVMValueRef kv = LLVMBuildLoad2(e->B, e->i64, e->var[k->rank + r], "");
-		ia = axpy(e, ia, G->ca_k[r], kv);
-		ib = axpy(e, ib, G->cb_k[r], kv);
-	}
-	LLVMValueRef prod = LLVMBuildFMul(e->B, gemm_load(e, G->abuf, ia, vt), gemm_load(e, G->bbuf, ib, vt), "");
-	LLVMBuildStore(e->B, LLVMBuildFAdd(e->B, LLVMBuildLoad2(e->B, t, sacc, ""), prod, ""), sacc);
-	for (int r = k->rrank - 1; r >= 0; r--)
-		loop_end(e, &loops[k->rank + r]);
-	LLVMValueRef idx = LLVMBuildNSWAdd(e->B, axpy(e, it.bc, G->cc_i, i), j, "");
-	LLVMValueRef ptr = LLVMBuildInBoundsGEP2(e->B, t, e->bufptr[k->out], &idx, 1, "");
-	LLVMBuildStore(e->B, LLVMBuildLoad2(e->B, t, sacc, ""), ptr);
-	loop_end(e, &li);
-	loop_end(e, &lj);
-	LLVMBuildBr(e->B, bnext);
-	LLVMPositionBuilderAtEnd(e->B, bnext);
 	loop_end(e, &lf);
+	if (b)
+		loop_end(e, &lkb);
 }
 
 // ---------------------------------------------------------------- parallel kernels
