@@ -1500,6 +1500,20 @@ unit_stride(const KProgram *p, const KKernel *k)
 // is stored in the compute dtype and every load of the body steps by 0 or
 // 1 element along j (B not transposed); otherwise the plain nest, whose
 // k loop reads both operands contiguously, is the better of the two.
+// The same loops serve a sum over the rows of a row-major operand (a bias
+// gradient: out[j] = sum_r g[r, j]), whose plain nest would walk each
+// column with a stride of a row: a cache miss per term.  A kernel of rank 1
+// is split over j itself, each chunk's j loops running over its range
+// [lo, hi) (the reduction outer, the chunk's columns inner).
+static void
+j_loop(Emit *e, const KKernel *k, Loop *loops, int j)
+{
+	if (e->sp.on && e->sp.nax > j)
+		loop_begin_range(e, &loops[j], e->var[j], e->lo, e->hi);
+	else
+		loop_begin(e, &loops[j], e->var[j], k->dim[j]);
+}
+
 static void
 emit_contraction(Emit *e, const KKernel *k, Loop *loops)
 {
@@ -1507,17 +1521,18 @@ emit_contraction(Emit *e, const KKernel *k, Loop *loops)
 	DType vt = (DType)p->x[k->body].dtype;
 	LLVMTypeRef t = ty(e, vt);
 	int j = k->rank - 1;
-	par_begin(e, k, loops, j);
+	if (!(e->sp.on && e->sp.nax > j))
+		par_begin(e, k, loops, j);
 	// The element of the output at the current point.
 	LLVMValueRef out = e->bufptr[k->out];
-	loop_begin(e, &loops[j], e->var[j], k->dim[j]);
+	j_loop(e, k, loops, j);
 	new_region(e);
 	LLVMValueRef idx = emit_x(e, k->index);
 	LLVMBuildStore(e->B, red_init(e, k->red, vt), LLVMBuildInBoundsGEP2(e->B, t, out, &idx, 1, ""));
 	loop_end(e, &loops[j]);
 	for (int d = 0; d < k->rrank; d++)
 		loop_begin(e, &loops[k->rank + d], e->var[k->rank + d], k->rdim[d]);
-	loop_begin(e, &loops[j], e->var[j], k->dim[j]);
+	j_loop(e, k, loops, j);
 	new_region(e);
 	LLVMValueRef v = emit_x(e, k->body);
 	idx = emit_x(e, k->index);
@@ -1528,7 +1543,7 @@ emit_contraction(Emit *e, const KKernel *k, Loop *loops)
 	for (int d = k->rrank - 1; d >= 0; d--)
 		loop_end(e, &loops[k->rank + d]);
 	if (p->x[k->post].op != KX_ACC) {
-		loop_begin(e, &loops[j], e->var[j], k->dim[j]);
+		j_loop(e, k, loops, j);
 		new_region(e);
 		idx = emit_x(e, k->index);
 		ptr = LLVMBuildInBoundsGEP2(e->B, t, out, &idx, 1, "");
@@ -1538,7 +1553,8 @@ emit_contraction(Emit *e, const KKernel *k, Loop *loops)
 		e->acc = save;
 		loop_end(e, &loops[j]);
 	}
-	par_end(e, loops, j);
+	if (!(e->sp.on && e->sp.nax > j))
+		par_end(e, loops, j);
 }
 
 // What a kernel function takes: its buffers (out first), then the run
@@ -2070,12 +2086,23 @@ emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 #define PAR_GRAIN_WORK (1 << 14)
 
 // Does the kernel run as emit_contraction's loops (reduction outside j)?
+// A contraction, or a float sum whose innermost reduction variable
+// strides some load (a sum over rows): its plain nest would walk columns.
 static int
 contraction_loops(const KProgram *p, const KKernel *k)
 {
 	DType vt = (DType)p->x[k->body].dtype;
-	return k->contraction && k->red && k->rank >= 1 && p->buf[k->out].dtype == vt &&
-	       unit_stride(p, k);
+	if (!k->red || k->rank < 1 || p->buf[k->out].dtype != vt || !unit_stride(p, k))
+		return 0;
+	if (k->contraction)
+		return 1;
+	if (k->red != KR_SUM || (vt != DT_F32 && vt != DT_F64))
+		return 0;
+	uint8_t *seen = calloc(p->nx + 1, 1);
+	FADC_ASSERT(seen != NULL, "llvm: out of memory");
+	int inner = loads_unit_stride(p, k->body, k->rank + k->rrank - 1, seen);
+	free(seen);
+	return !inner;
 }
 
 static Split
@@ -2100,7 +2127,10 @@ split_plan(const KProgram *p, const KKernel *k)
 	} else {
 		if (work < PAR_MIN_WORK)
 			return sp;
-		int avail = contraction_loops(p, k) || k->rank >= 2 ? k->rank - 1 : k->rank;
+		// Never the innermost parallel axis of a rank >= 2 kernel (the
+		// vectorizer's, or the j loop inside the reduction); a rank-1
+		// kernel splits its only axis (emit_contraction: j over a range).
+		int avail = k->rank >= 2 ? k->rank - 1 : k->rank;
 		while (sp.nax < avail && n < PAR_MIN_RANGE)
 			n *= k->dim[sp.nax++];
 	}
