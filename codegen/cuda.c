@@ -1049,73 +1049,8 @@ cg_cuda_phases(const KProgram *p) {
 #define SHFL_COST 4
 #define BAR_COST 8
 
-// The latency of one evaluation of expression e in quarter steps (a load
-// 4, an add 1, a division 8, a logarithm or exponential 32, lgamma 96,
-// digamma or trigamma 160): each node of its DAG once, at most 256 nodes
-// looked at (beyond, the expression is costly anyway).
-static int64_t
-kx_cost(const KProgram *p, KxId e) {
-	enum { CAP = 256 };
-	KxId todo[CAP], seen[CAP];
-	int nt = 0, ns = 0;
-	int64_t c = 0;
-	if (e)
-		todo[nt++] = e;
-	while (nt > 0 && ns < CAP) {
-		KxId id = todo[--nt];
-		int dup = 0;
-		for (int i = 0; i < ns && !dup; i++)
-			dup = seen[i] == id;
-		if (dup)
-			continue;
-		seen[ns++] = id;
-		const Kx *x = &p->x[id];
-		switch ((KxOp)x->op) {
-		case KX_CONST:
-		case KX_VAR:
-		case KX_ACC:
-		case KX_RUNSEED:
-		case KX_STEP:
-			break;
-		case KX_LOAD:
-			c += 4;
-			break;
-		case KX_DIV:
-		case KX_SQRT:
-		case KX_IDIV:
-		case KX_IMOD:
-			c += 8;
-			break;
-		case KX_POW:
-		case KX_EXP:
-		case KX_LOG:
-		case KX_LOG1P:
-		case KX_EXPM1:
-		case KX_TANH:
-		case KX_ERF:
-		case KX_SIN:
-		case KX_COS:
-		case KX_RAND:
-			c += 32;
-			break;
-		case KX_LGAMMA:
-			c += 96;
-			break;
-		case KX_POLYGAMMA:
-			c += 160;
-			break;
-		default:
-			c += 1;
-		}
-		for (int i = 0; i < x->nin && nt < CAP; i++)
-			if (x->a[i])
-				todo[nt++] = x->a[i];
-	}
-	return ns >= CAP ? c + 4 * CAP : c;
-}
-
 // A reduction term's cost in the units of fused_mode: a plain term (a load
-// and an add, 5 quarter steps) is 1.
+// and an add, 5 quarter steps of kx_cost, codegen/kir.c) is 1.
 static int64_t
 term_cost(const KProgram *p, const KKernel *k) {
 	int64_t c = (kx_cost(p, k->body) + 1) / 4;

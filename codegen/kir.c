@@ -759,6 +759,80 @@ kx_iclamp(KProgram *p, KxId a, int64_t lo, int64_t hi)
 	return kx_imin(p, kx_imax(p, a, kx_iconst(p, lo)), kx_iconst(p, hi));
 }
 
+// ---------------------------------------------------------------- costs
+//
+// Rough latencies for the backends' heuristics, in quarter steps: an add,
+// a compare or a select 1, a load 4, a division, a square root or an
+// integer division 8, a libm-class call (exp, log, tanh, erf, pow, sin, a
+// Philox draw) 32, lgamma 96, digamma or trigamma 160; leaves (constants,
+// variables, the accumulator, seeds, step counters) nothing.  The one
+// table of per-op costs: kx_cost weighs kernel-IR expressions with it
+// (codegen/cuda.c's reduction forms and warp rotation), and cg_op_cost
+// (codegen/fuse.c) weighs graph ops by the kernel-IR op they lower to.
+
+int
+kx_op_cost(KxOp op)
+{
+	switch (op) {
+	case KX_CONST:
+	case KX_VAR:
+	case KX_ACC:
+	case KX_RUNSEED:
+	case KX_STEP:
+		return 0;
+	case KX_LOAD:
+		return 4;
+	case KX_DIV:
+	case KX_SQRT:
+	case KX_IDIV:
+	case KX_IMOD:
+		return 8;
+	case KX_POW:
+	case KX_EXP:
+	case KX_LOG:
+	case KX_LOG1P:
+	case KX_EXPM1:
+	case KX_TANH:
+	case KX_ERF:
+	case KX_SIN:
+	case KX_COS:
+	case KX_RAND:
+		return 32;
+	case KX_LGAMMA:
+		return 96;
+	case KX_POLYGAMMA:
+		return 160;
+	default:
+		return 1;
+	}
+}
+
+int64_t
+kx_cost(const KProgram *p, KxId e)
+{
+	enum { CAP = 256 };
+	KxId todo[CAP], seen[CAP];
+	int nt = 0, ns = 0;
+	int64_t c = 0;
+	if (e)
+		todo[nt++] = e;
+	while (nt > 0 && ns < CAP) {
+		KxId id = todo[--nt];
+		int dup = 0;
+		for (int i = 0; i < ns && !dup; i++)
+			dup = seen[i] == id;
+		if (dup)
+			continue;
+		seen[ns++] = id;
+		const Kx *x = &p->x[id];
+		c += kx_op_cost((KxOp)x->op);
+		for (int i = 0; i < x->nin && nt < CAP; i++)
+			if (x->a[i])
+				todo[nt++] = x->a[i];
+	}
+	return ns >= CAP ? c + 4 * CAP : c;
+}
+
 // ---------------------------------------------------------------- printer
 
 static const char *const op_names[KX_COUNT] = {
