@@ -520,8 +520,39 @@ floordiv(int64_t a, int64_t d)
 	return (a % d != 0 && (a < 0) != (d < 0)) ? q - 1 : q;
 }
 
+static int range_op(const KProgram *p, KxRange *memo, KxId id, int64_t *lo, int64_t *hi);
+
+// kx_range, and kx_range_memo where memo is not NULL: each operand's range
+// is looked up in memo, or computed and stored there.
+static int
+range_of(const KProgram *p, KxRange *memo, KxId id, int64_t *lo, int64_t *hi)
+{
+	if (memo && memo[id].state) {
+		*lo = memo[id].lo;
+		*hi = memo[id].hi;
+		return memo[id].state == 2;
+	}
+	int ok = range_op(p, memo, id, lo, hi);
+	if (memo)
+		memo[id] = (KxRange){ok ? *lo : 0, ok ? *hi : 0, (uint8_t)(ok ? 2 : 1)};
+	return ok;
+}
+
 int
 kx_range(const KProgram *p, KxId id, int64_t *lo, int64_t *hi)
+{
+	return range_of(p, NULL, id, lo, hi);
+}
+
+int
+kx_range_memo(const KProgram *p, KxRange *memo, KxId id, int64_t *lo, int64_t *hi)
+{
+	return range_of(p, memo, id, lo, hi);
+}
+
+// The range of expression id from its operands' (range_of).
+static int
+range_op(const KProgram *p, KxRange *memo, KxId id, int64_t *lo, int64_t *hi)
 {
 	const Kx *x = &p->x[id];
 	int64_t l0, h0, l1, h1;
@@ -537,13 +568,13 @@ kx_range(const KProgram *p, KxId id, int64_t *lo, int64_t *hi)
 		*hi = x->i - 1;
 		return 1;
 	case KX_IADD:
-		if (!kx_range(p, x->a[0], &l0, &h0) || !kx_range(p, x->a[1], &l1, &h1))
+		if (!range_of(p, memo, x->a[0], &l0, &h0) || !range_of(p, memo, x->a[1], &l1, &h1))
 			return 0;
 		*lo = l0 + l1;
 		*hi = h0 + h1;
 		return 1;
 	case KX_IMUL: {
-		if (!kx_range(p, x->a[0], &l0, &h0) || !kx_range(p, x->a[1], &l1, &h1))
+		if (!range_of(p, memo, x->a[0], &l0, &h0) || !range_of(p, memo, x->a[1], &l1, &h1))
 			return 0;
 		int64_t c[4] = {l0 * l1, l0 * h1, h0 * l1, h0 * h1};
 		*lo = *hi = c[0];
@@ -555,7 +586,7 @@ kx_range(const KProgram *p, KxId id, int64_t *lo, int64_t *hi)
 	}
 	case KX_IDIV: {
 		int64_t d = p->x[x->a[1]].i;
-		if (!kx_range(p, x->a[0], &l0, &h0))
+		if (!range_of(p, memo, x->a[0], &l0, &h0))
 			return 0;
 		*lo = floordiv(l0, d);
 		*hi = floordiv(h0, d);
@@ -563,7 +594,7 @@ kx_range(const KProgram *p, KxId id, int64_t *lo, int64_t *hi)
 	}
 	case KX_IMOD: {
 		int64_t d = p->x[x->a[1]].i;
-		if (kx_range(p, x->a[0], &l0, &h0) && l0 >= 0 && h0 < d) {
+		if (range_of(p, memo, x->a[0], &l0, &h0) && l0 >= 0 && h0 < d) {
 			*lo = l0;
 			*hi = h0;
 		} else {
@@ -574,7 +605,7 @@ kx_range(const KProgram *p, KxId id, int64_t *lo, int64_t *hi)
 	}
 	case KX_IMIN:
 	case KX_IMAX: {
-		int r0 = kx_range(p, x->a[0], &l0, &h0), r1 = kx_range(p, x->a[1], &l1, &h1);
+		int r0 = range_of(p, memo, x->a[0], &l0, &h0), r1 = range_of(p, memo, x->a[1], &l1, &h1);
 		if (x->op == KX_IMIN) {
 			// min(a, b) <= the upper bound of either; its lower bound needs both.
 			if (r0 && r1) {

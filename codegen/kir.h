@@ -230,6 +230,14 @@ KxId kx_iclamp(KProgram *p, KxId a, int64_t lo, int64_t hi); // lo <= hi
 int kx_affine_coef(const KProgram *p, KxId e, int var, int64_t *coef);
 // The range [*lo, *hi] an I64 expression can take (0 if unknown).
 int kx_range(const KProgram *p, KxId a, int64_t *lo, int64_t *hi);
+// The same, remembering every range it computes in memo (p->nx entries,
+// zeroed by the caller; valid while p gains no expressions): linear in the
+// DAG, where kx_range walks a shared subexpression once per path to it.
+typedef struct KxRange {
+	int64_t lo, hi;
+	uint8_t state; // 0 not computed yet, 1 unknown, 2 [lo, hi]
+} KxRange;
+int kx_range_memo(const KProgram *p, KxRange *memo, KxId a, int64_t *lo, int64_t *hi);
 static inline const Kx *kx(const KProgram *p, KxId id) { return &p->x[id]; }
 
 // Costs (kir.c, "costs"): the rough latency of one kernel-IR op in quarter
