@@ -107,7 +107,7 @@ typedef enum CgKind {
 } CgKind;
 
 CgKind cg_op_kind(int op);
-int cg_op_cost(int op); // relative cost of recomputing one element (0: free)
+int cg_op_cost(int op); // cost of recomputing one element, kx_op_cost's units (0: free)
 
 // Which nodes get a kernel and a buffer of their own (root[n] = 1): the
 // outputs, reductions, contractions, scans and host ops, the sequences and

@@ -51,6 +51,7 @@ typedef struct Cu {
 	int var32;               // the kernel's variables (t, r, i<d>) are int (index32)
 	int ictx;                // printing the operands of an index op: 1 narrow, 2 wide
 	uint8_t *rot;            // fused: rot[ki], kernel ki's warp rotation (fused_rotations)
+	KxRange *range;          // memo of kx_range_memo, one entry per expression
 } Cu;
 
 static const char *
@@ -142,6 +143,9 @@ static void ensure(Cu *c, KxId id);
 // expressions, or wider values whose exact result is then narrowed).
 // An op whose range is not known to fit stays long long, and its int
 // operands are widened first, so that its own arithmetic cannot overflow.
+// Ranges come from c->range (kx_range_memo), each expression's computed
+// once per program: kx_range alone walks a shared subexpression once per
+// path to it, exponential in the depth of a DAG that shares at every level.
 static int
 narrow(Cu *c, KxId id) {
 	const Kx *x = &c->p->x[id];
@@ -155,8 +159,8 @@ narrow(Cu *c, KxId id) {
 	case KX_IMOD:
 	case KX_IMIN:
 	case KX_IMAX:
-		return x->dtype == DT_I64 && kx_range(c->p, id, &lo, &hi) && lo > -INT32_MAX &&
-		       hi < INT32_MAX;
+		return x->dtype == DT_I64 && kx_range_memo(c->p, c->range, id, &lo, &hi) &&
+		       lo > -INT32_MAX && hi < INT32_MAX;
 	default:
 		return 0;
 	}
@@ -285,7 +289,7 @@ print_op(Cu *c, KxId id) {
 	case KX_IMOD: {
 		int64_t lo, hi;
 		const char *o = x->op == KX_IDIV ? "/" : "%";
-		if (kx_range(p, a, &lo, &hi) && lo >= 0) {
+		if (kx_range_memo(p, c->range, a, &lo, &hi) && lo >= 0) {
 			binop(c, a, o, b);
 			return;
 		}
@@ -1049,73 +1053,8 @@ cg_cuda_phases(const KProgram *p) {
 #define SHFL_COST 4
 #define BAR_COST 8
 
-// The latency of one evaluation of expression e in quarter steps (a load
-// 4, an add 1, a division 8, a logarithm or exponential 32, lgamma 96,
-// digamma or trigamma 160): each node of its DAG once, at most 256 nodes
-// looked at (beyond, the expression is costly anyway).
-static int64_t
-kx_cost(const KProgram *p, KxId e) {
-	enum { CAP = 256 };
-	KxId todo[CAP], seen[CAP];
-	int nt = 0, ns = 0;
-	int64_t c = 0;
-	if (e)
-		todo[nt++] = e;
-	while (nt > 0 && ns < CAP) {
-		KxId id = todo[--nt];
-		int dup = 0;
-		for (int i = 0; i < ns && !dup; i++)
-			dup = seen[i] == id;
-		if (dup)
-			continue;
-		seen[ns++] = id;
-		const Kx *x = &p->x[id];
-		switch ((KxOp)x->op) {
-		case KX_CONST:
-		case KX_VAR:
-		case KX_ACC:
-		case KX_RUNSEED:
-		case KX_STEP:
-			break;
-		case KX_LOAD:
-			c += 4;
-			break;
-		case KX_DIV:
-		case KX_SQRT:
-		case KX_IDIV:
-		case KX_IMOD:
-			c += 8;
-			break;
-		case KX_POW:
-		case KX_EXP:
-		case KX_LOG:
-		case KX_LOG1P:
-		case KX_EXPM1:
-		case KX_TANH:
-		case KX_ERF:
-		case KX_SIN:
-		case KX_COS:
-		case KX_RAND:
-			c += 32;
-			break;
-		case KX_LGAMMA:
-			c += 96;
-			break;
-		case KX_POLYGAMMA:
-			c += 160;
-			break;
-		default:
-			c += 1;
-		}
-		for (int i = 0; i < x->nin && nt < CAP; i++)
-			if (x->a[i])
-				todo[nt++] = x->a[i];
-	}
-	return ns >= CAP ? c + 4 * CAP : c;
-}
-
 // A reduction term's cost in the units of fused_mode: a plain term (a load
-// and an add, 5 quarter steps) is 1.
+// and an add, 5 quarter steps of kx_cost, codegen/kir.c) is 1.
 static int64_t
 term_cost(const KProgram *p, const KKernel *k) {
 	int64_t c = (kx_cost(p, k->body) + 1) / 4;
@@ -2552,11 +2491,13 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 	c.p = p;
 	c.f = open_memstream(&buf, &n);
 	c.stamp = calloc(p->nx + 1, sizeof *c.stamp);
-	if (!c.f || !c.stamp) {
+	c.range = calloc(p->nx + 1, sizeof *c.range);
+	if (!c.f || !c.stamp || !c.range) {
 		if (c.f)
 			fclose(c.f);
 		free(buf);
 		free(c.stamp);
+		free(c.range);
 		snprintf(err, errlen, "error: out of memory");
 		return NULL;
 	}
@@ -2568,6 +2509,7 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 				fclose(c.f);
 				free(buf);
 				free(c.stamp);
+				free(c.range);
 				snprintf(err, errlen,
 				         "error: task '%s': the CUDA backend does not support host ops "
 				         "(linear_sum_assignment) inside a scan yet",
@@ -2666,6 +2608,7 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 			print_group(&c, &la[i]);
 	fclose(c.f);
 	free(c.stamp);
+	free(c.range);
 	free(c.inloop);
 	free(c.rot);
 	free(la);

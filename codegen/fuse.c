@@ -94,6 +94,15 @@ cg_op_kind(int op)
 	}
 }
 
+// What recomputing one element of op's value costs, in kx_op_cost's units
+// (codegen/kir.c: quarter steps), or 0 for a free op (layout, constant,
+// input), which fill_fusion inlines wherever it is read.  It is a graph
+// op's cost, not a kernel-IR expression's (kx_cost): fusion decides before
+// the kernel IR exists, and a graph op may lower to several kernel-IR ops
+// (sigmoid to an exponential, an add and a division), so an elementwise op
+// is weighed by the kernel-IR op that dominates its lowering.  Only
+// elementwise and free ops are asked (the other kinds are always kernels
+// of their own), and fill_fusion reads only whether the cost is 0.
 int
 cg_op_cost(int op)
 {
@@ -105,7 +114,7 @@ cg_op_cost(int op)
 	case CK_MAP:
 		break;
 	default:
-		return 1;
+		return kx_op_cost(KX_ADD);
 	}
 	switch (op) {
 	case OP_uniform:
@@ -115,26 +124,40 @@ cg_op_cost(int op)
 	case OP_bernoulli:
 	case OP_kaiming_normal:
 	case OP_kaiming_uniform:
-		return 40;
+		return kx_op_cost(KX_RAND);
+	case OP_div:
+		return kx_op_cost(KX_DIV);
+	case OP_sqrt:
+	case OP_rsqrt:
+		return kx_op_cost(KX_SQRT);
 	case OP_exp:
-	case OP_log:
-	case OP_log1p:
-	case OP_expm1:
-	case OP_tanh:
 	case OP_sigmoid:
 	case OP_softplus:
-	case OP_erf:
-	case OP_sin:
-	case OP_cos:
-	case OP_pow:
+		return kx_op_cost(KX_EXP);
+	case OP_log:
 	case OP_xlogy:
-		return 10;
+		return kx_op_cost(KX_LOG);
+	case OP_log1p:
+		return kx_op_cost(KX_LOG1P);
+	case OP_expm1:
+		return kx_op_cost(KX_EXPM1);
+	case OP_tanh:
+		return kx_op_cost(KX_TANH);
+	case OP_erf:
+		return kx_op_cost(KX_ERF);
+	case OP_sin:
+		return kx_op_cost(KX_SIN);
+	case OP_cos:
+		return kx_op_cost(KX_COS);
+	case OP_pow:
+		return kx_op_cost(KX_POW);
 	case OP_lgamma:
+		return kx_op_cost(KX_LGAMMA);
 	case OP_digamma:
 	case OP_polygamma:
-		return 30;
+		return kx_op_cost(KX_POLYGAMMA);
 	default:
-		return 1;
+		return kx_op_cost(KX_ADD);
 	}
 }
 

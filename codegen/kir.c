@@ -520,8 +520,39 @@ floordiv(int64_t a, int64_t d)
 	return (a % d != 0 && (a < 0) != (d < 0)) ? q - 1 : q;
 }
 
+static int range_op(const KProgram *p, KxRange *memo, KxId id, int64_t *lo, int64_t *hi);
+
+// kx_range, and kx_range_memo where memo is not NULL: each operand's range
+// is looked up in memo, or computed and stored there.
+static int
+range_of(const KProgram *p, KxRange *memo, KxId id, int64_t *lo, int64_t *hi)
+{
+	if (memo && memo[id].state) {
+		*lo = memo[id].lo;
+		*hi = memo[id].hi;
+		return memo[id].state == 2;
+	}
+	int ok = range_op(p, memo, id, lo, hi);
+	if (memo)
+		memo[id] = (KxRange){ok ? *lo : 0, ok ? *hi : 0, (uint8_t)(ok ? 2 : 1)};
+	return ok;
+}
+
 int
 kx_range(const KProgram *p, KxId id, int64_t *lo, int64_t *hi)
+{
+	return range_of(p, NULL, id, lo, hi);
+}
+
+int
+kx_range_memo(const KProgram *p, KxRange *memo, KxId id, int64_t *lo, int64_t *hi)
+{
+	return range_of(p, memo, id, lo, hi);
+}
+
+// The range of expression id from its operands' (range_of).
+static int
+range_op(const KProgram *p, KxRange *memo, KxId id, int64_t *lo, int64_t *hi)
 {
 	const Kx *x = &p->x[id];
 	int64_t l0, h0, l1, h1;
@@ -537,13 +568,13 @@ kx_range(const KProgram *p, KxId id, int64_t *lo, int64_t *hi)
 		*hi = x->i - 1;
 		return 1;
 	case KX_IADD:
-		if (!kx_range(p, x->a[0], &l0, &h0) || !kx_range(p, x->a[1], &l1, &h1))
+		if (!range_of(p, memo, x->a[0], &l0, &h0) || !range_of(p, memo, x->a[1], &l1, &h1))
 			return 0;
 		*lo = l0 + l1;
 		*hi = h0 + h1;
 		return 1;
 	case KX_IMUL: {
-		if (!kx_range(p, x->a[0], &l0, &h0) || !kx_range(p, x->a[1], &l1, &h1))
+		if (!range_of(p, memo, x->a[0], &l0, &h0) || !range_of(p, memo, x->a[1], &l1, &h1))
 			return 0;
 		int64_t c[4] = {l0 * l1, l0 * h1, h0 * l1, h0 * h1};
 		*lo = *hi = c[0];
@@ -555,7 +586,7 @@ kx_range(const KProgram *p, KxId id, int64_t *lo, int64_t *hi)
 	}
 	case KX_IDIV: {
 		int64_t d = p->x[x->a[1]].i;
-		if (!kx_range(p, x->a[0], &l0, &h0))
+		if (!range_of(p, memo, x->a[0], &l0, &h0))
 			return 0;
 		*lo = floordiv(l0, d);
 		*hi = floordiv(h0, d);
@@ -563,7 +594,7 @@ kx_range(const KProgram *p, KxId id, int64_t *lo, int64_t *hi)
 	}
 	case KX_IMOD: {
 		int64_t d = p->x[x->a[1]].i;
-		if (kx_range(p, x->a[0], &l0, &h0) && l0 >= 0 && h0 < d) {
+		if (range_of(p, memo, x->a[0], &l0, &h0) && l0 >= 0 && h0 < d) {
 			*lo = l0;
 			*hi = h0;
 		} else {
@@ -574,7 +605,7 @@ kx_range(const KProgram *p, KxId id, int64_t *lo, int64_t *hi)
 	}
 	case KX_IMIN:
 	case KX_IMAX: {
-		int r0 = kx_range(p, x->a[0], &l0, &h0), r1 = kx_range(p, x->a[1], &l1, &h1);
+		int r0 = range_of(p, memo, x->a[0], &l0, &h0), r1 = range_of(p, memo, x->a[1], &l1, &h1);
 		if (x->op == KX_IMIN) {
 			// min(a, b) <= the upper bound of either; its lower bound needs both.
 			if (r0 && r1) {
@@ -757,6 +788,80 @@ KxId
 kx_iclamp(KProgram *p, KxId a, int64_t lo, int64_t hi)
 {
 	return kx_imin(p, kx_imax(p, a, kx_iconst(p, lo)), kx_iconst(p, hi));
+}
+
+// ---------------------------------------------------------------- costs
+//
+// Rough latencies for the backends' heuristics, in quarter steps: an add,
+// a compare or a select 1, a load 4, a division, a square root or an
+// integer division 8, a libm-class call (exp, log, tanh, erf, pow, sin, a
+// Philox draw) 32, lgamma 96, digamma or trigamma 160; leaves (constants,
+// variables, the accumulator, seeds, step counters) nothing.  The one
+// table of per-op costs: kx_cost weighs kernel-IR expressions with it
+// (codegen/cuda.c's reduction forms and warp rotation), and cg_op_cost
+// (codegen/fuse.c) weighs graph ops by the kernel-IR op they lower to.
+
+int
+kx_op_cost(KxOp op)
+{
+	switch (op) {
+	case KX_CONST:
+	case KX_VAR:
+	case KX_ACC:
+	case KX_RUNSEED:
+	case KX_STEP:
+		return 0;
+	case KX_LOAD:
+		return 4;
+	case KX_DIV:
+	case KX_SQRT:
+	case KX_IDIV:
+	case KX_IMOD:
+		return 8;
+	case KX_POW:
+	case KX_EXP:
+	case KX_LOG:
+	case KX_LOG1P:
+	case KX_EXPM1:
+	case KX_TANH:
+	case KX_ERF:
+	case KX_SIN:
+	case KX_COS:
+	case KX_RAND:
+		return 32;
+	case KX_LGAMMA:
+		return 96;
+	case KX_POLYGAMMA:
+		return 160;
+	default:
+		return 1;
+	}
+}
+
+int64_t
+kx_cost(const KProgram *p, KxId e)
+{
+	enum { CAP = 256 };
+	KxId todo[CAP], seen[CAP];
+	int nt = 0, ns = 0;
+	int64_t c = 0;
+	if (e)
+		todo[nt++] = e;
+	while (nt > 0 && ns < CAP) {
+		KxId id = todo[--nt];
+		int dup = 0;
+		for (int i = 0; i < ns && !dup; i++)
+			dup = seen[i] == id;
+		if (dup)
+			continue;
+		seen[ns++] = id;
+		const Kx *x = &p->x[id];
+		c += kx_op_cost((KxOp)x->op);
+		for (int i = 0; i < x->nin && nt < CAP; i++)
+			if (x->a[i])
+				todo[nt++] = x->a[i];
+	}
+	return ns >= CAP ? c + 4 * CAP : c;
 }
 
 // ---------------------------------------------------------------- printer

@@ -230,7 +230,23 @@ KxId kx_iclamp(KProgram *p, KxId a, int64_t lo, int64_t hi); // lo <= hi
 int kx_affine_coef(const KProgram *p, KxId e, int var, int64_t *coef);
 // The range [*lo, *hi] an I64 expression can take (0 if unknown).
 int kx_range(const KProgram *p, KxId a, int64_t *lo, int64_t *hi);
+// The same, remembering every range it computes in memo (p->nx entries,
+// zeroed by the caller; valid while p gains no expressions): linear in the
+// DAG, where kx_range walks a shared subexpression once per path to it.
+typedef struct KxRange {
+	int64_t lo, hi;
+	uint8_t state; // 0 not computed yet, 1 unknown, 2 [lo, hi]
+} KxRange;
+int kx_range_memo(const KProgram *p, KxRange *memo, KxId a, int64_t *lo, int64_t *hi);
 static inline const Kx *kx(const KProgram *p, KxId id) { return &p->x[id]; }
+
+// Costs (kir.c, "costs"): the rough latency of one kernel-IR op in quarter
+// steps (an add 1, a load 4, a division 8, exp or log 32, lgamma 96,
+// digamma 160; leaves 0), and of one evaluation of expression e, each node
+// of its DAG once (at most 256 looked at: beyond, e is costly anyway).
+// codegen/fuse.c's cg_op_cost weighs graph ops in the same units.
+int kx_op_cost(KxOp op);
+int64_t kx_cost(const KProgram *p, KxId e);
 
 // ---------------------------------------------------------------- GEMM plans
 // A contraction kernel whose value is exactly a product summed over its

@@ -15,30 +15,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen.h"
-#include "frontend.h"
-#include "testutil.h"
+#include "codegen_util.h"
 
 static const char *const tasks[] = {"forward", "vjp", "jvp", "vhp", "hvp"};
 
 static void
 check_text(const char *name, const char *text)
 {
-	FeOptions fo = {.diag = stderr};
-	Module *m = fe_parse_string(name, text, strlen(text), &fo);
-	CHECK(m != NULL);
+	Module *m = cgu_parse(name, text);
 	if (!m)
 		return;
 	for (int f64 = 0; f64 < 2; f64++) {
 		CgOptions o = {.tasks = tasks, .ntasks = 5, .opt_level = 1, .compute_f64 = f64};
 		CgCheck c = {f64 ? 2e-7 : 1e-5, 1e-6, 0, 0};
-		char err[4096] = "";
-		printf("%s, computing in %s: ", name, f64 ? "f64" : "f32");
-		fflush(stdout);
-		int nf = cg_check(m, &o, &c, stdout, err, sizeof err);
-		if (nf < 0)
-			fprintf(stderr, "%s: %s\n", name, err);
-		CHECK(nf == 0);
+		char label[256];
+		snprintf(label, sizeof label, "%s, computing in %s", name, f64 ? "f64" : "f32");
+		cgu_check(m, &o, &c, name, label);
 	}
 	ir_module_free(m);
 }
@@ -134,24 +126,16 @@ static const char upsample_wide_ir[] =
 static void
 check_upsample_window(void)
 {
-	const char *text = upsample_wide_ir;
-	FeOptions fo = {.diag = stderr};
-	Module *m = fe_parse_string("upsample_wide.ir", text, strlen(text), &fo);
-	CHECK(m != NULL);
+	Module *m = cgu_parse("upsample_wide.ir", upsample_wide_ir);
 	if (!m)
 		return;
 	static const char *const vjp[] = {"vjp"};
-	char *kir = NULL, err[4096] = "";
+	char *kir = NULL;
 	size_t nkir = 0;
 	FILE *kf = open_memstream(&kir, &nkir);
 	CgOptions o = {.tasks = vjp, .ntasks = 1, .opt_level = 0, .emit_kir = kf};
 	CgCheck c = {1e-5, 1e-6, 0, 0};
-	printf("upsample_wide.ir (vjp, -O0): ");
-	fflush(stdout);
-	int nf = cg_check(m, &o, &c, stdout, err, sizeof err);
-	if (nf < 0)
-		fprintf(stderr, "upsample_wide.ir: %s\n", err);
-	CHECK(nf == 0);
+	cgu_check(m, &o, &c, "upsample_wide.ir", "upsample_wide.ir (vjp, -O0)");
 	fclose(kf);
 	int nk = 0, worst = 0;
 	for (const char *q = kir ? strstr(kir, "= upsample_bilinear_grad (") : NULL; q;

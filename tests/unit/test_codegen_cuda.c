@@ -37,11 +37,8 @@
 #include <unistd.h>
 
 #include "artifact.h"
-#include "codegen.h"
+#include "codegen_util.h"
 #include "fadc.h"
-#include "frontend.h"
-#include "passes.h"
-#include "testutil.h"
 
 #ifndef FADC_HAVE_CUDA
 int
@@ -94,22 +91,16 @@ fused_form(const KKernel *k) {
 
 static void
 check_task(const Module *m, const char *model, const char *task, int with_ptx) {
-	char msg[4096] = "", err[4096] = "";
-	Loc loc = 0;
-	Graph *g = pass_task(m->main, task, NULL, &loc, msg, sizeof msg);
-	CHECK(g != NULL);
-	if (!g) {
-		fprintf(stderr, "%s %s: %s\n", model, task, msg);
-		return;
-	}
-	KProgram *p = cg_lower(g, task, DT_F32, err, sizeof err);
-	ir_graph_free(g);
-	CHECK(p != NULL);
+	char err[4096] = "";
+	int derived;
+	KProgram *p = cgu_lower_task(m, task, DT_F32, &derived, err, sizeof err);
+	CHECK(derived);
+	if (derived)
+		CHECK(p != NULL);
 	if (!p) {
 		fprintf(stderr, "%s %s: %s\n", model, task, err);
 		return;
 	}
-	cg_plan(p);
 	size_t n1 = 0, n2 = 0;
 	char *src = cg_cuda_print(p, &n1, err, sizeof err);
 	char *again = cg_cuda_print(p, &n2, err, sizeof err);
@@ -290,10 +281,7 @@ check_broken(void) {
 
 static Module *
 parse(const char *text) {
-	FeOptions fo = {.diag = stderr};
-	Module *m = fe_parse_string("gemmtest.ir", text, strlen(text), &fo);
-	CHECK(m != NULL);
-	return m;
+	return cgu_parse("gemmtest.ir", text);
 }
 
 // Task `task` of text, lowered and planned as codegen/compile.c does.
@@ -303,18 +291,13 @@ lower(const char *text, const char *task) {
 	if (!m)
 		return NULL;
 	char msg[1024] = "";
-	Loc loc = 0;
-	Graph *g = pass_task(m->main, task, NULL, &loc, msg, sizeof msg);
-	CHECK(g != NULL);
-	KProgram *p = g ? cg_lower(g, task, DT_F32, msg, sizeof msg) : NULL;
+	int derived;
+	KProgram *p = cgu_lower_task(m, task, DT_F32, &derived, msg, sizeof msg);
+	CHECK(derived);
 	CHECK(p != NULL);
 	if (!p)
 		fprintf(stderr, "gemm test %s: %s\n", task, msg);
-	if (g)
-		ir_graph_free(g);
 	ir_module_free(m);
-	if (p)
-		cg_plan(p);
 	return p;
 }
 

@@ -73,6 +73,14 @@ test_simplifier(void)
 	CHECK(row == kx_iadd(p, kx_imul(p, w0, 2), kx_idiv(p, w1, 3)));
 	int64_t lo, hi;
 	CHECK(kx_range(p, row, &lo, &hi) && lo == 0 && hi == 3);
+	// The memoized ranges agree, computed and then looked up.
+	KxRange *memo = calloc(p->nx + 1, sizeof *memo);
+	for (int again = 0; again < 2; again++) {
+		lo = hi = -1;
+		CHECK(kx_range_memo(p, memo, row, &lo, &hi) && lo == 0 && hi == 3);
+		CHECK(kx_range_memo(p, memo, f, &lo, &hi) && lo == 0 && hi == 11);
+	}
+	free(memo);
 	// Strides of a loop variable in an index (the matmul loop order).
 	int64_t c;
 	CHECK(kx_affine_coef(p, e, 0, &c) && c == 3);

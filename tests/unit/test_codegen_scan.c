@@ -24,11 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen.h"
-#include "frontend.h"
-#include "passes.h"
+#include "codegen_util.h"
 #include "scan_modules.h"
-#include "testutil.h"
 
 static const char lstm[] =
     "param wx: f64[2, 8] = normal(0, 0.4, seed=4)\n"
@@ -94,23 +91,11 @@ static const char corners[] =
     "  e, es = scan(empty, w, zeros([0, 3], f64), ncarry=1, nxs=1)\n"
     "  return sum(a * b) + sum(s * s) + sum(v) + sum(e * w) + sum(es)\n}\n";
 
-// Replaces every "f64" of src with "f32" (the same models in single precision).
-static char *
-to_f32(const char *src)
-{
-	char *s = strdup(src);
-	for (char *q = strstr(s, "f64"); q; q = strstr(q + 3, "f64"))
-		q[2] = '2', q[1] = '3';
-	return s;
-}
-
 static void
 check(const char *name, const char *src, int f32)
 {
-	char *text = f32 ? to_f32(src) : strdup(src);
-	FeOptions fo = {.diag = stderr};
-	Module *m = fe_parse_string(name, text, strlen(text), &fo);
-	CHECK(m != NULL);
+	char *text = f32 ? cgu_to_f32(src) : strdup(src);
+	Module *m = cgu_parse(name, text);
 	if (!m) {
 		free(text);
 		return;
@@ -118,13 +103,9 @@ check(const char *name, const char *src, int f32)
 	static const char *const all[] = {"all"};
 	CgOptions o = {.tasks = all, .ntasks = 1, .opt_level = 1};
 	CgCheck c = {f32 ? 1e-5 : 1e-12, 1e-6, 0, 0};
-	char err[4096] = "";
-	printf("%s (%s): ", name, f32 ? "f32" : "f64");
-	fflush(stdout);
-	int nf = cg_check(m, &o, &c, stdout, err, sizeof err);
-	if (nf < 0)
-		fprintf(stderr, "%s: %s\n", name, err);
-	CHECK(nf == 0);
+	char label[256];
+	snprintf(label, sizeof label, "%s (%s)", name, f32 ? "f32" : "f64");
+	cgu_check(m, &o, &c, name, label);
 	ir_module_free(m);
 	free(text);
 }
@@ -146,9 +127,7 @@ count(const char *s, const char *pat)
 static int
 check_cuda(const char *name, const char *text, int fast)
 {
-	FeOptions fo = {.diag = stderr};
-	Module *m = fe_parse_string(name, text, strlen(text), &fo);
-	CHECK(m != NULL);
+	Module *m = cgu_parse(name, text);
 	if (!m)
 		return 0;
 	int npersist = 0;
@@ -160,19 +139,16 @@ check_cuda(const char *name, const char *text, int fast)
 		if (strcmp(task, "forward") && strcmp(task, "vjp") && strcmp(task, "jvp") &&
 		    (fast || strcmp(task, "hvp")) && (fast || strcmp(task, "jacobian")))
 			continue;
-		char msg[4096] = "", err[4096] = "";
-		Loc loc = 0;
-		Graph *g = pass_task(m->main, task, NULL, &loc, msg, sizeof msg);
-		if (!g)
+		char err[4096] = "";
+		int derived;
+		KProgram *p = cgu_lower_task(m, task, DT_F32, &derived, err, sizeof err);
+		if (!derived)
 			continue; // a task the module has not (vhp of a non-scalar, ...)
-		KProgram *p = cg_lower(g, task, DT_F32, err, sizeof err);
-		ir_graph_free(g);
 		CHECK(p != NULL);
 		if (!p) {
 			fprintf(stderr, "%s %s: %s\n", name, task, err);
 			continue;
 		}
-		cg_plan(p);
 		size_t n1 = 0, n2 = 0;
 		char *src = cg_cuda_print(p, &n1, err, sizeof err);
 		char *again = cg_cuda_print(p, &n2, err, sizeof err);
@@ -289,7 +265,7 @@ main(int argc, char **argv)
 		for (int i = 0; i < NMOD; i++) {
 			char path[4096];
 			snprintf(path, sizeof path, "%s/scan-%s.ir", argv[2], mods[i].name);
-			char *text = to_f32(mods[i].src);
+			char *text = cgu_to_f32(mods[i].src);
 			FILE *f = fopen(path, "w");
 			if (!f || fputs(text, f) < 0 || fclose(f)) {
 				fprintf(stderr, "test_codegen_scan: cannot write %s\n", path);
@@ -305,7 +281,7 @@ main(int argc, char **argv)
 #ifdef FADC_HAVE_CUDA
 	int npersist = 0;
 	for (int i = 0; i < NMOD; i++) {
-		char *text = to_f32(mods[i].src);
+		char *text = cgu_to_f32(mods[i].src);
 		npersist += check_cuda(mods[i].name, text, 0);
 		free(text);
 	}
