@@ -1620,6 +1620,8 @@ emit_host(Emit *e, const KKernel *k)
 #define GEMM_NV 2 // vectors of VL lanes per tile row: 8 f32 or 4 f64 each
 #define GEMM_MIN_WORK 4096 // M N K below which the plain loops are as good
 #define GEMM_KC 256 // reduction steps per packed block of B (KC x NR values: 16 KiB)
+#define GEMM_PF 8 // reduction steps ahead that a strided A is prefetched
+#define GEMM_PF_MIN_STRIDE 16 // elements: below, A's steps share cache lines
 
 typedef struct Gemm {
 	int vi; // parallel variable of the rows (-1: one row)
@@ -1855,6 +1857,26 @@ gemm_tile_packed(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, in
 	loop_begin_v(e, &lk, ctr, kc);
 	LLVMValueRef kk = LLVMBuildLoad2(e->B, e->i64, ctr, "");
 	LLVMValueRef ia = axpy(e, pa, G->ka, kk);
+	if (G->ka > GEMM_PF_MIN_STRIDE || G->ka < -GEMM_PF_MIN_STRIDE) {
+		// A steps by a whole row per reduction step (A transposed, as in a
+		// weight gradient x^T g): each step's MR values are a new cache
+		// line, which the hardware prefetcher does not foresee; fetch the
+		// line GEMM_PF steps ahead (the first and the last row of the tile:
+		// MR values may straddle two lines).  A prefetch never faults.
+		for (int i = 0; i < mr; i += mr > 1 ? mr - 1 : 1) {
+			LLVMValueRef idx = axpy(e, axpy(e, ia, G->ka, i64c(e, GEMM_PF)), G->ca_i, i64c(e, i));
+			DType at = e->p->buf[G->abuf].dtype;
+			LLVMValueRef ptr = LLVMBuildGEP2(e->B, sty(e, at), e->bufptr[G->abuf], &idx, 1, "");
+			LLVMValueRef args[4] = {LLVMBuildBitCast(e->B, ptr, e->i8p, ""), LLVMConstInt(e->i32, 0, 0),
+			                        LLVMConstInt(e->i32, 3, 0), LLVMConstInt(e->i32, 1, 0)};
+			unsigned id = LLVMLookupIntrinsicID("llvm.prefetch", 13);
+			LLVMTypeRef ot[1] = {e->i8p};
+			LLVMBuildCall2(e->B, LLVMIntrinsicGetType(e->C, id, ot, 1), LLVMGetIntrinsicDeclaration(e->M, id, ot, 1),
+			               args, 4, "");
+			if (mr == 1)
+				break;
+		}
+	}
 	LLVMValueRef bv[GEMM_NV];
 	for (int v = 0; v < GEMM_NV; v++) {
 		LLVMValueRef slot = LLVMBuildNSWAdd(e->B, LLVMBuildNSWMul(e->B, kk, i64c(e, GEMM_NV), ""), i64c(e, v), "");
