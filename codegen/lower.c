@@ -1041,9 +1041,10 @@ finish(Lower *L, KKernel *k, KRed red, KxId body, KxId post_of_acc_or_0)
 //                    outT[n, p, co]  = sum_q colT[n, p, q] wT[q, co]         (P small,
 //                                      wide channels: wav2letter), then transposed
 //   conv_weight_grad dw[co, q]      = sum_{n, p} g[n, co, p] colT[n, p, q]
-//   conv_input_grad  dcolT[n, p, q] = sum_co g[n, co, p] w[co, q], then
+//   conv_input_grad  dcol[n, q, p]  = sum_co w[co, q] g[n, co, p]           (P >= 16)
+//                    dcolT[n, p, q] = sum_co g[n, co, p] w[co, q]           (P small), then
 //                    dx[n, c, ih, iw] = sum over the taps (kh, kw) whose window
-//                    reads (ih, iw) of dcolT[n, (oh, ow), (c, kh, kw)] (col2im,
+//                    reads (ih, iw) of dcol[n, (c, kh, kw), (oh, ow)] (col2im,
 //                    as a gather: the tap inverted as in kernel_conv)
 // Each product sums in the order of its reduction, as the direct loops do
 // (the weight gradient sums over p within n, then over n), so only the
@@ -1295,16 +1296,30 @@ conv_gemm(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 		}
 		return 1;
 	}
-	// conv_input_grad: g, w -> (N, C, H, W).
-	Shape ds = {.rank = 3, .dim = {u0, P, Q}};
+	// conv_input_grad: g, w -> (N, C, H, W).  The product is dcol[n, q, p]
+	// = sum_co w[co, q] g[n, co, p] (rows q, columns p: g is read along
+	// its rows, w transposed), so that col2im reads dcol along p, which
+	// consecutive iw step through (contiguous for stride 1; on the GPU,
+	// coalesced).  With fewer than 16 positions (too few columns for the
+	// GEMM's tiles) it is dcolT[n, p, q] = sum_co g[n, co, p] w[co, q]
+	// instead, rows p and columns q.  Either way each element sums over co
+	// in order: the same values.
+	int tp = P < 16;
+	Shape ds = {.rank = 3, .dim = {u0, tp ? P : Q, tp ? Q : P}};
 	uint32_t db = kir_buf_add(p, KB_TMP, 0, dt, &ds, n);
 	for (int64_t ch = 0, b = 0; ch < chunks; ch++, b += u0) {
 		int64_t nb = b + u0 <= v.N ? u0 : v.N - b;
 		KKernel *k = kernel_begin(L, db, n, "conv_input_grad.gemm");
-		KxId nn = pvar(L, k, nb), pp = pvar(L, k, P), q = pvar(L, k, Q), co = rvar(L, k, Co);
+		KxId nn = pvar(L, k, nb), pp, q;
+		if (tp)
+			pp = pvar(L, k, P), q = pvar(L, k, Q);
+		else
+			q = pvar(L, k, Q), pp = pvar(L, k, P);
+		KxId co = rvar(L, k, Co);
 		KxId gi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, iplus(p, nn, b), Co), co), P), pp);
-		gemm_finish(L, k, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Q), q), at(L, i0, gi),
-		            at(L, i1, kx_iadd(p, kx_imul(p, co, Q), q)));
+		KxId di = tp ? kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Q), q)
+		             : kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Q), q), P), pp);
+		gemm_finish(L, k, di, at(L, i0, gi), at(L, i1, kx_iadd(p, kx_imul(p, co, Q), q)));
 		k = kernel_begin(L, out, n, "col2im");
 		nn = pvar(L, k, nb);
 		KxId c = pvar(L, k, v.C), ih = pvar(L, k, v.H), iw = pvar(L, k, v.W);
@@ -1312,7 +1327,9 @@ conv_gemm(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 		KxId oh = inv_window(p, ih, kh, v.ph, v.sh, v.dh, v.OH, &okh);
 		KxId ow = inv_window(p, iw, kw, v.pw, v.sw, v.dw, v.OW, &okw);
 		KxId qq = flat4(p, kx_iconst(p, 0), c, v.C, kh, v.kh, kw, v.kw);
-		KxId di = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), kx_iadd(p, kx_imul(p, oh, v.OW), ow)), Q), qq);
+		KxId po = kx_iadd(p, kx_imul(p, oh, v.OW), ow);
+		di = tp ? kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), po), Q), qq)
+		        : kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Q), qq), P), po);
 		k->index = flat4(p, iplus(p, nn, b), c, v.C, ih, v.H, iw, v.W);
 		finish(L, k, KR_SUM, sel(p, band(p, okh, okw), kx_load(p, db, di), kx_const(p, 0, dt)), 0);
 	}

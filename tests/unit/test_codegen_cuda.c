@@ -476,9 +476,10 @@ check_gemm_plans(void) {
 	// col[n, q, p] with Q = 32 * 3 * 3 = 288 and P = 16 * 16 = 256: 4
 	// batches of 64 x 256 x 288, w shared (sa = 0), col and the output
 	// strided by Q P = 73728 and Co P = 16384.  Its vjp: the input's
-	// gradient d[n, p, q] = sum_co g[n, co, p] w[co, q] reads g transposed
-	// (g(p, co) at co P + p: ta = 1, lda = P = 256), batch strides Co P,
-	// 0, P Q.  The weight's gradient dw[co, q] = sum_{n, p} g[n, co, p]
+	// gradient dcol[n, q, p] = sum_co w[co, q] g[n, co, p] reads w
+	// transposed (w(q, co) at co Q + q: ta = 1, lda = Q = 288) and g in
+	// place (ldb = P = 256), 4 batches of 288 x 256 x 64, batch strides
+	// 0, Co P, Q P.  The weight's gradient dw[co, q] = sum_{n, p} g[n, co, p]
 	// colT[n, p, q] reads g transposed to gT[co, n, p] (g's n stride is
 	// Co P, gT's is P), so n and p merge into K = N P = 1024 for both
 	// operands (gT's stride 1, colT's Q): one GEMM of M = Co = 64 rows and
@@ -501,7 +502,7 @@ check_gemm_plans(void) {
 		int n = gemm_launches(p, g, buf, 8, &nl), input_grad = 0, wgrad = 0, wgrad_kernel = 0;
 		for (int i = 0; i < n; i++)
 			if (g[i].ta == 1) {
-				expect_plan(&g[i], 4, 256, 288, 64, 1, 0, 256, 288, 288, 16384, 0, 73728);
+				expect_plan(&g[i], 4, 288, 256, 64, 1, 0, 288, 256, 256, 0, 16384, 73728);
 				input_grad++;
 			} else if (g[i].batch == 1) {
 				expect_plan(&g[i], 1, 64, 288, 1024, 0, 0, 1024, 288, 288, 0, 0, 0);
