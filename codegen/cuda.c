@@ -51,7 +51,6 @@ typedef struct Cu {
 	int var32;               // the kernel's variables (t, r, i<d>) are int (index32)
 	int ictx;                // printing the operands of an index op: 1 narrow, 2 wide
 	uint8_t *rot;            // fused: rot[ki], kernel ki's warp rotation (fused_rotations)
-	KxRange *range;          // memo of kx_range_memo, one entry per expression
 } Cu;
 
 static const char *
@@ -143,9 +142,8 @@ static void ensure(Cu *c, KxId id);
 // expressions, or wider values whose exact result is then narrowed).
 // An op whose range is not known to fit stays long long, and its int
 // operands are widened first, so that its own arithmetic cannot overflow.
-// Ranges come from c->range (kx_range_memo), each expression's computed
-// once per program: kx_range alone walks a shared subexpression once per
-// path to it, exponential in the depth of a DAG that shares at every level.
+// Ranges come from kx_range, which computes each expression's once per
+// program (a deep DAG that shares at every level stays linear).
 static int
 narrow(Cu *c, KxId id) {
 	const Kx *x = &c->p->x[id];
@@ -159,7 +157,7 @@ narrow(Cu *c, KxId id) {
 	case KX_IMOD:
 	case KX_IMIN:
 	case KX_IMAX:
-		return x->dtype == DT_I64 && kx_range_memo(c->p, c->range, id, &lo, &hi) &&
+		return x->dtype == DT_I64 && kx_range(c->p, id, &lo, &hi) &&
 		       lo > -INT32_MAX && hi < INT32_MAX;
 	default:
 		return 0;
@@ -289,7 +287,7 @@ print_op(Cu *c, KxId id) {
 	case KX_IMOD: {
 		int64_t lo, hi;
 		const char *o = x->op == KX_IDIV ? "/" : "%";
-		if (kx_range_memo(p, c->range, a, &lo, &hi) && lo >= 0) {
+		if (kx_range(p, a, &lo, &hi) && lo >= 0) {
 			binop(c, a, o, b);
 			return;
 		}
@@ -2491,13 +2489,11 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 	c.p = p;
 	c.f = open_memstream(&buf, &n);
 	c.stamp = calloc(p->nx + 1, sizeof *c.stamp);
-	c.range = calloc(p->nx + 1, sizeof *c.range);
-	if (!c.f || !c.stamp || !c.range) {
+	if (!c.f || !c.stamp) {
 		if (c.f)
 			fclose(c.f);
 		free(buf);
 		free(c.stamp);
-		free(c.range);
 		snprintf(err, errlen, "error: out of memory");
 		return NULL;
 	}
@@ -2509,8 +2505,7 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 				fclose(c.f);
 				free(buf);
 				free(c.stamp);
-				free(c.range);
-				snprintf(err, errlen,
+						snprintf(err, errlen,
 				         "error: task '%s': the CUDA backend does not support host ops "
 				         "(linear_sum_assignment) inside a scan yet",
 				         p->name ? p->name : "");
@@ -2608,7 +2603,6 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 			print_group(&c, &la[i]);
 	fclose(c.f);
 	free(c.stamp);
-	free(c.range);
 	free(c.inloop);
 	free(c.rot);
 	free(la);

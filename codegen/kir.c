@@ -28,6 +28,17 @@
 
 // ---------------------------------------------------------------- programs
 
+// kx_range's memo: an entry per expression (p->rcache, grown with p->x).
+typedef struct KxRange {
+	int64_t lo, hi;
+	uint8_t state; // 0 not computed yet, 1 unknown, 2 [lo, hi]
+} KxRange;
+
+struct KxRangeCache {
+	KxRange *r;
+	uint32_t cap;
+};
+
 KProgram *
 kir_program_new(const char *name, DType fcompute)
 {
@@ -40,6 +51,7 @@ kir_program_new(const char *name, DType fcompute)
 	arena_grow(a, (void **)&p->x, &p->cx, 256, sizeof *p->x);
 	p->cxhash = 1024;
 	p->xhash = arena_alloc_array(a, p->cxhash, sizeof *p->xhash);
+	p->rcache = arena_zalloc(a, sizeof *p->rcache);
 	return p;
 }
 
@@ -522,8 +534,8 @@ floordiv(int64_t a, int64_t d)
 
 static int range_op(const KProgram *p, KxRange *memo, KxId id, int64_t *lo, int64_t *hi);
 
-// kx_range, and kx_range_memo where memo is not NULL: each operand's range
-// is looked up in memo, or computed and stored there.
+// kx_range: each operand's range is looked up in memo, or computed and
+// stored there.
 static int
 range_of(const KProgram *p, KxRange *memo, KxId id, int64_t *lo, int64_t *hi)
 {
@@ -538,17 +550,16 @@ range_of(const KProgram *p, KxRange *memo, KxId id, int64_t *lo, int64_t *hi)
 	return ok;
 }
 
+
 int
 kx_range(const KProgram *p, KxId id, int64_t *lo, int64_t *hi)
 {
-	return range_of(p, NULL, id, lo, hi);
+	struct KxRangeCache *c = p->rcache;
+	if (c->cap < p->nx)
+		arena_grow(p->arena, (void **)&c->r, &c->cap, p->nx, sizeof *c->r);
+	return range_of(p, c->r, id, lo, hi);
 }
 
-int
-kx_range_memo(const KProgram *p, KxRange *memo, KxId id, int64_t *lo, int64_t *hi)
-{
-	return range_of(p, memo, id, lo, hi);
-}
 
 // The range of expression id from its operands' (range_of).
 static int

@@ -187,6 +187,9 @@ typedef struct KProgram {
 	// The memory plan (cg_plan): arena size with liveness-based reuse, and
 	// the sum of the temporaries' sizes without reuse.
 	int64_t arena_bytes, naive_bytes;
+	// kx_range's memo (kir.c): expressions are immutable once added, so a
+	// range computed once holds for the program's life.
+	struct KxRangeCache *rcache;
 } KProgram;
 
 // ---------------------------------------------------------------- kir.c
@@ -228,16 +231,12 @@ KxId kx_iclamp(KProgram *p, KxId a, int64_t lo, int64_t hi); // lo <= hi
 // Is index e affine in loop variable `var` with a constant coefficient?
 // (1 and *coef, or 0 when var appears inside a division or a load.)
 int kx_affine_coef(const KProgram *p, KxId e, int var, int64_t *coef);
-// The range [*lo, *hi] an I64 expression can take (0 if unknown).
+// The range [*lo, *hi] an I64 expression can take (0 if unknown).  Each
+// expression's range is computed once per program (p->rcache): the
+// builders ask for ranges as they simplify, and without the memo a shared
+// subexpression was walked once per path to it (exponential in a deep
+// index DAG).
 int kx_range(const KProgram *p, KxId a, int64_t *lo, int64_t *hi);
-// The same, remembering every range it computes in memo (p->nx entries,
-// zeroed by the caller; valid while p gains no expressions): linear in the
-// DAG, where kx_range walks a shared subexpression once per path to it.
-typedef struct KxRange {
-	int64_t lo, hi;
-	uint8_t state; // 0 not computed yet, 1 unknown, 2 [lo, hi]
-} KxRange;
-int kx_range_memo(const KProgram *p, KxRange *memo, KxId a, int64_t *lo, int64_t *hi);
 static inline const Kx *kx(const KProgram *p, KxId id) { return &p->x[id]; }
 
 // Costs (kir.c, "costs"): the rough latency of one kernel-IR op in quarter
