@@ -52,11 +52,13 @@ static const char convs[] =
     "param w2: f64[32, 16, 3, 3] = normal(0, 0.3, seed=4)\n"
     "param x3: f64[2, 8, 64] = normal(0, 1, seed=5)\n"
     "param w3: f64[16, 8, 5] = normal(0, 0.3, seed=6)\n"
+    "param w4: f64[32, 8, 1, 1] = normal(0, 0.3, seed=7)\n" // pointwise: x is its own columns
     "def forward() {\n"
     "  a = conv2d(x, w, padding=1)\n"
     "  b = conv2d(x2, w2, stride=2, padding=1)\n"
     "  c = conv1d(x3, w3, padding=4, dilation=2)\n"
-    "  return sum(sin(a)) + sum(b * b) * 0.1 + sum(cos(c))\n"
+    "  d = conv2d(x, w4)\n"
+    "  return sum(sin(a)) + sum(b * b) * 0.1 + sum(cos(c)) + sum(d * d) * 0.1\n"
     "}\n";
 
 // The same three ops with the column buffer cut into chunks
@@ -306,6 +308,49 @@ check_conv_plans(const char *name, const char *src, const char *task, int f32, i
 	free(text);
 }
 
+// A 1 x 1 convolution of stride 1 reads x as its columns and writes its
+// input gradient straight into dx: no im2col or col2im kernel in forward or
+// vjp: one conv GEMM, and in vjp one input-gradient GEMM (the weight
+// gradient still copies x transposed: im2col.t).
+static const char pointwise[] = "param x: f64[2, 16, 16, 16] = normal(0, 1, seed=1)\n"
+                                "param w: f64[32, 16, 1, 1] = normal(0, 0.3, seed=2)\n"
+                                "def forward() {\n"
+                                "  return sum(sin(conv2d(x, w)))\n"
+                                "}\n";
+
+static void
+check_pointwise(void)
+{
+	FeOptions fo = {.diag = stderr};
+	Module *m = fe_parse_string("pointwise.ir", pointwise, strlen(pointwise), &fo);
+	CHECK(m != NULL);
+	if (!m)
+		return;
+	static const char *const tasks[] = {"forward", "vjp"};
+	for (int t = 0; t < 2; t++) {
+		char err[512] = "";
+		Loc loc = 0;
+		Graph *g = pass_task(m->main, tasks[t], NULL, &loc, err, sizeof err);
+		KProgram *p = g ? cg_lower(g, tasks[t], DT_F64, err, sizeof err) : NULL;
+		CHECK(p != NULL);
+		int cols = 0, conv = 0, input = 0;
+		for (uint32_t ki = 0; p && ki < p->nk; ki++) {
+			const char *w = p->k[ki].what ? p->k[ki].what : "";
+			cols += !strcmp(w, "im2col") || !strcmp(w, "col2im");
+			conv += !strcmp(w, "conv.gemm");
+			input += !strcmp(w, "conv_input_grad.gemm");
+		}
+		printf("pointwise.ir %s: %d im2col/col2im, %d conv.gemm, %d conv_input_grad.gemm\n", tasks[t], cols,
+		       conv, input);
+		CHECK(cols == 0 && conv == 1 && input == t);
+		if (p)
+			kir_program_free(p);
+		if (g)
+			ir_graph_free(g);
+	}
+	ir_module_free(m);
+}
+
 int
 main(void)
 {
@@ -314,6 +359,7 @@ main(void)
 	                                           "= conv_input_grad.gemm ", "= col2im ", NULL};
 	check("gemm.ir", model, 0, NULL);
 	check("gemm.ir", model, 1, NULL);
+	check_pointwise();
 	check("convs.ir", convs, 0, conv_kernels);
 	check("convs.ir", convs, 1, conv_kernels);
 	static const char *const head_kernels[] = {"= gemm_operand (", NULL};
