@@ -263,15 +263,22 @@ call1(Emit *e, const char *name, LLVMTypeRef t, LLVMValueRef a)
 	return LLVMBuildCall2(e->B, fty, f, args, 1, "");
 }
 
+// A call of LLVM intrinsic `name` overloaded on the nt types ot.
 static LLVMValueRef
-intrinsic(Emit *e, const char *name, LLVMTypeRef t, LLVMValueRef *args, unsigned n)
+intrinsic_ov(Emit *e, const char *name, LLVMTypeRef *ot, unsigned nt, LLVMValueRef *args, unsigned n)
 {
 	unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
 	FADC_ASSERT(id != 0, name);
-	LLVMTypeRef ot[1] = {t};
-	LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->M, id, ot, 1);
-	LLVMTypeRef fty = LLVMIntrinsicGetType(e->C, id, ot, 1);
+	LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->M, id, ot, nt);
+	LLVMTypeRef fty = LLVMIntrinsicGetType(e->C, id, ot, nt);
 	return LLVMBuildCall2(e->B, fty, f, args, n, "");
+}
+
+// The same for an intrinsic overloaded on one type t.
+static LLVMValueRef
+intrinsic(Emit *e, const char *name, LLVMTypeRef t, LLVMValueRef *args, unsigned n)
+{
+	return intrinsic_ov(e, name, &t, 1, args, n);
 }
 
 static LLVMValueRef
@@ -1472,18 +1479,26 @@ loads_unit_stride(const KProgram *p, KxId id, int var, uint8_t *seen)
 	return 1;
 }
 
-// Does every load of the kernel's body step by 0 or 1 element along the
-// innermost parallel variable?  Then that loop may go innermost.
+// Does every load of the kernel's body step by 0 or 1 element along loop
+// variable var?
 static int
-unit_stride(const KProgram *p, const KKernel *k)
+body_unit_stride(const KProgram *p, const KKernel *k, int var)
 {
 	uint8_t *seen = calloc(p->nx + 1, 1);
 	FADC_ASSERT(seen != NULL, "llvm: out of memory");
-	int64_t c;
-	int r = loads_unit_stride(p, k->body, k->rank - 1, seen) &&
-	        kx_affine_coef(p, k->index, k->rank - 1, &c) && c == 1;
+	int r = loads_unit_stride(p, k->body, var, seen);
 	free(seen);
 	return r;
+}
+
+// Does every load of the body, and the output, step by 0 or 1 element
+// (the output by 1) along the innermost parallel variable?  Then that
+// loop may go innermost.
+static int
+unit_stride(const KProgram *p, const KKernel *k)
+{
+	int64_t c;
+	return body_unit_stride(p, k, k->rank - 1) && kx_affine_coef(p, k->index, k->rank - 1, &c) && c == 1;
 }
 
 // A contraction (matmul) kernel with its reduction loop moved outside the
@@ -1506,9 +1521,9 @@ unit_stride(const KProgram *p, const KKernel *k)
 // is split over j itself, each chunk's j loops running over its range
 // [lo, hi) (the reduction outer, the chunk's columns inner).
 static void
-j_loop(Emit *e, const KKernel *k, Loop *loops, int j)
+j_loop(Emit *e, const KKernel *k, Loop *loops, int j, int jsplit)
 {
-	if (e->sp.on && e->sp.nax > j)
+	if (jsplit)
 		loop_begin_range(e, &loops[j], e->var[j], e->lo, e->hi);
 	else
 		loop_begin(e, &loops[j], e->var[j], k->dim[j]);
@@ -1520,19 +1535,19 @@ emit_contraction(Emit *e, const KKernel *k, Loop *loops)
 	const KProgram *p = e->p;
 	DType vt = (DType)p->x[k->body].dtype;
 	LLVMTypeRef t = ty(e, vt);
-	int j = k->rank - 1;
-	if (!(e->sp.on && e->sp.nax > j))
+	int j = k->rank - 1, jsplit = e->sp.on && e->sp.nax > j; // j itself split (rank 1)
+	if (!jsplit)
 		par_begin(e, k, loops, j);
 	// The element of the output at the current point.
 	LLVMValueRef out = e->bufptr[k->out];
-	j_loop(e, k, loops, j);
+	j_loop(e, k, loops, j, jsplit);
 	new_region(e);
 	LLVMValueRef idx = emit_x(e, k->index);
 	LLVMBuildStore(e->B, red_init(e, k->red, vt), LLVMBuildInBoundsGEP2(e->B, t, out, &idx, 1, ""));
 	loop_end(e, &loops[j]);
 	for (int d = 0; d < k->rrank; d++)
 		loop_begin(e, &loops[k->rank + d], e->var[k->rank + d], k->rdim[d]);
-	j_loop(e, k, loops, j);
+	j_loop(e, k, loops, j, jsplit);
 	new_region(e);
 	LLVMValueRef v = emit_x(e, k->body);
 	idx = emit_x(e, k->index);
@@ -1543,7 +1558,7 @@ emit_contraction(Emit *e, const KKernel *k, Loop *loops)
 	for (int d = k->rrank - 1; d >= 0; d--)
 		loop_end(e, &loops[k->rank + d]);
 	if (p->x[k->post].op != KX_ACC) {
-		j_loop(e, k, loops, j);
+		j_loop(e, k, loops, j, jsplit);
 		new_region(e);
 		idx = emit_x(e, k->index);
 		ptr = LLVMBuildInBoundsGEP2(e->B, t, out, &idx, 1, "");
@@ -1553,7 +1568,7 @@ emit_contraction(Emit *e, const KKernel *k, Loop *loops)
 		e->acc = save;
 		loop_end(e, &loops[j]);
 	}
-	if (!(e->sp.on && e->sp.nax > j))
+	if (!jsplit)
 		par_end(e, loops, j);
 }
 
@@ -1723,11 +1738,9 @@ vload_masked(Emit *e, LLVMTypeRef vty, LLVMValueRef ptr, unsigned align, LLVMVal
 		LLVMSetAlignment(v, align);
 		return v;
 	}
-	unsigned id = LLVMLookupIntrinsicID("llvm.masked.load", 16);
 	LLVMTypeRef ot[2] = {vty, LLVMTypeOf(ptr)};
-	LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->M, id, ot, 2);
 	LLVMValueRef args[4] = {ptr, LLVMConstInt(e->i32, align, 0), mask, LLVMConstNull(vty)};
-	return LLVMBuildCall2(e->B, LLVMIntrinsicGetType(e->C, id, ot, 2), f, args, 4, "");
+	return intrinsic_ov(e, "llvm.masked.load", ot, 2, args, 4);
 }
 
 // The store of vector v through ptr, of the lanes mask sets (NULL: all).
@@ -1738,11 +1751,9 @@ vstore_masked(Emit *e, LLVMValueRef v, LLVMValueRef ptr, unsigned align, LLVMVal
 		LLVMSetAlignment(LLVMBuildStore(e->B, v, ptr), align);
 		return;
 	}
-	unsigned id = LLVMLookupIntrinsicID("llvm.masked.store", 17);
 	LLVMTypeRef ot[2] = {LLVMTypeOf(v), LLVMTypeOf(ptr)};
-	LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->M, id, ot, 2);
 	LLVMValueRef args[4] = {v, ptr, LLVMConstInt(e->i32, align, 0), mask};
-	LLVMBuildCall2(e->B, LLVMIntrinsicGetType(e->C, id, ot, 2), f, args, 4, "");
+	intrinsic_ov(e, "llvm.masked.store", ot, 2, args, 4);
 }
 
 // VL values of buffer b from element idx on (the lanes of mask, NULL for
@@ -1863,18 +1874,14 @@ gemm_tile_packed(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, in
 		// line, which the hardware prefetcher does not foresee; fetch the
 		// line GEMM_PF steps ahead (the first and the last row of the tile:
 		// MR values may straddle two lines).  A prefetch never faults.
-		for (int i = 0; i < mr; i += mr > 1 ? mr - 1 : 1) {
-			LLVMValueRef idx = axpy(e, axpy(e, ia, G->ka, i64c(e, GEMM_PF)), G->ca_i, i64c(e, i));
+		int rows[2] = {0, mr - 1};
+		for (int r = 0; r < (mr > 1 ? 2 : 1); r++) {
+			LLVMValueRef idx = axpy(e, axpy(e, ia, G->ka, i64c(e, GEMM_PF)), G->ca_i, i64c(e, rows[r]));
 			DType at = e->p->buf[G->abuf].dtype;
 			LLVMValueRef ptr = LLVMBuildGEP2(e->B, sty(e, at), e->bufptr[G->abuf], &idx, 1, "");
 			LLVMValueRef args[4] = {LLVMBuildBitCast(e->B, ptr, e->i8p, ""), LLVMConstInt(e->i32, 0, 0),
 			                        LLVMConstInt(e->i32, 3, 0), LLVMConstInt(e->i32, 1, 0)};
-			unsigned id = LLVMLookupIntrinsicID("llvm.prefetch", 13);
-			LLVMTypeRef ot[1] = {e->i8p};
-			LLVMBuildCall2(e->B, LLVMIntrinsicGetType(e->C, id, ot, 1), LLVMGetIntrinsicDeclaration(e->M, id, ot, 1),
-			               args, 4, "");
-			if (mr == 1)
-				break;
+			intrinsic(e, "llvm.prefetch", e->i8p, args, 4);
 		}
 	}
 	LLVMValueRef bv[GEMM_NV];
@@ -2120,11 +2127,7 @@ contraction_loops(const KProgram *p, const KKernel *k)
 		return 1;
 	if (k->red != KR_SUM || (vt != DT_F32 && vt != DT_F64))
 		return 0;
-	uint8_t *seen = calloc(p->nx + 1, 1);
-	FADC_ASSERT(seen != NULL, "llvm: out of memory");
-	int inner = loads_unit_stride(p, k->body, k->rank + k->rrank - 1, seen);
-	free(seen);
-	return !inner;
+	return !body_unit_stride(p, k, k->rank + k->rrank - 1);
 }
 
 static Split
