@@ -1208,40 +1208,28 @@ conv_gemm(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 	// gradient still needs x transposed (below).
 	int pointwise = v.kh == 1 && v.kw == 1 && v.sh == 1 && v.sw == 1 && v.ph == 0 && v.pw == 0 &&
 	                P >= 16;
-	if (pointwise && op == OP_conv && L->buf[i0] != NOBUF) {
-		KKernel *k = kernel_begin(L, out, n, "conv.gemm");
-		KxId nn = pvar(L, k, v.N), co = pvar(L, k, Co), pp = pvar(L, k, P), q = rvar(L, k, Q);
-		KxId xi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Q), q), P), pp);
-		KxId oi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Co), co), P), pp);
-		gemm_finish(L, k, oi, at(L, i1, kx_iadd(p, kx_imul(p, co, Q), q)), at(L, i0, xi));
-		return 1;
-	}
-	if (pointwise && op == OP_conv_input_grad) {
-		KKernel *k = kernel_begin(L, out, n, "conv_input_grad.gemm");
-		KxId nn = pvar(L, k, v.N), q = pvar(L, k, Q), pp = pvar(L, k, P), co = rvar(L, k, Co);
-		KxId gi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Co), co), P), pp);
-		KxId di = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Q), q), P), pp);
-		gemm_finish(L, k, di, at(L, i0, gi), at(L, i1, kx_iadd(p, kx_imul(p, co, Q), q)));
-		return 1;
-	}
+	int direct = pointwise && (op == OP_conv_input_grad || (op == OP_conv && L->buf[i0] != NOBUF));
 	// Chunks: of samples (Q P elements each), or for the weight gradient
 	// of channels (N P kh kw elements each).
-	int64_t u0 = 0, chunks = op == OP_conv_weight_grad ? conv_chunks(v.C, v.N * P * K2 * esize, colmax, &u0)
-	                                                   : conv_chunks(v.N, Q * P * esize, colmax, &u0);
+	int64_t u0 = v.N, chunks = 1;
+	if (!direct)
+		chunks = op == OP_conv_weight_grad ? conv_chunks(v.C, v.N * P * K2 * esize, colmax, &u0)
+		                                   : conv_chunks(v.N, Q * P * esize, colmax, &u0);
 	if (!chunks)
 		return 0;
 	DType dt = ctype(L, n);
 	if (op == OP_conv && P >= 16) {
-		uint32_t cb = col_buf(L, n, i0, u0, Q, P);
+		uint32_t cb = direct ? 0 : col_buf(L, n, i0, u0, Q, P);
 		for (int64_t ch = 0, b = 0; ch < chunks; ch++, b += u0) {
 			int64_t nb = b + u0 <= v.N ? u0 : v.N - b;
-			im2col(L, n, i0, &v, 0, cb, b, nb, 0, v.C);
+			if (!direct)
+				im2col(L, n, i0, &v, 0, cb, b, nb, 0, v.C);
 			KKernel *k = kernel_begin(L, out, n, "conv.gemm");
 			KxId nn = pvar(L, k, nb), co = pvar(L, k, Co), pp = pvar(L, k, P), q = rvar(L, k, Q);
 			KxId wi = kx_iadd(p, kx_imul(p, co, Q), q);
 			KxId ci = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Q), q), P), pp);
 			KxId oi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, iplus(p, nn, b), Co), co), P), pp);
-			gemm_finish(L, k, oi, at(L, i1, wi), kx_load(p, cb, ci));
+			gemm_finish(L, k, oi, at(L, i1, wi), direct ? at(L, i0, ci) : kx_load(p, cb, ci));
 		}
 		return 1;
 	}
@@ -1329,9 +1317,10 @@ conv_gemm(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 	// GEMM's tiles) it is dcolT[n, p, q] = sum_co g[n, co, p] w[co, q]
 	// instead, rows p and columns q.  Either way each element sums over co
 	// in order: the same values.
+	// A direct (pointwise) one writes dx itself: dcol is dx.
 	int tp = P < 16;
 	Shape ds = {.rank = 3, .dim = {u0, tp ? P : Q, tp ? Q : P}};
-	uint32_t db = kir_buf_add(p, KB_TMP, 0, dt, &ds, n);
+	uint32_t db = direct ? out : kir_buf_add(p, KB_TMP, 0, dt, &ds, n);
 	for (int64_t ch = 0, b = 0; ch < chunks; ch++, b += u0) {
 		int64_t nb = b + u0 <= v.N ? u0 : v.N - b;
 		KKernel *k = kernel_begin(L, db, n, "conv_input_grad.gemm");
@@ -1345,6 +1334,8 @@ conv_gemm(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 		KxId di = tp ? kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Q), q)
 		             : kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Q), q), P), pp);
 		gemm_finish(L, k, di, at(L, i0, gi), at(L, i1, kx_iadd(p, kx_imul(p, co, Q), q)));
+		if (direct)
+			break; // one chunk (b = 0): di is dx's own index
 		k = kernel_begin(L, out, n, "col2im");
 		nn = pvar(L, k, nb);
 		KxId c = pvar(L, k, v.C), ih = pvar(L, k, v.H), iw = pvar(L, k, v.W);
