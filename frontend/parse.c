@@ -237,6 +237,18 @@ unknown_name(P *p, const char *name, Loc loc)
 	perr(p, loc, "unknown name '%s'", name);
 }
 
+// parse_block for a function's body, whose result is values, never a bare
+// name: a name that resolved to nothing (V_IDENT) is reported where it
+// stands, while the call chain is still known, not where the result is
+// used (a caller's line).
+static void
+parse_body(P *p, Val *ret, Loc *retloc)
+{
+	parse_block(p, ret, retloc);
+	if (ret->k == V_IDENT)
+		unknown_name(p, ret->s, ret->loc);
+}
+
 static void
 type_str(P *p, NodeId n, char *buf, size_t len)
 {
@@ -1938,11 +1950,7 @@ inline_def(P *p, Def *d, Loc loc, Val *args, const char **kw, int nargs)
 	p->pos = d->body;
 	Val ret = {0};
 	Loc retloc = 0;
-	parse_block(p, &ret, &retloc);
-	// A function returns values, never a bare name: say so where the name
-	// is, while the call chain is still known, not at the call.
-	if (ret.k == V_IDENT)
-		unknown_name(p, ret.s, ret.loc);
+	parse_body(p, &ret, &retloc);
 	if (d->ret_tok) {
 		// Check the declared result types.
 		p->pos = d->ret_tok;
@@ -2791,11 +2799,7 @@ body_graph(P *p, const Val *fn, Loc loc, const Val *opv, const NodeId *ops, int 
 	p->pos = d->body;
 	Val ret = {0};
 	Loc retloc = 0;
-	parse_block(p, &ret, &retloc);
-	// A function returns values, never a bare name: say so where the name
-	// is, while the call chain is still known, not at the call.
-	if (ret.k == V_IDENT)
-		unknown_name(p, ret.s, ret.loc);
+	parse_body(p, &ret, &retloc);
 	if (!ret.k)
 		perr(p, d->loc, "scan body '%s' returns nothing", fname);
 	Val *items = scratch(p)->v; // parse_block is done with them
@@ -3201,11 +3205,7 @@ parse_forward(P *p, Def *d)
 	p->pos = d->body;
 	Val ret = {0};
 	Loc retloc = 0;
-	parse_block(p, &ret, &retloc);
-	// A function returns values, never a bare name: say so where the name
-	// is, while the call chain is still known, not at the call.
-	if (ret.k == V_IDENT)
-		unknown_name(p, ret.s, ret.loc);
+	parse_body(p, &ret, &retloc);
 	if (!ret.k)
 		perr(p, d->loc, "forward returns nothing");
 	Val items[64];
