@@ -1898,18 +1898,18 @@ print_warp_fold(Cu *c, KRed r, DType vt) {
 }
 
 // The coordinates i<d> of parallel variables that kernel k uses, from a
-// flat point t (row-major), as print_kernel prints them.
+// flat point t (row-major), of C type `it` with literal suffix `ll`.
 static void
-print_point_vars(Cu *c, const KKernel *k, const Uses *u) {
+print_point_vars(Cu *c, const KKernel *k, const Uses *u, const char *it, const char *ll) {
 	int64_t stride = 1;
 	for (int d = k->rank - 1; d >= 0; d--) {
 		if (u->var[d] && k->dim[d] > 1) {
 			indent(c);
 			if (d == 0)
-				fprintf(c->f, "const long long i%d = t / %lldLL;\n", d, (long long)stride);
+				fprintf(c->f, "const %s i%d = t / %lld%s;\n", it, d, (long long)stride, ll);
 			else
-				fprintf(c->f, "const long long i%d = t / %lldLL %% %lldLL;\n", d,
-				        (long long)stride, (long long)k->dim[d]);
+				fprintf(c->f, "const %s i%d = t / %lld%s %% %lld%s;\n", it, d, (long long)stride, ll,
+				        (long long)k->dim[d], ll);
 		}
 		stride *= k->dim[d];
 	}
@@ -1994,7 +1994,7 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 		indent(c);
 		fprintf(f, "const long long t = (row0 + %lldLL) * %lldLL + col;\n", (long long)r,
 		        (long long)tl->cols);
-		print_point_vars(c, k, u);
+		print_point_vars(c, k, u, "long long", "LL");
 		indent(c);
 		fprintf(f, "%s acc = acc%lld;\n", cty(vt), (long long)r);
 		c->region++;
@@ -2055,7 +2055,7 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 			red_combine_var(c, k->red, vt, o);
 		}
 	}
-	print_point_vars(c, k, u);
+	print_point_vars(c, k, u, "long long", "LL");
 	c->region++;
 	ensure(c, k->post);
 	ensure(c, k->index);
@@ -2176,18 +2176,7 @@ print_kernel(Cu *c, uint32_t ki) {
 		    it, it, (long long)npt, ll, it, nb);
 	c->depth = 2;
 	// Parallel variables: row-major coordinates of point t.
-	int64_t stride = 1;
-	for (int d = k->rank - 1; d >= 0; d--) {
-		if (u.var[d] && k->dim[d] > 1) {
-			indent(c);
-			if (d == 0)
-				fprintf(f, "const %s i%d = t / %lld%s;\n", it, d, (long long)stride, ll);
-			else
-				fprintf(f, "const %s i%d = t / %lld%s %% %lld%s;\n", it, d,
-				        (long long)stride, ll, (long long)k->dim[d], ll);
-		}
-		stride *= k->dim[d];
-	}
+	print_point_vars(c, k, &u, it, ll);
 	KxId val = k->red ? k->post : k->body;
 	DType vt = (DType)p->x[k->body].dtype;
 	if (br || wr) {

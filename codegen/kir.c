@@ -539,17 +539,15 @@ static int range_op(const KProgram *p, KxRange *memo, KxId id, int64_t *lo, int6
 static int
 range_of(const KProgram *p, KxRange *memo, KxId id, int64_t *lo, int64_t *hi)
 {
-	if (memo && memo[id].state) {
+	if (memo[id].state) {
 		*lo = memo[id].lo;
 		*hi = memo[id].hi;
 		return memo[id].state == 2;
 	}
 	int ok = range_op(p, memo, id, lo, hi);
-	if (memo)
-		memo[id] = (KxRange){ok ? *lo : 0, ok ? *hi : 0, (uint8_t)(ok ? 2 : 1)};
+	memo[id] = (KxRange){ok ? *lo : 0, ok ? *hi : 0, (uint8_t)(ok ? 2 : 1)};
 	return ok;
 }
-
 
 int
 kx_range(const KProgram *p, KxId id, int64_t *lo, int64_t *hi)
@@ -559,7 +557,6 @@ kx_range(const KProgram *p, KxId id, int64_t *lo, int64_t *hi)
 		arena_grow(p->arena, (void **)&c->r, &c->cap, p->nx, sizeof *c->r);
 	return range_of(p, c->r, id, lo, hi);
 }
-
 
 // The range of expression id from its operands' (range_of).
 static int
