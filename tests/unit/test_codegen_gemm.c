@@ -18,10 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen.h"
-#include "frontend.h"
-#include "passes.h"
-#include "testutil.h"
+#include "codegen_util.h"
 
 static const char model[] =
     "param a: f64[37, 300] = normal(0, 1, seed=1)\n"      // K = 256 + 44
@@ -114,22 +111,11 @@ static const char bnorm[] =
     "  return sum(tanh(y) * y) * 0.001 + sum(m @ m)\n"
     "}\n";
 
-static char *
-to_f32(const char *src)
-{
-	char *s = strdup(src);
-	for (char *q = strstr(s, "f64"); q; q = strstr(q + 3, "f64"))
-		q[1] = '3', q[2] = '2';
-	return s;
-}
-
 static void
 check(const char *name, const char *src, int f32, const char *const *kernels)
 {
-	char *text = f32 ? to_f32(src) : strdup(src);
-	FeOptions fo = {.diag = stderr};
-	Module *m = fe_parse_string(name, text, strlen(text), &fo);
-	CHECK(m != NULL);
+	char *text = f32 ? cgu_to_f32(src) : strdup(src);
+	Module *m = cgu_parse(name, text);
 	if (!m) {
 		free(text);
 		return;
@@ -140,13 +126,9 @@ check(const char *name, const char *src, int f32, const char *const *kernels)
 	FILE *llvm = open_memstream(&ir, &nir), *kf = open_memstream(&kir, &nkir);
 	CgOptions o = {.tasks = tasks, .ntasks = 3, .opt_level = 2, .emit_llvm = llvm, .emit_kir = kf};
 	CgCheck c = {f32 ? 5e-5 : 1e-12, 1e-6, 0, 0};
-	char err[4096] = "";
-	printf("%s (%s): ", name, f32 ? "f32" : "f64");
-	fflush(stdout);
-	int nf = cg_check(m, &o, &c, stdout, err, sizeof err);
-	if (nf < 0)
-		fprintf(stderr, "%s: %s\n", name, err);
-	CHECK(nf == 0);
+	char label[256];
+	snprintf(label, sizeof label, "%s (%s)", name, f32 ? "f32" : "f64");
+	cgu_check(m, &o, &c, name, label);
 	fclose(llvm);
 	fclose(kf);
 	CHECK(ir && strstr(ir, f32 ? "@llvm.fmuladd.v8f32" : "@llvm.fmuladd.v4f64") != NULL);
@@ -175,10 +157,8 @@ check(const char *name, const char *src, int f32, const char *const *kernels)
 static void
 check_cpu_gemm(const char *name, const char *src, int f32, const char *what, int packed)
 {
-	char *text = f32 ? to_f32(src) : strdup(src);
-	FeOptions fo = {.diag = stderr};
-	Module *m = fe_parse_string(name, text, strlen(text), &fo);
-	CHECK(m != NULL);
+	char *text = f32 ? cgu_to_f32(src) : strdup(src);
+	Module *m = cgu_parse(name, text);
 	if (!m) {
 		free(text);
 		return;
@@ -189,13 +169,9 @@ check_cpu_gemm(const char *name, const char *src, int f32, const char *what, int
 	FILE *llvm = open_memstream(&ir, &nir), *kf = open_memstream(&kir, &nkir);
 	CgOptions o = {.tasks = tasks, .ntasks = 1, .opt_level = 0, .emit_llvm = llvm, .emit_kir = kf};
 	CgCheck c = {f32 ? 5e-5 : 1e-12, 1e-6, 0, 0};
-	char err[4096] = "";
-	printf("%s (%s, -O0): ", name, f32 ? "f32" : "f64");
-	fflush(stdout);
-	int nf = cg_check(m, &o, &c, stdout, err, sizeof err);
-	if (nf < 0)
-		fprintf(stderr, "%s: %s\n", name, err);
-	CHECK(nf == 0);
+	char label[256];
+	snprintf(label, sizeof label, "%s (%s, -O0)", name, f32 ? "f32" : "f64");
+	cgu_check(m, &o, &c, name, label);
 	fclose(llvm);
 	fclose(kf);
 	char kpat[128], fpat[128];
@@ -231,16 +207,11 @@ check_cpu_gemm(const char *name, const char *src, int f32, const char *what, int
 static void
 check_plans(const char *name, const char *src, const char *task, int nop)
 {
-	FeOptions fo = {.diag = stderr};
-	Module *m = fe_parse_string(name, src, strlen(src), &fo);
-	CHECK(m != NULL);
+	Module *m = cgu_parse(name, src);
 	if (!m)
 		return;
 	char err[512] = "";
-	Loc loc = 0;
-	Graph *g = pass_task(m->main, task, NULL, &loc, err, sizeof err);
-	CHECK(g != NULL);
-	KProgram *p = g ? cg_lower(g, task, DT_F64, err, sizeof err) : NULL;
+	KProgram *p = cgu_lower_task(m, task, DT_F64, NULL, err, sizeof err);
 	CHECK(p != NULL);
 	int nmat = 0, nplan = 0, nops = 0;
 	for (uint32_t ki = 0; p && ki < p->nk; ki++) {
@@ -249,11 +220,7 @@ check_plans(const char *name, const char *src, const char *task, int nop)
 			nops++;
 			CHECK(ki + 1 < p->nk && p->k[ki + 1].contraction);
 		}
-		int64_t work = 1;
-		for (int d = 0; d < k->rank; d++)
-			work *= k->dim[d];
-		for (int d = 0; d < k->rrank; d++)
-			work *= k->rdim[d];
+		int64_t work = kir_kernel_points(k) * kir_kernel_terms(k);
 		if (!k->contraction || work < ((int64_t)1 << 18))
 			continue;
 		KGemmPlan gp;
@@ -264,7 +231,6 @@ check_plans(const char *name, const char *src, const char *task, int nop)
 	       task, nmat, nplan, nops);
 	CHECK(nmat > 0 && nplan == nmat && nops == nop);
 	kir_program_free(p);
-	ir_graph_free(g);
 	ir_module_free(m);
 }
 
@@ -274,19 +240,14 @@ check_plans(const char *name, const char *src, const char *task, int nop)
 static void
 check_conv_plans(const char *name, const char *src, const char *task, int f32, int want)
 {
-	char *text = f32 ? to_f32(src) : strdup(src);
-	FeOptions fo = {.diag = stderr};
-	Module *m = fe_parse_string(name, text, strlen(text), &fo);
-	CHECK(m != NULL);
+	char *text = f32 ? cgu_to_f32(src) : strdup(src);
+	Module *m = cgu_parse(name, text);
 	if (!m) {
 		free(text);
 		return;
 	}
 	char err[512] = "";
-	Loc loc = 0;
-	Graph *g = pass_task(m->main, task, NULL, &loc, err, sizeof err);
-	CHECK(g != NULL);
-	KProgram *p = g ? cg_lower(g, task, f32 ? DT_F32 : DT_F64, err, sizeof err) : NULL;
+	KProgram *p = cgu_lower_task(m, task, f32 ? DT_F32 : DT_F64, NULL, err, sizeof err);
 	CHECK(p != NULL);
 	int ngemm = 0, nplan = 0;
 	for (uint32_t ki = 0; p && ki < p->nk; ki++) {
@@ -302,8 +263,6 @@ check_conv_plans(const char *name, const char *src, const char *task, int f32, i
 	CHECK(ngemm == want && nplan == ngemm);
 	if (p)
 		kir_program_free(p);
-	if (g)
-		ir_graph_free(g);
 	ir_module_free(m);
 	free(text);
 }
@@ -321,17 +280,13 @@ static const char pointwise[] = "param x: f64[2, 16, 16, 16] = normal(0, 1, seed
 static void
 check_pointwise(void)
 {
-	FeOptions fo = {.diag = stderr};
-	Module *m = fe_parse_string("pointwise.ir", pointwise, strlen(pointwise), &fo);
-	CHECK(m != NULL);
+	Module *m = cgu_parse("pointwise.ir", pointwise);
 	if (!m)
 		return;
 	static const char *const tasks[] = {"forward", "vjp"};
 	for (int t = 0; t < 2; t++) {
 		char err[512] = "";
-		Loc loc = 0;
-		Graph *g = pass_task(m->main, tasks[t], NULL, &loc, err, sizeof err);
-		KProgram *p = g ? cg_lower(g, tasks[t], DT_F64, err, sizeof err) : NULL;
+		KProgram *p = cgu_lower_task(m, tasks[t], DT_F64, NULL, err, sizeof err);
 		CHECK(p != NULL);
 		int cols = 0, conv = 0, input = 0;
 		for (uint32_t ki = 0; p && ki < p->nk; ki++) {
@@ -345,8 +300,6 @@ check_pointwise(void)
 		CHECK(cols == 0 && conv == 1 && input == t);
 		if (p)
 			kir_program_free(p);
-		if (g)
-			ir_graph_free(g);
 	}
 	ir_module_free(m);
 }
