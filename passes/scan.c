@@ -30,6 +30,7 @@
 // Both bodies are ordinary graphs built by pass_jvp / pass_vjp_ex on a
 // copy of the body whose differentiated arguments are marked as params, so
 // scans inside scans and every order of derivative compose.
+#include <stdlib.h>
 #include <string.h>
 
 #include "passes.h"
@@ -80,25 +81,30 @@ marked_copy(const Graph *b, const uint8_t *isparam, int save_carries, int nc)
 	return c;
 }
 
-// A copy of src with its inputs in the order inorder[] and outputs
-// outorder[]; inputs are renamed a0, a1, ... (derived bodies print as
-// functions, whose arguments are plain names).
-// Nodes lifted[0 .. nlift) of src become inputs after the others (a
-// value that depends on invariants only, computed once outside the loop).
+// A copy of src whose inputs are the nodes innodes[0 .. nin), in that
+// order, and whose outputs are src's outorder[]; inputs are renamed a0,
+// a1, ... (derived bodies print as functions, whose arguments are plain
+// names).  An innodes entry is one of src's inputs or any other node of
+// src, which the copy then reads as an input instead of computing it: a
+// value computed once outside the loop (an invariant's transpose) or one
+// the forward scan saved per step (a residual).  Every input of src must
+// be among them.
 static Graph *
-reorder(const Graph *src, const uint32_t *inorder, uint32_t nin, const uint32_t *outorder,
-        uint32_t nout, const NodeId *lifted, uint32_t nlift, const char *name)
+reorder(const Graph *src, const NodeId *innodes, uint32_t nin, const uint32_t *outorder,
+        uint32_t nout, const char *name)
 {
-	FADC_ASSERT(nin == src->ninput, "reorder needs every input");
 	Graph *g = ir_graph_new(name, src->src);
 	NodeId *map = arena_alloc_array(g->arena, src->nnode, sizeof *map);
 	for (uint32_t k = 0; k < src->nsub; k++)
 		ir_add_sub(g, pass_dce(src->sub[k]));
-	for (uint32_t k = 0; k < nin + nlift; k++) {
-		NodeId n = k < nin ? src->input[inorder[k]].node : lifted[k - nin];
+	uint32_t ninput = 0;
+	for (uint32_t k = 0; k < nin; k++) {
+		NodeId n = innodes[k];
+		ninput += src->node[n].op == OP_input;
 		map[n] = ir_add_input(g, arena_printf(g->arena, "a%u", k), IN_ARG,
 		                      (DType)src->node[n].dtype, ir_shape(src, n), src->node[n].loc);
 	}
+	FADC_ASSERT(ninput == src->ninput, "reorder needs every input");
 	for (NodeId n = 1; n < src->nnode; n++) {
 		const Node *nd = &src->node[n];
 		if (nd->op == OP_input || map[n])
@@ -203,7 +209,10 @@ scan_jvp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId 
 	for (uint32_t y = 0; y < s.ny; y++)
 		if (tout[s.nc + y])
 			outorder[no++] = tout[s.nc + y];
-	Graph *body = reorder(bj, inorder, k, outorder, no, NULL, 0, derived_name(g, s.b, "jvp"));
+	NodeId innodes[512];
+	for (uint32_t q = 0; q < k; q++)
+		innodes[q] = bj->input[inorder[q]].node;
+	Graph *body = reorder(bj, innodes, k, outorder, no, derived_name(g, s.b, "jvp"));
 	ir_graph_free(bj);
 	NodeId sc = emit_scan(g, body, ops, (int)k, ncar, nseq, s.rev, loc);
 	// The tangents of the original tuple's values.
@@ -239,6 +248,102 @@ factor_seq(const Graph *bv, NodeId x, const uint32_t *inorder, const NodeId *bop
 		if (bv->input[inorder[k]].node == x)
 			return bops[k];
 	return 0;
+}
+
+// Residuals.  The backward body, the body's vjp, recomputes the step's
+// forward values from the saved carry c_t, x_t and w: an LSTM's reverse
+// step computes h_t W_hhᵀ again before dz W_hh, two products of the same
+// size where one would do.  A product (matmul) of the backward body that
+// reads only the step's primal values (c_t, x_t, w: no cotangent), one of
+// them per step (c_t or x_t), and that the body still needs is instead
+// computed by the forward scan, which already computes it (the copy added
+// there is merged with the body's own by CSE), and stacked as one more
+// per-step output: the backward scan reads it as a sequence.  Cost: its
+// stacked size, T times the product's, written once and read once, against
+// recomputing m n k per step; taken while the residuals of one scan stay
+// under RES_BYTES.
+enum { MAXRES = 16 };
+#define RES_BYTES (512.0 * 1024 * 1024)
+
+// Picks the residuals of backward body bv (inputs: the body's s->nin
+// operands, then cotangents) whose outputs are outorder[0 .. no), of a
+// scan of `steps` steps: res[], at most maxres, their count returned;
+// live[n] says whether node n is still needed once the residuals are
+// inputs.
+static uint32_t
+pick_residuals(const Graph *bv, const ScanInfo *s, double steps, const uint32_t *outorder,
+               uint32_t no, uint8_t *live, NodeId *res, uint32_t maxres)
+{
+	// prim: reads only the body's operands; var: reads a carry or a
+	// sequence (else it is loop-invariant, nothing to save per step).
+	uint8_t *prim = calloc(bv->nnode + 1, 1), *var = calloc(bv->nnode + 1, 1);
+	FADC_ASSERT(prim && var, "out of memory");
+	for (NodeId n = 1; n < bv->nnode; n++) {
+		const Node *nd = &bv->node[n];
+		if (nd->op == OP_input) {
+			int64_t i = ir_attr_int(bv, n, "index");
+			prim[n] = i < s->nin;
+			var[n] = i < s->nc + s->nx;
+			continue;
+		}
+		prim[n] = nd->op != OP_scan; // a body's copy carries no sub-bodies
+		for (int i = 0; i < nd->nin; i++) {
+			prim[n] &= prim[ir_in1(bv, n, i)];
+			var[n] |= var[ir_in1(bv, n, i)];
+		}
+	}
+	memset(live, 0, bv->nnode);
+	for (uint32_t o = 0; o < no; o++)
+		live[bv->out[outorder[o]].node] = 1;
+	uint32_t nres = 0;
+	double bytes = 0;
+	for (NodeId n = bv->nnode - 1; n > 0; n--) {
+		const Node *nd = &bv->node[n];
+		if (!live[n] || nd->op == OP_input)
+			continue;
+		if (nd->op == OP_matmul && prim[n] && var[n] && nres < maxres) {
+			double b = steps * (double)ir_numel(ir_shape(bv, n)) * 8; // f64 at most
+			if (bytes + b <= RES_BYTES) {
+				bytes += b;
+				res[nres++] = n;
+				continue; // an input now: its operands are not needed for it
+			}
+		}
+		for (int i = 0; i < nd->nin; i++)
+			live[ir_in1(bv, n, i)] = 1;
+	}
+	free(prim);
+	free(var);
+	return nres;
+}
+
+// Adds to dst the nodes of src that node r reads (map: src node to dst
+// node, the operands' inputs already mapped); returns r's copy.  In node
+// order, no recursion (a body can be a long chain).
+static NodeId
+copy_cone(Graph *dst, const Graph *src, NodeId r, NodeId *map)
+{
+	uint8_t *need = calloc(r + 1, 1);
+	FADC_ASSERT(need, "out of memory");
+	need[r] = 1;
+	for (NodeId n = r; n > 0; n--)
+		if (need[n] && !map[n])
+			for (int i = 0; i < src->node[n].nin; i++)
+				need[ir_in1(src, n, i)] = 1;
+	for (NodeId n = 1; n <= r; n++) {
+		if (!need[n] || map[n])
+			continue;
+		const Node *nd = &src->node[n];
+		FADC_ASSERT(nd->op != OP_input && nd->op != OP_scan, "copy_cone: unmapped input");
+		NodeId in[256];
+		for (int i = 0; i < nd->nin; i++)
+			in[i] = map[ir_in1(src, n, i)];
+		Attrs a;
+		ir_attrs_get(src, n, &a);
+		map[n] = ir_emit(dst, nd->op, in, nd->nin, &a, nd->loc);
+	}
+	free(need);
+	return map[r];
 }
 
 NodeId *
@@ -395,24 +500,61 @@ scan_vjp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId 
 	// every step (codegen/lower.c, kernel_matmul; 16 MB per step for
 	// deepspeech's W_hh), and outside, wᵀ of an invariant that is itself a
 	// transpose (w_t = transpose(W_hh)) is W_hh, no copy at all.
-	NodeId lifted[64];
-	uint32_t nlift = 0, kall = k;
-	for (NodeId n = 1; n < bv->nnode && nlift < 64 && kall < 512; n++) {
-		if (bv->node[n].op != OP_permute)
+	// Residuals (see the top): products the backward body would recompute
+	// from the step's primal values, saved by the forward scan instead.
+	uint8_t *live = arena_alloc_array(g->arena, bv->nnode + 1, 1);
+	NodeId res[MAXRES];
+	// (Steps: the first sequence operand's leading axis; every scan has one.)
+	uint32_t nres = pick_residuals(bv, &s, (double)ir_shape(f, in[s.nc])->dim[0], outorder, no,
+	                               live, res, k + MAXRES <= 512 ? MAXRES : 512 - k);
+	// Transposes of invariants (the body's vjp of x @ w reads wᵀ) are
+	// computed once before the loop, as invariants of their own: the
+	// printed product would otherwise copy wᵀ into a row-major temporary
+	// every step (codegen/lower.c, kernel_matmul; 16 MB per step for
+	// deepspeech's W_hh), and outside, wᵀ of an invariant that is itself a
+	// transpose (w_t = transpose(W_hh)) is W_hh, no copy at all.
+	NodeId lifted[64], liftops[64];
+	uint32_t nlift = 0;
+	for (NodeId n = 1; n < bv->nnode && nlift < 64 && k + nres + nlift < 512; n++) {
+		if (bv->node[n].op != OP_permute || !live[n])
 			continue;
 		NodeId x = ir_in1(bv, n, 0);
 		for (uint32_t q = (uint32_t)(ncar + nseq); q < k; q++)
 			if (bv->input[inorder[q]].node == x) {
 				Attrs pa;
 				ir_attrs_get(bv, n, &pa);
-				lifted[nlift++] = n;
-				bops[kall++] = b_permute(g, bops[q], pa.a[0].v, loc);
+				lifted[nlift] = n;
+				liftops[nlift++] = b_permute(g, bops[q], pa.a[0].v, loc);
 				break;
 			}
 	}
-	Graph *body = reorder(bv, inorder, k, outorder, no, lifted, nlift, derived_name(g, s.b, "vjp"));
+	// The backward scan's operands: carries, sequences, the residuals
+	// (sequences: the forward scan's new per-step outputs, after the
+	// carries it stacks), invariants, the lifted transposes.
+	NodeId innodes[512], sops[512];
+	uint32_t kall = 0;
+	NodeId *cmap = arena_alloc_array(g->arena, bv->nnode + 1, sizeof *cmap);
+	for (int i = 0; i < s.nin; i++)
+		cmap[bv->input[i].node] = bf->input[i].node;
+	for (uint32_t q = 0; q <= k; q++) {
+		if (q == (uint32_t)(ncar + nseq))
+			for (uint32_t r = 0; r < nres; r++) {
+				ir_add_output(bf, copy_cone(bf, bv, res[r], cmap), "residual", -1);
+				innodes[kall] = res[r];
+				sops[kall++] = get_value(g, sf, (int64_t)bf->nout - 1, loc);
+			}
+		if (q == k)
+			break;
+		innodes[kall] = bv->input[inorder[q]].node;
+		sops[kall++] = bops[q];
+	}
+	for (uint32_t l = 0; l < nlift; l++) {
+		innodes[kall] = lifted[l];
+		sops[kall++] = liftops[l];
+	}
+	Graph *body = reorder(bv, innodes, kall, outorder, no, derived_name(g, s.b, "vjp"));
 	ir_graph_free(bv);
-	NodeId sb = emit_scan(g, body, bops, (int)kall, ncar, nseq, !s.rev, loc);
+	NodeId sb = emit_scan(g, body, sops, (int)kall, ncar, nseq + (int)nres, !s.rev, loc);
 	// 3. The operands' adjoints.
 	int cc = 0;
 	for (int c = 0; c < s.nc; c++)

@@ -263,6 +263,42 @@ check_hoisted(void)
 	ir_module_free(m);
 }
 
+// The vjp of lstm saves its two products per step (x_t wx and h_t wh) in
+// the forward scan, so the backward body computes only the products with
+// the cotangent dz: dz whᵀ (the carry's adjoint) and x_tᵀ dz, h_tᵀ dz (the
+// weights' adjoints, too small to hoist here), three, where recomputing
+// the step would take five (passes/scan.c, "Residuals").
+static void
+check_residuals(void)
+{
+	FeOptions o = {.diag = stderr};
+	Module *m = fe_parse_string("lstm", lstm, strlen(lstm), &o);
+	char err[512];
+	Loc el;
+	Graph *g = m ? pass_task(m->main, "vjp", NULL, &el, err, sizeof err) : NULL;
+	int fwd_out = -1, bwd_prod = -1;
+	for (uint32_t k = 0; g && k < g->nsub; k++) {
+		const Graph *b = g->sub[k];
+		if (strstr(b->name, "_fwd"))
+			fwd_out = (int)b->nout;
+		if (strstr(b->name, "_vjp")) {
+			bwd_prod = 0;
+			for (NodeId n = 1; n < b->nnode; n++)
+				bwd_prod += b->node[n].op == OP_matmul;
+		}
+	}
+	ncheck++;
+	// Forward: h', c', y, the stacked carries h_t, c_t, the two residuals.
+	if (fwd_out != 7 || bwd_prod != 3) {
+		nfail++;
+		fprintf(stderr, "FAIL lstm vjp: forward body has %d outputs (want 7), backward body %d "
+		        "products (want 3)\n", fwd_out, bwd_prod);
+	}
+	if (g)
+		ir_graph_free(g);
+	ir_module_free(m);
+}
+
 int
 main(void)
 {
@@ -273,6 +309,7 @@ main(void)
 	check_module("ctc-alpha", ctc);
 	check_module("matrnn", matrnn);
 	check_hoisted();
+	check_residuals();
 	if (nfail) {
 		fprintf(stderr, "test_scandiff: %d of %d checks failed\n", nfail, ncheck);
 		return 1;
