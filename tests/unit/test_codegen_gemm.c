@@ -234,6 +234,42 @@ check_plans(const char *name, const char *src, const char *task, int nop)
 	ir_module_free(m);
 }
 
+// A scalar sum over (8, 21, 64, 64): one point, so the split takes the
+// first two reduction variables (kir_split_reductions): 8 x 21 = 168
+// partials of 4096 terms (not 8 of 86016: eight blocks on a GPU), then
+// their sum.  check() compares the values with the interpreter.
+static const char lossum[] = "param x: f64[8, 21, 64, 64] = normal(0, 1, seed=1)\n"
+                             "def forward() {\n"
+                             "  return sum(tanh(x) * x)\n"
+                             "}\n";
+
+static void
+check_split(void)
+{
+	Module *m = cgu_parse("lossum.ir", lossum);
+	if (!m)
+		return;
+	char err[512] = "";
+	KProgram *p = cgu_lower_task(m, "forward", DT_F64, NULL, err, sizeof err);
+	CHECK(p != NULL);
+	int64_t parts = 0, terms = 0, sums = 0;
+	for (uint32_t ki = 0; p && ki < p->nk; ki++) {
+		const KKernel *k = &p->k[ki];
+		if (k->what && !strcmp(k->what, "partial_sum")) {
+			parts = kir_kernel_points(k);
+			terms = kir_kernel_terms(k);
+			CHECK(ki + 1 < p->nk && kir_kernel_points(&p->k[ki + 1]) == 1);
+			sums = ki + 1 < p->nk ? kir_kernel_terms(&p->k[ki + 1]) : 0;
+		}
+	}
+	printf("lossum.ir forward: %lld partials of %lld terms, summed by %lld\n", (long long)parts,
+	       (long long)terms, (long long)sums);
+	CHECK(parts == 168 && terms == 4096 && sums == 168);
+	if (p)
+		kir_program_free(p);
+	ir_module_free(m);
+}
+
 // Every conv GEMM kernel (conv.gemm, conv.gemm.t, conv_weight_grad.gemm,
 // conv_input_grad.gemm) of `task` has a GEMM plan (so cuBLAS takes each
 // chunk's product), and there are `want` of them.
@@ -321,6 +357,8 @@ main(void)
 	static const char *const bn_kernels[] = {"= partial_sum (", NULL};
 	check("bnorm.ir", bnorm, 0, bn_kernels);
 	check("bnorm.ir", bnorm, 1, bn_kernels);
+	check("lossum.ir", lossum, 0, bn_kernels);
+	check_split();
 	check_plans("heads.ir", heads, "forward", 1);
 	check_plans("heads.ir", heads, "vjp", 2);
 	check_cpu_gemm("convs.ir", convs, 0, "conv_weight_grad.gemm", 1);

@@ -7,7 +7,8 @@
 #                    with ldd)
 #   DEST/check/      cpu,cuda artifacts for gpu_check: both ppl models (every
 #                    task, full size), multiheadattn at reduced and full size,
-#                    transformer at reduced size, and floor.so (one kernel)
+#                    transformer at reduced size, floor.so (one kernel) and
+#                    split.so (split sums)
 #   DEST/choice/     choice.so (tests/gpu/choice.ir: products whose candidates,
 #                    printed kernel or cuBLAS GEMM, are timed on the GPU)
 #   DEST/cg/         the CUDA-graph suite's artifacts (tests/gpu/cudagraph)
@@ -59,6 +60,8 @@ fadc "$root/models/multiheadattn.ir" -o "$dest/check/multiheadattn_full.so" --ta
 fadc "$root/models/transformer.ir" -o "$dest/check/transformer.so" --target cpu,cuda \
 	--tasks forward,vjp,jvp,vhp -D N=8 -D SEQ=4 -D E=16 -D NH=4 -D FF=16 -D MAXLEN=16
 fadc "$root/tests/gpu/floor.ir" -o "$dest/check/floor.so" --target cpu,cuda --tasks forward
+# Sums split over one and over two reduction variables (kir_split_reductions).
+fadc "$root/tests/gpu/split.ir" -o "$dest/check/split.so" --target cpu,cuda --tasks forward,vjp,jvp,vhp
 # cuBLAS GEMM records (tests/gpu/gemm.ir): fp32 semantics, and --allow-tf32
 # (gpu_check gives a TF32 artifact a tolerance of 1e-2).
 fadc "$root/tests/gpu/gemm.ir" -o "$dest/check/gemm.so" --target cpu,cuda \
