@@ -35,9 +35,14 @@
 // to sleep.  A worker's writes are published to the caller by the mutex it
 // takes to leave the job, so the chunk functions' stores are visible when
 // parallel_for returns.
+#define _GNU_SOURCE // dladdr
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "abi.h"
 #include "pool.h"
@@ -58,7 +63,102 @@ struct RtPool {
 	int64_t n, chunk;
 	atomic_int_fast64_t next; // first iteration not yet taken
 	RtPoolStats st;
+	struct ProfEntry *prof; // FADC_CPU_PROFILE=1: per chunk function (see prof_report)
 };
+
+// FADC_CPU_PROFILE=1: the wall time of every parallel_for by chunk function
+// (one per split kernel), reported on stderr when the pool is freed (the
+// context destroyed): which kernels take the time and, run at 1 and at N
+// threads, which ones stop scaling.  The kernels below the split threshold
+// are not timed (their total is the task's time less these).  Chunk
+// functions are internal symbols of the artifact: the report names each by
+// its module and offset, which `nm MODEL.so` maps to fadc_<task>_k<N>.chunk
+// (bench/cpu-profile-names.sh).
+enum { PROF_SLOTS = 4096 };
+typedef struct ProfEntry {
+	fadc_chunk_fn_v1 fn; // NULL: a free slot
+	uint64_t calls;
+	int64_t iters;
+	double ns;
+	// Where fn is, found at its first call (the module may be closed
+	// before the report).
+	char mod[64];
+	unsigned long off;
+} ProfEntry;
+
+static double
+now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+int
+rt_pool_profiling(void)
+{
+	const char *e = getenv("FADC_CPU_PROFILE");
+	return e && *e && strcmp(e, "0");
+}
+
+static void
+prof_add(RtPool *p, fadc_chunk_fn_v1 fn, int64_t n, double ns)
+{
+	size_t h = ((size_t)fn >> 4) % PROF_SLOTS;
+	for (size_t i = 0; i < PROF_SLOTS; i++, h = (h + 1) % PROF_SLOTS) {
+		ProfEntry *e = &p->prof[h];
+		if (e->fn && e->fn != fn)
+			continue;
+		if (!e->fn) {
+			Dl_info d;
+			const char *m = "?";
+			e->off = (unsigned long)(uintptr_t)fn;
+			if (dladdr((void *)(uintptr_t)fn, &d) && d.dli_fname) {
+				m = strrchr(d.dli_fname, '/') ? strrchr(d.dli_fname, '/') + 1 : d.dli_fname;
+				e->off -= (unsigned long)(uintptr_t)d.dli_fbase;
+			}
+			snprintf(e->mod, sizeof e->mod, "%s", m);
+		}
+		e->fn = fn;
+		e->calls++;
+		e->iters += n;
+		e->ns += ns;
+		return;
+	}
+}
+
+static int
+prof_cmp(const void *a, const void *b)
+{
+	double x = ((const ProfEntry *)a)->ns, y = ((const ProfEntry *)b)->ns;
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void
+prof_report(RtPool *p)
+{
+	double total = 0;
+	uint64_t calls = 0;
+	int n = 0;
+	for (int i = 0; i < PROF_SLOTS; i++)
+		if (p->prof[i].fn) {
+			p->prof[n++] = p->prof[i];
+			total += p->prof[i].ns;
+			calls += p->prof[i].calls;
+		}
+	if (!calls)
+		return; // (another context of the process, its pool unused: no noise)
+	qsort(p->prof, (size_t)n, sizeof *p->prof, prof_cmp);
+	fprintf(stderr, "fadc: CPU profile, %d threads: %.3f ms in %llu parallel kernel calls "
+	                "(%d kernels)\n",
+	        p->nthreads, total / 1e6, (unsigned long long)calls, n);
+	for (int i = 0; i < n && i < 40; i++) {
+		const ProfEntry *e = &p->prof[i];
+		fprintf(stderr, "  %5.1f%%  %10.3f ms  %6llu calls  %10lld iterations  %s+0x%lx\n",
+		        100 * e->ns / total, e->ns / 1e6, (unsigned long long)e->calls,
+		        (long long)e->iters, e->mod, e->off);
+	}
+}
 
 // Takes chunks of the current job until none are left.
 static void
@@ -108,6 +208,10 @@ rt_pool_new(int nthreads)
 	if (!p)
 		return NULL;
 	p->nthreads = nthreads;
+	if (rt_pool_profiling() && !(p->prof = calloc(PROF_SLOTS, sizeof *p->prof))) {
+		free(p);
+		return NULL;
+	}
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->wake, NULL);
 	pthread_cond_init(&p->done, NULL);
@@ -149,6 +253,9 @@ rt_pool_free(RtPool *p)
 	pthread_cond_destroy(&p->wake);
 	pthread_cond_destroy(&p->done);
 	pthread_mutex_destroy(&p->mu);
+	if (p->prof)
+		prof_report(p);
+	free(p->prof);
 	free(p->th);
 	free(p);
 }
@@ -169,6 +276,15 @@ rt_pool_parallel_for(RtPool *p, fadc_chunk_fn_v1 fn, void *args, int64_t n, int6
 {
 	if (n <= 0)
 		return;
+	if (p->prof) {
+		double t0 = now_ns();
+		ProfEntry *keep = p->prof;
+		p->prof = NULL;
+		rt_pool_parallel_for(p, fn, args, n, grain);
+		p->prof = keep;
+		prof_add(p, fn, n, now_ns() - t0);
+		return;
+	}
 	if (grain < 1)
 		grain = 1;
 	p->st.parallel_calls++;

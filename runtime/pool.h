@@ -26,5 +26,8 @@ void rt_pool_stats(const RtPool *p, RtPoolStats *s); // p NULL: all zero
 // iterations, on the calling thread and the workers; returns when every
 // chunk is done.
 void rt_pool_parallel_for(RtPool *p, fadc_chunk_fn_v1 fn, void *args, int64_t n, int64_t grain);
+// Whether FADC_CPU_PROFILE asks for a profile (pool.c): the context then
+// has a pool even with one thread, and each pool reports when freed.
+int rt_pool_profiling(void);
 
 #endif

@@ -237,7 +237,7 @@ fadc_context_create(const fadc_context_options *o, fadc_context **out)
 	if (!nthreads)
 		return FADC_ERR_ARG;
 	fadc_context *c = calloc(1, sizeof *c);
-	if (!c || (nthreads > 1 && !(c->pool = rt_pool_new(nthreads)))) {
+	if (!c || ((nthreads > 1 || rt_pool_profiling()) && !(c->pool = rt_pool_new(nthreads)))) {
 		free(c);
 		snprintf(create_err, sizeof create_err, "out of memory");
 		return FADC_ERR_NOMEM;
