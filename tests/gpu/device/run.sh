@@ -2,7 +2,10 @@
 # tests/gpu/device/run.sh -- run on the GPU machine from the repository root, with
 # the payload of tests/gpu/device/payload.sh in .gpu/:  bash .gpu/run.sh [STEPS]
 # STEPS (default "check bench peer"): check = the CUDA-graph suite
-# (cudagraph_check) and gpu_check on every artifact (graphs on, then off); bench = fadc-bench --gpu 0 over the ppl models
+# (cudagraph_check) and gpu_check on every artifact (graphs on, then off);
+# zoo = only check's zoo/ and zoo64/ artifacts (the models at reduced sizes);
+# profile = FADC_CUDA_PROFILE=1 of the full-size models' vjp (PROF_MODELS,
+# PROF_TASKS); bench = fadc-bench --gpu 0 over the ppl models
 # (every task) and multiheadattn; peer = the seed's PyTorch benchmark on
 # the same models, in the same call; cpu = the CPU thread pool on that
 # machine's cores: fadc-bench --gpu -1 at 1 and all threads (wav2letter at
@@ -26,6 +29,9 @@ case " $steps " in *" check "*)
 	echo "== gpu_check (graphs on)"
 	timeout 300 "$here/bin/gpu_check" --time 1000 "$here"/check/*.so 2>&1 | tee "$out/check.log"
 	echo "rc=${PIPESTATUS[0]}"
+	;;
+esac
+case " $steps " in *" check "*|*" zoo "*)
 	echo "== gpu_check (graphs on): the zoo at reduced sizes, scans, a host step"
 	timeout 420 "$here/bin/gpu_check" --time 20 --assign-nan "$here/zoo/assign.so" \
 		"$here"/zoo/*.so >"$out/check-zoo.log" 2>&1
@@ -42,6 +48,9 @@ case " $steps " in *" check "*)
 		echo "rc=$?"
 		grep -E "FAIL|worst|passed|failed" "$out/check-zoo64.log"
 	fi
+	;;
+esac
+case " $steps " in *" check "*)
 	if [ -d "$here/choice" ]; then
 		# Choices (docs/CUDA.md, "Choices measured on the GPU"): each candidate
 		# forced, then timed into a fresh cache, then a second process reading
@@ -141,6 +150,21 @@ for c in json.load(open(sys.argv[1]))["cells"]:
 	done >"$out/full-torch.log" 2>&1
 	cat "$out/full-torch.log"
 	cd - >/dev/null
+	;;
+esac
+case " $steps " in *" profile "*)
+	# Where the full-size models' time goes on the GPU: PROF_TASKS (default vjp)
+	# of PROF_MODELS run eagerly with an event around each launch
+	# (FADC_CUDA_PROFILE=1; the first run not counted), the bench tree's
+	# artifacts (run.sh full's).
+	for m in ${PROF_MODELS:-resnet18 deepspeech fcn_resnet transformer detr}; do
+		for a in /tmp/fgpu/artifacts/"$m"-*.cuda.so; do
+			echo "-- profile $m ($a)"
+			GPU_CHECK_TASKS=${PROF_TASKS:-vjp} FADC_CUDA_PROFILE=1 timeout 120 \
+				"$here/bin/gpu_check" --run-only 3 "$a" 2>&1 | head -n 70
+		done
+	done >"$out/profile.log" 2>&1
+	cat "$out/profile.log"
 	;;
 esac
 case " $steps " in *" cpu "*)
