@@ -141,6 +141,7 @@ typedef struct CgTarget {
 	const char *cpu; // LLVM CPU name ("x86-64-v3")
 	const char *features; // LLVM feature string, "" for the CPU's own
 	int opt_level;
+	const char *cpu_features; // cg_llvm_cpu's list ("avx2,fma,..."): avx512f widens the GEMM
 } CgTarget;
 
 // Emits every task and the entry symbol fadc_artifact_v1 (runtime/abi.h),

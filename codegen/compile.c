@@ -962,7 +962,7 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 	snprintf(obj, sizeof obj, "%s/model.o", tmpdir);
 	snprintf(lib, sizeof lib, "%s/model.so", tmpdir);
 	snprintf(logp, sizeof logp, "%s/link.log", tmpdir);
-	CgTarget tg = {NULL, cpu, llvm_feat, o->opt_level < 0 ? 2 : o->opt_level};
+	CgTarget tg = {NULL, cpu, llvm_feat, o->opt_level < 0 ? 2 : o->opt_level, feat};
 	// A task without CPU code is an empty program there: its function
 	// returns at once and the runtime never calls it (the descriptor says so).
 	if (!(emit = calloc(nall + 1, sizeof *emit))) {

@@ -202,6 +202,13 @@ typedef struct Emit {
 	uint32_t nshared, cshared;
 	LLVMValueRef mathfn[9][2]; // exp .. trigamma, f32 and f64 (math_fn)
 	int vecmath; // the expressions being emitted are in a loop that vectorizes
+	// Bytes per vector register of the target: 32 (AVX2), 64 with
+	// AVX-512F (wide); the GEMM's tile vectors are vbytes wide (gemm_vl).
+	// FADC_GEMM_VBYTES=64 (tests) gives an AVX2 target 512-bit tiles, two
+	// registers per vector, so that those tiles run and are checked on
+	// any machine.
+	unsigned vbytes;
+	int wide;
 } Emit;
 
 static LLVMTypeRef
@@ -233,6 +240,31 @@ static unsigned
 attr_kind(const char *name)
 {
 	return LLVMGetEnumAttributeKindForName(name, strlen(name));
+}
+
+// Whether the feature list f ("avx2,fma,...", cg_llvm_cpu's) names x.
+static int
+has_feature(const char *f, const char *x)
+{
+	size_t n = strlen(x);
+	for (const char *q = f; q && (q = strstr(q, x)); q += n)
+		if ((q == f || q[-1] == ',') && (q[n] == ',' || q[n] == 0))
+			return 1;
+	return 0;
+}
+
+// With AVX-512 (e->wide) LLVM still prefers 256-bit vectors on these
+// CPUs and splits wider ones; the GEMM's tile vectors are 512 bits there
+// (gemm_vl), so every function says it wants them whole.
+static void
+fn_wide(Emit *e, LLVMValueRef fn)
+{
+	if (!e->wide)
+		return;
+	static const char *const k[] = {"prefer-vector-width", "min-legal-vector-width"};
+	for (int i = 0; i < 2; i++)
+		LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+		                        LLVMCreateStringAttribute(e->C, k[i], (unsigned)strlen(k[i]), "512", 3));
 }
 
 static void
@@ -1632,9 +1664,9 @@ emit_host(Emit *e, const KKernel *k)
 // fast-math flags, which is why the vectors are spelled out: the loop
 // vectorizer would not reassociate a reduction.
 #define GEMM_MR 6
-#define GEMM_NV 2 // vectors of VL lanes per tile row: 8 f32 or 4 f64 each
+#define GEMM_NV 2 // vectors of VL lanes per tile row: 8 f32 or 4 f64 each (16 or 8 wide)
 #define GEMM_MIN_WORK 4096 // M N K below which the plain loops are as good
-#define GEMM_KC 256 // reduction steps per packed block of B (KC x NR values: 16 KiB)
+#define GEMM_KC 256 // reduction steps per packed block of B (KC x NR values: 16 KiB, 32 wide)
 #define GEMM_PF 8 // reduction steps ahead that a strided A is prefetched
 #define GEMM_PF_MIN_STRIDE 16 // elements: below, A's steps share cache lines
 
@@ -1654,12 +1686,22 @@ typedef struct Gemm {
 	int64_t K, ka, kb;
 } Gemm;
 
+// Lanes of the tile vectors: the target's vector width (Emit.vbytes: 32
+// bytes, 64 with AVX-512) over the element's size.
+#define GEMM_VL_MAX 16 // lanes of a tile vector at most: 64 bytes of f32
+
+static unsigned
+gemm_vl(unsigned vbytes, DType vt)
+{
+	return vbytes / (vt == DT_F32 ? 4u : 8u);
+}
+
 // The shared recognition (kir_gemm_match: a product of two affine loads
 // summed, no epilogue), then this backend's form: C and B contiguous
 // along j, B not moving along the rows, and enough work and columns for
 // the vector tiles.
 static int
-gemm_plan(const KProgram *p, const KKernel *k, Gemm *G)
+gemm_plan(const KProgram *p, const KKernel *k, unsigned vbytes, Gemm *G)
 {
 	KGemm m;
 	if (!kir_gemm_match(p, k, &m))
@@ -1697,7 +1739,7 @@ gemm_plan(const KProgram *p, const KKernel *k, Gemm *G)
 		sa *= k->rdim[r + 1], sb *= k->rdim[r + 1];
 		G->one = G->ca_k[r] == sa && G->cb_k[r] == sb;
 	}
-	int vl = vt == DT_F32 ? 8 : 4;
+	int64_t vl = gemm_vl(vbytes, vt);
 	return G->N >= GEMM_NV * vl && G->M * G->N * K >= GEMM_MIN_WORK;
 }
 
@@ -2020,7 +2062,7 @@ emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 {
 	const KProgram *p = e->p;
 	DType vt = (DType)p->x[k->body].dtype;
-	unsigned vl = vt == DT_F32 ? 8 : 4;
+	unsigned vl = gemm_vl(e->vbytes, vt);
 	int64_t nr = GEMM_NV * (int64_t)vl, ntile = G->N / nr, rc = G->N - ntile * nr;
 	int64_t np, ncol, ngroup;
 	gemm_range(k, G, vl, &np, &ncol, &ngroup);
@@ -2036,7 +2078,7 @@ emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 	// column is a vector lane, however few the columns (an attention's 60).
 	LLVMValueRef mask[GEMM_NV];
 	for (int v = 0; v < GEMM_NV; v++) {
-		LLVMValueRef lanes[8];
+		LLVMValueRef lanes[GEMM_VL_MAX];
 		for (unsigned l = 0; l < vl; l++)
 			lanes[l] = LLVMConstInt(LLVMInt1TypeInContext(e->C), v * (int64_t)vl + l < rc, 0);
 		mask[v] = LLVMConstVector(lanes, vl);
@@ -2131,7 +2173,7 @@ contraction_loops(const KProgram *p, const KKernel *k)
 }
 
 static Split
-split_plan(const KProgram *p, const KKernel *k)
+split_plan(const KProgram *p, const KKernel *k, unsigned vbytes)
 {
 	Split sp = {0, 0, 0, 0};
 	if (k->host || k->rank < 1)
@@ -2143,11 +2185,11 @@ split_plan(const KProgram *p, const KKernel *k)
 		work *= (double)k->rdim[r];
 	int64_t n = 1;
 	Gemm G;
-	if (gemm_plan(p, k, &G)) {
+	if (gemm_plan(p, k, vbytes, &G)) {
 		if (work < PAR_GEMM_MIN_WORK)
 			return sp;
 		int64_t np, ncol, ngroup;
-		gemm_range(k, &G, p->x[k->body].dtype == DT_F32 ? 8 : 4, &np, &ncol, &ngroup);
+		gemm_range(k, &G, gemm_vl(vbytes, (DType)p->x[k->body].dtype), &np, &ncol, &ngroup);
 		n = np * ncol * ngroup;
 	} else {
 		if (work < PAR_MIN_WORK)
@@ -2188,6 +2230,7 @@ emit_chunk_fn(Emit *e, LLVMValueRef kfn, KSig *sig)
 	LLVMValueRef fn = LLVMAddFunction(e->M, name, cty);
 	LLVMSetLinkage(fn, LLVMInternalLinkage);
 	fn_attr(e, fn, LLVMAttributeFunctionIndex, "nounwind");
+	fn_wide(e, fn);
 	LLVMPositionBuilderAtEnd(e->B, LLVMAppendBasicBlockInContext(e->C, fn, "entry"));
 	LLVMValueRef args = LLVMBuildBitCast(e->B, LLVMGetParam(fn, 0), LLVMPointerType(sig->argt, 0), "");
 	for (unsigned i = 0; i < na; i++)
@@ -2447,7 +2490,7 @@ emit_kernel(Emit *e, const char *task, uint32_t ki, KSig *sig)
 	uint32_t *bufs = sig->bufs;
 	unsigned n = sig->nbufs, ns = sig->nsteps;
 	int uses_seed = sig->seed;
-	sig->sp = split_plan(p, k);
+	sig->sp = split_plan(p, k, e->vbytes);
 	unsigned nlohi = sig->sp.on ? 2 : 0;
 	LLVMValueRef same = shared_find(e, &key, sig);
 	if (same) {
@@ -2473,6 +2516,7 @@ emit_kernel(Emit *e, const char *task, uint32_t ki, KSig *sig)
 	shared_add(e, &key, fn);
 	LLVMSetLinkage(fn, LLVMInternalLinkage);
 	fn_attr(e, fn, LLVMAttributeFunctionIndex, "nounwind");
+	fn_wide(e, fn);
 	if (p->nk > INLINE_MAX_KERNELS)
 		fn_attr(e, fn, LLVMAttributeFunctionIndex, "noinline");
 	for (unsigned i = 0; i < n; i++)
@@ -2504,7 +2548,7 @@ emit_kernel(Emit *e, const char *task, uint32_t ki, KSig *sig)
 	Loop loops[2 * IR_MAXDIM];
 	DType st = p->buf[k->out].dtype;
 	Gemm G;
-	if (gemm_plan(p, k, &G)) {
+	if (gemm_plan(p, k, e->vbytes, &G)) {
 		emit_gemm(e, k, &G, loops);
 		LLVMBuildRetVoid(e->B);
 		return fn;
@@ -2581,6 +2625,7 @@ emit_task(Emit *e, const CgTask *t)
 	LLVMValueRef fn = LLVMAddFunction(e->M, name, e->taskfn);
 	LLVMSetLinkage(fn, LLVMInternalLinkage);
 	fn_attr(e, fn, LLVMAttributeFunctionIndex, "nounwind");
+	fn_wide(e, fn);
 	e->fn = fn;
 	LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e->C, fn, "entry");
 	LLVMPositionBuilderAtEnd(e->B, entry);
@@ -2766,6 +2811,11 @@ cg_llvm_emit(const CgTask *tasks, int ntasks, const uint8_t *desc, size_t descle
 		goto done;
 	}
 	LLVMSetTarget(e.M, triple);
+	e.wide = tg->cpu_features && has_feature(tg->cpu_features, "avx512f");
+	e.vbytes = e.wide ? 64 : 32;
+	const char *vb = getenv("FADC_GEMM_VBYTES");
+	if (vb && (!strcmp(vb, "32") || !strcmp(vb, "64")))
+		e.vbytes = (unsigned)atoi(vb);
 	td = LLVMCreateTargetDataLayout(tm);
 	LLVMSetModuleDataLayout(e.M, td);
 

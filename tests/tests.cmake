@@ -18,6 +18,12 @@ foreach(src ${UNIT_TESTS})
   set_tests_properties(unit/${name} PROPERTIES LABELS "${labels}" SKIP_RETURN_CODE 77
                        ENVIRONMENT "FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
 endforeach()
+# test_codegen_gemm again with the 512-bit GEMM tiles of AVX-512 targets
+# (FADC_GEMM_VBYTES=64: two 256-bit registers per vector on an AVX2
+# machine), so that their code is checked against the interpreter on any CPU.
+add_test(NAME unit/test_codegen_gemm_512 COMMAND test_codegen_gemm)
+set_tests_properties(unit/test_codegen_gemm_512 PROPERTIES LABELS unit SKIP_RETURN_CODE 77
+                     ENVIRONMENT "FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR};FADC_GEMM_VBYTES=64")
 # test_cuda_special compiles codegen/cuda_special.h, the CUDA backend's
 # digamma and trigamma, as host C: contracted as on the device (NVRTC runs
 # with --fmad=false), so only the header's explicit fmaf/fma fuse.
