@@ -99,6 +99,16 @@ typedef struct fadc_context_options {
 // says why (on this thread).
 fadc_status fadc_context_create(const fadc_context_options *o, fadc_context **out);
 void fadc_context_destroy(fadc_context *ctx); // close its models and free its tensors first
+// The run seed of the fadc_run calls that follow (their samplers: dropout's
+// masks), so that a caller can seed each call: its high 32 bits are the
+// counter-based generator's call counter (docs/IR.md, "Random numbers"), so
+// (call << 32) | base gives call `call` of run seed `base` its own masks,
+// the same for every derivative inside that call (vjp's forward and
+// gradient, both halves of hvp).  Initializers that already ran keep their
+// values.  On a GPU the seed is part of a CUDA graph's key: a new seed is a
+// new state of the task's graph tree (recorded, then replayed when that
+// seed comes again).  ctx NULL: FADC_ERR_ARG.
+fadc_status fadc_context_set_seed(fadc_context *ctx, uint64_t seed);
 // "" after no failure; ctx NULL: why the last fadc_context_create of this
 // thread failed.
 const char *fadc_context_error(const fadc_context *ctx);

@@ -288,6 +288,15 @@ fadc_context_pool_stats(const fadc_context *ctx, fadc_pool_stats *s)
 	return FADC_OK;
 }
 
+fadc_status
+fadc_context_set_seed(fadc_context *ctx, uint64_t seed)
+{
+	if (!ctx)
+		return FADC_ERR_ARG;
+	ctx->o.seed = seed;
+	return FADC_OK;
+}
+
 const char *
 fadc_context_error(const fadc_context *ctx)
 {

@@ -16,6 +16,7 @@
 //     from memory, .npy and .safetensors, runtime-owned outputs reused with
 //     their generation counted, write-backs of in-place inputs;
 //   - the ABI's struct layouts.
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -451,6 +452,62 @@ test_api(const char *art)
 
 // A constant without initializer must be bound; an argument written in
 // place comes back to the caller.
+// fadc_context_set_seed: the run seed of the calls that follow.  f =
+// sum(dropout(p, 0.5) * p) = 2 sum_i m_i p_i^2 (m the mask), so vjp's
+// gradient is 4 m_i p_i and sum_i g_i p_i / 2 = f when forward and
+// gradient used the same mask: checked for three seeds, each call's loss
+// equal to forward's under that seed.  A seed gives the same value every
+// time, another call counter (the high word) other masks, and the param,
+// initialized at the first run, keeps its values.
+static void
+test_run_seeds(void)
+{
+	Module *m = parse_text("seeds.ir", "param p: f32[64] = uniform(0.5, 1, seed=1)\n"
+	                                   "def forward() -> f32[] {\n"
+	                                   "  return sum(dropout(p, 0.5) * p)\n"
+	                                   "}\n");
+	const char *art = compile(m, "seeds.so", NULL, "all");
+	fadc_context *ctx;
+	fadc_model *fm;
+	CHECK(fadc_context_create(NULL, &ctx) == FADC_OK);
+	CHECK(fadc_model_open(ctx, art, 0, &fm) == FADC_OK);
+	int fwd = -1, vjp = -1;
+	CHECK(fadc_model_find_task(fm, "forward", &fwd) == FADC_OK);
+	CHECK(fadc_model_find_task(fm, "vjp", &vjp) == FADC_OK);
+	float one = 1, f[4], p0[64], p1[64], g[64];
+	fadc_tensor *v;
+	CHECK(fadc_tensor_wrap(ctx, FADC_F32, 0, NULL, &one, &v) == FADC_OK);
+	const uint64_t seeds[4] = {0, (uint64_t)1 << 32, ((uint64_t)5 << 32) | 7, 0};
+	for (int i = 0; i < 4; i++) {
+		CHECK(fadc_context_set_seed(ctx, seeds[i]) == FADC_OK);
+		fadc_tensor *out[2] = {NULL, NULL}, *in[1] = {v};
+		CHECK(fadc_run(fm, fwd, NULL, 0, out, 1) == FADC_OK);
+		fadc_tensor_read(out[0], &f[i], sizeof f[i]);
+		out[0] = NULL;
+		CHECK(fadc_run(fm, vjp, in, 1, out, 2) == FADC_OK);
+		float loss = 0;
+		fadc_tensor_read(out[0], &loss, sizeof loss);
+		fadc_tensor_read(out[1], g, sizeof g);
+		fadc_tensor *pt;
+		CHECK(fadc_model_get(fm, "p", &pt) == FADC_OK);
+		fadc_tensor_read(pt, i ? p1 : p0, sizeof p0);
+		double dot = 0;
+		for (int j = 0; j < 64; j++)
+			dot += (double)g[j] * p0[j] / 2;
+		CHECK_NEAR(loss, f[i], 1e-5 * fabs(f[i]));
+		CHECK_NEAR(dot, f[i], 1e-4 * fabs(f[i]));
+		if (i)
+			CHECK(!memcmp(p0, p1, sizeof p0));
+	}
+	CHECK(f[3] == f[0]); // the same seed again: the same masks
+	CHECK(f[1] != f[0] && f[2] != f[0] && f[2] != f[1]); // other call counters: others
+	CHECK(fadc_context_set_seed(NULL, 1) == FADC_ERR_ARG);
+	fadc_tensor_release(v);
+	fadc_model_close(fm);
+	fadc_context_destroy(ctx);
+	ir_module_free(m);
+}
+
 static void
 test_unbound_and_writeback(void)
 {
@@ -631,6 +688,7 @@ main(void)
 	test_cpu(m);
 	test_api(art);
 	test_unbound_and_writeback();
+	test_run_seeds();
 #ifdef FADC_HAVE_CUDA
 	test_cuda_descriptor(m);
 #endif
