@@ -2,7 +2,7 @@
 # bench/cpu-profile-names.sh DIR [LOG] -- names the kernels of a CPU profile
 # (FADC_CPU_PROFILE=1, runtime/pool.c): each "MODEL.so+0xOFFSET" of the log
 # (stdin by default) gets the chunk function at that offset in DIR/MODEL.so
-# (nm: the artifacts keep their local symbols, fadc_<task>_k<N>.chunk).
+# (nm: the artifacts keep their local symbols, <task>.k<N>.<what>.chunk).
 # The artifacts must be the very files that ran (copies of them will do).
 set -eu
 dir=${1:?usage: cpu-profile-names.sh DIR [LOG]}

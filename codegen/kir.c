@@ -1452,6 +1452,19 @@ kir_gemm_operands(KProgram *p)
 #define SPLIT_MIN_TERMS ((int64_t)1 << 15)
 #define SPLIT_TARGET 1024
 
+// The row-major flat index of variables 0 .. n-1 of extents dim[].
+static KxId
+vars_flat(KProgram *p, const int64_t *dim, int n)
+{
+	KxId idx = kx_var(p, n - 1, dim[n - 1]);
+	int64_t stride = dim[n - 1];
+	for (int d = n - 2; d >= 0; d--) {
+		idx = kx_iadd(p, idx, kx_imul(p, kx_var(p, d, dim[d]), stride));
+		stride *= dim[d];
+	}
+	return idx;
+}
+
 void
 kir_split_reductions(KProgram *p)
 {
@@ -1472,15 +1485,6 @@ kir_split_reductions(KProgram *p)
 		memcpy(sh.dim, k->dim, sizeof k->dim[0] * (size_t)k->rank);
 		sh.dim[k->rank] = s;
 		uint32_t part = kir_buf_add(p, KB_TMP, 0, vt, &sh, k->node);
-		// partial's dense index over (point, s): point-major, and s
-		// row-major over the j variables.
-		KxId idx = kx_var(p, k->rank + j - 1, k->rdim[j - 1]);
-		int64_t stride = k->rdim[j - 1];
-		for (int d = k->rank + j - 2; d >= 0; d--) {
-			int64_t ext = d < k->rank ? k->dim[d] : k->rdim[d - k->rank];
-			idx = kx_iadd(p, idx, kx_imul(p, kx_var(p, d, ext), stride));
-			stride *= ext;
-		}
 		KKernel *a = kernel_insert(p, ki);
 		k = &p->k[ki + 1]; // moved
 		a->out = part;
@@ -1490,22 +1494,20 @@ kir_split_reductions(KProgram *p)
 		a->rrank = k->rrank - j;
 		memcpy(a->rdim, k->rdim + j, sizeof a->rdim[0] * (size_t)a->rrank);
 		a->red = KR_SUM;
-		a->index = idx;
+		// partial's dense index over (point, s): point-major, and s
+		// row-major over the j variables, the first kernel's dims.
+		a->index = vars_flat(p, a->dim, a->rank);
 		a->body = k->body;
 		a->post = kx_acc(p, vt);
 		a->node = k->node;
 		a->what = "partial_sum";
-		// The original kernel now sums the S partials of its point.
-		KxId pidx = kx_var(p, k->rank, s);
-		stride = s;
-		for (int d = k->rank - 1; d >= 0; d--) {
-			pidx = kx_iadd(p, pidx, kx_imul(p, kx_var(p, d, k->dim[d]), stride));
-			stride *= k->dim[d];
-		}
+		// The original kernel now sums the S partials of its point: the
+		// same index over (its point, its one reduction variable), the
+		// partial buffer's shape.
 		k->rrank = 1;
 		memset(k->rdim, 0, sizeof k->rdim);
 		k->rdim[0] = s;
-		k->body = kx_load(p, part, pidx);
+		k->body = kx_load(p, part, vars_flat(p, sh.dim, sh.rank));
 		ki++;
 	}
 }

@@ -288,13 +288,20 @@ b_copy_into(Graph *dst, const Graph *src, NodeId *map)
 			                      nd->loc);
 			continue;
 		}
-		NodeId ops[256];
-		for (int i = 0; i < nd->nin; i++)
-			ops[i] = map[ir_in1(src, n, i)];
-		Attrs a;
-		ir_attrs_get(src, n, &a);
-		map[n] = ir_emit(dst, nd->op, ops, nd->nin, &a, nd->loc);
+		map[n] = b_copy_node(dst, src, n, map);
 	}
+}
+
+NodeId
+b_copy_node(Graph *dst, const Graph *src, NodeId n, const NodeId *map)
+{
+	const Node *nd = &src->node[n];
+	NodeId ops[256];
+	for (int i = 0; i < nd->nin; i++)
+		ops[i] = map[ir_in1(src, n, i)];
+	Attrs a;
+	ir_attrs_get(src, n, &a);
+	return ir_emit(dst, nd->op, ops, nd->nin, &a, nd->loc);
 }
 
 NodeId

@@ -47,6 +47,10 @@ void b_attrs(const Graph *g, NodeId n, Attrs *a);
 // Copies every input and node of src into dst (empty), filling map[]
 // (src id -> dst id); subgraphs are copied too.  Outputs are not copied.
 void b_copy_into(Graph *dst, const Graph *src, NodeId *map);
+// Node n of src (not an input) emitted into dst, its operands through
+// map[] and its attributes as they are (a scan's body index must name the
+// same body in dst).
+NodeId b_copy_node(Graph *dst, const Graph *src, NodeId n, const NodeId *map);
 
 // ---------------------------------------------------------------- vjp.c
 // dep[n]: node n depends on a param (through any operand); in arena a.

@@ -11,7 +11,9 @@
 // that step's output) and w, and returns (c̄_{t}, x̄_t, w̄_t) with
 //   (c̄_t, x̄_t, w̄_t) = vjp of B at (c_t, x_t, w) with cotangents (c̄_{t+1}, ȳ_t).
 // After it, c̄ is the adjoint of the initial carry, the x̄_t stack into the
-// adjoint of xs, and the invariants' adjoint is Σ_t w̄_t.
+// adjoint of xs, and the invariants' adjoint is Σ_t w̄_t.  Products the
+// body's vjp would recompute from c_t, x_t and w are saved by the first
+// scan instead (residuals, at pick_residuals).
 //
 // An invariant's w̄_t that is a product, w̄_t = A_t B_t (A_t: a x n, B_t:
 // n x b; an RNN's weight: h_tᵀ dz_t), is not summed step by step: a b
@@ -105,17 +107,9 @@ reorder(const Graph *src, const NodeId *innodes, uint32_t nin, const uint32_t *o
 		                      (DType)src->node[n].dtype, ir_shape(src, n), src->node[n].loc);
 	}
 	FADC_ASSERT(ninput == src->ninput, "reorder needs every input");
-	for (NodeId n = 1; n < src->nnode; n++) {
-		const Node *nd = &src->node[n];
-		if (nd->op == OP_input || map[n])
-			continue;
-		NodeId in[256];
-		for (int i = 0; i < nd->nin; i++)
-			in[i] = map[ir_in1(src, n, i)];
-		Attrs a;
-		ir_attrs_get(src, n, &a);
-		map[n] = ir_emit(g, nd->op, in, nd->nin, &a, nd->loc);
-	}
+	for (NodeId n = 1; n < src->nnode; n++)
+		if (src->node[n].op != OP_input && !map[n])
+			map[n] = b_copy_node(g, src, n, map);
 	for (uint32_t k = 0; k < nout; k++)
 		ir_add_output(g, map[src->out[outorder[k]].node], arena_printf(g->arena, "y%u", k), -1);
 	return g;
@@ -333,14 +327,9 @@ copy_cone(Graph *dst, const Graph *src, NodeId r, NodeId *map)
 	for (NodeId n = 1; n <= r; n++) {
 		if (!need[n] || map[n])
 			continue;
-		const Node *nd = &src->node[n];
-		FADC_ASSERT(nd->op != OP_input && nd->op != OP_scan, "copy_cone: unmapped input");
-		NodeId in[256];
-		for (int i = 0; i < nd->nin; i++)
-			in[i] = map[ir_in1(src, n, i)];
-		Attrs a;
-		ir_attrs_get(src, n, &a);
-		map[n] = ir_emit(dst, nd->op, in, nd->nin, &a, nd->loc);
+		FADC_ASSERT(src->node[n].op != OP_input && src->node[n].op != OP_scan,
+		            "copy_cone: unmapped input");
+		map[n] = b_copy_node(dst, src, n, map);
 	}
 	free(need);
 	return map[r];
@@ -494,13 +483,7 @@ scan_vjp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId 
 		}
 	// A float carry whose output has a cotangent input also has a grad
 	// output (it is differentiated): the two lists line up.
-	// Transposes of invariants (the body's vjp of x @ w reads wᵀ) are
-	// computed once before the loop, as invariants of their own: the
-	// printed product would otherwise copy wᵀ into a row-major temporary
-	// every step (codegen/lower.c, kernel_matmul; 16 MB per step for
-	// deepspeech's W_hh), and outside, wᵀ of an invariant that is itself a
-	// transpose (w_t = transpose(W_hh)) is W_hh, no copy at all.
-	// Residuals (see the top): products the backward body would recompute
+	// Residuals (see above): products the backward body would recompute
 	// from the step's primal values, saved by the forward scan instead.
 	uint8_t *live = arena_alloc_array(g->arena, bv->nnode + 1, 1);
 	NodeId res[MAXRES];

@@ -72,7 +72,7 @@ struct RtPool {
 // threads, which ones stop scaling.  The kernels below the split threshold
 // are not timed (their total is the task's time less these).  Chunk
 // functions are internal symbols of the artifact: the report names each by
-// its module and offset, which `nm MODEL.so` maps to fadc_<task>_k<N>.chunk
+// its module and offset, which `nm MODEL.so` maps to <task>.k<N>.<what>.chunk
 // (bench/cpu-profile-names.sh).
 enum { PROF_SLOTS = 4096 };
 typedef struct ProfEntry {

@@ -114,19 +114,18 @@ static const char bnorm[] =
 // The GEMM's vector type as LLVM prints it: 256-bit tiles, or 512-bit ones
 // when FADC_GEMM_VBYTES=64 (codegen/llvm.c: ctest runs this test both
 // ways, so the 512-bit tiles of AVX-512 targets are checked on any machine).
-static const char *
-vname(int f32)
+static int
+lanes(int f32)
 {
 	const char *vb = getenv("FADC_GEMM_VBYTES");
-	int wide = vb && !strcmp(vb, "64");
-	return f32 ? (wide ? "v16f32" : "v8f32") : (wide ? "v8f64" : "v4f64");
+	return (vb && !strcmp(vb, "64") ? 64 : 32) / (f32 ? 4 : 8);
 }
 
 static const char *
 fma_name(int f32)
 {
 	static char b[2][64];
-	snprintf(b[f32 != 0], sizeof b[0], "@llvm.fmuladd.%s", vname(f32));
+	snprintf(b[f32 != 0], sizeof b[0], "@llvm.fmuladd.v%d%s", lanes(f32), f32 ? "f32" : "f64");
 	return b[f32 != 0];
 }
 
@@ -135,9 +134,8 @@ static const char *
 panel_name(int f32)
 {
 	static char b[2][64];
-	const char *v = vname(f32);
-	snprintf(b[f32 != 0], sizeof b[0], "alloca [512 x <%s x %s>]",
-	         v[1] == '1' ? "16" : v[1] == '8' ? "8" : "4", f32 ? "float" : "double");
+	snprintf(b[f32 != 0], sizeof b[0], "alloca [512 x <%d x %s>]", lanes(f32),
+	         f32 ? "float" : "double");
 	return b[f32 != 0];
 }
 

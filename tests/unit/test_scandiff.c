@@ -235,16 +235,28 @@ static const char ctc[] =
     "  a = scan(alpha, a0, lp, mask, ncarry=1, nxs=2)\n"
     "  return -sum(logsumexp(get(a, index=0), 1))\n}\n";
 
+// The vjp task of module text src (NULL, a failed check, if it does not
+// parse or derive); *m is the module, to free after the graph.
+static Graph *
+vjp_of(const char *name, const char *src, Module **m)
+{
+	FeOptions o = {.diag = stderr};
+	*m = fe_parse_string(name, src, strlen(src), &o);
+	char err[512];
+	Loc el;
+	Graph *g = *m ? pass_task((*m)->main, "vjp", NULL, &el, err, sizeof err) : NULL;
+	if (*m && !g)
+		fprintf(stderr, "%s vjp: %s\n", name, err);
+	return g;
+}
+
 // The vjp of matrnn has both invariants' adjoints hoisted: top-level
 // products over the 4 steps x 2 rows (K = 8), and no stacked [4, 5, 5].
 static void
 check_hoisted(void)
 {
-	FeOptions o = {.diag = stderr};
-	Module *m = fe_parse_string("matrnn", matrnn, strlen(matrnn), &o);
-	char err[512];
-	Loc el;
-	Graph *g = m ? pass_task(m->main, "vjp", NULL, &el, err, sizeof err) : NULL;
+	Module *m;
+	Graph *g = vjp_of("matrnn", matrnn, &m);
 	int prod = 0, stacked = 0;
 	for (NodeId n = 1; g && n < g->nnode; n++) {
 		const Shape *s = ir_shape(g, n);
@@ -271,11 +283,8 @@ check_hoisted(void)
 static void
 check_residuals(void)
 {
-	FeOptions o = {.diag = stderr};
-	Module *m = fe_parse_string("lstm", lstm, strlen(lstm), &o);
-	char err[512];
-	Loc el;
-	Graph *g = m ? pass_task(m->main, "vjp", NULL, &el, err, sizeof err) : NULL;
+	Module *m;
+	Graph *g = vjp_of("lstm", lstm, &m);
 	int fwd_out = -1, bwd_prod = -1;
 	for (uint32_t k = 0; g && k < g->nsub; k++) {
 		const Graph *b = g->sub[k];
