@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "artifact.h"
+#include "fileio.h"
 
 // ---------------------------------------------------------------- checksums
 
@@ -814,7 +815,7 @@ ferr(char *err, size_t errlen, const char *path, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	snprintf(err, errlen, "%s: %s", path, msg);
+	fio_msg(err, errlen, "%s: %s", path, msg); // a long path keeps the reason
 	return 0;
 }
 
@@ -825,11 +826,10 @@ art_read(const char *path, ArtDesc *d, uint8_t **desc_bytes, size_t *desc_len, c
 	memset(d, 0, sizeof *d);
 	*desc_bytes = NULL;
 	*desc_len = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		ferr(err, errlen, path, "%s", strerror(errno));
+	// Only a regular file, checked before any read (a FIFO would block).
+	int fd = fio_open_read(path, err, errlen);
+	if (fd < 0)
 		return ART_READ_IO;
-	}
 	struct stat st;
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
 		close(fd);

@@ -2,6 +2,7 @@
 // file, one line per decision (runtime/choice.h).  Every failure here is
 // quiet: the caller times the choice again.
 #include "choice.h"
+#include "fileio.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -156,7 +157,7 @@ next_line(FILE *f, char **buf, size_t *cap)
 int
 rt_choice_lookup(const char *path, const RtChoiceKey *key)
 {
-	FILE *f = path ? fopen(path, "r") : NULL;
+	FILE *f = path ? fio_fopen_read(path, NULL, 0) : NULL;
 	if (!f)
 		return -1;
 	char *buf = NULL;
@@ -206,20 +207,17 @@ rt_choice_store(const char *path, const RtChoiceKey *key, int candidate)
 	    strlen(key->gpu) >= RT_CHOICE_GPU_MAX || strchr(key->gpu, ' ') ||
 	    strchr(key->gpu, '\n') || !key->gpu[0] || !make_dirs(path))
 		return 0;
-	char tmp[4200];
-	if (snprintf(tmp, sizeof tmp, "%s.XXXXXX", path) >= (int)sizeof tmp)
+	// Through fio_out: a temporary beside the cache, renamed over it.
+	FioOut o;
+	if (fio_out_open(&o, path, 0644, NULL, 0))
 		return 0;
-	int fd = mkstemp(tmp);
-	if (fd < 0)
-		return 0;
-	FILE *out = fdopen(fd, "w");
+	FILE *out = fio_out_file(&o);
 	if (!out) {
-		close(fd);
-		unlink(tmp);
+		fio_out_abort(&o);
 		return 0;
 	}
 	// The good lines of the old file, but key's; then key's.
-	FILE *in = fopen(path, "r");
+	FILE *in = fio_fopen_read(path, NULL, 0);
 	char *buf = NULL;
 	size_t cap = 0;
 	Line l;
@@ -232,13 +230,11 @@ rt_choice_store(const char *path, const RtChoiceKey *key, int candidate)
 		fclose(in);
 	fprintf(out, "%016llx %s %u %u %d\n", (unsigned long long)key->artifact, key->gpu, key->task,
 	        key->choice, candidate);
-	int bad = ferror(out) != 0;
-	bad |= fflush(out) != 0;
-	bad |= fsync(fileno(out)) != 0;
-	bad |= fclose(out) != 0;
-	if (bad || rename(tmp, path)) {
-		unlink(tmp);
+	if (ferror(out)) {
+		fio_out_abort(&o);
 		return 0;
 	}
+	if (fio_out_commit(&o, NULL, 0))
+		return 0;
 	return 1;
 }

@@ -18,6 +18,7 @@
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #endif
+#define _XOPEN_SOURCE 700 // realpath
 #include "fileio.h"
 
 #include <errno.h>
@@ -36,15 +37,49 @@
 #define PATH_MAX 4096
 #endif
 
+void
+fio_vmsg(char *err, size_t errlen, const char *fmt, va_list ap)
+{
+	if (!err || !errlen)
+		return;
+	va_list ap2;
+	va_copy(ap2, ap);
+	int len = vsnprintf(err, errlen, fmt, ap);
+	static const char mid[] = " [...] ";
+	size_t nmid = sizeof mid - 1;
+	if (len >= 0 && (size_t)len >= errlen && errlen > nmid + 16) {
+		char *full = malloc((size_t)len + 1);
+		if (full) {
+			vsnprintf(full, (size_t)len + 1, fmt, ap2);
+			// A third of the room for the beginning (the path's start),
+			// the rest for the end (its end and the reason).
+			size_t room = errlen - 1 - nmid, head = room / 3, tail = room - head;
+			memcpy(err, full, head);
+			memcpy(err + head, mid, nmid);
+			memcpy(err + head + nmid, full + (size_t)len - tail, tail);
+			err[errlen - 1] = 0;
+			free(full);
+		}
+	}
+	va_end(ap2);
+}
+
+void
+fio_msg(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fio_vmsg(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
 static int
 fail(char *err, size_t errlen, const char *fmt, ...)
 {
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
+	va_list ap;
+	va_start(ap, fmt);
+	fio_vmsg(err, errlen, fmt, ap);
+	va_end(ap);
 	return -1;
 }
 
@@ -340,8 +375,18 @@ fio_out_open(FioOut *o, const char *path, mode_t mode, char *err, size_t errlen)
 		o->fd = fd;
 		return 0;
 	}
+	// A symlink to a regular file: the file is replaced, the link kept
+	// (rename over the link would replace the link itself).
+	struct stat lst;
+	char *real = NULL;
+	if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && !(real = realpath(path, NULL)))
+		return fail(err, errlen, "%s: cannot resolve the symbolic link: %s", path,
+		            strerror(errno));
+	if (real)
+		path = real;
 	size_t len = strlen(path) + 32;
 	o->path = strdup(path);
+	free(real);
 	o->tmp = malloc(len);
 	if (!o->path || !o->tmp) {
 		free(o->path);
@@ -361,7 +406,7 @@ fio_out_open(FioOut *o, const char *path, mode_t mode, char *err, size_t errlen)
 	}
 	if (o->fd < 0) {
 		int e = errno;
-		fail(err, errlen, "%s: cannot create a temporary file %s: %s", path, o->tmp,
+		fail(err, errlen, "%s: cannot create temporary file %s: %s", path, o->tmp,
 		     strerror(e));
 		free(o->path);
 		free(o->tmp);

@@ -21,9 +21,20 @@
 #ifndef FADC_FILEIO_H
 #define FADC_FILEIO_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <sys/types.h>
+
+// Formats a message into err[errlen].  A message longer than the buffer
+// keeps its beginning and its end with " [...] " between them, never only
+// the beginning: the reason comes last ("PATH: cannot open: File name too
+// long"), so a very long path or name must not push it out.
+void fio_vmsg(char *err, size_t errlen, const char *fmt, va_list ap);
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+void fio_msg(char *err, size_t errlen, const char *fmt, ...);
 
 // Opens path for reading if it is a regular file (symlinks followed).
 // Returns a file descriptor (O_CLOEXEC, blocking), or -1 with err set.

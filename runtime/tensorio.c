@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "tensorio.h"
 
 #if defined(__GNUC__)
@@ -62,16 +63,15 @@ enum { NPY_MAX_HEADER = 1 << 20 };
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) TIO_PRINTF(3, 4);
 
+// Messages through fio_vmsg: a long path keeps the reason at the end.
 static int
 fail(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (err && errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
+	va_start(ap, fmt);
+	fio_vmsg(err, errlen, fmt, ap);
+	va_end(ap);
 	return -1;
 }
 
@@ -228,11 +228,10 @@ open_input(const char *path, int64_t *size, char *err, size_t errlen)
 		fail(err, errlen, "%s: big-endian hosts are not supported", path);
 		return NULL;
 	}
-	f = fopen(path, "rb");
-	if (!f) {
-		fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+	// fio_fopen_read refuses anything but a regular file before reading
+	// (a FIFO would block, /dev/zero would never end).
+	if (!(f = fio_fopen_read(path, err, errlen)))
 		return NULL;
-	}
 	if (fstat(fileno(f), &st) != 0) {
 		fail(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
 		fclose(f);
@@ -303,55 +302,29 @@ check_tensor(const tio_tensor *t, const char *path, const char *who, int64_t *nb
 	return 0;
 }
 
-// Writes head, then each tensor's data, to a fresh temporary file beside
-// path, and renames it over path only once all of it is on disk: a reader
-// sees the old file or the new one, never a mix.  The temporary name
-// carries the process id and a counter; fopen's "x" mode makes a clash
-// with another writer fail instead of sharing the file.
+// Writes head, then each tensor's data, through fio_out (fileio.h): a
+// temporary file beside path renamed over it once all of it is on disk, so
+// a reader sees the old file or the new one, never a mix; a device such as
+// /dev/null is written in place.
 static int
 write_atomic(const char *path, const void *head, size_t nhead, const tio_tensor *ts, int n,
              const int64_t *nbytes, char *err, size_t errlen)
 {
-	size_t len = strlen(path) + 48;
-	char *tmp = malloc(len);
-	FILE *f = NULL;
-	int e = 0;
-
-	if (!tmp)
-		return fail(err, errlen, "%s: out of memory", path);
-	for (int k = 0; k < 100 && !f; k++) {
-		snprintf(tmp, len, "%s.tmp%ld.%d", path, (long)getpid(), k);
-		f = fopen(tmp, "wbx");
-		if (!f && errno != EEXIST)
-			break;
-	}
-	if (!f) {
-		fail(err, errlen, "%s: cannot create temporary file %s: %s", path, tmp,
-		     strerror(errno));
-		free(tmp);
+	FioOut o;
+	if (fio_out_open(&o, path, 0666, err, errlen))
 		return -1;
-	}
-	// errno is what went wrong; EIO stands in where a failing call left it 0.
+	int e = 0;
 	errno = 0;
-	if (fwrite(head, 1, nhead, f) != nhead)
+	if (fio_out_write(&o, head, nhead))
 		e = errno ? errno : EIO;
 	for (int i = 0; i < n && !e; i++)
-		if (nbytes[i] > 0 && fwrite(ts[i].data, 1, (size_t)nbytes[i], f) != (size_t)nbytes[i])
+		if (nbytes[i] > 0 && fio_out_write(&o, ts[i].data, (size_t)nbytes[i]))
 			e = errno ? errno : EIO;
-	// fflush hands the bytes to the kernel, fsync puts them on disk, so a
-	// crash after the rename cannot leave an empty file under the new name.
-	if (!e && (fflush(f) != 0 || fsync(fileno(f)) != 0))
-		e = errno ? errno : EIO;
-	if (fclose(f) != 0 && !e)
-		e = errno ? errno : EIO;
-	if (!e && rename(tmp, path) != 0)
-		e = errno ? errno : EIO;
 	if (e) {
-		fail(err, errlen, "%s: write failed: %s", path, strerror(e));
-		remove(tmp);
+		fio_out_abort(&o);
+		return fail(err, errlen, "%s: write failed: %s", path, strerror(e));
 	}
-	free(tmp);
-	return e ? -1 : 0;
+	return fio_out_commit(&o, err, errlen);
 }
 
 // ---------------------------------------------------------------- npy
