@@ -30,8 +30,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "artifact.h"
+#include "fileio.h"
 #include "codegen.h"
 #include "fadc.h"
 #include "frontend.h"
@@ -113,9 +115,13 @@ static const char *const usage_run =
     "                     v.beta_value=FILE.npy, a .safetensors file.  Unbound\n"
     "                     ones are U[0, 1) from the seed, as fadc-bench draws them\n"
     "  --seed N           the run seed, mixed into every initializer and v (0)\n"
-    "  --out DIR          where the outputs go (created if missing)\n"
+    "  --out DIR          where the outputs go (created if missing); written all\n"
+    "                     or nothing, never over an input file\n"
     "  --print            print the outputs (also without --out)\n"
-    "  --time N           (a .so) N more runs, timed: microseconds per call\n"
+    "  --time N           (a .so) N more runs (1 .. 1000000), timed: microseconds\n"
+    "                     per call\n"
+    "  --allow-unused-params  a bound tensor that names nothing of the model or\n"
+    "                     the task is a warning, not an error\n"
     "  --num-threads N    (a .so) CPU threads for large kernels, 1 .. 4096\n"
     "                     (default: $FADC_NUM_THREADS, else the CPUs online)\n"
     "  -D NAME=VALUE      override the size `let NAME` (a .ir); for a .so compiled\n"
@@ -152,12 +158,25 @@ static const char *const pass_names[] = {"simplify", "vjp", "jvp", "vmap", NULL}
 
 // ---------------------------------------------------------------- helpers
 
+// The command a usage text belongs to, for "try 'fadc run --help'".
+static const char *
+usage_command(const char *usage)
+{
+	return usage == usage_run       ? "fadc run"
+	       : usage == usage_inspect ? "fadc inspect"
+	       : usage == usage_check   ? "fadc check"
+	       : usage == usage_compare ? "fadc compare-npy"
+	                                : "fadc";
+}
+
+// A usage error: the one-line reason and where the help is, as GNU tools
+// and clang do (the whole help text would bury the reason).  Exit status 2.
 static int
 usage_error(const char *usage, const char *fmt, const char *arg)
 {
-	fprintf(stderr, "fadc: ");
+	fprintf(stderr, "fadc: error: ");
 	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\n%s", usage);
+	fprintf(stderr, "\ntry '%s --help' for more information\n", usage_command(usage));
 	return 2;
 }
 
@@ -190,12 +209,27 @@ opt_define(int argc, char **argv, int *i, const char **defs, int *ndefs, const c
 	if (strncmp(a, "-D", 2))
 		return 0;
 	const char *v = a[2] ? a + 2 : *i + 1 < argc ? argv[++*i] : NULL;
-	if (!v)
+	if (!v) {
 		*rc = usage_error(usage, "%s needs a value", "-D");
-	else if (*ndefs == MAXDEF)
+		return 1;
+	}
+	if (*ndefs == MAXDEF) {
 		*rc = usage_error(usage, "too many -D options%s", "");
-	else
-		defs[(*ndefs)++] = v;
+		return 1;
+	}
+	// One -D per size: a second one is a typo or a leftover, never silently
+	// the winner (a list N=8,32 is how several values are given).
+	size_t nl = strcspn(v, "=");
+	for (int k = 0; k < *ndefs; k++)
+		if (strcspn(defs[k], "=") == nl && !strncmp(defs[k], v, nl)) {
+			char msg[320];
+			snprintf(msg, sizeof msg, "-D %.60s: size '%.*s' is already given by -D %.60s (give "
+			         "it once; N=8,32 lists values for specialisations)", v, (int)(nl > 40 ? 40 : nl),
+			         v, defs[k]);
+			*rc = usage_error(usage, "%s", msg);
+			return 1;
+		}
+	defs[(*ndefs)++] = v;
 	return 1;
 }
 
@@ -232,13 +266,20 @@ has_suffix(const char *s, const char *suffix)
 
 // A message "<path>: <what>" (tensorio, the runtime) printed as a
 // diagnostic, "<path>: error: <what>".
+// A path longer than this is printed as its beginning, "[...]" and its end.
+enum { SHOW_PATH = 400 };
+
 static void
 path_error(const char *path, const char *err)
 {
 	size_t n = strlen(path);
 	if (!strncmp(err, path, n) && err[n] == ':' && err[n + 1] == ' ')
 		err += n + 2;
-	fprintf(stderr, "%s: error: %s\n", path, err);
+	if (n > SHOW_PATH)
+		fprintf(stderr, "%.*s[...]%s: error: %s\n", SHOW_PATH / 2, path,
+		        path + n - SHOW_PATH / 2, err);
+	else
+		fprintf(stderr, "%s: error: %s\n", path, err);
 }
 
 // A pass or codegen failure: at its source position with a caret when it
@@ -353,6 +394,8 @@ print_value(const tio_tensor *t, const double *exact, int64_t *k, int axis, int6
 	fputc(']', stdout);
 }
 
+static int is_dir(const char *path);
+
 static int
 mkdirs(const char *dir)
 {
@@ -371,42 +414,150 @@ mkdirs(const char *dir)
 	return (r == 0 || errno == EEXIST) && !stat(dir, &st) && S_ISDIR(st.st_mode) ? 0 : -1;
 }
 
-// Writes out[i] as DIR/<names[i]>.npy (each atomically: tensorio writes a
-// temporary file and renames it; no DIR: nothing) and prints them with
-// --print (exact: see print_value).  The folder is made only now, so a run
-// that failed earlier leaves none.
+// Writes out[i] as DIR/<names[i]>.npy and prints them with --print
+// (exact: see print_value).  All or nothing: the files are written into a
+// temporary folder first (beside DIR when DIR is new, inside it when it
+// exists, so that renames stay on one filesystem), and only once every one
+// is written is the folder renamed to DIR, or each file renamed into it.  A
+// failure leaves DIR as it was.  An output that is one of the run's input
+// files (inputs[0..ninputs)) is refused before anything is written.
 static int
 write_outputs(const char *dir, const char *const *names, const tio_tensor *out,
-              const Tensor *exact, int n, int print)
+              const Tensor *exact, int n, int print, const char *const *inputs, int ninputs)
 {
-	if (dir && mkdirs(dir)) {
-		fprintf(stderr, "fadc: cannot create the output folder '%s': %s\n", dir, strerror(errno));
+	int rc = 0;
+	char err[1024];
+	char **tpath = NULL; // the files in the temporary folder
+	char *tmp = NULL;
+	int exists = dir && is_dir(dir), made = 0, th = -1;
+	struct stat st;
+	if (dir && !exists && stat(dir, &st) == 0) {
+		fprintf(stderr, "fadc: error: the output folder '%s' exists and is not a folder\n", dir);
 		return 1;
 	}
-	int rc = 0;
-	for (int i = 0; i < n; i++) {
-		char *path = dir ? malloc(strlen(dir) + strlen(names[i]) + 8) : NULL;
-		char err[600];
-		if (dir && !path) {
-			fprintf(stderr, "fadc: out of memory\n");
-			return 1;
-		}
-		if (dir) {
+	if (dir) {
+		for (int i = 0; i < n && !rc; i++) {
+			char *path = malloc(strlen(dir) + strlen(names[i]) + 8);
+			if (!path) {
+				fprintf(stderr, "fadc: error: out of memory\n");
+				return 1;
+			}
 			sprintf(path, "%s/%s.npy", dir, names[i]);
-			if (tio_npy_write(path, &out[i], err, sizeof err)) {
+			if (fio_check_not_input(path, inputs, ninputs, err, sizeof err)) {
 				path_error(path, err);
+				rc = 1;
+			} else if (exists && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+				path_error(path, "is a folder; the output cannot replace it");
 				rc = 1;
 			}
 			free(path);
 		}
-		if (print) {
-			char ty[256];
-			type_str(out[i].dtype, out[i].rank, out[i].dim, ty, sizeof ty);
-			printf("%s: %s = ", names[i], ty);
-			int64_t k = 0;
-			print_value(&out[i], exact ? exact[i].data : NULL, &k, 0, 1000);
-			putchar('\n');
+		if (rc)
+			return rc;
+		if (!exists) {
+			// The parents of DIR, then a fresh DIR.tmpXXXXXX beside it.
+			char *parent = strdup(dir);
+			if (!parent) {
+				fprintf(stderr, "fadc: error: out of memory\n");
+				return 1;
+			}
+			size_t pl = strlen(parent);
+			while (pl > 1 && parent[pl - 1] == '/')
+				parent[--pl] = 0;
+			char *slash = strrchr(parent, '/');
+			int ok = 1;
+			if (slash && slash != parent) {
+				*slash = 0;
+				ok = mkdirs(parent) == 0;
+			}
+			free(parent);
+			tmp = malloc(strlen(dir) + 32);
+			if (tmp)
+				sprintf(tmp, "%.*s.tmp%ld.XXXXXX", (int)pl, dir, (long)getpid());
+			if (!ok || !tmp || !mkdtemp(tmp)) {
+				fprintf(stderr, "fadc: error: cannot create the output folder '%s': %s\n", dir,
+				        tmp ? strerror(errno) : "out of memory");
+				free(tmp);
+				return 1;
+			}
+		} else {
+			tmp = malloc(strlen(dir) + 32);
+			if (tmp)
+				sprintf(tmp, "%s/.fadc-out.XXXXXX", dir);
+			if (!tmp || !mkdtemp(tmp)) {
+				fprintf(stderr, "fadc: error: cannot write into the output folder '%s': %s\n",
+				        dir, tmp ? strerror(errno) : "out of memory");
+				free(tmp);
+				return 1;
+			}
 		}
+		made = 1;
+		th = fio_cleanup_add(tmp, 1);
+		if (!(tpath = calloc((size_t)n + 1, sizeof *tpath))) {
+			fprintf(stderr, "fadc: error: out of memory\n");
+			rc = 1;
+		}
+		for (int i = 0; i < n && !rc; i++) {
+			if (!(tpath[i] = malloc(strlen(tmp) + strlen(names[i]) + 8))) {
+				fprintf(stderr, "fadc: error: out of memory\n");
+				rc = 1;
+				break;
+			}
+			sprintf(tpath[i], "%s/%s.npy", tmp, names[i]);
+			if (tio_npy_write(tpath[i], &out[i], err, sizeof err)) {
+				// Named by where it was going, not by the temporary folder.
+				const char *why = strrchr(err, ':');
+				fprintf(stderr, "fadc: error: cannot write output '%.*s%s' into '%.*s': %s\n",
+				        SHOW_PATH, names[i], strlen(names[i]) > SHOW_PATH ? "[...]" : "",
+				        SHOW_PATH, dir, why ? why + 2 : err);
+				free(tpath[i]);
+				tpath[i] = NULL;
+				rc = 1;
+			}
+		}
+		if (!rc && !exists && rename(tmp, dir) == 0)
+			made = 0; // it is DIR now
+		else if (!rc) {
+			// DIR exists (or appeared meanwhile): move each file into it.
+			for (int i = 0; i < n && !rc; i++) {
+				char *path = malloc(strlen(dir) + strlen(names[i]) + 8);
+				if (!path) {
+					fprintf(stderr, "fadc: error: out of memory\n");
+					rc = 1;
+					break;
+				}
+				sprintf(path, "%s/%s.npy", dir, names[i]);
+				if (rename(tpath[i], path) != 0) {
+					fprintf(stderr, "fadc: error: cannot move output into '%s': %s\n", dir,
+					        strerror(errno));
+					rc = 1;
+				} else {
+					free(tpath[i]);
+					tpath[i] = NULL;
+				}
+				free(path);
+			}
+		}
+		for (int i = 0; tpath && i < n; i++)
+			if (tpath[i])
+				unlink(tpath[i]);
+		if (made)
+			rmdir(tmp);
+		fio_cleanup_drop(th);
+		for (int i = 0; tpath && i < n; i++)
+			free(tpath[i]);
+		free(tpath);
+		free(tmp);
+		if (rc)
+			return rc;
+	}
+	for (int i = 0; print && i < n; i++) {
+		char ty[256];
+		type_str(out[i].dtype, out[i].rank, out[i].dim, ty, sizeof ty);
+		printf("%s: %s = ", names[i], ty);
+		int64_t k = 0;
+		print_value(&out[i], exact ? exact[i].data : NULL, &k, 0, 1000);
+		putchar('\n');
 	}
 	return rc;
 }
@@ -433,6 +584,7 @@ typedef struct Slot {
 	int64_t dim[TIO_MAXDIM];
 	tio_tensor val; // the bound or drawn value (bound = 0: none)
 	int bound;
+	const char *bound_by; // the file that bound it (bound twice is an error)
 } Slot;
 
 // Parses the value of --params / --v into b: 1, or 0 on a usage error, or
@@ -469,12 +621,13 @@ find_slot(Slot *s, int n, const char *name, int is_v)
 }
 
 // Reads every binding's file and moves each tensor into the slot of its
-// name, checking dtype and shape.  A --params tensor that names nothing is
-// a warning (a weights file may hold more than the model needs); a --v
-// .npy that names no input of the task is an error.  Returns 0 after a
-// diagnostic.
+// name, checking dtype and shape.  A tensor that names nothing the run can
+// bind is an error, as is a name bound twice: a typo must not run the model
+// on its initial values unnoticed.  --allow-unused-params makes an unused
+// tensor a warning (a weights file that holds more than the model needs).
+// Returns 0 after a diagnostic.
 static int
-bind_slots(Slot *s, int ns, const Binding *bind, int nbind, const char *task)
+bind_slots(Slot *s, int ns, const Binding *bind, int nbind, const char *task, int allow_unused)
 {
 	for (int b = 0; b < nbind; b++) {
 		tio_tensor *ts = NULL;
@@ -507,12 +660,32 @@ bind_slots(Slot *s, int ns, const Binding *bind, int nbind, const char *task)
 				ok = 0;
 				break;
 			}
-			if (!sl) {
+			if (!sl && allow_unused) {
 				fprintf(stderr, "%s: warning: tensor '%s' is not %s; ignored\n", bind[b].path, name,
 				        bind[b].is_v ? "an input of the task"
 				                     : "a parameter, constant or argument of the model");
 				continue;
 			}
+			if (!sl) {
+				fprintf(stderr, "%s: error: tensor '%s' is not %s (",
+				        bind[b].path, name, bind[b].is_v ? "an input of the task"
+				                     : "a parameter, constant or argument of the model");
+				int any = 0;
+				for (int k = 0; k < ns && any < 12; k++)
+					if ((s[k].kind == SLOT_V) == bind[b].is_v)
+						fprintf(stderr, "%s%s", any++ ? ", " : "its names: ", s[k].name);
+				fprintf(stderr, "%s; --allow-unused-params ignores such tensors)\n",
+				        any ? any == 12 ? ", ..." : "" : "it has none");
+				ok = 0;
+				break;
+			}
+			if (sl->bound_by) {
+				fprintf(stderr, "%s: error: '%s' is bound twice (also by %s)\n", bind[b].path, name,
+				        sl->bound_by);
+				ok = 0;
+				break;
+			}
+			sl->bound_by = bind[b].path;
 			int same = ts[i].dtype == sl->dtype && ts[i].rank == sl->rank;
 			for (int k = 0; same && k < sl->rank; k++)
 				same = ts[i].dim[k] == sl->dim[k];
@@ -556,7 +729,7 @@ draw_v(Slot *s, int ns, uint64_t seed)
 		int64_t n = tio_numel(t);
 		t->data = n > 0 ? malloc((size_t)n * tio_dtype_size(t->dtype)) : NULL;
 		if (n > 0 && !t->data) {
-			fprintf(stderr, "fadc: out of memory\n");
+			fprintf(stderr, "fadc: error: out of memory\n");
 			return 0;
 		}
 		uint64_t key = ir_rand_name_key(sl->name, "v");
@@ -594,7 +767,19 @@ typedef struct RunArgs {
 	uint64_t seed;
 	Binding bind[MAXBIND];
 	int nbind;
+	int allow_unused; // --allow-unused-params
 } RunArgs;
+
+// The files a run reads, which its outputs must not overwrite.
+static int
+run_inputs(const RunArgs *a, const char **in)
+{
+	int n = 0;
+	in[n++] = a->model;
+	for (int b = 0; b < a->nbind; b++)
+		in[n++] = a->bind[b].path;
+	return n;
+}
 
 // A file tensor as an interpreter tensor (float64 values).
 static int
@@ -666,7 +851,7 @@ run_ir(const RunArgs *a)
 	const char **names = calloc(g->nout + 1, sizeof *names);
 	if (!slot || !slot_of || !bound || !isbound || !values || !args || !inputs || !outputs ||
 	    !files || !names) {
-		fprintf(stderr, "fadc: out of memory\n");
+		fprintf(stderr, "fadc: error: out of memory\n");
 		goto done;
 	}
 	for (uint32_t i = 0; i < nd; i++, ns++) {
@@ -685,12 +870,13 @@ run_ir(const RunArgs *a)
 		const Node *n = &g->node[in->node];
 		slot_shape(&slot[ns++], (DType)n->dtype, &g->shape[n->shape]);
 	}
-	if (!bind_slots(slot, (int)ns, a->bind, a->nbind, a->task) || !draw_v(slot, (int)ns, a->seed))
+	if (!bind_slots(slot, (int)ns, a->bind, a->nbind, a->task, a->allow_unused) ||
+	    !draw_v(slot, (int)ns, a->seed))
 		goto done;
 	for (uint32_t i = 0; i < nd; i++)
 		if (slot[i].bound) {
 			if (!tensor_from_tio(&slot[i].val, &bound[i])) {
-				fprintf(stderr, "fadc: out of memory\n");
+				fprintf(stderr, "fadc: error: out of memory\n");
 				goto done;
 			}
 			isbound[i] = 1;
@@ -713,7 +899,7 @@ run_ir(const RunArgs *a)
 			goto done;
 		}
 		if (!tensor_from_tio(&sl->val, &args[i])) {
-			fprintf(stderr, "fadc: out of memory\n");
+			fprintf(stderr, "fadc: error: out of memory\n");
 			goto done;
 		}
 		inputs[i] = args[i];
@@ -726,11 +912,13 @@ run_ir(const RunArgs *a)
 		const Output *o = &g->out[i];
 		names[i] = o->name ? o->name : g->input[o->writeback].name;
 		if (!tio_from_tensor(&outputs[i], &files[i])) {
-			fprintf(stderr, "fadc: out of memory\n");
+			fprintf(stderr, "fadc: error: out of memory\n");
 			goto done;
 		}
 	}
-	rc = write_outputs(a->out, names, files, outputs, (int)g->nout, a->print);
+	const char *infiles[MAXBIND + 1];
+	rc = write_outputs(a->out, names, files, outputs, (int)g->nout, a->print, infiles,
+	                   run_inputs(a, infiles));
 done:
 	for (uint32_t i = 0; bound && i < nd; i++)
 		ir_tensor_free(&bound[i]);
@@ -879,7 +1067,7 @@ run_so(const RunArgs *a)
 	fadc_context_options co = {{FADC_DEVICE_CPU, 0}, a->num_threads, a->seed};
 	fadc_context *ctx;
 	if (fadc_context_create(&co, &ctx)) {
-		fprintf(stderr, "fadc: cannot create a runtime context: %s\n", fadc_context_error(NULL));
+		fprintf(stderr, "fadc: error: cannot create a runtime context: %s\n", fadc_context_error(NULL));
 		return 1;
 	}
 	fadc_model *m = NULL;
@@ -903,7 +1091,7 @@ run_so(const RunArgs *a)
 	files = calloc((size_t)info.noutputs + 1, sizeof *files);
 	names = calloc((size_t)info.noutputs + 1, sizeof *names);
 	if (!slot || !in || !out || !files || !names) {
-		fprintf(stderr, "fadc: out of memory\n");
+		fprintf(stderr, "fadc: error: out of memory\n");
 		goto done;
 	}
 	for (int i = 0; i < nd; i++) {
@@ -921,7 +1109,8 @@ run_so(const RunArgs *a)
 		if (d.role == FADC_ROLE_INPUT)
 			slot_desc(&slot[ns++], &d, artifact_forward_arg(m, d.name) ? SLOT_ARG : SLOT_V);
 	}
-	if (!bind_slots(slot, ns, a->bind, a->nbind, a->task) || !draw_v(slot, ns, a->seed))
+	if (!bind_slots(slot, ns, a->bind, a->nbind, a->task, a->allow_unused) ||
+	    !draw_v(slot, ns, a->seed))
 		goto done;
 	for (int i = 0; i < nds; i++) {
 		if (!slot[i].bound)
@@ -983,7 +1172,9 @@ run_so(const RunArgs *a)
 		memcpy(files[i].dim, d.dim, sizeof(int64_t) * (size_t)d.rank);
 		files[i].data = fadc_tensor_data(out[i]); // model-owned: not freed here
 	}
-	rc = write_outputs(a->out, names, files, NULL, info.noutputs, a->print);
+	const char *infiles[MAXBIND + 1];
+	rc = write_outputs(a->out, names, files, NULL, info.noutputs, a->print, infiles,
+	                   run_inputs(a, infiles));
 done:
 	for (int i = 0; i < ncaller; i++)
 		fadc_tensor_release(in[i]);
@@ -1000,7 +1191,9 @@ is_artifact(const char *path)
 {
 	if (has_suffix(path, ".so"))
 		return 1;
-	FILE *f = fopen(path, "rb");
+	// A FIFO or device is no artifact, and opening it must not block: the
+	// IR reader then says what it is.
+	FILE *f = fio_fopen_read(path, NULL, 0);
 	unsigned char b[4] = {0};
 	if (!f)
 		return 0;
@@ -1044,8 +1237,9 @@ cmd_run_args(int argc, char **argv, RunArgs *a)
 			} else if (!strcmp(opt, "--time")) {
 				char *end;
 				a->time = strtol(v, &end, 10);
-				if (!*v || *end || a->time <= 0)
-					return usage_error(usage_run, "--time: '%s' is not a positive integer", v);
+				// Bounded as fadc-bench bounds --num-iters.
+				if (!*v || *end || a->time <= 0 || a->time > 1000000)
+					return usage_error(usage_run, "--time: '%s' is not an integer 1 .. 1000000", v);
 			} else if (!strcmp(opt, "--num-threads")) {
 				char *end;
 				long n = strtol(v, &end, 10);
@@ -1058,17 +1252,20 @@ cmd_run_args(int argc, char **argv, RunArgs *a)
 					return usage_error(usage_run, "too many %s options", opt);
 				int r = parse_binding(v, is_v, &a->bind[a->nbind]);
 				if (r < 0) {
-					fprintf(stderr, "fadc: out of memory\n");
+					fprintf(stderr, "fadc: error: out of memory\n");
 					return 1;
 				} else if (!r) {
-					fprintf(stderr, "fadc: %s %s: expected a .npy or .safetensors file, or "
-					                "NAME=FILE.npy\n%s", opt, v, usage_run);
-					return 2;
+					char msg[200];
+					snprintf(msg, sizeof msg, "%s %.100s: expected a .npy or .safetensors file, "
+					         "or NAME=FILE.npy", opt, v);
+					return usage_error(usage_run, "%s", msg);
 				}
 				a->nbind++;
 			}
 		} else if (!strcmp(s, "--print")) {
 			a->print = 1;
+		} else if (!strcmp(s, "--allow-unused-params")) {
+			a->allow_unused = 1;
 		} else if (s[0] == '-') {
 			return usage_error(usage_run, "unknown option '%s'", s);
 		} else if (a->model) {
@@ -1090,7 +1287,7 @@ cmd_run(int argc, char **argv)
 {
 	RunArgs *a = calloc(1, sizeof *a);
 	if (!a) {
-		fprintf(stderr, "fadc: out of memory\n");
+		fprintf(stderr, "fadc: error: out of memory\n");
 		return 1;
 	}
 	int rc = cmd_run_args(argc, argv, a);
@@ -1162,7 +1359,7 @@ cmd_inspect(int argc, char **argv)
 	fadc_context *ctx;
 	fadc_model *m;
 	if (fadc_context_create(NULL, &ctx)) {
-		fprintf(stderr, "fadc: cannot create a runtime context\n");
+		fprintf(stderr, "fadc: error: cannot create a runtime context\n");
 		return 1;
 	}
 	if (open_model(ctx, path, FADC_OPEN_DESCRIBE, &m)) {
@@ -1416,9 +1613,19 @@ cmd_compare(int argc, char **argv)
 	}
 	if (np != 2)
 		return usage_error(usage_compare, "give two .npy files or two folders%s", "");
+	for (int k = 0; k < 2; k++) {
+		struct stat st;
+		if (stat(p[k], &st) != 0) {
+			char e[256];
+			snprintf(e, sizeof e, "cannot open: %s", strerror(errno));
+			path_error(p[k], e);
+			return 1;
+		}
+	}
 	if (is_dir(p[0]) != is_dir(p[1])) {
-		fprintf(stderr, "fadc: error: compare-npy: '%s' and '%s' are not both folders or both files\n",
-		        p[0], p[1]);
+		fprintf(stderr, "fadc: error: compare-npy: '%s' is a %s and '%s' a %s (give two files or "
+		        "two folders)\n", p[0], is_dir(p[0]) ? "folder" : "file", p[1],
+		        is_dir(p[1]) ? "folder" : "file");
 		return 1;
 	}
 	if (!is_dir(p[0]))
@@ -1507,9 +1714,10 @@ check_passes(const char *opt, const char *list, int *rc)
 		for (int k = 0; pass_names[k]; k++)
 			known |= strlen(pass_names[k]) == len && !strncmp(pass_names[k], p, len);
 		if (!known) {
-			fprintf(stderr, "fadc: %s: unknown pass '%.*s' (the passes: simplify, vjp, jvp, vmap)\n%s",
-			        opt, (int)len, p, usage_main);
-			*rc = 2;
+			char msg[200];
+			snprintf(msg, sizeof msg, "%s: unknown pass '%.*s' (the passes: simplify, vjp, jvp, "
+			         "vmap)", opt, (int)(len > 40 ? 40 : len), p);
+			*rc = usage_error(usage_main, "%s", msg);
 			return 0;
 		}
 		p = c ? c + 1 : NULL;
@@ -1534,6 +1742,11 @@ compile_args(int argc, char **argv, CompileArgs *a)
 			if (i + 1 >= argc)
 				return usage_error(usage_main, "%s needs a value", s);
 			a->out = argv[++i];
+			if (!strcmp(a->out, "-"))
+				return usage_error(usage_main, "-o -: an artifact is a shared library, not text for "
+				                               "standard output; give a file name%s", "");
+			if (!*a->out)
+				return usage_error(usage_main, "-o: the file name is empty%s", "");
 		} else if (s[0] == '-' && s[1] == 'O' && s[2] >= '0' && s[2] <= '3' && !s[3]) {
 			a->opt_level = s[2] - '0';
 		} else if (opt_value(argc, argv, &i, "--emit", &v) ||
@@ -1581,6 +1794,11 @@ compile_args(int argc, char **argv, CompileArgs *a)
 					return usage_error(usage_main, "--cuda-arch: '%s' is not sm_XX (sm_90)", v);
 				a->cuda_arch = v;
 			} else if (!strcmp(opt, "--cpu")) {
+				// The code generator's own list, checked now: a usage error
+				// like --target's, before the model is read.
+				char nm[128], feat[1024], lf[4096], e[256];
+				if (!cg_llvm_cpu(v, nm, sizeof nm, feat, sizeof feat, lf, sizeof lf, e, sizeof e))
+					return usage_error(usage_main, "%s", e);
 				a->cpu = v;
 			} else if (!strcmp(opt, "--max-task-bytes")) {
 				if (!parse_bytes(v, &a->max_task_bytes))
@@ -1629,6 +1847,12 @@ compile_args(int argc, char **argv, CompileArgs *a)
 		if (passopts)
 			return usage_error(usage_main, "--print-after, --print-after-all and --stop-after need "
 			                               "--emit ir --task T%s", "");
+		if (a->cuda_arch && (!a->target || !strstr(a->target, "cuda")))
+			fprintf(stderr, "fadc: warning: --cuda-arch %s has no effect without --target cuda "
+			                "(or cpu,cuda)\n", a->cuda_arch);
+		if (a->allow_tf32 && (!a->target || !strstr(a->target, "cuda")))
+			fprintf(stderr, "fadc: warning: --allow-tf32 has no effect without --target cuda "
+			                "(or cpu,cuda)\n");
 	} else {
 		if (a->emit && strcmp(a->emit, "ir"))
 			return usage_error(usage_main, "--emit %s needs -o FILE (it prints what compiling makes)",
@@ -1695,6 +1919,40 @@ default_tasks(const Module *m, const char **tasks)
 	return n;
 }
 
+// --tasks with `all`: every task that applies to the model, the others
+// named in a note (vhp, hvp and the Hessians need a scalar forward), plus
+// the ones listed beside it.  0 when `all` is not given.
+static int
+expand_all(const CompileArgs *a, const Module *m, const char **out)
+{
+	int has_all = 0, n = 0;
+	for (int i = 0; i < a->ntasks; i++)
+		has_all |= !strcmp(a->tasks[i], "all");
+	if (!has_all)
+		return 0;
+	char left[512] = "", err[512];
+	size_t k = 0;
+	for (int t = 0; fadc_tasks[t] && n < MAXTASK; t++) {
+		Loc loc;
+		if (pass_task_check(m->main, fadc_tasks[t], &loc, err, sizeof err))
+			out[n++] = fadc_tasks[t];
+		else if (k < sizeof left)
+			k += (size_t)snprintf(left + k, sizeof left - k, "%s%s", k ? ", " : "", fadc_tasks[t]);
+	}
+	for (int i = 0; i < a->ntasks && n < MAXTASK; i++) {
+		int dup = !strcmp(a->tasks[i], "all");
+		for (int j = 0; j < n && !dup; j++)
+			dup = !strcmp(out[j], a->tasks[i]);
+		if (!dup)
+			out[n++] = a->tasks[i];
+	}
+	if (*left)
+		fprintf(stderr, "%s: note: --tasks all leaves out %s: they do not apply to this model "
+		        "(vhp, hvp and the Hessians need forward to return one float scalar)\n",
+		        a->model, left);
+	return n;
+}
+
 // Compiles ms[0..nspec) (one module per specialisation, named by
 // specnames; one: the plain artifact) into a->out.
 static int
@@ -1707,10 +1965,11 @@ compile(const CompileArgs *a, const Module *const *ms, const char *const *specna
 		cg_error(a->model, a->out, err);
 		return 1;
 	}
-	const char *deftasks[16];
+	const char *deftasks[16], *alltasks[MAXTASK];
+	int nall = expand_all(a, m, alltasks);
 	CgOptions o = {
-	    .tasks = a->ntasks ? a->tasks : deftasks,
-	    .ntasks = a->ntasks ? a->ntasks : default_tasks(m, deftasks),
+	    .tasks = nall ? alltasks : a->ntasks ? a->tasks : deftasks,
+	    .ntasks = nall ? nall : a->ntasks ? a->ntasks : default_tasks(m, deftasks),
 	    .defines = a->defs,
 	    .ndefines = a->ndefs,
 	    .opt_level = a->opt_level,
@@ -1750,7 +2009,7 @@ emit_task(const CompileArgs *a, const Module *m)
 	if (!ir_verify(g, err, sizeof err)) {
 		fprintf(stderr, "fadc: internal error: task '%s' does not verify: %s\n", a->task, err);
 		ir_graph_free(g);
-		return 3;
+		return 1;
 	}
 	ir_print_module_task(stdout, m, g, a->task);
 	ir_graph_free(g);
@@ -1805,7 +2064,6 @@ specs_expand(const char *model, const char *const *defs, int ndefs, Specs *sp)
 		count[i] = 1;
 		if (!eq)
 			continue; // the frontend says "expected NAME=VALUE"
-		size_t nl = (size_t)(eq - d);
 		const char *v = eq + 1;
 		if (!*v) {
 			fprintf(stderr, "%s: error: -D %s: no value (NAME=VALUE, or NAME=V1,V2,... for "
@@ -1834,15 +2092,7 @@ specs_expand(const char *model, const char *const *defs, int ndefs, Specs *sp)
 				}
 			}
 		}
-		for (int j = 0; j < i; j++) {
-			const char *e = strchr(defs[j], '=');
-			if (e && (size_t)(e - defs[j]) == nl && !strncmp(defs[j], d, nl) &&
-			    (count[i] > 1 || count[j] > 1)) {
-				fprintf(stderr, "%s: error: -D %s: size '%.*s' is also given by -D %s (give one "
-				                "list of its values)\n", model, d, (int)nl, d, defs[j]);
-				return 0;
-			}
-		}
+		// A size given twice was refused with the options (opt_define).
 		total *= count[i];
 		if (total > ART_MAX_SPECS) {
 			fprintf(stderr, "%s: error: -D %s: the lists make more than %d specialisations (one "
@@ -1883,7 +2133,7 @@ specs_expand(const char *model, const char *const *defs, int ndefs, Specs *sp)
 	}
 	return 1;
 oom:
-	fprintf(stderr, "fadc: out of memory\n");
+	fprintf(stderr, "fadc: error: out of memory\n");
 	return 0;
 }
 
@@ -1906,7 +2156,7 @@ compile_specs(const CompileArgs *a)
 		if (!ir_verify(ms[s]->main, err, sizeof err)) {
 			fprintf(stderr, "fadc: internal error: the graph of specialisation %s does not "
 			                "verify: %s\n", sp.name[s], err);
-			rc = 3;
+			rc = 1;
 			goto done;
 		}
 	}
@@ -1927,6 +2177,12 @@ cmd_compile(int argc, char **argv)
 		free(a.tasklist);
 		return rc < 0 ? 0 : rc;
 	}
+	char err0[1024];
+	if (a.out && fio_check_not_input(a.out, &a.model, 1, err0, sizeof err0)) {
+		path_error(a.out, err0);
+		free(a.tasklist);
+		return 1;
+	}
 	if (has_define_list(a.defs, a.ndefs)) {
 		rc = a.out ? compile_specs(&a)
 		           : usage_error(usage_main, "-D with a list of values (N=8,32) makes "
@@ -1943,7 +2199,7 @@ cmd_compile(int argc, char **argv)
 	char err[512];
 	if (!ir_verify(m->main, err, sizeof err)) {
 		fprintf(stderr, "fadc: internal error: the graph does not verify: %s\n", err);
-		rc = 3;
+		rc = 1;
 	} else if (a.out)
 		rc = compile(&a, (const Module *const *)&m, NULL, 1);
 	else if (a.task)
@@ -2052,6 +2308,9 @@ print_version(void)
 int
 main(int argc, char **argv)
 {
+	// Temporary files and folders (outputs being written, the compiler's
+	// folder) are removed if fadc is interrupted (runtime/fileio.h).
+	fio_cleanup_enable();
 	if (argc == 2 && !strcmp(argv[1], "--version"))
 		return print_version();
 	if (argc > 1 && !strcmp(argv[1], "run"))

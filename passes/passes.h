@@ -112,6 +112,10 @@ typedef struct PassOpts {
 
 extern const char *const fadc_tasks[]; // NULL-terminated: forward, vjp, ...
 int task_lookup(const char *name); // index into fadc_tasks, or -1
+// Does task apply to forward f (its preconditions: a scalar forward for the
+// second-order tasks, one float output for the Jacobians, Hessian blocks
+// within IR_MAXDIM)?  1, or 0 with the reason in err (and its location).
+int pass_task_check(const Graph *f, const char *task, Loc *errloc, char *err, size_t errlen);
 // Builds task `task` from forward graph f.  NULL with a message (and a
 // location when there is one) on error.
 Graph *pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char *err,

@@ -344,15 +344,14 @@ jacfwd(Pipe *p, Graph *g, const Graph *f, Loc *errloc, char *err, size_t errlen)
 	return simplify(p, b);
 }
 
-Graph *
-pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char *err, size_t errlen)
+int
+pass_task_check(const Graph *f, const char *task, Loc *errloc, char *err, size_t errlen)
 {
-	Pipe p = {.o = o, .task = task};
 	*errloc = 0;
 	int t = task_lookup(task);
 	if (t < 0) {
 		snprintf(err, errlen, "unknown task '%s'", task);
-		return NULL;
+		return 0;
 	}
 	int needs_scalar = !strcmp(task, "vhp") || !strcmp(task, "hvp") || !strncmp(task, "hessian", 7);
 	if (needs_scalar && !is_scalar_forward(f)) {
@@ -360,7 +359,7 @@ pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char
 		         task);
 		if (f->nout)
 			*errloc = f->node[f->out[0].node].loc; // what forward returns
-		return NULL;
+		return 0;
 	}
 	// A Hessian block hessian.<p>.<q> has the rank of p plus the rank of q:
 	// the largest is twice the largest param rank.
@@ -372,7 +371,7 @@ pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char
 			         "task '%s': the block hessian.%s.%s would have rank %d, above %d",
 			         task, f->input[i].name, f->input[i].name, 2 * r, IR_MAXDIM);
 			*errloc = f->node[pn].loc; // the param's declaration
-			return NULL;
+			return 0;
 		}
 	}
 	int jac = !strcmp(task, "jacobian") || !strcmp(task, "jacrev") || !strcmp(task, "jacfwd");
@@ -380,8 +379,18 @@ pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char
 		snprintf(err, errlen, "task '%s' needs forward to return one float value", task);
 		if (f->nout)
 			*errloc = f->node[f->out[0].node].loc;
-		return NULL;
+		return 0;
 	}
+	return 1;
+}
+
+Graph *
+pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char *err, size_t errlen)
+{
+	Pipe p = {.o = o, .task = task};
+	if (!pass_task_check(f, task, errloc, err, errlen))
+		return NULL;
+	int jac = !strcmp(task, "jacobian") || !strcmp(task, "jacrev") || !strcmp(task, "jacfwd");
 	// Work on a simplified copy of f, so that derivatives see no dead code.
 	Graph *g = step(&p, "simplify", pass_simplify(f), NULL);
 	if (p.stopped || !strcmp(task, "forward"))

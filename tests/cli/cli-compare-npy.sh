@@ -42,7 +42,7 @@ run_fadc 1 compare-npy "$tmp/n/x.npy" "$tmp/a/x.npy"
 out_has "DIFFERENT: element 0 is nan against 1"
 
 run_fadc 1 compare-npy "$tmp/a" "$tmp/a/x.npy"
-err_first "fadc: error: compare-npy: '$tmp/a' and '$tmp/a/x.npy' are not both folders or both files"
+err_first "fadc: error: compare-npy: '$tmp/a' is a folder and '$tmp/a/x.npy' a file (give two files or two folders)"
 run_fadc 1 compare-npy "$tmp/a/x.npy" "$tmp/missing.npy"
 err_first "$tmp/missing.npy: error: cannot open: No such file or directory"
 mkdir "$tmp/e1" "$tmp/e2"

@@ -63,7 +63,7 @@ run_fadc 1 run "$tmp/a.so" --task jvp --out "$tmp/no"
 err_first "$tmp/a.so: error: the artifact has no task 'jvp' (it has: forward, vjp, hvp); compile it with --tasks jvp"
 run_fadc 1 run "$tmp/a.so" --task vjp -D N=3 --out "$tmp/no"
 err_first "$tmp/a.so: error: -D does not apply to a compiled model (its sizes were fixed when it was compiled)"
-run_fadc 1 "$m" -o "$tmp/c.so" --cpu pentium9
+run_fadc 2 "$m" -o "$tmp/c.so" --cpu pentium9
 err_first "fadc: error: unknown --cpu 'pentium9' (x86-64, x86-64-v2, x86-64-v3, x86-64-v4, generic, native)"
 run_fadc 1 "$m" -o "$tmp/none/c.so"
 err_first "$tmp/none/c.so: error: No such file or directory"

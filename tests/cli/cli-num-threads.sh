@@ -30,10 +30,10 @@ run_fadc 0 compare-npy "$tmp/ir" "$tmp/t5" --rtol 5e-5
 
 for bad in 0 -1 4097 1000000 abc 2x ""; do
 	run_fadc 2 run "$tmp/m.so" --task vjp --num-threads "$bad" --print
-	err_first "fadc: --num-threads: '$bad' is not an integer 1 .. 4096"
+	err_first "fadc: error: --num-threads: '$bad' is not an integer 1 .. 4096"
 done
 run_fadc 2 run "$tmp/m.so" --task vjp --num-threads
-err_first "fadc: --num-threads needs a value"
+err_first "fadc: error: --num-threads needs a value"
 FADC_NUM_THREADS=0 run_fadc 1 run "$tmp/m.so" --task vjp --print
-err_first "fadc: cannot create a runtime context: FADC_NUM_THREADS must be an integer 1 .. 4096, got '0'"
+err_first "fadc: error: cannot create a runtime context: FADC_NUM_THREADS must be an integer 1 .. 4096, got '0'"
 exit 0

@@ -8,7 +8,7 @@ model=$SRC/models/ppl_simple_reg.ir
 # out.npy cannot be replaced when it is a folder: the write fails.
 mkdir -p "$tmp/o/out.npy"
 run_fadc 1 run "$model" --out "$tmp/o"
-err_has "$tmp/o/out.npy: error: "
+err_has "$tmp/o/out.npy: error: is a folder"
 [ "$(ls -A "$tmp/o")" = "out.npy" ] || fail "the failed write left files behind: $(ls -A "$tmp/o")"
 [ -d "$tmp/o/out.npy" ] || fail "the failed write replaced out.npy"
 
@@ -23,5 +23,5 @@ cmp -s "$tmp/p/out.npy" "$tmp/old.npy" || fail "a failed run changed the old out
 # The output folder is a file: an error naming it.
 printf 'x' >"$tmp/file"
 run_fadc 1 run "$model" --out "$tmp/file"
-err_first "fadc: cannot create the output folder '$tmp/file': File exists"
+err_first "fadc: error: the output folder '$tmp/file' exists and is not a folder"
 exit 0

@@ -46,7 +46,12 @@ cmp -s "$tmp/o1/out.npy" "$tmp/o3/out.npy" || fail ".safetensors and .npy bindin
 
 # A tensor that is nothing of the model's: a warning, and the run goes on.
 cp "$tmp/ramp/beta_value.npy" "$tmp/gamma.npy"
-run_fadc 0 run "$model" --params "$tmp/gamma.npy" --out "$tmp/o4"
+# A tensor that names nothing is an error (a typo must not run the model on
+# its initial values); --allow-unused-params makes it a warning.
+run_fadc 1 run "$model" --params "$tmp/gamma.npy" --out "$tmp/o4"
+err_first "$tmp/gamma.npy: error: tensor 'gamma' is not a parameter, constant or argument of the model (its names: X, Y, beta_value; --allow-unused-params ignores such tensors)"
+[ -e "$tmp/o4" ] && fail "a run with an unused tensor wrote outputs"
+run_fadc 0 run "$model" --params "$tmp/gamma.npy" --allow-unused-params --out "$tmp/o4"
 err_first "$tmp/gamma.npy: warning: tensor 'gamma' is not a parameter, constant or argument of the model; ignored"
 cmp -s "$tmp/init/out.npy" "$tmp/o4/out.npy" || fail "an ignored tensor changed the result"
 

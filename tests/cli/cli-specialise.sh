@@ -61,8 +61,8 @@ run_fadc 1 "$model" -o "$tmp/x.so" -D N=
 err_first "$model: error: -D N=: the value must be an integer"
 run_fadc 1 "$model" -o "$tmp/x.so" -D N=2,3,2
 err_first "$model: error: -D N=2,3,2: the value 2 is listed twice"
-run_fadc 1 "$model" -o "$tmp/x.so" -D N=2 -D N=3,4
-err_first "$model: error: -D N=3,4: size 'N' is also given by -D N=2 (give one list of its values)"
+run_fadc 2 "$model" -o "$tmp/x.so" -D N=2 -D N=3,4
+err_first "fadc: error: -D N=3,4: size 'N' is already given by -D N=2 (give it once; N=8,32 lists values for specialisations)"
 run_fadc 1 "$model" -o "$tmp/x.so" -D N=1,2,3,4,5 -D K=1,2,3,4
 err_first "$model: error: -D K=1,2,3,4: the lists make more than 16 specialisations (one artifact holds at most 16)"
 run_fadc 1 "$model" -o "$tmp/x.so" -D N=2,x
@@ -71,9 +71,9 @@ run_fadc 1 "$model" -o "$tmp/x.so" -D M=2,3
 err_first "$model: error: -D M=2: the model has no size named 'M'"
 [ -e "$tmp/x.so" ] && fail "a failed compile wrote its artifact"
 run_fadc 2 "$model" --emit ir -D N=2,3
-err_first "fadc: -D with a list of values (N=8,32) makes specialisations of an artifact: it needs -o FILE"
+err_first "fadc: error: -D with a list of values (N=8,32) makes specialisations of an artifact: it needs -o FILE"
 run_fadc 2 run "$model" --task forward -D N=2,3 --print
-err_first "fadc: -D with a list of values is for compiling (fadc -o); run takes one value per size"
+err_first "fadc: error: -D with a list of values is for compiling (fadc -o); run takes one value per size"
 # 16 is allowed.
 run_fadc 0 "$model" -o "$tmp/16.so" -D N=1,2,3,4 -D K=1,2,3,4 --tasks forward
 run_fadc 0 inspect "$tmp/16.so"

@@ -61,7 +61,9 @@ err_first "$tmp/files/short.npy: error: tensor 'v.w' is f32[2], the task takes f
 run_fadc 1 run "$m" --task forward --v "$tmp/files/v.npy" --out "$tmp/bad"
 err_first "$tmp/files/v.npy: error: tensor 'v' is not an input of task 'forward' (its inputs: none)"
 # --params does not bind v, nor --v a parameter.
-run_fadc 0 run "$m" --task vjp --params "$tmp/files/v.npy" --print
+run_fadc 1 run "$m" --task vjp --params "$tmp/files/v.npy" --print
+err_first "$tmp/files/v.npy: error: tensor 'v' is not a parameter, constant or argument of the model (its names: w; --allow-unused-params ignores such tensors)"
+run_fadc 0 run "$m" --task vjp --params "$tmp/files/v.npy" --allow-unused-params --print
 err_first "$tmp/files/v.npy: warning: tensor 'v' is not a parameter, constant or argument of the model; ignored"
 out_has "grad.w: f32[3] = [0, 0.798092961, 1.59618592]"
 [ -e "$tmp/bad" ] && fail "a failed run created its output folder"
