@@ -49,8 +49,8 @@ arena_new(void)
 {
 	Arena *a = calloc(1, sizeof *a);
 	if (!a) {
-		fprintf(stderr, "fadc: out of memory\n");
-		exit(3);
+		fprintf(stderr, "fadc: error: out of memory\n");
+		exit(1); // the tools' statuses are 0, 1 (an error was printed) and 2 (usage)
 	}
 	a->next_size = 16 << 10;
 	return a;
@@ -81,8 +81,8 @@ arena_alloc(Arena *a, size_t size)
 			a->next_size *= 2;
 		c = chunk_malloc(sizeof *c + csize);
 		if (!c) {
-			fprintf(stderr, "fadc: out of memory (arena chunk of %zu bytes)\n", csize);
-			exit(3);
+			fprintf(stderr, "fadc: error: out of memory (arena chunk of %zu bytes)\n", csize);
+			exit(1);
 		}
 		c->size = csize;
 		c->used = 0;
@@ -106,8 +106,8 @@ void *
 arena_alloc_array(Arena *a, size_t n, size_t size)
 {
 	if (size && n > (SIZE_MAX / 2) / size) {
-		fprintf(stderr, "fadc: allocation of %zu x %zu bytes overflows\n", n, size);
-		exit(3);
+		fprintf(stderr, "fadc: error: allocation of %zu x %zu bytes overflows\n", n, size);
+		exit(1);
 	}
 	return arena_zalloc(a, n * size);
 }

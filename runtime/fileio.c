@@ -400,8 +400,15 @@ fio_out_open(FioOut *o, const char *path, mode_t mode, char *err, size_t errlen)
 	for (int k = 0; k < 100 && o->fd < 0; k++) {
 		unsigned c = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
 		snprintf(o->tmp, len, "%s.tmp%ld.%u", path, (long)getpid(), c);
+		// Registered before it exists, so no signal finds it unregistered
+		// (the name carries our pid: removing it before it exists is harmless).
+		o->reg = fio_cleanup_add(o->tmp, 0);
 		o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-		if (o->fd < 0 && errno != EEXIST)
+		if (o->fd >= 0)
+			break;
+		fio_cleanup_drop(o->reg);
+		o->reg = -1;
+		if (errno != EEXIST)
 			break;
 	}
 	if (o->fd < 0) {
@@ -413,7 +420,6 @@ fio_out_open(FioOut *o, const char *path, mode_t mode, char *err, size_t errlen)
 		o->path = o->tmp = NULL;
 		return -1;
 	}
-	o->reg = fio_cleanup_add(o->tmp, 0);
 	return 0;
 }
 
