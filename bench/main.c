@@ -827,8 +827,12 @@ cmd_run(int argc, char **argv)
 				if (v < 0 || v > 1000000)
 					return usage_error("--num-iters must be 0 .. 1000000, got %s", val);
 				o.num_iters = (int)v;
-			} else if (!strcmp(a, "--gpu"))
+			} else if (!strcmp(a, "--gpu")) {
+				if (v < -2 || v > 1024)
+					return usage_error("--gpu must be -2 (auto), -1 (the CPU) or a device number, "
+					                   "got %s", val);
 				o.gpu = (int)v;
+			}
 			else if (!strcmp(a, "--num-threads")) {
 				if (v < 1 || v > 4096)
 					return usage_error("--num-threads must be 1 .. 4096, got %s", val);
@@ -899,12 +903,12 @@ cmd_run(int argc, char **argv)
 		o.gpu = hk && !o.compile_only && !fadc_context_create(&go, &gc) ? 0 : -1;
 		fadc_context_destroy(gc);
 	}
-	if (o.gpu < -1)
-		return usage_error("--gpu must be -2, -1 or a device number, got %s", "a negative");
+	// Flags that contradict each other are usage errors, as
+	// --check-reference with the interpreter is.
 	if (o.gpu >= 0 && !hk) {
-		fprintf(stderr, "fadc-bench: --gpu %d: the %s backend runs on the CPU only\n", o.gpu,
-		        be->name);
-		return 1;
+		char msg[128];
+		snprintf(msg, sizeof msg, "--gpu %d: the %s backend runs on the CPU only", o.gpu, be->name);
+		return usage_error("%s", msg);
 	}
 	if (o.device_time && o.gpu < 0 && !o.compile_only)
 		return usage_error("--device-time needs a GPU (--gpu N; the CPU has no device clock)%s",
@@ -1121,6 +1125,13 @@ cmd_run(int argc, char **argv)
 					        m->name, task, re, m->rtol, worst);
 			}
 			double *samples = calloc((size_t)o.num_iters + 1, sizeof *samples);
+			if (!samples) {
+				fprintf(stderr, "fadc-bench: %s %s: out of memory\n", m->name, task);
+				be->release(p);
+				rc = 1;
+				ntotal--;
+				continue;
+			}
 			for (int it = 0; it < o.num_iters; it++) {
 				double s = now();
 				if (be->run(p, err, sizeof err)) {
@@ -1153,7 +1164,10 @@ cmd_run(int argc, char **argv)
 			fflush(stdout);
 			snprintf(label, sizeof label, "%s%s%s", task, bad ? " [inconsistent]" : "",
 			         rbad ? " [reference mismatch]" : "");
-			table_add(&t, m->name, label, mean, var);
+			if (table_add(&t, m->name, label, mean, var)) {
+				fprintf(stderr, "fadc-bench: %s %s: out of memory\n", m->name, task);
+				rc = 1;
+			}
 			nfailed += bad || rbad;
 			if (js) {
 				fprintf(js, "%s\n  {\"model\": ", ncell ? "," : "");

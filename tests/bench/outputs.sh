@@ -8,7 +8,6 @@
 # fails before the run, not after it.
 set -u
 . "$(dirname "$0")/common.bash"
-cfg=$SRC/bench/bench.yaml
 run=(--backend interp --num-iters 1 --model-filter ppl_simple_reg --task-filter vjp)
 
 # The normal case: both written, nothing else left in the folder.
@@ -20,7 +19,9 @@ tail -c 4 "$tmp/o/j.json" | grep -q ']}' || fail "the JSON is not closed"
 
 # An output onto the configuration: refused by device and inode, through
 # another name, a symlink and a hard link too; the file is untouched.
-cp "$cfg" "$tmp/c.yaml"
+printf '%smodels:\n  ppl_simple_reg: {source: %s/models/ppl_simple_reg.ir, tasks: [vjp]}\n' \
+	"$LISTS" "$SRC" > "$tmp/c.yaml"
+run_bench 0 "${run[@]}" --config "$tmp/c.yaml" # it runs as it is
 sum=$(cksum < "$tmp/c.yaml")
 ln -s c.yaml "$tmp/link.yaml"
 ln "$tmp/c.yaml" "$tmp/hard.yaml"
