@@ -280,6 +280,8 @@ load(Ld *l, BenchConfig *c)
 			expect_map(l, v, "models");
 			FOR_PAIRS(l, v, mk, mv)
 			load_model(l, mk, mv, c);
+			if (!c->nmodel)
+				fail(l, v, "models is empty");
 			have_models = 1;
 		} else if (!strcmp(kn, "slow")) {
 			strings(l, v, c->slow[0], 64, BENCH_MAXMODEL, &c->nslow, "slow", 0);

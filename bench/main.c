@@ -716,6 +716,10 @@ check_selection(const Opts *o, const BenchConfig *cfg, const char *cdir)
 				all[nall++] = cells[i];
 		}
 	}
+	if (!nsel && !cfg->nmodel) {
+		fprintf(stderr, "fadc-bench: %s has no models\n", cfg->path);
+		return 1;
+	}
 	if (!nsel) {
 		fprintf(stderr, "fadc-bench: no model of %s occurs in --model-filter '%s' (its models: %s)\n",
 		        cfg->path, o->model_filter, names);

@@ -115,6 +115,7 @@ main(void)
 	             ":6:1: error: a second YAML document; a configuration is one document");
 	expect_error(LISTS "models:\n  m: {source: a.ir, tasks: [vjp]}\n--- [\n",
 	             ":7:1: error: did not find expected node content while parsing a flow node");
+	expect_error(LISTS "models: {}\n", ":4:9: error: models is empty");
 	// An empty source would name the configuration's folder.
 	expect_error(LISTS "models:\n  m: {source: '', tasks: [vjp]}\n",
 	             ":5:15: error: model 'm': source is empty");
