@@ -472,22 +472,27 @@ cpu_model(char *buf, size_t n)
 }
 
 // Outputs (--output, --json) go through fileio (runtime/fileio.h): into a
-// temporary file beside the target, renamed over it at the end, so that an
-// interrupted or failed run leaves the old file (or none), never half a
-// table or an unterminated JSON; a device such as /dev/null is written in
+// temporary file beside the target, renamed over it at the end (also when
+// cells failed: the table says which ran), so that an interrupted run
+// leaves the old file (or none), never half a table or an unterminated
+// JSON; a device such as /dev/null is written in
 // place.  out_open and out_commit print their error and return 1 on
 // failure; on success o has a stream (fio_out_file).
 static int
 out_open(FioOut *o, const char *path)
 {
 	char err[4096 + 256];
-	if (fio_out_open(o, path, 0666, err, sizeof err) || !fio_out_file(o)) {
-		if (o->path)
-			fio_out_abort(o);
-		fprintf(stderr, "fadc-bench: cannot write %s\n", err);
-		return 1;
+	if (fio_out_open(o, path, 0666, err, sizeof err))
+		goto fail;
+	if (!fio_out_file(o)) {
+		snprintf(err, sizeof err, "%s: %s", path, strerror(errno));
+		fio_out_abort(o);
+		goto fail;
 	}
 	return 0;
+fail:
+	fprintf(stderr, "fadc-bench: cannot write %s\n", err);
+	return 1;
 }
 
 static int
@@ -556,7 +561,6 @@ cmd_compare(int argc, char **argv)
 	table_free(&a);
 	return rc;
 }
-
 
 // The cells of model m this run times, in order: its recommended tasks
 // (ALL_TASKS with --run-slow-tasks) less the unsupported ones, filtered.
