@@ -6,8 +6,12 @@
 // lists.  Every mapping is checked against its schema: an unknown key, a
 // wrong type, an unknown task or model name is an error naming the file,
 // line and column of the offending node; nothing runs on a bad
-// configuration.
+// configuration.  libyaml's document API keeps the last of two equal keys
+// and stops after the first document without a word: both are checked
+// here, since either hides a typo (a second `rtol:` that wins, a model
+// added after a stray `---` that never runs).
 #include <errno.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -15,6 +19,7 @@
 #include <yaml.h>
 
 #include "config.h"
+#include "fileio.h"
 
 static const char *const known_tasks[] = {"vjp", "jvp", "vhp", "hvp", "jacobian", "hessian",
                                           "hessian_fwdrev", "hessian_revrev", "jacfwd", "jacrev",
@@ -65,8 +70,10 @@ number(Ld *l, yaml_node_t *n, const char *what)
 	char *end;
 	errno = 0;
 	double v = strtod(s, &end);
-	if (!*s || *end || errno || !(v >= 0))
-		fail(l, n, "%s must be a non-negative number, got '%s'", what, s);
+	// A tolerance of 0, inf or nan makes every check fail or none: either
+	// is a typo, not a setting (strtod reads "inf" and "nan").
+	if (!*s || *end || errno || !isfinite(v) || !(v > 0))
+		fail(l, n, "%s must be a positive finite number, got '%s'", what, s);
 	return v;
 }
 
@@ -150,6 +157,11 @@ load_model(Ld *l, yaml_node_t *key, yaml_node_t *val, BenchConfig *c)
 		const char *kn = scalar(l, k, "a key");
 		if (!strcmp(kn, "source")) {
 			copy(l, v, m->source, sizeof m->source, "source");
+			// "" would resolve to the configuration's folder.
+			if (!m->source[0])
+				fail(l, v, "model '%s': source is empty", m->name);
+			m->source_line = (int)v->start_mark.line + 1;
+			m->source_col = (int)v->start_mark.column + 1;
 			have_source = 1;
 		} else if (!strcmp(kn, "tasks")) {
 			strings(l, v, m->tasks[0], 32, BENCH_MAXTASK, &m->ntasks, "tasks", 0);
@@ -160,9 +172,17 @@ load_model(Ld *l, yaml_node_t *key, yaml_node_t *val, BenchConfig *c)
 			check_tasks(l, v, m->unsupported, m->nunsupported, "unsupported");
 		} else if (!strcmp(kn, "reduced")) {
 			strings(l, v, m->reduced[0], 64, BENCH_MAXDEF, &m->nreduced, "reduced", 0);
-			for (int i = 0; i < m->nreduced; i++)
-				if (!strchr(m->reduced[i], '='))
+			// One value per name: fadc refuses a size bound twice.
+			for (int i = 0; i < m->nreduced; i++) {
+				const char *eq = strchr(m->reduced[i], '=');
+				if (!eq || eq == m->reduced[i])
 					fail(l, v, "reduced: '%s' is not NAME=VALUE", m->reduced[i]);
+				size_t nl = (size_t)(eq - m->reduced[i]);
+				for (int j = 0; j < i; j++)
+					if (!strncmp(m->reduced[j], m->reduced[i], nl + 1))
+						fail(l, v, "reduced: '%.*s' is given twice ('%s', '%s')", (int)nl,
+						     m->reduced[i], m->reduced[j], m->reduced[i]);
+			}
 		} else if (!strcmp(kn, "rtol")) {
 			m->rtol = number(l, v, "rtol");
 		} else
@@ -174,6 +194,57 @@ load_model(Ld *l, yaml_node_t *key, yaml_node_t *val, BenchConfig *c)
 	if (!have_tasks)
 		fail(l, val, "model '%s' has no tasks", m->name);
 	c->nmodel++;
+}
+
+typedef struct KeyAt {
+	const char *s;
+	const yaml_node_t *n;
+} KeyAt;
+
+static int
+key_cmp(const void *a, const void *b)
+{
+	const KeyAt *x = a, *y = b;
+	int c = strcmp(x->s, y->s);
+	if (c)
+		return c;
+	if (x->n->start_mark.index != y->n->start_mark.index)
+		return x->n->start_mark.index < y->n->start_mark.index ? -1 : 1;
+	return 0;
+}
+
+// No mapping of the document has a scalar key twice.  Sorted, not compared
+// pairwise, so that a fuzzed mapping of many keys stays cheap.  The first
+// repeat in the file is reported, with the line of the key it repeats.
+static void
+no_duplicate_keys(Ld *l)
+{
+	KeyAt first = {0}, again = {0};
+	for (yaml_node_t *n = l->doc.nodes.start; n < l->doc.nodes.top; n++) {
+		if (n->type != YAML_MAPPING_NODE)
+			continue;
+		size_t np = (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start), nk = 0;
+		if (np < 2)
+			continue;
+		KeyAt *k = malloc(np * sizeof *k);
+		if (!k)
+			fail(l, n, "out of memory");
+		for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+			yaml_node_t *kn = node(l, p->key);
+			if (kn && kn->type == YAML_SCALAR_NODE)
+				k[nk++] = (KeyAt){(const char *)kn->data.scalar.value, kn};
+		}
+		qsort(k, nk, sizeof *k, key_cmp);
+		// The second of each run of equal keys (sorted by position).
+		for (size_t i = 1; i < nk; i++)
+			if (!strcmp(k[i].s, k[i - 1].s) && (i < 2 || strcmp(k[i].s, k[i - 2].s)) &&
+			    (!again.n || k[i].n->start_mark.index < again.n->start_mark.index))
+				first = k[i - 1], again = k[i];
+		free(k);
+	}
+	if (again.n)
+		fail(l, again.n, "duplicate key '%s' (first at line %zu, column %zu)", again.s,
+		     first.n->start_mark.line + 1, first.n->start_mark.column + 1);
 }
 
 static void
@@ -209,6 +280,8 @@ load(Ld *l, BenchConfig *c)
 			expect_map(l, v, "models");
 			FOR_PAIRS(l, v, mk, mv)
 			load_model(l, mk, mv, c);
+			if (!c->nmodel)
+				fail(l, v, "models is empty");
 			have_models = 1;
 		} else if (!strcmp(kn, "slow")) {
 			strings(l, v, c->slow[0], 64, BENCH_MAXMODEL, &c->nslow, "slow", 0);
@@ -253,21 +326,40 @@ load(Ld *l, BenchConfig *c)
 				     k == 0 ? "slow" : k == 1 ? "skip.device.cpu" : "skip.device.cuda");
 }
 
+static void
+yaml_error(const yaml_parser_t *p, const char *path, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "%s:%zu:%zu: error: %s%s%s", path, p->problem_mark.line + 1,
+	         p->problem_mark.column + 1, p->problem ? p->problem : "malformed YAML",
+	         p->context ? " " : "", p->context ? p->context : "");
+}
+
 int
 bench_config_load(const char *path, BenchConfig *c, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		snprintf(err, errlen, "%s: error: cannot open: %s", path, strerror(errno));
+	// Read through fileio: a directory, a FIFO or a device is refused by
+	// name before any read (a FIFO would block, a directory gave
+	// libyaml's bare "input error").  A configuration is small; 16 MiB
+	// bounds a mistaken path to something large.
+	char ferr[1024];
+	size_t len;
+	char *text = fio_read_all(path, (size_t)16 << 20, &len, ferr, sizeof ferr);
+	if (!text) {
+		size_t pl = strlen(path);
+		// fileio says "PATH: reason": the house form is "PATH: error: reason".
+		if (!strncmp(ferr, path, pl) && ferr[pl] == ':')
+			snprintf(err, errlen, "%s: error:%s", path, ferr + pl + 1);
+		else
+			snprintf(err, errlen, "%s: error: %s", path, ferr);
 		return -1;
 	}
 	yaml_parser_t parser;
 	if (!yaml_parser_initialize(&parser)) {
-		fclose(f);
+		free(text);
 		snprintf(err, errlen, "%s: error: out of memory", path);
 		return -1;
 	}
-	yaml_parser_set_input_file(&parser, f);
+	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
 	Ld *l = calloc(1, sizeof *l);
 	BenchConfig *tmp = calloc(1, sizeof *tmp);
 	int rc = -1;
@@ -279,13 +371,29 @@ bench_config_load(const char *path, BenchConfig *c, char *err, size_t errlen)
 	l->err = err;
 	l->errlen = errlen;
 	if (!yaml_parser_load(&parser, &l->doc)) {
-		snprintf(err, errlen, "%s:%zu:%zu: error: %s%s%s", path, parser.problem_mark.line + 1,
-		         parser.problem_mark.column + 1, parser.problem ? parser.problem : "malformed YAML",
-		         parser.context ? " " : "", parser.context ? parser.context : "");
+		yaml_error(&parser, path, err, errlen);
+		goto out;
+	}
+	// The stream must end after the first document: a second one (after
+	// `---`) would be ignored by the loader, whatever it holds.
+	yaml_document_t next;
+	if (!yaml_parser_load(&parser, &next)) {
+		yaml_error(&parser, path, err, errlen);
+		yaml_document_delete(&l->doc);
+		goto out;
+	}
+	int second = yaml_document_get_root_node(&next) != NULL;
+	size_t sl = next.start_mark.line + 1, sc = next.start_mark.column + 1;
+	yaml_document_delete(&next);
+	if (second) {
+		snprintf(err, errlen, "%s:%zu:%zu: error: a second YAML document; a configuration is "
+		                      "one document", path, sl, sc);
+		yaml_document_delete(&l->doc);
 		goto out;
 	}
 	snprintf(tmp->path, sizeof tmp->path, "%s", path);
 	if (!setjmp(l->jmp)) {
+		no_duplicate_keys(l);
 		load(l, tmp);
 		*c = *tmp;
 		rc = 0;
@@ -293,7 +401,7 @@ bench_config_load(const char *path, BenchConfig *c, char *err, size_t errlen)
 	yaml_document_delete(&l->doc);
 out:
 	yaml_parser_delete(&parser);
-	fclose(f);
+	free(text);
 	free(l);
 	free(tmp);
 	return rc;

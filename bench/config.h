@@ -21,6 +21,7 @@ typedef struct BenchModel {
 	char reduced[BENCH_MAXDEF][64]; // -D NAME=VALUE for reduced sizes
 	int nreduced;
 	double rtol; // consistency tolerance (normalized error)
+	int source_line, source_col; // where source: is, for messages about the file it names
 } BenchModel;
 
 typedef struct BenchConfig {
@@ -37,7 +38,9 @@ typedef struct BenchConfig {
 } BenchConfig;
 
 // Loads and validates a configuration.  Returns 0, or -1 with
-// "file:line:col: error: message" in err; nothing is half-loaded.
+// "file:line:col: error: message" in err ("file: error: message" when the
+// file cannot be read); nothing is half-loaded.  The file is one YAML
+// document whose mappings have no duplicate keys.
 int bench_config_load(const char *path, BenchConfig *c, char *err, size_t errlen);
 const BenchModel *bench_config_model(const BenchConfig *c, const char *name);
 int bench_in_list(const char (*list)[64], int n, const char *name);

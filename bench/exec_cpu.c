@@ -41,6 +41,7 @@
 #include "artifact.h"
 #include "exec.h"
 #include "fadc.h"
+#include "fileio.h"
 #include "frontend.h"
 
 extern char **environ;
@@ -103,10 +104,14 @@ exe_dir(char *buf, size_t n)
 		*s = 0;
 }
 
+// Makes the folder path and its parents.  EEXIST is not success by itself:
+// a file of that name (--artifacts /etc/passwd) is not a folder, and would
+// otherwise surface later as the compiler failing to write into it.
 static int
 mkdir_p(const char *path)
 {
 	char p[4096];
+	struct stat st;
 	snprintf(p, sizeof p, "%s", path);
 	for (char *s = p + 1; *s; s++)
 		if (*s == '/') {
@@ -115,7 +120,24 @@ mkdir_p(const char *path)
 				return -1;
 			*s = '/';
 		}
-	return mkdir(p, 0777) && errno != EEXIST ? -1 : 0;
+	if (mkdir(p, 0777) && errno != EEXIST)
+		return -1;
+	if (stat(p, &st))
+		return -1;
+	if (!S_ISDIR(st.st_mode)) {
+		errno = ENOTDIR;
+		return -1;
+	}
+	return 0;
+}
+
+// The runtime's message about path starts with the path (runtime/
+// artifact.c): without it, for messages that name path already.
+static const char *
+without_path(const char *msg, const char *path)
+{
+	size_t n = strlen(path);
+	return !strncmp(msg, path, n) && msg[n] == ':' && msg[n + 1] == ' ' ? msg + n + 2 : msg;
 }
 
 // Runs argv (searched in PATH if it has no slash) with stdin from
@@ -150,7 +172,7 @@ static void
 read_text(const char *path, char *buf, size_t n)
 {
 	buf[0] = 0;
-	FILE *f = fopen(path, "r");
+	FILE *f = fio_fopen_read(path, NULL, 0);
 	if (!f)
 		return;
 	size_t k = fread(buf, 1, n - 1, f);
@@ -170,9 +192,11 @@ capture(char *const *argv, char *out, size_t n)
 	if (fd < 0)
 		return -1;
 	close(fd);
+	int reg = fio_cleanup_add(path, 0);
 	int rc = spawn(argv, path);
 	read_text(path, out, n);
 	unlink(path);
+	fio_cleanup_drop(reg);
 	return rc;
 }
 
@@ -260,7 +284,7 @@ stale(const char *path, const char *hash, const char *defines, const char *const
 		return 1;
 	}
 	if (fadc_model_open(ctx, path, FADC_OPEN_DESCRIBE, &m)) {
-		snprintf(why, n, "unreadable (%s)", fadc_context_error(ctx));
+		snprintf(why, n, "unreadable (%s)", without_path(fadc_context_error(ctx), path));
 		fadc_context_destroy(ctx);
 		return 1;
 	}
@@ -300,7 +324,7 @@ file_hash(const char *path, char *out)
 	uint64_t h = ART_FNV_BASIS;
 	size_t k;
 	out[0] = 0;
-	FILE *f = fopen(path, "rb");
+	FILE *f = fio_fopen_read(path, NULL, 0);
 	if (!f)
 		return;
 	while ((k = fread(buf, 1, sizeof buf, f)) > 0)
@@ -360,13 +384,18 @@ compile(const char *src, const char *out, const char *tasks, const char *const *
 	snprintf(tmp, sizeof tmp, "%s.tmp%ld.so", out, (long)getpid());
 	snprintf(log, sizeof log, "%s.log", out);
 	compile_argv(argv, src, tmp, tasks, defs, ndefs < 80 ? ndefs : 80);
+	// An interrupt during the compile (minutes for the large models)
+	// removes the half-made artifact; the compiler cleans its own.
+	int reg = fio_cleanup_add(tmp, 0);
 	int rc = spawn(argv, log);
 	if (rc == 0 && !rename(tmp, out)) {
+		fio_cleanup_drop(reg);
 		unlink(log);
 		return 0;
 	}
 	int e = errno;
 	unlink(tmp);
+	fio_cleanup_drop(reg);
 	print_cmd(argv, cmd, sizeof cmd);
 	if (rc < 0) {
 		snprintf(err, errlen, "cannot run the compiler '%s': %s (give --fadc PATH)", argv[0],
@@ -415,7 +444,18 @@ configure(const BackendOptions *o, char *err, size_t errlen)
 	}
 	snprintf(S.runtime, sizeof S.runtime, "api %d, artifact format %d", FADC_API_VERSION,
 	         ART_FORMAT_VERSION);
-	(void)err, (void)errlen;
+	// The folder must be one, or be makeable (--compile makes it): a file
+	// there would surface as the compiler failing to write its output.
+	struct stat st;
+	if (stat(S.artifacts, &st) == 0) {
+		if (!S_ISDIR(st.st_mode)) {
+			snprintf(err, errlen, "--artifacts %s: is not a directory", S.artifacts);
+			return -1;
+		}
+	} else if (errno != ENOENT) {
+		snprintf(err, errlen, "--artifacts %s: %s", S.artifacts, strerror(errno));
+		return -1;
+	}
 	return 0;
 }
 
@@ -455,7 +495,7 @@ check_prebuilt(const char *path, const char *defines, const char *const *tasks, 
 		return -1;
 	}
 	if (fadc_model_open(ctx, path, FADC_OPEN_DESCRIBE, &m)) {
-		snprintf(err, errlen, "%s: %s", path, fadc_context_error(ctx));
+		snprintf(err, errlen, "%s: %s", path, without_path(fadc_context_error(ctx), path));
 		fadc_context_destroy(ctx);
 		return -1;
 	}

@@ -24,7 +24,10 @@
 // sizes: the interpreter is slow), and a mismatch is reported the same way
 // (" [reference mismatch]").  Filters keep a name when it is a substring of the filter
 // string, as the seed's `name in filter` does.
+#define _XOPEN_SOURCE 700 // realpath
+
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +38,7 @@
 #include "config.h"
 #include "exec.h"
 #include "fadc.h"
+#include "fileio.h"
 #include "ir.h"
 #include "report.h"
 
@@ -86,12 +90,14 @@ typedef struct Opts {
 	int ndefs;
 } Opts;
 
+// A usage error: the reason and where to read more, not the whole help,
+// which would push the reason off the screen.  Exit status 2.
 static int
 usage_error(const char *fmt, const char *arg)
 {
 	fprintf(stderr, "fadc-bench: ");
 	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\n%s", usage);
+	fprintf(stderr, "\ntry 'fadc-bench --help'\n");
 	return 2;
 }
 
@@ -446,7 +452,7 @@ static void
 cpu_model(char *buf, size_t n)
 {
 	snprintf(buf, n, "unknown");
-	FILE *f = fopen("/proc/cpuinfo", "r");
+	FILE *f = fio_fopen_read("/proc/cpuinfo", NULL, 0);
 	if (!f)
 		return;
 	char line[512];
@@ -463,6 +469,41 @@ cpu_model(char *buf, size_t n)
 			break;
 		}
 	fclose(f);
+}
+
+// Outputs (--output, --json) go through fileio (runtime/fileio.h): into a
+// temporary file beside the target, renamed over it at the end (also when
+// cells failed: the table says which ran), so that an interrupted run
+// leaves the old file (or none), never half a table or an unterminated
+// JSON; a device such as /dev/null is written in
+// place.  out_open and out_commit print their error and return 1 on
+// failure; on success o has a stream (fio_out_file).
+static int
+out_open(FioOut *o, const char *path)
+{
+	char err[4096 + 256];
+	if (fio_out_open(o, path, 0666, err, sizeof err))
+		goto fail;
+	if (!fio_out_file(o)) {
+		snprintf(err, sizeof err, "%s: %s", path, strerror(errno));
+		fio_out_abort(o);
+		goto fail;
+	}
+	return 0;
+fail:
+	fprintf(stderr, "fadc-bench: cannot write %s\n", err);
+	return 1;
+}
+
+static int
+out_commit(FioOut *o)
+{
+	char err[4096 + 256];
+	if (fio_out_commit(o, err, sizeof err)) {
+		fprintf(stderr, "fadc-bench: cannot write %s\n", err);
+		return 1;
+	}
+	return 0;
 }
 
 static int
@@ -489,7 +530,12 @@ cmd_compare(int argc, char **argv)
 	if (!after)
 		return usage_error("compare needs BEFORE and AFTER tables%s", "");
 	Table b, a;
-	char err[512];
+	char err[4096 + 512];
+	const char *in[] = {before, after};
+	if (output && fio_check_not_input(output, in, 2, err, sizeof err)) {
+		fprintf(stderr, "fadc-bench: %s\n", err);
+		return 1;
+	}
 	if (table_read_markdown(before, &b, err, sizeof err)) {
 		fprintf(stderr, "fadc-bench: %s\n", err);
 		return 1;
@@ -502,40 +548,18 @@ cmd_compare(int argc, char **argv)
 	table_write_compare(stdout, &b, &a);
 	putchar('\n');
 	int rc = 0;
+	FioOut fo;
 	if (output) {
-		FILE *f = fopen(output, "w");
-		if (!f) {
-			fprintf(stderr, "fadc-bench: cannot write %s: %s\n", output, strerror(errno));
+		if (out_open(&fo, output))
 			rc = 1;
-		} else {
-			table_write_compare(f, &b, &a);
-			if (fclose(f))
-				rc = 1;
+		else {
+			table_write_compare(fio_out_file(&fo), &b, &a);
+			rc = out_commit(&fo);
 		}
 	}
 	table_free(&b);
 	table_free(&a);
 	return rc;
-}
-
-// Writes the table to path through a temporary file and a rename.
-static int
-write_table(const char *path, const Table *t)
-{
-	char tmp[4096];
-	snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-	FILE *f = fopen(tmp, "w");
-	if (!f) {
-		fprintf(stderr, "fadc-bench: cannot write %s: %s\n", path, strerror(errno));
-		return -1;
-	}
-	table_write_markdown(f, t);
-	if (fclose(f) || rename(tmp, path)) {
-		fprintf(stderr, "fadc-bench: cannot write %s: %s\n", path, strerror(errno));
-		unlink(tmp);
-		return -1;
-	}
-	return 0;
 }
 
 // The cells of model m this run times, in order: its recommended tasks
@@ -553,6 +577,199 @@ model_cells(const Opts *o, const BenchConfig *cfg, const BenchModel *m, const ch
 			cells[ncells++] = task;
 	}
 	return ncells;
+}
+
+// A -D argument, [MODEL:]NAME=VALUE: the NAME=VALUE part, and in *ml the
+// length of MODEL (0: every model).
+static const char *
+def_split(const char *a, size_t *ml)
+{
+	const char *colon = strchr(a, ':'), *eq = strchr(a, '=');
+	if (colon && (!eq || colon < eq)) {
+		*ml = (size_t)(colon - a);
+		return colon + 1;
+	}
+	*ml = 0;
+	return a;
+}
+
+// Whether two NAME=VALUE strings bind the same name.
+static int
+same_name(const char *a, const char *b)
+{
+	size_t n = strcspn(a, "=");
+	return n == strcspn(b, "=") && !strncmp(a, b, n);
+}
+
+// The sizes of model m, one NAME=VALUE per name: the configuration's
+// reduced sizes (--reduced), then -D NAME=V, then -D MODEL:NAME=V, each
+// replacing an earlier value of its name in place.  fadc refuses a name
+// bound twice, and a user's -D is meant to override --reduced, so the
+// merge happens here, not on fadc's command line.  defs holds
+// BENCH_MAXDEF + 64 entries.
+static int
+model_defs(const Opts *o, const BenchModel *m, const char **defs)
+{
+	int nd = 0;
+	for (int i = 0; o->reduced && i < m->nreduced; i++)
+		defs[nd++] = m->reduced[i];
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < o->ndefs; i++) {
+			size_t ml;
+			const char *nv = def_split(o->defs[i], &ml);
+			if (pass == 0 ? ml != 0
+			              : ml != strlen(m->name) || strncmp(o->defs[i], m->name, ml))
+				continue;
+			int k = 0;
+			while (k < nd && !same_name(defs[k], nv))
+				k++;
+			defs[k] = nv;
+			nd += k == nd;
+		}
+	return nd;
+}
+
+// "a, b, c" of the configuration's models into buf.
+static void
+model_names(const BenchConfig *cfg, char *buf, size_t n)
+{
+	size_t k = 0;
+	buf[0] = 0;
+	for (int i = 0; i < cfg->nmodel && k < n; i++)
+		k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", cfg->model[i].name);
+}
+
+// Whether a and b name the same output: the same existing file, or the
+// same path once the folder is resolved (neither exists yet).
+static int
+same_output(const char *a, const char *b)
+{
+	if (fio_same_file(a, b))
+		return 1;
+	char ra[PATH_MAX + 256], rb[PATH_MAX + 256];
+	const char *const p[2] = {a, b};
+	char *r[2] = {ra, rb};
+	for (int i = 0; i < 2; i++) {
+		char dir[PATH_MAX], real[PATH_MAX];
+		const char *sl = strrchr(p[i], '/');
+		snprintf(dir, sizeof dir, "%.*s", sl ? (int)(sl - p[i]) + 1 : 1, sl ? p[i] : ".");
+		if (!realpath(dir, real))
+			return !strcmp(a, b);
+		snprintf(r[i], PATH_MAX + 256, "%s/%s", real, sl ? sl + 1 : p[i]);
+	}
+	return !strcmp(ra, rb);
+}
+
+// Whether path exists and is not a regular file (a device: written in
+// place, so two outputs may share it).
+static int
+is_special(const char *path)
+{
+	struct stat st;
+	return !stat(path, &st) && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
+// Whether model m is skipped on the run's device by the configuration.
+static int
+device_skip(const Opts *o, const BenchConfig *cfg, const BenchModel *m)
+{
+	return o->gpu < 0 ? bench_in_list(cfg->skip_cpu, cfg->nskip_cpu, m->name)
+	                  : bench_in_list(cfg->skip_cuda, cfg->nskip_cuda, m->name);
+}
+
+// What the run selects, checked before anything runs; each failure is an
+// error (exit 1), since exit 0 says every requested cell ran and a run of
+// nothing would say so falsely: a -D MODEL: naming no model, filters that
+// leave no model or no cell (with what there is), a selected model whose
+// source cannot be read (file:line:col of its source: key), and an output
+// that is a selected model's source.
+static int
+check_selection(const Opts *o, const BenchConfig *cfg, const char *cdir)
+{
+	char names[4096], ferr[4096 + 256];
+	model_names(cfg, names, sizeof names);
+	for (int i = 0; i < o->ndefs; i++) {
+		size_t ml;
+		def_split(o->defs[i], &ml);
+		int found = !ml;
+		for (int k = 0; k < cfg->nmodel && !found; k++)
+			found = strlen(cfg->model[k].name) == ml && !strncmp(cfg->model[k].name, o->defs[i], ml);
+		if (!found) {
+			fprintf(stderr, "fadc-bench: -D %s: %s has no model '%.*s' (its models: %s)\n",
+			        o->defs[i], cfg->path, (int)ml, o->defs[i], names);
+			return 1;
+		}
+	}
+	int nsel = 0, ncell = 0, bad = 0, nall = 0;
+	const char *all[BENCH_MAXTASK * 2];
+	Opts unfiltered = *o;
+	unfiltered.task_filter = NULL;
+	for (int mi = 0; mi < cfg->nmodel; mi++) {
+		const BenchModel *m = &cfg->model[mi];
+		const char *cells[BENCH_MAXTASK];
+		if (!keep(o->model_filter, m->name))
+			continue;
+		nsel++;
+		ncell += model_cells(o, cfg, m, cells);
+		int n = model_cells(&unfiltered, cfg, m, cells);
+		for (int i = 0; i < n; i++) {
+			int k = 0;
+			while (k < nall && strcmp(all[k], cells[i]))
+				k++;
+			if (k == nall && nall < BENCH_MAXTASK * 2)
+				all[nall++] = cells[i];
+		}
+	}
+	if (!nsel && !cfg->nmodel) {
+		fprintf(stderr, "fadc-bench: %s has no models\n", cfg->path);
+		return 1;
+	}
+	if (!nsel) {
+		fprintf(stderr, "fadc-bench: no model of %s occurs in --model-filter '%s' (its models: %s)\n",
+		        cfg->path, o->model_filter, names);
+		return 1;
+	}
+	if (!ncell) {
+		char list[1024];
+		size_t k = 0;
+		list[0] = 0;
+		for (int i = 0; i < nall && k < sizeof list; i++)
+			k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", i ? ", " : "", all[i]);
+		if (o->task_filter && *o->task_filter)
+			fprintf(stderr,
+			        "fadc-bench: no task of the selected models occurs in --task-filter '%s' "
+			        "(their tasks%s: %s)\n",
+			        o->task_filter, o->slow ? " with --run-slow-tasks" : "", list);
+		else
+			fprintf(stderr, "fadc-bench: the selected models have no task to run (%s)\n",
+			        cfg->path);
+		return 1;
+	}
+	for (int mi = 0; mi < cfg->nmodel; mi++) {
+		const BenchModel *m = &cfg->model[mi];
+		const char *cells[BENCH_MAXTASK];
+		if (!keep(o->model_filter, m->name) || device_skip(o, cfg, m) ||
+		    !model_cells(o, cfg, m, cells))
+			continue;
+		char source[4096 + 600];
+		model_source(source, sizeof source, cdir, m->source);
+		int fd = fio_open_read(source, ferr, sizeof ferr);
+		if (fd < 0) {
+			fprintf(stderr, "%s:%d:%d: error: model '%s': source: %s\n", cfg->path, m->source_line,
+			        m->source_col, m->name, ferr);
+			bad = 1;
+			continue;
+		}
+		close(fd);
+		const char *src = source;
+		const char *outs[2] = {o->output, o->json};
+		for (int i = 0; i < 2; i++)
+			if (outs[i] && fio_check_not_input(outs[i], &src, 1, ferr, sizeof ferr)) {
+				fprintf(stderr, "fadc-bench: %s %s\n", i ? "--json" : "--output", ferr);
+				bad = 1;
+			}
+	}
+	return bad;
 }
 
 static int
@@ -618,8 +835,12 @@ cmd_run(int argc, char **argv)
 				if (v < 0 || v > 1000000)
 					return usage_error("--num-iters must be 0 .. 1000000, got %s", val);
 				o.num_iters = (int)v;
-			} else if (!strcmp(a, "--gpu"))
+			} else if (!strcmp(a, "--gpu")) {
+				if (v < -2 || v > 1024)
+					return usage_error("--gpu must be -2 (auto), -1 (the CPU) or a device number, "
+					                   "got %s", val);
 				o.gpu = (int)v;
+			}
 			else if (!strcmp(a, "--num-threads")) {
 				if (v < 1 || v > 4096)
 					return usage_error("--num-threads must be 1 .. 4096, got %s", val);
@@ -631,6 +852,42 @@ cmd_run(int argc, char **argv)
 			}
 		} else
 			return usage_error("unknown option '%s'", a);
+	}
+	// -D: well-formed, and each name once per scope (every model, or one):
+	// a second value is a typo, not an override.
+	for (int i = 0; i < o.ndefs; i++) {
+		size_t ml;
+		const char *nv = def_split(o.defs[i], &ml), *eq = strchr(nv, '=');
+		if (!eq || eq == nv || (nv != o.defs[i] && !ml))
+			return usage_error("-D '%s' is not [MODEL:]NAME=VALUE", o.defs[i]);
+		for (int k = 0; k < i; k++) {
+			size_t kl;
+			const char *kv = def_split(o.defs[k], &kl);
+			if (kl == ml && !strncmp(o.defs[k], o.defs[i], ml) && same_name(kv, nv)) {
+				char msg[512];
+				snprintf(msg, sizeof msg, "-D %.200s: '%.*s' is already given (-D %.200s)",
+				         o.defs[i], (int)(eq - nv), nv, o.defs[k]);
+				return usage_error("%s", msg);
+			}
+		}
+	}
+	// Outputs are never inputs, nor each other: checked before anything
+	// runs (the models' sources are checked once the configuration names
+	// them).  Two outputs may share a device (--output /dev/null --json
+	// /dev/null), which is written in place.
+	{
+		char ferr[4096 + 256];
+		const char *outs[2] = {o.output, o.json};
+		for (int i = 0; i < 2; i++)
+			if (outs[i] && fio_check_not_input(outs[i], &o.config, 1, ferr, sizeof ferr)) {
+				fprintf(stderr, "fadc-bench: %s %s\n", i ? "--json" : "--output", ferr);
+				return 1;
+			}
+		if (o.output && o.json && !is_special(o.output) && same_output(o.output, o.json)) {
+			fprintf(stderr, "fadc-bench: --output %s and --json %s are the same file\n", o.output,
+			        o.json);
+			return 1;
+		}
 	}
 	static const struct {
 		const Backend *b;
@@ -654,12 +911,12 @@ cmd_run(int argc, char **argv)
 		o.gpu = hk && !o.compile_only && !fadc_context_create(&go, &gc) ? 0 : -1;
 		fadc_context_destroy(gc);
 	}
-	if (o.gpu < -1)
-		return usage_error("--gpu must be -2, -1 or a device number, got %s", "a negative");
+	// Flags that contradict each other are usage errors, as
+	// --check-reference with the interpreter is.
 	if (o.gpu >= 0 && !hk) {
-		fprintf(stderr, "fadc-bench: --gpu %d: the %s backend runs on the CPU only\n", o.gpu,
-		        be->name);
-		return 1;
+		char msg[128];
+		snprintf(msg, sizeof msg, "--gpu %d: the %s backend runs on the CPU only", o.gpu, be->name);
+		return usage_error("%s", msg);
 	}
 	if (o.device_time && o.gpu < 0 && !o.compile_only)
 		return usage_error("--device-time needs a GPU (--gpu N; the CPU has no device clock)%s",
@@ -689,6 +946,10 @@ cmd_run(int argc, char **argv)
 		*slash = 0;
 	else
 		snprintf(cdir, sizeof cdir, ".");
+	if (check_selection(&o, cfg, cdir)) {
+		free(cfg);
+		return 1;
+	}
 	if (hk) {
 		BackendOptions bo = {o.artifacts, o.compiler,   o.compile,       o.num_threads,
 		                     o.seed,      o.gpu,        o.compile_only,  o.device_time};
@@ -698,14 +959,22 @@ cmd_run(int argc, char **argv)
 			return 1;
 		}
 	}
+	// The outputs, opened now so that a path that cannot be written fails
+	// before the run rather than after it; committed at the end.
 	FILE *js = NULL;
+	FioOut jo, to;
+	if (o.output && out_open(&to, o.output)) {
+		free(cfg);
+		return 1;
+	}
 	if (o.json) {
-		js = fopen(o.json, "w");
-		if (!js) {
-			fprintf(stderr, "fadc-bench: cannot write %s: %s\n", o.json, strerror(errno));
+		if (out_open(&jo, o.json)) {
+			if (o.output)
+				fio_out_abort(&to);
 			free(cfg);
 			return 1;
 		}
+		js = fio_out_file(&jo);
 		char cpu[256];
 		cpu_model(cpu, sizeof cpu);
 		fprintf(js, "{\"environment\": {\"cpu\": ");
@@ -747,12 +1016,7 @@ cmd_run(int argc, char **argv)
 	for (int mi = 0; tty && mi < cfg->nmodel; mi++) {
 		const BenchModel *m = &cfg->model[mi];
 		const char *cells[BENCH_MAXTASK];
-		char source[4096 + 600];
-		struct stat st;
-		model_source(source, sizeof source, cdir, m->source);
-		if (keep(o.model_filter, m->name) && !stat(source, &st) &&
-		    !bench_in_list(o.gpu < 0 ? cfg->skip_cpu : cfg->skip_cuda,
-		                   o.gpu < 0 ? cfg->nskip_cpu : cfg->nskip_cuda, m->name))
+		if (keep(o.model_filter, m->name) && !device_skip(&o, cfg, m))
 			ntotal += model_cells(&o, cfg, m, cells);
 	}
 	for (int mi = 0; mi < cfg->nmodel; mi++) {
@@ -760,12 +1024,7 @@ cmd_run(int argc, char **argv)
 		if (!keep(o.model_filter, m->name))
 			continue;
 		char source[4096 + 600];
-		model_source(source, sizeof source, cdir, m->source);
-		struct stat st;
-		if (stat(source, &st)) {
-			fprintf(stderr, "fadc-bench: model %s: %s not found; skipped\n", m->name, source);
-			continue;
-		}
+		model_source(source, sizeof source, cdir, m->source); // readable: check_selection
 		if (o.gpu < 0 && bench_in_list(cfg->skip_cpu, cfg->nskip_cpu, m->name)) {
 			fprintf(stderr, "fadc-bench: model %s is skipped on the CPU (configuration)\n", m->name);
 			continue;
@@ -774,21 +1033,9 @@ cmd_run(int argc, char **argv)
 			fprintf(stderr, "fadc-bench: model %s is skipped on CUDA (configuration)\n", m->name);
 			continue;
 		}
-		// Sizes: the reduced ones, then -D (MODEL:NAME=V for this model).
+		// Sizes: one value per name (model_defs).
 		const char *defs[BENCH_MAXDEF + 64];
-		int nd = 0;
-		if (o.reduced)
-			for (int i = 0; i < m->nreduced; i++)
-				defs[nd++] = m->reduced[i];
-		for (int i = 0; i < o.ndefs; i++) {
-			const char *colon = strchr(o.defs[i], ':'), *eq = strchr(o.defs[i], '=');
-			if (colon && (!eq || colon < eq)) {
-				if ((size_t)(colon - o.defs[i]) == strlen(m->name) &&
-				    !strncmp(o.defs[i], m->name, strlen(m->name)))
-					defs[nd++] = colon + 1;
-			} else
-				defs[nd++] = o.defs[i];
-		}
+		int nd = model_defs(&o, m, defs);
 		// The model's cells, and every task they prepare (their consistency
 		// partners too): a compiled backend builds them into one artifact.
 		const char *cells[BENCH_MAXTASK], *need[2 * BENCH_MAXTASK];
@@ -886,6 +1133,13 @@ cmd_run(int argc, char **argv)
 					        m->name, task, re, m->rtol, worst);
 			}
 			double *samples = calloc((size_t)o.num_iters + 1, sizeof *samples);
+			if (!samples) {
+				fprintf(stderr, "fadc-bench: %s %s: out of memory\n", m->name, task);
+				be->release(p);
+				rc = 1;
+				ntotal--;
+				continue;
+			}
 			for (int it = 0; it < o.num_iters; it++) {
 				double s = now();
 				if (be->run(p, err, sizeof err)) {
@@ -918,7 +1172,10 @@ cmd_run(int argc, char **argv)
 			fflush(stdout);
 			snprintf(label, sizeof label, "%s%s%s", task, bad ? " [inconsistent]" : "",
 			         rbad ? " [reference mismatch]" : "");
-			table_add(&t, m->name, label, mean, var);
+			if (table_add(&t, m->name, label, mean, var)) {
+				fprintf(stderr, "fadc-bench: %s %s: out of memory\n", m->name, task);
+				rc = 1;
+			}
 			nfailed += bad || rbad;
 			if (js) {
 				fprintf(js, "%s\n  {\"model\": ", ncell ? "," : "");
@@ -974,11 +1231,14 @@ cmd_run(int argc, char **argv)
 	}
 	if (js) {
 		fprintf(js, "\n]}\n");
-		if (fclose(js))
+		if (out_commit(&jo))
 			rc = 1;
 	}
-	if (o.output && write_table(o.output, &t))
-		rc = 1;
+	if (o.output) {
+		table_write_markdown(fio_out_file(&to), &t);
+		if (out_commit(&to))
+			rc = 1;
+	}
 	if (nskipped)
 		fprintf(stderr, "fadc-bench: %d cell%s skipped\n", nskipped, nskipped == 1 ? "" : "s");
 	if (nfailed)
@@ -992,6 +1252,9 @@ cmd_run(int argc, char **argv)
 int
 main(int argc, char **argv)
 {
+	// Temporary outputs (--output, --json, artifacts being compiled) are
+	// removed on INT, TERM and HUP.
+	fio_cleanup_enable();
 	if (argc > 1 && !strcmp(argv[1], "compare"))
 		return cmd_compare(argc - 2, argv + 2);
 	return cmd_run(argc - 1, argv + 1);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fileio.h"
 #include "report.h"
 
 void
@@ -160,11 +161,10 @@ parse_pyfloat(const char *s, double *v)
 int
 table_read_markdown(const char *path, Table *t, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "r");
-	if (!f) {
-		snprintf(err, errlen, "%s: cannot open", path);
+	// fileio refuses a FIFO or a directory by name (no hang, no empty table).
+	FILE *f = fio_fopen_read(path, err, errlen);
+	if (!f)
 		return -1;
-	}
 	char line[4096];
 	int lineno = 0, ok = 0;
 	table_init(t);

@@ -98,14 +98,48 @@ main(void)
 	             ":7:12: error: tasks: unknown task 'hesian'");
 	expect_error(LISTS "models:\n  m:\n    tasks: [vjp]\n",
 	             ":6:5: error: model 'm' has no source");
+	// A key given twice is an error in every mapping (libyaml keeps the
+	// last), naming both places.
 	expect_error(LISTS "models:\n  m: {source: a.ir, tasks: [vjp]}\n  m: {source: b.ir, tasks: [vjp]}\n",
-	             ":6:3: error: model 'm' listed twice");
+	             ":6:3: error: duplicate key 'm' (first at line 5, column 3)");
+	expect_error(LISTS "models:\n  m: {source: a.ir, tasks: [vjp], source: b.ir}\n",
+	             ":5:35: error: duplicate key 'source' (first at line 5, column 7)");
+	expect_error(LISTS "rtol: 1e-3\nmodels:\n  m: {source: a.ir, tasks: [vjp]}\nrtol: 1e-2\n",
+	             ":7:1: error: duplicate key 'rtol' (first at line 4, column 1)");
+	// The first repeat in the file, wherever its mapping sits.
+	expect_error("task_lists:\n  A: [vjp]\n  ALL_TASKS: [vjp]\n  A: [jvp]\nmodels:\n  m: {source: a.ir, tasks: [vjp]}\n"
+	             "task_lists: {}\n",
+	             ":4:3: error: duplicate key 'A' (first at line 2, column 3)");
+	// A second document would be ignored.
+	expect_error(LISTS "models:\n  m: {source: a.ir, tasks: [vjp]}\n---\nrtol: 1\n",
+	             ":6:1: error: a second YAML document; a configuration is one document");
+	expect_error(LISTS "models:\n  m: {source: a.ir, tasks: [vjp]}\n--- [\n",
+	             ":7:1: error: did not find expected node content while parsing a flow node");
+	expect_error(LISTS "models: {}\n", ":4:9: error: models is empty");
+	// An empty source would name the configuration's folder.
+	expect_error(LISTS "models:\n  m: {source: '', tasks: [vjp]}\n",
+	             ":5:15: error: model 'm': source is empty");
+	expect_error(LISTS "models:\n  m: {source: a.ir, tasks: [vjp], reduced: [N=2, K=1, N=3]}\n",
+	             ":5:44: error: reduced: 'N' is given twice ('N=2', 'N=3')");
+	expect_error(LISTS "models:\n  m: {source: a.ir, tasks: [vjp], reduced: [=2]}\n",
+	             ":5:44: error: reduced: '=2' is not NAME=VALUE");
 	expect_error(LISTS "models:\n  m: {source: a.ir, tasks: [vjp]}\nslow: [n]\n",
 	             ":1:1: error: 'n' is listed in slow but is not a model");
 	expect_error(LISTS "models:\n  m: {source: a.ir, tasks: vjp}\n",
 	             ":5:28: error: tasks must be a list");
+	// A tolerance must be positive and finite (strtod reads inf and nan).
 	expect_error(LISTS "models:\n  m: {source: a.ir, tasks: [vjp]}\nrtol: -1\n",
-	             ":6:7: error: rtol must be a non-negative number, got '-1'");
+	             ":6:7: error: rtol must be a positive finite number, got '-1'");
+	static const char *const bad_rtol[] = {"inf", "-inf", "nan", "NAN", "infinity", "0", "0.0",
+	                                       "1e999", "-0", "1e-3x", ""};
+	for (size_t i = 0; i < sizeof bad_rtol / sizeof *bad_rtol; i++) {
+		char text[256], want[128];
+		snprintf(text, sizeof text, LISTS "models:\n  m: {source: a.ir, tasks: [vjp], rtol: '%s'}\n",
+		         bad_rtol[i]);
+		snprintf(want, sizeof want, ":5:41: error: rtol must be a positive finite number, got '%s'",
+		         bad_rtol[i]);
+		expect_error(text, want);
+	}
 	expect_error(LISTS "modles: {}\n", ":4:1: error: unknown key 'modles' (expected task_lists, models, slow, skip, rtol)");
 	expect_error("models:\n  m: {source: a.ir, tasks: [vjp]\n",
 	             ":3:1: error: did not find expected ',' or '}' while parsing a flow mapping");
@@ -113,6 +147,20 @@ main(void)
 	             ":8:5: error: unknown device 'tpu' in skip.device (expected cpu, cuda)");
 	expect_error("", ":1:1: error: the configuration is empty");
 	expect_error("- a\n- b\n", ":1:1: error: the configuration must be a mapping");
+	// A configuration that is not a regular file is refused by name, before
+	// any read (a FIFO would block; a directory gave libyaml's "input error").
+	CHECK(bench_config_load("/tmp", &cfg, err, sizeof err) == -1);
+	CHECK(!strcmp(err, "/tmp: error: is a directory, not a regular file"));
+	CHECK(bench_config_load("/dev/null", &cfg, err, sizeof err) == -1);
+	CHECK(!strcmp(err, "/dev/null: error: is a character device, not a regular file"));
+	CHECK(bench_config_load("/nonexistent/c.yaml", &cfg, err, sizeof err) == -1);
+	CHECK(!strcmp(err, "/nonexistent/c.yaml: error: cannot open: No such file or directory"));
+	// The source's position is kept for messages about the file it names.
+	char e1[512];
+	CHECK(load_text(LISTS "models:\n  m:\n    tasks: [vjp]\n    source:   a.ir\n", e1, sizeof e1) == 0);
+	CHECK(cfg.model[0].source_line == 7 && cfg.model[0].source_col == 15);
+	// A document end marker alone is not a second document.
+	CHECK(load_text(LISTS "models:\n  m: {source: a.ir, tasks: [vjp]}\n...\n", e1, sizeof e1) == 0);
 	// An alias inside a list is flattened; an empty anchor contributes nothing.
 	char e2[512];
 	CHECK(load_text("task_lists:\n  NONE: &NONE\n  A: &A [vjp]\n  ALL_TASKS: [*A, [jvp], *NONE]\n"

@@ -138,6 +138,12 @@ main(void)
 	CHECK(table_read_markdown(path, &bad, err, sizeof err) == -1);
 	CHECK(strstr(err, ":9: expected 4 fields") != NULL);
 	unlink(path);
+	// A table that is not a regular file is refused by name before any
+	// read (fileio): a folder gave an empty table, a FIFO blocked.
+	CHECK(table_read_markdown("/tmp", &bad, err, sizeof err) == -1);
+	CHECK(!strcmp(err, "/tmp: is a directory, not a regular file"));
+	CHECK(table_read_markdown(path, &bad, err, sizeof err) == -1);
+	CHECK(strstr(err, ": cannot open: No such file or directory") != NULL);
 
 	// compare.py's table: speedup = before / after; rows missing on a side
 	// print None; after-only rows join their model's group.
