@@ -79,7 +79,7 @@ run_bench 1 "${run[@]}" --output "$tmp"
 err_is "fadc-bench: cannot write $tmp: is a directory"
 ran_nothing
 run_bench 1 "${run[@]}" --json "$tmp/nosuch/j.json"
-err_has "fadc-bench: cannot write $tmp/nosuch/j.json: cannot create a temporary file"
+err_has "fadc-bench: cannot write $tmp/nosuch/j.json: cannot create temporary file"
 ran_nothing
 
 # Interrupted (TERM) in the middle of a long run: the old JSON and table
