@@ -2392,9 +2392,15 @@ scan_call(P *p, Loc loc, Val *args, const char **kw, int nargs)
 static Val
 call(P *p, const char *name, Loc loc, Val *args, const char **kw, int nargs)
 {
-	if (!p->g)
+	if (!p->g) {
+		// An operand that resolved to nothing is the likelier mistake
+		// than the operator: `let A = Q + 1` names Q, not add.
+		for (int i = 0; i < nargs; i++)
+			if (args[i].k == V_IDENT && !(kw && kw[i]))
+				unknown_name(p, args[i].s, args[i].loc);
 		perr(p, loc, "'%s' cannot be computed here: sizes and shapes take integer arithmetic (+ - * // %%)",
 		     name);
+	}
 	int d = find_def(p, name);
 	if (d >= 0)
 		return inline_def(p, &p->def[d], loc, args, kw, nargs);
