@@ -25,6 +25,7 @@
 
 #include "artifact.h"
 #include "codegen.h"
+#include "fileio.h"
 #include "passes.h"
 
 #ifndef FADC_SUPPORT_LIB
@@ -158,23 +159,17 @@ read_file(const char *path, uint8_t **buf, size_t *len)
 	return ok;
 }
 
-// out_so = so bytes + descriptor + trailer, through a temporary file in the
-// target's folder renamed over it.
+// out_so = so bytes + descriptor + trailer, through FioOut: a temporary
+// file beside the target renamed over it (removed on SIGINT/SIGTERM), or
+// the target itself when it exists and is no regular file (/dev/null).
 static int
 write_artifact(const char *out_so, const uint8_t *so, size_t solen, const uint8_t *img,
                size_t imglen, const uint8_t *desc, size_t desclen, char *err, size_t errlen)
 {
-	size_t n = strlen(out_so);
-	char *tmp = malloc(n + 16);
-	if (!tmp) {
-		snprintf(err, errlen, "error: out of memory");
-		return 0;
-	}
-	snprintf(tmp, n + 16, "%s.tmp.XXXXXX", out_so);
-	int fd = mkstemp(tmp);
-	if (fd < 0) {
-		snprintf(err, errlen, "error: %s: %s", out_so, strerror(errno));
-		free(tmp);
+	char ferr[1024];
+	FioOut fo;
+	if (fio_out_open(&fo, out_so, 0755, ferr, sizeof ferr) != 0) {
+		snprintf(err, errlen, "error: %s", ferr);
 		return 0;
 	}
 	uint32_t crc = art_crc32(art_crc32(art_crc32(0, so, solen), img, imglen), desc, desclen);
@@ -186,30 +181,17 @@ write_artifact(const char *out_so, const uint8_t *so, size_t solen, const uint8_
 	art_trailer_make(trailer, version, solen + imglen + desclen, desclen, crc);
 	const uint8_t *part[4] = {so, img, desc, trailer};
 	size_t plen[4] = {solen, imglen, desclen, ART_TRAILER_SIZE};
-	int ok = 1;
-	for (int i = 0; i < 4 && ok; i++)
-		for (size_t off = 0; off < plen[i];) {
-			ssize_t w = write(fd, part[i] + off, plen[i] - off);
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w <= 0) {
-				ok = 0;
-				break;
-			}
-			off += (size_t)w;
+	for (int i = 0; i < 4; i++)
+		if (plen[i] && fio_out_write(&fo, part[i], plen[i]) != 0) {
+			snprintf(err, errlen, "error: writing %s: %s", out_so, strerror(errno));
+			fio_out_abort(&fo);
+			return 0;
 		}
-	mode_t um = umask(0);
-	umask(um);
-	ok = ok && fchmod(fd, 0755 & ~um) == 0;
-	ok = close(fd) == 0 && ok;
-	if (ok && rename(tmp, out_so) != 0)
-		ok = 0;
-	if (!ok) {
-		snprintf(err, errlen, "error: writing %s: %s", out_so, strerror(errno));
-		unlink(tmp);
+	if (fio_out_commit(&fo, ferr, sizeof ferr) != 0) {
+		snprintf(err, errlen, "error: %s", ferr);
+		return 0;
 	}
-	free(tmp);
-	return ok;
+	return 1;
 }
 
 static void
@@ -611,8 +593,10 @@ done:
 }
 #endif
 
+// Removes the temporary folder and its files, and their signal-cleanup
+// registrations (reg[0] the folder's, then one per file; -1 for none).
 static void
-rm_tree(const char *dir, const char *const *files, int n)
+rm_tree(const char *dir, const char *const *files, int n, const int *reg)
 {
 	char path[4096];
 	for (int i = 0; i < n; i++) {
@@ -620,6 +604,9 @@ rm_tree(const char *dir, const char *const *files, int n)
 		unlink(path);
 	}
 	rmdir(dir);
+	for (int i = n; i >= 0; i--)
+		if (reg[i] >= 0)
+			fio_cleanup_drop(reg[i]);
 }
 
 // ---------------------------------------------------------------- specialisations
@@ -772,6 +759,7 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 	CgTask *emit = NULL; // what LLVM compiles: CPU stubs for CUDA-only tasks
 	int ok = 0, made_dir = 0;
 	const char *tmpfiles[] = {"model.o", "model.so", "link.log"};
+	int tmpreg[4] = {-1, -1, -1, -1}; // the folder's and the files' cleanup handles
 	if (!tasks || !initname || !d.task || !d.decl) {
 		snprintf(err, errlen, "error: out of memory");
 		goto done;
@@ -951,10 +939,14 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 	}
 	free(triple);
 	// Object, link, artifact.
-	const char *tmp = getenv("TMPDIR");
-	snprintf(tmpdir, sizeof tmpdir, "%s/fadc-cc.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(tmpdir)) {
-		snprintf(err, errlen, "error: cannot make a temporary folder: %s", strerror(errno));
+	// The folder and its files are registered for removal on SIGINT and
+	// SIGTERM (fileio.h), the files after the folder so that the handler
+	// empties it before its rmdir.  They are registered before they exist:
+	// unlinking a missing file is harmless, and a file made between a
+	// registration and a signal is then never missed.
+	char terr[1024];
+	if (fio_mkdtemp("fadc-cc", tmpdir, sizeof tmpdir, &tmpreg[0], terr, sizeof terr) != 0) {
+		snprintf(err, errlen, "error: %s", terr);
 		goto done;
 	}
 	made_dir = 1;
@@ -962,6 +954,9 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 	snprintf(obj, sizeof obj, "%s/model.o", tmpdir);
 	snprintf(lib, sizeof lib, "%s/model.so", tmpdir);
 	snprintf(logp, sizeof logp, "%s/link.log", tmpdir);
+	tmpreg[1] = fio_cleanup_add(obj, 0);
+	tmpreg[2] = fio_cleanup_add(lib, 0);
+	tmpreg[3] = fio_cleanup_add(logp, 0);
 	CgTarget tg = {NULL, cpu, llvm_feat, o->opt_level < 0 ? 2 : o->opt_level, feat};
 	// A task without CPU code is an empty program there: its function
 	// returns at once and the runtime never calls it (the descriptor says so).
@@ -1003,7 +998,7 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 	ok = write_artifact(out_so, so, solen, img, imglen, desc, desclen, err, errlen);
 done:
 	if (made_dir)
-		rm_tree(tmpdir, tmpfiles, 3);
+		rm_tree(tmpdir, tmpfiles, 3, tmpreg);
 	free(so);
 	free(img);
 	free(desc);
