@@ -387,6 +387,8 @@ typedef struct CuJob {
 	size_t len;
 	int ok;
 	char err[2048];
+	char *diag; // the report of a failed compilation (open_memstream), or NULL
+	size_t diaglen;
 } CuJob;
 
 typedef struct CuPool {
@@ -406,9 +408,15 @@ cu_worker(void *arg)
 		pthread_mutex_unlock(&pl->mu);
 		if (i < 0)
 			return NULL;
+		// Each job's report is kept apart and cu_build prints one: the
+		// cubin and PTX of a task fail alike, and reports written from
+		// several threads at once would interleave.
 		CuJob *j = &pl->job[i];
-		j->ok = cg_cuda_compile(j->src, j->name, j->arch, &j->out, &j->len, pl->diag, j->err,
-		                        sizeof j->err);
+		FILE *d = open_memstream(&j->diag, &j->diaglen);
+		j->ok = cg_cuda_compile(j->src, j->name, j->arch, &j->out, &j->len, d ? d : pl->diag,
+		                        j->err, sizeof j->err);
+		if (d)
+			fclose(d);
 	}
 }
 
@@ -519,6 +527,30 @@ cu_contract(const KProgram *p, ArtTask *t, int tf32)
 	return 1;
 }
 
+// src (malloc'ed, freed here) with "#error ..." as its line k: the test
+// hook of cu_build.  NULL when out of memory.
+static char *
+inject_error(char *src, long k)
+{
+	static const char line[] = "#error FADC_TEST_NVRTC_ERROR (a test hook of codegen/compile.c)\n";
+	size_t n = strlen(src), at = 0;
+	for (long i = 1; i < k && at < n; i++) {
+		const char *e = strchr(src + at, '\n');
+		at = e ? (size_t)(e - src) + 1 : n;
+	}
+	char *r = malloc(n + sizeof line + 1);
+	if (r) {
+		memcpy(r, src, at);
+		size_t m = at;
+		if (m && r[m - 1] != '\n') // a source without a final newline
+			r[m++] = '\n';
+		memcpy(r + m, line, sizeof line - 1);
+		memcpy(r + m + sizeof line - 1, src + at, n - at + 1);
+	}
+	free(src);
+	return r;
+}
+
 // Prints and compiles the CUDA code of tasks[0..n), fills their descriptor
 // entries and the image section (*img, *imglen).
 static int
@@ -541,9 +573,19 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 		snprintf(err, errlen, "error: out of memory");
 		goto done;
 	}
+	// FADC_TEST_NVRTC_ERROR=K (a test hook, tests/cli/cli-msg-nvrtc.sh):
+	// a `#error` line becomes line K of every task's source (its end when
+	// shorter), so that a failed NVRTC compilation can be tested on any
+	// machine with the toolkit, without a bug in the printer.
+	const char *inject = getenv("FADC_TEST_NVRTC_ERROR");
+	long injectk = inject && *inject ? strtol(inject, NULL, 10) : 0;
 	for (int i = 0; i < n; i++) {
 		if (!(src[i] = cg_cuda_print(tasks[i].prog, NULL, err, errlen)))
 			goto done;
+		if (injectk > 0 && !(src[i] = inject_error(src[i], injectk))) {
+			snprintf(err, errlen, "error: out of memory");
+			goto done;
+		}
 		size_t nl = strlen(model) + strlen(tasks[i].name) + 8;
 		if (!(name[i] = malloc(nl)) || !cu_contract(tasks[i].prog, &at[i], o->allow_tf32)) {
 			snprintf(err, errlen, "error: out of memory");
@@ -562,6 +604,17 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 	pthread_mutex_destroy(&pl.mu);
 	for (int i = 0; i < 2 * n; i++)
 		if (!job[i].ok) {
+			if (job[i].diaglen) {
+				FILE *f = o->cuda_diag ? o->cuda_diag : stderr;
+				fwrite(job[i].diag, 1, job[i].diaglen, f);
+				int others = 0; // other tasks that failed (their sources are saved too)
+				for (int k = i / 2 + 1; k < n; k++)
+					others += !job[2 * k].ok || !job[2 * k + 1].ok;
+				if (others)
+					fprintf(f, "(and %d more task%s failed to compile)\n", others,
+					        others > 1 ? "s" : "");
+				fflush(f);
+			}
 			snprintf(err, errlen, "error: task '%s': %s", tasks[i / 2].name, job[i].err);
 			goto done;
 		}
@@ -584,8 +637,10 @@ done:
 		if (name)
 			free(name[i]);
 	}
-	for (int i = 0; job && i < 2 * n; i++)
+	for (int i = 0; job && i < 2 * n; i++) {
 		free(job[i].out);
+		free(job[i].diag);
+	}
 	free(src);
 	free(name);
 	free(job);
