@@ -23,7 +23,13 @@ interrupt() { # SIGNAL EXIT-STATUS
 		kill -0 $pid 2>/dev/null || break
 		sleep 0.1
 	done
-	compgen -G "$td/fadc-cc.*" >/dev/null || { wait $pid; fail "no $td/fadc-cc.* folder appeared"; }
+	if ! compgen -G "$td/fadc-cc.*" >/dev/null; then
+		wait $pid
+		rc=$?
+		[ $rc -eq 0 ] && { echo "skipped: the compile finished before its folder was seen"; exit 77; }
+		cat "$tmp/err" >&2
+		fail "the compile failed (exit $rc) before making its $td/fadc-cc.* folder"
+	fi
 	sleep 0.2
 	kill -s "$sig" $pid 2>/dev/null
 	wait $pid
