@@ -13,6 +13,7 @@
 // and an infinity itself.  Normalizing by the tensor's largest entry is
 // what makes one tolerance fit a Hessian whose entries span 1e-3 to 1e12
 // (ppl_robust_reg): f32 rounding errors scale with the large entries.
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 
 #include "codegen.h"
 #include "fadc.h"
+#include "fileio.h"
 #include "passes.h"
 
 static double
@@ -105,10 +107,13 @@ cg_check(const Module *m, const CgOptions *o, const CgCheck *c, FILE *report, ch
 	snprintf(so, sizeof so, "%s/fadc-check.XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	int fd = mkstemp(so);
 	if (fd < 0) {
-		snprintf(err, errlen, "error: cannot make a temporary file");
+		snprintf(err, errlen, "error: cannot make a temporary file in %s: %s",
+		         tmp && *tmp ? tmp : "/tmp", strerror(errno));
 		return -1;
 	}
 	close(fd);
+	// Removed on SIGINT/SIGTERM too (fileio.h): a check is a long compile.
+	int reg = fio_cleanup_add(so, 0);
 	int nfail = -1;
 	fadc_context *ctx = NULL;
 	fadc_model *fm = NULL;
@@ -255,5 +260,6 @@ done:
 	fadc_model_close(fm);
 	fadc_context_destroy(ctx);
 	unlink(so);
+	fio_cleanup_drop(reg);
 	return nfail;
 }

@@ -171,8 +171,9 @@ char *cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen);
 // Compiles CUDA C with NVRTC: arch "sm_90" (NULL: sm_90) gives a cubin,
 // "compute_90" PTX (without a trailing NUL), into *out (malloc'ed).  On
 // failure err holds the failed call and NVRTC's message; a compilation
-// error also writes the program log and the numbered source to diag (NULL:
-// stderr).  `name` names the source in NVRTC's messages.
+// error also writes the program log and the lines it blames, in context, to
+// diag (NULL: stderr), and the whole source to $TMPDIR/fadc-nvrtc-NAME, a
+// path the report names.  `name` names the source in NVRTC's messages.
 int cg_cuda_compile(const char *src, const char *name, const char *arch, uint8_t **out,
                     size_t *outlen, FILE *diag, char *err, size_t errlen);
 // The launch contract of kernel ki of p, as cg_cuda_print prints it: the

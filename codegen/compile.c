@@ -25,6 +25,7 @@
 
 #include "artifact.h"
 #include "codegen.h"
+#include "fileio.h"
 #include "passes.h"
 
 #ifndef FADC_SUPPORT_LIB
@@ -158,23 +159,17 @@ read_file(const char *path, uint8_t **buf, size_t *len)
 	return ok;
 }
 
-// out_so = so bytes + descriptor + trailer, through a temporary file in the
-// target's folder renamed over it.
+// out_so = so bytes + descriptor + trailer, through FioOut: a temporary
+// file beside the target renamed over it (removed on SIGINT/SIGTERM), or
+// the target itself when it exists and is no regular file (/dev/null).
 static int
 write_artifact(const char *out_so, const uint8_t *so, size_t solen, const uint8_t *img,
                size_t imglen, const uint8_t *desc, size_t desclen, char *err, size_t errlen)
 {
-	size_t n = strlen(out_so);
-	char *tmp = malloc(n + 16);
-	if (!tmp) {
-		snprintf(err, errlen, "error: out of memory");
-		return 0;
-	}
-	snprintf(tmp, n + 16, "%s.tmp.XXXXXX", out_so);
-	int fd = mkstemp(tmp);
-	if (fd < 0) {
-		snprintf(err, errlen, "error: %s: %s", out_so, strerror(errno));
-		free(tmp);
+	char ferr[1024];
+	FioOut fo;
+	if (fio_out_open(&fo, out_so, 0755, ferr, sizeof ferr) != 0) {
+		snprintf(err, errlen, "error: %s", ferr);
 		return 0;
 	}
 	uint32_t crc = art_crc32(art_crc32(art_crc32(0, so, solen), img, imglen), desc, desclen);
@@ -186,30 +181,17 @@ write_artifact(const char *out_so, const uint8_t *so, size_t solen, const uint8_
 	art_trailer_make(trailer, version, solen + imglen + desclen, desclen, crc);
 	const uint8_t *part[4] = {so, img, desc, trailer};
 	size_t plen[4] = {solen, imglen, desclen, ART_TRAILER_SIZE};
-	int ok = 1;
-	for (int i = 0; i < 4 && ok; i++)
-		for (size_t off = 0; off < plen[i];) {
-			ssize_t w = write(fd, part[i] + off, plen[i] - off);
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w <= 0) {
-				ok = 0;
-				break;
-			}
-			off += (size_t)w;
+	for (int i = 0; i < 4; i++)
+		if (plen[i] && fio_out_write(&fo, part[i], plen[i]) != 0) {
+			snprintf(err, errlen, "error: writing %s: %s", out_so, strerror(errno));
+			fio_out_abort(&fo);
+			return 0;
 		}
-	mode_t um = umask(0);
-	umask(um);
-	ok = ok && fchmod(fd, 0755 & ~um) == 0;
-	ok = close(fd) == 0 && ok;
-	if (ok && rename(tmp, out_so) != 0)
-		ok = 0;
-	if (!ok) {
-		snprintf(err, errlen, "error: writing %s: %s", out_so, strerror(errno));
-		unlink(tmp);
+	if (fio_out_commit(&fo, ferr, sizeof ferr) != 0) {
+		snprintf(err, errlen, "error: %s", ferr);
+		return 0;
 	}
-	free(tmp);
-	return ok;
+	return 1;
 }
 
 static void
@@ -405,6 +387,8 @@ typedef struct CuJob {
 	size_t len;
 	int ok;
 	char err[2048];
+	char *diag; // the report of a failed compilation (open_memstream), or NULL
+	size_t diaglen;
 } CuJob;
 
 typedef struct CuPool {
@@ -424,9 +408,15 @@ cu_worker(void *arg)
 		pthread_mutex_unlock(&pl->mu);
 		if (i < 0)
 			return NULL;
+		// Each job's report is kept apart and cu_build prints one: the
+		// cubin and PTX of a task fail alike, and reports written from
+		// several threads at once would interleave.
 		CuJob *j = &pl->job[i];
-		j->ok = cg_cuda_compile(j->src, j->name, j->arch, &j->out, &j->len, pl->diag, j->err,
-		                        sizeof j->err);
+		FILE *d = open_memstream(&j->diag, &j->diaglen);
+		j->ok = cg_cuda_compile(j->src, j->name, j->arch, &j->out, &j->len, d ? d : pl->diag,
+		                        j->err, sizeof j->err);
+		if (d)
+			fclose(d);
 	}
 }
 
@@ -537,6 +527,30 @@ cu_contract(const KProgram *p, ArtTask *t, int tf32)
 	return 1;
 }
 
+// src (malloc'ed, freed here) with "#error ..." as its line k: the test
+// hook of cu_build.  NULL when out of memory.
+static char *
+inject_error(char *src, long k)
+{
+	static const char line[] = "#error FADC_TEST_NVRTC_ERROR (a test hook of codegen/compile.c)\n";
+	size_t n = strlen(src), at = 0;
+	for (long i = 1; i < k && at < n; i++) {
+		const char *e = strchr(src + at, '\n');
+		at = e ? (size_t)(e - src) + 1 : n;
+	}
+	char *r = malloc(n + sizeof line + 1);
+	if (r) {
+		memcpy(r, src, at);
+		size_t m = at;
+		if (m && r[m - 1] != '\n') // a source without a final newline
+			r[m++] = '\n';
+		memcpy(r + m, line, sizeof line - 1);
+		memcpy(r + m + sizeof line - 1, src + at, n - at + 1);
+	}
+	free(src);
+	return r;
+}
+
 // Prints and compiles the CUDA code of tasks[0..n), fills their descriptor
 // entries and the image section (*img, *imglen).
 static int
@@ -559,9 +573,19 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 		snprintf(err, errlen, "error: out of memory");
 		goto done;
 	}
+	// FADC_TEST_NVRTC_ERROR=K (a test hook, tests/cli/cli-msg-nvrtc.sh):
+	// a `#error` line becomes line K of every task's source (its end when
+	// shorter), so that a failed NVRTC compilation can be tested on any
+	// machine with the toolkit, without a bug in the printer.
+	const char *inject = getenv("FADC_TEST_NVRTC_ERROR");
+	long injectk = inject && *inject ? strtol(inject, NULL, 10) : 0;
 	for (int i = 0; i < n; i++) {
 		if (!(src[i] = cg_cuda_print(tasks[i].prog, NULL, err, errlen)))
 			goto done;
+		if (injectk > 0 && !(src[i] = inject_error(src[i], injectk))) {
+			snprintf(err, errlen, "error: out of memory");
+			goto done;
+		}
 		size_t nl = strlen(model) + strlen(tasks[i].name) + 8;
 		if (!(name[i] = malloc(nl)) || !cu_contract(tasks[i].prog, &at[i], o->allow_tf32)) {
 			snprintf(err, errlen, "error: out of memory");
@@ -580,6 +604,17 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 	pthread_mutex_destroy(&pl.mu);
 	for (int i = 0; i < 2 * n; i++)
 		if (!job[i].ok) {
+			if (job[i].diaglen) {
+				FILE *f = o->cuda_diag ? o->cuda_diag : stderr;
+				fwrite(job[i].diag, 1, job[i].diaglen, f);
+				int others = 0; // other tasks that failed (their sources are saved too)
+				for (int k = i / 2 + 1; k < n; k++)
+					others += !job[2 * k].ok || !job[2 * k + 1].ok;
+				if (others)
+					fprintf(f, "(and %d more task%s failed to compile)\n", others,
+					        others > 1 ? "s" : "");
+				fflush(f);
+			}
 			snprintf(err, errlen, "error: task '%s': %s", tasks[i / 2].name, job[i].err);
 			goto done;
 		}
@@ -602,8 +637,10 @@ done:
 		if (name)
 			free(name[i]);
 	}
-	for (int i = 0; job && i < 2 * n; i++)
+	for (int i = 0; job && i < 2 * n; i++) {
 		free(job[i].out);
+		free(job[i].diag);
+	}
 	free(src);
 	free(name);
 	free(job);
@@ -611,8 +648,10 @@ done:
 }
 #endif
 
+// Removes the temporary folder and its files, and their signal-cleanup
+// registrations (reg[0] the folder's, then one per file; -1 for none).
 static void
-rm_tree(const char *dir, const char *const *files, int n)
+rm_tree(const char *dir, const char *const *files, int n, const int *reg)
 {
 	char path[4096];
 	for (int i = 0; i < n; i++) {
@@ -620,6 +659,9 @@ rm_tree(const char *dir, const char *const *files, int n)
 		unlink(path);
 	}
 	rmdir(dir);
+	for (int i = n; i >= 0; i--)
+		if (reg[i] >= 0)
+			fio_cleanup_drop(reg[i]);
 }
 
 // ---------------------------------------------------------------- specialisations
@@ -772,6 +814,7 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 	CgTask *emit = NULL; // what LLVM compiles: CPU stubs for CUDA-only tasks
 	int ok = 0, made_dir = 0;
 	const char *tmpfiles[] = {"model.o", "model.so", "link.log"};
+	int tmpreg[4] = {-1, -1, -1, -1}; // the folder's and the files' cleanup handles
 	if (!tasks || !initname || !d.task || !d.decl) {
 		snprintf(err, errlen, "error: out of memory");
 		goto done;
@@ -951,10 +994,14 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 	}
 	free(triple);
 	// Object, link, artifact.
-	const char *tmp = getenv("TMPDIR");
-	snprintf(tmpdir, sizeof tmpdir, "%s/fadc-cc.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(tmpdir)) {
-		snprintf(err, errlen, "error: cannot make a temporary folder: %s", strerror(errno));
+	// The folder and its files are registered for removal on SIGINT and
+	// SIGTERM (fileio.h), the files after the folder so that the handler
+	// empties it before its rmdir.  They are registered before they exist:
+	// unlinking a missing file is harmless, and a file made between a
+	// registration and a signal is then never missed.
+	char terr[1024];
+	if (fio_mkdtemp("fadc-cc", tmpdir, sizeof tmpdir, &tmpreg[0], terr, sizeof terr) != 0) {
+		snprintf(err, errlen, "error: %s", terr);
 		goto done;
 	}
 	made_dir = 1;
@@ -962,6 +1009,9 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 	snprintf(obj, sizeof obj, "%s/model.o", tmpdir);
 	snprintf(lib, sizeof lib, "%s/model.so", tmpdir);
 	snprintf(logp, sizeof logp, "%s/link.log", tmpdir);
+	tmpreg[1] = fio_cleanup_add(obj, 0);
+	tmpreg[2] = fio_cleanup_add(lib, 0);
+	tmpreg[3] = fio_cleanup_add(logp, 0);
 	CgTarget tg = {NULL, cpu, llvm_feat, o->opt_level < 0 ? 2 : o->opt_level, feat};
 	// A task without CPU code is an empty program there: its function
 	// returns at once and the runtime never calls it (the descriptor says so).
@@ -1003,7 +1053,7 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 	ok = write_artifact(out_so, so, solen, img, imglen, desc, desclen, err, errlen);
 done:
 	if (made_dir)
-		rm_tree(tmpdir, tmpfiles, 3);
+		rm_tree(tmpdir, tmpfiles, 3, tmpreg);
 	free(so);
 	free(img);
 	free(desc);

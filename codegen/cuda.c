@@ -26,8 +26,9 @@
 //
 // NVRTC calls go through one checked path, CHECK_NVRTC: the statement,
 // function, file, line and nvrtcGetErrorString into err; a failed
-// compilation also writes the program log and the source with line numbers
-// to the diagnostics stream.  Kernels are compiled with --fmad=false: the
+// compilation also writes the program log and the blamed source lines in
+// context to the diagnostics stream, and the whole source to a file it
+// names (nvrtc_report).  Kernels are compiled with --fmad=false: the
 // CPU backend never contracts a*b+c, and the interpreter is the reference.
 #include <math.h>
 #include <stdint.h>
@@ -37,6 +38,7 @@
 #include <nvrtc.h>
 
 #include "codegen.h"
+#include "fileio.h"
 
 // ---------------------------------------------------------------- printer state
 
@@ -2609,16 +2611,124 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 
 // ---------------------------------------------------------------- NVRTC
 
-// The source with line numbers, for diagnostics.
+// A failed compilation's report.  The generated source is fadc's output and
+// the usual culprit, but a task's source runs to hundreds of KB: the report
+// names NVRTC's error lines with a few lines of context each, and the whole
+// source goes to a file the report names, $TMPDIR/fadc-nvrtc-NAME (/tmp
+// without TMPDIR).  $TMPDIR rather than the current folder, which may be
+// the user's source tree or read-only; a fixed name, so a re-run replaces
+// the file rather than piling up copies.  It is written through
+// fio_write_file (a temporary renamed over the name): the cubin and PTX
+// compilations of one task fail alike and may write it at once.
+enum {
+	NV_LOG_LINES = 20, // of NVRTC's log, at most
+	NV_SITES = 3,      // error lines shown with context, at most
+	NV_CONTEXT = 3,    // lines before and after each
+};
+
+// Line k (from 1) of src: its start and length; 0 when src is shorter.
+static int
+src_line(const char *src, long k, const char **start, int *len) {
+	const char *s = src;
+	for (long i = 1; i < k && s; i++) {
+		s = strchr(s, '\n');
+		if (s)
+			s++;
+	}
+	if (!s || !*s)
+		return 0;
+	const char *e = strchr(s, '\n');
+	*start = s;
+	*len = (int)(e ? e - s : (long)strlen(s));
+	return 1;
+}
+
+// The lines NVRTC's log blames: "NAME(LINE): error ..." (any line it names
+// when none says error), distinct and in log order; how many in line[].
+static int
+log_sites(const char *log, const char *name, long *line, int max) {
+	size_t nl = strlen(name);
+	int n = 0;
+	for (int pass = 0; pass < 2 && !n; pass++)
+		for (const char *s = log; (s = strstr(s, name)) && n < max; s += nl) {
+			const char *q = s + nl;
+			char *end;
+			if (*q != '(' || q[1] < '0' || q[1] > '9')
+				continue;
+			long k = strtol(q + 1, &end, 10);
+			if (*end != ')')
+				continue;
+			const char *eol = strchr(end, '\n');
+			size_t rest = eol ? (size_t)(eol - end) : strlen(end);
+			// ": error", ": catastrophic error" (#error); not ": warning"
+			const char *err = strstr(end, "error");
+			if (pass == 0 && (!err || (size_t)(err - end) > rest))
+				continue;
+			int seen = 0;
+			for (int i = 0; i < n; i++)
+				seen |= line[i] == k;
+			if (!seen)
+				line[n++] = k;
+		}
+	return n;
+}
+
 static void
-print_numbered(FILE *f, const char *src) {
-	int line = 1;
-	for (const char *s = src; *s;) {
+nvrtc_report(FILE *f, const char *src, const char *name, const char *arch, const char *status,
+             const char *log) {
+	fprintf(f, "NVRTC: compiling %s for %s failed: %s\n", name, arch, status);
+	// The log, at most NV_LOG_LINES of it.
+	int nlog = 0;
+	const char *s = log;
+	while (*s && nlog < NV_LOG_LINES) {
 		const char *e = strchr(s, '\n');
-		size_t n = e ? (size_t)(e - s) : strlen(s);
-		fprintf(f, "%5d | %.*s\n", line++, (int)n, s);
+		int n = (int)(e ? e - s : (long)strlen(s));
+		if (n) {
+			fprintf(f, "%.*s\n", n, s);
+			nlog++;
+		}
 		s += n + (e != NULL);
 	}
+	long more = 0;
+	for (; *s; s++)
+		more += *s == '\n';
+	if (more)
+		fprintf(f, "... (%ld more lines of NVRTC's log)\n", more);
+	// The blamed lines in context.
+	long site[NV_SITES];
+	int nsite = log_sites(log, name, site, NV_SITES);
+	for (int i = 0; i < nsite; i++) {
+		fprintf(f, "%s:%ld:\n", name, site[i]);
+		for (long k = site[i] - NV_CONTEXT; k <= site[i] + NV_CONTEXT; k++) {
+			const char *ls;
+			int len;
+			if (k >= 1 && src_line(src, k, &ls, &len))
+				fprintf(f, "%c%5ld | %.*s\n", k == site[i] ? '>' : ' ', k, len, ls);
+		}
+	}
+	// The whole source, to a file.
+	const char *tmp = getenv("TMPDIR");
+	if (!tmp || !*tmp)
+		tmp = "/tmp";
+	size_t plen = strlen(tmp) + strlen(name) + 16;
+	char *path = malloc(plen), ferr[512];
+	if (!path) {
+		fprintf(f, "(the generated source was not saved: out of memory)\n");
+		return;
+	}
+	int k = snprintf(path, plen, "%s/fadc-nvrtc-", tmp);
+	for (const char *c = name; *c; c++) // the name as one file name
+		path[k++] = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+		                    (*c >= '0' && *c <= '9') || *c == '.' || *c == '-' || *c == '_'
+		                ? *c
+		                : '_';
+	path[k] = 0;
+	size_t srclen = strlen(src);
+	if (fio_write_file(path, src, srclen, 0644, ferr, sizeof ferr) == 0)
+		fprintf(f, "the whole generated source (%zu bytes): %s\n", srclen, path);
+	else
+		fprintf(f, "(the generated source was not saved: %s)\n", ferr);
+	free(path);
 }
 
 // The one checked path for NVRTC calls: the statement, where, and NVRTC's
@@ -2673,9 +2783,7 @@ cg_cuda_compile(const char *src, const char *name, const char *arch, uint8_t **o
 		CHECK_NVRTC(nvrtcGetProgramLog(prog, log));
 	if (cr != NVRTC_SUCCESS) {
 		FILE *f = diag ? diag : stderr;
-		fprintf(f, "NVRTC: compiling %s for %s failed: %s\n%s\n--- generated source:\n",
-		        name ? name : "fadc.cu", arch, nvrtcGetErrorString(cr), log);
-		print_numbered(f, src);
+		nvrtc_report(f, src, name ? name : "fadc.cu", arch, nvrtcGetErrorString(cr), log);
 		fflush(f);
 	}
 	CHECK_NVRTC_AS(cr, "nvrtcCompileProgram(prog, nopts, opts)");

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fileio.h"
 #include "frontend.h"
 
 typedef enum VKind {
@@ -2392,9 +2393,15 @@ scan_call(P *p, Loc loc, Val *args, const char **kw, int nargs)
 static Val
 call(P *p, const char *name, Loc loc, Val *args, const char **kw, int nargs)
 {
-	if (!p->g)
+	if (!p->g) {
+		// An operand that resolved to nothing is the likelier mistake
+		// than the operator: `let A = Q + 1` names Q, not add.
+		for (int i = 0; i < nargs; i++)
+			if (args[i].k == V_IDENT && !(kw && kw[i]))
+				unknown_name(p, args[i].s, args[i].loc);
 		perr(p, loc, "'%s' cannot be computed here: sizes and shapes take integer arithmetic (+ - * // %%)",
 		     name);
+	}
 	int d = find_def(p, name);
 	if (d >= 0)
 		return inline_def(p, &p->def[d], loc, args, kw, nargs);
@@ -3412,45 +3419,17 @@ parse_module(P *p, const char *name, const char *text, size_t len)
 Module *
 fe_parse_file(const char *path, const FeOptions *o)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f) {
+	// fio_read_all takes regular files only (a FIFO would block, /dev/zero
+	// would read until the size limit) and bounds the size at 1 GiB.
+	char err[512];
+	size_t len;
+	char *buf = fio_read_all(path, 0, &len, err, sizeof err);
+	if (!buf) {
+		// Its messages are "PATH: reason"; ours put "error:" between.
+		size_t pl = strlen(path);
+		const char *why = !strncmp(err, path, pl) && !strncmp(err + pl, ": ", 2) ? err + pl + 2 : err;
 		if (o && o->diag)
-			fprintf(o->diag, "%s: error: cannot open: %s\n", path, strerror(errno));
-		return NULL;
-	}
-	size_t cap = 1 << 16, len = 0;
-	char *buf = malloc(cap);
-	int rerrno = 0;
-	for (;;) {
-		if (!buf)
-			break;
-		errno = 0;
-		size_t n = fread(buf + len, 1, cap - len, f);
-		rerrno = errno;
-		len += n;
-		if (len < cap)
-			break;
-		if (cap >= (size_t)1 << 30) {
-			free(buf);
-			buf = NULL;
-			break;
-		}
-		char *nb = realloc(buf, cap * 2);
-		if (!nb) {
-			free(buf);
-			buf = NULL;
-			break;
-		}
-		buf = nb;
-		cap *= 2;
-	}
-	int rerr = ferror(f);
-	fclose(f);
-	if (!buf || rerr) {
-		if (o && o->diag)
-			fprintf(o->diag, "%s: error: cannot read: %s\n", path,
-			        !buf ? "too large or out of memory" : rerrno ? strerror(rerrno) : "read error");
-		free(buf);
+			fprintf(o->diag, "%s: error: %s\n", path, why);
 		return NULL;
 	}
 	Module *m = fe_parse_string(path, buf, len, o);

@@ -135,6 +135,19 @@ rename_inputs(Graph *g, uint32_t n0, const char *from, const char *to)
 			g->input[i].name = arena_printf(g->arena, "%s%s", to, g->input[i].name + n);
 }
 
+// The task's own inputs take their bound names as soon as the pass that
+// adds them returns, before its --print-after/--stop-after dump: `v` for
+// vjp's one cotangent, `v.<param>` for the tangents of jvp, hvp and vhp,
+// the names --v binds, fadc inspect lists and fadc-bench draws.  g may be
+// NULL (the pass failed).
+static Graph *
+bound_names(Graph *g, uint32_t n0, const char *from, const char *to)
+{
+	if (g)
+		rename_inputs(g, n0, from, to);
+	return g;
+}
+
 static int
 is_scalar_forward(const Graph *f)
 {
@@ -396,19 +409,20 @@ pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char
 	if (p.stopped || !strcmp(task, "forward"))
 		return g;
 	if (!strcmp(task, "vjp")) {
-		g = step(&p, "vjp", pass_vjp(g, errloc, err, errlen), g);
+		// One output's cotangent v.<out> is `v` (see bound_names); the
+		// cotangents of several keep their v.<out>.
+		Graph *gv = pass_vjp(g, errloc, err, errlen);
+		for (uint32_t i = f->ninput; gv && f->nout == 1 && i < gv->ninput; i++)
+			gv->input[i].name = "v";
+		g = step(&p, "vjp", gv, g);
 		if (!g || p.stopped)
 			return g;
-		if (f->nout == 1) // the one cotangent is `v`
-			for (uint32_t i = f->ninput; i < g->ninput; i++)
-				g->input[i].name = "v";
 		return simplify(&p, g);
 	}
 	if (!strcmp(task, "jvp")) {
-		g = step(&p, "jvp", pass_jvp(g, errloc, err, errlen), g);
+		g = step(&p, "jvp", bound_names(pass_jvp(g, errloc, err, errlen), f->ninput, "t.", "v."), g);
 		if (!g || p.stopped)
 			return g;
-		rename_inputs(g, f->ninput, "t.", "v.");
 		return simplify(&p, g);
 	}
 	if (!strcmp(task, "jacfwd"))
@@ -451,10 +465,10 @@ pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char
 	if (p.stopped)
 		return gr;
 	if (!strcmp(task, "hvp")) {
-		Graph *h = step(&p, "jvp", pass_jvp(gr, errloc, err, errlen), gr);
+		Graph *h = step(&p, "jvp",
+		                bound_names(pass_jvp(gr, errloc, err, errlen), f->ninput, "t.", "v."), gr);
 		if (!h || p.stopped)
 			return h;
-		rename_inputs(h, f->ninput, "t.", "v.");
 		// outputs: f, grad.<p>..., jvp.f, jvp.grad.<p>...
 		select_derivs(h, f, 2 + np, "hvp", 1);
 		return simplify(&p, h);
@@ -463,10 +477,12 @@ pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char
 	uint8_t *outs = arena_alloc_array(gr->arena, gr->nout + 1, 1);
 	for (uint32_t k = 1; k < gr->nout; k++)
 		outs[k] = 1;
-	Graph *h = step(&p, "vjp", pass_vjp_ex(gr, outs, 0, errloc, err, errlen), gr);
+	Graph *h = step(&p, "vjp",
+	                bound_names(pass_vjp_ex(gr, outs, 0, errloc, err, errlen), f->ninput,
+	                            "v.grad.", "v."),
+	                gr);
 	if (!h || p.stopped)
 		return h;
-	rename_inputs(h, f->ninput, "v.grad.", "v.");
 	// outputs: f, grad.<p>..., grad.<p>... (the second-order ones last)
 	select_derivs(h, f, 1 + np, "vhp", 1);
 	return simplify(&p, h);

@@ -66,7 +66,11 @@ err_first "$tmp/a.so: error: -D does not apply to a compiled model (its sizes we
 run_fadc 2 "$m" -o "$tmp/c.so" --cpu pentium9
 err_first "fadc: error: unknown --cpu 'pentium9' (x86-64, x86-64-v2, x86-64-v3, x86-64-v4, generic, native)"
 run_fadc 1 "$m" -o "$tmp/none/c.so"
-err_first "$tmp/none/c.so: error: No such file or directory"
+# (fileio's message names the temporary file it could not create there)
+case $(head -n 1 "$tmp/err") in
+"$tmp/none/c.so: error: "*"No such file or directory") ;;
+*) fail "unexpected message: $(head -n 1 "$tmp/err")" ;;
+esac
 [ -e "$tmp/c.so" ] && fail "a failed compilation wrote an artifact"
 # A vector-valued forward: the default tasks leave out vhp and hvp.
 cat >"$tmp/vec.ir" <<'IR'

@@ -41,5 +41,5 @@ run_fadc 1 run "$tmp/none.ir" --out "$tmp/none"
 err_first "$tmp/none.ir: error: cannot open: No such file or directory"
 # A folder given as the model.
 run_fadc 1 run "$tmp" --out "$tmp/dir"
-err_first "$tmp: error: cannot read: Is a directory"
+err_first "$tmp: error: is a directory, not a regular file"
 exit 0

@@ -11,7 +11,9 @@
 // both must succeed and be non-empty, the
 // source must have one __global__ per kernel, and printing twice must give
 // the same bytes.  Then a deliberately broken source must fail with the
-// NVRTC log and the numbered source on the diagnostics stream.  Without
+// NVRTC log and the blamed line in context on the diagnostics stream, and
+// the whole source in the file that report names (`test_codegen_cuda
+// broken` runs that check alone).  Without
 // the CUDA toolkit (no FADC_HAVE_CUDA) the test exits 77.
 //
 // cuBLAS GEMMs (check_gemm_*): large contraction kernels of small programs
@@ -244,14 +246,26 @@ check_model(const char *file, const char *const *defs, int ndefs, const char *co
 	ir_module_free(m);
 }
 
-// A compilation error: the log and the numbered source on diag.
+// A compilation error: the log and the blamed line in context on diag,
+// the whole source in $TMPDIR/fadc-nvrtc-NAME (named there), not on diag.
 static void
 check_broken(void) {
-	static const char bad[] = "extern \"C\" __global__ void\n"
-	                          "fadc_broken(float *b0)\n"
-	                          "{\n"
-	                          "\tb0[0] = no_such_value;\n"
-	                          "}\n";
+	// Filler to line 40, the error on line 44: lines 41 to 46 (the last)
+	// are its context.
+	char bad[4096] = "extern \"C\" __global__ void\n";
+	for (int i = 2; i <= 40; i++)
+		snprintf(bad + strlen(bad), sizeof bad - strlen(bad), "// filler line %d\n", i);
+	strcat(bad, "fadc_broken(float *b0)\n"
+	            "{\n"
+	            "\tint unused = 0;\n"
+	            "\tb0[0] = no_such_value;\n"
+	            "\t(void)unused;\n"
+	            "}\n");
+	char dir[] = "/tmp/fadc-test-nvrtc.XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	const char *old = getenv("TMPDIR");
+	char *saved_tmp = old ? strdup(old) : NULL;
+	setenv("TMPDIR", dir, 1);
 	FILE *diag = tmpfile();
 	CHECK(diag != NULL);
 	if (!diag)
@@ -259,7 +273,7 @@ check_broken(void) {
 	uint8_t *out = (uint8_t *)1;
 	size_t n = 1;
 	char err[4096] = "";
-	int ok = cg_cuda_compile(bad, "broken.cu", "sm_90", &out, &n, diag, err, sizeof err);
+	int ok = cg_cuda_compile(bad, "broken/x.cu", "sm_90", &out, &n, diag, err, sizeof err);
 	CHECK(!ok && out == NULL && n == 0);
 	CHECK(strstr(err, "nvrtcCompileProgram") != NULL);
 	CHECK(strstr(err, "NVRTC_ERROR_COMPILATION") != NULL);
@@ -269,9 +283,34 @@ check_broken(void) {
 	text[k] = 0;
 	fclose(diag);
 	CHECK(strstr(text, "no_such_value") != NULL);                    // NVRTC's log names it
-	CHECK(strstr(text, "broken.cu(4)") != NULL);                     // at line 4
-	CHECK(strstr(text, "    4 | \tb0[0] = no_such_value;") != NULL); // the numbered source
-	CHECK(strstr(text, "    1 | extern \"C\" __global__ void") != NULL);
+	CHECK(strstr(text, "broken/x.cu(44)") != NULL);                  // at line 44
+	CHECK(strstr(text, "broken/x.cu:44:\n") != NULL);                // the context's heading
+	CHECK(strstr(text, ">   44 | \tb0[0] = no_such_value;") != NULL); // the line, marked
+	CHECK(strstr(text, "    41 | fadc_broken(float *b0)") != NULL);  // 3 lines before
+	CHECK(strstr(text, "    46 | }") != NULL);                       // to the end
+	CHECK(strstr(text, "filler line 40") == NULL);                   // and no more
+	CHECK(strstr(text, "extern \"C\"") == NULL);
+	// The whole source, in a file named by the report ('/' made '_').
+	char path[256];
+	snprintf(path, sizeof path, "%s/fadc-nvrtc-broken_x.cu", dir);
+	char named[300];
+	snprintf(named, sizeof named, "the whole generated source (%zu bytes): %s\n", strlen(bad), path);
+	CHECK(strstr(text, named) != NULL);
+	FILE *f = fopen(path, "rb");
+	CHECK(f != NULL);
+	if (f) {
+		char got[4096];
+		size_t m = fread(got, 1, sizeof got, f);
+		fclose(f);
+		CHECK(m == strlen(bad) && !memcmp(got, bad, m));
+		unlink(path);
+	}
+	rmdir(dir);
+	if (saved_tmp)
+		setenv("TMPDIR", saved_tmp, 1);
+	else
+		unsetenv("TMPDIR");
+	free(saved_tmp);
 	// An unknown architecture is refused before NVRTC runs.
 	ok = cg_cuda_compile(bad, "broken.cu", "volta", &out, &n, stderr, err, sizeof err);
 	CHECK(!ok && strstr(err, "volta") != NULL);
@@ -1251,6 +1290,10 @@ main(int argc, char **argv) {
 	printf("NVRTC %d.%d\n", major, minor);
 	if (argc > 1 && !strcmp(argv[1], "phases")) { // the hand-built programs only
 		check_phases();
+		return TU_DONE("test_codegen_cuda");
+	}
+	if (argc > 1 && !strcmp(argv[1], "broken")) { // a failed compilation's report only
+		check_broken();
 		return TU_DONE("test_codegen_cuda");
 	}
 	if (argc > 1 && !strcmp(argv[1], "special")) { // digamma and trigamma only
