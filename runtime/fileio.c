@@ -413,8 +413,8 @@ fio_out_open(FioOut *o, const char *path, mode_t mode, char *err, size_t errlen)
 	}
 	if (o->fd < 0) {
 		int e = errno;
-		fail(err, errlen, "%s: cannot create temporary file %s: %s", path, o->tmp,
-		     strerror(e));
+		// The temporary's name is noise to the user: the folder is what matters.
+		fail(err, errlen, "%s: cannot create temporary file beside it: %s", path, strerror(e));
 		free(o->path);
 		free(o->tmp);
 		o->path = o->tmp = NULL;
