@@ -137,13 +137,14 @@ static const char *const usage_inspect =
     "inputs, outputs and memory plan.\n";
 
 static const char *const usage_check =
-    "usage: fadc check MODEL.ir [-D NAME=VALUE]... [--tasks LIST|all] [--f64] [--tol X]\n"
+    "usage: fadc check MODEL.ir [-D NAME=VALUE]... [--tasks LIST|all] [--f64] [--rtol R]\n"
     "                  [--seed N] [-v]\n"
     "\n"
     "Compiles the model (to a temporary file), runs every task through the runtime\n"
     "and through the reference interpreter on the same inputs, and reports each\n"
-    "output's normalized error max|got - want| / max|want|.  Exits 1 if one is\n"
-    "above the tolerance (1e-5; 2e-7 with --f64).\n";
+    "output's normalized error max|got - want| / max(|got|, |want|), the measure of\n"
+    "compare-npy.  Exits 1 if one is above R (1e-5; 2e-7 with --f64).  --tol is\n"
+    "the old name of --rtol.\n";
 
 static const char *const usage_compare =
     "usage: fadc compare-npy A B [--rtol R]\n"
@@ -1491,23 +1492,16 @@ npy_error(const tio_tensor *a, const tio_tensor *b, char *why, size_t n)
 		snprintf(why, n, "%s against %s", ta, tb);
 		return -1;
 	}
-	double num = 0, den = 0;
+	IrErr e = {0};
 	int64_t cnt = tio_numel(a);
-	for (int64_t i = 0; i < cnt; i++) {
-		double x = elem(a, i), y = elem(b, i);
-		if (isnan(x) || isnan(y)) {
-			if (isnan(x) != isnan(y)) {
-				snprintf(why, n, "element %" PRId64 " is %g against %g", i, x, y);
-				return -1;
-			}
-			continue;
-		}
-		if (x == y) // infinities too
-			continue;
-		num = fmax(num, fabs(x - y));
-		den = fmax(den, fmax(fabs(x), fabs(y)));
+	for (int64_t i = 0; i < cnt; i++)
+		ir_err_add(&e, elem(a, i), elem(b, i));
+	if (e.bad) {
+		int64_t i = e.bad - 1;
+		snprintf(why, n, "element %" PRId64 " is %g against %g", i, elem(a, i), elem(b, i));
+		return -1;
 	}
-	return num == 0 ? 0 : den == 0 || isinf(den) ? INFINITY : num / den;
+	return ir_err_value(&e);
 }
 
 // Compares one pair; 0 equal within rtol, 1 not, after a line.
@@ -1602,7 +1596,7 @@ cmd_compare(int argc, char **argv)
 			if (!v)
 				return usage_error(usage_compare, "%s needs a value", "--rtol");
 			rtol = strtod(v, &end);
-			if (!*v || *end || !(rtol >= 0))
+			if (!*v || *end || !(rtol >= 0) || isinf(rtol))
 				return usage_error(usage_compare, "--rtol: '%s' is not a non-negative number", v);
 		} else if (s[0] == '-')
 			return usage_error(usage_compare, "unknown option '%s'", s);
@@ -2220,6 +2214,7 @@ cmd_check(int argc, char **argv)
 	char *list = NULL;
 	int ndefs = 0, ntasks = 0, f64 = 0, verbose = 0, rc = 0;
 	double tol = 0;
+	int tol_set = 0;
 	uint64_t seed = 0;
 	for (int i = 0; i < argc; i++) {
 		const char *s = argv[i];
@@ -2240,13 +2235,21 @@ cmd_check(int argc, char **argv)
 			ntasks = 0;
 			for (char *t = strtok(list, ","); t && ntasks < MAXTASK; t = strtok(NULL, ","))
 				tasks[ntasks++] = t;
-		} else if (opt_value(argc, argv, &i, "--tol", &v)) {
+		} else if (opt_value(argc, argv, &i, "--rtol", &v) ||
+		           opt_value(argc, argv, &i, "--tol", &v)) {
+			// One name and one measure with compare-npy (ir_err_value);
+			// --tol, its old name, still works.
 			char *end;
-			tol = v ? strtod(v, &end) : -1;
-			if (!v || !*v || *end || !(tol > 0)) {
-				rc = usage_error(usage_check, "--tol needs a positive number%s", "");
+			if (!v) {
+				rc = usage_error(usage_check, "%s needs a value", "--rtol");
 				break;
 			}
+			tol = strtod(v, &end);
+			if (!*v || *end || !(tol >= 0) || isinf(tol)) {
+				rc = usage_error(usage_check, "--rtol: '%s' is not a non-negative number", v);
+				break;
+			}
+			tol_set = 1;
 		} else if (opt_value(argc, argv, &i, "--seed", &v)) {
 			if (!v || !parse_seed(v, &seed)) {
 				rc = usage_error(usage_check, "--seed needs a non-negative integer%s", "");
@@ -2279,7 +2282,7 @@ cmd_check(int argc, char **argv)
 	}
 	CgOptions o = {.tasks = tasks, .ntasks = ntasks, .defines = defs, .ndefines = ndefs,
 	               .opt_level = -1, .compute_f64 = f64};
-	CgCheck c = {tol > 0 ? tol : f64 ? 2e-7 : 1e-5, 1e-6, seed, verbose};
+	CgCheck c = {tol_set ? tol : f64 ? 2e-7 : 1e-5, 1e-6, seed, verbose};
 	char err[4096] = "";
 	int nf = cg_check(m, &o, &c, stdout, err, sizeof err);
 	if (nf < 0)

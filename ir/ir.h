@@ -354,4 +354,43 @@ void ir_bilinear_src(int64_t dst, int64_t in, int64_t outn, int align, int64_t *
 int ir_module_init(const Module *m, const Tensor *bound, const int *isbound, Tensor *values,
                    uint64_t runseed, char *err, size_t errlen);
 
+// The normalized error of two tensors, the one measure of `fadc check
+// --rtol` and `fadc compare-npy --rtol`: max_i |a_i - b_i| over max_i
+// max(|a_i|, |b_i|), both maxima over every element.  Normalizing by the
+// largest entry is what lets one tolerance fit a Hessian whose entries span
+// 1e-3 to 1e12: f32 rounding errors scale with the large entries.  NaN must
+// meet NaN and an infinity the same infinity, else the error is infinite.
+// Symmetric, so neither side needs to be the reference.
+typedef struct IrErr {
+	double num, den; // max |a - b|, max(|a|, |b|)
+	int64_t bad; // the first mismatched NaN or infinity + 1 (0: none)
+	int64_t n;
+} IrErr;
+
+static inline void
+ir_err_add(IrErr *e, double a, double b)
+{
+	int64_t i = e->n++;
+	if (a != a || b != b || a - a != 0 || b - b != 0) { // NaN or infinite
+		if (!((a != a && b != b) || a == b) && !e->bad)
+			e->bad = i + 1;
+		return;
+	}
+	double d = a > b ? a - b : b - a, m = a < 0 ? -a : a, mb = b < 0 ? -b : b;
+	if (d > e->num)
+		e->num = d;
+	if (mb > m)
+		m = mb;
+	if (m > e->den)
+		e->den = m;
+}
+
+static inline double
+ir_err_value(const IrErr *e)
+{
+	if (e->bad)
+		return 1.0 / 0.0;
+	return e->num == 0 ? 0 : e->num / e->den; // num > 0 implies den > 0
+}
+
 #endif

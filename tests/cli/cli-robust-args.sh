@@ -88,4 +88,21 @@ done
 # The Jacobian of w*w is diag(2w) = 2 I at w = 1.
 run_fadc 0 run "$tmp/vec.so" --task jacobian --print
 out_has "[[2, 0, 0], [0, 2, 0], [0, 0, 2]]"
+
+# --- one name and one measure: check --rtol and compare-npy --rtol ---------
+# max|a - b| / max(|a|, |b|) over all elements: [1000, 1] against [1000, 2]
+# is 1/1000 (a measure over the differing elements alone would say 1/2).
+printf 'def forward() {\n  return concat([full(shape=[1], value=1000.0), full(shape=[1], value=1.0)], axis=0) as x\n}\n' >"$tmp/a.ir"
+printf 'def forward() {\n  return concat([full(shape=[1], value=1000.0), full(shape=[1], value=2.0)], axis=0) as x\n}\n' >"$tmp/b.ir"
+run_fadc 0 run "$tmp/a.ir" --out "$tmp/na"
+run_fadc 0 run "$tmp/b.ir" --out "$tmp/nb"
+run_fadc 0 compare-npy "$tmp/na/x.npy" "$tmp/nb/x.npy" --rtol 1e-3
+out_has "normalized error 0.001"
+run_fadc 1 compare-npy "$tmp/na/x.npy" "$tmp/nb/x.npy" --rtol 9e-4
+out_has "ABOVE TOLERANCE"
+run_fadc 0 check "$model" --tasks vjp --rtol 1e-5
+out_has "tolerance 1e-05): ok"
+run_fadc 0 check "$model" --tasks vjp --tol 1e-5
+run_fadc 2 check "$model" --rtol inf
+err_first "fadc: error: --rtol: 'inf' is not a non-negative number"
 exit 0
