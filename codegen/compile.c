@@ -857,8 +857,11 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 			if (!g) {
 				char where[512];
 				cg_loc_str(ms[s]->src, loc, where, sizeof where);
-				snprintf(err, errlen, "%s%serror: task '%s': %s", where, where[0] ? ": " : "",
-				         names[i], msg);
+				// pass_task names the task itself in its precondition
+				// messages ("task 'vhp' needs ..."): name it once.
+				int named = !strncmp(msg, "task '", 6);
+				snprintf(err, errlen, "%s%serror: %s%s%s%s", where, where[0] ? ": " : "",
+				         named ? "" : "task '", named ? "" : names[i], named ? "" : "': ", msg);
 				spec_note(err, errlen, specdefs, s, nspec);
 				goto done;
 			}
