@@ -90,7 +90,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint32_t version = size >= 12 ? (uint32_t)data[8] | (uint32_t)data[9] << 8 |
 	                                    (uint32_t)data[10] << 16 | (uint32_t)data[11] << 24
 	                              : ART_FORMAT_VERSION;
-	ArtRead rc = art_read(artifact(NULL, 0, data, size, version), &r, &rb, &rlen, err, sizeof err);
+	ArtRead rc =
+	    art_read(artifact(NULL, 0, data, size, version), &r, &rb, &rlen, err, sizeof err);
 	// The image section is the images_bytes before the descriptor: of the
 	// prefix here, so it matches when it is empty (hash ART_FNV_BASIS), or
 	// in the unlikely case of the prefix's tail and its hash.

@@ -83,7 +83,8 @@ fuzz_tmp(const char *name)
 		const char *t = getenv("TMPDIR");
 		if (!access("/dev/shm", W_OK))
 			t = "/dev/shm";
-		snprintf(fuzz_dir_path, sizeof fuzz_dir_path, "%s/fadc-fuzz.XXXXXX", t && *t ? t : "/tmp");
+		snprintf(fuzz_dir_path, sizeof fuzz_dir_path, "%s/fadc-fuzz.XXXXXX",
+		         t && *t ? t : "/tmp");
 		if (!mkdtemp(fuzz_dir_path)) {
 			perror("fuzz: mkdtemp");
 			abort();
