@@ -72,6 +72,11 @@ fail(char *err, size_t errlen, const char *fmt, ...)
 	va_start(ap, fmt);
 	fio_vmsg(err, errlen, fmt, ap);
 	va_end(ap);
+	// One line, whatever a file's names and strings hold: a control
+	// character (a name's "\n" or ESC) shows as '?'.
+	for (char *c = err; err && errlen > 0 && *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
 	return -1;
 }
 
@@ -436,8 +441,9 @@ py_shape(Py *y, int *rank, int64_t *dim)
 		if (n == TIO_MAXDIM)
 			return py_fail(y, "'shape' has too many dimensions (more than %d)", TIO_MAXDIM);
 		r = py_int(y, &v);
-		if (r == -2)
-			return py_fail(y, "bad shape entry %d: %.24s... does not fit in 64 bits", n, at);
+		if (r == -2) // the header is not NUL-terminated: print no further than its end
+			return py_fail(y, "bad shape entry %d: %.*s... does not fit in 64 bits", n,
+			               (int)(y->end - at < 24 ? y->end - at : 24), at);
 		if (r < 0)
 			return py_fail(y, "bad shape entry %d: found %s", n, snippet(sn, at, y->end));
 		if (v < 0)

@@ -81,4 +81,26 @@ if(FADC_FUZZ)
   add_test(NAME fuzz/regress COMMAND fuzz_parse -runs=0 ${CMAKE_SOURCE_DIR}/tests/fuzz/regress
                                               ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus)
   set_tests_properties(fuzz/regress PROPERTIES LABELS fuzz)
+  # The file readers' harnesses: .npy and .safetensors (runtime/tensorio.c),
+  # the bench YAML (bench/config.c), the artifact descriptor
+  # (runtime/artifact.c).  Each has a seed corpus, tests/fuzz/corpus-SHORT,
+  # and keeps the inputs it ever crashed on in tests/fuzz/regress-SHORT
+  # (made by the first one); fuzz/regress-SHORT replays both.
+  # tests/run-all.sh gives each a share of the fuzzing minute.
+  function(fadc_fuzz_harness name short)
+    add_executable(${name} ${CMAKE_SOURCE_DIR}/tests/fuzz/${name}.c)
+    target_compile_options(${name} PRIVATE -fsanitize=fuzzer)
+    target_link_options(${name} PRIVATE -fsanitize=fuzzer)
+    target_link_libraries(${name} PRIVATE ${ARGN})
+    set(dirs ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus-${short})
+    if(EXISTS ${CMAKE_SOURCE_DIR}/tests/fuzz/regress-${short})
+      list(APPEND dirs ${CMAKE_SOURCE_DIR}/tests/fuzz/regress-${short})
+    endif()
+    add_test(NAME fuzz/regress-${short} COMMAND ${name} -runs=0 ${dirs})
+    set_tests_properties(fuzz/regress-${short} PROPERTIES LABELS fuzz)
+  endfunction()
+  fadc_fuzz_harness(fuzz_npy npy fadc_runtime)
+  fadc_fuzz_harness(fuzz_safetensors st fadc_runtime)
+  fadc_fuzz_harness(fuzz_config yaml fadc_bench)
+  fadc_fuzz_harness(fuzz_desc desc fadc_runtime)
 endif()
