@@ -126,4 +126,12 @@ cfg "models:
 run_bench 1 --config c.yaml --num-iters 0
 err_has "fadc-bench: m: skipped (1 cell): $tmp/junk.so: not a fadc artifact"
 [ "$(grep -o "$tmp/junk.so" err | wc -l)" -eq 1 ] || fail "the path is printed more than once: $(cat err)"
+
+# Aliases that expand exponentially (found by fuzz_config): refused at once,
+# not after 4^15 visits (timeout: a hang fails the test).
+cp "$FADC_SOURCE_DIR/tests/fuzz/regress-yaml/alias-blowup.yaml" blow.yaml
+timeout 10 "$FADC_BENCH" --config blow.yaml --num-iters 0 >out 2>err
+rc=$?
+[ "$rc" -eq 1 ] || fail "the alias blow-up exited $rc (124: it hung)"
+err_has "its aliases expand to too many lists"
 echo "config-errors: ok"
