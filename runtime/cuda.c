@@ -11,10 +11,8 @@
 // The primary context of the device is used (the context other libraries
 // of the process share), with one non-blocking stream per fadc context.
 //
-// Memory: one pool per fadc context.  It takes chunks from cuMemAlloc (at
-// least 64 MiB, or the request) and hands out 256-byte-aligned blocks by
-// first fit, merging free neighbours when a block is freed; chunks are
-// returned to the driver only at rtcu_close.  Task arenas, declarations,
+// Memory: one pool per fadc context (runtime/cumem.c keeps its books;
+// pool_grow gives it chunks from cuMemAlloc).  Task arenas, declarations,
 // outputs and runtime-owned tensors are blocks of it, so after the first
 // run of a task nothing is allocated on the run path.
 //
@@ -100,6 +98,7 @@
 #include <string.h>
 
 #include "choice.h"
+#include "cumem.h"
 #include "rtcuda.h"
 #include "../ir/hungarian.h" // the solver, linked from fadc_support
 
@@ -231,19 +230,6 @@ typedef struct Blas {
 
 // ---------------------------------------------------------------- state
 
-typedef struct Block {
-	uint64_t addr, size;
-	int free;
-	struct Block *prev, *next; // address order within its chunk
-} Block;
-
-typedef struct Chunk {
-	CUdeviceptr base;
-	uint64_t size;
-	Block *first;
-	struct Chunk *next;
-} Chunk;
-
 // One recording of the graph tree: a child of the call before it.
 typedef struct Node {
 	struct Node *parent, *child, *next; // next: the parent's next child (recording order)
@@ -263,7 +249,7 @@ struct RtCuda {
 	int no_graphs; // FADC_DISABLE_CUDA_GRAPHS=1
 	uint64_t rerecord_limit; // per task; FADC_CUDA_GRAPH_RERECORD_LIMIT
 	char hostfail[512]; // a host step's failure, reported at the next wait (host_step)
-	Chunk *chunks;
+	CuMem mem; // the device memory pool (runtime/cumem.c)
 	Node root; // the graph tree: root.child are the first calls of a generation
 	Node *cur; // the node of the last call of this generation (&root: none)
 	uint64_t gen; // the generation: a task called twice in one starts the next
@@ -332,6 +318,7 @@ struct RtCuTask {
 static int host_failed(RtCuda *c, char *err, size_t errlen);
 static int blas_acquire(RtCuda *c, char *err, size_t errlen);
 static void blas_release(RtCuda *c);
+static void pool_drop(void *ctx, uint64_t base, uint64_t size);
 static void prof_report(RtCuTask *k);
 
 // ---------------------------------------------------------------- errors
@@ -469,15 +456,7 @@ rtcu_close(RtCuda *c)
 	// before the memory its workspace is in.
 	if (c->blas_h)
 		c->blas.cublasDestroy(c->blas_h);
-	for (Chunk *k = c->chunks, *next; k; k = next) {
-		next = k->next;
-		for (Block *b = k->first, *bn; b; b = bn) {
-			bn = b->next;
-			free(b);
-		}
-		c->d.cuMemFree(k->base);
-		free(k);
-	}
+	cumem_close(&c->mem, pool_drop, c);
 	for (int i = 0; i < 2; i++)
 		if (c->ev[i])
 			c->d.cuEventDestroy(c->ev[i]);
@@ -496,111 +475,45 @@ rtcu_device_name(const RtCuda *c)
 
 // ---------------------------------------------------------------- the pool
 
-enum { POOL_ALIGN = 256 };
-#define POOL_CHUNK ((uint64_t)64 << 20)
+// A new chunk for the pool (runtime/cumem.c): cuMemAlloc, or its error
+// with the bytes asked.
+static int
+pool_grow(void *ctx, uint64_t size, uint64_t *base, char *err, size_t errlen)
+{
+	RtCuda *c = ctx;
+	CUdeviceptr p = 0;
+	CUresult r = c->d.cuMemAlloc(&p, (size_t)size);
+	if (r) {
+		cu_msg(c, r, "cuMemAlloc(&p, size)", __func__, __FILE__, __LINE__, err, errlen);
+		size_t l = strlen(err);
+		snprintf(err + l, errlen - l, " (%llu bytes asked)", (unsigned long long)size);
+		return 0;
+	}
+	*base = p;
+	return 1;
+}
+
+// A chunk back to the driver (rtcu_close).
+static void
+pool_drop(void *ctx, uint64_t base, uint64_t size)
+{
+	RtCuda *c = ctx;
+	(void)size;
+	c->d.cuMemFree(base);
+}
 
 int
 rtcu_alloc(RtCuda *c, size_t bytes, uint64_t *addr, char *err, size_t errlen)
 {
-	*addr = 0;
-	if (!bytes)
-		return 1;
-	uint64_t need = ((uint64_t)bytes + POOL_ALIGN - 1) / POOL_ALIGN * POOL_ALIGN;
-	for (int pass = 0; pass < 2; pass++) {
-		for (Chunk *k = c->chunks; k; k = k->next)
-			for (Block *b = k->first; b; b = b->next) {
-				if (!b->free || b->size < need)
-					continue;
-				if (b->size > need) { // split: the rest stays free after it
-					Block *r = calloc(1, sizeof *r);
-					if (!r) {
-						snprintf(err, errlen, "out of memory");
-						return 0;
-					}
-					r->addr = b->addr + need;
-					r->size = b->size - need;
-					r->free = 1;
-					r->prev = b;
-					r->next = b->next;
-					if (b->next)
-						b->next->prev = r;
-					b->next = r;
-					b->size = need;
-				}
-				b->free = 0;
-				c->st.live_blocks++;
-				c->st.live_bytes += b->size;
-				*addr = b->addr;
-				return 1;
-			}
-		if (pass)
-			break;
-		// No block fits: a new chunk.
-		Chunk *k = calloc(1, sizeof *k);
-		Block *b = calloc(1, sizeof *b);
-		if (!k || !b) {
-			free(k);
-			free(b);
-			snprintf(err, errlen, "out of memory");
-			return 0;
-		}
-		k->size = need > POOL_CHUNK ? need : POOL_CHUNK;
-		CUresult r = c->d.cuMemAlloc(&k->base, (size_t)k->size);
-		if (r) {
-			cu_msg(c, r, "cuMemAlloc(&k->base, k->size)", __func__, __FILE__, __LINE__, err,
-			       errlen);
-			size_t l = strlen(err);
-			snprintf(err + l, errlen - l, " (%llu bytes asked)", (unsigned long long)k->size);
-			free(k);
-			free(b);
-			return 0;
-		}
-		b->addr = k->base;
-		b->size = k->size;
-		b->free = 1;
-		k->first = b;
-		k->next = c->chunks;
-		c->chunks = k;
-		c->st.reserved_bytes += k->size;
-	}
-	snprintf(err, errlen, "device pool: no block of %llu bytes", (unsigned long long)need);
-	return 0;
+	return cumem_alloc(&c->mem, bytes, addr, pool_grow, c, err, errlen);
 }
 
 void
 rtcu_free(RtCuda *c, uint64_t addr)
 {
-	if (!c || !addr)
+	if (!c)
 		return;
-	for (Chunk *k = c->chunks; k; k = k->next) {
-		if (addr < k->base || addr >= k->base + k->size)
-			continue;
-		for (Block *b = k->first; b; b = b->next) {
-			if (b->addr != addr || b->free)
-				continue;
-			b->free = 1;
-			c->st.live_blocks--;
-			c->st.live_bytes -= b->size;
-			// Merge with free neighbours.
-			if (b->next && b->next->free) {
-				Block *n = b->next;
-				b->size += n->size;
-				b->next = n->next;
-				if (n->next)
-					n->next->prev = b;
-				free(n);
-			}
-			if (b->prev && b->prev->free) {
-				Block *p = b->prev;
-				p->size += b->size;
-				p->next = b->next;
-				if (b->next)
-					b->next->prev = p;
-				free(b);
-			}
-			return;
-		}
-	}
+	cumem_free(&c->mem, addr);
 }
 
 // ---------------------------------------------------------------- copies
@@ -677,6 +590,9 @@ void
 rtcu_stats(const RtCuda *c, RtCuStats *s)
 {
 	*s = c->st;
+	s->live_blocks = c->mem.live_blocks;
+	s->live_bytes = c->mem.live_bytes;
+	s->reserved_bytes = c->mem.reserved_bytes;
 }
 
 // ---------------------------------------------------------------- the graph tree
@@ -981,14 +897,14 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
 	for (uint32_t i = 0; i < t->nin; i++)
 		if (t->in[i].role == ART_ROLE_ARG) {
 			k->stage_bytes[i] = art_bytes(&t->in[i]);
-			total += (k->stage_bytes[i] + POOL_ALIGN - 1) / POOL_ALIGN * POOL_ALIGN;
+			total += (k->stage_bytes[i] + CUMEM_ALIGN - 1) / CUMEM_ALIGN * CUMEM_ALIGN;
 		}
 	if (total && !rtcu_alloc(c, (size_t)total, &k->stage, err, errlen))
 		goto fail;
 	for (uint64_t i = 0, at = 0; i < t->nin; i++)
 		if (k->stage_bytes[i]) {
 			k->stage_at[i] = k->stage + at;
-			at += (k->stage_bytes[i] + POOL_ALIGN - 1) / POOL_ALIGN * POOL_ALIGN;
+			at += (k->stage_bytes[i] + CUMEM_ALIGN - 1) / CUMEM_ALIGN * CUMEM_ALIGN;
 		}
 	*out = k;
 	return 1;
