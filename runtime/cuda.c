@@ -1,20 +1,19 @@
 // runtime/cuda.c -- the runtime on an NVIDIA GPU: the CUDA driver API
-// loaded at run time, a device memory pool, kernel launches and CUDA graphs.
+// loaded at run time, contexts, copies, and tasks: their modules and
+// launches (kernels, host steps, choices).
 //
 // The driver is never linked: rtcu_open dlopens libcuda.so.1 and looks up
-// the few entry points below by their exported (versioned) names, with the
-// types written out here, so the runtime builds without a CUDA toolkit and
-// runs CPU-only where there is no driver.  Every call goes through
-// CHECK_CU, which writes the statement, the function, file:line and the
+// the few entry points of runtime/cuda_impl.h (CU_FUNCS) by their exported
+// (versioned) names, with the types written out there, so the runtime
+// builds without a CUDA toolkit and runs CPU-only where there is no
+// driver.  Every call goes through CHECK_CU (cuda_impl.h), which writes the statement, the function, file:line and the
 // driver's own name and text for the error into err (STYLE.md §4.7).
 //
 // The primary context of the device is used (the context other libraries
 // of the process share), with one non-blocking stream per fadc context.
 //
-// Memory: one pool per fadc context.  It takes chunks from cuMemAlloc (at
-// least 64 MiB, or the request) and hands out 256-byte-aligned blocks by
-// first fit, merging free neighbours when a block is freed; chunks are
-// returned to the driver only at rtcu_close.  Task arenas, declarations,
+// Memory: one pool per fadc context (runtime/cumem.c keeps its books;
+// pool_grow gives it chunks from cuMemAlloc).  Task arenas, declarations,
 // outputs and runtime-owned tensors are blocks of it, so after the first
 // run of a task nothing is allocated on the run path.
 //
@@ -22,63 +21,12 @@
 // points (codegen/cuda.c), so any grid is correct; the grid covers the
 // points with 256-thread blocks, capped at 2^20 blocks.
 //
-// CUDA graphs and graph trees (docs/CUDA.md): a task's first run launches
-// its kernels eagerly (the module is loaded and the kernels resolved
-// outside any capture, the warm-up); later runs are recorded into CUDA
-// graphs (cuStreamBeginCapture in thread-local mode, the same launches,
-// cuStreamEndCapture, instantiate) and replayed (cuGraphLaunch).
+// CUDA graphs and graph trees (docs/CUDA.md): runtime/cugraph.c, whose
+// note says how a task's runs are recorded and replayed; rtcu_task_run is
+// there and calls rtcu_launch_all here, eagerly or under capture.
 //
-// The recordings of a context form one tree, as PyTorch's graph trees do:
-// a node is one recording of one task in one state: its parent (the call
-// before it in this generation), and the argument values its kernel nodes
-// hold (every device address and the run seed: the key).  A call looks for
-// a child of the current node with its task and its key: found, the graph
-// is replayed; not found, one is recorded and becomes that child.  The key
-// carries the whole state that matters to a graph: where the caller's
-// outputs and the model-owned outputs were placed (runtime/rt.c places the
-// latter clear of the outputs of earlier calls that are still alive, so
-// liveness shows as other addresses), the declarations (static inputs,
-// used in place), inputs that are outputs of earlier calls (in place), and
-// the caller's other inputs.  Those are read in place while the caller
-// keeps passing the same tensors (a copy would cost ~5 us per input per
-// call, as much as the replay of a small task); where two recordings of a
-// place in the tree differ from a call only in these inputs' addresses,
-// the inputs move, and the call records a graph that reads the task's own
-// staging buffers instead, copied there (cuMemcpyDtoDAsync) before each of
-// its replays: one graph for every address from then on.  A task called
-// again in the same generation starts a new one: the path goes back to the
-// root (rtcu_task_begin).
-//
-// Declarations are keyed by address too: one bound by reference
-// (fadc_model_bind_ref) to another tensor of the caller's misses every
-// recording made for the old address (the memcmp of the key is the
-// address check: a few pointer compares per replay) and is recorded
-// again, beside them; binding the old tensor back replays its graph.  Each
-// specialisation of an artifact (-D N=8,32) is a task of its own, so it
-// has recordings of its own.
-//
-// A recording made where the tree already has one for the same task under
-// the same parent (another state: moved outputs, released outputs, a
-// parameter bound by reference to another tensor) is a re-record; past the context's re-record limit (64, or
-// FADC_CUDA_GRAPH_RERECORD_LIMIT) a task runs eagerly with one warning.
-// The graphs of every recording are kept until the task is freed (a model
-// closed), which prunes its nodes and their subtrees.
-// FADC_DISABLE_CUDA_GRAPHS=1 (read at rtcu_open) runs everything eagerly.
-//
-// A task's launches are a sequence: recording captures whatever
-// launch_all issues on the stream, so new kinds of launch records need no
-// change here beyond their argument values joining the key (task_args).
-//
-// cuBLAS (GEMM records, artifact format 4) is loaded like the driver: not
-// linked, dlopen'ed when the first task with a GEMM record is loaded
-// (libcublas.so.13, .so.12, .so), so the runtime runs without it wherever
-// no artifact asks for it.  One handle per context, on the context's
-// stream and so in its primary context, with a fixed workspace (a block
-// of the pool, BLAS_WORKSPACE bytes) set before any capture: cuBLAS then
-// allocates nothing while a graph is recorded, and its kernels replay
-// with the graph.  The workspace is held while some loaded task has GEMM
-// records (the pool is empty once every model is closed); the handle lives
-// until the context is destroyed.
+// cuBLAS (GEMM records): runtime/cublas.c; launch_one calls rtcu_blas_gemm
+// for a GEMM record.
 //
 // Choices (choice records, artifact format 6; docs/CUDA.md, "Choices
 // measured on the GPU"): where the compiler could not tell whether a
@@ -99,246 +47,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "choice.h"
-#include "rtcuda.h"
+#include "cuda_impl.h"
 #include "../ir/hungarian.h" // the solver, linked from fadc_support
 
-// ---------------------------------------------------------------- the driver API we use
-
-typedef int CUresult; // CUDA_SUCCESS = 0
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUmod_st *CUmodule;
-typedef struct CUfunc_st *CUfunction;
-typedef struct CUstream_st *CUstream;
-typedef struct CUgraph_st *CUgraph;
-typedef struct CUgraphExec_st *CUgraphExec;
-typedef struct CUevent_st *CUevent;
-
-typedef struct CUuuid_st {
-	unsigned char bytes[16];
-} CUuuid;
-
-enum {
-	CU_STREAM_NON_BLOCKING = 1,
-	CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
-	CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
-	CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
-	CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
-};
-
-// One row per entry point: its member name, the symbol libcuda exports, the
-// return type and parameters.
-#define CU_FUNCS(X)                                                                        \
-	X(cuInit, "cuInit", (unsigned flags))                                                  \
-	X(cuDriverGetVersion, "cuDriverGetVersion", (int *v))                                  \
-	X(cuGetErrorName, "cuGetErrorName", (CUresult r, const char **s))                      \
-	X(cuGetErrorString, "cuGetErrorString", (CUresult r, const char **s))                  \
-	X(cuDeviceGetCount, "cuDeviceGetCount", (int *n))                                      \
-	X(cuDeviceGet, "cuDeviceGet", (CUdevice * d, int i))                                   \
-	X(cuDeviceGetName, "cuDeviceGetName", (char *name, int len, CUdevice d))               \
-	X(cuDeviceGetAttribute, "cuDeviceGetAttribute", (int *v, int attr, CUdevice d))        \
-	X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext * c, CUdevice d))   \
-	X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", (CUdevice d))             \
-	X(cuCtxSetCurrent, "cuCtxSetCurrent", (CUcontext c))                                   \
-	X(cuStreamCreate, "cuStreamCreate", (CUstream * s, unsigned flags))                    \
-	X(cuStreamDestroy, "cuStreamDestroy_v2", (CUstream s))                                 \
-	X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream s))                            \
-	X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr * p, size_t n))                            \
-	X(cuMemFree, "cuMemFree_v2", (CUdeviceptr p))                                          \
-	X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2",                                           \
-	  (CUdeviceptr dst, const void *src, size_t n, CUstream s))                            \
-	X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2",                                           \
-	  (void *dst, CUdeviceptr src, size_t n, CUstream s))                                  \
-	X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2",                                           \
-	  (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s))                            \
-	X(cuMemsetD8Async, "cuMemsetD8Async", (CUdeviceptr p, unsigned char v, size_t n,       \
-	                                       CUstream s))                                    \
-	X(cuModuleLoadData, "cuModuleLoadData", (CUmodule * m, const void *image))             \
-	X(cuModuleUnload, "cuModuleUnload", (CUmodule m))                                      \
-	X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction * f, CUmodule m,             \
-	                                               const char *name))                      \
-	X(cuLaunchKernel, "cuLaunchKernel",                                                    \
-	  (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,      \
-	   unsigned bz, unsigned shmem, CUstream s, void **params, void **extra))              \
-	X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", (CUstream s, int mode))             \
-	X(cuStreamEndCapture, "cuStreamEndCapture", (CUstream s, CUgraph * g))                 \
-	X(cuGraphInstantiate, "cuGraphInstantiateWithFlags",                                   \
-	  (CUgraphExec * e, CUgraph g, unsigned long long flags))                              \
-	X(cuGraphLaunch, "cuGraphLaunch", (CUgraphExec e, CUstream s))                         \
-	X(cuGraphExecDestroy, "cuGraphExecDestroy", (CUgraphExec e))                           \
-	X(cuGraphDestroy, "cuGraphDestroy", (CUgraph g))                                       \
-	X(cuMemAllocHost, "cuMemAllocHost_v2", (void **p, size_t n))                           \
-	X(cuMemFreeHost, "cuMemFreeHost", (void *p))                                           \
-	X(cuLaunchHostFunc, "cuLaunchHostFunc", (CUstream s, void (*fn)(void *), void *data)) \
-	X(cuEventCreate, "cuEventCreate", (CUevent * e, unsigned flags))                       \
-	X(cuEventDestroy, "cuEventDestroy_v2", (CUevent e))                                    \
-	X(cuEventRecord, "cuEventRecord", (CUevent e, CUstream s))                             \
-	X(cuEventSynchronize, "cuEventSynchronize", (CUevent e))                               \
-	X(cuEventElapsedTime, "cuEventElapsedTime", (float *ms, CUevent a, CUevent b))
-
-typedef struct Driver {
-	void *dl;
-#define X(name, sym, args) CUresult(*name) args;
-	CU_FUNCS(X)
-#undef X
-} Driver;
-
-// ---------------------------------------------------------------- the cuBLAS API we use
-// Types and values as cublas_api.h (CUDA 12 and 13) defines them; the
-// symbols are the exported names behind cublas_v2.h's macros.
-
-typedef int cublasStatus_t; // CUBLAS_STATUS_SUCCESS = 0
-typedef struct cublasContext *cublasHandle_t;
-
-enum {
-	CUBLAS_OP_N = 0,
-	CUBLAS_OP_T = 1,
-	CUBLAS_DEFAULT_MATH = 0, // fp32 products in fp32
-	CUBLAS_TF32_TENSOR_OP_MATH = 3, // fp32 inputs rounded to TF32 on tensor cores
-};
-
-#define BLAS_FUNCS(X)                                                                      \
-	X(cublasCreate, "cublasCreate_v2", (cublasHandle_t * h))                               \
-	X(cublasDestroy, "cublasDestroy_v2", (cublasHandle_t h))                               \
-	X(cublasSetStream, "cublasSetStream_v2", (cublasHandle_t h, CUstream s))               \
-	X(cublasSetWorkspace, "cublasSetWorkspace_v2", (cublasHandle_t h, void *w, size_t n))  \
-	X(cublasSetMathMode, "cublasSetMathMode", (cublasHandle_t h, int mode))                \
-	X(cublasSgemmStridedBatched, "cublasSgemmStridedBatched",                              \
-	  (cublasHandle_t h, int ta, int tb, int m, int n, int k, const float *alpha,          \
-	   const float *A, int lda, long long sa, const float *B, int ldb, long long sb,       \
-	   const float *beta, float *C, int ldc, long long sc, int batch))                     \
-	X(cublasDgemmStridedBatched, "cublasDgemmStridedBatched",                              \
-	  (cublasHandle_t h, int ta, int tb, int m, int n, int k, const double *alpha,         \
-	   const double *A, int lda, long long sa, const double *B, int ldb, long long sb,     \
-	   const double *beta, double *C, int ldc, long long sc, int batch))
-
-typedef struct Blas {
-	void *dl; // NULL: not loaded yet
-	const char *lib; // the name that loaded
-#define X(name, sym, args) cublasStatus_t(*name) args;
-	BLAS_FUNCS(X)
-#undef X
-	// Optional (cuBLAS 11.4.2 and later): the status's name and text.
-	const char *(*status_name)(cublasStatus_t s);
-	const char *(*status_string)(cublasStatus_t s);
-} Blas;
-
-// cuBLAS's recommended workspace on Hopper (4 MiB before it); one per
-// context, a block of its pool.
-#define BLAS_WORKSPACE ((size_t)32 << 20)
-
-// ---------------------------------------------------------------- state
-
-typedef struct Block {
-	uint64_t addr, size;
-	int free;
-	struct Block *prev, *next; // address order within its chunk
-} Block;
-
-typedef struct Chunk {
-	CUdeviceptr base;
-	uint64_t size;
-	Block *first;
-	struct Chunk *next;
-} Chunk;
-
-// One recording of the graph tree: a child of the call before it.
-typedef struct Node {
-	struct Node *parent, *child, *next; // next: the parent's next child (recording order)
-	RtCuTask *task; // NULL for the root
-	CUgraphExec exec;
-	uint64_t *key; // the argument values it was recorded with (task->nkey)
-	uint64_t replays;
-	int staged; // reads the caller's inputs from the task's staging buffers
-} Node;
-
-struct RtCuda {
-	Driver d;
-	CUdevice dev;
-	CUcontext ctx;
-	CUstream stream;
-	char name[256];
-	int no_graphs; // FADC_DISABLE_CUDA_GRAPHS=1
-	uint64_t rerecord_limit; // per task; FADC_CUDA_GRAPH_RERECORD_LIMIT
-	char hostfail[512]; // a host step's failure, reported at the next wait (host_step)
-	Chunk *chunks;
-	Node root; // the graph tree: root.child are the first calls of a generation
-	Node *cur; // the node of the last call of this generation (&root: none)
-	uint64_t gen; // the generation: a task called twice in one starts the next
-	RtCuStats st;
-	CUevent ev[2]; // rtcu_timer's start and stop, created at its first use
-	// Choices: FADC_CUDA_CHOICE (-1: time or use the cache, else the
-	// candidate to run), the GPU's part of the cache key, the cache file
-	// ("" without one).
-	int choice_forced;
-	char gpu_key[RT_CHOICE_GPU_MAX];
-	char cache[4096];
-	Blas blas; // cuBLAS, loaded by the first task with a GEMM record
-	cublasHandle_t blas_h; // the context's handle (on its stream), or NULL
-	uint64_t blas_ws; // its workspace, a pool block while blas_users > 0
-	uint32_t blas_users; // loaded tasks with GEMM records
-	int prof; // FADC_CUDA_PROFILE=1: eager runs, each launch timed (prof_report)
-};
-
-typedef struct HostStep HostStep;
-
-typedef struct Kern {
-	CUfunction fn; // NULL for a host step
-	HostStep *host; // a host step's pinned buffers (host_step), NULL before its first run
-	const ArtKernel *k;
-	unsigned grid;
-	uint64_t *val; // argument values (narg, then the run seed)
-	void **param; // param[i] = &val[i], as cuLaunchKernel takes them
-} Kern;
-
-enum { RERECORD_LIMIT = 64 };
-
-struct RtCuTask {
-	const ArtTask *t;
-	CUmodule mod;
-	Kern *k;
-	uint32_t nk;
-	uint64_t runs; // 0: the next run is eager (the warm-up)
-	uint64_t gen; // the generation of its last call
-	uint64_t *cur; // this run's argument values, flattened (nkey)
-	uint8_t *smask; // smask[q]: key slot q is a caller's input that can be staged
-	size_t nkey;
-	// Staging: the task's own buffer for each caller input (ART_ROLE_ARG),
-	// one pool block; stage_at[i] is 0 for other inputs and empty ones.
-	uint64_t stage, *stage_at, *stage_bytes;
-	uint64_t rerecords;
-	int eager_only; // past the re-record limit
-	int blas; // has GEMM records: holds the context's cuBLAS workspace
-	// FADC_CUDA_PROFILE: an event before each launch and after the last,
-	// and each launch's milliseconds summed over pruns runs (porder: the
-	// records launched, in order).
-	CUevent *pev;
-	double *pms;
-	uint32_t *porder;
-	uint64_t pruns;
-	// Its choices: the choice record's index (its candidates follow it),
-	// their number, the one that runs (-1 until the first run decides).
-	struct Choice {
-		uint32_t at, n;
-		int pick;
-	} *choice;
-	uint32_t nchoice;
-	uint64_t artifact; // the artifact's descriptor hash: the cache's key
-	uint32_t index; // the task's index in the descriptor
-};
-
 static int host_failed(RtCuda *c, char *err, size_t errlen);
-static int blas_acquire(RtCuda *c, char *err, size_t errlen);
-static void blas_release(RtCuda *c);
+static void pool_drop(void *ctx, uint64_t base, uint64_t size);
 static void prof_report(RtCuTask *k);
 
 // ---------------------------------------------------------------- errors
 
-static void
-cu_msg(const RtCuda *c, CUresult r, const char *what, const char *fn, const char *file, int line,
-       char *err, size_t errlen)
+void
+rtcu_msg(const RtCuda *c, CUresult r, const char *what, const char *fn, const char *file,
+         int line, char *err, size_t errlen)
 {
 	const char *name = NULL, *text = NULL;
 	if (c && c->d.cuGetErrorName)
@@ -348,29 +68,8 @@ cu_msg(const RtCuda *c, CUresult r, const char *what, const char *fn, const char
 	snprintf(err, errlen, "CUDA: %s failed in %s (%s:%d): %s: %s", what, fn, file, line,
 	         name ? name : "?", text ? text : "unknown error");
 }
-
-// The one checked path for driver calls: on failure, the message and
-// `return 0` (or `goto` a label with CHECK_CU_GOTO).
-#define CHECK_CU(c, x)                                                                     \
-	do {                                                                                   \
-		CUresult cu_r_ = (c)->d.x;                                                         \
-		if (cu_r_) {                                                                       \
-			cu_msg((c), cu_r_, #x, __func__, __FILE__, __LINE__, err, errlen);             \
-			return 0;                                                                      \
-		}                                                                                  \
-	} while (0)
-#define CHECK_CU_GOTO(c, x, label)                                                         \
-	do {                                                                                   \
-		CUresult cu_r_ = (c)->d.x;                                                         \
-		if (cu_r_) {                                                                       \
-			cu_msg((c), cu_r_, #x, __func__, __FILE__, __LINE__, err, errlen);             \
-			goto label;                                                                    \
-		}                                                                                  \
-	} while (0)
-
 // ---------------------------------------------------------------- open, close
 
-static void tree_prune(RtCuda *c, Node *n, const RtCuTask *k);
 
 int
 rtcu_open(int index, RtCuda **out, char *err, size_t errlen)
@@ -464,20 +163,11 @@ rtcu_close(RtCuda *c)
 		return;
 	c->d.cuCtxSetCurrent(c->ctx);
 	c->d.cuStreamSynchronize(c->stream);
-	tree_prune(c, &c->root, NULL); // empty unless models were left open
+	rtcu_tree_prune(c, &c->root, NULL); // empty unless models were left open
 	// cuBLAS stays loaded, as the driver does (below); its handle goes
 	// before the memory its workspace is in.
-	if (c->blas_h)
-		c->blas.cublasDestroy(c->blas_h);
-	for (Chunk *k = c->chunks, *next; k; k = next) {
-		next = k->next;
-		for (Block *b = k->first, *bn; b; b = bn) {
-			bn = b->next;
-			free(b);
-		}
-		c->d.cuMemFree(k->base);
-		free(k);
-	}
+	rtcu_blas_close(c);
+	cumem_close(&c->mem, pool_drop, c);
 	for (int i = 0; i < 2; i++)
 		if (c->ev[i])
 			c->d.cuEventDestroy(c->ev[i]);
@@ -496,111 +186,45 @@ rtcu_device_name(const RtCuda *c)
 
 // ---------------------------------------------------------------- the pool
 
-enum { POOL_ALIGN = 256 };
-#define POOL_CHUNK ((uint64_t)64 << 20)
+// A new chunk for the pool (runtime/cumem.c): cuMemAlloc, or its error
+// with the bytes asked.
+static int
+pool_grow(void *ctx, uint64_t size, uint64_t *base, char *err, size_t errlen)
+{
+	RtCuda *c = ctx;
+	CUdeviceptr p = 0;
+	CUresult r = c->d.cuMemAlloc(&p, (size_t)size);
+	if (r) {
+		rtcu_msg(c, r, "cuMemAlloc(&p, size)", __func__, __FILE__, __LINE__, err, errlen);
+		size_t l = strlen(err);
+		snprintf(err + l, errlen - l, " (%llu bytes asked)", (unsigned long long)size);
+		return 0;
+	}
+	*base = p;
+	return 1;
+}
+
+// A chunk back to the driver (rtcu_close).
+static void
+pool_drop(void *ctx, uint64_t base, uint64_t size)
+{
+	RtCuda *c = ctx;
+	(void)size;
+	c->d.cuMemFree(base);
+}
 
 int
 rtcu_alloc(RtCuda *c, size_t bytes, uint64_t *addr, char *err, size_t errlen)
 {
-	*addr = 0;
-	if (!bytes)
-		return 1;
-	uint64_t need = ((uint64_t)bytes + POOL_ALIGN - 1) / POOL_ALIGN * POOL_ALIGN;
-	for (int pass = 0; pass < 2; pass++) {
-		for (Chunk *k = c->chunks; k; k = k->next)
-			for (Block *b = k->first; b; b = b->next) {
-				if (!b->free || b->size < need)
-					continue;
-				if (b->size > need) { // split: the rest stays free after it
-					Block *r = calloc(1, sizeof *r);
-					if (!r) {
-						snprintf(err, errlen, "out of memory");
-						return 0;
-					}
-					r->addr = b->addr + need;
-					r->size = b->size - need;
-					r->free = 1;
-					r->prev = b;
-					r->next = b->next;
-					if (b->next)
-						b->next->prev = r;
-					b->next = r;
-					b->size = need;
-				}
-				b->free = 0;
-				c->st.live_blocks++;
-				c->st.live_bytes += b->size;
-				*addr = b->addr;
-				return 1;
-			}
-		if (pass)
-			break;
-		// No block fits: a new chunk.
-		Chunk *k = calloc(1, sizeof *k);
-		Block *b = calloc(1, sizeof *b);
-		if (!k || !b) {
-			free(k);
-			free(b);
-			snprintf(err, errlen, "out of memory");
-			return 0;
-		}
-		k->size = need > POOL_CHUNK ? need : POOL_CHUNK;
-		CUresult r = c->d.cuMemAlloc(&k->base, (size_t)k->size);
-		if (r) {
-			cu_msg(c, r, "cuMemAlloc(&k->base, k->size)", __func__, __FILE__, __LINE__, err,
-			       errlen);
-			size_t l = strlen(err);
-			snprintf(err + l, errlen - l, " (%llu bytes asked)", (unsigned long long)k->size);
-			free(k);
-			free(b);
-			return 0;
-		}
-		b->addr = k->base;
-		b->size = k->size;
-		b->free = 1;
-		k->first = b;
-		k->next = c->chunks;
-		c->chunks = k;
-		c->st.reserved_bytes += k->size;
-	}
-	snprintf(err, errlen, "device pool: no block of %llu bytes", (unsigned long long)need);
-	return 0;
+	return cumem_alloc(&c->mem, bytes, addr, pool_grow, c, err, errlen);
 }
 
 void
 rtcu_free(RtCuda *c, uint64_t addr)
 {
-	if (!c || !addr)
+	if (!c)
 		return;
-	for (Chunk *k = c->chunks; k; k = k->next) {
-		if (addr < k->base || addr >= k->base + k->size)
-			continue;
-		for (Block *b = k->first; b; b = b->next) {
-			if (b->addr != addr || b->free)
-				continue;
-			b->free = 1;
-			c->st.live_blocks--;
-			c->st.live_bytes -= b->size;
-			// Merge with free neighbours.
-			if (b->next && b->next->free) {
-				Block *n = b->next;
-				b->size += n->size;
-				b->next = n->next;
-				if (n->next)
-					n->next->prev = b;
-				free(n);
-			}
-			if (b->prev && b->prev->free) {
-				Block *p = b->prev;
-				p->size += b->size;
-				p->next = b->next;
-				if (b->next)
-					b->next->prev = p;
-				free(b);
-			}
-			return;
-		}
-	}
+	cumem_free(&c->mem, addr);
 }
 
 // ---------------------------------------------------------------- copies
@@ -677,76 +301,9 @@ void
 rtcu_stats(const RtCuda *c, RtCuStats *s)
 {
 	*s = c->st;
-}
-
-// ---------------------------------------------------------------- the graph tree
-
-// Frees n's subtree (n included).
-static void
-node_free(RtCuda *c, Node *n)
-{
-	for (Node *ch = n->child, *next; ch; ch = next) {
-		next = ch->next;
-		node_free(c, ch);
-	}
-	if (n->exec)
-		c->d.cuGraphExecDestroy(n->exec);
-	free(n->key);
-	free(n);
-}
-
-// Removes from n's subtree every node of task k, with its subtree (k NULL:
-// every node); the path goes back to the root.
-static void
-tree_prune(RtCuda *c, Node *n, const RtCuTask *k)
-{
-	for (Node **p = &n->child; *p;) {
-		Node *ch = *p;
-		if (!k || ch->task == k) {
-			*p = ch->next;
-			node_free(c, ch);
-		} else {
-			tree_prune(c, ch, k);
-			p = &ch->next;
-		}
-	}
-	c->cur = &c->root;
-}
-
-static size_t
-tree_print(const Node *n, int depth, char *buf, size_t len, size_t at)
-{
-	for (const Node *ch = n->child; ch; ch = ch->next) {
-		// A task of an artifact with specialisations says which: "forward
-		// [N=8]" (each specialisation is a task of its own, recorded apart).
-		const char *sp = ch->task->t->spec_name ? ch->task->t->spec_name : "";
-		int w = snprintf(buf + (at < len ? at : len), at < len ? len - at : 0,
-		                 "%*s%s%s%s%s: %llu replays\n", 2 * depth, "", ch->task->t->name,
-		                 sp[0] ? " [" : "", sp, sp[0] ? "]" : "",
-		                 (unsigned long long)ch->replays);
-		at += w > 0 ? (size_t)w : 0;
-		at = tree_print(ch, depth + 1, buf, len, at);
-	}
-	return at;
-}
-
-size_t
-rtcu_graph_tree(const RtCuda *c, char *buf, size_t len)
-{
-	if (len)
-		buf[0] = 0;
-	return tree_print(&c->root, 0, buf, len, 0);
-}
-
-uint64_t
-rtcu_task_begin(RtCuda *c, RtCuTask *k)
-{
-	if (k->gen == c->gen) {
-		c->gen++;
-		c->cur = &c->root;
-	}
-	k->gen = c->gen;
-	return c->gen;
+	s->live_blocks = c->mem.live_blocks;
+	s->live_bytes = c->mem.live_bytes;
+	s->reserved_bytes = c->mem.reserved_bytes;
 }
 
 // ---------------------------------------------------------------- tasks
@@ -756,9 +313,9 @@ rtcu_task_free(RtCuda *c, RtCuTask *k)
 {
 	if (!k)
 		return;
-	tree_prune(c, &c->root, k);
+	rtcu_tree_prune(c, &c->root, k);
 	if (k->blas)
-		blas_release(c);
+		rtcu_blas_release(c);
 	if (k->mod)
 		c->d.cuModuleUnload(k->mod);
 	for (uint32_t i = 0; k->k && i < k->nk; i++) {
@@ -919,8 +476,8 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
 	}
 	if (r) {
 		k->mod = NULL;
-		cu_msg(c, r, "cuModuleLoadData(&k->mod, cubin or PTX)", __func__, __FILE__, __LINE__, err,
-		       errlen);
+		rtcu_msg(c, r, "cuModuleLoadData(&k->mod, cubin or PTX)", __func__, __FILE__, __LINE__,
+		         err, errlen);
 		size_t l = strlen(err);
 		snprintf(err + l, errlen - l, " (task '%s': neither its cubin nor its PTX loads)",
 		         t->name);
@@ -961,7 +518,7 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
 			*(i <= end && end ? &candidates : &gemms) = 1;
 	}
 	if (gemms || candidates) {
-		if (blas_acquire(c, err, errlen))
+		if (rtcu_blas_acquire(c, err, errlen))
 			k->blas = 1;
 		else if (gemms) {
 			size_t l = strlen(err);
@@ -981,186 +538,20 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
 	for (uint32_t i = 0; i < t->nin; i++)
 		if (t->in[i].role == ART_ROLE_ARG) {
 			k->stage_bytes[i] = art_bytes(&t->in[i]);
-			total += (k->stage_bytes[i] + POOL_ALIGN - 1) / POOL_ALIGN * POOL_ALIGN;
+			total += (k->stage_bytes[i] + CUMEM_ALIGN - 1) / CUMEM_ALIGN * CUMEM_ALIGN;
 		}
 	if (total && !rtcu_alloc(c, (size_t)total, &k->stage, err, errlen))
 		goto fail;
 	for (uint64_t i = 0, at = 0; i < t->nin; i++)
 		if (k->stage_bytes[i]) {
 			k->stage_at[i] = k->stage + at;
-			at += (k->stage_bytes[i] + POOL_ALIGN - 1) / POOL_ALIGN * POOL_ALIGN;
+			at += (k->stage_bytes[i] + CUMEM_ALIGN - 1) / CUMEM_ALIGN * CUMEM_ALIGN;
 		}
 	*out = k;
 	return 1;
 fail:
 	rtcu_task_free(c, k);
 	return 0;
-}
-
-// ---------------------------------------------------------------- cuBLAS
-
-static void
-blas_msg(const RtCuda *c, cublasStatus_t r, const char *what, const char *fn, const char *file,
-         int line, char *err, size_t errlen)
-{
-	const char *name = c->blas.status_name ? c->blas.status_name(r) : NULL;
-	const char *text = c->blas.status_string ? c->blas.status_string(r) : NULL;
-	snprintf(err, errlen, "cuBLAS (%s): %s failed in %s (%s:%d): %s (status %d)%s%s",
-	         c->blas.lib ? c->blas.lib : "?", what, fn, file, line,
-	         name ? name : "CUBLAS_STATUS_?", (int)r, text ? ": " : "", text ? text : "");
-}
-
-// The one checked path for cuBLAS calls (STYLE.md 4.7, as CHECK_CU):
-// the call's text, where, and cuBLAS's own name and text for the status.
-#define CHECK_BLAS(c, x)                                                                   \
-	do {                                                                                   \
-		cublasStatus_t bl_r_ = (c)->blas.x;                                                \
-		if (bl_r_) {                                                                       \
-			blas_msg((c), bl_r_, #x, __func__, __FILE__, __LINE__, err, errlen);           \
-			return 0;                                                                      \
-		}                                                                                  \
-	} while (0)
-
-// Loads cuBLAS (once per context; dlopen counts references, so every
-// context gets the same library).
-static int
-blas_open(RtCuda *c, char *err, size_t errlen)
-{
-	static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
-	if (c->blas.dl)
-		return 1;
-	Blas b = {0};
-	char why[600] = "";
-	for (size_t i = 0; i < sizeof names / sizeof names[0] && !b.dl; i++) {
-		b.dl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-		b.lib = names[i];
-		const char *e = b.dl ? NULL : dlerror();
-		if (e && !why[0])
-			snprintf(why, sizeof why, "%s", e);
-	}
-	if (!b.dl) {
-		snprintf(err, errlen,
-		         "no cuBLAS: dlopen(\"libcublas.so.13\"), (\"libcublas.so.12\") and "
-		         "(\"libcublas.so\") failed (%s); this model's large matrix products run "
-		         "through cuBLAS (install it, or put it on LD_LIBRARY_PATH)",
-		         why[0] ? why : "not found");
-		return 0;
-	}
-	void *sp;
-#define X(name, sym, args)                                                                 \
-	sp = dlsym(b.dl, sym);                                                                 \
-	if (!sp) {                                                                             \
-		snprintf(err, errlen, "cuBLAS (%s) has no %s (too old a cuBLAS?)", b.lib, sym);    \
-		dlclose(b.dl);                                                                     \
-		return 0;                                                                          \
-	}                                                                                      \
-	memcpy(&b.name, &sp, sizeof sp);
-	BLAS_FUNCS(X)
-#undef X
-	if ((sp = dlsym(b.dl, "cublasGetStatusName")))
-		memcpy(&b.status_name, &sp, sizeof sp);
-	if ((sp = dlsym(b.dl, "cublasGetStatusString")))
-		memcpy(&b.status_string, &sp, sizeof sp);
-	c->blas = b;
-	return 1;
-}
-
-// A task with GEMM records is loaded: cuBLAS, the context's handle on its
-// stream, and the workspace (set after the stream: cublasSetStream resets
-// the workspace to cuBLAS's own pool, which would allocate during capture).
-// Never inside a capture: task loads happen at a task's first run, eager.
-static int
-blas_acquire(RtCuda *c, char *err, size_t errlen)
-{
-	if (!blas_open(c, err, errlen))
-		return 0;
-	CHECK_CU(c, cuCtxSetCurrent(c->ctx));
-	if (!c->blas_h) {
-		CHECK_BLAS(c, cublasCreate(&c->blas_h));
-		cublasStatus_t r = c->blas.cublasSetStream(c->blas_h, c->stream);
-		if (r) {
-			blas_msg(c, r, "cublasSetStream(c->blas_h, c->stream)", __func__, __FILE__,
-			         __LINE__, err, errlen);
-			c->blas.cublasDestroy(c->blas_h);
-			c->blas_h = NULL;
-			return 0;
-		}
-	}
-	if (!c->blas_users) {
-		if (!rtcu_alloc(c, BLAS_WORKSPACE, &c->blas_ws, err, errlen))
-			return 0;
-		void *ws = (void *)(uintptr_t)c->blas_ws;
-		cublasStatus_t r = c->blas.cublasSetWorkspace(c->blas_h, ws, BLAS_WORKSPACE);
-		if (r) {
-			blas_msg(c, r, "cublasSetWorkspace(c->blas_h, ws, BLAS_WORKSPACE)", __func__,
-			         __FILE__, __LINE__, err, errlen);
-			rtcu_free(c, c->blas_ws);
-			c->blas_ws = 0;
-			return 0;
-		}
-	}
-	c->blas_users++;
-	return 1;
-}
-
-// The last task with GEMM records is freed: its workspace goes back to the
-// pool (so that the pool is empty once every model is closed).  The handle
-// keeps the stale pointer, but nothing calls it before the next
-// blas_acquire sets a new workspace; the stream runs in order, so work
-// queued before this reuse of the block has finished with it first.
-static void
-blas_release(RtCuda *c)
-{
-	if (c->blas_users && !--c->blas_users) {
-		rtcu_free(c, c->blas_ws);
-		c->blas_ws = 0;
-	}
-}
-
-// A GEMM record (docs/ARTIFACT.md, ArtGemm): for each batch b,
-// C_b = op(A_b) op(B_b) with C_b M x N, all row-major in the record's
-// terms.  cuBLAS is column-major: a row-major M x N matrix with row stride
-// ldc is, read column-major with leading dimension ldc, its N x M
-// transpose.  So the call computes C_b^T = op(B_b)^T op(A_b)^T: m = N,
-// n = M, k = K, cuBLAS's first operand is B and its second is A:
-//   B, tb = 0: B(k, j) at k ldb + j, read column-major = the N x K matrix
-//      B^T = op(B)^T: CUBLAS_OP_N, lda = ldb (cuBLAS asks ldb >= m = N);
-//   B, tb = 1: B(k, j) at j ldb + k, read column-major = the K x N matrix
-//      B, whose transpose is wanted: CUBLAS_OP_T (asks ldb >= k = K);
-//   A, ta = 0: A(i, k) at i lda + k, read column-major = the K x M matrix
-//      A^T: CUBLAS_OP_N (asks lda >= k = K);
-//   A, ta = 1: A(i, k) at k lda + i, read column-major = the M x K matrix
-//      A: CUBLAS_OP_T (asks lda >= n = M);
-//   C: ldc >= m = N.
-// The decoder checked exactly these bounds, and that every element
-// touched lies inside its argument.  beta = 0: C is only written (cuBLAS
-// does not read C when beta is 0, so NaN there does not leak in).
-// alpha and beta are host scalars (the default pointer mode), read when
-// the call is made, so captured into the graph by value.
-static int
-gemm_step(RtCuda *c, Kern *kk, char *err, size_t errlen)
-{
-	const ArtGemm *g = &kk->k->gemm;
-	uint64_t es = g->dtype == ART_F64 ? 8 : 4;
-	void *C = (void *)(uintptr_t)(kk->val[0] + g->oc * es);
-	const void *A = (const void *)(uintptr_t)(kk->val[1] + g->oa * es);
-	const void *B = (const void *)(uintptr_t)(kk->val[2] + g->ob * es);
-	int opb = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-	int m = (int)g->n, n = (int)g->m, k = (int)g->k, batch = (int)g->batch;
-	int ldb = (int)g->ldb, lda = (int)g->lda, ldc = (int)g->ldc;
-	long long sb = (long long)g->sb, sa = (long long)g->sa, sc = (long long)g->sc;
-	int mode = g->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
-	CHECK_BLAS(c, cublasSetMathMode(c->blas_h, mode));
-	if (g->dtype == ART_F64) {
-		const double one = 1, zero = 0;
-		CHECK_BLAS(c, cublasDgemmStridedBatched(c->blas_h, opb, opa, m, n, k, &one, B, ldb, sb,
-		                                        A, lda, sa, &zero, C, ldc, sc, batch));
-	} else {
-		const float one = 1, zero = 0;
-		CHECK_BLAS(c, cublasSgemmStridedBatched(c->blas_h, opb, opa, m, n, k, &one, B, ldb, sb,
-		                                        A, lda, sa, &zero, C, ldc, sc, batch));
-	}
-	return 1;
 }
 
 // ---------------------------------------------------------------- host steps
@@ -1244,7 +635,7 @@ launch_one(RtCuda *c, RtCuTask *k, uint32_t i, char *err, size_t errlen)
 {
 	Kern *kk = &k->k[i];
 	if (kk->k->kind == ART_LAUNCH_GEMM)
-		return gemm_step(c, kk, err, errlen);
+		return rtcu_blas_gemm(c, kk, err, errlen);
 	if (kk->k->kind == ART_LAUNCH_ASSIGN)
 		return host_step(c, k, kk, err, errlen);
 	if (kk->k->kind != ART_LAUNCH_KERNEL || !kk->grid)
@@ -1300,16 +691,16 @@ choice_time(RtCuda *c, RtCuTask *k, const struct Choice *ch, int *best, double *
 			goto done;
 		}
 		if (r) {
-			cu_msg(c, r, "cuStreamEndCapture(c->stream, &g)", __func__, __FILE__, __LINE__, err,
-			       errlen);
+			rtcu_msg(c, r, "cuStreamEndCapture(c->stream, &g)", __func__, __FILE__, __LINE__,
+			         err, errlen);
 			goto done;
 		}
 		r = c->d.cuGraphInstantiate(&ex[j], g, 0);
 		c->d.cuGraphDestroy(g);
 		if (r) {
 			ex[j] = NULL;
-			cu_msg(c, r, "cuGraphInstantiate(&ex[j], g, 0)", __func__, __FILE__, __LINE__, err,
-			       errlen);
+			rtcu_msg(c, r, "cuGraphInstantiate(&ex[j], g, 0)", __func__, __FILE__, __LINE__,
+			         err, errlen);
 			goto done;
 		}
 		CHECK_CU_GOTO(c, cuGraphLaunch(ex[j], c->stream), done); // warm-up
@@ -1389,8 +780,8 @@ choice_decide(RtCuda *c, RtCuTask *k, uint32_t ci, char *err, size_t errlen)
 // decide: a choice not decided yet is decided here (an eager run);
 // otherwise (a capture, which cannot time) it runs its first candidate
 // from then on (only after a first run that failed before deciding it).
-static int
-launch_all(RtCuda *c, RtCuTask *k, int decide, char *err, size_t errlen)
+int
+rtcu_launch_all(RtCuda *c, RtCuTask *k, int decide, char *err, size_t errlen)
 {
 	// FADC_CUDA_PROFILE: an event before each record launched (never under
 	// capture: profiling turns graphs off); the first run, which loads
@@ -1446,181 +837,3 @@ launch_all(RtCuda *c, RtCuTask *k, int decide, char *err, size_t errlen)
 	return 1;
 }
 
-// Captures the task's launches into a graph; *g on success.
-static int
-capture(RtCuda *c, RtCuTask *k, CUgraph *g, char *err, size_t errlen)
-{
-	*g = NULL;
-	CHECK_CU(c, cuStreamBeginCapture(c->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-	char e2[512];
-	int ok = launch_all(c, k, 0, e2, sizeof e2);
-	CUresult r = c->d.cuStreamEndCapture(c->stream, g);
-	if (!ok) {
-		if (*g)
-			c->d.cuGraphDestroy(*g);
-		*g = NULL;
-		snprintf(err, errlen, "%s", e2);
-		return 0;
-	}
-	if (r) {
-		cu_msg(c, r, "cuStreamEndCapture(c->stream, g)", __func__, __FILE__, __LINE__, err, errlen);
-		return 0;
-	}
-	return 1;
-}
-
-// The argument values of this run into every kernel's val[] and, flattened,
-// k->cur (the key); k->smask marks the slots of the caller's inputs that
-// have a staging buffer.  stage: those read the staging buffers.  Returns
-// the number of such slots.
-static size_t
-task_args(RtCuTask *k, const uint64_t *in, const uint8_t *staged, const uint64_t *out,
-          uint64_t arena, uint64_t runseed, int stage)
-{
-	size_t q = 0, nstaged = 0;
-	for (uint32_t i = 0; i < k->nk; i++) {
-		Kern *kk = &k->k[i];
-		const ArtKernel *a = kk->k;
-		for (uint32_t j = 0; j < a->narg; j++) {
-			const ArtKArg *x = &a->arg[j];
-			uint32_t n = x->index;
-			int st = x->kind == ART_ARG_INPUT && staged[n] && k->stage_at[n];
-			kk->val[j] = st && stage ? k->stage_at[n]
-			             : x->kind == ART_ARG_INPUT  ? in[n]
-			             : x->kind == ART_ARG_OUTPUT ? out[n]
-			                                         : arena + x->offset;
-			k->smask[q + j] = (uint8_t)st;
-			nstaged += st;
-		}
-		k->smask[q + a->narg] = 0;
-		kk->val[a->narg] = runseed; // read only by kernels that take it
-		memcpy(k->cur + q, kk->val, (a->narg + 1) * sizeof *kk->val);
-		q += a->narg + 1;
-	}
-	return nstaged;
-}
-
-// The child of the current node for task k whose key is k->cur, or NULL.
-static Node *
-child_find(RtCuda *c, RtCuTask *k)
-{
-	for (Node *n = c->cur->child; n; n = n->next)
-		if (n->task == k && !memcmp(n->key, k->cur, k->nkey * sizeof *k->cur))
-			return n;
-	return NULL;
-}
-
-// The caller's inputs into the task's own buffers, in stream order before
-// the graph.
-static int
-stage_inputs(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint8_t *staged, char *err,
-             size_t errlen)
-{
-	for (uint32_t i = 0; i < k->t->nin; i++)
-		if (staged[i] && k->stage_at[i] && in[i] != k->stage_at[i])
-			CHECK_CU(c, cuMemcpyDtoDAsync(k->stage_at[i], in[i], k->stage_bytes[i], c->stream));
-	return 1;
-}
-
-int
-rtcu_task_run(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint8_t *staged,
-              const uint64_t *out, uint64_t arena, uint64_t runseed, char *err, size_t errlen)
-{
-	CHECK_CU(c, cuCtxSetCurrent(c->ctx));
-	uint64_t run = ++k->runs;
-	int graph = run > 1 && !c->no_graphs && !c->prof && !k->eager_only && k->nk;
-	size_t nstaged = task_args(k, in, staged, out, arena, runseed, 0);
-	if (!graph) {
-		if (run == 1)
-			c->st.eager++;
-		else
-			c->st.skipped++;
-		c->cur = &c->root; // the path is broken: the next call starts at the root
-		return launch_all(c, k, 1, err, errlen);
-	}
-	// A child of the current node for this task in this state: replay it,
-	// reading the caller's inputs in place, or else from the staging
-	// buffers (a graph recorded for inputs that move).
-	Node *n = child_find(c, k);
-	if (!n && nstaged) {
-		task_args(k, in, staged, out, arena, runseed, 1);
-		if ((n = child_find(c, k)) && !stage_inputs(c, k, in, staged, err, errlen))
-			return 0;
-		if (!n)
-			task_args(k, in, staged, out, arena, runseed, 0);
-	}
-	if (n) {
-		CHECK_CU(c, cuGraphLaunch(n->exec, c->stream));
-		n->replays++;
-		c->st.replayed++;
-		c->cur = n;
-		return 1;
-	}
-	// Another state where the tree has one for this task: a re-record, up
-	// to the limit.  Where two recordings here differ from this call only
-	// in the addresses of the caller's inputs, those move: this one copies
-	// them into the staging buffers, and serves any address from now on.
-	int again = 0, moved = 0;
-	for (Node *s = c->cur->child; s; s = s->next) {
-		if (s->task != k)
-			continue;
-		again = 1;
-		size_t q = 0;
-		while (q < k->nkey && (k->smask[q] || s->key[q] == k->cur[q]))
-			q++;
-		moved += q == k->nkey && !s->staged;
-	}
-	if (again && k->rerecords >= c->rerecord_limit) {
-		fprintf(stderr,
-		        "fadc: warning: task '%s' was re-recorded %llu times (its tensors keep "
-		        "moving); it runs without CUDA graphs from now on\n",
-		        k->t->name, (unsigned long long)k->rerecords);
-		k->eager_only = 1;
-		c->st.skipped++;
-		c->cur = &c->root;
-		return launch_all(c, k, 1, err, errlen);
-	}
-	int stage = moved >= 2;
-	if (stage) {
-		task_args(k, in, staged, out, arena, runseed, 1);
-		if (!stage_inputs(c, k, in, staged, err, errlen))
-			return 0;
-	}
-	n = calloc(1, sizeof *n);
-	if (!n || !(n->key = malloc((k->nkey + 1) * sizeof *n->key))) {
-		free(n);
-		snprintf(err, errlen, "out of memory");
-		return 0;
-	}
-	memcpy(n->key, k->cur, k->nkey * sizeof *k->cur);
-	n->task = k;
-	n->staged = stage;
-	CUgraph g;
-	if (!capture(c, k, &g, err, errlen)) {
-		node_free(c, n);
-		return 0;
-	}
-	CUresult r = c->d.cuGraphInstantiate(&n->exec, g, 0);
-	c->d.cuGraphDestroy(g);
-	if (r) {
-		cu_msg(c, r, "cuGraphInstantiate(&n->exec, g, 0)", __func__, __FILE__, __LINE__, err,
-		       errlen);
-		n->exec = NULL;
-		node_free(c, n);
-		return 0;
-	}
-	// Linked last among its siblings: recording order.
-	n->parent = c->cur;
-	Node **p = &c->cur->child;
-	while (*p)
-		p = &(*p)->next;
-	*p = n;
-	if (again) {
-		c->st.rerecorded++;
-		k->rerecords++;
-	} else
-		c->st.recorded++;
-	c->cur = n;
-	CHECK_CU(c, cuGraphLaunch(n->exec, c->stream));
-	return 1;
-}

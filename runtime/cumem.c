@@ -1,0 +1,152 @@
+// runtime/cumem.c -- the device memory pool of a CUDA context, as
+// bookkeeping: chunks, the blocks that tile each chunk, first fit.
+//
+// One pool per fadc context (runtime/cuda.c).  It takes chunks from the
+// driver (cuMemAlloc, through the grow callback: at least CUMEM_CHUNK =
+// 64 MiB, or the request) and hands out CUMEM_ALIGN-aligned blocks by
+// first fit, merging free neighbours when a block is freed; chunks are
+// returned to the driver only when the context is destroyed
+// (cumem_close).  Task arenas, declarations, outputs and runtime-owned
+// tensors are blocks of it, so after the first run of a task nothing is
+// allocated on the run path.
+//
+// Invariants: a chunk's blocks are a list in address order that tiles the
+// chunk exactly (each block starts where the one before it ends), every
+// size a multiple of CUMEM_ALIGN; no two free blocks are neighbours (a
+// freed block merges with free ones on both sides, a split leaves its
+// free rest beside a block that was not free), so a free block is a whole
+// gap between live blocks.  Nothing here reads device memory: addresses
+// are numbers, which is what lets tests/unit/test_cumem.c check the pool
+// against a model of its own without a GPU.
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cumem.h"
+
+typedef struct Block {
+	uint64_t addr, size;
+	int free;
+	struct Block *prev, *next; // address order within its chunk
+} Block;
+
+struct CuChunk {
+	uint64_t base;
+	uint64_t size;
+	Block *first;
+	struct CuChunk *next;
+};
+
+int
+cumem_alloc(CuMem *m, size_t bytes, uint64_t *addr, CuMemGrow grow, void *ctx, char *err,
+            size_t errlen)
+{
+	*addr = 0;
+	if (!bytes)
+		return 1;
+	uint64_t need = ((uint64_t)bytes + CUMEM_ALIGN - 1) / CUMEM_ALIGN * CUMEM_ALIGN;
+	for (int pass = 0; pass < 2; pass++) {
+		for (CuChunk *k = m->chunks; k; k = k->next)
+			for (Block *b = k->first; b; b = b->next) {
+				if (!b->free || b->size < need)
+					continue;
+				if (b->size > need) { // split: the rest stays free after it
+					Block *r = calloc(1, sizeof *r);
+					if (!r) {
+						snprintf(err, errlen, "out of memory");
+						return 0;
+					}
+					r->addr = b->addr + need;
+					r->size = b->size - need;
+					r->free = 1;
+					r->prev = b;
+					r->next = b->next;
+					if (b->next)
+						b->next->prev = r;
+					b->next = r;
+					b->size = need;
+				}
+				b->free = 0;
+				m->live_blocks++;
+				m->live_bytes += b->size;
+				*addr = b->addr;
+				return 1;
+			}
+		if (pass)
+			break;
+		// No block fits: a new chunk.
+		CuChunk *k = calloc(1, sizeof *k);
+		Block *b = calloc(1, sizeof *b);
+		if (!k || !b) {
+			free(k);
+			free(b);
+			snprintf(err, errlen, "out of memory");
+			return 0;
+		}
+		k->size = need > CUMEM_CHUNK ? need : CUMEM_CHUNK;
+		if (!grow(ctx, k->size, &k->base, err, errlen)) {
+			free(k);
+			free(b);
+			return 0;
+		}
+		b->addr = k->base;
+		b->size = k->size;
+		b->free = 1;
+		k->first = b;
+		k->next = m->chunks;
+		m->chunks = k;
+		m->reserved_bytes += k->size;
+	}
+	snprintf(err, errlen, "device pool: no block of %llu bytes", (unsigned long long)need);
+	return 0;
+}
+
+void
+cumem_free(CuMem *m, uint64_t addr)
+{
+	if (!addr)
+		return;
+	for (CuChunk *k = m->chunks; k; k = k->next) {
+		if (addr < k->base || addr >= k->base + k->size)
+			continue;
+		for (Block *b = k->first; b; b = b->next) {
+			if (b->addr != addr || b->free)
+				continue;
+			b->free = 1;
+			m->live_blocks--;
+			m->live_bytes -= b->size;
+			// Merge with free neighbours.
+			if (b->next && b->next->free) {
+				Block *n = b->next;
+				b->size += n->size;
+				b->next = n->next;
+				if (n->next)
+					n->next->prev = b;
+				free(n);
+			}
+			if (b->prev && b->prev->free) {
+				Block *p = b->prev;
+				p->size += b->size;
+				p->next = b->next;
+				if (b->next)
+					b->next->prev = p;
+				free(b);
+			}
+			return;
+		}
+	}
+}
+
+void
+cumem_close(CuMem *m, CuMemDrop drop, void *ctx)
+{
+	for (CuChunk *k = m->chunks, *next; k; k = next) {
+		next = k->next;
+		for (Block *b = k->first, *bn; b; b = bn) {
+			bn = b->next;
+			free(b);
+		}
+		drop(ctx, k->base, k->size);
+		free(k);
+	}
+	*m = (CuMem){0};
+}

@@ -1,0 +1,46 @@
+// runtime/cumem.h -- the device memory pool's bookkeeping (runtime/cumem.c):
+// which bytes of which chunk are handed out, as arithmetic on addresses.
+// Nothing here touches CUDA: a chunk's memory comes from the caller's
+// grow callback (runtime/cuda.c passes cuMemAlloc) and goes back through
+// its drop callback, so the allocator is tested on any machine with
+// addresses of its own (tests/unit/test_cumem.c).  (runtime/pool.c is the
+// CPU thread pool, something else.)
+#ifndef FADC_CUMEM_H
+#define FADC_CUMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { CUMEM_ALIGN = 256 }; // blocks are multiples of it, at multiples of it
+#define CUMEM_CHUNK ((uint64_t)64 << 20) // the least a chunk takes
+
+typedef struct CuChunk CuChunk;
+
+// A pool: all zeros is an empty one.  The counters are what
+// fadc_context_stats reports.
+typedef struct CuMem {
+	CuChunk *chunks; // newest first
+	uint64_t live_blocks, live_bytes; // blocks handed out, their bytes (rounded up)
+	uint64_t reserved_bytes; // every chunk's bytes
+} CuMem;
+
+// A new chunk of `size` bytes: its address into *base (a multiple of
+// CUMEM_ALIGN, never 0), or 0 with a message in err.
+typedef int (*CuMemGrow)(void *ctx, uint64_t size, uint64_t *base, char *err, size_t errlen);
+// Gives a chunk back (cumem_close).
+typedef void (*CuMemDrop)(void *ctx, uint64_t base, uint64_t size);
+
+// A block of at least `bytes` (rounded up to CUMEM_ALIGN) into *addr: the
+// first free block that fits, in the chunks' order (newest first) and
+// address order within each, split when larger; where none fits, a new
+// chunk of max(bytes, CUMEM_CHUNK) from grow.  bytes 0 gives address 0.
+// 0 with a message in err (grow's, or out of host memory).
+int cumem_alloc(CuMem *m, size_t bytes, uint64_t *addr, CuMemGrow grow, void *ctx, char *err,
+                size_t errlen);
+// Frees the block at addr, merging it with free neighbours.  An address
+// that is no live block's (0, freed already, inside a block) is ignored.
+void cumem_free(CuMem *m, uint64_t addr);
+// Gives every chunk back through drop (live blocks or not) and empties m.
+void cumem_close(CuMem *m, CuMemDrop drop, void *ctx);
+
+#endif
