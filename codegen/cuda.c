@@ -52,7 +52,7 @@ typedef struct Cu {
 	int bad;                 // an op the printer does not support (the first)
 	int var32;               // the kernel's variables (t, r, i<d>) are int (index32)
 	int ictx;                // printing the operands of an index op: 1 narrow, 2 wide
-	uint8_t *rot;            // fused: rot[ki], kernel ki's warp rotation (fused_rotations)
+	uint8_t *rot;            // fused: rot[ki], kernel ki's warp rotation (cuda_fused_rotations)
 } Cu;
 
 static const char *
@@ -588,21 +588,22 @@ red_combine_var(Cu *c, KRed r, DType dt, const char *o) {
 // serially: a scalar sum of 20,000 terms in one thread costs ~100 us.  The
 // summation order differs from the CPU's (strided partial sums, then a
 // fixed tree), within f32 rounding, and is the same every run.  Inside a
-// fused task (one block) the form is fused_mode's choice instead.
+// fused task (one block) the form is cuda_fused_mode's choice instead.
 #define BLOCKRED_MIN_TERMS 128
 #define BLOCKRED_MAX_POINTS 32768
 
-static int fused(const KProgram *p);
-static int stage_inputs(const KProgram *p, const CgCudaKernel *all, int64_t tmp, int64_t *bytes);
+static int cuda_fused(const KProgram *p);
+static int cuda_stage_inputs(const KProgram *p, const CgCudaKernel *all, int64_t tmp,
+                             int64_t *bytes);
 
 static int
-blockred(const KProgram *p, const KKernel *k) {
-	if (!k->red || fused(p))
+cuda_blockred(const KProgram *p, const KKernel *k) {
+	if (!k->red || cuda_fused(p))
 		return 0;
 	return kir_kernel_terms(k) >= BLOCKRED_MIN_TERMS && kir_kernel_points(k) <= BLOCKRED_MAX_POINTS;
 }
 
-// A contraction inside a persistent loop kernel, as tiles (loop_tile).
+// A contraction inside a persistent loop kernel, as tiles (cuda_loop_tile).
 // The two forms above read the deepspeech LSTM's per-step products badly:
 // h @ W_hh^T ([10,1024] x [1024,4096], 40,960 points) ran a thread per
 // point, 1024 dependent terms each on 160 blocks, every row of h reading
@@ -670,8 +671,8 @@ typedef struct Tile {
 // Whether kernel k, inside a loop of a persistent kernel (not a fused
 // task), runs as tiles; their geometry into *t.
 static int
-loop_tile(const KProgram *p, const KKernel *k, Tile *t) {
-	if (k->red != KR_SUM || !k->contraction || k->host || k->rank < 1 || fused(p))
+cuda_loop_tile(const KProgram *p, const KKernel *k, Tile *t) {
+	if (k->red != KR_SUM || !k->contraction || k->host || k->rank < 1 || cuda_fused(p))
 		return 0;
 	int64_t npt = kir_kernel_points(k), nr = kir_kernel_terms(k);
 	int64_t cols = k->dim[k->rank - 1];
@@ -704,7 +705,7 @@ loop_tile(const KProgram *p, const KKernel *k, Tile *t) {
 }
 
 static void
-kernel_name(FILE *f, const char *task, uint32_t ki, const char *what) {
+cuda_kernel_name(FILE *f, const char *task, uint32_t ki, const char *what) {
 	fputs("fadc_", f);
 	for (const char *s = task; *s; s++)
 		fputc((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
@@ -724,7 +725,7 @@ kernel_name(FILE *f, const char *task, uint32_t ki, const char *what) {
 // The launch contract of kernel ki: what cg_cuda_kernel reports and what
 // print_kernel prints as parameters, from one walk (so they cannot differ).
 static void
-kernel_uses(const KProgram *p, const KKernel *k, Uses *u) {
+cuda_kernel_uses(const KProgram *p, const KKernel *k, Uses *u) {
 	u->seen = calloc(p->nx + 1, 1);
 	u->buf = calloc(p->nbuf + 1, 1);
 	u->step = calloc(p->nloop + 1, 1);
@@ -752,7 +753,7 @@ kernel_uses(const KProgram *p, const KKernel *k, Uses *u) {
 #define FUSED_SMEM_LIMIT (48 * 1024)
 
 static int
-fused_smem(const KProgram *p) {
+cuda_fused_smem(const KProgram *p) {
 	return p->arena_bytes <= FUSED_SMEM_LIMIT;
 }
 
@@ -770,7 +771,7 @@ kernel_work(const KProgram *p, uint32_t ki) {
 
 // A task with a host kernel is never fused: the host step splits it.
 static int
-fused(const KProgram *p) {
+cuda_fused(const KProgram *p) {
 	if (p->nk < 2)
 		return 0;
 	int64_t work = 0;
@@ -811,7 +812,7 @@ fused(const KProgram *p) {
 //   every read of the buffer is at the reader's own point index
 //   (kx_flat_point below; a reduction reading across its terms is not),
 //   and (c) point e of both kernels runs on the same thread: the mapping of
-//   each kernel's form (fused_mode) agrees for every point both have.
+//   each kernel's form (cuda_fused_mode) agrees for every point both have.
 // - A loop's start and end are barriers (and the end of its body, every
 //   trip): the analysis is of straight-line runs of kernels only.
 // Kernels that share no bytes at all (independent kernels) always share a
@@ -826,7 +827,7 @@ typedef enum FMode {
 	FM_BLOCK,  // every point on the whole block, thread 0 storing
 } FMode;
 
-static FMode fused_mode(const KProgram *p, const KKernel *k);
+static FMode cuda_fused_mode(const KProgram *p, const KKernel *k);
 
 // The thread that evaluates a point's stored value (and its post region).
 static int64_t
@@ -902,7 +903,7 @@ reads_of(const KProgram *p, const KKernel *k, KxId id, int own, uint8_t *seen, u
 static void
 kernel_reads(const KProgram *p, const KKernel *k, uint8_t *seen, uint8_t *rd) {
 	memset(seen, 0, p->nx + 1);
-	FMode m = fused_mode(p, k);
+	FMode m = cuda_fused_mode(p, k);
 	reads_of(p, k, k->body, m == FM_THREAD || !k->red, seen, rd);
 	reads_of(p, k, k->post, 1, seen, rd);
 	reads_of(p, k, k->index, 1, seen, rd);
@@ -915,7 +916,7 @@ kernel_reads(const KProgram *p, const KKernel *k, uint8_t *seen, uint8_t *rd) {
 // reuse is a write-after-read hazard (a barrier, and kernels that cannot
 // rotate apart).  Only fused tasks are analysed here.
 static int
-tmp_private(const KProgram *p) {
+cuda_tmp_private(const KProgram *p) {
 	return p->naive_bytes <= FUSED_SMEM_LIMIT;
 }
 
@@ -924,7 +925,7 @@ buf_overlap(const KProgram *p, uint32_t a, uint32_t b) {
 	const KBuf *x = &p->buf[a], *y = &p->buf[b];
 	if (a == b)
 		return 1;
-	if (x->kind != KB_TMP || y->kind != KB_TMP || !x->bytes || !y->bytes || tmp_private(p))
+	if (x->kind != KB_TMP || y->kind != KB_TMP || !x->bytes || !y->bytes || cuda_tmp_private(p))
 		return 0;
 	return x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes;
 }
@@ -933,7 +934,7 @@ buf_overlap(const KProgram *p, uint32_t a, uint32_t b) {
 static int
 buf_same_place(const KProgram *p, uint32_t a, uint32_t b) {
 	const KBuf *x = &p->buf[a], *y = &p->buf[b];
-	return a == b || (x->kind == KB_TMP && y->kind == KB_TMP && !tmp_private(p) &&
+	return a == b || (x->kind == KB_TMP && y->kind == KB_TMP && !cuda_tmp_private(p) &&
 	                  x->offset == y->offset &&
 	                  kir_dtype_size(x->dtype) == kir_dtype_size(y->dtype));
 }
@@ -941,7 +942,7 @@ buf_same_place(const KProgram *p, uint32_t a, uint32_t b) {
 // Do kernels i and j run every point both have on the same thread?
 static int
 owners_agree(const KProgram *p, uint32_t i, uint32_t j) {
-	FMode mi = fused_mode(p, &p->k[i]), mj = fused_mode(p, &p->k[j]);
+	FMode mi = cuda_fused_mode(p, &p->k[i]), mj = cuda_fused_mode(p, &p->k[j]);
 	int64_t ni = kir_kernel_points(&p->k[i]), nj = kir_kernel_points(&p->k[j]);
 	int64_t n = ni < nj ? ni : nj;
 	for (int64_t t = 0; t < n && t < FUSED_THREADS; t++) // both periodic in 256
@@ -989,7 +990,7 @@ no_hazard(const KProgram *p, uint32_t i, uint32_t j, const uint8_t *rdi, const u
 // next trip).  Returns the phases: the runs of kernels between barriers,
 // counted in the program text (a loop's body once).
 static uint32_t
-fused_barriers(const KProgram *p, uint8_t *bar) {
+cuda_fused_barriers(const KProgram *p, uint8_t *bar) {
 	uint8_t *seen = calloc(p->nx + 1, 1);
 	uint8_t *rd = calloc((size_t)(p->nk + 1) * (p->nbuf + 1), 1);
 	FADC_ASSERT(seen && rd, "cuda: out of memory");
@@ -1026,11 +1027,11 @@ fused_barriers(const KProgram *p, uint8_t *bar) {
 
 uint32_t
 cg_cuda_phases(const KProgram *p) {
-	if (!fused(p))
+	if (!cuda_fused(p))
 		return 0;
 	uint8_t *bar = calloc(p->nk + 1, 1);
 	FADC_ASSERT(bar, "cuda: out of memory");
-	uint32_t n = fused_barriers(p, bar);
+	uint32_t n = cuda_fused_barriers(p, bar);
 	free(bar);
 	return n;
 }
@@ -1053,7 +1054,7 @@ cg_cuda_phases(const KProgram *p) {
 #define SHFL_COST 4
 #define BAR_COST 8
 
-// A reduction term's cost in the units of fused_mode: a plain term (a load
+// A reduction term's cost in the units of cuda_fused_mode: a plain term (a load
 // and an add, 5 quarter steps of kx_cost, codegen/kir.c) is 1.
 static int64_t
 term_cost(const KProgram *p, const KKernel *k) {
@@ -1062,7 +1063,7 @@ term_cost(const KProgram *p, const KKernel *k) {
 }
 
 static FMode
-fused_mode(const KProgram *p, const KKernel *k) {
+cuda_fused_mode(const KProgram *p, const KKernel *k) {
 	if (!k->red || k->host)
 		return FM_THREAD;
 	int64_t npt = kir_kernel_points(k), nr = kir_kernel_terms(k);
@@ -1079,7 +1080,7 @@ fused_mode(const KProgram *p, const KKernel *k) {
 
 int
 cg_cuda_fused_form(const KProgram *p, uint32_t ki) {
-	return fused(p) ? (int)fused_mode(p, &p->k[ki]) : -1;
+	return cuda_fused(p) ? (int)cuda_fused_mode(p, &p->k[ki]) : -1;
 }
 
 // ---------------------------------------------------------------- warp rotation
@@ -1091,7 +1092,7 @@ cg_cuda_fused_form(const KProgram *p, uint32_t ki) {
 // lgamma, a digamma).  A kernel may instead run rotated by r warps (point
 // t on thread (t + 32 r) % 256, or warp (t + r) % 8), as long as every
 // kernel whose bytes it shares within its phase (the pairs whose lack of
-// a barrier fused_barriers proved through owners_agree) rotates with it:
+// a barrier cuda_fused_barriers proved through owners_agree) rotates with it:
 // a common rotation maps equal owners to equal owners, so the phases stay
 // right.  So within each phase the kernels are grouped (union of the
 // pairs that touch a common byte, one writing), and each group takes the
@@ -1129,10 +1130,10 @@ uf_find(uint32_t *up, uint32_t i) {
 }
 
 // rot[ki] (0..7) for the kernels of a fused task whose barriers are bar
-// (fused_barriers).  FADC_CUDA_NO_ROTATE=1 leaves every kernel at 0
+// (cuda_fused_barriers).  FADC_CUDA_NO_ROTATE=1 leaves every kernel at 0
 // (measurements of the gain).
 static void
-fused_rotations(const KProgram *p, const uint8_t *bar, uint8_t *rot) {
+cuda_fused_rotations(const KProgram *p, const uint8_t *bar, uint8_t *rot) {
 	memset(rot, 0, p->nk);
 	const char *off = getenv("FADC_CUDA_NO_ROTATE");
 	if (off && *off && strcmp(off, "0"))
@@ -1168,7 +1169,7 @@ fused_rotations(const KProgram *p, const uint8_t *bar, uint8_t *rot) {
 		for (uint32_t i = b; i < e; i++) {
 			const KKernel *k = &p->k[i];
 			uint32_t g = uf_find(up, i);
-			FMode m = fused_mode(p, k);
+			FMode m = cuda_fused_mode(p, k);
 			int64_t npt = kir_kernel_points(k), pc = point_cost(p, k, m), *w = gw + (size_t)g * NW;
 			if (m == FM_BLOCK) {
 				pinned[g] = 1;
@@ -1256,7 +1257,7 @@ fused_rotations(const KProgram *p, const uint8_t *bar, uint8_t *rot) {
 //   LA_CHOICE  the two launches after it (LA_KERNEL ki, then LA_GEMM ki)
 //              are candidates for contraction kernel ki: the runtime times
 //              both on the GPU and runs the faster (a GEMM in the band
-//              where only a measurement can tell, gemm_launch).
+//              where only a measurement can tell, cuda_gemm_launch).
 typedef enum LaKind { LA_FUSED, LA_KERNEL, LA_LOOP, LA_HOST, LA_GEMM, LA_CHOICE } LaKind;
 typedef struct La {
 	LaKind kind;
@@ -1287,7 +1288,7 @@ outer_loop_at(const KProgram *p, uint32_t i) {
 // GEMM), GEMM_ONLY or GEMM_CHOICE, and the plan into g.
 enum { GEMM_NONE, GEMM_ONLY, GEMM_CHOICE };
 static int
-gemm_launch(const KProgram *p, uint32_t ki, KGemmPlan *g) {
+cuda_gemm_launch(const KProgram *p, uint32_t ki, KGemmPlan *g) {
 	// The plan's analysis only for large contractions (the launch plan is
 	// asked for once per launch record).
 	int64_t work = kernel_work(p, ki);
@@ -1307,15 +1308,16 @@ gemm_launch(const KProgram *p, uint32_t ki, KGemmPlan *g) {
 
 // The launches of p into la (NULL: only counted).
 static uint32_t
-launch_plan(const KProgram *p, La *la) {
-	if (fused(p)) {
+cuda_launch_plan(const KProgram *p, La *la) {
+	if (cuda_fused(p)) {
 		if (la)
 			la[0] = (La){LA_FUSED, 0, p->nk, -1};
 		return 1;
 	}
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < p->nk;) {
-		int l = outer_loop_at(p, i), gm = l < 0 && !p->k[i].host ? gemm_launch(p, i, NULL) : 0;
+		int l = outer_loop_at(p, i);
+		int gm = l < 0 && !p->k[i].host ? cuda_gemm_launch(p, i, NULL) : 0;
 		La a = l >= 0 ? (La){LA_LOOP, i, p->loop[l].end, l}
 		              : (La){p->k[i].host         ? LA_HOST
 		                     : gm == GEMM_ONLY   ? LA_GEMM
@@ -1337,14 +1339,14 @@ launch_plan(const KProgram *p, La *la) {
 	return n;
 }
 
-// Room for launch_plan's launches: at most three per kernel (a choice).
+// Room for cuda_launch_plan's launches: at most three per kernel (a choice).
 #define LA_MAX(p) (3 * (size_t)(p)->nk + 1)
 
 static La
 launch_at(const KProgram *p, uint32_t li) {
 	La *la = calloc(LA_MAX(p), sizeof *la);
 	FADC_ASSERT(la, "cuda: out of memory");
-	uint32_t n = launch_plan(p, la);
+	uint32_t n = cuda_launch_plan(p, la);
 	FADC_ASSERT(li < n, "cuda: a launch index past the task's launches");
 	La a = la[li];
 	free(la);
@@ -1367,9 +1369,9 @@ persist_grid(const KProgram *p, uint32_t begin, uint32_t end) {
 		const KKernel *k = &p->k[ki];
 		int64_t npt = kir_kernel_points(k);
 		Tile t;
-		int64_t b = loop_tile(p, k, &t) ? t.units
-		            : blockred(p, k)     ? npt
-		                                 : (npt + FUSED_THREADS - 1) / FUSED_THREADS;
+		int64_t b = cuda_loop_tile(p, k, &t) ? t.units
+		            : cuda_blockred(p, k)    ? npt
+		                                     : (npt + FUSED_THREADS - 1) / FUSED_THREADS;
 		if (b > g)
 			g = b;
 	}
@@ -1378,16 +1380,16 @@ persist_grid(const KProgram *p, uint32_t begin, uint32_t end) {
 
 uint32_t
 cg_cuda_launches(const KProgram *p) {
-	return launch_plan(p, NULL);
+	return cuda_launch_plan(p, NULL);
 }
 
-static int kernel_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out);
+static int cuda_kernel_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out);
 
 // The contract of a group of kernels [begin, end) run by one __global__
 // (LA_FUSED, LA_LOOP): every buffer any of them touches, in buffer order
 // (a fused task's temporaries in shared memory are not arguments).
 static int
-group_contract(const KProgram *p, const La *a, CgCudaKernel *out) {
+cuda_group_contract(const KProgram *p, const La *a, CgCudaKernel *out) {
 	memset(out, 0, sizeof *out);
 	uint8_t *use = calloc(p->nbuf + 1, 1);
 	out->buf = calloc(p->nbuf + 1, sizeof *out->buf);
@@ -1403,19 +1405,19 @@ group_contract(const KProgram *p, const La *a, CgCudaKernel *out) {
 		out->buf = NULL;
 		return 0;
 	}
-	// A fused kernel's name carries its phases (fused_barriers), which
+	// A fused kernel's name carries its phases (cuda_fused_barriers), which
 	// `fadc inspect` reads back from the descriptor: fadc_<task>_k0_fused_<N>phases.
 	char what[64] = "loop";
 	if (a->kind == LA_FUSED)
 		snprintf(what, sizeof what, "fused_%uphases", cg_cuda_phases(p));
-	kernel_name(f, p->name ? p->name : "", a->begin, what);
+	cuda_kernel_name(f, p->name ? p->name : "", a->begin, what);
 	fclose(f);
 	out->name = name;
 	out->grid = a->kind == LA_FUSED ? 1 : persist_grid(p, a->begin, a->end);
 	out->points = (int64_t)out->grid * FUSED_THREADS;
 	for (uint32_t ki = a->begin; ki < a->end; ki++) {
 		CgCudaKernel k;
-		if (!kernel_contract(p, ki, &k)) {
+		if (!cuda_kernel_contract(p, ki, &k)) {
 			free(use);
 			free(out->buf);
 			free(out->name);
@@ -1427,7 +1429,7 @@ group_contract(const KProgram *p, const La *a, CgCudaKernel *out) {
 		free(k.name);
 		free(k.buf);
 	}
-	int smem = a->kind == LA_FUSED && fused_smem(p);
+	int smem = a->kind == LA_FUSED && cuda_fused_smem(p);
 	for (uint32_t b = 0; b < p->nbuf; b++)
 		if (use[b] && !(smem && p->buf[b].kind == KB_TMP))
 			out->buf[out->narg++] = b;
@@ -1441,7 +1443,7 @@ group_contract(const KProgram *p, const La *a, CgCudaKernel *out) {
 static int
 gemm_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out) {
 	memset(out, 0, sizeof *out);
-	FADC_ASSERT(gemm_launch(p, ki, &out->g) != GEMM_NONE,
+	FADC_ASSERT(cuda_gemm_launch(p, ki, &out->g) != GEMM_NONE,
 	            "cuda: a GEMM launch without a GEMM plan");
 	out->gemm = 1;
 	out->name = strdup(out->g.dt == DT_F64 ? "cublasDgemmStridedBatched"
@@ -1480,9 +1482,9 @@ int
 cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *out) {
 	La a = launch_at(p, li);
 	if (a.kind == LA_FUSED || a.kind == LA_LOOP)
-		return group_contract(p, &a, out);
+		return cuda_group_contract(p, &a, out);
 	if (a.kind == LA_KERNEL)
-		return kernel_contract(p, a.begin, out);
+		return cuda_kernel_contract(p, a.begin, out);
 	if (a.kind == LA_GEMM)
 		return gemm_contract(p, a.begin, out);
 	if (a.kind == LA_CHOICE) { // no work, no buffers: the next two launches are candidates
@@ -1510,7 +1512,7 @@ cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *out) {
 // The kernels of a group in order, inside their loops (`for` over each
 // step counter s<l>), each followed by a barrier (`bar`), except the last
 // one of the group when no loop repeats it; in a fused task only where
-// after[ki] says (fused_barriers).
+// after[ki] says (cuda_fused_barriers).
 static void
 print_calls(Cu *c, const La *a, const char *bar, const uint8_t *after) {
 	const KProgram *p = c->p;
@@ -1527,9 +1529,9 @@ print_calls(Cu *c, const La *a, const char *bar, const uint8_t *after) {
 				depth++;
 			}
 		CgCudaKernel k;
-		FADC_ASSERT(kernel_contract(p, ki, &k), "cuda: out of memory");
+		FADC_ASSERT(cuda_kernel_contract(p, ki, &k), "cuda: out of memory");
 		Uses u = {0};
-		kernel_uses(p, &p->k[ki], &u);
+		cuda_kernel_uses(p, &p->k[ki], &u);
 		for (int d = 0; d < depth; d++)
 			fputc('\t', f);
 		fprintf(f, "%s(", k.name);
@@ -1569,7 +1571,7 @@ print_calls(Cu *c, const La *a, const char *bar, const uint8_t *after) {
 // it reads or writes bytes one of them writes, or writes bytes one of them
 // reads.  Which block runs which point differs between kernels (their
 // forms and sizes differ), so no read counts as private, as it may in a
-// fused task (fused_barriers): this is buffers, byte ranges in the arena
+// fused task (cuda_fused_barriers): this is buffers, byte ranges in the arena
 // for temporaries.  deepspeech's reverse LSTM step: the four gate
 // nonlinearities, each reading the pre-activations and writing its own
 // buffer, share one phase.  One exception: two kernels of one thread per
@@ -1578,7 +1580,7 @@ print_calls(Cu *c, const La *a, const char *bar, const uint8_t *after) {
 // kernel whatever its size, so bytes that both touch only at their own
 // row-major point index (an elementwise chain over [N, H]: c' from c, h'
 // from c', the carries copied back) pass between them in one thread's
-// program order, as in a fused task's phases (fused_barriers).
+// program order, as in a fused task's phases (cuda_fused_barriers).
 // FADC_CUDA_GRID_SYNC_ALL=1 at compile time puts a barrier after every
 // kernel (measurements).
 static int
@@ -1599,11 +1601,11 @@ grid_same_place(const KProgram *p, uint32_t a, uint32_t b) {
 	                  kir_dtype_size(x->dtype) == kir_dtype_size(y->dtype));
 }
 
-// Is kernel k of a loop one thread per point (see grid_barriers)?
+// Is kernel k of a loop one thread per point (see cuda_grid_barriers)?
 static int
 grid_thread_form(const KProgram *p, const KKernel *k) {
 	Tile t;
-	return !blockred(p, k) && !loop_tile(p, k, &t);
+	return !cuda_blockred(p, k) && !cuda_loop_tile(p, k, &t);
 }
 
 // Does kernel k of a loop store point t from the thread of point t?  The
@@ -1611,7 +1613,7 @@ grid_thread_form(const KProgram *p, const KKernel *k) {
 static int
 grid_stores_own(const KProgram *p, const KKernel *k) {
 	Tile t;
-	return grid_thread_form(p, k) || (loop_tile(p, k, &t) && t.kc > 1);
+	return grid_thread_form(p, k) || (cuda_loop_tile(p, k, &t) && t.kc > 1);
 }
 
 static int
@@ -1622,7 +1624,7 @@ grid_conflict(const KProgram *p, uint32_t i, uint32_t j, const uint8_t *rdi, con
 	// Split tiles share one scratch array (fadc_tile_part): j's chunk sums
 	// must not overwrite i's before every block has read them.
 	Tile ti, tj;
-	if (loop_tile(p, ki, &ti) && ti.kc > 1 && loop_tile(p, kj, &tj) && tj.kc > 1)
+	if (cuda_loop_tile(p, ki, &ti) && ti.kc > 1 && cuda_loop_tile(p, kj, &tj) && tj.kc > 1)
 		return 1;
 	if (grid_overlap(p, ki->out, kj->out) &&
 	    !(wi && wj && grid_same_place(p, ki->out, kj->out)))
@@ -1640,7 +1642,7 @@ grid_conflict(const KProgram *p, uint32_t i, uint32_t j, const uint8_t *rdi, con
 }
 
 static void
-grid_barriers(const KProgram *p, const La *a, uint8_t *after) {
+cuda_grid_barriers(const KProgram *p, const La *a, uint8_t *after) {
 	const char *all = getenv("FADC_CUDA_GRID_SYNC_ALL");
 	int every = all && *all && strcmp(all, "0");
 	uint32_t n = a->end - a->begin;
@@ -1683,7 +1685,7 @@ static void
 print_group(Cu *c, const La *a) {
 	const KProgram *p = c->p;
 	CgCudaKernel all;
-	FADC_ASSERT(group_contract(p, a, &all), "cuda: out of memory");
+	FADC_ASSERT(cuda_group_contract(p, a, &all), "cuda: out of memory");
 	uint8_t *written = calloc(p->nbuf + 1, 1);
 	FADC_ASSERT(written, "cuda: out of memory");
 	for (uint32_t ki = a->begin; ki < a->end; ki++)
@@ -1703,14 +1705,14 @@ print_group(Cu *c, const La *a) {
 	for (uint32_t j = 0; j < all.narg; j++)
 		fprintf(f, " b%u", all.buf[j]);
 	// The fused kernel's temporaries: the plan's offsets, or each its own
-	// bytes (tmp_private); and, where they fit beside them, the task's
-	// inputs staged into shared memory (stage_inputs).
-	int smem = fusedk && fused_smem(p), priv = smem && tmp_private(p);
+	// bytes (cuda_tmp_private); and, where they fit beside them, the task's
+	// inputs staged into shared memory (cuda_stage_inputs).
+	int smem = fusedk && cuda_fused_smem(p), priv = smem && cuda_tmp_private(p);
 	int64_t size = priv ? 0 : p->arena_bytes, staged = 0;
 	for (uint32_t b = 0; priv && b < p->nbuf; b++)
 		if (p->buf[b].kind == KB_TMP && p->buf[b].bytes)
 			size += (p->buf[b].bytes + 63) / 64 * 64;
-	int stage = smem && stage_inputs(p, &all, size, &staged);
+	int stage = smem && cuda_stage_inputs(p, &all, size, &staged);
 	fprintf(f, "%s\nextern \"C\" __global__ void __launch_bounds__(%d%s)\n%s(",
 	        all.runseed ? " runseed" : "", FUSED_THREADS, fusedk ? "" : ", 2", all.name);
 	for (uint32_t j = 0; j < all.narg; j++) {
@@ -1776,7 +1778,7 @@ print_group(Cu *c, const La *a) {
 	if (fusedk) {
 		uint8_t *after = calloc(p->nk + 1, 1);
 		FADC_ASSERT(after, "cuda: out of memory");
-		fused_barriers(p, after);
+		cuda_fused_barriers(p, after);
 		// FADC_CUDA_PHASE_CLOCKS=1 (measurements only): thread 0 reads
 		// clock64 after every barrier and prints the cycles of each phase
 		// (the slowest warp's, since all wait at the barrier) at the end.
@@ -1812,7 +1814,7 @@ print_group(Cu *c, const La *a) {
 		      f);
 		uint8_t *after = calloc(p->nk + 1, 1);
 		FADC_ASSERT(after, "cuda: out of memory");
-		grid_barriers(p, a, after);
+		cuda_grid_barriers(p, a, after);
 		print_calls(c, a, "fadc_grid_sync(nb)", after);
 		free(after);
 	}
@@ -1827,7 +1829,7 @@ print_group(Cu *c, const La *a) {
 // aligned, within FUSED_SMEM_LIMIT, and FADC_CUDA_NO_STAGE is not set
 // (measurements).  *bytes: their shared-memory size.
 static int
-stage_inputs(const KProgram *p, const CgCudaKernel *all, int64_t tmp, int64_t *bytes) {
+cuda_stage_inputs(const KProgram *p, const CgCudaKernel *all, int64_t tmp, int64_t *bytes) {
 	const char *off = getenv("FADC_CUDA_NO_STAGE");
 	if (off && *off && strcmp(off, "0"))
 		return 0;
@@ -1842,10 +1844,10 @@ stage_inputs(const KProgram *p, const CgCudaKernel *all, int64_t tmp, int64_t *b
 }
 
 static int
-kernel_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out) {
+cuda_kernel_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out) {
 	const KKernel *k = &p->k[ki];
 	Uses u = {0};
-	kernel_uses(p, k, &u);
+	cuda_kernel_uses(p, k, &u);
 	memset(out, 0, sizeof *out);
 	char *name = NULL;
 	size_t nlen = 0;
@@ -1862,7 +1864,7 @@ kernel_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out) {
 		out->buf = NULL;
 		return 0;
 	}
-	kernel_name(f, p->name ? p->name : "", ki, k->what);
+	cuda_kernel_name(f, p->name ? p->name : "", ki, k->what);
 	fclose(f);
 	out->name = name;
 	out->points = kir_kernel_points(k);
@@ -1871,7 +1873,7 @@ kernel_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out) {
 		if (u.buf[b] && b != k->out)
 			out->buf[out->narg++] = b;
 	out->runseed = u.seed;
-	if (blockred(p, k))
+	if (cuda_blockred(p, k))
 		out->grid = (uint32_t)(out->points < 65535 ? out->points : 65535);
 	free(u.seen);
 	free(u.buf);
@@ -1917,7 +1919,7 @@ print_point_vars(Cu *c, const KKernel *k, const Uses *u, const char *it, const c
 	}
 }
 
-// The body of a tiled contraction (loop_tile): tiles grid-stride over the
+// The body of a tiled contraction (cuda_loop_tile): tiles grid-stride over the
 // blocks that take part; thread (warp w, lane l) of a tile with rows
 // row0 .. row0 + R - 1 and columns col0 .. col0 + 31 keeps acc<r> for
 // point (row0 + r, col0 + l) over terms w, w + 8, ...; then the warps'
@@ -2090,7 +2092,7 @@ print_kernel(Cu *c, uint32_t ki) {
 	const KKernel *k = &p->k[ki];
 	FILE *f = c->f;
 	Uses u = {0};
-	kernel_uses(p, k, &u);
+	cuda_kernel_uses(p, k, &u);
 	int64_t npt = kir_kernel_points(k);
 	DType st = p->buf[k->out].dtype;
 	// The launch contract, for the runtime: points, then the arguments.
@@ -2109,13 +2111,13 @@ print_kernel(Cu *c, uint32_t ki) {
 	// non-coherent cache, which a kernel must not do for memory written
 	// earlier in the same launch (the loop's earlier steps, other blocks,
 	// the fused task's earlier kernels, with or without a barrier between:
-	// fused_barriers relies on plain program order).  A persistent
+	// cuda_fused_barriers relies on plain program order).  A persistent
 	// kernel's blocks stride by fadc_nb(), the blocks that take part.
 	int dev = c->fused || c->inloop[ki];
 	const char *restr = c->inloop[ki] || c->fused ? "" : "__restrict__ ";
 	const char *nb = c->inloop[ki] && !c->fused ? "fadc_nb()" : "gridDim.x";
 	fputs(dev ? "static __device__ void\n" : "extern \"C\" __global__ void\n", f);
-	kernel_name(f, p->name, ki, k->what);
+	cuda_kernel_name(f, p->name, ki, k->what);
 	fprintf(f, "(%s *%sb%u", csty(st), restr, k->out);
 	for (uint32_t b = 0; b < p->nbuf; b++)
 		if (u.buf[b] && b != k->out)
@@ -2133,18 +2135,18 @@ print_kernel(Cu *c, uint32_t ki) {
 		return;
 	}
 	Tile tl;
-	if (c->inloop[ki] && !c->fused && loop_tile(p, k, &tl)) {
+	if (c->inloop[ki] && !c->fused && cuda_loop_tile(p, k, &tl)) {
 		print_tile(c, k, &u, &tl);
 		free(u.seen);
 		free(u.buf);
 		free(u.step);
 		return;
 	}
-	// A reduction's form: one block per output point (blockred, or a
+	// A reduction's form: one block per output point (cuda_blockred, or a
 	// fused task's FM_BLOCK), one warp per point (FM_WARP), else one
 	// thread per point.
-	FMode fm = c->fused ? fused_mode(p, k) : FM_THREAD;
-	int br = blockred(p, k) || fm == FM_BLOCK, wr = fm == FM_WARP;
+	FMode fm = c->fused ? cuda_fused_mode(p, k) : FM_THREAD;
+	int br = cuda_blockred(p, k) || fm == FM_BLOCK, wr = fm == FM_WARP;
 	int rot = c->fused && c->rot ? c->rot[ki] : 0;
 	// The point and reduction variables in int where their extents leave
 	// room for the loops' strides (index32 above).
@@ -2522,13 +2524,13 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 		fputs(polygamma_src, c.f);
 	if (rand)
 		fputs(rand_src, c.f);
-	c.fused = fused(p);
+	c.fused = cuda_fused(p);
 	if (c.fused) {
 		uint8_t *bar = calloc(p->nk + 1, 1);
 		c.rot = calloc(p->nk + 1, 1);
 		FADC_ASSERT(bar && c.rot, "cuda: out of memory");
-		fused_barriers(p, bar);
-		fused_rotations(p, bar, c.rot);
+		cuda_fused_barriers(p, bar);
+		cuda_fused_rotations(p, bar, c.rot);
 		free(bar);
 	}
 	c.inloop = calloc(p->nk + 1, 1);
@@ -2537,7 +2539,7 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 	for (uint32_t l = 0; l < p->nloop; l++)
 		for (uint32_t ki = p->loop[l].begin; ki < p->loop[l].end; ki++)
 			c.inloop[ki] = 1;
-	uint32_t nla = launch_plan(p, la);
+	uint32_t nla = cuda_launch_plan(p, la);
 	int persist = 0;
 	for (uint32_t i = 0; i < nla; i++)
 		persist |= la[i].kind == LA_LOOP;
@@ -2549,7 +2551,7 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 	int64_t tile_bytes = 0, part_bytes = 0;
 	for (uint32_t ki = 0; ki < p->nk; ki++) {
 		Tile tl;
-		if (c.inloop[ki] && !c.fused && loop_tile(p, &p->k[ki], &tl)) {
+		if (c.inloop[ki] && !c.fused && cuda_loop_tile(p, &p->k[ki], &tl)) {
 			int64_t es = (int64_t)kir_dtype_size((DType)p->x[p->k[ki].body].dtype);
 			int64_t b = FUSED_THREADS / 32 * tl.r * 32 * es;
 			if (b > tile_bytes)
@@ -2577,7 +2579,7 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 			gemm[la[i].begin] = (uint8_t)(la[i].kind == LA_GEMM ? GEMM_ONLY : GEMM_CHOICE);
 	for (uint32_t i = 0; i < p->nk && !c.bad; i++) {
 		KGemmPlan g;
-		if (gemm[i] && gemm_launch(p, i, &g))
+		if (gemm[i] && cuda_gemm_launch(p, i, &g))
 			fprintf(c.f,
 			        "\n// kernel %u: %s, a cuBLAS GEMM (batch %lld, M %lld, N %lld, K %lld), "
 			        "run by the runtime%s\n",
