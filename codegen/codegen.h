@@ -158,24 +158,18 @@ char *cg_llvm_default_triple(void);
 int cg_llvm_cpu(const char *cpu, char *name, size_t nname, char *features, size_t nfeat,
                 char *llvm_features, size_t nllvm, char *err, size_t errlen);
 
-// ---------------------------------------------------------------- cuda.c
-// The CUDA backend (docs/CUDA.md), built only with the CUDA toolkit
-// (FADC_HAVE_CUDA); only cuda.c includes nvrtc.h, the runtime never links it.
-#ifdef FADC_HAVE_CUDA
+// ---------------------------------------------------------------- cuda.c, cuda_sched.c
+// The CUDA backend (docs/CUDA.md): the printer (cuda.c) and the scheduler
+// (cuda_sched.c) build everywhere; the NVRTC driver (cuda_nvrtc.c, the only
+// file that includes nvrtc.h) only with the CUDA toolkit (FADC_HAVE_CUDA).
+// The runtime never links NVRTC.
+//
 // Task program p as CUDA C: one extern "C" __global__ kernel per kernel of
 // p, named fadc_<task>_k<i>_<what>, each preceded by a comment giving its
 // points and arguments.  Returns the malloc'ed, NUL-terminated source (and
 // its length in *len), the same bytes for the same program; NULL with a
 // message when p uses an op the printer does not support yet (samplers).
 char *cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen);
-// Compiles CUDA C with NVRTC: arch "sm_90" (NULL: sm_90) gives a cubin,
-// "compute_90" PTX (without a trailing NUL), into *out (malloc'ed).  On
-// failure err holds the failed call and NVRTC's message; a compilation
-// error also writes the program log and the lines it blames, in context, to
-// diag (NULL: stderr), and the whole source to $TMPDIR/fadc-nvrtc-NAME, a
-// path the report names.  `name` names the source in NVRTC's messages.
-int cg_cuda_compile(const char *src, const char *name, const char *arch, uint8_t **out,
-                    size_t *outlen, FILE *diag, char *err, size_t errlen);
 // The launch contract of kernel ki of p, as cg_cuda_print prints it: the
 // function's name, its output points (the grid covers them), the buffers it
 // takes in argument order (the output first) and whether the run seed
@@ -218,6 +212,17 @@ uint32_t cg_cuda_phases(const KProgram *p);
 // per point, 2 the block per point; -1 when the task is not fused.
 int cg_cuda_fused_form(const KProgram *p, uint32_t ki);
 int cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *k);
+
+// ---------------------------------------------------------------- cuda_nvrtc.c
+#ifdef FADC_HAVE_CUDA
+// Compiles CUDA C with NVRTC: arch "sm_90" (NULL: sm_90) gives a cubin,
+// "compute_90" PTX (without a trailing NUL), into *out (malloc'ed).  On
+// failure err holds the failed call and NVRTC's message; a compilation
+// error also writes the program log and the lines it blames, in context, to
+// diag (NULL: stderr), and the whole source to $TMPDIR/fadc-nvrtc-NAME, a
+// path the report names.  `name` names the source in NVRTC's messages.
+int cg_cuda_compile(const char *src, const char *name, const char *arch, uint8_t **out,
+                    size_t *outlen, FILE *diag, char *err, size_t errlen);
 // NVRTC's version; 0 if it cannot be asked.
 int cg_cuda_nvrtc_version(int *major, int *minor);
 #endif

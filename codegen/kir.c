@@ -806,7 +806,7 @@ kx_iclamp(KProgram *p, KxId a, int64_t lo, int64_t hi)
 // Philox draw) 32, lgamma 96, digamma or trigamma 160; leaves (constants,
 // variables, the accumulator, seeds, step counters) nothing.  The one
 // table of per-op costs: kx_cost weighs kernel-IR expressions with it
-// (codegen/cuda.c's reduction forms and warp rotation), and cg_op_cost
+// (codegen/cuda_sched.c's reduction forms and warp rotation), and cg_op_cost
 // (codegen/fuse.c) weighs graph ops by the kernel-IR op they lower to.
 
 int

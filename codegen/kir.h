@@ -283,7 +283,7 @@ int64_t kir_kernel_points(const KKernel *k);
 int64_t kir_kernel_terms(const KKernel *k);
 
 // The same kernel as one strided batched GEMM in row-major terms, what a
-// BLAS call needs (codegen/cuda.c turns it into a cuBLAS launch record):
+// BLAS call needs (codegen/cuda_sched.c makes it a cuBLAS launch record):
 //   for b < batch:  C_b (M x N) = op(A_b) (M x K) . op(B_b) (K x N), where
 //   C_b(i, j) = C[oc + b sc + i ldc + j]
 //   A_b(i, k) = A[oa + b sa + i lda + k]   (ta = 0)   or  A[oa + b sa + k lda + i]   (ta = 1)

@@ -263,7 +263,6 @@ test_host(void)
 		CHECK(a->offset + a->bytes <= b->offset || b->offset + b->bytes <= a->offset);
 	}
 	CHECK(nhost == 1);
-#ifdef FADC_HAVE_CUDA
 	// On CUDA the host kernel is a host step between launches: no code of
 	// its own, a launch record with the cost's rows and columns and the
 	// arguments {out, cost} (docs/ARTIFACT.md, launch kind 1).
@@ -288,7 +287,6 @@ test_host(void)
 		free(ck.buf);
 	}
 	CHECK(nstep == 1);
-#endif
 	kir_program_free(p);
 	ir_module_free(m);
 }
@@ -364,7 +362,6 @@ test_loops(void)
 					      !kb->bytes || !o->bytes);
 				}
 			}
-#ifdef FADC_HAVE_CUDA
 		// On CUDA each non-empty loop is a `for` over its step counter
 		// (test_codegen_scan compiles such sources with NVRTC).
 		char *src = cg_cuda_print(p, NULL, err, sizeof err);
@@ -377,7 +374,6 @@ test_loops(void)
 			nloops += p->loop[l].end > p->loop[l].begin;
 		CHECK(nfor == nloops);
 		free(src);
-#endif
 		kir_program_free(p);
 		ir_graph_free(g);
 	}

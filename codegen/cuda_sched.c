@@ -1,0 +1,1106 @@
+// codegen/cuda_sched.c -- the CUDA backend's scheduler: how a task's
+// kernels run on the GPU, decided from the kernel IR and its memory plan
+// alone.  The printer (cuda.c) prints what it decides, and the launch
+// contracts that codegen/compile.c writes into the artifact (cg_cuda_kernel)
+// report the same decisions, so the two cannot disagree.  No CUDA toolkit
+// is needed here.
+//
+// In order below:
+// - kernels on their own: a block per point for long reductions into few
+//   points (cuda_blockred), tiles for the contractions of persistent loop
+//   kernels (cuda_loop_tile), the kernel's name and uses;
+// - fused tasks: small tasks as one kernel of one block (cuda_fused), the
+//   phases between its barriers (cuda_fused_barriers), each reduction's
+//   form (cuda_fused_mode), the warp rotations that spread independent
+//   kernels over the block's warps (cuda_fused_rotations);
+// - launches: the launch plan (cuda_launch_plan: fused, a kernel each, a
+//   persistent kernel per loop, host steps, cuBLAS GEMMs and choices,
+//   cuda_gemm_launch) and its contracts (cg_cuda_launches, cg_cuda_kernel);
+// - persistent loop kernels' grid barriers (cuda_grid_barriers);
+// - a fused task's inputs staged in shared memory (cuda_stage_inputs).
+// Each section's note says why.
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_sched.h"
+
+// ---------------------------------------------------------------- kernels
+
+static void
+mark(const KProgram *p, KxId id, Uses *u) {
+	if (!id || u->seen[id])
+		return;
+	u->seen[id] = 1;
+	const Kx *x = &p->x[id];
+	if (x->op == KX_LOAD)
+		u->buf[x->aux] = 1;
+	else if (x->op == KX_VAR && x->aux < 2 * IR_MAXDIM)
+		u->var[x->aux] = 1;
+	else if (x->op == KX_RUNSEED || x->op == KX_RAND)
+		u->seed = 1;
+	else if (x->op == KX_POLYGAMMA)
+		u->polygamma = 1;
+	else if (x->op == KX_STEP && x->aux < p->nloop)
+		u->step[x->aux] = 1;
+	for (int i = 0; i < x->nin; i++)
+		mark(p, x->a[i], u);
+}
+
+// Long reductions into few points get a block per output point: each of
+// the block's 256 threads folds a strided share of the reduction domain,
+// each warp folds its 32 lanes' results by shuffles (__shfl_down_sync, no
+// shared memory), and warp 0 folds the 8 warps' results the same way: one
+// barrier per point.  One thread per point would run the whole domain
+// serially: a scalar sum of 20,000 terms in one thread costs ~100 us.  The
+// summation order differs from the CPU's (strided partial sums, then a
+// fixed tree), within f32 rounding, and is the same every run.  Inside a
+// fused task (one block) the form is cuda_fused_mode's choice instead.
+#define BLOCKRED_MIN_TERMS 128
+#define BLOCKRED_MAX_POINTS 32768
+
+
+int
+cuda_blockred(const KProgram *p, const KKernel *k) {
+	if (!k->red || cuda_fused(p))
+		return 0;
+	return kir_kernel_terms(k) >= BLOCKRED_MIN_TERMS && kir_kernel_points(k) <= BLOCKRED_MAX_POINTS;
+}
+
+// A contraction inside a persistent loop kernel, as tiles (cuda_loop_tile).
+// The two forms above read the deepspeech LSTM's per-step products badly:
+// h @ W_hh^T ([10,1024] x [1024,4096], 40,960 points) ran a thread per
+// point, 1024 dependent terms each on 160 blocks, every row of h reading
+// all of W again; its reverse dz @ W_hh ([10,4096] x [4096,1024], 10,240
+// points) a block per point whose 256 threads stride the reduction, where
+// W_hh's K index has a stride of 1024 elements: each warp-wide load
+// touched 32 sectors (1.3 GB of L2 traffic per step for a 16 MB matrix).
+// A tile is 32 consecutive points along the last parallel variable (the
+// lanes: a load whose index moves by 0 or 1 with that variable is one
+// broadcast or one 128-byte line per warp) times TILE_ROWS_MAX at most
+// rows of the other parallel variables (each thread keeps one
+// accumulator per row, so a term that does not depend on the row, W's
+// element, is loaded once for all of them: nvcc merges the equal loads);
+// the block's 8 warps split the reduction (warp w takes terms w, w + 8,
+// ...), then sum their partials through shared memory in warp order, and
+// warp r applies row r's post and stores it.  So W is read once per row
+// group from L2, coalesced, and every block of the grid has tiles.
+// Summation order: each warp's strided terms in order, then the 8 warp
+// partials in order: fixed, so the same every run, within f32 rounding of
+// the CPU's.  Conditions: a sum, a contraction, in a loop of a task that
+// is not fused, at least TILE_MIN_TERMS terms, a last parallel extent of
+// at least 32, and every load of the terms affine in the last parallel
+// variable with a coefficient of 0 or 1.
+#define TILE_ROWS_MAX 8
+#define TILE_MIN_TERMS 256
+
+// Every load under e has an index affine in variable v with coefficient 0
+// or 1.
+static int
+loads_along(const KProgram *p, KxId e, int v, uint8_t *seen) {
+	if (!e || seen[e])
+		return 1;
+	seen[e] = 1;
+	const Kx *x = &p->x[e];
+	if (x->op == KX_LOAD) {
+		int64_t co;
+		if (!kx_affine_coef(p, x->a[0], v, &co) || (co != 0 && co != 1))
+			return 0;
+	}
+	for (int i = 0; i < x->nin; i++)
+		if (!loads_along(p, x->a[i], v, seen))
+			return 0;
+	return 1;
+}
+
+// Few tiles over a long reduction (deepspeech's reverse dz @ W_hh: 64
+// tiles of 4096 terms, 64 busy blocks of the ~132 that take part) split
+// the terms into kc chunks: work unit u is chunk u / ntiles of tile u %
+// ntiles, its row sums go to a module scratch array (fadc_tile_part,
+// [kc][points]), then a grid barrier, then a thread per point adds its kc
+// partials in chunk order, applies the post and stores.  Taken when at
+// most TILE_SPLIT_UNITS / 2 tiles and at least 2 chunks of
+// TILE_SPLIT_MIN_TERMS terms.
+#define TILE_SPLIT_UNITS 128
+#define TILE_SPLIT_MIN_TERMS 512
+
+// Whether kernel k, inside a loop of a persistent kernel (not a fused
+// task), runs as tiles; their geometry into *t.
+int
+cuda_loop_tile(const KProgram *p, const KKernel *k, Tile *t) {
+	if (k->red != KR_SUM || !k->contraction || k->host || k->rank < 1 || cuda_fused(p))
+		return 0;
+	int64_t npt = kir_kernel_points(k), nr = kir_kernel_terms(k);
+	int64_t cols = k->dim[k->rank - 1];
+	if (nr < TILE_MIN_TERMS || cols < 32 || getenv("FADC_CUDA_NO_TILE"))
+		return 0;
+	uint8_t *seen = calloc(p->nx + 1, 1);
+	FADC_ASSERT(seen, "cuda: out of memory");
+	int ok = loads_along(p, k->body, k->rank - 1, seen);
+	free(seen);
+	if (!ok)
+		return 0;
+	t->cols = cols;
+	t->rows = npt / cols;
+	// Row groups of equal size, at most TILE_ROWS_MAX rows each (10 rows:
+	// two groups of 5, not 8 and 2).
+	int64_t groups = (t->rows + TILE_ROWS_MAX - 1) / TILE_ROWS_MAX;
+	t->r = (t->rows + groups - 1) / groups;
+	t->ctiles = (cols + 31) / 32;
+	t->ntiles = (t->rows + t->r - 1) / t->r * t->ctiles;
+	t->kc = 1;
+	if (t->ntiles * 2 <= TILE_SPLIT_UNITS && nr >= 2 * TILE_SPLIT_MIN_TERMS &&
+	    !getenv("FADC_CUDA_NO_SPLIT")) {
+		t->kc = TILE_SPLIT_UNITS / t->ntiles;
+		if (t->kc > nr / TILE_SPLIT_MIN_TERMS)
+			t->kc = nr / TILE_SPLIT_MIN_TERMS;
+	}
+	t->kterms = (nr + t->kc - 1) / t->kc;
+	t->units = t->ntiles * t->kc;
+	return 1;
+}
+
+void
+cuda_kernel_name(FILE *f, const char *task, uint32_t ki, const char *what) {
+	fputs("fadc_", f);
+	for (const char *s = task; *s; s++)
+		fputc((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		              (*s >= '0' && *s <= '9')
+		          ? *s
+		          : '_',
+		      f);
+	fprintf(f, "_k%u_", ki);
+	for (const char *s = what ? what : "kernel"; *s; s++)
+		fputc((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		              (*s >= '0' && *s <= '9')
+		          ? *s
+		          : '_',
+		      f);
+}
+
+// The launch contract of kernel ki: what cg_cuda_kernel reports and what
+// print_kernel prints as parameters, from one walk (so they cannot differ).
+void
+cuda_kernel_uses(const KProgram *p, const KKernel *k, Uses *u) {
+	u->seen = calloc(p->nx + 1, 1);
+	u->buf = calloc(p->nbuf + 1, 1);
+	u->step = calloc(p->nloop + 1, 1);
+	FADC_ASSERT(u->seen && u->buf && u->step, "cuda: out of memory");
+	mark(p, k->index, u);
+	mark(p, k->body, u);
+	mark(p, k->post, u);
+}
+
+// Small tasks run as one kernel of one thread block (ARCHITECTURE.md, code
+// generation): a replay costs ~0.7 us per kernel node, far more than the
+// arithmetic of a ppl model.  Each kernel of the program becomes a
+// __device__ function whose grid-stride loop, with one block, is a
+// block-stride loop; the fused __global__ calls them in order with
+// __syncthreads() between, which orders each kernel's global writes before
+// the next one's reads within the block.  "Small" is the work: output
+// points times reduction terms, summed over the kernels, at most
+// FUSE_WORK_LIMIT (about a thousand terms per thread of 256).
+#define FUSE_WORK_LIMIT ((int64_t)1 << 18)
+// A fused task whose arena fits in static shared memory keeps its
+// temporaries there (a dependent load costs ~30 cycles instead of an L2
+// round trip of ~200): they are not arguments then, but pointers into one
+// __shared__ array at the memory plan's offsets (64-byte aligned).
+#define FUSED_SMEM_LIMIT (48 * 1024)
+
+int
+cuda_fused_smem(const KProgram *p) {
+	return p->arena_bytes <= FUSED_SMEM_LIMIT;
+}
+
+// The work of kernel ki: its points times its reduction terms, times the
+// trips of the loops around it.
+static int64_t
+kernel_work(const KProgram *p, uint32_t ki) {
+	const KKernel *k = &p->k[ki];
+	int64_t w = kir_kernel_points(k) * kir_kernel_terms(k);
+	for (uint32_t l = 0; l < p->nloop; l++)
+		if (p->loop[l].begin <= ki && ki < p->loop[l].end)
+			w *= p->loop[l].trip > 1 ? p->loop[l].trip : 1;
+	return w;
+}
+
+// A task with a host kernel is never fused: the host step splits it.
+int
+cuda_fused(const KProgram *p) {
+	if (p->nk < 2)
+		return 0;
+	int64_t work = 0;
+	for (uint32_t i = 0; i < p->nk; i++) {
+		if (p->k[i].host)
+			return 0;
+		work += kernel_work(p, i);
+		if (work > FUSE_WORK_LIMIT)
+			return 0;
+	}
+	return 1;
+}
+
+// ---------------------------------------------------------------- fused phases
+//
+// Inside the fused kernel a barrier (__syncthreads) is needed between two
+// kernels only where a thread may touch a byte that another thread touched
+// in an earlier kernel, at least one of the two touches being a write: a
+// read of another thread's result (RAW), a write over bytes another thread
+// still reads (WAR: the memory plan reuses arena bytes once a buffer is
+// dead) or over bytes another thread wrote (WAW).  Within one thread,
+// program order already orders its accesses (the pointers are not
+// __restrict__ in a fused task, so the compiler keeps that order too).  So
+// the kernels are grouped, in order and greedily, into phases: kernel j
+// joins the current phase when, for every kernel i already in it, each
+// byte both touch (one of them writing) is touched by one and the same
+// thread; a barrier starts the next phase otherwise.  The rule, per pair,
+// is conservative:
+// - Bytes are those of buffers: two buffers share bytes when they are one
+//   buffer, or both temporaries whose arena ranges overlap.  Task inputs
+//   and outputs are disjoint from each other and from the arena (the
+//   runtime refuses overlapping outputs and inputs), and inputs are never
+//   written.
+// - The same thread touches them only when (a) the two buffers are one, or
+//   temporaries at the same offset with the same element size (element e
+//   of one is element e of the other), (b) the writer stores element e at
+//   its own point e (its store index is its flattened point index) and
+//   every read of the buffer is at the reader's own point index
+//   (kx_flat_point below; a reduction reading across its terms is not),
+//   and (c) point e of both kernels runs on the same thread: the mapping of
+//   each kernel's form (cuda_fused_mode) agrees for every point both have.
+// - A loop's start and end are barriers (and the end of its body, every
+//   trip): the analysis is of straight-line runs of kernels only.
+// Kernels that share no bytes at all (independent kernels) always share a
+// phase.  A wrong elision would be a race; tests/gpu/gpu_check.c checks
+// every task's values on a GPU, and tests/unit/test_codegen_cuda.c checks
+// the phase counts of hand-checked programs.
+
+// The thread that evaluates a point's stored value (and its post region).
+static int64_t
+fmode_owner(FMode m, int64_t t) {
+	return m == FM_THREAD ? t % FUSED_THREADS : m == FM_WARP ? 32 * (t % (FUSED_THREADS / 32)) : 0;
+}
+
+// e as c0 + sum coef[v] var v, for an integer expression of loop
+// variables, constants, sums and products by constants (0: not of that
+// form: a load, a division, a step counter, ...).
+static int
+lin_vars(const KProgram *p, KxId e, int64_t m, int64_t *coef, int64_t *c0) {
+	const Kx *x = &p->x[e];
+	switch ((KxOp)x->op) {
+	case KX_CONST:
+		*c0 += m * x->i;
+		return x->dtype == DT_I64;
+	case KX_VAR:
+		if (x->aux >= 2 * IR_MAXDIM)
+			return 0;
+		coef[x->aux] += m;
+		return 1;
+	case KX_IADD:
+		return lin_vars(p, x->a[0], m, coef, c0) && lin_vars(p, x->a[1], m, coef, c0);
+	case KX_IMUL:
+		return p->x[x->a[1]].op == KX_CONST && lin_vars(p, x->a[0], m * p->x[x->a[1]].i, coef, c0);
+	default:
+		return 0;
+	}
+}
+
+// Is index e kernel k's own flattened (row-major) point index?
+static int
+kx_flat_point(const KProgram *p, const KKernel *k, KxId e) {
+	int64_t coef[2 * IR_MAXDIM] = {0}, c0 = 0, stride = 1;
+	if (!e || !lin_vars(p, e, 1, coef, &c0) || c0)
+		return 0;
+	for (int v = 2 * IR_MAXDIM; v-- > 0;) {
+		if (v >= k->rank) {
+			if (coef[v])
+				return 0;
+			continue;
+		}
+		if (k->dim[v] > 1 && coef[v] != stride)
+			return 0;
+		stride *= k->dim[v];
+	}
+	return 1;
+}
+
+// What a kernel reads, per buffer: RD_OWN when every read is by the
+// thread owning the point, at the point's own index; RD_ANY otherwise.
+enum { RD_NONE, RD_OWN, RD_ANY };
+
+static void
+reads_of(const KProgram *p, const KKernel *k, KxId id, int own, uint8_t *seen, uint8_t *rd) {
+	if (!id || seen[id] & (own ? 1 : 2))
+		return;
+	seen[id] |= own ? 1 : 2;
+	const Kx *x = &p->x[id];
+	if (x->op == KX_LOAD) {
+		int r = own && kx_flat_point(p, k, x->a[0]) ? RD_OWN : RD_ANY;
+		if (r > rd[x->aux])
+			rd[x->aux] = (uint8_t)r;
+	}
+	for (int i = 0; i < x->nin; i++)
+		reads_of(p, k, x->a[i], own, seen, rd);
+}
+
+// rd[b] for kernel k (nbuf entries, zeroed by the caller).  A reduction's
+// terms (body) are read by every thread of a warp or of the block in those
+// forms; its post region and store index by the owner alone.
+static void
+kernel_reads(const KProgram *p, const KKernel *k, uint8_t *seen, uint8_t *rd) {
+	memset(seen, 0, p->nx + 1);
+	FMode m = cuda_fused_mode(p, k);
+	reads_of(p, k, k->body, m == FM_THREAD || !k->red, seen, rd);
+	reads_of(p, k, k->post, 1, seen, rd);
+	reads_of(p, k, k->index, 1, seen, rd);
+}
+
+// A fused task whose temporaries all fit in shared memory side by side
+// (their sizes summed, naive_bytes, at most FUSED_SMEM_LIMIT) gives each
+// its own bytes there (print_group) instead of the memory plan's offsets:
+// the plan's reuse saves nothing that matters at that size, and every
+// reuse is a write-after-read hazard (a barrier, and kernels that cannot
+// rotate apart).  Only fused tasks are analysed here.
+int
+cuda_tmp_private(const KProgram *p) {
+	return p->naive_bytes <= FUSED_SMEM_LIMIT;
+}
+
+static int
+buf_overlap(const KProgram *p, uint32_t a, uint32_t b) {
+	const KBuf *x = &p->buf[a], *y = &p->buf[b];
+	if (a == b)
+		return 1;
+	if (x->kind != KB_TMP || y->kind != KB_TMP || !x->bytes || !y->bytes || cuda_tmp_private(p))
+		return 0;
+	return x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes;
+}
+
+// Element e of a is element e of b (one buffer, or the same placement).
+static int
+buf_same_place(const KProgram *p, uint32_t a, uint32_t b) {
+	const KBuf *x = &p->buf[a], *y = &p->buf[b];
+	return a == b || (x->kind == KB_TMP && y->kind == KB_TMP && !cuda_tmp_private(p) &&
+	                  x->offset == y->offset &&
+	                  kir_dtype_size(x->dtype) == kir_dtype_size(y->dtype));
+}
+
+// Do kernels i and j run every point both have on the same thread?
+static int
+owners_agree(const KProgram *p, uint32_t i, uint32_t j) {
+	FMode mi = cuda_fused_mode(p, &p->k[i]), mj = cuda_fused_mode(p, &p->k[j]);
+	int64_t ni = kir_kernel_points(&p->k[i]), nj = kir_kernel_points(&p->k[j]);
+	int64_t n = ni < nj ? ni : nj;
+	for (int64_t t = 0; t < n && t < FUSED_THREADS; t++) // both periodic in 256
+		if (fmode_owner(mi, t) != fmode_owner(mj, t))
+			return 0;
+	return 1;
+}
+
+// May kernel j run after kernel i (earlier) without a barrier between?
+// rdi, rdj: their reads (kernel_reads).
+static int
+no_hazard(const KProgram *p, uint32_t i, uint32_t j, const uint8_t *rdi, const uint8_t *rdj) {
+	const KKernel *ki = &p->k[i], *kj = &p->k[j];
+	int own = -1; // owners_agree, computed once when needed
+	int wi = kx_flat_point(p, ki, ki->index), wj = kx_flat_point(p, kj, kj->index);
+	for (uint32_t b = 0; b < p->nbuf; b++) {
+		// RAW: j reads what i wrote; WAR: j writes what i read.
+		int raw = rdj[b] && buf_overlap(p, ki->out, b);
+		int war = rdi[b] && buf_overlap(p, kj->out, b);
+		if (!raw && !war)
+			continue;
+		if (raw && !(rdj[b] == RD_OWN && wi && buf_same_place(p, ki->out, b)))
+			return 0;
+		if (war && !(rdi[b] == RD_OWN && wj && buf_same_place(p, kj->out, b)))
+			return 0;
+		if (own < 0)
+			own = owners_agree(p, i, j);
+		if (!own)
+			return 0;
+	}
+	// WAW: both write the same bytes.
+	if (buf_overlap(p, ki->out, kj->out)) {
+		if (!(wi && wj && buf_same_place(p, ki->out, kj->out)))
+			return 0;
+		if (own < 0)
+			own = owners_agree(p, i, j);
+		if (!own)
+			return 0;
+	}
+	return 1;
+}
+
+// bar[ki] for the kernels of a fused task: 1 when a barrier follows kernel
+// ki (never after the task's last kernel unless a loop ends there: the
+// next trip).  Returns the phases: the runs of kernels between barriers,
+// counted in the program text (a loop's body once).
+uint32_t
+cuda_fused_barriers(const KProgram *p, uint8_t *bar) {
+	uint8_t *seen = calloc(p->nx + 1, 1);
+	uint8_t *rd = calloc((size_t)(p->nk + 1) * (p->nbuf + 1), 1);
+	FADC_ASSERT(seen && rd, "cuda: out of memory");
+	for (uint32_t ki = 0; ki < p->nk; ki++)
+		kernel_reads(p, &p->k[ki], seen, rd + (size_t)ki * (p->nbuf + 1));
+	uint32_t phases = p->nk ? 1 : 0, begin = 0;
+	for (uint32_t j = 0; j < p->nk; j++) {
+		bar[j] = 0;
+		// A loop starting or ending between j - 1 and j (non-empty loops).
+		int edge = 0;
+		for (uint32_t l = 0; l < p->nloop; l++)
+			if (p->loop[l].end > p->loop[l].begin &&
+			    ((j > 0 && p->loop[l].begin == j) || p->loop[l].end == j))
+				edge = 1;
+		int need = edge;
+		for (uint32_t i = begin; i < j && !need; i++)
+			need = !no_hazard(p, i, j, rd + (size_t)i * (p->nbuf + 1),
+			                  rd + (size_t)j * (p->nbuf + 1));
+		if (j > 0 && need) {
+			bar[j - 1] = 1;
+			phases++;
+			begin = j;
+		}
+	}
+	// The end of a loop's body: a barrier every trip (the next trip's
+	// kernels read the carries), also after the task's last kernel.
+	for (uint32_t l = 0; l < p->nloop; l++)
+		if (p->loop[l].end > p->loop[l].begin)
+			bar[p->loop[l].end - 1] = 1;
+	free(seen);
+	free(rd);
+	return phases;
+}
+
+uint32_t
+cg_cuda_phases(const KProgram *p) {
+	if (!cuda_fused(p))
+		return 0;
+	uint8_t *bar = calloc(p->nk + 1, 1);
+	FADC_ASSERT(bar, "cuda: out of memory");
+	uint32_t n = cuda_fused_barriers(p, bar);
+	free(bar);
+	return n;
+}
+
+// The form of a kernel of a fused task.  Elementwise kernels, and
+// reductions of one term, are FM_THREAD.  A reduction takes the form with
+// the fewest dependent steps per thread, counting a term c (its cost,
+// term_cost: 1 for a load and an add, more for a logarithm, lgamma,
+// digamma), a shuffle step SHFL_COST and a barrier BAR_COST:
+//   FM_THREAD  ceil(points / 256) * terms * c
+//   FM_WARP    ceil(points / 8) * (ceil(terms / 32) * c + 5 SHFL_COST)
+//   FM_BLOCK   points * (ceil(terms / 256) * c + 10 SHFL_COST + BAR_COST)
+// FM_THREAD on ties (its points stay on the threads that pointwise
+// kernels use, so it shares their phases), then FM_WARP.  So a handful of
+// points of more than ~20 plain terms is a warp's shuffle each (no
+// barrier), of more than ~1000 terms the whole block's (one barrier per
+// point); a sum of 10 logarithms (ppl_robust_reg's likelihood) is a
+// warp's: its terms in parallel, then 5 shuffles, rather than 10 dependent
+// logarithms in one thread.
+#define SHFL_COST 4
+#define BAR_COST 8
+
+// A reduction term's cost in the units of cuda_fused_mode: a plain term (a load
+// and an add, 5 quarter steps of kx_cost, codegen/kir.c) is 1.
+static int64_t
+term_cost(const KProgram *p, const KKernel *k) {
+	int64_t c = (kx_cost(p, k->body) + 1) / 4;
+	return c > 1 ? c : 1;
+}
+
+FMode
+cuda_fused_mode(const KProgram *p, const KKernel *k) {
+	if (!k->red || k->host)
+		return FM_THREAD;
+	int64_t npt = kir_kernel_points(k), nr = kir_kernel_terms(k);
+	if (nr <= 1 || npt == 0)
+		return FM_THREAD;
+	int64_t c = term_cost(p, k), nw = FUSED_THREADS / 32;
+	int64_t th = (npt + FUSED_THREADS - 1) / FUSED_THREADS * nr * c;
+	int64_t wa = (npt + nw - 1) / nw * ((nr + 31) / 32 * c + 5 * SHFL_COST);
+	int64_t bl = npt * ((nr + FUSED_THREADS - 1) / FUSED_THREADS * c + 10 * SHFL_COST + BAR_COST);
+	if (th <= wa && th <= bl)
+		return FM_THREAD;
+	return wa <= bl ? FM_WARP : FM_BLOCK;
+}
+
+int
+cg_cuda_fused_form(const KProgram *p, uint32_t ki) {
+	return cuda_fused(p) ? (int)cuda_fused_mode(p, &p->k[ki]) : -1;
+}
+
+// ---------------------------------------------------------------- warp rotation
+//
+// Point t of a kernel runs on thread t % 256 (a warp's reduction: warp
+// t % 8), so every scalar kernel of a phase ran on thread 0, one after the
+// other, while seven warps waited at the next barrier: ppl_robust_reg's
+// phases are mostly independent scalar chains (a sum of logarithms, an
+// lgamma, a digamma).  A kernel may instead run rotated by r warps (point
+// t on thread (t + 32 r) % 256, or warp (t + r) % 8), as long as every
+// kernel whose bytes it shares within its phase (the pairs whose lack of
+// a barrier cuda_fused_barriers proved through owners_agree) rotates with it:
+// a common rotation maps equal owners to equal owners, so the phases stay
+// right.  So within each phase the kernels are grouped (union of the
+// pairs that touch a common byte, one writing), and each group takes the
+// rotation that least raises the busiest warp's work (work: points times
+// their cost, term_cost), the costliest groups first.  A block reduction
+// (FM_BLOCK) uses every warp: its group stays at 0.
+
+static int64_t
+point_cost(const KProgram *p, const KKernel *k, FMode m) {
+	int64_t nr = kir_kernel_terms(k);
+	int64_t c = k->red ? term_cost(p, k) : (kx_cost(p, k->body) + 3) / 4;
+	c = c > 1 ? c : 1;
+	if (m == FM_WARP)
+		return (nr + 31) / 32 * c + 5 * SHFL_COST;
+	return nr * c;
+}
+
+// Does kernel j share a byte with kernel i that one of them writes?
+static int
+kernels_touch(const KProgram *p, uint32_t i, uint32_t j, const uint8_t *rdi, const uint8_t *rdj) {
+	const KKernel *ki = &p->k[i], *kj = &p->k[j];
+	if (buf_overlap(p, ki->out, kj->out))
+		return 1;
+	for (uint32_t b = 0; b < p->nbuf; b++)
+		if ((rdj[b] && buf_overlap(p, ki->out, b)) || (rdi[b] && buf_overlap(p, kj->out, b)))
+			return 1;
+	return 0;
+}
+
+static uint32_t
+uf_find(uint32_t *up, uint32_t i) {
+	while (up[i] != i)
+		i = up[i] = up[up[i]];
+	return i;
+}
+
+// rot[ki] (0..7) for the kernels of a fused task whose barriers are bar
+// (cuda_fused_barriers).  FADC_CUDA_NO_ROTATE=1 leaves every kernel at 0
+// (measurements of the gain).
+void
+cuda_fused_rotations(const KProgram *p, const uint8_t *bar, uint8_t *rot) {
+	memset(rot, 0, p->nk);
+	const char *off = getenv("FADC_CUDA_NO_ROTATE");
+	if (off && *off && strcmp(off, "0"))
+		return;
+	enum { NW = FUSED_THREADS / 32 };
+	uint8_t *seen = calloc(p->nx + 1, 1);
+	uint8_t *rd = calloc((size_t)(p->nk + 1) * (p->nbuf + 1), 1);
+	uint32_t *up = calloc(p->nk + 1, sizeof *up);
+	int64_t *gw = calloc((size_t)(p->nk + 1) * NW, sizeof *gw);
+	uint8_t *pinned = calloc(p->nk + 1, 1); // per group root: 1 pinned at 0, 2 placed
+	FADC_ASSERT(seen && rd && up && gw && pinned, "cuda: out of memory");
+	for (uint32_t ki = 0; ki < p->nk; ki++)
+		kernel_reads(p, &p->k[ki], seen, rd + (size_t)ki * (p->nbuf + 1));
+	for (uint32_t b = 0; b < p->nk;) {
+		uint32_t e = b;
+		while (e < p->nk && !(e > b && bar[e - 1]))
+			e++;
+		// Kernels b .. e-1 form a phase: group them.
+		for (uint32_t i = b; i < e; i++)
+			up[i] = i;
+		for (uint32_t j = b; j < e; j++)
+			for (uint32_t i = b; i < j; i++)
+				if (kernels_touch(p, i, j, rd + (size_t)i * (p->nbuf + 1),
+				                  rd + (size_t)j * (p->nbuf + 1)))
+					up[uf_find(up, j)] = uf_find(up, i);
+		// Each group's work per warp at rotation 0 (at its root's row);
+		// a block reduction pins its group.
+		int64_t load[NW] = {0};
+		for (uint32_t i = b; i < e; i++)
+			pinned[i] = 0;
+		for (uint32_t i = b; i < e; i++)
+			memset(gw + (size_t)i * NW, 0, NW * sizeof *gw);
+		for (uint32_t i = b; i < e; i++) {
+			const KKernel *k = &p->k[i];
+			uint32_t g = uf_find(up, i);
+			FMode m = cuda_fused_mode(p, k);
+			int64_t npt = kir_kernel_points(k), pc = point_cost(p, k, m), *w = gw + (size_t)g * NW;
+			if (m == FM_BLOCK) {
+				pinned[g] = 1;
+				for (int x = 0; x < NW; x++)
+					w[x] += npt * pc / NW + 1;
+				continue;
+			}
+			for (int x = 0; x < NW; x++) {
+				// points t < npt on warp x: FM_THREAD (t % 256) / 32 == x,
+				// FM_WARP t % 8 == x.
+				int64_t n;
+				if (m == FM_WARP)
+					n = npt / NW + (npt % NW > x);
+				else {
+					int64_t full = npt / FUSED_THREADS, rest = npt % FUSED_THREADS;
+					int64_t in = rest - 32 * x;
+					n = full * 32 + (in <= 0 ? 0 : in > 32 ? 32 : in);
+				}
+				w[x] += n * pc;
+			}
+		}
+		// Pinned groups first, then the others by their busiest warp,
+		// costliest first (ties: the earlier kernel).
+		for (;;) {
+			int64_t best = -1;
+			uint32_t bg = 0;
+			for (uint32_t i = b; i < e; i++) {
+				if (uf_find(up, i) != i || pinned[i] == 2)
+					continue;
+				int64_t mx = 0;
+				for (int x = 0; x < NW; x++)
+					mx = gw[(size_t)i * NW + x] > mx ? gw[(size_t)i * NW + x] : mx;
+				mx += pinned[i] ? (int64_t)1 << 60 : 0;
+				if (mx > best)
+					best = mx, bg = i;
+			}
+			if (best < 0)
+				break;
+			const int64_t *w = gw + (size_t)bg * NW;
+			// The rotation giving the least busiest warp overall, then the
+			// least busy warps of the group's own (spread, not stacked: a
+			// lighter group beside the busiest warp's would fit under its
+			// work on any warp, but shares the warp's issue slots).
+			int br = 0;
+			int64_t bmax = -1, bown = -1;
+			for (int r = 0; r < (pinned[bg] ? 1 : NW); r++) {
+				int64_t mx = 0, own = 0;
+				for (int x = 0; x < NW; x++) {
+					int64_t l = load[(x + r) % NW] + w[x];
+					mx = l > mx ? l : mx;
+					if (w[x] && l > own)
+						own = l;
+				}
+				if (bmax < 0 || mx < bmax || (mx == bmax && own < bown))
+					bmax = mx, bown = own, br = r;
+			}
+			for (int x = 0; x < NW; x++)
+				load[(x + br) % NW] += w[x];
+			for (uint32_t i = b; i < e; i++)
+				if (uf_find(up, i) == bg)
+					rot[i] = (uint8_t)br;
+			pinned[bg] = 2;
+		}
+		b = e;
+	}
+	free(seen);
+	free(rd);
+	free(up);
+	free(gw);
+	free(pinned);
+}
+
+// ---------------------------------------------------------------- launches
+//
+// A task's launches (La, cuda_sched.h, says what each kind is) and their
+// contracts, the CgCudaKernel records codegen/compile.c writes into the
+// artifact.
+
+// The outermost non-empty loop that begins at kernel i, or -1.
+static int
+outer_loop_at(const KProgram *p, uint32_t i) {
+	for (uint32_t l = 0; l < p->nloop; l++)
+		if (p->loop[l].parent < 0 && p->loop[l].begin == i && p->loop[l].end > i)
+			return (int)l;
+	return -1;
+}
+
+// Large GEMMs go to cuBLAS.  A printed contraction is one thread per
+// output point with a loop over K (or one block per point): far from
+// cuBLAS's tiled tensor-core kernels once M N K is large (a 512 x 512 x
+// 512 product: ~1 ms against ~20 us).  For small products a cuBLAS call
+// (~5 us of launch and setup, one more graph node) gains nothing over the
+// printed kernel.  Between the two only the GPU can tell (the shape
+// matters as much as the work: a skinny product leaves cuBLAS's tiles
+// mostly empty), so a contraction of CG_CUDA_GEMM_MIN_WORK (2^16) to
+// CG_CUDA_GEMM_ONLY_WORK (2^22) multiply-adds is both: a printed kernel
+// and a GEMM record behind a choice record, timed at the task's first run.
+// A kernel inside a loop stays in its persistent kernel.  Returns 0 (no
+// GEMM), GEMM_ONLY or GEMM_CHOICE, and the plan into g.
+int
+cuda_gemm_launch(const KProgram *p, uint32_t ki, KGemmPlan *g) {
+	// The plan's analysis only for large contractions (the launch plan is
+	// asked for once per launch record).
+	int64_t work = kernel_work(p, ki);
+	if (!p->k[ki].contraction || work < CG_CUDA_GEMM_MIN_WORK)
+		return GEMM_NONE;
+	for (uint32_t l = 0; l < p->nloop; l++)
+		if (p->loop[l].begin <= ki && ki < p->loop[l].end)
+			return GEMM_NONE;
+	KGemmPlan tmp;
+	if (!g)
+		g = &tmp;
+	if (!kir_gemm_plan(p, &p->k[ki], g) ||
+	    g->batch * g->M * g->N < (CG_CUDA_GEMM_MIN_WORK + g->K - 1) / g->K)
+		return GEMM_NONE;
+	return work < CG_CUDA_GEMM_ONLY_WORK ? GEMM_CHOICE : GEMM_ONLY;
+}
+
+// The launches of p into la (NULL: only counted).
+uint32_t
+cuda_launch_plan(const KProgram *p, La *la) {
+	if (cuda_fused(p)) {
+		if (la)
+			la[0] = (La){LA_FUSED, 0, p->nk, -1};
+		return 1;
+	}
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < p->nk;) {
+		int l = outer_loop_at(p, i);
+		int gm = l < 0 && !p->k[i].host ? cuda_gemm_launch(p, i, NULL) : 0;
+		La a = l >= 0 ? (La){LA_LOOP, i, p->loop[l].end, l}
+		              : (La){p->k[i].host         ? LA_HOST
+		                     : gm == GEMM_ONLY   ? LA_GEMM
+		                     : gm == GEMM_CHOICE ? LA_CHOICE
+		                                         : LA_KERNEL,
+		                     i, i + 1, -1};
+		if (la)
+			la[n] = a;
+		n++;
+		if (a.kind == LA_CHOICE) { // the candidates: the printed kernel, then the GEMM
+			if (la) {
+				la[n] = (La){LA_KERNEL, i, i + 1, -1};
+				la[n + 1] = (La){LA_GEMM, i, i + 1, -1};
+			}
+			n += 2;
+		}
+		i = a.end;
+	}
+	return n;
+}
+
+static La
+launch_at(const KProgram *p, uint32_t li) {
+	La *la = calloc(LA_MAX(p), sizeof *la);
+	FADC_ASSERT(la, "cuda: out of memory");
+	uint32_t n = cuda_launch_plan(p, la);
+	FADC_ASSERT(li < n, "cuda: a launch index past the task's launches");
+	La a = la[li];
+	free(la);
+	return a;
+}
+
+// A persistent kernel's blocks: as many as its widest kernel can use, at
+// most PERSIST_MAX_BLOCKS.  Its grid-wide barrier needs every block
+// resident at once, so the kernel keeps only the first min(grid, %nsmid)
+// blocks (the rest return at once) and is compiled with
+// __launch_bounds__(256, 2), which leaves room for two blocks per SM:
+// %nsmid (the SM identifiers' bound) is at least the SM count and, on
+// every part so far, less than twice it.
+#define PERSIST_MAX_BLOCKS 256
+
+static uint32_t
+persist_grid(const KProgram *p, uint32_t begin, uint32_t end) {
+	int64_t g = 1;
+	for (uint32_t ki = begin; ki < end; ki++) {
+		const KKernel *k = &p->k[ki];
+		int64_t npt = kir_kernel_points(k);
+		Tile t;
+		int64_t b = cuda_loop_tile(p, k, &t) ? t.units
+		            : cuda_blockred(p, k)    ? npt
+		                                     : (npt + FUSED_THREADS - 1) / FUSED_THREADS;
+		if (b > g)
+			g = b;
+	}
+	return (uint32_t)(g < PERSIST_MAX_BLOCKS ? g : PERSIST_MAX_BLOCKS);
+}
+
+uint32_t
+cg_cuda_launches(const KProgram *p) {
+	return cuda_launch_plan(p, NULL);
+}
+
+// The contract of a group of kernels [begin, end) run by one __global__
+// (LA_FUSED, LA_LOOP): every buffer any of them touches, in buffer order
+// (a fused task's temporaries in shared memory are not arguments).
+int
+cuda_group_contract(const KProgram *p, const La *a, CgCudaKernel *out) {
+	memset(out, 0, sizeof *out);
+	uint8_t *use = calloc(p->nbuf + 1, 1);
+	out->buf = calloc(p->nbuf + 1, sizeof *out->buf);
+	char *name = NULL;
+	size_t nlen = 0;
+	FILE *f = open_memstream(&name, &nlen);
+	if (!use || !out->buf || !f) {
+		if (f)
+			fclose(f);
+		free(name);
+		free(use);
+		free(out->buf);
+		out->buf = NULL;
+		return 0;
+	}
+	// A fused kernel's name carries its phases (cuda_fused_barriers), which
+	// `fadc inspect` reads back from the descriptor: fadc_<task>_k0_fused_<N>phases.
+	char what[64] = "loop";
+	if (a->kind == LA_FUSED)
+		snprintf(what, sizeof what, "fused_%uphases", cg_cuda_phases(p));
+	cuda_kernel_name(f, p->name ? p->name : "", a->begin, what);
+	fclose(f);
+	out->name = name;
+	out->grid = a->kind == LA_FUSED ? 1 : persist_grid(p, a->begin, a->end);
+	out->points = (int64_t)out->grid * FUSED_THREADS;
+	for (uint32_t ki = a->begin; ki < a->end; ki++) {
+		CgCudaKernel k;
+		if (!cuda_kernel_contract(p, ki, &k)) {
+			free(use);
+			free(out->buf);
+			free(out->name);
+			return 0;
+		}
+		for (uint32_t j = 0; j < k.narg; j++)
+			use[k.buf[j]] = 1;
+		out->runseed |= k.runseed;
+		free(k.name);
+		free(k.buf);
+	}
+	int smem = a->kind == LA_FUSED && cuda_fused_smem(p);
+	for (uint32_t b = 0; b < p->nbuf; b++)
+		if (use[b] && !(smem && p->buf[b].kind == KB_TMP))
+			out->buf[out->narg++] = b;
+	free(use);
+	return 1;
+}
+
+// A cuBLAS GEMM: C = A B in the plan's row-major terms (the runtime maps
+// them onto cuBLAS's column-major call), its buffers {C, A, B}; points
+// are C's elements, the name the cuBLAS routine (for inspect and errors).
+static int
+gemm_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out) {
+	memset(out, 0, sizeof *out);
+	FADC_ASSERT(cuda_gemm_launch(p, ki, &out->g) != GEMM_NONE,
+	            "cuda: a GEMM launch without a GEMM plan");
+	out->gemm = 1;
+	out->name = strdup(out->g.dt == DT_F64 ? "cublasDgemmStridedBatched"
+	                                       : "cublasSgemmStridedBatched");
+	out->buf = calloc(4, sizeof *out->buf);
+	if (!out->name || !out->buf) {
+		free(out->name);
+		free(out->buf);
+		out->buf = NULL;
+		return 0;
+	}
+	out->points = out->g.batch * out->g.M * out->g.N;
+	out->buf[out->narg++] = out->g.cbuf;
+	out->buf[out->narg++] = out->g.abuf;
+	out->buf[out->narg++] = out->g.bbuf;
+	return 1;
+}
+
+
+// A zeroed contract named `name` with room for nbuf arguments; 0 (nothing
+// held) when out of memory.
+static int
+contract_new(CgCudaKernel *out, const char *name, size_t nbuf) {
+	memset(out, 0, sizeof *out);
+	out->name = strdup(name);
+	out->buf = calloc(nbuf, sizeof *out->buf);
+	if (out->name && out->buf)
+		return 1;
+	free(out->name);
+	free(out->buf);
+	out->name = NULL;
+	out->buf = NULL;
+	return 0;
+}
+int
+cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *out) {
+	La a = launch_at(p, li);
+	if (a.kind == LA_FUSED || a.kind == LA_LOOP)
+		return cuda_group_contract(p, &a, out);
+	if (a.kind == LA_KERNEL)
+		return cuda_kernel_contract(p, a.begin, out);
+	if (a.kind == LA_GEMM)
+		return gemm_contract(p, a.begin, out);
+	if (a.kind == LA_CHOICE) { // no work, no buffers: the next two launches are candidates
+		if (!contract_new(out, "choice", 1))
+			return 0;
+		out->choice = 2;
+		out->points = 2;
+		return 1;
+	}
+	// A host step: linear_sum_assignment of the (rows, cols) cost hin into
+	// out; points and grid carry rows and cols (docs/ARTIFACT.md).
+	const KKernel *k = &p->k[a.begin];
+	const KBuf *in = &p->buf[k->hin];
+	if (!contract_new(out, "linear_sum_assignment", 3))
+		return 0;
+	FADC_ASSERT(k->host == KH_ASSIGN && in->shape.rank == 2, "cuda: an unknown host kernel");
+	out->host = k->host;
+	out->points = in->shape.dim[0];
+	out->grid = (uint32_t)in->shape.dim[1];
+	out->buf[out->narg++] = k->out;
+	out->buf[out->narg++] = k->hin;
+	return 1;
+}
+
+// Grid barriers of a persistent loop kernel (group a): after[ki] = 1 when
+// one follows kernel ki.  Each trip's last kernel of every loop is
+// followed by one (the next trip reads the carries), and so is a kernel
+// before a loop's first; between, kernel j runs in the phase of the
+// kernels since the last barrier unless it touches what one of them does:
+// it reads or writes bytes one of them writes, or writes bytes one of them
+// reads.  Which block runs which point differs between kernels (their
+// forms and sizes differ), so no read counts as private, as it may in a
+// fused task (cuda_fused_barriers): this is buffers, byte ranges in the arena
+// for temporaries.  deepspeech's reverse LSTM step: the four gate
+// nonlinearities, each reading the pre-activations and writing its own
+// buffer, share one phase.  One exception: two kernels of one thread per
+// point (neither tiled nor a block's reduction) give point t to the same
+// thread, (blockIdx.x * 256 + threadIdx.x) + k * 256 nb for every such
+// kernel whatever its size, so bytes that both touch only at their own
+// row-major point index (an elementwise chain over [N, H]: c' from c, h'
+// from c', the carries copied back) pass between them in one thread's
+// program order, as in a fused task's phases (cuda_fused_barriers).
+// FADC_CUDA_GRID_SYNC_ALL=1 at compile time puts a barrier after every
+// kernel (measurements).
+static int
+grid_overlap(const KProgram *p, uint32_t a, uint32_t b) {
+	const KBuf *x = &p->buf[a], *y = &p->buf[b];
+	if (a == b)
+		return 1;
+	if (x->kind != KB_TMP || y->kind != KB_TMP || !x->bytes || !y->bytes)
+		return 0;
+	return x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes;
+}
+
+// Element e of a is element e of b (one buffer, or the same placement).
+static int
+grid_same_place(const KProgram *p, uint32_t a, uint32_t b) {
+	const KBuf *x = &p->buf[a], *y = &p->buf[b];
+	return a == b || (x->kind == KB_TMP && y->kind == KB_TMP && x->offset == y->offset &&
+	                  kir_dtype_size(x->dtype) == kir_dtype_size(y->dtype));
+}
+
+// Is kernel k of a loop one thread per point (see cuda_grid_barriers)?
+static int
+grid_thread_form(const KProgram *p, const KKernel *k) {
+	Tile t;
+	return !cuda_blockred(p, k) && !cuda_loop_tile(p, k, &t);
+}
+
+// Does kernel k of a loop store point t from the thread of point t?  The
+// thread form does, and so does a split tile's last pass (print_tile).
+static int
+grid_stores_own(const KProgram *p, const KKernel *k) {
+	Tile t;
+	return grid_thread_form(p, k) || (cuda_loop_tile(p, k, &t) && t.kc > 1);
+}
+
+static int
+grid_conflict(const KProgram *p, uint32_t i, uint32_t j, const uint8_t *rdi, const uint8_t *rdj) {
+	const KKernel *ki = &p->k[i], *kj = &p->k[j];
+	int wi = grid_stores_own(p, ki) && kx_flat_point(p, ki, ki->index);
+	int wj = grid_stores_own(p, kj) && kx_flat_point(p, kj, kj->index);
+	// Split tiles share one scratch array (fadc_tile_part): j's chunk sums
+	// must not overwrite i's before every block has read them.
+	Tile ti, tj;
+	if (cuda_loop_tile(p, ki, &ti) && ti.kc > 1 && cuda_loop_tile(p, kj, &tj) && tj.kc > 1)
+		return 1;
+	if (grid_overlap(p, ki->out, kj->out) &&
+	    !(wi && wj && grid_same_place(p, ki->out, kj->out)))
+		return 1;
+	for (uint32_t b = 0; b < p->nbuf; b++) {
+		// RAW: j reads what i wrote; WAR: j writes what i read.
+		if (rdj[b] && grid_overlap(p, ki->out, b) &&
+		    !(rdj[b] == RD_OWN && wi && grid_same_place(p, ki->out, b)))
+			return 1;
+		if (rdi[b] && grid_overlap(p, kj->out, b) &&
+		    !(rdi[b] == RD_OWN && wj && grid_same_place(p, kj->out, b)))
+			return 1;
+	}
+	return 0;
+}
+
+void
+cuda_grid_barriers(const KProgram *p, const La *a, uint8_t *after) {
+	const char *all = getenv("FADC_CUDA_GRID_SYNC_ALL");
+	int every = all && *all && strcmp(all, "0");
+	uint32_t n = a->end - a->begin;
+	uint8_t *seen = calloc(p->nx + 1, 1);
+	uint8_t *rd = calloc((size_t)(n + 1) * (p->nbuf + 1), 1);
+	FADC_ASSERT(seen && rd, "cuda: out of memory");
+	for (uint32_t i = 0; i < n; i++) {
+		const KKernel *k = &p->k[a->begin + i];
+		uint8_t *r = rd + (size_t)i * (p->nbuf + 1);
+		// RD_OWN: read only at the kernel's own point index, by the
+		// thread of that point (thread form; a reduction's terms are not).
+		int own = grid_thread_form(p, k);
+		memset(seen, 0, p->nx + 1);
+		reads_of(p, k, k->body, own, seen, r);
+		reads_of(p, k, k->post, own, seen, r);
+		reads_of(p, k, k->index, own, seen, r);
+	}
+	uint32_t begin = a->begin;
+	for (uint32_t ki = a->begin; ki < a->end; ki++) {
+		uint32_t j = ki + 1;
+		int need = every || j == a->end;
+		for (uint32_t l = 0; l < p->nloop && !need; l++)
+			if (p->loop[l].end > p->loop[l].begin &&
+			    (p->loop[l].end == j || p->loop[l].begin == j))
+				need = 1;
+		for (uint32_t i = begin; i < j && !need; i++)
+			need = grid_conflict(p, i, j, rd + (size_t)(i - a->begin) * (p->nbuf + 1),
+			                     rd + (size_t)(j - a->begin) * (p->nbuf + 1));
+		after[ki] = (uint8_t)need;
+		if (need)
+			begin = j;
+	}
+	free(seen);
+	free(rd);
+}
+
+// Whether a fused task's inputs are staged into shared memory: all of
+// them fit there beside the temporaries (tmp bytes), each 16-byte
+// aligned, within FUSED_SMEM_LIMIT, and FADC_CUDA_NO_STAGE is not set
+// (measurements).  *bytes: their shared-memory size.
+int
+cuda_stage_inputs(const KProgram *p, const CgCudaKernel *all, int64_t tmp, int64_t *bytes) {
+	const char *off = getenv("FADC_CUDA_NO_STAGE");
+	if (off && *off && strcmp(off, "0"))
+		return 0;
+	int64_t n = 0;
+	for (uint32_t j = 0; j < all->narg; j++) {
+		const KBuf *x = &p->buf[all->buf[j]];
+		if (x->kind == KB_IN)
+			n += (x->bytes + 15) / 16 * 16;
+	}
+	*bytes = n;
+	return n > 0 && tmp + n <= FUSED_SMEM_LIMIT;
+}
+
+int
+cuda_kernel_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out) {
+	const KKernel *k = &p->k[ki];
+	Uses u = {0};
+	cuda_kernel_uses(p, k, &u);
+	memset(out, 0, sizeof *out);
+	char *name = NULL;
+	size_t nlen = 0;
+	FILE *f = open_memstream(&name, &nlen);
+	out->buf = calloc(p->nbuf + 1, sizeof *out->buf);
+	if (!f || !out->buf) {
+		if (f)
+			fclose(f);
+		free(name);
+		free(out->buf);
+		free(u.seen);
+		free(u.buf);
+		free(u.step);
+		out->buf = NULL;
+		return 0;
+	}
+	cuda_kernel_name(f, p->name ? p->name : "", ki, k->what);
+	fclose(f);
+	out->name = name;
+	out->points = kir_kernel_points(k);
+	out->buf[out->narg++] = k->out;
+	for (uint32_t b = 0; b < p->nbuf; b++)
+		if (u.buf[b] && b != k->out)
+			out->buf[out->narg++] = b;
+	out->runseed = u.seed;
+	if (cuda_blockred(p, k))
+		out->grid = (uint32_t)(out->points < 65535 ? out->points : 65535);
+	free(u.seen);
+	free(u.buf);
+	free(u.step);
+	return 1;
+}
