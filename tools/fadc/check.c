@@ -1,5 +1,5 @@
 // tools/fadc/check.c -- `fadc check MODEL.ir`: compiled code against the
-// reference interpreter, through cg_check (codegen.h), which compiles the
+// reference interpreter, through cg_check (harness.h), which compiles the
 // model to a temporary artifact, runs every task through the runtime and
 // through ir_interp on the same inputs, and reports each output's
 // normalized error.
@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "codegen.h"
 #include "frontend.h"
+#include "harness.h"
 
 const char *const usage_check =
     "usage: fadc check MODEL.ir [-D NAME=VALUE]... [--tasks LIST|all] [--f64] [--rtol R]\n"
