@@ -186,6 +186,12 @@ SrcMap *ir_srcmap_new(void);
 void ir_srcmap_free(SrcMap *s);
 uint32_t ir_srcmap_add_file(SrcMap *s, const char *name, const char *text, size_t len);
 Loc ir_srcmap_loc(SrcMap *s, uint32_t file, uint32_t line, uint32_t col);
+// The source hash an artifact records (runtime/artifact.h, source_hash):
+// FNV-1a 64 over the files in order (the prelude, then the model), each its
+// name with the terminating NUL, then its text; NULL hashes as no file.
+// The one definition: codegen writes it, fadc-bench compares an artifact's
+// with the model's before it reuses the artifact.
+uint64_t ir_srcmap_hash(const SrcMap *s);
 
 struct Graph {
 	Arena *arena; // owns everything below

@@ -157,7 +157,7 @@ typedef struct ArtDecl {
 typedef struct ArtDesc {
 	uint32_t version; // the format read; encoding: 0 writes ART_FORMAT_VERSION
 	char *model; // the module's name
-	uint64_t source_hash; // FNV-1a 64 of every source file (model, prelude)
+	uint64_t source_hash; // FNV-1a 64 of every source file (prelude, model): ir_srcmap_hash
 	char *options; // the compile options, one line
 	char *triple; // LLVM target triple
 	char *cpu; // LLVM CPU name
