@@ -246,8 +246,8 @@ in_list(const char *list, const char *name)
 }
 
 // The descriptor's source hash of the model as the compiler will see it:
-// the frontend's source files (the prelude, then the model, each name and
-// text), FNV-1a 64, as codegen/compile.c computes it.
+// ir_srcmap_hash of the frontend's source files, the function
+// codegen/compile.c records it with.
 static int
 source_hash(const char *path, const char *const *defs, int ndefs, char *hash, char *err,
             size_t errlen)
@@ -258,11 +258,7 @@ source_hash(const char *path, const char *const *defs, int ndefs, char *hash, ch
 		snprintf(err, errlen, "%s: does not compile (diagnostic above)", path);
 		return -1;
 	}
-	uint64_t h = ART_FNV_BASIS;
-	for (uint32_t i = 0; m->src && i < m->src->nfile; i++) {
-		h = art_fnv1a64(h, m->src->file[i].name, strlen(m->src->file[i].name) + 1);
-		h = art_fnv1a64(h, m->src->file[i].text, m->src->file[i].len);
-	}
+	uint64_t h = ir_srcmap_hash(m->src);
 	ir_module_free(m);
 	snprintf(hash, 17, "%016" PRIx64, h);
 	return 0;

@@ -112,7 +112,7 @@ parse_int(const char *s, long long *v)
 
 // v is U[0, 1) from the run seed, keyed by the input's name (and a salt
 // for the consistency check's second draw), exactly as `fadc run` draws it:
-// every backend and the CLI see the same v (ir/random.c).
+// every backend and the CLI see the same v (support/random.c).
 static void
 fill_uniform(BTensor *t, uint64_t seed, const char *salt)
 {

@@ -76,21 +76,6 @@ int cg_compile_specs(const Module *const *ms, const char *const *specdefs, int n
 // "file:line:col" of loc, or "" when there is none.
 void cg_loc_str(const SrcMap *src, Loc loc, char *buf, size_t n);
 
-// ---------------------------------------------------------------- check.c
-typedef struct CgCheck {
-	double tol; // largest normalized error of a task's output
-	double init_tol; // of an initializer against ir_module_init
-	uint64_t seed; // run seed (initializers, the caller's inputs)
-	int verbose; // report every output, not only failures
-} CgCheck;
-
-// Compiles m (to a temporary file), runs every task through the runtime
-// and through ir_interp on the same inputs, and reports each output's
-// normalized error max|got - want| / max|want| to `report`.  Returns the
-// number of outputs above tolerance, or -1 with a message on an error.
-int cg_check(const Module *m, const CgOptions *o, const CgCheck *c, FILE *report, char *err,
-             size_t errlen);
-
 // ---------------------------------------------------------------- fuse.c
 // How an op is lowered.
 typedef enum CgKind {

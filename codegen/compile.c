@@ -946,12 +946,7 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 	d.nspec = (uint32_t)nspec;
 	d.spec = nspec > 1 ? (char **)specdefs : NULL;
 	d.model = model;
-	uint64_t h = ART_FNV_BASIS;
-	for (uint32_t i = 0; m->src && i < m->src->nfile; i++) {
-		h = art_fnv1a64(h, m->src->file[i].name, strlen(m->src->file[i].name) + 1);
-		h = art_fnv1a64(h, m->src->file[i].text, m->src->file[i].len);
-	}
-	d.source_hash = h;
+	d.source_hash = ir_srcmap_hash(m->src);
 	const char *cuda_arch = o->cuda_arch ? o->cuda_arch : "sm_90";
 	d.cuda_arch = targets & CG_TARGET_CUDA ? (char *)cuda_arch : "";
 #ifdef FADC_HAVE_CUDA

@@ -65,7 +65,7 @@ typedef enum KxOp {
 	KX_POW,
 	KX_FLOOR,
 	KX_SQRT,
-	// Special functions: a libm call or a support routine (codegen/support.c).
+	// Special functions: a libm call or a support routine (support/support.c).
 	KX_EXP,
 	KX_LOG,
 	KX_LOG1P,
@@ -83,7 +83,7 @@ typedef enum KxOp {
 	KX_NOT,
 	KX_SELECT, // a[0] (BOOL) ? a[1] : a[2]
 	KX_CAST, // a[0] converted to storage dtype `aux`, result in the compute dtype
-	// Philox samplers (ir/random.c, compiled into the artifact): F64 result
+	// Philox samplers (support/random.c, compiled into the artifact): F64 result
 	// of kind `aux` (KRand) for seed i, element index a[0], and for gamma
 	// the shape a[1] (F64).
 	KX_RAND,
@@ -133,7 +133,7 @@ typedef enum KHost {
 	KH_NONE,
 	// linear_sum_assignment: hin is the cost (F64, rows x cols), out the
 	// column of each row (I64, -1 if none), hwork a scratch buffer of
-	// ir_assignment_work(rows, cols) bytes (ir/hungarian.c).
+	// ir_assignment_work(rows, cols) bytes (support/hungarian.c).
 	KH_ASSIGN,
 } KHost;
 

@@ -47,6 +47,28 @@ ir_srcmap_loc(SrcMap *s, uint32_t file, uint32_t line, uint32_t col)
 	return s->nloc++;
 }
 
+// FNV-1a 64, the artifact format's hash (art_fnv1a64 of runtime/artifact.c,
+// which ir cannot call: the runtime is no layer below ir).
+static uint64_t
+fnv1a64(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h;
+}
+
+uint64_t
+ir_srcmap_hash(const SrcMap *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (uint32_t i = 0; s && i < s->nfile; i++) {
+		h = fnv1a64(h, s->file[i].name, strlen(s->file[i].name) + 1);
+		h = fnv1a64(h, s->file[i].text, s->file[i].len);
+	}
+	return h;
+}
+
 Graph *
 ir_graph_new(const char *name, SrcMap *src)
 {

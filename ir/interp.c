@@ -1483,7 +1483,7 @@ RULE(linear_sum_assignment)
 {
 	(void)a;
 	// scipy.optimize.linear_sum_assignment, as "column of each row"
-	// (ir/hungarian.c, shared with compiled code).
+	// (support/hungarian.c, shared with compiled code).
 	const Tensor *x = IN(0);
 	int64_t R = x->shape.dim[0], C = x->shape.dim[1];
 	int64_t *col = malloc(sizeof *col * (size_t)(R ? R : 1));

@@ -13,7 +13,7 @@
 // and PyTorch's contiguous tensors.
 //
 // Sections follow the source files: arena.c, ops.c, graph.c, shape.c,
-// module.c, print.c, verify.c, random.c, interp.c.
+// module.c, print.c, verify.c, interp.c.
 #ifndef FADC_IR_H
 #define FADC_IR_H
 
@@ -186,6 +186,12 @@ SrcMap *ir_srcmap_new(void);
 void ir_srcmap_free(SrcMap *s);
 uint32_t ir_srcmap_add_file(SrcMap *s, const char *name, const char *text, size_t len);
 Loc ir_srcmap_loc(SrcMap *s, uint32_t file, uint32_t line, uint32_t col);
+// The source hash an artifact records (runtime/artifact.h, source_hash):
+// FNV-1a 64 over the files in order (the prelude, then the model), each its
+// name with the terminating NUL, then its text; NULL hashes as no file.
+// The one definition: codegen writes it, fadc-bench compares an artifact's
+// with the model's before it reuses the artifact.
+uint64_t ir_srcmap_hash(const SrcMap *s);
 
 struct Graph {
 	Arena *arena; // owns everything below
@@ -303,26 +309,10 @@ void ir_print_float(char *buf, size_t n, double v); // shortest round-trip form
 // a message on the first violation.
 int ir_verify(const Graph *g, char *err, size_t errlen);
 
-// ---------------------------------------------------------------- random.c
-// Philox4x32-10 (Salmon et al., SC'11): a counter-based generator, so that
-// every backend draws identical numbers for the same (key, counter).
-void ir_philox(const uint32_t key[2], const uint32_t ctr[4], uint32_t out[4]);
-// The samplers, one element at a time; `index` is the element's flat index.
-// They are functions of (seed, runseed, index) only.
-double ir_rand_uniform(uint64_t seed, uint64_t runseed, uint64_t index); // [0, 1)
-double ir_rand_normal(uint64_t seed, uint64_t runseed, uint64_t index); // N(0, 1)
-double ir_rand_gamma(uint64_t seed, uint64_t runseed, uint64_t index, double alpha); // rate 1
-// The seed of a stream named by an input: FNV-1a(name) ^ FNV-1a(salt).  v of
-// the tasks is ir_rand_uniform(ir_rand_name_key(name, "v"), runseed, i).
-uint64_t ir_rand_name_key(const char *name, const char *salt);
-
-// ---------------------------------------------------------------- special.c
-// psi^(n)(x), the n-th derivative of digamma (n = 0: digamma), n a float
-// holding an integer 0..120 (else NaN); PyTorch's conventions at the poles.
-double ir_polygamma(double n, double x);
-
-// ---------------------------------------------------------------- hungarian.c
-#include "hungarian.h"
+// ---------------------------------------------------------------- support
+// The Philox samplers, polygamma and the assignment solver, which the
+// interpreter shares with the runtime and compiled code: support/support.h.
+#include "support.h"
 
 // ---------------------------------------------------------------- interp.c
 // The reference interpreter: every value is a dense float64 array whatever

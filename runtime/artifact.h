@@ -61,7 +61,7 @@ typedef struct ArtKArg {
 // What a launch record is: a kernel of the task's module, or a host step
 // of the runtime between kernels (format 3).  ART_LAUNCH_ASSIGN:
 // linear_sum_assignment of a (points, grid) f64 cost matrix, argument 1,
-// into the i64 column of each row, argument 0 (ir/hungarian.c on the host:
+// into the i64 column of each row, argument 0 (support/hungarian.c on the host:
 // copy down, solve, copy up; name is "linear_sum_assignment").
 // ART_LAUNCH_GEMM (format 4): a strided batched GEMM through cuBLAS,
 // arguments {C, A, B} and the ArtGemm below; name is the cuBLAS routine
@@ -157,7 +157,7 @@ typedef struct ArtDecl {
 typedef struct ArtDesc {
 	uint32_t version; // the format read; encoding: 0 writes ART_FORMAT_VERSION
 	char *model; // the module's name
-	uint64_t source_hash; // FNV-1a 64 of every source file (model, prelude)
+	uint64_t source_hash; // FNV-1a 64 of every source file (prelude, model): ir_srcmap_hash
 	char *options; // the compile options, one line
 	char *triple; // LLVM target triple
 	char *cpu; // LLVM CPU name

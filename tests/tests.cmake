@@ -30,6 +30,11 @@ set_tests_properties(unit/test_codegen_gemm_512 PROPERTIES LABELS unit SKIP_RETU
 target_include_directories(test_cuda_special PRIVATE ${CMAKE_SOURCE_DIR}/codegen)
 target_compile_options(test_cuda_special PRIVATE -ffp-contract=off)
 
+# The layering of docs/ARCHITECTURE.md: every module's includes against the
+# modules it may depend on (tests/layering.sh; grep, no build).
+add_test(NAME layering COMMAND bash ${CMAKE_SOURCE_DIR}/tests/layering.sh ${CMAKE_SOURCE_DIR})
+set_tests_properties(layering PROPERTIES LABELS unit)
+
 # Golden tests: each file carries "# RUN:" lines (tests/lit.sh).
 file(GLOB GOLDEN_TESTS CONFIGURE_DEPENDS
      ${CMAKE_SOURCE_DIR}/tests/parse/*.ir ${CMAKE_SOURCE_DIR}/tests/errors/*.ir

@@ -1,4 +1,4 @@
-# linear_sum_assignment on the CPU: a host kernel calling ir/hungarian.c,
+# linear_sum_assignment on the CPU: a host kernel calling support/hungarian.c,
 # the interpreter's solver (tests/cpu/assignment.ir).  The assignments are
 # hand-derived; an invalid cost fails the task with its code (1: NaN or
 # -inf in the cost, 2: infeasible), as the interpreter fails.

@@ -1,5 +1,5 @@
 # The exec programs of tests/exec, compiled and compared with the
-# interpreter (codegen/check.c): broadcasting, comparisons and where,
+# interpreter (tools/fadc/harness.c): broadcasting, comparisons and where,
 # floor division and modulo, slices, concat and pad, views and in-place
 # writes (write-backs).  Tolerance: normalized error 1e-5 (f32).
 #

@@ -12,6 +12,7 @@
 
 #include "codegen.h"
 #include "frontend.h"
+#include "harness.h"
 #include "passes.h"
 #include "testutil.h"
 
@@ -37,7 +38,7 @@ cgu_parse(const char *name, const char *text)
 	return m;
 }
 
-// cg_check of m (codegen/check.c: every task compiled and run against the
+// cg_check of m (tools/fadc/harness.c: every task compiled and run against the
 // interpreter): prints "LABEL: " and its report on stdout, an error on
 // stderr after `name`, and checks that no output is above tolerance.
 static inline void

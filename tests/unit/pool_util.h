@@ -13,6 +13,7 @@
 #include "codegen.h"
 #include "fadc.h"
 #include "frontend.h"
+#include "harness.h"
 #include "testutil.h"
 
 // Parses src (text, or with is_file a path under models/) with the given

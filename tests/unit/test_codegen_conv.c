@@ -6,7 +6,7 @@
 // conv_input_grad, conv_weight_grad, max_pool_grad, max_pool_gather,
 // avg_pool_grad, adaptive_avg_pool_grad, upsample_bilinear_grad.  Each
 // small module is compiled for forward, vjp, jvp, vhp and hvp and checked
-// through cg_check (codegen/check.c): normalized error <= 1e-5 computing in
+// through cg_check (tools/fadc/harness.c): normalized error <= 1e-5 computing in
 // f32, <= 2e-7 computing in f64.  Ties (inputs on a grid of a few values)
 // exercise max_pool's and argmax's "first maximum".  (avg_pool with
 // count_include_pad is spelled as the op: avg_pool2d(..., count_include_pad=0)

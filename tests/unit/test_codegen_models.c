@@ -4,7 +4,7 @@
 // For ppl_simple_reg and ppl_robust_reg, at the default sizes and at
 // -D N=3 -D K=2, every task (forward vjp jvp vhp hvp jacobian hessian
 // hessian_fwdrev hessian_revrev jacfwd jacrev) is compiled, loaded through
-// include/fadc.h and run on the same inputs as ir_interp (codegen/check.c):
+// include/fadc.h and run on the same inputs as ir_interp (tools/fadc/harness.c):
 //   - computing in f32 (what artifacts do): largest normalized error
 //     max|got - want| / max|want| per output below 1e-5;
 //   - computing in f64 (--f64: only the inputs and outputs are f32; at the
@@ -23,6 +23,7 @@
 
 #include "codegen.h"
 #include "frontend.h"
+#include "harness.h"
 #include "testutil.h"
 
 static const char *const all[] = {"all"};

@@ -18,6 +18,7 @@
 
 #include "codegen.h"
 #include "frontend.h"
+#include "harness.h"
 #include "testutil.h"
 
 static const char *const all_tasks[] = {"forward", "vjp", "jvp", "vhp", "hvp"};

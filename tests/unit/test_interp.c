@@ -541,7 +541,7 @@ test_factory(void)
 	ir_tensor_free(&r[0]);
 }
 
-// The samplers draw element i from (seed, RUNSEED, i); ir/random.c is
+// The samplers draw element i from (seed, RUNSEED, i); support/random.c is
 // tested on its own (test_random), so here the transformation of the draws
 // and the indexing are what is checked.
 static void

@@ -1,4 +1,4 @@
-// tests/unit/test_random.c -- Philox4x32-10 and the samplers (ir/random.c).
+// tests/unit/test_random.c -- Philox4x32-10 and the samplers (support/random.c).
 //
 // Philox is checked bit for bit against the known-answer vectors that
 // Random123 publishes (kat_vectors, philox4x32_10).  The samplers are

@@ -1,7 +1,7 @@
-// codegen/support.c -- special functions that generated code calls, linked
-// into every model.so (with ir/random.c, the Philox samplers, ir/special.c
-// and ir/hungarian.c, the assignment solver that host kernels call) as the
-// static library fadc_support.
+// support/support.c -- special functions that generated code calls, linked
+// into every model.so (with random.c, the Philox samplers, special.c and
+// hungarian.c, the assignment solver that host kernels call) as the static
+// library fadc_support.
 //
 // Generated code calls libm for exp, log, log1p, expm1, tanh, erf, sin, cos
 // and pow (through LLVM intrinsics or by name; exp .. erf only in loops
@@ -23,12 +23,12 @@
 //                             + sum_k B_2k (2k+n-1)! / ((2k)! x^(2k+n)) ]
 // converges to double precision within 15 terms.  For x < 0 the reflection
 // formula psi^(n)(1 - x) + (-1)^(n+1) psi^(n)(x) = (-1)^n pi d^n/dx^n cot(pi x)
-// is used.  The algorithm is ir/special.c's, compiled into this library
+// is used.  The algorithm is special.c's, compiled into this library
 // too, so compiled code and the interpreter agree to the bit.
 #define _DEFAULT_SOURCE 1
 #include <math.h>
 
-#include "ir.h"
+#include "support.h"
 
 double fadc_polygamma(double n, double x);
 float fadc_polygammaf(float n, float x);

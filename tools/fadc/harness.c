@@ -1,4 +1,4 @@
-// codegen/check.c -- compiled code against the reference interpreter.
+// tools/fadc/harness.c -- compiled code against the reference interpreter.
 //
 // cg_check compiles a module, loads the artifact through the public
 // runtime (include/fadc.h), and for every task compares the outputs with
@@ -7,6 +7,10 @@
 // the model, so both sides start from identical bits; the caller's inputs
 // (v, forward's arguments) are U[0, 1) draws of the Philox generator.  The
 // init tasks are checked first, against ir_module_init itself.
+//
+// It lives beside `fadc check`, not in the compiler library: it runs the
+// runtime, which the compiler itself never does (library fadc_harness, also
+// linked by the unit tests of codegen and the runtime).
 //
 // The error of one output is ir_err_value's (ir.h), the measure that
 // `fadc compare-npy` uses too: max_i |got_i - want_i| / max_i
@@ -17,9 +21,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "codegen.h"
 #include "fadc.h"
 #include "fileio.h"
+#include "harness.h"
 #include "passes.h"
 
 static double

@@ -1,12 +1,12 @@
-// ir/special.c -- polygamma (digamma included), the one special function
-// libm lacks.  One source for every consumer: the reference interpreter
-// calls it, and the support library linked into every model.so
-// (codegen/support.c, library fadc_support) compiles this same file, as it
-// does ir/random.c, so compiled code and the oracle agree to the bit.
+// support/special.c -- polygamma (digamma included), the one special
+// function libm lacks.  One source for every consumer: the reference
+// interpreter calls it, and every model.so links this same file (through
+// support.c's fadc_polygamma), as it does random.c, so compiled code and
+// the oracle agree to the bit.
 // (The CUDA printer carries a __device__ port of this algorithm.)
 #include <math.h>
 
-#include "ir.h"
+#include "support.h"
 
 static const double PI = 3.14159265358979323846264338327950288;
 

@@ -1,7 +1,8 @@
-// ir/hungarian.c -- the linear assignment solver of linear_sum_assignment,
-// shared by the interpreter (ir/interp.c) and compiled code (linked into
-// every model.so through the support library, codegen/support.c), so both
-// return the same assignment, ties included.
+// support/hungarian.c -- the linear assignment solver of
+// linear_sum_assignment, shared by the interpreter (ir/interp.c), compiled
+// code (linked into every model.so with the rest of this library) and the
+// CUDA runtime's host step, so all return the same assignment, ties
+// included.
 //
 // The Hungarian method with potentials (Kuhn-Munkres in the O(n^2 m) form
 // of Jonker-Volgenant / e-maxx): rows are added one at a time, and a
@@ -18,7 +19,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "ir.h"
+#include "support.h"
 
 // The scratch layout for n rows (the smaller side) and m columns: doubles
 // u[n+1], v[m+1], minv[m+1]; int64 p[m+1], way[m+1], col[n]; bytes used[m+1].

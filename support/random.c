@@ -1,4 +1,4 @@
-// ir/random.c -- the counter-based random number generator and samplers.
+// support/random.c -- the counter-based random number generator and samplers.
 //
 // Every random op of the IR draws from Philox4x32-10 (Salmon, Moraes, Dror
 // and Shaw, "Parallel random numbers: as easy as 1, 2, 3", SC'11), the
@@ -29,7 +29,7 @@
 //   u32(a)    = a * 2^-32, in [0, 1); u32o(a) = (a + 0.5) * 2^-32, in (0, 1).
 #include <math.h>
 
-#include "ir.h"
+#include "support.h"
 
 // Constants of Philox4x32: the round multipliers and the Weyl sequence that
 // bumps the key between rounds (golden ratio and sqrt(3) - 1, in 32 bits).

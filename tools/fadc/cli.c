@@ -1,0 +1,270 @@
+// tools/fadc/cli.c -- the helpers every command of `fadc` uses (cli.h).
+//
+// Usage errors are one line and where the help is, exit status 2; errors
+// in the user's input are diagnostics at a path ("PATH: error: ...") or at
+// a source position, exit status 1.  Those conventions (README.md, "Exit
+// status") live here so that every command keeps them alike.
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "frontend.h"
+
+// The command a usage text belongs to, for "try 'fadc run --help'".
+static const char *
+usage_command(const char *usage)
+{
+	return usage == usage_run       ? "fadc run"
+	       : usage == usage_inspect ? "fadc inspect"
+	       : usage == usage_check   ? "fadc check"
+	       : usage == usage_compare ? "fadc compare-npy"
+	                                : "fadc";
+}
+
+// A usage error: the one-line reason and where the help is, as GNU tools
+// and clang do (the whole help text would bury the reason).  Exit status 2.
+int
+usage_error(const char *usage, const char *fmt, const char *arg)
+{
+	fprintf(stderr, "fadc: error: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\ntry '%s --help' for more information\n", usage_command(usage));
+	return 2;
+}
+
+// Is argv[*i] the option `name` with a value?  Takes "--name VALUE" and
+// "--name=VALUE"; *val is NULL when the value is missing.
+int
+opt_value(int argc, char **argv, int *i, const char *name, const char **val)
+{
+	const char *a = argv[*i];
+	size_t n = strlen(name);
+	if (strncmp(a, name, n))
+		return 0;
+	if (a[n] == '=') {
+		*val = a + n + 1;
+		return 1;
+	}
+	if (a[n])
+		return 0;
+	*val = *i + 1 < argc ? argv[++*i] : NULL;
+	return 1;
+}
+
+// -D NAME=VALUE and -DNAME=VALUE: 1 if argv[*i] is one (and then *usage
+// is set on a usage error), 0 if it is another option.
+int
+opt_define(int argc, char **argv, int *i, const char **defs, int *ndefs, const char *usage,
+           int *rc)
+{
+	const char *a = argv[*i];
+	if (strncmp(a, "-D", 2))
+		return 0;
+	const char *v = a[2] ? a + 2 : *i + 1 < argc ? argv[++*i] : NULL;
+	if (!v) {
+		*rc = usage_error(usage, "%s needs a value", "-D");
+		return 1;
+	}
+	if (*ndefs == MAXDEF) {
+		*rc = usage_error(usage, "too many -D options%s", "");
+		return 1;
+	}
+	// One -D per size: a second one is a typo or a leftover, never silently
+	// the winner (a list N=8,32 is how several values are given).
+	size_t nl = strcspn(v, "=");
+	for (int k = 0; k < *ndefs; k++)
+		if (strcspn(defs[k], "=") == nl && !strncmp(defs[k], v, nl)) {
+			char msg[320];
+			snprintf(msg, sizeof msg, "-D %.60s: size '%.*s' is already given by -D %.60s (give "
+			         "it once; N=8,32 lists values for specialisations)", v, (int)(nl > 40 ? 40 : nl),
+			         v, defs[k]);
+			*rc = usage_error(usage, "%s", msg);
+			return 1;
+		}
+	defs[(*ndefs)++] = v;
+	return 1;
+}
+
+// Is one of the -D options a list (a comma in its value)?
+int
+has_define_list(const char *const *defs, int ndefs)
+{
+	for (int i = 0; i < ndefs; i++) {
+		const char *eq = strchr(defs[i], '=');
+		if (eq && strchr(eq, ','))
+			return 1;
+	}
+	return 0;
+}
+
+int
+parse_seed(const char *v, uint64_t *seed)
+{
+	char *end;
+	errno = 0;
+	unsigned long long s = strtoull(v, &end, 10);
+	if (!*v || *end || errno || v[0] == '-')
+		return 0;
+	*seed = s;
+	return 1;
+}
+
+int
+has_suffix(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+	return n >= k && !strcmp(s + n - k, suffix);
+}
+
+// A message "<path>: <what>" (tensorio, the runtime) printed as a
+// diagnostic, "<path>: error: <what>"; a long path is shortened (SHOW_PATH).
+void
+path_error(const char *path, const char *err)
+{
+	size_t n = strlen(path);
+	if (!strncmp(err, path, n) && err[n] == ':' && err[n + 1] == ' ')
+		err += n + 2;
+	if (n > SHOW_PATH)
+		fprintf(stderr, "%.*s[...]%s: error: %s\n", SHOW_PATH / 2, path,
+		        path + n - SHOW_PATH / 2, err);
+	else
+		fprintf(stderr, "%s: error: %s\n", path, err);
+}
+
+// A pass or codegen failure: at its source position with a caret when it
+// has one, else at the model's file.
+void
+report_error(const Module *m, const char *model, Loc loc, const char *err)
+{
+	if (loc && m->src && loc < m->src->nloc) {
+		Diag d = {.out = stderr, .src = m->src};
+		diag_emit(&d, loc, "%s", err);
+	} else
+		fprintf(stderr, "%s: error: %s\n", model, err);
+}
+
+enum tio_dtype
+tio_of(DType t)
+{
+	return t == DT_F64 ? TIO_F64 : t == DT_I64 ? TIO_I64 : t == DT_BOOL ? TIO_BOOL : TIO_F32;
+}
+
+DType
+dtype_of(enum tio_dtype t)
+{
+	return t == TIO_F64 ? DT_F64 : t == TIO_I64 ? DT_I64 : t == TIO_BOOL ? DT_BOOL : DT_F32;
+}
+
+enum tio_dtype
+tio_of_fadc(fadc_dtype t)
+{
+	return t == FADC_F64 ? TIO_F64 : t == FADC_I64 ? TIO_I64 : t == FADC_BOOL ? TIO_BOOL : TIO_F32;
+}
+
+fadc_dtype
+fadc_of_tio(enum tio_dtype t)
+{
+	return t == TIO_F64 ? FADC_F64 : t == TIO_I64 ? FADC_I64 : t == TIO_BOOL ? FADC_BOOL : FADC_F32;
+}
+
+// "f32[11, 1]", as ir_type_str writes it.
+void
+type_str(enum tio_dtype dt, int rank, const int64_t *dim, char *buf, size_t n)
+{
+	int k = snprintf(buf, n, "%s[", tio_dtype_name(dt));
+	for (int i = 0; i < rank && k >= 0 && (size_t)k < n; i++)
+		k += snprintf(buf + k, n - (size_t)k, "%s%" PRId64, i ? ", " : "", dim[i]);
+	if (k >= 0 && (size_t)k < n)
+		snprintf(buf + k, n - (size_t)k, "]");
+}
+
+double
+elem(const tio_tensor *t, int64_t i)
+{
+	switch (t->dtype) {
+	case TIO_F32:
+		return ((const float *)t->data)[i];
+	case TIO_F64:
+		return ((const double *)t->data)[i];
+	case TIO_I64:
+		return (double)((const int64_t *)t->data)[i];
+	case TIO_BOOL:
+		return ((const uint8_t *)t->data)[i];
+	}
+	return 0;
+}
+
+void
+set_elem(tio_tensor *t, int64_t i, double v)
+{
+	switch (t->dtype) {
+	case TIO_F32:
+		((float *)t->data)[i] = (float)v;
+		break;
+	case TIO_F64:
+		((double *)t->data)[i] = v;
+		break;
+	case TIO_I64:
+		((int64_t *)t->data)[i] = (int64_t)v;
+		break;
+	case TIO_BOOL:
+		((uint8_t *)t->data)[i] = v != 0;
+		break;
+	}
+}
+
+// The runtime's last message, as a diagnostic at the artifact's path.
+int
+rt_error(const char *path, fadc_context *ctx)
+{
+	const char *msg = fadc_context_error(ctx);
+	if (!strncmp(msg, "./", 2) && strchr(path, '/') == NULL)
+		msg += 2; // opened as ./path (open_model)
+	path_error(path, msg);
+	return 1;
+}
+
+// fadc_model_open, with a bare file name made ./NAME: dlopen searches the
+// library path for a name without a slash, never the current folder.
+fadc_status
+open_model(fadc_context *ctx, const char *path, unsigned flags, fadc_model **m)
+{
+	if (strchr(path, '/'))
+		return fadc_model_open(ctx, path, flags, m);
+	char *p = malloc(strlen(path) + 3);
+	if (!p) {
+		*m = NULL;
+		return FADC_ERR_NOMEM;
+	}
+	sprintf(p, "./%s", path);
+	fadc_status s = fadc_model_open(ctx, p, flags, m);
+	free(p);
+	return s;
+}
+
+int
+is_dir(const char *path)
+{
+	struct stat st;
+	return !stat(path, &st) && S_ISDIR(st.st_mode);
+}
+
+// A codegen message as a diagnostic: "file:line:col: error: ..." as it is;
+// "error: OUT: what" at the artifact; "error: what" at the model; anything
+// else (a bad option value) from fadc.
+void
+cg_error(const char *model, const char *out, const char *err)
+{
+	size_t n = out ? strlen(out) : 0;
+	if (!strncmp(err, "error: ", 7) && n && !strncmp(err + 7, out, n) && err[7 + n] == ':')
+		path_error(out, err + 7);
+	else if (!strncmp(err, "error: ", 7))
+		fprintf(stderr, "%s: %s\n", model, err);
+	else if (strstr(err, ": error: "))
+		fprintf(stderr, "%s\n", err);
+	else
+		fprintf(stderr, "fadc: error: %s\n", err);
+}
