@@ -48,7 +48,7 @@
 #include <string.h>
 
 #include "cuda_impl.h"
-#include "../ir/hungarian.h" // the solver, linked from fadc_support
+#include "support.h" // the assignment solver (support/hungarian.c)
 
 static int host_failed(RtCuda *c, char *err, size_t errlen);
 static void pool_drop(void *ctx, uint64_t base, uint64_t size);

@@ -47,12 +47,8 @@ allowed() {
 }
 
 # Known exceptions, each with its reason; remove a line when its cause is gone.
-#   runtime/cuda.c includes "../ir/hungarian.h", a forwarding header to
-#   support/support.h, until the split of runtime/cuda.c (issue 17, item 3)
-#   includes "support.h" instead.
 exception() {
 	case "$1|$2" in
-	"runtime/cuda.c|../ir/hungarian.h") return 0 ;;
 	esac
 	return 1
 }
