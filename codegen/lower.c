@@ -792,7 +792,7 @@ matmul_b_contiguous(Lower *L, NodeId bn, const Shape *os)
 
 // (..., M, K) @ (..., K, N): a sum over k of a[..., i, k] b[..., k, j].
 // When the product is large enough for the blocked GEMM of the LLVM
-// backend (codegen/llvm.c, emit_gemm) and b is a view that is not
+// backend (codegen/llvm_gemm.c, llvm_emit_gemm) and b is a view that is not
 // contiguous along j (x @ transpose(w), the linear layers), b is first
 // copied into a row-major temporary: K N copies buy vector loads for the
 // M N K terms.

@@ -160,7 +160,7 @@ finish(Lower *L, KKernel *k, KRed red, KxId body, KxId post_of_acc_or_0)
 
 // ---- convolutions as GEMMs (im2col)
 // A large convolution with one group runs as a matrix product, which the
-// LLVM backend turns into its blocked GEMM (codegen/llvm.c, emit_gemm) and
+// LLVM backend turns into its blocked GEMM (codegen/llvm_gemm.c, llvm_emit_gemm) and
 // the CUDA backend into a cuBLAS call (kir_gemm_plan): the input's windows
 // are first copied into a column buffer (im2col: one element per (input
 // channel, tap) q = (c, kh, kw) and output position p = (oh, ow), zero
