@@ -2,12 +2,12 @@
 // kernel IR, memory plans, the LLVM CPU backend and the artifact.
 //
 //   model.ir --frontend--> Module --pass_task--> task graphs
-//     --cg_lower (fuse.c, lower.c)--> KProgram per task (kir.h)
+//     --cg_lower (fuse.c, lower.c, lower_window.c)--> KProgram per task (kir.h)
 //     --cg_plan (plan.c)--> arena offsets
-//     --cg_llvm_emit (llvm.c)--> object file
+//     --cg_llvm_emit (llvm.c, llvm_math.c, llvm_gemm.c)--> object file
 //     --cc -shared (compile.c)--> model.so + appended descriptor (docs/ARTIFACT.md)
 //
-// Only llvm.c includes llvm-c/*.  Errors: every function that can fail
+// Only llvm*.c (and their llvm_impl.h) include llvm-c/*.  Errors: every function that can fail
 // returns 0 (or NULL) and writes one message to err; user-level errors
 // (an op the backend does not support yet, a task too large) name the op,
 // the task and the source location.

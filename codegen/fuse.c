@@ -39,7 +39,7 @@ cg_op_kind(int op)
 	if (ir_op(op)->flags & F_ELEMWISE)
 		return CK_MAP;
 	// Window ops (F_WINDOW: conv, the pools, upsampling, argmax, their
-	// adjoints) are kernels of their own (codegen/lower.c, kernel_window).
+	// adjoints) are kernels of their own (codegen/lower_window.c).
 	if (ir_op(op)->flags & F_WINDOW)
 		return CK_REDUCE;
 	switch (op) {

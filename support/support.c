@@ -11,7 +11,7 @@
 // polygamma, which libm lacks.  The f32 versions compute in double and
 // round: accurate to the last bit of a float, not fast.  These serve scalar
 // loops (and polygamma of order >= 2 everywhere): where a loop vectorizes,
-// codegen/llvm.c emits erf, lgamma, digamma and trigamma as vector IR
+// codegen/llvm_math.c emits erf, lgamma, digamma and trigamma as vector IR
 // instead.  The library is compiled without sanitizers and with hidden
 // visibility: nothing here is exported from a model.so.
 //

@@ -2,7 +2,7 @@
 // the unit of error (ulps of the exact value in the format, or of the
 // largest term where the result is a difference: reflection) and the
 // input sets, shared by the tests of the two implementations of the
-// special functions: test_codegen_math.c (codegen/llvm.c's, run as
+// special functions: test_codegen_math.c (codegen/llvm_math.c's, run as
 // compiled model code) and test_cuda_special.c (codegen/cuda_special.h's,
 // compiled as host C).  test_codegen_math.c checks the references
 // themselves against closed forms and against ir_polygamma.

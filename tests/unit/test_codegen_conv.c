@@ -105,7 +105,7 @@ static const char upsample_ir[] =
 
 // Upsampling by up to 8 (fcn_resnet's head: 60 -> 480, align_corners=0),
 // both modes, ratios that are not integers, a shrink: the adjoint tests
-// only the candidates of its inverse window (codegen/lower.c,
+// only the candidates of its inverse window (codegen/lower_window.c,
 // bilinear_up), at most 2 x 8 + 5 along an axis growing 8 times, where it
 // tested every output position.
 static const char upsample_wide_ir[] =

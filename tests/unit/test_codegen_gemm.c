@@ -1,5 +1,5 @@
 // tests/unit/test_codegen_gemm.c -- the blocked GEMM of the LLVM backend
-// (codegen/llvm.c, emit_gemm: 6 x 16 register tiles of vector
+// (codegen/llvm_gemm.c: 6 x 16 register tiles of vector
 // accumulators, B packed per block of 256 reduction steps) against the
 // float64 interpreter, on shapes that exercise every edge: rows not a
 // multiple of 6, columns not a multiple of the tile (the scalar tail),
@@ -37,7 +37,7 @@ static const char model[] =
     "         + sum(u * u) * 0.001\n"
     "}\n";
 
-// Convolutions as GEMMs (codegen/lower.c, conv_gemm): a 2-d conv with
+// Convolutions as GEMMs (codegen/lower_window.c, conv_gemm): a 2-d conv with
 // padding (the column layout), a strided one with few output positions
 // and wide channels (the transposed layout), a dilated 1-d one; vjp runs
 // the weight gradient (g transposed, then a GEMM over two reduction axes
@@ -59,7 +59,7 @@ static const char convs[] =
     "}\n";
 
 // The same three ops with the column buffer cut into chunks
-// (codegen/lower.c, conv_gemm): $FADC_CONV_COL_MAX = 40,000 bytes forces
+// (codegen/lower_window.c, conv_gemm): $FADC_CONV_COL_MAX = 40,000 bytes forces
 // them at these sizes.  In f64: conv's column layout (Q = 63, P = 36,
 // 18,144 bytes a sample) runs in 2 chunks of samples, 2 and 1 (ragged),
 // its weight gradient in 2 chunks of input channels (7,776 bytes a
@@ -173,12 +173,12 @@ check(const char *name, const char *src, int f32, const char *const *kernels)
 
 // Every kernel `what` of task vjp must be the CPU's blocked GEMM: compiled
 // at -O0 (no inlining, no vectorizer), a function of such a kernel holds
-// vector fused multiply-adds only if emit_gemm wrote it (the plain loops
+// vector fused multiply-adds only if llvm_emit_gemm wrote it (the plain loops
 // and the contraction loops are scalar until the vectorizer runs).  The
 // kernels here differ in shape, so each has a function of its own: as
 // many functions as kernels, each with a vector FMA.  (The weight
 // gradient is a GEMM only when both operands are plain loads, g read
-// through its transposed copy gT: codegen/lower.c, conv_gemm.)  With
+// through its transposed copy gT: codegen/lower_window.c, conv_gemm.)  With
 // `packed`, each such function must also hold B's packed panel (an alloca
 // of GEMM_KC x GEMM_NV vectors): the weight gradient's two reduction axes
 // (n, p) walk gT and colT as one, so they merge and take the packed path.

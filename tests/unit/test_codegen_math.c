@@ -1,7 +1,7 @@
 // tests/unit/test_codegen_math.c -- the vectorizable exp, log, log1p,
 // expm1, tanh, erf, lgamma, digamma and trigamma (polygamma of order 1) of
 // the LLVM backend
-// (codegen/llvm.c, "special functions") against long-double references
+// (codegen/llvm_math.c) against long-double references
 // (64-bit significands: an oracle 11 bits more precise than f64), in f32
 // and in f64.  libm's expl, logl, log1pl, expm1l, tanhl, erfl and lgammal
 // are the references; digamma and trigamma have none in libm, so
