@@ -34,7 +34,11 @@
 
 extern char **environ;
 
-static const char *const default_tasks[] = {"forward", "vjp", "jvp", "vhp", "hvp"};
+// The tasks compiled when none are asked for: ir/tasks.def's dflt column.
+static const char *const default_tasks[] = {
+#define TASK(n, p, c, dflt, s) dflt ? #n : NULL,
+#include "tasks.def"
+};
 
 static uint8_t
 art_dtype(DType t)
@@ -70,6 +74,8 @@ task_list(const CgOptions *o, const char **out, int max, char *err, size_t errle
 	const char *const *req = o->ntasks ? o->tasks : default_tasks;
 	int nreq = o->ntasks ? o->ntasks : (int)(sizeof default_tasks / sizeof default_tasks[0]);
 	for (int i = 0; i < nreq; i++) {
+		if (!req[i])
+			continue; // a row of default_tasks not in the default set
 		int all = !strcmp(req[i], "all");
 		if (!all && task_lookup(req[i]) < 0) {
 			snprintf(err, errlen, "error: unknown task '%s'", req[i]);

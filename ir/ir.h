@@ -294,6 +294,27 @@ Module *ir_module_new(const char *name);
 void ir_module_free(Module *m);
 int ir_module_find_decl(const Module *m, const char *name); // -1 if none
 
+// The tasks (ir/tasks.def, the one list of them): IR_TASK_vjp, ... in the
+// list's order, and each one's row.  The passes build them; they are named
+// here, below every module that names them.
+typedef enum IrTask {
+#define TASK(name, ...) IR_TASK_##name,
+#include "tasks.def"
+	IR_TASK_COUNT
+} IrTask;
+// How fadc-bench checks a task against its partner; the values are the
+// ones it has always printed and tested (1 adjoint, 2 equal outputs).
+typedef enum IrTaskCheck { IR_CHECK_NONE, IR_CHECK_ADJOINT, IR_CHECK_EQUAL } IrTaskCheck;
+typedef struct IrTaskInfo {
+	const char *name; // "hessian_fwdrev"
+	IrTask partner; // the other strategy (itself when check is IR_CHECK_NONE)
+	IrTaskCheck check;
+	uint8_t dflt; // compiled by default
+	uint8_t scalar; // needs a scalar float forward
+} IrTaskInfo;
+extern const IrTaskInfo ir_task[IR_TASK_COUNT];
+int ir_task_lookup(const char *name); // an IrTask, or -1
+
 // ---------------------------------------------------------------- print.c
 // The canonical printer: deterministic, and its output parses back to the
 // same graph.  Node n prints as %n; inputs print by name.
