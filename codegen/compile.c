@@ -40,20 +40,15 @@ static const char *const default_tasks[] = {
 #include "tasks.def"
 };
 
+// Both are support/dtypes.def's rows: the artifact stores the code.
 static uint8_t
 art_dtype(DType t)
 {
-	switch (t) {
-	case DT_F64:
-		return ART_F64;
-	case DT_I64:
-		return ART_I64;
-	case DT_BOOL:
-		return ART_BOOL;
-	default:
-		return ART_F32;
-	}
+	int c = ir_dtype_code(t);
+	return c < 0 ? ART_F32 : (uint8_t)c;
 }
+
+_Static_assert(IR_MAXDIM == ART_MAXDIM, "an IR shape must fit an artifact's tensor");
 
 static void
 art_shape(ArtTensor *t, DType dt, const Shape *s)

@@ -53,7 +53,17 @@ char *arena_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf,
 void arena_grow(Arena *a, void **p, uint32_t *cap, uint32_t need, size_t size);
 
 // ---------------------------------------------------------------- ops.c
-typedef enum DType { DT_NONE, DT_F32, DT_F64, DT_I64, DT_BOOL, DT_TUPLE, DT_COUNT } DType;
+// The value dtypes are support/dtypes.def's rows, in its order, so that a
+// value dtype's code (fadc_dtype's and the artifact's) is t - DT_F32:
+// ir_dtype_code.  DT_NONE (no value) and DT_TUPLE (scan's results) are the
+// IR's own.
+typedef enum DType {
+	DT_NONE,
+#define DTYPE(N, ...) DT_##N,
+#include "dtypes.def"
+	DT_TUPLE,
+	DT_COUNT
+} DType;
 
 enum Op {
 	OP_NONE,
@@ -133,6 +143,11 @@ void ir_attrs_default(int op, Attrs *a); // defaults filled, required slots zero
 const char *ir_dtype_name(DType t);
 DType ir_dtype_lookup(const char *name); // DT_NONE if unknown
 int ir_dtype_is_float(DType t);
+// A value dtype's code (its row of support/dtypes.def: fadc_dtype's, the
+// artifact's and tio_dtype's value), -1 for DT_NONE and DT_TUPLE; and
+// back, DT_NONE for a code that is no row.
+int ir_dtype_code(DType t);
+DType ir_dtype_of_code(int code);
 
 // ---------------------------------------------------------------- graph.c
 typedef struct Node {
