@@ -148,6 +148,12 @@ int ir_dtype_is_float(DType t);
 // back, DT_NONE for a code that is no row.
 int ir_dtype_code(DType t);
 DType ir_dtype_of_code(int code);
+// The value of v in dtype dt: what a store into a tensor of that dtype
+// keeps (C/PyTorch conversions: round to nearest for f32, truncation
+// toward zero for i64, v != 0 for bool).  The one rounding: the
+// interpreter's stores and codegen's constants both call it, so that they
+// agree to the bit.
+double ir_dtype_round(DType dt, double v);
 
 // ---------------------------------------------------------------- graph.c
 typedef struct Node {

@@ -54,6 +54,21 @@ ir_dtype_lookup(const char *name)
 	return DT_NONE;
 }
 
+double
+ir_dtype_round(DType dt, double v)
+{
+	switch (dt) {
+	case DT_F32:
+		return (double)(float)v;
+	case DT_I64:
+		return trunc(v);
+	case DT_BOOL:
+		return v != 0;
+	default:
+		return v;
+	}
+}
+
 int
 ir_dtype_code(DType t)
 {
