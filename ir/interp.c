@@ -172,8 +172,7 @@ fail(Interp *it, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	if (it->errlen)
-		vsnprintf(it->err, it->errlen, fmt, ap);
+	ir_verrf(it->err, it->errlen, fmt, ap);
 	va_end(ap);
 	return 0;
 }

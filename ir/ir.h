@@ -18,6 +18,7 @@
 #define FADC_IR_H
 
 #include <setjmp.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -48,6 +49,14 @@ void *arena_alloc_array(Arena *a, size_t n, size_t size); // zeroed; checks n*si
 char *arena_strdup(Arena *a, const char *s);
 char *arena_strndup(Arena *a, const char *s, size_t n);
 char *arena_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// The IR's one printf-into-buffer error helper: formats into err[errlen]
+// (nothing when errlen is 0) and returns 0, the failure of every
+// `int f(..., char *err, size_t errlen)` of ir/.  The runtime and the
+// tools format through fileio's fio_msg, which keeps a long message's end;
+// ir may not depend on fileio (docs/ARCHITECTURE.md), and its messages
+// name ops and shapes, not paths, so plain truncation serves.
+int ir_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int ir_verrf(char *err, size_t errlen, const char *fmt, va_list ap);
 // Grows *p (of *cap elements of size `size`) to hold at least `need`;
 // the old block is abandoned to the arena, as QBE's vgrow.
 void arena_grow(Arena *a, void **p, uint32_t *cap, uint32_t need, size_t size);
