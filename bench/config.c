@@ -22,7 +22,6 @@
 #include "fileio.h"
 #include "ir.h"
 
-
 typedef struct Ld {
 	const char *path;
 	yaml_document_t doc;

@@ -525,7 +525,8 @@ RULE(kaiming_normal)
 	uint64_t seed = seed_of(it, self, a);
 	size_t n = numel(&out->t);
 	for (size_t i = 0; i < n; i++)
-		out->t.data[i] = ir_dtype_round(out->t.dtype, std * ir_rand_normal(seed, it->runseed, i));
+		out->t.data[i] =
+		    ir_dtype_round(out->t.dtype, std * ir_rand_normal(seed, it->runseed, i));
 	return 1;
 }
 
@@ -535,8 +536,8 @@ RULE(kaiming_uniform)
 	uint64_t seed = seed_of(it, self, a);
 	size_t n = numel(&out->t);
 	for (size_t i = 0; i < n; i++)
-		out->t.data[i] =
-		    ir_dtype_round(out->t.dtype, -bound + 2 * bound * ir_rand_uniform(seed, it->runseed, i));
+		out->t.data[i] = ir_dtype_round(
+		    out->t.dtype, -bound + 2 * bound * ir_rand_uniform(seed, it->runseed, i));
 	return 1;
 }
 

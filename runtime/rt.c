@@ -173,7 +173,7 @@ fadc_dtype_size(fadc_dtype t)
 // row they lack fails to compile (FADC_x undeclared), a code that differs
 // fails the assert.
 #define DTYPE(N, ...)                                                                              \
-	_Static_assert((int)FADC_##N == (int)ART_##N && (int)TIO_##N == (int)ART_##N,                \
+	_Static_assert((int)FADC_##N == (int)ART_##N && (int)TIO_##N == (int)ART_##N,              \
 	               "fadc_dtype and tio_dtype must have support/dtypes.def's codes: " #N);
 #include "dtypes.def"
 // The same for the largest rank: tensors move between the three structs
