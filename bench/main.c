@@ -202,28 +202,12 @@ adjoint_error(double lhs, double rhs, double lmag, double rmag)
 static const char *
 partner_of(const char *task, int *pair)
 {
-	const char *partner = NULL;
-	int dummy;
+	// ir/tasks.def's partner and check columns.
+	int t = ir_task_lookup(task), dummy;
 	if (!pair)
 		pair = &dummy;
-	*pair = 0;
-	if (!strcmp(task, "vjp"))
-		partner = "jvp", *pair = 1;
-	else if (!strcmp(task, "jvp"))
-		partner = "vjp", *pair = 1;
-	else if (!strcmp(task, "hvp"))
-		partner = "vhp", *pair = 1;
-	else if (!strcmp(task, "vhp"))
-		partner = "hvp", *pair = 1;
-	else if (!strcmp(task, "jacobian") || !strcmp(task, "jacrev"))
-		partner = "jacfwd", *pair = 2;
-	else if (!strcmp(task, "jacfwd"))
-		partner = "jacrev", *pair = 2;
-	else if (!strcmp(task, "hessian") || !strcmp(task, "hessian_revrev"))
-		partner = "hessian_fwdrev", *pair = 2;
-	else if (!strcmp(task, "hessian_fwdrev"))
-		partner = "hessian_revrev", *pair = 2;
-	return partner;
+	*pair = t < 0 ? IR_CHECK_NONE : (int)ir_task[t].check;
+	return *pair == IR_CHECK_NONE ? NULL : ir_task[ir_task[t].partner].name;
 }
 
 // The consistency check of a cell: the warm-up's result against another

@@ -34,22 +34,21 @@
 
 extern char **environ;
 
-static const char *const default_tasks[] = {"forward", "vjp", "jvp", "vhp", "hvp"};
+// The tasks compiled when none are asked for: ir/tasks.def's dflt column.
+static const char *const default_tasks[] = {
+#define TASK(n, p, c, dflt, s) dflt ? #n : NULL,
+#include "tasks.def"
+};
 
+// Both are support/dtypes.def's rows: the artifact stores the code.
 static uint8_t
 art_dtype(DType t)
 {
-	switch (t) {
-	case DT_F64:
-		return ART_F64;
-	case DT_I64:
-		return ART_I64;
-	case DT_BOOL:
-		return ART_BOOL;
-	default:
-		return ART_F32;
-	}
+	int c = ir_dtype_code(t);
+	return c < 0 ? ART_F32 : (uint8_t)c;
 }
+
+_Static_assert(IR_MAXDIM == ART_MAXDIM, "an IR shape must fit an artifact's tensor");
 
 static void
 art_shape(ArtTensor *t, DType dt, const Shape *s)
@@ -70,6 +69,8 @@ task_list(const CgOptions *o, const char **out, int max, char *err, size_t errle
 	const char *const *req = o->ntasks ? o->tasks : default_tasks;
 	int nreq = o->ntasks ? o->ntasks : (int)(sizeof default_tasks / sizeof default_tasks[0]);
 	for (int i = 0; i < nreq; i++) {
+		if (!req[i])
+			continue; // a row of default_tasks not in the default set
 		int all = !strcmp(req[i], "all");
 		if (!all && task_lookup(req[i]) < 0) {
 			snprintf(err, errlen, "error: unknown task '%s'", req[i]);

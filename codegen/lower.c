@@ -233,19 +233,12 @@ flat(KProgram *p, const KxId *c, const Shape *s)
 	return e;
 }
 
+// A constant's value in its dtype: the interpreter's rounding, so that
+// compiled constants and the oracle agree to the bit (ir_dtype_round).
 static double
 cvt(DType dt, double v)
 {
-	switch (dt) {
-	case DT_F32:
-		return (double)(float)v;
-	case DT_I64:
-		return trunc(v);
-	case DT_BOOL:
-		return v != 0;
-	default:
-		return v;
-	}
+	return ir_dtype_round(dt, v);
 }
 
 // The value of operand i of n converted to F64 (the samplers' arithmetic

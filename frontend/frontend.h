@@ -20,8 +20,8 @@ typedef struct FeOptions {
 	int no_prelude; // do not load the prelude of composites
 } FeOptions;
 
-// The names of the tasks (a copy of passes/tasks.c's list, NULL-ended):
-// what `tasks` declarations may name.
+// The names of the tasks (ir/tasks.def's rows, NULL-ended): what `tasks`
+// declarations may name.
 extern const char *const fe_task_names[];
 
 // Parses a file / a buffer into a module; NULL after a diagnostic.

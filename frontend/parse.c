@@ -2973,11 +2973,12 @@ parse_def_header(P *p, int prelude)
 	p->ndef++;
 }
 
-// The task names of passes/tasks.c (fadc_tasks): the frontend depends on
-// ir/ only, so it keeps its own copy, and tests/unit/test_models.c checks
-// that the two lists agree.
-const char *const fe_task_names[] = {"forward", "vjp", "jvp", "vhp", "hvp", "jacobian", "hessian",
-                                     "hessian_fwdrev", "hessian_revrev", "jacfwd", "jacrev", NULL};
+// The task names of ir/tasks.def, the list passes/tasks.c builds
+// (fadc_tasks expands the same rows).
+const char *const fe_task_names[] = {
+#define TASK(name, ...) #name,
+#include "tasks.def"
+	NULL};
 
 // tasks NAME {, NAME}: the model's recommended tasks, in order (what
 // fadc -o compiles when no --tasks is given, as bench.yaml's task lists).

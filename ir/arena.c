@@ -141,6 +141,24 @@ arena_printf(Arena *a, const char *fmt, ...)
 	return p;
 }
 
+int
+ir_verrf(char *err, size_t errlen, const char *fmt, va_list ap)
+{
+	if (errlen)
+		vsnprintf(err, errlen, fmt, ap);
+	return 0;
+}
+
+int
+ir_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	ir_verrf(err, errlen, fmt, ap);
+	va_end(ap);
+	return 0;
+}
+
 void
 arena_grow(Arena *a, void **p, uint32_t *cap, uint32_t need, size_t size)
 {

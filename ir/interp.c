@@ -137,24 +137,6 @@ copy_data(Tensor *dst, const Tensor *src)
 		memcpy(dst->data, src->data, n * sizeof(double));
 }
 
-// The value of v in dtype dt: what a store into a tensor of that dtype
-// keeps (C/PyTorch conversions: truncation toward zero for i64, x != 0 for
-// bool, round to nearest for f32).
-static double
-cvt(DType dt, double v)
-{
-	switch (dt) {
-	case DT_F32:
-		return (double)(float)v;
-	case DT_I64:
-		return trunc(v);
-	case DT_BOOL:
-		return v != 0;
-	default:
-		return v;
-	}
-}
-
 // ---------------------------------------------------------------- values
 
 typedef struct Val {
@@ -190,8 +172,7 @@ fail(Interp *it, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	if (it->errlen)
-		vsnprintf(it->err, it->errlen, fmt, ap);
+	ir_verrf(it->err, it->errlen, fmt, ap);
 	va_end(ap);
 	return 0;
 }
@@ -411,7 +392,7 @@ RULE(input)
 
 RULE(full)
 {
-	double v = cvt(out->t.dtype, AT("value")->f);
+	double v = ir_dtype_round(out->t.dtype, AT("value")->f);
 	size_t n = numel(&out->t);
 	for (size_t i = 0; i < n; i++)
 		out->t.data[i] = v;
@@ -425,7 +406,7 @@ RULE(iota)
 	strides(&out->t.shape, st);
 	size_t len = (size_t)out->t.shape.dim[ax];
 	for (size_t i = 0; i < n; i++)
-		out->t.data[i] = cvt(out->t.dtype, (double)(i / st[ax] % len));
+		out->t.data[i] = ir_dtype_round(out->t.dtype, (double)(i / st[ax] % len));
 	return 1;
 }
 
@@ -435,7 +416,7 @@ RULE(cast)
 	const Tensor *x = IN(0);
 	size_t n = numel(x);
 	for (size_t i = 0; i < n; i++)
-		out->t.data[i] = cvt(out->t.dtype, x->data[i]);
+		out->t.data[i] = ir_dtype_round(out->t.dtype, x->data[i]);
 	return 1;
 }
 
@@ -544,7 +525,8 @@ RULE(kaiming_normal)
 	uint64_t seed = seed_of(it, self, a);
 	size_t n = numel(&out->t);
 	for (size_t i = 0; i < n; i++)
-		out->t.data[i] = cvt(out->t.dtype, std * ir_rand_normal(seed, it->runseed, i));
+		out->t.data[i] =
+		    ir_dtype_round(out->t.dtype, std * ir_rand_normal(seed, it->runseed, i));
 	return 1;
 }
 
@@ -554,8 +536,8 @@ RULE(kaiming_uniform)
 	uint64_t seed = seed_of(it, self, a);
 	size_t n = numel(&out->t);
 	for (size_t i = 0; i < n; i++)
-		out->t.data[i] =
-		    cvt(out->t.dtype, -bound + 2 * bound * ir_rand_uniform(seed, it->runseed, i));
+		out->t.data[i] = ir_dtype_round(
+		    out->t.dtype, -bound + 2 * bound * ir_rand_uniform(seed, it->runseed, i));
 	return 1;
 }
 
@@ -758,7 +740,7 @@ RULE(pad)
 {
 	const Tensor *x = IN(0);
 	const AttrVal *before = AT("before");
-	double v = cvt(out->t.dtype, AT("value")->f);
+	double v = ir_dtype_round(out->t.dtype, AT("value")->f);
 	size_t m = numel(&out->t), n = numel(x), xst[IR_MAXDIM], ost[IR_MAXDIM], base = 0;
 	for (size_t j = 0; j < m; j++)
 		out->t.data[j] = v;

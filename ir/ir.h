@@ -18,6 +18,7 @@
 #define FADC_IR_H
 
 #include <setjmp.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -48,12 +49,30 @@ void *arena_alloc_array(Arena *a, size_t n, size_t size); // zeroed; checks n*si
 char *arena_strdup(Arena *a, const char *s);
 char *arena_strndup(Arena *a, const char *s, size_t n);
 char *arena_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// The IR's one printf-into-buffer error helper: formats into err[errlen]
+// (nothing when errlen is 0) and returns 0, the failure of every
+// `int f(..., char *err, size_t errlen)` of ir/.  The runtime and the
+// tools format through fileio's fio_msg, which keeps a long message's end;
+// ir may not depend on fileio (docs/ARCHITECTURE.md), and its messages
+// name ops and shapes, not paths, so plain truncation serves.
+int ir_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int ir_verrf(char *err, size_t errlen, const char *fmt, va_list ap);
 // Grows *p (of *cap elements of size `size`) to hold at least `need`;
 // the old block is abandoned to the arena, as QBE's vgrow.
 void arena_grow(Arena *a, void **p, uint32_t *cap, uint32_t need, size_t size);
 
 // ---------------------------------------------------------------- ops.c
-typedef enum DType { DT_NONE, DT_F32, DT_F64, DT_I64, DT_BOOL, DT_TUPLE, DT_COUNT } DType;
+// The value dtypes are support/dtypes.def's rows, in its order, so that a
+// value dtype's code (fadc_dtype's and the artifact's) is t - DT_F32:
+// ir_dtype_code.  DT_NONE (no value) and DT_TUPLE (scan's results) are the
+// IR's own.
+typedef enum DType {
+	DT_NONE,
+#define DTYPE(N, ...) DT_##N,
+#include "dtypes.def"
+	DT_TUPLE,
+	DT_COUNT
+} DType;
 
 enum Op {
 	OP_NONE,
@@ -133,6 +152,17 @@ void ir_attrs_default(int op, Attrs *a); // defaults filled, required slots zero
 const char *ir_dtype_name(DType t);
 DType ir_dtype_lookup(const char *name); // DT_NONE if unknown
 int ir_dtype_is_float(DType t);
+// A value dtype's code (its row of support/dtypes.def: fadc_dtype's, the
+// artifact's and tio_dtype's value), -1 for DT_NONE and DT_TUPLE; and
+// back, DT_NONE for a code that is no row.
+int ir_dtype_code(DType t);
+DType ir_dtype_of_code(int code);
+// The value of v in dtype dt: what a store into a tensor of that dtype
+// keeps (C/PyTorch conversions: round to nearest for f32, truncation
+// toward zero for i64, v != 0 for bool).  The one rounding: the
+// interpreter's stores and codegen's constants both call it, so that they
+// agree to the bit.
+double ir_dtype_round(DType dt, double v);
 
 // ---------------------------------------------------------------- graph.c
 typedef struct Node {
@@ -293,6 +323,27 @@ typedef struct Module {
 Module *ir_module_new(const char *name);
 void ir_module_free(Module *m);
 int ir_module_find_decl(const Module *m, const char *name); // -1 if none
+
+// The tasks (ir/tasks.def, the one list of them): IR_TASK_vjp, ... in the
+// list's order, and each one's row.  The passes build them; they are named
+// here, below every module that names them.
+typedef enum IrTask {
+#define TASK(name, ...) IR_TASK_##name,
+#include "tasks.def"
+	IR_TASK_COUNT
+} IrTask;
+// How fadc-bench checks a task against its partner; the values are the
+// ones it has always printed and tested (1 adjoint, 2 equal outputs).
+typedef enum IrTaskCheck { IR_CHECK_NONE, IR_CHECK_ADJOINT, IR_CHECK_EQUAL } IrTaskCheck;
+typedef struct IrTaskInfo {
+	const char *name; // "hessian_fwdrev"
+	IrTask partner; // the other strategy (itself when check is IR_CHECK_NONE)
+	IrTaskCheck check;
+	uint8_t dflt; // compiled by default
+	uint8_t scalar; // needs a scalar float forward
+} IrTaskInfo;
+extern const IrTaskInfo ir_task[IR_TASK_COUNT];
+int ir_task_lookup(const char *name); // an IrTask, or -1
 
 // ---------------------------------------------------------------- print.c
 // The canonical printer: deterministic, and its output parses back to the

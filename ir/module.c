@@ -35,3 +35,19 @@ ir_module_find_decl(const Module *m, const char *name)
 			return (int)i;
 	return -1;
 }
+
+// ir/tasks.def, as a table.  A partner that is not a row, or a check that
+// is not NONE, ADJOINT or EQUAL, fails to compile here.
+const IrTaskInfo ir_task[IR_TASK_COUNT] = {
+#define TASK(n, p, c, d, s) [IR_TASK_##n] = {#n, IR_TASK_##p, IR_CHECK_##c, d, s},
+#include "tasks.def"
+};
+
+int
+ir_task_lookup(const char *name)
+{
+	for (int i = 0; i < IR_TASK_COUNT; i++)
+		if (!strcmp(ir_task[i].name, name))
+			return i;
+	return -1;
+}

@@ -32,7 +32,12 @@ static const Row rows[OP_COUNT] = {
 static OpInfo info[OP_COUNT];
 static int info_ready;
 
-static const char *dtype_names[DT_COUNT] = {"none", "f32", "f64", "i64", "bool", "tuple"};
+static const char *dtype_names[DT_COUNT] = {
+	"none",
+#define DTYPE(N, name, bytes) #name,
+#include "dtypes.def"
+	"tuple",
+};
 
 const char *
 ir_dtype_name(DType t)
@@ -43,10 +48,37 @@ ir_dtype_name(DType t)
 DType
 ir_dtype_lookup(const char *name)
 {
-	for (int t = DT_F32; t <= DT_BOOL; t++)
+	for (int t = DT_F32; t < DT_TUPLE; t++)
 		if (!strcmp(name, dtype_names[t]))
 			return (DType)t;
 	return DT_NONE;
+}
+
+double
+ir_dtype_round(DType dt, double v)
+{
+	switch (dt) {
+	case DT_F32:
+		return (double)(float)v;
+	case DT_I64:
+		return trunc(v);
+	case DT_BOOL:
+		return v != 0;
+	default:
+		return v;
+	}
+}
+
+int
+ir_dtype_code(DType t)
+{
+	return t > DT_NONE && t < DT_TUPLE ? (int)t - DT_F32 : -1;
+}
+
+DType
+ir_dtype_of_code(int code)
+{
+	return code >= 0 && code < DT_TUPLE - DT_F32 ? (DType)(DT_F32 + code) : DT_NONE;
 }
 
 int

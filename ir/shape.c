@@ -15,18 +15,8 @@
 #define DT(n) ((DType)g->node[in[n]].dtype)
 #define NAME (ir_op(op)->name)
 
-static int
-fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int
-fail(char *err, size_t n, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, n, fmt, ap);
-	va_end(ap);
-	return 0;
-}
+// The module's one error helper (ir_errf), under the name the rules use.
+#define fail ir_errf
 
 void
 ir_shape_str(const Shape *s, char *buf, size_t n)

@@ -17,16 +17,16 @@
 
 #include "passes.h"
 
-const char *const fadc_tasks[] = {"forward", "vjp", "jvp", "vhp", "hvp", "jacobian", "hessian",
-                                  "hessian_fwdrev", "hessian_revrev", "jacfwd", "jacrev", NULL};
+// The names of ir/tasks.def, in its order (fadc_tasks[i] is ir_task[i].name).
+const char *const fadc_tasks[] = {
+#define TASK(name, ...) #name,
+#include "tasks.def"
+	NULL};
 
 int
 task_lookup(const char *name)
 {
-	for (int i = 0; fadc_tasks[i]; i++)
-		if (!strcmp(fadc_tasks[i], name))
-			return i;
-	return -1;
+	return ir_task_lookup(name);
 }
 
 typedef struct Pipe {
@@ -366,8 +366,7 @@ pass_task_check(const Graph *f, const char *task, Loc *errloc, char *err, size_t
 		snprintf(err, errlen, "unknown task '%s'", task);
 		return 0;
 	}
-	int needs_scalar = !strcmp(task, "vhp") || !strcmp(task, "hvp") || !strncmp(task, "hessian", 7);
-	if (needs_scalar && !is_scalar_forward(f)) {
+	if (ir_task[t].scalar && !is_scalar_forward(f)) {
 		snprintf(err, errlen, "task '%s' needs forward to return one float scalar (such as f32[])",
 		         task);
 		if (f->nout)

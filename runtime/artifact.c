@@ -132,6 +132,11 @@ put_tensor(Out *o, const ArtTensor *t)
 	put_u32(o, (uint32_t)t->writeback);
 }
 
+const uint8_t art_dtype_bytes[ART_NDTYPE] = {
+#define DTYPE(N, name, bytes) bytes,
+#include "dtypes.def"
+};
+
 int
 art_version_readable(uint32_t version)
 {
@@ -388,7 +393,7 @@ get_shape(In *in, uint8_t *dtype, uint8_t *rank, int64_t *dim, const char *name)
 	*rank = get_u8(in);
 	if (in->bad)
 		return 0;
-	if (*dtype > ART_BOOL)
+	if (*dtype >= ART_NDTYPE)
 		return fail(in, "descriptor: '%s' has an unknown dtype %u", name ? name : "?", *dtype);
 	if (*rank > ART_MAXDIM)
 		return fail(in, "descriptor: '%s' has rank %u (at most %d)", name ? name : "?", *rank,

@@ -37,8 +37,16 @@ int art_version_readable(uint32_t version);
 #define ART_DESC_MAGIC "FADCDESC" // 8 bytes
 #define ART_MAXDIM 8
 
-// Element types, as fadc.h's enum fadc_dtype.
-enum { ART_F32, ART_F64, ART_I64, ART_BOOL };
+// Element types: support/dtypes.def's rows (ART_F32 ...), whose codes
+// are fadc.h's enum fadc_dtype (runtime/rt.c checks).  ART_NDTYPE: how
+// many.
+enum {
+#define DTYPE(N, ...) ART_##N,
+#include "dtypes.def"
+	ART_NDTYPE
+};
+// The bytes of one element of each, by code.
+extern const uint8_t art_dtype_bytes[ART_NDTYPE];
 // Who supplies a task input: a declaration of the model (param or const,
 // bound or initialized once), or the caller at every run.
 enum { ART_ROLE_DECL, ART_ROLE_ARG };

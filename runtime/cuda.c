@@ -428,8 +428,7 @@ prof_report(RtCuTask *k)
 static uint64_t
 art_bytes(const ArtTensor *x)
 {
-	static const uint64_t size[] = {4, 8, 8, 1}; // ART_F32 ... ART_BOOL
-	uint64_t n = x->dtype < 4 ? size[x->dtype] : 8;
+	uint64_t n = x->dtype < ART_NDTYPE ? art_dtype_bytes[x->dtype] : 8;
 	for (int i = 0; i < x->rank; i++)
 		n *= (uint64_t)x->dim[i];
 	return n;

@@ -154,16 +154,31 @@ fadc_status_name(fadc_status s)
 const char *
 fadc_dtype_name(fadc_dtype t)
 {
-	static const char *const names[] = {"f32", "f64", "i64", "bool"};
-	return (unsigned)t < 4 ? names[t] : "?";
+	static const char *const names[] = {
+#define DTYPE(N, name, bytes) #name,
+#include "dtypes.def"
+	};
+	return (unsigned)t < ART_NDTYPE ? names[t] : "?";
 }
 
 size_t
 fadc_dtype_size(fadc_dtype t)
 {
-	static const size_t size[] = {4, 8, 8, 1};
-	return (unsigned)t < 4 ? size[t] : 0;
+	return (unsigned)t < ART_NDTYPE ? art_dtype_bytes[t] : 0;
 }
+
+// fadc.h's and tensorio.h's enums are written out (the public header is
+// self-contained, tensorio.c depends on nothing new), so they are checked
+// here against support/dtypes.def, the list every other one expands: a
+// row they lack fails to compile (FADC_x undeclared), a code that differs
+// fails the assert.
+#define DTYPE(N, ...)                                                                              \
+	_Static_assert((int)FADC_##N == (int)ART_##N && (int)TIO_##N == (int)ART_##N,              \
+	               "fadc_dtype and tio_dtype must have support/dtypes.def's codes: " #N);
+#include "dtypes.def"
+// The same for the largest rank: tensors move between the three structs
+// dim by dim (codegen/compile.c checks the IR's against the artifact's).
+_Static_assert(FADC_MAXDIM == ART_MAXDIM && TIO_MAXDIM == ART_MAXDIM, "one largest rank");
 
 static void
 type_str(char *buf, size_t n, fadc_dtype dt, int rank, const int64_t *dim)

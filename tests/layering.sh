@@ -53,7 +53,9 @@ exception() {
 	return 1
 }
 
-# Every project header by base name (they are unique) -> its path.
+# Every project header by base name (they are unique) -> its path.  The
+# X-macro lists (ops.def, tasks.def, dtypes.def) are headers too: including
+# one is depending on its module.
 declare -A where
 while IFS= read -r h; do
 	b=${h##*/}
@@ -62,7 +64,7 @@ while IFS= read -r h; do
 		exit 1
 	fi
 	where[$b]=$h
-done < <(find support ir frontend passes runtime codegen bench include tools -name '*.h' | sort)
+done < <(find support ir frontend passes runtime codegen bench include tools -name '*.h' -o -name '*.def' | sort)
 
 bad=0
 while IFS= read -r f; do

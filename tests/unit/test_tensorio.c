@@ -234,6 +234,18 @@ static const struct {
 #define NSHAPES 5
 #define NDT 4
 
+// tensorio.h writes its dtypes out (runtime/tensorio.c depends on nothing
+// new); runtime/rt.c asserts their codes, this their names and sizes:
+// support/dtypes.def's, row by row.
+static void
+test_dtypes_def(void)
+{
+#define DTYPE(N, name, bytes)                                                                      \
+	CHECK(strcmp(tio_dtype_name(TIO_##N), #name) == 0);                                         \
+	CHECK(tio_dtype_size(TIO_##N) == bytes);
+#include "dtypes.def"
+}
+
 static void
 test_round_trips(void)
 {
@@ -863,6 +875,7 @@ main(void)
 		perror("test_tensorio: mkdtemp");
 		return 1;
 	}
+	test_dtypes_def();
 	test_round_trips();
 	test_npy_exact();
 	test_st_exact();

@@ -146,28 +146,33 @@ report_error(const Module *m, const char *model, Loc loc, const char *err)
 		fprintf(stderr, "%s: error: %s\n", model, err);
 }
 
+// The three enums share support/dtypes.def's codes (runtime/rt.c asserts
+// it), so a conversion keeps the code; what is no value dtype reads as f32,
+// as it always has.
 enum tio_dtype
 tio_of(DType t)
 {
-	return t == DT_F64 ? TIO_F64 : t == DT_I64 ? TIO_I64 : t == DT_BOOL ? TIO_BOOL : TIO_F32;
+	int c = ir_dtype_code(t);
+	return c < 0 ? TIO_F32 : (enum tio_dtype)c;
 }
 
 DType
 dtype_of(enum tio_dtype t)
 {
-	return t == TIO_F64 ? DT_F64 : t == TIO_I64 ? DT_I64 : t == TIO_BOOL ? DT_BOOL : DT_F32;
+	DType d = ir_dtype_of_code((int)t);
+	return d == DT_NONE ? DT_F32 : d;
 }
 
 enum tio_dtype
 tio_of_fadc(fadc_dtype t)
 {
-	return t == FADC_F64 ? TIO_F64 : t == FADC_I64 ? TIO_I64 : t == FADC_BOOL ? TIO_BOOL : TIO_F32;
+	return ir_dtype_of_code((int)t) != DT_NONE ? (enum tio_dtype)t : TIO_F32;
 }
 
 fadc_dtype
 fadc_of_tio(enum tio_dtype t)
 {
-	return t == TIO_F64 ? FADC_F64 : t == TIO_I64 ? FADC_I64 : t == TIO_BOOL ? FADC_BOOL : FADC_F32;
+	return ir_dtype_of_code((int)t) != DT_NONE ? (fadc_dtype)t : FADC_F32;
 }
 
 // "f32[11, 1]", as ir_type_str writes it.

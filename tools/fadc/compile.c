@@ -272,9 +272,9 @@ compile_args(int argc, char **argv, CompileArgs *a)
 
 // The default task list: the model's recommended tasks when it declares
 // them (`tasks vjp, vhp, jvp`, docs/IR.md; forward is always compiled);
-// else forward vjp jvp vhp hvp, without the second-order tasks when
-// forward is not one float scalar (they need a scalar f).  tasks has room
-// for 16.
+// else ir/tasks.def's default ones (forward vjp jvp vhp hvp), without the
+// second-order tasks when forward is not one float scalar (they need a
+// scalar f).  tasks has room for 16.
 static int
 default_tasks(const Module *m, const char **tasks)
 {
@@ -291,13 +291,9 @@ default_tasks(const Module *m, const char **tasks)
 		scalar = ir_dtype_is_float((DType)o->dtype) && f->shape[o->shape].rank == 0;
 	}
 	int n = 0;
-	tasks[n++] = "forward";
-	tasks[n++] = "vjp";
-	tasks[n++] = "jvp";
-	if (scalar) {
-		tasks[n++] = "vhp";
-		tasks[n++] = "hvp";
-	}
+	for (int t = 0; t < IR_TASK_COUNT && n < 16; t++)
+		if (ir_task[t].dflt && (scalar || !ir_task[t].scalar))
+			tasks[n++] = ir_task[t].name;
 	return n;
 }
 

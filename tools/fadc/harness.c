@@ -78,7 +78,9 @@ from_host(fadc_dtype dt, const void *src, double *dst, int64_t n)
 static fadc_dtype
 fdt(DType t)
 {
-	return t == DT_F64 ? FADC_F64 : t == DT_I64 ? FADC_I64 : t == DT_BOOL ? FADC_BOOL : FADC_F32;
+	// The same code (support/dtypes.def; runtime/rt.c asserts it).
+	int c = ir_dtype_code(t);
+	return c < 0 ? FADC_F32 : (fadc_dtype)c;
 }
 
 // A host tensor of the runtime holding an interpreter tensor's values.
