@@ -756,13 +756,11 @@ check_selection(const Opts *o, const BenchConfig *cfg, const char *cdir)
 	return bad;
 }
 
+// The options of a run into *o.  Returns -1 to go on, else the exit
+// status: 0 after --help, 2 on a usage error (reported).
 static int
-cmd_run(int argc, char **argv)
+parse_opts(int argc, char **argv, Opts *o)
 {
-	Opts o = {.num_iters = 10, .gpu = -2, .num_threads = 10, .backend = "cpu"};
-	static char defcfg[4096];
-	snprintf(defcfg, sizeof defcfg, "%s/bench/bench.yaml", FADC_SOURCE_DIR);
-	o.config = defcfg;
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
 		long long v;
@@ -770,21 +768,21 @@ cmd_run(int argc, char **argv)
 			fputs(usage, stdout);
 			return 0;
 		} else if (!strcmp(a, "--run-slow-tasks"))
-			o.slow = 1;
+			o->slow = 1;
 		else if (!strcmp(a, "--reduced"))
-			o.reduced = 1;
+			o->reduced = 1;
 		else if (!strcmp(a, "--compile"))
-			o.compile = 1;
+			o->compile = 1;
 		else if (!strcmp(a, "--compile-only"))
-			o.compile = o.compile_only = 1;
+			o->compile = o->compile_only = 1;
 		else if (!strcmp(a, "--check-reference"))
-			o.check_ref = 1;
+			o->check_ref = 1;
 		else if (!strcmp(a, "--device-time"))
-			o.device_time = 1;
+			o->device_time = 1;
 		else if (!strncmp(a, "-D", 2) && a[2]) {
-			if (o.ndefs == 64)
+			if (o->ndefs == 64)
 				return usage_error("too many -D options%s", "");
-			o.defs[o.ndefs++] = a + 2;
+			o->defs[o->ndefs++] = a + 2;
 		} else if (!strcmp(a, "--output") || !strcmp(a, "--num-iters") || !strcmp(a, "--gpu") ||
 		           !strcmp(a, "--model-filter") || !strcmp(a, "--task-filter") ||
 		           !strcmp(a, "--num-threads") || !strcmp(a, "--seed") || !strcmp(a, "--config") ||
@@ -794,132 +792,513 @@ cmd_run(int argc, char **argv)
 				return usage_error("%s needs a value", a);
 			const char *val = argv[++i];
 			if (!strcmp(a, "--output"))
-				o.output = val;
+				o->output = val;
 			else if (!strcmp(a, "--model-filter"))
-				o.model_filter = val;
+				o->model_filter = val;
 			else if (!strcmp(a, "--task-filter"))
-				o.task_filter = val;
+				o->task_filter = val;
 			else if (!strcmp(a, "--config"))
-				o.config = val;
+				o->config = val;
 			else if (!strcmp(a, "--json"))
-				o.json = val;
+				o->json = val;
 			else if (!strcmp(a, "--backend"))
-				o.backend = val;
+				o->backend = val;
 			else if (!strcmp(a, "--artifacts"))
-				o.artifacts = val;
+				o->artifacts = val;
 			else if (!strcmp(a, "--fadc"))
-				o.compiler = val;
+				o->compiler = val;
 			else if (!strcmp(a, "-D")) {
-				if (o.ndefs == 64)
+				if (o->ndefs == 64)
 					return usage_error("too many -D options%s", "");
-				o.defs[o.ndefs++] = val;
+				o->defs[o->ndefs++] = val;
 			} else if (!parse_int(val, &v))
 				return usage_error("'%s' is not an integer", val);
 			else if (!strcmp(a, "--num-iters")) {
 				if (v < 0 || v > 1000000)
 					return usage_error("--num-iters must be 0 .. 1000000, got %s", val);
-				o.num_iters = (int)v;
+				o->num_iters = (int)v;
 			} else if (!strcmp(a, "--gpu")) {
 				if (v < -2 || v > 1024)
 					return usage_error("--gpu must be -2 (auto), -1 (the CPU) or a device number, "
 					                   "got %s", val);
-				o.gpu = (int)v;
+				o->gpu = (int)v;
 			}
 			else if (!strcmp(a, "--num-threads")) {
 				if (v < 1 || v > 4096)
 					return usage_error("--num-threads must be 1 .. 4096, got %s", val);
-				o.num_threads = (int)v;
+				o->num_threads = (int)v;
 			} else {
 				if (v < 0)
 					return usage_error("--seed must be non-negative, got %s", val);
-				o.seed = (uint64_t)v;
+				o->seed = (uint64_t)v;
 			}
 		} else
 			return usage_error("unknown option '%s'", a);
 	}
-	// -D: well-formed, and each name once per scope (every model, or one):
-	// a second value is a typo, not an override.
-	for (int i = 0; i < o.ndefs; i++) {
+	return -1;
+}
+
+// -D: well-formed, and each name once per scope (every model, or one):
+// a second value is a typo, not an override.  0, or 2 (a usage error).
+static int
+check_defs(const Opts *o)
+{
+	for (int i = 0; i < o->ndefs; i++) {
 		size_t ml;
-		const char *nv = def_split(o.defs[i], &ml), *eq = strchr(nv, '=');
-		if (!eq || eq == nv || (nv != o.defs[i] && !ml))
-			return usage_error("-D '%s' is not [MODEL:]NAME=VALUE", o.defs[i]);
+		const char *nv = def_split(o->defs[i], &ml), *eq = strchr(nv, '=');
+		if (!eq || eq == nv || (nv != o->defs[i] && !ml))
+			return usage_error("-D '%s' is not [MODEL:]NAME=VALUE", o->defs[i]);
 		for (int k = 0; k < i; k++) {
 			size_t kl;
-			const char *kv = def_split(o.defs[k], &kl);
-			if (kl == ml && !strncmp(o.defs[k], o.defs[i], ml) && same_name(kv, nv)) {
+			const char *kv = def_split(o->defs[k], &kl);
+			if (kl == ml && !strncmp(o->defs[k], o->defs[i], ml) && same_name(kv, nv)) {
 				char msg[512];
 				snprintf(msg, sizeof msg, "-D %.200s: '%.*s' is already given (-D %.200s)",
-				         o.defs[i], (int)(eq - nv), nv, o.defs[k]);
+				         o->defs[i], (int)(eq - nv), nv, o->defs[k]);
 				return usage_error("%s", msg);
 			}
 		}
 	}
-	// Outputs are never inputs, nor each other: checked before anything
-	// runs (the models' sources are checked once the configuration names
-	// them).  Two outputs may share a device (--output /dev/null --json
-	// /dev/null), which is written in place.
-	{
-		char ferr[4096 + 256];
-		const char *outs[2] = {o.output, o.json};
-		for (int i = 0; i < 2; i++)
-			if (outs[i] && fio_check_not_input(outs[i], &o.config, 1, ferr, sizeof ferr)) {
-				fprintf(stderr, "fadc-bench: %s %s\n", i ? "--json" : "--output", ferr);
-				return 1;
-			}
-		if (o.output && o.json && !is_special(o.output) && same_output(o.output, o.json)) {
-			fprintf(stderr, "fadc-bench: --output %s and --json %s are the same file\n", o.output,
-			        o.json);
+	return 0;
+}
+
+// Outputs are never inputs, nor each other: checked before anything
+// runs (the models' sources are checked once the configuration names
+// them).  Two outputs may share a device (--output /dev/null --json
+// /dev/null), which is written in place.  0, or 1 (reported).
+static int
+check_outputs(const Opts *o)
+{
+	char ferr[4096 + 256];
+	const char *outs[2] = {o->output, o->json};
+	for (int i = 0; i < 2; i++)
+		if (outs[i] && fio_check_not_input(outs[i], &o->config, 1, ferr, sizeof ferr)) {
+			fprintf(stderr, "fadc-bench: %s %s\n", i ? "--json" : "--output", ferr);
 			return 1;
 		}
+	if (o->output && o->json && !is_special(o->output) && same_output(o->output, o->json)) {
+		fprintf(stderr, "fadc-bench: --output %s and --json %s are the same file\n", o->output,
+		        o->json);
+		return 1;
 	}
+	return 0;
+}
+
+// The backend named --backend into *be, and its model hooks (NULL for the
+// interpreter, which compiles nothing) into *hk.  0, or 2 (a usage error).
+static int
+find_backend(const char *name, const Backend **be, const ModelHooks **hk)
+{
 	static const struct {
 		const Backend *b;
 		const ModelHooks *h;
 	} backends[] = {{&backend_cpu, &backend_cpu_hooks}, {&backend_interp, NULL}};
-	const Backend *be = NULL;
-	const ModelHooks *hk = NULL;
+	*be = NULL;
+	*hk = NULL;
 	for (size_t i = 0; i < sizeof backends / sizeof *backends; i++)
-		if (!strcmp(o.backend, backends[i].b->name))
-			be = backends[i].b, hk = backends[i].h;
-	if (!be)
-		return usage_error("unknown backend '%s' (this build has: cpu, interp)", o.backend);
-	// The device: auto is GPU 0 where a CUDA context can be made (the
-	// compiled backend only), else the CPU.
-	char gpu_name[256] = "";
-	if (o.check_ref && !hk)
+		if (!strcmp(name, backends[i].b->name))
+			*be = backends[i].b, *hk = backends[i].h;
+	if (!*be)
+		return usage_error("unknown backend '%s' (this build has: cpu, interp)", name);
+	return 0;
+}
+
+// The device, settled in o->gpu: auto is GPU 0 where a CUDA context can be
+// made (the compiled backend only), else the CPU.  A GPU's name goes into
+// gpu_name (for the JSON).  Flags that contradict each other are usage
+// errors (2), as --check-reference with the interpreter is; a GPU that
+// cannot be opened is 1; 0 goes on.
+static int
+choose_device(Opts *o, const Backend *be, const ModelHooks *hk, char *gpu_name, size_t n)
+{
+	gpu_name[0] = 0;
+	if (o->check_ref && !hk)
 		return usage_error("--check-reference: the %s backend is the reference itself", be->name);
-	if (o.gpu == -2) {
+	if (o->gpu == -2) {
 		fadc_context *gc = NULL;
 		fadc_context_options go = {{FADC_DEVICE_CUDA, 0}, 0, 0};
-		o.gpu = hk && !o.compile_only && !fadc_context_create(&go, &gc) ? 0 : -1;
+		o->gpu = hk && !o->compile_only && !fadc_context_create(&go, &gc) ? 0 : -1;
 		fadc_context_destroy(gc);
 	}
-	// Flags that contradict each other are usage errors, as
-	// --check-reference with the interpreter is.
-	if (o.gpu >= 0 && !hk) {
+	if (o->gpu >= 0 && !hk) {
 		char msg[128];
-		snprintf(msg, sizeof msg, "--gpu %d: the %s backend runs on the CPU only", o.gpu, be->name);
+		snprintf(msg, sizeof msg, "--gpu %d: the %s backend runs on the CPU only", o->gpu, be->name);
 		return usage_error("%s", msg);
 	}
-	if (o.device_time && o.gpu < 0 && !o.compile_only)
+	if (o->device_time && o->gpu < 0 && !o->compile_only)
 		return usage_error("--device-time needs a GPU (--gpu N; the CPU has no device clock)%s",
 		                   "");
-	if (o.gpu >= 0 && !o.compile_only) {
+	if (o->gpu >= 0 && !o->compile_only) {
 		fadc_context *gc = NULL;
-		fadc_context_options go = {{FADC_DEVICE_CUDA, o.gpu}, 0, 0};
+		fadc_context_options go = {{FADC_DEVICE_CUDA, o->gpu}, 0, 0};
 		if (fadc_context_create(&go, &gc)) {
-			fprintf(stderr, "fadc-bench: --gpu %d: %s\n", o.gpu, fadc_context_error(NULL));
+			fprintf(stderr, "fadc-bench: --gpu %d: %s\n", o->gpu, fadc_context_error(NULL));
 			return 1;
 		}
-		snprintf(gpu_name, sizeof gpu_name, "%s", fadc_context_device_name(gc));
+		snprintf(gpu_name, n, "%s", fadc_context_device_name(gc));
 		fadc_context_destroy(gc);
 	}
-	BenchConfig *cfg = calloc(1, sizeof *cfg);
+	return 0;
+}
+
+// What a run carries from model to model and cell to cell: its setting,
+// where results go, and the counts its summary and exit status come from.
+typedef struct Run {
+	const Opts *o;
+	const BenchConfig *cfg;
+	const Backend *be;
+	const ModelHooks *hk;
+	const char *cdir; // the configuration's folder: sources are relative to it
+	Table t;
+	FILE *js;         // the JSON (--json), or NULL
+	int ncell;        // cells written to the JSON, for its commas
+	int rc, nfailed, nskipped;
+	// Progress (a terminal only): the cells the run expects, counted with
+	// the filters and skips of run_model, for "[k/N]" and the run's
+	// estimate of time left (the mean time of the cells done so far).
+	int tty, ntotal, ndone;
+	double run_t0, done_time;
 	char err[8192];
-	if (!cfg || bench_config_load(o.config, cfg, err, sizeof err)) {
-		fprintf(stderr, "%s\n", cfg ? err : "fadc-bench: out of memory");
+} Run;
+
+// The JSON's environment: the machine, the run's setting and, for compiled
+// backends, the runtime's versions, the compiler that --compile runs and
+// what it says of its version.  Leaves the "cells" array open.
+static void
+json_environment(FILE *js, const Opts *o, const Backend *be, const ModelHooks *hk,
+                 const char *gpu_name)
+{
+	char cpu[256];
+	cpu_model(cpu, sizeof cpu);
+	fprintf(js, "{\"environment\": {\"cpu\": ");
+	json_str(js, cpu);
+	fprintf(js, ", \"cores\": %ld, \"threads\": %d, \"gpu\": ", sysconf(_SC_NPROCESSORS_ONLN),
+	        o->num_threads);
+	if (gpu_name[0])
+		json_str(js, gpu_name);
+	else
+		fputs("null", js);
+	fprintf(js, ", \"backend\": ");
+	json_str(js, be->name);
+	fprintf(js, ", \"seed\": %llu, \"num_iters\": %d, \"timing\": \"%s\", \"config\": ",
+	        (unsigned long long)o->seed, o->num_iters,
+	        o->device_time ? "device events" : "host clock, call + synchronize");
+	json_str(js, o->config);
+	fprintf(js, ", \"fadc\": \"%s\"", FADC_VERSION);
+	static const char *const keys[] = {"runtime", "compiler", "compiler_version"};
+	for (size_t i = 0; hk && i < sizeof keys / sizeof *keys; i++) {
+		const char *v = hk->info(keys[i]);
+		fprintf(js, ", \"%s\": ", keys[i]);
+		if (v)
+			json_str(js, v);
+		else
+			fputs("null", js);
+	}
+	fprintf(js, "},\n \"cells\": [");
+}
+
+// What one timed cell found: its consistency check (e, sum_rel: check's),
+// its reference check (re: reference's, -1 without --check-reference), and
+// whether each failed.
+typedef struct CellResult {
+	double e, sum_rel, re;
+	int bad, rbad;
+} CellResult;
+
+// The warm-up's checks: the consistency check against another strategy
+// and, on request, the reference check against the interpreter, each
+// reported on stderr as it fails.
+static CellResult
+check_cell(Run *r, const BenchModel *m, Prepared *p, const char *task, const char *source,
+           const char *const *defs, int nd)
+{
+	const Opts *o = r->o;
+	CellResult c = {.sum_rel = -1, .re = -1};
+	c.e = check(r->be, p, task, source, defs, nd, o->seed, &c.sum_rel, r->err, sizeof r->err);
+	// Test hook: FADC_BENCH_FAULT=check makes every check fail, so the
+	// reporting path is tested (tests/bench/).
+	const char *fault = getenv("FADC_BENCH_FAULT");
+	if (fault && !strcmp(fault, "check") && c.e != -1)
+		c.e = 1;
+	// NaN (a NaN output) fails: "not within the tolerance", not "above it".
+	c.bad = c.e == -2 || (c.e != -1 && !(c.e <= m->rtol));
+	if (c.e == -2)
+		fprintf(stderr, "fadc-bench: %s %s: consistency check could not run: %s\n", m->name,
+		        task, r->err);
+	else if (c.bad)
+		fprintf(stderr, "fadc-bench: %s %s: INCONSISTENT: normalized error %g > %g\n",
+		        m->name, task, c.e, m->rtol);
+	// The reference check, on request: the same warm-up outputs
+	// against the interpreter, within the model's rtol.
+	if (o->check_ref) {
+		char worst[128];
+		c.re = reference(r->be, p, task, source, defs, nd, o->seed, worst, sizeof worst, r->err,
+		                 sizeof r->err);
+		c.rbad = !(c.re >= 0 && c.re <= m->rtol);
+		if (c.re == -2)
+			fprintf(stderr, "fadc-bench: %s %s: reference check could not run: %s\n",
+			        m->name, task, r->err);
+		else if (c.rbad)
+			fprintf(stderr,
+			        "fadc-bench: %s %s: REFERENCE MISMATCH: normalized error %g (tolerance "
+			        "%g) in output %s\n",
+			        m->name, task, c.re, m->rtol, worst);
+	}
+	return c;
+}
+
+// The timed runs of a cell into samples (--num-iters of them), with the
+// progress line on a terminal; a failed run is reported and ends them.
+// t0 is when the cell began.
+static void
+time_cell(Run *r, const BenchModel *m, Prepared *p, const char *task, double t0, double *samples)
+{
+	const Opts *o = r->o;
+	for (int it = 0; it < o->num_iters; it++) {
+		double s = now();
+		if (r->be->run(p, r->err, sizeof r->err)) {
+			fprintf(stderr, "fadc-bench: %s %s: %s\n", m->name, task, r->err);
+			r->rc = 1;
+			break;
+		}
+		samples[it] = now() - s;
+		if (o->device_time && r->be->device_seconds)
+			samples[it] = r->be->device_seconds(p);
+		if (r->tty) {
+			double el = now() - t0, cell_left = el / (it + 1) * (o->num_iters - it - 1);
+			double per = r->ndone ? r->done_time / r->ndone : el + cell_left;
+			int after = r->ntotal - r->ndone - 1;
+			fprintf(stderr,
+			        "\r[%d/%d] %s %s: iteration %d/%d, %.1fs elapsed, ~%.1fs left (run: "
+			        "%.1fs elapsed, ~%.1fs left)  ",
+			        r->ndone + 1, r->ntotal, m->name, task, it + 1, o->num_iters, el, cell_left,
+			        now() - r->run_t0, cell_left + (after > 0 ? after : 0) * per);
+		}
+	}
+	if (r->tty && o->num_iters)
+		fputc('\n', stderr);
+}
+
+// One timed cell's entry of the JSON.
+static void
+json_cell(Run *r, const BenchModel *m, const char *task, const char *const *defs, int nd,
+          const CellResult *c, double mean, double var, const double *samples)
+{
+	FILE *js = r->js;
+	fprintf(js, "%s\n  {\"model\": ", r->ncell ? "," : "");
+	json_str(js, m->name);
+	fprintf(js, ", \"task\": ");
+	json_str(js, task);
+	fprintf(js, ", \"mean\": ");
+	json_num(js, mean);
+	fprintf(js, ", \"var\": ");
+	json_num(js, var);
+	fprintf(js, ", \"consistency_error\": ");
+	json_num(js, c->e >= 0 ? c->e : NAN);
+	fprintf(js, ", \"consistent\": %s", c->bad ? "false" : "true");
+	if (c->sum_rel >= 0 || isnan(c->sum_rel)) {
+		fprintf(js, ", \"consistency_sum_rel\": ");
+		json_num(js, c->sum_rel);
+	}
+	if (r->o->check_ref) {
+		fprintf(js, ", \"reference_error\": ");
+		json_num(js, c->re >= 0 ? c->re : NAN);
+		fprintf(js, ", \"reference_match\": %s", c->rbad ? "false" : "true");
+	}
+	fprintf(js, ", \"sizes\": [");
+	for (int i = 0; i < nd; i++) {
+		fprintf(js, "%s", i ? ", " : "");
+		json_str(js, defs[i]);
+	}
+	fprintf(js, "]");
+	static const char *const keys[] = {"artifact", "artifact_hash", "artifact_file_hash",
+	                                     "artifact_options"};
+	for (size_t i = 0; r->hk && i < sizeof keys / sizeof *keys; i++) {
+		const char *v = r->hk->info(keys[i]);
+		if (v) {
+			fprintf(js, ", \"%s\": ", keys[i]);
+			json_str(js, v);
+		}
+	}
+	fprintf(js, ", \"samples\": [");
+	for (int it = 0; it < r->o->num_iters; it++) {
+		fprintf(js, "%s", it ? ", " : "");
+		json_num(js, samples[it]);
+	}
+	fprintf(js, "]}");
+}
+
+// One cell, as the seed runs it: prepare (untimed), v from the seed, the
+// warm-up and its checks, the timed runs, then the result line, the table
+// and the JSON.  A cell that cannot run is reported and leaves the count
+// of cells expected.
+static void
+run_cell(Run *r, const BenchModel *m, const char *task, const char *source,
+         const char *const *defs, int nd)
+{
+	const Opts *o = r->o;
+	const Backend *be = r->be;
+	double t0 = now();
+	Prepared *p = be->prepare(source, defs, nd, task, o->seed, r->err, sizeof r->err);
+	if (!p) {
+		fprintf(stderr, "fadc-bench: %s %s: %s\n", m->name, task, r->err);
+		r->rc = 1;
+		r->ntotal--;
+		return;
+	}
+	for (int i = 0; i < be->ninputs(p); i++)
+		fill_uniform(be->input(p, i), o->seed, "v");
+	// Warm-up, then the consistency check.
+	if (be->run(p, r->err, sizeof r->err)) {
+		fprintf(stderr, "fadc-bench: %s %s: %s\n", m->name, task, r->err);
+		be->release(p);
+		r->rc = 1;
+		r->ntotal--;
+		return;
+	}
+	CellResult c = check_cell(r, m, p, task, source, defs, nd);
+	double *samples = calloc((size_t)o->num_iters + 1, sizeof *samples);
+	if (!samples) {
+		fprintf(stderr, "fadc-bench: %s %s: out of memory\n", m->name, task);
+		be->release(p);
+		r->rc = 1;
+		r->ntotal--;
+		return;
+	}
+	time_cell(r, m, p, task, t0, samples);
+	double mean, var;
+	sample_stats(samples, o->num_iters, &mean, &var);
+	char ms[40], vs[40], label[96];
+	py_repr(mean, ms, sizeof ms);
+	py_repr(var, vs, sizeof vs);
+	printf("Results for model %s on task %s: %ss (var: %s)\n", m->name, task, ms, vs);
+	fflush(stdout);
+	snprintf(label, sizeof label, "%s%s%s", task, c.bad ? " [inconsistent]" : "",
+	         c.rbad ? " [reference mismatch]" : "");
+	if (table_add(&r->t, m->name, label, mean, var)) {
+		fprintf(stderr, "fadc-bench: %s %s: out of memory\n", m->name, task);
+		r->rc = 1;
+	}
+	r->nfailed += c.bad || c.rbad;
+	if (r->js)
+		json_cell(r, m, task, defs, nd, &c, mean, var, samples);
+	r->ncell++;
+	r->ndone++;
+	r->done_time += now() - t0;
+	free(samples);
+	be->release(p);
+}
+
+// The JSON entries of a model's cells that were skipped, each with why.
+static void
+json_skipped(Run *r, const BenchModel *m, const char *const *cells, int ncells)
+{
+	FILE *js = r->js;
+	for (int ci = 0; js && ci < ncells; ci++) {
+		fprintf(js, "%s\n  {\"model\": ", r->ncell++ ? "," : "");
+		json_str(js, m->name);
+		fprintf(js, ", \"task\": ");
+		json_str(js, cells[ci]);
+		fprintf(js, ", \"skipped\": ");
+		json_str(js, r->err);
+		fprintf(js, "}");
+	}
+}
+
+// One model of the configuration: skipped where the filters or the
+// configuration say so; else its sizes, its artifact opened (a compiled
+// backend builds every task its cells prepare into one) and its cells run.
+static void
+run_model(Run *r, const BenchModel *m)
+{
+	const Opts *o = r->o;
+	const BenchConfig *cfg = r->cfg;
+	if (!keep(o->model_filter, m->name))
+		return;
+	char source[4096 + 600];
+	model_source(source, sizeof source, r->cdir, m->source); // readable: check_selection
+	if (o->gpu < 0 && bench_in_list(cfg->skip_cpu, cfg->nskip_cpu, m->name)) {
+		fprintf(stderr, "fadc-bench: model %s is skipped on the CPU (configuration)\n", m->name);
+		return;
+	}
+	if (o->gpu >= 0 && bench_in_list(cfg->skip_cuda, cfg->nskip_cuda, m->name)) {
+		fprintf(stderr, "fadc-bench: model %s is skipped on CUDA (configuration)\n", m->name);
+		return;
+	}
+	// Sizes: one value per name (model_defs).
+	const char *defs[BENCH_MAXDEF + 64];
+	int nd = model_defs(o, m, defs);
+	// The model's cells, and every task they prepare (their consistency
+	// partners too): a compiled backend builds them into one artifact.
+	const char *cells[BENCH_MAXTASK], *need[2 * BENCH_MAXTASK];
+	int ncells = model_cells(o, cfg, m, cells), nneed = 0;
+	for (int i = 0; i < 2 * ncells; i++) {
+		const char *nt = i < ncells ? cells[i] : partner_of(cells[i - ncells], NULL);
+		int dup = !nt;
+		for (int k = 0; k < nneed && !dup; k++)
+			dup = !strcmp(need[k], nt);
+		if (!dup)
+			need[nneed++] = nt;
+	}
+	if (!ncells)
+		return;
+	const ModelHooks *hk = r->hk;
+	int opened = hk ? hk->open_model(source, defs, nd, need, nneed, r->err, sizeof r->err) : 0;
+	if (!hk && bench_is_artifact(source)) {
+		snprintf(r->err, sizeof r->err, "%s is a compiled artifact: the %s backend needs the .ir",
+		         source, r->be->name);
+		opened = -1;
+	}
+	if (opened == 1) {
+		fprintf(stderr, "fadc-bench: %s: compiled %s\n", m->name, r->err);
+		return;
+	}
+	if (opened) {
+		// Reported and skipped (a model the backend cannot compile yet,
+		// a missing artifact): the run goes on with the other models.
+		fprintf(stderr, "fadc-bench: %s: skipped (%d cell%s): %s\n", m->name, ncells,
+		        ncells == 1 ? "" : "s", r->err);
+		json_skipped(r, m, cells, ncells);
+		r->nskipped += ncells;
+		r->ntotal -= ncells;
+		r->rc = 1;
+		return;
+	}
+	for (int ci = 0; ci < ncells; ci++)
+		run_cell(r, m, cells[ci], source, defs, nd);
+	if (hk)
+		hk->close_model();
+}
+
+// fadc-bench's run: the options and the device settled, the configuration
+// loaded and its selection checked, the backend configured and the
+// outputs opened (so that a path that cannot be written fails before the
+// run rather than after it), then every model, then the outputs
+// committed (also when cells failed: the table says which ran) and the
+// failures counted.
+static int
+cmd_run(int argc, char **argv)
+{
+	Opts o = {.num_iters = 10, .gpu = -2, .num_threads = 10, .backend = "cpu"};
+	static char defcfg[4096];
+	snprintf(defcfg, sizeof defcfg, "%s/bench/bench.yaml", FADC_SOURCE_DIR);
+	o.config = defcfg;
+	int st = parse_opts(argc, argv, &o);
+	if (st >= 0)
+		return st;
+	const Backend *be;
+	const ModelHooks *hk;
+	char gpu_name[256];
+	if ((st = check_defs(&o)) || (st = check_outputs(&o)) ||
+	    (st = find_backend(o.backend, &be, &hk)) ||
+	    (st = choose_device(&o, be, hk, gpu_name, sizeof gpu_name)))
+		return st;
+	Run *r = calloc(1, sizeof *r);
+	BenchConfig *cfg = calloc(1, sizeof *cfg);
+	if (!r || !cfg || bench_config_load(o.config, cfg, r->err, sizeof r->err)) {
+		fprintf(stderr, "%s\n", r && cfg ? r->err : "fadc-bench: out of memory");
 		free(cfg);
+		free(r);
 		return 1;
 	}
 	// The configuration's folder: sources are relative to it.
@@ -930,25 +1309,26 @@ cmd_run(int argc, char **argv)
 		*slash = 0;
 	else
 		snprintf(cdir, sizeof cdir, ".");
+	*r = (Run){.o = &o, .cfg = cfg, .be = be, .hk = hk, .cdir = cdir};
 	if (check_selection(&o, cfg, cdir)) {
 		free(cfg);
+		free(r);
 		return 1;
 	}
 	if (hk) {
 		BackendOptions bo = {o.artifacts, o.compiler,   o.compile,       o.num_threads,
 		                     o.seed,      o.gpu,        o.compile_only,  o.device_time};
-		if (hk->configure(&bo, err, sizeof err)) {
-			fprintf(stderr, "fadc-bench: %s\n", err);
+		if (hk->configure(&bo, r->err, sizeof r->err)) {
+			fprintf(stderr, "fadc-bench: %s\n", r->err);
 			free(cfg);
+			free(r);
 			return 1;
 		}
 	}
-	// The outputs, opened now so that a path that cannot be written fails
-	// before the run rather than after it; committed at the end.
-	FILE *js = NULL;
 	FioOut jo, to;
 	if (o.output && out_open(&to, o.output)) {
 		free(cfg);
+		free(r);
 		return 1;
 	}
 	if (o.json) {
@@ -956,270 +1336,31 @@ cmd_run(int argc, char **argv)
 			if (o.output)
 				fio_out_abort(&to);
 			free(cfg);
+			free(r);
 			return 1;
 		}
-		js = fio_out_file(&jo);
-		char cpu[256];
-		cpu_model(cpu, sizeof cpu);
-		fprintf(js, "{\"environment\": {\"cpu\": ");
-		json_str(js, cpu);
-		fprintf(js, ", \"cores\": %ld, \"threads\": %d, \"gpu\": ", sysconf(_SC_NPROCESSORS_ONLN),
-		        o.num_threads);
-		if (gpu_name[0])
-			json_str(js, gpu_name);
-		else
-			fputs("null", js);
-		fprintf(js, ", \"backend\": ");
-		json_str(js, be->name);
-		fprintf(js, ", \"seed\": %llu, \"num_iters\": %d, \"timing\": \"%s\", \"config\": ",
-		        (unsigned long long)o.seed, o.num_iters,
-		        o.device_time ? "device events" : "host clock, call + synchronize");
-		json_str(js, o.config);
-		fprintf(js, ", \"fadc\": \"%s\"", FADC_VERSION);
-		// Compiled backends: the runtime's versions, the compiler that
-		// --compile runs and what it says of its version.
-		static const char *const keys[] = {"runtime", "compiler", "compiler_version"};
-		for (size_t i = 0; hk && i < sizeof keys / sizeof *keys; i++) {
-			const char *v = hk->info(keys[i]);
-			fprintf(js, ", \"%s\": ", keys[i]);
-			if (v)
-				json_str(js, v);
-			else
-				fputs("null", js);
-		}
-		fprintf(js, "},\n \"cells\": [");
+		r->js = fio_out_file(&jo);
+		json_environment(r->js, &o, be, hk, gpu_name);
 	}
-	Table t;
-	table_init(&t);
-	int tty = isatty(2), ncell = 0, rc = 0, nfailed = 0, nskipped = 0;
-	// Progress (a terminal only): the cells the run expects, counted with
-	// the filters and skips of the loop below, for "[k/N]" and the run's
-	// estimate of time left (the mean time of the cells done so far).
-	int ntotal = 0, ndone = 0;
-	double run_t0 = now(), done_time = 0;
-	for (int mi = 0; tty && mi < cfg->nmodel; mi++) {
+	table_init(&r->t);
+	r->tty = isatty(2);
+	r->run_t0 = now();
+	for (int mi = 0; r->tty && mi < cfg->nmodel; mi++) {
 		const BenchModel *m = &cfg->model[mi];
 		const char *cells[BENCH_MAXTASK];
 		if (keep(o.model_filter, m->name) && !device_skip(&o, cfg, m))
-			ntotal += model_cells(&o, cfg, m, cells);
+			r->ntotal += model_cells(&o, cfg, m, cells);
 	}
-	for (int mi = 0; mi < cfg->nmodel; mi++) {
-		const BenchModel *m = &cfg->model[mi];
-		if (!keep(o.model_filter, m->name))
-			continue;
-		char source[4096 + 600];
-		model_source(source, sizeof source, cdir, m->source); // readable: check_selection
-		if (o.gpu < 0 && bench_in_list(cfg->skip_cpu, cfg->nskip_cpu, m->name)) {
-			fprintf(stderr, "fadc-bench: model %s is skipped on the CPU (configuration)\n", m->name);
-			continue;
-		}
-		if (o.gpu >= 0 && bench_in_list(cfg->skip_cuda, cfg->nskip_cuda, m->name)) {
-			fprintf(stderr, "fadc-bench: model %s is skipped on CUDA (configuration)\n", m->name);
-			continue;
-		}
-		// Sizes: one value per name (model_defs).
-		const char *defs[BENCH_MAXDEF + 64];
-		int nd = model_defs(&o, m, defs);
-		// The model's cells, and every task they prepare (their consistency
-		// partners too): a compiled backend builds them into one artifact.
-		const char *cells[BENCH_MAXTASK], *need[2 * BENCH_MAXTASK];
-		int ncells = model_cells(&o, cfg, m, cells), nneed = 0;
-		for (int i = 0; i < 2 * ncells; i++) {
-			const char *nt = i < ncells ? cells[i] : partner_of(cells[i - ncells], NULL);
-			int dup = !nt;
-			for (int k = 0; k < nneed && !dup; k++)
-				dup = !strcmp(need[k], nt);
-			if (!dup)
-				need[nneed++] = nt;
-		}
-		if (!ncells)
-			continue;
-		int opened = hk ? hk->open_model(source, defs, nd, need, nneed, err, sizeof err) : 0;
-		if (!hk && bench_is_artifact(source)) {
-			snprintf(err, sizeof err, "%s is a compiled artifact: the %s backend needs the .ir",
-			         source, be->name);
-			opened = -1;
-		}
-		if (opened == 1) {
-			fprintf(stderr, "fadc-bench: %s: compiled %s\n", m->name, err);
-			continue;
-		}
-		if (opened) {
-			// Reported and skipped (a model the backend cannot compile yet,
-			// a missing artifact): the run goes on with the other models.
-			fprintf(stderr, "fadc-bench: %s: skipped (%d cell%s): %s\n", m->name, ncells,
-			        ncells == 1 ? "" : "s", err);
-			for (int ci = 0; js && ci < ncells; ci++) {
-				fprintf(js, "%s\n  {\"model\": ", ncell++ ? "," : "");
-				json_str(js, m->name);
-				fprintf(js, ", \"task\": ");
-				json_str(js, cells[ci]);
-				fprintf(js, ", \"skipped\": ");
-				json_str(js, err);
-				fprintf(js, "}");
-			}
-			nskipped += ncells;
-			ntotal -= ncells;
-			rc = 1;
-			continue;
-		}
-		for (int ci = 0; ci < ncells; ci++) {
-			const char *task = cells[ci];
-			double t0 = now();
-			Prepared *p = be->prepare(source, defs, nd, task, o.seed, err, sizeof err);
-			if (!p) {
-				fprintf(stderr, "fadc-bench: %s %s: %s\n", m->name, task, err);
-				rc = 1;
-				ntotal--;
-				continue;
-			}
-			for (int i = 0; i < be->ninputs(p); i++)
-				fill_uniform(be->input(p, i), o.seed, "v");
-			// Warm-up, then the consistency check.
-			if (be->run(p, err, sizeof err)) {
-				fprintf(stderr, "fadc-bench: %s %s: %s\n", m->name, task, err);
-				be->release(p);
-				rc = 1;
-				ntotal--;
-				continue;
-			}
-			double sum_rel = -1;
-			double e = check(be, p, task, source, defs, nd, o.seed, &sum_rel, err, sizeof err);
-			// Test hook: FADC_BENCH_FAULT=check makes every check fail, so the
-			// reporting path is tested (tests/bench/).
-			const char *fault = getenv("FADC_BENCH_FAULT");
-			if (fault && !strcmp(fault, "check") && e != -1)
-				e = 1;
-			// NaN (a NaN output) fails: "not within the tolerance", not "above it".
-			int bad = e == -2 || (e != -1 && !(e <= m->rtol));
-			if (e == -2)
-				fprintf(stderr, "fadc-bench: %s %s: consistency check could not run: %s\n", m->name,
-				        task, err);
-			else if (bad)
-				fprintf(stderr, "fadc-bench: %s %s: INCONSISTENT: normalized error %g > %g\n",
-				        m->name, task, e, m->rtol);
-			// The reference check, on request: the same warm-up outputs
-			// against the interpreter, within the model's rtol.
-			double re = -1;
-			int rbad = 0;
-			if (o.check_ref) {
-				char worst[128];
-				re = reference(be, p, task, source, defs, nd, o.seed, worst, sizeof worst, err,
-				               sizeof err);
-				rbad = !(re >= 0 && re <= m->rtol);
-				if (re == -2)
-					fprintf(stderr, "fadc-bench: %s %s: reference check could not run: %s\n",
-					        m->name, task, err);
-				else if (rbad)
-					fprintf(stderr,
-					        "fadc-bench: %s %s: REFERENCE MISMATCH: normalized error %g (tolerance "
-					        "%g) in output %s\n",
-					        m->name, task, re, m->rtol, worst);
-			}
-			double *samples = calloc((size_t)o.num_iters + 1, sizeof *samples);
-			if (!samples) {
-				fprintf(stderr, "fadc-bench: %s %s: out of memory\n", m->name, task);
-				be->release(p);
-				rc = 1;
-				ntotal--;
-				continue;
-			}
-			for (int it = 0; it < o.num_iters; it++) {
-				double s = now();
-				if (be->run(p, err, sizeof err)) {
-					fprintf(stderr, "fadc-bench: %s %s: %s\n", m->name, task, err);
-					rc = 1;
-					break;
-				}
-				samples[it] = now() - s;
-				if (o.device_time && be->device_seconds)
-					samples[it] = be->device_seconds(p);
-				if (tty) {
-					double el = now() - t0, cell_left = el / (it + 1) * (o.num_iters - it - 1);
-					double per = ndone ? done_time / ndone : el + cell_left;
-					int after = ntotal - ndone - 1;
-					fprintf(stderr,
-					        "\r[%d/%d] %s %s: iteration %d/%d, %.1fs elapsed, ~%.1fs left (run: "
-					        "%.1fs elapsed, ~%.1fs left)  ",
-					        ndone + 1, ntotal, m->name, task, it + 1, o.num_iters, el, cell_left,
-					        now() - run_t0, cell_left + (after > 0 ? after : 0) * per);
-				}
-			}
-			if (tty && o.num_iters)
-				fputc('\n', stderr);
-			double mean, var;
-			sample_stats(samples, o.num_iters, &mean, &var);
-			char ms[40], vs[40], label[96];
-			py_repr(mean, ms, sizeof ms);
-			py_repr(var, vs, sizeof vs);
-			printf("Results for model %s on task %s: %ss (var: %s)\n", m->name, task, ms, vs);
-			fflush(stdout);
-			snprintf(label, sizeof label, "%s%s%s", task, bad ? " [inconsistent]" : "",
-			         rbad ? " [reference mismatch]" : "");
-			if (table_add(&t, m->name, label, mean, var)) {
-				fprintf(stderr, "fadc-bench: %s %s: out of memory\n", m->name, task);
-				rc = 1;
-			}
-			nfailed += bad || rbad;
-			if (js) {
-				fprintf(js, "%s\n  {\"model\": ", ncell ? "," : "");
-				json_str(js, m->name);
-				fprintf(js, ", \"task\": ");
-				json_str(js, task);
-				fprintf(js, ", \"mean\": ");
-				json_num(js, mean);
-				fprintf(js, ", \"var\": ");
-				json_num(js, var);
-				fprintf(js, ", \"consistency_error\": ");
-				json_num(js, e >= 0 ? e : NAN);
-				fprintf(js, ", \"consistent\": %s", bad ? "false" : "true");
-				if (sum_rel >= 0 || isnan(sum_rel)) {
-					fprintf(js, ", \"consistency_sum_rel\": ");
-					json_num(js, sum_rel);
-				}
-				if (o.check_ref) {
-					fprintf(js, ", \"reference_error\": ");
-					json_num(js, re >= 0 ? re : NAN);
-					fprintf(js, ", \"reference_match\": %s", rbad ? "false" : "true");
-				}
-				fprintf(js, ", \"sizes\": [");
-				for (int i = 0; i < nd; i++) {
-					fprintf(js, "%s", i ? ", " : "");
-					json_str(js, defs[i]);
-				}
-				fprintf(js, "]");
-				static const char *const keys[] = {"artifact", "artifact_hash", "artifact_file_hash",
-				                                     "artifact_options"};
-				for (size_t i = 0; hk && i < sizeof keys / sizeof *keys; i++) {
-					const char *v = hk->info(keys[i]);
-					if (v) {
-						fprintf(js, ", \"%s\": ", keys[i]);
-						json_str(js, v);
-					}
-				}
-				fprintf(js, ", \"samples\": [");
-				for (int it = 0; it < o.num_iters; it++) {
-					fprintf(js, "%s", it ? ", " : "");
-					json_num(js, samples[it]);
-				}
-				fprintf(js, "]}");
-			}
-			ncell++;
-			ndone++;
-			done_time += now() - t0;
-			free(samples);
-			be->release(p);
-		}
-		if (hk)
-			hk->close_model();
-	}
-	if (js) {
-		fprintf(js, "\n]}\n");
+	for (int mi = 0; mi < cfg->nmodel; mi++)
+		run_model(r, &cfg->model[mi]);
+	int rc = r->rc, nskipped = r->nskipped, nfailed = r->nfailed;
+	if (r->js) {
+		fprintf(r->js, "\n]}\n");
 		if (out_commit(&jo))
 			rc = 1;
 	}
 	if (o.output) {
-		table_write_markdown(fio_out_file(&to), &t);
+		table_write_markdown(fio_out_file(&to), &r->t);
 		if (out_commit(&to))
 			rc = 1;
 	}
@@ -1228,8 +1369,9 @@ cmd_run(int argc, char **argv)
 	if (nfailed)
 		fprintf(stderr, "fadc-bench: %d cell%s failed the consistency%s check\n", nfailed,
 		        nfailed == 1 ? "" : "s", o.check_ref ? " or the reference" : "");
-	table_free(&t);
+	table_free(&r->t);
 	free(cfg);
+	free(r);
 	return rc;
 }
 

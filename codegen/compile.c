@@ -761,142 +761,126 @@ cg_compile_module(const Module *m, const CgOptions *o, const char *out_so, char 
 	return cg_compile_specs(&m, NULL, 1, o, out_so, err, errlen);
 }
 
-int
-cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec,
-                 const CgOptions *o, const char *out_so, char *err, size_t errlen)
-{
-	static const CgOptions def = {.opt_level = -1};
-	if (!o)
-		o = &def;
-	if (nspec < 1 || nspec > ART_MAX_SPECS || (nspec > 1 && !specdefs)) {
-		snprintf(err, errlen, "error: %d specialisations (1 to %d, each named)", nspec,
-		         ART_MAX_SPECS);
-		return 0;
-	}
-	const Module *m = ms[0]; // the name, the sources, the declarations' order
-	const char *names[64];
-	int ntask = task_list(o, names, 64, err, errlen);
-	if (ntask < 0)
-		return 0;
-	DType fc = o->compute_f64 ? DT_F64 : DT_F32;
-	uint32_t nd = m->ndecl;
-	uint8_t *shared = calloc(nd + 1, 1);
-	int32_t *declmap = calloc((size_t)nspec * nd + 1, sizeof *declmap);
-	if (!shared || !declmap) {
-		free(shared);
-		free(declmap);
-		snprintf(err, errlen, "error: out of memory");
-		return 0;
-	}
-	if (!plan_shared(ms, nspec, shared, err, errlen)) {
-		free(shared);
-		free(declmap);
-		return 0;
-	}
-	// The artifact's declarations: module order, a shared one once, any
-	// other once per specialisation; each copy with an initializer gets an
-	// init task.
-	uint32_t nadecl = 0, ninit = 0;
-	for (uint32_t i = 0; i < nd; i++)
-		for (int c = 0; c < (shared[i] ? 1 : nspec); c++) {
-			nadecl++;
-			ninit += ms[c]->decl[i].init != NULL;
-		}
-	uint32_t nuser = (uint32_t)nspec * (uint32_t)ntask, nall = nuser + ninit;
-	CgTask *tasks = calloc(nall + 1, sizeof *tasks);
-	char **initname = calloc(ninit + 1, sizeof *initname);
-	ArtDesc d = {0};
-	d.task = calloc(nall + 1, sizeof *d.task);
-	d.decl = calloc(nadecl + 1, sizeof *d.decl);
-	char cpu[128], feat[1024], llvm_feat[4096], opts[2048], tmpdir[4096] = "";
-	uint8_t *desc = NULL, *so = NULL, *img = NULL;
-	size_t desclen = 0, solen = 0, imglen = 0;
-	int targets = o->targets ? o->targets : CG_TARGET_CPU;
-	CgTask *emit = NULL; // what LLVM compiles: CPU stubs for CUDA-only tasks
-	int ok = 0, made_dir = 0;
-	const char *tmpfiles[] = {"model.o", "model.so", "link.log"};
-	int tmpreg[4] = {-1, -1, -1, -1}; // the folder's and the files' cleanup handles
-	if (!tasks || !initname || !d.task || !d.decl) {
-		snprintf(err, errlen, "error: out of memory");
-		goto done;
-	}
-	if (o->allow_tf32 && !(targets & CG_TARGET_CUDA)) {
-		snprintf(err, errlen, "error: --allow-tf32 concerns the cuBLAS GEMMs of CUDA code: "
-		                      "use it with --target cuda or cpu,cuda");
-		goto done;
-	}
+// What cg_compile_specs carries from step to step: its inputs, the
+// artifact's declarations and tasks as they are built, the descriptor,
+// and the error buffer every step reports into.
+typedef struct Compile {
+	const Module *const *ms;
+	const char *const *specdefs;
+	int nspec;
+	const CgOptions *o;
+	const char *names[64]; // the user's tasks (task_list)
+	int ntask;
+	DType fc;              // the tasks' compute type
+	int targets;           // CG_TARGET_*
+	uint32_t nd;           // declarations per specialisation
+	uint8_t *shared;       // plan_shared's: declaration i is the same in every specialisation
+	int32_t *declmap;      // [s * nd + i]: the artifact's declaration of specialisation s's i
+	uint32_t nadecl, ninit, nuser, nall; // the artifact's declarations; init, user, all tasks
+	CgTask *tasks;         // nall: the user's, every specialisation's in turn, then the inits
+	char **initname;       // ninit: "init.<name>", owned
+	ArtDesc d;
 	char model[256];
-	model_name(m, model, sizeof model);
-	if (!cg_llvm_cpu(o->cpu, cpu, sizeof cpu, feat, sizeof feat, llvm_feat, sizeof llvm_feat, err,
-	                 errlen))
-		goto done;
-	for (uint32_t i = 0, ai = 0; i < nd; i++)
-		for (int c = 0; c < (shared[i] ? 1 : nspec); c++, ai++) {
-			const Decl *x = &ms[c]->decl[i];
-			ArtDecl *ad = &d.decl[ai];
+	char cpu[128], feat[1024], llvm_feat[4096];
+	char opts[2048];       // the descriptor's options line
+	char *err;
+	size_t errlen;
+} Compile;
+
+// The artifact's declarations: module order, a shared one once, any other
+// once per specialisation, and declmap from each specialisation's
+// declarations to them.
+static void
+layout_decls(Compile *c)
+{
+	for (uint32_t i = 0, ai = 0; i < c->nd; i++)
+		for (int k = 0; k < (c->shared[i] ? 1 : c->nspec); k++, ai++) {
+			const Decl *x = &c->ms[k]->decl[i];
+			ArtDecl *ad = &c->d.decl[ai];
 			ad->name = (char *)x->name;
 			ad->kind = x->kind == DECL_PARAM ? ART_PARAM : ART_CONST;
 			ad->dtype = art_dtype(x->dtype);
 			ad->rank = (uint8_t)x->shape.rank;
-			for (int k = 0; k < x->shape.rank; k++)
-				ad->dim[k] = x->shape.dim[k];
+			for (int r = 0; r < x->shape.rank; r++)
+				ad->dim[r] = x->shape.dim[r];
 			ad->init = -1;
-			ad->spec = shared[i] ? -1 : c;
-			for (int s = 0; s < nspec; s++)
-				if (shared[i] || s == c)
-					declmap[(size_t)s * nd + i] = (int32_t)ai;
+			ad->spec = c->shared[i] ? -1 : k;
+			for (int s = 0; s < c->nspec; s++)
+				if (c->shared[i] || s == k)
+					c->declmap[(size_t)s * c->nd + i] = (int32_t)ai;
 		}
-	// The tasks of the user, every specialisation's in turn.
-	for (int s = 0; s < nspec; s++)
-		for (int i = 0; i < ntask; i++) {
-			uint32_t ti = (uint32_t)s * (uint32_t)ntask + (uint32_t)i;
+}
+
+// The tasks of the user, every specialisation's in turn: each task's graph
+// (pass_task), its kernel program and its entry in the descriptor.
+// 0 with err set on failure.
+static int
+build_user_tasks(Compile *c)
+{
+	const CgOptions *o = c->o;
+	char *err = c->err;
+	size_t errlen = c->errlen;
+	for (int s = 0; s < c->nspec; s++)
+		for (int i = 0; i < c->ntask; i++) {
+			const char *name = c->names[i];
+			uint32_t ti = (uint32_t)s * (uint32_t)c->ntask + (uint32_t)i;
 			char msg[1024];
 			Loc loc = 0;
 			KTime tm = kir_time_start();
-			Graph *g = pass_task(ms[s]->main, names[i], NULL, &loc, msg, sizeof msg);
-			kir_time_note(tm, "passes", names[i]);
+			Graph *g = pass_task(c->ms[s]->main, name, NULL, &loc, msg, sizeof msg);
+			kir_time_note(tm, "passes", name);
 			if (!g) {
 				char where[512];
-				cg_loc_str(ms[s]->src, loc, where, sizeof where);
+				cg_loc_str(c->ms[s]->src, loc, where, sizeof where);
 				// pass_task names the task itself in its precondition
 				// messages ("task 'vhp' needs ..."): name it once.
 				int named = !strncmp(msg, "task '", 6);
 				snprintf(err, errlen, "%s%serror: %s%s%s%s", where, where[0] ? ": " : "",
-				         named ? "" : "task '", named ? "" : names[i], named ? "" : "': ", msg);
-				spec_note(err, errlen, specdefs, s, nspec);
-				goto done;
+				         named ? "" : "task '", named ? "" : name, named ? "" : "': ", msg);
+				spec_note(err, errlen, c->specdefs, s, c->nspec);
+				return 0;
 			}
-			tasks[ti].name = names[i];
-			tasks[ti].prog = build(g, names[i], model, fc, o, err, errlen);
-			int good = tasks[ti].prog &&
-			           describe_task(ms[s], g, tasks[ti].prog, &d.task[ti], names[i], ART_TASK,
-			                         -1, declmap + (size_t)s * nd);
+			CgTask *task = &c->tasks[ti];
+			task->name = name;
+			task->prog = build(g, name, c->model, c->fc, o, err, errlen);
+			int good = task->prog &&
+			           describe_task(c->ms[s], g, task->prog, &c->d.task[ti], name, ART_TASK,
+			                         -1, c->declmap + (size_t)s * c->nd);
 			if (good) {
 				// Output and input names live in g: copy them into the program's arena.
-				ArtTask *t = &d.task[ti];
+				ArtTask *t = &c->d.task[ti];
 				for (uint32_t k = 0; k < t->nin; k++)
-					t->in[k].name = arena_strdup(tasks[ti].prog->arena, t->in[k].name);
+					t->in[k].name = arena_strdup(task->prog->arena, t->in[k].name);
 				for (uint32_t k = 0; k < t->nout; k++)
-					t->out[k].name = arena_strdup(tasks[ti].prog->arena, t->out[k].name);
+					t->out[k].name = arena_strdup(task->prog->arena, t->out[k].name);
 				t->spec = s;
 			}
 			ir_graph_free(g);
 			if (good)
-				d.task[ti].targets = targets & CG_TARGET_CPU ? ART_TARGET_CPU : 0;
+				c->d.task[ti].targets = c->targets & CG_TARGET_CPU ? ART_TARGET_CPU : 0;
 			if (!good) {
-				if (tasks[ti].prog && !err[0])
+				if (task->prog && !err[0])
 					snprintf(err, errlen, "error: out of memory");
-				spec_note(err, errlen, specdefs, s, nspec);
-				goto done;
+				spec_note(err, errlen, c->specdefs, s, c->nspec);
+				return 0;
 			}
 		}
-	// One initializer per declaration (per copy) that has one.
-	uint32_t ti = nuser, ii = 0;
-	for (uint32_t i = 0, ai = 0; i < nd; i++)
-		for (int c = 0; c < (shared[i] ? 1 : nspec); c++, ai++) {
-			const Module *mm = ms[c];
+	return 1;
+}
+
+// One initializer task per declaration (per copy) that has one, after the
+// user's tasks.  0 with err set on failure.
+static int
+build_init_tasks(Compile *c)
+{
+	char *err = c->err;
+	size_t errlen = c->errlen;
+	uint32_t ti = c->nuser, ii = 0;
+	for (uint32_t i = 0, ai = 0; i < c->nd; i++)
+		for (int k = 0; k < (c->shared[i] ? 1 : c->nspec); k++, ai++) {
+			const Module *mm = c->ms[k];
 			const Decl *x = &mm->decl[i];
-			ArtDecl *ad = &d.decl[ai];
+			ArtDecl *ad = &c->d.decl[ai];
 			if (!x->init)
 				continue;
 			const Graph *g = x->init;
@@ -905,66 +889,57 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 				snprintf(err, errlen,
 				         "error: the initializer of '%s' does not compute its declared type",
 				         x->name);
-				spec_note(err, errlen, specdefs, c, nspec);
-				goto done;
+				spec_note(err, errlen, c->specdefs, k, c->nspec);
+				return 0;
 			}
-			for (uint32_t k = 0; k < g->ninput; k++) {
-				int dk = ir_module_find_decl(mm, g->input[k].name);
+			for (uint32_t r = 0; r < g->ninput; r++) {
+				int dk = ir_module_find_decl(mm, g->input[r].name);
 				if (dk < 0 || (uint32_t)dk >= i) {
 					snprintf(err, errlen, "error: the initializer of '%s' reads '%s', which is not "
-					                      "declared before it", x->name, g->input[k].name);
-					goto done;
+					                      "declared before it", x->name, g->input[r].name);
+					return 0;
 				}
 			}
-			initname[ii] = malloc(strlen(x->name) + 6);
-			if (!initname[ii]) {
+			c->initname[ii] = malloc(strlen(x->name) + 6);
+			if (!c->initname[ii]) {
 				snprintf(err, errlen, "error: out of memory");
-				goto done;
+				return 0;
 			}
-			sprintf(initname[ii], "init.%s", x->name);
-			tasks[ti].name = initname[ii];
+			sprintf(c->initname[ii], "init.%s", x->name);
+			CgTask *task = &c->tasks[ti];
+			task->name = c->initname[ii];
 			// Initializers run once: computed in f64 and rounded at the end, as
 			// ir_module_init does, so both give the same values.
-			tasks[ti].prog = build(g, initname[ii], model, DT_F64, o, err, errlen);
-			if (!tasks[ti].prog) {
-				spec_note(err, errlen, specdefs, c, nspec);
-				goto done;
+			task->prog = build(g, c->initname[ii], c->model, DT_F64, c->o, err, errlen);
+			if (!task->prog) {
+				spec_note(err, errlen, c->specdefs, k, c->nspec);
+				return 0;
 			}
-			if (!describe_task(mm, g, tasks[ti].prog, &d.task[ti], initname[ii], ART_INIT,
-			                   (int32_t)ai, declmap + (size_t)c * nd)) {
+			if (!describe_task(mm, g, task->prog, &c->d.task[ti], c->initname[ii], ART_INIT,
+			                   (int32_t)ai, c->declmap + (size_t)k * c->nd)) {
 				snprintf(err, errlen, "error: out of memory");
-				goto done;
+				return 0;
 			}
-			d.task[ti].out[0].name = (char *)x->name;
-			d.task[ti].targets = ART_TARGET_CPU;
-			d.task[ti].spec = ad->spec;
+			c->d.task[ti].out[0].name = (char *)x->name;
+			c->d.task[ti].targets = ART_TARGET_CPU;
+			c->d.task[ti].spec = ad->spec;
 			ad->init = (int32_t)ti;
 			ti++;
 			ii++;
 		}
-	d.ntask = nall;
-	d.ndecl = nadecl;
-	d.nspec = (uint32_t)nspec;
-	d.spec = nspec > 1 ? (char **)specdefs : NULL;
-	d.model = model;
-	d.source_hash = ir_srcmap_hash(m->src);
-	const char *cuda_arch = o->cuda_arch ? o->cuda_arch : "sm_90";
-	d.cuda_arch = targets & CG_TARGET_CUDA ? (char *)cuda_arch : "";
-#ifdef FADC_HAVE_CUDA
-	if ((targets & CG_TARGET_CUDA) &&
-	    !cu_build(model, tasks, d.task, (int)nuser, o, &img, &imglen, err, errlen))
-		goto done;
-#else
-	if (targets & CG_TARGET_CUDA) {
-		snprintf(err, errlen, "error: --target cuda: this fadc was built without the CUDA "
-		                      "toolkit (NVRTC)");
-		goto done;
-	}
-#endif
-	d.images_bytes = imglen;
-	d.images_hash = art_fnv1a64(ART_FNV_BASIS, img, imglen);
-	// The options, in a fixed order.
-	size_t k = (size_t)snprintf(opts, sizeof opts, "target=%s%s%s%s cpu=%s opt=%d compute=%s defines=",
+	return 1;
+}
+
+// The descriptor's options line into c->opts, in a fixed order (the
+// artifact's bytes depend on it).  0 with err set when it does not fit.
+static int
+options_line(Compile *c, const char *cuda_arch)
+{
+	const CgOptions *o = c->o;
+	int targets = c->targets;
+	char *opts = c->opts;
+	size_t n = sizeof c->opts;
+	size_t k = (size_t)snprintf(opts, n, "target=%s%s%s%s cpu=%s opt=%d compute=%s defines=",
 	                            targets == CG_TARGET_CPU    ? "cpu"
 	                            : targets == CG_TARGET_CUDA ? "cuda"
 	                                                        : "cpu,cuda",
@@ -973,26 +948,36 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 	                            (targets & CG_TARGET_CUDA) && o->allow_tf32 ? " allow_tf32=1" : "",
 	                            o->cpu ? o->cpu : "x86-64-v3", o->opt_level < 0 ? 2 : o->opt_level,
 	                            o->compute_f64 ? "f64" : "f32");
-	for (int i = 0; i < o->ndefines && k < sizeof opts; i++)
-		k += (size_t)snprintf(opts + k, sizeof opts - k, "%s%s", i ? "," : "", o->defines[i]);
-	for (int i = 0; i < ntask && k < sizeof opts; i++)
-		k += (size_t)snprintf(opts + k, sizeof opts - k, "%s%s", i ? "," : " tasks=", names[i]);
-	if (k >= sizeof opts) {
-		snprintf(err, errlen, "error: the options line is longer than %zu bytes", sizeof opts);
-		goto done;
+	for (int i = 0; i < o->ndefines && k < n; i++)
+		k += (size_t)snprintf(opts + k, n - k, "%s%s", i ? "," : "", o->defines[i]);
+	for (int i = 0; i < c->ntask && k < n; i++)
+		k += (size_t)snprintf(opts + k, n - k, "%s%s", i ? "," : " tasks=", c->names[i]);
+	if (k >= n) {
+		snprintf(c->err, c->errlen, "error: the options line is longer than %zu bytes", n);
+		return 0;
 	}
-	d.options = opts;
-	char *triple = cg_llvm_default_triple();
-	d.triple = triple;
-	d.cpu = cpu;
-	d.features = feat;
-	if (!triple || !art_desc_encode(&d, &desc, &desclen)) {
-		snprintf(err, errlen, "error: out of memory");
-		free(triple);
-		goto done;
-	}
-	free(triple);
-	// Object, link, artifact.
+	return 1;
+}
+
+// Object, link, artifact: LLVM compiles every task (with the encoded
+// descriptor desc) into model.o in a temporary folder, cc links it with
+// the support library into model.so, and model.so, the CUDA images img
+// and the descriptor become out_so.  The folder goes whatever happens.
+static int
+link_artifact(Compile *c, const uint8_t *desc, size_t desclen, const uint8_t *img, size_t imglen,
+              const char *out_so)
+{
+	const CgOptions *o = c->o;
+	char *err = c->err;
+	size_t errlen = c->errlen;
+	uint32_t nall = c->nall;
+	char tmpdir[4096] = "";
+	uint8_t *so = NULL;
+	size_t solen = 0;
+	CgTask *emit = NULL; // what LLVM compiles: CPU stubs for CUDA-only tasks
+	int ok = 0;
+	const char *tmpfiles[] = {"model.o", "model.so", "link.log"};
+	int tmpreg[4] = {-1, -1, -1, -1}; // the folder's and the files' cleanup handles
 	// The folder and its files are registered for removal on SIGINT and
 	// SIGTERM (fileio.h), the files after the folder so that the handler
 	// empties it before its rmdir.  They are registered before they exist:
@@ -1001,9 +986,8 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 	char terr[1024];
 	if (fio_mkdtemp("fadc-cc", tmpdir, sizeof tmpdir, &tmpreg[0], terr, sizeof terr) != 0) {
 		snprintf(err, errlen, "error: %s", terr);
-		goto done;
+		return 0;
 	}
-	made_dir = 1;
 	char obj[4200], lib[4200], logp[4200];
 	snprintf(obj, sizeof obj, "%s/model.o", tmpdir);
 	snprintf(lib, sizeof lib, "%s/model.so", tmpdir);
@@ -1011,7 +995,7 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 	tmpreg[1] = fio_cleanup_add(obj, 0);
 	tmpreg[2] = fio_cleanup_add(lib, 0);
 	tmpreg[3] = fio_cleanup_add(logp, 0);
-	CgTarget tg = {NULL, cpu, llvm_feat, o->opt_level < 0 ? 2 : o->opt_level, feat};
+	CgTarget tg = {NULL, c->cpu, c->llvm_feat, o->opt_level < 0 ? 2 : o->opt_level, c->feat};
 	// A task without CPU code is an empty program there: its function
 	// returns at once and the runtime never calls it (the descriptor says so).
 	if (!(emit = calloc(nall + 1, sizeof *emit))) {
@@ -1019,9 +1003,9 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 		goto done;
 	}
 	for (uint32_t i = 0; i < nall; i++) {
-		emit[i] = tasks[i];
-		if (!(d.task[i].targets & ART_TARGET_CPU) &&
-		    !(emit[i].prog = kir_program_new(tasks[i].name, fc))) {
+		emit[i] = c->tasks[i];
+		if (!(c->d.task[i].targets & ART_TARGET_CPU) &&
+		    !(emit[i].prog = kir_program_new(c->tasks[i].name, c->fc))) {
 			snprintf(err, errlen, "error: out of memory");
 			goto done;
 		}
@@ -1051,28 +1035,150 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 	}
 	ok = write_artifact(out_so, so, solen, img, imglen, desc, desclen, err, errlen);
 done:
-	if (made_dir)
-		rm_tree(tmpdir, tmpfiles, 3, tmpreg);
+	rm_tree(tmpdir, tmpfiles, 3, tmpreg);
 	free(so);
-	free(img);
-	free(desc);
 	for (uint32_t i = 0; emit && i < nall; i++)
-		if (emit[i].prog != tasks[i].prog)
+		if (emit[i].prog != c->tasks[i].prog)
 			kir_program_free(emit[i].prog);
 	free(emit);
-	for (uint32_t i = 0; tasks && i < nall; i++)
-		kir_program_free(tasks[i].prog);
-	for (uint32_t i = 0; initname && i < ninit; i++)
-		free(initname[i]);
-	free(initname);
-	free(tasks);
-	free(shared);
-	free(declmap);
-	d.ntask = nall;
-	d.spec = NULL; // the caller's
-	if (d.task)
-		desc_free_owned(&d);
+	return ok;
+}
+
+// The steps: the task list and which declarations the specialisations
+// share; the artifact's declarations; the user's tasks and the
+// initializers, each lowered and described; the CUDA images; the
+// descriptor (its options line in a fixed order); then object, link and
+// artifact.
+int
+cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec,
+                 const CgOptions *o, const char *out_so, char *err, size_t errlen)
+{
+	static const CgOptions def = {.opt_level = -1};
+	if (!o)
+		o = &def;
+	if (nspec < 1 || nspec > ART_MAX_SPECS || (nspec > 1 && !specdefs)) {
+		snprintf(err, errlen, "error: %d specialisations (1 to %d, each named)", nspec,
+		         ART_MAX_SPECS);
+		return 0;
+	}
+	const Module *m = ms[0]; // the name, the sources, the declarations' order
+	Compile *c = calloc(1, sizeof *c);
+	if (!c) {
+		snprintf(err, errlen, "error: out of memory");
+		return 0;
+	}
+	*c = (Compile){.ms = ms, .specdefs = specdefs, .nspec = nspec, .o = o, .err = err,
+	               .errlen = errlen};
+	const char **names = c->names;
+	int ntask = c->ntask = task_list(o, names, 64, err, errlen);
+	if (ntask < 0) {
+		free(c);
+		return 0;
+	}
+	c->fc = o->compute_f64 ? DT_F64 : DT_F32;
+	uint32_t nd = c->nd = m->ndecl;
+	c->shared = calloc(nd + 1, 1);
+	c->declmap = calloc((size_t)nspec * nd + 1, sizeof *c->declmap);
+	if (!c->shared || !c->declmap) {
+		free(c->shared);
+		free(c->declmap);
+		free(c);
+		snprintf(err, errlen, "error: out of memory");
+		return 0;
+	}
+	if (!plan_shared(ms, nspec, c->shared, err, errlen)) {
+		free(c->shared);
+		free(c->declmap);
+		free(c);
+		return 0;
+	}
+	// The artifact's declarations: module order, a shared one once, any
+	// other once per specialisation; each copy with an initializer gets an
+	// init task.
+	for (uint32_t i = 0; i < nd; i++)
+		for (int k = 0; k < (c->shared[i] ? 1 : nspec); k++) {
+			c->nadecl++;
+			c->ninit += ms[k]->decl[i].init != NULL;
+		}
+	c->nuser = (uint32_t)nspec * (uint32_t)ntask;
+	uint32_t nall = c->nall = c->nuser + c->ninit;
+	c->tasks = calloc(nall + 1, sizeof *c->tasks);
+	c->initname = calloc(c->ninit + 1, sizeof *c->initname);
+	ArtDesc *d = &c->d;
+	d->task = calloc(nall + 1, sizeof *d->task);
+	d->decl = calloc(c->nadecl + 1, sizeof *d->decl);
+	uint8_t *desc = NULL, *img = NULL;
+	size_t desclen = 0, imglen = 0;
+	int targets = c->targets = o->targets ? o->targets : CG_TARGET_CPU;
+	int ok = 0;
+	if (!c->tasks || !c->initname || !d->task || !d->decl) {
+		snprintf(err, errlen, "error: out of memory");
+		goto done;
+	}
+	if (o->allow_tf32 && !(targets & CG_TARGET_CUDA)) {
+		snprintf(err, errlen, "error: --allow-tf32 concerns the cuBLAS GEMMs of CUDA code: "
+		                      "use it with --target cuda or cpu,cuda");
+		goto done;
+	}
+	model_name(m, c->model, sizeof c->model);
+	if (!cg_llvm_cpu(o->cpu, c->cpu, sizeof c->cpu, c->feat, sizeof c->feat, c->llvm_feat,
+	                 sizeof c->llvm_feat, err, errlen))
+		goto done;
+	layout_decls(c);
+	if (!build_user_tasks(c) || !build_init_tasks(c))
+		goto done;
+	d->ntask = nall;
+	d->ndecl = c->nadecl;
+	d->nspec = (uint32_t)nspec;
+	d->spec = nspec > 1 ? (char **)specdefs : NULL;
+	d->model = c->model;
+	d->source_hash = ir_srcmap_hash(m->src);
+	const char *cuda_arch = o->cuda_arch ? o->cuda_arch : "sm_90";
+	d->cuda_arch = targets & CG_TARGET_CUDA ? (char *)cuda_arch : "";
+#ifdef FADC_HAVE_CUDA
+	if ((targets & CG_TARGET_CUDA) &&
+	    !cu_build(c->model, c->tasks, d->task, (int)c->nuser, o, &img, &imglen, err, errlen))
+		goto done;
+#else
+	if (targets & CG_TARGET_CUDA) {
+		snprintf(err, errlen, "error: --target cuda: this fadc was built without the CUDA "
+		                      "toolkit (NVRTC)");
+		goto done;
+	}
+#endif
+	d->images_bytes = imglen;
+	d->images_hash = art_fnv1a64(ART_FNV_BASIS, img, imglen);
+	if (!options_line(c, cuda_arch))
+		goto done;
+	d->options = c->opts;
+	char *triple = cg_llvm_default_triple();
+	d->triple = triple;
+	d->cpu = c->cpu;
+	d->features = c->feat;
+	if (!triple || !art_desc_encode(d, &desc, &desclen)) {
+		snprintf(err, errlen, "error: out of memory");
+		free(triple);
+		goto done;
+	}
+	free(triple);
+	ok = link_artifact(c, desc, desclen, img, imglen, out_so);
+done:
+	free(img);
+	free(desc);
+	for (uint32_t i = 0; c->tasks && i < nall; i++)
+		kir_program_free(c->tasks[i].prog);
+	for (uint32_t i = 0; c->initname && i < c->ninit; i++)
+		free(c->initname[i]);
+	free(c->initname);
+	free(c->tasks);
+	free(c->shared);
+	free(c->declmap);
+	d->ntask = nall;
+	d->spec = NULL; // the caller's
+	if (d->task)
+		desc_free_owned(d);
 	else
-		free(d.decl);
+		free(d->decl);
+	free(c);
 	return ok;
 }

@@ -1536,31 +1536,40 @@ seed_mix(int64_t seed, uint64_t salt)
 	return (int64_t)(mix64((uint64_t)seed * 0x9E3779B97F4A7C15ull ^ salt) >> 2);
 }
 
-// Calls an op of the table.  Positional arguments beyond the operands
-// bind attributes in spec order; keywords bind them by name.  Attributes
-// without a value get a default where the op's meaning gives one (all
-// axes for reductions, unit strides, the declared type in initializers).
-static Val
-call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
-{
-	const OpInfo *oi = ir_op(op);
+// A call of an op of the table as its arguments bind: the operands, the
+// attributes (each given one as written, for the carets of diagnostics),
+// and the samplers' frontend-only shape= and dtype=.
+typedef struct OpCall {
+	int op;
+	const OpInfo *oi;
 	Val ops[64];
-	int nops = 0;
+	int nops;
 	Attrs a;
-	ir_attrs_default(op, &a);
-	int given[IR_MAXATTR] = {0}, nextattr = 0;
-	const Val *aval[IR_MAXATTR] = {0}; // each given attribute as written
-	Val shape_kw = {0}, dtype_kw = {0}; // samplers: frontend-only shape= and dtype=
+	int given[IR_MAXATTR];
+	const Val *aval[IR_MAXATTR]; // each given attribute as written
+	Val shape_kw, dtype_kw;      // samplers: frontend-only shape= and dtype=
+} OpCall;
+
+// Binds the arguments of a call: positional arguments beyond the operands
+// bind attributes in spec order, keywords bind them by name; then the
+// operand count is checked.
+static void
+bind_args(P *p, OpCall *oc, Loc loc, Val *args, const char **kw, int nargs)
+{
+	int op = oc->op;
+	const OpInfo *oi = oc->oi;
+	Val *ops = oc->ops;
+	int *given = oc->given, nextattr = 0;
 	int variadic = oi->arity < 0;
 	for (int i = 0; i < nargs; i++) {
 		if (kw && kw[i]) {
 			int k = ir_attr_index(op, kw[i]);
 			if (k < 0 && (oi->flags & F_RANDOM) && !(oi->flags & F_FACTORY) && !strcmp(kw[i], "shape")) {
-				shape_kw = args[i];
+				oc->shape_kw = args[i];
 				continue;
 			}
 			if (k < 0 && (oi->flags & F_RANDOM) && !(oi->flags & F_FACTORY) && !strcmp(kw[i], "dtype")) {
-				dtype_kw = args[i];
+				oc->dtype_kw = args[i];
 				continue;
 			}
 			if (k < 0) {
@@ -1573,23 +1582,23 @@ call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
 			}
 			if (given[k])
 				perr(p, args[i].loc, "%s: attribute '%s' given twice", oi->name, kw[i]);
-			attr_from_val(p, op, k, &args[i], &a);
+			attr_from_val(p, op, k, &args[i], &oc->a);
 			given[k] = 1;
-			aval[k] = &args[i];
+			oc->aval[k] = &args[i];
 			continue;
 		}
-		if (variadic || nops < oi->arity) {
+		if (variadic || oc->nops < oi->arity) {
 			if (variadic && args[i].k == V_LIST) { // concat([a, b], axis=0)
 				for (int j = 0; j < args[i].nitem; j++) {
-					if (nops == 64)
+					if (oc->nops == 64)
 						perr(p, args[i].item[j].loc, "too many operands (at most 64)");
-					ops[nops++] = args[i].item[j];
+					ops[oc->nops++] = args[i].item[j];
 				}
 				continue;
 			}
-			if (nops == 64)
+			if (oc->nops == 64)
 				perr(p, args[i].loc, "too many operands (at most 64)");
-			ops[nops++] = args[i];
+			ops[oc->nops++] = args[i];
 			continue;
 		}
 		while (nextattr < oi->nattr && given[nextattr])
@@ -1599,63 +1608,86 @@ call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
 			     oi->arity == 1 ? "" : "s",
 			     oi->nattr ? arena_printf(p->a, " and %d attribute%s", oi->nattr, oi->nattr == 1 ? "" : "s")
 			               : "");
-		attr_from_val(p, op, nextattr, &args[i], &a);
-		aval[nextattr] = &args[i];
+		attr_from_val(p, op, nextattr, &args[i], &oc->a);
+		oc->aval[nextattr] = &args[i];
 		given[nextattr++] = 1;
 	}
-	if (!variadic && nops < oi->arity)
+	if (!variadic && oc->nops < oi->arity)
 		perr(p, loc, "%s takes %d operand%s, got %d", oi->name, oi->arity, oi->arity == 1 ? "" : "s",
-		     nops);
-	if (variadic && nops == 0)
+		     oc->nops);
+	if (variadic && oc->nops == 0)
 		perr(p, loc, "%s needs at least one operand", oi->name);
 	if (op == OP_input)
 		perr(p, loc, "inputs are declared with param, const or as arguments of forward");
 	if (op == OP_scan)
 		perr(p, loc, "scan takes its body first: scan(body, operands..., ncarry=N, nxs=M)");
+}
 
-	// matmul broadcasts its batch axes (NumPy): (T, N, K) @ (K, M).
-	if (op == OP_matmul && nops == 2 && ops[0].k == V_NODE && ops[1].k == V_NODE) {
-		const Shape *sa = ir_shape(p->g, ops[0].n), *sb = ir_shape(p->g, ops[1].n);
-		// Against one rank-2 matrix (linear's weight) the batch axes are rows:
-		// (T, N, K) @ (K, M) is reshape((T·N, K) @ (K, M), (T, N, M)), one GEMM.
-		// Broadcasting the matrix instead makes T GEMMs and, in reverse mode,
-		// T partial weight gradients and their sum, where the folded form's
-		// gradient is the single GEMM (T·N, K)ᵀ @ (T·N, M).  Only when the
-		// shapes and dtypes agree: otherwise the general path reports them.
-		if (sa->rank >= 3 && sb->rank == 2 && sa->dim[sa->rank - 1] == sb->dim[0] &&
-		    p->g->node[ops[0].n].dtype == p->g->node[ops[1].n].dtype) {
-			Shape rows = {.rank = 2}, out = *sa;
-			rows.dim[0] = ir_numel(sa) / sa->dim[sa->rank - 1];
-			rows.dim[1] = sa->dim[sa->rank - 1];
-			out.dim[out.rank - 1] = sb->dim[1];
-			Attrs none;
-			ir_attrs_default(OP_matmul, &none);
-			NodeId mm[2] = {mk_reshape(p, ops[0].n, &rows, loc), ops[1].n};
-			NodeId n = build(p, OP_matmul, mm, 2, &none, loc, ops, nops);
-			return node_val(mk_reshape(p, n, &out, loc), loc);
-		}
-		if (sa->rank >= 2 && sb->rank >= 2) {
-			Shape ba = *sa, bb = *sb, bc;
-			ba.rank -= 2;
-			bb.rank -= 2;
-			if (ir_broadcast_shapes(&ba, &bb, &bc) && bc.rank + 2 <= IR_MAXDIM) {
-				for (int i = 0; i < 2; i++) {
-					const Shape *s = i ? sb : sa;
-					Shape t = bc;
-					t.dim[t.rank++] = s->dim[s->rank - 2];
-					t.dim[t.rank++] = s->dim[s->rank - 1];
-					ops[i].n = mk_broadcast(p, ops[i].n, &t, loc, ops, 2);
-				}
+// matmul broadcasts its batch axes (NumPy): (T, N, K) @ (K, M).  Returns 1
+// with the result in *folded when the call became one folded GEMM; else
+// the operands are broadcast to common batch axes where they can be.
+static int
+matmul_batch(P *p, OpCall *oc, Loc loc, Val *folded)
+{
+	Val *ops = oc->ops;
+	if (!(oc->nops == 2 && ops[0].k == V_NODE && ops[1].k == V_NODE))
+		return 0;
+	const Shape *sa = ir_shape(p->g, ops[0].n), *sb = ir_shape(p->g, ops[1].n);
+	// Against one rank-2 matrix (linear's weight) the batch axes are rows:
+	// (T, N, K) @ (K, M) is reshape((T·N, K) @ (K, M), (T, N, M)), one GEMM.
+	// Broadcasting the matrix instead makes T GEMMs and, in reverse mode,
+	// T partial weight gradients and their sum, where the folded form's
+	// gradient is the single GEMM (T·N, K)ᵀ @ (T·N, M).  Only when the
+	// shapes and dtypes agree: otherwise the general path reports them.
+	if (sa->rank >= 3 && sb->rank == 2 && sa->dim[sa->rank - 1] == sb->dim[0] &&
+	    p->g->node[ops[0].n].dtype == p->g->node[ops[1].n].dtype) {
+		Shape rows = {.rank = 2}, out = *sa;
+		rows.dim[0] = ir_numel(sa) / sa->dim[sa->rank - 1];
+		rows.dim[1] = sa->dim[sa->rank - 1];
+		out.dim[out.rank - 1] = sb->dim[1];
+		Attrs none;
+		ir_attrs_default(OP_matmul, &none);
+		NodeId mm[2] = {mk_reshape(p, ops[0].n, &rows, loc), ops[1].n};
+		NodeId n = build(p, OP_matmul, mm, 2, &none, loc, ops, oc->nops);
+		*folded = node_val(mk_reshape(p, n, &out, loc), loc);
+		return 1;
+	}
+	if (sa->rank >= 2 && sb->rank >= 2) {
+		Shape ba = *sa, bb = *sb, bc;
+		ba.rank -= 2;
+		bb.rank -= 2;
+		if (ir_broadcast_shapes(&ba, &bb, &bc) && bc.rank + 2 <= IR_MAXDIM) {
+			for (int i = 0; i < 2; i++) {
+				const Shape *s = i ? sb : sa;
+				Shape t = bc;
+				t.dim[t.rank++] = s->dim[s->rank - 2];
+				t.dim[t.rank++] = s->dim[s->rank - 1];
+				ops[i].n = mk_broadcast(p, ops[i].n, &t, loc, ops, 2);
 			}
 		}
 	}
-	NodeId in[64];
-	const Shape *x0 = nops && ops[0].k == V_NODE ? ir_shape(p->g, ops[0].n) : NULL;
+	return 0;
+}
+
+// The shape of the first operand, or NULL when it is not a tensor.
+static const Shape *
+first_shape(P *p, const OpCall *oc)
+{
+	return oc->nops && oc->ops[0].k == V_NODE ? ir_shape(p->g, oc->ops[0].n) : NULL;
+}
+
+// Defaults that depend on the operands, and NumPy's negative axes.
+static void
+operand_defaults(P *p, OpCall *oc, Loc loc)
+{
+	int op = oc->op;
+	const OpInfo *oi = oc->oi;
+	const Shape *x0 = first_shape(p, oc);
 	int rank0 = x0 ? x0->rank : 0;
-	// Defaults that depend on the operands, and NumPy's negative axes.
+	int *given = oc->given;
 	for (int k = 0; k < oi->nattr; k++) {
 		const AttrSpec *s = &oi->attr[k];
-		AttrVal *x = &a.a[k];
+		AttrVal *x = &oc->a.a[k];
 		if (!strcmp(s->name, "axes") && !given[k]) {
 			x->n = rank0;
 			for (int i = 0; i < rank0; i++)
@@ -1664,9 +1696,9 @@ call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
 		}
 		if (!strcmp(s->name, "axes") || !strcmp(s->name, "perm"))
 			for (int i = 0; i < x->n; i++)
-				norm_axis(p, &x->v[i], rank0, item_loc(aval[k], i, loc), oi->name);
+				norm_axis(p, &x->v[i], rank0, item_loc(oc->aval[k], i, loc), oi->name);
 		if (!strcmp(s->name, "axis") && given[k] && op != OP_iota && op != OP_concat)
-			norm_axis(p, &x->i, rank0, item_loc(aval[k], -1, loc), oi->name);
+			norm_axis(p, &x->i, rank0, item_loc(oc->aval[k], -1, loc), oi->name);
 		if (!strcmp(s->name, "shape") && !given[k] && p->mode == M_INIT) {
 			x->n = p->init_shape.rank;
 			memcpy(x->v, p->init_shape.dim, sizeof(int64_t) * (size_t)x->n);
@@ -1677,65 +1709,156 @@ call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
 			x->i = p->init_dtype;
 	}
 	if (op == OP_concat && given[0]) {
-		if (nops && ops[0].k == V_NODE)
-			norm_axis(p, &a.a[0].i, rank0, item_loc(aval[0], -1, loc), oi->name);
+		if (oc->nops && oc->ops[0].k == V_NODE)
+			norm_axis(p, &oc->a.a[0].i, rank0, item_loc(oc->aval[0], -1, loc), oi->name);
 	}
-	// Window ops: one value per spatial axis; a single value is repeated;
-	// strides default to 1 (pools: to the kernel), padding 0, dilation 1.
-	if (op == OP_conv || op == OP_max_pool || op == OP_avg_pool) {
-		int ns = op == OP_conv ? (rank0 >= 3 ? rank0 - 2 : 1) : a.a[0].n;
-		if (op != OP_conv && given[0] && a.a[0].n == 1 && rank0 == 4)
-			ns = 2, set_ints(&a.a[0], 2, a.a[0].v[0]);
-		for (int k = 0; k < oi->nattr; k++) {
-			const char *nm = oi->attr[k].name;
-			AttrVal *x = &a.a[k];
-			if (oi->attr[k].kind != AK_INTS)
-				continue;
-			if (!given[k]) {
-				if (op != OP_conv && k == 0)
-					continue; // a pool's kernel has no default
-				if (!strcmp(nm, "stride") && op != OP_conv)
-					*x = a.a[0];
-				else
-					set_ints(x, ns, !strcmp(nm, "padding") ? 0 : 1);
-				given[k] = 1;
-			} else if (x->n == 1 && ns > 1)
-				set_ints(x, ns, x->v[0]);
-		}
-	} else if (op == OP_reshape && given[0]) {
-		// One -1 is inferred from the element count.
-		int64_t known = 1;
-		int neg = -1;
-		for (int i = 0; i < a.a[0].n; i++) {
-			if (a.a[0].v[i] == -1) {
-				if (neg >= 0)
-					perr(p, loc, "reshape: only one dimension can be -1");
-				neg = i;
-			} else if (a.a[0].v[i] > 0) {
-				if (__builtin_mul_overflow(known, a.a[0].v[i], &known) || known > FE_MAXNUMEL)
-					perr(p, item_loc(aval[0], -1, loc), "reshape: the shape has too many elements");
-			} else if (a.a[0].v[i] == 0)
-				known = 0;
-		}
-		if (neg >= 0 && x0) {
-			int64_t total = ir_numel(x0);
-			if (!known || total % known)
-				perr(p, loc, "reshape: cannot infer -1: %lld elements do not divide by %lld",
-				     (long long)total, (long long)known);
-			a.a[0].v[neg] = total / known;
-		}
-	}
-	for (int k = 0; k < oi->nattr; k++)
-		if (!given[k] && !oi->attr[k].has_default)
-			perr(p, loc, "%s: missing attribute '%s'", oi->name, oi->attr[k].name);
-	if ((oi->flags & F_RANDOM) && p->sc && p->sc->salt) {
-		int k = ir_attr_index(op, "seed");
-		FADC_ASSERT(k >= 0, "a random op of ops.def without a seed attribute");
-		a.a[k].i = seed_mix(a.a[k].i, p->sc->salt);
-	}
+}
 
-	// Operands: elementwise ops and samplers broadcast and promote; others
-	// take their operands as they are.
+// Window ops: one value per spatial axis; a single value is repeated;
+// strides default to 1 (pools: to the kernel), padding 0, dilation 1.
+static void
+window_defaults(P *p, OpCall *oc)
+{
+	int op = oc->op;
+	const OpInfo *oi = oc->oi;
+	const Shape *x0 = first_shape(p, oc);
+	int rank0 = x0 ? x0->rank : 0;
+	Attrs *a = &oc->a;
+	int *given = oc->given;
+	int ns = op == OP_conv ? (rank0 >= 3 ? rank0 - 2 : 1) : a->a[0].n;
+	if (op != OP_conv && given[0] && a->a[0].n == 1 && rank0 == 4)
+		ns = 2, set_ints(&a->a[0], 2, a->a[0].v[0]);
+	for (int k = 0; k < oi->nattr; k++) {
+		const char *nm = oi->attr[k].name;
+		AttrVal *x = &a->a[k];
+		if (oi->attr[k].kind != AK_INTS)
+			continue;
+		if (!given[k]) {
+			if (op != OP_conv && k == 0)
+				continue; // a pool's kernel has no default
+			if (!strcmp(nm, "stride") && op != OP_conv)
+				*x = a->a[0];
+			else
+				set_ints(x, ns, !strcmp(nm, "padding") ? 0 : 1);
+			given[k] = 1;
+		} else if (x->n == 1 && ns > 1)
+			set_ints(x, ns, x->v[0]);
+	}
+}
+
+// reshape: one -1 is inferred from the element count.
+static void
+reshape_infer(P *p, OpCall *oc, Loc loc)
+{
+	const Shape *x0 = first_shape(p, oc);
+	AttrVal *sh = &oc->a.a[0];
+	int64_t known = 1;
+	int neg = -1;
+	for (int i = 0; i < sh->n; i++) {
+		if (sh->v[i] == -1) {
+			if (neg >= 0)
+				perr(p, loc, "reshape: only one dimension can be -1");
+			neg = i;
+		} else if (sh->v[i] > 0) {
+			if (__builtin_mul_overflow(known, sh->v[i], &known) || known > FE_MAXNUMEL)
+				perr(p, item_loc(oc->aval[0], -1, loc), "reshape: the shape has too many elements");
+		} else if (sh->v[i] == 0)
+			known = 0;
+	}
+	if (neg >= 0 && x0) {
+		int64_t total = ir_numel(x0);
+		if (!known || total % known)
+			perr(p, loc, "reshape: cannot infer -1: %lld elements do not divide by %lld",
+			     (long long)total, (long long)known);
+		sh->v[neg] = total / known;
+	}
+}
+
+// A sampler's operands (F_RANDOM, not a factory): its dtype (dtype=, the
+// declared type in an initializer, else the operands' float type) and, with
+// a shape (shape=, or the declared one in an initializer), its operands
+// broadcast to the sample's shape.
+static void
+sampler_operands(P *p, OpCall *oc, NodeId *in, Loc loc)
+{
+	Val *ops = oc->ops;
+	int nops = oc->nops;
+	DType dt = DT_NONE;
+	if (oc->dtype_kw.k) {
+		if (oc->dtype_kw.k != V_IDENT || !ir_dtype_lookup(oc->dtype_kw.s))
+			perr(p, oc->dtype_kw.loc, "dtype must be f32 or f64");
+		dt = ir_dtype_lookup(oc->dtype_kw.s);
+	} else if (p->mode == M_INIT && ir_dtype_is_float(p->init_dtype))
+		dt = p->init_dtype;
+	else {
+		dt = result_dtype(p, ops, nops);
+		if (!ir_dtype_is_float(dt))
+			dt = DT_F32;
+	}
+	Shape s = {0};
+	int haveshape = 0;
+	if (oc->shape_kw.k) {
+		AttrVal sv;
+		Attrs tmp;
+		ir_attrs_default(OP_reshape, &tmp);
+		attr_from_val(p, OP_reshape, 0, &oc->shape_kw, &tmp);
+		sv = tmp.a[0];
+		s.rank = sv.n;
+		memcpy(s.dim, sv.v, sizeof(int64_t) * (size_t)sv.n);
+		haveshape = 1;
+	} else if (p->mode == M_INIT) {
+		s = p->init_shape;
+		haveshape = 1;
+	}
+	if (haveshape) {
+		// Numbers become full tensors of the sample's shape at once.
+		for (int i = 0; i < nops; i++)
+			if (ops[i].k != V_NODE)
+				ops[i] = node_val(as_node(p, &ops[i], dt, &s), ops[i].loc);
+	}
+	unify(p, oc->oi->name, ops, nops, dt, in, loc);
+	if (haveshape)
+		for (int i = 0; i < nops; i++) {
+			Val o = node_val(in[i], ops[i].loc);
+			in[i] = mk_broadcast(p, in[i], &s, loc, &o, 1);
+		}
+}
+
+// where's operands: a bool condition, two values of one dtype, all three
+// broadcast together.
+static void
+where_operands(P *p, OpCall *oc, NodeId *in, Loc loc)
+{
+	Val *ops = oc->ops;
+	Val cv = ops[0];
+	NodeId c = as_node(p, &cv, DT_BOOL, NULL);
+	if (p->g->node[c].dtype != DT_BOOL)
+		perr(p, cv.loc, "where: the condition must be bool, got %s",
+		     ir_dtype_name((DType)p->g->node[c].dtype));
+	Val all[3] = {node_val(c, cv.loc), ops[1], ops[2]};
+	DType dt = result_dtype(p, all + 1, 2);
+	NodeId tmp[3];
+	unify(p, oc->oi->name, all + 1, 2, dt, tmp + 1, loc);
+	// Broadcast all three together.
+	Shape s;
+	if (!ir_broadcast_shapes(ir_shape(p->g, c), ir_shape(p->g, tmp[1]), &s)) {
+		snprintf(p->err, sizeof p->err, "where: cannot broadcast the condition with the values");
+		op_error(p, loc, all, 3);
+	}
+	in[0] = mk_broadcast(p, c, &s, loc, all, 3);
+	in[1] = mk_broadcast(p, tmp[1], &s, loc, all, 3);
+	in[2] = mk_broadcast(p, tmp[2], &s, loc, all, 3);
+}
+
+// The operands as nodes into in: elementwise ops and samplers broadcast
+// and promote; others take their operands as they are.
+static void
+bind_operands(P *p, OpCall *oc, NodeId *in, Loc loc)
+{
+	int op = oc->op;
+	const OpInfo *oi = oc->oi;
+	Val *ops = oc->ops;
+	int nops = oc->nops;
 	if (oi->flags & F_ELEMWISE) {
 		DType dt = DT_NONE;
 		if (op == OP_and || op == OP_or)
@@ -1748,66 +1871,11 @@ call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
 		    !ir_dtype_is_float(result_dtype(p, ops, nops)))
 			dt = DT_F32;
 		unify(p, oi->name, ops, nops, dt, in, loc);
-	} else if ((oi->flags & F_RANDOM) && !(oi->flags & F_FACTORY)) {
-		DType dt = DT_NONE;
-		if (dtype_kw.k) {
-			if (dtype_kw.k != V_IDENT || !ir_dtype_lookup(dtype_kw.s))
-				perr(p, dtype_kw.loc, "dtype must be f32 or f64");
-			dt = ir_dtype_lookup(dtype_kw.s);
-		} else if (p->mode == M_INIT && ir_dtype_is_float(p->init_dtype))
-			dt = p->init_dtype;
-		else {
-			dt = result_dtype(p, ops, nops);
-			if (!ir_dtype_is_float(dt))
-				dt = DT_F32;
-		}
-		Shape s = {0};
-		int haveshape = 0;
-		if (shape_kw.k) {
-			AttrVal sv;
-			Attrs tmp;
-			ir_attrs_default(OP_reshape, &tmp);
-			attr_from_val(p, OP_reshape, 0, &shape_kw, &tmp);
-			sv = tmp.a[0];
-			s.rank = sv.n;
-			memcpy(s.dim, sv.v, sizeof(int64_t) * (size_t)sv.n);
-			haveshape = 1;
-		} else if (p->mode == M_INIT) {
-			s = p->init_shape;
-			haveshape = 1;
-		}
-		if (haveshape) {
-			// Numbers become full tensors of the sample's shape at once.
-			for (int i = 0; i < nops; i++)
-				if (ops[i].k != V_NODE)
-					ops[i] = node_val(as_node(p, &ops[i], dt, &s), ops[i].loc);
-		}
-		unify(p, oi->name, ops, nops, dt, in, loc);
-		if (haveshape)
-			for (int i = 0; i < nops; i++) {
-				Val o = node_val(in[i], ops[i].loc);
-				in[i] = mk_broadcast(p, in[i], &s, loc, &o, 1);
-			}
-	} else if (op == OP_where) {
-		Val cv = ops[0];
-		NodeId c = as_node(p, &cv, DT_BOOL, NULL);
-		if (p->g->node[c].dtype != DT_BOOL)
-			perr(p, cv.loc, "where: the condition must be bool, got %s",
-			     ir_dtype_name((DType)p->g->node[c].dtype));
-		Val all[3] = {node_val(c, cv.loc), ops[1], ops[2]};
-		DType dt = result_dtype(p, all + 1, 2);
-		NodeId tmp[3];
-		unify(p, oi->name, all + 1, 2, dt, tmp + 1, loc);
-		// Broadcast all three together.
-		Shape s;
-		if (!ir_broadcast_shapes(ir_shape(p->g, c), ir_shape(p->g, tmp[1]), &s)) {
-			snprintf(p->err, sizeof p->err, "where: cannot broadcast the condition with the values");
-			op_error(p, loc, all, 3);
-		}
-		in[0] = mk_broadcast(p, c, &s, loc, all, 3);
-		in[1] = mk_broadcast(p, tmp[1], &s, loc, all, 3);
-		in[2] = mk_broadcast(p, tmp[2], &s, loc, all, 3);
-	} else {
+	} else if ((oi->flags & F_RANDOM) && !(oi->flags & F_FACTORY))
+		sampler_operands(p, oc, in, loc);
+	else if (op == OP_where)
+		where_operands(p, oc, in, loc);
+	else {
 		for (int i = 0; i < nops; i++) {
 			DType dt = DT_NONE;
 			if (ops[i].k != V_NODE && nops > 1) { // a number beside tensors: theirs
@@ -1818,8 +1886,40 @@ call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
 			in[i] = as_node(p, &ops[i], dt, NULL);
 		}
 	}
-	check_shape_arith(p, op, in, nops, &a, loc);
-	NodeId n = build(p, op, in, nops, &a, loc, ops, nops);
+}
+
+// Calls an op of the table: its arguments bound, matmul's batch axes
+// broadcast, the attributes' defaults filled in (all axes for
+// reductions, unit strides, the declared type in initializers) and
+// checked, a random op's seed salted by its call site, the operands
+// converted, then the node.
+static Val
+call_op(P *p, int op, Loc loc, Val *args, const char **kw, int nargs)
+{
+	OpCall oc = {.op = op, .oi = ir_op(op)};
+	const OpInfo *oi = oc.oi;
+	ir_attrs_default(op, &oc.a);
+	bind_args(p, &oc, loc, args, kw, nargs);
+	Val folded;
+	if (op == OP_matmul && matmul_batch(p, &oc, loc, &folded))
+		return folded;
+	operand_defaults(p, &oc, loc);
+	if (op == OP_conv || op == OP_max_pool || op == OP_avg_pool)
+		window_defaults(p, &oc);
+	else if (op == OP_reshape && oc.given[0])
+		reshape_infer(p, &oc, loc);
+	for (int k = 0; k < oi->nattr; k++)
+		if (!oc.given[k] && !oi->attr[k].has_default)
+			perr(p, loc, "%s: missing attribute '%s'", oi->name, oi->attr[k].name);
+	if ((oi->flags & F_RANDOM) && p->sc && p->sc->salt) {
+		int k = ir_attr_index(op, "seed");
+		FADC_ASSERT(k >= 0, "a random op of ops.def without a seed attribute");
+		oc.a.a[k].i = seed_mix(oc.a.a[k].i, p->sc->salt);
+	}
+	NodeId in[64];
+	bind_operands(p, &oc, in, loc);
+	check_shape_arith(p, op, in, oc.nops, &oc.a, loc);
+	NodeId n = build(p, op, in, oc.nops, &oc.a, loc, oc.ops, oc.nops);
 	return node_val(n, loc);
 }
 

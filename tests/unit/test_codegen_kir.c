@@ -18,34 +18,14 @@
 #include "codegen.h"
 #include "frontend.h"
 #include "passes.h"
+#include "testmodel.h"
 #include "testutil.h"
-
-static Module *
-parse_text(const char *name, const char *text)
-{
-	FeOptions o = {.diag = stderr};
-	Module *m = fe_parse_string(name, text, strlen(text), &o);
-	if (!m) {
-		fprintf(stderr, "cannot parse %s\n", name);
-		exit(1);
-	}
-	return m;
-}
 
 static Module *
 load(const char *file, int small)
 {
-	const char *root = getenv("FADC_SOURCE_DIR");
-	char path[4096];
-	snprintf(path, sizeof path, "%s/models/%s", root ? root : ".", file);
 	const char *defs[] = {"N=3", "K=2"};
-	FeOptions o = {.diag = stderr, .defines = defs, .ndefines = small ? 2 : 0};
-	Module *m = fe_parse_file(path, &o);
-	if (!m) {
-		fprintf(stderr, "cannot load %s\n", path);
-		exit(1);
-	}
-	return m;
+	return tm_load(file, defs, small ? 2 : 0);
 }
 
 static void
@@ -111,7 +91,7 @@ test_simplifier(void)
 static int
 nkernels(const char *text, const char **what)
 {
-	Module *m = parse_text("fuse.ir", text);
+	Module *m = tm_parse("fuse.ir", text);
 	char err[512];
 	Loc loc;
 	Graph *g = pass_task(m->main, "forward", NULL, &loc, err, sizeof err);
@@ -229,7 +209,7 @@ test_plans(void)
 static void
 test_host(void)
 {
-	Module *m = parse_text("lsa.ir", "const c: f32[3, 4] = uniform(0, 1, seed=1)\n"
+	Module *m = tm_parse("lsa.ir", "const c: f32[3, 4] = uniform(0, 1, seed=1)\n"
 	                                 "def forward() -> f32[] {\n"
 	                                 "  return sum(one_hot(linear_sum_assignment(c * 2), n=4))\n"
 	                                 "}\n");
@@ -299,7 +279,7 @@ test_host(void)
 static void
 test_loops(void)
 {
-	Module *m = parse_text("nested.ir",
+	Module *m = tm_parse("nested.ir",
 	    "param w: f32[2] = uniform(0.3, 0.8, seed=7)\n"
 	    "param xs: f32[3, 4, 2] = normal(0, 0.5, seed=8)\n"
 	    "def inner(c: f32[2], x: f32[2], w: f32[2]) -> (f32[2], f32[2]) {\n"
@@ -383,7 +363,7 @@ test_loops(void)
 static void
 test_print(void)
 {
-	Module *m = parse_text("print.ir", "const x: f32[4, 3] = uniform(0, 1, seed=1)\n"
+	Module *m = tm_parse("print.ir", "const x: f32[4, 3] = uniform(0, 1, seed=1)\n"
 	                                   "def forward() -> f32[4] { return sum(exp(x), 1) }\n");
 	char err[512];
 	KProgram *p = cg_lower(m->main, "forward", DT_F32, err, sizeof err);

@@ -8,17 +8,7 @@
 #include <unistd.h>
 
 #include "config.h"
-
-static int nfail, ncheck;
-
-#define CHECK(c)                                                                                   \
-	do {                                                                                       \
-		ncheck++;                                                                          \
-		if (!(c)) {                                                                        \
-			nfail++;                                                                   \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);      \
-		}                                                                                  \
-	} while (0)
+#include "testutil.h"
 
 static BenchConfig cfg;
 
@@ -47,9 +37,9 @@ expect_error(const char *text, const char *want)
 {
 	char err[512];
 	int rc = load_text(text, err, sizeof err);
-	ncheck++;
+	tu_ncheck++;
 	if (rc != -1 || strcmp(err, want)) {
-		nfail++;
+		tu_nfail++;
 		fprintf(stderr, "config error: got (%d) '%s'\n                want '%s'\n", rc, err, want);
 	}
 }
@@ -63,7 +53,7 @@ main(void)
 	char path[4096], err[512];
 	snprintf(path, sizeof path, "%s/bench/bench.yaml", root ? root : ".");
 	CHECK(bench_config_load(path, &cfg, err, sizeof err) == 0);
-	if (ncheck != ncheck - nfail)
+	if (tu_ncheck != tu_ncheck - tu_nfail)
 		fprintf(stderr, "%s\n", err);
 	// The seed's MODELS, in run order, and its task lists.
 	static const char *const order[] = {"resnet18", "fcn_resnet", "detr", "ppl_simple_reg",
@@ -168,10 +158,5 @@ main(void)
 	                e2, sizeof e2) == 0);
 	CHECK(cfg.nall == 2 && !strcmp(cfg.all_tasks[1], "jvp"));
 	CHECK(cfg.model[0].ntasks == 2 && !strcmp(cfg.model[0].tasks[1], "hvp"));
-	if (nfail) {
-		fprintf(stderr, "test_config: %d of %d checks failed\n", nfail, ncheck);
-		return 1;
-	}
-	printf("test_config: %d checks passed\n", ncheck);
-	return 0;
+	return TU_DONE("test_config");
 }

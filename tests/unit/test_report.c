@@ -9,26 +9,16 @@
 #include <unistd.h>
 
 #include "report.h"
-
-static int nfail, ncheck;
-
-#define CHECK(c)                                                                                   \
-	do {                                                                                       \
-		ncheck++;                                                                          \
-		if (!(c)) {                                                                        \
-			nfail++;                                                                   \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);      \
-		}                                                                                  \
-	} while (0)
+#include "testutil.h"
 
 static void
 check_repr(double v, const char *want)
 {
 	char buf[64];
 	py_repr(v, buf, sizeof buf);
-	ncheck++;
+	tu_ncheck++;
 	if (strcmp(buf, want)) {
-		nfail++;
+		tu_nfail++;
 		fprintf(stderr, "py_repr(%.17g): got %s want %s\n", v, buf, want);
 	}
 }
@@ -172,10 +162,5 @@ main(void)
 		fprintf(stderr, "got:\n%swant:\n%s", got, want);
 	fclose(f);
 	table_free(&t), table_free(&z), table_free(&r), table_free(&before), table_free(&after);
-	if (nfail) {
-		fprintf(stderr, "test_report: %d of %d checks failed\n", nfail, ncheck);
-		return 1;
-	}
-	printf("test_report: %d checks passed\n", ncheck);
-	return 0;
+	return TU_DONE("test_report");
 }

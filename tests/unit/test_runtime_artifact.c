@@ -28,36 +28,16 @@
 #include "fadc.h"
 #include "frontend.h"
 #include "tensorio.h"
+#include "testmodel.h"
 #include "testutil.h"
 
 static char dir[256];
 
 static Module *
-parse_text(const char *name, const char *text)
-{
-	FeOptions o = {.diag = stderr};
-	Module *m = fe_parse_string(name, text, strlen(text), &o);
-	if (!m) {
-		fprintf(stderr, "cannot parse %s\n", name);
-		exit(1);
-	}
-	return m;
-}
-
-static Module *
 load_model(const char *file)
 {
-	const char *root = getenv("FADC_SOURCE_DIR");
-	char path[4096];
-	snprintf(path, sizeof path, "%s/models/%s", root ? root : ".", file);
 	const char *defs[] = {"N=3", "K=2"};
-	FeOptions o = {.diag = stderr, .defines = defs, .ndefines = 2};
-	Module *m = fe_parse_file(path, &o);
-	if (!m) {
-		fprintf(stderr, "cannot load %s\n", path);
-		exit(1);
-	}
-	return m;
+	return tm_load(file, defs, 2);
 }
 
 static const char *
@@ -462,7 +442,7 @@ test_api(const char *art)
 static void
 test_run_seeds(void)
 {
-	Module *m = parse_text("seeds.ir", "param p: f32[64] = uniform(0.5, 1, seed=1)\n"
+	Module *m = tm_parse("seeds.ir", "param p: f32[64] = uniform(0.5, 1, seed=1)\n"
 	                                   "def forward() -> f32[] {\n"
 	                                   "  return sum(dropout(p, 0.5) * p)\n"
 	                                   "}\n");
@@ -511,7 +491,7 @@ test_run_seeds(void)
 static void
 test_unbound_and_writeback(void)
 {
-	Module *m = parse_text("wb.ir", "const d: f32[2]\n"
+	Module *m = tm_parse("wb.ir", "const d: f32[2]\n"
 	                                "param p: f32[2] = uniform(0, 1, seed=1)\n"
 	                                "def forward(y: f32[2]) -> f32[] {\n"
 	                                "  y.add_(3)\n"

@@ -16,86 +16,20 @@
 #include "frontend.h"
 #include "ir.h"
 #include "passes.h"
-
-static int nfail, ncheck;
+#include "testmodel.h"
+#include "testutil.h"
 
 #define CHECK_CLOSE(got, want, what)                                                               \
 	do {                                                                                       \
 		double g_ = (got), w_ = (want);                                                    \
-		ncheck++;                                                                          \
+		tu_ncheck++;                                                                          \
 		double s_ = fmax(fabs(g_), fabs(w_));                                              \
 		if (!(fabs(g_ - w_) <= 1e-12 * (s_ > 1 ? s_ : 1))) {                               \
-			nfail++;                                                                   \
+			tu_nfail++;                                                                   \
 			fprintf(stderr, "%s:%d: %s: got %.17g want %.17g\n", __FILE__, __LINE__, what, \
 			        g_, w_);                                                           \
 		}                                                                                  \
 	} while (0)
-
-static Module *
-load(const char *file, const char *const *defs, int ndefs)
-{
-	const char *root = getenv("FADC_SOURCE_DIR");
-	char path[4096];
-	snprintf(path, sizeof path, "%s/models/%s", root ? root : ".", file);
-	FeOptions o = {.diag = stderr, .defines = defs, .ndefines = ndefs};
-	Module *m = fe_parse_file(path, &o);
-	if (!m) {
-		fprintf(stderr, "cannot load %s\n", path);
-		exit(1);
-	}
-	return m;
-}
-
-// Runs task t of m with decl values vals and extra inputs (by name).
-static Tensor *
-run_task(Module *m, const char *task, Tensor *vals, const char *const *xn, Tensor *xv, int nx,
-         Graph **gout)
-{
-	char err[512];
-	Loc el;
-	Graph *g = pass_task(m->main, task, NULL, &el, err, sizeof err);
-	if (!g) {
-		fprintf(stderr, "task %s: %s\n", task, err);
-		exit(1);
-	}
-	if (!ir_verify(g, err, sizeof err)) {
-		fprintf(stderr, "task %s: does not verify: %s\n", task, err);
-		exit(1);
-	}
-	Tensor *in = calloc(g->ninput + 1, sizeof *in);
-	for (uint32_t i = 0; i < g->ninput; i++) {
-		int d = ir_module_find_decl(m, g->input[i].name);
-		if (d >= 0) {
-			in[i] = vals[d];
-			continue;
-		}
-		int found = 0;
-		for (int k = 0; k < nx; k++)
-			if (!strcmp(xn[k], g->input[i].name))
-				in[i] = xv[k], found = 1;
-		if (!found) {
-			fprintf(stderr, "task %s: no value for input %s\n", task, g->input[i].name);
-			exit(1);
-		}
-	}
-	Tensor *out = calloc(g->nout + 1, sizeof *out);
-	if (!ir_interp(g, in, out, 0, err, sizeof err)) {
-		fprintf(stderr, "task %s: %s\n", task, err);
-		exit(1);
-	}
-	free(in);
-	*gout = g;
-	return out;
-}
-
-static void
-free_out(Graph *g, Tensor *out)
-{
-	for (uint32_t i = 0; i < g->nout; i++)
-		ir_tensor_free(&out[i]);
-	free(out);
-	ir_graph_free(g);
-}
 
 static double
 sigm(double x)
@@ -106,7 +40,7 @@ sigm(double x)
 static void
 simple_reg(const char *const *defs, int ndefs)
 {
-	Module *m = load("ppl_simple_reg.ir", defs, ndefs);
+	Module *m = tm_load("ppl_simple_reg.ir", defs, ndefs);
 	Tensor *vals = calloc(m->ndecl, sizeof *vals);
 	char err[512];
 	if (!ir_module_init(m, NULL, NULL, vals, 0, err, sizeof err)) {
@@ -157,43 +91,43 @@ simple_reg(const char *const *defs, int ndefs)
 	}
 	Graph *g;
 	const char *vname[] = {"v"}, *pname[] = {"v.beta_value"};
-	Tensor *o = run_task(m, "forward", vals, NULL, NULL, 0, &g);
+	Tensor *o = tm_run_task(m, "forward", vals, NULL, NULL, 0, &g);
 	CHECK_CLOSE(o[0].data[0], f, "forward");
-	free_out(g, o);
-	o = run_task(m, "vjp", vals, vname, &vs, 1, &g);
+	tm_free_out(g, o);
+	o = tm_run_task(m, "vjp", vals, vname, &vs, 1, &g);
 	CHECK_CLOSE(o[0].data[0], f, "vjp value");
 	for (int k = 0; k < K1; k++)
 		CHECK_CLOSE(o[1].data[k], 0.7 * grad[k], "vjp");
-	free_out(g, o);
-	o = run_task(m, "jvp", vals, pname, &v, 1, &g);
+	tm_free_out(g, o);
+	o = tm_run_task(m, "jvp", vals, pname, &v, 1, &g);
 	CHECK_CLOSE(o[1].data[0], gv, "jvp");
-	free_out(g, o);
-	o = run_task(m, "jacobian", vals, NULL, NULL, 0, &g);
+	tm_free_out(g, o);
+	o = tm_run_task(m, "jacobian", vals, NULL, NULL, 0, &g);
 	for (int k = 0; k < K1; k++)
 		CHECK_CLOSE(o[0].data[k], grad[k], "jacobian");
-	free_out(g, o);
-	o = run_task(m, "hvp", vals, pname, &v, 1, &g);
+	tm_free_out(g, o);
+	o = tm_run_task(m, "hvp", vals, pname, &v, 1, &g);
 	CHECK_CLOSE(o[0].data[0], f, "hvp value");
 	for (int k = 0; k < K1; k++)
 		CHECK_CLOSE(o[1].data[k], hv[k], "hvp");
-	free_out(g, o);
-	o = run_task(m, "vhp", vals, pname, &v, 1, &g);
+	tm_free_out(g, o);
+	o = tm_run_task(m, "vhp", vals, pname, &v, 1, &g);
 	for (int k = 0; k < K1; k++)
 		CHECK_CLOSE(o[1].data[k], hv[k], "vhp"); // H is symmetric
-	free_out(g, o);
+	tm_free_out(g, o);
 	// jacfwd = jacobian = ∇f; every Hessian strategy = the closed form:
 	// H_jk = −Σ_i X_ij w_i X_ik − δ_jk.
-	o = run_task(m, "jacfwd", vals, NULL, NULL, 0, &g);
+	o = tm_run_task(m, "jacfwd", vals, NULL, NULL, 0, &g);
 	for (int k = 0; k < K1; k++)
 		CHECK_CLOSE(o[0].data[k], grad[k], "jacfwd");
-	free_out(g, o);
+	tm_free_out(g, o);
 	const char *hs[] = {"hessian", "hessian_fwdrev", "hessian_revrev"};
 	for (int t = 0; t < 3; t++) {
-		o = run_task(m, hs[t], vals, NULL, NULL, 0, &g);
-		ncheck++;
+		o = tm_run_task(m, hs[t], vals, NULL, NULL, 0, &g);
+		tu_ncheck++;
 		if (g->nout != 1 || o[0].shape.rank != 4 || o[0].shape.dim[0] != K1 ||
 		    o[0].shape.dim[2] != K1 || strcmp(g->out[0].name, "hessian.beta_value.beta_value")) {
-			nfail++;
+			tu_nfail++;
 			fprintf(stderr, "%s: wrong outputs\n", hs[t]);
 		}
 		for (int j = 0; j < K1; j++)
@@ -203,7 +137,7 @@ simple_reg(const char *const *defs, int ndefs)
 					h -= X->data[i * K1 + j] * w[i] * X->data[i * K1 + k];
 				CHECK_CLOSE(o[0].data[j * K1 + k], h, hs[t]);
 			}
-		free_out(g, o);
+		tm_free_out(g, o);
 	}
 	ir_tensor_free(&v);
 	ir_tensor_free(&vs);
@@ -219,7 +153,7 @@ simple_reg(const char *const *defs, int ndefs)
 static void
 robust_reg(void)
 {
-	Module *m = load("ppl_robust_reg.ir", NULL, 0);
+	Module *m = tm_load("ppl_robust_reg.ir", NULL, 0);
 	Tensor *vals = calloc(m->ndecl, sizeof *vals);
 	char err[512];
 	if (!ir_module_init(m, NULL, NULL, vals, 1, err, sizeof err)) {
@@ -236,18 +170,18 @@ robust_reg(void)
 			v[p].data[i] = 0.3 + 0.4 * cos((double)(i + 7 * p));
 	}
 	Graph *g1, *g2, *g3, *g4;
-	Tensor *h = run_task(m, "hvp", vals, names, v, 3, &g1);
-	Tensor *vh = run_task(m, "vhp", vals, names, v, 3, &g2);
-	Tensor *jv = run_task(m, "jvp", vals, names, v, 3, &g3);
-	Tensor *jac = run_task(m, "jacobian", vals, NULL, NULL, 0, &g4);
+	Tensor *h = tm_run_task(m, "hvp", vals, names, v, 3, &g1);
+	Tensor *vh = tm_run_task(m, "vhp", vals, names, v, 3, &g2);
+	Tensor *jv = tm_run_task(m, "jvp", vals, names, v, 3, &g3);
+	Tensor *jac = tm_run_task(m, "jacobian", vals, NULL, NULL, 0, &g4);
 	double dot = 0;
 	for (int p = 0; p < 3; p++)
 		for (int64_t i = 0; i < ir_numel(&v[p].shape); i++) {
 			// H entries reach 1e12 for tiny ν: compare relative to the scale.
 			double a = h[1 + p].data[i], b = vh[1 + p].data[i];
-			ncheck++;
+			tu_ncheck++;
 			if (!(fabs(a - b) <= 1e-9 * fmax(1, fmax(fabs(a), fabs(b))))) {
-				nfail++;
+				tu_nfail++;
 				fprintf(stderr, "robust hvp/vhp %d[%lld]: %.17g vs %.17g\n", p, (long long)i, a, b);
 			}
 			dot += jac[p].data[i] * v[p].data[i];
@@ -256,20 +190,20 @@ robust_reg(void)
 	// jacfwd = jacrev; the three Hessians agree block by block, and H v
 	// assembled from the blocks equals hvp.
 	Graph *g5, *g6, *g7, *g8;
-	Tensor *jf = run_task(m, "jacfwd", vals, NULL, NULL, 0, &g5);
+	Tensor *jf = tm_run_task(m, "jacfwd", vals, NULL, NULL, 0, &g5);
 	for (int q = 0; q < 3; q++)
 		for (int64_t i = 0; i < ir_numel(&v[q].shape); i++)
 			CHECK_CLOSE(jf[q].data[i], jac[q].data[i], "robust jacfwd = jacrev");
-	Tensor *H0 = run_task(m, "hessian", vals, NULL, NULL, 0, &g6);
-	Tensor *H1 = run_task(m, "hessian_fwdrev", vals, NULL, NULL, 0, &g7);
-	Tensor *H2 = run_task(m, "hessian_revrev", vals, NULL, NULL, 0, &g8);
+	Tensor *H0 = tm_run_task(m, "hessian", vals, NULL, NULL, 0, &g6);
+	Tensor *H1 = tm_run_task(m, "hessian_fwdrev", vals, NULL, NULL, 0, &g7);
+	Tensor *H2 = tm_run_task(m, "hessian_revrev", vals, NULL, NULL, 0, &g8);
 	for (int b = 0; b < 9; b++)
 		for (int64_t i = 0; i < ir_numel(&H0[b].shape); i++) {
 			double x0 = H0[b].data[i], x1 = H1[b].data[i], x2 = H2[b].data[i];
 			double sc = fmax(1, fmax(fabs(x0), fmax(fabs(x1), fabs(x2))));
-			ncheck++;
+			tu_ncheck++;
 			if (!(fabs(x0 - x1) <= 1e-9 * sc && fabs(x0 - x2) <= 1e-9 * sc)) {
-				nfail++;
+				tu_nfail++;
 				fprintf(stderr, "robust hessian block %d [%lld]: %.17g %.17g %.17g\n", b,
 				        (long long)i, x0, x1, x2);
 			}
@@ -283,15 +217,15 @@ robust_reg(void)
 					s += H0[pp * 3 + q].data[i * nq + j] * v[pp].data[i];
 			}
 			double a = h[1 + q].data[j];
-			ncheck++;
+			tu_ncheck++;
 			if (!(fabs(a - s) <= 1e-9 * fmax(1, fmax(fabs(a), fabs(s))))) {
-				nfail++;
+				tu_nfail++;
 				fprintf(stderr, "robust H v from blocks %d[%lld]: %.17g vs %.17g\n", q,
 				        (long long)j, s, a);
 			}
 		}
-	free_out(g5, jf), free_out(g6, H0), free_out(g7, H1), free_out(g8, H2);
-	free_out(g1, h), free_out(g2, vh), free_out(g3, jv), free_out(g4, jac);
+	tm_free_out(g5, jf), tm_free_out(g6, H0), tm_free_out(g7, H1), tm_free_out(g8, H2);
+	tm_free_out(g1, h), tm_free_out(g2, vh), tm_free_out(g3, jv), tm_free_out(g4, jac);
 	for (int p = 0; p < 3; p++)
 		ir_tensor_free(&v[p]);
 	for (uint32_t i = 0; i < m->ndecl; i++)
@@ -311,7 +245,7 @@ bounds(const char *rel)
 	FeOptions o = {.diag = stderr};
 	Module *m = fe_parse_file(path, &o);
 	if (!m) {
-		nfail++;
+		tu_nfail++;
 		return;
 	}
 	Graph *f = pass_simplify(m->main);
@@ -323,9 +257,9 @@ bounds(const char *rel)
 		char err[512];
 		Loc el;
 		Graph *g = pass_task(m->main, lim[i].task, NULL, &el, err, sizeof err);
-		ncheck++;
+		tu_ncheck++;
 		if (!g) {
-			nfail++;
+			tu_nfail++;
 			fprintf(stderr, "%s %s: %s\n", rel, lim[i].task, err);
 			continue;
 		}
@@ -333,7 +267,7 @@ bounds(const char *rel)
 		if (getenv("FADC_BOUNDS_VERBOSE"))
 			printf("%s %s: %.2fx\n", rel, lim[i].task, r);
 		if (r > lim[i].factor) {
-			nfail++;
+			tu_nfail++;
 			fprintf(stderr, "%s %s: %u nodes, %.2fx the forward's %u (bound %gx)\n", rel,
 			        lim[i].task, g->nnode - 1, r, f->nnode - 1, lim[i].factor);
 		}
@@ -342,9 +276,9 @@ bounds(const char *rel)
 		// transform costs, at most 3x the graph it differentiates.
 		if (!strcmp(lim[i].task, "hvp") || !strcmp(lim[i].task, "vhp")) {
 			Graph *j = pass_jvp(g, &el, err, sizeof err), *t = j ? pass_simplify(j) : NULL;
-			ncheck++;
+			tu_ncheck++;
 			if (!t) {
-				nfail++;
+				tu_nfail++;
 				fprintf(stderr, "%s jvp of %s: %s\n", rel, lim[i].task, err);
 			} else {
 				double r3 = (double)(t->nnode - 1) / (double)(g->nnode - 1);
@@ -352,7 +286,7 @@ bounds(const char *rel)
 					printf("%s third order (jvp of %s): %.2fx the %s graph\n", rel, lim[i].task, r3,
 					       lim[i].task);
 				if (r3 > 3) {
-					nfail++;
+					tu_nfail++;
 					fprintf(stderr, "%s jvp of %s: %u nodes, %.2fx its %u (bound 3x)\n", rel,
 					        lim[i].task, t->nnode - 1, r3, g->nnode - 1);
 				}
@@ -379,7 +313,7 @@ nonscalar(void)
 	FeOptions o = {.diag = stderr};
 	Module *m = fe_parse_string("nonscalar.ir", src, sizeof src - 1, &o);
 	if (!m) {
-		nfail++;
+		tu_nfail++;
 		return;
 	}
 	Tensor vals[2];
@@ -389,8 +323,8 @@ nonscalar(void)
 		exit(1);
 	}
 	Graph *g1, *g2;
-	Tensor *jr = run_task(m, "jacobian", vals, NULL, NULL, 0, &g1);
-	Tensor *jf = run_task(m, "jacfwd", vals, NULL, NULL, 0, &g2);
+	Tensor *jr = tm_run_task(m, "jacobian", vals, NULL, NULL, 0, &g1);
+	Tensor *jf = tm_run_task(m, "jacfwd", vals, NULL, NULL, 0, &g2);
 	const double *A = vals[0].data, *Bm = vals[1].data;
 	for (int i = 0; i < 2; i++) {
 		double si = Bm[2 * i] + Bm[2 * i + 1], fi = tanh(A[i] * si), d = 1 - fi * fi;
@@ -406,7 +340,7 @@ nonscalar(void)
 				CHECK_CLOSE(jf[1].data[i * 4 + k * 2 + j], want, "jacfwd b");
 			}
 	}
-	free_out(g1, jr), free_out(g2, jf);
+	tm_free_out(g1, jr), tm_free_out(g2, jf);
 	ir_tensor_free(&vals[0]), ir_tensor_free(&vals[1]);
 	ir_module_free(m);
 }
@@ -426,7 +360,7 @@ fold_f32(void)
 	FeOptions o = {.diag = stderr};
 	Module *m = fe_parse_string("fold_f32.ir", src, sizeof src - 1, &o);
 	if (!m) {
-		nfail++;
+		tu_nfail++;
 		return;
 	}
 	Tensor vals[1];
@@ -438,10 +372,10 @@ fold_f32(void)
 	const char *tasks[] = {"jacobian", "jacfwd"};
 	for (int t = 0; t < 2; t++) {
 		Graph *g;
-		Tensor *j = run_task(m, tasks[t], vals, NULL, NULL, 0, &g);
+		Tensor *j = tm_run_task(m, tasks[t], vals, NULL, NULL, 0, &g);
 		for (int k = 0; k < 3; k++)
 			CHECK_CLOSE(j[0].data[k], 2.0 * (k + 1) / 3, tasks[t]);
-		free_out(g, j);
+		tm_free_out(g, j);
 	}
 	ir_tensor_free(&vals[0]);
 	ir_module_free(m);
@@ -454,18 +388,6 @@ fold_f32(void)
 // and vjp, jvp, hvp renamed it or the constant `v.c` (unbindable inputs).
 // Every task of the module must equal that of the same module with plain
 // names, at the same v.
-static Module *
-parse_src(const char *name, const char *src)
-{
-	FeOptions o = {.diag = stderr};
-	Module *m = fe_parse_string(name, src, strlen(src), &o);
-	if (!m) {
-		fprintf(stderr, "cannot parse %s\n", name);
-		exit(1);
-	}
-	return m;
-}
-
 static void
 dotted_names(void)
 {
@@ -481,7 +403,7 @@ dotted_names(void)
 	Tensor vals[2][3], xv[3];
 	char err[512];
 	for (int k = 0; k < 2; k++) {
-		m[k] = parse_src(k ? "plain.ir" : "dotted.ir", src[k]);
+		m[k] = tm_parse(k ? "plain.ir" : "dotted.ir", src[k]);
 		if (!ir_module_init(m[k], NULL, NULL, vals[k], 0, err, sizeof err)) {
 			fprintf(stderr, "%s\n", err);
 			exit(1);
@@ -498,18 +420,18 @@ dotted_names(void)
 		Graph *g[2];
 		Tensor *o[2];
 		for (int k = 0; k < 2; k++)
-			o[k] = run_task(m[k], fadc_tasks[t], vals[k], vnames[k], xv, 3, &g[k]);
-		ncheck++;
+			o[k] = tm_run_task(m[k], fadc_tasks[t], vals[k], vnames[k], xv, 3, &g[k]);
+		tu_ncheck++;
 		if (g[0]->nout != g[1]->nout) {
-			nfail++;
+			tu_nfail++;
 			fprintf(stderr, "dotted names: %s: %u outputs, %u with plain names\n", fadc_tasks[t],
 			        g[0]->nout, g[1]->nout);
 		}
 		for (uint32_t i = 0; i < g[0]->nout && i < g[1]->nout; i++)
 			for (int64_t j = 0; j < ir_numel(&o[1][i].shape); j++)
 				CHECK_CLOSE(o[0][i].data[j], o[1][i].data[j], fadc_tasks[t]);
-		free_out(g[0], o[0]);
-		free_out(g[1], o[1]);
+		tm_free_out(g[0], o[0]);
+		tm_free_out(g[1], o[1]);
 	}
 	for (int k = 0; k < 3; k++)
 		ir_tensor_free(&xv[k]);
@@ -542,10 +464,5 @@ main(void)
 	const char *small[] = {"N=3", "K=2"};
 	simple_reg(small, 2);
 	robust_reg();
-	if (nfail) {
-		fprintf(stderr, "test_tasks: %d of %d checks failed\n", nfail, ncheck);
-		return 1;
-	}
-	printf("test_tasks: %d checks passed\n", ncheck);
-	return 0;
+	return TU_DONE("test_tasks");
 }

@@ -1,0 +1,144 @@
+// tests/unit/testmodel.h -- the steps the unit tests repeat around what
+// they check: a module parsed from text or loaded from models/, a task
+// derived (pass_task) and verified, its inputs bound by name and the
+// interpreter run on them.
+//
+// These are set-up, not checks: a failure prints why on stderr and exits 1
+// (the test cannot go on without the module or the task).  A test that
+// counts a failure as a failed check and goes on (testutil.h) binds its
+// own inputs around tm_interp.
+#ifndef FADC_TESTMODEL_H
+#define FADC_TESTMODEL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend.h"
+#include "ir.h"
+#include "passes.h"
+
+// Module text `text`, named `name` in its diagnostics (printed on stderr).
+static inline Module *
+tm_parse(const char *name, const char *text)
+{
+	FeOptions o = {.diag = stderr};
+	Module *m = fe_parse_string(name, text, strlen(text), &o);
+	if (!m) {
+		fprintf(stderr, "cannot parse %s\n", name);
+		exit(1);
+	}
+	return m;
+}
+
+// models/FILE of the source tree ($FADC_SOURCE_DIR, else .) with the sizes
+// defs (NAME=VALUE, ndefs of them).
+static inline Module *
+tm_load(const char *file, const char *const *defs, int ndefs)
+{
+	const char *root = getenv("FADC_SOURCE_DIR");
+	char path[4096];
+	snprintf(path, sizeof path, "%s/models/%s", root ? root : ".", file);
+	FeOptions o = {.diag = stderr, .defines = defs, .ndefines = ndefs};
+	Module *m = fe_parse_file(path, &o);
+	if (!m) {
+		fprintf(stderr, "cannot load %s\n", path);
+		exit(1);
+	}
+	return m;
+}
+
+// Task `task` of the forward graph f (pass_task).  With why, a task that
+// cannot be derived because a rule is "not implemented yet" gives NULL
+// and the message in why; any other failure exits.
+static inline Graph *
+tm_derive(const Graph *f, const char *task, char *why, size_t whylen)
+{
+	char err[512];
+	Loc el;
+	Graph *g = pass_task(f, task, NULL, &el, err, sizeof err);
+	if (!g) {
+		if (why && strstr(err, "not implemented yet")) {
+			snprintf(why, whylen, "%s", err);
+			return NULL;
+		}
+		fprintf(stderr, "task %s: %s\n", task, err);
+		exit(1);
+	}
+	return g;
+}
+
+// Exits unless g, task `task`'s graph, passes the verifier.
+static inline void
+tm_verify(const Graph *g, const char *task)
+{
+	char err[512];
+	if (!ir_verify(g, err, sizeof err)) {
+		fprintf(stderr, "task %s: does not verify: %s\n", task, err);
+		exit(1);
+	}
+}
+
+// g run by the interpreter on in under run seed rs: its outputs (g->nout,
+// malloc'ed; tm_free_out).  `task` names g in the message of a failure.
+static inline Tensor *
+tm_interp(const Graph *g, const Tensor *in, uint64_t rs, const char *task)
+{
+	char err[512];
+	Tensor *out = calloc(g->nout + 1, sizeof *out);
+	if (!ir_interp(g, in, out, rs, err, sizeof err)) {
+		fprintf(stderr, "task %s: %s\n", task, err);
+		exit(1);
+	}
+	return out;
+}
+
+// g (task `task` of module m) run under run seed rs, its inputs bound by
+// name: the declarations of m from vals (indexed like m->decl), then the
+// extras xn[k] from xv[k].  An input without a value exits.
+static inline Tensor *
+tm_run(const Module *m, const Graph *g, const char *task, const Tensor *vals,
+       const char *const *xn, const Tensor *xv, int nx, uint64_t rs)
+{
+	Tensor *in = calloc(g->ninput + 1, sizeof *in);
+	for (uint32_t i = 0; i < g->ninput; i++) {
+		int d = ir_module_find_decl(m, g->input[i].name), found = 0;
+		if (d >= 0)
+			in[i] = vals[d], found = 1;
+		for (int k = 0; !found && k < nx; k++)
+			if (!strcmp(xn[k], g->input[i].name))
+				in[i] = xv[k], found = 1;
+		if (!found) {
+			fprintf(stderr, "task %s: no value for input %s\n", task, g->input[i].name);
+			exit(1);
+		}
+	}
+	Tensor *out = tm_interp(g, in, rs, task);
+	free(in);
+	return out;
+}
+
+// Task `task` of m derived, verified and run (tm_run, run seed 0): its
+// outputs, and its graph in *gout (tm_free_out frees both).
+static inline Tensor *
+tm_run_task(const Module *m, const char *task, const Tensor *vals, const char *const *xn,
+            const Tensor *xv, int nx, Graph **gout)
+{
+	Graph *g = tm_derive(m->main, task, NULL, 0);
+	tm_verify(g, task);
+	*gout = g;
+	return tm_run(m, g, task, vals, xn, xv, nx, 0);
+}
+
+// Frees the outputs out of task graph g, and g.
+static inline void
+tm_free_out(Graph *g, Tensor *out)
+{
+	for (uint32_t i = 0; i < g->nout; i++)
+		ir_tensor_free(&out[i]);
+	free(out);
+	ir_graph_free(g);
+}
+
+#endif
