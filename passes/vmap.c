@@ -7,11 +7,13 @@
 // ops gain a leading axis, matmul broadcasts its batch axes, windowed ops
 // fold the batch into N (conv and its adjoints with a batched weight: into
 // the channels and groups).  Nodes with no batched operand are copied as
-// they are.  With `basis`, the batched inputs are not inputs at all but the
-// rows of an identity matrix, split over them in input order: row b is the
-// b-th basis vector of their concatenated, flattened space.  That turns
-// jvp into jacfwd, vjp into jacrev and hvp/vhp into the Hessian, in one
-// graph, without a loop of calls.
+// they are.  The rules are found from the ops' rows of ir/ops.def, as
+// vjp's are, so an op without one fails the build.  With `basis`, the
+// batched inputs are not inputs at all but the rows of an identity matrix,
+// split over them in input order: row b is the b-th basis vector of their
+// concatenated, flattened space.  That turns jvp into jacfwd, vjp into
+// jacrev and hvp/vhp into the Hessian, in one graph, without a loop of
+// calls.
 #include <string.h>
 
 #include "passes.h"
@@ -169,19 +171,331 @@ swap01(Graph *g, NodeId x, Loc loc)
 	return b_permute(g, x, perm, loc);
 }
 
+// The batching rules, one per op, named vmap_<op> and found from the op's
+// row of ops.def (vmap_rule[] below), as vjp's rules are: a row without its
+// rule fails the build and the error names the op, where a switch would
+// fail only when a model first reached it.  A rule gets a node n of f with
+// at least one batched operand and n's attributes, which it may change, and
+// returns n's batched value in g.  A family shares one function under each
+// op's name (#define vmap_logsumexp vmap_reduce).
+
+// Every operand batched, the op and its attributes as they are: the rule of
+// every op that treats leading axes alike, whatever their number.  That is
+// every elementwise row (the table gives them this rule by row kind) and
+// the ops defined below as it.
 static NodeId
-batch_node(Vmap *v, NodeId n)
+vmap_map(Vmap *v, NodeId n, Attrs *a)
+{
+	const Node *nd = &v->f->node[n];
+	NodeId in[256];
+	for (int i = 0; i < nd->nin; i++)
+		in[i] = operand_b(v, n, i);
+	return ir_emit(v->g, nd->op, in, nd->nin, a, nd->loc);
+}
+// Elementwise, though not rows of the elementwise kinds.
+#define vmap_where vmap_map
+#define vmap_cast vmap_map
+#define vmap_not vmap_map
+// Placements: identities on values.
+#define vmap_to_host vmap_map
+#define vmap_to_device vmap_map
+// Its new axis is the last.
+#define vmap_one_hot vmap_map
+// The samplers are elementwise in their (broadcast) parameters: each batch
+// entry draws at other counters, so the entries' draws are independent.
+#define vmap_uniform vmap_map
+#define vmap_normal vmap_map
+#define vmap_gamma vmap_map
+#define vmap_exponential vmap_map
+#define vmap_bernoulli vmap_map
+
+// Ops without operands never have a batched one: pass_vmap copies them.
+static NodeId
+vmap_nullary(Vmap *v, NodeId n, Attrs *a)
+{
+	(void)v, (void)n, (void)a;
+	FADC_ASSERT(0, "an op without operands reached batching");
+	return 0;
+}
+#define vmap_input vmap_nullary
+#define vmap_full vmap_nullary
+#define vmap_iota vmap_nullary
+#define vmap_kaiming_normal vmap_nullary
+#define vmap_kaiming_uniform vmap_nullary
+
+// Reductions over a list of axes (slot 0): the axes shift past the batch.
+static NodeId
+vmap_reduce(Vmap *v, NodeId n, Attrs *a)
+{
+	shift_axes(&a->a[0]);
+	NodeId x = operand_b(v, n, 0);
+	return ir_emit(v->g, v->f->node[n].op, &x, 1, a, v->f->node[n].loc);
+}
+#define vmap_sum vmap_reduce
+#define vmap_mean vmap_reduce
+#define vmap_max vmap_reduce
+#define vmap_min vmap_reduce
+#define vmap_logsumexp vmap_reduce
+
+// Ops along one axis (slot 0), every operand batched: the axis shifts past
+// the batch.  take_along's indices are a tensor like its values, so they
+// are batched with them.
+static NodeId
+vmap_axis(Vmap *v, NodeId n, Attrs *a)
+{
+	a->a[0].i++;
+	return vmap_map(v, n, a);
+}
+#define vmap_argmax vmap_axis
+#define vmap_concat vmap_axis
+#define vmap_take_along vmap_axis
+#define vmap_take_along_add vmap_axis
+
+// take(x, idx) and take_add(x, idx, y) along axis (slot 0): the values
+// batch as vmap_axis's, but idx indexes the axis once for every entry, so a
+// batched idx (a different index list per entry) has no rule.
+static NodeId
+vmap_take(Vmap *v, NodeId n, Attrs *a)
+{
+	const Graph *f = v->f;
+	if (v->bat[ir_in1(f, n, 1)]) {
+		fail(v, n, "its indices are batched");
+		return 0;
+	}
+	a->a[0].i++;
+	NodeId in[3];
+	for (int i = 0; i < f->node[n].nin; i++)
+		in[i] = i == 1 ? v->map[ir_in1(f, n, 1)] : operand_b(v, n, i);
+	return ir_emit(v->g, f->node[n].op, in, f->node[n].nin, a, f->node[n].loc);
+}
+#define vmap_take_add vmap_take
+
+static NodeId
+vmap_reshape(Vmap *v, NodeId n, Attrs *a)
+{
+	NodeId x = operand_b(v, n, 0);
+	prepend(&a->a[0], v->B);
+	return ir_emit(v->g, OP_reshape, &x, 1, a, v->f->node[n].loc);
+}
+
+// broadcast aligns on the right: put the batch on the left first.
+static NodeId
+vmap_broadcast(Vmap *v, NodeId n, Attrs *a)
+{
+	const Graph *f = v->f;
+	Loc loc = f->node[n].loc;
+	NodeId x = operand_b(v, n, 0);
+	const Shape *xs = ir_shape(f, ir_in1(f, n, 0));
+	Shape t = {.rank = a->a[0].n + 1};
+	t.dim[0] = v->B;
+	int pad = a->a[0].n - xs->rank;
+	for (int i = 0; i < a->a[0].n; i++)
+		t.dim[1 + i] = i < pad ? 1 : xs->dim[i - pad];
+	x = b_reshape(v->g, x, &t, loc);
+	prepend(&a->a[0], v->B);
+	return ir_emit(v->g, OP_broadcast, &x, 1, a, loc);
+}
+
+static NodeId
+vmap_permute(Vmap *v, NodeId n, Attrs *a)
+{
+	shift_axes(&a->a[0]);
+	prepend(&a->a[0], 0);
+	NodeId x = operand_b(v, n, 0);
+	return ir_emit(v->g, OP_permute, &x, 1, a, v->f->node[n].loc);
+}
+
+// The batch axis is sliced whole: start 0, end B, step 1.
+static NodeId
+vmap_slice(Vmap *v, NodeId n, Attrs *a)
+{
+	prepend(&a->a[0], 0);
+	prepend(&a->a[1], v->B);
+	prepend(&a->a[2], 1);
+	return vmap_map(v, n, a);
+}
+#define vmap_slice_update vmap_slice
+
+static NodeId
+vmap_pad(Vmap *v, NodeId n, Attrs *a)
+{
+	prepend(&a->a[0], 0);
+	prepend(&a->a[1], 0);
+	NodeId x = operand_b(v, n, 0);
+	return ir_emit(v->g, OP_pad, &x, 1, a, v->f->node[n].loc);
+}
+
+// resize keeps the first elements in flat order, per batch row.
+static NodeId
+vmap_resize(Vmap *v, NodeId n, Attrs *a)
+{
+	(void)a;
+	const Graph *f = v->f;
+	Graph *g = v->g;
+	Loc loc = f->node[n].loc;
+	NodeId x = operand_b(v, n, 0);
+	int64_t no = ir_numel(ir_shape(f, ir_in1(f, n, 0))), nn = ir_numel(ir_shape(f, n));
+	Shape t = {.rank = 2, .dim = {v->B, no}};
+	x = b_reshape(g, x, &t, loc);
+	Attrs r;
+	ir_attrs_default(OP_resize, &r);
+	r.a[0].n = 2;
+	r.a[0].v[0] = v->B;
+	r.a[0].v[1] = nn;
+	// resize of [B, no] to [B, nn] is not per row: slice or pad instead.
+	if (nn <= no) {
+		Attrs s;
+		ir_attrs_default(OP_slice, &s);
+		s.a[0].n = s.a[1].n = s.a[2].n = 2;
+		s.a[0].v[0] = 0, s.a[0].v[1] = 0;
+		s.a[1].v[0] = v->B, s.a[1].v[1] = nn;
+		s.a[2].v[0] = 1, s.a[2].v[1] = 1;
+		x = ir_emit(g, OP_slice, &x, 1, &s, loc);
+	} else {
+		Attrs p;
+		ir_attrs_default(OP_pad, &p);
+		p.a[0].n = p.a[1].n = 2;
+		p.a[0].v[0] = p.a[0].v[1] = 0;
+		p.a[1].v[0] = 0, p.a[1].v[1] = nn - no;
+		x = ir_emit(g, OP_pad, &x, 1, &p, loc);
+	}
+	Shape out = batched_shape(v->B, ir_shape(f, n));
+	return b_reshape(g, x, &out, loc);
+}
+
+// matmul broadcasts its batch axes: the batch is one more.
+static NodeId
+vmap_matmul(Vmap *v, NodeId n, Attrs *a)
+{
+	(void)a;
+	NodeId in[2] = {operand_b(v, n, 0), operand_b(v, n, 1)};
+	return ir_emit(v->g, OP_matmul, in, 2, NULL, v->f->node[n].loc);
+}
+
+// The window ops: fold the batch into N, (B, N, C, ...) -> (B·N, C, ...),
+// and back.  The NC... operands are folded (the pools' derivative ops have
+// two, x and g); conv's weight, unbatched here (vmap_conv), is not.
+static NodeId
+vmap_window(Vmap *v, NodeId n, Attrs *a)
 {
 	const Graph *f = v->f;
 	Graph *g = v->g;
 	const Node *nd = &f->node[n];
-	const OpInfo *oi = ir_op(nd->op);
-	Loc loc = nd->loc;
+	NodeId in[3];
+	int nfold = nd->op == OP_conv || nd->op == OP_conv_input_grad ? 1 : nd->nin;
+	for (int i = 0; i < nd->nin; i++) {
+		if (i >= nfold) {
+			in[i] = v->map[ir_in1(f, n, i)];
+			continue;
+		}
+		Shape t = *ir_shape(f, ir_in1(f, n, i));
+		t.dim[0] *= v->B;
+		in[i] = b_reshape(g, operand_b(v, n, i), &t, nd->loc);
+	}
+	NodeId r = ir_emit(g, nd->op, in, nd->nin, a, nd->loc);
+	Shape out = batched_shape(v->B, ir_shape(f, n));
+	return b_reshape(g, r, &out, nd->loc);
+}
+#define vmap_max_pool vmap_window
+#define vmap_max_pool_grad vmap_window
+#define vmap_max_pool_gather vmap_window
+#define vmap_avg_pool vmap_window
+#define vmap_avg_pool_grad vmap_window
+#define vmap_adaptive_avg_pool vmap_window
+#define vmap_adaptive_avg_pool_grad vmap_window
+#define vmap_upsample_bilinear vmap_window
+#define vmap_upsample_bilinear_grad vmap_window
+
+// conv and its adjoints: a batched weight (or conv_weight_grad, which sums
+// over N) makes the batch groups (batch_groups); otherwise the batch folds
+// into N as for the other window ops.
+static NodeId
+vmap_conv(Vmap *v, NodeId n, Attrs *a)
+{
+	if (v->f->node[n].op == OP_conv_weight_grad || v->bat[ir_in1(v->f, n, 1)])
+		return batch_groups(v, n, a);
+	return vmap_window(v, n, a);
+}
+#define vmap_conv_input_grad vmap_conv
+#define vmap_conv_weight_grad vmap_conv
+
+// A batched loop is a loop of batched steps: the body is batched for the
+// carries (all of them: one batched operand can reach any carry), the
+// batched sequences and the batched invariants.  Batched sequences arrive
+// (B, T, ...) and are scanned over T, so they are permuted to (T, B, ...);
+// stacked outputs come back (T, B, ...) and vmap_get puts the batch first
+// again.
+static NodeId
+vmap_scan(Vmap *v, NodeId n, Attrs *a)
+{
+	const Graph *f = v->f;
+	Graph *g = v->g;
+	const Node *nd = &f->node[n];
+	int64_t nc = a->a[1].i, nx = a->a[2].i;
+	const Graph *body = f->sub[a->a[0].i];
+	NodeId in[256];
+	uint8_t bb[256];
+	for (int i = 0; i < nd->nin; i++) {
+		NodeId x = ir_in1(f, n, i);
+		bb[i] = i < nc || v->bat[x];
+		if (i < nc)
+			in[i] = operand_b(v, n, i);
+		else if (v->bat[x] && i < nc + nx)
+			in[i] = swap01(g, v->map[x], nd->loc);
+		else
+			in[i] = v->map[x];
+	}
+	char err[512];
+	Loc el;
+	Graph *vb = pass_vmap(body, bb, v->B, 0, &el, err, sizeof err);
+	if (!vb) {
+		fail(v, n, err);
+		return 0;
+	}
+	a->a[0].i = ir_add_sub(g, vb);
+	return ir_emit(g, OP_scan, in, nd->nin, a, nd->loc);
+}
+
+static NodeId
+vmap_get(Vmap *v, NodeId n, Attrs *a)
+{
+	const Graph *f = v->f;
+	NodeId s = ir_in1(f, n, 0);
+	NodeId r = ir_emit(v->g, OP_get, &v->map[s], 1, a, f->node[n].loc);
+	// Stacked outputs are (T, B, ...): the batch goes first.
+	return a->a[0].i >= ir_attr_int(f, s, "ncarry") ? swap01(v->g, r, f->node[n].loc) : r;
+}
+
+// The host solver takes one cost matrix: a batch of them would need a loop
+// of solves, which no task has needed (the matcher's costs are never
+// batched: it is not differentiable).
+static NodeId
+vmap_linear_sum_assignment(Vmap *v, NodeId n, Attrs *a)
+{
+	(void)a;
+	fail(v, n, "it has no batching rule yet");
+	return 0;
+}
+
+// clang-format off
+static NodeId (*const vmap_rule[OP_COUNT])(Vmap *, NodeId, Attrs *) = {
+#define UNARY(n, ...)  [OP_##n] = vmap_map,
+#define UNARYA(n, ...) [OP_##n] = vmap_map,
+#define BINARY(n, ...) [OP_##n] = vmap_map,
+#define CMP(n, ...)    [OP_##n] = vmap_map,
+#define OTHER(n, ...)  [OP_##n] = vmap_##n,
+#include "ops.def" // all rows: an OTHER row without its vmap_<op> fails the build
+};
+// clang-format on
+
+static NodeId
+batch_node(Vmap *v, NodeId n)
+{
+	const Graph *f = v->f;
 	Attrs a;
 	ir_attrs_get(f, n, &a);
-	NodeId in[256];
-	int nin = nd->nin;
-	if (nin + 1 > IR_MAXDIM + 248) {
+	// vmap_map and vmap_scan gather operands in arrays of 256.
+	if (f->node[n].nin + 1 > IR_MAXDIM + 248) {
 		fail(v, n, "too many operands");
 		return 0;
 	}
@@ -189,183 +503,7 @@ batch_node(Vmap *v, NodeId n)
 		fail(v, n, "its rank is already the largest");
 		return 0;
 	}
-	if (oi->flags & F_ELEMWISE || nd->op == OP_where || nd->op == OP_cast || nd->op == OP_not ||
-	    nd->op == OP_to_host || nd->op == OP_to_device || nd->op == OP_one_hot ||
-	    ((oi->flags & F_RANDOM) && !(oi->flags & F_FACTORY))) {
-		for (int i = 0; i < nin; i++)
-			in[i] = operand_b(v, n, i);
-		return ir_emit(g, nd->op, in, nin, &a, loc);
-	}
-	switch (nd->op) {
-	case OP_sum:
-	case OP_mean:
-	case OP_max:
-	case OP_min:
-	case OP_logsumexp:
-		shift_axes(&a.a[0]);
-		in[0] = operand_b(v, n, 0);
-		return ir_emit(g, nd->op, in, 1, &a, loc);
-	case OP_argmax:
-	case OP_concat:
-	case OP_take_along:
-	case OP_take_along_add:
-		a.a[0].i++;
-		for (int i = 0; i < nin; i++)
-			in[i] = operand_b(v, n, i);
-		return ir_emit(g, nd->op, in, nin, &a, loc);
-	case OP_take:
-	case OP_take_add:
-		if (v->bat[ir_in1(f, n, 1)]) {
-			fail(v, n, "its indices are batched");
-			return 0;
-		}
-		a.a[0].i++;
-		for (int i = 0; i < nin; i++)
-			in[i] = i == 1 ? v->map[ir_in1(f, n, 1)] : operand_b(v, n, i);
-		return ir_emit(g, nd->op, in, nin, &a, loc);
-	case OP_reshape:
-	case OP_broadcast: {
-		// broadcast aligns on the right: put the batch on the left first.
-		in[0] = operand_b(v, n, 0);
-		if (nd->op == OP_broadcast) {
-			const Shape *xs = ir_shape(f, ir_in1(f, n, 0));
-			Shape t = {.rank = a.a[0].n + 1};
-			t.dim[0] = v->B;
-			int pad = a.a[0].n - xs->rank;
-			for (int i = 0; i < a.a[0].n; i++)
-				t.dim[1 + i] = i < pad ? 1 : xs->dim[i - pad];
-			in[0] = b_reshape(g, in[0], &t, loc);
-		}
-		prepend(&a.a[0], v->B);
-		return ir_emit(g, nd->op, in, 1, &a, loc);
-	}
-	case OP_permute:
-		shift_axes(&a.a[0]);
-		prepend(&a.a[0], 0);
-		in[0] = operand_b(v, n, 0);
-		return ir_emit(g, OP_permute, in, 1, &a, loc);
-	case OP_slice:
-	case OP_slice_update:
-		prepend(&a.a[0], 0);
-		prepend(&a.a[1], v->B);
-		prepend(&a.a[2], 1);
-		for (int i = 0; i < nin; i++)
-			in[i] = operand_b(v, n, i);
-		return ir_emit(g, nd->op, in, nin, &a, loc);
-	case OP_pad:
-		prepend(&a.a[0], 0);
-		prepend(&a.a[1], 0);
-		in[0] = operand_b(v, n, 0);
-		return ir_emit(g, OP_pad, in, 1, &a, loc);
-	case OP_resize: {
-		// resize keeps the first elements in flat order, per batch row.
-		NodeId x = operand_b(v, n, 0);
-		int64_t no = ir_numel(ir_shape(f, ir_in1(f, n, 0))), nn = ir_numel(ir_shape(f, n));
-		Shape t = {.rank = 2, .dim = {v->B, no}};
-		x = b_reshape(g, x, &t, loc);
-		Attrs r;
-		ir_attrs_default(OP_resize, &r);
-		r.a[0].n = 2;
-		r.a[0].v[0] = v->B;
-		r.a[0].v[1] = nn;
-		// resize of [B, no] to [B, nn] is not per row: slice or pad instead.
-		if (nn <= no) {
-			Attrs s;
-			ir_attrs_default(OP_slice, &s);
-			s.a[0].n = s.a[1].n = s.a[2].n = 2;
-			s.a[0].v[0] = 0, s.a[0].v[1] = 0;
-			s.a[1].v[0] = v->B, s.a[1].v[1] = nn;
-			s.a[2].v[0] = 1, s.a[2].v[1] = 1;
-			x = ir_emit(g, OP_slice, &x, 1, &s, loc);
-		} else {
-			Attrs p;
-			ir_attrs_default(OP_pad, &p);
-			p.a[0].n = p.a[1].n = 2;
-			p.a[0].v[0] = p.a[0].v[1] = 0;
-			p.a[1].v[0] = 0, p.a[1].v[1] = nn - no;
-			x = ir_emit(g, OP_pad, &x, 1, &p, loc);
-		}
-		Shape out = batched_shape(v->B, ir_shape(f, n));
-		return b_reshape(g, x, &out, loc);
-	}
-	case OP_matmul:
-		in[0] = operand_b(v, n, 0);
-		in[1] = operand_b(v, n, 1);
-		return ir_emit(g, OP_matmul, in, 2, NULL, loc);
-	case OP_conv:
-	case OP_conv_input_grad:
-	case OP_conv_weight_grad:
-		// A batched weight (or conv_weight_grad, which sums over N): the
-		// batch becomes groups.
-		if (nd->op == OP_conv_weight_grad || v->bat[ir_in1(f, n, 1)])
-			return batch_groups(v, n, &a);
-		/* fallthrough */
-	case OP_max_pool:
-	case OP_max_pool_grad:
-	case OP_max_pool_gather:
-	case OP_avg_pool:
-	case OP_avg_pool_grad:
-	case OP_adaptive_avg_pool:
-	case OP_adaptive_avg_pool_grad:
-	case OP_upsample_bilinear:
-	case OP_upsample_bilinear_grad: {
-		// Fold the batch into N: (B, N, C, ...) -> (B·N, C, ...) and back.
-		// The NC... operands are folded (the pools' derivative ops have
-		// two, x and g); conv's weight, unbatched here, is not.
-		int nfold = nd->op == OP_conv || nd->op == OP_conv_input_grad ? 1 : nin;
-		for (int i = 0; i < nin; i++) {
-			if (i >= nfold) {
-				in[i] = v->map[ir_in1(f, n, i)];
-				continue;
-			}
-			Shape t = *ir_shape(f, ir_in1(f, n, i));
-			t.dim[0] *= v->B;
-			in[i] = b_reshape(g, operand_b(v, n, i), &t, loc);
-		}
-		NodeId r = ir_emit(g, nd->op, in, nin, &a, loc);
-		Shape out = batched_shape(v->B, ir_shape(f, n));
-		return b_reshape(g, r, &out, loc);
-	}
-	case OP_scan: {
-		// A batched loop is a loop of batched steps: the body is batched
-		// for the carries (all of them: one batched operand can reach any
-		// carry), the batched sequences and the batched invariants.
-		// Batched sequences arrive (B, T, ...) and are scanned over T, so
-		// they are permuted to (T, B, ...); stacked outputs come back
-		// (T, B, ...) and get puts the batch first again.
-		int64_t nc = a.a[1].i, nx = a.a[2].i;
-		const Graph *body = f->sub[a.a[0].i];
-		uint8_t bb[256];
-		for (int i = 0; i < nin; i++) {
-			NodeId x = ir_in1(f, n, i);
-			bb[i] = i < nc || v->bat[x];
-			if (i < nc)
-				in[i] = operand_b(v, n, i);
-			else if (v->bat[x] && i < nc + nx)
-				in[i] = swap01(g, v->map[x], loc);
-			else
-				in[i] = v->map[x];
-		}
-		char err[512];
-		Loc el;
-		Graph *vb = pass_vmap(body, bb, v->B, 0, &el, err, sizeof err);
-		if (!vb) {
-			fail(v, n, err);
-			return 0;
-		}
-		a.a[0].i = ir_add_sub(g, vb);
-		return ir_emit(g, OP_scan, in, nin, &a, loc);
-	}
-	case OP_get: {
-		NodeId s = ir_in1(f, n, 0);
-		NodeId r = ir_emit(g, OP_get, &v->map[s], 1, &a, loc);
-		// Stacked outputs are (T, B, ...): the batch goes first.
-		return a.a[0].i >= ir_attr_int(f, s, "ncarry") ? swap01(g, r, loc) : r;
-	}
-	default:
-		fail(v, n, "it has no batching rule yet");
-		return 0;
-	}
+	return vmap_rule[f->node[n].op](v, n, &a);
 }
 
 Graph *
