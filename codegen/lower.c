@@ -177,13 +177,13 @@ dsl_clamp(KProgram *p, KxId x, KxId lo, KxId hi)
 typedef KxId (*EwFn)(KProgram *p, DType dt, KxId x, KxId y, const double *A);
 
 // clang-format off
-#define UNARY(n, fl, f, d0) \
+#define UNARY(n, fl, cost, f, d0) \
 	static KxId ew_##n(KProgram *p, DType dt, KxId x, KxId y, const double *A) { (void)dt; (void)y; (void)A; return f; }
-#define UNARYA(n, fl, at, f, d0) \
+#define UNARYA(n, fl, cost, at, f, d0) \
 	static KxId ew_##n(KProgram *p, DType dt, KxId x, KxId y, const double *A) { (void)dt; (void)y; (void)A; return f; }
-#define BINARY(n, fl, f, d0, d1) \
+#define BINARY(n, fl, cost, f, d0, d1) \
 	static KxId ew_##n(KProgram *p, DType dt, KxId x, KxId y, const double *A) { (void)dt; (void)A; return f; }
-#define CMP(n, fl, f) \
+#define CMP(n, fl, cost, f) \
 	static KxId ew_##n(KProgram *p, DType dt, KxId x, KxId y, const double *A) { (void)dt; (void)A; return f; }
 #include "ops.def" // UNARY UNARYA BINARY CMP: one ew_<name> per row, from its formula f
 
