@@ -33,65 +33,45 @@
 #define GROUP_NONE UINT32_MAX
 #define GROUP_MULTI (UINT32_MAX - 1)
 
+// Each op's kind and cost, from the kind and cost columns of its row of
+// ir/ops.def (elementwise rows are CK_MAP).  The assertions make the
+// columns' rules build errors that name the op: a MAP row weighs its
+// recomputation by a kernel-IR op, the others have no cost of their own,
+// and a window op is a kernel of its own.
+typedef struct OpRow {
+	CgKind kind;
+	KxOp cost;
+} OpRow;
+
+// clang-format off
+#define ELEM_ROW(n, cost) \
+	_Static_assert(KX_##cost != KX_NONE, "ops.def: elementwise op '" #n "' needs a cost (a kernel-IR op)");
+#define UNARY(n, fl, cost, ...)  ELEM_ROW(n, cost)
+#define UNARYA(n, fl, cost, ...) ELEM_ROW(n, cost)
+#define BINARY(n, fl, cost, ...) ELEM_ROW(n, cost)
+#define CMP(n, fl, cost, ...)    ELEM_ROW(n, cost)
+#define OTHER(n, ar, sh, fl, kind, cost, at) \
+	_Static_assert((CK_##kind == CK_MAP) == (KX_##cost != KX_NONE), \
+	               "ops.def: op '" #n "': a MAP row needs a cost (a kernel-IR op), other kinds NONE"); \
+	_Static_assert(!((fl) & F_WINDOW) || CK_##kind == CK_REDUCE, \
+	               "ops.def: window op '" #n "' must be kind REDUCE (a kernel of its own)");
+#include "ops.def" // all row macros: the columns' rules, checked
+#undef ELEM_ROW
+
+static const OpRow op_row[OP_COUNT] = {
+#define UNARY(n, fl, cost, ...)  [OP_##n] = {CK_MAP, KX_##cost},
+#define UNARYA(n, fl, cost, ...) [OP_##n] = {CK_MAP, KX_##cost},
+#define BINARY(n, fl, cost, ...) [OP_##n] = {CK_MAP, KX_##cost},
+#define CMP(n, fl, cost, ...)    [OP_##n] = {CK_MAP, KX_##cost},
+#define OTHER(n, ar, sh, fl, kind, cost, at) [OP_##n] = {CK_##kind, KX_##cost},
+#include "ops.def" // all row macros: the kind and cost columns
+};
+// clang-format on
+
 CgKind
 cg_op_kind(int op)
 {
-	if (ir_op(op)->flags & F_ELEMWISE)
-		return CK_MAP;
-	// Window ops (F_WINDOW: conv, the pools, upsampling, argmax, their
-	// adjoints) are kernels of their own (codegen/lower_window.c).
-	if (ir_op(op)->flags & F_WINDOW)
-		return CK_REDUCE;
-	switch (op) {
-	case OP_input:
-		return CK_INPUT;
-	case OP_full:
-	case OP_iota:
-	case OP_reshape:
-	case OP_broadcast:
-	case OP_permute:
-	case OP_slice:
-	case OP_pad:
-	case OP_concat:
-	case OP_resize:
-	case OP_slice_update:
-	case OP_take:
-	case OP_take_along:
-	case OP_one_hot:
-	case OP_to_host:
-	case OP_to_device:
-		return CK_FREE;
-	case OP_cast:
-	case OP_not:
-	case OP_where:
-	case OP_uniform:
-	case OP_normal:
-	case OP_gamma:
-	case OP_exponential:
-	case OP_bernoulli:
-	case OP_kaiming_normal:
-	case OP_kaiming_uniform:
-		return CK_MAP;
-	case OP_sum:
-	case OP_mean:
-	case OP_max:
-	case OP_min:
-	case OP_logsumexp:
-		return CK_REDUCE;
-	case OP_matmul:
-		return CK_MATMUL;
-	case OP_take_add:
-	case OP_take_along_add:
-		return CK_SCATTER;
-	case OP_scan:
-		return CK_SCAN;
-	case OP_get:
-		return CK_GET;
-	case OP_linear_sum_assignment:
-		return CK_HOST;
-	default:
-		return CK_NONE;
-	}
+	return op_row[op].kind;
 }
 
 // What recomputing one element of op's value costs, in kx_op_cost's units
@@ -100,9 +80,10 @@ cg_op_kind(int op)
 // op's cost, not a kernel-IR expression's (kx_cost): fusion decides before
 // the kernel IR exists, and a graph op may lower to several kernel-IR ops
 // (sigmoid to an exponential, an add and a division), so an elementwise op
-// is weighed by the kernel-IR op that dominates its lowering.  Only
-// elementwise and free ops are asked (the other kinds are always kernels
-// of their own), and fill_fusion reads only whether the cost is 0.
+// is weighed by the kernel-IR op that dominates its lowering (its row's
+// cost column).  Only elementwise and free ops are asked (the other kinds
+// are always kernels of their own), and fill_fusion reads only whether the
+// cost is 0.
 int
 cg_op_cost(int op)
 {
@@ -112,50 +93,7 @@ cg_op_cost(int op)
 	case CK_GET:
 		return 0;
 	case CK_MAP:
-		break;
-	default:
-		return kx_op_cost(KX_ADD);
-	}
-	switch (op) {
-	case OP_uniform:
-	case OP_normal:
-	case OP_gamma:
-	case OP_exponential:
-	case OP_bernoulli:
-	case OP_kaiming_normal:
-	case OP_kaiming_uniform:
-		return kx_op_cost(KX_RAND);
-	case OP_div:
-		return kx_op_cost(KX_DIV);
-	case OP_sqrt:
-	case OP_rsqrt:
-		return kx_op_cost(KX_SQRT);
-	case OP_exp:
-	case OP_sigmoid:
-	case OP_softplus:
-		return kx_op_cost(KX_EXP);
-	case OP_log:
-	case OP_xlogy:
-		return kx_op_cost(KX_LOG);
-	case OP_log1p:
-		return kx_op_cost(KX_LOG1P);
-	case OP_expm1:
-		return kx_op_cost(KX_EXPM1);
-	case OP_tanh:
-		return kx_op_cost(KX_TANH);
-	case OP_erf:
-		return kx_op_cost(KX_ERF);
-	case OP_sin:
-		return kx_op_cost(KX_SIN);
-	case OP_cos:
-		return kx_op_cost(KX_COS);
-	case OP_pow:
-		return kx_op_cost(KX_POW);
-	case OP_lgamma:
-		return kx_op_cost(KX_LGAMMA);
-	case OP_digamma:
-	case OP_polygamma:
-		return kx_op_cost(KX_POLYGAMMA);
+		return kx_op_cost(op_row[op].cost);
 	default:
 		return kx_op_cost(KX_ADD);
 	}
@@ -190,6 +128,10 @@ expansion(const Graph *g, NodeId u, int s)
 {
 	const Shape *us = ir_shape(g, u), *xs = ir_shape(g, ir_in1(g, u, s));
 	int64_t un = ir_numel(us), xn = ir_numel(xs);
+	// Window ops' windows overlap and their kernels read their operands in
+	// several passes: arithmetic feeding them is computed once, in a buffer.
+	if (ir_op(g->node[u].op)->flags & F_WINDOW)
+		return 2;
 	switch (g->node[u].op) {
 	case OP_broadcast:
 	case OP_take:
@@ -202,22 +144,6 @@ expansion(const Graph *g, NodeId u, int s)
 		int ax = (int)ir_attr_int(g, u, "axis");
 		return s == 0 ? 1 : ir_shape(g, ir_in1(g, u, 0))->dim[ax];
 	}
-	case OP_conv:
-	case OP_conv_input_grad:
-	case OP_conv_weight_grad:
-	case OP_max_pool:
-	case OP_max_pool_grad:
-	case OP_max_pool_gather:
-	case OP_avg_pool:
-	case OP_avg_pool_grad:
-	case OP_adaptive_avg_pool:
-	case OP_adaptive_avg_pool_grad:
-	case OP_upsample_bilinear:
-	case OP_upsample_bilinear_grad:
-	case OP_argmax:
-		// Windows overlap and kernels read their operands in several
-		// passes: arithmetic feeding them is computed once, in a buffer.
-		return 2;
 	case OP_matmul: {
 		// A is read once per column of B, B once per row of A.
 		int r = us->rank;

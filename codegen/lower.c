@@ -20,7 +20,11 @@
 // kernel-IR builders, so each row's formula f becomes ew_<name>(); no
 // scalar formula is written twice.  Helpers (dsl_relu, dsl_sigmoid, ...)
 // spell out the interpreter's edge cases (NaN propagation, stable forms) in
-// selects and comparisons.  Ops with no lowering are reported by name.
+// selects and comparisons.  Every other op has its rule, lower_<op>, in
+// the table lower_rule built from the rows (as passes/vjp.c's vjp_rule),
+// so a row without one fails the build: an expression rule (the value at
+// an index) for the MAP and FREE kinds, a kernel rule for the reductions,
+// matmul, the scatters and the host op.
 //
 // Window ops (conv, the pools, upsampling, argmax, their adjoints and the
 // convolutions as GEMMs through im2col / col2im) are lower_window.c's;
@@ -50,6 +54,7 @@ typedef struct Bind {
 
 static int lower_graph(KProgram *p, const Graph *g, const char *task, const Bind *in,
                        const Bind *out, int loop, char *err, size_t errlen);
+static KxId expand(Lower *L, NodeId n, KxId e);
 
 // ---------------------------------------------------------------- the scalar DSL
 
@@ -177,13 +182,13 @@ dsl_clamp(KProgram *p, KxId x, KxId lo, KxId hi)
 typedef KxId (*EwFn)(KProgram *p, DType dt, KxId x, KxId y, const double *A);
 
 // clang-format off
-#define UNARY(n, fl, f, d0) \
+#define UNARY(n, fl, cost, f, d0) \
 	static KxId ew_##n(KProgram *p, DType dt, KxId x, KxId y, const double *A) { (void)dt; (void)y; (void)A; return f; }
-#define UNARYA(n, fl, at, f, d0) \
+#define UNARYA(n, fl, cost, at, f, d0) \
 	static KxId ew_##n(KProgram *p, DType dt, KxId x, KxId y, const double *A) { (void)dt; (void)y; (void)A; return f; }
-#define BINARY(n, fl, f, d0, d1) \
+#define BINARY(n, fl, cost, f, d0, d1) \
 	static KxId ew_##n(KProgram *p, DType dt, KxId x, KxId y, const double *A) { (void)dt; (void)A; return f; }
-#define CMP(n, fl, f) \
+#define CMP(n, fl, cost, f) \
 	static KxId ew_##n(KProgram *p, DType dt, KxId x, KxId y, const double *A) { (void)dt; (void)A; return f; }
 #include "ops.def" // UNARY UNARYA BINARY CMP: one ew_<name> per row, from its formula f
 
@@ -260,230 +265,374 @@ kaiming_scale(const Shape *s, int fan_out, double neg)
 	return sqrt(2 / (1 + neg * neg)) / sqrt(fan);
 }
 
-// Node n's own formula at flat index e (n is not loaded from a buffer).
+// ---------------------------------------------------------------- the rules of MAP and FREE ops
+//
+// lower_<op>(L, n, e) is node n's own formula at flat index e (n is not
+// loaded from a buffer), its operands read through lower_at.  The table
+// lower_rule (below) has one per row of ops.def: elementwise rows share
+// lower_elemwise, their formula f; a family shares one function.
+
 static KxId
-expand(Lower *L, NodeId n, KxId e)
+lower_elemwise(Lower *L, NodeId n, KxId e)
 {
 	const Graph *g = L->g;
 	KProgram *p = L->p;
 	const Node *nd = &g->node[n];
+	Attrs a;
+	ir_attrs_get(g, n, &a);
+	const OpInfo *oi = ir_op(nd->op);
+	double A[IR_MAXATTR] = {0};
+	for (int i = 0; i < oi->nattr; i++)
+		A[i] = oi->attr[i].kind == AK_FLOAT ? a.a[i].f : (double)a.a[i].i;
+	KxId x = lower_at(L, ir_in1(g, n, 0), e);
+	KxId y = nd->nin > 1 ? lower_at(L, ir_in1(g, n, 1), e) : 0;
+	return ew_fn[nd->op](p, (DType)p->x[x].dtype, x, y, A);
+}
+
+static KxId
+lower_full(Lower *L, NodeId n, KxId e)
+{
+	Attrs a;
+	ir_attrs_get(L->g, n, &a);
+	(void)e;
+	return kx_const(L->p, cvt(ndtype(L, n), a.a[aidx(L, n, "value")].f), ctype(L, n));
+}
+
+static KxId
+lower_iota(Lower *L, NodeId n, KxId e)
+{
+	KProgram *p = L->p;
+	const Shape *s = ir_shape(L->g, n);
+	Attrs a;
+	ir_attrs_get(L->g, n, &a);
+	return kx_cast(p, coord(p, e, s, (int)a.a[aidx(L, n, "axis")].i), ndtype(L, n));
+}
+
+static KxId
+lower_cast(Lower *L, NodeId n, KxId e)
+{
+	return kx_cast(L->p, lower_at(L, ir_in1(L->g, n, 0), e), ndtype(L, n));
+}
+
+static KxId
+lower_not(Lower *L, NodeId n, KxId e)
+{
+	return kx_un(L->p, KX_NOT, lower_at(L, ir_in1(L->g, n, 0), e));
+}
+
+static KxId
+lower_where(Lower *L, NodeId n, KxId e)
+{
+	const Graph *g = L->g;
+	return kx_select(L->p, lower_at(L, ir_in1(g, n, 0), e), lower_at(L, ir_in1(g, n, 1), e),
+	                 lower_at(L, ir_in1(g, n, 2), e));
+}
+
+// reshape keeps the flat order; the placements are identities on values.
+static KxId
+lower_reshape(Lower *L, NodeId n, KxId e)
+{
+	return lower_at(L, ir_in1(L->g, n, 0), e);
+}
+#define lower_to_host lower_reshape
+#define lower_to_device lower_reshape
+
+static KxId
+lower_broadcast(Lower *L, NodeId n, KxId e)
+{
+	const Graph *g = L->g;
+	KProgram *p = L->p;
+	const Shape *s = ir_shape(g, n);
+	NodeId x = ir_in1(g, n, 0);
+	const Shape *xs = ir_shape(g, x);
+	int64_t xst[IR_MAXDIM];
+	strides(xs, xst);
+	KxId ix = kx_iconst(p, 0);
+	int lead = s->rank - xs->rank;
+	for (int d = lead; d < s->rank; d++)
+		if (xs->dim[d - lead] != 1)
+			ix = kx_iadd(p, ix, kx_imul(p, coord(p, e, s, d), xst[d - lead]));
+	return lower_at(L, x, ix);
+}
+
+static KxId
+lower_permute(Lower *L, NodeId n, KxId e)
+{
+	const Graph *g = L->g;
+	KProgram *p = L->p;
 	const Shape *s = ir_shape(g, n);
 	Attrs a;
 	ir_attrs_get(g, n, &a);
-	L->nexpand++;
-	if (ir_op(nd->op)->flags & F_ELEMWISE) {
-		const OpInfo *oi = ir_op(nd->op);
-		double A[IR_MAXATTR] = {0};
-		for (int i = 0; i < oi->nattr; i++)
-			A[i] = oi->attr[i].kind == AK_FLOAT ? a.a[i].f : (double)a.a[i].i;
-		KxId x = lower_at(L, ir_in1(g, n, 0), e);
-		KxId y = nd->nin > 1 ? lower_at(L, ir_in1(g, n, 1), e) : 0;
-		return ew_fn[nd->op](p, (DType)p->x[x].dtype, x, y, A);
+	NodeId x = ir_in1(g, n, 0);
+	const Shape *xs = ir_shape(g, x);
+	int64_t xst[IR_MAXDIM];
+	strides(xs, xst);
+	KxId ix = kx_iconst(p, 0);
+	const AttrVal *pm = &a.a[aidx(L, n, "perm")];
+	for (int k = 0; k < pm->n; k++)
+		ix = kx_iadd(p, ix, kx_imul(p, coord(p, e, s, k), xst[pm->v[k]]));
+	return lower_at(L, x, ix);
+}
+
+static KxId
+lower_slice(Lower *L, NodeId n, KxId e)
+{
+	const Graph *g = L->g;
+	KProgram *p = L->p;
+	const Shape *s = ir_shape(g, n);
+	Attrs a;
+	ir_attrs_get(g, n, &a);
+	NodeId x = ir_in1(g, n, 0);
+	const Shape *xs = ir_shape(g, x);
+	int64_t xst[IR_MAXDIM];
+	strides(xs, xst);
+	KxId ix = kx_iconst(p, 0);
+	const AttrVal *st = &a.a[aidx(L, n, "start")], *sp = &a.a[aidx(L, n, "step")];
+	for (int d = 0; d < s->rank; d++) {
+		KxId c = kx_iadd(p, kx_iconst(p, st->v[d]), kx_imul(p, coord(p, e, s, d), sp->v[d]));
+		ix = kx_iadd(p, ix, kx_imul(p, c, xst[d]));
 	}
-	switch (nd->op) {
-	case OP_full:
-		return kx_const(p, cvt(ndtype(L, n), a.a[aidx(L, n, "value")].f), ctype(L, n));
-	case OP_iota:
-		return kx_cast(p, coord(p, e, s, (int)a.a[aidx(L, n, "axis")].i), ndtype(L, n));
-	case OP_cast:
-		return kx_cast(p, lower_at(L, ir_in1(g, n, 0), e), ndtype(L, n));
-	case OP_not:
-		return kx_un(p, KX_NOT, lower_at(L, ir_in1(g, n, 0), e));
-	case OP_where:
-		return kx_select(p, lower_at(L, ir_in1(g, n, 0), e), lower_at(L, ir_in1(g, n, 1), e),
-		                 lower_at(L, ir_in1(g, n, 2), e));
-	case OP_reshape:
-	case OP_to_host:
-	case OP_to_device:
-		return lower_at(L, ir_in1(g, n, 0), e);
-	case OP_broadcast:
-	case OP_permute:
-	case OP_slice: {
-		NodeId x = ir_in1(g, n, 0);
+	return lower_at(L, x, ix);
+}
+
+static KxId
+lower_pad(Lower *L, NodeId n, KxId e)
+{
+	const Graph *g = L->g;
+	KProgram *p = L->p;
+	const Shape *s = ir_shape(g, n);
+	Attrs a;
+	ir_attrs_get(g, n, &a);
+	NodeId x = ir_in1(g, n, 0);
+	const Shape *xs = ir_shape(g, x);
+	const AttrVal *bf = &a.a[aidx(L, n, "before")];
+	KxId c[IR_MAXDIM], inside = kx_bconst(p, 1);
+	for (int d = 0; d < s->rank; d++) {
+		KxId cd = kx_iadd(p, coord(p, e, s, d), kx_iconst(p, -bf->v[d]));
+		KxId ok = kx_bin(p, KX_AND, kx_cmp(p, KC_GE, cd, kx_iconst(p, 0)),
+		                 kx_cmp(p, KC_LT, cd, kx_iconst(p, xs->dim[d])));
+		int64_t lo, hi;
+		if (!(kx_range(p, cd, &lo, &hi) && lo >= 0 && hi < xs->dim[d]))
+			inside = p->x[inside].op == KX_CONST ? ok : kx_bin(p, KX_AND, inside, ok);
+		c[d] = xs->dim[d] > 0 ? kx_iclamp(p, cd, 0, xs->dim[d] - 1) : kx_iconst(p, 0);
+	}
+	KxId fill = kx_const(p, cvt(ndtype(L, n), a.a[aidx(L, n, "value")].f), ctype(L, n));
+	if (ir_numel(xs) == 0)
+		return fill;
+	return kx_select(p, inside, lower_at(L, x, flat(p, c, xs)), fill);
+}
+
+static KxId
+lower_concat(Lower *L, NodeId n, KxId e)
+{
+	const Graph *g = L->g;
+	KProgram *p = L->p;
+	const Shape *s = ir_shape(g, n);
+	Attrs a;
+	ir_attrs_get(g, n, &a);
+	int ax = (int)a.a[aidx(L, n, "axis")].i;
+	KxId cax = coord(p, e, s, ax), v = 0;
+	int64_t off = s->dim[ax];
+	for (int k = g->node[n].nin - 1; k >= 0; k--) {
+		NodeId x = ir_in1(g, n, k);
 		const Shape *xs = ir_shape(g, x);
-		int64_t xst[IR_MAXDIM];
-		strides(xs, xst);
-		KxId ix = kx_iconst(p, 0);
-		if (nd->op == OP_broadcast) {
-			int lead = s->rank - xs->rank;
-			for (int d = lead; d < s->rank; d++)
-				if (xs->dim[d - lead] != 1)
-					ix = kx_iadd(p, ix, kx_imul(p, coord(p, e, s, d), xst[d - lead]));
-		} else if (nd->op == OP_permute) {
-			const AttrVal *pm = &a.a[aidx(L, n, "perm")];
-			for (int k = 0; k < pm->n; k++)
-				ix = kx_iadd(p, ix, kx_imul(p, coord(p, e, s, k), xst[pm->v[k]]));
-		} else {
-			const AttrVal *st = &a.a[aidx(L, n, "start")], *sp = &a.a[aidx(L, n, "step")];
-			for (int d = 0; d < s->rank; d++) {
-				KxId c = kx_iadd(p, kx_iconst(p, st->v[d]), kx_imul(p, coord(p, e, s, d), sp->v[d]));
-				ix = kx_iadd(p, ix, kx_imul(p, c, xst[d]));
-			}
-		}
-		return lower_at(L, x, ix);
-	}
-	case OP_pad: {
-		NodeId x = ir_in1(g, n, 0);
-		const Shape *xs = ir_shape(g, x);
-		const AttrVal *bf = &a.a[aidx(L, n, "before")];
-		KxId c[IR_MAXDIM], inside = kx_bconst(p, 1);
-		for (int d = 0; d < s->rank; d++) {
-			KxId cd = kx_iadd(p, coord(p, e, s, d), kx_iconst(p, -bf->v[d]));
-			KxId ok = kx_bin(p, KX_AND, kx_cmp(p, KC_GE, cd, kx_iconst(p, 0)),
-			                 kx_cmp(p, KC_LT, cd, kx_iconst(p, xs->dim[d])));
-			int64_t lo, hi;
-			if (!(kx_range(p, cd, &lo, &hi) && lo >= 0 && hi < xs->dim[d]))
-				inside = p->x[inside].op == KX_CONST ? ok : kx_bin(p, KX_AND, inside, ok);
-			c[d] = xs->dim[d] > 0 ? kx_iclamp(p, cd, 0, xs->dim[d] - 1) : kx_iconst(p, 0);
-		}
-		KxId fill = kx_const(p, cvt(ndtype(L, n), a.a[aidx(L, n, "value")].f), ctype(L, n));
-		if (ir_numel(xs) == 0)
-			return fill;
-		return kx_select(p, inside, lower_at(L, x, flat(p, c, xs)), fill);
-	}
-	case OP_concat: {
-		int ax = (int)a.a[aidx(L, n, "axis")].i;
-		KxId cax = coord(p, e, s, ax), v = 0;
-		int64_t off = s->dim[ax];
-		for (int k = nd->nin - 1; k >= 0; k--) {
-			NodeId x = ir_in1(g, n, k);
-			const Shape *xs = ir_shape(g, x);
-			off -= xs->dim[ax];
-			if (xs->dim[ax] == 0)
-				continue;
-			KxId c[IR_MAXDIM];
-			for (int d = 0; d < s->rank; d++)
-				c[d] = d == ax ? kx_iclamp(p, kx_iadd(p, cax, kx_iconst(p, -off)), 0, xs->dim[ax] - 1)
-				               : coord(p, e, s, d);
-			// Pieces are visited last to first, so the test for piece k
-			// (cax before its end) wraps the tests of the later ones.
-			KxId xv = lower_at(L, x, flat(p, c, xs));
-			KxId end = kx_iconst(p, off + xs->dim[ax]);
-			v = v ? kx_select(p, kx_cmp(p, KC_LT, cax, end), xv, v) : xv;
-		}
-		return v ? v : kx_const(p, 0, ctype(L, n));
-	}
-	case OP_resize: {
-		NodeId x = ir_in1(g, n, 0);
-		int64_t xn = ir_numel(ir_shape(g, x));
-		KxId z = kx_const(p, 0, ctype(L, n));
-		if (xn == 0)
-			return z;
-		KxId v = lower_at(L, x, kx_imin(p, e, kx_iconst(p, xn - 1)));
-		return kx_select(p, kx_cmp(p, KC_LT, e, kx_iconst(p, xn)), v, z);
-	}
-	case OP_slice_update: {
-		NodeId x = ir_in1(g, n, 0), v = ir_in1(g, n, 1);
-		const Shape *vs = ir_shape(g, v);
-		const AttrVal *st = &a.a[aidx(L, n, "start")], *sp = &a.a[aidx(L, n, "step")];
-		KxId xv = lower_at(L, x, e);
-		if (ir_numel(vs) == 0)
-			return xv;
-		KxId in = kx_bconst(p, 1), c[IR_MAXDIM];
-		for (int d = 0; d < s->rank; d++) {
-			// j = (c - start) / step must be a whole number in [0, vdim).
-			KxId rel = kx_iadd(p, coord(p, e, s, d), kx_iconst(p, -st->v[d]));
-			KxId relc = kx_iclamp(p, rel, 0, sp->v[d] * (vs->dim[d] - 1));
-			KxId ok = kx_bin(p, KX_AND, kx_cmp(p, KC_EQ, rel, relc),
-			                 kx_cmp(p, KC_EQ, kx_imod(p, relc, sp->v[d]), kx_iconst(p, 0)));
-			in = p->x[in].op == KX_CONST ? ok : kx_bin(p, KX_AND, in, ok);
-			c[d] = kx_idiv(p, relc, sp->v[d]);
-		}
-		return kx_select(p, in, lower_at(L, v, flat(p, c, vs)), xv);
-	}
-	case OP_take: {
-		// result[o, j, i] = x[o, idx[j], i], x viewed as (outer, dim, inner).
-		NodeId x = ir_in1(g, n, 0), ix = ir_in1(g, n, 1);
-		const Shape *xs = ir_shape(g, x);
-		int ax = (int)a.a[aidx(L, n, "axis")].i;
-		int64_t inner = 1, nidx = ir_numel(ir_shape(g, ix)), dim = xs->dim[ax];
-		for (int d = ax + 1; d < xs->rank; d++)
-			inner *= xs->dim[d];
-		if (ir_numel(s) == 0 || dim == 0)
-			return kx_const(p, 0, ctype(L, n));
-		KxId o = kx_idiv(p, e, inner * nidx), j = kx_imod(p, kx_idiv(p, e, inner), nidx);
-		KxId i = kx_imod(p, e, inner);
-		KxId k = kx_iclamp(p, lower_at(L, ix, j), 0, dim - 1);
-		KxId xi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, o, dim), k), inner), i);
-		return lower_at(L, x, xi);
-	}
-	case OP_take_along: {
-		NodeId x = ir_in1(g, n, 0), ix = ir_in1(g, n, 1);
-		const Shape *xs = ir_shape(g, x);
-		int ax = (int)a.a[aidx(L, n, "axis")].i;
-		if (ir_numel(s) == 0 || xs->dim[ax] == 0)
-			return kx_const(p, 0, ctype(L, n));
+		off -= xs->dim[ax];
+		if (xs->dim[ax] == 0)
+			continue;
 		KxId c[IR_MAXDIM];
 		for (int d = 0; d < s->rank; d++)
-			c[d] = d == ax ? kx_iclamp(p, lower_at(L, ix, e), 0, xs->dim[ax] - 1) : coord(p, e, s, d);
-		return lower_at(L, x, flat(p, c, xs));
+			c[d] = d == ax ? kx_iclamp(p, kx_iadd(p, cax, kx_iconst(p, -off)), 0, xs->dim[ax] - 1)
+			               : coord(p, e, s, d);
+		// Pieces are visited last to first, so the test for piece k
+		// (cax before its end) wraps the tests of the later ones.
+		KxId xv = lower_at(L, x, flat(p, c, xs));
+		KxId end = kx_iconst(p, off + xs->dim[ax]);
+		v = v ? kx_select(p, kx_cmp(p, KC_LT, cax, end), xv, v) : xv;
 	}
-	case OP_one_hot: {
-		int64_t cls = a.a[aidx(L, n, "n")].i;
-		if (cls == 0)
-			return kx_const(p, 0, ctype(L, n));
-		KxId v = lower_at(L, ir_in1(g, n, 0), kx_idiv(p, e, cls));
-		KxId hit = kx_cmp(p, KC_EQ, v, kx_imod(p, e, cls));
-		return kx_select(p, hit, kx_const(p, 1, ctype(L, n)), kx_const(p, 0, ctype(L, n)));
+	return v ? v : kx_const(p, 0, ctype(L, n));
+}
+
+static KxId
+lower_resize(Lower *L, NodeId n, KxId e)
+{
+	const Graph *g = L->g;
+	KProgram *p = L->p;
+	NodeId x = ir_in1(g, n, 0);
+	int64_t xn = ir_numel(ir_shape(g, x));
+	KxId z = kx_const(p, 0, ctype(L, n));
+	if (xn == 0)
+		return z;
+	KxId v = lower_at(L, x, kx_imin(p, e, kx_iconst(p, xn - 1)));
+	return kx_select(p, kx_cmp(p, KC_LT, e, kx_iconst(p, xn)), v, z);
+}
+
+static KxId
+lower_slice_update(Lower *L, NodeId n, KxId e)
+{
+	const Graph *g = L->g;
+	KProgram *p = L->p;
+	const Shape *s = ir_shape(g, n);
+	Attrs a;
+	ir_attrs_get(g, n, &a);
+	NodeId x = ir_in1(g, n, 0), v = ir_in1(g, n, 1);
+	const Shape *vs = ir_shape(g, v);
+	const AttrVal *st = &a.a[aidx(L, n, "start")], *sp = &a.a[aidx(L, n, "step")];
+	KxId xv = lower_at(L, x, e);
+	if (ir_numel(vs) == 0)
+		return xv;
+	KxId in = kx_bconst(p, 1), c[IR_MAXDIM];
+	for (int d = 0; d < s->rank; d++) {
+		// j = (c - start) / step must be a whole number in [0, vdim).
+		KxId rel = kx_iadd(p, coord(p, e, s, d), kx_iconst(p, -st->v[d]));
+		KxId relc = kx_iclamp(p, rel, 0, sp->v[d] * (vs->dim[d] - 1));
+		KxId ok = kx_bin(p, KX_AND, kx_cmp(p, KC_EQ, rel, relc),
+		                 kx_cmp(p, KC_EQ, kx_imod(p, relc, sp->v[d]), kx_iconst(p, 0)));
+		in = p->x[in].op == KX_CONST ? ok : kx_bin(p, KX_AND, in, ok);
+		c[d] = kx_idiv(p, relc, sp->v[d]);
 	}
-	case OP_uniform:
-	case OP_normal:
-	case OP_gamma:
-	case OP_exponential:
-	case OP_bernoulli:
-	case OP_kaiming_normal:
-	case OP_kaiming_uniform: {
-		int64_t seed = a.a[aidx(L, n, "seed")].i;
-		KxId r, v;
-		switch (nd->op) {
-		case OP_uniform: { // lo + (hi - lo) u
-			KxId lo = at64(L, n, 0, e), hi = at64(L, n, 1, e);
-			r = kx_rand(p, KRAND_UNIFORM, seed, e, 0);
-			v = kx_bin(p, KX_ADD, lo, kx_bin(p, KX_MUL, kx_bin(p, KX_SUB, hi, lo), r));
-			break;
-		}
-		case OP_normal: // mean + std z
-			r = kx_rand(p, KRAND_NORMAL, seed, e, 0);
-			v = kx_bin(p, KX_ADD, at64(L, n, 0, e), kx_bin(p, KX_MUL, at64(L, n, 1, e), r));
-			break;
-		case OP_gamma: // Gamma(conc, 1) / rate
-			r = kx_rand(p, KRAND_GAMMA, seed, e, at64(L, n, 0, e));
-			v = kx_bin(p, KX_DIV, r, at64(L, n, 1, e));
-			break;
-		case OP_exponential: { // -log1p(-u) / rate
-			r = kx_rand(p, KRAND_UNIFORM, seed, e, 0);
-			KxId l = kx_un(p, KX_LOG1P, kx_un(p, KX_NEG, r));
-			v = kx_bin(p, KX_DIV, kx_un(p, KX_NEG, l), at64(L, n, 0, e));
-			break;
-		}
-		case OP_bernoulli:
-			r = kx_rand(p, KRAND_UNIFORM, seed, e, 0);
-			v = kx_select(p, kx_cmp(p, KC_LT, r, at64(L, n, 0, e)), kx_const(p, 1, DT_F64),
-			              kx_const(p, 0, DT_F64));
-			break;
-		default: {
-			int fan_out = (int)a.a[aidx(L, n, "mode")].i != 0;
-			double sc = kaiming_scale(s, fan_out, a.a[aidx(L, n, "a")].f);
-			if (nd->op == OP_kaiming_normal) {
-				r = kx_rand(p, KRAND_NORMAL, seed, e, 0);
-				v = kx_bin(p, KX_MUL, kx_const(p, sc, DT_F64), r);
-			} else {
-				double b = sqrt(3.0) * sc;
-				r = kx_rand(p, KRAND_UNIFORM, seed, e, 0);
-				v = kx_bin(p, KX_ADD, kx_const(p, -b, DT_F64),
-				           kx_bin(p, KX_MUL, kx_const(p, 2 * b, DT_F64), r));
-			}
-		}
-		}
-		// The interpreter rounds kaiming draws to the dtype (a factory) but
-		// keeps the other samplers' values as computed (in f64).
-		int factory = nd->op == OP_kaiming_normal || nd->op == OP_kaiming_uniform;
-		return kx_cast(p, v, factory ? ndtype(L, n) : ctype(L, n));
-	}
-	default:
-		FADC_ASSERT(0, "lower: an op that fill_fusion accepted has no lowering");
-		return 0;
-	}
+	return kx_select(p, in, lower_at(L, v, flat(p, c, vs)), xv);
+}
+
+// take: result[o, j, i] = x[o, idx[j], i], x viewed as (outer, dim, inner).
+static KxId
+lower_take(Lower *L, NodeId n, KxId e)
+{
+	const Graph *g = L->g;
+	KProgram *p = L->p;
+	const Shape *s = ir_shape(g, n);
+	Attrs a;
+	ir_attrs_get(g, n, &a);
+	NodeId x = ir_in1(g, n, 0), ix = ir_in1(g, n, 1);
+	const Shape *xs = ir_shape(g, x);
+	int ax = (int)a.a[aidx(L, n, "axis")].i;
+	int64_t inner = 1, nidx = ir_numel(ir_shape(g, ix)), dim = xs->dim[ax];
+	for (int d = ax + 1; d < xs->rank; d++)
+		inner *= xs->dim[d];
+	if (ir_numel(s) == 0 || dim == 0)
+		return kx_const(p, 0, ctype(L, n));
+	KxId o = kx_idiv(p, e, inner * nidx), j = kx_imod(p, kx_idiv(p, e, inner), nidx);
+	KxId i = kx_imod(p, e, inner);
+	KxId k = kx_iclamp(p, lower_at(L, ix, j), 0, dim - 1);
+	KxId xi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, o, dim), k), inner), i);
+	return lower_at(L, x, xi);
+}
+
+static KxId
+lower_take_along(Lower *L, NodeId n, KxId e)
+{
+	const Graph *g = L->g;
+	KProgram *p = L->p;
+	const Shape *s = ir_shape(g, n);
+	Attrs a;
+	ir_attrs_get(g, n, &a);
+	NodeId x = ir_in1(g, n, 0), ix = ir_in1(g, n, 1);
+	const Shape *xs = ir_shape(g, x);
+	int ax = (int)a.a[aidx(L, n, "axis")].i;
+	if (ir_numel(s) == 0 || xs->dim[ax] == 0)
+		return kx_const(p, 0, ctype(L, n));
+	KxId c[IR_MAXDIM];
+	for (int d = 0; d < s->rank; d++)
+		c[d] = d == ax ? kx_iclamp(p, lower_at(L, ix, e), 0, xs->dim[ax] - 1) : coord(p, e, s, d);
+	return lower_at(L, x, flat(p, c, xs));
+}
+
+static KxId
+lower_one_hot(Lower *L, NodeId n, KxId e)
+{
+	KProgram *p = L->p;
+	Attrs a;
+	ir_attrs_get(L->g, n, &a);
+	int64_t cls = a.a[aidx(L, n, "n")].i;
+	if (cls == 0)
+		return kx_const(p, 0, ctype(L, n));
+	KxId v = lower_at(L, ir_in1(L->g, n, 0), kx_idiv(p, e, cls));
+	KxId hit = kx_cmp(p, KC_EQ, v, kx_imod(p, e, cls));
+	return kx_select(p, hit, kx_const(p, 1, ctype(L, n)), kx_const(p, 0, ctype(L, n)));
+}
+
+// The samplers (F_RANDOM): element e draws from Philox at counter e
+// (kx_rand), in f64 arithmetic as in the interpreter, which keeps these
+// values as computed (the compute dtype) but rounds the kaiming
+// initialisers' draws to their dtype (they are factories).
+static KxId
+lower_uniform(Lower *L, NodeId n, KxId e) // lo + (hi - lo) u
+{
+	KProgram *p = L->p;
+	KxId lo = at64(L, n, 0, e), hi = at64(L, n, 1, e);
+	KxId r = kx_rand(p, KRAND_UNIFORM, ir_attr_int(L->g, n, "seed"), e, 0);
+	KxId v = kx_bin(p, KX_ADD, lo, kx_bin(p, KX_MUL, kx_bin(p, KX_SUB, hi, lo), r));
+	return kx_cast(p, v, ctype(L, n));
+}
+
+static KxId
+lower_normal(Lower *L, NodeId n, KxId e) // mean + std z
+{
+	KProgram *p = L->p;
+	KxId r = kx_rand(p, KRAND_NORMAL, ir_attr_int(L->g, n, "seed"), e, 0);
+	KxId v = kx_bin(p, KX_ADD, at64(L, n, 0, e), kx_bin(p, KX_MUL, at64(L, n, 1, e), r));
+	return kx_cast(p, v, ctype(L, n));
+}
+
+static KxId
+lower_gamma(Lower *L, NodeId n, KxId e) // Gamma(conc, 1) / rate
+{
+	KProgram *p = L->p;
+	KxId r = kx_rand(p, KRAND_GAMMA, ir_attr_int(L->g, n, "seed"), e, at64(L, n, 0, e));
+	KxId v = kx_bin(p, KX_DIV, r, at64(L, n, 1, e));
+	return kx_cast(p, v, ctype(L, n));
+}
+
+static KxId
+lower_exponential(Lower *L, NodeId n, KxId e) // -log1p(-u) / rate
+{
+	KProgram *p = L->p;
+	KxId r = kx_rand(p, KRAND_UNIFORM, ir_attr_int(L->g, n, "seed"), e, 0);
+	KxId l = kx_un(p, KX_LOG1P, kx_un(p, KX_NEG, r));
+	KxId v = kx_bin(p, KX_DIV, kx_un(p, KX_NEG, l), at64(L, n, 0, e));
+	return kx_cast(p, v, ctype(L, n));
+}
+
+static KxId
+lower_bernoulli(Lower *L, NodeId n, KxId e)
+{
+	KProgram *p = L->p;
+	KxId r = kx_rand(p, KRAND_UNIFORM, ir_attr_int(L->g, n, "seed"), e, 0);
+	KxId v = kx_select(p, kx_cmp(p, KC_LT, r, at64(L, n, 0, e)), kx_const(p, 1, DT_F64),
+	                   kx_const(p, 0, DT_F64));
+	return kx_cast(p, v, ctype(L, n));
+}
+
+// kaiming_normal: sc z; kaiming_uniform: uniform on [-b, b], b = sqrt(3) sc.
+static KxId
+lower_kaiming_normal(Lower *L, NodeId n, KxId e)
+{
+	KProgram *p = L->p;
+	const Shape *s = ir_shape(L->g, n);
+	Attrs a;
+	ir_attrs_get(L->g, n, &a);
+	int64_t seed = a.a[aidx(L, n, "seed")].i;
+	int fan_out = (int)a.a[aidx(L, n, "mode")].i != 0;
+	double sc = kaiming_scale(s, fan_out, a.a[aidx(L, n, "a")].f);
+	KxId r = kx_rand(p, KRAND_NORMAL, seed, e, 0);
+	KxId v = kx_bin(p, KX_MUL, kx_const(p, sc, DT_F64), r);
+	return kx_cast(p, v, ndtype(L, n));
+}
+
+static KxId
+lower_kaiming_uniform(Lower *L, NodeId n, KxId e)
+{
+	KProgram *p = L->p;
+	const Shape *s = ir_shape(L->g, n);
+	Attrs a;
+	ir_attrs_get(L->g, n, &a);
+	int64_t seed = a.a[aidx(L, n, "seed")].i;
+	int fan_out = (int)a.a[aidx(L, n, "mode")].i != 0;
+	double sc = kaiming_scale(s, fan_out, a.a[aidx(L, n, "a")].f);
+	double b = sqrt(3.0) * sc;
+	KxId r = kx_rand(p, KRAND_UNIFORM, seed, e, 0);
+	KxId v = kx_bin(p, KX_ADD, kx_const(p, -b, DT_F64),
+	                kx_bin(p, KX_MUL, kx_const(p, 2 * b, DT_F64), r));
+	return kx_cast(p, v, ndtype(L, n));
 }
 
 // ---------------------------------------------------------------- memo
@@ -645,47 +794,85 @@ reduce_loops(Lower *L, KKernel *k, NodeId n, KxId *xi, KxId *oi)
 	return count;
 }
 
-// sum, mean, max, min: one kernel.  logsumexp: two, the maximum m first,
-// then m + log(sum exp(x - m)) (no term overflows; m = +-inf gives m, as
-// the interpreter).
-static void
-kernel_reduce(Lower *L, uint32_t out, NodeId n)
+// The reductions, one rule each (a new reduction row needs its own):
+// reduce_begin opens the kernel folding x over the reduced axes with red,
+// whose post is the accumulator; the rule rewrites body and post, and
+// reduce_end stores post in the result's dtype.
+static KKernel *
+reduce_begin(Lower *L, uint32_t out, NodeId n, const char *what, KRed red, KxId *oi,
+             int64_t *count)
 {
-	const Graph *g = L->g;
 	KProgram *p = L->p;
-	int op = g->node[n].op;
-	NodeId x = ir_in1(g, n, 0);
-	KxId xi, oi;
-	uint32_t mbuf = 0;
-	if (op == OP_logsumexp) {
-		DType dt = kir_compute_dtype(p, ndtype(L, n));
-		mbuf = kir_buf_add(p, KB_TMP, 0, dt, ir_shape(g, n), n);
-		KKernel *k = lower_kernel_begin(L, mbuf, n, "logsumexp.max");
-		reduce_loops(L, k, n, &xi, &oi);
-		k->index = oi;
-		k->body = lower_at(L, x, xi);
-		k->red = KR_MAX;
-		k->post = kx_acc(p, (DType)p->x[k->body].dtype);
-		k->nfused = L->nexpand;
-	}
-	KKernel *k = lower_kernel_begin(L, out, n, ir_op(op)->name);
-	int64_t count = reduce_loops(L, k, n, &xi, &oi);
-	k->index = oi;
-	k->body = lower_at(L, x, xi);
-	DType dt = (DType)p->x[k->body].dtype;
-	KxId acc = kx_acc(p, dt);
-	k->red = op == OP_max ? KR_MAX : op == OP_min ? KR_MIN : KR_SUM;
-	k->post = acc;
-	if (op == OP_mean)
-		k->post = kx_bin(p, KX_DIV, acc, kx_const(p, (double)count, dt));
-	if (op == OP_logsumexp) {
-		KxId mx = kx_load(p, mbuf, oi);
-		k->body = kx_un(p, KX_EXP, kx_bin(p, KX_SUB, k->body, mx));
-		KxId inf = kx_cmp(p, KC_EQ, kx_un(p, KX_ABS, mx), kx_const(p, HUGE_VAL, dt));
-		k->post = kx_select(p, inf, mx, kx_bin(p, KX_ADD, mx, kx_un(p, KX_LOG, acc)));
-	}
-	k->post = kx_cast(p, k->post, p->buf[out].dtype);
+	KxId xi;
+	KKernel *k = lower_kernel_begin(L, out, n, what);
+	int64_t c = reduce_loops(L, k, n, &xi, oi);
+	if (count)
+		*count = c;
+	k->index = *oi;
+	k->body = lower_at(L, ir_in1(L->g, n, 0), xi);
+	k->red = red;
+	k->post = kx_acc(p, (DType)p->x[k->body].dtype);
+	return k;
+}
+
+static void
+reduce_end(Lower *L, KKernel *k, uint32_t out)
+{
+	k->post = kx_cast(L->p, k->post, L->p->buf[out].dtype);
 	k->nfused = L->nexpand;
+}
+
+static void
+lower_sum(Lower *L, uint32_t out, NodeId n)
+{
+	KxId oi;
+	reduce_end(L, reduce_begin(L, out, n, "sum", KR_SUM, &oi, NULL), out);
+}
+
+static void
+lower_mean(Lower *L, uint32_t out, NodeId n)
+{
+	KxId oi;
+	int64_t count;
+	KKernel *k = reduce_begin(L, out, n, "mean", KR_SUM, &oi, &count);
+	KxId acc = k->post;
+	k->post = kx_bin(L->p, KX_DIV, acc, kx_const(L->p, (double)count, (DType)L->p->x[acc].dtype));
+	reduce_end(L, k, out);
+}
+
+static void
+lower_max(Lower *L, uint32_t out, NodeId n)
+{
+	KxId oi;
+	reduce_end(L, reduce_begin(L, out, n, "max", KR_MAX, &oi, NULL), out);
+}
+
+static void
+lower_min(Lower *L, uint32_t out, NodeId n)
+{
+	KxId oi;
+	reduce_end(L, reduce_begin(L, out, n, "min", KR_MIN, &oi, NULL), out);
+}
+
+// logsumexp: two kernels, the maximum m first, then m + log(sum exp(x -
+// m)) (no term overflows; m = +-inf gives m, as the interpreter).
+static void
+lower_logsumexp(Lower *L, uint32_t out, NodeId n)
+{
+	KProgram *p = L->p;
+	KxId oi;
+	DType mdt = kir_compute_dtype(p, ndtype(L, n));
+	uint32_t mbuf = kir_buf_add(p, KB_TMP, 0, mdt, ir_shape(L->g, n), n);
+	KKernel *k = reduce_begin(L, mbuf, n, "logsumexp.max", KR_MAX, &oi, NULL);
+	k->nfused = L->nexpand;
+	k = reduce_begin(L, out, n, "logsumexp", KR_SUM, &oi, NULL);
+	KxId acc = k->post;
+	DType dt = (DType)p->x[acc].dtype;
+	KxId mx = kx_load(p, mbuf, oi);
+	k->body = kx_un(p, KX_EXP, kx_bin(p, KX_SUB, k->body, mx));
+	KxId inf = kx_cmp(p, KC_EQ, kx_un(p, KX_ABS, mx), kx_const(p, HUGE_VAL, dt));
+	k->post = kx_select(p, inf, mx, kx_bin(p, KX_ADD, mx, kx_un(p, KX_LOG, acc)));
+	reduce_end(L, k, out);
 }
 
 // take_add(x, idx, v) and take_along_add(x, idx, v), the transposes of
@@ -949,6 +1136,58 @@ kernel_host(Lower *L, uint32_t out, NodeId n)
 	k->hwork = wb;
 }
 
+// ---------------------------------------------------------------- the table
+
+// How an op becomes kernel IR, as its kind (ops.def) says: MAP and FREE
+// ops have an expression rule (`at`, the value at a flat index, inlined
+// into each kernel that reads the node, or kernel_map's kernel when the
+// node is a root); REDUCE, MATMUL, SCATTER and HOST ops a kernel rule
+// (their own kernels, writing buffer out).  INPUT and GET read buffers
+// they are given; a SCAN is kernel_scan's loop; NONE has no lowering
+// (fill_fusion reports it).  A row of those kinds without its lower_<op>
+// fails the build.
+typedef struct LowerRule {
+	KxId (*at)(Lower *L, NodeId n, KxId e);
+	void (*kernel)(Lower *L, uint32_t out, NodeId n);
+} LowerRule;
+
+// Families of kernel rules (the window ops' are lower_impl.h's).
+#define lower_matmul kernel_matmul
+#define lower_take_add kernel_scatter
+#define lower_take_along_add kernel_scatter
+#define lower_linear_sum_assignment kernel_host
+
+// clang-format off
+#define RULE_INPUT(n)   {0}
+#define RULE_GET(n)     {0}
+#define RULE_SCAN(n)    {0}
+#define RULE_NONE(n)    {0}
+#define RULE_FREE(n)    {.at = lower_##n}
+#define RULE_MAP(n)     {.at = lower_##n}
+#define RULE_REDUCE(n)  {.kernel = lower_##n}
+#define RULE_MATMUL(n)  {.kernel = lower_##n}
+#define RULE_SCATTER(n) {.kernel = lower_##n}
+#define RULE_HOST(n)    {.kernel = lower_##n}
+static const LowerRule lower_rule[OP_COUNT] = {
+#define UNARY(n, ...)  [OP_##n] = {.at = lower_elemwise},
+#define UNARYA(n, ...) [OP_##n] = {.at = lower_elemwise},
+#define BINARY(n, ...) [OP_##n] = {.at = lower_elemwise},
+#define CMP(n, ...)    [OP_##n] = {.at = lower_elemwise},
+#define OTHER(n, ar, sh, fl, kind, ...) [OP_##n] = RULE_##kind(n),
+#include "ops.def" // all row macros: a missing lower_<op> fails the build
+};
+// clang-format on
+
+// Node n's own formula at flat index e (n is not loaded from a buffer).
+static KxId
+expand(Lower *L, NodeId n, KxId e)
+{
+	const LowerRule *r = &lower_rule[L->g->node[n].op];
+	FADC_ASSERT(r->at != NULL, "lower: an op that fill_fusion accepted has no lowering");
+	L->nexpand++;
+	return r->at(L, n, e);
+}
+
 // Can a root of op `op` be computed straight into an output at an offset?
 // (kernel_map's kernels can; the others' loops assume offset 0, so they
 // write a temporary that is then copied.)
@@ -1026,25 +1265,11 @@ lower_graph(KProgram *p, const Graph *g, const char *task, const Bind *in, const
 			off = out[first_out[n] - 1].off;
 		} else
 			b = kir_buf_add(p, KB_TMP, 0, tmp_dtype(p, ndtype(&L, n)), ir_shape(g, n), n);
-		if (ir_op(g->node[n].op)->flags & F_WINDOW)
-			lower_kernel_window(&L, b, n);
+		const LowerRule *r = &lower_rule[g->node[n].op];
+		if (r->kernel)
+			r->kernel(&L, b, n);
 		else
-			switch (cg_op_kind(g->node[n].op)) {
-			case CK_REDUCE:
-				kernel_reduce(&L, b, n);
-				break;
-			case CK_MATMUL:
-				kernel_matmul(&L, b, n);
-				break;
-			case CK_SCATTER:
-				kernel_scatter(&L, b, n);
-				break;
-			case CK_HOST:
-				kernel_host(&L, b, n);
-				break;
-			default:
-				kernel_map(&L, b, off, n, 0);
-			}
+			kernel_map(&L, b, off, n, 0);
 		L.buf[n] = b;
 		L.off[n] = off;
 	}

@@ -6,8 +6,9 @@
 // lower.c owns the state (Lower) and the expression of a node at an index
 // (lower_at: a load, or the node's formula inlined); a window kernel opens
 // with lower_kernel_begin, reads its operands through lower_at and fills
-// the kernel's loops and body itself.  lower.c calls lower_kernel_window
-// for every window node that fusion made a kernel.
+// the kernel's loops and body itself.  lower.c's table of rules calls
+// lower_conv, lower_pool or lower_argmax for every window node (each one
+// a kernel of its own).
 #ifndef FADC_LOWER_IMPL_H
 #define FADC_LOWER_IMPL_H
 
@@ -61,8 +62,21 @@ KxId lower_domain(Lower *L, KKernel *k, const Shape *s);
 
 // ---------------------------------------------------------------- lower_window.c
 
-// The kernels of window op n (conv, pools, upsampling, argmax and their
-// adjoints), writing buffer out.
-void lower_kernel_window(Lower *L, uint32_t out, NodeId n);
+// The kernels of window op n, writing buffer out: the rules of lower.c's
+// table for the F_WINDOW rows, one function per family.
+void lower_conv(Lower *L, uint32_t out, NodeId n); // conv and its adjoints
+#define lower_conv_input_grad lower_conv
+#define lower_conv_weight_grad lower_conv
+void lower_pool(Lower *L, uint32_t out, NodeId n); // pools, upsampling and their adjoints
+#define lower_max_pool lower_pool
+#define lower_max_pool_grad lower_pool
+#define lower_max_pool_gather lower_pool
+#define lower_avg_pool lower_pool
+#define lower_avg_pool_grad lower_pool
+#define lower_adaptive_avg_pool lower_pool
+#define lower_adaptive_avg_pool_grad lower_pool
+#define lower_upsample_bilinear lower_pool
+#define lower_upsample_bilinear_grad lower_pool
+void lower_argmax(Lower *L, uint32_t out, NodeId n);
 
 #endif

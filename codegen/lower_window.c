@@ -1,5 +1,6 @@
 // codegen/lower_window.c -- the window ops as kernel IR, for cg_lower
-// (lower.c, which calls lower_kernel_window for each of their nodes):
+// (lower.c, whose table of rules names lower_conv, lower_pool and
+// lower_argmax for them):
 // conv, the pools, upsample_bilinear, argmax and their adjoints, as plain
 // loop nests in the kernel IR (ir/interp.c's rules, term by term): a
 // parallel loop over the result and a reduction over the window (conv: the
@@ -936,16 +937,28 @@ kernel_argmax(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 	}
 }
 
+// The rules of lower.c's table, one per family (lower_impl.h names the
+// members).
 void
-lower_kernel_window(Lower *L, uint32_t out, NodeId n)
+lower_conv(Lower *L, uint32_t out, NodeId n)
 {
 	Attrs a;
 	ir_attrs_get(L->g, n, &a);
-	int op = L->g->node[n].op;
-	if (op == OP_conv || op == OP_conv_input_grad || op == OP_conv_weight_grad)
-		kernel_conv(L, out, n, &a);
-	else if (op == OP_argmax)
-		kernel_argmax(L, out, n, &a);
-	else
-		kernel_pool(L, out, n, &a);
+	kernel_conv(L, out, n, &a);
+}
+
+void
+lower_pool(Lower *L, uint32_t out, NodeId n)
+{
+	Attrs a;
+	ir_attrs_get(L->g, n, &a);
+	kernel_pool(L, out, n, &a);
+}
+
+void
+lower_argmax(Lower *L, uint32_t out, NodeId n)
+{
+	Attrs a;
+	ir_attrs_get(L->g, n, &a);
+	kernel_argmax(L, out, n, &a);
 }

@@ -340,13 +340,13 @@ clamp(double x, double lo, double hi)
 typedef double (*EwFn)(double x, double y, const double *A);
 
 // clang-format off
-#define UNARY(n, fl, f, d0) \
+#define UNARY(n, fl, cost, f, d0) \
 	static double ew_##n(double x, double y, const double *A) { (void)y; (void)A; return f; }
-#define UNARYA(n, fl, at, f, d0) \
+#define UNARYA(n, fl, cost, at, f, d0) \
 	static double ew_##n(double x, double y, const double *A) { (void)y; (void)A; return f; }
-#define BINARY(n, fl, f, d0, d1) \
+#define BINARY(n, fl, cost, f, d0, d1) \
 	static double ew_##n(double x, double y, const double *A) { (void)A; return f; }
-#define CMP(n, fl, f) \
+#define CMP(n, fl, cost, f) \
 	static double ew_##n(double x, double y, const double *A) { (void)A; return f; }
 #include "ops.def" // UNARY UNARYA BINARY CMP: one ew_<name> per row
 

@@ -21,10 +21,10 @@ typedef struct Row {
 // clang-format off
 static const Row rows[OP_COUNT] = {
 #define UNARY(n, fl, ...)          [OP_##n] = {#n, 1, (fl) | F_ELEMWISE, "", shape_elemwise},
-#define UNARYA(n, fl, at, ...)     [OP_##n] = {#n, 1, (fl) | F_ELEMWISE, at, shape_elemwise},
+#define UNARYA(n, fl, cost, at, ...) [OP_##n] = {#n, 1, (fl) | F_ELEMWISE, at, shape_elemwise},
 #define BINARY(n, fl, ...)         [OP_##n] = {#n, 2, (fl) | F_ELEMWISE, "", shape_elemwise},
 #define CMP(n, fl, ...)            [OP_##n] = {#n, 2, (fl) | F_ELEMWISE, "", shape_compare},
-#define OTHER(n, ar, rule, fl, at) [OP_##n] = {#n, ar, fl, at, shape_##rule},
+#define OTHER(n, ar, rule, fl, kind, cost, at) [OP_##n] = {#n, ar, fl, at, shape_##rule},
 #include "ops.def" // all row macros
 };
 // clang-format on

@@ -53,17 +53,17 @@ fail(Jvp *v, NodeId self, const char *what)
 	(void)x0, (void)x1, (void)at, (void)r
 
 // clang-format off
-#define UNARY(n, fl, f, d0)                                                                        \
+#define UNARY(n, fl, cost, f, d0)                                                                  \
 	static NodeId jvp_##n(Jvp *v, NodeId self) { ELEM_PRE; return T(0) ? MUL(T(0), d0) : 0; }
-#define UNARYA(n, fl, at_, f, d0) UNARY(n, fl, f, d0)
-#define BINARY(n, fl, f, d0, d1)                                                                   \
+#define UNARYA(n, fl, cost, at_, f, d0) UNARY(n, fl, cost, f, d0)
+#define BINARY(n, fl, cost, f, d0, d1)                                                             \
 	static NodeId jvp_##n(Jvp *v, NodeId self) {                                               \
 		ELEM_PRE;                                                                          \
 		NodeId t = T(0) ? MUL(T(0), d0) : 0;                                               \
 		return T(1) ? ADD(t, MUL(T(1), d1)) : t;                                           \
 	}
 // A bool result has no tangent.
-#define CMP(n, fl, f) static NodeId jvp_##n(Jvp *v, NodeId self) { (void)v, (void)self; return 0; }
+#define CMP(n, fl, cost, f) static NodeId jvp_##n(Jvp *v, NodeId self) { (void)v, (void)self; return 0; }
 #include "ops.def" // UNARY UNARYA BINARY CMP: the elementwise rules
 // clang-format on
 

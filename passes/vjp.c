@@ -67,16 +67,16 @@ fail(Vjp *v, NodeId self, const char *what)
 	(void)x0, (void)x1, (void)at, (void)r
 
 // clang-format off
-#define UNARY(n, fl, f, d0)                                                                        \
+#define UNARY(n, fl, cost, f, d0)                                                                  \
 	static void vjp_##n(Vjp *v, NodeId self) { ELEM_PRE; if (DEP(0)) acc(v, IN(0), MUL(G, d0)); }
-#define UNARYA(n, fl, at_, f, d0) UNARY(n, fl, f, d0)
-#define BINARY(n, fl, f, d0, d1)                                                                   \
+#define UNARYA(n, fl, cost, at_, f, d0) UNARY(n, fl, cost, f, d0)
+#define BINARY(n, fl, cost, f, d0, d1)                                                             \
 	static void vjp_##n(Vjp *v, NodeId self) {                                                 \
 		ELEM_PRE;                                                                          \
 		if (DEP(0)) acc(v, IN(0), MUL(G, d0));                                             \
 		if (DEP(1)) acc(v, IN(1), MUL(G, d1));                                             \
 	}
-#define CMP(n, fl, f) static void vjp_##n(Vjp *v, NodeId self) { fail(v, self, "its result is bool"); }
+#define CMP(n, fl, cost, f) static void vjp_##n(Vjp *v, NodeId self) { fail(v, self, "its result is bool"); }
 #include "ops.def" // UNARY UNARYA BINARY CMP: the elementwise rules
 // clang-format on
 
