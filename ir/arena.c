@@ -144,8 +144,7 @@ arena_printf(Arena *a, const char *fmt, ...)
 int
 ir_verrf(char *err, size_t errlen, const char *fmt, va_list ap)
 {
-	if (errlen)
-		vsnprintf(err, errlen, fmt, ap);
+	sup_vmsg(err, errlen, fmt, ap); // support/msg.c: the one formatter
 	return 0;
 }
 

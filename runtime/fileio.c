@@ -20,6 +20,7 @@
 #endif
 #define _XOPEN_SOURCE 700 // realpath
 #include "fileio.h"
+#include "support.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,28 +41,7 @@
 void
 fio_vmsg(char *err, size_t errlen, const char *fmt, va_list ap)
 {
-	if (!err || !errlen)
-		return;
-	va_list ap2;
-	va_copy(ap2, ap);
-	int len = vsnprintf(err, errlen, fmt, ap);
-	static const char mid[] = " [...] ";
-	size_t nmid = sizeof mid - 1;
-	if (len >= 0 && (size_t)len >= errlen && errlen > nmid + 16) {
-		char *full = malloc((size_t)len + 1);
-		if (full) {
-			vsnprintf(full, (size_t)len + 1, fmt, ap2);
-			// A third of the room for the beginning (the path's start),
-			// the rest for the end (its end and the reason).
-			size_t room = errlen - 1 - nmid, head = room / 3, tail = room - head;
-			memcpy(err, full, head);
-			memcpy(err + head, mid, nmid);
-			memcpy(err + head + nmid, full + (size_t)len - tail, tail);
-			err[errlen - 1] = 0;
-			free(full);
-		}
-	}
-	va_end(ap2);
+	sup_vmsg(err, errlen, fmt, ap); // support/msg.c: the one formatter
 }
 
 void

@@ -14,8 +14,19 @@
 #ifndef FADC_SUPPORT_H
 #define FADC_SUPPORT_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+// ---------------------------------------------------------------- msg.c
+// The one formatter of messages into a caller's buffer: a message longer
+// than errlen keeps its beginning and its end (where the reason is) with
+// " [...] " between them.  In the tools' build only (fadc_support_host).
+void sup_vmsg(char *err, size_t errlen, const char *fmt, va_list ap);
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+void sup_msg(char *err, size_t errlen, const char *fmt, ...);
 
 // ---------------------------------------------------------------- random.c
 // Philox4x32-10 (Salmon et al., SC'11): a counter-based generator, so that

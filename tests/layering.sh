@@ -30,7 +30,7 @@ module_of() {
 allowed() {
 	case $1 in
 	support) deps="" ;;
-	fileio) deps="" ;;
+	fileio) deps="support" ;;
 	ir) deps="support" ;;
 	frontend) deps="ir support fileio" ;;
 	passes) deps="ir support" ;;
