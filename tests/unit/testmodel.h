@@ -119,25 +119,68 @@ tm_run(const Module *m, const Graph *g, const char *task, const Tensor *vals,
 	return out;
 }
 
-// Task `task` of m derived, verified and run (tm_run, run seed 0): its
-// outputs, and its graph in *gout (tm_free_out frees both).
+// Task `task` of m derived, verified and run (tm_run) under run seed rs:
+// its outputs, and its graph in *gout (tm_free_out frees both).  With why,
+// a task that needs a rule "not implemented yet" gives NULL and the message
+// in why (tm_derive); any other failure exits.
+static inline Tensor *
+tm_run_task_why(const Module *m, const char *task, const Tensor *vals, const char *const *xn,
+                const Tensor *xv, int nx, uint64_t rs, char *why, size_t whylen, Graph **gout)
+{
+	Graph *g = tm_derive(m->main, task, why, whylen);
+	*gout = g;
+	if (!g)
+		return NULL;
+	tm_verify(g, task);
+	return tm_run(m, g, task, vals, xn, xv, nx, rs);
+}
+
+// tm_run_task_why under run seed rs, every failure exiting.
+static inline Tensor *
+tm_run_task_seed(const Module *m, const char *task, const Tensor *vals, const char *const *xn,
+                 const Tensor *xv, int nx, uint64_t rs, Graph **gout)
+{
+	return tm_run_task_why(m, task, vals, xn, xv, nx, rs, NULL, 0, gout);
+}
+
+// tm_run_task_seed under run seed 0.
 static inline Tensor *
 tm_run_task(const Module *m, const char *task, const Tensor *vals, const char *const *xn,
             const Tensor *xv, int nx, Graph **gout)
 {
-	Graph *g = tm_derive(m->main, task, NULL, 0);
-	tm_verify(g, task);
-	*gout = g;
-	return tm_run(m, g, task, vals, xn, xv, nx, 0);
+	return tm_run_task_seed(m, task, vals, xn, xv, nx, 0, gout);
+}
+
+// The values of m's declarations (ir_module_init, run seed 0, nothing
+// bound), indexed like m->decl; tm_free_tensors(v, m->ndecl) frees them.
+static inline Tensor *
+tm_init(const Module *m)
+{
+	char err[512];
+	Tensor *v = calloc(m->ndecl + 1, sizeof *v);
+	if (!ir_module_init(m, NULL, NULL, v, 0, err, sizeof err)) {
+		fprintf(stderr, "init: %s\n", err);
+		exit(1);
+	}
+	return v;
+}
+
+// Frees the n tensors of t, and t (NULL: nothing).
+static inline void
+tm_free_tensors(Tensor *t, uint32_t n)
+{
+	if (!t)
+		return;
+	for (uint32_t i = 0; i < n; i++)
+		ir_tensor_free(&t[i]);
+	free(t);
 }
 
 // Frees the outputs out of task graph g, and g.
 static inline void
 tm_free_out(Graph *g, Tensor *out)
 {
-	for (uint32_t i = 0; i < g->nout; i++)
-		ir_tensor_free(&out[i]);
-	free(out);
+	tm_free_tensors(out, g->nout);
 	ir_graph_free(g);
 }
 
