@@ -5,8 +5,8 @@
 //
 // These are set-up, not checks: a failure prints why on stderr and exits 1
 // (the test cannot go on without the module or the task).  A test that
-// counts a failure as a failed check and goes on (testutil.h) binds its
-// own inputs around tm_interp.
+// counts a failed task as a failed check and goes on (testutil.h) uses
+// tm_check_derive and tm_check_run.
 #ifndef FADC_TESTMODEL_H
 #define FADC_TESTMODEL_H
 
@@ -18,6 +18,7 @@
 #include "frontend.h"
 #include "ir.h"
 #include "passes.h"
+#include "testutil.h"
 
 // Module text `text`, named `name` in its diagnostics (printed on stderr).
 static inline Module *
@@ -94,14 +95,13 @@ tm_interp(const Graph *g, const Tensor *in, uint64_t rs, const char *task)
 	return out;
 }
 
-// g (task `task` of module m) run under run seed rs, its inputs bound by
+// Binds the inputs in[0 .. g->ninput) of g, a task graph of module m, by
 // name: the declarations of m from vals (indexed like m->decl), then the
-// extras xn[k] from xv[k].  An input without a value exits.
-static inline Tensor *
-tm_run(const Module *m, const Graph *g, const char *task, const Tensor *vals,
-       const char *const *xn, const Tensor *xv, int nx, uint64_t rs)
+// extras xn[k] from xv[k].  NULL, or the name of an input without a value.
+static inline const char *
+tm_bind(const Module *m, const Graph *g, const Tensor *vals, const char *const *xn,
+        const Tensor *xv, int nx, Tensor *in)
 {
-	Tensor *in = calloc(g->ninput + 1, sizeof *in);
 	for (uint32_t i = 0; i < g->ninput; i++) {
 		int d = ir_module_find_decl(m, g->input[i].name), found = 0;
 		if (d >= 0)
@@ -109,10 +109,23 @@ tm_run(const Module *m, const Graph *g, const char *task, const Tensor *vals,
 		for (int k = 0; !found && k < nx; k++)
 			if (!strcmp(xn[k], g->input[i].name))
 				in[i] = xv[k], found = 1;
-		if (!found) {
-			fprintf(stderr, "task %s: no value for input %s\n", task, g->input[i].name);
-			exit(1);
-		}
+		if (!found)
+			return g->input[i].name;
+	}
+	return NULL;
+}
+
+// g (task `task` of module m) run under run seed rs, its inputs bound by
+// name (tm_bind).  An input without a value exits.
+static inline Tensor *
+tm_run(const Module *m, const Graph *g, const char *task, const Tensor *vals,
+       const char *const *xn, const Tensor *xv, int nx, uint64_t rs)
+{
+	Tensor *in = calloc(g->ninput + 1, sizeof *in);
+	const char *missing = tm_bind(m, g, vals, xn, xv, nx, in);
+	if (missing) {
+		fprintf(stderr, "task %s: no value for input %s\n", task, missing);
+		exit(1);
 	}
 	Tensor *out = tm_interp(g, in, rs, task);
 	free(in);
@@ -174,6 +187,58 @@ tm_free_tensors(Tensor *t, uint32_t n)
 	for (uint32_t i = 0; i < n; i++)
 		ir_tensor_free(&t[i]);
 	free(t);
+}
+
+// ---- the same steps as checks (testutil.h), for a test that goes on past
+// a task that fails: one check per task, tm_check_derive's, failed by a
+// failure at any step (said on stderr).
+
+// Task `task` of the forward graph f derived and verified, a check: NULL
+// where it cannot be derived; a graph that does not verify fails the check
+// but is given.
+static inline Graph *
+tm_check_derive(const Graph *f, const char *task)
+{
+	char err[512];
+	Loc el;
+	Graph *g = pass_task(f, task, NULL, &el, err, sizeof err);
+	tu_ncheck++;
+	if (!g) {
+		tu_nfail++;
+		fprintf(stderr, "task %s: %s\n", task, err);
+		return NULL;
+	}
+	if (!ir_verify(g, err, sizeof err)) {
+		tu_nfail++;
+		fprintf(stderr, "task %s: does not verify: %s\n", task, err);
+	}
+	return g;
+}
+
+// tm_run where an input without a value or an interpreter error fails the
+// task's check (no new one) and gives NULL.
+static inline Tensor *
+tm_check_run(const Module *m, const Graph *g, const char *task, const Tensor *vals,
+             const char *const *xn, const Tensor *xv, int nx, uint64_t rs)
+{
+	char err[512];
+	Tensor *in = calloc(g->ninput + 1, sizeof *in);
+	Tensor *out = NULL;
+	const char *missing = tm_bind(m, g, vals, xn, xv, nx, in);
+	if (missing) {
+		tu_nfail++;
+		fprintf(stderr, "task %s: no value for input %s\n", task, missing);
+	} else {
+		out = calloc(g->nout + 1, sizeof *out);
+		if (!ir_interp(g, in, out, rs, err, sizeof err)) {
+			tu_nfail++;
+			fprintf(stderr, "task %s: %s\n", task, err);
+			free(out);
+			out = NULL;
+		}
+	}
+	free(in);
+	return out;
 }
 
 // Frees the outputs out of task graph g, and g.
