@@ -20,17 +20,25 @@
 #include "passes.h"
 #include "testutil.h"
 
-// Module text `text`, named `name` in its diagnostics (printed on stderr).
+// Module text `text`, named `name` in its diagnostics (printed on stderr),
+// with the sizes defs (NAME=VALUE, ndefs of them).
 static inline Module *
-tm_parse(const char *name, const char *text)
+tm_parse_defs(const char *name, const char *text, const char *const *defs, int ndefs)
 {
-	FeOptions o = {.diag = stderr};
+	FeOptions o = {.diag = stderr, .defines = defs, .ndefines = ndefs};
 	Module *m = fe_parse_string(name, text, strlen(text), &o);
 	if (!m) {
 		fprintf(stderr, "cannot parse %s\n", name);
 		exit(1);
 	}
 	return m;
+}
+
+// Module text `text` at its default sizes (tm_parse_defs).
+static inline Module *
+tm_parse(const char *name, const char *text)
+{
+	return tm_parse_defs(name, text, NULL, 0);
 }
 
 // models/FILE of the source tree ($FADC_SOURCE_DIR, else .) with the sizes
