@@ -76,4 +76,21 @@ cgu_lower_task(const Module *m, const char *task, DType fcompute, int *derived, 
 	return p;
 }
 
+// ms[0 .. n) compiled with o into the artifact path: one module by
+// cg_compile_module, several (the specialisations names) by
+// cg_compile_specs.  Set-up, not a check: a failure says why on stderr,
+// after label, and exits.
+static inline void
+cgu_compile_or_exit(const Module *const *ms, const char *const *names, int n, const CgOptions *o,
+                    const char *path, const char *label)
+{
+	char err[4096];
+	int ok = n == 1 ? cg_compile_module(ms[0], o, path, err, sizeof err)
+	                : cg_compile_specs(ms, names, n, o, path, err, sizeof err);
+	if (!ok) {
+		fprintf(stderr, "compile %s: %s\n", label, err);
+		exit(1);
+	}
+}
+
 #endif

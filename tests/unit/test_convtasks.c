@@ -21,6 +21,7 @@
 #include "frontend.h"
 #include "ir.h"
 #include "passes.h"
+#include "testmodel.h"
 #include "testutil.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
@@ -63,74 +64,46 @@ free_dirs(const Model *md, Tensor *t)
 	free(t);
 }
 
-// Builds task `task` and runs it: declarations by name from vals (or from
-// pv for the params when pv is not NULL), "v.<param>" from dir, any other
-// input (vjp's cotangent) from *w.  Checks the node-count bound against
-// the simplified forward graph fs when bound > 0.
+// Task `task` built and run as one check (testmodel.h: tm_check_derive,
+// tm_check_run): declarations by name from vals (or from pv for the params
+// when pv is not NULL), "v.<param>" from dir, any other input (vjp's
+// cotangent) from *w.  Checks the node-count bound against the simplified
+// forward graph fs when bound > 0.  NULL where the task failed.
 static Tensor *
 run_task(const Model *md, const char *task, const Tensor *pv, const Tensor *dir, const Tensor *w,
          const Graph *fs, double bound, uint32_t *nout)
 {
-	char err[512];
-	Loc el;
-	Graph *g = pass_task(md->m->main, task, NULL, &el, err, sizeof err);
-	tu_ncheck++;
-	if (!g) {
-		tu_nfail++;
-		fprintf(stderr, "task %s: %s\n", task, err);
+	Graph *g = tm_check_derive(md->m->main, task);
+	if (!g)
 		return NULL;
-	}
-	if (!ir_verify(g, err, sizeof err)) {
-		tu_nfail++;
-		fprintf(stderr, "task %s: does not verify: %s\n", task, err);
-	}
 	if (bound > 0) {
 		double r = (double)(g->nnode - 1) / (double)(fs->nnode - 1);
 		printf("%-4s %5u nodes, %.2fx the forward's %u (bound %gx)\n", task, g->nnode - 1, r,
 		       fs->nnode - 1, bound);
 		CHECK(r <= bound);
 	}
-	Tensor *in = calloc(g->ninput + 1, sizeof *in);
+	Tensor *vals = calloc(md->m->ndecl + 1, sizeof *vals);
+	memcpy(vals, md->vals, md->m->ndecl * sizeof *vals);
+	for (uint32_t k = 0; pv && k < md->np; k++)
+		vals[md->param[k]] = pv[k];
+	const char **xn = calloc(g->ninput + 1, sizeof *xn);
+	Tensor *xv = calloc(g->ninput + 1, sizeof *xv);
+	int nx = 0;
 	for (uint32_t i = 0; i < g->ninput; i++) {
 		const char *name = g->input[i].name;
-		int d = ir_module_find_decl(md->m, name), ok = d >= 0;
-		if (d >= 0)
-			in[i] = md->vals[d];
-		for (uint32_t k = 0; k < md->np; k++) {
-			const char *pn = md->m->decl[md->param[k]].name;
-			if (pv && d == md->param[k])
-				in[i] = pv[k];
-			if (dir && !strncmp(name, "v.", 2) && !strcmp(name + 2, pn))
-				in[i] = dir[k], ok = 1;
-		}
-		if (!ok && w)
-			in[i] = *w, ok = 1;
-		if (!ok) {
-			tu_nfail++;
-			fprintf(stderr, "task %s: no value for input %s\n", task, name);
-		}
+		if (ir_module_find_decl(md->m, name) >= 0)
+			continue;
+		for (uint32_t k = 0; dir && k < md->np; k++)
+			if (!strncmp(name, "v.", 2) && !strcmp(name + 2, md->m->decl[md->param[k]].name))
+				xn[nx] = name, xv[nx++] = dir[k];
+		if ((!nx || xn[nx - 1] != name) && w)
+			xn[nx] = name, xv[nx++] = *w;
 	}
-	Tensor *out = calloc(g->nout + 1, sizeof *out);
-	if (!ir_interp(g, in, out, 0, err, sizeof err)) {
-		tu_nfail++;
-		fprintf(stderr, "task %s: %s\n", task, err);
-		free(out);
-		out = NULL;
-	}
+	Tensor *out = tm_check_run(md->m, g, task, vals, xn, xv, nx, 0);
 	*nout = g->nout;
-	free(in);
+	free(vals), free(xn), free(xv);
 	ir_graph_free(g);
 	return out;
-}
-
-static void
-free_out(Tensor *o, uint32_t n)
-{
-	if (!o)
-		return;
-	for (uint32_t i = 0; i < n; i++)
-		ir_tensor_free(&o[i]);
-	free(o);
 }
 
 static double
@@ -207,7 +180,7 @@ model_tasks(const char *rel)
 			}
 			Tensor *fo = run_task(&md, "forward", pv, NULL, NULL, fs, 0, &n3);
 			fpm[s] = fo ? fo[0].data[0] : NAN;
-			free_out(fo, n3);
+			tm_free_tensors(fo, n3);
 			free_dirs(&md, pv);
 		}
 		check_rel("J t vs finite difference", jv[1].data[0], (fpm[0] - fpm[1]) / (2 * h), 1e-5);
@@ -242,7 +215,7 @@ model_tasks(const char *rel)
 				        md.m->decl[md.param[k]].name, sqrt(num / fmax(den, 1e-300)));
 			}
 		}
-	free_out(jv, n1), free_out(vj, n2), free_out(hv, n4), free_out(vh, n5), free_out(vh2, n6);
+	tm_free_tensors(jv, n1), tm_free_tensors(vj, n2), tm_free_tensors(hv, n4), tm_free_tensors(vh, n5), tm_free_tensors(vh2, n6);
 	free_dirs(&md, t), free_dirs(&md, u), free_dirs(&md, v);
 	ir_tensor_free(&w);
 	ir_graph_free(fs);
@@ -340,8 +313,8 @@ batched_tasks(const char *name, const char *src)
 	CHECK(h0 && h1 && h2 && hv && scale > 1e-3);
 	CHECK(eh <= 1e-12 * fmax(1, scale));
 	CHECK(ehv <= 1e-12 * fmax(1, scale));
-	free_out(jr, n[0]), free_out(jf, n[1]), free_out(h0, n[2]), free_out(h1, n[3]);
-	free_out(h2, n[4]), free_out(hv, n[5]);
+	tm_free_tensors(jr, n[0]), tm_free_tensors(jf, n[1]), tm_free_tensors(h0, n[2]), tm_free_tensors(h1, n[3]);
+	tm_free_tensors(h2, n[4]), tm_free_tensors(hv, n[5]);
 	free_dirs(&md, v);
 	for (uint32_t i = 0; i < md.m->ndecl; i++)
 		ir_tensor_free(&md.vals[i]);

@@ -30,87 +30,8 @@
 #include "frontend.h"
 #include "ir.h"
 #include "passes.h"
+#include "testmodel.h"
 #include "testutil.h"
-
-// Runs task t of module m under run seed rs; inputs are the declarations'
-// values vals and the extras (xn, xv).  Returns the outputs (g's count).
-static Tensor *
-run_task(const Module *m, const char *t, const Tensor *vals, const char *const *xn,
-         const Tensor *xv, int nx, uint64_t rs, Graph **gout)
-{
-	char err[512];
-	Loc el;
-	Graph *g = !strcmp(t, "forward") ? NULL : pass_task(m->main, t, NULL, &el, err, sizeof err);
-	const Graph *run = g ? g : m->main;
-	if (!run) {
-		fprintf(stderr, "task %s: %s\n", t, err);
-		exit(1);
-	}
-	Tensor *in = calloc(run->ninput + 1, sizeof *in);
-	for (uint32_t i = 0; i < run->ninput; i++) {
-		int d = ir_module_find_decl(m, run->input[i].name), found = 0;
-		if (d >= 0)
-			in[i] = vals[d], found = 1;
-		for (int k = 0; !found && k < nx; k++)
-			if (!strcmp(xn[k], run->input[i].name))
-				in[i] = xv[k], found = 1;
-		if (!found) {
-			fprintf(stderr, "task %s: no value for input %s\n", t, run->input[i].name);
-			exit(1);
-		}
-	}
-	Tensor *out = calloc(run->nout + 1, sizeof *out);
-	if (!ir_interp(run, in, out, rs, err, sizeof err)) {
-		fprintf(stderr, "task %s: %s\n", t, err);
-		exit(1);
-	}
-	free(in);
-	*gout = g;
-	return out;
-}
-
-static void
-free_out(const Module *m, Graph *g, Tensor *out)
-{
-	const Graph *run = g ? g : m->main;
-	for (uint32_t i = 0; i < run->nout; i++)
-		ir_tensor_free(&out[i]);
-	free(out);
-	if (g)
-		ir_graph_free(g);
-}
-
-static Module *
-parse(const char *name, const char *src)
-{
-	FeOptions o = {.diag = stderr};
-	Module *m = fe_parse_string(name, src, strlen(src), &o);
-	if (!m) {
-		fprintf(stderr, "%s: does not parse\n", name);
-		exit(1);
-	}
-	return m;
-}
-
-static Tensor *
-init(const Module *m)
-{
-	char err[512];
-	Tensor *v = calloc(m->ndecl + 1, sizeof *v);
-	if (!ir_module_init(m, NULL, NULL, v, 0, err, sizeof err)) {
-		fprintf(stderr, "init: %s\n", err);
-		exit(1);
-	}
-	return v;
-}
-
-static void
-free_values(const Module *m, Tensor *v)
-{
-	for (uint32_t d = 0; d < m->ndecl; d++)
-		ir_tensor_free(&v[d]);
-	free(v);
-}
 
 static int
 count_op(const Graph *g, int op)
@@ -172,10 +93,9 @@ check_independent(const char *what, const Tensor *a, const Tensor *b, double p)
 static void
 stats(void)
 {
-	Module *m = parse("stats", stats_src);
-	Tensor *v = init(m);
-	Graph *g;
-	Tensor *o = run_task(m, "forward", v, NULL, NULL, 0, 0, &g);
+	Module *m = tm_parse("stats", stats_src);
+	Tensor *v = tm_init(m);
+	Tensor *o = tm_run(m, m->main, "forward", v, NULL, NULL, 0, 0);
 	static const double ps[6] = {0.1, 0.1, 0.1, 0.3, 0.3, 0.5};
 	for (int k = 0; k < 6; k++) {
 		int64_t kept = 0, bad = 0;
@@ -212,29 +132,28 @@ stats(void)
 
 	// The same call counter draws the same mask; another counter, another
 	// run seed draw fresh ones.
-	Graph *g2;
-	Tensor *again = run_task(m, "forward", v, NULL, NULL, 0, 0, &g2);
+	Tensor *again = tm_run(m, m->main, "forward", v, NULL, NULL, 0, 0);
 	CHECK(memcmp(again[0].data, o[0].data, NS * sizeof(double)) == 0);
-	free_out(m, g2, again);
-	Tensor *call1 = run_task(m, "forward", v, NULL, NULL, 0, (uint64_t)1 << 32, &g2);
+	tm_free_tensors(again, m->main->nout);
+	Tensor *call1 = tm_run(m, m->main, "forward", v, NULL, NULL, 0, (uint64_t)1 << 32);
 	check_independent("call counter 1 against 0", &o[0], &call1[0], 0.1);
-	free_out(m, g2, call1);
-	Tensor *seed1 = run_task(m, "forward", v, NULL, NULL, 0, 1, &g2);
+	tm_free_tensors(call1, m->main->nout);
+	Tensor *seed1 = tm_run(m, m->main, "forward", v, NULL, NULL, 0, 1);
 	check_independent("run seed 1 against 0", &o[0], &seed1[0], 0.1);
-	free_out(m, g2, seed1);
-	free_out(m, g, o);
-	free_values(m, v);
+	tm_free_tensors(seed1, m->main->nout);
+	tm_free_tensors(o, m->main->nout);
+	tm_free_tensors(v, m->ndecl);
 	ir_module_free(m);
 
 	// The canonical form keeps each site's resolved seed: printing and
 	// parsing again gives the same text.
-	m = parse("stats", stats_src);
+	m = tm_parse("stats", stats_src);
 	char *t1 = NULL, *t2 = NULL;
 	size_t n1 = 0, n2 = 0;
 	FILE *f = open_memstream(&t1, &n1);
 	ir_print_module(f, m);
 	fclose(f);
-	Module *m2 = parse("stats", t1);
+	Module *m2 = tm_parse("stats", t1);
 	f = open_memstream(&t2, &n2);
 	ir_print_module(f, m2);
 	fclose(f);
@@ -268,8 +187,8 @@ static void
 one_mask_per_call(void)
 {
 	const uint64_t rs = ((uint64_t)3 << 32) | 11; // call 3 of run seed 11
-	Module *m = parse("lin", lin_src);
-	Tensor *v = init(m);
+	Module *m = tm_parse("lin", lin_src);
+	Tensor *v = tm_init(m);
 	const Tensor *c = &v[ir_module_find_decl(m, "c")], *w = &v[ir_module_find_decl(m, "w")];
 	int64_t n = ir_numel(&w->shape);
 	Tensor vv;
@@ -278,7 +197,7 @@ one_mask_per_call(void)
 	vv.data[0] = 0.75;
 	const char *vn[] = {"v"};
 	Graph *g;
-	Tensor *o = run_task(m, "vjp", v, vn, &vv, 1, rs, &g);
+	Tensor *o = tm_run_task_seed(m, "vjp", v, vn, &vv, 1, rs, &g);
 	// grad = v c m / (1 - p): read the mask off it.
 	double f = 0;
 	int64_t kept = 0, bad = 0;
@@ -295,9 +214,9 @@ one_mask_per_call(void)
 	CHECK_NEAR(o[0].data[0], f, 1e-12);
 	// So did the forward task at the same call counter, and the jvp.
 	Graph *g2;
-	Tensor *fo = run_task(m, "forward", v, NULL, NULL, 0, rs, &g2);
+	Tensor *fo = tm_run(m, m->main, "forward", v, NULL, NULL, 0, rs);
 	CHECK_NEAR(fo[0].data[0], f, 1e-12);
-	free_out(m, g2, fo);
+	tm_free_tensors(fo, m->main->nout);
 	Tensor t;
 	ir_tensor_alloc(&t, DT_F64, &w->shape);
 	double jt = 0;
@@ -306,31 +225,31 @@ one_mask_per_call(void)
 		jt += o[1].data[i] / 0.75 * t.data[i];
 	}
 	const char *tn[] = {"v.w"};
-	Tensor *jo = run_task(m, "jvp", v, tn, &t, 1, rs, &g2);
+	Tensor *jo = tm_run_task_seed(m, "jvp", v, tn, &t, 1, rs, &g2);
 	CHECK_NEAR(jo[1].data[0], jt, 1e-12);
 	printf("dropout: vjp forward %.15g = sum(grad w) %.15g; jvp %.15g = <grad, t> %.15g\n",
 	       o[0].data[0], f, jo[1].data[0], jt);
-	free_out(m, g2, jo);
+	tm_free_out(g2, jo);
 	// Another call counter: another mask, so another value.
-	fo = run_task(m, "forward", v, NULL, NULL, 0, rs + ((uint64_t)1 << 32), &g2);
+	fo = tm_run(m, m->main, "forward", v, NULL, NULL, 0, rs + ((uint64_t)1 << 32));
 	CHECK(fabs(fo[0].data[0] - f) > 1e-6);
-	free_out(m, g2, fo);
-	free_out(m, g, o);
+	tm_free_tensors(fo, m->main->nout);
+	tm_free_out(g, o);
 	ir_tensor_free(&t);
-	free_values(m, v);
+	tm_free_tensors(v, m->ndecl);
 	ir_module_free(m);
 
 	// Second order, the mask held fixed: vhp = hvp, and H t against a
 	// central difference of the gradient (vjp at w +- h t, same counter).
-	m = parse("tanh", tanh_src);
-	v = init(m);
+	m = tm_parse("tanh", tanh_src);
+	v = tm_init(m);
 	int wd = ir_module_find_decl(m, "w");
 	n = ir_numel(&v[wd].shape);
 	ir_tensor_alloc(&t, DT_F64, &v[wd].shape);
 	for (int64_t i = 0; i < n; i++)
 		t.data[i] = cos(0.91 * (double)i);
-	Tensor *hv = run_task(m, "hvp", v, tn, &t, 1, rs, &g);
-	Tensor *vh = run_task(m, "vhp", v, tn, &t, 1, rs, &g2);
+	Tensor *hv = tm_run_task_seed(m, "hvp", v, tn, &t, 1, rs, &g);
+	Tensor *vh = tm_run_task_seed(m, "vhp", v, tn, &t, 1, rs, &g2);
 	double diff = 0, norm = 0;
 	for (int64_t i = 0; i < n; i++) {
 		diff = fmax(diff, fabs(hv[1].data[i] - vh[1].data[i]));
@@ -342,10 +261,10 @@ one_mask_per_call(void)
 	Graph *gg1, *gg2;
 	for (int64_t i = 0; i < n; i++)
 		v[wd].data[i] += h * t.data[i];
-	gp = run_task(m, "vjp", v, vn, &vv, 1, rs, &gg1);
+	gp = tm_run_task_seed(m, "vjp", v, vn, &vv, 1, rs, &gg1);
 	for (int64_t i = 0; i < n; i++)
 		v[wd].data[i] -= 2 * h * t.data[i];
-	gm = run_task(m, "vjp", v, vn, &vv, 1, rs, &gg2);
+	gm = tm_run_task_seed(m, "vjp", v, vn, &vv, 1, rs, &gg2);
 	for (int64_t i = 0; i < n; i++)
 		v[wd].data[i] += h * t.data[i];
 	double err = 0;
@@ -358,13 +277,13 @@ one_mask_per_call(void)
 	printf("dropout: hvp = vhp (max |diff| %.2g of %.3g); H t against a central difference of "
 	       "the gradient: max |err| %.2g\n",
 	       diff, norm, err);
-	free_out(m, gg1, gp);
-	free_out(m, gg2, gm);
-	free_out(m, g, hv);
-	free_out(m, g2, vh);
+	tm_free_out(gg1, gp);
+	tm_free_out(gg2, gm);
+	tm_free_out(g, hv);
+	tm_free_out(g2, vh);
 	ir_tensor_free(&t);
 	ir_tensor_free(&vv);
-	free_values(m, v);
+	tm_free_tensors(v, m->ndecl);
 	ir_module_free(m);
 }
 
@@ -388,8 +307,8 @@ static void
 mlp(void)
 {
 	const uint64_t rs = ((uint64_t)7 << 32) | 2;
-	Module *m = parse("mlp", mlp_src);
-	Tensor *v = init(m);
+	Module *m = tm_parse("mlp", mlp_src);
+	Tensor *v = tm_init(m);
 	const char *pn[3] = {"fc1.weight", "fc1.bias", "fc2.weight"};
 	const char *tn[3] = {"v.fc1.weight", "v.fc1.bias", "v.fc2.weight"};
 	Tensor t[3];
@@ -401,13 +320,13 @@ mlp(void)
 			t[k].data[i] = sin(1.3 * (double)i + k);
 	}
 	Graph *g, *g2;
-	Tensor *jo = run_task(m, "jvp", v, tn, t, 3, rs, &g);
+	Tensor *jo = tm_run_task_seed(m, "jvp", v, tn, t, 3, rs, &g);
 	Tensor vv;
 	Shape s0 = {0};
 	ir_tensor_alloc(&vv, DT_F64, &s0);
 	vv.data[0] = 1;
 	const char *vn[] = {"v"};
-	Tensor *vo = run_task(m, "vjp", v, vn, &vv, 1, rs, &g2);
+	Tensor *vo = tm_run_task_seed(m, "vjp", v, vn, &vv, 1, rs, &g2);
 	double dot = 0, scale = 0;
 	for (int k = 0; k < 3; k++)
 		for (int64_t i = 0; i < ir_numel(&t[k].shape); i++) {
@@ -422,10 +341,9 @@ mlp(void)
 		for (int k = 0; k < 3; k++)
 			for (int64_t i = 0; i < ir_numel(&t[k].shape); i++)
 				v[pd[k]].data[i] += (side ? -2 : 1) * h * t[k].data[i];
-		Graph *gf;
-		Tensor *fo = run_task(m, "forward", v, NULL, NULL, 0, rs, &gf);
+		Tensor *fo = tm_run(m, m->main, "forward", v, NULL, NULL, 0, rs);
 		f[side] = fo[0].data[0];
-		free_out(m, gf, fo);
+		tm_free_tensors(fo, m->main->nout);
 	}
 	for (int k = 0; k < 3; k++)
 		for (int64_t i = 0; i < ir_numel(&t[k].shape); i++)
@@ -435,16 +353,15 @@ mlp(void)
 	printf("dropout mlp: J t = %.15g, central difference %.15g, <grad, t> = %.15g\n",
 	       jo[1].data[0], fd, dot);
 	// A different call counter gives a different loss (another mask).
-	Graph *gf;
-	Tensor *fo = run_task(m, "forward", v, NULL, NULL, 0, rs + ((uint64_t)1 << 32), &gf);
+	Tensor *fo = tm_run(m, m->main, "forward", v, NULL, NULL, 0, rs + ((uint64_t)1 << 32));
 	CHECK(fabs(fo[0].data[0] - jo[0].data[0]) > 1e-9);
-	free_out(m, gf, fo);
-	free_out(m, g, jo);
-	free_out(m, g2, vo);
+	tm_free_tensors(fo, m->main->nout);
+	tm_free_out(g, jo);
+	tm_free_out(g2, vo);
 	for (int k = 0; k < 3; k++)
 		ir_tensor_free(&t[k]);
 	ir_tensor_free(&vv);
-	free_values(m, v);
+	tm_free_tensors(v, m->ndecl);
 	ir_module_free(m);
 }
 

@@ -56,10 +56,11 @@
 #include "frontend.h"
 #include "ir.h"
 #include "passes.h"
+#include "testmodel.h"
+#include "testutil.h"
 
 enum { TRIALS = 8, MAXFD = 256 };
 
-static int nfail, ncheck;
 static uint8_t covered[OP_COUNT];
 
 // ---------------------------------------------------------------- random
@@ -1068,27 +1069,6 @@ static const Case cases[] = {
 
 // ---------------------------------------------------------------- checking
 
-// Runs g with the given inputs (by input index) and returns its outputs.
-static Tensor *
-run(const Graph *g, Tensor *in)
-{
-	Tensor *out = calloc(g->nout + 1, sizeof *out);
-	char err[512];
-	if (!ir_interp(g, in, out, 0, err, sizeof err)) {
-		fprintf(stderr, "interp: %s\n", err);
-		exit(1);
-	}
-	return out;
-}
-
-static void
-free_all(Tensor *t, uint32_t n)
-{
-	for (uint32_t i = 0; i < n; i++)
-		ir_tensor_free(&t[i]);
-	free(t);
-}
-
 // The case being run, for failure messages.
 static const char *cur_src;
 static uint64_t cur_seed;
@@ -1097,7 +1077,7 @@ static int cur_trial, cur_failed;
 static void
 failed(const char *name)
 {
-	nfail++;
+	tu_nfail++;
 	if (!cur_failed)
 		fprintf(stderr, "  (case %s, trial %d; reproduce with FADC_GRADCHECK_REPLAY=%" PRIu64
 		                " FADC_GRADCHECK_CASE=%s)\n%s\n",
@@ -1130,7 +1110,7 @@ check_vec(const char *what, const char *name, const double *got, const double *w
 		num += d * d;
 		den += want[i] * want[i] + got[i] * got[i];
 	}
-	ncheck++;
+	tu_ncheck++;
 	double bound = tol * sqrt(den) + sqrt((double)n) * noise;
 	if (!(sqrt(num) <= bound)) {
 		fprintf(stderr, "FAIL %s %s: error %.3g > %.3g (normalized %.3g > %.3g, noise %.3g)\n", name,
@@ -1146,7 +1126,7 @@ check_tensor(const char *what, const char *name, const Tensor *got, const Tensor
              double noise)
 {
 	if (!ir_shape_eq(&got->shape, &want->shape)) {
-		ncheck++;
+		tu_ncheck++;
 		fprintf(stderr, "FAIL %s %s: shapes differ\n", name, what);
 		failed(name);
 		return;
@@ -1202,7 +1182,7 @@ mark_covered(const Case *c, const Module *m)
 		int found = op > 0 && graph_has(m->main, op);
 		for (uint32_t i = 0; op > 0 && i < m->ndecl; i++)
 			found |= m->decl[i].init && graph_has(m->decl[i].init, op);
-		ncheck++;
+		tu_ncheck++;
 		if (!found) {
 			fprintf(stderr, "FAIL %s: names op '%s', which is not in its graph\n", c->name, tok);
 			failed(c->name);
@@ -1226,7 +1206,7 @@ run_at(const Graph *f, const Tensor *x, const Tensor *dir, double step)
 		for (int64_t k = 0; k < ir_numel(&x[i].shape); k++)
 			xp[i].data[k] = x[i].data[k] + step * dir[i].data[k];
 	}
-	Tensor *o = run(f, xp);
+	Tensor *o = tm_interp(f, xp, 0, f->name);
 	for (uint32_t i = 0; i < ni; i++)
 		if (f->input[i].kind == IN_PARAM)
 			ir_tensor_free(&xp[i]);
@@ -1249,7 +1229,7 @@ run_gv_at(const Graph *gv, const Tensor *vin, const Graph *f, const Tensor *x, c
 		for (int64_t k = 0; k < ir_numel(&x[i].shape); k++)
 			in[i].data[k] = x[i].data[k] + step * dir[i].data[k];
 	}
-	Tensor *o = run(gv, in);
+	Tensor *o = tm_interp(gv, in, 0, gv->name);
 	for (uint32_t i = 0; i < f->ninput; i++)
 		if (f->input[i].kind == IN_PARAM)
 			ir_tensor_free(&in[i]);
@@ -1303,7 +1283,7 @@ run_task(const Graph *f, const char *task, const Tensor *x, const Tensor *w, con
 	Graph *g = pass_task(f, task, NULL, &el, err, sizeof err);
 	*gout = g;
 	if (toobig) {
-		ncheck++;
+		tu_ncheck++;
 		if (g || !strstr(err, "rank")) {
 			fprintf(stderr, "FAIL %s %s: blocks of rank above %d, but %s\n", name, task, IR_MAXDIM,
 			        g ? "a graph" : err);
@@ -1330,7 +1310,7 @@ run_task(const Graph *f, const char *task, const Tensor *x, const Tensor *w, con
 				in[i] = t[k];
 		}
 	}
-	Tensor *o = run(g, in);
+	Tensor *o = tm_interp(g, in, 0, g->name);
 	free(in);
 	return o;
 }
@@ -1365,7 +1345,7 @@ check_batched(const Case *c, const Graph *f, const Tensor *x, const Tensor *w, c
 			off += np_;
 		}
 		check_vec(jt[t], c->name, got, jfd, nout * nparam, c->tol, jnoise);
-		free_all(o, g->nout);
+		tm_free_tensors(o, g->nout);
 		ir_graph_free(g);
 	}
 	static const char *const ht[] = {"hessian", "hessian_fwdrev", "hessian_revrev"};
@@ -1392,7 +1372,7 @@ check_batched(const Case *c, const Graph *f, const Tensor *x, const Tensor *w, c
 						got[(off[p] + i) * nparam + off[q] + j] = o[p * np + q].data[i * sz[q] + j];
 		check_vec(ht[t], c->name, got, hfd, nparam * nparam, c->tol * 10, hnoise);
 		free(sz), free(off);
-		free_all(o, g->nout);
+		tm_free_tensors(o, g->nout);
 		ir_graph_free(g);
 	}
 	ir_graph_free(fs);
@@ -1427,7 +1407,7 @@ third_order(const Case *c, const Graph *f, const Graph *gh, const Tensor *hin, c
 				u[i].data[q] = rnd() - 0.5;
 			in3[k++] = u[i];
 		}
-	Tensor *o3 = run(g3, in3);
+	Tensor *o3 = tm_interp(g3, in3, 0, g3->name);
 	Tensor *hp = run_gv_at(gh, hin, f, x, u, H), *hm = run_gv_at(gh, hin, f, x, u, -H);
 	// g3's outputs: gh's, then the tangents of gh's float outputs in order.
 	uint32_t t3 = gh->nout;
@@ -1443,9 +1423,9 @@ third_order(const Case *c, const Graph *f, const Graph *gh, const Tensor *hin, c
 		             fd_noise(scale));
 		ir_tensor_free(&fd);
 	}
-	free_all(o3, g3->nout);
-	free_all(hp, gh->nout);
-	free_all(hm, gh->nout);
+	tm_free_tensors(o3, g3->nout);
+	tm_free_tensors(hp, gh->nout);
+	tm_free_tensors(hm, gh->nout);
 	for (uint32_t i = 0; i < ni; i++)
 		ir_tensor_free(&u[i]);
 	free(u), free(in3);
@@ -1469,7 +1449,7 @@ run_module(const Case *c, const char *src)
 	Graph *gv = pass_vjp(f, &el, err, sizeof err);
 	Graph *gj = pass_jvp(f, &el, err, sizeof err);
 	if (c->fail) {
-		ncheck++;
+		tu_ncheck++;
 		if (gv || !strstr(err, c->fail)) {
 			fprintf(stderr, "FAIL %s: expected the error '%s', got %s\n", c->name, c->fail,
 			        gv ? "a graph" : err);
@@ -1520,7 +1500,7 @@ run_module(const Case *c, const char *src)
 			nparam += ir_numel(&x[i].shape);
 		}
 	}
-	Tensor *f0 = run(f, x);
+	Tensor *f0 = tm_interp(f, x, 0, f->name);
 	Tensor *w = calloc(f->nout + 1, sizeof *w);
 	for (uint32_t k = 0; k < f->nout; k++) {
 		ir_tensor_alloc(&w[k], f0[k].dtype, &f0[k].shape);
@@ -1536,7 +1516,7 @@ run_module(const Case *c, const char *src)
 	for (uint32_t i = 0; i < ni; i++)
 		if (f->input[i].kind == IN_PARAM)
 			jin[k++] = t[i];
-	Tensor *jout = run(gj, jin);
+	Tensor *jout = tm_interp(gj, jin, 0, gj->name);
 	uint32_t jo = f->nout;
 	for (uint32_t o = 0; o < f->nout; o++) {
 		if (!ir_dtype_is_float(f0[o].dtype))
@@ -1556,7 +1536,7 @@ run_module(const Case *c, const char *src)
 	for (uint32_t o = 0; o < f->nout; o++)
 		if (ir_dtype_is_float(f0[o].dtype))
 			vin[k++] = w[o];
-	Tensor *vout = run(gv, vin);
+	Tensor *vout = tm_interp(gv, vin, 0, gv->name);
 	// The scale of the terms of <w, f>, for the noise of its differences.
 	double wscale = 0;
 	for (uint32_t o = 0; o < f->nout; o++)
@@ -1598,12 +1578,12 @@ run_module(const Case *c, const char *src)
 							    (gp[f->nout + pp].data[z] - gm[f->nout + pp].data[z]) / (2 * H);
 							gmax = fmax(gmax, fabs(gp[f->nout + pp].data[z]));
 						}
-					free_all(gp, gv->nout);
-					free_all(gm, gv->nout);
+					tm_free_tensors(gp, gv->nout);
+					tm_free_tensors(gm, gv->nout);
 				}
 				e[i].data[q] = 0;
-				free_all(p, f->nout);
-				free_all(mn, f->nout);
+				tm_free_tensors(p, f->nout);
+				tm_free_tensors(mn, f->nout);
 			}
 			k++;
 		}
@@ -1635,8 +1615,8 @@ run_module(const Case *c, const char *src)
 			double want = (wdot(f, w, p) - wdot(f, w, mn)) / (2 * H);
 			check_vec("vjp <J^T w, u> vs <w, J u>", c->name, &jtw_u, &want, 1, c->tol,
 			          fd_noise(wscale));
-			free_all(p, f->nout);
-			free_all(mn, f->nout);
+			tm_free_tensors(p, f->nout);
+			tm_free_tensors(mn, f->nout);
 			for (uint32_t i = 0; i < ni; i++)
 				ir_tensor_free(&u[i]);
 			free(u);
@@ -1665,7 +1645,7 @@ run_module(const Case *c, const char *src)
 			vinp[i] = i < ni ? xs[0][i] : vin[i];
 			vinm[i] = i < ni ? xs[1][i] : vin[i];
 		}
-		Tensor *gp = run(gv, vinp), *gm = run(gv, vinm);
+		Tensor *gp = tm_interp(gv, vinp, 0, gv->name), *gm = tm_interp(gv, vinm, 0, gv->name);
 		uint32_t np = 0;
 		for (uint32_t i = 0; i < ni; i++)
 			np += f->input[i].kind == IN_PARAM;
@@ -1691,7 +1671,7 @@ run_module(const Case *c, const char *src)
 			for (uint32_t i = 0; i < ni; i++)
 				if (f->input[i].kind == IN_PARAM)
 					hin[k++] = t[i];
-			Tensor *hout = run(gh, hin);
+			Tensor *hout = tm_interp(gh, hin, 0, gh->name);
 			// gh outputs: gv's outputs, then the tangents of its float ones
 			// (f's float outputs, then the gradients).
 			uint32_t ho = gv->nout;
@@ -1700,7 +1680,7 @@ run_module(const Case *c, const char *src)
 			for (uint32_t p = 0; p < np; p++)
 				check_tensor("hvp (jvp of vjp)", c->name, &hout[ho + p], &fdg[p], c->tol * 10, gnoise);
 			third_order(c, f, gh, hin, hout, ho, np, x, &el);
-			free_all(hout, gh->nout);
+			tm_free_tensors(hout, gh->nout);
 			free(hin);
 			ir_graph_free(gh);
 		}
@@ -1722,17 +1702,17 @@ run_module(const Case *c, const char *src)
 			for (uint32_t i = 0; i < ni; i++)
 				if (f->input[i].kind == IN_PARAM)
 					rin[k++] = t[i];
-			Tensor *rout = run(gr, rin);
+			Tensor *rout = tm_interp(gr, rin, 0, gr->name);
 			for (uint32_t p = 0; p < np; p++)
 				check_tensor("vhp (vjp of vjp)", c->name, &rout[gv->nout + p], &fdg[p],
 				             c->tol * 10, gnoise);
-			free_all(rout, gr->nout);
+			tm_free_tensors(rout, gr->nout);
 			free(rin);
 			ir_graph_free(gr);
 		}
-		free_all(fdg, np);
-		free_all(gp, gv->nout);
-		free_all(gm, gv->nout);
+		tm_free_tensors(fdg, np);
+		tm_free_tensors(gp, gv->nout);
+		tm_free_tensors(gm, gv->nout);
 		for (int sgn = 0; sgn < 2; sgn++) {
 			for (uint32_t i = 0; i < ni; i++)
 				if (f->input[i].kind == IN_PARAM)
@@ -1741,12 +1721,12 @@ run_module(const Case *c, const char *src)
 		}
 		free(vinp), free(vinm);
 	}
-	free_all(jout, gj->nout);
-	free_all(vout, gv->nout);
-	free_all(f0, f->nout);
-	free_all(fp, f->nout);
-	free_all(fm, f->nout);
-	free_all(w, f->nout);
+	tm_free_tensors(jout, gj->nout);
+	tm_free_tensors(vout, gv->nout);
+	tm_free_tensors(f0, f->nout);
+	tm_free_tensors(fp, f->nout);
+	tm_free_tensors(fm, f->nout);
+	tm_free_tensors(w, f->nout);
 	for (uint32_t i = 0; i < ni; i++)
 		if (f->input[i].kind == IN_PARAM)
 			ir_tensor_free(&t[i]);
@@ -1812,7 +1792,7 @@ check_f32(const Case *c, const char *src64)
 			maxr = x[i].shape.rank > maxr ? x[i].shape.rank : maxr;
 		}
 	}
-	Tensor *f0 = run(f, x), w;
+	Tensor *f0 = tm_interp(f, x, 0, f->name), w;
 	ir_tensor_alloc(&w, f0[0].dtype, &f0[0].shape);
 	for (int64_t i = 0; i < ir_numel(&w.shape); i++)
 		w.data[i] = (float)(rnd() - 0.5);
@@ -1832,15 +1812,15 @@ check_f32(const Case *c, const char *src64)
 			check_tensor(what, c->name, &a[o], &b[o], 1e-9, 1e-12);
 		}
 		if (a)
-			free_all(a, ga->nout);
+			tm_free_tensors(a, ga->nout);
 		if (b)
-			free_all(b, gb->nout);
+			tm_free_tensors(b, gb->nout);
 		ir_graph_free(ga);
 		ir_graph_free(gb);
 	}
 	ir_graph_free(fs);
 	ir_tensor_free(&w);
-	free_all(f0, f->nout);
+	tm_free_tensors(f0, f->nout);
 	for (uint32_t i = 0; i < ni; i++)
 		ir_tensor_free(&t[i]);
 	for (uint32_t i = 0; i < m->ndecl; i++) {
@@ -1897,13 +1877,8 @@ main(void)
 	}
 	for (int op = 1; op < OP_COUNT && !only; op++)
 		if (!covered[op]) {
-			nfail++;
+			tu_nfail++;
 			fprintf(stderr, "FAIL coverage: op '%s' is named by no gradcheck case\n", ir_op(op)->name);
 		}
-	if (nfail) {
-		fprintf(stderr, "test_gradcheck: %d of %d checks failed\n", nfail, ncheck);
-		return 1;
-	}
-	printf("test_gradcheck: %d checks passed\n", ncheck);
-	return 0;
+	return TU_DONE("test_gradcheck");
 }

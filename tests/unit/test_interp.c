@@ -164,24 +164,12 @@ run(Case *c, NodeId out, Tensor *res)
 	return runn(c, 1, &out, res);
 }
 
+// t's values against want[0 .. n) (testutil.h's tu_check_vec).
 static void
 check_tensor(const char *file, int line, const Tensor *t, double tol, const double *want,
              size_t n)
 {
-	tu_ncheck++;
-	if (tnumel(t) != n) {
-		tu_nfail++;
-		fprintf(stderr, "%s:%d: tensor has %zu elements, want %zu\n", file, line, tnumel(t),
-		        n);
-		return;
-	}
-	for (size_t i = 0; i < n; i++)
-		if (!tu_near(t->data[i], want[i], tol)) {
-			tu_nfail++;
-			fprintf(stderr, "%s:%d: element %zu = %.17g, want %.17g (tol %g)\n", file,
-			        line, i, t->data[i], want[i], tol);
-			return;
-		}
+	tu_check_vec(file, line, t->data, tnumel(t), want, n, tol);
 }
 
 static void

@@ -27,6 +27,8 @@
 #include "fadc.h"
 #include "frontend.h"
 #include "passes.h"
+#include "codegen_util.h"
+#include "testmodel.h"
 #include "testutil.h"
 
 #define TOL 1e-5 // normalized error of f32 code against the f64 interpreter
@@ -45,18 +47,6 @@ static const char *const src =
 
 static char dir[256];
 
-static Module *
-parse_at(const char *const *defs, int ndefs)
-{
-	FeOptions o = {.diag = stderr, .defines = defs, .ndefines = ndefs};
-	Module *m = fe_parse_string("sp.ir", src, strlen(src), &o);
-	if (!m) {
-		fprintf(stderr, "cannot parse the model\n");
-		exit(1);
-	}
-	return m;
-}
-
 // Compiles the specialisations ms[0..n) (forward, vjp) into dir/name.
 static const char *
 compile_specs(Module **ms, const char *const *names, int n, const char *name)
@@ -68,13 +58,7 @@ compile_specs(Module **ms, const char *const *names, int n, const char *name)
 	const char *tasks[] = {"forward", "vjp"};
 	const char *defs[] = {"N=2,3", "K=4,5"};
 	CgOptions o = {.opt_level = -1, .tasks = tasks, .ntasks = 2, .defines = defs, .ndefines = 2};
-	char err[4096];
-	int ok = n == 1 ? cg_compile_module(ms[0], &o, p, err, sizeof err)
-	                : cg_compile_specs((const Module *const *)ms, names, n, &o, p, err, sizeof err);
-	if (!ok) {
-		fprintf(stderr, "compile %s: %s\n", name, err);
-		exit(1);
-	}
+	cgu_compile_or_exit((const Module *const *)ms, names, n, &o, p, name);
 	return p;
 }
 
@@ -248,7 +232,7 @@ test_four(void)
 		snprintf(n, sizeof n, "N=%lld", (long long)NS[s]);
 		snprintf(k, sizeof k, "K=%lld", (long long)KS[s]);
 		const char *defs[] = {n, k};
-		ms[s] = parse_at(defs, 2);
+		ms[s] = tm_parse_defs("sp.ir", src, defs, 2);
 	}
 	const char *a = compile_specs(ms, names, 4, "four-a.so");
 	const char *b = compile_specs(ms, names, 4, "four-b.so");
@@ -340,8 +324,8 @@ test_one_list(void)
 	static const char *const names[] = {"N=2", "N=3"};
 	Module *ms[2];
 	const char *d2[] = {"N=2"}, *d3[] = {"N=3"};
-	ms[0] = parse_at(d2, 1);
-	ms[1] = parse_at(d3, 1);
+	ms[0] = tm_parse_defs("sp.ir", src, d2, 1);
+	ms[1] = tm_parse_defs("sp.ir", src, d3, 1);
 	const char *a = compile_specs(ms, names, 2, "two.so");
 	const char *one = compile_specs(ms, NULL, 1, "one.so");
 	CHECK(file_version(a) == ART_FORMAT_VERSION_SPECS);
@@ -404,8 +388,8 @@ test_bind_ref(void)
 	static const char *const names[] = {"N=2", "N=3"};
 	Module *ms[2];
 	const char *d2[] = {"N=2"}, *d3[] = {"N=3"};
-	ms[0] = parse_at(d2, 1);
-	ms[1] = parse_at(d3, 1);
+	ms[0] = tm_parse_defs("sp.ir", src, d2, 1);
+	ms[1] = tm_parse_defs("sp.ir", src, d3, 1);
 	const char *a = compile_specs(ms, names, 2, "ref.so");
 	fadc_context *ctx;
 	fadc_model *m;

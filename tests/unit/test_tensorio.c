@@ -26,25 +26,12 @@
 #include <unistd.h>
 
 #include "tensorio.h"
+#include "testutil.h"
 
-static int nchecks, nfailed;
 static char err[512];
 static char dir[256];
 // Stored into output pointers before a call, to see that the call resets them.
 static tio_tensor sentinel;
-
-#define CHECK(cond) check((cond), #cond, __LINE__)
-
-static int
-check(int ok, const char *what, int line)
-{
-	nchecks++;
-	if (!ok) {
-		nfailed++;
-		fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, line, what);
-	}
-	return ok;
-}
 
 // The path of a test file in the temporary directory; four live at once.
 static const char *
@@ -144,10 +131,10 @@ npy_bad(const char *name, const char *words, int line)
 
 	err[0] = 0;
 	rc = tio_npy_read(p, &t, err, sizeof err);
-	nchecks++;
+	tu_ncheck++;
 	if (rc == -1 && strstr(err, words) && strstr(err, p) && !t.data && !t.name && t.rank == 0)
 		return;
-	nfailed++;
+	tu_nfail++;
 	fprintf(stderr, "%s:%d: reading %s: expected an error saying \"%s\", got rc %d: \"%s\"\n",
 	        __FILE__, line, name, words, rc, err);
 	tio_free(&t);
@@ -162,10 +149,10 @@ st_bad(const char *name, const char *words, int line)
 
 	err[0] = 0;
 	rc = tio_safetensors_read(p, &ts, &n, err, sizeof err);
-	nchecks++;
+	tu_ncheck++;
 	if (rc == -1 && strstr(err, words) && strstr(err, p) && !ts && n == 0)
 		return;
-	nfailed++;
+	tu_nfail++;
 	fprintf(stderr, "%s:%d: reading %s: expected an error saying \"%s\", got rc %d: \"%s\"\n",
 	        __FILE__, line, name, words, rc, err);
 	if (rc == 0)
@@ -178,15 +165,15 @@ st_bad(const char *name, const char *words, int line)
 	do {                                                                                   \
 		err[0] = 0;                                                                    \
 		int rc_ = (call);                                                              \
-		if (!check(rc_ == -1 && strstr(err, words) != NULL, #call " fails: " words,    \
-		           __LINE__))                                                          \
+		if (!tu_check(rc_ == -1 && strstr(err, words) != NULL, #call " fails: " words, \
+		              __FILE__, __LINE__))                                             \
 			fprintf(stderr, "    rc %d, err \"%s\"\n", rc_, err);                      \
 	} while (0)
 #define CHECK_OK(call)                                                                         \
 	do {                                                                                   \
 		err[0] = 0;                                                                    \
 		int rc_ = (call);                                                              \
-		if (!check(rc_ == 0, #call, __LINE__))                                         \
+		if (!tu_check(rc_ == 0, #call, __FILE__, __LINE__))                            \
 			fprintf(stderr, "    rc %d, err \"%s\"\n", rc_, err);                      \
 	} while (0)
 
@@ -309,12 +296,12 @@ expect_file(const char *name, const char *want, size_t nwant, int line)
 	size_t n = 0;
 	unsigned char *got = read_bytes(name, &n);
 
-	nchecks++;
+	tu_ncheck++;
 	if (got && n == nwant && memcmp(got, want, n) == 0) {
 		free(got);
 		return;
 	}
-	nfailed++;
+	tu_nfail++;
 	fprintf(stderr, "%s:%d: %s: %zu bytes, expected %zu", __FILE__, line, name, n, nwant);
 	for (size_t i = 0; got && i < n && i < nwant; i++)
 		if (got[i] != (unsigned char)want[i]) {
@@ -886,10 +873,5 @@ main(void)
 	test_writers();
 	test_misc();
 	cleanup();
-	if (nfailed) {
-		fprintf(stderr, "test_tensorio: %d of %d checks failed\n", nfailed, nchecks);
-		return 1;
-	}
-	printf("test_tensorio: %d checks passed\n", nchecks);
-	return 0;
+	return TU_DONE("test_tensorio");
 }

@@ -50,6 +50,7 @@
 #include "frontend.h"
 #include "ir.h"
 #include "passes.h"
+#include "testmodel.h"
 #include "testutil.h"
 
 // ---------------------------------------------------------------- helpers
@@ -193,68 +194,14 @@ bind(const Module *m, Tensor *bound, int *isbound, const char *name)
 	return bound[d].data;
 }
 
-// Task t of m: inputs are declarations by name, then the extras (xn, xv).
-// NULL when the task cannot be built because a derivative rule is not
-// implemented yet (the message goes to *why); any other failure exits.
-static Tensor *
-run_task(const Module *m, const char *t, Tensor *vals, const char *const *xn, const Tensor *xv,
-         int nx, Graph **gout, char *why, size_t whylen)
-{
-	char err[512];
-	Loc el;
-	Graph *g = pass_task(m->main, t, NULL, &el, err, sizeof err);
-	if (!g) {
-		if (why && strstr(err, "not implemented yet")) {
-			snprintf(why, whylen, "%s", err);
-			return NULL;
-		}
-		fprintf(stderr, "task %s: %s\n", t, err);
-		exit(1);
-	}
-	if (!ir_verify(g, err, sizeof err)) {
-		fprintf(stderr, "task %s: does not verify: %s\n", t, err);
-		exit(1);
-	}
-	Tensor *in = calloc(g->ninput + 1, sizeof *in);
-	for (uint32_t i = 0; i < g->ninput; i++) {
-		int d = ir_module_find_decl(m, g->input[i].name), found = 0;
-		if (d >= 0)
-			in[i] = vals[d], found = 1;
-		for (int k = 0; !found && k < nx; k++)
-			if (!strcmp(xn[k], g->input[i].name))
-				in[i] = xv[k], found = 1;
-		if (!found) {
-			fprintf(stderr, "task %s: no value for input %s\n", t, g->input[i].name);
-			exit(1);
-		}
-	}
-	Tensor *out = calloc(g->nout + 1, sizeof *out);
-	if (!ir_interp(g, in, out, 0, err, sizeof err)) {
-		fprintf(stderr, "task %s: %s\n", t, err);
-		exit(1);
-	}
-	free(in);
-	*gout = g;
-	return out;
-}
-
-static void
-free_out(Graph *g, Tensor *out)
-{
-	for (uint32_t i = 0; i < g->nout; i++)
-		ir_tensor_free(&out[i]);
-	free(out);
-	ir_graph_free(g);
-}
-
 // The forward value (a scalar) of m at vals.
 static double
 loss_at(const Module *m, Tensor *vals)
 {
 	Graph *g;
-	Tensor *o = run_task(m, "forward", vals, NULL, NULL, 0, &g, NULL, 0);
+	Tensor *o = tm_run_task(m, "forward", vals, NULL, NULL, 0, &g);
 	double f = o[0].data[0];
-	free_out(g, o);
+	tm_free_out(g, o);
 	return f;
 }
 
@@ -265,24 +212,6 @@ loss_dtype(const Module *m)
 	const Graph *g = m->main;
 	return (DType)g->node[g->out[0].node].dtype;
 }
-
-// Relative error, normalized by the larger magnitude (at least lo).
-static double
-relerr(double a, double b, double lo)
-{
-	return fabs(a - b) / fmax(lo, fmax(fabs(a), fabs(b)));
-}
-
-#define CHECK_REL(got, want, tol)                                                                  \
-	do {                                                                                       \
-		double r_g = (got), r_w = (want);                                                  \
-		tu_ncheck++;                                                                       \
-		if (!(relerr(r_g, r_w, 1e-300) <= (tol))) {                                        \
-			tu_nfail++;                                                                \
-			fprintf(stderr, "%s:%d: %s = %.17g, want %s = %.17g (rel tol %g)\n",       \
-			        __FILE__, __LINE__, #got, r_g, #want, r_w, (double)(tol));         \
-		}                                                                                  \
-	} while (0)
 
 // ---------------------------------------------------------------- parameter lists
 
@@ -388,7 +317,7 @@ check_vjp_fd(const char *name, const Module *m, Tensor *vals, double h, double t
 	ir_tensor_alloc(&v, loss_dtype(m), &s0);
 	v.data[0] = 0.75;
 	const char *vn[] = {"v"};
-	Tensor *o = run_task(m, "vjp", vals, vn, &v, 1, &g, why, sizeof why);
+	Tensor *o = tm_run_task_why(m, "vjp", vals, vn, &v, 1, 0, why, sizeof why, &g);
 	if (!o) {
 		printf("%s: note: vjp checks skipped: %s\n", name, why);
 		ir_tensor_free(&v);
@@ -438,7 +367,7 @@ check_vjp_fd(const char *name, const Module *m, Tensor *vals, double h, double t
 	for (uint32_t d = 0; d < m->ndecl; d++)
 		ir_tensor_free(&dir[d]);
 	free(dir);
-	free_out(g, o);
+	tm_free_out(g, o);
 	ir_tensor_free(&v);
 	return 1;
 }
@@ -749,7 +678,7 @@ ds_lstm(void)
 		l[n] = len[n];
 	Tensor *vals = init_values(m, bound, isb);
 	Graph *g;
-	Tensor *o = run_task(m, "forward", vals, NULL, NULL, 0, &g, NULL, 0);
+	Tensor *o = tm_run_task(m, "forward", vals, NULL, NULL, 0, &g);
 	double y[T * N * H];
 	const double *x = value(m, vals, "lx")->data, *wih = value(m, vals, "lwih")->data,
 	             *whh = value(m, vals, "lwhh")->data, *bih = value(m, vals, "lbih")->data,
@@ -762,7 +691,7 @@ ds_lstm(void)
 	// The padding is exactly zero (packed-sequence semantics).
 	CHECK(o[0].data[(4 * N + 1) * H] == 0 && o[1].data[(2 * N + 1) * H + 1] == 0);
 	printf("deepspeech: lstm_direction (forward, reverse, lengths 5 2 4) = C reference\n");
-	free_out(g, o);
+	tm_free_out(g, o);
 	free_values(m, vals);
 	for (uint32_t d = 0; d < m->ndecl; d++)
 		ir_tensor_free(&bound[d]);
@@ -1032,7 +961,7 @@ detr_criterion(void)
 		bx[q * 4 + 0] = bx[q * 4 + 1] = 0.5, bx[q * 4 + 2] = bx[q * 4 + 3] = 0.2;
 	Tensor *vals = init_values(m, bound, isb);
 	Graph *g;
-	Tensor *o = run_task(m, "forward", vals, NULL, NULL, 0, &g, NULL, 0);
+	Tensor *o = tm_run_task(m, "forward", vals, NULL, NULL, 0, &g);
 	CHECK(o[0].dtype == DT_I64 && o[0].shape.dim[0] == DT0 && o[1].shape.dim[0] == DT1);
 	for (int j = 0; j < DT0; j++)
 		CHECK(o[0].data[j] == q0[j]);
@@ -1046,7 +975,7 @@ detr_criterion(void)
 	           1e-12);
 	printf("detr: hungarian_matcher on a hand-made cost: queries %g %g %g | %g %g\n",
 	       o[0].data[0], o[0].data[1], o[0].data[2], o[1].data[0], o[1].data[1]);
-	free_out(g, o);
+	tm_free_out(g, o);
 	free_values(m, vals);
 
 	// 2. Random predictions, the model's own targets: the matching and the
@@ -1059,7 +988,7 @@ detr_criterion(void)
 		for (int i = 0; i < 2 * DQ * 4; i++)
 			bx[i] = trial < 2 ? rnd() : 100 + 700 * rnd();
 		vals = init_values(m, bound, isb);
-		o = run_task(m, "forward", vals, NULL, NULL, 0, &g, NULL, 0);
+		o = tm_run_task(m, "forward", vals, NULL, NULL, 0, &g);
 		targets_of(m, vals, &t);
 		int match[DM];
 		double want = detr_reference(value(m, vals, "mlogits")->data,
@@ -1069,7 +998,7 @@ detr_criterion(void)
 		CHECK_NEAR(o[2].data[0], want, 1e-12);
 		printf("detr: set_criterion on random predictions (%d): %.15g, C reference %.15g\n",
 		       trial, o[2].data[0], want);
-		free_out(g, o);
+		tm_free_out(g, o);
 		free_values(m, vals);
 	}
 	for (uint32_t d = 0; d < m->ndecl; d++)
@@ -1083,9 +1012,9 @@ static double
 jvp_at(const Module *m, Tensor *vals, const char *const *tn, const Tensor *tv, int np)
 {
 	Graph *g;
-	Tensor *o = run_task(m, "jvp", vals, tn, tv, np, &g, NULL, 0);
+	Tensor *o = tm_run_task(m, "jvp", vals, tn, tv, np, &g);
 	double jt = o[1].data[0];
-	free_out(g, o);
+	tm_free_out(g, o);
 	return jt;
 }
 
@@ -1101,15 +1030,15 @@ detr_second_order(const Module *m, Tensor *vals, const char *const *tn, const Te
 {
 	char why[512];
 	Graph *g1, *g2;
-	Tensor *vh = run_task(m, "vhp", vals, tn, tv, np, &g1, why, sizeof why);
+	Tensor *vh = tm_run_task_why(m, "vhp", vals, tn, tv, np, 0, why, sizeof why, &g1);
 	if (!vh) {
 		printf("detr: note: vhp checks skipped: %s\n", why);
 		return;
 	}
-	Tensor *hv = run_task(m, "hvp", vals, tn, tv, np, &g2, why, sizeof why);
+	Tensor *hv = tm_run_task_why(m, "hvp", vals, tn, tv, np, 0, why, sizeof why, &g2);
 	if (!hv) {
 		printf("detr: note: hvp checks skipped: %s\n", why);
-		free_out(g1, vh);
+		tm_free_out(g1, vh);
 		return;
 	}
 	double diff = 0, norm = 0, tht = 0;
@@ -1134,8 +1063,8 @@ detr_second_order(const Module *m, Tensor *vals, const char *const *tn, const Te
 		double jm = jvp_at(m, vals, tn, tv, np);
 		shift(m, vals, dir, -1, h);
 		double fd = (jp - jm) / (2 * h);
-		if (relerr(tht, fd, 1e-300) < best)
-			best = relerr(tht, fd, 1e-300), fd_best = fd;
+		if (tu_relerr(tht, fd, 1e-300) < best)
+			best = tu_relerr(tht, fd, 1e-300), fd_best = fd;
 	}
 	tu_ncheck++;
 	if (!(best <= 1e-5)) {
@@ -1147,8 +1076,8 @@ detr_second_order(const Module *m, Tensor *vals, const char *const *tn, const Te
 	printf("detr: vhp = hvp (sum |difference| %.2g of %.2g); <t, H t> = %.15g, central "
 	       "difference of J t %.15g (J t = %.6g)\n",
 	       diff, norm, tht, fd_best, jt);
-	free_out(g1, vh);
-	free_out(g2, hv);
+	tm_free_out(g1, vh);
+	tm_free_out(g2, hv);
 }
 
 // jvp against vjp (adjoint identity) and against a central difference.
@@ -1177,7 +1106,7 @@ detr_derivatives(const Module *m, Tensor *vals)
 		dir[d] = tv[p++];
 	}
 	Graph *gj, *gv;
-	Tensor *jo = run_task(m, "jvp", vals, tn, tv, (int)np, &gj, why, sizeof why);
+	Tensor *jo = tm_run_task_why(m, "jvp", vals, tn, tv, (int)np, 0, why, sizeof why, &gj);
 	if (!jo)
 		printf("detr: note: jvp checks skipped: %s\n", why);
 	Tensor v;
@@ -1185,7 +1114,7 @@ detr_derivatives(const Module *m, Tensor *vals)
 	ir_tensor_alloc(&v, loss_dtype(m), &s0);
 	v.data[0] = 0.75;
 	const char *vn[] = {"v"};
-	Tensor *vo = run_task(m, "vjp", vals, vn, &v, 1, &gv, why, sizeof why);
+	Tensor *vo = tm_run_task_why(m, "vjp", vals, vn, &v, 1, 0, why, sizeof why, &gv);
 	if (!vo)
 		printf("detr: note: vjp checks skipped: %s\n", why);
 	if (jo && vo) {
@@ -1216,8 +1145,8 @@ detr_derivatives(const Module *m, Tensor *vals)
 		double best = INFINITY, fd_best = 0;
 		for (double h = 1e-6; h > 1e-8; h /= 10) {
 			double fd = central_difference(m, vals, dir, -1, h);
-			if (relerr(jo[1].data[0], fd, 1e-300) < best)
-				best = relerr(jo[1].data[0], fd, 1e-300), fd_best = fd;
+			if (tu_relerr(jo[1].data[0], fd, 1e-300) < best)
+				best = tu_relerr(jo[1].data[0], fd, 1e-300), fd_best = fd;
 		}
 		tu_ncheck++;
 		if (!(best <= 1e-5)) {
@@ -1230,9 +1159,9 @@ detr_derivatives(const Module *m, Tensor *vals)
 	if (jo)
 		detr_second_order(m, vals, tn, tv, (int)np, dir, jo[1].data[0]);
 	if (jo)
-		free_out(gj, jo);
+		tm_free_out(gj, jo);
 	if (vo)
-		free_out(gv, vo);
+		tm_free_out(gv, vo);
 	ir_tensor_free(&v);
 	for (p = 0; p < np; p++)
 		ir_tensor_free(&tv[p]), free(names[p]);

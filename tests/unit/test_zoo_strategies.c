@@ -43,6 +43,7 @@
 #include "frontend.h"
 #include "ir.h"
 #include "passes.h"
+#include "testmodel.h"
 #include "testutil.h"
 
 enum { KCOLS = 3 };
@@ -171,51 +172,31 @@ bind_v(const Model *mo, const char *name, const Tensor *like, const Vec *t, doub
 	exit(1);
 }
 
-// Runs `task` on mo->f; returns its outputs (caller frees with release).
+// Runs `task` of mo->f (testmodel.h: tm_derive, tm_run): its inputs not
+// declarations of mo->m are bound by bind_v.  Its outputs, and its graph
+// in *gout (tm_free_out frees both).
 static Tensor *
 run_task(const Model *mo, const char *task, const Vec *t, double s, Graph **gout)
 {
-	char err[512];
-	Loc el;
-	Graph *g = pass_task(mo->f, task, NULL, &el, err, sizeof err);
-	if (!g) {
-		fprintf(stderr, "%s: task %s: %s\n", mo->name, task, err);
-		exit(1);
-	}
-	Tensor *in = calloc(g->ninput + 1, sizeof *in);
-	uint8_t *own = calloc(g->ninput + 1, 1);
+	Graph *g = tm_derive(mo->f, task, NULL, 0);
+	const char **xn = calloc(g->ninput + 1, sizeof *xn);
+	Tensor *xv = calloc(g->ninput + 1, sizeof *xv);
+	int nx = 0;
 	for (uint32_t i = 0; i < g->ninput; i++) {
-		int d = ir_module_find_decl(mo->m, g->input[i].name);
-		if (d >= 0) {
-			in[i] = mo->val[d];
+		const char *name = g->input[i].name;
+		if (ir_module_find_decl(mo->m, name) >= 0)
 			continue;
-		}
 		const Tensor *like = NULL;
-		if (strcmp(g->input[i].name, "v"))
-			like = &mo->val[ir_module_find_decl(mo->m, g->input[i].name + 2)];
-		bind_v(mo, g->input[i].name, like, t, s, &in[i]);
-		own[i] = 1;
+		if (strcmp(name, "v"))
+			like = &mo->val[ir_module_find_decl(mo->m, name + 2)];
+		bind_v(mo, name, like, t, s, &xv[nx]);
+		xn[nx++] = name;
 	}
-	Tensor *out = calloc(g->nout + 1, sizeof *out);
-	if (!ir_interp(g, in, out, 0, err, sizeof err)) {
-		fprintf(stderr, "%s: task %s: %s\n", mo->name, task, err);
-		exit(1);
-	}
-	for (uint32_t i = 0; i < g->ninput; i++)
-		if (own[i])
-			ir_tensor_free(&in[i]);
-	free(in), free(own);
+	Tensor *out = tm_run(mo->m, g, task, mo->val, xn, xv, nx, 0);
+	tm_free_tensors(xv, (uint32_t)nx);
+	free(xn);
 	*gout = g;
 	return out;
-}
-
-static void
-release(Graph *g, Tensor *o)
-{
-	for (uint32_t i = 0; i < g->nout; i++)
-		ir_tensor_free(&o[i]);
-	free(o);
-	ir_graph_free(g);
 }
 
 // Outputs first .. first + np of a task, flattened into one vector.
@@ -231,7 +212,7 @@ task_vec(const Model *mo, const char *task, const Vec *t, double s, uint32_t fir
 		            "a task output of the wrong size");
 		memcpy(r.x + mo->off[p], x->data, sizeof(double) * (size_t)ir_numel(&x->shape));
 	}
-	release(g, o);
+	tm_free_out(g, o);
 	return r;
 }
 
@@ -241,7 +222,7 @@ task_scalar(const Model *mo, const char *task, const Vec *t, double s, uint32_t 
 	Graph *g;
 	Tensor *o = run_task(mo, task, t, s, &g);
 	double r = o[k].data[0];
-	release(g, o);
+	tm_free_out(g, o);
 	return r;
 }
 
@@ -264,7 +245,7 @@ task_hessian(const Model *mo, const char *task)
 				for (int64_t j = 0; j < nq; j++)
 					h.x[(mo->off[p] + i) * n + mo->off[q] + j] = b->data[i * nq + j];
 		}
-	release(g, o);
+	tm_free_out(g, o);
 	return h;
 }
 

@@ -7,6 +7,7 @@
 #define FADC_TESTUTIL_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,14 +25,21 @@ tu_near(double got, double want, double tol)
 	return fabs(got - want) <= tol * fmax(1.0, fabs(want));
 }
 
-#define CHECK(c) \
-	do { \
-		tu_ncheck++; \
-		if (!(c)) { \
-			tu_nfail++; \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-		} \
-	} while (0)
+// A check of ok, the expression `what` at file:line; gives ok.
+static inline int
+tu_check(int ok, const char *what, const char *file, int line)
+{
+	tu_ncheck++;
+	if (!ok) {
+		tu_nfail++;
+		fprintf(stderr, "%s:%d: check failed: %s\n", file, line, what);
+	}
+	return ok;
+}
+
+// An expression: c's truth, so that a test may go on only where it held
+// (if (CHECK(p != NULL)) ...).
+#define CHECK(c) tu_check(!!(c), #c, __FILE__, __LINE__)
 
 #define CHECK_NEAR(got, want, tol) \
 	do { \
@@ -43,6 +51,64 @@ tu_near(double got, double want, double tol)
 			        __LINE__, #got, tu_g, #want, tu_w, (double)(tol)); \
 		} \
 	} while (0)
+
+// |got - want| relative to the larger of |got| and |want|, or to floor
+// where both are below it (floor 1: absolute below magnitude 1).  NaN
+// gives NaN, which no tolerance passes.
+static inline double
+tu_relerr(double got, double want, double floor)
+{
+	return fabs(got - want) / fmax(floor, fmax(fabs(got), fabs(want)));
+}
+
+// got and want within a relative tolerance of the larger magnitude of the
+// two (relative down to the smallest doubles): for finite differences and
+// other values of any scale.
+#define CHECK_REL(got, want, tol) \
+	do { \
+		double tu_g = (got), tu_w = (want); \
+		tu_ncheck++; \
+		if (!(tu_relerr(tu_g, tu_w, 1e-300) <= (tol))) { \
+			tu_nfail++; \
+			fprintf(stderr, "%s:%d: %s = %.17g, want %s = %.17g (rel tol %g)\n", __FILE__, \
+			        __LINE__, #got, tu_g, #want, tu_w, (double)(tol)); \
+		} \
+	} while (0)
+
+// got and want within tol relative to the larger magnitude of the two,
+// absolute below magnitude 1; `what` (a string) names the check.
+#define CHECK_CLOSE(got, want, tol, what) \
+	do { \
+		double tu_g = (got), tu_w = (want); \
+		tu_ncheck++; \
+		if (!(tu_relerr(tu_g, tu_w, 1.0) <= (tol))) { \
+			tu_nfail++; \
+			fprintf(stderr, "%s:%d: %s: got %.17g want %.17g (tol %g)\n", __FILE__, __LINE__, \
+			        (what), tu_g, tu_w, (double)(tol)); \
+		} \
+	} while (0)
+
+// The n values got[0 .. ngot) against want[0 .. n), each tu_near within
+// tol: one check, failing at the first element off (or a count that
+// differs).  file and line are the caller's (for a test's own macro).
+static inline void
+tu_check_vec(const char *file, int line, const double *got, size_t ngot, const double *want,
+             size_t n, double tol)
+{
+	tu_ncheck++;
+	if (ngot != n) {
+		tu_nfail++;
+		fprintf(stderr, "%s:%d: tensor has %zu elements, want %zu\n", file, line, ngot, n);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!tu_near(got[i], want[i], tol)) {
+			tu_nfail++;
+			fprintf(stderr, "%s:%d: element %zu = %.17g, want %.17g (tol %g)\n", file, line,
+			        i, got[i], want[i], tol);
+			return;
+		}
+}
 
 #define CHECK_STR(got, want) \
 	do { \
