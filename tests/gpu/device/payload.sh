@@ -23,7 +23,8 @@
 #                    the model's absolute path, so DEST/fgpu must sit at
 #                    /tmp/fgpu on both machines (run.sh copies it there)
 #   DEST/peer/       the seed's functional_autograd_benchmark.py and the
-#                    modules it imports (tests/gpu/device/peer)
+#                    modules it imports (tests/gpu/device/peer), and the
+#                    compiled training-step peer (bench/peers/torch_compile_step.py)
 #   DEST/run.sh      what the GPU machine runs (tests/gpu/device/run.sh)
 #
 # Usage: tests/gpu/device/payload.sh /work/main/.gpu [check|full]   (from
@@ -128,6 +129,6 @@ fi
 	-D resnet18:N=4
 cp -r /tmp/fgpu "$dest/fgpu"
 cp "$root"/tests/gpu/device/peer/*.py "$root/bench/peers/jax_ppl.py" \
-	"$root/bench/peers/jax_wav2letter.py" "$dest/peer/"
+	"$root/bench/peers/jax_wav2letter.py" "$root/bench/peers/torch_compile_step.py" "$dest/peer/"
 cp "$root/tests/gpu/device/run.sh" "$dest/run.sh"
 du -sh "$dest"

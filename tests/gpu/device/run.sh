@@ -10,7 +10,9 @@
 # the same models, in the same call; cpu = the CPU thread pool on that
 # machine's cores: fadc-bench --gpu -1 at 1 and all threads (wav2letter at
 # full size, resnet18 at N=4) beside JAX's CPU wav2letter at 1 and all threads;
-# full = the zoo at full size on the GPU, fadc-bench and PyTorch's benchmark.  Logs go to $OUT (or /tmp/out): at
+# full = the zoo at full size on the GPU, fadc-bench and PyTorch's benchmark;
+# compiled = the torch.compile training-step peer on the large models
+# (bench/peers/torch_compile_step.py; COMPILED_* choose what runs).  Logs go to $OUT (or /tmp/out): at
 # most 8 files (the device tool's limit).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -112,6 +114,27 @@ case " $steps " in *" peer "*)
 	echo "rc=$?"; grep -iE "error|Traceback" /tmp/jax.log | tail -n 3
 	python3 -c 'import jax; print("jax", jax.__version__, jax.devices())'
 	cat "$out/jax-ppl.md"
+	;;
+esac
+case " $steps " in *" compiled "*)
+	# The compiled training-step peer (issue 19): torch.compile(model), loss,
+	# torch.autograd.grad over the parameters, for every large model, modes
+	# eager/default/reduce-overhead (COMPILED_MODES; COMPILED_AUTOTUNE=1 adds
+	# max-autotune-no-cudagraphs), TF32 COMPILED_TF32 (off, default, on, or a
+	# comma list); each cell in its own process under COMPILED_TIMEOUT seconds,
+	# each model under COMPILED_MODEL_TIMEOUT.  bench/peers/torch_compile_step.py.
+	echo "== PyTorch: torch_compile_step.py (torch.compile training steps)"
+	cd "$here/peer"
+	export PYTHONUNBUFFERED=1
+	at=""; [ "${COMPILED_AUTOTUNE:-0}" = 1 ] && at=--max-autotune
+	python3 torch_compile_step.py \
+		--models "${COMPILED_MODELS:-multiheadattn,wav2letter,resnet18,transformer,deepspeech,fcn_resnet,detr}" \
+		--modes "${COMPILED_MODES:-eager,default,reduce-overhead}" $at \
+		--tf32 "${COMPILED_TF32:-default}" --iters "${COMPILED_ITERS:-20}" \
+		--timeout "${COMPILED_TIMEOUT:-240}" --model-timeout "${COMPILED_MODEL_TIMEOUT:-600}" \
+		--json "$out/compiled.json" 2>&1 | tee "$out/compiled.log"
+	echo "rc=${PIPESTATUS[0]}"
+	cd - >/dev/null
 	;;
 esac
 case " $steps " in *" full "*)
