@@ -9,11 +9,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// A tensor as the runner sees it: float64 values, row-major.
+#include "ir.h" // IR_MAXDIM
+
+// A tensor as the runner sees it: float64 values, row-major, with its name
+// (the interpreter's Tensor has no name and its dtype; the runner needs the
+// one and not the other).  Its rank bound is the IR's.
 typedef struct BTensor {
 	char name[128];
 	int rank;
-	int64_t dim[8];
+	int64_t dim[IR_MAXDIM];
 	double *data;
 	int64_t n;
 } BTensor;
