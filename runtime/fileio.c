@@ -362,18 +362,17 @@ fio_out_open(FioOut *o, const char *path, mode_t mode, char *err, size_t errlen)
 	if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && !(real = realpath(path, NULL)))
 		return fail(err, errlen, "%s: cannot resolve the symbolic link: %s", path,
 		            strerror(errno));
-	if (real)
-		path = real;
-	size_t len = strlen(path) + 32;
-	o->path = strdup(path);
-	free(real);
+	const char *given = path;
+	size_t len = strlen(real ? real : path) + 32;
+	o->path = real ? real : strdup(path); // owned by o from here on
 	o->tmp = malloc(len);
 	if (!o->path || !o->tmp) {
 		free(o->path);
 		free(o->tmp);
 		o->path = o->tmp = NULL;
-		return fail(err, errlen, "%s: out of memory", path);
+		return fail(err, errlen, "%s: out of memory", given);
 	}
+	path = o->path; // the file written: the link's target, or the name given
 	// Beside the target; O_EXCL makes a clash with another writer fail
 	// instead of sharing the file.  The name carries the pid and a counter.
 	static unsigned counter;
