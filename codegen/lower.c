@@ -603,8 +603,9 @@ lower_bernoulli(Lower *L, NodeId n, KxId e)
 }
 
 // kaiming_normal: sc z; kaiming_uniform: uniform on [-b, b], b = sqrt(3) sc.
+// One body: the two differ only in the draw and its scaling.
 static KxId
-lower_kaiming_normal(Lower *L, NodeId n, KxId e)
+lower_kaiming(Lower *L, NodeId n, KxId e, int uniform)
 {
 	KProgram *p = L->p;
 	const Shape *s = ir_shape(L->g, n);
@@ -613,26 +614,26 @@ lower_kaiming_normal(Lower *L, NodeId n, KxId e)
 	int64_t seed = a.a[aidx(L, n, "seed")].i;
 	int fan_out = (int)a.a[aidx(L, n, "mode")].i != 0;
 	double sc = kaiming_scale(s, fan_out, a.a[aidx(L, n, "a")].f);
-	KxId r = kx_rand(p, KRAND_NORMAL, seed, e, 0);
-	KxId v = kx_bin(p, KX_MUL, kx_const(p, sc, DT_F64), r);
+	KxId r = kx_rand(p, uniform ? KRAND_UNIFORM : KRAND_NORMAL, seed, e, 0), v;
+	if (uniform) {
+		double b = sqrt(3.0) * sc;
+		v = kx_bin(p, KX_ADD, kx_const(p, -b, DT_F64),
+		           kx_bin(p, KX_MUL, kx_const(p, 2 * b, DT_F64), r));
+	} else
+		v = kx_bin(p, KX_MUL, kx_const(p, sc, DT_F64), r);
 	return kx_cast(p, v, ndtype(L, n));
+}
+
+static KxId
+lower_kaiming_normal(Lower *L, NodeId n, KxId e)
+{
+	return lower_kaiming(L, n, e, 0);
 }
 
 static KxId
 lower_kaiming_uniform(Lower *L, NodeId n, KxId e)
 {
-	KProgram *p = L->p;
-	const Shape *s = ir_shape(L->g, n);
-	Attrs a;
-	ir_attrs_get(L->g, n, &a);
-	int64_t seed = a.a[aidx(L, n, "seed")].i;
-	int fan_out = (int)a.a[aidx(L, n, "mode")].i != 0;
-	double sc = kaiming_scale(s, fan_out, a.a[aidx(L, n, "a")].f);
-	double b = sqrt(3.0) * sc;
-	KxId r = kx_rand(p, KRAND_UNIFORM, seed, e, 0);
-	KxId v = kx_bin(p, KX_ADD, kx_const(p, -b, DT_F64),
-	                kx_bin(p, KX_MUL, kx_const(p, 2 * b, DT_F64), r));
-	return kx_cast(p, v, ndtype(L, n));
+	return lower_kaiming(L, n, e, 1);
 }
 
 // ---------------------------------------------------------------- memo
