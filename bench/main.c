@@ -7,6 +7,7 @@
 //              [--artifacts DIR] [--compile] [--compile-only] [--fadc PATH]
 //              [--check-reference]
 //   fadc-bench compare BEFORE AFTER [--output FILE]
+//   fadc-bench compare --plot CHART.png RUN.json [MORE.json ...]
 //
 // Backends (bench/exec.h): `cpu`, the default, times compiled artifacts
 // through the runtime, compiling them with --compile by running the fadc
@@ -32,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,6 +51,7 @@
 static const char *const usage =
     "usage: fadc-bench [options]\n"
     "       fadc-bench compare BEFORE AFTER [--output FILE]\n"
+    "       fadc-bench compare --plot CHART.png RUN.json [MORE.json ...]\n"
     "\n"
     "Benchmarks the tasks of the models of bench/bench.yaml, as PyTorch's\n"
     "functional_autograd_benchmark.py does, and writes its markdown table.\n"
@@ -79,7 +82,12 @@ static const char *const usage =
     "  --device-time        with --gpu N: time each iteration on the device (CUDA\n"
     "                       events around the call) instead of the host clock\n"
     "                       around call + synchronize (the seed's)\n"
-    "  -h, --help           this help\n";
+    "  -h, --help           this help\n"
+    "\n"
+    "compare prints the speedups (before / after) of two markdown tables; with\n"
+    "--plot it draws fadc-bench --json files and the peers' (bench/peers/\n"
+    "torch_compile_step.py --json) into a PNG with bench/plot.py, run by\n"
+    "$FADC_PYTHON or /usr/bin/python3 (Debian's python3-matplotlib).\n";
 
 typedef struct Opts {
 	const char *output, *config, *json, *backend, *artifacts, *compiler;
@@ -490,29 +498,107 @@ out_commit(FioOut *o)
 	return 0;
 }
 
+// compare --plot: bench/plot.py draws the chart (docs/BENCH.md, "Charts"),
+// so that fadc-bench itself links no plotting library.  The script is
+// plot.py beside this executable (a payload's bin/), else the source tree's
+// bench/plot.py; the interpreter is $FADC_PYTHON, else /usr/bin/python3,
+// Debian's, which python3-matplotlib installs into (a virtual environment's
+// python3 on PATH may lack it).  The script checks its inputs and says what
+// is wrong with them; its failure is ours (exit 1).
+static int
+run_plot(const char *chart, char **in, int nin)
+{
+	const char *py = getenv("FADC_PYTHON");
+	if (!py || !*py)
+		py = "/usr/bin/python3";
+	if (access(py, X_OK)) {
+		fprintf(stderr,
+		        "fadc-bench: --plot runs %s, which cannot be run: %s (install Debian's "
+		        "python3-matplotlib: apt-get install python3-matplotlib)\n",
+		        py, strerror(errno));
+		return 1;
+	}
+	char script[4096 + 32];
+	ssize_t k = readlink("/proc/self/exe", script, 4096);
+	char *slash = k > 0 ? (script[k] = 0, strrchr(script, '/')) : NULL;
+	if (slash)
+		snprintf(slash, sizeof script - (size_t)(slash - script), "/plot.py");
+	if (!slash || access(script, R_OK))
+		snprintf(script, sizeof script, "%s/bench/plot.py", FADC_SOURCE_DIR);
+	if (access(script, R_OK)) {
+		fprintf(stderr, "fadc-bench: --plot: cannot read %s: %s\n", script, strerror(errno));
+		return 1;
+	}
+	// --output=CHART and "--": names that begin with '-' stay names.
+	char opt[4096 + 16];
+	snprintf(opt, sizeof opt, "--output=%s", chart);
+	char **av = calloc((size_t)nin + 5, sizeof *av);
+	if (!av) {
+		fprintf(stderr, "fadc-bench: out of memory\n");
+		return 1;
+	}
+	av[0] = (char *)py;
+	av[1] = script;
+	av[2] = opt;
+	av[3] = "--";
+	memcpy(av + 4, in, (size_t)nin * sizeof *av);
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		execv(py, av);
+		fprintf(stderr, "fadc-bench: cannot run %s: %s\n", py, strerror(errno));
+		_exit(127);
+	}
+	free(av);
+	int st = 0;
+	if (pid < 0 || waitpid(pid, &st, 0) < 0) {
+		fprintf(stderr, "fadc-bench: cannot run %s: %s\n", py, strerror(errno));
+		return 1;
+	}
+	if (WIFSIGNALED(st)) {
+		fprintf(stderr, "fadc-bench: %s %s killed by signal %d\n", py, script, WTERMSIG(st));
+		return 1;
+	}
+	return WEXITSTATUS(st) ? 1 : 0;
+}
+
 static int
 cmd_compare(int argc, char **argv)
 {
-	const char *before = NULL, *after = NULL, *output = NULL;
+	const char *before = NULL, *after = NULL, *output = NULL, *plot = NULL;
+	char *files[256];
+	int nin = 0;
 	for (int i = 0; i < argc; i++) {
 		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
 			fputs(usage, stdout);
 			return 0;
-		} else if (!strcmp(argv[i], "--output")) {
+		} else if (!strcmp(argv[i], "--output") || !strcmp(argv[i], "--plot")) {
 			if (i + 1 >= argc)
 				return usage_error("%s needs a value", argv[i]);
-			output = argv[++i];
+			if (!strcmp(argv[i], "--output"))
+				output = argv[++i];
+			else
+				plot = argv[++i];
 		} else if (argv[i][0] == '-')
 			return usage_error("unknown option '%s'", argv[i]);
-		else if (!before)
-			before = argv[i];
-		else if (!after)
-			after = argv[i];
+		else if (nin == (int)(sizeof files / sizeof *files))
+			return usage_error("compare: too many files ('%s' is the 257th)", argv[i]);
 		else
-			return usage_error("compare takes two tables ('%s' is a third)", argv[i]);
+			files[nin++] = argv[i];
 	}
-	if (!after)
+	if (plot && output)
+		return usage_error("compare: --output is for tables, --plot for a chart; give one%s",
+		                   "");
+	if (plot && !nin)
+		return usage_error("compare --plot needs RUN.json files%s", "");
+	if (plot)
+		return run_plot(plot, files, nin);
+	if (nin > 2)
+		return usage_error("compare takes two tables ('%s' is a third)", files[2]);
+	if (nin < 2)
 		return usage_error("compare needs BEFORE and AFTER tables%s", "");
+	before = files[0];
+	after = files[1];
 	Table b, a;
 	char err[4096 + 512];
 	const char *in[] = {before, after};
