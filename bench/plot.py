@@ -35,9 +35,9 @@ where the input does not have it.
 A system's cell given twice (two runs of the same call) keeps the later file's, and the
 replacement is said on stderr.  The bars are also printed on stdout as a markdown table.
 
-Size: --size WxH in inches, else W = max(10, 2 + 0.3 x bars) and H = 9, at 100 dpi: a chart of
-B bars is round(100 W) x 900 pixels.  The PNG is written to a temporary file beside the target
-and renamed over it.
+Size: --size WxH in inches, else W = max(10, 2 + 0.25 x slots) and H = 9, at 100 dpi (a cell
+takes max(its bars, 3) + 1 slots): round(100 W) x 900 pixels.  The PNG is written to a
+temporary file beside the target and renamed over it.
 
 Exit status: 0 done; 1 bad input (a file missing or unreadable, not JSON, an unknown schema,
 a cell missing its fields, nothing to draw) or matplotlib missing; 2 usage.
@@ -115,10 +115,10 @@ def fadc_bars(path, d):
             b["status"] = "skipped"
             b["note"] = str(c["skipped"])
         else:
-            samples = [s for s in c.get("samples") or [] if is_num(s)]
+            samples = [s for s in c.get("samples") or [] if is_num(s) and s > 0]
             if samples:
                 b["ms"] = statistics.median(samples) * 1e3
-            elif is_num(c.get("mean")):
+            elif is_num(c.get("mean")) and c["mean"] > 0:
                 b["ms"] = c["mean"] * 1e3
             else:
                 b["status"] = "no samples"
@@ -147,8 +147,9 @@ def peer_bars(path, d):
                  note=str(c.get("error") or ""), file=path)
         if status == "ok":
             ms = c.get("ms_median", c.get("ms_mean"))
-            if not is_num(ms):
-                raise InputError(f"{path}: cells[{i}]: status ok without a number in 'ms_median'")
+            if not is_num(ms) or ms <= 0:
+                raise InputError(f"{path}: cells[{i}]: status ok without a time > 0 in "
+                                 f"'ms_median'")
             b["ms"] = float(ms)
         m = c.get("peak_memory_bytes", c.get("peak_bytes"))
         b["mem"] = m if is_num(m) and status == "ok" else None
@@ -299,17 +300,19 @@ def draw(bars, cells, systems, out, title, sub, size):
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    nbars = sum(1 for c in cells for s in systems if any(
-        (b["model"], b["task"]) == c and b["system"] == s for b in bars))
-    w, h = size if size else (max(10.0, 2 + 0.3 * nbars), 9.0)
+    by = {(b["model"], b["task"], b["system"]): b for b in bars}
+    # A cell takes max(its bars, 3) slots, so that the labels of one-bar cells do not meet,
+    # and one more between cells.
+    per = [sum((c[0], c[1], s) in by for s in systems) for c in cells]
+    slots = sum(max(n, 3) + 1 for n in per)
+    w, h = size if size else (max(10.0, 2 + 0.25 * slots), 9.0)
     fig, (ax, am) = plt.subplots(2, 1, figsize=(w, h), dpi=DPI, sharex=True,
                                  gridspec_kw={"height_ratios": [3, 2]})
     fig.suptitle(title, fontsize=12, y=0.995)
     fig.text(0.5, 0.955, sub, ha="center", va="top", fontsize=8)
-    by = {(b["model"], b["task"], b["system"]): b for b in bars}
     first = {s: next(b for b in bars if b["system"] == s) for s in systems}
     times = [b["ms"] for b in bars if b["ms"] is not None]
-    mems = [b["mem"] / 2**20 for b in bars if b["mem"] is not None]
+    mems = [b["mem"] / 2**20 for b in bars if b["mem"]]  # a log scale: none of 0 bytes
     tlo, thi = (min(times), max(times)) if times else (0.1, 10.0)
     mlo, mhi = (min(mems), max(mems)) if mems else (1.0, 100.0)
     ax.set_yscale("log")
@@ -320,6 +323,7 @@ def draw(bars, cells, systems, out, title, sub, size):
     x = 0.0
     for cell in cells:
         here = [s for s in systems if (cell[0], cell[1], s) in by]
+        x += (max(len(here), 3) - len(here)) / 2
         x0 = x
         for s in here:
             b = by[(cell[0], cell[1], s)]
@@ -340,15 +344,15 @@ def draw(bars, cells, systems, out, title, sub, size):
                 ax.text(x, math.sqrt(tlo / 4 * top), st, ha="center", va="center", rotation=90,
                         fontsize=8, color="#b00000", fontweight="bold",
                         bbox=dict(facecolor="white", edgecolor="none", pad=1))
-            if b["mem"] is not None:
+            if b["mem"]:
                 am.bar(x, b["mem"] / 2**20, 0.9, color=col, edgecolor="black", linewidth=0.4)
             else:
-                am.text(x, mlo / 3, "n/a", ha="center", va="bottom", rotation=90, fontsize=7,
-                        color="#555555")
+                am.text(x, mlo / 3, "n/a" if b["mem"] is None else "0 B", ha="center",
+                        va="bottom", rotation=90, fontsize=7, color="#555555")
             x += 1
         xt.append((x0 + x - 1) / 2)
         xl.append(f"{cell[0]}\n{cell[1]}")
-        x += 1
+        x += (max(len(here), 3) - len(here)) / 2 + 1
     ax.set_ylabel("ms per call (log)")
     am.set_ylabel("peak memory, MiB (log)")
     if not mems:
@@ -363,8 +367,12 @@ def draw(bars, cells, systems, out, title, sub, size):
     if any(b["ms"] is None for b in bars):
         handles.append(Patch(facecolor="none", edgecolor="black", hatch="///",
                              label="did not run (why, on the bar)"))
-    ax.legend(handles=handles, fontsize=7, ncol=min(4, len(handles)), loc="upper left")
-    fig.subplots_adjust(left=0.07, right=0.99, top=0.89, bottom=0.09, hspace=0.08)
+    # The legend under the chart, 4 to a row, so that no number of systems covers a bar.
+    rows = -(-len(handles) // 4)
+    fig.legend(handles=handles, fontsize=7, ncol=min(4, len(handles)), loc="lower center",
+               frameon=False)
+    fig.subplots_adjust(left=0.07, right=0.99, top=0.89, bottom=0.085 + 0.19 * rows / h,
+                        hspace=0.08)
     d = os.path.dirname(os.path.abspath(out))
     fd, tmp = tempfile.mkstemp(prefix=".plot-", suffix=".png", dir=d)
     try:

@@ -74,16 +74,30 @@ cat >"$tmp/want" <<'EOF'
 EOF
 diff "$tmp/want" "$tmp/out" >&2 || fail "the fixtures' bars differ (above)"
 [ ! -s "$tmp/err" ] || fail "stderr: $(cat "$tmp/err")"
-# 9 bars: max(10, 2 + 0.3 x 9) = 10 inches wide, 9 high, at 100 dpi.
+# 3 cells: 5 + 1, 3 + 1 and 3 + 1 slots (a cell takes at least 3), so
+# max(10, 2 + 0.25 x 14) = 10 inches wide, 9 high, at 100 dpi.
 png_ok "$tmp/fix.png" 1000 900
 plot 0 "$D/plot-fadc.json" "$D/plot-peer.json" -o "$tmp/small.png" --size 6x4.5
 png_ok "$tmp/small.png" 600 450
 ls -A "$tmp" | grep -q '^\.plot-' && fail "a temporary PNG was left"
+# Every mode and precision (plot-modes.json, ms = 10 + 0.3 len(mode) + 0, 1, 2 for TF32 off,
+# default, on): the best peer is eager with TF32 off, 11.5 ms, so resnet18's fadc strict reads
+# 11.5 / 5 = 2.30 and max-autotune-no-cudagraphs with TF32 on (10 + 7.8 + 2 = 19.8 ms) 0.58;
+# detr's three max-autotune cells failed and are kept.  Slots: resnet18 14 + 1, multiheadattn
+# vjp and jvp 3 + 1 each (one bar), detr and transformer 12 + 1: 49, so 2 + 0.25 x 49 = 14.25
+# inches: 1425 x 900.
+plot 0 "$D/plot-fadc.json" "$D/plot-modes.json" -o "$tmp/modes.png"
+grep -qF '| resnet18 | vjp | fadc strict | 5 | 2.30 | 100.0 | ok |' "$tmp/out" &&
+	grep -qF '| resnet18 | vjp | torch.compile max-autotune-no-cudagraphs (TF32 on) | 19.8 | 0.58 | 1,024.0 | ok |' "$tmp/out" &&
+	[ "$(grep -c '^| detr | vjp | torch.compile max-autotune-no-cudagraphs (TF32 [a-z]*) |  |  | n/a | error: InductorError: autotune failed |$' "$tmp/out")" = 3 ] ||
+	fail "every mode and precision: $(cat "$tmp/out")"
+[ "$(grep -cE '^\| [a-z0-9_]+ \| [a-z]+ \| (fadc|torch)' "$tmp/out")" = 40 ] || fail "not 40 bars: $(cat "$tmp/out")"
+png_ok "$tmp/modes.png" 1425 900
 
 # 2. The stored peer runs, as PERFORMANCE.md's table reads them: a later
 # file's cell replaces an earlier one's, said on stderr (the transformer's
-# failed reduce-overhead of call 1 by call 2's 15.06 ms).  21 bars: 2 + 6.3
-# < 10 inches.
+# failed reduce-overhead of call 1 by call 2's 15.06 ms).  7 cells of 3 bars,
+# 28 slots: 2 + 0.25 x 28 = 9 < 10 inches.
 plot 0 "$R/compiled-1.json" "$R/compiled-2.json" "$R/compiled-3a.json" "$R/compiled-3b.json" \
 	-o "$tmp/runs.png"
 grep -qF 'transformer vjp torch.compile reduce-overhead (TF32 default): '"$R"'/compiled-2.json (ok) replaces '"$R"'/compiled-1.json (error)' "$tmp/err" ||
@@ -116,7 +130,7 @@ bad "plot.py: $tmp/list.json: unknown schema: neither fadc-bench --json (environ
 echo '{"environment": {}, "cells": [{"task": "vjp"}]}' >"$tmp/nomodel.json"
 bad "plot.py: $tmp/nomodel.json: cells[0]: 'model' missing or not a string" "$tmp/nomodel.json"
 echo '{"torch": "2", "cells": [{"model": "m", "mode": "eager", "tf32": "off", "status": "ok"}]}' >"$tmp/noms.json"
-bad "plot.py: $tmp/noms.json: cells[0]: status ok without a number in 'ms_median'" "$tmp/noms.json"
+bad "plot.py: $tmp/noms.json: cells[0]: status ok without a time > 0 in 'ms_median'" "$tmp/noms.json"
 echo '{"environment": {}, "cells": []}' >"$tmp/empty.json"
 bad "plot.py: no cells in $tmp/empty.json: nothing to draw" "$tmp/empty.json"
 bad "plot.py: $tmp: is a folder, not a file" "$tmp"
