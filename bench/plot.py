@@ -46,6 +46,7 @@ import argparse
 import json
 import math
 import os
+import stat
 import statistics
 import sys
 import tempfile
@@ -64,8 +65,15 @@ def die(msg, rc=1):
 
 
 def read_text(path):
-    if os.path.isdir(path):
+    # Regular files only: a FIFO would block the open, a device never end.
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise InputError(f"{path}: cannot open: {e.strerror}")
+    if stat.S_ISDIR(st.st_mode):
         raise InputError(f"{path}: is a folder, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{path}: not a regular file")
     try:
         with open(path, encoding="utf-8") as f:
             return f.read()
@@ -415,6 +423,8 @@ def main():
         die(f"-o {out}: no folder {od}")
     if os.path.isdir(out):
         die(f"-o {out}: is a folder")
+    if os.path.exists(out) and not os.path.isfile(out):
+        die(f"-o {out}: exists and is not a regular file")
     for p in a.inputs + a.seed:
         if os.path.exists(p) and os.path.exists(out) and os.path.samefile(p, out):
             die(f"-o {out} is the input {p}")

@@ -134,6 +134,17 @@ bad "plot.py: $tmp/noms.json: cells[0]: status ok without a time > 0 in 'ms_medi
 echo '{"environment": {}, "cells": []}' >"$tmp/empty.json"
 bad "plot.py: no cells in $tmp/empty.json: nothing to draw" "$tmp/empty.json"
 bad "plot.py: $tmp: is a folder, not a file" "$tmp"
+mkfifo "$tmp/fifo.json"
+"$PY" "$PLOT" "$tmp/fifo.json" -o "$tmp/bad.png" >"$tmp/out" 2>"$tmp/err" &
+pid=$!
+for _ in $(seq 100); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+kill -0 $pid 2>/dev/null && { kill $pid; fail "plot.py blocked on a FIFO"; }
+wait $pid && fail "a FIFO was read as an input"
+err_is "plot.py: $tmp/fifo.json: not a regular file"
+mkfifo "$tmp/fifo.png"
+plot 1 "$D/plot-peer.json" -o "$tmp/fifo.png"
+err_is "plot.py: -o $tmp/fifo.png: exists and is not a regular file"
+[ -p "$tmp/fifo.png" ] || fail "the FIFO -o named was replaced"
 plot 1 "$D/plot-peer.json" -o "$tmp/no/such/folder/c.png"
 err_is "plot.py: -o $tmp/no/such/folder/c.png: no folder $tmp/no/such/folder"
 plot 1 "$D/plot-peer.json" -o "$tmp/c.png" --seed "$D/plot-peer.json"
