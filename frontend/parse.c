@@ -167,7 +167,8 @@ typedef struct P {
 	Var **declvar; // M_FORWARD: decl index -> its variable (made on first use)
 	Var **inputvar; // variables of forward's inputs, for write-backs
 	uint32_t ninputvar, cinputvar;
-	const char *retname[64]; // `return v as name`
+	const char *retname[64]; // `return v as name`, or the variable's name
+	Loc retas[64]; // where `as name` named it; 0: the name is implicit
 	const char *retwb[64]; // `return v -> input`
 	int nret;
 	char err[512];
@@ -1935,6 +1936,51 @@ def_error(P *p, const Def *d, Loc loc, const char *msg)
 	diag_fail(&p->d);
 }
 
+// Checks a function's result against its declared type (`-> type` or
+// `-> (type, ...)`), forward's included: a compile-time number becomes a
+// tensor of the declared type, anything else must match it exactly, and
+// the counts must agree both ways.  p->tok is d's token array.
+static void
+check_result(P *p, const Def *d, Val *ret)
+{
+	if (!d->ret_tok)
+		return;
+	uint32_t save = p->pos;
+	p->pos = d->ret_tok;
+	int paren = accept(p, "(");
+	int n = ret->k == V_TUPLE ? ret->nitem : ret->k ? 1 : 0;
+	int ntype = 0;
+	for (int i = 0;; i++) {
+		DType dt;
+		Shape s;
+		Loc tl = peek(p)->loc;
+		parse_type(p, &dt, &s);
+		ntype++;
+		if (i >= n)
+			perr(p, tl, "'%s' returns %d value%s, its type says more", d->name, n,
+			     n == 1 ? "" : "s");
+		Val *rv = ret->k == V_TUPLE ? &ret->item[i] : ret;
+		NodeId rn = as_node(p, rv, dt, &s);
+		if (p->g->node[rn].dtype != dt || !ir_shape_eq(ir_shape(p->g, rn), &s)) {
+			char want[200], got[200];
+			ir_type_str(dt, &s, want, sizeof want);
+			type_str(p, rn, got, sizeof got);
+			perr(p, rv->loc, "'%s' returns %s where its type says %s", d->name, got, want);
+		}
+		*rv = node_val(rn, rv->loc);
+		if (!paren || !accept(p, ","))
+			break;
+		if (i + 1 == n && !at(p, ")"))
+			perr(p, peek(p)->loc, "'%s' returns %d value%s, its type says more", d->name, n,
+			     n == 1 ? "" : "s");
+	}
+	if (ntype < n) {
+		Val *extra = &ret->item[ntype]; // n > 1: a tuple
+		perr(p, extra->loc, "'%s' returns %d values, its type says %d", d->name, n, ntype);
+	}
+	p->pos = save;
+}
+
 // Binds a def's arguments in a fresh scope and parses its body; returns
 // its value (V_TUPLE for several).
 static Val
@@ -2052,35 +2098,7 @@ inline_def(P *p, Def *d, Loc loc, Val *args, const char **kw, int nargs)
 	Val ret = {0};
 	Loc retloc = 0;
 	parse_body(p, &ret, &retloc);
-	if (d->ret_tok) {
-		// Check the declared result types.
-		p->pos = d->ret_tok;
-		int paren = accept(p, "(");
-		int n = ret.k == V_TUPLE ? ret.nitem : ret.k ? 1 : 0;
-		for (int i = 0;; i++) {
-			DType dt;
-			Shape s;
-			Loc tl = peek(p)->loc;
-			parse_type(p, &dt, &s);
-			if (i >= n)
-				perr(p, tl, "'%s' returns %d value%s, its type says more", d->name, n,
-				     n == 1 ? "" : "s");
-			Val *rv = ret.k == V_TUPLE ? &ret.item[i] : &ret;
-			NodeId rn = as_node(p, rv, dt, &s);
-			if (p->g->node[rn].dtype != dt || !ir_shape_eq(ir_shape(p->g, rn), &s)) {
-				char want[200], got[200];
-				ir_type_str(dt, &s, want, sizeof want);
-				type_str(p, rn, got, sizeof got);
-				perr(p, rv->loc, "'%s' returns %s where its type says %s", d->name, got, want);
-			}
-			*rv = node_val(rn, rv->loc);
-			if (!paren || !accept(p, ","))
-				break;
-			if (i + 1 == n && !at(p, ")"))
-				perr(p, peek(p)->loc, "'%s' returns %d value%s, its type says more", d->name, n,
-				     n == 1 ? "" : "s");
-		}
-	}
+	check_result(p, d, &ret);
 	p->sc = outer;
 	p->tok = otok;
 	p->pos = opos;
@@ -2674,6 +2692,7 @@ parse_return(P *p, Val *ret, Loc *retloc)
 	Scratch *sc = scratch(p);
 	Val *items = sc->v;
 	const char **rn = sc->s, **rw = sc->s2;
+	Loc *ra = sc->loc;
 	int n = 0;
 	if (peek(p)->kind != T_NEWLINE && !at(p, "}")) {
 		do {
@@ -2685,9 +2704,11 @@ parse_return(P *p, Val *ret, Loc *retloc)
 			// the variable's own name.
 			const char *vname = v.k == V_NODE && v.var && !v.view ? v.var->name : NULL;
 			const char *wb = NULL;
-			if (accept(p, "as"))
+			Loc asloc = 0;
+			if (accept(p, "as")) {
+				asloc = peek(p)->loc;
 				vname = expect_name(p, "an output name");
-			else if (accept(p, "->"))
+			} else if (accept(p, "->"))
 				wb = expect_name(p, "the name of an input");
 			v.var = NULL;
 			v.view = NULL;
@@ -2695,6 +2716,7 @@ parse_return(P *p, Val *ret, Loc *retloc)
 			for (int i = 0; i < k; i++) {
 				rn[n + i] = k == 1 ? vname : NULL;
 				rw[n + i] = k == 1 ? wb : NULL;
+				ra[n + i] = k == 1 ? asloc : 0;
 			}
 			n += k;
 		} while (accept(p, ","));
@@ -2705,6 +2727,7 @@ parse_return(P *p, Val *ret, Loc *retloc)
 	// names are taken only now.
 	memcpy(p->retname, rn, sizeof(rn[0]) * (size_t)n);
 	memcpy(p->retwb, rw, sizeof(rw[0]) * (size_t)n);
+	memcpy(p->retas, ra, sizeof(ra[0]) * (size_t)n);
 	p->nret = n;
 	if (n == 1)
 		*ret = items[0];
@@ -3271,6 +3294,69 @@ parse_decl(P *p)
 	end_statement(p);
 }
 
+// Output names are file names (fadc run writes NAME.npy), so they are
+// unique.  A name given with `as` is the user's: a second output of that
+// name is an error, never a silent rename.  The write-backs are named
+// after their inputs, `-> x` ones and the inputs mutated in place alike.
+static int
+writes_back(P *p, const char *name, const Val *items, int n, Loc *where)
+{
+	for (int i = 0; i < n; i++)
+		if (p->retwb[i] && !strcmp(p->retwb[i], name)) {
+			*where = items[i].loc;
+			return 1;
+		}
+	for (uint32_t i = 0; i < p->ninputvar; i++) {
+		const Var *v = p->inputvar[i];
+		if (v->mutated && v->input >= 0 && !v->base && !strcmp(v->name, name)) {
+			*where = v->loc;
+			return 2;
+		}
+	}
+	return 0;
+}
+
+static void
+check_output_names(P *p, const Val *items, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (!p->retas[i])
+			continue;
+		const char *name = p->retname[i];
+		for (int j = 0; j < i; j++)
+			if (p->retas[j] && !strcmp(p->retname[j], name)) {
+				diag_emit(&p->d, p->retas[i], "output name '%s' is used twice", name);
+				diag_note(&p->d, p->retas[j], "first used here");
+				diag_fail(&p->d);
+			}
+		Loc where;
+		int wb = writes_back(p, name, items, n, &where);
+		if (wb) {
+			diag_emit(&p->d, p->retas[i], "output name '%s' is also the name of a write-back", name);
+			diag_note(&p->d, where, wb == 1 ? "written back to input '%s' here"
+			                                : "input '%s', mutated in place, is written back",
+			          name);
+			diag_fail(&p->d);
+		}
+	}
+}
+
+// Is an output of g, an `as` name of the return or a write-back already
+// called `name`?  An implicit name (the variable's, out, outK) gives way to
+// all of them with a suffix _2, _3, ...
+static int
+name_taken(P *p, const Graph *g, const char *name, const Val *items, int n)
+{
+	Loc where;
+	for (uint32_t j = 0; j < g->nout; j++)
+		if (!strcmp(g->out[j].name, name))
+			return 1;
+	for (int i = 0; i < n; i++)
+		if (p->retas[i] && !strcmp(p->retname[i], name))
+			return 1;
+	return writes_back(p, name, items, n, &where);
+}
+
 static void
 parse_forward(P *p, Def *d)
 {
@@ -3316,6 +3402,7 @@ parse_forward(P *p, Def *d)
 	parse_body(p, &ret, &retloc);
 	if (!ret.k)
 		perr(p, d->loc, "forward returns nothing");
+	check_result(p, d, &ret);
 	Val items[64];
 	int n = ret.k == V_TUPLE ? ret.nitem : 1;
 	if (ret.k == V_TUPLE)
@@ -3323,6 +3410,7 @@ parse_forward(P *p, Def *d)
 	else
 		items[0] = ret;
 	int *wbdone = arena_alloc_array(p->a, g->ninput + 1, sizeof(int));
+	check_output_names(p, items, n);
 	for (int i = 0; i < n; i++) {
 		NodeId o = as_node(p, &items[i], DT_NONE, NULL);
 		if (g->node[o].dtype == DT_TUPLE)
@@ -3346,16 +3434,11 @@ parse_forward(P *p, Def *d)
 			continue;
 		}
 		const char *name = p->retname[i];
-		if (!name)
-			name = n == 1 ? "out" : arena_printf(p->a, "out%d", i);
-		// Output names are file names: keep them unique.
-		for (int k = 2;; k++) {
-			int clash = 0;
-			for (uint32_t j = 0; j < g->nout; j++)
-				clash |= !strcmp(g->out[j].name, name);
-			if (!clash)
-				break;
-			name = arena_printf(p->a, "%s_%d", p->retname[i] ? p->retname[i] : "out", k);
+		if (!p->retas[i]) {
+			const char *base = name ? name : n == 1 ? "out" : arena_printf(p->a, "out%d", i);
+			name = base;
+			for (int k = 2; name_taken(p, g, name, items, n); k++)
+				name = arena_printf(p->a, "%s_%d", base, k);
 		}
 		ir_add_output(g, o, name, -1);
 	}
