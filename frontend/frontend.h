@@ -18,7 +18,14 @@ typedef struct FeOptions {
 	int ndefines;
 	FILE *diag; // where diagnostics go; NULL: nowhere (the fuzzer)
 	int no_prelude; // do not load the prelude of composites
+	int64_t max_nodes; // the most nodes the frontend builds, all graphs; 0: FE_MAX_NODES
 } FeOptions;
+
+// Every call is inlined, so the graph can grow exponentially with the
+// program (functions that call the previous one twice): the frontend
+// refuses a model that would pass this many nodes, before building them
+// (parse.c, "the size after inlining"; fadc --max-nodes).
+#define FE_MAX_NODES ((int64_t)1000000)
 
 // The names of the tasks (ir/tasks.def's rows, NULL-ended): what `tasks`
 // declarations may name.

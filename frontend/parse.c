@@ -108,6 +108,18 @@ typedef struct Def {
 	DefArg arg[32];
 	int narg;
 	int prelude;
+	// The size bound (see "the size after inlining"): where the body
+	// ends, the calls of defs in it (token index and callee, in order;
+	// made on first use, nsite < 0 until then), the fewest nodes an
+	// inlining of it has made (-1: none done yet), and the lower bound
+	// computed in generation lbgen.
+	uint32_t body_end;
+	int32_t nsite;
+	uint32_t *site;
+	struct Def **sitedef;
+	int64_t minsize;
+	int64_t lb;
+	uint32_t lbgen;
 } Def;
 
 // Recursion guard.  The parser recurses on nested expressions and on
@@ -159,7 +171,14 @@ typedef struct P {
 	Loc calls[64]; // inlined call sites, innermost last
 	Def *callee[64]; // the function inlined at each
 	char isbody[64]; // ... or parsed as the body of a scan
+	uint32_t callresume[64]; // where the caller's parse goes on after each
+	int64_t callstart[64]; // nbuilt when each began
 	int ncall;
+	Def *topdef; // the def whose body is the outermost frame (forward), or NULL
+	int64_t nbuilt, maxnodes; // nodes built so far, in all graphs; the limit
+	uint32_t lbgen; // bumped when a def's minsize changes
+	uint32_t evalgen; // lbgen at the last look-ahead, +1
+	int64_t evalnodes, evalcost; // nbuilt then, and what that look-ahead cost
 	int depth; // nesting of expressions and calls (enter/leave)
 	struct Scratch *scratch[FE_MAXDEPTH + 1]; // per depth, made on first use
 	Token **topname; // names of the model's let, param and const (pass 1)
@@ -167,7 +186,8 @@ typedef struct P {
 	Var **declvar; // M_FORWARD: decl index -> its variable (made on first use)
 	Var **inputvar; // variables of forward's inputs, for write-backs
 	uint32_t ninputvar, cinputvar;
-	const char *retname[64]; // `return v as name`
+	const char *retname[64]; // `return v as name`, or the variable's name
+	Loc retas[64]; // where `as name` named it; 0: the name is implicit
 	const char *retwb[64]; // `return v -> input`
 	int nret;
 	char err[512];
@@ -500,9 +520,13 @@ node_val(NodeId n, Loc loc)
 	return v;
 }
 
+static void size_check(P *p, Loc loc, Def *entering);
+
 static NodeId
 build(P *p, int op, const NodeId *in, int nin, const Attrs *a, Loc loc, const Val *ops, int nops)
 {
+	if (++p->nbuilt > p->maxnodes)
+		size_check(p, loc, NULL);
 	NodeId n = ir_build(p->g, op, in, nin, a, loc, p->err, sizeof p->err);
 	if (!n)
 		op_error(p, loc, ops, nops);
@@ -758,6 +782,165 @@ find_def(P *p, const char *name)
 		if (p->def[i].prelude && !strcmp(p->def[i].name, name))
 			return (int)i;
 	return -1;
+}
+
+// ---------------------------------------------------------------- the size after inlining
+//
+// Every call is inlined, so n levels of functions that each call the
+// previous one twice make 2^n copies of the innermost body: 20 levels are
+// millions of nodes and gigabytes of parser state.  The frontend bounds the
+// nodes it builds, in all graphs together (p->maxnodes, FeOptions.max_nodes,
+// `fadc --max-nodes`), and refuses a model before building that much:
+//  - every node built is counted (build()), and passing the limit is an
+//    error at once;
+//  - at a call, it also looks ahead.  Functions have no conditionals, so
+//    each call in a body is inlined whenever that body is, and the size of
+//    what is still to come is at least
+//        lb(f) = minsize(f)                     once f has been inlined,
+//        lb(f) = sum of lb(g) over f's calls    before that,
+//    where minsize(f) is the fewest nodes an inlining of f has made so
+//    far.  The look-ahead adds, for every frame of the call chain, lb of
+//    the calls its body has still to make after the current one; when the
+//    sum passes the limit, the innermost inlining whose own share passes
+//    it is named, with the chain of call sites that leads to it.
+// minsize is a measure, not a proof: a function inlined once with tensors
+// and later with compile-time numbers makes fewer nodes the second time,
+// so a model within reach of the limit may be refused ahead of it;
+// --max-nodes raises it.  A look-ahead walks the chain's remaining calls;
+// it runs only when some minsize has changed and at least as many nodes
+// were built since the last one as that one cost, so all of them together
+// cost no more than the nodes built.
+
+// The calls of defs in d's body, by token: a name (undotted: a method call
+// is not counted, which keeps lb a lower bound) followed by '('.
+static void
+def_sites(P *p, Def *d)
+{
+	if (d->nsite >= 0)
+		return;
+	uint32_t n = 0, cap = 0;
+	for (uint32_t i = d->body; i + 1 < d->body_end; i++) {
+		const Token *t = &d->tok[i];
+		if (t->kind != T_IDENT || !fe_tok_is(&d->tok[i + 1], "(") || memchr(t->text, '.', t->len))
+			continue;
+		int k = find_def(p, tok_str(p, t));
+		if (k < 0)
+			continue;
+		if (n == cap) {
+			uint32_t c2 = cap;
+			arena_grow(p->a, (void **)&d->site, &cap, n + 1, sizeof *d->site);
+			arena_grow(p->a, (void **)&d->sitedef, &c2, n + 1, sizeof *d->sitedef);
+		}
+		d->site[n] = i;
+		d->sitedef[n++] = &p->def[k];
+	}
+	d->nsite = (int32_t)n;
+}
+
+static int64_t
+sat_add(int64_t a, int64_t b)
+{
+	return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+// lb(d) above; *cost counts the work.  Recursion (an error when inlined)
+// and chains deeper than calls can nest count 0: a lower bound still.
+static int64_t
+def_lb(P *p, Def *d, int depth, int64_t *cost)
+{
+	if (d->minsize >= 0)
+		return d->minsize;
+	if (d->lbgen == p->lbgen)
+		return d->lb;
+	d->lbgen = p->lbgen;
+	d->lb = 0; // while it is being computed: a call of itself adds 0
+	if (depth > 64)
+		return 0;
+	def_sites(p, d);
+	int64_t s = 0;
+	for (int32_t i = 0; i < d->nsite; i++)
+		s = sat_add(s, def_lb(p, d->sitedef[i], depth + 1, cost));
+	*cost += d->nsite + 1;
+	d->lb = s;
+	return s;
+}
+
+// lb of the calls in d's body at token `from` or later.
+static int64_t
+rest_lb(P *p, Def *d, uint32_t from, int64_t *cost)
+{
+	if (!d)
+		return 0;
+	def_sites(p, d);
+	int64_t s = 0;
+	for (int32_t i = d->nsite - 1; i >= 0 && d->site[i] >= from; i--) {
+		s = sat_add(s, def_lb(p, d->sitedef[i], 1, cost));
+		++*cost;
+	}
+	return s;
+}
+
+// The limit is passed, or will be: frame j (1..ncall the inlinings in
+// progress, ncall + 1 `entering`, about to be) is blamed when its share,
+// share[j], passes the limit; the innermost such is named with the call
+// sites that lead to it.  Otherwise the model as a whole is.
+static _Noreturn void
+size_error(P *p, Loc loc, const Def *entering, const int64_t *share, int64_t total)
+{
+	int top = entering ? p->ncall + 1 : p->ncall;
+	int j = top;
+	while (j >= 1 && share[j] <= p->maxnodes)
+		j--;
+	if (j == 0) {
+		diag_emit(&p->d, loc, "the model exceeds %lld nodes after inlining (at least %lld); "
+		          "--max-nodes raises the limit", (long long)p->maxnodes, (long long)total);
+		j = p->ncall;
+	} else {
+		const Def *d = j == p->ncall + 1 ? entering : p->callee[j - 1];
+		Loc at = j == p->ncall + 1 ? loc : p->calls[j - 1];
+		diag_emit(&p->d, at, "inlining '%s' exceeds %lld nodes (at least %lld); --max-nodes raises "
+		          "the limit", d->name, (long long)p->maxnodes, (long long)share[j]);
+		j--;
+	}
+	// Every call site of the chain, the innermost first: the chain is the
+	// point of this error (note_calls shortens long ones).
+	for (int i = j - 1; i >= 0; i--)
+		diag_note(&p->d, p->calls[i], p->isbody[i] ? "in the body of this scan" : "inlined from here");
+	diag_fail(&p->d);
+}
+
+// The check at a node (entering NULL: nbuilt has passed the limit) and
+// before inlining `entering` at loc (the look-ahead).
+static void
+size_check(P *p, Loc loc, Def *entering)
+{
+	int64_t share[66], cost = 0;
+	int top = entering ? p->ncall + 1 : p->ncall;
+	if (!entering) {
+		for (int j = 1; j <= top; j++)
+			share[j] = p->nbuilt - p->callstart[j - 1];
+		size_error(p, loc, NULL, share, p->nbuilt);
+	}
+	if (p->evalgen == p->lbgen || p->nbuilt - p->evalnodes < p->evalcost)
+		return;
+	// What is still to come, innermost first: `entering` itself, then
+	// the rest of each frame's body.  share[j] is frame j's part: what
+	// it has built, what is to come inside it.
+	int64_t ahead = def_lb(p, entering, 1, &cost);
+	share[top] = ahead;
+	for (int f = p->ncall; f >= 0; f--) {
+		Def *fd = f == 0 ? p->topdef : p->callee[f - 1];
+		uint32_t from = f == p->ncall ? p->pos : p->callresume[f];
+		ahead = sat_add(ahead, rest_lb(p, fd, from, &cost));
+		if (f >= 1)
+			share[f] = sat_add(p->nbuilt - p->callstart[f - 1], ahead);
+	}
+	p->evalgen = p->lbgen;
+	p->evalnodes = p->nbuilt;
+	p->evalcost = cost;
+	int64_t total = sat_add(p->nbuilt, ahead);
+	if (total > p->maxnodes)
+		size_error(p, loc, entering, share, total);
 }
 
 // The graph value of declaration k in the current graph.
@@ -1935,6 +2118,51 @@ def_error(P *p, const Def *d, Loc loc, const char *msg)
 	diag_fail(&p->d);
 }
 
+// Checks a function's result against its declared type (`-> type` or
+// `-> (type, ...)`), forward's included: a compile-time number becomes a
+// tensor of the declared type, anything else must match it exactly, and
+// the counts must agree both ways.  p->tok is d's token array.
+static void
+check_result(P *p, const Def *d, Val *ret)
+{
+	if (!d->ret_tok)
+		return;
+	uint32_t save = p->pos;
+	p->pos = d->ret_tok;
+	int paren = accept(p, "(");
+	int n = ret->k == V_TUPLE ? ret->nitem : ret->k ? 1 : 0;
+	int ntype = 0;
+	for (int i = 0;; i++) {
+		DType dt;
+		Shape s;
+		Loc tl = peek(p)->loc;
+		parse_type(p, &dt, &s);
+		ntype++;
+		if (i >= n)
+			perr(p, tl, "'%s' returns %d value%s, its type says more", d->name, n,
+			     n == 1 ? "" : "s");
+		Val *rv = ret->k == V_TUPLE ? &ret->item[i] : ret;
+		NodeId rn = as_node(p, rv, dt, &s);
+		if (p->g->node[rn].dtype != dt || !ir_shape_eq(ir_shape(p->g, rn), &s)) {
+			char want[200], got[200];
+			ir_type_str(dt, &s, want, sizeof want);
+			type_str(p, rn, got, sizeof got);
+			perr(p, rv->loc, "'%s' returns %s where its type says %s", d->name, got, want);
+		}
+		*rv = node_val(rn, rv->loc);
+		if (!paren || !accept(p, ","))
+			break;
+		if (i + 1 == n && !at(p, ")"))
+			perr(p, peek(p)->loc, "'%s' returns %d value%s, its type says more", d->name, n,
+			     n == 1 ? "" : "s");
+	}
+	if (ntype < n) {
+		Val *extra = &ret->item[ntype]; // n > 1: a tuple
+		perr(p, extra->loc, "'%s' returns %d values, its type says %d", d->name, n, ntype);
+	}
+	p->pos = save;
+}
+
 // Binds a def's arguments in a fresh scope and parses its body; returns
 // its value (V_TUPLE for several).
 static Val
@@ -1968,9 +2196,12 @@ inline_def(P *p, Def *d, Loc loc, Val *args, const char **kw, int nargs)
 	Scope *outer = p->sc;
 	Token *otok = p->tok;
 	uint32_t opos = p->pos;
+	size_check(p, loc, d);
 	enter(p, loc);
 	p->callee[p->ncall] = d;
 	p->isbody[p->ncall] = 0;
+	p->callresume[p->ncall] = opos;
+	p->callstart[p->ncall] = p->nbuilt;
 	p->calls[p->ncall++] = loc;
 	p->sc = &sc;
 	p->tok = d->tok;
@@ -2052,40 +2283,17 @@ inline_def(P *p, Def *d, Loc loc, Val *args, const char **kw, int nargs)
 	Val ret = {0};
 	Loc retloc = 0;
 	parse_body(p, &ret, &retloc);
-	if (d->ret_tok) {
-		// Check the declared result types.
-		p->pos = d->ret_tok;
-		int paren = accept(p, "(");
-		int n = ret.k == V_TUPLE ? ret.nitem : ret.k ? 1 : 0;
-		for (int i = 0;; i++) {
-			DType dt;
-			Shape s;
-			Loc tl = peek(p)->loc;
-			parse_type(p, &dt, &s);
-			if (i >= n)
-				perr(p, tl, "'%s' returns %d value%s, its type says more", d->name, n,
-				     n == 1 ? "" : "s");
-			Val *rv = ret.k == V_TUPLE ? &ret.item[i] : &ret;
-			NodeId rn = as_node(p, rv, dt, &s);
-			if (p->g->node[rn].dtype != dt || !ir_shape_eq(ir_shape(p->g, rn), &s)) {
-				char want[200], got[200];
-				ir_type_str(dt, &s, want, sizeof want);
-				type_str(p, rn, got, sizeof got);
-				perr(p, rv->loc, "'%s' returns %s where its type says %s", d->name, got, want);
-			}
-			*rv = node_val(rn, rv->loc);
-			if (!paren || !accept(p, ","))
-				break;
-			if (i + 1 == n && !at(p, ")"))
-				perr(p, peek(p)->loc, "'%s' returns %d value%s, its type says more", d->name, n,
-				     n == 1 ? "" : "s");
-		}
-	}
+	check_result(p, d, &ret);
 	p->sc = outer;
 	p->tok = otok;
 	p->pos = opos;
 	p->ncall--;
 	leave(p);
+	int64_t made = p->nbuilt - p->callstart[p->ncall];
+	if (d->minsize < 0 || made < d->minsize) {
+		d->minsize = made;
+		p->lbgen++;
+	}
 	if (ret.k == V_NODE) {
 		ret.var = NULL;
 		ret.view = NULL;
@@ -2674,6 +2882,7 @@ parse_return(P *p, Val *ret, Loc *retloc)
 	Scratch *sc = scratch(p);
 	Val *items = sc->v;
 	const char **rn = sc->s, **rw = sc->s2;
+	Loc *ra = sc->loc;
 	int n = 0;
 	if (peek(p)->kind != T_NEWLINE && !at(p, "}")) {
 		do {
@@ -2685,9 +2894,11 @@ parse_return(P *p, Val *ret, Loc *retloc)
 			// the variable's own name.
 			const char *vname = v.k == V_NODE && v.var && !v.view ? v.var->name : NULL;
 			const char *wb = NULL;
-			if (accept(p, "as"))
+			Loc asloc = 0;
+			if (accept(p, "as")) {
+				asloc = peek(p)->loc;
 				vname = expect_name(p, "an output name");
-			else if (accept(p, "->"))
+			} else if (accept(p, "->"))
 				wb = expect_name(p, "the name of an input");
 			v.var = NULL;
 			v.view = NULL;
@@ -2695,6 +2906,7 @@ parse_return(P *p, Val *ret, Loc *retloc)
 			for (int i = 0; i < k; i++) {
 				rn[n + i] = k == 1 ? vname : NULL;
 				rw[n + i] = k == 1 ? wb : NULL;
+				ra[n + i] = k == 1 ? asloc : 0;
 			}
 			n += k;
 		} while (accept(p, ","));
@@ -2705,6 +2917,7 @@ parse_return(P *p, Val *ret, Loc *retloc)
 	// names are taken only now.
 	memcpy(p->retname, rn, sizeof(rn[0]) * (size_t)n);
 	memcpy(p->retwb, rw, sizeof(rw[0]) * (size_t)n);
+	memcpy(p->retas, ra, sizeof(ra[0]) * (size_t)n);
 	p->nret = n;
 	if (n == 1)
 		*ret = items[0];
@@ -2883,9 +3096,12 @@ body_graph(P *p, const Val *fn, Loc loc, const Val *opv, const NodeId *ops, int 
 			diag_fail(&p->d);
 		}
 	}
+	size_check(p, loc, d);
 	enter(p, loc);
 	p->callee[p->ncall] = d;
 	p->isbody[p->ncall] = 1;
+	p->callresume[p->ncall] = opos;
+	p->callstart[p->ncall] = p->nbuilt;
 	p->calls[p->ncall++] = loc;
 	p->g = g;
 	p->mode = M_BODY;
@@ -3070,6 +3286,9 @@ parse_def_header(P *p, int prelude)
 			depth--;
 		next(p);
 	} while (depth);
+	d->body_end = p->pos;
+	d->nsite = -1;
+	d->minsize = -1;
 	p->ndef++;
 }
 
@@ -3271,6 +3490,69 @@ parse_decl(P *p)
 	end_statement(p);
 }
 
+// Output names are file names (fadc run writes NAME.npy), so they are
+// unique.  A name given with `as` is the user's: a second output of that
+// name is an error, never a silent rename.  The write-backs are named
+// after their inputs, `-> x` ones and the inputs mutated in place alike.
+static int
+writes_back(P *p, const char *name, const Val *items, int n, Loc *where)
+{
+	for (int i = 0; i < n; i++)
+		if (p->retwb[i] && !strcmp(p->retwb[i], name)) {
+			*where = items[i].loc;
+			return 1;
+		}
+	for (uint32_t i = 0; i < p->ninputvar; i++) {
+		const Var *v = p->inputvar[i];
+		if (v->mutated && v->input >= 0 && !v->base && !strcmp(v->name, name)) {
+			*where = v->loc;
+			return 2;
+		}
+	}
+	return 0;
+}
+
+static void
+check_output_names(P *p, const Val *items, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (!p->retas[i])
+			continue;
+		const char *name = p->retname[i];
+		for (int j = 0; j < i; j++)
+			if (p->retas[j] && !strcmp(p->retname[j], name)) {
+				diag_emit(&p->d, p->retas[i], "output name '%s' is used twice", name);
+				diag_note(&p->d, p->retas[j], "first used here");
+				diag_fail(&p->d);
+			}
+		Loc where;
+		int wb = writes_back(p, name, items, n, &where);
+		if (wb) {
+			diag_emit(&p->d, p->retas[i], "output name '%s' is also the name of a write-back", name);
+			diag_note(&p->d, where, wb == 1 ? "written back to input '%s' here"
+			                                : "input '%s', mutated in place, is written back",
+			          name);
+			diag_fail(&p->d);
+		}
+	}
+}
+
+// Is an output of g, an `as` name of the return or a write-back already
+// called `name`?  An implicit name (the variable's, out, outK) gives way to
+// all of them with a suffix _2, _3, ...
+static int
+name_taken(P *p, const Graph *g, const char *name, const Val *items, int n)
+{
+	Loc where;
+	for (uint32_t j = 0; j < g->nout; j++)
+		if (!strcmp(g->out[j].name, name))
+			return 1;
+	for (int i = 0; i < n; i++)
+		if (p->retas[i] && !strcmp(p->retname[i], name))
+			return 1;
+	return writes_back(p, name, items, n, &where);
+}
+
 static void
 parse_forward(P *p, Def *d)
 {
@@ -3292,6 +3574,7 @@ parse_forward(P *p, Def *d)
 	Scope sc = {0};
 	p->sc = &sc;
 	p->tok = d->tok;
+	p->topdef = d;
 	for (int i = 0; i < d->narg; i++) {
 		DefArg *da = &d->arg[i];
 		if (da->kind != A_TENSOR)
@@ -3316,6 +3599,7 @@ parse_forward(P *p, Def *d)
 	parse_body(p, &ret, &retloc);
 	if (!ret.k)
 		perr(p, d->loc, "forward returns nothing");
+	check_result(p, d, &ret);
 	Val items[64];
 	int n = ret.k == V_TUPLE ? ret.nitem : 1;
 	if (ret.k == V_TUPLE)
@@ -3323,6 +3607,7 @@ parse_forward(P *p, Def *d)
 	else
 		items[0] = ret;
 	int *wbdone = arena_alloc_array(p->a, g->ninput + 1, sizeof(int));
+	check_output_names(p, items, n);
 	for (int i = 0; i < n; i++) {
 		NodeId o = as_node(p, &items[i], DT_NONE, NULL);
 		if (g->node[o].dtype == DT_TUPLE)
@@ -3346,16 +3631,11 @@ parse_forward(P *p, Def *d)
 			continue;
 		}
 		const char *name = p->retname[i];
-		if (!name)
-			name = n == 1 ? "out" : arena_printf(p->a, "out%d", i);
-		// Output names are file names: keep them unique.
-		for (int k = 2;; k++) {
-			int clash = 0;
-			for (uint32_t j = 0; j < g->nout; j++)
-				clash |= !strcmp(g->out[j].name, name);
-			if (!clash)
-				break;
-			name = arena_printf(p->a, "%s_%d", p->retname[i] ? p->retname[i] : "out", k);
+		if (!p->retas[i]) {
+			const char *base = name ? name : n == 1 ? "out" : arena_printf(p->a, "out%d", i);
+			name = base;
+			for (int k = 2; name_taken(p, g, name, items, n); k++)
+				name = arena_printf(p->a, "%s_%d", base, k);
 		}
 		ir_add_output(g, o, name, -1);
 	}
@@ -3402,6 +3682,8 @@ fe_parse_string(const char *name, const char *text, size_t len, const FeOptions 
 	p->d.src = m->src;
 	p->d.jmp = &p->jmp;
 	p->defused = arena_alloc_array(p->a, (size_t)o->ndefines + 1, sizeof(int));
+	p->maxnodes = o->max_nodes > 0 ? o->max_nodes : FE_MAX_NODES;
+	p->lbgen = 1; // Def.lbgen starts at 0: nothing computed
 	if (setjmp(p->jmp)) {
 		ir_module_free(p->m);
 		free(p);

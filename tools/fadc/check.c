@@ -14,13 +14,14 @@
 
 const char *const usage_check =
     "usage: fadc check MODEL.ir [-D NAME=VALUE]... [--tasks LIST|all] [--f64] [--rtol R]\n"
-    "                  [--seed N] [-v]\n"
+    "                  [--seed N] [--max-nodes N] [-v]\n"
     "\n"
     "Compiles the model (to a temporary file), runs every task through the runtime\n"
     "and through the reference interpreter on the same inputs, and reports each\n"
     "output's normalized error max|got - want| / max(|got|, |want|), the measure of\n"
     "compare-npy.  Exits 1 if one is above R (1e-5; 2e-7 with --f64).  --tol is\n"
-    "the old name of --rtol.\n";
+    "the old name of --rtol.  --max-nodes N bounds the graph after inlining as\n"
+    "`fadc --help` says.\n";
 
 int
 cmd_check(int argc, char **argv)
@@ -31,6 +32,7 @@ cmd_check(int argc, char **argv)
 	double tol = 0;
 	int tol_set = 0;
 	uint64_t seed = 0;
+	int64_t max_nodes = 0;
 	for (int i = 0; i < argc; i++) {
 		const char *s = argv[i];
 		if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
@@ -38,6 +40,9 @@ cmd_check(int argc, char **argv)
 			free(list);
 			return 0;
 		} else if (opt_define(argc, argv, &i, defs, &ndefs, usage_check, &rc)) {
+			if (rc)
+				break;
+		} else if (opt_max_nodes(argc, argv, &i, &max_nodes, usage_check, &rc)) {
 			if (rc)
 				break;
 		} else if (opt_value(argc, argv, &i, "--tasks", &v)) {
@@ -89,7 +94,7 @@ cmd_check(int argc, char **argv)
 		free(list);
 		return rc;
 	}
-	FeOptions fo = {.defines = defs, .ndefines = ndefs, .diag = stderr};
+	FeOptions fo = {.defines = defs, .ndefines = ndefs, .diag = stderr, .max_nodes = max_nodes};
 	Module *m = fe_parse_file(model, &fo);
 	if (!m) {
 		free(list);

@@ -88,6 +88,31 @@ opt_define(int argc, char **argv, int *i, const char **defs, int *ndefs, const c
 	return 1;
 }
 
+// --max-nodes N and --max-nodes=N, the frontend's bound on the nodes it
+// builds (FeOptions.max_nodes): 1 if argv[*i] is it (and then *rc is set
+// on a usage error), 0 if it is another option.  At most 2^32 - 1: node
+// ids are 32 bits.
+int
+opt_max_nodes(int argc, char **argv, int *i, int64_t *n, const char *usage, int *rc)
+{
+	const char *v;
+	if (!opt_value(argc, argv, i, "--max-nodes", &v))
+		return 0;
+	if (!v) {
+		*rc = usage_error(usage, "%s needs a value", "--max-nodes");
+		return 1;
+	}
+	char *end;
+	errno = 0;
+	unsigned long long x = v[0] >= '0' && v[0] <= '9' ? strtoull(v, &end, 10) : 0;
+	if (!x || *end || errno || x > UINT32_MAX) {
+		*rc = usage_error(usage, "--max-nodes: '%s' is not an integer 1 .. 4294967295", v);
+		return 1;
+	}
+	*n = (int64_t)x;
+	return 1;
+}
+
 // Is one of the -D options a list (a comma in its value)?
 int
 has_define_list(const char *const *defs, int ndefs)

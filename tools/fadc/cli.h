@@ -40,6 +40,7 @@ int usage_error(const char *usage, const char *fmt, const char *arg);
 int opt_value(int argc, char **argv, int *i, const char *name, const char **val);
 int opt_define(int argc, char **argv, int *i, const char **defs, int *ndefs, const char *usage,
                int *rc);
+int opt_max_nodes(int argc, char **argv, int *i, int64_t *n, const char *usage, int *rc);
 int has_define_list(const char *const *defs, int ndefs);
 int parse_seed(const char *v, uint64_t *seed);
 int has_suffix(const char *s, const char *suffix);

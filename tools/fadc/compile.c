@@ -38,6 +38,10 @@ const char *const usage_main =
     "                     compiled for each value, and for every combination of\n"
     "                     several lists, at most 16 (docs/ARTIFACT.md)\n"
     "  --no-prelude       do not load the prelude of composite functions\n"
+    "  --max-nodes N      the most nodes the model may have after inlining, all its\n"
+    "                     graphs together (1000000): functions are inlined at every\n"
+    "                     call, and a model that would pass N is refused before it\n"
+    "                     is built, naming the chain of calls (docs/IR.md)\n"
     "  -h, --help         this help\n"
     "  --version          fadc's version, its artifact format, LLVM's and NVRTC's\n"
     "\n"
@@ -78,6 +82,7 @@ typedef struct CompileArgs {
 	const char *defs[MAXDEF];
 	int ndefs, noprelude, print_after_all, stats, opt_level, f64, allow_tf32;
 	int64_t max_task_bytes; // --max-task-bytes; 0: the default (CG_MAX_TASK_BYTES)
+	int64_t max_nodes; // --max-nodes; 0: the default (FE_MAX_NODES)
 	char *tasklist; // --tasks, split in place
 	const char *tasks[MAXTASK];
 	int ntasks;
@@ -134,7 +139,8 @@ compile_args(int argc, char **argv, CompileArgs *a)
 		if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
 			fputs(usage_main, stdout);
 			return -1;
-		} else if (opt_define(argc, argv, &i, a->defs, &a->ndefs, usage_main, &rc)) {
+		} else if (opt_define(argc, argv, &i, a->defs, &a->ndefs, usage_main, &rc) ||
+		           opt_max_nodes(argc, argv, &i, &a->max_nodes, usage_main, &rc)) {
 			if (rc)
 				return rc;
 		} else if (!strcmp(s, "-o")) {
@@ -527,7 +533,7 @@ compile_specs(const CompileArgs *a)
 		goto done;
 	for (int s = 0; s < sp.n; s++) {
 		FeOptions o = {.defines = sp.defs[s], .ndefines = a->ndefs, .diag = stderr,
-		               .no_prelude = a->noprelude};
+		               .no_prelude = a->noprelude, .max_nodes = a->max_nodes};
 		if (!(ms[s] = fe_parse_file(a->model, &o)))
 			goto done;
 		char err[512];
@@ -568,7 +574,8 @@ cmd_compile(int argc, char **argv)
 		free(a.tasklist);
 		return rc;
 	}
-	FeOptions o = {.defines = a.defs, .ndefines = a.ndefs, .diag = stderr, .no_prelude = a.noprelude};
+	FeOptions o = {.defines = a.defs, .ndefines = a.ndefs, .diag = stderr, .no_prelude = a.noprelude,
+	               .max_nodes = a.max_nodes};
 	Module *m = fe_parse_file(a.model, &o);
 	if (!m) {
 		free(a.tasklist);

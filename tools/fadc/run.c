@@ -50,6 +50,8 @@ const char *const usage_run =
     "  -D NAME=VALUE      override the size `let NAME` (a .ir); for a .so compiled\n"
     "                     with -D lists, pick the specialisation of those sizes\n"
     "                     (without -D: the first one, as `fadc inspect` lists them)\n"
+    "  --max-nodes N      (a .ir) the most nodes the model may have after inlining\n"
+    "                     (1000000), as for `fadc MODEL.ir`\n"
     "  -h, --help         this help\n";
 
 // Nested lists, at most `limit` elements, with 9 significant digits for
@@ -258,6 +260,7 @@ typedef struct RunArgs {
 	Binding bind[MAXBIND];
 	int nbind;
 	int allow_unused; // --allow-unused-params
+	int64_t max_nodes; // --max-nodes (0: FE_MAX_NODES)
 } RunArgs;
 
 // The files a run reads, which its outputs must not overwrite.
@@ -315,7 +318,8 @@ is_forward_arg(const Graph *f, const char *name)
 static int
 run_ir(const RunArgs *a)
 {
-	FeOptions fo = {.defines = a->defs, .ndefines = a->ndefs, .diag = stderr};
+	FeOptions fo = {.defines = a->defs, .ndefines = a->ndefs, .diag = stderr,
+	                .max_nodes = a->max_nodes};
 	Module *m = fe_parse_file(a->model, &fo);
 	if (!m)
 		return 1;
@@ -673,7 +677,8 @@ cmd_run_args(int argc, char **argv, RunArgs *a)
 		if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
 			fputs(usage_run, stdout);
 			return -1;
-		} else if (opt_define(argc, argv, &i, a->defs, &a->ndefs, usage_run, &rc)) {
+		} else if (opt_define(argc, argv, &i, a->defs, &a->ndefs, usage_run, &rc) ||
+		           opt_max_nodes(argc, argv, &i, &a->max_nodes, usage_run, &rc)) {
 			if (rc)
 				return rc;
 		} else if (opt_value(argc, argv, &i, "--task", &v) ||
