@@ -240,6 +240,27 @@ describe_task(const Module *m, const Graph *g, const KProgram *p, ArtTask *t, co
 	return 1;
 }
 
+// The descriptor entry of index check k (passes/checks.c): its range and
+// the texts of its message, in arena a.
+static void
+describe_check(const SrcMap *src, const IndexCheck *k, ArtTensor *x, Arena *a)
+{
+	char at[512], where[512];
+	x->role = ART_OUT_CHECK;
+	x->lo = k->lo;
+	x->end = k->end;
+	x->op = arena_strdup(a, k->op);
+	cg_loc_str(src, k->loc, at, sizeof at);
+	x->at = arena_strdup(a, at);
+	if (k->name) {
+		x->of = arena_printf(a, "'%s'", k->name);
+	} else {
+		cg_loc_str(src, k->index_loc, where, sizeof where);
+		x->of = where[0] ? arena_printf(a, "the index computed at %s", where)
+		                 : arena_strdup(a, "a computed index");
+	}
+}
+
 static int64_t
 out_bytes(const KProgram *p)
 {
@@ -840,6 +861,10 @@ build_user_tasks(Compile *c)
 				spec_note(err, errlen, c->specdefs, s, c->nspec);
 				return 0;
 			}
+			// The run-time checks of data-dependent indices: hidden
+			// outputs after the user's (passes/checks.c).
+			IndexCheck *chk;
+			uint32_t nchk = pass_index_checks(g, &chk);
 			CgTask *task = &c->tasks[ti];
 			task->name = name;
 			task->prog = build(g, name, c->model, c->fc, o, err, errlen);
@@ -853,6 +878,9 @@ build_user_tasks(Compile *c)
 					t->in[k].name = arena_strdup(task->prog->arena, t->in[k].name);
 				for (uint32_t k = 0; k < t->nout; k++)
 					t->out[k].name = arena_strdup(task->prog->arena, t->out[k].name);
+				for (uint32_t k = 0; k < nchk; k++)
+					describe_check(c->ms[s]->src, &chk[k], &t->out[chk[k].out],
+					               task->prog->arena);
 				t->spec = s;
 			}
 			ir_graph_free(g);
