@@ -13,7 +13,10 @@
 //     interpreter's), a bad label (above and below the range) is
 //     FADC_ERR_INDEX naming op, tensor and value, a following valid run
 //     succeeds, and its outputs match the float64 interpreter on the same
-//     labels.
+//     labels;
+//   - the descriptor fuzzer's seeds (tests/fuzz/corpus-desc, formats 2 to 7)
+//     still decode, and encode back to the same bytes.
+#include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -289,6 +292,47 @@ test_api(const char *art, const Module *m)
 	fadc_context_destroy(ctx);
 }
 
+static void
+test_seeds(void)
+{
+	const char *root = getenv("FADC_SOURCE_DIR");
+	char path[4096];
+	snprintf(path, sizeof path, "%s/tests/fuzz/corpus-desc", root ? root : ".");
+	DIR *dd = opendir(path);
+	if (!CHECK(dd != NULL))
+		return;
+	int n = 0, checks = 0;
+	for (struct dirent *e; (e = readdir(dd));) {
+		if (e->d_name[0] == '.')
+			continue;
+		char f[8192];
+		snprintf(f, sizeof f, "%s/%s", path, e->d_name);
+		FILE *fp = fopen(f, "rb");
+		if (!CHECK(fp != NULL))
+			continue;
+		static uint8_t b[1 << 20];
+		size_t len = fread(b, 1, sizeof b, fp);
+		fclose(fp);
+		ArtDesc d;
+		char err[512];
+		uint8_t *enc = NULL;
+		size_t elen = 0;
+		int ok = art_desc_decode(b, len, &d, err, sizeof err);
+		if (!ok)
+			fprintf(stderr, "%s: %s\n", e->d_name, err);
+		if (CHECK(ok)) {
+			for (uint32_t i = 0; i < d.ntask; i++)
+				checks += (int)d.task[i].ncheck;
+			CHECK(art_desc_encode(&d, &enc, &elen) && elen == len && !memcmp(enc, b, len));
+			free(enc);
+			art_desc_free(&d);
+		}
+		n++;
+	}
+	closedir(dd);
+	CHECK(n >= 12 && checks >= 2); // two seeds with index checks
+}
+
 int
 main(void)
 {
@@ -304,6 +348,7 @@ main(void)
 	snprintf(ppl, sizeof ppl, "%s", compile(p, "ppl.so"));
 	test_descriptor(art, ppl);
 	test_api(art, m);
+	test_seeds();
 	unlink(art);
 	unlink(ppl);
 	rmdir(dir);
