@@ -534,8 +534,11 @@ fadc_tensor_data(fadc_tensor *t)
 	return t && t->dev.kind == FADC_DEVICE_CPU ? t->data : NULL;
 }
 
-fadc_status
-fadc_tensor_read(const fadc_tensor *t, void *dst, size_t bytes)
+// fadc_tensor_read without reading pending index checks: the runtime's own
+// copies (binding a device tensor, initializers reading a declaration bound
+// by reference) must not fail, nor consume, a queued run's error.
+static fadc_status
+tensor_read(const fadc_tensor *t, void *dst, size_t bytes)
 {
 	if (!t)
 		return FADC_ERR_ARG;
@@ -544,17 +547,25 @@ fadc_tensor_read(const fadc_tensor *t, void *dst, size_t bytes)
 		            bytes, t->bytes);
 	if (t->stale_by)
 		return overwritten(t, "fadc_tensor_read");
-	if (t->dev.kind == FADC_DEVICE_CUDA) {
-		if (!rtcu_dtoh(t->ctx->cu, dst, t->dptr, bytes, t->ctx->err, sizeof t->ctx->err))
-			return FADC_ERR_DEVICE;
-		// The copy waited for the stream: every queued run's index checks
-		// can be read (the data was copied all the same).
-		fadc_status s = pend_settle(t->ctx, NULL);
-		return s ? s : ok(t->ctx);
-	}
+	if (t->dev.kind == FADC_DEVICE_CUDA)
+		return rtcu_dtoh(t->ctx->cu, dst, t->dptr, bytes, t->ctx->err, sizeof t->ctx->err)
+		           ? ok(t->ctx)
+		           : FADC_ERR_DEVICE;
 	if (bytes)
 		memcpy(dst, t->data, bytes);
 	return ok(t->ctx);
+}
+
+fadc_status
+fadc_tensor_read(const fadc_tensor *t, void *dst, size_t bytes)
+{
+	fadc_status s = tensor_read(t, dst, bytes);
+	if (s || t->dev.kind != FADC_DEVICE_CUDA)
+		return s;
+	// The copy waited for the stream: every queued run's index checks can
+	// be read (the data was copied all the same).
+	s = pend_settle(t->ctx, NULL);
+	return s ? s : ok(t->ctx);
 }
 
 fadc_status
@@ -1159,7 +1170,7 @@ fadc_model_bind(fadc_model *m, const char *name, const fadc_tensor *value)
 	void *tmp = malloc(value->bytes ? value->bytes : 1);
 	if (!tmp)
 		return fail(m->ctx, FADC_ERR_NOMEM, "fadc_model_bind: out of memory");
-	fadc_status s = fadc_tensor_read(value, tmp, value->bytes);
+	fadc_status s = tensor_read(value, tmp, value->bytes);
 	for (; d >= 0 && !s; d = match_decl(m, name, d, value->dtype, value->rank, value->dim, NULL))
 		s = bind_data(m, d, value->dtype, value->rank, value->dim, tmp, NULL);
 	free(tmp);
@@ -1499,7 +1510,7 @@ fadc_model_init(fadc_model *m, uint64_t seed)
 	for (uint32_t i = 0; i < m->d.ndecl; i++) {
 		fadc_tensor *r = m->ref[i];
 		if (r && r->dev.kind != FADC_DEVICE_CPU) {
-			fadc_status s = fadc_tensor_read(r, m->decl[i].data, m->decl[i].bytes);
+			fadc_status s = tensor_read(r, m->decl[i].data, m->decl[i].bytes);
 			if (s)
 				return s;
 		}

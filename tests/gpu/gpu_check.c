@@ -617,16 +617,19 @@ static int
 index_good_run(fadc_model *mc, fadc_model *mg, int task, fadc_context *cpu, fadc_context *gpu,
                fadc_tensor *vc, fadc_tensor *vg, const char *when)
 {
-	fadc_tensor *oc[2] = {NULL, NULL}, *og[2] = {NULL, NULL};
+	fadc_tensor *oc[8] = {NULL}, *og[8] = {NULL};
+	fadc_task_info ti;
+	fadc_task_info_get(mc, task, &ti);
+	int no = ti.noutputs < 8 ? ti.noutputs : 8;
 	ncheck++;
 	fadc_status s;
-	if (fadc_run(mc, task, &vc, 1, oc, 2) || (s = fadc_run(mg, task, &vg, 1, og, 2)) ||
+	if (fadc_run(mc, task, &vc, 1, oc, no) || (s = fadc_run(mg, task, &vg, 1, og, no)) ||
 	    (s = fadc_context_synchronize(gpu))) {
 		FAIL("index: a valid run %s: %s / %s", when, fadc_context_error(cpu),
 		     fadc_context_error(gpu));
 		return 0;
 	}
-	for (int k = 0; k < 2; k++) {
+	for (int k = 0; k < no; k++) {
 		size_t n = fadc_tensor_bytes(oc[k]);
 		float *g = malloc(n);
 		if (fadc_tensor_read(og[k], g, n))
@@ -667,16 +670,19 @@ check_index(const char *path, fadc_context *cpu, fadc_context *gpu)
 	for (int how = 0; how < 3; how++) {
 		const int64_t *bad = how == 1 ? low : high;
 		char want[1024];
-		fadc_tensor *oc[2] = {NULL, NULL}, *og[2] = {NULL, NULL};
+		fadc_tensor *oc[8] = {NULL}, *og[8] = {NULL};
+		fadc_task_info ti;
+		fadc_task_info_get(mc, task, &ti);
+		int no = ti.noutputs < 8 ? ti.noutputs : 8;
 		bind_labels(mc, cpu, bad);
 		bind_labels(mg, gpu, bad);
 		ncheck += 3;
-		fadc_status s = fadc_run(mc, task, &vc, 1, oc, 2);
+		fadc_status s = fadc_run(mc, task, &vc, 1, oc, no);
 		snprintf(want, sizeof want, "%s", fadc_context_error(cpu));
 		if (s != FADC_ERR_INDEX || !strstr(want, "vjp: take_along: index ") ||
 		    !strstr(want, " of 'labels' is out of range [0, 6)"))
 			FAIL("index: the CPU run with bad labels gave %s: %s", fadc_status_name(s), want);
-		if ((s = fadc_run(mg, task, &vg, 1, og, 2)))
+		if ((s = fadc_run(mg, task, &vg, 1, og, no)))
 			FAIL("index: the GPU run with bad labels was not queued: %s: %s",
 			     fadc_status_name(s), fadc_context_error(gpu));
 		const char *where = how == 0 ? "fadc_context_synchronize" : how == 1 ? "fadc_tensor_read"
@@ -688,7 +694,7 @@ check_index(const char *path, fadc_context *cpu, fadc_context *gpu)
 			s = fadc_tensor_read(og[0], &loss, sizeof loss);
 		} else {
 			bind_labels(mg, gpu, good); // the next run's own data is good
-			s = fadc_run(mg, task, &vg, 1, og, 2);
+			s = fadc_run(mg, task, &vg, 1, og, no);
 		}
 		if (s != FADC_ERR_INDEX || strcmp(fadc_context_error(gpu), want))
 			FAIL("index: %s after a bad GPU run gave %s (%s), not FADC_ERR_INDEX with the "
