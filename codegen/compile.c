@@ -240,6 +240,27 @@ describe_task(const Module *m, const Graph *g, const KProgram *p, ArtTask *t, co
 	return 1;
 }
 
+// The descriptor entry of index check k (passes/checks.c): its range and
+// the texts of its message, in arena a.
+static void
+describe_check(const SrcMap *src, const IndexCheck *k, ArtTensor *x, Arena *a)
+{
+	char at[512], where[512];
+	x->role = ART_OUT_CHECK;
+	x->lo = k->lo;
+	x->end = k->end;
+	x->op = arena_strdup(a, k->op);
+	cg_loc_str(src, k->loc, at, sizeof at);
+	x->at = arena_strdup(a, at);
+	if (k->name) {
+		x->of = arena_printf(a, "'%s'", k->name);
+	} else {
+		cg_loc_str(src, k->index_loc, where, sizeof where);
+		x->of = where[0] ? arena_printf(a, "the index computed at %s", where)
+		                 : arena_strdup(a, "a computed index");
+	}
+}
+
 static int64_t
 out_bytes(const KProgram *p)
 {
@@ -272,10 +293,10 @@ mul_sat(int64_t x, int64_t y)
 // so a task whose outputs alone exceed the limit (resnet18's full Hessian:
 // 11,689,512^2 floats) is refused before any kernel is built.
 static int64_t
-graph_out_bytes(const Graph *g)
+graph_out_bytes(const Graph *g, uint32_t nout)
 {
 	int64_t n = 0;
-	for (uint32_t i = 0; i < g->nout; i++) {
+	for (uint32_t i = 0; i < nout; i++) {
 		NodeId v = g->out[i].node;
 		const Shape *s = ir_shape(g, v);
 		int64_t b = (int64_t)kir_dtype_size((DType)g->node[v].dtype);
@@ -299,12 +320,14 @@ model_name(const Module *m, char *buf, size_t n)
 }
 
 // Lowers and plans graph g as task `name` of `model`; checks the size
-// limit on its outputs (before lowering) and on outputs plus arena.
+// limit on its outputs (before lowering; the last nchk are index checks,
+// not counted) and on outputs plus arena.
 static KProgram *
-build(const Graph *g, const char *name, const char *model, DType fcompute, const CgOptions *o,
+build(const Graph *g, uint32_t nchk, const char *name, const char *model, DType fcompute, const CgOptions *o,
       char *err, size_t errlen)
 {
-	int64_t lim = task_limit(o), gout = graph_out_bytes(g);
+	// The user's outputs (the index checks' 16 bytes each are the runtime's).
+	int64_t lim = task_limit(o), gout = graph_out_bytes(g, g->nout - nchk);
 	if (gout > lim) {
 		snprintf(err, errlen, "error: task '%s' of %s needs %lld bytes of outputs (limit %lld); "
 		         LIMIT_ADVICE, name, model, (long long)gout, (long long)lim);
@@ -316,12 +339,13 @@ build(const Graph *g, const char *name, const char *model, DType fcompute, const
 		return NULL;
 	cg_plan(p);
 	kir_time_note(tm, "lower+plan", name);
-	int64_t need = out_bytes(p) + p->arena_bytes;
+	int64_t ob = out_bytes(p) - 16 * (int64_t)nchk; // index checks: i64[2] each
+	int64_t need = ob + p->arena_bytes;
 	if (need > lim) {
 		snprintf(err, errlen,
 		         "error: task '%s' of %s needs %lld bytes (outputs %lld, intermediates %lld; limit "
 		         "%lld); " LIMIT_ADVICE,
-		         name, model, (long long)need, (long long)out_bytes(p), (long long)p->arena_bytes,
+		         name, model, (long long)need, (long long)ob, (long long)p->arena_bytes,
 		         (long long)lim);
 		kir_program_free(p);
 		return NULL;
@@ -332,7 +356,7 @@ build(const Graph *g, const char *name, const char *model, DType fcompute, const
 		fprintf(o->stats, "# stats: task %-16s %4u kernels, arena %10lld bytes (naive %lld), "
 		                  "outputs %lld bytes\n",
 		        name, p->nk, (long long)p->arena_bytes, (long long)p->naive_bytes,
-		        (long long)out_bytes(p));
+		        (long long)ob);
 	return p;
 }
 
@@ -840,9 +864,13 @@ build_user_tasks(Compile *c)
 				spec_note(err, errlen, c->specdefs, s, c->nspec);
 				return 0;
 			}
+			// The run-time checks of data-dependent indices: hidden
+			// outputs after the user's (passes/checks.c).
+			IndexCheck *chk;
+			uint32_t nchk = pass_index_checks(g, &chk);
 			CgTask *task = &c->tasks[ti];
 			task->name = name;
-			task->prog = build(g, name, c->model, c->fc, o, err, errlen);
+			task->prog = build(g, nchk, name, c->model, c->fc, o, err, errlen);
 			int good = task->prog &&
 			           describe_task(c->ms[s], g, task->prog, &c->d.task[ti], name, ART_TASK,
 			                         -1, c->declmap + (size_t)s * c->nd);
@@ -853,6 +881,9 @@ build_user_tasks(Compile *c)
 					t->in[k].name = arena_strdup(task->prog->arena, t->in[k].name);
 				for (uint32_t k = 0; k < t->nout; k++)
 					t->out[k].name = arena_strdup(task->prog->arena, t->out[k].name);
+				for (uint32_t k = 0; k < nchk; k++)
+					describe_check(c->ms[s]->src, &chk[k], &t->out[chk[k].out],
+					               task->prog->arena);
 				t->spec = s;
 			}
 			ir_graph_free(g);
@@ -910,7 +941,7 @@ build_init_tasks(Compile *c)
 			task->name = c->initname[ii];
 			// Initializers run once: computed in f64 and rounded at the end, as
 			// ir_module_init does, so both give the same values.
-			task->prog = build(g, c->initname[ii], c->model, DT_F64, c->o, err, errlen);
+			task->prog = build(g, 0, c->initname[ii], c->model, DT_F64, c->o, err, errlen);
 			if (!task->prog) {
 				spec_note(err, errlen, c->specdefs, k, c->nspec);
 				return 0;

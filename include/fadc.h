@@ -63,6 +63,11 @@ typedef enum fadc_status {
 	// lifetimes"); the message names the output, its task and the task
 	// that overwrote it.
 	FADC_ERR_OUTPUT_OVERWRITTEN,
+	// An index in the data out of its range (a class label, a token id):
+	// the message names the task, the op, the index tensor, the offending
+	// value and the range, "vjp: take_along: index 5000 of 'labels' is out
+	// of range [0, 10) (models/resnet18.ir:144:10)".  See fadc_run.
+	FADC_ERR_INDEX,
 } fadc_status;
 
 typedef enum fadc_dtype { FADC_F32, FADC_F64, FADC_I64, FADC_BOOL } fadc_dtype;
@@ -113,7 +118,8 @@ fadc_status fadc_context_set_seed(fadc_context *ctx, uint64_t seed);
 // thread failed.
 const char *fadc_context_error(const fadc_context *ctx);
 // Waits until the context's queued work is done (a no-op on the CPU); a
-// kernel's failure shows here or at the next read.
+// kernel's failure shows here or at the next read, and so does a bad index
+// of a run queued on a device (FADC_ERR_INDEX, see fadc_run).
 fadc_status fadc_context_synchronize(fadc_context *ctx);
 // Device-side timing of the work queued between start and stop, as the
 // GPU measures it (CUDA events on the context's stream): no host launch or
@@ -317,6 +323,9 @@ fadc_device fadc_tensor_device(const fadc_tensor *t);
 uint64_t fadc_tensor_generation(const fadc_tensor *t);
 void *fadc_tensor_data(fadc_tensor *t); // host memory; NULL on a device
 // Copies between the tensor and host memory of exactly fadc_tensor_bytes.
+// On a device, read waits for the context's queued work, and reports a bad
+// index of a queued run (FADC_ERR_INDEX, see fadc_run; the bytes are copied
+// all the same).
 fadc_status fadc_tensor_read(const fadc_tensor *t, void *dst, size_t bytes);
 fadc_status fadc_tensor_write(fadc_tensor *t, const void *src, size_t bytes);
 
@@ -341,6 +350,19 @@ fadc_status fadc_tensor_write(fadc_tensor *t, const void *src, size_t bytes);
 // the task that overwrote it, never stale data.  Copy it out, or pass
 // outputs of your own, to keep a value longer.  (On the CPU, model-owned
 // outputs are never overwritten by another task.)
+//
+// Indices that are data (class labels for take_along, token ids for take,
+// one_hot's classes, their scatters in the derivatives) are checked against
+// their axis: an index out of range is FADC_ERR_INDEX, naming the op, the
+// index tensor and the value, and the run's outputs (and write-backs) are
+// unspecified.  The check is two reductions per index tensor, and only
+// tasks whose indices are not provably in range have one.  On the CPU,
+// fadc_run returns it.  On a device, where fadc_run returns before the
+// work is done, it surfaces at the next synchronizing call:
+// fadc_context_synchronize, fadc_tensor_read (of any tensor of the
+// context), or the next fadc_run of the same task, which then waits for
+// the previous run and returns its error without starting.  Each bad run
+// is reported once; the calls after that succeed again.
 fadc_status fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs,
                      fadc_tensor **outputs, int noutputs);
 

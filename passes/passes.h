@@ -99,6 +99,22 @@ Graph *pass_vmap(const Graph *f, const uint8_t *batched, int64_t B, int basis, L
 Graph *pass_simplify(const Graph *g); // CSE, constant folding, identities, then DCE
 Graph *pass_dce(const Graph *g); // keeps what the outputs reach, and the inputs
 
+// ---------------------------------------------------------------- checks.c
+// The run-time checks of data-dependent indices (take, take_along, their
+// scatters, one_hot), appended to task graph g in place: one hidden output
+// per index that is not provably in range, an i64[2] (min, max of the index
+// over all elements), after the user's outputs.  Returns their number and
+// what each checks (in g's arena); 0 when every index is proven in range.
+typedef struct IndexCheck {
+	uint32_t out; // g's output: (min, max) of the index
+	NodeId index; // the index operand
+	int64_t lo, end; // the valid range [lo, end) (end == lo: every index is out of range)
+	const char *op; // "take_along"
+	const char *name; // the input the index is (through layout ops), or NULL: computed
+	Loc loc; // the op's location
+	Loc index_loc; // where the index was computed
+} IndexCheck;
+uint32_t pass_index_checks(Graph *g, IndexCheck **checks);
 // ---------------------------------------------------------------- tasks.c
 // The tasks of torch.autograd.functional (docs/TASKS.md) as pipelines of
 // passes over the forward graph.

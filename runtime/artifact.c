@@ -120,7 +120,7 @@ put_str(Out *o, const char *s)
 }
 
 static void
-put_tensor(Out *o, const ArtTensor *t)
+put_tensor(Out *o, const ArtTensor *t, int output)
 {
 	put_str(o, t->name);
 	put_u8(o, t->role);
@@ -130,6 +130,24 @@ put_tensor(Out *o, const ArtTensor *t)
 		put_u64(o, (uint64_t)t->dim[i]);
 	put_u32(o, (uint32_t)t->decl);
 	put_u32(o, (uint32_t)t->writeback);
+	if (output && t->role == ART_OUT_CHECK) {
+		put_u64(o, (uint64_t)t->lo);
+		put_u64(o, (uint64_t)t->end);
+		put_str(o, t->op);
+		put_str(o, t->of);
+		put_str(o, t->at);
+	}
+}
+
+// Does d have an index check (an output of role ART_OUT_CHECK)?
+static int
+has_checks(const ArtDesc *d)
+{
+	for (uint32_t i = 0; i < d->ntask; i++)
+		for (uint32_t k = 0; k < d->task[i].nout; k++)
+			if (d->task[i].out[k].role == ART_OUT_CHECK)
+				return 1;
+	return 0;
 }
 
 const uint8_t art_dtype_bytes[ART_NDTYPE] = {
@@ -144,13 +162,15 @@ art_version_readable(uint32_t version)
 }
 
 // The version d asks for (tests of old files), else the oldest that holds
-// it: 6 with a choice record, 5 with several specialisations, 4 with a
-// cuBLAS record, else 3.
+// it: 7 with an index check, 6 with a choice record, 5 with several
+// specialisations, 4 with a cuBLAS record, else 3.
 uint32_t
 art_desc_version(const ArtDesc *d)
 {
 	if (d->version)
 		return d->version;
+	if (has_checks(d))
+		return ART_FORMAT_VERSION_CHECKS;
 	uint8_t kind = ART_LAUNCH_KERNEL; // the newest kind of record in d
 	for (uint32_t i = 0; i < d->ntask; i++)
 		for (uint32_t k = 0; (d->task[i].targets & ART_TARGET_CUDA) && k < d->task[i].ncuda; k++)
@@ -176,7 +196,8 @@ art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 {
 	Out o = {0};
 	uint32_t v = art_desc_version(d);
-	if (!art_version_readable(v) || (d->nspec > 1 && v < 5))
+	if (!art_version_readable(v) || (d->nspec > 1 && v < 5) ||
+	    (v < ART_FORMAT_VERSION_CHECKS && has_checks(d)))
 		return 0;
 	for (uint32_t i = 0; i < d->ntask; i++)
 		for (uint32_t k = 0; (d->task[i].targets & ART_TARGET_CUDA) && k < d->task[i].ncuda; k++)
@@ -227,10 +248,10 @@ art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 		put_u32(&o, t->nkernel);
 		put_u32(&o, t->nin);
 		for (uint32_t k = 0; k < t->nin; k++)
-			put_tensor(&o, &t->in[k]);
+			put_tensor(&o, &t->in[k], 0);
 		put_u32(&o, t->nout);
 		for (uint32_t k = 0; k < t->nout; k++)
-			put_tensor(&o, &t->out[k]);
+			put_tensor(&o, &t->out[k], 1);
 		put_u8(&o, t->targets);
 		if (!(t->targets & ART_TARGET_CUDA))
 			continue;
@@ -406,8 +427,10 @@ get_shape(In *in, uint8_t *dtype, uint8_t *rank, int64_t *dim, const char *name)
 	return !in->bad;
 }
 
+// An input (output 0) or an output of a descriptor of format `version`:
+// outputs of role ART_OUT_CHECK (format 7) carry their range and texts.
 static int
-get_tensor(In *in, ArtTensor *t)
+get_tensor(In *in, ArtTensor *t, int output, uint32_t version)
 {
 	t->name = get_str(in);
 	t->role = get_u8(in);
@@ -415,8 +438,18 @@ get_tensor(In *in, ArtTensor *t)
 		return 0;
 	t->decl = (int32_t)get_u32(in);
 	t->writeback = (int32_t)get_u32(in);
-	if (!in->bad && t->role > ART_ROLE_ARG)
+	uint8_t maxrole = !output ? ART_ROLE_ARG
+	                  : version >= ART_FORMAT_VERSION_CHECKS ? ART_OUT_CHECK
+	                                                         : ART_OUT_VALUE;
+	if (!in->bad && t->role > maxrole)
 		return fail(in, "descriptor: '%s' has an unknown role %u", t->name, t->role);
+	if (output && t->role == ART_OUT_CHECK) {
+		t->lo = (int64_t)get_u64(in);
+		t->end = (int64_t)get_u64(in);
+		t->op = get_str(in);
+		t->of = get_str(in);
+		t->at = get_str(in);
+	}
 	return !in->bad;
 }
 
@@ -444,8 +477,12 @@ art_desc_free(ArtDesc *d)
 			free(t->name);
 			for (uint32_t k = 0; t->in && k < t->nin; k++)
 				free(t->in[k].name);
-			for (uint32_t k = 0; t->out && k < t->nout; k++)
+			for (uint32_t k = 0; t->out && k < t->nout; k++) {
 				free(t->out[k].name);
+				free(t->out[k].op);
+				free(t->out[k].of);
+				free(t->out[k].at);
+			}
 			free(t->in);
 			free(t->out);
 			for (uint32_t k = 0; t->kern && k < t->ncuda; k++) {
@@ -605,7 +642,7 @@ decode(In *in, ArtDesc *d)
 			return fail(in, "out of memory");
 		t->nin = n;
 		for (uint32_t k = 0; k < n && !in->bad; k++)
-			get_tensor(in, &t->in[k]);
+			get_tensor(in, &t->in[k], 0, d->version);
 		n = get_u32(in);
 		if (!check_count(in, n, MIN_TENSOR, "outputs"))
 			return 0;
@@ -614,7 +651,7 @@ decode(In *in, ArtDesc *d)
 			return fail(in, "out of memory");
 		t->nout = n;
 		for (uint32_t k = 0; k < n && !in->bad; k++)
-			get_tensor(in, &t->out[k]);
+			get_tensor(in, &t->out[k], 1, d->version);
 		t->targets = get_u8(in);
 		if (!in->bad && (t->targets & ~(ART_TARGET_CPU | ART_TARGET_CUDA)))
 			return fail(in, "descriptor: task '%s' has unknown targets %#x", t->name,
@@ -711,6 +748,24 @@ decode(In *in, ArtDesc *d)
 			if (t->out[k].writeback < -1 || t->out[k].writeback >= (int32_t)t->nin)
 				return fail(in, "descriptor: output '%s' of task '%s' is malformed",
 				            t->out[k].name, t->name);
+		// Index checks: a suffix of the outputs of a user's task, each an
+		// i64[2] (min, max) with no write-back and a range lo <= end.
+		uint32_t nc = 0;
+		for (uint32_t k = t->nout; k > 0 && t->out[k - 1].role == ART_OUT_CHECK; k--)
+			nc++;
+		for (uint32_t k = 0; k < t->nout; k++) {
+			const ArtTensor *x = &t->out[k];
+			if (x->role != ART_OUT_CHECK)
+				continue;
+			if (k < t->nout - nc)
+				return fail(in, "descriptor: index check '%s' of task '%s' is not after its "
+				                "outputs", x->name, t->name);
+			if (t->kind != ART_TASK || x->dtype != ART_I64 || x->rank != 1 || x->dim[0] != 2 ||
+			    x->writeback != -1 || x->decl != -1 || x->lo > x->end || !x->op[0])
+				return fail(in, "descriptor: index check '%s' of task '%s' is malformed",
+				            x->name, t->name);
+		}
+		((ArtTask *)t)->ncheck = nc;
 		// CUDA images inside the image section; every kernel argument
 		// inside what it names (an input, an output, the arena).
 		if (!(t->targets & ART_TARGET_CUDA))

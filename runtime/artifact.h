@@ -19,13 +19,15 @@
 // them), 4 when a launch record is a cuBLAS GEMM, 5 for several
 // specialisations (-D N=8,32): version 5 adds the list of specialisations
 // and, per declaration and task, the one it belongs to; 6
-// (ART_FORMAT_VERSION, the newest) when a task has a choice record
-// (ART_LAUNCH_CHOICE: candidates the runtime picks between on the GPU).
+// when a task has a choice record (ART_LAUNCH_CHOICE: candidates the
+// runtime picks between on the GPU); 7 (ART_FORMAT_VERSION, the newest)
+// when a task has index checks (outputs of role ART_OUT_CHECK).
 // A runtime reads ART_FORMAT_OLDEST .. ART_FORMAT_VERSION: 2 (launch records
-// without a kind: every one a kernel), 3 (host steps), 4 (GEMM records), 5
-// and 6; 1 (before the CUDA part) and newer versions are refused with a
+// without a kind: every one a kernel), 3 (host steps), 4 (GEMM records), 5,
+// 6 and 7; 1 (before the CUDA part) and newer versions are refused with a
 // message (art_version_readable is the one place that says so).
-#define ART_FORMAT_VERSION 6
+#define ART_FORMAT_VERSION 7
+#define ART_FORMAT_VERSION_CHECKS 7 // the first with index checks
 #define ART_FORMAT_OLDEST 2
 #define ART_FORMAT_VERSION_ONE_SPEC 3 // one specialisation, no cuBLAS records
 #define ART_FORMAT_VERSION_SPECS 5 // several specialisations, no choice records
@@ -50,6 +52,12 @@ extern const uint8_t art_dtype_bytes[ART_NDTYPE];
 // Who supplies a task input: a declaration of the model (param or const,
 // bound or initialized once), or the caller at every run.
 enum { ART_ROLE_DECL, ART_ROLE_ARG };
+// What an output is (format 7): a value of the user's, or a run-time check
+// of an index (passes/checks.c): the i64[2] (min, max) of an index tensor,
+// which passes iff lo <= min and max < end.  Check outputs come after the
+// user's (a suffix of the task's outputs); the runtime owns them and never
+// shows them to the caller.
+enum { ART_OUT_VALUE, ART_OUT_CHECK };
 enum { ART_TASK, ART_INIT }; // a task of the user's, or a declaration's initializer
 enum { ART_PARAM, ART_CONST };
 // Which code a task has (ArtTask.targets, bits): CPU code in the library,
@@ -115,12 +123,19 @@ typedef struct ArtKernel {
 
 typedef struct ArtTensor {
 	char *name;
-	uint8_t role; // inputs: ART_ROLE_*; outputs: 0
+	uint8_t role; // inputs: ART_ROLE_*; outputs: ART_OUT_*
 	uint8_t dtype; // ART_F32 ...
 	uint8_t rank;
 	int64_t dim[ART_MAXDIM];
 	int32_t decl; // ART_ROLE_DECL: the declaration; else -1
 	int32_t writeback; // outputs: the input whose new value it is, or -1
+	// ART_OUT_CHECK only: the valid range [lo, end) of the index, and what
+	// the message names: the op ("take_along"), the index ("'labels'", or
+	// "the index computed at m.ir:3:9") and the op's place ("m.ir:20:5", or
+	// ""): "vjp: take_along: index 5000 of 'labels' is out of range [0, 10)
+	// (m.ir:20:5)".
+	int64_t lo, end;
+	char *op, *of, *at;
 } ArtTensor;
 
 typedef struct ArtTask {
@@ -132,6 +147,9 @@ typedef struct ArtTask {
 	uint32_t nkernel;
 	uint32_t nin, nout;
 	ArtTensor *in, *out;
+	// Filled by the decoder: how many of the outputs are index checks (the
+	// last ncheck; nout - ncheck are the user's).
+	uint32_t ncheck;
 	uint8_t targets; // ART_TARGET_* bits: the code this task has
 	// ART_TARGET_CUDA: the module images, as offsets into the image section
 	// (ArtDesc.images), and the kernels run in order on one stream.  The

@@ -324,6 +324,14 @@ rtcu_task_free(RtCuda *c, RtCuTask *k)
 		free(k->k[i].val);
 		free(k->k[i].param);
 	}
+	if (k->chk_ev) {
+		// A run in flight still copies into chk_host.
+		c->d.cuEventSynchronize(k->chk_ev);
+		c->d.cuEventDestroy(k->chk_ev);
+	}
+	if (k->chk_host)
+		c->d.cuMemFreeHost(k->chk_host);
+	rtcu_free(c, k->chk_dev);
 	rtcu_free(c, k->stage);
 	free(k->stage_at);
 	free(k->stage_bytes);
@@ -465,6 +473,14 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
 	for (uint32_t i = 0, n = 0; i < t->ncuda; i++)
 		if (t->kern[i].kind == ART_LAUNCH_CHOICE)
 			k->choice[n++] = (struct Choice){i, (uint32_t)t->kern[i].points, -1};
+	if (t->ncheck) {
+		size_t cb = 16 * (size_t)t->ncheck;
+		if (!rtcu_alloc(c, cb, &k->chk_dev, err, errlen))
+			goto fail;
+		CHECK_CU_GOTO(c, cuMemAllocHost((void **)&k->chk_host, cb), fail);
+		memset(k->chk_host, 0, cb);
+		CHECK_CU_GOTO(c, cuEventCreate(&k->chk_ev, CU_EVENT_DISABLE_TIMING), fail);
+	}
 	// The cubin is for the artifact's architecture; where it does not load
 	// (another GPU generation) the driver compiles the PTX.
 	CUresult r = c->d.cuModuleLoadData(&k->mod, images + t->cubin_off);
@@ -823,6 +839,11 @@ rtcu_launch_all(RtCuda *c, RtCuTask *k, int decide, char *err, size_t errlen)
 		i += ch->n;
 		ci++;
 	}
+	// The index checks' (min, max) pairs to pinned host memory: the last
+	// work of the task, so part of every graph recorded from it.
+	if (k->t->ncheck)
+		CHECK_CU(c, cuMemcpyDtoHAsync(k->chk_host, k->chk_dev, 16 * (size_t)k->t->ncheck,
+		                              c->stream));
 	if (prof) {
 		CHECK_CU(c, cuEventRecord(k->pev[np], c->stream));
 		CHECK_CU(c, cuEventSynchronize(k->pev[np]));
@@ -836,3 +857,17 @@ rtcu_launch_all(RtCuda *c, RtCuTask *k, int decide, char *err, size_t errlen)
 	return 1;
 }
 
+uint64_t
+rtcu_task_check_dev(const RtCuTask *k)
+{
+	return k ? k->chk_dev : 0;
+}
+
+const int64_t *
+rtcu_task_check_wait(RtCuda *c, RtCuTask *k, char *err, size_t errlen)
+{
+	CHECK_CU(c, cuCtxSetCurrent(c->ctx));
+	if (k->chk_ev && k->runs)
+		CHECK_CU(c, cuEventSynchronize(k->chk_ev));
+	return k->chk_host;
+}

@@ -34,6 +34,7 @@ typedef struct CUuuid_st {
 
 enum {
 	CU_STREAM_NON_BLOCKING = 1,
+	CU_EVENT_DISABLE_TIMING = 2,
 	CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
 	CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
 	CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
@@ -180,6 +181,14 @@ struct RtCuTask {
 	uint32_t nchoice;
 	uint64_t artifact; // the artifact's descriptor hash: the cache's key
 	uint32_t index; // the task's index in the descriptor
+	// Index checks (t->ncheck > 0, passes/checks.c): the check outputs'
+	// device block (16 bytes each: min, max), the pinned host copy the
+	// task's launches end with (captured into its graphs), and the event
+	// recorded after each run, which the runtime waits for before it reads
+	// the copy.
+	uint64_t chk_dev;
+	int64_t *chk_host;
+	CUevent chk_ev;
 };
 
 // ---------------------------------------------------------------- errors

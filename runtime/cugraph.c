@@ -206,9 +206,9 @@ stage_inputs(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint8_t *staged, 
 	return 1;
 }
 
-int
-rtcu_task_run(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint8_t *staged,
-              const uint64_t *out, uint64_t arena, uint64_t runseed, char *err, size_t errlen)
+static int
+task_run(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint8_t *staged, const uint64_t *out,
+         uint64_t arena, uint64_t runseed, char *err, size_t errlen)
 {
 	CHECK_CU(c, cuCtxSetCurrent(c->ctx));
 	uint64_t run = ++k->runs;
@@ -306,5 +306,18 @@ rtcu_task_run(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint8_t *staged,
 		c->st.recorded++;
 	c->cur = n;
 	CHECK_CU(c, cuGraphLaunch(n->exec, c->stream));
+	return 1;
+}
+
+int
+rtcu_task_run(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint8_t *staged,
+              const uint64_t *out, uint64_t arena, uint64_t runseed, char *err, size_t errlen)
+{
+	if (!task_run(c, k, in, staged, out, arena, runseed, err, errlen))
+		return 0;
+	// A task with index checks: the event its next check waits for (after
+	// the graph or the launches, outside any capture).
+	if (k->chk_ev)
+		CHECK_CU(c, cuEventRecord(k->chk_ev, c->stream));
 	return 1;
 }

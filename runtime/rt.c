@@ -51,8 +51,13 @@ struct fadc_context {
 	int nthreads; // the resolved num_threads (>= 1)
 	RtPool *pool; // NULL with one thread
 	fadc_exec_v1 exec; // what task functions get: parallel_for on pool
+	// On a device: the tasks whose index checks are not read yet (their
+	// last run is queued), linked through RtTask.pnext (see "Index checks").
+	struct RtTask *pend;
 	char err[1024];
 };
+
+static fadc_status pend_settle(fadc_context *ctx, struct RtTask *only);
 
 // The message of the last fadc_context_create that failed on this thread
 // (there is no context to hold it): fadc_context_error(NULL).
@@ -81,6 +86,13 @@ struct fadc_tensor {
 
 typedef struct RtTask {
 	const ArtTask *d;
+	// Index checks (d->ncheck, passes/checks.c): on the CPU, the (min, max)
+	// pairs the task function writes (runtime-owned, never shown to the
+	// caller); on a device, pending marks a run whose pairs are not read
+	// yet (the task is on its context's pend list).
+	int64_t *chk;
+	int pending;
+	struct RtTask *pnext;
 	fadc_task_fn_v1 fn;
 	int ready; // first-run set-up done
 	int ncaller;
@@ -146,7 +158,7 @@ fadc_status_name(fadc_status s)
 		"FADC_OK",         "FADC_ERR_ARG",    "FADC_ERR_IO",        "FADC_ERR_FORMAT",
 		"FADC_ERR_VERSION", "FADC_ERR_CPU",   "FADC_ERR_LOAD",      "FADC_ERR_NOT_FOUND",
 		"FADC_ERR_SHAPE",  "FADC_ERR_DEVICE", "FADC_ERR_UNBOUND",   "FADC_ERR_NOMEM",
-		"FADC_ERR_RUN",    "FADC_ERR_STATE",  "FADC_ERR_OUTPUT_OVERWRITTEN",
+		"FADC_ERR_RUN",    "FADC_ERR_STATE",  "FADC_ERR_OUTPUT_OVERWRITTEN", "FADC_ERR_INDEX",
 	};
 	return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "FADC_ERR_?";
 }
@@ -325,7 +337,8 @@ fadc_context_synchronize(fadc_context *ctx)
 		return FADC_ERR_ARG;
 	if (ctx->cu && !rtcu_sync(ctx->cu, ctx->err, sizeof ctx->err))
 		return FADC_ERR_RUN;
-	return ok(ctx);
+	fadc_status s = pend_settle(ctx, NULL);
+	return s ? s : ok(ctx);
 }
 
 static fadc_status
@@ -521,8 +534,11 @@ fadc_tensor_data(fadc_tensor *t)
 	return t && t->dev.kind == FADC_DEVICE_CPU ? t->data : NULL;
 }
 
-fadc_status
-fadc_tensor_read(const fadc_tensor *t, void *dst, size_t bytes)
+// fadc_tensor_read without reading pending index checks: the runtime's own
+// copies (binding a device tensor, initializers reading a declaration bound
+// by reference) must not fail, nor consume, a queued run's error.
+static fadc_status
+tensor_read(const fadc_tensor *t, void *dst, size_t bytes)
 {
 	if (!t)
 		return FADC_ERR_ARG;
@@ -538,6 +554,18 @@ fadc_tensor_read(const fadc_tensor *t, void *dst, size_t bytes)
 	if (bytes)
 		memcpy(dst, t->data, bytes);
 	return ok(t->ctx);
+}
+
+fadc_status
+fadc_tensor_read(const fadc_tensor *t, void *dst, size_t bytes)
+{
+	fadc_status s = tensor_read(t, dst, bytes);
+	if (s || t->dev.kind != FADC_DEVICE_CUDA)
+		return s;
+	// The copy waited for the stream: every queued run's index checks can
+	// be read (the data was copied all the same).
+	s = pend_settle(t->ctx, NULL);
+	return s ? s : ok(t->ctx);
 }
 
 fadc_status
@@ -559,6 +587,78 @@ fadc_tensor_write(fadc_tensor *t, const void *src, size_t bytes)
 	return ok(t->ctx);
 }
 
+// ---------------------------------------------------------------- index checks
+//
+// A task whose indices are data (passes/checks.c) has hidden outputs after
+// the user's, each the (min, max) of one index tensor, with its valid
+// range [lo, end) in the descriptor.  They are the runtime's: never
+// counted in fadc_task_info, never passed by the caller.  On the CPU they
+// are compared as the task function returns; on a device the task's
+// launches end with a copy of them into pinned host memory, and they are
+// compared at the next synchronizing call: fadc_context_synchronize,
+// fadc_tensor_read, or the next run of the same task (which waits for its
+// previous run's event: only tasks with checks ever wait there).
+
+// The outputs of d the caller sees: all but the index checks.
+static uint32_t
+nuser(const ArtTask *d)
+{
+	return d->nout - d->ncheck;
+}
+
+// d's index checks against v, its ncheck (min, max) pairs: FADC_OK, or
+// FADC_ERR_INDEX with the first failing check's message, naming the
+// offending value (the smallest if below the range, else the largest).
+static fadc_status
+check_indices(fadc_context *ctx, const ArtTask *d, const int64_t *v)
+{
+	for (uint32_t j = 0; j < d->ncheck; j++) {
+		const ArtTensor *x = &d->out[nuser(d) + j];
+		int64_t lo = v[2 * j], hi = v[2 * j + 1];
+		if (lo >= x->lo && hi < x->end)
+			continue;
+		const char *sp = d->spec_name ? d->spec_name : "";
+		return fail(ctx, FADC_ERR_INDEX,
+		            "%s%s%s%s: %s: index %lld of %s is out of range [%lld, %lld)%s%s%s", d->name,
+		            sp[0] ? " [" : "", sp, sp[0] ? "]" : "", x->op,
+		            (long long)(lo < x->lo ? lo : hi), x->of, (long long)x->lo,
+		            (long long)x->end, x->at[0] ? " (" : "", x->at, x->at[0] ? ")" : "");
+	}
+	return FADC_OK;
+}
+
+static void
+pend_unlink(fadc_context *ctx, RtTask *t)
+{
+	for (RtTask **p = &ctx->pend; *p; p = &(*p)->pnext)
+		if (*p == t) {
+			*p = t->pnext;
+			break;
+		}
+	t->pnext = NULL;
+	t->pending = 0;
+}
+
+// Reads the pending checks of task `only` (waiting for its last run), or
+// of every pending task (NULL: after the stream was synchronized), and
+// takes them off the list: FADC_OK, or the first failure's status.
+static fadc_status
+pend_settle(fadc_context *ctx, RtTask *only)
+{
+	fadc_status s = FADC_OK;
+	while (ctx->pend) {
+		RtTask *t = only ? only : ctx->pend;
+		pend_unlink(ctx, t);
+		const int64_t *v = rtcu_task_check_wait(ctx->cu, t->cu, ctx->err, sizeof ctx->err);
+		fadc_status r = !v ? FADC_ERR_RUN : check_indices(ctx, t->d, v);
+		if (!s)
+			s = r; // the first failure's message stays in ctx->err
+		if (only)
+			break;
+	}
+	return s;
+}
+
 // ---------------------------------------------------------------- models
 
 static void
@@ -569,11 +669,14 @@ model_free(fadc_model *m)
 	if (m->task)
 		for (uint32_t i = 0; i < m->d.ntask; i++) {
 			RtTask *t = &m->task[i];
+			if (t->pending)
+				pend_unlink(m->ctx, t);
+			free(t->chk);
 			free(t->in);
 			free(t->out);
 			free(t->arena);
 			if (t->outs)
-				for (uint32_t k = 0; k < t->d->nout; k++)
+				for (uint32_t k = 0; k < nuser(t->d); k++)
 					free(t->outs[k].data); // on a device: in m->dregion
 			free(t->outs);
 			if (m->ctx->cu)
@@ -873,7 +976,7 @@ fadc_task_info_get(const fadc_model *m, int task, fadc_task_info *info)
 	info->is_init = t->kind == ART_INIT;
 	info->ninputs = (int)t->nin;
 	info->ncaller = m->task[task].ncaller;
-	info->noutputs = (int)t->nout;
+	info->noutputs = (int)nuser(t); // index checks are the runtime's
 	info->arena_bytes = t->arena_bytes;
 	info->naive_bytes = t->naive_bytes;
 	info->nkernels = (int)t->nkernel;
@@ -924,7 +1027,7 @@ fadc_task_output(const fadc_model *m, int task, int i, fadc_tensor_desc *d)
 	fadc_status s = check_task(m, task);
 	if (s)
 		return s;
-	if (!d || i < 0 || (uint32_t)i >= m->d.task[task].nout)
+	if (!d || i < 0 || (uint32_t)i >= nuser(&m->d.task[task]))
 		return fail(m->ctx, FADC_ERR_ARG, "task '%s': no output %d", m->d.task[task].name, i);
 	desc_of(m, &m->d.task[task].out[i], 1, d);
 	return ok(m->ctx);
@@ -1067,7 +1170,7 @@ fadc_model_bind(fadc_model *m, const char *name, const fadc_tensor *value)
 	void *tmp = malloc(value->bytes ? value->bytes : 1);
 	if (!tmp)
 		return fail(m->ctx, FADC_ERR_NOMEM, "fadc_model_bind: out of memory");
-	fadc_status s = fadc_tensor_read(value, tmp, value->bytes);
+	fadc_status s = tensor_read(value, tmp, value->bytes);
 	for (; d >= 0 && !s; d = match_decl(m, name, d, value->dtype, value->rank, value->dim, NULL))
 		s = bind_data(m, d, value->dtype, value->rank, value->dim, tmp, NULL);
 	free(tmp);
@@ -1253,7 +1356,7 @@ static int
 place_outputs(fadc_model *m, RtTask *t, fadc_tensor *const *inputs, int ninputs,
               fadc_tensor *const *outputs, uint64_t gen)
 {
-	for (uint32_t k = 0; k < t->d->nout; k++) {
+	for (uint32_t k = 0; k < nuser(t->d); k++) {
 		if (outputs[k] != &t->outs[k])
 			continue;
 		uint64_t sz = region_size(&t->d->out[k]), at = 0;
@@ -1266,7 +1369,7 @@ place_outputs(fadc_model *m, RtTask *t, fadc_tensor *const *inputs, int ninputs,
 				RtTask *u = &m->task[i];
 				if (!u->ready || !u->outs || u->d->kind == ART_INIT)
 					continue;
-				for (uint32_t j = 0; j < u->d->nout && !moved; j++) {
+				for (uint32_t j = 0; j < nuser(u->d) && !moved; j++) {
 					uint64_t addr = 0;
 					if (u == t && j < k && outputs[j] == &t->outs[j])
 						addr = t->dout[j]; // placed by this call
@@ -1288,11 +1391,11 @@ place_outputs(fadc_model *m, RtTask *t, fadc_tensor *const *inputs, int ninputs,
 		RtTask *u = &m->task[i];
 		if (!u->ready || !u->outs || u->d->kind == ART_INIT)
 			continue;
-		for (uint32_t j = 0; j < u->d->nout; j++) {
+		for (uint32_t j = 0; j < nuser(u->d); j++) {
 			fadc_tensor *o = &u->outs[j];
 			if (!o->dptr || o->stale_by || (u == t && outputs[j] == o))
 				continue;
-			for (uint32_t k = 0; k < t->d->nout; k++)
+			for (uint32_t k = 0; k < nuser(t->d); k++)
 				if (outputs[k] == &t->outs[k] && t->dout[k] &&
 				    span_overlap(o->dptr, region_size(&u->d->out[j]), t->dout[k],
 				                 region_size(&t->d->out[k]))) {
@@ -1302,7 +1405,7 @@ place_outputs(fadc_model *m, RtTask *t, fadc_tensor *const *inputs, int ninputs,
 				}
 		}
 	}
-	for (uint32_t k = 0; k < t->d->nout; k++)
+	for (uint32_t k = 0; k < nuser(t->d); k++)
 		if (outputs[k] == &t->outs[k])
 			t->outs[k].dptr = t->dout[k];
 	return 1;
@@ -1333,7 +1436,7 @@ task_setup(fadc_model *m, RtTask *t)
 				if (x->kind == ART_INIT)
 					continue;
 				arena = x->arena_bytes > arena ? x->arena_bytes : arena;
-				for (uint32_t k = 0; k < x->nout; k++)
+				for (uint32_t k = 0; k < nuser(x); k++)
 					region += 2 * region_size(&x->out[k]);
 			}
 			if (!rtcu_alloc(m->ctx->cu, (size_t)arena, &m->darena, m->ctx->err,
@@ -1355,7 +1458,9 @@ task_setup(fadc_model *m, RtTask *t)
 			return fail(m->ctx, FADC_ERR_NOMEM, "task '%s': out of memory for its %zu-byte arena",
 			            d->name, a);
 	}
-	for (uint32_t k = 0; k < d->nout; k++) {
+	if (d->ncheck && !on_device(m, t) && !(t->chk = calloc(2 * (size_t)d->ncheck, 8)))
+		return fail(m->ctx, FADC_ERR_NOMEM, "task '%s': out of memory", d->name);
+	for (uint32_t k = 0; k < nuser(d); k++) {
 		fadc_tensor *o = &t->outs[k];
 		const ArtTensor *x = &d->out[k];
 		o->ctx = m->ctx;
@@ -1405,7 +1510,7 @@ fadc_model_init(fadc_model *m, uint64_t seed)
 	for (uint32_t i = 0; i < m->d.ndecl; i++) {
 		fadc_tensor *r = m->ref[i];
 		if (r && r->dev.kind != FADC_DEVICE_CPU) {
-			fadc_status s = fadc_tensor_read(r, m->decl[i].data, m->decl[i].bytes);
+			fadc_status s = tensor_read(r, m->decl[i].data, m->decl[i].bytes);
 			if (s)
 				return s;
 		}
@@ -1481,12 +1586,18 @@ fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs, fadc_
 	if (ninputs != t->ncaller || (ninputs && !inputs))
 		return fail(m->ctx, FADC_ERR_ARG, "task '%s' takes %d inputs from the caller, %d given",
 		            d->name, t->ncaller, ninputs);
-	if (noutputs != (int)d->nout || (noutputs && !outputs))
-		return fail(m->ctx, FADC_ERR_ARG, "task '%s' has %u outputs, %d given", d->name, d->nout,
+	uint32_t nu = nuser(d);
+	if (noutputs != (int)nu || (noutputs && !outputs))
+		return fail(m->ctx, FADC_ERR_ARG, "task '%s' has %u outputs, %d given", d->name, nu,
 		            noutputs);
 	if (!m->initialized && (s = fadc_model_init(m, m->ctx->o.seed)))
 		return s;
 	if (!t->ready && (s = task_setup(m, t)))
+		return s;
+	// The index checks of this task's previous run on the device, before
+	// this run overwrites them: wait for that run (only tasks with checks
+	// wait), and fail without starting this one if an index was bad.
+	if (t->pending && (s = pend_settle(m->ctx, t)))
 		return s;
 	// Inputs: declarations from the model, the rest from the caller.  The
 	// addresses go to t->in (host) and t->din (device).
@@ -1525,7 +1636,7 @@ fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs, fadc_
 		// declarations) are used in place.
 		t->dstaged[k] = v->owner != OWN_MODEL;
 	}
-	for (uint32_t k = 0; k < d->nout; k++) {
+	for (uint32_t k = 0; k < nu; k++) {
 		const ArtTensor *x = &d->out[k];
 		fadc_tensor *o = outputs[k];
 		if (!o) {
@@ -1569,6 +1680,11 @@ fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs, fadc_
 		t->dout[k] = o->dptr;
 		outputs[k] = o;
 	}
+	// The index checks' (min, max) pairs, in the runtime's memory.
+	for (uint32_t j = 0; j < d->ncheck; j++) {
+		t->out[nu + j] = t->chk ? t->chk + 2 * j : NULL;
+		t->dout[nu + j] = dev ? rtcu_task_check_dev(t->cu) + 16 * j : 0;
+	}
 	if (dev) {
 		uint64_t gen = rtcu_task_begin(m->ctx->cu, t->cu);
 		if (!place_outputs(m, t, inputs, ninputs, outputs, gen))
@@ -1576,7 +1692,7 @@ fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs, fadc_
 			            "task '%s': no room for its outputs in the model's output region "
 			            "(release model-owned outputs that are no longer needed)",
 			            d->name);
-		for (uint32_t k = 0; k < d->nout; k++) {
+		for (uint32_t k = 0; k < nu; k++) {
 			fadc_tensor *o = outputs[k];
 			t->dout[k] = o->dptr;
 			if (o == &t->outs[k]) {
@@ -1588,9 +1704,15 @@ fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs, fadc_
 		if (!rtcu_task_run(m->ctx->cu, t->cu, t->din, t->dstaged, t->dout, t->darena,
 		                   m->ctx->o.seed, m->ctx->err, sizeof m->ctx->err))
 			return FADC_ERR_RUN;
-	} else if ((s = task_call(m, t, m->ctx->o.seed)))
+		if (d->ncheck) { // read at the next synchronizing call
+			t->pending = 1;
+			t->pnext = m->ctx->pend;
+			m->ctx->pend = t;
+		}
+	} else if ((s = task_call(m, t, m->ctx->o.seed)) ||
+	           (s = check_indices(m->ctx, d, t->chk)))
 		return s;
-	for (uint32_t k = 0; k < d->nout; k++) {
+	for (uint32_t k = 0; k < nu; k++) {
 		outputs[k]->gen++;
 		int32_t wb = d->out[k].writeback;
 		if (wb < 0 || !outputs[k]->bytes)

@@ -69,6 +69,15 @@ uint64_t rtcu_task_begin(RtCuda *c, RtCuTask *k);
 int rtcu_task_run(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint8_t *staged,
                   const uint64_t *out, uint64_t arena, uint64_t runseed, char *err,
                   size_t errlen);
+// Index checks (ArtTask.ncheck > 0): the device block of the task's check
+// outputs (check j's (min, max) at 16 j; the runtime passes these as the
+// outputs' addresses), and, once the run that wrote them is complete
+// (rtcu_task_check_wait waits for the event recorded after the task's last
+// run; after rtcu_sync it returns at once), their copy in pinned host
+// memory.  The task's launches end with that copy, so a replayed graph
+// copies too; nothing else is synchronized.
+uint64_t rtcu_task_check_dev(const RtCuTask *k);
+const int64_t *rtcu_task_check_wait(RtCuda *c, RtCuTask *k, char *err, size_t errlen);
 // The tree as text, one line per recording, indented two spaces per level
 // under its parent: "<task>: <n> replays".  Returns the length it needs
 // (as snprintf); buf gets what fits, NUL-terminated when len > 0.

@@ -43,6 +43,15 @@
 // with a good cost bound again, the GPU run succeeds and agrees with the
 // CPU (the failure left the context usable).
 //
+// --index MODEL.so (tests/gpu/index.ir): labels out of range (the
+// declaration `labels` bound to 9 and to -2 on both contexts): the CPU run
+// returns FADC_ERR_INDEX; the GPU run is queued (FADC_OK) and the error
+// surfaces, with the CPU's message, at fadc_context_synchronize, at
+// fadc_tensor_read, and at the task's next run (which then does not run);
+// each time a valid run after it succeeds and agrees with the CPU.  The
+// bad runs come after valid ones (eager, recorded, replayed), so the
+// failing run is a replay: the graph's own copy carries the flag.
+//
 // --choices forced|timed|cached (tests/gpu/choice.ir; docs/CUDA.md,
 // "Choices measured on the GPU"): the tasks' choices between a printed
 // kernel and a cuBLAS GEMM (fadc_task_info.cuda_choices, summed over the
@@ -590,11 +599,127 @@ check_assign_nan(const char *path, fadc_context *cpu, fadc_context *gpu)
 	fadc_model_close(mg);
 }
 
+// Binds labels[4] on model m of context ctx.
+static void
+bind_labels(fadc_model *m, fadc_context *ctx, const int64_t *lab)
+{
+	int64_t dim[1] = {4};
+	fadc_tensor *t = NULL;
+	if (fadc_tensor_create(ctx, FADC_I64, 1, dim, &t) || fadc_tensor_write(t, lab, 32) ||
+	    fadc_model_bind(m, "labels", t))
+		FAIL("bind labels: %s", fadc_context_error(ctx));
+	fadc_tensor_release(t);
+}
+
+// A valid run of vjp (task) on both contexts: the GPU's outputs agree with
+// the CPU's.  0 on a failure.
+static int
+index_good_run(fadc_model *mc, fadc_model *mg, int task, fadc_context *cpu, fadc_context *gpu,
+               fadc_tensor *vc, fadc_tensor *vg, const char *when)
+{
+	fadc_tensor *oc[8] = {NULL}, *og[8] = {NULL};
+	fadc_task_info ti;
+	fadc_task_info_get(mc, task, &ti);
+	int no = ti.noutputs < 8 ? ti.noutputs : 8;
+	ncheck++;
+	fadc_status s;
+	if (fadc_run(mc, task, &vc, 1, oc, no) || (s = fadc_run(mg, task, &vg, 1, og, no)) ||
+	    (s = fadc_context_synchronize(gpu))) {
+		FAIL("index: a valid run %s: %s / %s", when, fadc_context_error(cpu),
+		     fadc_context_error(gpu));
+		return 0;
+	}
+	for (int k = 0; k < no; k++) {
+		size_t n = fadc_tensor_bytes(oc[k]);
+		float *g = malloc(n);
+		if (fadc_tensor_read(og[k], g, n))
+			FAIL("index: read after a valid run %s: %s", when, fadc_context_error(gpu));
+		double e = nerr(g, fadc_tensor_data(oc[k]), FADC_F32, fadc_tensor_numel(oc[k]),
+		                maxabs(fadc_tensor_data(oc[k]), FADC_F32, fadc_tensor_numel(oc[k])));
+		if (!(e <= 1e-4))
+			FAIL("index: output %d of a valid run %s: GPU and CPU differ by %g", k, when, e);
+		free(g);
+	}
+	return 1;
+}
+
+static void
+check_index(const char *path, fadc_context *cpu, fadc_context *gpu)
+{
+	fadc_model *mc = NULL, *mg = NULL;
+	int task = -1;
+	if (fadc_model_open(cpu, path, 0, &mc) || fadc_model_open(gpu, path, 0, &mg) ||
+	    fadc_model_find_task(mg, "vjp", &task)) {
+		FAIL("%s: open: %s / %s", path, fadc_context_error(cpu), fadc_context_error(gpu));
+		fadc_model_close(mc);
+		fadc_model_close(mg);
+		return;
+	}
+	const int64_t good[4] = {5, 0, 3, 1}, high[4] = {0, 9, 1, 2}, low[4] = {1, -2, 0, 0};
+	fadc_tensor *vc = NULL, *vg = NULL;
+	float one = 1;
+	fadc_tensor_create(cpu, FADC_F32, 0, NULL, &vc);
+	fadc_tensor_create(gpu, FADC_F32, 0, NULL, &vg);
+	fadc_tensor_write(vc, &one, 4);
+	fadc_tensor_write(vg, &one, 4);
+	bind_labels(mc, cpu, good);
+	bind_labels(mg, gpu, good);
+	for (int r = 0; r < 3; r++) // eager, recorded, replayed
+		index_good_run(mc, mg, task, cpu, gpu, vc, vg, "before a bad one");
+	// How each bad run surfaces: 0 synchronize, 1 read, 2 the next run.
+	for (int how = 0; how < 3; how++) {
+		const int64_t *bad = how == 1 ? low : high;
+		char want[1024];
+		fadc_tensor *oc[8] = {NULL}, *og[8] = {NULL};
+		fadc_task_info ti;
+		fadc_task_info_get(mc, task, &ti);
+		int no = ti.noutputs < 8 ? ti.noutputs : 8;
+		bind_labels(mc, cpu, bad);
+		bind_labels(mg, gpu, bad);
+		ncheck += 3;
+		fadc_status s = fadc_run(mc, task, &vc, 1, oc, no);
+		snprintf(want, sizeof want, "%s", fadc_context_error(cpu));
+		if (s != FADC_ERR_INDEX || !strstr(want, "vjp: take_along: index ") ||
+		    !strstr(want, " of 'labels' is out of range [0, 6)"))
+			FAIL("index: the CPU run with bad labels gave %s: %s", fadc_status_name(s), want);
+		if ((s = fadc_run(mg, task, &vg, 1, og, no)))
+			FAIL("index: the GPU run with bad labels was not queued: %s: %s",
+			     fadc_status_name(s), fadc_context_error(gpu));
+		const char *where = how == 0 ? "fadc_context_synchronize" : how == 1 ? "fadc_tensor_read"
+		                                                                    : "the next run";
+		if (how == 0)
+			s = fadc_context_synchronize(gpu);
+		else if (how == 1) {
+			float loss;
+			s = fadc_tensor_read(og[0], &loss, sizeof loss);
+		} else {
+			bind_labels(mg, gpu, good); // the next run's own data is good
+			s = fadc_run(mg, task, &vg, 1, og, no);
+		}
+		if (s != FADC_ERR_INDEX || strcmp(fadc_context_error(gpu), want))
+			FAIL("index: %s after a bad GPU run gave %s (%s), not FADC_ERR_INDEX with the "
+			     "CPU's message (%s)",
+			     where, fadc_status_name(s), fadc_context_error(gpu), want);
+		else
+			printf("%s: bad labels: FADC_ERR_INDEX at %s: %s\n", path, where, want);
+		// Reported once: the context works again.
+		if (fadc_context_synchronize(gpu))
+			FAIL("index: a second synchronize after %s: %s", where, fadc_context_error(gpu));
+		bind_labels(mc, cpu, good);
+		bind_labels(mg, gpu, good);
+		index_good_run(mc, mg, task, cpu, gpu, vc, vg, "after a bad one");
+	}
+	fadc_tensor_release(vc);
+	fadc_tensor_release(vg);
+	fadc_model_close(mc);
+	fadc_model_close(mg);
+}
+
 int
 main(int argc, char **argv)
 {
 	int iters = 5, timed = 0, first = 1, run_n = 0;
-	const char *assign_nan = NULL, *choices = NULL;
+	const char *assign_nan = NULL, *choices = NULL, *index = NULL;
 	double tol = 1e-4;
 	for (; first < argc && argv[first][0] == '-'; first++) {
 		if (!strcmp(argv[first], "--iters") && first + 1 < argc)
@@ -605,6 +730,8 @@ main(int argc, char **argv)
 			tol = atof(argv[++first]);
 		else if (!strcmp(argv[first], "--assign-nan") && first + 1 < argc)
 			assign_nan = argv[++first];
+		else if (!strcmp(argv[first], "--index") && first + 1 < argc)
+			index = argv[++first];
 		else if (!strcmp(argv[first], "--run-only") && first + 1 < argc)
 			run_n = atoi(argv[++first]);
 		else if (!strcmp(argv[first], "--choices") && first + 1 < argc &&
@@ -613,7 +740,8 @@ main(int argc, char **argv)
 			choices = argv[++first];
 		else {
 			fprintf(stderr, "usage: gpu_check [--iters N] [--time N] [--tol X] "
-			                "[--assign-nan MODEL.so] [--choices forced|timed|cached] "
+			                "[--assign-nan MODEL.so] [--index MODEL.so] "
+			                "[--choices forced|timed|cached] "
 			                "[--run-only N] MODEL.so...\n");
 			return 2;
 		}
@@ -641,6 +769,8 @@ main(int argc, char **argv)
 	printf("device: %s%s\n", fadc_context_device_name(gpu), graphs_off ? " (graphs off)" : "");
 	if (assign_nan)
 		check_assign_nan(assign_nan, cpu, gpu);
+	if (index)
+		check_index(index, cpu, gpu);
 	for (int i = first; i < argc; i++)
 		if (run_n > 0)
 			run_only(argv[i], gpu, run_n);

@@ -25,7 +25,7 @@
 // and batch strides are compared with values derived by hand from the
 // shapes; small tasks stay one fused launch; an artifact records
 // --allow-tf32 (options line, each record) and `fadc inspect` shows it and
-// the records; artifacts of formats 2 to 6 still load, 1 and 7 are
+// the records; artifacts of formats 2 to 7 still load, 1 and 8 are
 // refused by version.  Choices (check_gemm_plans' band, and
 // check_choice_artifact): a contraction of 2^16 to 2^22 multiply-adds is a
 // choice record, its printed kernel (a __global__ of the source, in the
@@ -720,14 +720,14 @@ check_gemm_artifact(void) {
 	                  "sa=8192 sb=8192 sc=16384 oa=0 ob=0 oc=0 tf32\n") != NULL);
 	if (!strstr(out, "cuBLAS GEMM"))
 		fprintf(stderr, "fadc inspect said:\n%s", out);
-	// Old formats: the CPU artifact's descriptor in formats 2 to 6 reads
-	// and opens; format 1 and 7 are refused by version; a trailer that
+	// Old formats: the CPU artifact's descriptor in formats 2 to 7 reads
+	// and opens; format 1 and 8 are refused by version; a trailer that
 	// disagrees with its descriptor is corrupt; a GEMM record cannot be
 	// written in format 3.
 	ArtDesc d;
 	uint8_t *db = NULL;
 	size_t dl = 0;
-	for (uint32_t v = 2; v <= 6; v++) {
+	for (uint32_t v = 2; v <= 7; v++) {
 		CHECK(rewrite_format(cpu, old, v, v));
 		CHECK(art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_OK && d.version == v);
 		if (d.version == v)
@@ -739,10 +739,10 @@ check_gemm_artifact(void) {
 	CHECK(rewrite_format(cpu, old, 3, 4));
 	CHECK(art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_FORMAT &&
 	      strstr(err, "the trailer says format 4, the descriptor 3"));
-	CHECK(!rewrite_format(cpu, old, 1, 1) && !rewrite_format(cpu, old, 7, 7));
-	CHECK(rewrite_format(cpu, old, 4, 7));
+	CHECK(!rewrite_format(cpu, old, 1, 1) && !rewrite_format(cpu, old, 8, 8));
+	CHECK(rewrite_format(cpu, old, 4, 8));
 	CHECK(art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_VERSION &&
-	      strstr(err, "artifact format version 7; this runtime reads versions 2 to 6"));
+	      strstr(err, "artifact format version 8; this runtime reads versions 2 to 7"));
 	CHECK(!rewrite_format(so, old, 3, 3)); // GEMM records need format 4
 	CHECK(rewrite_format(so, old, 4, 4) &&
 	      art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_OK);

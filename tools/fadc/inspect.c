@@ -173,6 +173,13 @@ cmd_inspect(int argc, char **argv)
 			fadc_task_output(m, t, i, &d);
 			print_desc(&d, "out", NULL);
 		}
+		// Index checks (format 7): hidden outputs of the runtime's, shown
+		// apart from the task's outputs.
+		for (uint32_t k = 0; at && k < at->ncheck; k++) {
+			const ArtTensor *x = &at->out[at->nout - at->ncheck + k];
+			printf("  check %s: index %s in [%" PRId64 ", %" PRId64 ")%s%s%s\n", x->op, x->of,
+			       x->lo, x->end, x->at[0] ? " (" : "", x->at, x->at[0] ? ")" : "");
+		}
 	}
 	if (hasdesc)
 		art_desc_free(&desc);

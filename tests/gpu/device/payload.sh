@@ -100,6 +100,8 @@ rm -rf "$dest/zoo-ir"
 z scan-persist "$root/tests/gpu/scan-persist.ir" --tasks forward,vjp,jvp,vhp
 z scan-tile "$root/tests/gpu/scan-tile.ir" --tasks forward,vjp,jvp,vhp
 z assign "$root/tests/gpu/assign.ir" --tasks forward,vjp
+# Indices that are data (gpu_check --index: FADC_ERR_INDEX on the GPU).
+z index "$root/tests/gpu/index.ir" --tasks forward,vjp
 FADC=$b/fadc bash "$root/tests/gpu/cudagraph/cudagraph.sh" "$dest/cg"
 fi
 cp "$root/tests/gpu/device/run.sh" "$dest/run.sh"

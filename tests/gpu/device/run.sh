@@ -36,9 +36,9 @@ esac
 case " $steps " in *" check "*|*" zoo "*)
 	echo "== gpu_check (graphs on): the zoo at reduced sizes, scans, a host step"
 	timeout 420 "$here/bin/gpu_check" --time 20 --assign-nan "$here/zoo/assign.so" \
-		"$here"/zoo/*.so >"$out/check-zoo.log" 2>&1
+		--index "$here/zoo/index.so" "$here"/zoo/*.so >"$out/check-zoo.log" 2>&1
 	echo "rc=$?"
-	grep -E "FAIL|worst|passed|failed|NaN cost" "$out/check-zoo.log"
+	grep -E "FAIL|worst|passed|failed|NaN cost|bad labels" "$out/check-zoo.log"
 	if [ -d "$here/zoo64" ]; then
 		# resnet18, fcn_resnet, detr computing in f64 (--f64): f32 batch norm over
 		# two tiny images is too ill-conditioned for a 1e-4 comparison of two
@@ -74,8 +74,9 @@ case " $steps " in *" check "*)
 	fi
 	echo "== gpu_check (FADC_DISABLE_CUDA_GRAPHS=1)"
 	FADC_DISABLE_CUDA_GRAPHS=1 timeout 120 "$here/bin/gpu_check" --time 1000 \
-		--assign-nan "$here/zoo/assign.so" "$here/check/ppl_simple_reg.so" \
-		"$here/check/floor.so" "$here/zoo/assign.so" "$here/zoo/scan-rnn.so" \
+		--assign-nan "$here/zoo/assign.so" --index "$here/zoo/index.so" \
+		"$here/check/ppl_simple_reg.so" "$here/check/floor.so" "$here/zoo/assign.so" \
+		"$here/zoo/index.so" "$here/zoo/scan-rnn.so" \
 		"$here/zoo/scan-persist.so" 2>&1 | tee "$out/check-nographs.log"
 	echo "rc=${PIPESTATUS[0]}"
 	;;
