@@ -60,6 +60,13 @@ typedef struct Backend {
 	// With BackendOptions.device_time: the last run's time as the device
 	// measured it (seconds).  NULL where there is no device.
 	double (*device_seconds)(Prepared *p);
+	// Peak memory: reset_peak starts the runtime's high-water mark again
+	// from what its context holds now (the model's declarations, earlier
+	// cells' arenas); peak_memory reads it (fadc_context_memory: the
+	// device pool's blocks on a GPU, the runtime's host allocations on the
+	// CPU), -1 where the backend has none (the interpreter: NULL hooks).
+	void (*reset_peak)(void);
+	int64_t (*peak_memory)(void);
 } Backend;
 
 // The hooks of a backend that works on one compiled model at a time.  They

@@ -854,6 +854,22 @@ device_seconds(Prepared *p)
 	return p->device_s;
 }
 
+static void
+reset_peak(void)
+{
+	if (S.ctx)
+		fadc_context_reset_peak_memory(S.ctx);
+}
+
+static int64_t
+peak_memory(void)
+{
+	fadc_memory_stats ms;
+	if (!S.ctx || fadc_context_memory(S.ctx, &ms))
+		return -1;
+	return (int64_t)ms.peak_bytes;
+}
+
 static int
 noutputs(Prepared *p)
 {
@@ -883,6 +899,8 @@ const Backend backend_cpu = {
     .output = output,
     .release = release,
     .device_seconds = device_seconds,
+    .reset_peak = reset_peak,
+    .peak_memory = peak_memory,
 };
 
 const ModelHooks backend_cpu_hooks = {

@@ -141,4 +141,5 @@ output(Prepared *p, int i)
 	return &p->bout[i];
 }
 
-const Backend backend_interp = {"interp", prepare, ninputs, input, run, noutputs, output, release, NULL};
+const Backend backend_interp = {"interp", prepare, ninputs, input, run,  noutputs,
+                                output,   release, NULL,   NULL,  NULL};

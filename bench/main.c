@@ -82,6 +82,8 @@ static const char *const usage =
     "  --device-time        with --gpu N: time each iteration on the device (CUDA\n"
     "                       events around the call) instead of the host clock\n"
     "                       around call + synchronize (the seed's)\n"
+    "  --memory             add each cell's peak memory to the table (MiB; the\n"
+    "                       JSON has peak_memory_bytes always)\n"
     "  -h, --help           this help\n"
     "\n"
     "compare prints the speedups (before / after) of two markdown tables; with\n"
@@ -92,6 +94,7 @@ static const char *const usage =
 typedef struct Opts {
 	const char *output, *config, *json, *backend, *artifacts, *compiler;
 	int num_iters, gpu, slow, num_threads, reduced, compile, compile_only, check_ref, device_time;
+	int memory; // --memory: the table's peak-memory column
 	const char *model_filter, *task_filter;
 	uint64_t seed;
 	const char *defs[64];
@@ -865,6 +868,8 @@ parse_opts(int argc, char **argv, Opts *o)
 			o->check_ref = 1;
 		else if (!strcmp(a, "--device-time"))
 			o->device_time = 1;
+		else if (!strcmp(a, "--memory"))
+			o->memory = 1;
 		else if (!strncmp(a, "-D", 2) && a[2]) {
 			if (o->ndefs == 64)
 				return usage_error("too many -D options%s", "");
@@ -1168,7 +1173,7 @@ time_cell(Run *r, const BenchModel *m, Prepared *p, const char *task, double t0,
 // One timed cell's entry of the JSON.
 static void
 json_cell(Run *r, const BenchModel *m, const char *task, const char *const *defs, int nd,
-          const CellResult *c, double mean, double var, const double *samples)
+          const CellResult *c, double mean, double var, const double *samples, int64_t peak)
 {
 	FILE *js = r->js;
 	fprintf(js, "%s\n  {\"model\": ", r->ncell ? "," : "");
@@ -1182,6 +1187,12 @@ json_cell(Run *r, const BenchModel *m, const char *task, const char *const *defs
 	fprintf(js, ", \"consistency_error\": ");
 	json_num(js, c->e >= 0 ? c->e : NAN);
 	fprintf(js, ", \"consistent\": %s", c->bad ? "false" : "true");
+	// The runtime's high-water mark over the cell (bench/exec.h,
+	// reset_peak): null for the interpreter, which has none.
+	if (peak >= 0)
+		fprintf(js, ", \"peak_memory_bytes\": %lld", (long long)peak);
+	else
+		fprintf(js, ", \"peak_memory_bytes\": null");
 	if (c->sum_rel >= 0 || isnan(c->sum_rel)) {
 		fprintf(js, ", \"consistency_sum_rel\": ");
 		json_num(js, c->sum_rel);
@@ -1225,6 +1236,11 @@ run_cell(Run *r, const BenchModel *m, const char *task, const char *source,
 	const Opts *o = r->o;
 	const Backend *be = r->be;
 	double t0 = now();
+	// The peak counts from here: what the context holds already (the
+	// declarations, which the peers count as their resident parameters)
+	// plus this cell's inputs, arenas and outputs, its checks' too.
+	if (be->reset_peak)
+		be->reset_peak();
 	Prepared *p = be->prepare(source, defs, nd, task, o->seed, r->err, sizeof r->err);
 	if (!p) {
 		fprintf(stderr, "fadc-bench: %s %s: %s\n", m->name, task, r->err);
@@ -1252,6 +1268,7 @@ run_cell(Run *r, const BenchModel *m, const char *task, const char *source,
 		return;
 	}
 	time_cell(r, m, p, task, t0, samples);
+	int64_t peak = be->peak_memory ? be->peak_memory() : -1;
 	double mean, var;
 	sample_stats(samples, o->num_iters, &mean, &var);
 	char ms[40], vs[40], label[96];
@@ -1264,10 +1281,11 @@ run_cell(Run *r, const BenchModel *m, const char *task, const char *source,
 	if (table_add(&r->t, m->name, label, mean, var)) {
 		fprintf(stderr, "fadc-bench: %s %s: out of memory\n", m->name, task);
 		r->rc = 1;
-	}
+	} else
+		r->t.cell[r->t.n - 1].peak = peak;
 	r->nfailed += c.bad || c.rbad;
 	if (r->js)
-		json_cell(r, m, task, defs, nd, &c, mean, var, samples);
+		json_cell(r, m, task, defs, nd, &c, mean, var, samples, peak);
 	r->ncell++;
 	r->ndone++;
 	r->done_time += now() - t0;
@@ -1446,7 +1464,7 @@ cmd_run(int argc, char **argv)
 			rc = 1;
 	}
 	if (o.output) {
-		table_write_markdown(fio_out_file(&to), &r->t);
+		(r->o->memory ? table_write_markdown_memory : table_write_markdown)(fio_out_file(&to), &r->t);
 		if (out_commit(&to))
 			rc = 1;
 	}

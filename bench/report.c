@@ -106,6 +106,7 @@ table_add(Table *t, const char *model, const char *task, double mean, double var
 	snprintf(c->task, sizeof c->task, "%s", task);
 	c->mean = mean;
 	c->var = var;
+	c->peak = -1;
 	return 0;
 }
 
@@ -125,6 +126,34 @@ row(FILE *f, const char *const *fields, int n)
 	for (int i = 0; i < n; i++)
 		fprintf(f, "%s%s", i ? " | " : "", fields[i]);
 	fputs(" |\n", f);
+}
+
+void
+table_write_markdown_memory(FILE *f, const Table *t)
+{
+	static const char *const head[] = {"model", "task", "mean", "var", "peak memory"};
+	static const char *const sep[] = {"--", "--", "--", "--", "--"};
+	row(f, head, 5);
+	row(f, sep, 5);
+	for (int i = 0; i < t->n; i++) {
+		char m[40], v[40], p[40];
+		py_repr(t->cell[i].mean, m, sizeof m);
+		py_repr(t->cell[i].var, v, sizeof v);
+		// Bytes below a KiB, else KiB / MiB / GiB with one decimal (1024s).
+		double b = (double)t->cell[i].peak;
+		if (t->cell[i].peak < 0)
+			snprintf(p, sizeof p, "n/a");
+		else if (b < 1024)
+			snprintf(p, sizeof p, "%.0f B", b);
+		else if (b < 1024.0 * 1024)
+			snprintf(p, sizeof p, "%.1f KiB", b / 1024);
+		else if (b < 1024.0 * 1024 * 1024)
+			snprintf(p, sizeof p, "%.1f MiB", b / (1024.0 * 1024));
+		else
+			snprintf(p, sizeof p, "%.1f GiB", b / (1024.0 * 1024 * 1024));
+		const char *fields[] = {t->cell[i].model, t->cell[i].task, m, v, p};
+		row(f, fields, 5);
+	}
 }
 
 void

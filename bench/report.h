@@ -5,6 +5,7 @@
 #define FADC_REPORT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 // Python's repr(float): the shortest digits that read back to the same
@@ -17,6 +18,7 @@ typedef struct Cell {
 	char model[64];
 	char task[64];
 	double mean, var;
+	int64_t peak; // peak memory in bytes (--memory), -1: none
 } Cell;
 
 typedef struct Table {
@@ -31,6 +33,11 @@ const Cell *table_find(const Table *t, const char *model, const char *task);
 // Writes the table exactly as to_markdown_table: "| model | task | mean | var |",
 // "| -- | -- | -- | -- |", then one row per cell.
 void table_write_markdown(FILE *f, const Table *t);
+// The same with a fifth column, "peak memory" (fadc-bench --memory): each
+// cell's peak as "1012 B", "3.4 KiB", "812.5 MiB" (1024s, one decimal),
+// "n/a" where it has none.  Not a
+// table the seed's tools or table_read_markdown read.
+void table_write_markdown_memory(FILE *f, const Table *t);
 // Reads a table written by either program (from_markdown_table's rules:
 // the first two lines skipped, fields split on '|', empty fields dropped,
 // exactly 4 left).  Returns 0, or -1 with "file:line: message" in err.

@@ -153,6 +153,23 @@ typedef struct fadc_device_stats {
 	uint64_t choices_timed, choices_cached;
 } fadc_device_stats;
 fadc_status fadc_context_stats(const fadc_context *ctx, fadc_device_stats *s);
+// The memory the context holds for its work, and its high-water mark since
+// the context was made or since fadc_context_reset_peak_memory (which
+// starts it again from what is held then, like PyTorch's
+// torch.cuda.reset_peak_memory_stats).  On a device: the bytes of the
+// pool's blocks in use (tensors, declarations, arenas, model-owned outputs,
+// cuBLAS's workspace, staging, index checks; rounded up to 256 each), not
+// the chunks the pool reserved from the driver (pool_reserved_bytes).  On
+// the CPU: the host memory the runtime allocated for tensors of
+// fadc_tensor_create, declarations, task arenas, model-owned outputs and
+// index checks (not the memory of fadc_tensor_wrap, which is the caller's,
+// nor descriptors and code).  Parameters, inputs and outputs count when the
+// context holds them.
+typedef struct fadc_memory_stats {
+	uint64_t live_bytes, peak_bytes;
+} fadc_memory_stats;
+fadc_status fadc_context_memory(const fadc_context *ctx, fadc_memory_stats *s);
+fadc_status fadc_context_reset_peak_memory(fadc_context *ctx);
 // The context's graph tree as text into buf (len bytes, NUL-terminated;
 // "" on the CPU or before any recording): one line per recording,
 // "<task>: <n> replays", indented two spaces per level under the call it

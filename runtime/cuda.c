@@ -304,6 +304,13 @@ rtcu_stats(const RtCuda *c, RtCuStats *s)
 	s->live_blocks = c->mem.live_blocks;
 	s->live_bytes = c->mem.live_bytes;
 	s->reserved_bytes = c->mem.reserved_bytes;
+	s->peak_bytes = c->mem.peak_bytes;
+}
+
+void
+rtcu_reset_peak(RtCuda *c)
+{
+	cumem_reset_peak(&c->mem);
 }
 
 // ---------------------------------------------------------------- tasks

@@ -68,6 +68,8 @@ cumem_alloc(CuMem *m, size_t bytes, uint64_t *addr, CuMemGrow grow, void *ctx, c
 				b->free = 0;
 				m->live_blocks++;
 				m->live_bytes += b->size;
+				if (m->live_bytes > m->peak_bytes)
+					m->peak_bytes = m->live_bytes;
 				*addr = b->addr;
 				return 1;
 			}

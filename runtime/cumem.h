@@ -22,6 +22,9 @@ typedef struct CuMem {
 	CuChunk *chunks; // newest first
 	uint64_t live_blocks, live_bytes; // blocks handed out, their bytes (rounded up)
 	uint64_t reserved_bytes; // every chunk's bytes
+	// The most live_bytes has been since the pool was made or since
+	// cumem_reset_peak (fadc_context_memory's peak on a device).
+	uint64_t peak_bytes;
 } CuMem;
 
 // A new chunk of `size` bytes: its address into *base (a multiple of
@@ -40,6 +43,8 @@ int cumem_alloc(CuMem *m, size_t bytes, uint64_t *addr, CuMemGrow grow, void *ct
 // Frees the block at addr, merging it with free neighbours.  An address
 // that is no live block's (0, freed already, inside a block) is ignored.
 void cumem_free(CuMem *m, uint64_t addr);
+// Starts a new high-water mark from what is live now.
+static inline void cumem_reset_peak(CuMem *m) { m->peak_bytes = m->live_bytes; }
 // Gives every chunk back through drop (live blocks or not) and empties m.
 void cumem_close(CuMem *m, CuMemDrop drop, void *ctx);
 

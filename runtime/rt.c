@@ -54,8 +54,28 @@ struct fadc_context {
 	// On a device: the tasks whose index checks are not read yet (their
 	// last run is queued), linked through RtTask.pnext (see "Index checks").
 	struct RtTask *pend;
+	// What the runtime holds in host memory for this context's tensors,
+	// declarations, arenas, outputs and check pairs, and its high-water
+	// mark (fadc_context_memory on the CPU; a device context reports its
+	// pool instead).  Counted at each allocation and free below
+	// (host_hold, host_drop): the sizes are the ones asked for.
+	uint64_t host_live, host_peak;
 	char err[1024];
 };
+
+static void
+host_hold(fadc_context *c, uint64_t n)
+{
+	c->host_live += n;
+	if (c->host_live > c->host_peak)
+		c->host_peak = c->host_live;
+}
+
+static void
+host_drop(fadc_context *c, uint64_t n)
+{
+	c->host_live -= n < c->host_live ? n : c->host_live;
+}
 
 static fadc_status pend_settle(fadc_context *ctx, struct RtTask *only);
 
@@ -390,6 +410,35 @@ fadc_context_stats(const fadc_context *ctx, fadc_device_stats *s)
 }
 
 fadc_status
+fadc_context_memory(const fadc_context *ctx, fadc_memory_stats *s)
+{
+	if (!ctx || !s)
+		return FADC_ERR_ARG;
+	memset(s, 0, sizeof *s);
+	if (ctx->cu) {
+		RtCuStats st;
+		rtcu_stats(ctx->cu, &st);
+		s->live_bytes = st.live_bytes;
+		s->peak_bytes = st.peak_bytes;
+	} else {
+		s->live_bytes = ctx->host_live;
+		s->peak_bytes = ctx->host_peak;
+	}
+	return FADC_OK;
+}
+
+fadc_status
+fadc_context_reset_peak_memory(fadc_context *ctx)
+{
+	if (!ctx)
+		return FADC_ERR_ARG;
+	if (ctx->cu)
+		rtcu_reset_peak(ctx->cu);
+	ctx->host_peak = ctx->host_live;
+	return FADC_OK;
+}
+
+fadc_status
 fadc_context_graph_tree(const fadc_context *ctx, char *buf, size_t len, size_t *need)
 {
 	if (!ctx || (len && !buf))
@@ -470,6 +519,7 @@ tensor_new(fadc_context *ctx, fadc_dtype dt, int rank, const int64_t *dim, void 
 			free(t);
 			return fail(ctx, FADC_ERR_NOMEM, "fadc_tensor: out of memory (%zu bytes)", bytes);
 		}
+		host_hold(ctx, bytes);
 	}
 	*out = t;
 	return ok(ctx);
@@ -502,6 +552,8 @@ fadc_tensor_release(fadc_tensor *t)
 	if (!t || t->owner == OWN_MODEL)
 		return;
 	if (t->owner == OWN_RUNTIME) {
+		if (t->data)
+			host_drop(t->ctx, t->bytes);
 		free(t->data);
 		if (t->ctx->cu)
 			rtcu_free(t->ctx->cu, t->dptr);
@@ -671,13 +723,20 @@ model_free(fadc_model *m)
 			RtTask *t = &m->task[i];
 			if (t->pending)
 				pend_unlink(m->ctx, t);
+			if (t->chk)
+				host_drop(m->ctx, 16 * (uint64_t)t->d->ncheck);
 			free(t->chk);
 			free(t->in);
 			free(t->out);
+			if (t->arena)
+				host_drop(m->ctx, (t->d->arena_bytes + 63) / 64 * 64);
 			free(t->arena);
 			if (t->outs)
-				for (uint32_t k = 0; k < nuser(t->d); k++)
+				for (uint32_t k = 0; k < nuser(t->d); k++) {
+					if (t->outs[k].data)
+						host_drop(m->ctx, t->outs[k].bytes);
 					free(t->outs[k].data); // on a device: in m->dregion
+				}
 			free(t->outs);
 			if (m->ctx->cu)
 				rtcu_task_free(m->ctx->cu, t->cu);
@@ -692,6 +751,8 @@ model_free(fadc_model *m)
 	}
 	if (m->decl)
 		for (uint32_t i = 0; i < m->d.ndecl; i++) {
+			if (m->decl[i].data)
+				host_drop(m->ctx, m->decl[i].bytes);
 			free(m->decl[i].data);
 			rtcu_free(m->ctx->cu, m->decl[i].dptr);
 		}
@@ -765,6 +826,8 @@ fadc_model_open(fadc_context *ctx, const char *path, unsigned flags, fadc_model 
 			                          path, x->name));
 		if (t->bytes && !(t->data = calloc(1, t->bytes)))
 			return model_fail(m, fail(ctx, FADC_ERR_NOMEM, "%s: out of memory", path));
+		if (t->data)
+			host_hold(ctx, t->bytes);
 		// On a device, the value lives in the pool; data stays the host copy
 		// the initializers read.
 		if (ctx->cu && !(flags & FADC_OPEN_DESCRIBE) &&
@@ -1457,9 +1520,12 @@ task_setup(fadc_model *m, RtTask *t)
 		if (!t->arena)
 			return fail(m->ctx, FADC_ERR_NOMEM, "task '%s': out of memory for its %zu-byte arena",
 			            d->name, a);
+		host_hold(m->ctx, a);
 	}
 	if (d->ncheck && !on_device(m, t) && !(t->chk = calloc(2 * (size_t)d->ncheck, 8)))
 		return fail(m->ctx, FADC_ERR_NOMEM, "task '%s': out of memory", d->name);
+	if (t->chk)
+		host_hold(m->ctx, 16 * (uint64_t)d->ncheck);
 	for (uint32_t k = 0; k < nuser(d); k++) {
 		fadc_tensor *o = &t->outs[k];
 		const ArtTensor *x = &d->out[k];
@@ -1641,9 +1707,12 @@ fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs, fadc_
 		fadc_tensor *o = outputs[k];
 		if (!o) {
 			o = &t->outs[k]; // on a device: placed below (place_outputs)
-			if (!dev && o->bytes && !o->data && !(o->data = calloc(1, o->bytes)))
-				return fail(m->ctx, FADC_ERR_NOMEM, "task '%s': out of memory for output '%s'",
-				            d->name, x->name);
+			if (!dev && o->bytes && !o->data) {
+				if (!(o->data = calloc(1, o->bytes)))
+					return fail(m->ctx, FADC_ERR_NOMEM,
+					            "task '%s': out of memory for output '%s'", d->name, x->name);
+				host_hold(m->ctx, o->bytes);
+			}
 		} else {
 			char want[200], got[200];
 			if (o->stale_by)

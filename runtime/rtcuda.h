@@ -85,9 +85,10 @@ size_t rtcu_graph_tree(const RtCuda *c, char *buf, size_t len);
 
 typedef struct RtCuStats {
 	uint64_t recorded, replayed, rerecorded, skipped, eager;
-	uint64_t live_blocks, live_bytes, reserved_bytes;
+	uint64_t live_blocks, live_bytes, reserved_bytes, peak_bytes;
 	uint64_t choices_timed, choices_cached;
 } RtCuStats;
 void rtcu_stats(const RtCuda *c, RtCuStats *s);
+void rtcu_reset_peak(RtCuda *c); // the pool's high-water mark starts again from what is live
 
 #endif

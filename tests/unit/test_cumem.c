@@ -116,6 +116,7 @@ typedef struct Model {
 	uint64_t cbase[MAXCHUNK], csize[MAXCHUNK]; // in the order granted
 	int nlive;
 	uint64_t addr[MAXLIVE], size[MAXLIVE]; // live blocks, in no order
+	uint64_t peak; // the most live bytes since the start or the last reset
 } Model;
 
 static uint64_t
@@ -205,6 +206,7 @@ check_counters(const CuMem *p, const Model *m)
 	CHECK(p->live_blocks == (uint64_t)m->nlive);
 	CHECK(p->live_bytes == model_live_bytes(m));
 	CHECK(p->reserved_bytes == model_reserved(m));
+	CHECK(p->peak_bytes == m->peak);
 }
 
 // Allocates through the pool and checks the answer against the model
@@ -244,7 +246,16 @@ alloc_checked(CuMem *p, Model *m, Fake *f, uint64_t bytes)
 		CHECK(addr + need <= m->addr[i] || m->addr[i] + m->size[i] <= addr);
 	m->addr[m->nlive] = addr;
 	m->size[m->nlive++] = need;
+	if (model_live_bytes(m) > m->peak)
+		m->peak = model_live_bytes(m);
 	check_counters(p, m);
+	// Every so often the high-water mark starts again from what is live
+	// (fadc_context_reset_peak_memory), in both.
+	if (m->nlive % 7 == 3) {
+		cumem_reset_peak(p);
+		m->peak = model_live_bytes(m);
+		check_counters(p, m);
+	}
 	return addr;
 }
 
