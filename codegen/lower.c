@@ -1266,8 +1266,15 @@ lower_graph(KProgram *p, const Graph *g, const char *task, const Bind *in, const
 			off = out[first_out[n] - 1].off;
 		} else
 			b = kir_buf_add(p, KB_TMP, 0, tmp_dtype(p, ndtype(&L, n)), ir_shape(g, n), n);
+		// An empty value (a 0 in its shape) has no element to compute: no
+		// kernel.  Its rules may divide by its dims (a convolution's
+		// output channels per group), and a host step of an empty problem
+		// (a 0 x 0 assignment) has nothing to solve.  The buffer stays, for
+		// the readers' loops, which run over no element of it.
 		const LowerRule *r = &lower_rule[g->node[n].op];
-		if (r->kernel)
+		if (ir_numel(ir_shape(g, n)) == 0)
+			;
+		else if (r->kernel)
 			r->kernel(&L, b, n);
 		else
 			kernel_map(&L, b, off, n, 0);
