@@ -1220,7 +1220,7 @@ check_sizes(const Graph *g, const char *task, char *err, size_t errlen)
 			if (g->input[i].node == n)
 				snprintf(what, sizeof what, "input '%s'", g->input[i].name);
 		snprintf(err, errlen, "%s%serror: task '%s': %s, %s, is too large for a buffer "
-		         "(at most 2^48 bytes)", where, where[0] ? ": " : "", task, what, ty);
+		         "(at most 2^56 bytes)", where, where[0] ? ": " : "", task, what, ty);
 		return 0;
 	}
 	return 1;

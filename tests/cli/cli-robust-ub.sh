@@ -9,7 +9,7 @@
 #    2^63 and saturates back to itself; other integers beyond 2^53 round.)
 #  - a declaration of 2^61 f32 elements overflowed the buffer's byte size
 #    (2^61 * 4) in codegen/kir.c: sizes are checked before arithmetic, and
-#    a value above a buffer's 2^48 bytes is refused with its location.
+#    a value above a buffer's 2^56 bytes is refused with its location.
 source "$(dirname "$0")/common.bash"
 
 cat >"$tmp/c.ir" <<'IR'
@@ -33,17 +33,17 @@ def forward() -> f32[] {
 }
 IR
 run_fadc 1 "$tmp/z.ir" -o "$tmp/z.so"
-err_first "$tmp/z.ir:1:7: error: task 'forward': input 'Z', f32[2305843009213693952], is too large for a buffer (at most 2^48 bytes)"
+err_first "$tmp/z.ir:1:7: error: task 'forward': input 'Z', f32[2305843009213693952], is too large for a buffer (at most 2^56 bytes)"
 [ -e "$tmp/z.so" ] && fail "a refused model wrote its artifact"
-# A value made inside the program, 2^48 f32 elements: the same, at its line.
+# A value made inside the program, 2^56 f32 elements: the same, at its line.
 cat >"$tmp/b.ir" <<'IR'
 param x: f32[4] = uniform(0, 1, seed=1)
 def forward() -> f32[] {
-  y = exp(broadcast(x, [70368744177664, 4]))
+  y = exp(broadcast(x, [18014398509481984, 4]))
   return sum(y)
 }
 IR
 run_fadc 1 "$tmp/b.ir" -o "$tmp/b.so"
 err_has "$tmp/b.ir:3:"
-err_has "f32[70368744177664, 4], is too large for a buffer (at most 2^48 bytes)"
+err_has "f32[18014398509481984, 4], is too large for a buffer (at most 2^56 bytes)"
 exit 0
