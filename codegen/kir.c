@@ -119,9 +119,25 @@ kir_compute_dtype(const KProgram *p, DType storage)
 	return storage == DT_F32 ? p->fcompute : storage;
 }
 
+int64_t
+kir_shape_bytes(DType dt, const Shape *s)
+{
+	// An empty value holds no byte, whatever its other dims.
+	for (int i = 0; i < s->rank; i++)
+		if (s->dim[i] == 0)
+			return 0;
+	int64_t b = (int64_t)kir_dtype_size(dt);
+	for (int i = 0; i < s->rank; i++)
+		if (__builtin_mul_overflow(b, s->dim[i], &b) || b > KIR_MAX_BUF_BYTES)
+			return -1;
+	return b;
+}
+
 uint32_t
 kir_buf_add(KProgram *p, KBufKind kind, int index, DType dt, const Shape *s, NodeId node)
 {
+	int64_t bytes = kir_shape_bytes(dt, s);
+	FADC_ASSERT(bytes >= 0, "kir_buf_add: a buffer above KIR_MAX_BUF_BYTES (cg_lower refuses those)");
 	arena_grow(p->arena, (void **)&p->buf, &p->cbuf, p->nbuf + 1, sizeof *p->buf);
 	KBuf *b = &p->buf[p->nbuf];
 	memset(b, 0, sizeof *b);
@@ -129,7 +145,7 @@ kir_buf_add(KProgram *p, KBufKind kind, int index, DType dt, const Shape *s, Nod
 	b->index = index;
 	b->dtype = dt;
 	b->shape = *s;
-	b->bytes = ir_numel(s) * (int64_t)kir_dtype_size(dt);
+	b->bytes = bytes;
 	b->node = node;
 	b->first = b->last = -1;
 	return p->nbuf++;
@@ -224,6 +240,24 @@ mk(KProgram *p, KxOp op, DType dt, uint32_t aux, int nin, KxId a0, KxId a1, KxId
 
 // ---------------------------------------------------------------- leaves
 
+// A double's integer value as an I64, without undefined behaviour: the
+// IR holds a number attribute (full's value) as a double, so an integer
+// constant beyond 2^53 arrives rounded, and one at the ends of the range
+// as +-2^63, which no int64 holds.  Out-of-range values saturate (the
+// literal 9223372036854775807 rounds to 2^63 and comes back exactly),
+// NaN is 0; in range, truncation toward zero as ir_dtype_round.
+static int64_t
+f2i64(double v)
+{
+	if (v != v)
+		return 0;
+	if (v >= 9223372036854775808.0) // 2^63
+		return INT64_MAX;
+	if (v < -9223372036854775808.0)
+		return INT64_MIN;
+	return (int64_t)v;
+}
+
 KxId
 kx_const(KProgram *p, double v, DType dt)
 {
@@ -239,7 +273,7 @@ kx_const(KProgram *p, double v, DType dt)
 		x.f = v;
 		break;
 	case DT_I64:
-		x.i = (int64_t)v;
+		x.i = f2i64(v);
 		break;
 	case DT_BOOL:
 		x.i = v != 0;

@@ -201,6 +201,17 @@ KKernel *kir_kernel_add(KProgram *p); // zeroed, appended
 int kir_loop_begin(KProgram *p, int64_t trip, int parent);
 void kir_loop_end(KProgram *p, int loop); // the loop ends after the last kernel added
 size_t kir_dtype_size(DType dt); // bytes per element in a buffer (bool: 1)
+// The most bytes one buffer may hold: 2^56 (64 PiB, beyond any machine's
+// memory, and above any --max-task-bytes a test uses: resnet18's Hessian
+// plans buffers of 2^50).  Shapes may hold up to 2^62 elements (the
+// frontend's limit), so numel * element size can overflow int64; the
+// memory plan sums sizes and offsets, which stay below 2^63 for any 128
+// buffers of this size.  cg_lower refuses a larger value with its
+// location before any arithmetic.
+#define KIR_MAX_BUF_BYTES ((int64_t)1 << 56)
+// The bytes of a buffer of dtype dt and shape s, or -1 above KIR_MAX_BUF_BYTES
+// (computed without overflow).
+int64_t kir_shape_bytes(DType dt, const Shape *s);
 DType kir_compute_dtype(const KProgram *p, DType storage); // f32 -> p->fcompute
 
 // Expression builders.  Results are hash-consed; float arithmetic is never

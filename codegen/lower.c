@@ -1201,6 +1201,31 @@ writes_at_offset(int op)
 
 // ---------------------------------------------------------------- graphs
 
+// Sizes before arithmetic: a value whose bytes do not fit a buffer
+// (KIR_MAX_BUF_BYTES; a shape may have 2^62 elements of 8 bytes) is
+// refused with its location, before any buffer or offset is computed
+// from it.  For the task's graph (cg_lower) and each scan body.
+static int
+check_sizes(const Graph *g, const char *task, char *err, size_t errlen)
+{
+	for (NodeId n = 1; n < g->nnode; n++) {
+		const Node *nd = &g->node[n];
+		if (nd->dtype == DT_TUPLE || kir_shape_bytes((DType)nd->dtype, ir_shape(g, n)) >= 0)
+			continue;
+		char where[512], ty[200], what[256];
+		cg_loc_str(g->src, nd->loc, where, sizeof where);
+		ir_type_str((DType)nd->dtype, ir_shape(g, n), ty, sizeof ty);
+		snprintf(what, sizeof what, "the value of %s", ir_op(nd->op)->name);
+		for (uint32_t i = 0; i < g->ninput; i++)
+			if (g->input[i].node == n)
+				snprintf(what, sizeof what, "input '%s'", g->input[i].name);
+		snprintf(err, errlen, "%s%serror: task '%s': %s, %s, is too large for a buffer "
+		         "(at most 2^56 bytes)", where, where[0] ? ": " : "", task, what, ty);
+		return 0;
+	}
+	return 1;
+}
+
 // Graph g as kernels appended to p: its inputs are read from in[], its
 // outputs written to out[] (a task's own buffers, or a scan's carries and
 // step outputs), inside loop `loop` (-1: none).
@@ -1217,6 +1242,8 @@ lower_graph(KProgram *p, const Graph *g, const char *task, const Bind *in, const
 		         where, where[0] ? ": " : "", task, ir_op(g->node[bad].op)->name);
 		return 0;
 	}
+	if (!check_sizes(g, task, err, errlen))
+		return 0;
 	for (NodeId n = 1; n < g->nnode; n++)
 		if (g->node[n].dtype == DT_TUPLE && g->node[n].op != OP_scan) {
 			snprintf(err, errlen, "error: task '%s': tuple values other than a scan's are not supported",
@@ -1266,8 +1293,15 @@ lower_graph(KProgram *p, const Graph *g, const char *task, const Bind *in, const
 			off = out[first_out[n] - 1].off;
 		} else
 			b = kir_buf_add(p, KB_TMP, 0, tmp_dtype(p, ndtype(&L, n)), ir_shape(g, n), n);
+		// An empty value (a 0 in its shape) has no element to compute: no
+		// kernel.  Its rules may divide by its dims (a convolution's
+		// output channels per group), and a host step of an empty problem
+		// (a 0 x 0 assignment) has nothing to solve.  The buffer stays, for
+		// the readers' loops, which run over no element of it.
 		const LowerRule *r = &lower_rule[g->node[n].op];
-		if (r->kernel)
+		if (ir_numel(ir_shape(g, n)) == 0)
+			;
+		else if (r->kernel)
 			r->kernel(&L, b, n);
 		else
 			kernel_map(&L, b, off, n, 0);
@@ -1285,6 +1319,8 @@ lower_graph(KProgram *p, const Graph *g, const char *task, const Bind *in, const
 KProgram *
 cg_lower(const Graph *g, const char *task, DType fcompute, char *err, size_t errlen)
 {
+	if (!check_sizes(g, task, err, errlen))
+		return NULL;
 	KProgram *p = kir_program_new(task, fcompute);
 	p->ninput = g->ninput;
 	p->noutput = g->nout;

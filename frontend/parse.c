@@ -1824,8 +1824,11 @@ matmul_batch(P *p, OpCall *oc, Loc loc, Val *folded)
 	// shapes and dtypes agree: otherwise the general path reports them.
 	if (sa->rank >= 3 && sb->rank == 2 && sa->dim[sa->rank - 1] == sb->dim[0] &&
 	    p->g->node[ops[0].n].dtype == p->g->node[ops[1].n].dtype) {
-		Shape rows = {.rank = 2}, out = *sa;
-		rows.dim[0] = ir_numel(sa) / sa->dim[sa->rank - 1];
+		// The rows are the product of the leading axes, not numel / K:
+		// K may be 0 (an empty contraction, whose result is zeros).
+		Shape rows = {.rank = 2, .dim = {1}}, out = *sa;
+		for (int i = 0; i + 1 < sa->rank; i++)
+			rows.dim[0] *= sa->dim[i];
 		rows.dim[1] = sa->dim[sa->rank - 1];
 		out.dim[out.rank - 1] = sb->dim[1];
 		Attrs none;

@@ -646,12 +646,18 @@ conv_attrs(int op, int ns, const Attrs *a, int64_t cin, int64_t cout, char *err,
 }
 
 // Spatial axis i of a convolution: input length len, kernel k.  The kernel
-// must fit the padded input; the output length is written to *o.
+// must fit the padded input; the output length is written to *o.  A kernel
+// of 0 is refused: every other size may be 0 (an empty tensor, as in
+// PyTorch), but a window of no tap has no output length (the extent
+// d(k-1) + 1 would be 1 - d) and its adjoints none either.
 static int
 conv_axis(int op, const Attrs *a, int i, int64_t len, int64_t k, int64_t *o, char *err,
           size_t errlen)
 {
 	int64_t p = a->a[1].v[i], d = a->a[2].v[i], padded, extent;
+	if (k < 1)
+		return fail(err, errlen, "%s: kernel %lld on spatial axis %d must be at least 1", NAME,
+		            (long long)k, i);
 	if (!window_span(len, k, p, d, &padded, &extent))
 		return fail(err, errlen, "%s: padding %lld or dilation %lld is too large on spatial axis %d",
 		            NAME, (long long)p, (long long)d, i);

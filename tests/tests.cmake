@@ -27,10 +27,10 @@ set_tests_properties(unit/test_codegen_gemm_512 PROPERTIES LABELS unit SKIP_RETU
 # test_backend_ops: every op of ir/ops.def at random shapes, compiled (CPU;
 # CUDA compile-checked) against the interpreter; it compiles artifacts, so
 # it links the harness as the codegen tests do.  Again with zero-size shapes
-# (issue 18): exit 77, skipped, while ops on its known-failure list fail.
+# (issue 18): every op must pass with them too.
 target_link_libraries(test_backend_ops PRIVATE fadc_harness fadc_codegen)
 add_test(NAME unit/test_backend_ops_zero COMMAND test_backend_ops)
-set_tests_properties(unit/test_backend_ops_zero PROPERTIES LABELS unit SKIP_RETURN_CODE 77
+set_tests_properties(unit/test_backend_ops_zero PROPERTIES LABELS unit
                      ENVIRONMENT "FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR};FADC_BACKEND_OPS_ZERO=1")
 # test_cuda_special compiles codegen/cuda_special.h, the CUDA backend's
 # digamma and trigamma, as host C: contracted as on the device (NVRTC runs
