@@ -8,8 +8,8 @@ Inputs, told apart by their shape (docs/BENCH.md, "Charts"):
   - `fadc-bench --json` ({"environment": {...}, "cells": [{model, task, samples, ...}]}): one
     bar per cell for fadc.  A cell whose artifact options say `allow_tf32=1`, or whose model
     name ends in `_tf32`, is "fadc TF32", else "fadc strict" (on a GPU) or "fadc CPU" (no GPU in
-    the environment) or "fadc interp" (the interpreter backend); a model name's `_tf32` or
-    `_fp32` suffix (hand-built artifacts beside each other in one configuration) is dropped, so
+    the environment) or "fadc interp" (the interpreter backend); a model name's `_tf32`, `_fp32` or
+    `_strict` suffix (hand-built artifacts beside each other in one configuration) is dropped, so
     that those bars join the model's cell.
   - `bench/peers/torch_compile_step.py --json` ({"torch", "cells": [{model, mode, tf32,
     status, ms_median, ...}]}): its training step is the work of a vjp with v = 1, so its cells
@@ -106,7 +106,7 @@ def fadc_bars(path, d):
         model, task = cell_keys(path, i, c, ("model", "task"))
         opts = c.get("artifact_options") or ""
         tf32 = "allow_tf32=1" in opts.split() or model.endswith("_tf32")
-        for suf in ("_tf32", "_fp32"):
+        for suf in ("_tf32", "_fp32", "_strict"):
             if model.endswith(suf) and len(model) > len(suf):
                 model = model[: -len(suf)]
         if backend == "interp":
