@@ -37,7 +37,9 @@
 // become one loop body, and the work of LLVM's passes on one function
 // grows faster than its size (register allocation, the SLP vectorizer).
 // Cutting there costs one buffer write and read per element per cut, which
-// is nothing against MAX_NODES ops of arithmetic.  No kernel of the zoo
+// is nothing against MAX_NODES ops of arithmetic.  The cut is greedy: once
+// a kernel is full, each of its remaining operands is a root (a wide tree
+// gives many small kernels below a full one, docs/CODEGEN.md).  No kernel of the zoo
 // comes near it (the largest inlines 47 nodes, deepspeech at its reduced
 // sizes, every task), so their kernels are unchanged by it.
 #define MAX_NODES 256
