@@ -39,9 +39,9 @@
 // Cutting there costs one buffer write and read per element per cut, which
 // is nothing against MAX_NODES ops of arithmetic.  The cut is greedy: once
 // a kernel is full, each of its remaining operands is a root (a wide tree
-// gives many small kernels below a full one, docs/CODEGEN.md).  No kernel of the zoo
-// comes near it (the largest inlines 47 nodes, deepspeech at its reduced
-// sizes, every task), so their kernels are unchanged by it.
+// gives many small kernels below a full one, docs/CODEGEN.md).  No kernel
+// of the zoo comes near it (the largest inlines 47 nodes, deepspeech at
+// its reduced sizes, every task), so their kernels are unchanged by it.
 #define MAX_NODES 256
 
 #define GROUP_NONE UINT32_MAX
