@@ -13,7 +13,9 @@
 // Free nodes (layout ops and constants, cost 0) are never materialized for
 // that reason: an index map recomputed is only an address.
 //
-// Paths of inlined nodes are cut after MAX_DEPTH nodes (a root there).
+// Paths of inlined nodes are cut after MAX_DEPTH nodes, and a kernel takes
+// at most MAX_NODES inlined nodes (a root at the node that would exceed
+// either): the size of one fused kernel is bounded, whatever the program.
 //
 // The walk goes down from the last node, so every user is decided before
 // its operands (ids are a topological order).  For a node n it knows the
@@ -29,6 +31,18 @@
 // bounds the expressions' depth (every walk over them recurses) and the
 // size of one loop body.
 #define MAX_DEPTH 200
+
+// A kernel inlines at most this many nodes.  The depth bound alone lets a
+// wide tree of elementwise ops (a sum of thousands of terms, each shallow)
+// become one loop body, and the work of LLVM's passes on one function
+// grows faster than its size (register allocation, the SLP vectorizer).
+// Cutting there costs one buffer write and read per element per cut, which
+// is nothing against MAX_NODES ops of arithmetic.  The cut is greedy: once
+// a kernel is full, each of its remaining operands is a root (a wide tree
+// gives many small kernels below a full one, docs/CODEGEN.md).  No kernel
+// of the zoo comes near it (the largest inlines 47 nodes, deepspeech at
+// its reduced sizes, every task), so their kernels are unchanged by it.
+#define MAX_NODES 256
 
 #define GROUP_NONE UINT32_MAX
 #define GROUP_MULTI (UINT32_MAX - 1)
@@ -165,6 +179,7 @@ fill_fusion(const Graph *g, Arena *a, uint8_t **rootp)
 	int64_t *mult = arena_alloc_array(a, nn + 1, sizeof *mult);
 	uint32_t *depth = arena_alloc_array(a, nn + 1, sizeof *depth);
 	uint32_t *nuse = arena_alloc_array(a, nn + 1, sizeof *nuse);
+	uint32_t *gsize = arena_alloc_array(a, nn + 1, sizeof *gsize); // nodes inlined into root n
 	*rootp = root;
 	for (uint32_t o = 0; o < g->nout; o++)
 		isout[g->out[o].node] = 1;
@@ -246,13 +261,16 @@ fill_fusion(const Graph *g, Arena *a, uint8_t **rootp)
 			continue; // every user is dead
 		int cost = cg_op_cost(op);
 		mult[n] = allsame ? 1 : reads + ident;
-		if (((multi || mult[n] > 1) && cost > 0) || dep > MAX_DEPTH) {
+		if (((multi || mult[n] > 1) && cost > 0) || dep > MAX_DEPTH ||
+		    (!multi && gsize[grp] >= MAX_NODES)) {
 			root[n] = 1;
 			group[n] = n;
 			mult[n] = 1;
 			same[n] = 1;
 		} else {
 			group[n] = multi ? GROUP_MULTI : grp;
+			if (!multi)
+				gsize[grp]++;
 			same[n] = (uint8_t)allsame;
 			depth[n] = dep;
 		}

@@ -1050,12 +1050,17 @@ key_i64(Key *k, int64_t v)
 	key_put(k, &v, sizeof v);
 }
 
+// The walk's maps live as long as the task and are cleared entry by entry
+// after each kernel (visited lists the expressions the walk numbered):
+// allocating and clearing them per kernel was O(kernels x expressions),
+// minutes for a chain of 16,000 statements.
 typedef struct SigWalk {
 	const KProgram *p;
 	KSig *sig;
 	Key *key;
 	uint32_t *canon; // KxId -> canonical number + 1 (0: not visited)
 	uint32_t ncanon;
+	KxId *visited; // the ids numbered, canon[visited[0 .. ncanon)]
 	int32_t *bufpos, *steppos; // buffer / loop -> parameter position + 1
 } SigWalk;
 
@@ -1093,19 +1098,25 @@ sig_walk(SigWalk *w, KxId id)
 	} else if (x->op == KX_RUNSEED || x->op == KX_RAND)
 		w->sig->seed = 1;
 	key_put(w->key, &c, sizeof c); // Kx has no padding holes: its bytes are its value
+	w->visited[w->ncanon] = id;
 	w->canon[id] = ++w->ncanon;
 	return w->canon[id];
 }
 
 // What kernel k takes (sig: its buffers, out first, then in the order the
 // expressions first read them; the seed; its loops' step counters) and its
-// key.  sig->bufs and sig->steps have room for every buffer and loop.
+// key.  w holds the task's cleared maps; sig->bufs and sig->steps are
+// allocated here, as long as the kernel needs.
 static void
-kernel_sig(const KProgram *p, const KKernel *k, KSig *sig, Key *key)
+kernel_sig(SigWalk *wk, const KKernel *k, KSig *sig, Key *key)
 {
-	SigWalk w = {p, sig, key, calloc(p->nx + 1, sizeof *w.canon), 0,
-	             calloc(p->nbuf + 1, sizeof *w.bufpos), calloc(p->nloop + 1, sizeof *w.steppos)};
-	FADC_ASSERT(w.canon && w.bufpos && w.steppos, "llvm: out of memory");
+	const KProgram *p = wk->p;
+	SigWalk w = *wk;
+	w.sig = sig;
+	w.key = key;
+	w.ncanon = 0;
+	uint32_t *bufs = sig->bufs; // the task's scratch, room for every buffer and loop
+	int *steps = sig->steps;
 	sig->nbufs = sig->nsteps = 0;
 	sig->seed = 0;
 	buf_param(&w, k->out);
@@ -1126,9 +1137,17 @@ kernel_sig(const KProgram *p, const KKernel *k, KSig *sig, Key *key)
 		buf_param(&w, k->hwork);
 		key->n = 0; // never shared
 	}
-	free(w.canon);
-	free(w.bufpos);
-	free(w.steppos);
+	for (uint32_t i = 0; i < w.ncanon; i++)
+		w.canon[w.visited[i]] = 0;
+	for (unsigned i = 0; i < sig->nbufs; i++)
+		w.bufpos[bufs[i]] = 0;
+	for (unsigned i = 0; i < sig->nsteps; i++)
+		w.steppos[steps[i]] = 0;
+	sig->bufs = malloc((sig->nbufs + 1) * sizeof *sig->bufs);
+	sig->steps = malloc((sig->nsteps + 1) * sizeof *sig->steps);
+	FADC_ASSERT(sig->bufs && sig->steps, "llvm: out of memory");
+	memcpy(sig->bufs, bufs, sig->nbufs * sizeof *bufs);
+	memcpy(sig->steps, steps, sig->nsteps * sizeof *steps);
 }
 
 static uint64_t
@@ -1141,21 +1160,38 @@ key_hash(const Key *k)
 }
 
 // The function of an equal kernel emitted before, or NULL; a split
-// kernel's sig also gets that function's chunk function.
+// kernel's sig also gets that function's chunk function.  The table is
+// open addressing with linear probing, at most half full (a scan of every
+// function emitted was quadratic when each kernel of a long program is
+// its own).
 static LLVMValueRef
 shared_find(Emit *e, const Key *k, KSig *sig)
 {
-	if (!k->n)
+	if (!k->n || !e->nshash)
 		return NULL;
 	uint64_t h = key_hash(k);
-	for (uint32_t i = 0; i < e->nshared; i++)
-		if (e->shared[i].hash == h && e->shared[i].len == k->n &&
-		    !memcmp(e->shared[i].key, k->b, k->n)) {
-			sig->argt = e->shared[i].argt;
-			sig->chunk = e->shared[i].chunk;
-			return e->shared[i].fn;
+	for (uint32_t j = (uint32_t)h & (e->nshash - 1);; j = (j + 1) & (e->nshash - 1)) {
+		uint32_t i = e->shash[j];
+		if (!i)
+			return NULL;
+		const Shared *s = &e->shared[i - 1];
+		if (s->hash == h && s->len == k->n && !memcmp(s->key, k->b, k->n)) {
+			sig->argt = s->argt;
+			sig->chunk = s->chunk;
+			return s->fn;
 		}
-	return NULL;
+	}
+}
+
+// Enters shared[i] in the hash table.
+static void
+shared_index(Emit *e, uint32_t i)
+{
+	for (uint32_t j = (uint32_t)e->shared[i].hash & (e->nshash - 1);; j = (j + 1) & (e->nshash - 1))
+		if (!e->shash[j]) {
+			e->shash[j] = i + 1;
+			return;
+		}
 }
 
 // Records the chunk function just emitted for kernel function fn.
@@ -1185,6 +1221,15 @@ shared_add(Emit *e, Key *k, LLVMValueRef fn)
 	}
 	e->shared[e->nshared++] = (Shared){key_hash(k), k->b, k->n, fn, NULL, NULL};
 	k->b = NULL;
+	if (2 * e->nshared > e->nshash) { // rebuild at twice the size
+		free(e->shash);
+		e->nshash = e->nshash ? 2 * e->nshash : 256;
+		e->shash = calloc(e->nshash, sizeof *e->shash);
+		FADC_ASSERT(e->shash != NULL, "llvm: out of memory");
+		for (uint32_t i = 0; i < e->nshared; i++)
+			shared_index(e, i);
+	} else
+		shared_index(e, e->nshared - 1);
 }
 
 // Kernels are inlined into their task's function only when the task has at
@@ -1197,12 +1242,12 @@ shared_add(Emit *e, Key *k, LLVMValueRef fn)
 enum { INLINE_MAX_KERNELS = 96 };
 
 static LLVMValueRef
-emit_kernel(Emit *e, const char *task, uint32_t ki, KSig *sig)
+emit_kernel(Emit *e, SigWalk *w, const char *task, uint32_t ki, KSig *sig)
 {
 	const KProgram *p = e->p;
 	const KKernel *k = &p->k[ki];
 	Key key = {0};
-	kernel_sig(p, k, sig, &key);
+	kernel_sig(w, k, sig, &key);
 	uint32_t *bufs = sig->bufs;
 	unsigned n = sig->nbufs, ns = sig->nsteps;
 	int uses_seed = sig->seed;
@@ -1305,50 +1350,40 @@ emit_kernel(Emit *e, const char *task, uint32_t ki, KSig *sig)
 	return fn;
 }
 
-// The task function: buffer pointers from the call and the arena, then the
-// kernels in order, inside the loops of the program (a counter per loop,
-// kept in an alloca that mem2reg promotes, passed to the kernels that use
-// it).  A host kernel's nonzero result returns at once as the task's.
+// The typed pointer to buffer kb in the task's call.
 static LLVMValueRef
-emit_task(Emit *e, const CgTask *t)
+buf_ptr(Emit *e, const KBuf *kb, LLVMValueRef in, LLVMValueRef out, LLVMValueRef arena)
 {
-	const KProgram *p = t->prog;
-	e->p = p;
-	e->val = calloc(p->nx + 1, sizeof *e->val);
-	e->stamp = calloc(p->nx + 1, sizeof *e->stamp);
-	e->bufptr = calloc(p->nbuf + 1, sizeof *e->bufptr);
-	e->step = calloc(p->nloop + 1, sizeof *e->step);
-	LLVMValueRef *taskptr = calloc(p->nbuf + 1, sizeof *taskptr);
-	LLVMValueRef *kfn = calloc(p->nk + 1, sizeof *kfn);
-	KSig *sig = calloc(p->nk + 1, sizeof *sig);
-	Loop *loops = calloc(p->nloop + 1, sizeof *loops);
-	FADC_ASSERT(e->val && e->stamp && e->bufptr && e->step && taskptr && kfn && sig && loops,
-	            "llvm: out of memory");
-	e->region = 0;
-	for (uint32_t i = 0; i < p->nk; i++) {
-		sig[i].bufs = calloc(p->nbuf + 1, sizeof *sig[i].bufs);
-		sig[i].steps = calloc(p->nloop + 1, sizeof *sig[i].steps);
-		FADC_ASSERT(sig[i].bufs && sig[i].steps, "llvm: out of memory");
-		kfn[i] = emit_kernel(e, t->name, i, &sig[i]);
-		if (sig[i].sp.on && !sig[i].chunk) { // a shared kernel has its chunk already
-			emit_chunk_fn(e, kfn[i], &sig[i]);
-			shared_note_chunk(e, kfn[i], &sig[i]);
-		}
+	LLVMValueRef raw;
+	if (kb->kind == KB_TMP) {
+		LLVMValueRef off = LLVMConstInt(e->i64, (unsigned long long)kb->offset, 0);
+		raw = LLVMBuildInBoundsGEP2(e->B, e->i8, arena, &off, 1, "");
+	} else {
+		LLVMValueRef ix = LLVMConstInt(e->i64, (unsigned long long)kb->index, 0);
+		LLVMValueRef slot = LLVMBuildInBoundsGEP2(e->B, e->i8p, kb->kind == KB_IN ? in : out, &ix, 1, "");
+		raw = LLVMBuildLoad2(e->B, e->i8p, slot, "");
 	}
-	e->sp.on = 0;
-	char name[300];
-	snprintf(name, sizeof name, "task.%s", t->name);
-	LLVMValueRef fn = LLVMAddFunction(e->M, name, e->taskfn);
-	LLVMSetLinkage(fn, LLVMInternalLinkage);
-	fn_attr(e, fn, LLVMAttributeFunctionIndex, "nounwind");
-	fn_wide(e, fn);
-	e->fn = fn;
-	LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e->C, fn, "entry");
-	LLVMPositionBuilderAtEnd(e->B, entry);
+	return LLVMBuildBitCast(e->B, raw, LLVMPointerType(sty(e, kb->dtype), 0), "");
+}
+
+// Kernels k0 .. k1 - 1 of the task, called in order from fn (its entry
+// block open, e->fn == fn): buffer pointers from the call and the arena,
+// then the kernels, inside the loops of the program (a counter per loop,
+// kept in an alloca that mem2reg promotes, passed to the kernels that use
+// it), then `ret 0`.  A host kernel's nonzero result returns at once.  The
+// whole task (k0 = 0, k1 = nk) computes every buffer's pointer up front; a
+// part only those its kernels use, at their first use.
+static void
+emit_calls(Emit *e, LLVMValueRef fn, const KSig *sig, LLVMValueRef *kfn, uint32_t k0, uint32_t k1,
+           LLVMValueRef *taskptr, Loop *loops)
+{
+	const KProgram *p = e->p;
+	int whole = k0 == 0 && k1 == p->nk;
 	LLVMValueRef *ctr = calloc(p->nloop + 1, sizeof *ctr);
 	FADC_ASSERT(ctr != NULL, "llvm: out of memory");
 	for (uint32_t l = 0; l < p->nloop; l++)
-		ctr[l] = LLVMBuildAlloca(e->B, e->i64, "step");
+		if (whole || (p->loop[l].begin >= k0 && p->loop[l].begin < k1))
+			ctr[l] = LLVMBuildAlloca(e->B, e->i64, "step");
 	LLVMValueRef call = LLVMGetParam(fn, 0);
 	LLVMValueRef fin = LLVMBuildStructGEP2(e->B, e->callt, call, 0, "");
 	LLVMValueRef fout = LLVMBuildStructGEP2(e->B, e->callt, call, 1, "");
@@ -1360,20 +1395,17 @@ emit_task(Emit *e, const CgTask *t)
 	LLVMValueRef seed = LLVMBuildLoad2(e->B, e->i64, fseed, "runseed");
 	LLVMValueRef fexec = LLVMBuildStructGEP2(e->B, e->callt, call, 4, "");
 	LLVMValueRef exec = LLVMBuildLoad2(e->B, e->i8p, fexec, "exec");
-	for (uint32_t b = 0; b < p->nbuf; b++) {
-		const KBuf *kb = &p->buf[b];
-		LLVMValueRef raw;
-		if (kb->kind == KB_TMP) {
-			LLVMValueRef off = LLVMConstInt(e->i64, (unsigned long long)kb->offset, 0);
-			raw = LLVMBuildInBoundsGEP2(e->B, e->i8, arena, &off, 1, "");
-		} else {
-			LLVMValueRef ix = LLVMConstInt(e->i64, (unsigned long long)kb->index, 0);
-			LLVMValueRef slot = LLVMBuildInBoundsGEP2(e->B, e->i8p, kb->kind == KB_IN ? in : out, &ix, 1, "");
-			raw = LLVMBuildLoad2(e->B, e->i8p, slot, "");
-		}
-		taskptr[b] = LLVMBuildBitCast(e->B, raw, LLVMPointerType(sty(e, kb->dtype), 0), "");
-	}
-	for (uint32_t i = 0; i < p->nk; i++) {
+	if (whole) // every buffer, in order
+		for (uint32_t b = 0; b < p->nbuf; b++)
+			taskptr[b] = buf_ptr(e, &p->buf[b], in, out, arena);
+	else // those the part's kernels take, in the order they first do
+		for (uint32_t i = k0; i < k1; i++)
+			for (unsigned j = 0; j < sig[i].nbufs; j++) {
+				uint32_t b = sig[i].bufs[j];
+				if (!taskptr[b])
+					taskptr[b] = buf_ptr(e, &p->buf[b], in, out, arena);
+			}
+	for (uint32_t i = k0; i < k1; i++) {
 		// Loops starting here, outer first (lower index); empty ones never do.
 		for (uint32_t l = 0; l < p->nloop; l++)
 			if (p->loop[l].begin == i && p->loop[l].end > i)
@@ -1409,12 +1441,120 @@ emit_task(Emit *e, const CgTask *t)
 				llvm_loop_end(e, &loops[l]);
 	}
 	LLVMBuildRet(e->B, LLVMConstInt(e->i32, 0, 0));
+	free(ctr);
+}
+
+// A task of more than PART_KERNELS kernels calls them from part functions
+// of about that many each, which the task function calls in turn.  One
+// function of tens of thousands of calls is quadratic in LLVM's register
+// allocator (every value live across the calls is checked against each
+// call's clobbers: checkRegMaskInterference), which made 90% of the time
+// of compiling a chain of 4,000 statements (20,000 kernels in its vhp);
+// parts bound each function, so the time is linear in the kernels.  It
+// helps the zoo's large tasks too: detr at its reduced sizes compiles in
+// 19 s instead of 22 s, in 216 MB instead of 298 MB (parts of 512 kernels
+// were no faster than 128 on the chain).  A part ends only where no loop
+// of the program is open (a scan's kernels stay in one function, with the
+// loop's counter).  Smaller tasks keep their one function.
+enum { PART_KERNELS = 128 };
+
+static LLVMValueRef
+emit_task(Emit *e, const CgTask *t)
+{
+	const KProgram *p = t->prog;
+	e->p = p;
+	e->val = calloc(p->nx + 1, sizeof *e->val);
+	e->stamp = calloc(p->nx + 1, sizeof *e->stamp);
+	e->bufptr = calloc(p->nbuf + 1, sizeof *e->bufptr);
+	e->step = calloc(p->nloop + 1, sizeof *e->step);
+	LLVMValueRef *taskptr = calloc(p->nbuf + 1, sizeof *taskptr);
+	LLVMValueRef *kfn = calloc(p->nk + 1, sizeof *kfn);
+	KSig *sig = calloc(p->nk + 1, sizeof *sig);
+	Loop *loops = calloc(p->nloop + 1, sizeof *loops);
+	SigWalk w = {p, NULL, NULL, calloc(p->nx + 1, sizeof *w.canon), 0, calloc(p->nx + 1, sizeof *w.visited),
+	             calloc(p->nbuf + 1, sizeof *w.bufpos), calloc(p->nloop + 1, sizeof *w.steppos)};
+	uint32_t *sbufs = calloc(p->nbuf + 1, sizeof *sbufs);
+	int *ssteps = calloc(p->nloop + 1, sizeof *ssteps);
+	FADC_ASSERT(e->val && e->stamp && e->bufptr && e->step && taskptr && kfn && sig && loops && w.canon &&
+	                    w.visited && w.bufpos && w.steppos && sbufs && ssteps,
+	            "llvm: out of memory");
+	e->region = 0;
+	for (uint32_t i = 0; i < p->nk; i++) {
+		sig[i].bufs = sbufs; // kernel_sig replaces them by the kernel's own
+		sig[i].steps = ssteps;
+		kfn[i] = emit_kernel(e, &w, t->name, i, &sig[i]);
+		if (sig[i].sp.on && !sig[i].chunk) { // a shared kernel has its chunk already
+			emit_chunk_fn(e, kfn[i], &sig[i]);
+			shared_note_chunk(e, kfn[i], &sig[i]);
+		}
+	}
+	free(w.canon);
+	free(w.visited);
+	free(w.bufpos);
+	free(w.steppos);
+	free(sbufs);
+	free(ssteps);
+	e->sp.on = 0;
+	char name[300];
+	snprintf(name, sizeof name, "task.%s", t->name);
+	LLVMValueRef fn = LLVMAddFunction(e->M, name, e->taskfn);
+	LLVMSetLinkage(fn, LLVMInternalLinkage);
+	fn_attr(e, fn, LLVMAttributeFunctionIndex, "nounwind");
+	fn_wide(e, fn);
+	e->fn = fn;
+	LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e->C, fn, "entry");
+	LLVMPositionBuilderAtEnd(e->B, entry);
+	if (p->nk <= PART_KERNELS)
+		emit_calls(e, fn, sig, kfn, 0, p->nk, taskptr, loops);
+	else {
+		// open[i]: how many loops are open between kernels i - 1 and i (a
+		// part may start at kernel i only when none is).
+		int *open = calloc(p->nk + 2, sizeof *open);
+		FADC_ASSERT(open != NULL, "llvm: out of memory");
+		for (uint32_t l = 0; l < p->nloop; l++)
+			if (p->loop[l].end > p->loop[l].begin) {
+				open[p->loop[l].begin + 1]++;
+				open[p->loop[l].end]--;
+			}
+		for (uint32_t i = 1; i <= p->nk; i++)
+			open[i] += open[i - 1];
+		LLVMValueRef call = LLVMGetParam(fn, 0);
+		unsigned part = 0;
+		for (uint32_t k0 = 0, k1; k0 < p->nk; k0 = k1) {
+			for (k1 = k0 + PART_KERNELS; k1 < p->nk && open[k1]; k1++)
+				;
+			if (k1 > p->nk)
+				k1 = p->nk;
+			snprintf(name, sizeof name, "task.%s.part%u", t->name, part++);
+			LLVMValueRef pf = LLVMAddFunction(e->M, name, e->taskfn);
+			LLVMSetLinkage(pf, LLVMInternalLinkage);
+			fn_attr(e, pf, LLVMAttributeFunctionIndex, "nounwind");
+			fn_attr(e, pf, LLVMAttributeFunctionIndex, "noinline");
+			fn_wide(e, pf);
+			e->fn = pf;
+			LLVMPositionBuilderAtEnd(e->B, LLVMAppendBasicBlockInContext(e->C, pf, "entry"));
+			memset(taskptr, 0, (p->nbuf + 1) * sizeof *taskptr); // the part's own values
+			emit_calls(e, pf, sig, kfn, k0, k1, taskptr, loops);
+			// In the task function: r = part(call); if (r) return r.
+			e->fn = fn;
+			LLVMPositionBuilderAtEnd(e->B, LLVMGetLastBasicBlock(fn));
+			LLVMValueRef r = LLVMBuildCall2(e->B, e->taskfn, pf, &call, 1, "");
+			LLVMBasicBlockRef fail = LLVMAppendBasicBlockInContext(e->C, fn, "part.fail");
+			LLVMBasicBlockRef ok = LLVMAppendBasicBlockInContext(e->C, fn, "part.ok");
+			LLVMBuildCondBr(e->B, LLVMBuildICmp(e->B, LLVMIntNE, r, LLVMConstInt(e->i32, 0, 0), ""), fail,
+			                ok);
+			LLVMPositionBuilderAtEnd(e->B, fail);
+			LLVMBuildRet(e->B, r);
+			LLVMPositionBuilderAtEnd(e->B, ok);
+		}
+		LLVMBuildRet(e->B, LLVMConstInt(e->i32, 0, 0));
+		free(open);
+	}
 	for (uint32_t i = 0; i < p->nk; i++) {
 		free(sig[i].bufs);
 		free(sig[i].steps);
 	}
 	free(sig);
-	free(ctr);
 	free(loops);
 	free(kfn);
 	free(taskptr);
@@ -1594,6 +1734,7 @@ done:
 	for (uint32_t i = 0; i < e.nshared; i++)
 		free(e.shared[i].key);
 	free(e.shared);
+	free(e.shash);
 	LLVMDisposeBuilder(e.B);
 	LLVMDisposeModule(e.M);
 	LLVMContextDispose(e.C);

@@ -54,6 +54,7 @@ typedef struct Emit {
 	uint32_t *stamp, region;
 	struct Shared *shared; // kernel functions emitted so far, by key (emit_kernel)
 	uint32_t nshared, cshared;
+	uint32_t *shash, nshash; // their hash table: index + 1 into shared, 0 empty
 	LLVMValueRef mathfn[9][2]; // exp .. trigamma, f32 and f64 (llvm_math_fn)
 	int vecmath; // the expressions being emitted are in a loop that vectorizes
 	// Bytes per vector register of the target: 32 (AVX2), 64 with
