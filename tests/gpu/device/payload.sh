@@ -40,6 +40,7 @@ rm -rf "$dest"
 mkdir -p "$dest/bin" "$dest/check" "$dest/peer"
 only=${2:-}
 cp "$b/gpu_check" "$b/cudagraph_check" "$b/fadc-bench" "$dest/bin/"
+cp "$root/bench/plot.py" "$dest/bin/" # fadc-bench compare --plot finds it beside itself
 if ldd "$dest"/bin/* | grep -qi llvm; then
 	echo "payload: a GPU program links LLVM" >&2
 	exit 1
