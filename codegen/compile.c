@@ -307,6 +307,41 @@ graph_out_bytes(const Graph *g, uint32_t nout)
 	return n;
 }
 
+// The largest value of graph g that lowering will store in a temporary
+// buffer (a node that fill_fusion makes a root and that is no output),
+// in the bytes that buffer takes (an f32 is held in fcompute), or 0;
+// *at is that node.  The arena holds it while its kernel runs, beside
+// every output, so outputs + this is a lower bound of what the task
+// needs, known before lowering: some lowerings loop over a size (a
+// convolution's chunks, bilinear_up's runs), and a value too large for
+// the limit is refused before that work.  Values beyond
+// KIR_MAX_BUF_BYTES are left to cg_lower's located diagnostic.
+static int64_t
+graph_max_tmp_bytes(const Graph *g, DType fcompute, NodeId *at)
+{
+	Arena *a = arena_new();
+	uint8_t *root;
+	int64_t max = 0;
+	*at = 0;
+	if (fill_fusion(g, a, &root)) {
+		arena_free(a);
+		return 0; // an op the backend lacks: cg_lower reports it
+	}
+	uint8_t *isout = arena_alloc_array(a, g->nnode + 1, 1);
+	for (uint32_t o = 0; o < g->nout; o++)
+		isout[g->out[o].node] = 1;
+	for (NodeId n = 1; n < g->nnode; n++) {
+		DType dt = (DType)g->node[n].dtype;
+		if (!root[n] || isout[n] || dt == DT_TUPLE)
+			continue;
+		int64_t b = kir_shape_bytes(dt == DT_F32 ? fcompute : dt, ir_shape(g, n));
+		if (b > max)
+			max = b, *at = n;
+	}
+	arena_free(a);
+	return max;
+}
+
 // The model's name: its file's, without folder and ".ir".
 static void
 model_name(const Module *m, char *buf, size_t n)
@@ -320,8 +355,9 @@ model_name(const Module *m, char *buf, size_t n)
 }
 
 // Lowers and plans graph g as task `name` of `model`; checks the size
-// limit on its outputs (before lowering; the last nchk are index checks,
-// not counted) and on outputs plus arena.
+// limit on its outputs and on outputs plus its largest stored value
+// (before lowering; the last nchk outputs are index checks, not counted),
+// then on outputs plus arena.
 static KProgram *
 build(const Graph *g, uint32_t nchk, const char *name, const char *model, DType fcompute, const CgOptions *o,
       char *err, size_t errlen)
@@ -331,6 +367,19 @@ build(const Graph *g, uint32_t nchk, const char *name, const char *model, DType 
 	if (gout > lim) {
 		snprintf(err, errlen, "error: task '%s' of %s needs %lld bytes of outputs (limit %lld); "
 		         LIMIT_ADVICE, name, model, (long long)gout, (long long)lim);
+		return NULL;
+	}
+	NodeId big;
+	int64_t tmax = graph_max_tmp_bytes(g, fcompute, &big);
+	if (tmax > lim - gout) {
+		char where[512], ty[200];
+		cg_loc_str(g->src, g->node[big].loc, where, sizeof where);
+		ir_type_str((DType)g->node[big].dtype, ir_shape(g, big), ty, sizeof ty);
+		snprintf(err, errlen, "%s%serror: task '%s' of %s needs at least %lld bytes (outputs %lld, "
+		         "intermediates at least %lld: the value of %s, %s; limit %lld); " LIMIT_ADVICE,
+		         where, where[0] ? ": " : "", name, model,
+		         (long long)(tmax > INT64_MAX - gout ? INT64_MAX : gout + tmax), (long long)gout,
+		         (long long)tmax, ir_op(g->node[big].op)->name, ty, (long long)lim);
 		return NULL;
 	}
 	KTime tm = kir_time_start();

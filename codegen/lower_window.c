@@ -657,6 +657,23 @@ bilinear_i0(int64_t dst, int64_t in, int64_t outn, int align)
 // candidates s(i) .. s(i) + kc - 1 instead of all outn.  Where the formula
 // does not bound a run (in = 1, or a check below fails), s = 0 and
 // kc = outn: every output is a candidate, as before.
+// That scan is O(in + outn) host work, done only for in + outn <=
+// BILINEAR_SCAN_MAX: a larger axis (a legal 10^10 outputs whose gradient
+// is fused, not stored) would loop for minutes while compiling.  Beyond
+// it, kc is the closed-form bound of the run with the slack: with t(i)
+// the real threshold above (s(i) >= floor(t(i)) - 1, clamped) and t'(i)
+// the first o with i0(o) > i,
+//   align_corners=0: t'(i) = ((2i + 3) outn - in) / (2 in), so
+//                    hi + 1 - s <= t' - t + 4 = 2 outn / in + 4 for i >= 2;
+//                    for i = 1 (s = 0) hi + 1 <= (5 outn - in) / (2 in) + 2:
+//                    kc = ceil(5 outn / (2 in)) + 6 bounds both;
+//   align_corners=1: t'(i) = (i + 1) (outn - 1) / (in - 1), so
+//                    kc = ceil(2 (outn - 1) / (in - 1)) + 6;
+// (+2 for a last-bit difference of the kernel's floating-point source
+// index), at most outn.  The kernel computes a i + b in int64: where
+// that could overflow, every output is a candidate.
+#define BILINEAR_SCAN_MAX ((int64_t)1 << 22)
+
 static void
 bilinear_up(int64_t in, int64_t outn, int align, int64_t *a, int64_t *b, int64_t *d, int64_t *kc)
 {
@@ -667,6 +684,17 @@ bilinear_up(int64_t in, int64_t outn, int align, int64_t *a, int64_t *b, int64_t
 		*a = outn - 1, *b = -(outn - 1), *d = in - 1;
 	else
 		*a = 2 * outn, *b = -outn - in, *d = 2 * in;
+	if (in + outn > BILINEAR_SCAN_MAX) {
+		int64_t ai;
+		if (__builtin_mul_overflow(*a, in, &ai) || ai > ((int64_t)1 << 62)) {
+			*a = 0, *b = 0, *d = 1;
+			return;
+		}
+		int64_t k = align ? (2 * (outn - 1) + in - 2) / (in - 1) + 6
+		                  : (5 * outn + 2 * in - 1) / (2 * in) + 6;
+		*kc = k < outn ? k : outn;
+		return;
+	}
 	int64_t o = 0, k = 1;
 	for (int64_t i = 0; i < in; i++) {
 		int64_t num = *a * i + *b, s = (num > 0 ? num : 0) / *d - 1;

@@ -28,6 +28,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ir.h"
 
@@ -71,6 +72,19 @@ checked_numel(const Shape *s, int *ok)
 	return n;
 }
 
+// The most elements a tensor may have: its doubles must fit in the
+// machine's physical memory.  A larger calloc may succeed under memory
+// overcommit and the rule would then write to it for minutes before the
+// system kills the process; refused here, it is a message at once.
+static size_t
+max_elems(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+	if (pages <= 0 || size <= 0)
+		return SIZE_MAX;
+	return (size_t)pages / sizeof(double) * (size_t)size;
+}
+
 int
 ir_tensor_alloc(Tensor *t, DType dt, const Shape *s)
 {
@@ -78,7 +92,7 @@ ir_tensor_alloc(Tensor *t, DType dt, const Shape *s)
 	memset(t, 0, sizeof *t);
 	t->dtype = dt;
 	size_t n = checked_numel(s, &ok);
-	if (!ok)
+	if (!ok || n > max_elems())
 		return 0;
 	t->shape = *s;
 	if (n == 0)
@@ -1560,7 +1574,8 @@ ir_interp(const Graph *g, const Tensor *inputs, Tensor *outputs, uint64_t runsee
 		if (nd->dtype != DT_TUPLE && !ir_tensor_alloc(&v->t, (DType)nd->dtype, shp)) {
 			char s[200];
 			ir_type_str((DType)nd->dtype, shp, s, sizeof s);
-			fail(&it, "%s: result %s is too large", ir_op(nd->op)->name, s);
+			fail(&it, "%s: result %s is too large (its float64 copy would not fit in memory)",
+			     ir_op(nd->op)->name, s);
 			goto done;
 		}
 		int r = ir_op(nd->op)->flags & F_ELEMWISE ? run_elemwise(&it, n, &a, v)

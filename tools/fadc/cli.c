@@ -238,7 +238,12 @@ set_elem(tio_tensor *t, int64_t i, double v)
 		((double *)t->data)[i] = v;
 		break;
 	case TIO_I64:
-		((int64_t *)t->data)[i] = (int64_t)v;
+		// The interpreter holds an i64 as a double: 2^63 (the rounding of
+		// INT64_MAX) or beyond does not convert (undefined behaviour), so
+		// it saturates as the compiled code's constants do (docs/IR.md,
+		// `full`), and a NaN, which no integer is, stores 0.
+		((int64_t *)t->data)[i] = v != v ? 0 : v >= 0x1p63 ? INT64_MAX : v < -0x1p63 ? INT64_MIN
+		                                                                              : (int64_t)v;
 		break;
 	case TIO_BOOL:
 		((uint8_t *)t->data)[i] = v != 0;
