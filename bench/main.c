@@ -84,6 +84,9 @@ static const char *const usage =
     "                       around call + synchronize (the seed's)\n"
     "  --memory             add each cell's peak memory to the table (MiB; the\n"
     "                       JSON has peak_memory_bytes always)\n"
+    "  --no-check           skip the warm-up's consistency check: the partner task\n"
+    "                       (vjp's jvp, ...) is never compiled, loaded or run, so\n"
+    "                       the peak memory is the cell's task alone\n"
     "  -h, --help           this help\n"
     "\n"
     "compare prints the speedups (before / after) of two markdown tables; with\n"
@@ -95,6 +98,7 @@ typedef struct Opts {
 	const char *output, *config, *json, *backend, *artifacts, *compiler;
 	int num_iters, gpu, slow, num_threads, reduced, compile, compile_only, check_ref, device_time;
 	int memory; // --memory: the table's peak-memory column
+	int no_check; // --no-check: no consistency check, its partner never prepared
 	const char *model_filter, *task_filter;
 	uint64_t seed;
 	const char *defs[64];
@@ -870,6 +874,8 @@ parse_opts(int argc, char **argv, Opts *o)
 			o->device_time = 1;
 		else if (!strcmp(a, "--memory"))
 			o->memory = 1;
+		else if (!strcmp(a, "--no-check"))
+			o->no_check = 1;
 		else if (!strncmp(a, "-D", 2) && a[2]) {
 			if (o->ndefs == 64)
 				return usage_error("too many -D options%s", "");
@@ -1075,6 +1081,7 @@ json_environment(FILE *js, const Opts *o, const Backend *be, const ModelHooks *h
 	        (unsigned long long)o->seed, o->num_iters,
 	        o->device_time ? "device events" : "host clock, call + synchronize");
 	json_str(js, o->config);
+	fprintf(js, ", \"consistency_checks\": %s", o->no_check ? "false" : "true");
 	fprintf(js, ", \"fadc\": \"%s\"", FADC_VERSION);
 	static const char *const keys[] = {"runtime", "compiler", "compiler_version"};
 	for (size_t i = 0; hk && i < sizeof keys / sizeof *keys; i++) {
@@ -1105,7 +1112,11 @@ check_cell(Run *r, const BenchModel *m, Prepared *p, const char *task, const cha
 {
 	const Opts *o = r->o;
 	CellResult c = {.sum_rel = -1, .re = -1};
-	c.e = check(r->be, p, task, source, defs, nd, o->seed, &c.sum_rel, r->err, sizeof r->err);
+	// --no-check: as for a task without a partner (-1, "consistency_error":
+	// null); the JSON's environment says the checks were off.
+	c.e = o->no_check ? -1
+	                  : check(r->be, p, task, source, defs, nd, o->seed, &c.sum_rel, r->err,
+	                          sizeof r->err);
 	// Test hook: FADC_BENCH_FAULT=check makes every check fail, so the
 	// reporting path is tested (tests/bench/).
 	const char *fault = getenv("FADC_BENCH_FAULT");
@@ -1337,7 +1348,9 @@ run_model(Run *r, const BenchModel *m)
 	const char *cells[BENCH_MAXTASK], *need[2 * BENCH_MAXTASK];
 	int ncells = model_cells(o, cfg, m, cells), nneed = 0;
 	for (int i = 0; i < 2 * ncells; i++) {
-		const char *nt = i < ncells ? cells[i] : partner_of(cells[i - ncells], NULL);
+		const char *nt = i < ncells ? cells[i]
+		                 : o->no_check ? NULL
+		                               : partner_of(cells[i - ncells], NULL);
 		int dup = !nt;
 		for (int k = 0; k < nneed && !dup; k++)
 			dup = !strcmp(need[k], nt);
