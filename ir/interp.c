@@ -243,7 +243,10 @@ check_i64(Interp *it, NodeId self, const Tensor *t)
 {
 	size_t n = numel(t);
 	for (size_t i = 0; i < n; i++)
-		if (!(t->data[i] > -(double)I64_EXACT && t->data[i] < (double)I64_EXACT)) {
+		// NaN and infinities are let through: they are what the
+		// interpreter makes of an undefined conversion (cast of NaN to
+		// i64), no rounded integer.
+		if (fabs(t->data[i]) >= (double)I64_EXACT && isfinite(t->data[i])) {
 			char v[64];
 			fmt_index(v, sizeof v, t->data[i]);
 			return fail_at(it, self, "%s: an i64 result (%s) reaches 2^53, beyond which the "
