@@ -250,7 +250,7 @@ describe_check(const SrcMap *src, const IndexCheck *k, ArtTensor *x, Arena *a)
 	x->lo = k->lo;
 	x->end = k->end;
 	x->op = arena_strdup(a, k->op);
-	cg_loc_str(src, k->loc, at, sizeof at);
+	ir_loc_str(src, k->loc, 1, at, sizeof at); // with the model's call site of a prelude op
 	x->at = arena_strdup(a, at);
 	if (k->name) {
 		x->of = arena_printf(a, "'%s'", k->name);

@@ -240,22 +240,14 @@ mk(KProgram *p, KxOp op, DType dt, uint32_t aux, int nin, KxId a0, KxId a1, KxId
 
 // ---------------------------------------------------------------- leaves
 
-// A double's integer value as an I64, without undefined behaviour: the
-// IR holds a number attribute (full's value) as a double, so an integer
-// constant beyond 2^53 arrives rounded, and one at the ends of the range
-// as +-2^63, which no int64 holds.  Out-of-range values saturate (the
-// literal 9223372036854775807 rounds to 2^63 and comes back exactly),
-// NaN is 0; in range, truncation toward zero as ir_dtype_round.
+// A double's integer value as an I64, without undefined behaviour
+// (ir_float_int: truncation, saturation, NaN 0).  An i64 `full` does not
+// come here: lowering passes its exact integer to kx_iconst (ir.h,
+// AttrVal); what does is a double made i64 by an op (a clamp bound).
 static int64_t
 f2i64(double v)
 {
-	if (v != v)
-		return 0;
-	if (v >= 9223372036854775808.0) // 2^63
-		return INT64_MAX;
-	if (v < -9223372036854775808.0)
-		return INT64_MIN;
-	return (int64_t)v;
+	return ir_float_int(v);
 }
 
 KxId

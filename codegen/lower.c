@@ -295,7 +295,10 @@ lower_full(Lower *L, NodeId n, KxId e)
 	Attrs a;
 	ir_attrs_get(L->g, n, &a);
 	(void)e;
-	return kx_const(L->p, cvt(ndtype(L, n), a.a[aidx(L, n, "value")].f), ctype(L, n));
+	const AttrVal *v = &a.a[aidx(L, n, "value")];
+	if (ndtype(L, n) == DT_I64 && ctype(L, n) == DT_I64) // exact beyond 2^53 (ir.h, AttrVal)
+		return kx_iconst(L->p, v->i);
+	return kx_const(L->p, cvt(ndtype(L, n), v->f), ctype(L, n));
 }
 
 static KxId
@@ -416,7 +419,10 @@ lower_pad(Lower *L, NodeId n, KxId e)
 			inside = p->x[inside].op == KX_CONST ? ok : kx_bin(p, KX_AND, inside, ok);
 		c[d] = xs->dim[d] > 0 ? kx_iclamp(p, cd, 0, xs->dim[d] - 1) : kx_iconst(p, 0);
 	}
-	KxId fill = kx_const(p, cvt(ndtype(L, n), a.a[aidx(L, n, "value")].f), ctype(L, n));
+	const AttrVal *fv = &a.a[aidx(L, n, "value")];
+	KxId fill = ndtype(L, n) == DT_I64 && ctype(L, n) == DT_I64
+	                    ? kx_iconst(p, fv->i) // exact beyond 2^53 (ir.h, AttrVal)
+	                    : kx_const(p, cvt(ndtype(L, n), fv->f), ctype(L, n));
 	if (ir_numel(xs) == 0)
 		return fill;
 	return kx_select(p, inside, lower_at(L, x, flat(p, c, xs)), fill);

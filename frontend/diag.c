@@ -67,6 +67,17 @@ diag_report(Diag *d, Loc loc, const char *kind, const char *fmt, va_list ap)
 	}
 }
 
+// The call a position was inlined from (a node of a prelude composite
+// that a pass or the runtime reports), as clang's "in instantiation of
+// ... requested here".
+static void
+note_call(Diag *d, Loc loc)
+{
+	if (d->owncalls || !d->src || !loc || loc >= d->src->nloc || !d->src->loc[loc].call)
+		return;
+	diag_note(d, d->src->loc[loc].call, "in call from here");
+}
+
 void
 diag_emit(Diag *d, Loc loc, const char *fmt, ...)
 {
@@ -75,6 +86,7 @@ diag_emit(Diag *d, Loc loc, const char *fmt, ...)
 	diag_report(d, loc, "error", fmt, ap);
 	va_end(ap);
 	d->nerror++;
+	note_call(d, loc);
 }
 
 void
@@ -101,5 +113,6 @@ diag_error(Diag *d, Loc loc, const char *fmt, ...)
 	diag_report(d, loc, "error", fmt, ap);
 	va_end(ap);
 	d->nerror++;
+	note_call(d, loc);
 	diag_fail(d);
 }

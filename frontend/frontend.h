@@ -41,6 +41,10 @@ typedef struct Diag {
 	const SrcMap *src;
 	jmp_buf *jmp; // where diag_error returns to; NULL: it returns normally
 	int nerror;
+	// An error at a position inlined from a call (ir.h, SrcLoc) is followed
+	// by "note: in call from here" at the call, unless the caller prints
+	// the calls itself (the parser, with its whole chain).
+	int owncalls;
 } Diag;
 
 // An error is printed with diag_emit, its notes with diag_note, and then

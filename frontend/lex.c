@@ -148,10 +148,13 @@ lex_number(Lexer *l)
 		if (errno == ERANGE && (t->fval > 1 || t->fval < -1))
 			diag_error(l->d, t->loc, "floating-point literal %s is out of range", buf);
 	} else {
+		// 2^63 is lexed (as INT64_MIN, which no other literal gives) for
+		// -9223372036854775808, the smallest int64: the parser refuses it
+		// anywhere but after a unary minus.
 		unsigned long long v = strtoull(buf, NULL, 10);
-		if (errno == ERANGE || v > (unsigned long long)INT64_MAX)
+		if (errno == ERANGE || v > (unsigned long long)INT64_MAX + 1)
 			diag_error(l->d, t->loc, "integer literal %s is too large", buf);
-		t->ival = (int64_t)v;
+		t->ival = v > (unsigned long long)INT64_MAX ? INT64_MIN : (int64_t)v;
 	}
 }
 

@@ -172,6 +172,8 @@ typedef struct P {
 	uint32_t ndef, cdef;
 	int *defused; // per -D option
 	Loc calls[64]; // inlined call sites, innermost last
+#define LMEMO 1024
+	Loc lmemo_from[LMEMO], lmemo_to[LMEMO], lmemo_call; // node_loc's memo
 	Def *callee[64]; // the function inlined at each
 	char isbody[64]; // ... or parsed as the body of a scan
 	uint32_t callresume[64]; // where the caller's parse goes on after each
@@ -542,23 +544,64 @@ node_val(NodeId n, Loc loc)
 
 static void size_check(P *p, Loc loc, Def *entering);
 
+// The position a node built at loc keeps: inside an inlined call, loc as
+// inlined from the outermost call site (ir.h, SrcLoc), so that what later
+// passes and the runtime say about a node of a prelude composite also
+// names the user's line.  Scan bodies are no calls: their frames are
+// skipped.  Memoized (direct-mapped) for the current call site.
+static Loc
+node_loc(P *p, Loc loc)
+{
+	int i = 0;
+	while (i < p->ncall && p->isbody[i])
+		i++;
+	SrcMap *src = p->m->src;
+	if (i == p->ncall || !loc || loc == p->calls[i] || src->loc[loc].call)
+		return loc;
+	Loc call = p->calls[i];
+	if (p->lmemo_call != call) {
+		memset(p->lmemo_from, 0, sizeof p->lmemo_from);
+		p->lmemo_call = call;
+	}
+	uint32_t h = loc & (LMEMO - 1);
+	if (p->lmemo_from[h] != loc) {
+		p->lmemo_from[h] = loc;
+		p->lmemo_to[h] = ir_srcmap_loc_call(src, loc, call);
+	}
+	return p->lmemo_to[h];
+}
+
 static NodeId
 build(P *p, int op, const NodeId *in, int nin, const Attrs *a, Loc loc, const Val *ops, int nops)
 {
 	if (++p->nbuilt > p->maxnodes)
 		size_check(p, loc, NULL);
-	NodeId n = ir_build(p->g, op, in, nin, a, loc, p->err, sizeof p->err);
+	NodeId n = ir_build(p->g, op, in, nin, a, node_loc(p, loc), p->err, sizeof p->err);
 	if (!n)
 		op_error(p, loc, ops, nops);
+	// An i64 constant is an int64: a float value beyond the range (1e19)
+	// has no i64 value, and would saturate.
+	if (op == OP_full && p->g->node[n].dtype == DT_I64) {
+		const AttrVal *v = &a->a[0];
+		if ((double)v->i != v->f && (v->f != v->f || fabs(v->f) >= 9223372036854775808.0)) {
+			char b[64];
+			ir_print_float(b, sizeof b, v->f);
+			perr(p, loc, "full: value %s does not fit in i64 (range -2^63 .. 2^63 - 1)", b);
+		}
+	}
 	return n;
 }
 
+// A `full` of value f; i is its exact integer when the value is an integer
+// (the i64 constant beyond 2^53 that f only rounds: ir.h, AttrVal), else
+// anything (the graph derives it from f).
 static NodeId
-mk_full(P *p, double value, DType dt, const Shape *s, Loc loc)
+mk_full(P *p, double value, int64_t i, DType dt, const Shape *s, Loc loc)
 {
 	Attrs a;
 	ir_attrs_default(OP_full, &a);
 	a.a[0].f = value;
+	a.a[0].i = i;
 	a.a[1].n = s->rank;
 	memcpy(a.a[1].v, s->dim, sizeof(int64_t) * (size_t)s->rank);
 	a.a[2].i = dt;
@@ -637,7 +680,7 @@ as_node(P *p, const Val *v, DType dt, const Shape *s)
 	case V_INT:
 	case V_FLOAT:
 	case V_BOOL:
-		return mk_full(p, num_f(v), dt ? dt : num_dtype(v), s ? s : &scalar, v->loc);
+		return mk_full(p, num_f(v), v->i, dt ? dt : num_dtype(v), s ? s : &scalar, v->loc);
 	case V_IDENT:
 		unknown_name(p, v->s, v->loc);
 	default:
@@ -1242,6 +1285,9 @@ parse_primary(P *p)
 	Loc loc = t->loc;
 	if (t->kind == T_INT) {
 		next(p);
+		if (t->ival == INT64_MIN) // 2^63 (lex.c): only -9223372036854775808 is an int64
+			perr(p, loc, "integer literal %.*s is too large (the largest i64 is "
+			     "9223372036854775807)", (int)t->len, t->text);
 		Val v = {.k = V_INT, .i = t->ival, .loc = loc};
 		return v;
 	}
@@ -1334,6 +1380,15 @@ parse_unary(P *p)
 {
 	if (at(p, "-")) {
 		Loc loc = next(p)->loc;
+		// -9223372036854775808: the literal 2^63 negated (the one place
+		// it is an int64), unless a power binds it first (-2**63 is
+		// -(2**63), which overflows).
+		Token *t = peek(p);
+		if (t->kind == T_INT && t->ival == INT64_MIN && !fe_tok_is(t + 1, "**")) {
+			next(p);
+			Val v = {.k = V_INT, .i = INT64_MIN, .loc = loc};
+			return v;
+		}
 		enter(p, loc);
 		Val v = parse_unary(p);
 		leave(p);
@@ -1551,6 +1606,7 @@ attr_from_val(P *p, int op, int k, const Val *v, Attrs *a)
 		if (!is_num(v))
 			perr(p, v->loc, "%s must be a compile-time number, found %s", what, val_desc(v));
 		x->f = num_f(v);
+		x->i = v->i; // an integer's exact value (V_FLOAT's i is 0: the graph derives it)
 		break;
 	case AK_INTS:
 		if (v->k == V_LIST) {
@@ -2437,8 +2493,8 @@ dropout_call(P *p, Loc loc, Val *args, const char **kw, int nargs)
 		return node_val(x.n, loc);
 	const Shape *s = ir_shape(p->g, x.n);
 	if (prob == 1)
-		return node_val(mk_full(p, 0, dt, s, loc), loc);
-	Val q = node_val(mk_full(p, 1 - prob, dt, s, loc), loc);
+		return node_val(mk_full(p, 0, 0, dt, s, loc), loc);
+	Val q = node_val(mk_full(p, 1 - prob, 0, dt, s, loc), loc);
 	Val seedv = int_val(seed_mix(seed, salt), loc);
 	Val bargs[2] = {q, seedv};
 	const char *bkw[2] = {NULL, "seed"};
@@ -2654,7 +2710,8 @@ sugar(P *p, const char *name, Loc loc, Val *args, const char **kw, int nargs, Va
 			*out = node_val(mk_broadcast(p, src, ir_shape(p->g, x.n), loc, &sv, 1), loc);
 			return 1;
 		}
-		*out = node_val(mk_full(p, v, (DType)p->g->node[x.n].dtype, ir_shape(p->g, x.n), loc), loc);
+		int64_t vi = isfull ? args[1].i : name[0] == 'o'; // exact when an integer
+		*out = node_val(mk_full(p, v, vi, (DType)p->g->node[x.n].dtype, ir_shape(p->g, x.n), loc), loc);
 		return 1;
 	}
 	if (!strcmp(name, "size") || !strcmp(name, "shape") || !strcmp(name, "rank")) {
@@ -2771,7 +2828,7 @@ method_call(P *p, Val recv, const char *name, Loc loc)
 		r = call(p, "fill", loc, args, kw, n);
 	} else if (!strcmp(base, "zero")) {
 		check_nargs(p, name, loc, n, 1, 1);
-		r = node_val(mk_full(p, 0, (DType)p->g->node[old].dtype, ir_shape(p->g, old), loc), loc);
+		r = node_val(mk_full(p, 0, 0, (DType)p->g->node[old].dtype, ir_shape(p->g, old), loc), loc);
 	} else if (!strcmp(base, "copy")) {
 		check_nargs(p, name, loc, n, 2, 2);
 		Val fa[2] = {recv, args[1]};
@@ -3704,6 +3761,7 @@ fe_parse_string(const char *name, const char *text, size_t len, const FeOptions 
 	p->d.out = o->diag;
 	p->d.src = m->src;
 	p->d.jmp = &p->jmp;
+	p->d.owncalls = 1; // note_calls prints the whole chain
 	p->defused = arena_alloc_array(p->a, (size_t)o->ndefines + 1, sizeof(int));
 	p->maxnodes = o->max_nodes > 0 ? o->max_nodes : FE_MAX_NODES;
 	p->lbgen = 1; // Def.lbgen starts at 0: nothing computed

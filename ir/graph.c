@@ -43,8 +43,41 @@ Loc
 ir_srcmap_loc(SrcMap *s, uint32_t file, uint32_t line, uint32_t col)
 {
 	arena_grow(s->arena, (void **)&s->loc, &s->cloc, s->nloc + 1, sizeof *s->loc);
-	s->loc[s->nloc] = (SrcLoc){file, line, col};
+	s->loc[s->nloc] = (SrcLoc){file, line, col, 0};
 	return s->nloc++;
+}
+
+Loc
+ir_srcmap_loc_call(SrcMap *s, Loc loc, Loc call)
+{
+	FADC_ASSERT(loc && loc < s->nloc && !s->loc[loc].call, "ir_srcmap_loc_call: a position to copy");
+	Loc r = ir_srcmap_loc(s, s->loc[loc].file, s->loc[loc].line, s->loc[loc].col);
+	s->loc[r].call = call;
+	return r;
+}
+
+static void
+loc_put(const SrcMap *s, Loc loc, char *buf, size_t n)
+{
+	const SrcLoc *l = &s->loc[loc];
+	snprintf(buf, n, "%s:%u:%u", l->file < s->nfile ? s->file[l->file].name : "?", l->line, l->col);
+}
+
+void
+ir_loc_str(const SrcMap *s, Loc loc, int withcall, char *buf, size_t n)
+{
+	if (!n)
+		return;
+	buf[0] = 0;
+	if (!s || !loc || loc >= s->nloc)
+		return;
+	loc_put(s, loc, buf, n);
+	Loc c = s->loc[loc].call;
+	size_t k = strlen(buf);
+	if (withcall && c && c < s->nloc && k + 14 < n) {
+		memcpy(buf + k, ", called from ", 14);
+		loc_put(s, c, buf + k + 14, n - k - 14);
+	}
 }
 
 // FNV-1a 64, the artifact format's hash (art_fnv1a64 of runtime/artifact.c,
@@ -166,15 +199,17 @@ attrs_encode(Graph *g, int op, const Attrs *a)
 		return 0;
 	uint32_t need = 0;
 	for (int i = 0; i < oi->nattr; i++)
-		need += oi->attr[i].kind == AK_INTS ? 1 + (uint32_t)a->a[i].n : 1;
+		need += oi->attr[i].kind == AK_INTS ? 1 + (uint32_t)a->a[i].n
+		        : oi->attr[i].kind == AK_FLOAT ? 2 : 1;
 	arena_grow(g->arena, (void **)&g->attr, &g->cattr, g->nattr + need, sizeof *g->attr);
 	uint32_t off = g->nattr;
 	int64_t *p = g->attr + off;
 	for (int i = 0; i < oi->nattr; i++) {
 		const AttrVal *v = &a->a[i];
 		switch (oi->attr[i].kind) {
-		case AK_FLOAT:
+		case AK_FLOAT: // the double, then its exact integer (ir.h, AttrVal)
 			memcpy(p++, &v->f, sizeof(double));
+			*p++ = (double)v->i == v->f ? v->i : ir_float_int(v->f);
 			break;
 		case AK_INTS:
 			*p++ = v->n;
@@ -205,6 +240,7 @@ ir_attrs_get(const Graph *g, NodeId n, Attrs *a)
 		switch (oi->attr[i].kind) {
 		case AK_FLOAT:
 			memcpy(&v->f, p++, sizeof(double));
+			v->i = *p++;
 			break;
 		case AK_INTS:
 			v->n = (int)*p++;
@@ -215,6 +251,18 @@ ir_attrs_get(const Graph *g, NodeId n, Attrs *a)
 			v->i = *p++;
 		}
 	}
+}
+
+int64_t
+ir_float_int(double v)
+{
+	if (v != v)
+		return 0;
+	if (v >= 9223372036854775808.0) // 2^63
+		return INT64_MAX;
+	if (v < -9223372036854775808.0)
+		return INT64_MIN;
+	return (int64_t)v;
 }
 
 static int

@@ -2,7 +2,10 @@
 //
 // It runs any valid graph, one node at a time in id order (a topological
 // order), on dense row-major float64 arrays whatever the dtype: i64 values
-// are exact integers up to 2^53, bool values are 0 and 1, f32 values are
+// are exact integers below 2^53 in magnitude (a constant or a result
+// beyond is refused with its position: check_i64, num_attr; an int64
+// storage path would double every rule for values no model computes), bool
+// values are 0 and 1, f32 values are
 // computed in double; they are rounded to float only where a value is made
 // with a dtype (`cast`, the factories full, iota and kaiming_*) and in the
 // f32 declarations of ir_module_init.  It is written for obvious
@@ -177,6 +180,7 @@ typedef struct Interp {
 	uint64_t runseed;
 	char *err;
 	size_t errlen;
+	NodeId cur; // the node being run (its position ends a bad index's message)
 } Interp;
 
 static int fail(Interp *it, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -207,6 +211,51 @@ attr_named(const Interp *it, NodeId self, const Attrs *a, const char *name)
 	return &a->a[k];
 }
 
+// i64 values are exact in a double while |v| < 2^53: a result that
+// reaches 2^53 may be a rounded one (2^53 - 1 + 2 rounds to 2^53), so it
+// is refused (check_i64), as a constant beyond it is (num_attr).
+#define I64_EXACT 9007199254740992LL // 2^53
+
+// fail() with the position of node self last, as the compiled index
+// checks say it ("(model.ir:3:7)", and the model's call site of a node
+// inlined from the prelude), when it has one.
+static int fail_at(Interp *it, NodeId self, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int
+fail_at(Interp *it, NodeId self, const char *fmt, ...)
+{
+	char where[600], msg[400];
+	ir_loc_str(it->g->src, it->g->node[self].loc, 1, where, sizeof where);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (where[0])
+		return fail(it, "%s (%s)", msg, where);
+	return fail(it, "%s", msg);
+}
+
+static void fmt_index(char *buf, size_t n, double v);
+
+// An i64 result that a double may have rounded: refused, never written.
+static int
+check_i64(Interp *it, NodeId self, const Tensor *t)
+{
+	size_t n = numel(t);
+	for (size_t i = 0; i < n; i++)
+		// NaN and infinities are let through: they are what the
+		// interpreter makes of an undefined conversion (cast of NaN to
+		// i64), no rounded integer.
+		if (fabs(t->data[i]) >= (double)I64_EXACT && isfinite(t->data[i])) {
+			char v[64];
+			fmt_index(v, sizeof v, t->data[i]);
+			return fail_at(it, self, "%s: an i64 result (%s) reaches 2^53, beyond which the "
+			               "float64 interpreter does not hold integers exactly",
+			               ir_op(it->g->node[self].op)->name, v);
+		}
+	return 1;
+}
+
 #define IN(i) arg(it, self, (i))
 #define AT(name) attr_named(it, self, a, (name))
 
@@ -231,8 +280,8 @@ check_index(Interp *it, const char *op, double v, int axis, int64_t size, size_t
 	}
 	char b[64];
 	fmt_index(b, sizeof b, v);
-	return fail(it, "%s: index %s out of range for axis %d of size %lld", op, b, axis,
-	            (long long)size);
+	return fail_at(it, it->cur, "%s: index %s out of range for axis %d of size %lld", op, b, axis,
+	               (long long)size);
 }
 
 // ---------------------------------------------------------------- special functions
@@ -404,9 +453,28 @@ RULE(input)
 	return 1;
 }
 
+// The value of a number attribute in the result's dtype: an i64 one is
+// its exact integer (ir.h, AttrVal), which must be one a double holds.
+static int
+num_attr(Interp *it, NodeId self, const AttrVal *x, DType dt, double *v)
+{
+	if (dt != DT_I64) {
+		*v = ir_dtype_round(dt, x->f);
+		return 1;
+	}
+	if (x->i <= -I64_EXACT || x->i >= I64_EXACT)
+		return fail_at(it, self, "%s: the i64 constant %lld is beyond 2^53, which the float64 "
+		               "interpreter does not hold exactly", ir_op(it->g->node[self].op)->name,
+		               (long long)x->i);
+	*v = (double)x->i;
+	return 1;
+}
+
 RULE(full)
 {
-	double v = ir_dtype_round(out->t.dtype, AT("value")->f);
+	double v;
+	if (!num_attr(it, self, AT("value"), out->t.dtype, &v))
+		return 0;
 	size_t n = numel(&out->t);
 	for (size_t i = 0; i < n; i++)
 		out->t.data[i] = v;
@@ -754,7 +822,9 @@ RULE(pad)
 {
 	const Tensor *x = IN(0);
 	const AttrVal *before = AT("before");
-	double v = ir_dtype_round(out->t.dtype, AT("value")->f);
+	double v;
+	if (!num_attr(it, self, AT("value"), out->t.dtype, &v))
+		return 0;
 	size_t m = numel(&out->t), n = numel(x), xst[IR_MAXDIM], ost[IR_MAXDIM], base = 0;
 	for (size_t j = 0; j < m; j++)
 		out->t.data[j] = v;
@@ -1545,7 +1615,7 @@ ir_interp(const Graph *g, const Tensor *inputs, Tensor *outputs, uint64_t runsee
 		err[0] = 0;
 	if (!check_inputs(g, inputs, err, errlen))
 		return 0;
-	Interp it = {g, NULL, inputs, runseed, err, errlen};
+	Interp it = {g, NULL, inputs, runseed, err, errlen, 0};
 	// last[n]: the id of n's last user (UINT32_MAX for outputs), after
 	// which its value is dead.
 	uint32_t *last = calloc(g->nnode, sizeof *last);
@@ -1564,6 +1634,7 @@ ir_interp(const Graph *g, const Tensor *inputs, Tensor *outputs, uint64_t runsee
 	for (NodeId n = 1; n < g->nnode; n++) {
 		const Node *nd = &g->node[n];
 		Val *v = &it.val[n];
+		it.cur = n;
 		Attrs a;
 		ir_attrs_get(g, n, &a);
 		if (nd->op == OP_input && (a.a[0].i < 0 || a.a[0].i >= g->ninput)) {
@@ -1580,6 +1651,8 @@ ir_interp(const Graph *g, const Tensor *inputs, Tensor *outputs, uint64_t runsee
 		}
 		int r = ir_op(nd->op)->flags & F_ELEMWISE ? run_elemwise(&it, n, &a, v)
 		                                          : interp_fn[nd->op](&it, n, &a, v);
+		if (r && nd->dtype == DT_I64)
+			r = check_i64(&it, n, &v->t);
 		if (!r)
 			goto done;
 		for (int i = 0; i < nd->nin; i++) {

@@ -103,7 +103,13 @@ typedef enum AttrKind { AK_INT, AK_FLOAT, AK_INTS, AK_DTYPE, AK_ENUM, AK_BODY } 
 
 // One attribute value; which fields mean something depends on the kind.
 // AK_INT, AK_DTYPE, AK_ENUM (the index of the name), AK_BODY (index into
-// Graph.sub) use i; AK_FLOAT uses f; AK_INTS uses n and v.
+// Graph.sub) use i; AK_INTS uses n and v.  AK_FLOAT uses f, and i is its
+// exact integer value: a double holds integers exactly only to 2^53, so an
+// i64 constant (full(value=9223372036854775807, dtype=i64)) keeps its value
+// in i, and f is its rounding.  Whoever sets f may leave i alone: the graph
+// stores i only while (double)i == f, else ir_float_int(f) (graph.c), so an
+// i never disagrees with its f by more than the rounding.  i64 consumers
+// (the interpreter, the folder, lowering, the printer) read i.
 typedef struct AttrVal {
 	int64_t i;
 	double f;
@@ -199,9 +205,14 @@ typedef struct SrcFile {
 	size_t len;
 } SrcFile;
 
+// A node inlined from a function (a prelude composite, a def) keeps the
+// function's position and also the call that inlined it, in the user's
+// file: the outermost call site, so that a message about a node of
+// cross_entropy names the model's line too (`call`, 0 when none).
 typedef struct SrcLoc {
 	uint32_t file; // index into SrcMap.file
 	uint32_t line, col; // 1-based
+	Loc call; // the outermost call site this position was inlined from, or 0
 } SrcLoc;
 
 typedef struct SrcMap {
@@ -216,6 +227,11 @@ SrcMap *ir_srcmap_new(void);
 void ir_srcmap_free(SrcMap *s);
 uint32_t ir_srcmap_add_file(SrcMap *s, const char *name, const char *text, size_t len);
 Loc ir_srcmap_loc(SrcMap *s, uint32_t file, uint32_t line, uint32_t col);
+// loc (which must have no call site) as inlined from call: a new Loc.
+Loc ir_srcmap_loc_call(SrcMap *s, Loc loc, Loc call);
+// "file:line:col" of loc ("" for none); with `withcall` and a call site,
+// "file:line:col, called from file:line:col".
+void ir_loc_str(const SrcMap *s, Loc loc, int withcall, char *buf, size_t n);
 // The source hash an artifact records (runtime/artifact.h, source_hash):
 // FNV-1a 64 over the files in order (the prelude, then the model), each its
 // name with the terminating NUL, then its text; NULL hashes as no file.
@@ -270,6 +286,10 @@ void ir_attrs_get(const Graph *g, NodeId n, Attrs *a); // defaults if the node h
 int64_t ir_attr_int(const Graph *g, NodeId n, const char *name);
 double ir_attr_float(const Graph *g, NodeId n, const char *name);
 int ir_attr_ints(const Graph *g, NodeId n, const char *name, int64_t v[IR_MAXDIM]);
+// A double's value as an int64, as an i64 store keeps it: truncation
+// toward zero, saturating at the ends of the range (2^63 is INT64_MAX), NaN
+// 0.  The AK_FLOAT attributes' i when the writer gave none (above).
+int64_t ir_float_int(double v);
 
 // ---------------------------------------------------------------- shape.c
 // The shape rules named by ops.def, and NumPy broadcasting.
@@ -368,7 +388,9 @@ int ir_verify(const Graph *g, char *err, size_t errlen);
 // ---------------------------------------------------------------- interp.c
 // The reference interpreter: every value is a dense float64 array whatever
 // its dtype (i64 exact up to 2^53, bool as 0/1), so that it is an oracle
-// of the exact math for every backend.  Written for obvious correctness.
+// of the exact math for every backend.  An i64 constant or result beyond
+// 2^53 in magnitude is refused (a message with its position), never
+// silently rounded.  Written for obvious correctness.
 typedef struct Tensor {
 	DType dtype;
 	Shape shape;

@@ -122,8 +122,15 @@ print_attrs(FILE *f, const Graph *g, NodeId n, int first, DType ctx)
 			fprintf(f, "%lld", (long long)v->i);
 			break;
 		case AK_FLOAT:
-			ir_print_float(buf, sizeof buf, v->f);
-			fputs(buf, f);
+			// An i64 node's number is its exact integer (full(value=
+			// 9223372036854775807, dtype=i64)): the double would print
+			// 9.223372036854776e+18, which reads back as 2^63.
+			if (nd->dtype == DT_I64 && (double)v->i == v->f)
+				fprintf(f, "%lld", (long long)v->i);
+			else {
+				ir_print_float(buf, sizeof buf, v->f);
+				fputs(buf, f);
+			}
 			break;
 		case AK_INTS:
 			fputc('[', f);

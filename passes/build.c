@@ -29,6 +29,26 @@ b_full_like(Graph *g, double v, NodeId like, Loc loc)
 	return b_full(g, v, (DType)g->node[like].dtype, ir_shape(g, like), loc);
 }
 
+// The constant x (a `full`) with shape s, negated when neg: its attributes
+// copied, so that an i64 constant keeps its exact integer (ir.h, AttrVal);
+// i64 negation wraps as PyTorch's (-INT64_MIN is INT64_MIN).
+static NodeId
+full_of(Graph *g, NodeId x, int neg, const Shape *s, Loc loc)
+{
+	Attrs a;
+	ir_attrs_get(g, x, &a);
+	if (neg) {
+		a.a[0].f = -a.a[0].f;
+		if (g->node[x].dtype == DT_I64) {
+			a.a[0].i = (int64_t)(0 - (uint64_t)a.a[0].i);
+			a.a[0].f = (double)a.a[0].i;
+		}
+	}
+	a.a[1].n = s->rank;
+	memcpy(a.a[1].v, s->dim, sizeof(int64_t) * (size_t)s->rank);
+	return ir_emit(g, OP_full, NULL, 0, &a, loc);
+}
+
 int
 b_const_value(const Graph *g, NodeId n, double *v)
 {
@@ -85,7 +105,7 @@ b_neg(Graph *g, NodeId x, Loc loc)
 		return ir_in1(g, x, 0);
 	double c;
 	if (b_const_value(g, x, &c))
-		return b_full_like(g, -c, x, loc);
+		return full_of(g, x, 1, ir_shape(g, x), loc);
 	return b_op1(g, OP_neg, x, loc);
 }
 
@@ -138,7 +158,7 @@ b_reshape(Graph *g, NodeId x, const Shape *s, Loc loc)
 		return x;
 	double c;
 	if (b_const_value(g, x, &c))
-		return b_full(g, c, (DType)g->node[x].dtype, s, loc);
+		return full_of(g, x, 0, s, loc);
 	return shaped(g, OP_reshape, x, s, loc);
 }
 
@@ -151,7 +171,7 @@ b_broadcast(Graph *g, NodeId x, const Shape *s, Loc loc)
 		return x;
 	double c;
 	if (b_const_value(g, x, &c))
-		return b_full(g, c, (DType)g->node[x].dtype, s, loc);
+		return full_of(g, x, 0, s, loc);
 	return shaped(g, OP_broadcast, x, s, loc);
 }
 

@@ -5,7 +5,9 @@
 // to its new operands, then
 //   - folded if it is elementwise and every operand is a `full` constant:
 //     the value is computed by the reference interpreter on one element (so
-//     no scalar math is written twice) and the node becomes a `full`;
+//     no scalar math is written twice) and the node becomes a `full`; i64
+//     operands are folded in int64 instead (fold_i64), since a double holds
+//     their value only to 2^53;
 //   - rebuilt through the builders, which apply x*1 = x, x+0 = x, x*0 = 0,
 //     -(-x) = x, reshape(reshape(x)) = reshape(x), permute(permute(x)) =
 //     permute(x), and drop layout ops that change nothing;
@@ -102,6 +104,92 @@ fold_value(const Graph *g, NodeId n, const double *cv, double *out)
 	return ok;
 }
 
+// The exact value of an i64 `full` (ir.h, AttrVal).
+static int64_t
+const_i64(const Graph *g, NodeId n)
+{
+	Attrs a;
+	ir_attrs_get(g, n, &a);
+	return a.a[0].i;
+}
+
+// An integer `full` of exact value v (ir.h, AttrVal): i64, or bool 0/1.
+static NodeId
+full_int(Graph *g, int64_t v, DType dt, const Shape *s, Loc loc)
+{
+	Attrs a;
+	ir_attrs_default(OP_full, &a);
+	a.a[0].i = v;
+	a.a[0].f = (double)v;
+	a.a[1].n = s->rank;
+	memcpy(a.a[1].v, s->dim, sizeof(int64_t) * (size_t)s->rank);
+	a.a[2].i = dt;
+	return ir_emit(g, OP_full, NULL, 0, &a, loc);
+}
+
+// An elementwise op of i64 constants x[] in int64: the interpreter's
+// doubles hold integers only to 2^53.  Overflow wraps (two's complement,
+// through uint64_t), as PyTorch's int64 tensors and the compiled code
+// (plain LLVM add/sub/mul, C's on the GPU) do.  0 for an op not here (the
+// interpreter folds it, or refuses beyond 2^53 and the node is kept).
+static int
+fold_i64(int op, const int64_t *x, int64_t *r)
+{
+	uint64_t a = (uint64_t)x[0], b = (uint64_t)x[1];
+	switch (op) {
+	case OP_neg:
+		*r = (int64_t)(0 - a);
+		return 1;
+	case OP_abs:
+		*r = x[0] < 0 ? (int64_t)(0 - a) : x[0]; // |INT64_MIN| wraps to INT64_MIN
+		return 1;
+	case OP_relu:
+		*r = x[0] > 0 ? x[0] : 0;
+		return 1;
+	case OP_sign:
+		*r = (x[0] > 0) - (x[0] < 0);
+		return 1;
+	case OP_step:
+		*r = x[0] > 0;
+		return 1;
+	case OP_add:
+		*r = (int64_t)(a + b);
+		return 1;
+	case OP_sub:
+		*r = (int64_t)(a - b);
+		return 1;
+	case OP_mul:
+		*r = (int64_t)(a * b);
+		return 1;
+	case OP_maximum:
+		*r = x[0] > x[1] ? x[0] : x[1];
+		return 1;
+	case OP_minimum:
+		*r = x[0] < x[1] ? x[0] : x[1];
+		return 1;
+	case OP_eq:
+		*r = x[0] == x[1];
+		return 1;
+	case OP_ne:
+		*r = x[0] != x[1];
+		return 1;
+	case OP_lt:
+		*r = x[0] < x[1];
+		return 1;
+	case OP_le:
+		*r = x[0] <= x[1];
+		return 1;
+	case OP_gt:
+		*r = x[0] > x[1];
+		return 1;
+	case OP_ge:
+		*r = x[0] >= x[1];
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 // The node equal to dst's node m already in the table, or m (entered).
 static NodeId
 cse_node(Graph *dst, NodeId m, Cse *cse)
@@ -128,7 +216,20 @@ rebuild(Graph *dst, const Graph *src, NodeId n, const NodeId *in, Cse *cse)
 	const OpInfo *oi = ir_op(nd->op);
 	Attrs a;
 	ir_attrs_get(src, n, &a);
-	// Constant folding of elementwise ops.
+	// Constant folding of elementwise ops: of i64 operands exactly (above),
+	// of others by the interpreter.
+	if ((oi->flags & F_ELEMWISE) && !(oi->flags & F_RANDOM) && nd->nin <= 2 &&
+	    (nd->dtype == DT_I64 || nd->dtype == DT_BOOL)) {
+		int64_t x[2] = {0, 0}, v;
+		int all = 1;
+		for (int i = 0; i < nd->nin; i++) {
+			all &= dst->node[in[i]].op == OP_full && dst->node[in[i]].dtype == DT_I64;
+			if (all)
+				x[i] = const_i64(dst, in[i]);
+		}
+		if (all && fold_i64(nd->op, x, &v))
+			return full_int(dst, v, (DType)nd->dtype, &src->shape[nd->shape], loc);
+	}
 	if ((oi->flags & F_ELEMWISE) && !(oi->flags & F_RANDOM) && nd->nin <= 4) {
 		double cv[4];
 		int all = 1;
@@ -152,8 +253,19 @@ rebuild(Graph *dst, const Graph *src, NodeId n, const NodeId *in, Cse *cse)
 	// reduction kernel and a barrier on the GPU when left in.  Folded under
 	// the same rule as elementwise ops: only where f32 holds the value.
 	double c;
+	if ((nd->op == OP_sum || nd->op == OP_max || nd->op == OP_min) && nd->dtype == DT_I64 &&
+	    dst->node[in[0]].op == OP_full) { // exactly, wrapping as fold_i64
+		const Shape *xs = ir_shape(src, ir_in1(src, n, 0));
+		uint64_t count = 1;
+		for (int k = 0; k < a.a[0].n; k++)
+			count *= (uint64_t)xs->dim[a.a[0].v[k]];
+		int64_t ci = const_i64(dst, in[0]);
+		if (count > 0 || nd->op == OP_sum)
+			return full_int(dst, nd->op == OP_sum ? (int64_t)((uint64_t)ci * count) : ci,
+			                DT_I64, &src->shape[nd->shape], loc);
+	}
 	if ((nd->op == OP_sum || nd->op == OP_mean || nd->op == OP_max || nd->op == OP_min) &&
-	    b_const_value(dst, in[0], &c)) {
+	    nd->dtype != DT_I64 && b_const_value(dst, in[0], &c)) {
 		const Shape *xs = ir_shape(src, ir_in1(src, n, 0));
 		double count = 1;
 		for (int k = 0; k < a.a[0].n; k++)

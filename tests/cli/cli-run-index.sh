@@ -1,7 +1,8 @@
 # RUN: bash %s
 # Indices out of range are a run-time error of a compiled task (issue 18):
 # exit 1 and a message naming the task, the op, the index tensor and the
-# offending value, never a clamped result with exit 0.  The oracle is the
+# offending value, never a clamped result with exit 0; an index of a
+# prelude composite (nll's take_along) names the model's call site too.  The oracle is the
 # float64 interpreter, which refuses the same data (and, with valid data,
 # gives the same outputs as the compiled task).
 source "$(dirname "$0")/common.bash"
@@ -41,7 +42,7 @@ ird=("${rdefs[@]}")
 run_fadc 0 "$r18" "${rdefs[@]}" --tasks vjp -o "$tmp/r18.so"
 npy_i64 "$tmp/bad.npy" "2," 5000 3
 expect_index "$r18" "$tmp/r18.so" vjp \
-	"take_along: index 5000 of 'labels' is out of range [0, 10) (prelude.ir:" \
+	"take_along: index 5000 of 'labels' is out of range [0, 10) (prelude.ir:21:12, called from $r18:144:10)" \
 	--params "labels=$tmp/bad.npy"
 # Valid labels: the compiled gradient is the interpreter's (f32 against
 # f64: batch norm over 2 x 1 x 1 pixels amplifies rounding to ~5e-4 in
@@ -52,7 +53,7 @@ run_fadc 0 run "$r18" "${rdefs[@]}" --task vjp --params "labels=$tmp/good.npy" -
 run_fadc 0 compare-npy "$tmp/rc" "$tmp/ri" --rtol 2e-3
 # The descriptor lists the check apart from the outputs.
 run_fadc 0 inspect "$tmp/r18.so"
-out_has "  check take_along: index 'labels' in [0, 10) (prelude.ir:"
+out_has "  check take_along: index 'labels' in [0, 10) (prelude.ir:21:12, called from $r18:144:10)"
 
 # transformer's token ids 1000 and -7 (50 tokens): the embedding's take.
 tr=$SRC/models/transformer.ir
@@ -67,7 +68,8 @@ expect_index "$tr" "$tmp/tr.so" vjp "take: index -7 of 'data' is out of range [0
 	--params "data=$tmp/t2.npy"
 # A bad target only (the last column is no token of the input): nll's take_along.
 npy_i64 "$tmp/t3.npy" "2, 4" 1 2 3 3 0 1 2 50
-expect_index "$tr" "$tmp/tr.so" vjp "take_along: index 50 of 'data' is out of range [0, 50) (" \
+expect_index "$tr" "$tmp/tr.so" vjp \
+	"take_along: index 50 of 'data' is out of range [0, 50) (prelude.ir:21:12, called from $tr:132:10)" \
 	--params "data=$tmp/t3.npy"
 npy_i64 "$tmp/t4.npy" "2, 4" 1 2 3 3 0 1 2 49
 run_fadc 0 run "$tmp/tr.so" --task vjp --params "data=$tmp/t4.npy" --out "$tmp/tc"
@@ -121,7 +123,7 @@ def forward() -> f32[] {
 IR
 run_fadc 0 "$tmp/ce.ir" --tasks vjp -o "$tmp/ce.so"
 expect_index "$tmp/ce.ir" "$tmp/ce.so" vjp \
-	"take_along: index 0 of 'i' is out of range [0, 0) (prelude.ir:"
+	"take_along: index 0 of 'i' is out of range [0, 0) (prelude.ir:21:12, called from $tmp/ce.ir:4:10)"
 
 # A ppl model has no data-dependent index: no check, format 3 as before.
 run_fadc 0 "$SRC/models/ppl_simple_reg.ir" -o "$tmp/ppl.so"
