@@ -217,8 +217,9 @@ dnn_open(RtCuda *c)
 		memcpy(&version, &sp, sizeof sp);
 	d->version = version ? version() : 0;
 	if (d->version < 90000) {
-		snprintf(c->dnn_why, sizeof c->dnn_why, "%s is version %zu, older than 9 (the backend "
-		         "API fadc uses)", d->lib, d->version);
+		snprintf(c->dnn_why, sizeof c->dnn_why,
+		         "%s is version %zu, older than 9 (the backend API fadc uses)", d->lib,
+		         d->version);
 		goto fail;
 	}
 #define X(name, args)                                                                      \
@@ -252,11 +253,16 @@ dnn_tensor(RtCuda *c, const int64_t dim[4], int64_t uid, cudnnBackendDescriptor_
 	int64_t stride[4] = {dim[1] * dim[2] * dim[3], dim[2] * dim[3], dim[3], 1}, align = 16;
 	int dt = CUDNN_DATA_FLOAT;
 	CHECK_DNN(c, cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, t));
-	CHECK_DNN(c, cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt));
-	CHECK_DNN(c, cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dim));
-	CHECK_DNN(c, cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, stride));
-	CHECK_DNN(c, cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
-	CHECK_DNN(c, cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align));
+	CHECK_DNN(c, cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DATA_TYPE,
+	                                      CUDNN_TYPE_DATA_TYPE, 1, &dt));
+	CHECK_DNN(c, cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DIMENSIONS,
+	                                      CUDNN_TYPE_INT64, 4, dim));
+	CHECK_DNN(c, cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_STRIDES,
+	                                      CUDNN_TYPE_INT64, 4, stride));
+	CHECK_DNN(c, cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_UNIQUE_ID,
+	                                      CUDNN_TYPE_INT64, 1, &uid));
+	CHECK_DNN(c, cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT,
+	                                      CUDNN_TYPE_INT64, 1, &align));
 	CHECK_DNN(c, cudnnBackendFinalize(*t));
 	return 1;
 fail:
@@ -301,7 +307,8 @@ dnn_plan(RtCuda *c, const ArtConv *v, struct DnnPlan **out, char *err, size_t er
 	int64_t ncfg = 0;
 	int ok = 0;
 	*out = NULL;
-	const int64_t xs[4] = {v->n, v->c, v->h, v->w}, ws[4] = {v->k, v->c / v->groups, v->r, v->s},
+	const int64_t xs[4] = {v->n, v->c, v->h, v->w},
+	              ws[4] = {v->k, v->c / v->groups, v->r, v->s},
 	              ys[4] = {v->n, v->k, v->oh, v->ow};
 	// The written tensor is UID_OUT, then a and b: as the record's arguments.
 	const int64_t *shape[3] = {ys, xs, ws};
@@ -317,31 +324,47 @@ dnn_plan(RtCuda *c, const ArtConv *v, struct DnnPlan **out, char *err, size_t er
 	int64_t dims = 2, pad[2] = {v->ph, v->pw}, str[2] = {v->sh, v->sw}, dil[2] = {v->dh, v->dw};
 	int mode = CUDNN_CROSS_CORRELATION, ct = CUDNN_DATA_FLOAT;
 	CHECK_DNN(c, cudnnBackendCreateDescriptor(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &conv));
-	CHECK_DNN(c, cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims));
-	CHECK_DNN(c, cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &ct));
-	CHECK_DNN(c, cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
-	CHECK_DNN(c, cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad));
-	CHECK_DNN(c, cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad));
-	CHECK_DNN(c, cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, str));
-	CHECK_DNN(c, cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil));
+	CHECK_DNN(c, cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS,
+	                                      CUDNN_TYPE_INT64, 1, &dims));
+	CHECK_DNN(c, cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE,
+	                                      CUDNN_TYPE_DATA_TYPE, 1, &ct));
+	CHECK_DNN(c, cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE,
+	                                      CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
+	CHECK_DNN(c, cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS,
+	                                      CUDNN_TYPE_INT64, 2, pad));
+	CHECK_DNN(c, cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS,
+	                                      CUDNN_TYPE_INT64, 2, pad));
+	CHECK_DNN(c, cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES,
+	                                      CUDNN_TYPE_INT64, 2, str));
+	CHECK_DNN(c, cudnnBackendSetAttribute(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS,
+	                                      CUDNN_TYPE_INT64, 2, dil));
 	CHECK_DNN(c, cudnnBackendFinalize(conv));
 	// The operation: y = 1 conv(x, w) + 0 y (beta 0: y only written).
-	static const int optype[3] = {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
-	                              CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
-	                              CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR};
+	static const int optype[3] = {
+	    CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+	    CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+	    CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR};
 	// Per op: alpha, beta, conv, then the attributes of the written
 	// tensor, a and b.
 	static const int attr[3][6] = {
-	    {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
-	     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
-	     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W},
-	    {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
-	     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
-	     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W},
-	    {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
-	     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
-	     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY},
+	    {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+	     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+	     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+	     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+	     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W},
+	    {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+	     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+	     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+	     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+	     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W},
+	    {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+	     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+	     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+	     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+	     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+	     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY},
 	};
+
 	const int *at = attr[v->op];
 	float alpha = 1, beta = 0;
 	CHECK_DNN(c, cudnnBackendCreateDescriptor(optype[v->op], &op));
@@ -349,23 +372,30 @@ dnn_plan(RtCuda *c, const ArtConv *v, struct DnnPlan **out, char *err, size_t er
 	CHECK_DNN(c, cudnnBackendSetAttribute(op, at[1], CUDNN_TYPE_FLOAT, 1, &beta));
 	CHECK_DNN(c, cudnnBackendSetAttribute(op, at[2], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv));
 	for (int i = 0; i < 3; i++)
-		CHECK_DNN(c, cudnnBackendSetAttribute(op, at[3 + i], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t[i]));
+		CHECK_DNN(c, cudnnBackendSetAttribute(op, at[3 + i],
+		                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t[i]));
 	CHECK_DNN(c, cudnnBackendFinalize(op));
 	CHECK_DNN(c, cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &graph));
-	CHECK_DNN(c, cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op));
+	CHECK_DNN(c, cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS,
+	                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op));
 	// The handle attribute is deprecated in 9 (still read): not fatal.
-	d->cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &d->h);
+	d->cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1,
+	                            &d->h);
 	CHECK_DNN(c, cudnnBackendFinalize(graph));
 	// Heuristics: mode A's ranking, then the fallback list; the first
 	// configuration that suits the record and finalizes is the plan.
 	static const int modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
 	for (int m = 0; m < 2 && !plan; m++) {
-		CHECK_DNN(c, cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
-		CHECK_DNN(c, cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph));
-		CHECK_DNN(c, cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[m]));
+		CHECK_DNN(c, cudnnBackendCreateDescriptor(
+		                 CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
+		CHECK_DNN(c, cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
+		                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph));
+		CHECK_DNN(c, cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE,
+		                                      CUDNN_TYPE_HEUR_MODE, 1, &modes[m]));
 		if (d->cudnnBackendFinalize(heur) == 0) {
 			for (int i = 0; i < DNN_MAX_CFG; i++)
-				CHECK_DNN(c, cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg[i]));
+				CHECK_DNN(c, cudnnBackendCreateDescriptor(
+				                 CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg[i]));
 			ncfg = 0;
 			if (d->cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
 			                                CUDNN_TYPE_BACKEND_DESCRIPTOR, DNN_MAX_CFG, &ncfg,
@@ -375,9 +405,11 @@ dnn_plan(RtCuda *c, const ArtConv *v, struct DnnPlan **out, char *err, size_t er
 				char e2[256];
 				if (!dnn_notes_ok(c, cfg[i], v->tf32, e2, sizeof e2))
 					continue;
-				CHECK_DNN(c, cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan));
+				CHECK_DNN(c, cudnnBackendCreateDescriptor(
+				                 CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan));
 				int64_t wsb = -1, got = 0;
-				d->cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &d->h);
+				d->cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
+				                            CUDNN_TYPE_HANDLE, 1, &d->h);
 				if (d->cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
 				                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i]) ||
 				    d->cudnnBackendFinalize(plan) ||
@@ -521,9 +553,12 @@ rtcu_dnn_conv(RtCuda *c, RtCuTask *k, Kern *kk, char *err, size_t errlen)
 	for (int i = 0; i < 3; i++)
 		ptr[i] = (void *)(uintptr_t)kk->val[i];
 	CHECK_DNN(c, cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack));
-	CHECK_DNN(c, cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uid));
-	CHECK_DNN(c, cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptr));
-	CHECK_DNN(c, cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws));
+	CHECK_DNN(c, cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
+	                                      CUDNN_TYPE_INT64, 3, uid));
+	CHECK_DNN(c, cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+	                                      CUDNN_TYPE_VOID_PTR, 3, ptr));
+	CHECK_DNN(c, cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
+	                                      CUDNN_TYPE_VOID_PTR, 1, &ws));
 	CHECK_DNN(c, cudnnBackendFinalize(pack));
 	CHECK_DNN(c, cudnnBackendExecute(c->dnn->h, kk->dnn->plan, pack));
 	ok = 1;

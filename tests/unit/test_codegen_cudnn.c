@@ -11,8 +11,8 @@
 //   - --allow-tf32 sets the records' tf32, strict leaves it 0, and an f64
 //     build (compute_f64) has no convolution records at all;
 //   - the encoder's round trip, every truncation refused, damaged records
-//     (geometry, sizes, groups, op, dtype, a sequence outside a choice) refused with their message, format 7 unable to
-//     hold them;
+//     (geometry, sizes, groups, op, dtype, a sequence outside a choice) refused with their message,
+//     format 7 unable to hold them;
 //   - the runtime's counts (a choice and its records one launch), the CPU
 //     code run, and `fadc inspect`'s lines.
 // The GPU side (each candidate forced, against the CPU code) is
@@ -81,39 +81,44 @@ check_records(const ArtDesc *d, int tf32, int nop[3]) {
 			CHECK(c->points == 2 && s->kind == ART_LAUNCH_SEQ && s->span == s->points);
 			if (s->kind != ART_LAUNCH_SEQ || k + 2 + s->span >= t->ncuda)
 				continue;
-			const ArtKernel *last = &t->kern[k + 1 + s->span], *v = &t->kern[k + 2 + s->span];
+			const ArtKernel *last = &t->kern[k + 1 + s->span],
+			                *v = &t->kern[k + 2 + s->span];
 			CHECK(c->span == s->span + 2);
 			CHECK(v->kind == ART_LAUNCH_CONV && v->narg == 3);
 			if (v->kind != ART_LAUNCH_CONV || v->narg != 3)
 				continue;
-			CHECK(last->arg[0].kind == v->arg[0].kind && last->arg[0].index == v->arg[0].index &&
-			      last->arg[0].offset == v->arg[0].offset && last->arg[0].bytes == v->arg[0].bytes);
+			CHECK(last->arg[0].kind == v->arg[0].kind &&
+			      last->arg[0].index == v->arg[0].index &&
+			      last->arg[0].offset == v->arg[0].offset &&
+			      last->arg[0].bytes == v->arg[0].bytes);
 			const ArtConv *g = &v->conv;
-			CHECK(g->op <= ART_CONV_BWD_FILTER && g->dtype == ART_F32 && g->tf32 == tf32 &&
-			      g->groups == 1);
+			CHECK(g->op <= ART_CONV_BWD_FILTER && g->dtype == ART_F32 &&
+			      g->tf32 == tf32 && g->groups == 1);
 			if (g->op > ART_CONV_BWD_FILTER)
 				continue;
 			nop[g->op]++;
 			uint64_t wrote = 0;
 			if (g->c == 5) { // the 3x3 of stride 2 (hand-derived: OH 14, OW 13)
-				CHECK(g->n == 2 && g->h == 27 && g->w == 25 && g->k == 17 && g->r == 3 &&
-				      g->s == 3 && g->oh == 14 && g->ow == 13 && g->sh == 2 && g->sw == 2 &&
-				      g->ph == 1 && g->pw == 1 && g->dh == 1 && g->dw == 1);
+				CHECK(g->n == 2 && g->h == 27 && g->w == 25 && g->k == 17 &&
+				      g->r == 3 && g->s == 3 && g->oh == 14 && g->ow == 13 &&
+				      g->sh == 2 && g->sw == 2 && g->ph == 1 && g->pw == 1 &&
+				      g->dh == 1 && g->dw == 1);
 				wrote = g->op == ART_CONV_FWD        ? 2 * 17 * 14 * 13
 				        : g->op == ART_CONV_BWD_DATA ? 2 * 5 * 27 * 25
 				                                     : 17 * 5 * 3 * 3;
 			} else { // the 1x1 on h (2, 17, 14, 13)
-				CHECK(g->c == 17 && g->n == 2 && g->h == 14 && g->w == 13 && g->k == 23 &&
-				      g->r == 1 && g->s == 1 && g->oh == 14 && g->ow == 13 && g->sh == 1 &&
-				      g->ph == 0 && g->dh == 1);
+				CHECK(g->c == 17 && g->n == 2 && g->h == 14 && g->w == 13 &&
+				      g->k == 23 && g->r == 1 && g->s == 1 && g->oh == 14 &&
+				      g->ow == 13 && g->sh == 1 && g->ph == 0 && g->dh == 1);
 				wrote = g->op == ART_CONV_FWD        ? 2 * 23 * 14 * 13
 				        : g->op == ART_CONV_BWD_DATA ? 2 * 17 * 14 * 13
 				                                     : 23 * 17;
 			}
 			CHECK(v->points == wrote && v->arg[0].bytes == 4 * wrote);
 			CHECK(!strcmp(v->name, g->op == ART_CONV_FWD ? "cudnnConvolutionForward"
-			                       : g->op == ART_CONV_BWD_DATA ? "cudnnConvolutionBackwardData"
-			                                                    : "cudnnConvolutionBackwardFilter"));
+			                       : g->op == ART_CONV_BWD_DATA
+			                           ? "cudnnConvolutionBackwardData"
+			                           : "cudnnConvolutionBackwardFilter"));
 		}
 	}
 }
@@ -124,16 +129,36 @@ refused(ArtDesc *d, ArtKernel *rec, int what, const char *want) {
 	ArtKernel saved = *rec;
 	ArtKArg a0 = rec->narg ? rec->arg[0] : (ArtKArg){0}, a1 = rec->narg > 1 ? rec->arg[1] : a0;
 	switch (what) {
-	case 0: rec->conv.oh++; break; // the window arithmetic disagrees
-	case 1: rec->conv.groups = 2; break; // 5 or 17 channels: not divisible
-	case 2: rec->conv.op = 3; break;
-	case 3: rec->conv.dtype = ART_F64; break;
-	case 4: rec->arg[0].bytes -= 4; break; // no longer the sequence's output
-	case 5: rec->conv.n = 0; break;
-	case 6: rec->conv.ph = 0x80000000u; break;
-	case 7: rec->kind = ART_LAUNCH_KERNEL; break; // the choice gone: SEQ outside
-	case 8: rec->points++; break; // a sequence longer than the choice holds
-	case 9: rec->arg[1].bytes -= 4; break; // x or dy outside its argument
+	case 0:
+		rec->conv.oh++;
+		break; // the window arithmetic disagrees
+	case 1:
+		rec->conv.groups = 2;
+		break; // 5 or 17 channels: not divisible
+	case 2:
+		rec->conv.op = 3;
+		break;
+	case 3:
+		rec->conv.dtype = ART_F64;
+		break;
+	case 4:
+		rec->arg[0].bytes -= 4;
+		break; // no longer the sequence's output
+	case 5:
+		rec->conv.n = 0;
+		break;
+	case 6:
+		rec->conv.ph = 0x80000000u;
+		break;
+	case 7:
+		rec->kind = ART_LAUNCH_KERNEL;
+		break; // the choice gone: SEQ outside
+	case 8:
+		rec->points++;
+		break; // a sequence longer than the choice holds
+	case 9:
+		rec->arg[1].bytes -= 4;
+		break; // x or dy outside its argument
 	}
 	uint8_t *enc = NULL;
 	size_t elen = 0;
@@ -198,7 +223,8 @@ main(void) {
 	CHECK(art_read(so64, &d64, &db64, &dl64, err, sizeof err) == ART_READ_OK);
 	int conv64 = 0;
 	for (uint32_t ti = 0; ti < d64.ntask; ti++)
-		for (uint32_t k = 0; (d64.task[ti].targets & ART_TARGET_CUDA) && k < d64.task[ti].ncuda; k++)
+		for (uint32_t k = 0;
+		     (d64.task[ti].targets & ART_TARGET_CUDA) && k < d64.task[ti].ncuda; k++)
 			conv64 += d64.task[ti].kern[k].kind == ART_LAUNCH_CONV ||
 			          d64.task[ti].kern[k].kind == ART_LAUNCH_SEQ;
 	CHECK(conv64 == 0 && d64.version < ART_FORMAT_VERSION_CONV);
@@ -251,7 +277,8 @@ main(void) {
 	if (fm) {
 		fadc_task_info info;
 		CHECK(fadc_task_info_get(fm, 0, &info) == FADC_OK);
-		CHECK(info.cuda_choices == (int)nchoice && info.cuda_launches == (int)(ncuda - spans));
+		CHECK(info.cuda_choices == (int)nchoice &&
+		      info.cuda_launches == (int)(ncuda - spans));
 		fadc_tensor *out[1] = {NULL};
 		CHECK(fadc_run(fm, 0, NULL, 0, out, 1) == FADC_OK); // the CPU code
 		if (out[0])
