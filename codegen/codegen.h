@@ -171,6 +171,10 @@ typedef struct CgCudaKernel {
 	KGemmPlan g;
 	int choice; // n > 0: a choice record, no work (narg 0): the next n launches
 	            // are candidates for one output, the runtime runs the faster
+	            // (a sequence with its members counts as one)
+	int seq; // n > 0: a sequence record, no work (narg 0): the next n launches
+	         // are one candidate of a choice
+	const KConv *conv; // a cuDNN convolution, no kernel: buf = {written, a, b}
 
 	uint32_t narg;
 	uint32_t *buf; // narg buffer indices of p

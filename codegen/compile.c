@@ -554,7 +554,20 @@ cu_contract(const KProgram *p, ArtTask *t, int tf32)
 		k->kind = ck.host == KH_ASSIGN ? ART_LAUNCH_ASSIGN
 		          : ck.gemm           ? ART_LAUNCH_GEMM
 		          : ck.choice         ? ART_LAUNCH_CHOICE
+		          : ck.seq            ? ART_LAUNCH_SEQ
+		          : ck.conv           ? ART_LAUNCH_CONV
 		                              : ART_LAUNCH_KERNEL;
+		if (ck.conv) { // cuDNN (docs/ARTIFACT.md, ArtConv); TF32 as the GEMMs
+			const KConv *v = ck.conv;
+			k->conv = (ArtConv){
+			    .op = (uint8_t)v->op, .dtype = ART_F32, .tf32 = (uint8_t)(tf32 != 0),
+			    .n = (uint32_t)v->n, .c = (uint32_t)v->c, .h = (uint32_t)v->h,
+			    .w = (uint32_t)v->w, .k = (uint32_t)v->k, .r = (uint32_t)v->r,
+			    .s = (uint32_t)v->s, .oh = (uint32_t)v->oh, .ow = (uint32_t)v->ow,
+			    .sh = (uint32_t)v->sh, .sw = (uint32_t)v->sw, .ph = (uint32_t)v->ph,
+			    .pw = (uint32_t)v->pw, .dh = (uint32_t)v->dh, .dw = (uint32_t)v->dw,
+			    .groups = (uint32_t)v->groups};
+		}
 		if (ck.gemm) {
 			const KGemmPlan *g = &ck.g;
 			k->gemm = (ArtGemm){

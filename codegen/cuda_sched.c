@@ -734,6 +734,42 @@ cuda_gemm_launch(const KProgram *p, uint32_t ki, KGemmPlan *g) {
 	return work < CG_CUDA_GEMM_ONLY_WORK ? GEMM_CHOICE : GEMM_ONLY;
 }
 
+// A convolution's kernels (conv_gemm's im2col, GEMMs, col2im, transposing
+// copies: KKernel.conv) can all be replaced by one cuDNN call, which reads
+// the input and writes the result with no column buffer at all.  Whether
+// cuDNN's kernels or the im2col path is faster depends on the shape, the
+// GPU and the library, and cuDNN is optional, so it is a choice: the
+// launches the kernels have alone (a sequence), or cuDNN, timed on the GPU
+// like a GEMM's (docs/CUDA.md, "cuDNN convolutions").  The range is from
+// the convolution's first kernel to its last, kernels that later passes
+// inserted in between (split reductions, materialized operands: they write
+// only the convolution's temporaries) included; none may lie in a loop or
+// be a host step, and every extent must fit cuDNN's int.
+int
+cuda_conv_launch(const KProgram *p, uint32_t ki, uint32_t *end) {
+	uint32_t c = p->k[ki].conv;
+	if (!c || c > p->nconv || (ki > 0 && p->k[ki - 1].conv == c))
+		return -1;
+	uint32_t last = ki;
+	for (uint32_t j = ki; j < p->nk && (p->k[j].conv == c || !p->k[j].conv); j++)
+		if (p->k[j].conv == c)
+			last = j;
+	for (uint32_t j = ki; j <= last; j++)
+		if (p->k[j].host)
+			return -1;
+	for (uint32_t l = 0; l < p->nloop; l++)
+		if (p->loop[l].begin <= last && ki < p->loop[l].end && p->loop[l].end > p->loop[l].begin)
+			return -1;
+	const KConv *v = &p->conv[c - 1];
+	const int64_t ext[] = {v->n,  v->c,  v->h,  v->w,  v->k,  v->r,  v->s,  v->oh, v->ow,
+	                       v->sh, v->sw, v->ph, v->pw, v->dh, v->dw, v->groups};
+	for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++)
+		if (ext[i] < (i == 11 || i == 12 ? 0 : 1) || ext[i] > INT32_MAX)
+			return -1;
+	*end = last + 1;
+	return (int)c - 1;
+}
+
 // The launches of p into la (NULL: only counted).
 uint32_t
 cuda_launch_plan(const KProgram *p, La *la) {
@@ -744,6 +780,25 @@ cuda_launch_plan(const KProgram *p, La *la) {
 	}
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < p->nk;) {
+		uint32_t cend;
+		int cv = cuda_conv_launch(p, i, &cend);
+		if (cv >= 0) { // choice, sequence, its launches, cuDNN
+			if (la) {
+				la[n] = (La){LA_CONVCHOICE, i, cend, cv};
+				la[n + 1] = (La){LA_SEQ, i, cend, cv};
+			}
+			n += 2;
+			for (uint32_t ki = i; ki < cend; ki++, n++)
+				if (la)
+					la[n] = (La){cuda_gemm_launch(p, ki, NULL) != GEMM_NONE ? LA_GEMM
+					                                                       : LA_KERNEL,
+					             ki, ki + 1, -1};
+			if (la)
+				la[n] = (La){LA_CONV, i, cend, cv};
+			n++;
+			i = cend;
+			continue;
+		}
 		int l = outer_loop_at(p, i);
 		int gm = l < 0 && !p->k[i].host ? cuda_gemm_launch(p, i, NULL) : 0;
 		La a = l >= 0 ? (La){LA_LOOP, i, p->loop[l].end, l}
@@ -910,11 +965,32 @@ cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *out) {
 		return cuda_kernel_contract(p, a.begin, out);
 	if (a.kind == LA_GEMM)
 		return gemm_contract(p, a.begin, out);
-	if (a.kind == LA_CHOICE) { // no work, no buffers: the next two launches are candidates
-		if (!contract_new(out, "choice", 1))
+	if (a.kind == LA_CHOICE || a.kind == LA_CONVCHOICE) { // no work, no buffers: two
+		if (!contract_new(out, "choice", 1))            // candidates follow
 			return 0;
 		out->choice = 2;
 		out->points = 2;
+		return 1;
+	}
+	if (a.kind == LA_SEQ) { // no work, no buffers: the next end - begin launches
+		if (!contract_new(out, "sequence", 1))
+			return 0;
+		out->seq = (int)(a.end - a.begin);
+		out->points = a.end - a.begin;
+		return 1;
+	}
+	if (a.kind == LA_CONV) { // cuDNN: {written, a, b}, its elements the points
+		const KConv *v = &p->conv[a.loop];
+		static const char *const names[] = {"cudnnConvolutionForward",
+		                                    "cudnnConvolutionBackwardData",
+		                                    "cudnnConvolutionBackwardFilter"};
+		if (!contract_new(out, names[v->op], 3))
+			return 0;
+		out->conv = v;
+		out->points = p->buf[v->out].bytes / (int64_t)kir_dtype_size(p->buf[v->out].dtype);
+		out->buf[out->narg++] = v->out;
+		out->buf[out->narg++] = v->a;
+		out->buf[out->narg++] = v->b;
 		return 1;
 	}
 	// A host step: linear_sum_assignment of the (rows, cols) cost hin into

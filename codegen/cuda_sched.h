@@ -64,16 +64,33 @@ typedef enum FMode {
 //   LA_CHOICE  the two launches after it (LA_KERNEL ki, then LA_GEMM ki)
 //              are candidates for contraction kernel ki: the runtime times
 //              both on the GPU and runs the faster (a GEMM in the band
-//              where only a measurement can tell, cuda_gemm_launch).
-typedef enum LaKind { LA_FUSED, LA_KERNEL, LA_LOOP, LA_HOST, LA_GEMM, LA_CHOICE } LaKind;
+//              where only a measurement can tell, cuda_gemm_launch);
+//   LA_CONVCHOICE  kernels [begin, end) are one convolution (KKernel.conv,
+//              cuda_conv_launch): two candidates follow, an LA_SEQ of its
+//              launches as they would run alone, then an LA_CONV;
+//   LA_SEQ     the launches of kernels [begin, end) that follow it (each
+//              LA_KERNEL or LA_GEMM) are one candidate;
+//   LA_CONV    convolution `loop` (p->conv) as one cuDNN call.
+typedef enum LaKind {
+	LA_FUSED,
+	LA_KERNEL,
+	LA_LOOP,
+	LA_HOST,
+	LA_GEMM,
+	LA_CHOICE,
+	LA_CONVCHOICE,
+	LA_SEQ,
+	LA_CONV,
+} LaKind;
 typedef struct La {
 	LaKind kind;
 	uint32_t begin, end; // its kernels
-	int loop; // LA_LOOP: the loop
+	int loop; // LA_LOOP: the loop; LA_CONV: the convolution
 } La;
 
-// Room for cuda_launch_plan's launches: at most three per kernel (a choice).
-#define LA_MAX(p) (3 * (size_t)(p)->nk + 1)
+// Room for cuda_launch_plan's launches: at most three per kernel (a
+// choice), or a convolution's m kernels and three records (m + 3 <= 4 m).
+#define LA_MAX(p) (4 * (size_t)(p)->nk + 1)
 
 // cuda_gemm_launch's answers.
 enum { GEMM_NONE, GEMM_ONLY, GEMM_CHOICE };
@@ -98,6 +115,10 @@ void cuda_fused_rotations(const KProgram *p, const uint8_t *bar, uint8_t *rot);
 // Launches and their contracts.
 uint32_t cuda_launch_plan(const KProgram *p, La *la);
 int cuda_gemm_launch(const KProgram *p, uint32_t ki, KGemmPlan *g);
+// The convolution that kernel ki begins, when it runs as a choice between
+// its launches and cuDNN: its index in p->conv, *end past its kernels; -1
+// for none.
+int cuda_conv_launch(const KProgram *p, uint32_t ki, uint32_t *end);
 int cuda_kernel_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out);
 int cuda_group_contract(const KProgram *p, const La *a, CgCudaKernel *out);
 // Persistent loop kernels' grid barriers.

@@ -153,7 +153,22 @@ typedef struct KKernel {
 	int nfused; // graph nodes folded into this kernel (stats)
 	KHost host; // a host kernel: no loops, the call below (index, body, post unused)
 	uint32_t hin, hwork; // its operand and scratch buffers
+	// 1 + the index in p->conv of the convolution this kernel is part of
+	// (im2col, the GEMM, col2im, a transposing copy), 0 for none: the CUDA
+	// backend offers cuDNN for the kernels of one convolution together.
+	uint32_t conv;
 } KKernel;
+
+// A convolution lowered to kernels (codegen/lower_window.c, conv_gemm):
+// its geometry in NCHW terms (1-d: h = r = 1) and the buffers it writes
+// and reads, as a cuDNN call takes them (runtime/artifact.h, ArtConv):
+// op 0 forward {y, x, w}, 1 backward data {dx, dy, w}, 2 backward filter
+// {dw, x, dy}; every buffer read and written whole, from element 0.
+typedef struct KConv {
+	int op;
+	int64_t n, c, h, w, k, r, s, oh, ow, sh, sw, ph, pw, dh, dw, groups;
+	uint32_t out, a, b;
+} KConv;
 
 // A loop over kernels: kernels begin .. end-1 run `trip` times in order,
 // the step counter (KX_STEP of this loop) going 0, 1, .., trip-1.  Loops
@@ -181,6 +196,8 @@ typedef struct KProgram {
 	uint32_t nk, ck;
 	KLoop *loop; // loops over kernel ranges, outer before inner
 	uint32_t nloop, cloop;
+	KConv *conv; // convolutions (KKernel.conv)
+	uint32_t nconv, cconv;
 	uint32_t ninput, noutput; // the task's inputs and outputs
 	uint32_t *inbuf, *outbuf; // their buffers (outbuf[o]: the KB_OUT buffer)
 	int uses_runseed;

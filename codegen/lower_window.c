@@ -301,7 +301,7 @@ iplus(KProgram *p, KxId i, int64_t c)
 }
 
 static int
-conv_gemm(Lower *L, uint32_t out, NodeId n, const Attrs *a)
+conv_gemm_lower(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 {
 	const Graph *g = L->g;
 	KProgram *p = L->p;
@@ -478,6 +478,64 @@ conv_gemm(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 		k->index = flat4(p, iplus(p, nn, b), c, v.C, ih, v.H, iw, v.W);
 		finish(L, k, KR_SUM, sel(p, band(p, okh, okw), kx_load(p, db, di), kx_const(p, 0, dt)), 0);
 	}
+	return 1;
+}
+
+// Notes that kernels k0 .. of p are convolution n (KKernel.conv, KConv), so
+// that the CUDA backend can offer cuDNN in their place: only an f32 one
+// whose operands and result are whole stored buffers (a cuDNN call reads
+// dense tensors from element 0; an operand fused into its reader, or a
+// view at an offset, is no tensor it can take).
+static void
+conv_note(Lower *L, uint32_t out, NodeId n, const Attrs *a, uint32_t k0)
+{
+	const Graph *g = L->g;
+	KProgram *p = L->p;
+	int op = g->node[n].op;
+	NodeId i0 = ir_in1(g, n, 0), i1 = ir_in1(g, n, 1);
+	if (L->buf[i0] == NOBUF || L->buf[i1] == NOBUF || L->off[i0] || L->off[i1] ||
+	    ctype(L, n) != DT_F32)
+		return;
+	uint32_t bufs[3] = {out, L->buf[i0], L->buf[i1]};
+	for (int i = 0; i < 3; i++)
+		if (p->buf[bufs[i]].dtype != DT_F32)
+			return;
+	const Shape *os = ir_shape(g, n);
+	const int64_t *st = attr_ints(L, n, a, "stride"), *pd = attr_ints(L, n, a, "padding"),
+	              *dl = attr_ints(L, n, a, "dilation");
+	Geo v;
+	int64_t Co;
+	if (op == OP_conv) {
+		v = geo(ir_shape(g, i0), os, ir_shape(g, i1)->dim + 2, st, pd, dl);
+		Co = ir_shape(g, i1)->dim[0];
+	} else if (op == OP_conv_input_grad) {
+		v = geo(os, ir_shape(g, i0), ir_shape(g, i1)->dim + 2, st, pd, dl);
+		Co = ir_shape(g, i0)->dim[1];
+	} else {
+		v = geo(ir_shape(g, i0), ir_shape(g, i1), attr_ints(L, n, a, "kernel"), st, pd, dl);
+		Co = ir_shape(g, i1)->dim[1];
+	}
+	arena_grow(p->arena, (void **)&p->conv, &p->cconv, p->nconv + 1, sizeof *p->conv);
+	p->conv[p->nconv] = (KConv){
+	    .op = op == OP_conv ? 0 : op == OP_conv_input_grad ? 1 : 2,
+	    .n = v.N, .c = v.C, .h = v.H, .w = v.W, .k = Co, .r = v.kh, .s = v.kw,
+	    .oh = v.OH, .ow = v.OW, .sh = v.sh, .sw = v.sw, .ph = v.ph, .pw = v.pw,
+	    .dh = v.dh, .dw = v.dw, .groups = a->a[aidx(L, n, "groups")].i,
+	    .out = out, .a = L->buf[i0], .b = L->buf[i1]};
+	p->nconv++;
+	for (uint32_t ki = k0; ki < p->nk; ki++)
+		p->k[ki].conv = p->nconv;
+}
+
+// A convolution as im2col + GEMM (conv_gemm_lower), its kernels noted as
+// one convolution (conv_note); 0 when it keeps the direct loops.
+static int
+conv_gemm(Lower *L, uint32_t out, NodeId n, const Attrs *a)
+{
+	uint32_t k0 = L->p->nk;
+	if (!conv_gemm_lower(L, out, n, a))
+		return 0;
+	conv_note(L, out, n, a, k0);
 	return 1;
 }
 

@@ -224,6 +224,29 @@ cg_plan(KProgram *p)
 				kb->last = b1;
 		}
 	}
+	// A convolution's kernels (KKernel.conv) may run as one cuDNN call
+	// instead (codegen/cuda_sched.c, a choice), which reads its operands
+	// and writes its result at once: those three must share no byte with
+	// each other or with the range's temporaries, so each lives over the
+	// whole range (without this, the result could reuse the bytes of an
+	// operand that im2col read last).
+	for (uint32_t c = 1; c <= p->nconv; c++) {
+		int b0 = -1, b1 = -1;
+		for (uint32_t k = 0; k < p->nk; k++)
+			if (p->k[k].conv == c) {
+				if (b0 < 0)
+					b0 = (int)k;
+				b1 = (int)k;
+			}
+		const uint32_t cb[3] = {p->conv[c - 1].out, p->conv[c - 1].a, p->conv[c - 1].b};
+		for (int i = 0; b0 >= 0 && i < 3; i++) {
+			KBuf *kb = &p->buf[cb[i]];
+			if (kb->first < 0 || kb->first > b0)
+				kb->first = b0;
+			if (kb->last < b1)
+				kb->last = b1;
+		}
+	}
 	// Buffers in order of first write (kernel order, then id: deterministic).
 	// A counting sort by first write: start[k] is where kernel k's begin.
 	uint32_t nt = 0;

@@ -169,13 +169,15 @@ art_desc_version(const ArtDesc *d)
 {
 	if (d->version)
 		return d->version;
-	if (has_checks(d))
-		return ART_FORMAT_VERSION_CHECKS;
 	uint8_t kind = ART_LAUNCH_KERNEL; // the newest kind of record in d
 	for (uint32_t i = 0; i < d->ntask; i++)
 		for (uint32_t k = 0; (d->task[i].targets & ART_TARGET_CUDA) && k < d->task[i].ncuda; k++)
 			if (d->task[i].kern[k].kind > kind)
 				kind = d->task[i].kern[k].kind;
+	if (kind >= ART_LAUNCH_SEQ)
+		return ART_FORMAT_VERSION_CONV;
+	if (has_checks(d))
+		return ART_FORMAT_VERSION_CHECKS;
 	if (kind >= ART_LAUNCH_CHOICE)
 		return 6;
 	if (d->nspec > 1)
@@ -187,8 +189,11 @@ art_desc_version(const ArtDesc *d)
 static uint8_t
 kind_max(uint32_t v)
 {
-	return v < 3 ? ART_LAUNCH_KERNEL : v < 4 ? ART_LAUNCH_ASSIGN : v < 6 ? ART_LAUNCH_GEMM
-	                                                                    : ART_LAUNCH_CHOICE;
+	return v < 3   ? ART_LAUNCH_KERNEL
+	       : v < 4 ? ART_LAUNCH_ASSIGN
+	       : v < 6 ? ART_LAUNCH_GEMM
+	       : v < 8 ? ART_LAUNCH_CHOICE
+	               : ART_LAUNCH_CONV;
 }
 
 int
@@ -289,6 +294,16 @@ art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 				                       g->sc,  g->oa,  g->ob,  g->oc};
 				for (int w9 = 0; w9 < 9; w9++)
 					put_u64(&o, w[w9]);
+			}
+			if (kk->kind == ART_LAUNCH_CONV) {
+				const ArtConv *c = &kk->conv;
+				put_u8(&o, c->op);
+				put_u8(&o, c->dtype);
+				put_u8(&o, c->tf32);
+				const uint32_t w[16] = {c->n,  c->c,  c->h,  c->w,  c->k,  c->r,  c->s,  c->oh,
+				                        c->ow, c->sh, c->sw, c->ph, c->pw, c->dh, c->dw, c->groups};
+				for (int w16 = 0; w16 < 16; w16++)
+					put_u32(&o, w[w16]);
 			}
 		}
 	}
@@ -545,28 +560,103 @@ gemm_good(const ArtKernel *kk)
 	                 g->tb ? g->k : g->n, kk->arg[2].bytes);
 }
 
-// A choice record k of t: no work and no arguments of its own, then its
-// 2 .. ART_MAX_CHOICE candidates, each a kernel or a GEMM (never another
-// choice or a host step) with an argument 0, the same output for all
-// (they compute the same result; the runtime runs one of them).
+// a * b * c * d elements of 4 or 8 bytes (es) fit `bytes`, without overflow.
 static int
-choice_good(const ArtTask *t, uint32_t k)
+dense_fits(uint64_t es, uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t bytes)
 {
-	const ArtKernel *kk = &t->kern[k];
+	uint64_t n;
+	if (__builtin_mul_overflow(a, b, &n) || __builtin_mul_overflow(n, c, &n) ||
+	    __builtin_mul_overflow(n, d, &n) || __builtin_mul_overflow(n, es, &n))
+		return 0;
+	return n <= bytes;
+}
+
+// A convolution record: f32, a known op, every extent 1 .. INT32_MAX (cuDNN's
+// int dimensions), groups dividing both channel counts, the output extent
+// the window arithmetic gives (ir/interp.c's), the written tensor an output
+// or the arena, each tensor inside its argument, points its elements.  So a
+// damaged record is refused here, never a device fault.
+static int
+conv_good(const ArtKernel *kk)
+{
+	const ArtConv *c = &kk->conv;
+	const uint64_t IMAX = 0x7fffffff;
+	const uint32_t ext[] = {c->n, c->c, c->h, c->w, c->k, c->r, c->s, c->oh, c->ow,
+	                        c->sh, c->sw, c->dh, c->dw, c->groups};
+	if (kk->narg != 3 || kk->runseed || kk->grid || kk->arg[0].kind == ART_ARG_INPUT ||
+	    c->op > ART_CONV_BWD_FILTER || c->dtype != ART_F32 || c->tf32 > 1 || c->ph > IMAX ||
+	    c->pw > IMAX)
+		return 0;
+	for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++)
+		if (!ext[i] || ext[i] > IMAX)
+			return 0;
+	if (c->c % c->groups || c->k % c->groups)
+		return 0;
+	// The window's reach and the output extent, in 64 bits (no overflow:
+	// every term is below 2^32).
+	int64_t eh = (int64_t)c->h + 2 * (int64_t)c->ph - (int64_t)c->dh * (c->r - 1) - 1;
+	int64_t ew = (int64_t)c->w + 2 * (int64_t)c->pw - (int64_t)c->dw * (c->s - 1) - 1;
+	if (eh < 0 || ew < 0 || (uint64_t)(eh / c->sh + 1) != c->oh ||
+	    (uint64_t)(ew / c->sw + 1) != c->ow)
+		return 0;
+	// x, w and y as (written, a, b) for the op.
+	const uint64_t xs[4] = {c->n, c->c, c->h, c->w}, ws[4] = {c->k, c->c / c->groups, c->r, c->s},
+	               ys[4] = {c->n, c->k, c->oh, c->ow};
+	const uint64_t *sh[3] = {ys, xs, ws};
+	if (c->op == ART_CONV_BWD_DATA)
+		sh[0] = xs, sh[1] = ys, sh[2] = ws;
+	else if (c->op == ART_CONV_BWD_FILTER)
+		sh[0] = ws, sh[1] = xs, sh[2] = ys;
+	for (int a = 0; a < 3; a++)
+		if (!dense_fits(4, sh[a][0], sh[a][1], sh[a][2], sh[a][3], kk->arg[a].bytes))
+			return 0;
+	return kk->points == sh[0][0] * sh[0][1] * sh[0][2] * sh[0][3];
+}
+
+// A choice record k of t: no work and no arguments of its own, then its
+// 2 .. ART_MAX_CHOICE candidates, each a kernel, a GEMM, a convolution or
+// a sequence (format 8: ART_LAUNCH_SEQ, then its 1 .. ART_MAX_SEQ records,
+// each a kernel or a GEMM), never another choice or a host step, whose
+// argument 0 (a sequence's: its last record's) is the same output for all
+// (they compute the same result; the runtime runs one of them).  Fills the
+// spans of the choice and its sequences.
+static int
+choice_good(ArtTask *t, uint32_t k)
+{
+	ArtKernel *kk = &t->kern[k];
 	if (kk->narg || kk->grid || kk->runseed || kk->points < 2 || kk->points > ART_MAX_CHOICE ||
 	    kk->points >= t->ncuda - k)
 		return 0;
 	const ArtKArg *o = NULL;
-	for (uint32_t j = k + 1; j <= k + kk->points; j++) {
-		const ArtKernel *c = &t->kern[j];
-		if ((c->kind != ART_LAUNCH_KERNEL && c->kind != ART_LAUNCH_GEMM) || !c->narg)
+	uint32_t j = k + 1;
+	for (uint64_t cand = 0; cand < kk->points; cand++) {
+		if (j >= t->ncuda)
+			return 0;
+		ArtKernel *c = &t->kern[j];
+		if (c->kind == ART_LAUNCH_SEQ) {
+			if (c->narg || c->grid || c->runseed || !c->points || c->points > ART_MAX_SEQ ||
+			    c->points >= t->ncuda - j)
+				return 0;
+			for (uint32_t m = j + 1; m <= j + c->points; m++)
+				if ((t->kern[m].kind != ART_LAUNCH_KERNEL &&
+				     t->kern[m].kind != ART_LAUNCH_GEMM) ||
+				    !t->kern[m].narg)
+					return 0;
+			c->span = (uint32_t)c->points;
+			j += c->span;
+			c = &t->kern[j]; // the last record: the output
+		} else if ((c->kind != ART_LAUNCH_KERNEL && c->kind != ART_LAUNCH_GEMM &&
+		            c->kind != ART_LAUNCH_CONV) ||
+		           !c->narg)
 			return 0;
 		if (!o)
 			o = &c->arg[0];
 		if (o->kind != c->arg[0].kind || o->index != c->arg[0].index ||
 		    o->offset != c->arg[0].offset || o->bytes != c->arg[0].bytes)
 			return 0;
+		j++;
 	}
+	kk->span = j - k - 1;
 	return 1;
 }
 
@@ -704,6 +794,17 @@ decode(In *in, ArtDesc *d)
 				for (int w9 = 0; w9 < 9; w9++)
 					*w[w9] = get_u64(in);
 			}
+			if (kk->kind == ART_LAUNCH_CONV && d->version >= ART_FORMAT_VERSION_CONV) {
+				ArtConv *c = &kk->conv;
+				c->op = get_u8(in);
+				c->dtype = get_u8(in);
+				c->tf32 = get_u8(in);
+				uint32_t *w[16] = {&c->n,  &c->c,  &c->h,  &c->w,  &c->k,  &c->r,
+				                   &c->s,  &c->oh, &c->ow, &c->sh, &c->sw, &c->ph,
+				                   &c->pw, &c->dh, &c->dw, &c->groups};
+				for (int w16 = 0; w16 < 16; w16++)
+					*w[w16] = get_u32(in);
+			}
 		}
 	}
 	if (in->bad)
@@ -775,17 +876,29 @@ decode(In *in, ArtDesc *d)
 		    t->ptx_off > ib || t->ptx_len > ib - t->ptx_off || !t->cubin_len)
 			return fail(in, "descriptor: the CUDA images of task '%s' are not inside the "
 			                "image section", t->name);
-		for (uint32_t k = 0; k < t->ncuda; k++) {
+		// Records a choice covers (a sequence and a convolution are only
+		// ever candidates: cuDNN is optional, so one outside a choice
+		// could not run everywhere).
+		for (uint32_t k = 0, cend = 0; k < t->ncuda; k++) {
 			const ArtKernel *kk = &t->kern[k];
 			if (!kk->name[0] || kk->runseed > 1 || kk->kind > kind_max(d->version))
 				return fail(in, "descriptor: CUDA kernel %u of task '%s' is malformed", k,
 				            t->name);
-			if (kk->kind == ART_LAUNCH_CHOICE && !choice_good(t, k))
-				return fail(in, "descriptor: choice record %u of task '%s' is malformed", k,
-				            t->name);
+			if (kk->kind == ART_LAUNCH_CHOICE) {
+				if (k < cend || !choice_good((ArtTask *)t, k))
+					return fail(in, "descriptor: choice record %u of task '%s' is malformed",
+					            k, t->name);
+				cend = k + 1 + kk->span;
+			}
+			if ((kk->kind == ART_LAUNCH_SEQ || kk->kind == ART_LAUNCH_CONV) && k >= cend)
+				return fail(in, "descriptor: record %u of task '%s' is a %s outside a choice",
+				            k, t->name, kk->kind == ART_LAUNCH_SEQ ? "sequence" : "convolution");
 			if (kk->kind == ART_LAUNCH_GEMM && !gemm_good(kk))
 				return fail(in, "descriptor: GEMM record %u of task '%s' is malformed", k,
 				            t->name);
+			if (kk->kind == ART_LAUNCH_CONV && !conv_good(kk))
+				return fail(in, "descriptor: convolution record %u of task '%s' is malformed",
+				            k, t->name);
 			// A host step: an i64[rows] output and an f64[rows, cols] cost,
 			// rows = points and cols = grid, neither empty.
 			if (kk->kind == ART_LAUNCH_ASSIGN &&

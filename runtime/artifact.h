@@ -21,13 +21,16 @@
 // and, per declaration and task, the one it belongs to; 6
 // when a task has a choice record (ART_LAUNCH_CHOICE: candidates the
 // runtime picks between on the GPU); 7 (ART_FORMAT_VERSION, the newest)
-// when a task has index checks (outputs of role ART_OUT_CHECK).
+// when a task has index checks (outputs of role ART_OUT_CHECK); 8
+// (ART_FORMAT_VERSION, the newest) when a task has a cuDNN convolution
+// record or a sequence (ART_LAUNCH_CONV, ART_LAUNCH_SEQ).
 // A runtime reads ART_FORMAT_OLDEST .. ART_FORMAT_VERSION: 2 (launch records
 // without a kind: every one a kernel), 3 (host steps), 4 (GEMM records), 5,
-// 6 and 7; 1 (before the CUDA part) and newer versions are refused with a
+// 6, 7 and 8; 1 (before the CUDA part) and newer versions are refused with a
 // message (art_version_readable is the one place that says so).
-#define ART_FORMAT_VERSION 7
+#define ART_FORMAT_VERSION 8
 #define ART_FORMAT_VERSION_CHECKS 7 // the first with index checks
+#define ART_FORMAT_VERSION_CONV 8 // the first with convolution and sequence records
 #define ART_FORMAT_OLDEST 2
 #define ART_FORMAT_VERSION_ONE_SPEC 3 // one specialisation, no cuBLAS records
 #define ART_FORMAT_VERSION_SPECS 5 // several specialisations, no choice records
@@ -88,7 +91,25 @@ typedef struct ArtKArg {
 // exactly one of them runs: the runtime times them on the GPU at the
 // task's first run and keeps the faster (docs/CUDA.md, "Choices measured
 // on the GPU").  name "choice", grid 0, runseed 0, no arguments.
-enum { ART_LAUNCH_KERNEL, ART_LAUNCH_ASSIGN, ART_LAUNCH_GEMM, ART_LAUNCH_CHOICE };
+// ART_LAUNCH_SEQ (format 8): a candidate of a choice that is several
+// records: the `points` records after it (1 .. ART_MAX_SEQ, each a kernel
+// or a GEMM) run in order; the last one's argument 0 is the choice's
+// output.  name "sequence", grid 0, runseed 0, no arguments.  Only as a
+// candidate.
+// ART_LAUNCH_CONV (format 8): a convolution through cuDNN (runtime/cudnn.c),
+// the ArtConv below, arguments {written, a, b}: forward {y, x, w},
+// backward data {dx, dy, w}, backward filter {dw, x, dy}; name
+// "cudnnConvolutionForward" (BackwardData, BackwardFilter), points the
+// elements written, grid 0.  Only as a candidate (cuDNN is optional).
+enum {
+	ART_LAUNCH_KERNEL,
+	ART_LAUNCH_ASSIGN,
+	ART_LAUNCH_GEMM,
+	ART_LAUNCH_CHOICE,
+	ART_LAUNCH_SEQ,
+	ART_LAUNCH_CONV,
+};
+#define ART_MAX_SEQ 4096 // records of one sequence candidate
 
 // A GEMM record, in row-major terms (codegen/kir.h, KGemmPlan): for each
 // b < batch, C_b = op(A_b) op(B_b) with C_b (m x n), op(A_b) (m x k),
@@ -108,6 +129,22 @@ typedef struct ArtGemm {
 	uint64_t oa, ob, oc; // element offsets into arguments 1, 2, 0
 } ArtGemm;
 
+// A convolution record (NCHW, cross-correlation, as ir/interp.c's conv):
+// x (n, c, h, w), w (k, c / groups, r, s), y (n, k, oh, ow) with
+// oh = (h + 2 ph - dh (r - 1) - 1) / sh + 1 (ow alike), all dense.  1-d
+// convolutions are h = r = 1.  op: ART_CONV_FWD computes y from x and w,
+// ART_CONV_BWD_DATA dx (x's shape) from dy (y's) and w, ART_CONV_BWD_FILTER
+// dw (w's shape) from x and dy.  The decoder checks the geometry and that
+// each tensor fits its argument.
+enum { ART_CONV_FWD, ART_CONV_BWD_DATA, ART_CONV_BWD_FILTER };
+typedef struct ArtConv {
+	uint8_t op; // ART_CONV_*
+	uint8_t dtype; // ART_F32 (f64 models keep the printed path)
+	uint8_t tf32; // 1: TF32 tensor-core engines allowed (--allow-tf32)
+	uint32_t n, c, h, w, k, r, s, oh, ow; // each 1 .. INT32_MAX
+	uint32_t sh, sw, ph, pw, dh, dw, groups; // strides, dilations, groups >= 1
+} ArtConv;
+
 // One CUDA kernel's launch contract (codegen/cuda.c prints the kernel with
 // exactly these parameters, in this order, then the run seed if runseed).
 typedef struct ArtKernel {
@@ -119,6 +156,11 @@ typedef struct ArtKernel {
 	uint32_t narg;
 	ArtKArg *arg;
 	ArtGemm gemm; // ART_LAUNCH_GEMM only
+	ArtConv conv; // ART_LAUNCH_CONV only
+	// Filled by the decoder: the records after this one that belong to it
+	// (ART_LAUNCH_CHOICE: every candidate's records, sequences with their
+	// members; ART_LAUNCH_SEQ: points); 0 for other records.
+	uint32_t span;
 } ArtKernel;
 
 typedef struct ArtTensor {

@@ -167,6 +167,7 @@ rtcu_close(RtCuda *c)
 	// cuBLAS stays loaded, as the driver does (below); its handle goes
 	// before the memory its workspace is in.
 	rtcu_blas_close(c);
+	rtcu_dnn_close(c);
 	cumem_close(&c->mem, pool_drop, c);
 	for (int i = 0; i < 2; i++)
 		if (c->ev[i])
@@ -323,6 +324,7 @@ rtcu_task_free(RtCuda *c, RtCuTask *k)
 	rtcu_tree_prune(c, &c->root, k);
 	if (k->blas)
 		rtcu_blas_release(c);
+	rtcu_dnn_task_free(c, k);
 	if (k->mod)
 		c->d.cuModuleUnload(k->mod);
 	for (uint32_t i = 0; k->k && i < k->nk; i++) {
@@ -384,7 +386,8 @@ prof_report(RtCuTask *k)
 		const ArtKernel *a = &t->kern[i];
 		if (a->kind == ART_LAUNCH_CHOICE || !(k->pms[i] > 0))
 			continue; // a choice's record, or a candidate not chosen
-		const char *w = a->kind == ART_LAUNCH_GEMM ? "cublas gemm"
+		const char *w = a->kind == ART_LAUNCH_GEMM    ? "cublas gemm"
+		                : a->kind == ART_LAUNCH_CONV ? "cudnn conv"
 		                : a->kind != ART_LAUNCH_KERNEL ? "host step"
 		                                               : NULL;
 		if (!w) {
@@ -450,6 +453,8 @@ art_bytes(const ArtTensor *x)
 }
 
 
+static int cand_can_run(const RtCuTask *k, const struct Choice *ch, uint32_t j);
+
 int
 rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
                const uint8_t *images, RtCuTask **out, char *err, size_t errlen)
@@ -477,9 +482,19 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
+	// Each candidate's records: a sequence's members (after its record),
+	// else the one record (the decoder checked the layout and the spans).
 	for (uint32_t i = 0, n = 0; i < t->ncuda; i++)
-		if (t->kern[i].kind == ART_LAUNCH_CHOICE)
-			k->choice[n++] = (struct Choice){i, (uint32_t)t->kern[i].points, -1};
+		if (t->kern[i].kind == ART_LAUNCH_CHOICE) {
+			struct Choice *ch = &k->choice[n++];
+			*ch = (struct Choice){i, (uint32_t)t->kern[i].points, -1, t->kern[i].span, {0}, {0}};
+			for (uint32_t j = 0, r = i + 1; j < ch->n; j++) {
+				int seq = t->kern[r].kind == ART_LAUNCH_SEQ;
+				ch->first[j] = r + (uint32_t)seq;
+				ch->count[j] = seq ? t->kern[r].span : 1;
+				r = ch->first[j] + ch->count[j];
+			}
+		}
 	if (t->ncheck) {
 		size_t cb = 16 * (size_t)t->ncheck;
 		if (!rtcu_alloc(c, cb, &k->chk_dev, err, errlen))
@@ -531,13 +546,17 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
 	}
 	// GEMM records: cuBLAS is needed for those outside choices; where only
 	// candidates of choices are GEMMs and cuBLAS does not load, each such
-	// choice runs its first candidate that is a kernel.
-	int gemms = 0, candidates = 0;
+	// choice runs its first candidate without one.  Convolution records
+	// (only ever candidates) run where cuDNN has a plan for them
+	// (rtcu_dnn_prepare); a choice with a candidate that cannot run
+	// runs its first one that can, decided here, neither timed nor cached.
+	int gemms = 0, candidates = 0, convs = 0;
 	for (uint32_t i = 0, end = 0; i < k->nk; i++) {
 		if (t->kern[i].kind == ART_LAUNCH_CHOICE)
-			end = i + (uint32_t)t->kern[i].points;
+			end = i + t->kern[i].span;
 		else if (t->kern[i].kind == ART_LAUNCH_GEMM)
 			*(i <= end && end ? &candidates : &gemms) = 1;
+		convs |= t->kern[i].kind == ART_LAUNCH_CONV;
 	}
 	if (gemms || candidates) {
 		if (rtcu_blas_acquire(c, err, errlen))
@@ -546,13 +565,24 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
 			size_t l = strlen(err);
 			snprintf(err + l, errlen - l, " (task '%s' has cuBLAS GEMMs)", t->name);
 			goto fail;
-		} else
-			for (uint32_t ci = 0; ci < k->nchoice; ci++) {
-				struct Choice *ch = &k->choice[ci];
-				for (uint32_t j = 0; j < ch->n && ch->pick < 0; j++)
-					if (t->kern[ch->at + 1 + j].kind != ART_LAUNCH_GEMM)
-						ch->pick = (int)j;
-			}
+		}
+	}
+	if (convs && !rtcu_dnn_prepare(c, k, err, errlen))
+		goto fail;
+	for (uint32_t ci = 0; ci < k->nchoice; ci++) {
+		struct Choice *ch = &k->choice[ci];
+		int bad = -1;
+		for (uint32_t j = 0; j < ch->n; j++)
+			if (!cand_can_run(k, ch, j))
+				bad = (int)j;
+		for (uint32_t j = 0; bad >= 0 && j < ch->n && ch->pick < 0; j++)
+			if (cand_can_run(k, ch, j))
+				ch->pick = (int)j;
+		if (bad >= 0 && ch->pick < 0) {
+			snprintf(err, errlen, "%s (task '%s': choice %u has no candidate that can run)",
+			         !k->blas ? "no cuBLAS" : "no cuDNN", t->name, ci);
+			goto fail;
+		}
 	}
 	k->nkey = nkey;
 	// The staging buffers: one block, each input 256-byte aligned in it.
@@ -574,6 +604,20 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
 fail:
 	rtcu_task_free(c, k);
 	return 0;
+}
+
+// Whether candidate j of choice ch can run in this process: each GEMM
+// record needs cuBLAS, each convolution record a cuDNN plan.
+static int
+cand_can_run(const RtCuTask *k, const struct Choice *ch, uint32_t j)
+{
+	for (uint32_t r = ch->first[j]; r < ch->first[j] + ch->count[j]; r++) {
+		const ArtKernel *a = k->k[r].k;
+		if ((a->kind == ART_LAUNCH_GEMM && !k->blas) ||
+		    (a->kind == ART_LAUNCH_CONV && !k->k[r].dnn))
+			return 0;
+	}
+	return 1;
 }
 
 // ---------------------------------------------------------------- host steps
@@ -660,14 +704,33 @@ launch_one(RtCuda *c, RtCuTask *k, uint32_t i, char *err, size_t errlen)
 		return rtcu_blas_gemm(c, kk, err, errlen);
 	if (kk->k->kind == ART_LAUNCH_ASSIGN)
 		return host_step(c, k, kk, err, errlen);
+	if (kk->k->kind == ART_LAUNCH_CONV)
+		return rtcu_dnn_conv(c, k, kk, err, errlen);
 	if (kk->k->kind != ART_LAUNCH_KERNEL || !kk->grid)
-		return 1; // a choice record, or no points (a zero-size output)
+		return 1; // a choice or sequence record, or no points (a zero-size output)
 	CHECK_CU(c, cuLaunchKernel(kk->fn, kk->grid, 1, 1, 256, 1, 1, 0, c->stream, kk->param,
 	                           NULL));
 	return 1;
 }
 
 // ---------------------------------------------------------------- choices
+
+// Candidate j of choice ch: its records in order.  A cuDNN candidate
+// whose buffers this run are not as aligned as its plan was built for (a
+// caller's own device buffer) runs candidate 0 instead (the same result,
+// the convolution's own launches: the compiler puts them first).
+static int
+launch_cand(RtCuda *c, RtCuTask *k, const struct Choice *ch, uint32_t j, char *err,
+            size_t errlen)
+{
+	if (ch->count[j] == 1 && k->k[ch->first[j]].k->kind == ART_LAUNCH_CONV &&
+	    !rtcu_dnn_ready(&k->k[ch->first[j]]) && j)
+		j = 0;
+	for (uint32_t r = ch->first[j]; r < ch->first[j] + ch->count[j]; r++)
+		if (!launch_one(c, k, r, err, errlen))
+			return 0;
+	return 1;
+}
 
 enum { CHOICE_SAMPLES = 7, CHOICE_BATCH = 4 };
 
@@ -699,12 +762,16 @@ choice_time(RtCuda *c, RtCuTask *k, const struct Choice *ch, int *best, double *
 	int ok = 0;
 	for (uint32_t j = 0; j < ch->n; j++) {
 		CUgraph g = NULL;
+		// One eager run first: a library's first call may load its kernels
+		// or pick them (cuDNN, cuBLAS), work that has no place in a capture.
+		if (!launch_cand(c, k, ch, j, err, errlen))
+			goto done;
 		CHECK_CU_GOTO(c, cuStreamBeginCapture(c->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
 		              done);
 		int launched = 1;
 		char e2[512];
 		for (int b = 0; b < CHOICE_BATCH && launched; b++)
-			launched = launch_one(c, k, ch->at + 1 + j, e2, sizeof e2);
+			launched = launch_cand(c, k, ch, j, e2, sizeof e2);
 		CUresult r = c->d.cuStreamEndCapture(c->stream, &g);
 		if (!launched) {
 			if (g)
@@ -788,14 +855,18 @@ choice_decide(RtCuda *c, RtCuTask *k, uint32_t ci, char *err, size_t errlen)
 	if (log && *log && strcmp(log, "0")) {
 		fprintf(stderr, "fadc: task '%s' choice %u (%s):", k->t->name, ci, how);
 		for (uint32_t j = 0; j < ch->n; j++) {
-			fprintf(stderr, " %s%s", (int)j == ch->pick ? "*" : "",
-			        k->t->kern[ch->at + 1 + j].name);
+			const ArtKernel *a = &k->t->kern[ch->first[j]];
+			if (ch->count[j] > 1) // a sequence: its records and its last one's name
+				fprintf(stderr, " %s%u launches to %s", (int)j == ch->pick ? "*" : "",
+				        ch->count[j], k->t->kern[ch->first[j] + ch->count[j] - 1].name);
+			else
+				fprintf(stderr, " %s%s", (int)j == ch->pick ? "*" : "", a->name);
 			if (us[j] > 0)
 				fprintf(stderr, " %.2f us", us[j]);
 		}
 		fprintf(stderr, "\n");
 	}
-	return launch_one(c, k, ch->at + 1 + (uint32_t)ch->pick, err, errlen);
+	return launch_cand(c, k, ch, (uint32_t)ch->pick, err, errlen);
 }
 
 // The task's launches, in order; of each choice only its chosen candidate.
@@ -838,12 +909,12 @@ rtcu_launch_all(RtCuda *c, RtCuTask *k, int decide, char *err, size_t errlen)
 		} else {
 			if (ch->pick < 0)
 				ch->pick = 0;
-			if (!launch_one(c, k, ch->at + 1 + (uint32_t)ch->pick, err, errlen))
+			if (!launch_cand(c, k, ch, (uint32_t)ch->pick, err, errlen))
 				return 0;
 		}
-		if (prof) // the time is the chosen candidate's
-			k->porder[np - 1] = ch->at + 1 + (uint32_t)ch->pick;
-		i += ch->n;
+		if (prof) // the time is the chosen candidate's (its first record's)
+			k->porder[np - 1] = ch->first[ch->pick];
+		i += ch->span;
 		ci++;
 	}
 	// The index checks' (min, max) pairs to pinned host memory: the last

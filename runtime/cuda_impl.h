@@ -133,6 +133,10 @@ struct RtCuda {
 	char gpu_key[RT_CHOICE_GPU_MAX];
 	char cache[4096];
 	struct Blas *blas; // cuBLAS (runtime/cublas.c), loaded by the first task with GEMMs
+	// cuDNN (runtime/cudnn.c), loaded by the first task with convolution
+	// records; NULL before, and why it is no candidate when it is not.
+	struct Dnn *dnn;
+	char dnn_why[600];
 	int prof; // FADC_CUDA_PROFILE=1: eager runs, each launch timed (prof_report)
 };
 
@@ -145,6 +149,7 @@ typedef struct Kern {
 	unsigned grid;
 	uint64_t *val; // argument values (narg, then the run seed)
 	void **param; // param[i] = &val[i], as cuLaunchKernel takes them
+	struct DnnPlan *dnn; // a convolution record's cuDNN plan; NULL: no candidate
 } Kern;
 
 enum { RERECORD_LIMIT = 64 };
@@ -165,6 +170,7 @@ struct RtCuTask {
 	uint64_t rerecords;
 	int eager_only; // past the re-record limit
 	int blas; // has GEMM records: holds the context's cuBLAS workspace
+	uint64_t dnn_ws; // cuDNN's workspace for its convolution records (a pool block), or 0
 	// FADC_CUDA_PROFILE: an event before each launch and after the last,
 	// and each launch's milliseconds summed over pruns runs (porder: the
 	// records launched, in order).
@@ -173,10 +179,14 @@ struct RtCuTask {
 	uint32_t *porder;
 	uint64_t pruns;
 	// Its choices: the choice record's index (its candidates follow it),
-	// their number, the one that runs (-1 until the first run decides).
+	// their number, the one that runs (-1 until the first run decides),
+	// the records after it that belong to it, and each candidate's records
+	// (first, count: a sequence's members, else the one record).
 	struct Choice {
 		uint32_t at, n;
 		int pick;
+		uint32_t span;
+		uint32_t first[ART_MAX_CHOICE], count[ART_MAX_CHOICE];
 	} *choice;
 	uint32_t nchoice;
 	uint64_t artifact; // the artifact's descriptor hash: the cache's key
@@ -232,5 +242,15 @@ int rtcu_blas_acquire(RtCuda *c, char *err, size_t errlen);
 void rtcu_blas_release(RtCuda *c);
 int rtcu_blas_gemm(RtCuda *c, Kern *kk, char *err, size_t errlen);
 void rtcu_blas_close(RtCuda *c);
+// runtime/cudnn.c: a task with convolution records is loaded (cuDNN, the
+// handle, a plan per record, the task's workspace: a record without a
+// plan is no candidate, never an error; 0 only when out of memory) or
+// freed; whether a record can run on this run's addresses; one run; the
+// context's handle destroyed with it.
+int rtcu_dnn_prepare(RtCuda *c, RtCuTask *k, char *err, size_t errlen);
+void rtcu_dnn_task_free(RtCuda *c, RtCuTask *k);
+int rtcu_dnn_ready(const Kern *kk);
+int rtcu_dnn_conv(RtCuda *c, RtCuTask *k, Kern *kk, char *err, size_t errlen);
+void rtcu_dnn_close(RtCuda *c);
 
 #endif

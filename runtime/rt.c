@@ -1044,14 +1044,15 @@ fadc_task_info_get(const fadc_model *m, int task, fadc_task_info *info)
 	info->naive_bytes = t->naive_bytes;
 	info->nkernels = (int)t->nkernel;
 	info->targets = t->targets;
-	// A choice record and its n candidates are one launch (one candidate runs).
+	// A choice record and its candidates' records are one launch (one
+	// candidate runs; span: the records after it that belong to it).
 	info->cuda_launches = (int)t->ncuda;
 	info->cuda_choices = 0;
 	for (uint32_t k = 0; (t->targets & ART_TARGET_CUDA) && k < t->ncuda; k++)
 		if (t->kern[k].kind == ART_LAUNCH_CHOICE) {
-			info->cuda_launches -= (int)t->kern[k].points;
+			info->cuda_launches -= (int)t->kern[k].span;
 			info->cuda_choices++;
-			k += (uint32_t)t->kern[k].points;
+			k += t->kern[k].span;
 		}
 	info->spec_index = t->spec;
 	info->spec = t->spec >= 0 ? m->d.spec[t->spec] : "";

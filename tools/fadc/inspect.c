@@ -112,24 +112,27 @@ cmd_inspect(int argc, char **argv)
 		const ArtTask *at = hasdesc && (uint32_t)t < desc.ntask ? &desc.task[t] : NULL;
 		// GEMM records and choices (a choice record, then its candidates:
 		// records that run one at a time, not counted as launches).
-		int ngemm = 0, ntf32 = 0, nchoice = 0, nrec = 0;
+		int ngemm = 0, ntf32 = 0, nchoice = 0, nrec = 0, nconv = 0;
 		for (uint32_t k = 0; at && (at->targets & ART_TARGET_CUDA) && k < at->ncuda; k++) {
 			nrec += at->kern[k].kind == ART_LAUNCH_GEMM;
+			nconv += at->kern[k].kind == ART_LAUNCH_CONV;
 			ntf32 += at->kern[k].kind == ART_LAUNCH_GEMM && at->kern[k].gemm.tf32;
 		}
 		for (uint32_t k = 0; at && (at->targets & ART_TARGET_CUDA) && k < at->ncuda; k++) {
 			if (at->kern[k].kind == ART_LAUNCH_CHOICE) {
 				nchoice++;
-				k += (uint32_t)at->kern[k].points;
+				k += at->kern[k].span;
 			} else
 				ngemm += at->kern[k].kind == ART_LAUNCH_GEMM;
 		}
 		unsigned nph = hasdesc ? fused_phases(&desc, t) : 0;
 		int nother = info.cuda_launches - ngemm - nchoice;
-		char choices[64] = "";
+		char choices[128] = "";
 		if (nchoice)
-			snprintf(choices, sizeof choices, ", %d choice%s timed on the GPU", nchoice,
-			         nchoice == 1 ? "" : "s");
+			snprintf(choices, sizeof choices, ", %d choice%s timed on the GPU%s", nchoice,
+			         nchoice == 1 ? "" : "s",
+			         nconv == 1 ? ", 1 of them cuDNN"
+			         : nconv    ? ", some of them cuDNN" : "");
 		if ((info.targets & FADC_TARGET_CUDA) && (ngemm || nchoice))
 			printf("  cuda: %d launches (%d kernel%s or host step%s, %d cuBLAS GEMM%s%s%s)\n",
 			       info.cuda_launches, nother, nother == 1 ? "" : "s", nother == 1 ? "" : "s",
@@ -146,10 +149,34 @@ cmd_inspect(int argc, char **argv)
 				continue;
 			printf("  choice %u: record %u, %" PRIu64 " candidates, the faster on the GPU runs:",
 			       ci++, k, kk->points);
-			for (uint32_t j = k + 1; j <= k + kk->points; j++)
-				printf(" %u %s %s", j, at->kern[j].kind == ART_LAUNCH_GEMM ? "gemm" : "kernel",
-				       at->kern[j].name);
+			// Each candidate: a record (kernel, gemm, conv), or a sequence of
+			// records (its first record and its last one's name).
+			for (uint32_t j = k + 1; j <= k + kk->span; j++) {
+				const ArtKernel *c = &at->kern[j];
+				if (c->kind == ART_LAUNCH_SEQ) {
+					printf(" %u sequence of %u (%s .. %s)", j, c->span, at->kern[j + 1].name,
+					       at->kern[j + c->span].name);
+					j += c->span;
+					continue;
+				}
+				printf(" %u %s %s", j,
+				       c->kind == ART_LAUNCH_GEMM   ? "gemm"
+				       : c->kind == ART_LAUNCH_CONV ? "conv"
+				                                    : "kernel",
+				       c->name);
+			}
 			printf("\n");
+		}
+		for (uint32_t k = 0; nconv && k < at->ncuda; k++) {
+			const ArtKernel *kk = &at->kern[k];
+			const ArtConv *v = &kk->conv;
+			static const char *const ops[] = {"forward", "backward_data", "backward_filter"};
+			if (kk->kind != ART_LAUNCH_CONV)
+				continue;
+			printf("  conv %u: %s f32 N=%u C=%u H=%u W=%u K=%u R=%u S=%u OH=%u OW=%u "
+			       "stride=%u,%u pad=%u,%u dil=%u,%u groups=%u%s\n",
+			       k, ops[v->op], v->n, v->c, v->h, v->w, v->k, v->r, v->s, v->oh, v->ow, v->sh,
+			       v->sw, v->ph, v->pw, v->dh, v->dw, v->groups, v->tf32 ? " tf32" : "");
 		}
 		for (uint32_t k = 0; nrec && k < at->ncuda; k++) {
 			const ArtKernel *kk = &at->kern[k];

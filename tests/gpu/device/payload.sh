@@ -11,6 +11,8 @@
 #                    split.so (split sums)
 #   DEST/choice/     choice.so (tests/gpu/choice.ir: products whose candidates,
 #                    printed kernel or cuBLAS GEMM, are timed on the GPU)
+#   DEST/conv/       conv.so and conv_tf32.so (tests/gpu/conv.ir: convolutions
+#                    whose candidates, their launches or cuDNN, are timed)
 #   DEST/cg/         the CUDA-graph suite's artifacts (tests/gpu/cudagraph)
 #   DEST/zoo/        cpu,cuda artifacts of all nine models at reduced sizes
 #                    with their recommended tasks (tests/gpu/cuda-zoo.sh's
@@ -70,6 +72,13 @@ fadc "$root/tests/gpu/gemm.ir" -o "$dest/check/gemm.so" --target cpu,cuda \
 	--tasks forward,vjp,jvp,vhp
 fadc "$root/tests/gpu/gemm.ir" -o "$dest/check/gemm_tf32.so" --target cpu,cuda \
 	--tasks forward,vjp,jvp,vhp --allow-tf32
+# cuDNN convolutions (tests/gpu/conv.ir: awkward shapes): each a choice of
+# its launches or cuDNN; run.sh checks them with each candidate forced,
+# strict and --allow-tf32, then timed.
+mkdir -p "$dest/conv"
+fadc "$root/tests/gpu/conv.ir" -o "$dest/conv/conv.so" --target cpu,cuda --tasks forward,vjp,jvp
+fadc "$root/tests/gpu/conv.ir" -o "$dest/conv/conv_tf32.so" --target cpu,cuda \
+	--tasks forward,vjp,jvp --allow-tf32
 # Choices between a printed kernel and a cuBLAS GEMM, decided on the GPU
 # (tests/gpu/choice.ir): run.sh checks it forced to each candidate, timed
 # and from the cache (gpu_check --choices).

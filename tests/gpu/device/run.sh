@@ -72,6 +72,27 @@ case " $steps " in *" check "*)
 		cat "$cache/cuda-choices"
 		rm -rf "$cache"
 	fi
+	if [ -d "$here/conv" ]; then
+		# cuDNN convolutions (docs/CUDA.md, "cuDNN convolutions"): strict and
+		# TF32, each candidate forced (0: the convolution's launches, 1: cuDNN),
+		# then timed into a fresh cache (every choice timed: cuDNN was a
+		# candidate of each).
+		echo "== gpu_check: convolutions forced (0: im2col + GEMM, 1: cuDNN), timed"
+		cache=$(mktemp -d)
+		for so in conv conv_tf32; do
+			for how in 0 1 timed; do
+				case $how in
+				0 | 1) env="FADC_CUDA_CHOICE=$how" arg=forced ;;
+				*) env="FADC_CUDA_CHOICE_LOG=1" arg=$how ;;
+				esac
+				echo "-- $so $env --choices $arg"
+				env FADC_CACHE_DIR="$cache" $env timeout 120 "$here/bin/gpu_check" --time 100 \
+					--choices $arg "$here/conv/$so.so" 2>&1 | tee -a "$out/check-choice.log"
+				echo "rc=${PIPESTATUS[0]}"
+			done
+		done
+		rm -rf "$cache"
+	fi
 	echo "== gpu_check (FADC_DISABLE_CUDA_GRAPHS=1)"
 	FADC_DISABLE_CUDA_GRAPHS=1 timeout 120 "$here/bin/gpu_check" --time 1000 \
 		--assign-nan "$here/zoo/assign.so" --index "$here/zoo/index.so" \

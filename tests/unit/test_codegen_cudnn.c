@@ -1,0 +1,314 @@
+// tests/unit/test_codegen_cudnn.c -- cuDNN convolutions as candidates
+// (docs/CUDA.md, "cuDNN convolutions"; docs/ARTIFACT.md, format 8), without
+// a GPU: a model of two convolutions (3x3 of stride 2 with padding 1 on an
+// odd-sized batch of 2, then a 1x1; large enough not to be fused) compiled for cpu,cuda, and its
+// artifact read back:
+//   - every convolution of forward and vjp is a choice of two candidates,
+//     a sequence of its launches (im2col, GEMM, col2im, the transposing
+//     copy) and one convolution record, whose geometry is the hand-derived
+//     one (OH = (27 + 2 - 2 - 1) / 2 + 1 = 14, OW = (25 + 2 - 2 - 1) / 2 +
+//     1 = 13) and whose written argument is the sequence's last record's;
+//   - --allow-tf32 sets the records' tf32, strict leaves it 0, and an f64
+//     build (compute_f64) has no convolution records at all;
+//   - the encoder's round trip, every truncation refused, damaged records
+//     (geometry, sizes, groups, op, dtype, a sequence outside a choice) refused with their message,
+//     format 7 unable to hold them;
+//   - the runtime's counts (a choice and its records one launch), the CPU
+//     code run, and `fadc inspect`'s lines.
+// The GPU side (each candidate forced, against the CPU code) is
+// tests/gpu/conv.ir in tests/gpu/device/run.sh.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "artifact.h"
+#include "codegen_util.h"
+#include "fadc.h"
+
+#ifdef FADC_HAVE_CUDA
+static const char model[] = "param x: f32[2, 5, 27, 25] = normal(0, 1, seed=1)\n"
+                            "param w: f32[17, 5, 3, 3] = normal(0, 0.1, seed=2)\n"
+                            "param v: f32[23, 17, 1, 1] = normal(0, 0.3, seed=3)\n"
+                            "def forward() -> f32[] {\n"
+                            "  h = tanh(conv2d(x, w, stride=2, padding=1))\n"
+                            "  return sum(tanh(conv2d(h, v)))\n}\n";
+
+static void
+bin_dir(char *dir, size_t n) {
+	ssize_t k = readlink("/proc/self/exe", dir, n - 1);
+	dir[k > 0 ? k : 0] = 0;
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = 0;
+	else
+		snprintf(dir, n, ".");
+}
+
+// Compiles the model's forward and vjp into so (tf32, f64 as asked).
+static int
+build(const char *so, int tf32, int f64) {
+	Module *m = cgu_parse("cudnn.ir", model);
+	if (!m)
+		return 0;
+	static const char *const tasks[] = {"forward", "vjp"};
+	char err[4096];
+	CgOptions o = {.tasks = tasks,
+	               .ntasks = 2,
+	               .opt_level = 1,
+	               .targets = CG_TARGET_CPU | CG_TARGET_CUDA,
+	               .allow_tf32 = tf32,
+	               .compute_f64 = f64};
+	int ok = cg_compile_module(m, &o, so, err, sizeof err);
+	if (!ok)
+		fprintf(stderr, "%s\n", err);
+	CHECK(ok);
+	ir_module_free(m);
+	return ok;
+}
+
+// The convolution records of d's CUDA tasks, each checked as a choice's
+// second candidate after a sequence; counts by op into nop[3].
+static void
+check_records(const ArtDesc *d, int tf32, int nop[3]) {
+	for (uint32_t ti = 0; ti < d->ntask; ti++) {
+		const ArtTask *t = &d->task[ti];
+		for (uint32_t k = 0; (t->targets & ART_TARGET_CUDA) && k < t->ncuda; k++) {
+			const ArtKernel *c = &t->kern[k];
+			if (c->kind != ART_LAUNCH_CHOICE)
+				continue;
+			const ArtKernel *s = &t->kern[k + 1];
+			CHECK(c->points == 2 && s->kind == ART_LAUNCH_SEQ && s->span == s->points);
+			if (s->kind != ART_LAUNCH_SEQ || k + 2 + s->span >= t->ncuda)
+				continue;
+			const ArtKernel *last = &t->kern[k + 1 + s->span],
+			                *v = &t->kern[k + 2 + s->span];
+			CHECK(c->span == s->span + 2);
+			CHECK(v->kind == ART_LAUNCH_CONV && v->narg == 3);
+			if (v->kind != ART_LAUNCH_CONV || v->narg != 3)
+				continue;
+			CHECK(last->arg[0].kind == v->arg[0].kind &&
+			      last->arg[0].index == v->arg[0].index &&
+			      last->arg[0].offset == v->arg[0].offset &&
+			      last->arg[0].bytes == v->arg[0].bytes);
+			const ArtConv *g = &v->conv;
+			CHECK(g->op <= ART_CONV_BWD_FILTER && g->dtype == ART_F32 &&
+			      g->tf32 == tf32 && g->groups == 1);
+			if (g->op > ART_CONV_BWD_FILTER)
+				continue;
+			nop[g->op]++;
+			uint64_t wrote = 0;
+			if (g->c == 5) { // the 3x3 of stride 2 (hand-derived: OH 14, OW 13)
+				CHECK(g->n == 2 && g->h == 27 && g->w == 25 && g->k == 17 &&
+				      g->r == 3 && g->s == 3 && g->oh == 14 && g->ow == 13 &&
+				      g->sh == 2 && g->sw == 2 && g->ph == 1 && g->pw == 1 &&
+				      g->dh == 1 && g->dw == 1);
+				wrote = g->op == ART_CONV_FWD        ? 2 * 17 * 14 * 13
+				        : g->op == ART_CONV_BWD_DATA ? 2 * 5 * 27 * 25
+				                                     : 17 * 5 * 3 * 3;
+			} else { // the 1x1 on h (2, 17, 14, 13)
+				CHECK(g->c == 17 && g->n == 2 && g->h == 14 && g->w == 13 &&
+				      g->k == 23 && g->r == 1 && g->s == 1 && g->oh == 14 &&
+				      g->ow == 13 && g->sh == 1 && g->ph == 0 && g->dh == 1);
+				wrote = g->op == ART_CONV_FWD        ? 2 * 23 * 14 * 13
+				        : g->op == ART_CONV_BWD_DATA ? 2 * 17 * 14 * 13
+				                                     : 23 * 17;
+			}
+			CHECK(v->points == wrote && v->arg[0].bytes == 4 * wrote);
+			CHECK(!strcmp(v->name, g->op == ART_CONV_FWD ? "cudnnConvolutionForward"
+			                       : g->op == ART_CONV_BWD_DATA
+			                           ? "cudnnConvolutionBackwardData"
+			                           : "cudnnConvolutionBackwardFilter"));
+		}
+	}
+}
+
+// d re-encoded with damage(d) applied is refused with a message holding want.
+static void
+refused(ArtDesc *d, ArtKernel *rec, int what, const char *want) {
+	ArtKernel saved = *rec;
+	ArtKArg a0 = rec->narg ? rec->arg[0] : (ArtKArg){0}, a1 = rec->narg > 1 ? rec->arg[1] : a0;
+	switch (what) {
+	case 0:
+		rec->conv.oh++;
+		break; // the window arithmetic disagrees
+	case 1:
+		rec->conv.groups = 2;
+		break; // 5 or 17 channels: not divisible
+	case 2:
+		rec->conv.op = 3;
+		break;
+	case 3:
+		rec->conv.dtype = ART_F64;
+		break;
+	case 4:
+		rec->arg[0].bytes -= 4;
+		break; // no longer the sequence's output
+	case 5:
+		rec->conv.n = 0;
+		break;
+	case 6:
+		rec->conv.ph = 0x80000000u;
+		break;
+	case 7:
+		rec->kind = ART_LAUNCH_KERNEL;
+		break; // the choice gone: SEQ outside
+	case 8:
+		rec->points++;
+		break; // a sequence longer than the choice holds
+	case 9:
+		rec->arg[1].bytes -= 4;
+		break; // x or dy outside its argument
+	}
+	uint8_t *enc = NULL;
+	size_t elen = 0;
+	char err[512] = "";
+	ArtDesc e;
+	CHECK(art_desc_encode(d, &enc, &elen));
+	int ok = art_desc_decode(enc, elen, &e, err, sizeof err);
+	CHECK(!ok && strstr(err, want) != NULL);
+	if (ok)
+		art_desc_free(&e);
+	else if (!strstr(err, want))
+		fprintf(stderr, "damage %d: %s (wanted '%s')\n", what, err, want);
+	free(enc);
+	*rec = saved;
+	if (rec->narg)
+		rec->arg[0] = a0;
+	if (rec->narg > 1)
+		rec->arg[1] = a1;
+}
+#endif
+
+int
+main(void) {
+#ifndef FADC_HAVE_CUDA
+	printf("test_codegen_cudnn: built without the CUDA toolkit, skipped\n");
+	return 77;
+#else
+	const char *tmp = getenv("TMPDIR");
+	char dir[4096], so[4200], so32[4200], so64[4200], cmd[8600], err[4096];
+	snprintf(dir, sizeof dir, "%s/fadc_cudnn_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(so, sizeof so, "%s/c.so", dir);
+	snprintf(so32, sizeof so32, "%s/t.so", dir);
+	snprintf(so64, sizeof so64, "%s/d.so", dir);
+	if (!build(so, 0, 0) || !build(so32, 1, 0) || !build(so64, 0, 1))
+		return TU_DONE("test_codegen_cudnn");
+	ArtDesc d;
+	uint8_t *db = NULL;
+	size_t dl = 0;
+	CHECK(art_read(so, &d, &db, &dl, err, sizeof err) == ART_READ_OK);
+	CHECK(d.version == ART_FORMAT_VERSION_CONV);
+	// Forward: the two convolutions; vjp: the forward pass again, then the
+	// 1x1's data and filter gradients and the 3x3's (its x is a param).
+	int nop[3] = {0, 0, 0};
+	check_records(&d, 0, nop);
+	printf("strict: %d forward, %d backward data, %d backward filter records\n", nop[0], nop[1],
+	       nop[2]);
+	CHECK(nop[0] == 4 && nop[1] == 2 && nop[2] == 2);
+	ArtDesc d32;
+	uint8_t *db32 = NULL;
+	size_t dl32 = 0;
+	CHECK(art_read(so32, &d32, &db32, &dl32, err, sizeof err) == ART_READ_OK);
+	int n32[3] = {0, 0, 0};
+	check_records(&d32, 1, n32);
+	CHECK(n32[0] == 4 && n32[1] == 2 && n32[2] == 2);
+	art_desc_free(&d32);
+	free(db32);
+	// f64: the printed path alone.
+	ArtDesc d64;
+	uint8_t *db64 = NULL;
+	size_t dl64 = 0;
+	CHECK(art_read(so64, &d64, &db64, &dl64, err, sizeof err) == ART_READ_OK);
+	int conv64 = 0;
+	for (uint32_t ti = 0; ti < d64.ntask; ti++)
+		for (uint32_t k = 0;
+		     (d64.task[ti].targets & ART_TARGET_CUDA) && k < d64.task[ti].ncuda; k++)
+			conv64 += d64.task[ti].kern[k].kind == ART_LAUNCH_CONV ||
+			          d64.task[ti].kern[k].kind == ART_LAUNCH_SEQ;
+	CHECK(conv64 == 0 && d64.version < ART_FORMAT_VERSION_CONV);
+	art_desc_free(&d64);
+	free(db64);
+	// The encoder's round trip; every truncation refused.
+	uint8_t *enc = NULL;
+	size_t elen = 0;
+	d.version = 0;
+	CHECK(art_desc_encode(&d, &enc, &elen) && elen == dl && !memcmp(enc, db, dl));
+	free(enc);
+	for (size_t cut = 0; cut < dl; cut += 5) {
+		ArtDesc e;
+		int ok = art_desc_decode(db, cut, &e, err, sizeof err);
+		CHECK(!ok);
+		if (ok)
+			art_desc_free(&e);
+	}
+	// Damaged records, in the forward task's first choice.
+	ArtTask *t = &d.task[0];
+	uint32_t ch = 0;
+	while (ch < t->ncuda && t->kern[ch].kind != ART_LAUNCH_CHOICE)
+		ch++;
+	CHECK(ch < t->ncuda);
+	if (ch < t->ncuda) {
+		ArtKernel *seq = &t->kern[ch + 1], *conv = &t->kern[ch + 2 + seq->span];
+		for (int what = 0; what <= 6; what++)
+			refused(&d, conv, what, what == 4 ? "choice record" : "convolution record");
+		refused(&d, conv, 9, "convolution record");
+		refused(&d, &t->kern[ch], 7, "outside a choice");
+		refused(&d, seq, 8, "choice record");
+		d.version = 7;
+		CHECK(!art_desc_encode(&d, &enc, &elen));
+		d.version = 0;
+	}
+	// The runtime's view: each choice with its records one launch.
+	uint32_t nchoice = 0, spans = 0, ncuda = t->ncuda;
+	for (uint32_t k = 0; k < t->ncuda; k++)
+		if (t->kern[k].kind == ART_LAUNCH_CHOICE) {
+			nchoice++;
+			spans += t->kern[k].span;
+		}
+	CHECK(nchoice == 2);
+	art_desc_free(&d);
+	free(db);
+	fadc_context *ctx;
+	fadc_model *fm = NULL;
+	CHECK(fadc_context_create(NULL, &ctx) == FADC_OK);
+	CHECK(fadc_model_open(ctx, so, 0, &fm) == FADC_OK);
+	if (fm) {
+		fadc_task_info info;
+		CHECK(fadc_task_info_get(fm, 0, &info) == FADC_OK);
+		CHECK(info.cuda_choices == (int)nchoice &&
+		      info.cuda_launches == (int)(ncuda - spans));
+		fadc_tensor *out[1] = {NULL};
+		CHECK(fadc_run(fm, 0, NULL, 0, out, 1) == FADC_OK); // the CPU code
+		if (out[0])
+			fadc_tensor_release(out[0]);
+		fadc_model_close(fm);
+	}
+	fadc_context_destroy(ctx);
+	// fadc inspect.
+	char bin[4096];
+	bin_dir(bin, sizeof bin);
+	snprintf(cmd, sizeof cmd, "'%s/fadc' inspect '%s'", bin, so32);
+	FILE *f = popen(cmd, "r");
+	static char out[65536];
+	size_t got = f ? fread(out, 1, sizeof out - 1, f) : 0;
+	out[got] = 0;
+	CHECK(f && pclose(f) == 0);
+	CHECK(strstr(out, ": forward f32 N=2 C=5 H=27 W=25 K=17 R=3 S=3 OH=14 OW=13 stride=2,2 "
+	                  "pad=1,1 dil=1,1 groups=1 tf32\n") != NULL);
+	CHECK(strstr(out, ": backward_filter f32 N=2 C=17 H=14 W=13 K=23 R=1 S=1 OH=14 OW=13 "
+	                  "stride=1,1 pad=0,0 dil=1,1 groups=1 tf32\n") != NULL);
+	CHECK(strstr(out, " conv cudnnConvolutionForward\n") != NULL);
+	CHECK(strstr(out, "2 candidates, the faster on the GPU runs: ") != NULL);
+	CHECK(strstr(out, " sequence of ") != NULL);
+	CHECK(strstr(out, ", some of them cuDNN") != NULL);
+	if (!strstr(out, " conv cudnnConvolutionForward"))
+		fprintf(stderr, "fadc inspect said:\n%s", out);
+	unlink(so);
+	unlink(so32);
+	unlink(so64);
+	rmdir(dir);
+	return TU_DONE("test_codegen_cudnn");
+#endif
+}
