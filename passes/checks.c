@@ -376,15 +376,21 @@ collect(Graph *g, const Range *inr, Found *f)
 // Checks of the same op of the source over the same range, naming the
 // same index, read one index of the source evaluated more than once: a
 // body's take in jvp's primal and tangent scans, in vjp's forward and
-// reverse scans (where the reverse's index is the forward's saved carry,
-// computed at another place: so inside scans the index's place may
-// differ).  They are one check, whose (min, max) is that of their pairs
-// stacked, and whose message is the first's.  Two calls of one function
-// (one place after inlining) with different index tensors stay apart.
+// reverse scans (the reverse's take_add, the adjoint of that take, whose
+// index may be the forward's saved carry, computed at another place: so
+// inside scans the index's place may differ).  They are one check, whose
+// (min, max) is that of their pairs stacked, and whose message is the
+// first's.  Two calls of one function (one place after inlining) with
+// different index tensors stay apart.
 static int
 same_check(const IndexCheck *a, const IndexCheck *b)
 {
-	if (a->op != b->op || a->loc != b->loc || a->lo != b->lo || a->end != b->end)
+	// A gather and its adjoint scatter (take, take_add) are one op of the source.
+	size_t la = strlen(a->op), lb = strlen(b->op);
+	la -= la > 4 && !strcmp(a->op + la - 4, "_add") ? 4 : 0;
+	lb -= lb > 4 && !strcmp(b->op + lb - 4, "_add") ? 4 : 0;
+	if (la != lb || strncmp(a->op, b->op, la) || a->loc != b->loc || a->lo != b->lo ||
+	    a->end != b->end)
 		return 0;
 	if (a->name || b->name)
 		return a->name && b->name && !strcmp(a->name, b->name);
