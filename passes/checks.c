@@ -421,7 +421,8 @@ merge_same(Graph *g, IndexCheck *c, uint32_t n, NodeId *value)
 			Attrs a;
 			ir_attrs_default(OP_concat, &a);
 			a.a[0].i = 0;
-			v = min_max_steps(g, ir_emit(g, OP_concat, rows, (int)nr, &a, c[i].loc), c[i].loc);
+			NodeId all = ir_emit(g, OP_concat, rows, (int)nr, &a, c[i].loc);
+			v = min_max_steps(g, all, c[i].loc);
 		}
 		c[m] = c[i];
 		value[m++] = v;
