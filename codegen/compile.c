@@ -310,36 +310,72 @@ graph_out_bytes(const Graph *g, uint32_t nout)
 // The largest value of graph g that lowering will store in a temporary
 // buffer (a node that fill_fusion makes a root and that is no output),
 // in the bytes that buffer takes (an f32 is held in fcompute), or 0;
-// *at is that node.  The arena holds it while its kernel runs, beside
+// *at is that value.  The arena holds it while its kernel runs, beside
 // every output, so outputs + this is a lower bound of what the task
 // needs, known before lowering: some lowerings loop over a size (a
 // convolution's chunks, bilinear_up's runs), and a value too large for
 // the limit is refused before that work.  Values beyond
 // KIR_MAX_BUF_BYTES are left to cg_lower's located diagnostic.
-static int64_t
-graph_max_tmp_bytes(const Graph *g, DType fcompute, NodeId *at)
+//
+// Scans as kernel_scan (codegen/lower.c) lowers them: each carry has two
+// buffers of its type, each per-step output one of T times its type (the
+// stacked ys), and the body's own stored values one buffer each, written
+// again at every step (the body is lowered once, into the task's plan):
+// so a body is walked as a graph, its values counted once.
+typedef struct TmpValue {
+	int64_t bytes;
+	Loc loc;
+	const char *op;
+	DType dt;
+	Shape shape;
+} TmpValue;
+
+static void
+tmp_note(TmpValue *at, DType fcompute, DType dt, const Shape *s, Loc loc, int op)
+{
+	int64_t b = kir_shape_bytes(dt == DT_F32 ? fcompute : dt, s);
+	if (b > at->bytes)
+		*at = (TmpValue){b, loc, ir_op(op)->name, dt, *s};
+}
+
+static void
+graph_max_tmp_bytes(const Graph *g, DType fcompute, TmpValue *at)
 {
 	Arena *a = arena_new();
 	uint8_t *root;
-	int64_t max = 0;
-	*at = 0;
 	if (fill_fusion(g, a, &root)) {
 		arena_free(a);
-		return 0; // an op the backend lacks: cg_lower reports it
+		return; // an op the backend lacks: cg_lower reports it
 	}
 	uint8_t *isout = arena_alloc_array(a, g->nnode + 1, 1);
 	for (uint32_t o = 0; o < g->nout; o++)
 		isout[g->out[o].node] = 1;
 	for (NodeId n = 1; n < g->nnode; n++) {
-		DType dt = (DType)g->node[n].dtype;
-		if (!root[n] || isout[n] || dt == DT_TUPLE)
+		const Node *x = &g->node[n];
+		if (x->op == OP_scan) {
+			const Graph *b = g->sub[ir_attr_int(g, n, "body")];
+			int nc = (int)ir_attr_int(g, n, "ncarry");
+			int64_t T = ir_shape(g, ir_in1(g, n, nc))->dim[0];
+			for (uint32_t k = 0; k < b->nout; k++) {
+				NodeId y = b->out[k].node;
+				Shape s = *ir_shape(b, y);
+				if ((int)k >= nc) { // stacked: [T, y's shape]
+					if (s.rank + 1 > IR_MAXDIM)
+						continue; // the shape rule's
+					memmove(s.dim + 1, s.dim, sizeof(int64_t) * (size_t)s.rank);
+					s.dim[0] = T;
+					s.rank++;
+				}
+				tmp_note(at, fcompute, (DType)b->node[y].dtype, &s, x->loc, OP_scan);
+			}
+			graph_max_tmp_bytes(b, fcompute, at);
 			continue;
-		int64_t b = kir_shape_bytes(dt == DT_F32 ? fcompute : dt, ir_shape(g, n));
-		if (b > max)
-			max = b, *at = n;
+		}
+		if (!root[n] || isout[n] || x->dtype == DT_TUPLE)
+			continue;
+		tmp_note(at, fcompute, (DType)x->dtype, ir_shape(g, n), x->loc, x->op);
 	}
 	arena_free(a);
-	return max;
 }
 
 // The model's name: its file's, without folder and ".ir".
@@ -369,17 +405,18 @@ build(const Graph *g, uint32_t nchk, const char *name, const char *model, DType 
 		         LIMIT_ADVICE, name, model, (long long)gout, (long long)lim);
 		return NULL;
 	}
-	NodeId big;
-	int64_t tmax = graph_max_tmp_bytes(g, fcompute, &big);
+	TmpValue big = {0};
+	graph_max_tmp_bytes(g, fcompute, &big);
+	int64_t tmax = big.bytes;
 	if (tmax > lim - gout) {
 		char where[512], ty[200];
-		cg_loc_str(g->src, g->node[big].loc, where, sizeof where);
-		ir_type_str((DType)g->node[big].dtype, ir_shape(g, big), ty, sizeof ty);
+		cg_loc_str(g->src, big.loc, where, sizeof where);
+		ir_type_str(big.dt, &big.shape, ty, sizeof ty);
 		snprintf(err, errlen, "%s%serror: task '%s' of %s needs at least %lld bytes (outputs %lld, "
 		         "intermediates at least %lld: the value of %s, %s; limit %lld); " LIMIT_ADVICE,
 		         where, where[0] ? ": " : "", name, model,
 		         (long long)(tmax > INT64_MAX - gout ? INT64_MAX : gout + tmax), (long long)gout,
-		         (long long)tmax, ir_op(g->node[big].op)->name, ty, (long long)lim);
+		         (long long)tmax, big.op, ty, (long long)lim);
 		return NULL;
 	}
 	KTime tm = kir_time_start();

@@ -103,11 +103,15 @@ Graph *pass_dce(const Graph *g); // keeps what the outputs reach, and the inputs
 // The run-time checks of data-dependent indices (take, take_along, their
 // scatters, one_hot), appended to task graph g in place: one hidden output
 // per index that is not provably in range, an i64[2] (min, max of the index
-// over all elements), after the user's outputs.  Returns their number and
-// what each checks (in g's arena); 0 when every index is proven in range.
+// over all elements), after the user's outputs.  Indices inside scan
+// bodies are checked over every step (hoisted to the scan's operand, or a
+// per-step output of the body).  Returns their number and what each
+// checks (in g's arena); 0 when every index is proven in range.
 typedef struct IndexCheck {
 	uint32_t out; // g's output: (min, max) of the index
-	NodeId index; // the index operand
+	NodeId index; // the index operand, or with steps a scan's stacked per-step (min, max)
+	uint8_t steps; // index is an i64[T, 2]: a scan body's (min, max) at each step
+	uint8_t in_scan; // the op is in a scan's body
 	int64_t lo, end; // the valid range [lo, end) (end == lo: every index is out of range)
 	const char *op; // "take_along"
 	const char *name; // the input the index is (through layout ops), or NULL: computed

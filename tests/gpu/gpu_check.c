@@ -50,7 +50,10 @@
 // fadc_tensor_read, and at the task's next run (which then does not run);
 // each time a valid run after it succeeds and agrees with the CPU.  The
 // bad runs come after valid ones (eager, recorded, replayed), so the
-// failing run is a replay: the graph's own copy carries the flag.
+// failing run is a replay: the graph's own copy carries the flag.  Given
+// more than once: tests/gpu/index-scan.ir binds the same labels[4] in
+// [0, 6), read inside a scan's body and checked per step (the body's
+// per-step (min, max) reduced after the loop on the device).
 //
 // --choices forced|timed|cached (tests/gpu/choice.ir; docs/CUDA.md,
 // "Choices measured on the GPU"): the tasks' choices between a printed
@@ -679,8 +682,13 @@ check_index(const char *path, fadc_context *cpu, fadc_context *gpu)
 		ncheck += 3;
 		fadc_status s = fadc_run(mc, task, &vc, 1, oc, no);
 		snprintf(want, sizeof want, "%s", fadc_context_error(cpu));
-		if (s != FADC_ERR_INDEX || !strstr(want, "vjp: take_along: index ") ||
-		    !strstr(want, " of 'labels' is out of range [0, 6)"))
+		// index.ir's take_along names 'labels'; index-scan.ir's take the
+		// index computed from them in the body.
+		if (s != FADC_ERR_INDEX ||
+		    !(strstr(want, "vjp: take_along: index ") || strstr(want, "vjp: take: index ")) ||
+		    !strstr(want, " is out of range [0, 6)") ||
+		    !(strstr(want, " of 'labels' ") || strstr(want, " of the index computed at ")) ||
+		    !strstr(want, how == 1 ? "index -2 " : "index 9 "))
 			FAIL("index: the CPU run with bad labels gave %s: %s", fadc_status_name(s), want);
 		if ((s = fadc_run(mg, task, &vg, 1, og, no)))
 			FAIL("index: the GPU run with bad labels was not queued: %s: %s",
@@ -719,7 +727,8 @@ int
 main(int argc, char **argv)
 {
 	int iters = 5, timed = 0, first = 1, run_n = 0;
-	const char *assign_nan = NULL, *choices = NULL, *index = NULL;
+	const char *assign_nan = NULL, *choices = NULL, *index[4] = {NULL};
+	int nindex = 0;
 	double tol = 1e-4;
 	for (; first < argc && argv[first][0] == '-'; first++) {
 		if (!strcmp(argv[first], "--iters") && first + 1 < argc)
@@ -730,8 +739,8 @@ main(int argc, char **argv)
 			tol = atof(argv[++first]);
 		else if (!strcmp(argv[first], "--assign-nan") && first + 1 < argc)
 			assign_nan = argv[++first];
-		else if (!strcmp(argv[first], "--index") && first + 1 < argc)
-			index = argv[++first];
+		else if (!strcmp(argv[first], "--index") && first + 1 < argc && nindex < 4)
+			index[nindex++] = argv[++first];
 		else if (!strcmp(argv[first], "--run-only") && first + 1 < argc)
 			run_n = atoi(argv[++first]);
 		else if (!strcmp(argv[first], "--choices") && first + 1 < argc &&
@@ -740,7 +749,7 @@ main(int argc, char **argv)
 			choices = argv[++first];
 		else {
 			fprintf(stderr, "usage: gpu_check [--iters N] [--time N] [--tol X] "
-			                "[--assign-nan MODEL.so] [--index MODEL.so] "
+			                "[--assign-nan MODEL.so] [--index MODEL.so]... "
 			                "[--choices forced|timed|cached] "
 			                "[--run-only N] MODEL.so...\n");
 			return 2;
@@ -769,8 +778,8 @@ main(int argc, char **argv)
 	printf("device: %s%s\n", fadc_context_device_name(gpu), graphs_off ? " (graphs off)" : "");
 	if (assign_nan)
 		check_assign_nan(assign_nan, cpu, gpu);
-	if (index)
-		check_index(index, cpu, gpu);
+	for (int i = 0; i < nindex; i++)
+		check_index(index[i], cpu, gpu);
 	for (int i = first; i < argc; i++)
 		if (run_n > 0)
 			run_only(argv[i], gpu, run_n);

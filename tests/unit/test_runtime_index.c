@@ -85,6 +85,30 @@ test_pass(const Module *m)
 	Module *p = tm_load("ppl_simple_reg.ir", NULL, 0);
 	CHECK(checks_of(p, "vjp", &c) == 0);
 	ir_module_free(p);
+	// Inside a scan's body: the step's token is hoisted to the sequence
+	// (named, no per-step work), the carry is checked per step, an iota
+	// sequence is proven through the body; vjp's reverse scan and jvp's
+	// tangent add nothing (shared, or merged); checks_of verifies the graph
+	// with the body's new output.
+	Module *s = tm_parse("s.ir", "param emb: f32[6, 5] = normal(0, 1, seed=1)\n"
+	                             "const labels: i64[4] = full(value=1, shape=[4], dtype=i64)\n"
+	                             "def cell(pos: i64[], tok: i64[], i: i64[], emb: f32[6, 5])"
+	                             " -> (i64[], f32[5]) {\n"
+	                             "  return pos + 1, take(emb, tok, axis=0) + take(emb, pos, axis=0)"
+	                             " + take(emb, i, axis=0)\n"
+	                             "}\n"
+	                             "def forward() -> f32[] {\n"
+	                             "  p, ys = scan(cell, full(value=0, shape=[], dtype=i64), labels,"
+	                             " iota(shape=[4], dtype=i64), emb, ncarry=1, nxs=2)\n"
+	                             "  return sum(ys)\n"
+	                             "}\n");
+	const char *tasks[] = {"forward", "vjp", "jvp"};
+	for (int t = 0; t < 3; t++) {
+		CHECK(checks_of(s, tasks[t], &c) == 2);
+		CHECK(!c[0].steps && !strcmp(c[0].name, "labels") && c[0].end == 6);
+		CHECK(c[1].steps && !c[1].name[0] && c[1].end == 6 && !strcmp(c[1].op, "take"));
+	}
+	ir_module_free(s);
 }
 
 static const char *

@@ -18,8 +18,10 @@
 #                    with their recommended tasks (tests/gpu/cuda-zoo.sh's
 #                    sizes), the six scan modules of test_codegen_scan (every
 #                    task), tests/gpu/scan-persist.ir and scan-tile.ir (persistent loop
-#                    kernels) and tests/gpu/assign.ir (a host step; run.sh
-#                    also gives it a NaN cost with --assign-nan)
+#                    kernels), tests/gpu/assign.ir (a host step; run.sh
+#                    also gives it a NaN cost with --assign-nan) and
+#                    tests/gpu/index.ir, index-scan.ir (run.sh binds them
+#                    bad labels with --index)
 #   DEST/fgpu/       a bench tree (bench/bench.yaml, models/) and its
 #                    --target cuda artifacts; fadc-bench finds artifacts by
 #                    the model's absolute path, so DEST/fgpu must sit at
@@ -112,6 +114,7 @@ z scan-tile "$root/tests/gpu/scan-tile.ir" --tasks forward,vjp,jvp,vhp
 z assign "$root/tests/gpu/assign.ir" --tasks forward,vjp
 # Indices that are data (gpu_check --index: FADC_ERR_INDEX on the GPU).
 z index "$root/tests/gpu/index.ir" --tasks forward,vjp
+z index-scan "$root/tests/gpu/index-scan.ir" --tasks forward,vjp,jvp
 FADC=$b/fadc bash "$root/tests/gpu/cudagraph/cudagraph.sh" "$dest/cg"
 fi
 cp "$root/tests/gpu/device/run.sh" "$dest/run.sh"

@@ -36,7 +36,8 @@ esac
 case " $steps " in *" check "*|*" zoo "*)
 	echo "== gpu_check (graphs on): the zoo at reduced sizes, scans, a host step"
 	timeout 420 "$here/bin/gpu_check" --time 20 --assign-nan "$here/zoo/assign.so" \
-		--index "$here/zoo/index.so" "$here"/zoo/*.so >"$out/check-zoo.log" 2>&1
+		--index "$here/zoo/index.so" --index "$here/zoo/index-scan.so" "$here"/zoo/*.so \
+		>"$out/check-zoo.log" 2>&1
 	echo "rc=$?"
 	grep -E "FAIL|worst|passed|failed|NaN cost|bad labels" "$out/check-zoo.log"
 	if [ -d "$here/zoo64" ]; then
@@ -96,8 +97,9 @@ case " $steps " in *" check "*)
 	echo "== gpu_check (FADC_DISABLE_CUDA_GRAPHS=1)"
 	FADC_DISABLE_CUDA_GRAPHS=1 timeout 120 "$here/bin/gpu_check" --time 1000 \
 		--assign-nan "$here/zoo/assign.so" --index "$here/zoo/index.so" \
+		--index "$here/zoo/index-scan.so" \
 		"$here/check/ppl_simple_reg.so" "$here/check/floor.so" "$here/zoo/assign.so" \
-		"$here/zoo/index.so" "$here/zoo/scan-rnn.so" \
+		"$here/zoo/index.so" "$here/zoo/index-scan.so" "$here/zoo/scan-rnn.so" \
 		"$here/zoo/scan-persist.so" 2>&1 | tee "$out/check-nographs.log"
 	echo "rc=${PIPESTATUS[0]}"
 	;;
