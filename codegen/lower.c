@@ -1344,5 +1344,6 @@ cg_lower(const Graph *g, const char *task, DType fcompute, char *err, size_t err
 	}
 	kir_gemm_operands(p);
 	kir_split_reductions(p);
+	kir_program_trim(p);
 	return p;
 }
