@@ -27,7 +27,8 @@
 // temporaries at their planned offsets in the arena) and calls its
 // kernels; being internal with one call site, the kernels of a small task
 // are inlined, so it is one straight function (a big one keeps a function
-// per kernel: INLINE_MAX_KERNELS).  The only exported symbol is
+// per kernel: INLINE_MAX_KERNELS, and calls them from a constant table
+// walked by a loop, "call tables" below).  The only exported symbol is
 // fadc_artifact_v1 (runtime/abi.h), returning the table of tasks and the
 // descriptor.
 //
@@ -1672,18 +1673,18 @@ emit_table(Emit *e, LLVMValueRef fn, const char *task, unsigned n, const KSig *s
 	llvm_loop_end(e, &l);
 }
 
-// A task of more than PART_KERNELS kernels calls them from part functions
-// of about that many each, which the task function calls in turn.  One
-// function of tens of thousands of calls is quadratic in LLVM's register
-// allocator (every value live across the calls is checked against each
-// call's clobbers: checkRegMaskInterference), which made 90% of the time
-// of compiling a chain of 4,000 statements (20,000 kernels in its vhp);
-// parts bound each function, so the time is linear in the kernels.  It
-// helps the zoo's large tasks too: detr at its reduced sizes compiles in
-// 19 s instead of 22 s, in 216 MB instead of 298 MB (parts of 512 kernels
-// were no faster than 128 on the chain).  A part ends only where no loop
-// of the program is open (a scan's kernels stay in one function, with the
-// loop's counter).  Smaller tasks keep their one function.
+// A task of more than PART_KERNELS kernels calls those outside the
+// program's loops from call tables (above), and those in loops from part
+// functions of about PART_KERNELS each, which the task function calls in
+// turn.  One function of tens of thousands of calls is quadratic in LLVM's
+// register allocator (every value live across the calls is checked against
+// each call's clobbers: checkRegMaskInterference), which made 90% of the
+// time of compiling a chain of 4,000 statements (20,000 kernels in its
+// vhp); parts bound each function, so the time is linear in the kernels
+// (parts of 512 kernels were no faster than 128 on the chain), and tables
+// make that time a few words of data per call.  A part ends only where no
+// loop of the program is open (a scan's kernels stay in one function, with
+// the loop's counter).  Smaller tasks keep their one function.
 enum { PART_KERNELS = 128 };
 
 static LLVMValueRef
