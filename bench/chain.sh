@@ -4,7 +4,7 @@
 # return sum(xN).  Each statement is three graph nodes (sin, mul, add), every
 # one read once by the next, so fusion would inline all of them into one
 # kernel without a cap.  Used by docs/PERFORMANCE.md's "Compile time of long
-# chains" and by the cli test chain-long.
+# chains" and by the cli tests chain-long and chain-default.
 set -eu
 n=${1:?usage: bench/chain.sh N [OUT]}
 out=${2:-/dev/stdout}

@@ -212,6 +212,9 @@ typedef struct KProgram {
 // ---------------------------------------------------------------- kir.c
 KProgram *kir_program_new(const char *name, DType fcompute);
 void kir_program_free(KProgram *p);
+// Frees the blocks that p's arrays outgrew and shrinks them to their size;
+// no pointer into p->x, p->k or p->buf taken before may be used after.
+void kir_program_trim(KProgram *p);
 uint32_t kir_buf_add(KProgram *p, KBufKind kind, int index, DType dt, const Shape *s, NodeId node);
 KKernel *kir_kernel_add(KProgram *p); // zeroed, appended
 // A loop starting at the next kernel (end set by kir_loop_end); its index.

@@ -27,7 +27,8 @@
 // temporaries at their planned offsets in the arena) and calls its
 // kernels; being internal with one call site, the kernels of a small task
 // are inlined, so it is one straight function (a big one keeps a function
-// per kernel: INLINE_MAX_KERNELS).  The only exported symbol is
+// per kernel: INLINE_MAX_KERNELS, and calls them from a constant table
+// walked by a loop, "call tables" below).  The only exported symbol is
 // fadc_artifact_v1 (runtime/abi.h), returning the table of tasks and the
 // descriptor.
 //
@@ -1444,18 +1445,246 @@ emit_calls(Emit *e, LLVMValueRef fn, const KSig *sig, LLVMValueRef *kfn, uint32_
 	free(ctr);
 }
 
-// A task of more than PART_KERNELS kernels calls them from part functions
-// of about that many each, which the task function calls in turn.  One
-// function of tens of thousands of calls is quadratic in LLVM's register
-// allocator (every value live across the calls is checked against each
-// call's clobbers: checkRegMaskInterference), which made 90% of the time
-// of compiling a chain of 4,000 statements (20,000 kernels in its vhp);
-// parts bound each function, so the time is linear in the kernels.  It
-// helps the zoo's large tasks too: detr at its reduced sizes compiles in
-// 19 s instead of 22 s, in 216 MB instead of 298 MB (parts of 512 kernels
-// were no faster than 128 on the chain).  A part ends only where no loop
-// of the program is open (a scan's kernels stay in one function, with the
-// loop's counter).  Smaller tasks keep their one function.
+// ---------------------------------------------------------------- call tables
+// A big task's kernels outside the program's loops are not called one by
+// one from straight-line code: they are rows of a constant table that a
+// loop in the task function walks, calling each row's thunk with the row's
+// arguments (emit_table).  Straight-line calls cost LLVM's code generator
+// about 0.2 ms each (selection, scheduling, register allocation of every
+// call's arguments), and the default tasks of a chain of 16,000 statements
+// call 80,000 kernels: 55 s.  A row costs a few words of data instead, and
+// the code is one thunk per kernel function, however often it is called.
+//
+// A thunk `i32 (fadc_call_v1 *call, const i64 *arg)` turns the row's
+// codes into the kernel's pointers, passes the run seed if the kernel
+// takes it, calls it (through exec's parallel_for if it is split) and
+// returns a host kernel's result (0 for the others).  A code is
+// (offset << 2) for a temporary at that offset in the arena, (index << 2)
+// | 1 for input `index`, (index << 2) | 2 for output `index`: one kernel
+// function may be called on an input in one row and on a temporary in the
+// next.
+
+static uint64_t
+arg_code(const KBuf *kb)
+{
+	switch (kb->kind) {
+	case KB_TMP:
+		return (uint64_t)kb->offset << 2;
+	case KB_IN:
+		return (uint64_t)kb->index << 2 | 1;
+	default:
+		return (uint64_t)kb->index << 2 | 2;
+	}
+}
+
+// The pointer that code c (an i64 value) stands for, of type t.
+static LLVMValueRef
+arg_decode(Emit *e, LLVMValueRef c, LLVMValueRef in, LLVMValueRef out, LLVMValueRef arena, LLVMTypeRef t)
+{
+	LLVMValueRef kind = LLVMBuildAnd(e->B, c, i64c(e, 3), "");
+	LLVMValueRef v = LLVMBuildLShr(e->B, c, i64c(e, 2), "");
+	LLVMBasicBlockRef tmp = LLVMAppendBasicBlockInContext(e->C, e->fn, "arg.tmp");
+	LLVMBasicBlockRef io = LLVMAppendBasicBlockInContext(e->C, e->fn, "arg.io");
+	LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(e->C, e->fn, "arg.join");
+	LLVMBuildCondBr(e->B, LLVMBuildICmp(e->B, LLVMIntEQ, kind, i64c(e, 0), ""), tmp, io);
+	LLVMPositionBuilderAtEnd(e->B, tmp);
+	LLVMValueRef pt = LLVMBuildInBoundsGEP2(e->B, e->i8, arena, &v, 1, "");
+	LLVMBuildBr(e->B, join);
+	LLVMPositionBuilderAtEnd(e->B, io);
+	LLVMValueRef base = LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntEQ, kind, i64c(e, 1), ""), in, out, "");
+	LLVMValueRef pio = LLVMBuildLoad2(e->B, e->i8p, LLVMBuildInBoundsGEP2(e->B, e->i8p, base, &v, 1, ""), "");
+	LLVMBuildBr(e->B, join);
+	LLVMPositionBuilderAtEnd(e->B, join);
+	LLVMValueRef phi = LLVMBuildPhi(e->B, e->i8p, "");
+	LLVMValueRef vals[2] = {pt, pio};
+	LLVMBasicBlockRef from[2] = {tmp, io};
+	LLVMAddIncoming(phi, vals, from, 2);
+	return LLVMBuildBitCast(e->B, phi, t, "");
+}
+
+static uint32_t
+thunk_slot(const Emit *e, LLVMValueRef kfn)
+{
+	uintptr_t h = (uintptr_t)kfn;
+	h ^= h >> 17;
+	h *= 0x9e3779b97f4a7c15u;
+	return (uint32_t)(h >> 20) & (e->nthhash - 1);
+}
+
+// The thunk of kernel function kfn; sg is one of its calls' signatures
+// (every call of one function has the same layout: it is part of the
+// function's key).  Emitted at the first call; the builder is left where
+// it was.
+static LLVMValueRef
+thunk_of(Emit *e, LLVMValueRef kfn, const KSig *sg)
+{
+	if (2 * (e->nthunk + 1) > e->nthhash) { // rebuild at twice the size
+		uint32_t old = e->nthhash;
+		LLVMValueRef *ok = e->thkey, *ov = e->thval;
+		e->nthhash = old ? 2 * old : 256;
+		e->thkey = calloc(e->nthhash, sizeof *e->thkey);
+		e->thval = calloc(e->nthhash, sizeof *e->thval);
+		FADC_ASSERT(e->thkey && e->thval, "llvm: out of memory");
+		for (uint32_t i = 0; i < old; i++)
+			if (ok[i]) {
+				uint32_t j = thunk_slot(e, ok[i]);
+				while (e->thkey[j])
+					j = (j + 1) & (e->nthhash - 1);
+				e->thkey[j] = ok[i];
+				e->thval[j] = ov[i];
+			}
+		free(ok);
+		free(ov);
+	}
+	uint32_t j = thunk_slot(e, kfn);
+	for (; e->thkey[j]; j = (j + 1) & (e->nthhash - 1))
+		if (e->thkey[j] == kfn)
+			return e->thval[j];
+	LLVMBasicBlockRef back = LLVMGetInsertBlock(e->B);
+	LLVMValueRef backfn = e->fn;
+	size_t len;
+	char name[320];
+	snprintf(name, sizeof name, "%s.thunk", LLVMGetValueName2(kfn, &len));
+	LLVMValueRef th = LLVMAddFunction(e->M, name, e->thunkfn);
+	LLVMSetLinkage(th, LLVMInternalLinkage);
+	fn_attr(e, th, LLVMAttributeFunctionIndex, "nounwind");
+	e->fn = th;
+	LLVMPositionBuilderAtEnd(e->B, LLVMAppendBasicBlockInContext(e->C, th, "entry"));
+	LLVMValueRef call = LLVMGetParam(th, 0), arg = LLVMGetParam(th, 1);
+	LLVMValueRef in = LLVMBuildLoad2(e->B, e->i8pp, LLVMBuildStructGEP2(e->B, e->callt, call, 0, ""), "in");
+	LLVMValueRef out = LLVMBuildLoad2(e->B, e->i8pp, LLVMBuildStructGEP2(e->B, e->callt, call, 1, ""), "out");
+	LLVMValueRef arena = LLVMBuildLoad2(e->B, e->i8p, LLVMBuildStructGEP2(e->B, e->callt, call, 2, ""), "arena");
+	LLVMTypeRef kty = LLVMGlobalGetValueType(kfn);
+	unsigned n = sg->nbufs;
+	FADC_ASSERT(sg->nsteps == 0, "llvm: a kernel in a loop of the program in a call table");
+	LLVMTypeRef *pt = calloc(LLVMCountParamTypes(kty) + 1, sizeof *pt);
+	LLVMValueRef *a = calloc(n + 2, sizeof *a);
+	FADC_ASSERT(pt && a, "llvm: out of memory");
+	LLVMGetParamTypes(kty, pt);
+	for (unsigned i = 0; i < n; i++) {
+		LLVMValueRef ix = LLVMConstInt(e->i64, i, 0);
+		LLVMValueRef c = LLVMBuildLoad2(e->B, e->i64, LLVMBuildInBoundsGEP2(e->B, e->i64, arg, &ix, 1, ""), "");
+		a[i] = arg_decode(e, c, in, out, arena, pt[i]);
+	}
+	if (sg->seed)
+		a[n++] = LLVMBuildLoad2(e->B, e->i64, LLVMBuildStructGEP2(e->B, e->callt, call, 3, ""), "runseed");
+	LLVMValueRef r = NULL;
+	if (sg->sp.on) {
+		LLVMValueRef exec =
+			LLVMBuildLoad2(e->B, e->i8p, LLVMBuildStructGEP2(e->B, e->callt, call, 4, ""), "exec");
+		emit_split_call(e, kfn, sg, a, n, exec);
+	} else
+		r = LLVMBuildCall2(e->B, kty, kfn, a, n, "");
+	LLVMBuildRet(e->B, LLVMGetReturnType(kty) == e->i32 ? r : LLVMConstInt(e->i32, 0, 0));
+	free(pt);
+	free(a);
+	e->thkey[j] = kfn;
+	e->thval[j] = th;
+	e->nthunk++;
+	e->fn = backfn;
+	LLVMPositionBuilderAtEnd(e->B, back);
+	return th;
+}
+
+// Kernels k0 .. k1 - 1 (none in a loop of the program) as table n of the
+// task, walked by a loop emitted at the builder's place in fn (e->fn ==
+// fn): rows of thunk numbers (into the table's own list of thunks) and
+// the offsets of their arguments in one array of codes; a nonzero result
+// returns at once.
+static void
+emit_table(Emit *e, LLVMValueRef fn, const char *task, unsigned n, const KSig *sig, LLVMValueRef *kfn,
+           uint32_t k0, uint32_t k1)
+{
+	const KProgram *p = e->p;
+	uint32_t nrow = k1 - k0, nth = 0, narg = 0;
+	LLVMValueRef *ths = calloc(nrow + 1, sizeof *ths);
+	LLVMValueRef *rowth = calloc(nrow + 1, sizeof *rowth);
+	LLVMValueRef *rowoff = calloc(nrow + 1, sizeof *rowoff);
+	for (uint32_t i = k0; i < k1; i++)
+		narg += sig[i].nbufs;
+	LLVMValueRef *codes = calloc(narg + 1, sizeof *codes);
+	FADC_ASSERT(ths && rowth && rowoff && codes, "llvm: out of memory");
+	// The table's thunks are numbered in order of first use; a thunk's
+	// number is found back through its entry in thval (thunk_of's map
+	// returns the same LLVMValueRef), by a map local to the table.
+	LLVMValueRef *lkey = NULL;
+	uint32_t *lval = NULL, nl = 16;
+	while (nl < 2 * nrow)
+		nl *= 2;
+	lkey = calloc(nl, sizeof *lkey);
+	lval = calloc(nl, sizeof *lval);
+	FADC_ASSERT(lkey && lval, "llvm: out of memory");
+	narg = 0;
+	for (uint32_t i = k0; i < k1; i++) {
+		LLVMValueRef th = thunk_of(e, kfn[i], &sig[i]);
+		uintptr_t h = (uintptr_t)th;
+		h ^= h >> 17;
+		h *= 0x9e3779b97f4a7c15u;
+		uint32_t j = (uint32_t)(h >> 20) & (nl - 1);
+		while (lkey[j] && lkey[j] != th)
+			j = (j + 1) & (nl - 1);
+		if (!lkey[j]) {
+			lkey[j] = th;
+			lval[j] = nth;
+			ths[nth++] = th;
+		}
+		rowth[i - k0] = LLVMConstInt(e->i32, lval[j], 0);
+		rowoff[i - k0] = LLVMConstInt(e->i32, narg, 0);
+		for (unsigned b = 0; b < sig[i].nbufs; b++)
+			codes[narg++] = LLVMConstInt(e->i64, arg_code(&p->buf[sig[i].bufs[b]]), 0);
+	}
+	free(lkey);
+	free(lval);
+	LLVMTypeRef thp = LLVMPointerType(e->thunkfn, 0);
+	char name[300];
+	LLVMValueRef g[4];
+	LLVMValueRef init[4] = {LLVMConstArray(thp, ths, nth), LLVMConstArray(e->i32, rowth, nrow),
+	                        LLVMConstArray(e->i32, rowoff, nrow), LLVMConstArray(e->i64, codes, narg)};
+	static const char *const what[4] = {"thunks", "rows", "offsets", "codes"};
+	for (int i = 0; i < 4; i++) {
+		snprintf(name, sizeof name, "task.%s.table%u.%s", task, n, what[i]);
+		g[i] = LLVMAddGlobal(e->M, LLVMTypeOf(init[i]), name);
+		LLVMSetInitializer(g[i], init[i]);
+		LLVMSetGlobalConstant(g[i], 1);
+		LLVMSetLinkage(g[i], LLVMInternalLinkage);
+	}
+	free(ths);
+	free(rowth);
+	free(rowoff);
+	free(codes);
+	// for (r = 0; r < nrow; r++) { s = thunks[rows[r]](call, &codes[offsets[r]]); if (s) return s; }
+	Loop l;
+	llvm_loop_begin(e, &l, llvm_entry_alloca(e, e->i64), nrow);
+	LLVMValueRef r = LLVMBuildLoad2(e->B, e->i64, l.ctr, "row");
+	LLVMValueRef zr[2] = {i64c(e, 0), r};
+	LLVMValueRef ti = LLVMBuildLoad2(e->B, e->i32, LLVMBuildInBoundsGEP2(e->B, LLVMTypeOf(init[1]), g[1], zr, 2, ""), "");
+	LLVMValueRef off = LLVMBuildLoad2(e->B, e->i32, LLVMBuildInBoundsGEP2(e->B, LLVMTypeOf(init[2]), g[2], zr, 2, ""), "");
+	LLVMValueRef zt[2] = {i64c(e, 0), LLVMBuildZExt(e->B, ti, e->i64, "")};
+	LLVMValueRef th = LLVMBuildLoad2(e->B, thp, LLVMBuildInBoundsGEP2(e->B, LLVMTypeOf(init[0]), g[0], zt, 2, ""), "thunk");
+	LLVMValueRef zo[2] = {i64c(e, 0), LLVMBuildZExt(e->B, off, e->i64, "")};
+	LLVMValueRef args[2] = {LLVMGetParam(fn, 0), LLVMBuildInBoundsGEP2(e->B, LLVMTypeOf(init[3]), g[3], zo, 2, "")};
+	LLVMValueRef s = LLVMBuildCall2(e->B, e->thunkfn, th, args, 2, "");
+	LLVMBasicBlockRef fail = LLVMAppendBasicBlockInContext(e->C, fn, "row.fail");
+	LLVMBasicBlockRef ok = LLVMAppendBasicBlockInContext(e->C, fn, "row.ok");
+	LLVMBuildCondBr(e->B, LLVMBuildICmp(e->B, LLVMIntNE, s, LLVMConstInt(e->i32, 0, 0), ""), fail, ok);
+	LLVMPositionBuilderAtEnd(e->B, fail);
+	LLVMBuildRet(e->B, s);
+	LLVMPositionBuilderAtEnd(e->B, ok);
+	llvm_loop_end(e, &l);
+}
+
+// A task of more than PART_KERNELS kernels calls those outside the
+// program's loops from call tables (above), and those in loops from part
+// functions of about PART_KERNELS each, which the task function calls in
+// turn.  One function of tens of thousands of calls is quadratic in LLVM's
+// register allocator (every value live across the calls is checked against
+// each call's clobbers: checkRegMaskInterference), which made 90% of the
+// time of compiling a chain of 4,000 statements (20,000 kernels in its
+// vhp); parts bound each function, so the time is linear in the kernels
+// (parts of 512 kernels were no faster than 128 on the chain), and tables
+// make that time a few words of data per call.  A part ends only where no
+// loop of the program is open (a scan's kernels stay in one function, with
+// the loop's counter).  Smaller tasks keep their one function.
 enum { PART_KERNELS = 128 };
 
 static LLVMValueRef
@@ -1508,36 +1737,49 @@ emit_task(Emit *e, const CgTask *t)
 		emit_calls(e, fn, sig, kfn, 0, p->nk, taskptr, loops);
 	else {
 		// open[i]: how many loops are open between kernels i - 1 and i (a
-		// part may start at kernel i only when none is).
+		// part may start at kernel i only when none is); inloop[i]: how
+		// many loops kernel i is in.
 		int *open = calloc(p->nk + 2, sizeof *open);
-		FADC_ASSERT(open != NULL, "llvm: out of memory");
+		int *inloop = calloc(p->nk + 2, sizeof *inloop);
+		FADC_ASSERT(open && inloop, "llvm: out of memory");
 		for (uint32_t l = 0; l < p->nloop; l++)
 			if (p->loop[l].end > p->loop[l].begin) {
 				open[p->loop[l].begin + 1]++;
 				open[p->loop[l].end]--;
+				inloop[p->loop[l].begin]++;
+				inloop[p->loop[l].end]--;
 			}
-		for (uint32_t i = 1; i <= p->nk; i++)
+		for (uint32_t i = 1; i <= p->nk; i++) {
 			open[i] += open[i - 1];
+			inloop[i] += inloop[i - 1];
+		}
 		LLVMValueRef call = LLVMGetParam(fn, 0);
-		unsigned part = 0;
+		unsigned part = 0, table = 0;
 		for (uint32_t k0 = 0, k1; k0 < p->nk; k0 = k1) {
-			for (k1 = k0 + PART_KERNELS; k1 < p->nk && open[k1]; k1++)
+			if (!inloop[k0]) { // a run of kernels outside the loops: a table
+				for (k1 = k0 + 1; k1 < p->nk && !inloop[k1]; k1++)
+					;
+				emit_table(e, fn, t->name, table++, sig, kfn, k0, k1);
+				continue;
+			}
+			// Kernels in loops: parts of straight-line calls, as many as
+			// PART_KERNELS each, ending where no loop is open.
+			for (k1 = k0 + 1; k1 < p->nk && inloop[k1] && (open[k1] || k1 - k0 < PART_KERNELS); k1++)
 				;
-			if (k1 > p->nk)
-				k1 = p->nk;
 			snprintf(name, sizeof name, "task.%s.part%u", t->name, part++);
 			LLVMValueRef pf = LLVMAddFunction(e->M, name, e->taskfn);
 			LLVMSetLinkage(pf, LLVMInternalLinkage);
 			fn_attr(e, pf, LLVMAttributeFunctionIndex, "nounwind");
 			fn_attr(e, pf, LLVMAttributeFunctionIndex, "noinline");
 			fn_wide(e, pf);
+			LLVMBasicBlockRef at = LLVMGetInsertBlock(e->B); // where fn goes on (a table's loop appends blocks after it)
 			e->fn = pf;
 			LLVMPositionBuilderAtEnd(e->B, LLVMAppendBasicBlockInContext(e->C, pf, "entry"));
 			memset(taskptr, 0, (p->nbuf + 1) * sizeof *taskptr); // the part's own values
 			emit_calls(e, pf, sig, kfn, k0, k1, taskptr, loops);
 			// In the task function: r = part(call); if (r) return r.
 			e->fn = fn;
-			LLVMPositionBuilderAtEnd(e->B, LLVMGetLastBasicBlock(fn));
+			LLVMPositionBuilderAtEnd(e->B, at);
 			LLVMValueRef r = LLVMBuildCall2(e->B, e->taskfn, pf, &call, 1, "");
 			LLVMBasicBlockRef fail = LLVMAppendBasicBlockInContext(e->C, fn, "part.fail");
 			LLVMBasicBlockRef ok = LLVMAppendBasicBlockInContext(e->C, fn, "part.ok");
@@ -1549,6 +1791,7 @@ emit_task(Emit *e, const CgTask *t)
 		}
 		LLVMBuildRet(e->B, LLVMConstInt(e->i32, 0, 0));
 		free(open);
+		free(inloop);
 	}
 	for (uint32_t i = 0; i < p->nk; i++) {
 		free(sig[i].bufs);
@@ -1649,6 +1892,8 @@ cg_llvm_emit(const CgTask *tasks, int ntasks, const uint8_t *desc, size_t descle
 	LLVMStructSetBody(e.callt, callfields, 5, 0);
 	e.callp = LLVMPointerType(e.callt, 0);
 	e.taskfn = LLVMFunctionType(e.i32, &e.callp, 1, 0);
+	LLVMTypeRef thunkargs[2] = {e.callp, LLVMPointerType(e.i64, 0)};
+	e.thunkfn = LLVMFunctionType(e.i32, thunkargs, 2, 0);
 
 	LLVMTargetRef target;
 	if (LLVMGetTargetFromTriple(triple, &target, &msg)) {
@@ -1735,6 +1980,8 @@ done:
 		free(e.shared[i].key);
 	free(e.shared);
 	free(e.shash);
+	free(e.thkey);
+	free(e.thval);
 	LLVMDisposeBuilder(e.B);
 	LLVMDisposeModule(e.M);
 	LLVMContextDispose(e.C);

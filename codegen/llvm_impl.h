@@ -55,6 +55,11 @@ typedef struct Emit {
 	struct Shared *shared; // kernel functions emitted so far, by key (emit_kernel)
 	uint32_t nshared, cshared;
 	uint32_t *shash, nshash; // their hash table: index + 1 into shared, 0 empty
+	// Thunks of kernel functions called from a call table (emit_table),
+	// one per kernel function, by the function's address.
+	LLVMValueRef *thkey, *thval;
+	uint32_t nthunk, nthhash;
+	LLVMTypeRef thunkfn; // i32 (fadc_call_v1 *, const i64 *)
 	LLVMValueRef mathfn[9][2]; // exp .. trigamma, f32 and f64 (llvm_math_fn)
 	int vecmath; // the expressions being emitted are in a loop that vectorizes
 	// Bytes per vector register of the target: 32 (AVX2), 64 with

@@ -24,6 +24,7 @@ typedef struct Lower {
 	KxId *off; // off[n]: where n's element 0 is in buf[n] (an I64 expression; 0: at 0)
 	uint32_t **tup; // tup[n]: a scan's value, one buffer per element of its tuple
 	int loop; // the loop (scan) these kernels run in, -1 for none
+	Arena *tmp; // the working tables of this graph's lowering (lower_graph)
 	struct Memo *memo; // (node, index) -> expression, valid for generation `gen`
 	uint32_t cmemo, nmemo, gen;
 	int nexpand; // nodes expanded into the current kernel
