@@ -497,9 +497,11 @@ check_prebuilt(const char *path, const char *defines, const char *const *tasks, 
 	}
 	const char *opts = fadc_model_info(m, "options");
 	int bad = 1;
-	if (opt_field(opts, "target", v, sizeof v), strcmp(v, S.o.gpu >= 0 ? "cuda" : "cpu"))
-		snprintf(err, errlen, "the artifact %s is built for target '%s', not '%s'", path, v,
-		         S.o.gpu >= 0 ? "cuda" : "cpu");
+	// The target option is a list ("cpu,cuda"): an artifact serves when it
+	// holds the code of the device the run is on.
+	if (opt_field(opts, "target", v, sizeof v), !in_list(v, S.o.gpu >= 0 ? "cuda" : "cpu"))
+		snprintf(err, errlen, "the artifact %s is built for target '%s', which has no '%s'", path,
+		         v, S.o.gpu >= 0 ? "cuda" : "cpu");
 	else if (opt_field(opts, "defines", v, sizeof v), strcmp(v, defines))
 		snprintf(err, errlen, "the artifact %s is built with sizes '%s', not '%s' (a compiled "
 		                      "model's sizes cannot change)", path, v, defines);

@@ -44,3 +44,20 @@ sed "s|source: m.so|source: $out/m.so|" "$out/c.yaml" > "$out/elsewhere/c.yaml"
 "$FADC_BENCH" --config "$out/elsewhere/c.yaml" --artifacts "$out/art" --num-iters 2 \
 	--output "$out/t2.md" --backend cpu > /dev/null 2> "$out/e6" || { cat "$out/e6"; exit 1; }
 [ "$(grep -c '^| m | \(vjp\|jvp\) | [0-9.e-]* | [0-9.e-]* |$' "$out/t2.md")" -eq 2 ]
+
+# The target is a list: a cpu,cuda artifact serves the CPU (and a GPU) run;
+# a cuda-only one does not serve the CPU.  Where NVRTC is missing (no CUDA
+# toolkit), the compile fails and this part is skipped.
+if "$FADC" "$FADC_SOURCE_DIR/models/ppl_simple_reg.ir" -o "$out/both.so" --tasks vjp,jvp \
+	--target cpu,cuda > /dev/null 2>&1; then
+	"$FADC" "$FADC_SOURCE_DIR/models/ppl_simple_reg.ir" -o "$out/gpu.so" --tasks vjp,jvp \
+		--target cuda > /dev/null
+	sed "s|source: m.so|source: $out/both.so|" "$out/c.yaml" > "$out/both.yaml"
+	"$FADC_BENCH" --config "$out/both.yaml" --artifacts "$out/art" --num-iters 2 --gpu -1 \
+		--output "$out/t3.md" --backend cpu > /dev/null 2> "$out/e7" || { cat "$out/e7"; exit 1; }
+	[ "$(grep -c '^| m | \(vjp\|jvp\) | [0-9.e-]* | [0-9.e-]* |$' "$out/t3.md")" -eq 2 ]
+	sed "s|source: m.so|source: $out/gpu.so|" "$out/c.yaml" > "$out/gpu.yaml"
+	if "$FADC_BENCH" --config "$out/gpu.yaml" --artifacts "$out/art" --num-iters 2 --gpu -1 \
+		--output "$out/t4.md" --backend cpu > /dev/null 2> "$out/e8"; then exit 1; fi
+	grep -q "^fadc-bench: m: skipped (2 cells): the artifact $out/gpu.so is built for target 'cuda', which has no 'cpu'$" "$out/e8"
+fi
