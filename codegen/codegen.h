@@ -43,6 +43,7 @@ typedef struct CgOptions {
 	FILE *emit_cuda; // the CUDA C of every task NVRTC compiles (--emit cuda)
 	int targets; // CG_TARGET_* bits (--target cpu,cuda); 0: CG_TARGET_CPU
 	const char *cuda_arch; // --cuda-arch; NULL: "sm_90" (a cubin, plus compute_90 PTX)
+	int no_ptx; // --no-ptx: the cubin alone, no PTX for newer GPUs (recorded: no_ptx=1)
 	int jobs; // NVRTC compilations at once; 0: the online cores, at most 8
 	FILE *cuda_diag; // NVRTC logs and sources of failed compilations; NULL: stderr
 	int allow_tf32; // cuBLAS GEMMs of f32 may use TF32 tensor cores (--allow-tf32; recorded)
@@ -208,6 +209,13 @@ int cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *k);
 // path the report names.  `name` names the source in NVRTC's messages.
 int cg_cuda_compile(const char *src, const char *name, const char *arch, uint8_t **out,
                     size_t *outlen, FILE *diag, char *err, size_t errlen);
+// One compilation for arch "sm_XX" (NULL: sm_90) giving both its cubin and,
+// when ptx is non-NULL, the compute_XX PTX it was assembled from (without a
+// trailing NUL; the same bytes a compute_XX compilation gives), so that an
+// artifact's two images cost one compilation.  Errors as cg_cuda_compile.
+int cg_cuda_compile_both(const char *src, const char *name, const char *arch, uint8_t **cubin,
+                         size_t *cubinlen, uint8_t **ptx, size_t *ptxlen, FILE *diag, char *err,
+                         size_t errlen);
 // NVRTC's version; 0 if it cannot be asked.
 int cg_cuda_nvrtc_version(int *major, int *minor);
 #endif

@@ -446,9 +446,10 @@ cg_parse_targets(const char *s, int *targets, char *err, size_t errlen)
 // ---------------------------------------------------------------- CUDA part
 //
 // Every task but the initializers is printed as CUDA C (cuda.c) and
-// compiled twice by NVRTC: a cubin for the artifact's architecture and PTX
-// for the matching compute_XX (the driver JIT-compiles it where the cubin
-// does not load, a newer GPU).  NVRTC is thread-safe per program, and the
+// compiled once by NVRTC, for the artifact's architecture: the cubin, and
+// the compute_XX PTX that compilation assembled it from (the driver
+// JIT-compiles the PTX where the cubin does not load, a newer GPU; none
+// with --no-ptx).  NVRTC is thread-safe per program, and the
 // compilations are the slow part of a CUDA build (25-30 ms per kernel), so
 // they run on a few threads that take jobs in order; the results do not
 // depend on the order they finish in.
@@ -457,8 +458,9 @@ cg_parse_targets(const char *s, int *targets, char *err, size_t errlen)
 
 typedef struct CuJob {
 	const char *src, *name, *arch;
-	uint8_t *out;
-	size_t len;
+	int want_ptx;
+	uint8_t *out, *ptx; // the cubin and the PTX (without its NUL; NULL with --no-ptx)
+	size_t len, ptxlen;
 	int ok;
 	char err[2048];
 	char *diag; // the report of a failed compilation (open_memstream), or NULL
@@ -482,13 +484,13 @@ cu_worker(void *arg)
 		pthread_mutex_unlock(&pl->mu);
 		if (i < 0)
 			return NULL;
-		// Each job's report is kept apart and cu_build prints one: the
-		// cubin and PTX of a task fail alike, and reports written from
-		// several threads at once would interleave.
+		// Each job's report is kept apart and cu_build prints one:
+		// reports written from several threads at once would interleave.
 		CuJob *j = &pl->job[i];
 		FILE *d = open_memstream(&j->diag, &j->diaglen);
-		j->ok = cg_cuda_compile(j->src, j->name, j->arch, &j->out, &j->len, d ? d : pl->diag,
-		                        j->err, sizeof j->err);
+		j->ok = cg_cuda_compile_both(j->src, j->name, j->arch, &j->out, &j->len,
+		                             j->want_ptx ? &j->ptx : NULL, &j->ptxlen, d ? d : pl->diag,
+		                             j->err, sizeof j->err);
 		if (d)
 			fclose(d);
 	}
@@ -636,11 +638,9 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 		snprintf(err, errlen, "error: --cuda-arch %s: expected sm_XX (sm_90)", arch);
 		return 0;
 	}
-	char ptxarch[64];
-	snprintf(ptxarch, sizeof ptxarch, "compute_%s", arch + 3);
 	char **src = calloc((size_t)n + 1, sizeof *src);
 	char **name = calloc((size_t)n + 1, sizeof *name);
-	CuJob *job = calloc(2 * (size_t)n + 1, sizeof *job);
+	CuJob *job = calloc((size_t)n + 1, sizeof *job);
 	size_t cap = 0;
 	int ok = 0;
 	if (!src || !name || !job) {
@@ -668,36 +668,37 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 		snprintf(name[i], nl, "%s.%s.cu", model, tasks[i].name);
 		if (o->emit_cuda)
 			fprintf(o->emit_cuda, "// ---- %s\n%s", name[i], src[i]);
-		job[2 * i] = (CuJob){.src = src[i], .name = name[i], .arch = arch};
-		job[2 * i + 1] = (CuJob){.src = src[i], .name = name[i], .arch = ptxarch};
+		job[i] = (CuJob){.src = src[i], .name = name[i], .arch = arch, .want_ptx = !o->no_ptx};
 	}
-	CuPool pl = {.job = job, .n = 2 * n, .diag = o->cuda_diag};
+	CuPool pl = {.job = job, .n = n, .diag = o->cuda_diag};
 	pthread_mutex_init(&pl.mu, NULL);
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	cu_run_jobs(&pl, o->jobs > 0 ? o->jobs : cores > 0 ? (int)cores : 1);
 	pthread_mutex_destroy(&pl.mu);
-	for (int i = 0; i < 2 * n; i++)
+	for (int i = 0; i < n; i++)
 		if (!job[i].ok) {
 			if (job[i].diaglen) {
 				FILE *f = o->cuda_diag ? o->cuda_diag : stderr;
 				fwrite(job[i].diag, 1, job[i].diaglen, f);
 				int others = 0; // other tasks that failed (their sources are saved too)
-				for (int k = i / 2 + 1; k < n; k++)
-					others += !job[2 * k].ok || !job[2 * k + 1].ok;
+				for (int k = i + 1; k < n; k++)
+					others += !job[k].ok;
 				if (others)
 					fprintf(f, "(and %d more task%s failed to compile)\n", others,
 					        others > 1 ? "s" : "");
 				fflush(f);
 			}
-			snprintf(err, errlen, "error: task '%s': %s", tasks[i / 2].name, job[i].err);
+			snprintf(err, errlen, "error: task '%s': %s", tasks[i].name, job[i].err);
 			goto done;
 		}
 	for (int i = 0; i < n; i++) {
 		ArtTask *t = &at[i];
-		if (!put_image(img, imglen, &cap, job[2 * i].out, job[2 * i].len, 0, &t->cubin_off,
+		// Without PTX (--no-ptx) its place is 0, 0: the runtime loads the
+		// cubin or fails (runtime/cuda.c).
+		if (!put_image(img, imglen, &cap, job[i].out, job[i].len, 0, &t->cubin_off,
 		               &t->cubin_len) ||
-		    !put_image(img, imglen, &cap, job[2 * i + 1].out, job[2 * i + 1].len, 1,
-		               &t->ptx_off, &t->ptx_len)) {
+		    (job[i].ptx && !put_image(img, imglen, &cap, job[i].ptx, job[i].ptxlen, 1,
+		                              &t->ptx_off, &t->ptx_len))) {
 			snprintf(err, errlen, "error: out of memory");
 			goto done;
 		}
@@ -711,8 +712,9 @@ done:
 		if (name)
 			free(name[i]);
 	}
-	for (int i = 0; job && i < 2 * n; i++) {
+	for (int i = 0; job && i < n; i++) {
 		free(job[i].out);
+		free(job[i].ptx);
 		free(job[i].diag);
 	}
 	free(src);
@@ -1019,12 +1021,13 @@ options_line(Compile *c, const char *cuda_arch)
 	int targets = c->targets;
 	char *opts = c->opts;
 	size_t n = sizeof c->opts;
-	size_t k = (size_t)snprintf(opts, n, "target=%s%s%s%s cpu=%s opt=%d compute=%s defines=",
+	size_t k = (size_t)snprintf(opts, n, "target=%s%s%s%s%s cpu=%s opt=%d compute=%s defines=",
 	                            targets == CG_TARGET_CPU    ? "cpu"
 	                            : targets == CG_TARGET_CUDA ? "cuda"
 	                                                        : "cpu,cuda",
 	                            targets & CG_TARGET_CUDA ? " cuda_arch=" : "",
 	                            targets & CG_TARGET_CUDA ? cuda_arch : "",
+	                            (targets & CG_TARGET_CUDA) && o->no_ptx ? " no_ptx=1" : "",
 	                            (targets & CG_TARGET_CUDA) && o->allow_tf32 ? " allow_tf32=1" : "",
 	                            o->cpu ? o->cpu : "x86-64-v3", o->opt_level < 0 ? 2 : o->opt_level,
 	                            o->compute_f64 ? "f64" : "f32");
