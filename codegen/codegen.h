@@ -156,6 +156,19 @@ int cg_llvm_cpu(const char *cpu, char *name, size_t nname, char *features, size_
 // its length in *len), the same bytes for the same program; NULL with a
 // message when p uses an op the printer does not support yet (samplers).
 char *cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen);
+// The same with equal kernels shared (docs/CUDA.md, "Shared kernels"):
+// a __global__ whose text equals an earlier one's up to the names of its
+// parameters and locals is printed once, and *shared lists (malloc'ed,
+// *nshared entries; cg_cuda_shared_free) each launch name that is no
+// function of the source and the function it launches instead.  What
+// compile.c prints, compiles and records.
+typedef struct CgCudaShared {
+	char *name; // a kernel's name as cg_cuda_kernel gives it
+	char *as; // the function of the source that its launches call
+} CgCudaShared;
+char *cg_cuda_print_shared(const KProgram *p, size_t *len, CgCudaShared **shared,
+                           uint32_t *nshared, char *err, size_t errlen);
+void cg_cuda_shared_free(CgCudaShared *s, uint32_t n);
 // The launch contract of kernel ki of p, as cg_cuda_print prints it: the
 // function's name, its output points (the grid covers them), the buffers it
 // takes in argument order (the output first) and whether the run seed

@@ -538,11 +538,20 @@ put_image(uint8_t **img, size_t *len, size_t *cap, const uint8_t *b, size_t n, i
 	return 1;
 }
 
-// The launch contract of every kernel of p into t (names malloc'ed); a
-// GEMM record allows TF32 when tf32.
 static int
-cu_contract(const KProgram *p, ArtTask *t, int tf32)
+shared_cmp(const void *a, const void *b)
 {
+	return strcmp(((const CgCudaShared *)a)->name, ((const CgCudaShared *)b)->name);
+}
+
+// The launch contract of every kernel of p into t (names malloc'ed); a
+// GEMM record allows TF32 when tf32.  A launch of a kernel the printer
+// shared (sh[0..nsh), sorted here by name) names the function it calls.
+static int
+cu_contract(const KProgram *p, ArtTask *t, int tf32, CgCudaShared *sh, uint32_t nsh)
+{
+	if (nsh)
+		qsort(sh, nsh, sizeof *sh, shared_cmp);
 	uint32_t nl = cg_cuda_launches(p);
 	t->kern = calloc(nl + 1, sizeof *t->kern);
 	if (!t->kern)
@@ -580,6 +589,16 @@ cu_contract(const KProgram *p, ArtTask *t, int tf32)
 			};
 		}
 		k->name = ck.name;
+		CgCudaShared key = {ck.name, NULL}, *hit;
+		if (nsh && (hit = bsearch(&key, sh, nsh, sizeof *sh, shared_cmp))) {
+			char *as = strdup(hit->as);
+			if (!as) {
+				free(ck.buf);
+				return 0;
+			}
+			free(k->name);
+			k->name = as;
+		}
 		k->points = (uint64_t)ck.points;
 		k->grid = ck.grid;
 		k->runseed = (uint8_t)ck.runseed;
@@ -654,14 +673,22 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 	const char *inject = getenv("FADC_TEST_NVRTC_ERROR");
 	long injectk = inject && *inject ? strtol(inject, NULL, 10) : 0;
 	for (int i = 0; i < n; i++) {
-		if (!(src[i] = cg_cuda_print(tasks[i].prog, NULL, err, errlen)))
+		CgCudaShared *sh = NULL;
+		uint32_t nsh = 0;
+		if (!(src[i] = cg_cuda_print_shared(tasks[i].prog, NULL, &sh, &nsh, err, errlen)))
 			goto done;
+		int good = cu_contract(tasks[i].prog, &at[i], o->allow_tf32, sh, nsh);
+		cg_cuda_shared_free(sh, nsh);
+		if (!good) {
+			snprintf(err, errlen, "error: out of memory");
+			goto done;
+		}
 		if (injectk > 0 && !(src[i] = inject_error(src[i], injectk))) {
 			snprintf(err, errlen, "error: out of memory");
 			goto done;
 		}
 		size_t nl = strlen(model) + strlen(tasks[i].name) + 8;
-		if (!(name[i] = malloc(nl)) || !cu_contract(tasks[i].prog, &at[i], o->allow_tf32)) {
+		if (!(name[i] = malloc(nl))) {
 			snprintf(err, errlen, "error: out of memory");
 			goto done;
 		}
