@@ -26,6 +26,14 @@
 // 40.3e9), resnet18's full Hessian (5.5e14 bytes of outputs) does not.
 #define CG_MAX_TASK_BYTES ((int64_t)64 << 30)
 
+// How far a compile is (CgOptions.progress): stage names the step ("tasks
+// (passes, lowering)", "kernels (NVRTC)", "LLVM code generation",
+// "linking"), done of total units of it (total 0: no count).  A stage
+// "warning: ..." is a warning for the user, not a step; an empty stage
+// comes before the compiler writes to stderr itself (an NVRTC report).
+// Called from any thread, one call at a time.
+typedef void (*CgProgressFn)(void *arg, const char *stage, long done, long total);
+
 typedef struct CgOptions {
 	const char *const *tasks; // task names (passes/tasks.c); "all" = every task
 	int ntasks; // 0: forward vjp jvp vhp hvp (the model's own list, later)
@@ -47,6 +55,8 @@ typedef struct CgOptions {
 	int jobs; // NVRTC compilations at once; 0: the online cores, at most 8
 	FILE *cuda_diag; // NVRTC logs and sources of failed compilations; NULL: stderr
 	int allow_tf32; // cuBLAS GEMMs of f32 may use TF32 tensor cores (--allow-tf32; recorded)
+	CgProgressFn progress; // NULL: none (fadc: on a terminal only)
+	void *progress_arg;
 } CgOptions;
 
 // What an artifact's tasks are compiled for.  Initializer tasks (init.*)

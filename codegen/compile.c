@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "artifact.h"
@@ -158,6 +159,71 @@ read_file(const char *path, uint8_t **buf, size_t *len)
 	}
 	fclose(f);
 	return ok;
+}
+
+// ---------------------------------------------------------------- accounting
+//
+// Where a compile's time goes (--stats, docs/CODEGEN.md "Compile time"):
+// wall and CPU seconds per phase, summed over tasks, printed at the end.
+// CPU is the process's (every thread: NVRTC runs on several); the
+// linker's is its child's and not counted.  FADC_TIME=1 prints each step
+// as it ends (kir_time_note) instead.
+enum { PH_PASSES, PH_LOWER, PH_CUDA_PRINT, PH_NVRTC, PH_LLVM, PH_LINK, PH_COUNT };
+static const char *const phase_name[PH_COUNT] = {
+    "passes", "lowering+plan", "CUDA printing", "NVRTC", "LLVM", "link",
+};
+
+typedef struct Phases {
+	double wall[PH_COUNT], cpu[PH_COUNT];
+} Phases;
+
+static double
+clock_s(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+typedef struct Mark {
+	double wall, cpu;
+} Mark;
+
+static Mark
+mark_now(void)
+{
+	return (Mark){clock_s(CLOCK_MONOTONIC), clock_s(CLOCK_PROCESS_CPUTIME_ID)};
+}
+
+// Adds the time since m to phase ph of ps (NULL: none).
+static void
+phase_add(Phases *ps, int ph, Mark m)
+{
+	if (!ps)
+		return;
+	Mark e = mark_now();
+	ps->wall[ph] += e.wall - m.wall;
+	ps->cpu[ph] += e.cpu - m.cpu;
+}
+
+static void
+phases_print(FILE *f, const Phases *ps)
+{
+	double w = 0, u = 0;
+	for (int i = 0; i < PH_COUNT; i++)
+		w += ps->wall[i], u += ps->cpu[i];
+	fprintf(f, "# stats: time %.2f s wall, %.2f s cpu:", w, u);
+	for (int i = 0; i < PH_COUNT; i++)
+		fprintf(f, "%s %s %.2f s (cpu %.2f)", i ? "," : "", phase_name[i], ps->wall[i],
+		        ps->cpu[i]);
+	fprintf(f, "\n");
+}
+
+static void
+progress(const CgOptions *o, const char *stage, long done, long total)
+{
+	if (o->progress)
+		o->progress(o->progress_arg, stage, done, total);
 }
 
 // out_so = so bytes + descriptor + trailer, through FioOut: a temporary
@@ -360,7 +426,7 @@ model_name(const Module *m, char *buf, size_t n)
 // then on outputs plus arena.
 static KProgram *
 build(const Graph *g, uint32_t nchk, const char *name, const char *model, DType fcompute, const CgOptions *o,
-      char *err, size_t errlen)
+      Phases *ps, char *err, size_t errlen)
 {
 	// The user's outputs (the index checks' 16 bytes each are the runtime's).
 	int64_t lim = task_limit(o), gout = graph_out_bytes(g, g->nout - nchk);
@@ -383,11 +449,13 @@ build(const Graph *g, uint32_t nchk, const char *name, const char *model, DType 
 		return NULL;
 	}
 	KTime tm = kir_time_start();
+	Mark mk = mark_now();
 	KProgram *p = cg_lower(g, name, fcompute, err, errlen);
 	if (!p)
 		return NULL;
 	cg_plan(p);
 	kir_time_note(tm, "lower+plan", name);
+	phase_add(ps, PH_LOWER, mk);
 	int64_t ob = out_bytes(p) - 16 * (int64_t)nchk; // index checks: i64[2] each
 	int64_t need = ob + p->arena_bytes;
 	if (need > lim) {
@@ -401,6 +469,8 @@ build(const Graph *g, uint32_t nchk, const char *name, const char *model, DType 
 	}
 	if (o->emit_kir)
 		kir_print(o->emit_kir, p);
+	if (o->stats)
+		progress(o, "", 0, 0); // the status line off first (a terminal)
 	if (o->stats)
 		fprintf(o->stats, "# stats: task %-16s %4u kernels, arena %10lld bytes (naive %lld), "
 		                  "outputs %lld bytes\n",
@@ -465,6 +535,7 @@ typedef struct CuJob {
 	char err[2048];
 	char *diag; // the report of a failed compilation (open_memstream), or NULL
 	size_t diaglen;
+	long units; // the functions it compiles (progress)
 } CuJob;
 
 typedef struct CuPool {
@@ -472,6 +543,8 @@ typedef struct CuPool {
 	int n, next;
 	FILE *diag;
 	pthread_mutex_t mu;
+	const CgOptions *o; // its progress callback
+	long done, total; // functions compiled, of all
 } CuPool;
 
 static void *
@@ -484,6 +557,7 @@ cu_worker(void *arg)
 		pthread_mutex_unlock(&pl->mu);
 		if (i < 0)
 			return NULL;
+
 		// Each job's report is kept apart and cu_build prints one:
 		// reports written from several threads at once would interleave.
 		CuJob *j = &pl->job[i];
@@ -493,6 +567,10 @@ cu_worker(void *arg)
 		                             j->err, sizeof j->err);
 		if (d)
 			fclose(d);
+		pthread_mutex_lock(&pl->mu);
+		pl->done += j->units;
+		progress(pl->o, "kernels (NVRTC)", pl->done, pl->total);
+		pthread_mutex_unlock(&pl->mu);
 	}
 }
 
@@ -650,8 +728,11 @@ inject_error(char *src, long k)
 // entries and the image section (*img, *imglen).
 static int
 cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOptions *o,
-         uint8_t **img, size_t *imglen, char *err, size_t errlen)
+         Phases *ps, uint8_t **img, size_t *imglen, char *err, size_t errlen)
 {
+	Mark mk = mark_now();
+	KTime tm = kir_time_start();
+	long units = 0;
 	const char *arch = o->cuda_arch ? o->cuda_arch : "sm_90";
 	if (strncmp(arch, "sm_", 3) || !arch[3]) {
 		snprintf(err, errlen, "error: --cuda-arch %s: expected sm_XX (sm_90)", arch);
@@ -678,6 +759,10 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 		if (!(src[i] = cg_cuda_print_shared(tasks[i].prog, NULL, &sh, &nsh, err, errlen)))
 			goto done;
 		int good = cu_contract(tasks[i].prog, &at[i], o->allow_tf32, sh, nsh);
+		job[i].units = (long)tasks[i].prog->nk - (long)nsh; // the functions printed, about
+		if (job[i].units < 1)
+			job[i].units = 1;
+		units += job[i].units;
 		cg_cuda_shared_free(sh, nsh);
 		if (!good) {
 			snprintf(err, errlen, "error: out of memory");
@@ -695,16 +780,27 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 		snprintf(name[i], nl, "%s.%s.cu", model, tasks[i].name);
 		if (o->emit_cuda)
 			fprintf(o->emit_cuda, "// ---- %s\n%s", name[i], src[i]);
-		job[i] = (CuJob){.src = src[i], .name = name[i], .arch = arch, .want_ptx = !o->no_ptx};
+		job[i].src = src[i];
+		job[i].name = name[i];
+		job[i].arch = arch;
+		job[i].want_ptx = !o->no_ptx;
 	}
-	CuPool pl = {.job = job, .n = n, .diag = o->cuda_diag};
+	kir_time_note(tm, "cuda-print", model);
+	phase_add(ps, PH_CUDA_PRINT, mk);
+	mk = mark_now();
+	tm = kir_time_start();
+	CuPool pl = {.job = job, .n = n, .diag = o->cuda_diag, .o = o, .total = units};
 	pthread_mutex_init(&pl.mu, NULL);
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	progress(o, "kernels (NVRTC)", 0, units);
 	cu_run_jobs(&pl, o->jobs > 0 ? o->jobs : cores > 0 ? (int)cores : 1);
 	pthread_mutex_destroy(&pl.mu);
+	kir_time_note(tm, "nvrtc", model);
+	phase_add(ps, PH_NVRTC, mk);
 	for (int i = 0; i < n; i++)
 		if (!job[i].ok) {
 			if (job[i].diaglen) {
+				progress(o, "", 0, 0);
 				FILE *f = o->cuda_diag ? o->cuda_diag : stderr;
 				fwrite(job[i].diag, 1, job[i].diaglen, f);
 				int others = 0; // other tasks that failed (their sources are saved too)
@@ -885,6 +981,7 @@ typedef struct Compile {
 	char model[256];
 	char cpu[128], feat[1024], llvm_feat[4096];
 	char opts[2048];       // the descriptor's options line
+	Phases ph;             // where the time went (--stats)
 	char *err;
 	size_t errlen;
 } Compile;
@@ -928,9 +1025,12 @@ build_user_tasks(Compile *c)
 			uint32_t ti = (uint32_t)s * (uint32_t)c->ntask + (uint32_t)i;
 			char msg[1024];
 			Loc loc = 0;
+			progress(o, "tasks (passes, lowering)", (long)ti, (long)c->nuser);
 			KTime tm = kir_time_start();
+			Mark mk = mark_now();
 			Graph *g = pass_task(c->ms[s]->main, name, NULL, &loc, msg, sizeof msg);
 			kir_time_note(tm, "passes", name);
+			phase_add(&c->ph, PH_PASSES, mk);
 			if (!g) {
 				char where[512];
 				cg_loc_str(c->ms[s]->src, loc, where, sizeof where);
@@ -948,7 +1048,7 @@ build_user_tasks(Compile *c)
 			uint32_t nchk = pass_index_checks(g, &chk);
 			CgTask *task = &c->tasks[ti];
 			task->name = name;
-			task->prog = build(g, nchk, name, c->model, c->fc, o, err, errlen);
+			task->prog = build(g, nchk, name, c->model, c->fc, o, &c->ph, err, errlen);
 			int good = task->prog &&
 			           describe_task(c->ms[s], g, task->prog, &c->d.task[ti], name, ART_TASK,
 			                         -1, c->declmap + (size_t)s * c->nd);
@@ -1019,7 +1119,7 @@ build_init_tasks(Compile *c)
 			task->name = c->initname[ii];
 			// Initializers run once: computed in f64 and rounded at the end, as
 			// ir_module_init does, so both give the same values.
-			task->prog = build(g, 0, c->initname[ii], c->model, DT_F64, c->o, err, errlen);
+			task->prog = build(g, 0, c->initname[ii], c->model, DT_F64, c->o, &c->ph, err, errlen);
 			if (!task->prog) {
 				spec_note(err, errlen, c->specdefs, k, c->nspec);
 				return 0;
@@ -1120,8 +1220,11 @@ link_artifact(Compile *c, const uint8_t *desc, size_t desclen, const uint8_t *im
 			goto done;
 		}
 	}
+	progress(o, "LLVM code generation", 0, 0);
+	Mark mk = mark_now();
 	if (!cg_llvm_emit(emit, (int)nall, desc, desclen, &tg, o->emit_llvm, obj, err, errlen))
 		goto done;
+	phase_add(&c->ph, PH_LLVM, mk);
 	const char *cc = o->cc ? o->cc : getenv("FADC_CC");
 	if (!cc || !*cc)
 		cc = "cc";
@@ -1136,9 +1239,12 @@ link_artifact(Compile *c, const uint8_t *desc, size_t desclen, const uint8_t *im
 	char *argv[] = {(char *)cc, "-shared", "-o", lib, obj, (char *)support, "-lm",
 	                "-Wl,-z,noexecstack", "-Wl,--build-id=sha1", NULL};
 	KTime tlink = kir_time_start();
+	progress(o, "linking", 0, 0);
+	mk = mark_now();
 	if (!run_cc(argv, logp, err, errlen))
 		goto done;
 	kir_time_note(tlink, "link", cc);
+	phase_add(&c->ph, PH_LINK, mk);
 	if (!read_file(lib, &so, &solen)) {
 		snprintf(err, errlen, "error: cannot read the linked library %s", lib);
 		goto done;
@@ -1247,7 +1353,8 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 	d->cuda_arch = targets & CG_TARGET_CUDA ? (char *)cuda_arch : "";
 #ifdef FADC_HAVE_CUDA
 	if ((targets & CG_TARGET_CUDA) &&
-	    !cu_build(c->model, c->tasks, d->task, (int)c->nuser, o, &img, &imglen, err, errlen))
+	    !cu_build(c->model, c->tasks, d->task, (int)c->nuser, o, &c->ph, &img, &imglen, err,
+	              errlen))
 		goto done;
 #else
 	if (targets & CG_TARGET_CUDA) {
@@ -1272,6 +1379,10 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 	}
 	free(triple);
 	ok = link_artifact(c, desc, desclen, img, imglen, out_so);
+	if (ok && o->stats) {
+		progress(o, "", 0, 0);
+		phases_print(o->stats, &c->ph);
+	}
 done:
 	free(img);
 	free(desc);

@@ -50,7 +50,8 @@ const char *const usage_main =
     "  --print-after-all          print the graph after every pass\n"
     "  --stop-after=PASS          stop after the first run of PASS; print that graph\n"
     "  --stats                    node counts after each pass (with -o: each task's\n"
-    "                             kernels and memory plan)\n"
+    "                             kernels and memory plan, and where the time went:\n"
+    "                             passes, lowering, CUDA printing, NVRTC, LLVM, link)\n"
     "  The passes: simplify, vjp, jvp, vmap.\n"
     "\n"
     "Compile options (-o):\n"
@@ -379,8 +380,14 @@ compile(const CompileArgs *a, const Module *const *ms, const char *const *specna
 	    .allow_tf32 = a->allow_tf32,
 	    .no_ptx = a->no_ptx,
 	};
-	if (nspec > 1 ? cg_compile_specs(ms, specnames, nspec, &o, a->out, err, sizeof err)
-	              : cg_compile_module(m, &o, a->out, err, sizeof err))
+	// The status line of a long compile, on a terminal only (cli.c).
+	Progress *pg = progress_start();
+	o.progress = pg ? progress_note : NULL;
+	o.progress_arg = pg;
+	int ok = nspec > 1 ? cg_compile_specs(ms, specnames, nspec, &o, a->out, err, sizeof err)
+	                   : cg_compile_module(m, &o, a->out, err, sizeof err);
+	progress_stop(pg);
+	if (ok)
 		return 0;
 	cg_error(a->model, a->out, err);
 	return 1;
