@@ -557,7 +557,6 @@ cu_worker(void *arg)
 		pthread_mutex_unlock(&pl->mu);
 		if (i < 0)
 			return NULL;
-
 		// Each job's report is kept apart and cu_build prints one:
 		// reports written from several threads at once would interleave.
 		CuJob *j = &pl->job[i];
