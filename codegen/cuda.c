@@ -44,6 +44,7 @@ typedef struct Cu {
 	int var32;               // the kernel's variables (t, r, i<d>) are int (index32)
 	int ictx;                // printing the operands of an index op: 1 narrow, 2 wide
 	uint8_t *rot;            // fused: rot[ki], kernel ki's warp rotation (cuda_fused_rotations)
+	uint32_t *alias;         // sharing: alias[ki], the kernel whose function ki calls; else NULL
 } Cu;
 
 static const char *
@@ -571,7 +572,11 @@ print_calls(Cu *c, const La *a, const char *bar, const uint8_t *after) {
 		cuda_kernel_uses(p, &p->k[ki], &u);
 		for (int d = 0; d < depth; d++)
 			fputc('\t', f);
-		fprintf(f, "%s(", k.name);
+		if (c->alias && c->alias[ki] != ki) // an equal kernel's function (shared kernels)
+			cuda_kernel_name(f, p->name, c->alias[ki], p->k[c->alias[ki]].what);
+		else
+			fputs(k.name, f);
+		fputc('(', f);
 		for (uint32_t j = 0; j < k.narg; j++)
 			fprintf(f, "%sb%u", j ? ", " : "", k.buf[j]);
 		fprintf(f, "%s", k.runseed ? ", runseed" : "");
@@ -1359,8 +1364,9 @@ static const char rand_src[] =
 // is kept as printed, and a literal is a token of its own (0x1.b3p+2 holds
 // no identifier), so a renaming never makes two different functions equal:
 // it can only miss a sharing.  Keys are compared byte for byte, never by
-// hash alone.  Only __global__ kernels are shared: a fused task's or a
-// loop's __device__ functions are called by name from a group's kernel.
+// hash alone.  A __global__'s launch records name the function it shares;
+// a fused task's or a loop's __device__ functions are called from their
+// group's kernel, which calls the shared one (print_calls).
 
 typedef struct Shr {
 	char **key; // the printed kernels' keys, in print order
@@ -1548,9 +1554,11 @@ typedef struct Sharing {
 
 static void print_kernel(Cu *c, uint32_t ki);
 
-// Kernel ki (a __global__) printed into c->f once per key: a kernel equal
-// to an earlier one leaves its launch comment and a line naming the
-// function it launches.
+// Kernel ki printed into c->f once per key: a kernel equal to an earlier
+// one leaves its launch comment and a line naming the function it
+// launches (a __global__: recorded for its launch records) or its group's
+// kernel calls (a __device__ function of a fused task or a loop:
+// c->alias, print_calls).
 static void
 print_kernel_shared(Cu *c, Sharing *s, uint32_t ki) {
 	char *text = NULL, *name = NULL;
@@ -1576,6 +1584,12 @@ print_kernel_shared(Cu *c, Sharing *s, uint32_t ki) {
 		size_t cl = nl ? (size_t)(nl - text) + 1 : 0;
 		fwrite(text, 1, cl, main);
 		fprintf(main, "// the function of kernel %u: %s\n", s->sh.ki[e], s->sh.name[e]);
+		c->alias[ki] = s->sh.ki[e];
+		if (c->fused || c->inloop[ki]) { // called, never launched by name
+			free(name);
+			free(text);
+			return;
+		}
 		if (s->nout == s->cap) {
 			s->cap = s->cap ? 2 * s->cap : 64;
 			s->out = realloc(s->out, s->cap * sizeof *s->out);
@@ -1683,6 +1697,12 @@ print_program(const KProgram *p, size_t *len, Sharing *share, char *err, size_t 
 		free(bar);
 	}
 	c.inloop = calloc(p->nk + 1, 1);
+	if (share) {
+		c.alias = malloc((p->nk + 1) * sizeof *c.alias);
+		FADC_ASSERT(c.alias != NULL, "cuda: out of memory");
+		for (uint32_t ki = 0; ki < p->nk; ki++)
+			c.alias[ki] = ki;
+	}
 	La *la = calloc(LA_MAX(p), sizeof *la);
 	FADC_ASSERT(c.inloop && la, "cuda: out of memory");
 	for (uint32_t l = 0; l < p->nloop; l++)
@@ -1737,7 +1757,7 @@ print_program(const KProgram *p, size_t *len, Sharing *share, char *err, size_t 
 			        gemm[i] == GEMM_CHOICE ? ", or the kernel below: a choice, timed on the GPU"
 			                               : ": no code here");
 		if (!p->k[i].host && gemm[i] != GEMM_ONLY) {
-			if (share && !c.fused && !c.inloop[i])
+			if (share)
 				print_kernel_shared(&c, share, i);
 			else
 				print_kernel(&c, i);
@@ -1751,6 +1771,7 @@ print_program(const KProgram *p, size_t *len, Sharing *share, char *err, size_t 
 	free(c.stamp);
 	free(c.inloop);
 	free(c.rot);
+	free(c.alias);
 	free(la);
 	if (c.bad) {
 		snprintf(err, errlen, "error: task '%s': the CUDA backend does not support %s yet",

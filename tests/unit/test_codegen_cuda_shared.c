@@ -224,6 +224,53 @@ done:
 	ir_module_free(m);
 }
 
+// A fused task (one block; its kernels __device__ functions its kernel
+// calls): a chain's vjp repeats one adjoint per statement, which the
+// fused kernel calls from one function; NVRTC compiles the source (a call
+// of a function that is not there, or with other arguments, would fail).
+static void
+check_fused(void) {
+	char text[4096] = "param x0: f32[64] = normal(0, 1, seed=1)\ndef forward() -> f32[] {\n";
+	for (int i = 1; i <= 12; i++)
+		snprintf(text + strlen(text), sizeof text - strlen(text),
+		         "  x%d = sin(x%d) * 1.0001 + 0.5\n", i, i - 1);
+	strcat(text, "  return sum(x12)\n}\n");
+	Module *m = cgu_parse("chain12.ir", text);
+	if (!m)
+		return;
+	char err[4096];
+	KProgram *p = cgu_lower_task(m, "vjp", DT_F32, NULL, err, sizeof err);
+	CHECK(p != NULL);
+	if (!p) {
+		fprintf(stderr, "chain12.ir: %s\n", err);
+		ir_module_free(m);
+		return;
+	}
+	CgCudaShared *sh = NULL;
+	uint32_t nsh = 0;
+	char *all = cg_cuda_print(p, NULL, err, sizeof err);
+	char *src = cg_cuda_print_shared(p, NULL, &sh, &nsh, err, sizeof err);
+	CHECK(all && src);
+	int dall = all ? count(all, "static __device__ void\n") : 0;
+	int dsh = src ? count(src, "static __device__ void\n") : 0;
+	printf("chain12 vjp: fused %d, %u kernels, %d functions unshared, %d shared\n",
+	       cg_cuda_launches(p) == 1, p->nk, dall, dsh);
+	CHECK(cg_cuda_launches(p) == 1); // fused
+	CHECK(nsh == 0); // no launch of its own
+	CHECK(dsh > 0 && dsh < dall / 2);
+#ifdef FADC_HAVE_CUDA
+	uint8_t *cubin = NULL;
+	size_t n = 0;
+	CHECK(src && cg_cuda_compile(src, "chain12.cu", "sm_90", &cubin, &n, stderr, err, sizeof err));
+	free(cubin);
+#endif
+	free(all);
+	free(src);
+	cg_cuda_shared_free(sh, nsh);
+	kir_program_free(p);
+	ir_module_free(m);
+}
+
 #ifdef FADC_HAVE_CUDA
 // An artifact (codegen/compile.c): every kernel launch of every CUDA task
 // names an .entry of that task's PTX, and fewer functions than launches
@@ -284,6 +331,7 @@ check_artifact(void) {
 int
 main(void) {
 	check_small();
+	check_fused();
 	const char *r18[] = {"N=2", "H=32", "C=4", "NCLS=10"};
 	check_model_task("resnet18", r18, 4, "forward");
 	const char *tr[] = {"N=8", "SEQ=4", "E=16", "NH=4", "FF=16", "MAXLEN=16"};
