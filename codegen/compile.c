@@ -562,8 +562,8 @@ cu_worker(void *arg)
 		CuJob *j = &pl->job[i];
 		FILE *d = open_memstream(&j->diag, &j->diaglen);
 		j->ok = cg_cuda_compile_both(j->src, j->name, j->arch, &j->out, &j->len,
-		                             j->want_ptx ? &j->ptx : NULL, &j->ptxlen, d ? d : pl->diag,
-		                             j->err, sizeof j->err);
+		                             j->want_ptx ? &j->ptx : NULL, &j->ptxlen,
+		                             d ? d : pl->diag, j->err, sizeof j->err);
 		if (d)
 			fclose(d);
 		pthread_mutex_lock(&pl->mu);
@@ -1118,7 +1118,8 @@ build_init_tasks(Compile *c)
 			task->name = c->initname[ii];
 			// Initializers run once: computed in f64 and rounded at the end, as
 			// ir_module_init does, so both give the same values.
-			task->prog = build(g, 0, c->initname[ii], c->model, DT_F64, c->o, &c->ph, err, errlen);
+			task->prog = build(g, 0, c->initname[ii], c->model, DT_F64, c->o, &c->ph,
+			                   err, errlen);
 			if (!task->prog) {
 				spec_note(err, errlen, c->specdefs, k, c->nspec);
 				return 0;

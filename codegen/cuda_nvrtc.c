@@ -261,8 +261,8 @@ cg_cuda_compile_both(const char *src, const char *name, const char *arch, uint8_
 	if (!arch)
 		arch = "sm_90";
 	if (strncmp(arch, "sm_", 3)) {
-		snprintf(err, errlen, "error: unknown CUDA architecture '%s' (sm_XX: a cubin and its PTX)",
-		         arch);
+		snprintf(err, errlen,
+		         "error: unknown CUDA architecture '%s' (sm_XX: a cubin and its PTX)", arch);
 		return 0;
 	}
 	return nvrtc_run(src, name, arch, cubin, cubinlen, ptx, ptxlen, diag, err, errlen);

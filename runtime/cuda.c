@@ -495,8 +495,8 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
 	const char *fp = getenv("FADC_CUDA_FORCE_PTX");
 	int force_ptx = fp && *fp && strcmp(fp, "0");
 	if (force_ptx && !t->ptx_len) {
-		snprintf(err, errlen, "FADC_CUDA_FORCE_PTX: task '%s' has no PTX (compiled with --no-ptx)",
-		         t->name);
+		snprintf(err, errlen, "FADC_CUDA_FORCE_PTX: task '%s' has no PTX (compiled with "
+		                      "--no-ptx)", t->name);
 		goto fail;
 	}
 	CUresult r = force_ptx ? 209 // CUDA_ERROR_NO_BINARY_FOR_GPU, as such a GPU says

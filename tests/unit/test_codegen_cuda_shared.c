@@ -79,9 +79,10 @@ check_small(void) {
 	char *all = cg_cuda_print(p, NULL, err, sizeof err);
 	char *src = cg_cuda_print_shared(p, NULL, &sh, &nsh, err, sizeof err);
 	CHECK(all && src);
-	int gall = count(all, "extern \"C\" __global__"), gsh = count(src, "extern \"C\" __global__");
-	printf("small: %u kernels, %d functions unshared, %d shared, %u launches redirected\n", p->nk,
-	       gall, gsh, nsh);
+	int gall = count(all, "extern \"C\" __global__");
+	int gsh = count(src, "extern \"C\" __global__");
+	printf("small: %u kernels, %d functions unshared, %d shared, %u launches redirected\n",
+	       p->nk, gall, gsh, nsh);
 	// u's and v's reductions are one function; w's is its own.
 	CHECK(nsh == 1 && gsh == gall - 1);
 	CHECK(nsh == 1 && !defines(src, sh[0].name) && defines(src, sh[0].as) &&
@@ -179,8 +180,8 @@ check_model_task(const char *file, const char *const *defs, int ndefs, const cha
 		int kernel;
 		char *name = launch_name(p, li, sh, nsh, &kernel);
 		if (kernel && !defines(src, name)) {
-			fprintf(stderr, "%s %s: launch %u calls %s, not in the source\n", file, task, li,
-			        name);
+			fprintf(stderr, "%s %s: launch %u calls %s, not in the source\n", file, task,
+			        li, name);
 			CHECK(0);
 		}
 		free(name);
@@ -196,11 +197,12 @@ check_model_task(const char *file, const char *const *defs, int ndefs, const cha
 		CHECK(count((char *)ps, ".entry") == count(src, "extern \"C\" __global__"));
 		int same = 0;
 		for (uint32_t i = 0; i < nsh; i++) {
-			char *a = entry_text((char *)pa, sh[i].name), *b = entry_text((char *)pa, sh[i].as);
+			char *a = entry_text((char *)pa, sh[i].name);
+			char *b = entry_text((char *)pa, sh[i].as);
 			CHECK(a && b);
 			if (a && b && strcmp(a, b)) {
-				fprintf(stderr, "%s %s: %s shares %s, but their PTX differs\n", file, task,
-				        sh[i].name, sh[i].as);
+				fprintf(stderr, "%s %s: %s shares %s, but their PTX differs\n", file,
+				        task, sh[i].name, sh[i].as);
 				CHECK(0);
 			} else
 				same++;
@@ -261,7 +263,8 @@ check_fused(void) {
 #ifdef FADC_HAVE_CUDA
 	uint8_t *cubin = NULL;
 	size_t n = 0;
-	CHECK(src && cg_cuda_compile(src, "chain12.cu", "sm_90", &cubin, &n, stderr, err, sizeof err));
+	CHECK(src &&
+	      cg_cuda_compile(src, "chain12.cu", "sm_90", &cubin, &n, stderr, err, sizeof err));
 	free(cubin);
 #endif
 	free(all);
@@ -289,7 +292,8 @@ check_artifact(void) {
 	const char *tasks[] = {"vjp"};
 	CgOptions o = {.opt_level = -1, .tasks = tasks, .ntasks = 1, .targets = CG_TARGET_CUDA};
 	const char *tmp = getenv("TMPDIR");
-	snprintf(so, sizeof so, "%s/fadc-cuda-shared-%d.so", tmp && *tmp ? tmp : "/tmp", (int)getpid());
+	snprintf(so, sizeof so, "%s/fadc-cuda-shared-%d.so", tmp && *tmp ? tmp : "/tmp",
+	         (int)getpid());
 	cgu_compile_or_exit((const Module *const *)&m, NULL, 1, &o, so, "transformer");
 	ArtDesc d = {0};
 	uint8_t *db = NULL;
@@ -313,8 +317,8 @@ check_artifact(void) {
 			char pat[512];
 			snprintf(pat, sizeof pat, ".entry %s(", at->kern[k].name);
 			if (!strstr(ptx, pat)) {
-				fprintf(stderr, "task %s: launch %u calls %s, not in its PTX\n", at->name, k,
-				        at->kern[k].name);
+				fprintf(stderr, "task %s: launch %u calls %s, not in its PTX\n", at->name,
+				        k, at->kern[k].name);
 				missing++;
 			}
 		}

@@ -264,8 +264,8 @@ compile_args(int argc, char **argv, CompileArgs *a)
 			fprintf(stderr, "fadc: warning: --allow-tf32 has no effect without --target cuda "
 			                "(or cpu,cuda)\n");
 		if (a->no_ptx && (!a->target || !strstr(a->target, "cuda")))
-			fprintf(stderr, "fadc: warning: --no-ptx has no effect without --target cuda "
-			                "(or cpu,cuda)\n");
+			fprintf(stderr, "fadc: warning: --no-ptx has no effect without --target "
+			                "cuda (or cpu,cuda)\n");
 	} else {
 		if (a->emit && strcmp(a->emit, "ir"))
 			return usage_error(usage_main, "--emit %s needs -o FILE (it prints what compiling makes)",
@@ -281,8 +281,8 @@ compile_args(int argc, char **argv, CompileArgs *a)
 			return usage_error(usage_main, "--allow-tf32 needs -o FILE (it concerns the GEMMs "
 			                               "of compiled CUDA code)%s", "");
 		if (a->no_ptx)
-			return usage_error(usage_main, "--no-ptx needs -o FILE (it concerns the CUDA "
-			                               "images of an artifact)%s", "");
+			return usage_error(usage_main, "--no-ptx needs -o FILE (it concerns the "
+			                               "CUDA images of an artifact)%s", "");
 	}
 	return 0;
 }

@@ -227,9 +227,11 @@ cg_check(const Module *m, const CgOptions *o, const CgCheck *c, FILE *report, ch
 			double large = lv && *lv ? strtod(lv, NULL) : CHECK_LARGE_VALUES;
 			if (nvals > large) {
 				char w[512];
-				snprintf(w, sizeof w, "warning: task '%s': the float64 interpreter computes "
-				         "%.3g values (%.3g GB), which may take minutes; reduce the sizes with "
-				         "-D NAME=VALUE", info.name, nvals, nvals * 8 / 1e9);
+				snprintf(w, sizeof w,
+				         "warning: task '%s': the float64 interpreter computes %.3g "
+				         "values (%.3g GB), which may take minutes; reduce the sizes "
+				         "with -D NAME=VALUE",
+				         info.name, nvals, nvals * 8 / 1e9);
 				o->progress(o->progress_arg, w, 0, 0);
 			}
 			char st[160];
