@@ -26,6 +26,14 @@
 // 40.3e9), resnet18's full Hessian (5.5e14 bytes of outputs) does not.
 #define CG_MAX_TASK_BYTES ((int64_t)64 << 30)
 
+// How far a compile is (CgOptions.progress): stage names the step ("tasks
+// (passes, lowering)", "kernels (NVRTC)", "LLVM code generation",
+// "linking"), done of total units of it (total 0: no count).  A stage
+// "warning: ..." is a warning for the user, not a step; an empty stage
+// comes before the compiler writes to stderr itself (an NVRTC report).
+// Called from any thread, one call at a time.
+typedef void (*CgProgressFn)(void *arg, const char *stage, long done, long total);
+
 typedef struct CgOptions {
 	const char *const *tasks; // task names (passes/tasks.c); "all" = every task
 	int ntasks; // 0: forward vjp jvp vhp hvp (the model's own list, later)
@@ -43,9 +51,12 @@ typedef struct CgOptions {
 	FILE *emit_cuda; // the CUDA C of every task NVRTC compiles (--emit cuda)
 	int targets; // CG_TARGET_* bits (--target cpu,cuda); 0: CG_TARGET_CPU
 	const char *cuda_arch; // --cuda-arch; NULL: "sm_90" (a cubin, plus compute_90 PTX)
+	int no_ptx; // --no-ptx: the cubin alone, no PTX for newer GPUs (recorded: no_ptx=1)
 	int jobs; // NVRTC compilations at once; 0: the online cores, at most 8
 	FILE *cuda_diag; // NVRTC logs and sources of failed compilations; NULL: stderr
 	int allow_tf32; // cuBLAS GEMMs of f32 may use TF32 tensor cores (--allow-tf32; recorded)
+	CgProgressFn progress; // NULL: none (fadc: on a terminal only)
+	void *progress_arg;
 } CgOptions;
 
 // What an artifact's tasks are compiled for.  Initializer tasks (init.*)
@@ -155,6 +166,19 @@ int cg_llvm_cpu(const char *cpu, char *name, size_t nname, char *features, size_
 // its length in *len), the same bytes for the same program; NULL with a
 // message when p uses an op the printer does not support yet (samplers).
 char *cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen);
+// The same with equal kernels shared (docs/CUDA.md, "Shared kernels"):
+// a __global__ whose text equals an earlier one's up to the names of its
+// parameters and locals is printed once, and *shared lists (malloc'ed,
+// *nshared entries; cg_cuda_shared_free) each launch name that is no
+// function of the source and the function it launches instead.  What
+// compile.c prints, compiles and records.
+typedef struct CgCudaShared {
+	char *name; // a kernel's name as cg_cuda_kernel gives it
+	char *as; // the function of the source that its launches call
+} CgCudaShared;
+char *cg_cuda_print_shared(const KProgram *p, size_t *len, CgCudaShared **shared,
+                           uint32_t *nshared, char *err, size_t errlen);
+void cg_cuda_shared_free(CgCudaShared *s, uint32_t n);
 // The launch contract of kernel ki of p, as cg_cuda_print prints it: the
 // function's name, its output points (the grid covers them), the buffers it
 // takes in argument order (the output first) and whether the run seed
@@ -212,6 +236,13 @@ int cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *k);
 // path the report names.  `name` names the source in NVRTC's messages.
 int cg_cuda_compile(const char *src, const char *name, const char *arch, uint8_t **out,
                     size_t *outlen, FILE *diag, char *err, size_t errlen);
+// One compilation for arch "sm_XX" (NULL: sm_90) giving both its cubin and,
+// when ptx is non-NULL, the compute_XX PTX it was assembled from (without a
+// trailing NUL; the same bytes a compute_XX compilation gives), so that an
+// artifact's two images cost one compilation.  Errors as cg_cuda_compile.
+int cg_cuda_compile_both(const char *src, const char *name, const char *arch, uint8_t **cubin,
+                         size_t *cubinlen, uint8_t **ptx, size_t *ptxlen, FILE *diag, char *err,
+                         size_t errlen);
 // NVRTC's version; 0 if it cannot be asked.
 int cg_cuda_nvrtc_version(int *major, int *minor);
 #endif

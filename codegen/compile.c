@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "artifact.h"
@@ -158,6 +159,71 @@ read_file(const char *path, uint8_t **buf, size_t *len)
 	}
 	fclose(f);
 	return ok;
+}
+
+// ---------------------------------------------------------------- accounting
+//
+// Where a compile's time goes (--stats, docs/CODEGEN.md "Compile time"):
+// wall and CPU seconds per phase, summed over tasks, printed at the end.
+// CPU is the process's (every thread: NVRTC runs on several); the
+// linker's is its child's and not counted.  FADC_TIME=1 prints each step
+// as it ends (kir_time_note) instead.
+enum { PH_PASSES, PH_LOWER, PH_CUDA_PRINT, PH_NVRTC, PH_LLVM, PH_LINK, PH_COUNT };
+static const char *const phase_name[PH_COUNT] = {
+    "passes", "lowering+plan", "CUDA printing", "NVRTC", "LLVM", "link",
+};
+
+typedef struct Phases {
+	double wall[PH_COUNT], cpu[PH_COUNT];
+} Phases;
+
+static double
+clock_s(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+typedef struct Mark {
+	double wall, cpu;
+} Mark;
+
+static Mark
+mark_now(void)
+{
+	return (Mark){clock_s(CLOCK_MONOTONIC), clock_s(CLOCK_PROCESS_CPUTIME_ID)};
+}
+
+// Adds the time since m to phase ph of ps (NULL: none).
+static void
+phase_add(Phases *ps, int ph, Mark m)
+{
+	if (!ps)
+		return;
+	Mark e = mark_now();
+	ps->wall[ph] += e.wall - m.wall;
+	ps->cpu[ph] += e.cpu - m.cpu;
+}
+
+static void
+phases_print(FILE *f, const Phases *ps)
+{
+	double w = 0, u = 0;
+	for (int i = 0; i < PH_COUNT; i++)
+		w += ps->wall[i], u += ps->cpu[i];
+	fprintf(f, "# stats: time %.2f s wall, %.2f s cpu:", w, u);
+	for (int i = 0; i < PH_COUNT; i++)
+		fprintf(f, "%s %s %.2f s (cpu %.2f)", i ? "," : "", phase_name[i], ps->wall[i],
+		        ps->cpu[i]);
+	fprintf(f, "\n");
+}
+
+static void
+progress(const CgOptions *o, const char *stage, long done, long total)
+{
+	if (o->progress)
+		o->progress(o->progress_arg, stage, done, total);
 }
 
 // out_so = so bytes + descriptor + trailer, through FioOut: a temporary
@@ -396,7 +462,7 @@ model_name(const Module *m, char *buf, size_t n)
 // then on outputs plus arena.
 static KProgram *
 build(const Graph *g, uint32_t nchk, const char *name, const char *model, DType fcompute, const CgOptions *o,
-      char *err, size_t errlen)
+      Phases *ps, char *err, size_t errlen)
 {
 	// The user's outputs (the index checks' 16 bytes each are the runtime's).
 	int64_t lim = task_limit(o), gout = graph_out_bytes(g, g->nout - nchk);
@@ -420,11 +486,13 @@ build(const Graph *g, uint32_t nchk, const char *name, const char *model, DType 
 		return NULL;
 	}
 	KTime tm = kir_time_start();
+	Mark mk = mark_now();
 	KProgram *p = cg_lower(g, name, fcompute, err, errlen);
 	if (!p)
 		return NULL;
 	cg_plan(p);
 	kir_time_note(tm, "lower+plan", name);
+	phase_add(ps, PH_LOWER, mk);
 	int64_t ob = out_bytes(p) - 16 * (int64_t)nchk; // index checks: i64[2] each
 	int64_t need = ob + p->arena_bytes;
 	if (need > lim) {
@@ -438,6 +506,8 @@ build(const Graph *g, uint32_t nchk, const char *name, const char *model, DType 
 	}
 	if (o->emit_kir)
 		kir_print(o->emit_kir, p);
+	if (o->stats)
+		progress(o, "", 0, 0); // the status line off first (a terminal)
 	if (o->stats)
 		fprintf(o->stats, "# stats: task %-16s %4u kernels, arena %10lld bytes (naive %lld), "
 		                  "outputs %lld bytes\n",
@@ -483,9 +553,10 @@ cg_parse_targets(const char *s, int *targets, char *err, size_t errlen)
 // ---------------------------------------------------------------- CUDA part
 //
 // Every task but the initializers is printed as CUDA C (cuda.c) and
-// compiled twice by NVRTC: a cubin for the artifact's architecture and PTX
-// for the matching compute_XX (the driver JIT-compiles it where the cubin
-// does not load, a newer GPU).  NVRTC is thread-safe per program, and the
+// compiled once by NVRTC, for the artifact's architecture: the cubin, and
+// the compute_XX PTX that compilation assembled it from (the driver
+// JIT-compiles the PTX where the cubin does not load, a newer GPU; none
+// with --no-ptx).  NVRTC is thread-safe per program, and the
 // compilations are the slow part of a CUDA build (25-30 ms per kernel), so
 // they run on a few threads that take jobs in order; the results do not
 // depend on the order they finish in.
@@ -494,12 +565,14 @@ cg_parse_targets(const char *s, int *targets, char *err, size_t errlen)
 
 typedef struct CuJob {
 	const char *src, *name, *arch;
-	uint8_t *out;
-	size_t len;
+	int want_ptx;
+	uint8_t *out, *ptx; // the cubin and the PTX (without its NUL; NULL with --no-ptx)
+	size_t len, ptxlen;
 	int ok;
 	char err[2048];
 	char *diag; // the report of a failed compilation (open_memstream), or NULL
 	size_t diaglen;
+	long units; // the functions it compiles (progress)
 } CuJob;
 
 typedef struct CuPool {
@@ -507,6 +580,8 @@ typedef struct CuPool {
 	int n, next;
 	FILE *diag;
 	pthread_mutex_t mu;
+	const CgOptions *o; // its progress callback
+	long done, total; // functions compiled, of all
 } CuPool;
 
 static void *
@@ -519,15 +594,19 @@ cu_worker(void *arg)
 		pthread_mutex_unlock(&pl->mu);
 		if (i < 0)
 			return NULL;
-		// Each job's report is kept apart and cu_build prints one: the
-		// cubin and PTX of a task fail alike, and reports written from
-		// several threads at once would interleave.
+		// Each job's report is kept apart and cu_build prints one:
+		// reports written from several threads at once would interleave.
 		CuJob *j = &pl->job[i];
 		FILE *d = open_memstream(&j->diag, &j->diaglen);
-		j->ok = cg_cuda_compile(j->src, j->name, j->arch, &j->out, &j->len, d ? d : pl->diag,
-		                        j->err, sizeof j->err);
+		j->ok = cg_cuda_compile_both(j->src, j->name, j->arch, &j->out, &j->len,
+		                             j->want_ptx ? &j->ptx : NULL, &j->ptxlen,
+		                             d ? d : pl->diag, j->err, sizeof j->err);
 		if (d)
 			fclose(d);
+		pthread_mutex_lock(&pl->mu);
+		pl->done += j->units;
+		progress(pl->o, "kernels (NVRTC)", pl->done, pl->total);
+		pthread_mutex_unlock(&pl->mu);
 	}
 }
 
@@ -573,11 +652,20 @@ put_image(uint8_t **img, size_t *len, size_t *cap, const uint8_t *b, size_t n, i
 	return 1;
 }
 
-// The launch contract of every kernel of p into t (names malloc'ed); a
-// GEMM record allows TF32 when tf32.
 static int
-cu_contract(const KProgram *p, ArtTask *t, int tf32)
+shared_cmp(const void *a, const void *b)
 {
+	return strcmp(((const CgCudaShared *)a)->name, ((const CgCudaShared *)b)->name);
+}
+
+// The launch contract of every kernel of p into t (names malloc'ed); a
+// GEMM record allows TF32 when tf32.  A launch of a kernel the printer
+// shared (sh[0..nsh), sorted here by name) names the function it calls.
+static int
+cu_contract(const KProgram *p, ArtTask *t, int tf32, CgCudaShared *sh, uint32_t nsh)
+{
+	if (nsh)
+		qsort(sh, nsh, sizeof *sh, shared_cmp);
 	uint32_t nl = cg_cuda_launches(p);
 	t->kern = calloc(nl + 1, sizeof *t->kern);
 	if (!t->kern)
@@ -628,6 +716,16 @@ cu_contract(const KProgram *p, ArtTask *t, int tf32)
 			};
 		}
 		k->name = ck.name;
+		CgCudaShared key = {ck.name, NULL}, *hit;
+		if (nsh && (hit = bsearch(&key, sh, nsh, sizeof *sh, shared_cmp))) {
+			char *as = strdup(hit->as);
+			if (!as) {
+				free(ck.buf);
+				return 0;
+			}
+			free(k->name);
+			k->name = as;
+		}
 		k->points = (uint64_t)ck.points;
 		k->grid = ck.grid;
 		k->runseed = (uint8_t)ck.runseed;
@@ -679,18 +777,19 @@ inject_error(char *src, long k)
 // entries and the image section (*img, *imglen).
 static int
 cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOptions *o,
-         uint8_t **img, size_t *imglen, char *err, size_t errlen)
+         Phases *ps, uint8_t **img, size_t *imglen, char *err, size_t errlen)
 {
+	Mark mk = mark_now();
+	KTime tm = kir_time_start();
+	long units = 0;
 	const char *arch = o->cuda_arch ? o->cuda_arch : "sm_90";
 	if (strncmp(arch, "sm_", 3) || !arch[3]) {
 		snprintf(err, errlen, "error: --cuda-arch %s: expected sm_XX (sm_90)", arch);
 		return 0;
 	}
-	char ptxarch[64];
-	snprintf(ptxarch, sizeof ptxarch, "compute_%s", arch + 3);
 	char **src = calloc((size_t)n + 1, sizeof *src);
 	char **name = calloc((size_t)n + 1, sizeof *name);
-	CuJob *job = calloc(2 * (size_t)n + 1, sizeof *job);
+	CuJob *job = calloc((size_t)n + 1, sizeof *job);
 	size_t cap = 0;
 	int ok = 0;
 	if (!src || !name || !job) {
@@ -704,50 +803,74 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 	const char *inject = getenv("FADC_TEST_NVRTC_ERROR");
 	long injectk = inject && *inject ? strtol(inject, NULL, 10) : 0;
 	for (int i = 0; i < n; i++) {
-		if (!(src[i] = cg_cuda_print(tasks[i].prog, NULL, err, errlen)))
+		CgCudaShared *sh = NULL;
+		uint32_t nsh = 0;
+		if (!(src[i] = cg_cuda_print_shared(tasks[i].prog, NULL, &sh, &nsh, err, errlen)))
 			goto done;
+		int good = cu_contract(tasks[i].prog, &at[i], o->allow_tf32, sh, nsh);
+		job[i].units = (long)tasks[i].prog->nk - (long)nsh; // the functions printed, about
+		if (job[i].units < 1)
+			job[i].units = 1;
+		units += job[i].units;
+		cg_cuda_shared_free(sh, nsh);
+		if (!good) {
+			snprintf(err, errlen, "error: out of memory");
+			goto done;
+		}
 		if (injectk > 0 && !(src[i] = inject_error(src[i], injectk))) {
 			snprintf(err, errlen, "error: out of memory");
 			goto done;
 		}
 		size_t nl = strlen(model) + strlen(tasks[i].name) + 8;
-		if (!(name[i] = malloc(nl)) || !cu_contract(tasks[i].prog, &at[i], o->allow_tf32)) {
+		if (!(name[i] = malloc(nl))) {
 			snprintf(err, errlen, "error: out of memory");
 			goto done;
 		}
 		snprintf(name[i], nl, "%s.%s.cu", model, tasks[i].name);
 		if (o->emit_cuda)
 			fprintf(o->emit_cuda, "// ---- %s\n%s", name[i], src[i]);
-		job[2 * i] = (CuJob){.src = src[i], .name = name[i], .arch = arch};
-		job[2 * i + 1] = (CuJob){.src = src[i], .name = name[i], .arch = ptxarch};
+		job[i].src = src[i];
+		job[i].name = name[i];
+		job[i].arch = arch;
+		job[i].want_ptx = !o->no_ptx;
 	}
-	CuPool pl = {.job = job, .n = 2 * n, .diag = o->cuda_diag};
+	kir_time_note(tm, "cuda-print", model);
+	phase_add(ps, PH_CUDA_PRINT, mk);
+	mk = mark_now();
+	tm = kir_time_start();
+	CuPool pl = {.job = job, .n = n, .diag = o->cuda_diag, .o = o, .total = units};
 	pthread_mutex_init(&pl.mu, NULL);
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	progress(o, "kernels (NVRTC)", 0, units);
 	cu_run_jobs(&pl, o->jobs > 0 ? o->jobs : cores > 0 ? (int)cores : 1);
 	pthread_mutex_destroy(&pl.mu);
-	for (int i = 0; i < 2 * n; i++)
+	kir_time_note(tm, "nvrtc", model);
+	phase_add(ps, PH_NVRTC, mk);
+	for (int i = 0; i < n; i++)
 		if (!job[i].ok) {
 			if (job[i].diaglen) {
+				progress(o, "", 0, 0);
 				FILE *f = o->cuda_diag ? o->cuda_diag : stderr;
 				fwrite(job[i].diag, 1, job[i].diaglen, f);
 				int others = 0; // other tasks that failed (their sources are saved too)
-				for (int k = i / 2 + 1; k < n; k++)
-					others += !job[2 * k].ok || !job[2 * k + 1].ok;
+				for (int k = i + 1; k < n; k++)
+					others += !job[k].ok;
 				if (others)
 					fprintf(f, "(and %d more task%s failed to compile)\n", others,
 					        others > 1 ? "s" : "");
 				fflush(f);
 			}
-			snprintf(err, errlen, "error: task '%s': %s", tasks[i / 2].name, job[i].err);
+			snprintf(err, errlen, "error: task '%s': %s", tasks[i].name, job[i].err);
 			goto done;
 		}
 	for (int i = 0; i < n; i++) {
 		ArtTask *t = &at[i];
-		if (!put_image(img, imglen, &cap, job[2 * i].out, job[2 * i].len, 0, &t->cubin_off,
+		// Without PTX (--no-ptx) its place is 0, 0: the runtime loads the
+		// cubin or fails (runtime/cuda.c).
+		if (!put_image(img, imglen, &cap, job[i].out, job[i].len, 0, &t->cubin_off,
 		               &t->cubin_len) ||
-		    !put_image(img, imglen, &cap, job[2 * i + 1].out, job[2 * i + 1].len, 1,
-		               &t->ptx_off, &t->ptx_len)) {
+		    (job[i].ptx && !put_image(img, imglen, &cap, job[i].ptx, job[i].ptxlen, 1,
+		                              &t->ptx_off, &t->ptx_len))) {
 			snprintf(err, errlen, "error: out of memory");
 			goto done;
 		}
@@ -761,8 +884,9 @@ done:
 		if (name)
 			free(name[i]);
 	}
-	for (int i = 0; job && i < 2 * n; i++) {
+	for (int i = 0; job && i < n; i++) {
 		free(job[i].out);
+		free(job[i].ptx);
 		free(job[i].diag);
 	}
 	free(src);
@@ -906,6 +1030,7 @@ typedef struct Compile {
 	char model[256];
 	char cpu[128], feat[1024], llvm_feat[4096];
 	char opts[2048];       // the descriptor's options line
+	Phases ph;             // where the time went (--stats)
 	char *err;
 	size_t errlen;
 } Compile;
@@ -949,9 +1074,12 @@ build_user_tasks(Compile *c)
 			uint32_t ti = (uint32_t)s * (uint32_t)c->ntask + (uint32_t)i;
 			char msg[1024];
 			Loc loc = 0;
+			progress(o, "tasks (passes, lowering)", (long)ti, (long)c->nuser);
 			KTime tm = kir_time_start();
+			Mark mk = mark_now();
 			Graph *g = pass_task(c->ms[s]->main, name, NULL, &loc, msg, sizeof msg);
 			kir_time_note(tm, "passes", name);
+			phase_add(&c->ph, PH_PASSES, mk);
 			if (!g) {
 				char where[512];
 				cg_loc_str(c->ms[s]->src, loc, where, sizeof where);
@@ -969,7 +1097,7 @@ build_user_tasks(Compile *c)
 			uint32_t nchk = pass_index_checks(g, &chk);
 			CgTask *task = &c->tasks[ti];
 			task->name = name;
-			task->prog = build(g, nchk, name, c->model, c->fc, o, err, errlen);
+			task->prog = build(g, nchk, name, c->model, c->fc, o, &c->ph, err, errlen);
 			int good = task->prog &&
 			           describe_task(c->ms[s], g, task->prog, &c->d.task[ti], name, ART_TASK,
 			                         -1, c->declmap + (size_t)s * c->nd);
@@ -1040,7 +1168,8 @@ build_init_tasks(Compile *c)
 			task->name = c->initname[ii];
 			// Initializers run once: computed in f64 and rounded at the end, as
 			// ir_module_init does, so both give the same values.
-			task->prog = build(g, 0, c->initname[ii], c->model, DT_F64, c->o, err, errlen);
+			task->prog = build(g, 0, c->initname[ii], c->model, DT_F64, c->o, &c->ph,
+			                   err, errlen);
 			if (!task->prog) {
 				spec_note(err, errlen, c->specdefs, k, c->nspec);
 				return 0;
@@ -1069,12 +1198,13 @@ options_line(Compile *c, const char *cuda_arch)
 	int targets = c->targets;
 	char *opts = c->opts;
 	size_t n = sizeof c->opts;
-	size_t k = (size_t)snprintf(opts, n, "target=%s%s%s%s cpu=%s opt=%d compute=%s defines=",
+	size_t k = (size_t)snprintf(opts, n, "target=%s%s%s%s%s cpu=%s opt=%d compute=%s defines=",
 	                            targets == CG_TARGET_CPU    ? "cpu"
 	                            : targets == CG_TARGET_CUDA ? "cuda"
 	                                                        : "cpu,cuda",
 	                            targets & CG_TARGET_CUDA ? " cuda_arch=" : "",
 	                            targets & CG_TARGET_CUDA ? cuda_arch : "",
+	                            (targets & CG_TARGET_CUDA) && o->no_ptx ? " no_ptx=1" : "",
 	                            (targets & CG_TARGET_CUDA) && o->allow_tf32 ? " allow_tf32=1" : "",
 	                            o->cpu ? o->cpu : "x86-64-v3", o->opt_level < 0 ? 2 : o->opt_level,
 	                            o->compute_f64 ? "f64" : "f32");
@@ -1140,8 +1270,11 @@ link_artifact(Compile *c, const uint8_t *desc, size_t desclen, const uint8_t *im
 			goto done;
 		}
 	}
+	progress(o, "LLVM code generation", 0, 0);
+	Mark mk = mark_now();
 	if (!cg_llvm_emit(emit, (int)nall, desc, desclen, &tg, o->emit_llvm, obj, err, errlen))
 		goto done;
+	phase_add(&c->ph, PH_LLVM, mk);
 	const char *cc = o->cc ? o->cc : getenv("FADC_CC");
 	if (!cc || !*cc)
 		cc = "cc";
@@ -1156,9 +1289,12 @@ link_artifact(Compile *c, const uint8_t *desc, size_t desclen, const uint8_t *im
 	char *argv[] = {(char *)cc, "-shared", "-o", lib, obj, (char *)support, "-lm",
 	                "-Wl,-z,noexecstack", "-Wl,--build-id=sha1", NULL};
 	KTime tlink = kir_time_start();
+	progress(o, "linking", 0, 0);
+	mk = mark_now();
 	if (!run_cc(argv, logp, err, errlen))
 		goto done;
 	kir_time_note(tlink, "link", cc);
+	phase_add(&c->ph, PH_LINK, mk);
 	if (!read_file(lib, &so, &solen)) {
 		snprintf(err, errlen, "error: cannot read the linked library %s", lib);
 		goto done;
@@ -1267,7 +1403,8 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 	d->cuda_arch = targets & CG_TARGET_CUDA ? (char *)cuda_arch : "";
 #ifdef FADC_HAVE_CUDA
 	if ((targets & CG_TARGET_CUDA) &&
-	    !cu_build(c->model, c->tasks, d->task, (int)c->nuser, o, &img, &imglen, err, errlen))
+	    !cu_build(c->model, c->tasks, d->task, (int)c->nuser, o, &c->ph, &img, &imglen, err,
+	              errlen))
 		goto done;
 #else
 	if (targets & CG_TARGET_CUDA) {
@@ -1292,6 +1429,10 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 	}
 	free(triple);
 	ok = link_artifact(c, desc, desclen, img, imglen, out_so);
+	if (ok && o->stats) {
+		progress(o, "", 0, 0);
+		phases_print(o->stats, &c->ph);
+	}
 done:
 	free(img);
 	free(desc);

@@ -44,6 +44,7 @@ typedef struct Cu {
 	int var32;               // the kernel's variables (t, r, i<d>) are int (index32)
 	int ictx;                // printing the operands of an index op: 1 narrow, 2 wide
 	uint8_t *rot;            // fused: rot[ki], kernel ki's warp rotation (cuda_fused_rotations)
+	uint32_t *alias;         // sharing: alias[ki], the kernel whose function ki calls; else NULL
 } Cu;
 
 static const char *
@@ -571,7 +572,11 @@ print_calls(Cu *c, const La *a, const char *bar, const uint8_t *after) {
 		cuda_kernel_uses(p, &p->k[ki], &u);
 		for (int d = 0; d < depth; d++)
 			fputc('\t', f);
-		fprintf(f, "%s(", k.name);
+		if (c->alias && c->alias[ki] != ki) // an equal kernel's function (shared kernels)
+			cuda_kernel_name(f, p->name, c->alias[ki], p->k[c->alias[ki]].what);
+		else
+			fputs(k.name, f);
+		fputc('(', f);
 		for (uint32_t j = 0; j < k.narg; j++)
 			fprintf(f, "%sb%u", j ? ", " : "", k.buf[j]);
 		fprintf(f, "%s", k.runseed ? ", runseed" : "");
@@ -1338,8 +1343,302 @@ static const char rand_src[] =
     "\treturn r * cos(6.283185307179586476925286766559 * fadc_u53(w[2], w[3]));\n"
     "}\n";
 
+// ---------------------------------------------------------------- shared kernels
+//
+// Derivative tasks repeat kernels: a vjp recomputes the forward's, a chain
+// of equal statements gives equal adjoints, every block of a network of one
+// width the same statistics.  NVRTC's time grows with the kernels it
+// compiles, so a __global__ whose text equals an earlier one's up to the
+// names of its locals is printed once and its launches name the first
+// (cg_cuda_print_shared), as codegen/llvm.c shares equal kernels on the CPU.
+//
+// The key is the kernel's text with comments dropped, its own name replaced
+// by @F and the printer's per-kernel names -- b<N> (buffer parameters,
+// numbered in the signature: the output, then the buffers it reads in
+// buffer order), x<N> (expressions), s<N> (loop steps) -- renumbered in
+// the order they first occur.  Two kernels with equal keys are the same
+// function up to a consistent renaming of parameters and locals, so
+// kernel j's launch (its arguments in its signature's order) does to
+// j's buffers through i's function what j's function would.  Every other
+// identifier (CUDA's, the shared helpers', loop indices i<d>, acc<r>)
+// is kept as printed, and a literal is a token of its own (0x1.b3p+2 holds
+// no identifier), so a renaming never makes two different functions equal:
+// it can only miss a sharing.  Keys are compared byte for byte, never by
+// hash alone.  A __global__'s launch records name the function it shares;
+// a fused task's or a loop's __device__ functions are called from their
+// group's kernel, which calls the shared one (print_calls).
+
+typedef struct Shr {
+	char **key; // the printed kernels' keys, in print order
+	size_t *klen;
+	uint32_t *ki; // their kernels
+	char **name; // their functions' names
+	uint32_t n, cap;
+	uint32_t *tab; // open addressing: key index + 1, 0 empty
+	uint32_t ntab; // a power of two, at least 2 n
+} Shr;
+
+typedef struct Ren {
+	char *buf;
+	size_t n, cap;
+} Ren;
+
+static void
+ren_put(Ren *r, const char *s, size_t n) {
+	if (r->n + n + 1 > r->cap) {
+		size_t c = r->cap ? r->cap : 1024;
+		while (c < r->n + n + 1)
+			c *= 2;
+		r->buf = realloc(r->buf, c);
+		FADC_ASSERT(r->buf != NULL, "cuda: out of memory");
+		r->cap = c;
+	}
+	memcpy(r->buf + r->n, s, n);
+	r->n += n;
+	r->buf[r->n] = 0;
+}
+
+static int
+idch(char ch) {
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+	       ch == '_';
+}
+
+// The key of kernel text t[0..n) whose function is named fn (above).
+// map[] holds, per prefix b, s, x, the new number + 1 of each old one
+// (nmap entries each, cleared again before returning).
+static void
+shr_key(const char *t, size_t n, const char *fn, Ren *out, uint32_t **map, uint32_t *nmap) {
+	static const char pre[3] = {'b', 's', 'x'};
+	uint32_t next[3] = {0, 0, 0};
+	uint32_t *seen[3] = {NULL, NULL, NULL}; // the old numbers renamed, to clear map
+	uint32_t nseen[3] = {0, 0, 0}, cseen[3] = {0, 0, 0};
+	size_t fl = strlen(fn);
+	out->n = 0;
+	for (size_t i = 0; i < n;) {
+		char ch = t[i];
+		if (ch == '/' && i + 1 < n && t[i + 1] == '/') { // a comment: to the line's end
+			while (i < n && t[i] != '\n')
+				i++;
+			continue;
+		}
+		if (ch >= '0' && ch <= '9') { // a literal (0x1.8p, 255U, 1e): one token
+			size_t j = i;
+			while (j < n && (idch(t[j]) || t[j] == '.'))
+				j++;
+			ren_put(out, t + i, j - i);
+			i = j;
+			continue;
+		}
+		if (!idch(ch)) {
+			ren_put(out, t + i, 1);
+			i++;
+			continue;
+		}
+		size_t j = i;
+		while (j < n && idch(t[j]))
+			j++;
+		size_t len = j - i;
+		int k = -1;
+		for (int q = 0; q < 3; q++)
+			if (t[i] == pre[q])
+				k = q;
+		int num = k >= 0 && len > 1;
+		for (size_t d = i + 1; num && d < j; d++)
+			num = t[d] >= '0' && t[d] <= '9';
+		if (len == fl && !memcmp(t + i, fn, fl)) {
+			ren_put(out, "@F", 2);
+		} else if (num) {
+			unsigned long v = strtoul(t + i + 1, NULL, 10);
+			if (v >= nmap[k]) {
+				uint32_t m = nmap[k] ? nmap[k] : 64;
+				while (m <= v)
+					m *= 2;
+				map[k] = realloc(map[k], m * sizeof *map[k]);
+				FADC_ASSERT(map[k] != NULL, "cuda: out of memory");
+				memset(map[k] + nmap[k], 0, (m - nmap[k]) * sizeof *map[k]);
+				nmap[k] = m;
+			}
+			if (!map[k][v]) {
+				map[k][v] = ++next[k];
+				if (nseen[k] == cseen[k]) {
+					cseen[k] = cseen[k] ? 2 * cseen[k] : 64;
+					seen[k] = realloc(seen[k], cseen[k] * sizeof *seen[k]);
+					FADC_ASSERT(seen[k] != NULL, "cuda: out of memory");
+				}
+				seen[k][nseen[k]++] = (uint32_t)v;
+			}
+			char nb[24];
+			int l = snprintf(nb, sizeof nb, "%c#%u", pre[k], map[k][v] - 1);
+			ren_put(out, nb, (size_t)l);
+		} else {
+			ren_put(out, t + i, len);
+		}
+		i = j;
+	}
+	for (int q = 0; q < 3; q++) {
+		for (uint32_t e = 0; e < nseen[q]; e++)
+			map[q][seen[q][e]] = 0;
+		free(seen[q]);
+	}
+}
+
+static uint64_t
+shr_hash(const char *s, size_t n) {
+	uint64_t h = 14695981039346656037ull; // FNV-1a
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+	return h;
+}
+
+// The earlier kernel with key k, or -1; else k (taken) becomes entry ki.
+static int64_t
+shr_find_add(Shr *sh, char *k, size_t kn, uint32_t ki, char *name) {
+	if (2 * (sh->n + 1) > sh->ntab) { // rebuild at twice the size
+		uint32_t nt = sh->ntab ? 2 * sh->ntab : 256;
+		uint32_t *t = calloc(nt, sizeof *t);
+		FADC_ASSERT(t != NULL, "cuda: out of memory");
+		for (uint32_t e = 0; e < sh->n; e++) {
+			uint32_t j = (uint32_t)shr_hash(sh->key[e], sh->klen[e]) & (nt - 1);
+			while (t[j])
+				j = (j + 1) & (nt - 1);
+			t[j] = e + 1;
+		}
+		free(sh->tab);
+		sh->tab = t;
+		sh->ntab = nt;
+	}
+	uint32_t j = (uint32_t)shr_hash(k, kn) & (sh->ntab - 1);
+	for (; sh->tab[j]; j = (j + 1) & (sh->ntab - 1)) {
+		uint32_t e = sh->tab[j] - 1;
+		if (sh->klen[e] == kn && !memcmp(sh->key[e], k, kn))
+			return e;
+	}
+	if (sh->n == sh->cap) {
+		sh->cap = sh->cap ? 2 * sh->cap : 64;
+		sh->key = realloc(sh->key, sh->cap * sizeof *sh->key);
+		sh->klen = realloc(sh->klen, sh->cap * sizeof *sh->klen);
+		sh->ki = realloc(sh->ki, sh->cap * sizeof *sh->ki);
+		sh->name = realloc(sh->name, sh->cap * sizeof *sh->name);
+		FADC_ASSERT(sh->key && sh->klen && sh->ki && sh->name, "cuda: out of memory");
+	}
+	sh->key[sh->n] = k;
+	sh->klen[sh->n] = kn;
+	sh->ki[sh->n] = ki;
+	sh->name[sh->n] = name;
+	sh->tab[j] = ++sh->n;
+	return -1;
+}
+
+static void
+shr_free(Shr *sh) {
+	for (uint32_t e = 0; e < sh->n; e++) {
+		free(sh->key[e]);
+		free(sh->name[e]);
+	}
+	free(sh->key);
+	free(sh->klen);
+	free(sh->ki);
+	free(sh->name);
+	free(sh->tab);
+}
+
+// What sharing carries through one program: the keys, the renaming maps,
+// and the launches it redirects (cg_cuda_print_shared's result).
+typedef struct Sharing {
+	Shr sh;
+	uint32_t *map[3], nmap[3];
+	CgCudaShared *out;
+	uint32_t nout, cap;
+} Sharing;
+
+static void print_kernel(Cu *c, uint32_t ki);
+
+// Kernel ki printed into c->f once per key: a kernel equal to an earlier
+// one leaves its launch comment and a line naming the function it
+// launches (a __global__: recorded for its launch records) or its group's
+// kernel calls (a __device__ function of a fused task or a loop:
+// c->alias, print_calls).
+static void
+print_kernel_shared(Cu *c, Sharing *s, uint32_t ki) {
+	char *text = NULL, *name = NULL;
+	size_t n = 0, nn = 0;
+	FILE *main = c->f, *f = open_memstream(&text, &n), *fn = open_memstream(&name, &nn);
+	FADC_ASSERT(f && fn, "cuda: out of memory");
+	c->f = f;
+	print_kernel(c, ki);
+	c->f = main;
+	cuda_kernel_name(fn, c->p->name, ki, c->p->k[ki].what);
+	FADC_ASSERT(!fclose(f) && !fclose(fn), "cuda: out of memory");
+	Ren key = {0};
+	shr_key(text, n, name, &key, s->map, s->nmap);
+	if (!key.buf)
+		ren_put(&key, "", 0);
+	int64_t e = shr_find_add(&s->sh, key.buf, key.n, ki, name);
+	if (e < 0) {
+		fwrite(text, 1, n, main);
+	} else {
+		free(key.buf);
+		// The launch comment: its first two lines ("\n// kernel ...\n").
+		const char *nl = n > 1 ? memchr(text + 1, '\n', n - 1) : NULL;
+		size_t cl = nl ? (size_t)(nl - text) + 1 : 0;
+		fwrite(text, 1, cl, main);
+		fprintf(main, "// the function of kernel %u: %s\n", s->sh.ki[e], s->sh.name[e]);
+		c->alias[ki] = s->sh.ki[e];
+		if (c->fused || c->inloop[ki]) { // called, never launched by name
+			free(name);
+			free(text);
+			return;
+		}
+		if (s->nout == s->cap) {
+			s->cap = s->cap ? 2 * s->cap : 64;
+			s->out = realloc(s->out, s->cap * sizeof *s->out);
+			FADC_ASSERT(s->out != NULL, "cuda: out of memory");
+		}
+		s->out[s->nout].name = name;
+		s->out[s->nout].as = strdup(s->sh.name[e]);
+		FADC_ASSERT(s->out[s->nout].as != NULL, "cuda: out of memory");
+		s->nout++;
+	}
+	free(text);
+}
+
+void
+cg_cuda_shared_free(CgCudaShared *s, uint32_t n) {
+	for (uint32_t i = 0; s && i < n; i++) {
+		free(s[i].name);
+		free(s[i].as);
+	}
+	free(s);
+}
+
+static char *print_program(const KProgram *p, size_t *len, Sharing *s, char *err, size_t errlen);
+
 char *
 cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
+	return print_program(p, len, NULL, err, errlen);
+}
+
+char *
+cg_cuda_print_shared(const KProgram *p, size_t *len, CgCudaShared **shared, uint32_t *nshared,
+                     char *err, size_t errlen) {
+	Sharing s = {0};
+	char *r = print_program(p, len, &s, err, errlen);
+	shr_free(&s.sh);
+	for (int q = 0; q < 3; q++)
+		free(s.map[q]);
+	if (!r) {
+		cg_cuda_shared_free(s.out, s.nout);
+		s.out = NULL;
+		s.nout = 0;
+	}
+	*shared = s.out;
+	*nshared = s.nout;
+	return r;
+}
+
+static char *
+print_program(const KProgram *p, size_t *len, Sharing *share, char *err, size_t errlen) {
 	char *buf = NULL;
 	size_t n = 0;
 	Cu c = {0};
@@ -1398,6 +1697,12 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 		free(bar);
 	}
 	c.inloop = calloc(p->nk + 1, 1);
+	if (share) {
+		c.alias = malloc((p->nk + 1) * sizeof *c.alias);
+		FADC_ASSERT(c.alias != NULL, "cuda: out of memory");
+		for (uint32_t ki = 0; ki < p->nk; ki++)
+			c.alias[ki] = ki;
+	}
 	La *la = calloc(LA_MAX(p), sizeof *la);
 	FADC_ASSERT(c.inloop && la, "cuda: out of memory");
 	for (uint32_t l = 0; l < p->nloop; l++)
@@ -1451,8 +1756,12 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 			        (long long)g.N, (long long)g.K,
 			        gemm[i] == GEMM_CHOICE ? ", or the kernel below: a choice, timed on the GPU"
 			                               : ": no code here");
-		if (!p->k[i].host && gemm[i] != GEMM_ONLY)
-			print_kernel(&c, i);
+		if (!p->k[i].host && gemm[i] != GEMM_ONLY) {
+			if (share)
+				print_kernel_shared(&c, share, i);
+			else
+				print_kernel(&c, i);
+		}
 	}
 	free(gemm);
 	for (uint32_t i = 0; i < nla && !c.bad; i++)
@@ -1462,6 +1771,7 @@ cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
 	free(c.stamp);
 	free(c.inloop);
 	free(c.rot);
+	free(c.alias);
 	free(la);
 	if (c.bad) {
 		snprintf(err, errlen, "error: task '%s': the CUDA backend does not support %s yet",

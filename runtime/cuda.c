@@ -505,11 +505,21 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
 	}
 	// The cubin is for the artifact's architecture; where it does not load
 	// (another GPU generation) the driver compiles the PTX.
-	CUresult r = c->d.cuModuleLoadData(&k->mod, images + t->cubin_off);
+	// FADC_CUDA_FORCE_PTX=1 skips the cubin, as such a GPU would (the
+	// fallback tested on the GPU at hand: tests/gpu/device/run.sh).
+	const char *fp = getenv("FADC_CUDA_FORCE_PTX");
+	int force_ptx = fp && *fp && strcmp(fp, "0");
+	if (force_ptx && !t->ptx_len) {
+		snprintf(err, errlen, "FADC_CUDA_FORCE_PTX: task '%s' has no PTX (compiled with "
+		                      "--no-ptx)", t->name);
+		goto fail;
+	}
+	CUresult r = force_ptx ? 209 // CUDA_ERROR_NO_BINARY_FOR_GPU, as such a GPU says
+	                       : c->d.cuModuleLoadData(&k->mod, images + t->cubin_off);
 	if (r && t->ptx_len && images[t->ptx_off + t->ptx_len - 1] == 0) {
 		CUresult r2 = c->d.cuModuleLoadData(&k->mod, images + t->ptx_off);
-		if (!r2)
-			r = 0;
+		if (!r2 || force_ptx)
+			r = r2;
 	}
 	if (r) {
 		k->mod = NULL;

@@ -211,6 +211,17 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 			fprintf(stderr, "%s %s: %s\n", model, task, err);
 		CHECK(ok && strstr((const char *)ptx, ".target sm_90") != NULL);
 		CHECK(ok && count((const char *)ptx, ".entry") == (int)nl - ngemm);
+		// One compilation for sm_90 (cg_cuda_compile_both, what an
+		// artifact uses): the same cubin and the same PTX, byte for byte,
+		// as the two compilations above.
+		uint8_t *c2 = NULL, *p2 = NULL;
+		size_t nc2 = 0, np2 = 0;
+		CHECK(cg_cuda_compile_both(src, name, "sm_90", &c2, &nc2, &p2, &np2, stderr, err,
+		                           sizeof err));
+		CHECK(ok && nc2 == ncubin && c2 && !memcmp(c2, cubin, ncubin));
+		CHECK(ok && np2 == nptx && p2 && !memcmp(p2, ptx, nptx));
+		free(c2);
+		free(p2);
 	}
 #else
 	(void)with_ptx;

@@ -21,7 +21,8 @@ const char *const usage_check =
     "output's normalized error max|got - want| / max(|got|, |want|), the measure of\n"
     "compare-npy.  Exits 1 if one is above R (1e-5; 2e-7 with --f64).  --tol is\n"
     "the old name of --rtol.  --max-nodes N bounds the graph after inlining as\n"
-    "`fadc --help` says.\n";
+    "`fadc --help` says.  On a terminal, stderr shows the task and the stage, and\n"
+    "warns before the interpreter runs a task at a size that takes minutes.\n";
 
 int
 cmd_check(int argc, char **argv)
@@ -104,7 +105,12 @@ cmd_check(int argc, char **argv)
 	               .opt_level = -1, .compute_f64 = f64};
 	CgCheck c = {tol_set ? tol : f64 ? 2e-7 : 1e-5, 1e-6, seed, verbose};
 	char err[4096] = "";
+	// On a terminal: the task and the stage on a status line (cli.c).
+	Progress *pg = progress_start();
+	o.progress = pg ? progress_note : NULL;
+	o.progress_arg = pg;
 	int nf = cg_check(m, &o, &c, stdout, err, sizeof err);
+	progress_stop(pg);
 	if (nf < 0)
 		cg_error(model, NULL, err);
 	ir_module_free(m);

@@ -303,3 +303,157 @@ cg_error(const char *model, const char *out, const char *err)
 	else
 		fprintf(stderr, "fadc: error: %s\n", err);
 }
+
+// ---------------------------------------------------------------- progress
+//
+// One status line on stderr, rewritten in place with \r while a compile or
+// a check runs: "[212/640] kernels (NVRTC), 38 s".  Only on a terminal: a
+// log or a pipe gets nothing (a test's output, a CI log), and where the
+// terminal is, the line is cleared before anything else is printed and at
+// the end, so it never mixes with messages.  Nothing shows in the first
+// PROGRESS_QUIET_S seconds (a short compile prints nothing at all); after
+// that a thread redraws it every PROGRESS_TICK_S, so that the seconds go on
+// during a long step that reports nothing (LLVM's optimization, one NVRTC
+// program).  The compiler reports through CgOptions.progress (any thread;
+// a mutex orders the reports and the redraws).
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROGRESS_QUIET_S 1.0
+#define PROGRESS_TICK_S 0.5
+
+struct Progress {
+	double quiet; // PROGRESS_QUIET_S, or $FADC_PROGRESS_AFTER (a test hook: 0 draws at once)
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t th;
+	int stop, shown; // shown: the length of the line on the terminal, 0 none
+	double t0;
+	char stage[160];
+	long done, total;
+};
+
+static double
+mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+// Clears the line (with p->mu held).
+static void
+progress_clear_locked(Progress *p)
+{
+	if (p->shown) {
+		fprintf(stderr, "\r%*s\r", p->shown, "");
+		fflush(stderr);
+		p->shown = 0;
+	}
+}
+
+// Draws the line (with p->mu held) once the quiet start is over.
+static void
+progress_draw_locked(Progress *p)
+{
+	double t = mono_s() - p->t0;
+	if (t < p->quiet || !p->stage[0])
+		return;
+	char line[256];
+	int n = p->total > 0 ? snprintf(line, sizeof line, "[%ld/%ld] %s, %.0f s", p->done, p->total,
+	                                p->stage, t)
+	                     : snprintf(line, sizeof line, "%s, %.0f s", p->stage, t);
+	if (n < 0)
+		return;
+	if (n > (int)sizeof line - 1)
+		n = (int)sizeof line - 1;
+	// Spaces over the end of a longer line drawn before.
+	fprintf(stderr, "\r%s%*s", line, p->shown > n ? p->shown - n : 0, "");
+	fflush(stderr);
+	if (n > p->shown)
+		p->shown = n;
+}
+
+static void *
+progress_thread(void *arg)
+{
+	Progress *p = arg;
+	pthread_mutex_lock(&p->mu);
+	while (!p->stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		double wake = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + PROGRESS_TICK_S;
+		ts.tv_sec = (time_t)wake;
+		ts.tv_nsec = (long)((wake - (double)ts.tv_sec) * 1e9);
+		pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+		if (!p->stop)
+			progress_draw_locked(p);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+Progress *
+progress_start(void)
+{
+	if (!isatty(2))
+		return NULL;
+	Progress *p = calloc(1, sizeof *p);
+	if (!p)
+		return NULL;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	p->t0 = mono_s();
+	const char *after = getenv("FADC_PROGRESS_AFTER");
+	char *end = NULL;
+	p->quiet = after && *after ? strtod(after, &end) : PROGRESS_QUIET_S;
+	if ((end && *end) || !(p->quiet >= 0))
+		p->quiet = PROGRESS_QUIET_S;
+	if (pthread_create(&p->th, NULL, progress_thread, p)) {
+		pthread_cond_destroy(&p->cv);
+		pthread_mutex_destroy(&p->mu);
+		free(p);
+		return NULL; // no progress, the work goes on
+	}
+	return p;
+}
+
+void
+progress_note(void *arg, const char *stage, long done, long total)
+{
+	Progress *p = arg;
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	if (!strncmp(stage, "warning: ", 9)) { // a line of its own, kept
+		progress_clear_locked(p);
+		fprintf(stderr, "fadc: %s\n", stage);
+		fflush(stderr);
+	} else if (!stage[0]) { // the caller prints something: clear, draw nothing
+		p->stage[0] = 0;
+		progress_clear_locked(p);
+	} else {
+		snprintf(p->stage, sizeof p->stage, "%s", stage);
+		p->done = done;
+		p->total = total;
+		progress_draw_locked(p);
+	}
+	pthread_mutex_unlock(&p->mu);
+}
+
+void
+progress_stop(Progress *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->stop = 1;
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	pthread_join(p->th, NULL);
+	progress_clear_locked(p);
+	pthread_cond_destroy(&p->cv);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+}

@@ -62,6 +62,17 @@ void type_str(enum tio_dtype dt, int rank, const int64_t *dim, char *buf, size_t
 double elem(const tio_tensor *t, int64_t i);
 void set_elem(tio_tensor *t, int64_t i, double v);
 
+// ---------------------------------------------------------------- progress (cli.c)
+// The status line of a long compile or check, on a terminal only
+// (isatty(stderr)): progress_start gives NULL elsewhere, and every call
+// takes NULL.  progress_note is a CgProgressFn (codegen.h): a stage
+// "warning: ..." is printed as a line of its own, an empty stage clears
+// the line until the next.  progress_stop clears the line.
+typedef struct Progress Progress;
+Progress *progress_start(void);
+void progress_note(void *p, const char *stage, long done, long total);
+void progress_stop(Progress *p);
+
 // ---------------------------------------------------------------- bind.c
 // A tensor file given on the command line: --params or --v.
 typedef struct Binding {

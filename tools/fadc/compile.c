@@ -50,7 +50,8 @@ const char *const usage_main =
     "  --print-after-all          print the graph after every pass\n"
     "  --stop-after=PASS          stop after the first run of PASS; print that graph\n"
     "  --stats                    node counts after each pass (with -o: each task's\n"
-    "                             kernels and memory plan)\n"
+    "                             kernels and memory plan, and where the time went:\n"
+    "                             passes, lowering, CUDA printing, NVRTC, LLVM, link)\n"
     "  The passes: simplify, vjp, jvp, vmap.\n"
     "\n"
     "Compile options (-o):\n"
@@ -58,6 +59,8 @@ const char *const usage_main =
     "  --target T         cpu (default), cuda or cpu,cuda: the code the tasks get\n"
     "                     (cuda: kernels compiled by NVRTC, embedded; docs/CUDA.md)\n"
     "  --cuda-arch ARCH   the cubin's architecture (sm_90); PTX for compute_XX too\n"
+    "  --no-ptx           embed the cubins alone, without the PTX that lets a newer GPU\n"
+    "                     run them (smaller; recorded as no_ptx=1)\n"
     "  --allow-tf32       cuBLAS GEMMs of f32 may round their inputs to TF32 (tensor\n"
     "                     cores; recorded in the artifact); default: fp32 semantics\n"
     "  --tasks LIST       comma-separated tasks, or `all`; forward is always in.\n"
@@ -80,7 +83,7 @@ typedef struct CompileArgs {
 	const char *model, *emit, *task, *out, *target, *cpu, *cuda_arch;
 	const char *print_after, *stop_after;
 	const char *defs[MAXDEF];
-	int ndefs, noprelude, print_after_all, stats, opt_level, f64, allow_tf32;
+	int ndefs, noprelude, print_after_all, stats, opt_level, f64, allow_tf32, no_ptx;
 	int64_t max_task_bytes; // --max-task-bytes; 0: the default (CG_MAX_TASK_BYTES)
 	int64_t max_nodes; // --max-nodes; 0: the default (FE_MAX_NODES)
 	char *tasklist; // --tasks, split in place
@@ -226,6 +229,8 @@ compile_args(int argc, char **argv, CompileArgs *a)
 			a->f64 = 1;
 		} else if (!strcmp(s, "--allow-tf32")) {
 			a->allow_tf32 = 1;
+		} else if (!strcmp(s, "--no-ptx")) {
+			a->no_ptx = 1;
 		} else if (!strcmp(s, "--no-prelude")) {
 			a->noprelude = 1;
 		} else if (s[0] == '-') {
@@ -258,6 +263,9 @@ compile_args(int argc, char **argv, CompileArgs *a)
 		if (a->allow_tf32 && (!a->target || !strstr(a->target, "cuda")))
 			fprintf(stderr, "fadc: warning: --allow-tf32 has no effect without --target cuda "
 			                "(or cpu,cuda)\n");
+		if (a->no_ptx && (!a->target || !strstr(a->target, "cuda")))
+			fprintf(stderr, "fadc: warning: --no-ptx has no effect without --target "
+			                "cuda (or cpu,cuda)\n");
 	} else {
 		if (a->emit && strcmp(a->emit, "ir"))
 			return usage_error(usage_main, "--emit %s needs -o FILE (it prints what compiling makes)",
@@ -272,6 +280,9 @@ compile_args(int argc, char **argv, CompileArgs *a)
 		if (a->allow_tf32)
 			return usage_error(usage_main, "--allow-tf32 needs -o FILE (it concerns the GEMMs "
 			                               "of compiled CUDA code)%s", "");
+		if (a->no_ptx)
+			return usage_error(usage_main, "--no-ptx needs -o FILE (it concerns the "
+			                               "CUDA images of an artifact)%s", "");
 	}
 	return 0;
 }
@@ -367,9 +378,16 @@ compile(const CompileArgs *a, const Module *const *ms, const char *const *specna
 	    .targets = targets,
 	    .cuda_arch = a->cuda_arch,
 	    .allow_tf32 = a->allow_tf32,
+	    .no_ptx = a->no_ptx,
 	};
-	if (nspec > 1 ? cg_compile_specs(ms, specnames, nspec, &o, a->out, err, sizeof err)
-	              : cg_compile_module(m, &o, a->out, err, sizeof err))
+	// The status line of a long compile, on a terminal only (cli.c).
+	Progress *pg = progress_start();
+	o.progress = pg ? progress_note : NULL;
+	o.progress_arg = pg;
+	int ok = nspec > 1 ? cg_compile_specs(ms, specnames, nspec, &o, a->out, err, sizeof err)
+	                   : cg_compile_module(m, &o, a->out, err, sizeof err);
+	progress_stop(pg);
+	if (ok)
 		return 0;
 	cg_error(a->model, a->out, err);
 	return 1;

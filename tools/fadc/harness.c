@@ -94,6 +94,12 @@ make_tensor(fadc_context *ctx, const Tensor *t)
 	return r;
 }
 
+// Values of a task graph above which `fadc check` warns, on a terminal,
+// that the interpreter will be slow: 5e7 f64 values are 400 MB, seconds
+// to minutes of one thread (resnet18 at full size: 1e9 and more).
+// $FADC_CHECK_LARGE_VALUES replaces it (tests/cli/cli-progress.sh).
+#define CHECK_LARGE_VALUES 5e7
+
 int
 cg_check(const Module *m, const CgOptions *o, const CgCheck *c, FILE *report, char *err,
          size_t errlen)
@@ -121,6 +127,8 @@ cg_check(const Module *m, const CgOptions *o, const CgCheck *c, FILE *report, ch
 		snprintf(err, errlen, "error: out of memory");
 		goto done;
 	}
+	if (o->progress)
+		o->progress(o->progress_arg, "compiling", 0, 0);
 	if (!cg_compile_module(m, o, so, err, errlen))
 		goto done;
 	fadc_context_options co = {{FADC_DEVICE_CPU, 0}, 0, c->seed};
@@ -165,6 +173,12 @@ cg_check(const Module *m, const CgOptions *o, const CgCheck *c, FILE *report, ch
 		}
 		fadc_tensor_release(t);
 	}
+	int nuser = 0; // the tasks checked (progress): initializers are above
+	for (int ti = 0; ti < fadc_model_task_count(fm); ti++) {
+		fadc_task_info info;
+		fadc_task_info_get(fm, ti, &info);
+		nuser += !info.is_init;
+	}
 	for (int ti = 0; ti < fadc_model_task_count(fm); ti++) {
 		fadc_task_info info;
 		fadc_task_info_get(fm, ti, &info);
@@ -202,14 +216,43 @@ cg_check(const Module *m, const CgOptions *o, const CgCheck *c, FILE *report, ch
 				ok = 0;
 		}
 		char ierr[512] = "";
+		if (ok && o->progress) {
+			// The interpreter computes every value of the graph in f64, one
+			// thread: a model at full size takes minutes (resnet18's vjp),
+			// so say so before it starts, with the way out.
+			double nvals = 0;
+			for (NodeId n = 1; n < g->nnode; n++)
+				nvals += (double)ir_numel(ir_shape(g, n));
+			const char *lv = getenv("FADC_CHECK_LARGE_VALUES"); // a test hook
+			double large = lv && *lv ? strtod(lv, NULL) : CHECK_LARGE_VALUES;
+			if (nvals > large) {
+				char w[512];
+				snprintf(w, sizeof w,
+				         "warning: task '%s': the float64 interpreter computes %.3g "
+				         "values (%.3g GB), which may take minutes; reduce the sizes "
+				         "with -D NAME=VALUE",
+				         info.name, nvals, nvals * 8 / 1e9);
+				o->progress(o->progress_arg, w, 0, 0);
+			}
+			char st[160];
+			snprintf(st, sizeof st, "task %s: the float64 interpreter", info.name);
+			o->progress(o->progress_arg, st, ti + 1, nuser);
+		}
 		if (ok && !ir_interp(g, in, want, c->seed, ierr, sizeof ierr)) {
 			snprintf(err, errlen, "error: task %s: the interpreter: %s", info.name, ierr);
 			ok = 0;
+		}
+		if (ok && o->progress) {
+			char st[160];
+			snprintf(st, sizeof st, "task %s: compiled code", info.name);
+			o->progress(o->progress_arg, st, ti + 1, nuser);
 		}
 		if (ok && fadc_run(fm, ti, cin, ncaller, cout, (int)g->nout)) {
 			snprintf(err, errlen, "error: task %s: %s", info.name, fadc_context_error(ctx));
 			ok = 0;
 		}
+		if (o->progress) // the report goes to the terminal too: the line off
+			o->progress(o->progress_arg, "", 0, 0);
 		for (uint32_t o2 = 0; ok && o2 < g->nout; o2++) {
 			int64_t n = ir_numel(&want[o2].shape);
 			double *got = calloc((size_t)n + 1, sizeof *got);

@@ -143,6 +143,16 @@ cmd_inspect(int argc, char **argv)
 		else if (info.targets & FADC_TARGET_CUDA)
 			printf("  cuda: %d launch%s\n", info.cuda_launches,
 			       info.cuda_launches == 1 ? " (the task fused into one kernel)" : "es");
+		// The images: a cubin for the artifact's cuda_arch, and the PTX the
+		// driver compiles where it does not load (none with --no-ptx).
+		if (at && (at->targets & ART_TARGET_CUDA)) {
+			if (at->ptx_len)
+				printf("  images: cubin %" PRIu64 " bytes, PTX %" PRIu64 " bytes\n",
+				       at->cubin_len, at->ptx_len);
+			else
+				printf("  images: cubin %" PRIu64 " bytes, no PTX (--no-ptx)\n",
+				       at->cubin_len);
+		}
 		for (uint32_t k = 0, ci = 0; nchoice && k < at->ncuda; k++) {
 			const ArtKernel *kk = &at->kern[k];
 			if (kk->kind != ART_LAUNCH_CHOICE)

@@ -102,6 +102,10 @@ case " $steps " in *" check "*)
 		"$here/zoo/index.so" "$here/zoo/index-scan.so" "$here/zoo/scan-rnn.so" \
 		"$here/zoo/scan-persist.so" 2>&1 | tee "$out/check-nographs.log"
 	echo "rc=${PIPESTATUS[0]}"
+	echo "== gpu_check (FADC_CUDA_FORCE_PTX=1: the embedded PTX, as a newer GPU would load it)"
+	FADC_CUDA_FORCE_PTX=1 timeout 300 "$here/bin/gpu_check" --time 20 "$here/check/ppl_simple_reg.so" \
+		"$here/check/transformer.so" "$here/zoo/scan-persist.so" 2>&1 | tee -a "$out/check-nographs.log"
+	echo "rc=${PIPESTATUS[0]}"
 	;;
 esac
 case " $steps " in *" bench "*)
