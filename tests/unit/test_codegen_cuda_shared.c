@@ -32,7 +32,7 @@ launch_name(const KProgram *p, uint32_t li, const CgCudaShared *sh, uint32_t nsh
 	CgCudaKernel ck;
 	CHECK(cg_cuda_kernel(p, li, &ck));
 	free(ck.buf);
-	*kernel = !ck.host && !ck.gemm && !ck.choice;
+	*kernel = !ck.host && !ck.gemm && !ck.choice && !ck.seq && !ck.conv;
 	for (uint32_t i = 0; i < nsh; i++)
 		if (!strcmp(sh[i].name, ck.name)) {
 			free(ck.name);
