@@ -133,12 +133,14 @@ typedef struct CgTask {
 	KProgram *prog;
 } CgTask;
 
+typedef struct CgCache CgCache;
 typedef struct CgTarget {
 	const char *triple; // NULL: the host's
 	const char *cpu; // LLVM CPU name ("x86-64-v3")
 	const char *features; // LLVM feature string, "" for the CPU's own
 	int opt_level;
 	const char *cpu_features; // cg_llvm_cpu's list ("avx2,fma,..."): avx512f widens the GEMM
+	struct CgCache *cache; // the compile cache of the object code (ccache.c); NULL: none
 } CgTarget;
 
 // Emits every task and the entry symbol fadc_artifact_v1 (runtime/abi.h),
@@ -269,7 +271,6 @@ void cg_sha256_add(CgSha256 *s, const void *data, size_t len);
 void cg_sha256_field(CgSha256 *s, const void *data, size_t len); // length, then bytes
 void cg_sha256_end(CgSha256 *s, uint8_t out[32]);
 
-typedef struct CgCache CgCache;
 // NULL when the folder cannot be made or written (one warning on stderr
 // per process): the compile goes on without the cache.
 CgCache *cg_cache_open(void);

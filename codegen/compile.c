@@ -1287,7 +1287,7 @@ link_artifact(Compile *c, const uint8_t *desc, size_t desclen, const uint8_t *im
 	tmpreg[1] = fio_cleanup_add(obj, 0);
 	tmpreg[2] = fio_cleanup_add(lib, 0);
 	tmpreg[3] = fio_cleanup_add(logp, 0);
-	CgTarget tg = {NULL, c->cpu, c->llvm_feat, o->opt_level < 0 ? 2 : o->opt_level, c->feat};
+	CgTarget tg = {NULL, c->cpu, c->llvm_feat, o->opt_level < 0 ? 2 : o->opt_level, c->feat, NULL};
 	// A task without CPU code is an empty program there: its function
 	// returns at once and the runtime never calls it (the descriptor says so).
 	if (!(emit = calloc(nall + 1, sizeof *emit))) {
@@ -1304,9 +1304,20 @@ link_artifact(Compile *c, const uint8_t *desc, size_t desclen, const uint8_t *im
 	}
 	progress(o, "LLVM code generation", 0, 0);
 	Mark mk = mark_now();
-	if (!cg_llvm_emit(emit, (int)nall, desc, desclen, &tg, o->emit_llvm, obj, err, errlen))
+	if (!o->no_cache && !o->emit_llvm) // the object code's cache (not for --emit llvm)
+		tg.cache = cg_cache_open();
+	int llvm_ok = cg_llvm_emit(emit, (int)nall, desc, desclen, &tg, o->emit_llvm, obj, err, errlen);
+	long hits = 0, misses = 0;
+	int cached = tg.cache != NULL;
+	cg_cache_close(tg.cache, &hits, &misses);
+	if (!llvm_ok)
 		goto done;
 	phase_add(&c->ph, PH_LLVM, mk);
+	if (o->stats && cached)
+		fprintf(o->stats, "# stats: compile cache (LLVM): %ld hits, %ld misses\n", hits, misses);
+	const char *tv = getenv("FADC_TIME");
+	if (tv && *tv && strcmp(tv, "0") && cached)
+		fprintf(stderr, "fadc: time: llvm cache: %ld hits, %ld misses\n", hits, misses);
 	const char *cc = o->cc ? o->cc : getenv("FADC_CC");
 	if (!cc || !*cc)
 		cc = "cc";
