@@ -61,7 +61,7 @@ const char *const usage_main =
     "  --cuda-arch ARCH   the cubin's architecture (sm_90); PTX for compute_XX too\n"
     "  --no-ptx           embed the cubins alone, without the PTX that lets a newer GPU\n"
     "                     run them (smaller; recorded as no_ptx=1)\n"
-    "  --no-cache         do not use the compile cache: compiled kernels are kept\n"
+    "  --no-cache         do not use the compile cache: kernels and object code are kept\n"
     "                     under $FADC_CACHE_DIR/compile/ (default $XDG_CACHE_HOME/fadc\n"
     "                     or ~/.cache/fadc), at most $FADC_CACHE_MAX_BYTES (1G)\n"
     "  --allow-tf32       cuBLAS GEMMs of f32 may round their inputs to TF32 (tensor\n"
