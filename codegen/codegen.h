@@ -55,6 +55,7 @@ typedef struct CgOptions {
 	int jobs; // NVRTC compilations at once; 0: the online cores, at most 8
 	FILE *cuda_diag; // NVRTC logs and sources of failed compilations; NULL: stderr
 	int allow_tf32; // cuBLAS GEMMs of f32 may use TF32 tensor cores (--allow-tf32; recorded)
+	int no_cache; // --no-cache: no compile cache (docs/CUDA.md "The compile cache")
 	CgProgressFn progress; // NULL: none (fadc: on a terminal only)
 	void *progress_arg;
 } CgOptions;
@@ -132,12 +133,14 @@ typedef struct CgTask {
 	KProgram *prog;
 } CgTask;
 
+typedef struct CgCache CgCache;
 typedef struct CgTarget {
 	const char *triple; // NULL: the host's
 	const char *cpu; // LLVM CPU name ("x86-64-v3")
 	const char *features; // LLVM feature string, "" for the CPU's own
 	int opt_level;
 	const char *cpu_features; // cg_llvm_cpu's list ("avx2,fma,..."): avx512f widens the GEMM
+	struct CgCache *cache; // the compile cache of the object code (ccache.c); NULL: none
 } CgTarget;
 
 // Emits every task and the entry symbol fadc_artifact_v1 (runtime/abi.h),
@@ -245,6 +248,41 @@ int cg_cuda_compile_both(const char *src, const char *name, const char *arch, ui
                          size_t errlen);
 // NVRTC's version; 0 if it cannot be asked.
 int cg_cuda_nvrtc_version(int *major, int *minor);
+// The compile cache's key of cg_cuda_compile_both(src, name, arch, ...,
+// with PTX when ptx): a SHA-256 of those, the options nvrtc_run passes and
+// NVRTC's version.
+void cg_cuda_cache_key(const char *src, const char *name, const char *arch, int ptx,
+                       uint8_t key[32]);
 #endif
+
+// ---------------------------------------------------------------- ccache.c
+// The compile cache (docs/CUDA.md "The compile cache"): entries keyed by a
+// SHA-256 under $FADC_CACHE_DIR/compile/, each two byte strings (a cubin
+// and its PTX), written atomically, checked on reading, evicted oldest
+// first past FADC_CACHE_MAX_BYTES (1 GiB).  Thread-safe.
+typedef struct CgSha256 {
+	uint32_t h[8];
+	uint64_t n;
+	uint8_t buf[64];
+	size_t fill;
+} CgSha256;
+void cg_sha256_init(CgSha256 *s);
+void cg_sha256_add(CgSha256 *s, const void *data, size_t len);
+void cg_sha256_field(CgSha256 *s, const void *data, size_t len); // length, then bytes
+void cg_sha256_end(CgSha256 *s, uint8_t out[32]);
+
+// NULL when the folder cannot be made or written (one warning on stderr
+// per process): the compile goes on without the cache.
+CgCache *cg_cache_open(void);
+// 1 on a hit with *a, *b malloc'ed; 0 on a miss, a corrupt or truncated
+// entry (never loaded: the caller compiles and stores over it), or c NULL.
+int cg_cache_get(CgCache *c, const uint8_t key[32], uint8_t **a, size_t *alen, uint8_t **b,
+                 size_t *blen);
+void cg_cache_put(CgCache *c, const uint8_t key[32], const uint8_t *a, size_t alen,
+                  const uint8_t *b, size_t blen);
+// Evicts past the bound if anything was stored; the counts; frees c.
+void cg_cache_close(CgCache *c, long *hits, long *misses);
+// FADC_CACHE_MAX_BYTES (N, NK, NM, NG); the default 1 GiB when unset or bad.
+long long cg_cache_max_bytes(void);
 
 #endif

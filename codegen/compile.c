@@ -581,6 +581,7 @@ typedef struct CuPool {
 	FILE *diag;
 	pthread_mutex_t mu;
 	const CgOptions *o; // its progress callback
+	CgCache *cache; // NULL: none (--no-cache, or an unusable folder)
 	long done, total; // functions compiled, of all
 } CuPool;
 
@@ -597,12 +598,30 @@ cu_worker(void *arg)
 		// Each job's report is kept apart and cu_build prints one:
 		// reports written from several threads at once would interleave.
 		CuJob *j = &pl->job[i];
-		FILE *d = open_memstream(&j->diag, &j->diaglen);
-		j->ok = cg_cuda_compile_both(j->src, j->name, j->arch, &j->out, &j->len,
-		                             j->want_ptx ? &j->ptx : NULL, &j->ptxlen,
-		                             d ? d : pl->diag, j->err, sizeof j->err);
-		if (d)
-			fclose(d);
+		// The compile cache first (codegen/ccache.c): a hit is the bytes
+		// this compilation would make, so the artifact is the same.
+		uint8_t key[32], *b = NULL;
+		size_t blen = 0;
+		if (pl->cache) {
+			cg_cuda_cache_key(j->src, j->name, j->arch, j->want_ptx, key);
+			j->ok = cg_cache_get(pl->cache, key, &j->out, &j->len, &b, &blen);
+			if (j->ok && j->want_ptx) {
+				j->ptx = b;
+				j->ptxlen = blen;
+			} else
+				free(b);
+		}
+		if (!j->ok) {
+			FILE *d = open_memstream(&j->diag, &j->diaglen);
+			j->ok = cg_cuda_compile_both(j->src, j->name, j->arch, &j->out, &j->len,
+			                             j->want_ptx ? &j->ptx : NULL, &j->ptxlen,
+			                             d ? d : pl->diag, j->err, sizeof j->err);
+			if (d)
+				fclose(d);
+			if (j->ok && pl->cache)
+				cg_cache_put(pl->cache, key, j->out, j->len,
+				             j->ptx ? j->ptx : (const uint8_t *)"", j->ptx ? j->ptxlen : 0);
+		}
 		pthread_mutex_lock(&pl->mu);
 		pl->done += j->units;
 		progress(pl->o, "kernels (NVRTC)", pl->done, pl->total);
@@ -839,12 +858,25 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 	mk = mark_now();
 	tm = kir_time_start();
 	CuPool pl = {.job = job, .n = n, .diag = o->cuda_diag, .o = o, .total = units};
+	if (!o->no_cache) {
+		progress(o, "", 0, 0); // its warning, if any, on a line of its own
+		pl.cache = cg_cache_open();
+	}
 	pthread_mutex_init(&pl.mu, NULL);
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	progress(o, "kernels (NVRTC)", 0, units);
 	cu_run_jobs(&pl, o->jobs > 0 ? o->jobs : cores > 0 ? (int)cores : 1);
 	pthread_mutex_destroy(&pl.mu);
+	long hits = 0, misses = 0;
+	int cached = pl.cache != NULL;
+	cg_cache_close(pl.cache, &hits, &misses);
 	kir_time_note(tm, "nvrtc", model);
+	// Hits and misses: --stats, and FADC_TIME=1 as its other step notes.
+	if (o->stats && cached)
+		fprintf(o->stats, "# stats: compile cache (NVRTC): %ld hits, %ld misses\n", hits, misses);
+	const char *tv = getenv("FADC_TIME");
+	if (tv && *tv && strcmp(tv, "0") && cached)
+		fprintf(stderr, "fadc: time: nvrtc cache: %ld hits, %ld misses\n", hits, misses);
 	phase_add(ps, PH_NVRTC, mk);
 	for (int i = 0; i < n; i++)
 		if (!job[i].ok) {
@@ -1255,7 +1287,7 @@ link_artifact(Compile *c, const uint8_t *desc, size_t desclen, const uint8_t *im
 	tmpreg[1] = fio_cleanup_add(obj, 0);
 	tmpreg[2] = fio_cleanup_add(lib, 0);
 	tmpreg[3] = fio_cleanup_add(logp, 0);
-	CgTarget tg = {NULL, c->cpu, c->llvm_feat, o->opt_level < 0 ? 2 : o->opt_level, c->feat};
+	CgTarget tg = {NULL, c->cpu, c->llvm_feat, o->opt_level < 0 ? 2 : o->opt_level, c->feat, NULL};
 	// A task without CPU code is an empty program there: its function
 	// returns at once and the runtime never calls it (the descriptor says so).
 	if (!(emit = calloc(nall + 1, sizeof *emit))) {
@@ -1272,9 +1304,20 @@ link_artifact(Compile *c, const uint8_t *desc, size_t desclen, const uint8_t *im
 	}
 	progress(o, "LLVM code generation", 0, 0);
 	Mark mk = mark_now();
-	if (!cg_llvm_emit(emit, (int)nall, desc, desclen, &tg, o->emit_llvm, obj, err, errlen))
+	if (!o->no_cache && !o->emit_llvm) // the object code's cache (not for --emit llvm)
+		tg.cache = cg_cache_open();
+	int llvm_ok = cg_llvm_emit(emit, (int)nall, desc, desclen, &tg, o->emit_llvm, obj, err, errlen);
+	long hits = 0, misses = 0;
+	int cached = tg.cache != NULL;
+	cg_cache_close(tg.cache, &hits, &misses);
+	if (!llvm_ok)
 		goto done;
 	phase_add(&c->ph, PH_LLVM, mk);
+	if (o->stats && cached)
+		fprintf(o->stats, "# stats: compile cache (LLVM): %ld hits, %ld misses\n", hits, misses);
+	const char *tv = getenv("FADC_TIME");
+	if (tv && *tv && strcmp(tv, "0") && cached)
+		fprintf(stderr, "fadc: time: llvm cache: %ld hits, %ld misses\n", hits, misses);
 	const char *cc = o->cc ? o->cc : getenv("FADC_CC");
 	if (!cc || !*cc)
 		cc = "cc";

@@ -156,6 +156,10 @@ nvrtc_report(FILE *f, const char *src, const char *name, const char *arch, const
 	} while (0)
 #define CHECK_NVRTC(x) CHECK_NVRTC_AS(x, #x)
 
+// The options of every compilation but the architecture's (part of the
+// compile cache's key, cg_cuda_cache_key).
+#define NVRTC_OPTIONS "--fmad=false", "--std=c++17"
+
 // One compilation of src for arch; what it made into *cubin (a real
 // architecture, sm_XX) and *ptx (PTX without its trailing NUL; any
 // architecture), each when asked for (non-NULL).  NVRTC keeps both of one
@@ -168,7 +172,7 @@ nvrtc_run(const char *src, const char *name, const char *arch, uint8_t **cubin, 
           uint8_t **ptx, size_t *ptxlen, FILE *diag, char *err, size_t errlen) {
 	char archopt[64];
 	snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
-	const char *opts[] = {archopt, "--fmad=false", "--std=c++17"};
+	const char *opts[] = {archopt, NVRTC_OPTIONS};
 	nvrtcProgram prog = NULL;
 	int ok = 0, created = 0;
 	char *log = NULL;
@@ -271,4 +275,28 @@ cg_cuda_compile_both(const char *src, const char *name, const char *arch, uint8_
 int
 cg_cuda_nvrtc_version(int *major, int *minor) {
 	return nvrtcVersion(major, minor) == NVRTC_SUCCESS;
+}
+
+void
+cg_cuda_cache_key(const char *src, const char *name, const char *arch, int ptx, uint8_t key[32])
+{
+	// Every input of nvrtc_run that can change its bytes: the source, its
+	// name (NVRTC may print it into the PTX), the architecture, the other
+	// options, whether the PTX is kept, and NVRTC itself.
+	static const char *const opts[] = {NVRTC_OPTIONS};
+	int major = -1, minor = -1;
+	nvrtcVersion(&major, &minor);
+	char ver[64];
+	snprintf(ver, sizeof ver, "nvrtc %d.%d ptx=%d", major, minor, ptx != 0);
+	CgSha256 s;
+	cg_sha256_init(&s);
+	cg_sha256_field(&s, "fadc compile cache: NVRTC", 25);
+	cg_sha256_field(&s, ver, strlen(ver));
+	cg_sha256_field(&s, arch ? arch : "sm_90", strlen(arch ? arch : "sm_90"));
+	for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+		cg_sha256_field(&s, opts[i], strlen(opts[i]));
+	name = name ? name : "fadc.cu";
+	cg_sha256_field(&s, name, strlen(name));
+	cg_sha256_field(&s, src, strlen(src));
+	cg_sha256_end(&s, key);
 }

@@ -47,6 +47,7 @@
 #include <string.h>
 
 #include <llvm-c/Analysis.h>
+#include <llvm-c/BitWriter.h>
 #include <llvm/Config/llvm-config.h> // LLVM_VERSION_STRING: plain C macros
 #include <llvm-c/Core.h>
 #include <llvm-c/Error.h>
@@ -1849,6 +1850,19 @@ emit_entry(Emit *e, LLVMValueRef *taskfns, int ntasks, const uint8_t *desc, size
 	LLVMBuildRet(e->B, ga);
 }
 
+// The object code p[0..n) as the file path.
+static int
+write_object(const char *path, const uint8_t *p, size_t n, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "wb");
+	int ok = f && fwrite(p, 1, n, f) == n;
+	if (f && fclose(f))
+		ok = 0;
+	if (!ok)
+		snprintf(err, errlen, "cannot write the object file %s", path);
+	return ok;
+}
+
 int
 cg_llvm_emit(const CgTask *tasks, int ntasks, const uint8_t *desc, size_t desclen,
              const CgTarget *tg, FILE *emit_llvm, const char *obj_path, char *err, size_t errlen)
@@ -1943,6 +1957,46 @@ cg_llvm_emit(const CgTask *tasks, int ntasks, const uint8_t *desc, size_t descle
 	int ol = tg->opt_level < 0 ? 2 : tg->opt_level > 3 ? 3 : tg->opt_level;
 	snprintf(pipeline, sizeof pipeline, "default<O%d>", ol);
 	kir_time_note(clk, "verify", NULL);
+	// The compile cache (ccache.c, docs/CUDA.md "The compile cache"):
+	// the object code is a function of the module before optimization (its
+	// bitcode), the target machine (triple, CPU, features, level), the
+	// pipeline and LLVM itself.  Not with --emit llvm, which wants the
+	// optimized module printed.
+	uint8_t key[32];
+	int cached = tg->cache && !emit_llvm;
+	if (cached) {
+		clk = kir_time_start();
+		LLVMMemoryBufferRef bc = LLVMWriteBitcodeToMemoryBuffer(e.M);
+		if (!bc) {
+			snprintf(err, errlen, "LLVM: cannot write the module's bitcode (out of memory?)");
+			goto done;
+		}
+		char lv[64];
+		snprintf(lv, sizeof lv, "LLVM %s O%d", LLVM_VERSION_STRING, tg->opt_level);
+		const char *feat = tg->features ? tg->features : "";
+		CgSha256 s;
+		cg_sha256_init(&s);
+		cg_sha256_field(&s, "fadc compile cache: LLVM object", 31);
+		cg_sha256_field(&s, lv, strlen(lv));
+		cg_sha256_field(&s, triple, strlen(triple));
+		cg_sha256_field(&s, tg->cpu, strlen(tg->cpu));
+		cg_sha256_field(&s, feat, strlen(feat));
+		cg_sha256_field(&s, pipeline, strlen(pipeline));
+		cg_sha256_field(&s, LLVMGetBufferStart(bc), LLVMGetBufferSize(bc));
+		cg_sha256_end(&s, key);
+		LLVMDisposeMemoryBuffer(bc);
+		uint8_t *a, *b;
+		size_t alen, blen;
+		int hit = cg_cache_get(tg->cache, key, &a, &alen, &b, &blen);
+		if (hit) {
+			ok = write_object(obj_path, a, alen, err, errlen);
+			free(a);
+			free(b);
+		}
+		kir_time_note(clk, "cache", hit ? "hit" : "miss");
+		if (hit)
+			goto done;
+	}
 	clk = kir_time_start();
 	if (!llvm_check_error(LLVMRunPasses(e.M, pipeline, tm, po), err, errlen, "optimization"))
 		goto done;
@@ -1958,7 +2012,23 @@ cg_llvm_emit(const CgTask *tasks, int ntasks, const uint8_t *desc, size_t descle
 		goto done;
 	}
 	clk = kir_time_start();
-	int bad = LLVMTargetMachineEmitToFile(tm, e.M, path, LLVMObjectFile, &msg);
+	int bad;
+	if (cached) { // to memory, stored, then the file (the same bytes)
+		LLVMMemoryBufferRef ob = NULL;
+		bad = LLVMTargetMachineEmitToMemoryBuffer(tm, e.M, LLVMObjectFile, &msg, &ob);
+		if (!bad) {
+			const uint8_t *p = (const uint8_t *)LLVMGetBufferStart(ob);
+			size_t n = LLVMGetBufferSize(ob);
+			if (!write_object(path, p, n, err, errlen)) {
+				LLVMDisposeMemoryBuffer(ob);
+				free(path);
+				goto done;
+			}
+			cg_cache_put(tg->cache, key, p, n, (const uint8_t *)"", 0);
+			LLVMDisposeMemoryBuffer(ob);
+		}
+	} else
+		bad = LLVMTargetMachineEmitToFile(tm, e.M, path, LLVMObjectFile, &msg);
 	free(path);
 	kir_time_note(clk, "codegen", "object");
 	if (bad) {

@@ -117,3 +117,6 @@ if(FADC_FUZZ)
   fadc_fuzz_harness(fuzz_config yaml fadc_bench)
   fadc_fuzz_harness(fuzz_desc desc fadc_runtime)
 endif()
+# test_ccache: the compile cache (codegen/ccache.c), no NVRTC needed.
+target_link_libraries(test_ccache PRIVATE fadc_codegen)
+target_include_directories(test_ccache PRIVATE ${CMAKE_SOURCE_DIR}/codegen)

@@ -61,6 +61,9 @@ const char *const usage_main =
     "  --cuda-arch ARCH   the cubin's architecture (sm_90); PTX for compute_XX too\n"
     "  --no-ptx           embed the cubins alone, without the PTX that lets a newer GPU\n"
     "                     run them (smaller; recorded as no_ptx=1)\n"
+    "  --no-cache         do not use the compile cache: kernels and object code are kept\n"
+    "                     under $FADC_CACHE_DIR/compile/ (default $XDG_CACHE_HOME/fadc\n"
+    "                     or ~/.cache/fadc), at most $FADC_CACHE_MAX_BYTES (1G)\n"
     "  --allow-tf32       cuBLAS GEMMs of f32 may round their inputs to TF32 (tensor\n"
     "                     cores; recorded in the artifact); default: fp32 semantics\n"
     "  --tasks LIST       comma-separated tasks, or `all`; forward is always in.\n"
@@ -83,7 +86,7 @@ typedef struct CompileArgs {
 	const char *model, *emit, *task, *out, *target, *cpu, *cuda_arch;
 	const char *print_after, *stop_after;
 	const char *defs[MAXDEF];
-	int ndefs, noprelude, print_after_all, stats, opt_level, f64, allow_tf32, no_ptx;
+	int ndefs, noprelude, print_after_all, stats, opt_level, f64, allow_tf32, no_ptx, no_cache;
 	int64_t max_task_bytes; // --max-task-bytes; 0: the default (CG_MAX_TASK_BYTES)
 	int64_t max_nodes; // --max-nodes; 0: the default (FE_MAX_NODES)
 	char *tasklist; // --tasks, split in place
@@ -229,6 +232,8 @@ compile_args(int argc, char **argv, CompileArgs *a)
 			a->f64 = 1;
 		} else if (!strcmp(s, "--allow-tf32")) {
 			a->allow_tf32 = 1;
+		} else if (!strcmp(s, "--no-cache")) {
+			a->no_cache = 1;
 		} else if (!strcmp(s, "--no-ptx")) {
 			a->no_ptx = 1;
 		} else if (!strcmp(s, "--no-prelude")) {
@@ -379,6 +384,7 @@ compile(const CompileArgs *a, const Module *const *ms, const char *const *specna
 	    .cuda_arch = a->cuda_arch,
 	    .allow_tf32 = a->allow_tf32,
 	    .no_ptx = a->no_ptx,
+	    .no_cache = a->no_cache,
 	};
 	// The status line of a long compile, on a terminal only (cli.c).
 	Progress *pg = progress_start();
