@@ -14,6 +14,12 @@ base=$(basename "$file")
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fadc-lit.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 fadc=${FADC:-fadc}
+# Every test compiles with a compile cache of its own, empty at its start
+# (docs/CUDA.md, "The compile cache"): no test sees another's entries or
+# the user's, and nothing is written under ~/.cache.  A test that sets
+# FADC_CACHE_DIR itself overrides this.  (Unit tests and the CUDA-graph
+# suite share build/test-cache: tests/tests.cmake.)
+export FADC_CACHE_DIR="$tmp/cache"
 export PATH="$(llvm-config-14 --bindir 2>/dev/null || echo /usr/lib/llvm-14/bin):$PATH"
 not() { if "$@"; then return 1; else local rc=$?; [ $rc -lt 128 ] && [ $rc -ne 77 ] || return $rc; return 0; fi; }
 export -f not

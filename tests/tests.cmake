@@ -16,14 +16,14 @@ foreach(src ${UNIT_TESTS})
     set(labels "unit;slow")
   endif()
   set_tests_properties(unit/${name} PROPERTIES LABELS "${labels}" SKIP_RETURN_CODE 77
-                       ENVIRONMENT "FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+                       ENVIRONMENT "FADC_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache;FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
 endforeach()
 # test_codegen_gemm again with the 512-bit GEMM tiles of AVX-512 targets
 # (FADC_GEMM_VBYTES=64: two 256-bit registers per vector on an AVX2
 # machine), so that their code is checked against the interpreter on any CPU.
 add_test(NAME unit/test_codegen_gemm_512 COMMAND test_codegen_gemm)
 set_tests_properties(unit/test_codegen_gemm_512 PROPERTIES LABELS unit SKIP_RETURN_CODE 77
-                     ENVIRONMENT "FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR};FADC_GEMM_VBYTES=64")
+                     ENVIRONMENT "FADC_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache;FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR};FADC_GEMM_VBYTES=64")
 # test_backend_ops: every op of ir/ops.def at random shapes, compiled (CPU;
 # CUDA compile-checked) against the interpreter; it compiles artifacts, so
 # it links the harness as the codegen tests do.  Again with zero-size shapes
@@ -31,7 +31,7 @@ set_tests_properties(unit/test_codegen_gemm_512 PROPERTIES LABELS unit SKIP_RETU
 target_link_libraries(test_backend_ops PRIVATE fadc_harness fadc_codegen)
 add_test(NAME unit/test_backend_ops_zero COMMAND test_backend_ops)
 set_tests_properties(unit/test_backend_ops_zero PROPERTIES LABELS unit
-                     ENVIRONMENT "FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR};FADC_BACKEND_OPS_ZERO=1")
+                     ENVIRONMENT "FADC_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache;FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR};FADC_BACKEND_OPS_ZERO=1")
 # test_cuda_special compiles codegen/cuda_special.h, the CUDA backend's
 # digamma and trigamma, as host C: contracted as on the device (NVRTC runs
 # with --fmad=false), so only the header's explicit fmaf/fma fuse.
@@ -82,7 +82,7 @@ add_executable(cudagraph_check ${CMAKE_SOURCE_DIR}/tests/gpu/cudagraph/cudagraph
 target_link_libraries(cudagraph_check PRIVATE fadc_runtime m)
 add_test(NAME gpu/cudagraph COMMAND bash ${CMAKE_SOURCE_DIR}/tests/gpu/cudagraph/cudagraph.sh)
 set_tests_properties(gpu/cudagraph PROPERTIES LABELS "golden;cuda" SKIP_RETURN_CODE 77
-  ENVIRONMENT "FADC=$<TARGET_FILE:fadc>;FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR};FADC_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
+  ENVIRONMENT "FADC=$<TARGET_FILE:fadc>;FADC_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache;FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR};FADC_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
 
 if(FADC_FUZZ)
   add_executable(fuzz_parse ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_parse.c)
