@@ -300,6 +300,33 @@ iplus(KProgram *p, KxId i, int64_t c)
 	return kx_iadd(p, i, kx_iconst(p, c));
 }
 
+// The geometry of convolution n (conv, conv_input_grad or
+// conv_weight_grad) in conv's terms: x the image, o conv's output, the
+// kernel's window; *co conv's output channels.  conv(x, w): x, o from
+// the operand and n, the window from w; conv_input_grad(g, w): x is n's
+// result, o the gradient g; conv_weight_grad(x, g): the window from the
+// `kernel` attribute, C_out from g.
+static Geo
+conv_geo(Lower *L, NodeId n, const Attrs *a, int64_t *co)
+{
+	const Graph *g = L->g;
+	int op = g->node[n].op;
+	NodeId i0 = ir_in1(g, n, 0), i1 = ir_in1(g, n, 1);
+	const Shape *os = ir_shape(g, n);
+	const int64_t *st = attr_ints(L, n, a, "stride"), *pd = attr_ints(L, n, a, "padding"),
+	              *dl = attr_ints(L, n, a, "dilation");
+	if (op == OP_conv) {
+		*co = ir_shape(g, i1)->dim[0];
+		return geo(ir_shape(g, i0), os, ir_shape(g, i1)->dim + 2, st, pd, dl);
+	}
+	if (op == OP_conv_input_grad) {
+		*co = ir_shape(g, i0)->dim[1];
+		return geo(os, ir_shape(g, i0), ir_shape(g, i1)->dim + 2, st, pd, dl);
+	}
+	*co = ir_shape(g, i1)->dim[1];
+	return geo(ir_shape(g, i0), ir_shape(g, i1), attr_ints(L, n, a, "kernel"), st, pd, dl);
+}
+
 static int
 conv_gemm_lower(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 {
@@ -309,21 +336,8 @@ conv_gemm_lower(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 	if (a->a[aidx(L, n, "groups")].i != 1)
 		return 0;
 	NodeId i0 = ir_in1(g, n, 0), i1 = ir_in1(g, n, 1);
-	const Shape *os = ir_shape(g, n);
-	const int64_t *st = attr_ints(L, n, a, "stride"), *pd = attr_ints(L, n, a, "padding"),
-	              *dl = attr_ints(L, n, a, "dilation");
-	Geo v;
 	int64_t Co;
-	if (op == OP_conv) {
-		v = geo(ir_shape(g, i0), os, ir_shape(g, i1)->dim + 2, st, pd, dl);
-		Co = ir_shape(g, i1)->dim[0];
-	} else if (op == OP_conv_input_grad) {
-		v = geo(os, ir_shape(g, i0), ir_shape(g, i1)->dim + 2, st, pd, dl);
-		Co = ir_shape(g, i0)->dim[1];
-	} else {
-		v = geo(ir_shape(g, i0), ir_shape(g, i1), attr_ints(L, n, a, "kernel"), st, pd, dl);
-		Co = ir_shape(g, i1)->dim[1];
-	}
+	Geo v = conv_geo(L, n, a, &Co);
 	int64_t Q = v.C * v.kh * v.kw, P = v.OH * v.OW, K2 = v.kh * v.kw;
 	int64_t esize = (int64_t)kir_dtype_size(ctype(L, n)), colmax = conv_col_max();
 	if (v.N * Co * Q * P < CONV_GEMM_MIN || (Q < 16 && op != OP_conv))
@@ -500,21 +514,8 @@ conv_note(Lower *L, uint32_t out, NodeId n, const Attrs *a, uint32_t k0)
 	for (int i = 0; i < 3; i++)
 		if (p->buf[bufs[i]].dtype != DT_F32)
 			return;
-	const Shape *os = ir_shape(g, n);
-	const int64_t *st = attr_ints(L, n, a, "stride"), *pd = attr_ints(L, n, a, "padding"),
-	              *dl = attr_ints(L, n, a, "dilation");
-	Geo v;
 	int64_t Co;
-	if (op == OP_conv) {
-		v = geo(ir_shape(g, i0), os, ir_shape(g, i1)->dim + 2, st, pd, dl);
-		Co = ir_shape(g, i1)->dim[0];
-	} else if (op == OP_conv_input_grad) {
-		v = geo(os, ir_shape(g, i0), ir_shape(g, i1)->dim + 2, st, pd, dl);
-		Co = ir_shape(g, i0)->dim[1];
-	} else {
-		v = geo(ir_shape(g, i0), ir_shape(g, i1), attr_ints(L, n, a, "kernel"), st, pd, dl);
-		Co = ir_shape(g, i1)->dim[1];
-	}
+	Geo v = conv_geo(L, n, a, &Co);
 	arena_grow(p->arena, (void **)&p->conv, &p->cconv, p->nconv + 1, sizeof *p->conv);
 	p->conv[p->nconv] = (KConv){
 	    .op = op == OP_conv ? 0 : op == OP_conv_input_grad ? 1 : 2,
