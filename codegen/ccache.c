@@ -204,20 +204,13 @@ cg_cache_max_bytes(void)
 CgCache *
 cg_cache_open(void)
 {
-	const char *dir = getenv("FADC_CACHE_DIR"), *sub = "";
-	if (!dir || !*dir) { // as runtime/choice.c's rt_choice_path
-		dir = getenv("XDG_CACHE_HOME");
-		sub = "/fadc";
-	}
-	if (!dir || !*dir) {
-		dir = getenv("HOME");
-		sub = "/.cache/fadc";
-	}
-	if (!dir || !*dir) {
-		cc_warn("no folder", "$FADC_CACHE_DIR", "none of FADC_CACHE_DIR, XDG_CACHE_HOME, HOME is set");
+	char dir[4096];
+	if (!fio_cache_dir(dir, sizeof dir)) {
+		cc_warn("no folder", "$FADC_CACHE_DIR",
+		        "none of FADC_CACHE_DIR, XDG_CACHE_HOME, HOME is set (or the path is too long)");
 		return NULL;
 	}
-	size_t n = strlen(dir) + strlen(sub) + 16;
+	size_t n = strlen(dir) + 16;
 	CgCache *c = calloc(1, sizeof *c);
 	char *path = malloc(n);
 	if (!c || !path) {
@@ -225,7 +218,7 @@ cg_cache_open(void)
 		free(path);
 		return NULL;
 	}
-	snprintf(path, n, "%s%s/compile", dir, sub);
+	snprintf(path, n, "%s/compile", dir);
 	// Writable is what matters (a store is a new file): an unwritable
 	// folder would otherwise fail every store, and a read-only one full of
 	// entries we could not evict would grow past its bound.

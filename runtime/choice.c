@@ -17,18 +17,10 @@
 int
 rt_choice_path(char *buf, size_t len)
 {
-	const char *dir = getenv("FADC_CACHE_DIR"), *sub = "";
-	if (!dir || !*dir) {
-		dir = getenv("XDG_CACHE_HOME");
-		sub = "/fadc";
-	}
-	if (!dir || !*dir) {
-		dir = getenv("HOME");
-		sub = "/.cache/fadc";
-	}
-	if (!dir || !*dir)
+	char dir[4096];
+	if (!fio_cache_dir(dir, sizeof dir))
 		return 0;
-	int n = snprintf(buf, len, "%s%s/%s", dir, sub, RT_CHOICE_FILE);
+	int n = snprintf(buf, len, "%s/%s", dir, RT_CHOICE_FILE);
 	return n > 0 && (size_t)n < len;
 }
 

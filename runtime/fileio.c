@@ -500,3 +500,21 @@ fio_write_file(const char *path, const void *data, size_t n, mode_t mode, char *
 	}
 	return fio_out_commit(&o, err, errlen);
 }
+
+int
+fio_cache_dir(char *buf, size_t len)
+{
+	const char *dir = getenv("FADC_CACHE_DIR"), *sub = "";
+	if (!dir || !*dir) {
+		dir = getenv("XDG_CACHE_HOME");
+		sub = "/fadc";
+	}
+	if (!dir || !*dir) {
+		dir = getenv("HOME");
+		sub = "/.cache/fadc";
+	}
+	if (!dir || !*dir)
+		return 0;
+	int n = snprintf(buf, len, "%s%s", dir, sub);
+	return n > 0 && (size_t)n < len;
+}

@@ -36,6 +36,12 @@ __attribute__((format(printf, 3, 4)))
 #endif
 void fio_msg(char *err, size_t errlen, const char *fmt, ...);
 
+// fadc's cache folder into buf: $FADC_CACHE_DIR, else $XDG_CACHE_HOME/fadc,
+// else $HOME/.cache/fadc (empty variables count as unset).  It holds the
+// runtime's measured choices (runtime/choice.c) and the compile cache
+// (codegen/ccache.c).  0 when none is set or the path does not fit.
+int fio_cache_dir(char *buf, size_t len);
+
 // Opens path for reading if it is a regular file (symlinks followed).
 // Returns a file descriptor (O_CLOEXEC, blocking), or -1 with err set.
 int fio_open_read(const char *path, char *err, size_t errlen);
