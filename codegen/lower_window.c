@@ -495,6 +495,21 @@ conv_gemm_lower(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 	return 1;
 }
 
+// The buffer holding x's elements densely from element 0, in x's own
+// flat order, or NOBUF: x's own buffer, else, through reshapes (which keep
+// the flat order: lower_reshape reads x[e] at e), the buffer of the value
+// reshaped.  A vjp hands a convolution its incoming gradient as a reshape
+// of a stored value (the batch norm's backward, (N, C, H W) back to
+// (N, C, H, W)); that value's buffer is the dense NCHW tensor cuDNN reads.
+static uint32_t
+conv_stored(Lower *L, NodeId x)
+{
+	const Graph *g = L->g;
+	while (L->buf[x] == NOBUF && g->node[x].op == OP_reshape)
+		x = ir_in1(g, x, 0);
+	return L->buf[x] == NOBUF || L->off[x] ? NOBUF : L->buf[x];
+}
+
 // Notes that kernels k0 .. of p are convolution n (KKernel.conv, KConv), so
 // that the CUDA backend can offer cuDNN in their place: only an f32 one
 // whose operands and result are whole stored buffers (a cuDNN call reads
@@ -506,11 +521,10 @@ conv_note(Lower *L, uint32_t out, NodeId n, const Attrs *a, uint32_t k0)
 	const Graph *g = L->g;
 	KProgram *p = L->p;
 	int op = g->node[n].op;
-	NodeId i0 = ir_in1(g, n, 0), i1 = ir_in1(g, n, 1);
-	if (L->buf[i0] == NOBUF || L->buf[i1] == NOBUF || L->off[i0] || L->off[i1] ||
-	    ctype(L, n) != DT_F32)
+	uint32_t b0 = conv_stored(L, ir_in1(g, n, 0)), b1 = conv_stored(L, ir_in1(g, n, 1));
+	if (b0 == NOBUF || b1 == NOBUF || ctype(L, n) != DT_F32)
 		return;
-	uint32_t bufs[3] = {out, L->buf[i0], L->buf[i1]};
+	uint32_t bufs[3] = {out, b0, b1};
 	for (int i = 0; i < 3; i++)
 		if (p->buf[bufs[i]].dtype != DT_F32)
 			return;
@@ -522,7 +536,7 @@ conv_note(Lower *L, uint32_t out, NodeId n, const Attrs *a, uint32_t k0)
 	    .n = v.N, .c = v.C, .h = v.H, .w = v.W, .k = Co, .r = v.kh, .s = v.kw,
 	    .oh = v.OH, .ow = v.OW, .sh = v.sh, .sw = v.sw, .ph = v.ph, .pw = v.pw,
 	    .dh = v.dh, .dw = v.dw, .groups = a->a[aidx(L, n, "groups")].i,
-	    .out = out, .a = L->buf[i0], .b = L->buf[i1]};
+	    .out = out, .a = b0, .b = b1};
 	p->nconv++;
 	for (uint32_t ki = k0; ki < p->nk; ki++)
 		p->k[ki].conv = p->nconv;

@@ -3,7 +3,9 @@
 // a GPU: a model of two convolutions (3x3 of stride 2 with padding 1 on an
 // odd-sized batch of 2, then a 1x1; large enough not to be fused) compiled for cpu,cuda, and its
 // artifact read back:
-//   - every convolution of forward and vjp is a choice of two candidates,
+//   - every convolution of forward and vjp is a choice of two candidates
+//     (the 3x3's gradients too, whose incoming gradient is a reshape of
+//     the batch norm's backward),
 //     a sequence of its launches (im2col, GEMM, col2im, the transposing
 //     copy) and one convolution record, whose geometry is the hand-derived
 //     one (OH = (27 + 2 - 2 - 1) / 2 + 1 = 14, OW = (25 + 2 - 2 - 1) / 2 +
@@ -27,11 +29,16 @@
 #include "fadc.h"
 
 #ifdef FADC_HAVE_CUDA
+// The 3x3 feeds a batch norm: the vjp hands its data and filter gradients
+// the incoming gradient as a reshape of the batch norm's backward (a
+// stored value), which conv_note sees through.
 static const char model[] = "param x: f32[2, 5, 27, 25] = normal(0, 1, seed=1)\n"
                             "param w: f32[17, 5, 3, 3] = normal(0, 0.1, seed=2)\n"
                             "param v: f32[23, 17, 1, 1] = normal(0, 0.3, seed=3)\n"
+                            "param g: f32[17] = normal(1, 0.1, seed=4)\n"
+                            "param b: f32[17] = normal(0, 0.1, seed=5)\n"
                             "def forward() -> f32[] {\n"
-                            "  h = tanh(conv2d(x, w, stride=2, padding=1))\n"
+                            "  h = tanh(batch_norm(conv2d(x, w, stride=2, padding=1), g, b))\n"
                             "  return sum(tanh(conv2d(h, v)))\n}\n";
 
 static void
@@ -299,6 +306,11 @@ main(void) {
 	                  "pad=1,1 dil=1,1 groups=1 tf32\n") != NULL);
 	CHECK(strstr(out, ": backward_filter f32 N=2 C=17 H=14 W=13 K=23 R=1 S=1 OH=14 OW=13 "
 	                  "stride=1,1 pad=0,0 dil=1,1 groups=1 tf32\n") != NULL);
+	// The 3x3's gradients, whose incoming gradient is a reshape.
+	CHECK(strstr(out, ": backward_data f32 N=2 C=5 H=27 W=25 K=17 R=3 S=3 OH=14 OW=13 stride=2,2 "
+	                  "pad=1,1 dil=1,1 groups=1 tf32\n") != NULL);
+	CHECK(strstr(out, ": backward_filter f32 N=2 C=5 H=27 W=25 K=17 R=3 S=3 OH=14 OW=13 "
+	                  "stride=2,2 pad=1,1 dil=1,1 groups=1 tf32\n") != NULL);
 	CHECK(strstr(out, " conv cudnnConvolutionForward\n") != NULL);
 	CHECK(strstr(out, "2 candidates, the faster on the GPU runs: ") != NULL);
 	CHECK(strstr(out, " sequence of ") != NULL);
