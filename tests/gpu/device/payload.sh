@@ -78,9 +78,9 @@ fadc "$root/tests/gpu/gemm.ir" -o "$dest/check/gemm_tf32.so" --target cpu,cuda \
 # its launches or cuDNN; run.sh checks them with each candidate forced,
 # strict and --allow-tf32, then timed.
 mkdir -p "$dest/conv"
-fadc "$root/tests/gpu/conv.ir" -o "$dest/conv/conv.so" --target cpu,cuda --tasks forward,vjp,jvp
+fadc "$root/tests/gpu/conv.ir" -o "$dest/conv/conv.so" --target cpu,cuda --tasks forward,vjp,jvp,vhp
 fadc "$root/tests/gpu/conv.ir" -o "$dest/conv/conv_tf32.so" --target cpu,cuda \
-	--tasks forward,vjp,jvp --allow-tf32
+	--tasks forward,vjp,jvp,vhp --allow-tf32
 # Choices between a printed kernel and a cuBLAS GEMM, decided on the GPU
 # (tests/gpu/choice.ir): run.sh checks it forced to each candidate, timed
 # and from the cache (gpu_check --choices).
