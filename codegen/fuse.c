@@ -44,6 +44,12 @@
 // its reduced sizes, every task), so their kernels are unchanged by it.
 #define MAX_NODES 256
 
+// A value of light elementwise arithmetic (at most RECOMPUTE_OPS adds,
+// multiplies, compares or selects) over at most one full-size value is
+// recomputed by each kernel that reads it rather than stored (below,
+// fill_cheap).
+#define RECOMPUTE_OPS 8
+
 #define GROUP_NONE UINT32_MAX
 #define GROUP_MULTI (UINT32_MAX - 1)
 
@@ -168,6 +174,47 @@ expansion(const Graph *g, NodeId u, int s)
 	}
 }
 
+// Which nodes are cheap to recompute (cheap[n] = 1): light elementwise
+// ops and free ops, at most RECOMPUTE_OPS light ops in all down to the
+// values read from buffers, of which at most one is full size (an operand
+// of at most a quarter of n's elements, a batch norm's per-channel mean,
+// is read from the cache, not from memory).  Such a value read by k
+// kernels costs k reads of that one operand when recomputed, against one
+// read, one write and k reads when stored: a vjp's forward values (batch
+// norm's x - mu, its normalized x, its affine output, read by the forward
+// and again by the backward) then cost no pass over memory of their own.
+// The recomputed values are the same bits (the same ops in the same
+// order).  Operands that are not cheap count as buffers: a multi-use
+// value that is not cheap is a root (fill_fusion).  Bottom-up: ids are a
+// topological order.
+static void
+fill_cheap(const Graph *g, uint8_t *cheap, uint8_t *rops, uint8_t *rbig)
+{
+	int light = kx_op_cost(KX_ADD);
+	for (NodeId n = 1; n < g->nnode; n++) {
+		int op = g->node[n].op;
+		CgKind k = cg_op_kind(op);
+		if (!(k == CK_FREE || (k == CK_MAP && cg_op_cost(op) <= light)))
+			continue;
+		int ops = k == CK_MAP, big = 0;
+		int64_t nel = ir_numel(ir_shape(g, n));
+		for (int s = 0; s < g->node[n].nin; s++) {
+			NodeId o = ir_in1(g, n, s);
+			int small = ir_numel(ir_shape(g, o)) * 4 <= nel;
+			if (cheap[o]) {
+				ops += rops[o];
+				big += small ? 0 : rbig[o];
+			} else
+				big += !small;
+		}
+		if (ops <= RECOMPUTE_OPS && big <= 1) {
+			cheap[n] = 1;
+			rops[n] = (uint8_t)ops;
+			rbig[n] = (uint8_t)big;
+		}
+	}
+}
+
 NodeId
 fill_fusion(const Graph *g, Arena *a, uint8_t **rootp)
 {
@@ -210,6 +257,9 @@ fill_fusion(const Graph *g, Arena *a, uint8_t **rootp)
 	// A scan's body reads its sequences and invariants from buffers (at the
 	// step's offset): those operands are materialized.  Its carries are
 	// only read once, by the copies that start the loop, and may be inlined.
+	uint8_t *cheap = arena_alloc_array(a, nn + 1, 1), *rops = arena_alloc_array(a, nn + 1, 1),
+	        *rbig = arena_alloc_array(a, nn + 1, 1);
+	fill_cheap(g, cheap, rops, rbig);
 	uint8_t *needbuf = arena_alloc_array(a, nn + 1, 1);
 	for (NodeId u = 1; u < nn; u++)
 		if (g->node[u].op == OP_scan)
@@ -233,7 +283,7 @@ fill_fusion(const Graph *g, Arena *a, uint8_t **rootp)
 		}
 		uint32_t grp = GROUP_NONE, dep = 0;
 		int multi = 0, allsame = 1, ident = 0;
-		int64_t reads = 0;
+		int64_t reads = 0, most = 0; // most: the most reads per element of one user
 		for (uint32_t e = start[n]; e < start[n] + nuse[n]; e++) {
 			NodeId u = uuser[e];
 			uint32_t gu = group[u];
@@ -249,6 +299,8 @@ fill_fusion(const Graph *g, Arena *a, uint8_t **rootp)
 			int64_t mu = root[u] ? 1 : mult[u];
 			if (!root[u] && depth[u] + 1 > dep)
 				dep = depth[u] + 1;
+			if (mu * expansion(g, u, uslot[e]) > most)
+				most = mu * expansion(g, u, uslot[e]);
 			if (identity_edge(g, u, uslot[e]) && same[u] && uk != CK_REDUCE && uk != CK_MATMUL &&
 			    uk != CK_SCATTER && uk != CK_SCAN && uk != CK_HOST)
 				ident = 1;
@@ -261,7 +313,16 @@ fill_fusion(const Graph *g, Arena *a, uint8_t **rootp)
 			continue; // every user is dead
 		int cost = cg_op_cost(op);
 		mult[n] = allsame ? 1 : reads + ident;
-		if (((multi || mult[n] > 1) && cost > 0) || dep > MAX_DEPTH ||
+		// A cheap value (fill_cheap) is recomputed by each kernel that
+		// reads it, as a free one is, unless a user reads an element of it
+		// several times (a broadcast, a window, a matmul's operand): each
+		// user reads it once per element of its own, at its own index,
+		// which the kernel IR's memo shares among the reads of one kernel
+		// (x - mu read twice by (x - mu)^2).
+		int many = cheap[n] ? most > 1 : multi || mult[n] > 1;
+		if (cheap[n] && !many)
+			mult[n] = 1;
+		if ((many && cost > 0) || dep > MAX_DEPTH ||
 		    (!multi && gsize[grp] >= MAX_NODES)) {
 			root[n] = 1;
 			group[n] = n;

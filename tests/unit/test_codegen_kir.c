@@ -147,6 +147,31 @@ test_fusion(void)
 	               "def forward() -> f32[] { return sum(exp(transpose(x, 0, 1)[0:2, 1:3])) }\n",
 	               &what) == 1);
 	CHECK_STR(what, "sum");
+	// A cheap value (codegen/fuse.c, fill_cheap: light arithmetic over one
+	// full-size value; the per-column mean is small) read by two sums is
+	// recomputed by each: the mean, the two sums and their add, no kernel
+	// for d.
+	CHECK(nkernels("const x: f32[64, 8] = uniform(0, 1, seed=1)\n"
+	               "def forward() -> f32[] {\n"
+	               "  d = x - mean(x, [0], keepdim=1)\n"
+	               "  return sum(d * d) + sum(d * 3 + 1)\n}\n",
+	               &what) == 4);
+	CHECK_STR(what, "mean");
+	// Over two full-size values it would read both per reader: stored.
+	CHECK(nkernels("const x: f32[64, 8] = uniform(0, 1, seed=1)\n"
+	               "const y: f32[64, 8] = uniform(0, 1, seed=2)\n"
+	               "def forward() -> f32[] {\n"
+	               "  d = x - y\n"
+	               "  return sum(d * d) + sum(d * 3 + 1)\n}\n",
+	               &what) == 4);
+	CHECK_STR(what, "elementwise");
+	// exp is no light op: stored.
+	CHECK(nkernels("const x: f32[64, 8] = uniform(0, 1, seed=1)\n"
+	               "def forward() -> f32[] {\n"
+	               "  d = exp(x)\n"
+	               "  return sum(d * d) + sum(d * 3 + 1)\n}\n",
+	               &what) == 4);
+	CHECK_STR(what, "elementwise");
 }
 
 static void
