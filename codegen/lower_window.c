@@ -16,6 +16,7 @@
 // NaN), which is the interpreter's running "first maximum" exactly.
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "lower_impl.h"
 
@@ -825,10 +826,14 @@ pool_window(Lower *L, KKernel *k, const Geo *v, KxId pl, KxId oh, KxId ow, int d
 	*xi = kx_iadd(p, kx_imul(p, pl, v->H * v->W), *pos);
 }
 
-// max_pool's per-window maximum (mbuf) and argmax (abuf: ih W + iw, or
-// H W for a window of padding only).
+// max_pool's per-window maximum (*mbuf) and argmax (*abuf: ih W + iw, or
+// H W for a window of padding only).  *mbuf NOBUF: a buffer of its own;
+// else the maxima go there (max_pool's result: abuf NULL, no argmax), or,
+// with have, are there already (a forward max_pool's: pool_max_of) and
+// only the argmax is computed.
 static void
-max_pool_arg(Lower *L, NodeId n, NodeId x, const Geo *v, uint32_t *mbuf, uint32_t *abuf)
+max_pool_arg(Lower *L, NodeId n, NodeId x, const Geo *v, uint32_t *mbuf, int have,
+             uint32_t *abuf)
 {
 	KProgram *p = L->p;
 	Shape ps = {.rank = 3};
@@ -836,9 +841,11 @@ max_pool_arg(Lower *L, NodeId n, NodeId x, const Geo *v, uint32_t *mbuf, uint32_
 	ps.dim[1] = v->OH;
 	ps.dim[2] = v->OW;
 	DType dt = kir_compute_dtype(p, ndtype(L, x));
-	*mbuf = kir_buf_add(p, KB_TMP, 0, dt, &ps, n);
-	*abuf = kir_buf_add(p, KB_TMP, 0, DT_I64, &ps, n);
-	for (int pass = 0; pass < 2; pass++) {
+	if (*mbuf == NOBUF)
+		*mbuf = kir_buf_add(p, KB_TMP, 0, dt, &ps, n);
+	if (abuf)
+		*abuf = kir_buf_add(p, KB_TMP, 0, DT_I64, &ps, n);
+	for (int pass = have; pass <= (abuf != NULL); pass++) {
 		KKernel *k = lower_kernel_begin(L, pass ? *abuf : *mbuf, n, pass ? "max_pool.argmax" : "max_pool.max");
 		KxId pl = pvar(L, k, ps.dim[0]), oh = pvar(L, k, v->OH), ow = pvar(L, k, v->OW), xi, ok, pos;
 		k->index = flat4(p, kx_iconst(p, 0), pl, 1, oh, v->OH, ow, v->OW);
@@ -854,6 +861,34 @@ max_pool_arg(Lower *L, NodeId n, NodeId x, const Geo *v, uint32_t *mbuf, uint32_
 		hit = band(p, ok, hit);
 		finish(L, k, KR_MIN, kx_select(p, hit, pos, kx_iconst(p, v->H * v->W)), 0);
 	}
+}
+
+// The buffer of a max_pool already lowered over the same x and window as
+// max_pool_grad or max_pool_gather n (the vjp's forward pass holds one
+// for each of its adjoints), or NOBUF: its result is the maxima that n's
+// argmax compares with, computed by the same kernel, so the same values.
+static uint32_t
+pool_max_of(Lower *L, NodeId n, DType dt)
+{
+	const Graph *g = L->g;
+	static const char *const names[] = {"kernel", "stride", "padding", "dilation"};
+	NodeId x = ir_in1(g, n, 0);
+	Attrs an, am;
+	ir_attrs_get(g, n, &an);
+	for (NodeId m = 1; m < n; m++) {
+		if (g->node[m].op != OP_max_pool || ir_in1(g, m, 0) != x || L->buf[m] == NOBUF ||
+		    L->off[m] || L->p->buf[L->buf[m]].dtype != dt)
+			continue;
+		ir_attrs_get(g, m, &am);
+		int same = 1;
+		for (int i = 0; i < 4 && same; i++) {
+			const AttrVal *u = &an.a[aidx(L, n, names[i])], *w = &am.a[aidx(L, m, names[i])];
+			same = u->n == w->n && !memcmp(u->v, w->v, sizeof u->v[0] * (size_t)u->n);
+		}
+		if (same)
+			return L->buf[m];
+	}
+	return NOBUF;
 }
 
 static void
@@ -877,15 +912,14 @@ kernel_pool(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 		ys = os;
 	Geo v = geo(xs, ys, kk, st, pd, op == OP_avg_pool || op == OP_avg_pool_grad ? NULL : dl);
 	int64_t P = v.N * v.C, HW = v.H * v.W;
-	if (op == OP_max_pool || op == OP_max_pool_gather || op == OP_max_pool_grad) {
-		uint32_t mbuf, abuf;
-		max_pool_arg(L, n, i0, &v, &mbuf, &abuf);
-		if (op == OP_max_pool) { // the maximum itself
-			KKernel *k = lower_kernel_begin(L, out, n, "copy");
-			k->index = lower_domain(L, k, os);
-			finish(L, k, KR_NONE, kx_load(p, mbuf, k->index), 0);
-			return;
-		}
+	if (op == OP_max_pool) { // the maxima, written as the result (the same flat order)
+		uint32_t mbuf = out;
+		max_pool_arg(L, n, i0, &v, &mbuf, 0, NULL);
+		return;
+	}
+	if (op == OP_max_pool_gather || op == OP_max_pool_grad) {
+		uint32_t mbuf = pool_max_of(L, n, kir_compute_dtype(p, ndtype(L, i0))), abuf;
+		max_pool_arg(L, n, i0, &v, &mbuf, mbuf != NOBUF, &abuf);
 		NodeId h = ir_in1(g, n, 1);
 		if (op == OP_max_pool_gather) {
 			KKernel *k = lower_kernel_begin(L, out, n, "max_pool_gather");

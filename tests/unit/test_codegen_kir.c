@@ -87,15 +87,15 @@ test_simplifier(void)
 	kir_program_free(p);
 }
 
-// The number of kernels of the forward graph of a model in text.
+// The number of kernels of task `task` of a model in text.
 static int
-nkernels(const char *text, const char **what)
+nkernels_of(const char *text, const char *task, const char **what)
 {
 	Module *m = tm_parse("fuse.ir", text);
 	char err[512];
 	Loc loc;
-	Graph *g = pass_task(m->main, "forward", NULL, &loc, err, sizeof err);
-	KProgram *p = g ? cg_lower(g, "forward", DT_F32, err, sizeof err) : NULL;
+	Graph *g = pass_task(m->main, task, NULL, &loc, err, sizeof err);
+	KProgram *p = g ? cg_lower(g, task, DT_F32, err, sizeof err) : NULL;
 	int n = -1;
 	if (p) {
 		n = (int)p->nk;
@@ -107,6 +107,13 @@ nkernels(const char *text, const char **what)
 	ir_graph_free(g);
 	ir_module_free(m);
 	return n;
+}
+
+// The number of kernels of the forward graph of a model in text.
+static int
+nkernels(const char *text, const char **what)
+{
+	return nkernels_of(text, "forward", what);
 }
 
 static void
@@ -165,6 +172,15 @@ test_fusion(void)
 	               "  return sum(d * d) + sum(d * 3 + 1)\n}\n",
 	               &what) == 4);
 	CHECK_STR(what, "elementwise");
+	// max_pool is one kernel, its maxima written as its result; the vjp's
+	// max_pool_grad takes them from the forward's max_pool and adds its
+	// argmax: forward max_pool, the sum; vjp max_pool, argmax, grad.
+	const char *pool = "param x: f32[2, 3, 9, 9] = uniform(0, 1, seed=1)\n"
+	                   "def forward() -> f32[] { return sum(max_pool2d(x, 3, stride=2, padding=1)) }\n";
+	CHECK(nkernels(pool, &what) == 2);
+	CHECK_STR(what, "max_pool.max");
+	CHECK(nkernels_of(pool, "vjp", &what) == 4);
+	CHECK_STR(what, "max_pool.max");
 	// exp is no light op: stored.
 	CHECK(nkernels("const x: f32[64, 8] = uniform(0, 1, seed=1)\n"
 	               "def forward() -> f32[] {\n"
