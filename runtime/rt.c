@@ -1491,7 +1491,9 @@ place_outputs(fadc_model *m, RtTask *t, fadc_tensor *const *inputs, int ninputs,
 // of the task's own plan, and the replay is correct).  Those tasks record
 // again at their next call (a re-record).  The stream is drained before
 // the old block goes back to the pool, which may hand it to a copy that
-// does not wait for the stream.
+// does not wait for the stream.  Every device run calls it too: after a
+// growth whose allocation failed (the old block already freed) the next
+// run takes an arena again instead of launching on none.
 static fadc_status
 device_arena(fadc_model *m, const ArtTask *d)
 {
@@ -1788,6 +1790,10 @@ fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs, fadc_
 		t->dout[nu + j] = dev ? rtcu_task_check_dev(t->cu) + 16 * j : 0;
 	}
 	if (dev) {
+		// Set up, but the arena may be gone: a growth whose allocation
+		// failed freed the old block (device_arena); take it again.
+		if ((s = device_arena(m, d)))
+			return s;
 		uint64_t gen = rtcu_task_begin(m->ctx->cu, t->cu);
 		if (!place_outputs(m, t, inputs, ninputs, outputs, gen))
 			return fail(m->ctx, FADC_ERR_NOMEM,
