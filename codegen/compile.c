@@ -509,10 +509,10 @@ build(const Graph *g, uint32_t nchk, const char *name, const char *model, DType 
 	if (o->stats)
 		progress(o, "", 0, 0); // the status line off first (a terminal)
 	if (o->stats)
-		fprintf(o->stats, "# stats: task %-16s %4u kernels, arena %10lld bytes (naive %lld), "
-		                  "outputs %lld bytes\n",
+		fprintf(o->stats, "# stats: task %-16s %4u kernels, arena %10lld bytes (naive %lld, "
+		                  "live peak %lld), outputs %lld bytes\n",
 		        name, p->nk, (long long)p->arena_bytes, (long long)p->naive_bytes,
-		        (long long)ob);
+		        (long long)p->live_bytes, (long long)ob);
 	return p;
 }
 

@@ -202,8 +202,10 @@ typedef struct KProgram {
 	uint32_t *inbuf, *outbuf; // their buffers (outbuf[o]: the KB_OUT buffer)
 	int uses_runseed;
 	// The memory plan (cg_plan): arena size with liveness-based reuse, and
-	// the sum of the temporaries' sizes without reuse.
-	int64_t arena_bytes, naive_bytes;
+	// the sum of the temporaries' sizes without reuse.  live_bytes is the
+	// lower bound any placement of these lifetimes has: the most bytes
+	// (64-byte aligned sizes) live at one kernel.
+	int64_t arena_bytes, naive_bytes, live_bytes;
 	// kx_range's memo (kir.c): expressions are immutable once added, so a
 	// range computed once holds for the program's life.
 	struct KxRangeCache *rcache;

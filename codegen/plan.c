@@ -161,6 +161,32 @@ iv_first_fit(const Iv *t, uint32_t root, int64_t size)
 #undef FITS
 }
 
+// The most bytes live at one kernel: the sizes (as placed, aligned) of
+// the temporaries whose life [first, last] covers kernel k, summed, at
+// the k where that sum is largest.  No placement of these lifetimes can
+// be smaller, so arena_bytes / live_bytes is what packing loses.
+static int64_t
+live_peak(const KProgram *p)
+{
+	int64_t *d = calloc(p->nk + 1, sizeof *d), cur = 0, peak = 0;
+	FADC_ASSERT(d != NULL, "cg_plan: out of memory");
+	for (uint32_t b = 0; b < p->nbuf; b++) {
+		const KBuf *kb = &p->buf[b];
+		if (kb->kind != KB_TMP || kb->first < 0)
+			continue;
+		int64_t size = align_up(kb->bytes ? kb->bytes : 1);
+		d[kb->first] += size;
+		d[kb->last + 1] -= size;
+	}
+	for (uint32_t k = 0; k < p->nk; k++) {
+		cur += d[k];
+		if (cur > peak)
+			peak = cur;
+	}
+	free(d);
+	return peak;
+}
+
 // seen[id] == k + 1: expression id already visited for kernel k (a stamp
 // per kernel, not a cleared array: clearing nx bytes per kernel was
 // quadratic, 80% of compiling detr's vhp at -O0).
@@ -306,4 +332,5 @@ cg_plan(KProgram *p)
 	free(byend);
 	free(bstart);
 	free(order);
+	p->live_bytes = live_peak(p);
 }

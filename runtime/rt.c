@@ -119,10 +119,10 @@ typedef struct RtTask {
 	void **in, **out;
 	void *arena;
 	fadc_tensor *outs; // model-owned outputs; data NULL until first asked for
-	// On a CUDA context: the loaded kernels and graph, the device arena,
-	// and the device addresses of this run's inputs and outputs.
+	// On a CUDA context: the loaded kernels and graph, and the device
+	// addresses of this run's inputs and outputs (the arena is the
+	// model's: m->darena).
 	RtCuTask *cu;
-	uint64_t darena;
 	uint64_t *din, *dout;
 	uint8_t *dstaged; // din[i] is the caller's own tensor (rtcu_task_run)
 } RtTask;
@@ -142,10 +142,11 @@ struct fadc_model {
 	// tasks read the caller's tensor, not decl[i]; NULL: decl[i].
 	fadc_tensor **ref;
 	int initialized;
-	// On a CUDA context, made at the first task's set-up: one arena shared
-	// by every task (they run in order on one stream) and the region of the
-	// model-owned outputs.
-	uint64_t darena, dregion, dregion_bytes;
+	// On a CUDA context: one arena shared by every task (they run in order
+	// on one stream), darena_bytes the largest plan of the tasks set up so
+	// far (grown at a task's set-up: device_arena), and the region of the
+	// model-owned outputs, made at the first task's set-up.
+	uint64_t darena, darena_bytes, dregion, dregion_bytes;
 };
 
 static fadc_status fail(fadc_context *ctx, fadc_status s, const char *fmt, ...)
@@ -1477,6 +1478,41 @@ place_outputs(fadc_model *m, RtTask *t, fadc_tensor *const *inputs, int ninputs,
 
 // First run of a task: pointer arrays and arena (on a device: its kernels
 // loaded, its arena a pool block).
+// The model's device arena, at least task d's plan.  It holds the
+// largest plan of the tasks set up so far, not of every task of the
+// artifact: a process that runs only the vjp of an artifact that also
+// holds the vhp holds the vjp's arena (docs/CUDA.md, "Pool sharing").
+// Growing it frees the old block and takes a larger one; the in-use peak
+// is the larger.  Recordings of tasks that ran on the old block stay in
+// the graph tree but are never replayed on the new one: every launch that
+// touches the arena has base + offset in its key (cugraph.c, task_args),
+// so the key matches only while the arena is at the base it was recorded
+// with (then the recorded addresses lie inside the arena, at the offsets
+// of the task's own plan, and the replay is correct).  Those tasks record
+// again at their next call (a re-record).  The stream is drained before
+// the old block goes back to the pool, which may hand it to a copy that
+// does not wait for the stream.  Every device run calls it too: after a
+// growth whose allocation failed (the old block already freed) the next
+// run takes an arena again instead of launching on none.
+static fadc_status
+device_arena(fadc_model *m, const ArtTask *d)
+{
+	if (d->arena_bytes <= m->darena_bytes)
+		return FADC_OK;
+	if (m->darena) {
+		if (!rtcu_sync(m->ctx->cu, m->ctx->err, sizeof m->ctx->err))
+			return FADC_ERR_RUN;
+		rtcu_free(m->ctx->cu, m->darena);
+		m->darena = 0;
+		m->darena_bytes = 0;
+	}
+	if (!rtcu_alloc(m->ctx->cu, (size_t)d->arena_bytes, &m->darena, m->ctx->err,
+	                sizeof m->ctx->err))
+		return FADC_ERR_DEVICE;
+	m->darena_bytes = d->arena_bytes;
+	return FADC_OK;
+}
+
 static fadc_status
 task_setup(fadc_model *m, RtTask *t)
 {
@@ -1490,27 +1526,25 @@ task_setup(fadc_model *m, RtTask *t)
 	if (!t->in || !t->out || !t->outs || !t->din || !t->dout || !t->dstaged)
 		return fail(m->ctx, FADC_ERR_NOMEM, "task '%s': out of memory", d->name);
 	if (on_device(m, t)) {
-		if (!m->dregion && !m->darena) {
-			// The model's first device task: the shared arena (the largest
-			// plan) and the output region (twice every task's outputs: see
-			// place_outputs).
-			uint64_t arena = 0, region = 0;
+		if (!m->dregion) {
+			// The model's first device task: the output region (twice
+			// every task's outputs: see place_outputs).
+			uint64_t region = 0;
 			for (uint32_t i = 0; i < m->d.ntask; i++) {
 				const ArtTask *x = &m->d.task[i];
 				if (x->kind == ART_INIT)
 					continue;
-				arena = x->arena_bytes > arena ? x->arena_bytes : arena;
 				for (uint32_t k = 0; k < nuser(x); k++)
 					region += 2 * region_size(&x->out[k]);
 			}
-			if (!rtcu_alloc(m->ctx->cu, (size_t)arena, &m->darena, m->ctx->err,
-			                sizeof m->ctx->err) ||
-			    !rtcu_alloc(m->ctx->cu, (size_t)region, &m->dregion, m->ctx->err,
+			if (!rtcu_alloc(m->ctx->cu, (size_t)region, &m->dregion, m->ctx->err,
 			                sizeof m->ctx->err))
 				return FADC_ERR_DEVICE;
 			m->dregion_bytes = region;
 		}
-		t->darena = m->darena;
+		fadc_status s = device_arena(m, d);
+		if (s)
+			return s;
 		uint64_t artifact = art_fnv1a64(ART_FNV_BASIS, m->desc, m->desc_len);
 		if (!rtcu_task_load(m->ctx->cu, d, (uint32_t)(d - m->d.task), artifact, m->d.images,
 		                    &t->cu, m->ctx->err, sizeof m->ctx->err))
@@ -1756,6 +1790,10 @@ fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs, fadc_
 		t->dout[nu + j] = dev ? rtcu_task_check_dev(t->cu) + 16 * j : 0;
 	}
 	if (dev) {
+		// Set up, but the arena may be gone: a growth whose allocation
+		// failed freed the old block (device_arena); take it again.
+		if ((s = device_arena(m, d)))
+			return s;
 		uint64_t gen = rtcu_task_begin(m->ctx->cu, t->cu);
 		if (!place_outputs(m, t, inputs, ninputs, outputs, gen))
 			return fail(m->ctx, FADC_ERR_NOMEM,
@@ -1771,7 +1809,7 @@ fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs, fadc_
 				o->stale_by = NULL;
 			}
 		}
-		if (!rtcu_task_run(m->ctx->cu, t->cu, t->din, t->dstaged, t->dout, t->darena,
+		if (!rtcu_task_run(m->ctx->cu, t->cu, t->din, t->dstaged, t->dout, m->darena,
 		                   m->ctx->o.seed, m->ctx->err, sizeof m->ctx->err))
 			return FADC_ERR_RUN;
 		if (d->ncheck) { // read at the next synchronizing call
