@@ -254,10 +254,10 @@ int cg_cuda_compile_both(const char *src, const char *name, const char *arch, ui
 // NVRTC's version; 0 if it cannot be asked.
 int cg_cuda_nvrtc_version(int *major, int *minor);
 // The compile cache's key of cg_cuda_compile_both(src, name, arch, ...,
-// with PTX when ptx): a SHA-256 of those, the options nvrtc_run passes and
-// NVRTC's version.
-void cg_cuda_cache_key(const char *src, const char *name, const char *arch, int ptx,
-                       uint8_t key[32]);
+// with PTX when ptx): a SHA-256 of src, arch, the options nvrtc_run passes
+// and NVRTC's version; not of name, which NVRTC never sees (diagnostics
+// only).
+void cg_cuda_cache_key(const char *src, const char *arch, int ptx, uint8_t key[32]);
 #endif
 
 // ---------------------------------------------------------------- ccache.c

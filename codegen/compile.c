@@ -618,7 +618,7 @@ cu_worker(void *arg)
 		uint8_t key[32], *b = NULL;
 		size_t blen = 0;
 		if (pl->cache) {
-			cg_cuda_cache_key(j->src, j->name, j->arch, j->want_ptx, key);
+			cg_cuda_cache_key(j->src, j->arch, j->want_ptx, key);
 			j->ok = cg_cache_get(pl->cache, key, &j->out, &j->len, &b, &blen);
 			if (j->ok && j->want_ptx) {
 				j->ptx = b;

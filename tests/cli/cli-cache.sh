@@ -3,7 +3,8 @@
 # end to end with NVRTC (no GPU needed, exit 77 without the toolkit): a
 # cold compile misses and stores (NVRTC's programs and the CPU module's
 # object code), a warm one hits (counted by --stats and
-# FADC_TIME=1, and no entry is rewritten); the artifact is byte-identical
+# FADC_TIME=1, and no entry is rewritten), a copy of the model under
+# another name hits too; the artifact is byte-identical
 # with the cache off, cold, warm, after a corrupted entry (a flipped byte,
 # a truncation: recompiled and stored again), and from two compiles at
 # once into one empty cache (no temporary files left); a tiny
@@ -65,6 +66,15 @@ printf 'X' | dd of="$e2" bs=1 seek=0 conv=notrunc status=none
 run_fadc 0 "${args[@]}" --stats -o "$tmp/mend2.so"
 [ "$(stats_cache)" = "# stats: compile cache (NVRTC): 0 hits, 2 misses" ] || fail "bad header: $(stats_cache)"
 cmp "$tmp/off.so" "$tmp/mend2.so" || fail "artifact after bad headers differs"
+
+# A copy of the model under another name: NVRTC never sees the name (its
+# programs are all "fadc.cu"), so every program hits, and the artifact is
+# the copy's own without the cache.
+cp "$model" "$tmp/copy_of_model.ir"
+run_fadc 0 "$tmp/copy_of_model.ir" --target cuda --tasks vjp --stats -o "$tmp/copy.so"
+[ "$(stats_cache)" = "# stats: compile cache (NVRTC): 2 hits, 0 misses" ] || fail "copy: $(stats_cache)"
+"$FADC" "$tmp/copy_of_model.ir" --target cuda --tasks vjp --no-cache -o "$tmp/copy-off.so" || fail "copy --no-cache"
+cmp "$tmp/copy.so" "$tmp/copy-off.so" || fail "the copy's artifact differs with the cache"
 
 # Two compiles at once into one empty cache.
 rm -rf "$tmp/cache"
