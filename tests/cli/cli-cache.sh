@@ -107,7 +107,7 @@ out_has "define"
 echo "a line of the runtime's choices" >"$tmp/cache/cuda-choices"
 small=$(stat -c %s $(entries) | sort -n | head -1)
 FADC_CACHE_MAX_BYTES=$small run_fadc 0 "${args[@]}" --no-ptx -o "$tmp/evict.so"
-total=$(stat -c %s $(entries) | awk '{s += $1} END {print s + 0}')
+total=$(entries | xargs -r stat -c %s | awk '{s += $1} END {print s + 0}')
 [ "$total" -le "$small" ] || fail "after eviction the entries hold $total bytes, the bound is $small"
 [ "$(cat "$tmp/cache/cuda-choices")" = "a line of the runtime's choices" ] || fail "eviction touched cuda-choices"
 "$FADC" "${args[@]}" --no-ptx --no-cache -o "$tmp/evict-off.so" || fail "--no-ptx --no-cache failed"
