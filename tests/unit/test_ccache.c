@@ -320,5 +320,5 @@ main(void)
 	char cmd[600];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
 	CHECK(system(cmd) == 0);
-	TU_DONE("test_ccache");
+	return TU_DONE("test_ccache");
 }
