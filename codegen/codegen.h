@@ -142,6 +142,8 @@ typedef struct CgTarget {
 	const char *cpu_features; // cg_llvm_cpu's list ("avx2,fma,..."): avx512f widens the GEMM
 	struct CgCache *cache; // the compile cache of the object code (ccache.c); NULL: none
 	int jobs; // pieces compiled at once; 0: the online cores
+	CgProgressFn progress; // each piece compiled ("LLVM pieces"); NULL: none
+	void *progress_arg;
 } CgTarget;
 
 // The most object files cg_llvm_emit writes.

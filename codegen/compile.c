@@ -1327,7 +1327,7 @@ link_artifact(Compile *c, const uint8_t *desc, size_t desclen, const uint8_t *im
 	snprintf(lib, sizeof lib, "%s/model.so", tmpdir);
 	snprintf(logp, sizeof logp, "%s/link.log", tmpdir);
 	CgTarget tg = {NULL, c->cpu, c->llvm_feat, o->opt_level < 0 ? 2 : o->opt_level, c->feat, NULL,
-	               cg_jobs(o)};
+	               cg_jobs(o), o->progress, o->progress_arg};
 	// A task without CPU code is an empty program there: its function
 	// returns at once and the runtime never calls it (the descriptor says so).
 	if (!(emit = calloc(nall + 1, sizeof *emit))) {

@@ -30,7 +30,9 @@
 // per kernel: INLINE_MAX_KERNELS, and calls them from a constant table
 // walked by a loop, "call tables" below).  The only exported symbol is
 // fadc_artifact_v1 (runtime/abi.h), returning the table of tasks and the
-// descriptor.
+// descriptor.  The module is emitted as pieces, compiled on threads and
+// cached one by one (llvm_pieces.c, "pieces" below); functions called
+// across pieces are hidden, not exported.
 //
 // Large kernels are split for the runtime's thread pool ("parallel
 // kernels" below, docs/CODEGEN.md): such a kernel takes a range [lo, hi)
@@ -39,9 +41,9 @@
 // the whole range itself when exec is NULL).  Small kernels are unchanged.
 //
 // LLVM failures go through one checked path, llvm_fail(), with LLVM's own
-// message.  The module is verified before optimization (default<O2> of the
-// new pass manager, LLVMRunPasses) and the object is emitted for the
-// requested CPU with position-independent code.
+// message.  Each piece is verified before optimization (default<O2> of the
+// new pass manager, LLVMRunPasses) and its object is emitted for the
+// requested CPU with position-independent code (llvm_pieces.c).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

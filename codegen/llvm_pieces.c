@@ -51,6 +51,7 @@ typedef struct Jobs {
 	Piece **job; // the misses, largest first
 	int n;
 	int next; // the next job to take (under mu)
+	int done; // jobs done (under mu): the progress
 	pthread_mutex_t mu;
 	const CgTarget *tg;
 	const char *triple, *pipeline;
@@ -150,6 +151,11 @@ worker(void *arg)
 		if (i < 0)
 			return NULL;
 		compile_one(js, js->job[i]);
+		pthread_mutex_lock(&js->mu);
+		js->done++;
+		if (js->tg->progress)
+			js->tg->progress(js->tg->progress_arg, "LLVM pieces", js->done, js->n);
+		pthread_mutex_unlock(&js->mu);
 	}
 }
 
@@ -267,7 +273,9 @@ llvm_compile_pieces(LLVMModuleRef *mods, unsigned nmods, const CgTarget *tg, con
 	// The misses on threads: the calling one and up to jobs - 1 more.
 	clk = kir_time_start();
 	qsort(job, (size_t)nt, sizeof *job, bigger);
-	Jobs js = {job, nt, 0, PTHREAD_MUTEX_INITIALIZER, tg, triple, pipeline, emit_llvm};
+	Jobs js = {job, nt, 0, 0, PTHREAD_MUTEX_INITIALIZER, tg, triple, pipeline, emit_llvm};
+	if (nt && tg->progress)
+		tg->progress(tg->progress_arg, "LLVM pieces", 0, nt);
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	int nthreads = tg->jobs > 0 ? tg->jobs : cores > 0 ? (int)cores : 1;
 	if (nthreads > nt)
