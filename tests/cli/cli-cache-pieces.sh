@@ -3,7 +3,8 @@
 # docs/CODEGEN.md "Compile time"), forced to 8 by FADC_LLVM_PIECES on a
 # small model so that this runs in seconds: the artifact is byte-identical
 # on 1 thread and on 4, with the cache off, cold (compiled on 3 threads)
-# and warm; a cold compile misses every piece and stores it, a warm one
+# and warm, and from two compiles at once into one cache; a cold compile
+# misses every piece and stores it, a warm one
 # hits every piece; after one constant's seed is changed in the .ir only
 # the pieces that changed are compiled (its initializer's and the entry's,
 # which holds the descriptor), and the artifact is the --no-cache one of
@@ -43,6 +44,20 @@ FADC_JOBS=1 run_fadc 0 "$model" "${args[@]}" --stats -o "$tmp/warm.so"
 [ "$(stats_llvm)" = "# stats: compile cache (LLVM): $n hits, 0 misses" ] || fail "warm: $(stats_llvm)"
 cmp "$tmp/j1.so" "$tmp/warm.so" || fail "warm artifact differs"
 entries | xargs md5sum | cmp -s - "$tmp/sums" || fail "a warm compile changed an entry"
+
+# Two compiles at once into one empty cache, each on 2 threads: the same
+# artifact, one entry per piece, no temporary file left.
+rm -rf "$tmp/cache"
+FADC_JOBS=2 "$FADC" "$model" "${args[@]}" -o "$tmp/c1.so" 2>"$tmp/e1" & p1=$!
+FADC_JOBS=2 "$FADC" "$model" "${args[@]}" -o "$tmp/c2.so" 2>"$tmp/e2" & p2=$!
+wait $p1 || { cat "$tmp/e1" >&2; fail "the first of two concurrent compiles failed"; }
+wait $p2 || { cat "$tmp/e2" >&2; fail "the second of two concurrent compiles failed"; }
+cmp "$tmp/j1.so" "$tmp/c1.so" && cmp "$tmp/j1.so" "$tmp/c2.so" || fail "concurrent artifacts differ"
+[ "$(find "$tmp/cache/compile" -type f | wc -l)" = "$n" ] || {
+	ls -la "$tmp/cache/compile" >&2
+	fail "concurrent compiles left other files than the $n entries"
+}
+entries | xargs md5sum | cmp -s - "$tmp/sums" || fail "concurrent entries differ"
 
 # One seed changed: its initializer's piece and the entry's miss, the
 # rest hit; the artifact is the changed model's, cache or not.
