@@ -17,6 +17,10 @@
 //    folder is under FADC_CACHE_MAX_BYTES.  Only names this file makes
 //    (64 hex digits and ".nv") are counted or removed: cuda-choices, one
 //    folder up, and anything else is never touched;
+//  - a temporary file of a store that never renamed it (the process was
+//    killed: SIGKILL leaves no handler a chance) is removed by the next
+//    eviction once it is CC_STALE_SECONDS old: a store writes and renames
+//    in well under that, so an older one is nobody's;
 //  - a folder that cannot be made or written gives one warning per process
 //    and the compile goes on without the cache.
 #include <dirent.h>
@@ -27,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "codegen.h"
@@ -137,6 +142,7 @@ enum {
 static const char cc_magic[8] = {'F', 'A', 'D', 'C', 'C', 'C', 'N', 'V'};
 #define CC_SUFFIX ".nv"
 #define CC_DEFAULT_MAX (1LL << 30) // 1 GiB
+#define CC_STALE_SECONDS 3600 // a temporary file older than this is left over
 
 struct CgCache {
 	char *dir;        // .../compile
@@ -380,7 +386,35 @@ is_entry(const char *s)
 	return !strcmp(s + 64, CC_SUFFIX);
 }
 
-// Removes the oldest entries until the folder's entries are within max.
+// A store's temporary file (fio_out_open): an entry's name, ".tmp", then
+// the writer's pid and a counter, "PID.N".
+static int
+is_temp(const char *s)
+{
+	size_t n = strlen(s);
+	if (n < 64 + sizeof CC_SUFFIX - 1 + 4)
+		return 0;
+	char name[64 + sizeof CC_SUFFIX];
+	memcpy(name, s, sizeof name - 1);
+	name[sizeof name - 1] = 0;
+	const char *t = s + sizeof name - 1;
+	if (!is_entry(name) || strncmp(t, ".tmp", 4))
+		return 0;
+	int dots = 0, digits = 0;
+	for (t += 4; *t; t++) {
+		if (*t == '.')
+			dots++;
+		else if (*t >= '0' && *t <= '9')
+			digits++;
+		else
+			return 0;
+	}
+	return dots == 1 && digits >= 2;
+}
+
+// Removes the oldest entries until the folder's entries are within max,
+// and temporary files left over by killed stores (is_temp, older than
+// CC_STALE_SECONDS).
 // Concurrent evictions may remove one entry twice (ENOENT, harmless) or a
 // little more than needed; a reader that opened an entry keeps its bytes.
 static void
@@ -394,8 +428,16 @@ evict(CgCache *c)
 	long long total = 0;
 	int fd = dirfd(d);
 	struct dirent *de;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
 	while ((de = readdir(d))) {
 		struct stat st;
+		if (is_temp(de->d_name)) {
+			if (!fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) && S_ISREG(st.st_mode) &&
+			    now.tv_sec - st.st_mtim.tv_sec > CC_STALE_SECONDS)
+				unlinkat(fd, de->d_name, 0);
+			continue;
+		}
 		if (!is_entry(de->d_name) || fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
 		    !S_ISREG(st.st_mode))
 			continue;

@@ -141,15 +141,22 @@ typedef struct CgTarget {
 	int opt_level;
 	const char *cpu_features; // cg_llvm_cpu's list ("avx2,fma,..."): avx512f widens the GEMM
 	struct CgCache *cache; // the compile cache of the object code (ccache.c); NULL: none
+	int jobs; // pieces compiled at once; 0: the online cores
+	CgProgressFn progress; // each piece compiled ("LLVM pieces"); NULL: none
+	void *progress_arg;
 } CgTarget;
 
+// The most object files cg_llvm_emit writes.
+enum { CG_LLVM_MAX_OBJECTS = 33 };
 // Emits every task and the entry symbol fadc_artifact_v1 (runtime/abi.h),
-// with the descriptor bytes desc[0..desclen) as a constant, into an ELF
-// object file at obj_path.  The module is verified, then optimized with
-// LLVM's new pass manager (default<O2>).
+// with the descriptor bytes desc[0..desclen) as a constant, as pieces
+// (docs/CODEGEN.md "Compile time"), each verified, optimized with LLVM's
+// new pass manager (default<O2>) and compiled on threads into an ELF object
+// file, OBJ_PREFIX.0.o to OBJ_PREFIX.(*nobj - 1).o, linked in that order.
+// The files are the same whatever the threads and the cache.
 int cg_llvm_emit(const CgTask *tasks, int ntasks, const uint8_t *desc, size_t desclen,
-                 const CgTarget *t, FILE *emit_llvm, const char *obj_path, char *err,
-                 size_t errlen);
+                 const CgTarget *t, FILE *emit_llvm, const char *obj_prefix, int *nobj,
+                 char *err, size_t errlen);
 // LLVM's default target triple (the host's), malloc'ed.
 char *cg_llvm_default_triple(void);
 // The CPU name and the runtime-checkable features ("avx2,fma,...") that
@@ -249,10 +256,10 @@ int cg_cuda_compile_both(const char *src, const char *name, const char *arch, ui
 // NVRTC's version; 0 if it cannot be asked.
 int cg_cuda_nvrtc_version(int *major, int *minor);
 // The compile cache's key of cg_cuda_compile_both(src, name, arch, ...,
-// with PTX when ptx): a SHA-256 of those, the options nvrtc_run passes and
-// NVRTC's version.
-void cg_cuda_cache_key(const char *src, const char *name, const char *arch, int ptx,
-                       uint8_t key[32]);
+// with PTX when ptx): a SHA-256 of src, arch, the options nvrtc_run passes
+// and NVRTC's version; not of name, which NVRTC never sees (diagnostics
+// only).
+void cg_cuda_cache_key(const char *src, const char *arch, int ptx, uint8_t key[32]);
 #endif
 
 // ---------------------------------------------------------------- ccache.c

@@ -4,8 +4,9 @@
 //   for each declaration with an initializer: its init graph -> cg_lower
 //     (computed in f64, as the interpreter does) -> cg_plan, as task
 //     "init.<name>", reading the earlier declarations it names
-//   the descriptor (runtime/artifact.c) -> cg_llvm_emit -> model.o
-//   cc -shared model.o libfadc_support.a -lm -> model.so
+//   the descriptor (runtime/artifact.c) -> cg_llvm_emit -> model.0.o ...
+//     (the module's pieces, compiled on threads)
+//   cc -shared model.0.o ... libfadc_support.a -lm -> model.so
 //   model.so + descriptor + trailer -> out_so (a temporary file renamed
 //   over the target, so a failure never leaves a half-written artifact)
 //
@@ -105,6 +106,20 @@ desc_free_owned(ArtDesc *d)
 	}
 	free(d->task);
 	free(d->decl);
+}
+
+// Compilations at once (NVRTC's programs, LLVM's pieces): CgOptions.jobs,
+// else FADC_JOBS, else 0 (the online cores).  The artifact is the same
+// whatever it is.
+static int
+cg_jobs(const CgOptions *o)
+{
+	if (o->jobs > 0)
+		return o->jobs;
+	const char *v = getenv("FADC_JOBS");
+	char *end;
+	long n = v && *v ? strtol(v, &end, 10) : 0;
+	return n > 0 && n <= 1024 && !*end ? (int)n : 0;
 }
 
 static int
@@ -603,7 +618,7 @@ cu_worker(void *arg)
 		uint8_t key[32], *b = NULL;
 		size_t blen = 0;
 		if (pl->cache) {
-			cg_cuda_cache_key(j->src, j->name, j->arch, j->want_ptx, key);
+			cg_cuda_cache_key(j->src, j->arch, j->want_ptx, key);
 			j->ok = cg_cache_get(pl->cache, key, &j->out, &j->len, &b, &blen);
 			if (j->ok && j->want_ptx) {
 				j->ptx = b;
@@ -865,7 +880,7 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 	pthread_mutex_init(&pl.mu, NULL);
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	progress(o, "kernels (NVRTC)", 0, units);
-	cu_run_jobs(&pl, o->jobs > 0 ? o->jobs : cores > 0 ? (int)cores : 1);
+	cu_run_jobs(&pl, cg_jobs(o) > 0 ? cg_jobs(o) : cores > 0 ? (int)cores : 1);
 	pthread_mutex_destroy(&pl.mu);
 	long hits = 0, misses = 0;
 	int cached = pl.cache != NULL;
@@ -1252,7 +1267,8 @@ options_line(Compile *c, const char *cuda_arch)
 }
 
 // Object, link, artifact: LLVM compiles every task (with the encoded
-// descriptor desc) into model.o in a temporary folder, cc links it with
+// descriptor desc) into model.0.o ... in a temporary folder (the module's
+// pieces, in order), cc links them with
 // the support library into model.so, and model.so, the CUDA images img
 // and the descriptor become out_so.  The folder goes whatever happens.
 static int
@@ -1268,8 +1284,21 @@ link_artifact(Compile *c, const uint8_t *desc, size_t desclen, const uint8_t *im
 	size_t solen = 0;
 	CgTask *emit = NULL; // what LLVM compiles: CPU stubs for CUDA-only tasks
 	int ok = 0;
-	const char *tmpfiles[] = {"model.o", "model.so", "link.log"};
-	int tmpreg[4] = {-1, -1, -1, -1}; // the folder's and the files' cleanup handles
+	// The files: model.so, link.log, and the objects model.N.o, as many as
+	// cg_llvm_emit may write.
+	enum { NTMP = 2 + CG_LLVM_MAX_OBJECTS };
+	char tmpname[NTMP][24];
+	const char *tmpfiles[NTMP];
+	int tmpreg[NTMP + 1]; // the folder's and the files' cleanup handles
+	for (int i = 0; i < NTMP; i++) {
+		if (i < 2)
+			snprintf(tmpname[i], sizeof tmpname[i], "%s", i ? "link.log" : "model.so");
+		else
+			snprintf(tmpname[i], sizeof tmpname[i], "model.%d.o", i - 2);
+		tmpfiles[i] = tmpname[i];
+	}
+	for (int i = 0; i <= NTMP; i++)
+		tmpreg[i] = -1;
 	// The folder and its files are registered for removal on SIGINT and
 	// SIGTERM (fileio.h), the files after the folder so that the handler
 	// empties it before its rmdir.  They are registered before they exist:
@@ -1280,14 +1309,25 @@ link_artifact(Compile *c, const uint8_t *desc, size_t desclen, const uint8_t *im
 		snprintf(err, errlen, "error: %s", terr);
 		return 0;
 	}
-	char obj[4200], lib[4200], logp[4200];
-	snprintf(obj, sizeof obj, "%s/model.o", tmpdir);
+	char prefix[4200], lib[4200], logp[4200];
+	char (*objs)[4200] = calloc(CG_LLVM_MAX_OBJECTS, sizeof *objs);
+	if (!objs) {
+		snprintf(err, errlen, "error: out of memory");
+		rm_tree(tmpdir, tmpfiles, NTMP, tmpreg);
+		return 0;
+	}
+	snprintf(prefix, sizeof prefix, "%s/model", tmpdir);
+	for (int i = 0; i < NTMP; i++) {
+		char path[4200];
+		snprintf(path, sizeof path, "%s/%s", tmpdir, tmpfiles[i]);
+		tmpreg[i + 1] = fio_cleanup_add(path, 0);
+		if (i >= 2)
+			memcpy(objs[i - 2], path, sizeof path);
+	}
 	snprintf(lib, sizeof lib, "%s/model.so", tmpdir);
 	snprintf(logp, sizeof logp, "%s/link.log", tmpdir);
-	tmpreg[1] = fio_cleanup_add(obj, 0);
-	tmpreg[2] = fio_cleanup_add(lib, 0);
-	tmpreg[3] = fio_cleanup_add(logp, 0);
-	CgTarget tg = {NULL, c->cpu, c->llvm_feat, o->opt_level < 0 ? 2 : o->opt_level, c->feat, NULL};
+	CgTarget tg = {NULL, c->cpu, c->llvm_feat, o->opt_level < 0 ? 2 : o->opt_level, c->feat, NULL,
+	               cg_jobs(o), o->progress, o->progress_arg};
 	// A task without CPU code is an empty program there: its function
 	// returns at once and the runtime never calls it (the descriptor says so).
 	if (!(emit = calloc(nall + 1, sizeof *emit))) {
@@ -1306,7 +1346,9 @@ link_artifact(Compile *c, const uint8_t *desc, size_t desclen, const uint8_t *im
 	Mark mk = mark_now();
 	if (!o->no_cache && !o->emit_llvm) // the object code's cache (not for --emit llvm)
 		tg.cache = cg_cache_open();
-	int llvm_ok = cg_llvm_emit(emit, (int)nall, desc, desclen, &tg, o->emit_llvm, obj, err, errlen);
+	int nobj = 0;
+	int llvm_ok =
+		cg_llvm_emit(emit, (int)nall, desc, desclen, &tg, o->emit_llvm, prefix, &nobj, err, errlen);
 	long hits = 0, misses = 0;
 	int cached = tg.cache != NULL;
 	cg_cache_close(tg.cache, &hits, &misses);
@@ -1329,8 +1371,15 @@ link_artifact(Compile *c, const uint8_t *desc, size_t desclen, const uint8_t *im
 		         strerror(errno));
 		goto done;
 	}
-	char *argv[] = {(char *)cc, "-shared", "-o", lib, obj, (char *)support, "-lm",
-	                "-Wl,-z,noexecstack", "-Wl,--build-id=sha1", NULL};
+	char *argv[8 + CG_LLVM_MAX_OBJECTS] = {(char *)cc, "-shared", "-o", lib};
+	int na = 4;
+	for (int i = 0; i < nobj; i++) // in piece order: the layout of the .so
+		argv[na++] = objs[i];
+	argv[na++] = (char *)support;
+	argv[na++] = "-lm";
+	argv[na++] = "-Wl,-z,noexecstack";
+	argv[na++] = "-Wl,--build-id=sha1";
+	argv[na] = NULL;
 	KTime tlink = kir_time_start();
 	progress(o, "linking", 0, 0);
 	mk = mark_now();
@@ -1344,7 +1393,8 @@ link_artifact(Compile *c, const uint8_t *desc, size_t desclen, const uint8_t *im
 	}
 	ok = write_artifact(out_so, so, solen, img, imglen, desc, desclen, err, errlen);
 done:
-	rm_tree(tmpdir, tmpfiles, 3, tmpreg);
+	rm_tree(tmpdir, tmpfiles, NTMP, tmpreg);
+	free(objs);
 	free(so);
 	for (uint32_t i = 0; emit && i < nall; i++)
 		if (emit[i].prog != c->tasks[i].prog)

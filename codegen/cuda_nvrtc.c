@@ -160,6 +160,41 @@ nvrtc_report(FILE *f, const char *src, const char *name, const char *arch, const
 // compile cache's key, cg_cuda_cache_key).
 #define NVRTC_OPTIONS "--fmad=false", "--std=c++17"
 
+// The name NVRTC compiles every program under.  The caller's name
+// (MODEL.TASK.cu) carries the model's file name, which is no input of the
+// code: NVRTC never sees it, so that it cannot reach the cubin or the PTX
+// and stays out of the compile cache's key (a copy of a model under
+// another name hits).  Diagnostics still name the caller's program: its
+// name replaces this one in NVRTC's log (named_log).
+#define NV_PROGRAM "fadc.cu"
+
+// NVRTC's log with each "fadc.cu(" made "NAME(" (malloc'ed; NULL when out
+// of memory).
+static char *
+named_log(const char *log, const char *name)
+{
+	static const char pat[] = NV_PROGRAM "(";
+	size_t np = sizeof pat - 1, nn = strlen(name), k = 0;
+	for (const char *s = log; (s = strstr(s, pat)); s += np)
+		k++;
+	char *out = malloc(strlen(log) + k * (nn + 1) + 1), *o = out;
+	if (!out)
+		return NULL;
+	for (const char *s = log, *h; *s; s = h + np) {
+		if (!(h = strstr(s, pat))) {
+			strcpy(o, s);
+			return out;
+		}
+		memcpy(o, s, (size_t)(h - s));
+		o += h - s;
+		memcpy(o, name, nn);
+		o += nn;
+		*o++ = '(';
+	}
+	*o = 0;
+	return out;
+}
+
 // One compilation of src for arch; what it made into *cubin (a real
 // architecture, sm_XX) and *ptx (PTX without its trailing NUL; any
 // architecture), each when asked for (non-NULL).  NVRTC keeps both of one
@@ -177,7 +212,7 @@ nvrtc_run(const char *src, const char *name, const char *arch, uint8_t **cubin, 
 	int ok = 0, created = 0;
 	char *log = NULL;
 	uint8_t *bin = NULL, *text = NULL;
-	CHECK_NVRTC(nvrtcCreateProgram(&prog, src, name ? name : "fadc.cu", 0, NULL, NULL));
+	CHECK_NVRTC(nvrtcCreateProgram(&prog, src, NV_PROGRAM, 0, NULL, NULL));
 	created = 1;
 	nvrtcResult cr = nvrtcCompileProgram(prog, (int)(sizeof opts / sizeof opts[0]), opts);
 	size_t loglen = 0;
@@ -192,7 +227,10 @@ nvrtc_run(const char *src, const char *name, const char *arch, uint8_t **cubin, 
 		CHECK_NVRTC(nvrtcGetProgramLog(prog, log));
 	if (cr != NVRTC_SUCCESS) {
 		FILE *f = diag ? diag : stderr;
-		nvrtc_report(f, src, name ? name : "fadc.cu", arch, nvrtcGetErrorString(cr), log);
+		const char *shown = name ? name : NV_PROGRAM;
+		char *named = named_log(log, shown);
+		nvrtc_report(f, src, shown, arch, nvrtcGetErrorString(cr), named ? named : log);
+		free(named);
 		fflush(f);
 	}
 	CHECK_NVRTC_AS(cr, "nvrtcCompileProgram(prog, nopts, opts)");
@@ -278,11 +316,12 @@ cg_cuda_nvrtc_version(int *major, int *minor) {
 }
 
 void
-cg_cuda_cache_key(const char *src, const char *name, const char *arch, int ptx, uint8_t key[32])
+cg_cuda_cache_key(const char *src, const char *arch, int ptx, uint8_t key[32])
 {
-	// Every input of nvrtc_run that can change its bytes: the source, its
-	// name (NVRTC may print it into the PTX), the architecture, the other
-	// options, whether the PTX is kept, and NVRTC itself.
+	// Every input of nvrtc_run that can change its bytes: the source, the
+	// architecture, the other options, whether the PTX is kept, and NVRTC
+	// itself.  The program's name NVRTC sees is always NV_PROGRAM (so it
+	// is in the key's first field), never the caller's.
 	static const char *const opts[] = {NVRTC_OPTIONS};
 	int major = -1, minor = -1;
 	nvrtcVersion(&major, &minor);
@@ -290,13 +329,11 @@ cg_cuda_cache_key(const char *src, const char *name, const char *arch, int ptx, 
 	snprintf(ver, sizeof ver, "nvrtc %d.%d ptx=%d", major, minor, ptx != 0);
 	CgSha256 s;
 	cg_sha256_init(&s);
-	cg_sha256_field(&s, "fadc compile cache: NVRTC", 25);
+	cg_sha256_field(&s, "fadc compile cache: NVRTC " NV_PROGRAM, 33);
 	cg_sha256_field(&s, ver, strlen(ver));
 	cg_sha256_field(&s, arch ? arch : "sm_90", strlen(arch ? arch : "sm_90"));
 	for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
 		cg_sha256_field(&s, opts[i], strlen(opts[i]));
-	name = name ? name : "fadc.cu";
-	cg_sha256_field(&s, name, strlen(name));
 	cg_sha256_field(&s, src, strlen(src));
 	cg_sha256_end(&s, key);
 }

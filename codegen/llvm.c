@@ -30,7 +30,9 @@
 // per kernel: INLINE_MAX_KERNELS, and calls them from a constant table
 // walked by a loop, "call tables" below).  The only exported symbol is
 // fadc_artifact_v1 (runtime/abi.h), returning the table of tasks and the
-// descriptor.
+// descriptor.  The module is emitted as pieces, compiled on threads and
+// cached one by one (llvm_pieces.c, "pieces" below); functions called
+// across pieces are hidden, not exported.
 //
 // Large kernels are split for the runtime's thread pool ("parallel
 // kernels" below, docs/CODEGEN.md): such a kernel takes a range [lo, hi)
@@ -39,21 +41,18 @@
 // the whole range itself when exec is NULL).  Small kernels are unchanged.
 //
 // LLVM failures go through one checked path, llvm_fail(), with LLVM's own
-// message.  The module is verified before optimization (default<O2> of the
-// new pass manager, LLVMRunPasses) and the object is emitted for the
-// requested CPU with position-independent code.
+// message.  Each piece is verified before optimization (default<O2> of the
+// new pass manager, LLVMRunPasses) and its object is emitted for the
+// requested CPU with position-independent code (llvm_pieces.c).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <llvm-c/Analysis.h>
-#include <llvm-c/BitWriter.h>
 #include <llvm/Config/llvm-config.h> // LLVM_VERSION_STRING: plain C macros
 #include <llvm-c/Core.h>
 #include <llvm-c/Error.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
-#include <llvm-c/Transforms/PassBuilder.h>
 
 #include "abi.h"
 #include "artifact.h"
@@ -71,18 +70,6 @@ llvm_fail(char *err, size_t errlen, const char *what, char *msg)
 		snprintf(err, errlen, "LLVM: %s: %s", what, msg ? msg : "(no message)");
 	if (msg)
 		LLVMDisposeMessage(msg);
-	return 0;
-}
-
-static int
-llvm_check_error(LLVMErrorRef e, char *err, size_t errlen, const char *what)
-{
-	if (!e)
-		return 1;
-	char *m = LLVMGetErrorMessage(e);
-	if (errlen)
-		snprintf(err, errlen, "LLVM: %s: %s", what, m ? m : "(no message)");
-	LLVMDisposeErrorMessage(m);
 	return 0;
 }
 
@@ -218,6 +205,57 @@ ext_fn(Emit *e, const char *name, LLVMTypeRef ret, LLVMTypeRef *args, unsigned n
 		fn_attr(e, f, LLVMAttributeFunctionIndex, "nounwind");
 	}
 	return f;
+}
+
+// ---------------------------------------------------------------- pieces
+// The module is emitted as pieces (docs/CODEGEN.md "Compile time"), each
+// compiled on a thread of its own and cached on its own, so that a change
+// to one part of a model recompiles the pieces it touches.  What goes in
+// which piece is a function of names alone, never of sizes or of the
+// threads: a task of at most INLINE_MAX_KERNELS kernels (which it inlines)
+// goes with its kernels into piece hash("task.NAME"); a bigger task's
+// function and call tables there too, each of its parts into
+// hash("task.NAME.partJ"), and each kernel function it emits first (with
+// its chunk function and thunk) into hash(the function's name).  The entry
+// symbol, the task table and the descriptor are a module of their own
+// (the descriptor changes with nearly any change).  A function called
+// from another piece is declared there and made external with hidden
+// visibility in its own (not exported from the .so; the names are unique
+// in the whole module), and a small task that shares a kernel of another
+// piece emits its own copy, so that it is inlined as before.
+
+static uint64_t
+name_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull; // FNV-1a
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 1099511628211ull;
+	return h;
+}
+
+// The module of the piece that name hashes to.
+static LLVMModuleRef
+piece_of(const Emit *e, const char *name)
+{
+	return e->mods[e->npieces > 1 ? name_hash(name) % e->npieces : 0];
+}
+
+LLVMValueRef
+llvm_ref(Emit *e, LLVMValueRef g)
+{
+	if (LLVMGetGlobalParent(g) == e->M)
+		return g;
+	size_t len;
+	const char *name = LLVMGetValueName2(g, &len);
+	LLVMValueRef d = LLVMGetNamedFunction(e->M, name);
+	if (!d) {
+		d = LLVMAddFunction(e->M, name, LLVMGlobalGetValueType(g));
+		LLVMSetVisibility(d, LLVMHiddenVisibility);
+		fn_attr(e, d, LLVMAttributeFunctionIndex, "nounwind");
+	}
+	LLVMSetLinkage(g, LLVMExternalLinkage);
+	LLVMSetVisibility(g, LLVMHiddenVisibility);
+	return d;
 }
 
 static LLVMValueRef
@@ -982,7 +1020,7 @@ emit_split_call(Emit *e, LLVMValueRef kfn, const KSig *sig, LLVMValueRef *a, uns
 	LLVMTypeRef pfty = LLVMFunctionType(e->voidt, pft, 5, 0);
 	LLVMValueRef slot = LLVMBuildBitCast(e->B, exec, LLVMPointerType(LLVMPointerType(pfty, 0), 0), "");
 	LLVMValueRef pf = LLVMBuildLoad2(e->B, LLVMPointerType(pfty, 0), slot, "parallel_for");
-	LLVMValueRef pa[5] = {exec, sig->chunk, LLVMBuildBitCast(e->B, box, e->i8p, ""),
+	LLVMValueRef pa[5] = {exec, llvm_ref(e, sig->chunk), LLVMBuildBitCast(e->B, box, e->i8p, ""),
 	                      i64c(e, sig->sp.n), i64c(e, sig->sp.grain)};
 	LLVMBuildCall2(e->B, pfty, pf, pa, 5, "");
 	LLVMBuildBr(e->B, done);
@@ -992,7 +1030,7 @@ emit_split_call(Emit *e, LLVMValueRef kfn, const KSig *sig, LLVMValueRef *a, uns
 	memcpy(b, a, na * sizeof *b);
 	b[na] = i64c(e, 0);
 	b[na + 1] = i64c(e, sig->sp.n);
-	LLVMBuildCall2(e->B, LLVMGlobalGetValueType(kfn), kfn, b, na + 2, "");
+	LLVMBuildCall2(e->B, LLVMGlobalGetValueType(kfn), llvm_ref(e, kfn), b, na + 2, "");
 	free(b);
 	LLVMBuildBr(e->B, done);
 	LLVMPositionBuilderAtEnd(e->B, done);
@@ -1162,12 +1200,15 @@ key_hash(const Key *k)
 }
 
 // The function of an equal kernel emitted before, or NULL; a split
-// kernel's sig also gets that function's chunk function.  The table is
-// open addressing with linear probing, at most half full (a scan of every
-// function emitted was quadratic when each kernel of a long program is
-// its own).
+// kernel's sig also gets that function's chunk function.  With `here`,
+// only one in the module being emitted (a small task inlines its kernels:
+// it takes its own copy rather than a call into another piece).  The table
+// is open addressing with linear probing, at most half full (a scan of
+// every function emitted was quadratic when each kernel of a long program
+// is its own); equal keys of several pieces are found in the order they
+// were entered.
 static LLVMValueRef
-shared_find(Emit *e, const Key *k, KSig *sig)
+shared_find(Emit *e, const Key *k, KSig *sig, int here)
 {
 	if (!k->n || !e->nshash)
 		return NULL;
@@ -1177,7 +1218,8 @@ shared_find(Emit *e, const Key *k, KSig *sig)
 		if (!i)
 			return NULL;
 		const Shared *s = &e->shared[i - 1];
-		if (s->hash == h && s->len == k->n && !memcmp(s->key, k->b, k->n)) {
+		if (s->hash == h && s->len == k->n && !memcmp(s->key, k->b, k->n) &&
+		    (!here || LLVMGetGlobalParent(s->fn) == e->M)) {
 			sig->argt = s->argt;
 			sig->chunk = s->chunk;
 			return s->fn;
@@ -1243,8 +1285,11 @@ shared_add(Emit *e, Key *k, LLVMValueRef fn)
 // of that size, nor against the ppl models' (docs/PERFORMANCE.md).
 enum { INLINE_MAX_KERNELS = 96 };
 
+// Kernel ki of the task as a function (or an equal one emitted before):
+// in the task's module `tmod` when the task inlines its kernels, else in
+// the piece of its own name.
 static LLVMValueRef
-emit_kernel(Emit *e, SigWalk *w, const char *task, uint32_t ki, KSig *sig)
+emit_kernel(Emit *e, SigWalk *w, const char *task, uint32_t ki, KSig *sig, LLVMModuleRef tmod)
 {
 	const KProgram *p = e->p;
 	const KKernel *k = &p->k[ki];
@@ -1255,7 +1300,9 @@ emit_kernel(Emit *e, SigWalk *w, const char *task, uint32_t ki, KSig *sig)
 	int uses_seed = sig->seed;
 	sig->sp = split_plan(p, k, e->vbytes);
 	unsigned nlohi = sig->sp.on ? 2 : 0;
-	LLVMValueRef same = shared_find(e, &key, sig);
+	int small = p->nk <= INLINE_MAX_KERNELS;
+	e->M = tmod;
+	LLVMValueRef same = shared_find(e, &key, sig, small);
 	if (same) {
 		free(key.b);
 		if (p->nk > INLINE_MAX_KERNELS)
@@ -1275,6 +1322,8 @@ emit_kernel(Emit *e, SigWalk *w, const char *task, uint32_t ki, KSig *sig)
 	free(pt);
 	char name[300];
 	snprintf(name, sizeof name, "%s.k%u.%s", task, ki, k->what);
+	if (!small)
+		e->M = piece_of(e, name);
 	LLVMValueRef fn = LLVMAddFunction(e->M, name, fty);
 	shared_add(e, &key, fn);
 	LLVMSetLinkage(fn, LLVMInternalLinkage);
@@ -1426,7 +1475,7 @@ emit_calls(Emit *e, LLVMValueRef fn, const KSig *sig, LLVMValueRef *kfn, uint32_
 		if (sg->sp.on)
 			emit_split_call(e, kfn[i], sg, a, n, exec);
 		else
-			r = LLVMBuildCall2(e->B, LLVMGlobalGetValueType(kfn[i]), kfn[i], a, n, "");
+			r = LLVMBuildCall2(e->B, LLVMGlobalGetValueType(kfn[i]), llvm_ref(e, kfn[i]), a, n, "");
 		free(a);
 		if (p->k[i].host) {
 			LLVMBasicBlockRef fail = LLVMAppendBasicBlockInContext(e->C, fn, "host.fail");
@@ -1543,6 +1592,8 @@ thunk_of(Emit *e, LLVMValueRef kfn, const KSig *sg)
 			return e->thval[j];
 	LLVMBasicBlockRef back = LLVMGetInsertBlock(e->B);
 	LLVMValueRef backfn = e->fn;
+	LLVMModuleRef backmod = e->M;
+	e->M = LLVMGetGlobalParent(kfn); // the thunk goes with its kernel
 	size_t len;
 	char name[320];
 	snprintf(name, sizeof name, "%s.thunk", LLVMGetValueName2(kfn, &len));
@@ -1583,6 +1634,7 @@ thunk_of(Emit *e, LLVMValueRef kfn, const KSig *sg)
 	e->thval[j] = th;
 	e->nthunk++;
 	e->fn = backfn;
+	e->M = backmod;
 	LLVMPositionBuilderAtEnd(e->B, back);
 	return th;
 }
@@ -1627,7 +1679,7 @@ emit_table(Emit *e, LLVMValueRef fn, const char *task, unsigned n, const KSig *s
 		if (!lkey[j]) {
 			lkey[j] = th;
 			lval[j] = nth;
-			ths[nth++] = th;
+			ths[nth++] = llvm_ref(e, th);
 		}
 		rowth[i - k0] = LLVMConstInt(e->i32, lval[j], 0);
 		rowoff[i - k0] = LLVMConstInt(e->i32, narg, 0);
@@ -1709,11 +1761,15 @@ emit_task(Emit *e, const CgTask *t)
 	                    w.visited && w.bufpos && w.steppos && sbufs && ssteps,
 	            "llvm: out of memory");
 	e->region = 0;
+	char name[300];
+	snprintf(name, sizeof name, "task.%s", t->name);
+	LLVMModuleRef tmod = piece_of(e, name);
 	for (uint32_t i = 0; i < p->nk; i++) {
 		sig[i].bufs = sbufs; // kernel_sig replaces them by the kernel's own
 		sig[i].steps = ssteps;
-		kfn[i] = emit_kernel(e, &w, t->name, i, &sig[i]);
+		kfn[i] = emit_kernel(e, &w, t->name, i, &sig[i], tmod);
 		if (sig[i].sp.on && !sig[i].chunk) { // a shared kernel has its chunk already
+			e->M = LLVMGetGlobalParent(kfn[i]);
 			emit_chunk_fn(e, kfn[i], &sig[i]);
 			shared_note_chunk(e, kfn[i], &sig[i]);
 		}
@@ -1725,8 +1781,7 @@ emit_task(Emit *e, const CgTask *t)
 	free(sbufs);
 	free(ssteps);
 	e->sp.on = 0;
-	char name[300];
-	snprintf(name, sizeof name, "task.%s", t->name);
+	e->M = tmod;
 	LLVMValueRef fn = LLVMAddFunction(e->M, name, e->taskfn);
 	LLVMSetLinkage(fn, LLVMInternalLinkage);
 	fn_attr(e, fn, LLVMAttributeFunctionIndex, "nounwind");
@@ -1768,6 +1823,7 @@ emit_task(Emit *e, const CgTask *t)
 			for (k1 = k0 + 1; k1 < p->nk && inloop[k1] && (open[k1] || k1 - k0 < PART_KERNELS); k1++)
 				;
 			snprintf(name, sizeof name, "task.%s.part%u", t->name, part++);
+			e->M = piece_of(e, name);
 			LLVMValueRef pf = LLVMAddFunction(e->M, name, e->taskfn);
 			LLVMSetLinkage(pf, LLVMInternalLinkage);
 			fn_attr(e, pf, LLVMAttributeFunctionIndex, "nounwind");
@@ -1780,8 +1836,9 @@ emit_task(Emit *e, const CgTask *t)
 			emit_calls(e, pf, sig, kfn, k0, k1, taskptr, loops);
 			// In the task function: r = part(call); if (r) return r.
 			e->fn = fn;
+			e->M = tmod;
 			LLVMPositionBuilderAtEnd(e->B, at);
-			LLVMValueRef r = LLVMBuildCall2(e->B, e->taskfn, pf, &call, 1, "");
+			LLVMValueRef r = LLVMBuildCall2(e->B, e->taskfn, llvm_ref(e, pf), &call, 1, "");
 			LLVMBasicBlockRef fail = LLVMAppendBasicBlockInContext(e->C, fn, "part.fail");
 			LLVMBasicBlockRef ok = LLVMAppendBasicBlockInContext(e->C, fn, "part.ok");
 			LLVMBuildCondBr(e->B, LLVMBuildICmp(e->B, LLVMIntNE, r, LLVMConstInt(e->i32, 0, 0), ""), fail,
@@ -1815,6 +1872,9 @@ emit_task(Emit *e, const CgTask *t)
 static void
 emit_entry(Emit *e, LLVMValueRef *taskfns, int ntasks, const uint8_t *desc, size_t desclen)
 {
+	e->M = e->mods[e->nmods - 1];
+	for (int i = 0; i < ntasks; i++)
+		taskfns[i] = llvm_ref(e, taskfns[i]);
 	LLVMTypeRef tfp = LLVMPointerType(e->taskfn, 0);
 	LLVMValueRef tarr = LLVMConstArray(tfp, taskfns, (unsigned)ntasks);
 	LLVMValueRef gt = LLVMAddGlobal(e->M, LLVMTypeOf(tarr), "fadc.tasks");
@@ -1850,23 +1910,41 @@ emit_entry(Emit *e, LLVMValueRef *taskfns, int ntasks, const uint8_t *desc, size
 	LLVMBuildRet(e->B, ga);
 }
 
-// The object code p[0..n) as the file path.
-static int
-write_object(const char *path, const uint8_t *p, size_t n, char *err, size_t errlen)
+// How many pieces a module is emitted as: about PIECE_KERNELS kernels
+// (of every task, before sharing) each, a power of two and at most
+// MAX_PIECES, so that a change that adds or removes a few kernels keeps the
+// count, and with it every other piece's contents.  FADC_LLVM_PIECES=N
+// (1 to CG_LLVM_MAX_OBJECTS - 1; a test hook) sets it.  --emit llvm prints
+// one module: one piece.
+enum { PIECE_KERNELS = 64, MAX_PIECES = 16 };
+
+static unsigned
+npieces(const CgTask *tasks, int ntasks, FILE *emit_llvm)
 {
-	FILE *f = fopen(path, "wb");
-	int ok = f && fwrite(p, 1, n, f) == n;
-	if (f && fclose(f))
-		ok = 0;
-	if (!ok)
-		snprintf(err, errlen, "cannot write the object file %s", path);
-	return ok;
+	if (emit_llvm)
+		return 1;
+	const char *v = getenv("FADC_LLVM_PIECES");
+	if (v && *v) {
+		char *end;
+		long n = strtol(v, &end, 10);
+		if (!*end && n >= 1 && n < CG_LLVM_MAX_OBJECTS)
+			return (unsigned)n;
+	}
+	uint64_t nk = 0;
+	for (int i = 0; i < ntasks; i++)
+		nk += tasks[i].prog->nk;
+	unsigned n = 1;
+	while (n < MAX_PIECES && (uint64_t)2 * n * PIECE_KERNELS <= nk)
+		n *= 2;
+	return n;
 }
 
 int
 cg_llvm_emit(const CgTask *tasks, int ntasks, const uint8_t *desc, size_t desclen,
-             const CgTarget *tg, FILE *emit_llvm, const char *obj_path, char *err, size_t errlen)
+             const CgTarget *tg, FILE *emit_llvm, const char *obj_prefix, int *nobj, char *err,
+             size_t errlen)
 {
+	*nobj = 0;
 	if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter()) {
 		snprintf(err, errlen, "LLVM: no native target to generate code for");
 		return 0;
@@ -1881,17 +1959,17 @@ cg_llvm_emit(const CgTask *tasks, int ntasks, const uint8_t *desc, size_t descle
 	}
 	Emit e = {0};
 	e.C = LLVMContextCreate();
-	e.M = LLVMModuleCreateWithNameInContext("fadc", e.C);
+	e.npieces = npieces(tasks, ntasks, emit_llvm);
+	e.nmods = e.npieces + (e.npieces > 1);
+	e.mods = calloc(e.nmods, sizeof *e.mods);
 	e.B = LLVMCreateBuilderInContext(e.C);
 	LLVMTargetMachineRef tm = NULL;
 	LLVMTargetDataRef td = NULL;
-	LLVMPassBuilderOptionsRef po = NULL;
 	LLVMValueRef *fns = calloc((size_t)ntasks + 1, sizeof *fns);
-	if (!triple || !fns) {
+	if (!triple || !fns || !e.mods) {
 		snprintf(err, errlen, "out of memory");
 		goto done;
 	}
-	LLVMSetSourceFileName(e.M, "fadc", 4);
 	e.i1 = LLVMInt1TypeInContext(e.C);
 	e.i8 = LLVMInt8TypeInContext(e.C);
 	e.i32 = LLVMInt32TypeInContext(e.C);
@@ -1915,133 +1993,39 @@ cg_llvm_emit(const CgTask *tasks, int ntasks, const uint8_t *desc, size_t descle
 		msg = NULL;
 		goto done;
 	}
-	LLVMCodeGenOptLevel lvl = tg->opt_level <= 0   ? LLVMCodeGenLevelNone
-	                          : tg->opt_level == 1 ? LLVMCodeGenLevelLess
-	                          : tg->opt_level == 2 ? LLVMCodeGenLevelDefault
-	                                               : LLVMCodeGenLevelAggressive;
-	tm = LLVMCreateTargetMachine(target, triple, tg->cpu, tg->features ? tg->features : "", lvl,
-	                             LLVMRelocPIC, LLVMCodeModelDefault);
+	// Here for the data layout only: each piece is compiled by a target
+	// machine of its own thread (llvm_pieces.c).
+	tm = LLVMCreateTargetMachine(target, triple, tg->cpu, tg->features ? tg->features : "",
+	                             LLVMCodeGenLevelDefault, LLVMRelocPIC, LLVMCodeModelDefault);
 	if (!tm) {
 		snprintf(err, errlen, "LLVM: cannot create a target machine for %s, cpu %s", triple, tg->cpu);
 		goto done;
 	}
-	LLVMSetTarget(e.M, triple);
+	td = LLVMCreateTargetDataLayout(tm);
+	for (unsigned i = 0; i < e.nmods; i++) {
+		e.mods[i] = LLVMModuleCreateWithNameInContext("fadc", e.C);
+		LLVMSetSourceFileName(e.mods[i], "fadc", 4);
+		LLVMSetTarget(e.mods[i], triple);
+		LLVMSetModuleDataLayout(e.mods[i], td);
+	}
+	e.M = e.mods[0];
 	e.wide = tg->cpu_features && has_feature(tg->cpu_features, "avx512f");
 	e.vbytes = e.wide ? 64 : 32;
 	const char *vb = getenv("FADC_GEMM_VBYTES");
 	if (vb && (!strcmp(vb, "32") || !strcmp(vb, "64")))
 		e.vbytes = (unsigned)atoi(vb);
-	td = LLVMCreateTargetDataLayout(tm);
-	LLVMSetModuleDataLayout(e.M, td);
 
 	KTime clk = kir_time_start();
 	for (int i = 0; i < ntasks; i++)
 		fns[i] = emit_task(&e, &tasks[i]);
 	emit_entry(&e, fns, ntasks, desc, desclen);
 	char nfn[64];
-	snprintf(nfn, sizeof nfn, "(%u kernel functions)", e.nshared);
+	snprintf(nfn, sizeof nfn, "(%u kernel functions, %u pieces)", e.nshared, e.nmods);
 	kir_time_note(clk, "llvm-ir", nfn);
-	clk = kir_time_start();
-
-	if (LLVMVerifyModule(e.M, LLVMReturnStatusAction, &msg)) {
-		llvm_fail(err, errlen, "the generated module does not verify", msg);
-		msg = NULL;
-		goto done;
-	}
-	LLVMDisposeMessage(msg);
-	msg = NULL;
-	po = LLVMCreatePassBuilderOptions();
-	LLVMPassBuilderOptionsSetLoopVectorization(po, 1);
-	LLVMPassBuilderOptionsSetSLPVectorization(po, 1);
-	char pipeline[32];
-	int ol = tg->opt_level < 0 ? 2 : tg->opt_level > 3 ? 3 : tg->opt_level;
-	snprintf(pipeline, sizeof pipeline, "default<O%d>", ol);
-	kir_time_note(clk, "verify", NULL);
-	// The compile cache (ccache.c, docs/CUDA.md "The compile cache"):
-	// the object code is a function of the module before optimization (its
-	// bitcode), the target machine (triple, CPU, features, level), the
-	// pipeline and LLVM itself.  Not with --emit llvm, which wants the
-	// optimized module printed.
-	uint8_t key[32];
-	int cached = tg->cache && !emit_llvm;
-	if (cached) {
-		clk = kir_time_start();
-		LLVMMemoryBufferRef bc = LLVMWriteBitcodeToMemoryBuffer(e.M);
-		if (!bc) {
-			snprintf(err, errlen, "LLVM: cannot write the module's bitcode (out of memory?)");
-			goto done;
-		}
-		char lv[64];
-		snprintf(lv, sizeof lv, "LLVM %s O%d", LLVM_VERSION_STRING, tg->opt_level);
-		const char *feat = tg->features ? tg->features : "";
-		CgSha256 s;
-		cg_sha256_init(&s);
-		cg_sha256_field(&s, "fadc compile cache: LLVM object", 31);
-		cg_sha256_field(&s, lv, strlen(lv));
-		cg_sha256_field(&s, triple, strlen(triple));
-		cg_sha256_field(&s, tg->cpu, strlen(tg->cpu));
-		cg_sha256_field(&s, feat, strlen(feat));
-		cg_sha256_field(&s, pipeline, strlen(pipeline));
-		cg_sha256_field(&s, LLVMGetBufferStart(bc), LLVMGetBufferSize(bc));
-		cg_sha256_end(&s, key);
-		LLVMDisposeMemoryBuffer(bc);
-		uint8_t *a, *b;
-		size_t alen, blen;
-		int hit = cg_cache_get(tg->cache, key, &a, &alen, &b, &blen);
-		if (hit) {
-			ok = write_object(obj_path, a, alen, err, errlen);
-			free(a);
-			free(b);
-		}
-		kir_time_note(clk, "cache", hit ? "hit" : "miss");
-		if (hit)
-			goto done;
-	}
-	clk = kir_time_start();
-	if (!llvm_check_error(LLVMRunPasses(e.M, pipeline, tm, po), err, errlen, "optimization"))
-		goto done;
-	kir_time_note(clk, "optimize", pipeline);
-	if (emit_llvm) {
-		char *s = LLVMPrintModuleToString(e.M);
-		fputs(s, emit_llvm);
-		LLVMDisposeMessage(s);
-	}
-	char *path = strdup(obj_path);
-	if (!path) {
-		snprintf(err, errlen, "out of memory");
-		goto done;
-	}
-	clk = kir_time_start();
-	int bad;
-	if (cached) { // to memory, stored, then the file (the same bytes)
-		LLVMMemoryBufferRef ob = NULL;
-		bad = LLVMTargetMachineEmitToMemoryBuffer(tm, e.M, LLVMObjectFile, &msg, &ob);
-		if (!bad) {
-			const uint8_t *p = (const uint8_t *)LLVMGetBufferStart(ob);
-			size_t n = LLVMGetBufferSize(ob);
-			if (!write_object(path, p, n, err, errlen)) {
-				LLVMDisposeMemoryBuffer(ob);
-				free(path);
-				goto done;
-			}
-			cg_cache_put(tg->cache, key, p, n, (const uint8_t *)"", 0);
-			LLVMDisposeMemoryBuffer(ob);
-		}
-	} else
-		bad = LLVMTargetMachineEmitToFile(tm, e.M, path, LLVMObjectFile, &msg);
-	free(path);
-	kir_time_note(clk, "codegen", "object");
-	if (bad) {
-		llvm_fail(err, errlen, "emitting the object file", msg);
-		msg = NULL;
-		goto done;
-	}
-	ok = 1;
+	ok = llvm_compile_pieces(e.mods, e.nmods, tg, triple, emit_llvm, obj_prefix, nobj, err, errlen);
 done:
 	if (msg)
 		LLVMDisposeMessage(msg);
-	if (po)
-		LLVMDisposePassBuilderOptions(po);
 	if (td)
 		LLVMDisposeTargetData(td);
 	if (tm)
@@ -2053,7 +2037,10 @@ done:
 	free(e.thkey);
 	free(e.thval);
 	LLVMDisposeBuilder(e.B);
-	LLVMDisposeModule(e.M);
+	for (unsigned i = 0; e.mods && i < e.nmods; i++)
+		if (e.mods[i])
+			LLVMDisposeModule(e.mods[i]);
+	free(e.mods);
 	LLVMContextDispose(e.C);
 	free(fns);
 	free(triple);

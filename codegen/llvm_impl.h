@@ -35,7 +35,12 @@ typedef struct Split {
 
 typedef struct Emit {
 	LLVMContextRef C;
-	LLVMModuleRef M;
+	LLVMModuleRef M; // the module being emitted into: one of mods
+	// The pieces (docs/CODEGEN.md "Compile time"): npieces modules chosen
+	// by a hash of a name, then the entry's own module (mods[npieces]) when
+	// there is more than one; one module in all when npieces is 1.
+	LLVMModuleRef *mods;
+	unsigned npieces, nmods;
 	LLVMBuilderRef B;
 	LLVMTypeRef i1, i8, i32, i64, f32, f64, voidt, i8p, i8pp, callt, callp, taskfn;
 	const KProgram *p;
@@ -141,6 +146,11 @@ intrinsic1(Emit *e, const char *name, LLVMTypeRef t, LLVMValueRef a)
 
 // ---------------------------------------------------------------- llvm.c: expressions, loops
 
+// Function g as seen from the module being emitted (e->M): g itself when
+// it is defined there, else a declaration of it (made once per module),
+// and g is then exported from its own piece (external, hidden).
+LLVMValueRef llvm_ref(Emit *e, LLVMValueRef g);
+
 // Converts v of compute dtype `from` to compute dtype `to`; round32 first
 // rounds to float (a cast to f32 storage while computing in f64).
 LLVMValueRef llvm_convert(Emit *e, LLVMValueRef v, DType from, DType to, int round32);
@@ -211,5 +221,18 @@ void llvm_gemm_range(const KKernel *k, const Gemm *G, unsigned vl, int64_t *nout
                      int64_t *ncol, int64_t *ngroup);
 // The body of kernel k's function as the GEMM of plan G.
 void llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops);
+
+// ---------------------------------------------------------------- llvm_pieces.c
+
+// Pieces nmods modules of the main context, compiled to object files
+// PREFIX.0.o, ...  (only the modules that define something; *nobj says how
+// many): each verified, written as bitcode, looked up in tg->cache by a
+// key of that bitcode and the target; the misses are parsed, optimized
+// with `pipeline` and compiled on up to `jobs` threads, each in an LLVM
+// context of its own, and stored.  The objects are a function of the
+// bitcode alone, so the same whatever the threads, their timing and the
+// cache.  emit_llvm (one module): its optimized IR is printed there.
+int llvm_compile_pieces(LLVMModuleRef *mods, unsigned nmods, const CgTarget *tg, const char *triple,
+                        FILE *emit_llvm, const char *prefix, int *nobj, char *err, size_t errlen);
 
 #endif

@@ -644,11 +644,16 @@ llvm_math_fn(Emit *e, KxOp op, DType dt)
 	while (ops[i] != op)
 		i++;
 	int d = dt == DT_F64;
-	if (e->mathfn[i][d])
+	// One copy per module (piece): an alwaysinline internal function is
+	// inlined where it is called, so each piece needs its own.
+	if (e->mathfn[i][d] && LLVMGetGlobalParent(e->mathfn[i][d]) == e->M)
 		return e->mathfn[i][d];
 	Mb m = {e, ty(e, dt), d ? e->i64 : e->i32, d};
 	char name[32];
 	snprintf(name, sizeof name, "fadc.%s.%s", names[i], d ? "f64" : "f32");
+	LLVMValueRef have = LLVMGetNamedFunction(e->M, name);
+	if (have)
+		return e->mathfn[i][d] = have;
 	LLVMTypeRef fty = LLVMFunctionType(m.t, &m.t, 1, 0);
 	LLVMValueRef fn = LLVMAddFunction(e->M, name, fty);
 	LLVMSetLinkage(fn, LLVMInternalLinkage);

@@ -3,7 +3,8 @@
 # end to end with NVRTC (no GPU needed, exit 77 without the toolkit): a
 # cold compile misses and stores (NVRTC's programs and the CPU module's
 # object code), a warm one hits (counted by --stats and
-# FADC_TIME=1, and no entry is rewritten); the artifact is byte-identical
+# FADC_TIME=1, and no entry is rewritten), a copy of the model under
+# another name hits too; the artifact is byte-identical
 # with the cache off, cold, warm, after a corrupted entry (a flipped byte,
 # a truncation: recompiled and stored again), and from two compiles at
 # once into one empty cache (no temporary files left); a tiny
@@ -66,6 +67,15 @@ run_fadc 0 "${args[@]}" --stats -o "$tmp/mend2.so"
 [ "$(stats_cache)" = "# stats: compile cache (NVRTC): 0 hits, 2 misses" ] || fail "bad header: $(stats_cache)"
 cmp "$tmp/off.so" "$tmp/mend2.so" || fail "artifact after bad headers differs"
 
+# A copy of the model under another name: NVRTC never sees the name (its
+# programs are all "fadc.cu"), so every program hits, and the artifact is
+# the copy's own without the cache.
+cp "$model" "$tmp/copy_of_model.ir"
+run_fadc 0 "$tmp/copy_of_model.ir" --target cuda --tasks vjp --stats -o "$tmp/copy.so"
+[ "$(stats_cache)" = "# stats: compile cache (NVRTC): 2 hits, 0 misses" ] || fail "copy: $(stats_cache)"
+"$FADC" "$tmp/copy_of_model.ir" --target cuda --tasks vjp --no-cache -o "$tmp/copy-off.so" || fail "copy --no-cache"
+cmp "$tmp/copy.so" "$tmp/copy-off.so" || fail "the copy's artifact differs with the cache"
+
 # Two compiles at once into one empty cache.
 rm -rf "$tmp/cache"
 "$FADC" "${args[@]}" -o "$tmp/p1.so" 2>"$tmp/e1" & p1=$!
@@ -97,7 +107,7 @@ out_has "define"
 echo "a line of the runtime's choices" >"$tmp/cache/cuda-choices"
 small=$(stat -c %s $(entries) | sort -n | head -1)
 FADC_CACHE_MAX_BYTES=$small run_fadc 0 "${args[@]}" --no-ptx -o "$tmp/evict.so"
-total=$(stat -c %s $(entries) | awk '{s += $1} END {print s + 0}')
+total=$(entries | xargs -r stat -c %s | awk '{s += $1} END {print s + 0}')
 [ "$total" -le "$small" ] || fail "after eviction the entries hold $total bytes, the bound is $small"
 [ "$(cat "$tmp/cache/cuda-choices")" = "a line of the runtime's choices" ] || fail "eviction touched cuda-choices"
 "$FADC" "${args[@]}" --no-ptx --no-cache -o "$tmp/evict-off.so" || fail "--no-ptx --no-cache failed"

@@ -24,6 +24,11 @@ script -qec "'$FADC' '$m' -o '$tmp/b.so' --tasks vjp -D N=3 -D K=2" "$tmp/tty" >
 grep -q $'\r\\[[0-9]*/[0-9]*\\] tasks (passes, lowering), [0-9]* s' "$tmp/tty" ||
 	{ cat -v "$tmp/tty" >&2; fail "no task count on the terminal"; }
 grep -qF "LLVM code generation, " "$tmp/tty" || { cat -v "$tmp/tty" >&2; fail "no LLVM stage"; }
+# The LLVM pieces counted as they are compiled (docs/CODEGEN.md "Compile time").
+script -qec "FADC_LLVM_PIECES=4 '$FADC' '$m' -o '$tmp/c.so' --tasks vjp -D N=3 -D K=2 --no-cache" "$tmp/tty" \
+	>/dev/null 2>&1 || { cat -v "$tmp/tty" >&2; fail "compile in pieces on a terminal failed"; }
+grep -q $'\r\\[[1-5]/[1-5]\\] LLVM pieces, [0-9]* s' "$tmp/tty" ||
+	{ cat -v "$tmp/tty" >&2; fail "no LLVM pieces counted on the terminal"; }
 # Cleared at the end: the last thing written is \r, spaces, \r.
 tr -d '\n' <"$tmp/tty" | grep -q $'\r *\r$' || tr -d '\n' <"$tmp/tty" | grep -q $'\r *\rScript done' ||
 	{ cat -v "$tmp/tty" >&2; fail "the line is not cleared at the end"; }

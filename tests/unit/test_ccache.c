@@ -5,16 +5,22 @@
 // header, truncated, lengthened) is a miss and a store mends it, an empty
 // payload, eviction past FADC_CACHE_MAX_BYTES removing the oldest entries
 // first (by mtime; a hit makes its entry young) and never a file it did
-// not make, and an unusable folder (NULL, every call a quiet no-op).
+// not make, a store's temporary file left by a process killed with SIGKILL
+// removed by a later eviction once it is an hour old (and no other file),
+// and an unusable folder (NULL, every call a quiet no-op).
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "codegen.h"
+#include "fileio.h"
 #include "testutil.h"
 
 static void
@@ -39,6 +45,10 @@ sha_is(const void *data, size_t len, size_t chunk, const char *want)
 		fprintf(stderr, "sha256: got %s, want %s\n", h, want);
 	return !strcmp(h, want);
 }
+
+// An entry's header (ccache.c): magic 8, version 4, 0 4, key 32, the two
+// lengths 16, the payload's SHA-256 32.
+enum { HDR = 96 };
 
 static char dir[256], cdir[300];
 
@@ -163,8 +173,8 @@ main(void)
 	char path[512];
 	snprintf(path, sizeof path, "%s", entry(key));
 	struct stat st;
-	CHECK(stat(path, &st) == 0 && st.st_size == 128 + 1000 + 500);
-	off_t where[] = {0, 8, 20, 50, 70, 128 + 10, 128 + 1200};
+	CHECK(stat(path, &st) == 0 && st.st_size == HDR + 1000 + 500);
+	off_t where[] = {0, 8, 20, 50, 70, HDR + 10, HDR + 1200};
 	for (size_t i = 0; i < sizeof where / sizeof where[0]; i++) {
 		c = cg_cache_open();
 		flip(path, where[i]);
@@ -174,14 +184,14 @@ main(void)
 		cg_cache_close(c, NULL, NULL);
 	}
 	c = cg_cache_open();
-	CHECK(truncate(path, 128 + 1499) == 0); // one byte short
+	CHECK(truncate(path, HDR + 1499) == 0); // one byte short
 	CHECK(!holds(c, 1, 1000));
-	CHECK(truncate(path, 100) == 0); // inside the header
+	CHECK(truncate(path, HDR - 6) == 0); // inside the header
 	CHECK(!holds(c, 1, 1000));
 	CHECK(truncate(path, 0) == 0);
 	CHECK(!holds(c, 1, 1000));
 	store(c, 1, 1000);
-	CHECK(truncate(path, 128 + 1501) == 0); // one byte long
+	CHECK(truncate(path, HDR + 1501) == 0); // one byte long
 	CHECK(!holds(c, 1, 1000));
 	// Key 1's entry renamed to key 3's name: the key inside differs.
 	store(c, 1, 1000);
@@ -198,7 +208,7 @@ main(void)
 	cg_cache_close(c, NULL, NULL);
 	CHECK(files_in(cdir) == 1); // key 4's: no temporary files left
 
-	// Eviction: 5 entries of 1628 bytes, ages 1000..5000; a bound of 5000
+	// Eviction: 5 entries of 1596 bytes, ages 1000..5000; a bound of 5000
 	// keeps the three youngest.  Key 10 (the oldest) is hit first and so
 	// is the youngest; a cuda-choices file in either folder and a file of
 	// another name stay.
@@ -209,7 +219,7 @@ main(void)
 		key_of(k, key);
 		set_age(entry(key), 1000L * (k - 9));
 	}
-	cg_cache_close(c, NULL, NULL); // 8140 bytes, the bound 1 GiB: all kept
+	cg_cache_close(c, NULL, NULL); // 7980 bytes, the bound 1 GiB: all kept
 	CHECK(files_in(cdir) == 5);
 	char other[512];
 	snprintf(other, sizeof other, "%s/cuda-choices", dir);
@@ -243,6 +253,61 @@ main(void)
 	cg_cache_close(c, NULL, NULL);
 	CHECK(files_in(cdir) == 1); // cuda-choices alone
 
+	// A store killed between writing its temporary file and renaming it
+	// (SIGKILL: no handler runs) leaves "ENTRY.tmpPID.N".  Eviction removes
+	// it once it is over an hour old, never a younger one (a store in
+	// flight) or a file of another name.
+	unsetenv("FADC_CACHE_MAX_BYTES");
+	key_of(30, key);
+	snprintf(path, sizeof path, "%s", entry(key));
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		FioOut o;
+		char err[256];
+		if (fio_out_open(&o, path, 0644, err, sizeof err) == 0 && fio_out_write(&o, "half", 4) == 0)
+			raise(SIGKILL);
+		_exit(3);
+	}
+	int wst;
+	CHECK(waitpid(pid, &wst, 0) == pid && WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL);
+	char left[600] = "";
+	DIR *dd = opendir(cdir);
+	struct dirent *de;
+	while (dd && (de = readdir(dd)))
+		if (strstr(de->d_name, ".tmp"))
+			snprintf(left, sizeof left, "%s/%s", cdir, de->d_name);
+	if (dd)
+		closedir(dd);
+	CHECK(left[0] && access(path, F_OK) != 0); // the temporary file, no entry
+	char young[600], odd[600], plain[600];
+	snprintf(young, sizeof young, "%s.tmp%ld.7", path, (long)pid + 1);
+	snprintf(odd, sizeof odd, "%s.tmpx.7", path);
+	snprintf(plain, sizeof plain, "%s/notes.tmp1.2", cdir);
+	const char *keep[] = {young, odd, plain};
+	for (int i = 0; i < 3; i++) {
+		CHECK((f = fopen(keep[i], "w")) != NULL);
+		fclose(f);
+	}
+	long now = (long)time(NULL);
+	set_age(left, now - 3700);
+	set_age(odd, now - 7200);
+	set_age(plain, now - 7200);
+	c = cg_cache_open();
+	cg_cache_close(c, NULL, NULL); // no store: no sweep
+	CHECK(access(left, F_OK) == 0);
+	c = cg_cache_open();
+	store(c, 31, 10);
+	cg_cache_close(c, NULL, NULL);
+	CHECK(access(left, F_OK) != 0);
+	for (int i = 0; i < 3; i++)
+		CHECK(access(keep[i], F_OK) == 0);
+	set_age(young, now - 3700); // now stale too
+	c = cg_cache_open();
+	store(c, 31, 10);
+	cg_cache_close(c, NULL, NULL);
+	CHECK(access(young, F_OK) != 0 && access(odd, F_OK) == 0 && access(plain, F_OK) == 0);
+
 	// An unusable folder: NULL (one warning on stderr), calls are no-ops.
 	setenv("FADC_CACHE_DIR", "/dev/null/x", 1);
 	c = cg_cache_open();
@@ -255,5 +320,5 @@ main(void)
 	char cmd[600];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
 	CHECK(system(cmd) == 0);
-	TU_DONE("test_ccache");
+	return TU_DONE("test_ccache");
 }
