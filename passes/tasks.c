@@ -494,7 +494,10 @@ pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char
 {
 	Pipe p = {.o = o, .task = task};
 	Graph *g = derive(&p, f, task, errloc, err, errlen);
-	if (!g || p.stopped || (o && o->no_scan_hoist))
+	int scans = 0; // (nested scans are in their outer scan's body)
+	for (NodeId n = 1; g && n < g->nnode; n++)
+		scans |= g->node[n].op == OP_scan;
+	if (!scans || p.stopped || (o && o->no_scan_hoist))
 		return g;
 	ScanHoistStats st = {0};
 	g = step(&p, "scan_hoist", pass_scan_hoist(g, &st), g);
