@@ -126,7 +126,7 @@ check_passes(const char *opt, const char *list, int *rc)
 		if (!known) {
 			char msg[200];
 			snprintf(msg, sizeof msg, "%s: unknown pass '%.*s' (the passes: simplify, vjp, jvp, "
-			         "vmap)", opt, (int)(len > 40 ? 40 : len), p);
+			         "vmap, scan_hoist)", opt, (int)(len > 40 ? 40 : len), p);
 			*rc = usage_error(usage_main, "%s", msg);
 			return 0;
 		}
