@@ -105,6 +105,7 @@ typedef struct ScanHoistStats {
 	uint32_t hoisted; // per-step products computed before their loop, batched
 	uint32_t sunk; // per-step products computed after their loop, batched
 	uint32_t invariant; // products of invariants computed once before their loop
+	uint32_t carries; // carries out of their loop: accumulators summed after it, constants
 } ScanHoistStats;
 Graph *pass_scan_hoist(const Graph *g, ScanHoistStats *st);
 

@@ -492,6 +492,7 @@ sink_and_emit(Graph *dst, Graph *b, const NodeId *ops, int nin, int nc, int nx, 
 		body = rebuild_body(b, innodes, (uint32_t)k, outorder, no, front, nfront);
 	Attrs a = *sa;
 	a.a[0].i = ir_add_sub(dst, body);
+	a.a[1].i = nc;
 	a.a[2].i = kx;
 	NodeId sc = ir_emit(dst, OP_scan, nops, k, &a, loc);
 	if (nsunk) {
@@ -533,6 +534,84 @@ sink_and_emit(Graph *dst, Graph *b, const NodeId *ops, int nin, int nc, int nx, 
 	return sc;
 }
 
+// Carries that need no loop (see the top).  Carry k is an accumulator
+// when its new value is c' = c + f and nothing else reads c or c' (f
+// cannot read c, then): kind[k] = 1, f becomes a per-step output and c_T
+// = c_0 + Σ_t f_t after the loop.  A carry passed through unchanged, c'
+// = c, is an invariant: kind[k] = 2, c_T = c_0.  Rewrites *pb and ops,
+// *pnin, *pnc; the new body's outputs are the kept carries', the per-step
+// outputs, then the accumulators' f.  At least one carry stays (a scan
+// has one).  Returns the number of carries taken out.
+static int
+unloop_carries(Graph **pb, NodeId *ops, int *pnin, int *pnc, uint8_t *kind)
+{
+	Graph *b = *pb;
+	int nin = *pnin, nc = *pnc, nkeep = 0;
+	uint32_t *uses = calloc(b->nnode + 1, sizeof *uses);
+	NodeId *f = calloc((size_t)nc + 1, sizeof *f);
+	FADC_ASSERT(uses && f, "out of memory");
+	for (NodeId n = 1; n < b->nnode; n++)
+		for (int i = 0; i < b->node[n].nin; i++)
+			uses[ir_in1(b, n, i)]++;
+	for (uint32_t o = 0; o < b->nout; o++)
+		uses[b->out[o].node]++;
+	for (int k = 0; k < nc; k++) {
+		NodeId in = b->input[k].node, o = b->out[k].node;
+		DType dt = (DType)b->node[in].dtype;
+		kind[k] = 0;
+		if (o == in) {
+			kind[k] = 2;
+		} else if (b->node[o].op == OP_add && uses[in] == 1 && uses[o] == 1 &&
+		           (ir_dtype_is_float(dt) || dt == DT_I64)) {
+			NodeId a0 = ir_in1(b, o, 0), a1 = ir_in1(b, o, 1);
+			f[k] = a0 == in ? a1 : a1 == in ? a0 : 0;
+			kind[k] = f[k] && f[k] != in &&
+			          ir_shape_eq(ir_shape(b, f[k]), ir_shape(b, in)) ? 1 : 0;
+		}
+		nkeep += kind[k] == 0;
+	}
+	for (int k = 0; k < nc && nkeep == 0; k++)
+		if (kind[k]) { // keep the first: a scan has a carry
+			kind[k] = 0;
+			nkeep = 1;
+		}
+	int out = nc - nkeep;
+	if (out) {
+		NodeId innodes[MAXOPS + 32], nops[MAXOPS + 32], extra[MAXOPS];
+		uint32_t *outorder = calloc(b->nout + 1, sizeof *outorder), no = 0, ne = 0, q = 0;
+		FADC_ASSERT(outorder, "out of memory");
+		for (int k = 0; k < nc; k++)
+			if (kind[k] == 0) {
+				innodes[q] = b->input[k].node;
+				nops[q++] = ops[k];
+				outorder[no++] = (uint32_t)k;
+			} else if (kind[k] == 1) {
+				extra[ne++] = f[k];
+			}
+		for (int i = nc; i < nin; i++) {
+			innodes[q] = b->input[i].node;
+			nops[q++] = ops[i];
+		}
+		for (int k = 0; k < nc; k++)
+			if (kind[k] == 2) {
+				innodes[q] = b->input[k].node;
+				nops[q++] = ops[k];
+			}
+		for (uint32_t o = (uint32_t)nc; o < b->nout; o++)
+			outorder[no++] = o;
+		Graph *nb = rebuild_body(b, innodes, q, outorder, no, extra, ne);
+		free(outorder);
+		ir_graph_free(b);
+		*pb = nb;
+		memcpy(ops, nops, q * sizeof *ops);
+		*pnin = (int)q;
+		*pnc = nkeep;
+	}
+	free(uses);
+	free(f);
+	return out;
+}
+
 static Graph *hoist_graph(const Graph *src, ScanHoistStats *st);
 
 static NodeId
@@ -544,16 +623,49 @@ hoist_scan(Graph *dst, const Graph *src, NodeId self, const NodeId *map, Remap *
 	int nc = (int)a.a[1].i, nx = (int)a.a[2].i, nin = src->node[self].nin;
 	Loc loc = src->node[self].loc;
 	Graph *b = hoist_graph(src->sub[a.a[0].i], st); // nested scans first
-	rm->idx = arena_alloc_array(dst->arena, b->nout + 1, sizeof *rm->idx);
-	rm->val = arena_alloc_array(dst->arena, b->nout + 1, sizeof *rm->val);
-	NodeId ops[MAXOPS + 32];
+	uint32_t nout = b->nout;
+	rm->idx = arena_alloc_array(dst->arena, nout + 1, sizeof *rm->idx);
+	rm->val = arena_alloc_array(dst->arena, nout + 1, sizeof *rm->val);
+	NodeId ops[MAXOPS + 32], c0[MAXOPS + 32];
 	FADC_ASSERT(nin <= MAXOPS + 32, "scan_hoist: too many operands");
 	for (int i = 0; i < nin; i++)
-		ops[i] = map[ir_in1(src, self, i)];
+		ops[i] = c0[i] = map[ir_in1(src, self, i)];
 	int64_t T = nx > 0 ? ir_shape(src, ir_in1(src, self, nc))->dim[0] : 0;
+	int nc0 = nc, out = 0;
+	uint8_t kind[MAXOPS + 32] = {0};
+	if (T > 0 && nin < MAXOPS)
+		out = unloop_carries(&b, ops, &nin, &nc, kind);
+	st->carries += (uint32_t)out;
 	if (T > 0)
 		hoist_in(dst, &b, ops, &nin, nc, &nx, T, st);
-	return sink_and_emit(dst, b, ops, nin, nc, nx, &a, T, loc, rm, st);
+	if (!out)
+		return sink_and_emit(dst, b, ops, nin, nc, nx, &a, T, loc, rm, st);
+	// The body's outputs are now the kept carries', the per-step outputs,
+	// the accumulators' f (unloop_carries): the old tuple from the new one.
+	Remap r2;
+	r2.idx = arena_alloc_array(dst->arena, b->nout + 1, sizeof *r2.idx);
+	r2.val = arena_alloc_array(dst->arena, b->nout + 1, sizeof *r2.val);
+	NodeId sc = sink_and_emit(dst, b, ops, nin, nc, nx, &a, T, loc, &r2, st);
+	uint32_t ny = nout - (uint32_t)nc0, kept = 0, acc = 0;
+	for (int k = 0; k < nc0; k++) {
+		rm->idx[k] = -1;
+		if (kind[k] == 0) {
+			rm->idx[k] = r2.idx[kept];
+			rm->val[k] = r2.val[kept++];
+		} else if (kind[k] == 2) {
+			rm->val[k] = c0[k];
+		} else { // c_T = c_0 + Σ_t f_t
+			uint32_t e = (uint32_t)nc + ny + acc++;
+			NodeId fs = r2.idx[e] >= 0 ? get_value(dst, sc, r2.idx[e], loc) : r2.val[e];
+			int64_t ax = 0;
+			rm->val[k] = b_add(dst, c0[k], b_sum(dst, fs, &ax, 1, 0, loc), loc);
+		}
+	}
+	for (uint32_t y = 0; y < ny; y++) {
+		rm->idx[nc0 + y] = r2.idx[nc + y];
+		rm->val[nc0 + y] = r2.val[nc + y];
+	}
+	return sc;
 }
 
 static Graph *

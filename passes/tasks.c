@@ -501,9 +501,10 @@ pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char
 		return g;
 	ScanHoistStats st = {0};
 	g = step(&p, "scan_hoist", pass_scan_hoist(g, &st), g);
-	if (o && o->stats && (st.hoisted || st.sunk || st.invariant))
+	if (o && o->stats && (st.hoisted || st.sunk || st.invariant || st.carries))
 		fprintf(o->dump ? o->dump : stderr,
-		        "# stats: scan_hoist: %u per-step products before their loops, %u after, %u invariant\n",
-		        st.hoisted, st.sunk, st.invariant);
+		        "# stats: scan_hoist: %u per-step products before their loops, %u after, %u invariant, "
+		        "%u carries out of their loops\n",
+		        st.hoisted, st.sunk, st.invariant, st.carries);
 	return simplify(&p, g);
 }

@@ -85,6 +85,25 @@ static const char nested[] =
     "def forward() {\n  c, ys = scan(outer, xs[0, 0], xs, w, ncarry=1, nxs=1)\n"
     "  return sum(c) + sum(ys * ys)\n}\n";
 
+// Accumulators: the running loss c' = c + Σ n x (of the step's new h)
+// leaves the carries, its terms a per-step output summed after the loop,
+// c_T = c_0 + Σ_t f_t; its adjoint in the vjp's reverse loop is passed
+// through unchanged, an invariant.  With a mask (per-sample lengths) the
+// where() keeps the loss a carry.
+static const char accum[] =
+    "param w: f64[3, 3] = normal(0, 0.5, seed=1)\n"
+    "param xs: f64[5, 2, 3] = normal(0, 1, seed=4)\n"
+    "const mask: bool[5, 2, 1] = iota(shape=[5, 2, 1], axis=0, dtype=f64) < "
+    "broadcast(3 + iota(shape=[2, 1], axis=0, dtype=f64), shape=[5, 2, 1])\n"
+    "def cell(h: f64[2, 3], loss: f64[], l2: f64[2, 1], x: f64[2, 3], m: bool[2, 1], w: f64[3, 3]) "
+    "-> (f64[2, 3], f64[], f64[2, 1], f64[2, 3]) {\n"
+    "  n = tanh(h @ w + x)\n"
+    "  return where(m, n, h), loss + sum(n * x), where(m, l2 + sum(n, 1, keepdim=1), l2), n\n}\n"
+    "def forward() {\n"
+    "  h, l, l2, ys = scan(cell, xs[0], sum(xs[0]) * 0.5, zeros([2, 1], f64), xs, mask, w, ncarry=3, "
+    "nxs=2)\n"
+    "  return l + sum(h) + sum(l2 * l2) + sum(ys)\n}\n";
+
 static const char *const tasks[] = {"forward", "vjp", "jvp", "vhp", "hvp", "jacobian"};
 enum { NTASK = 6 };
 
@@ -178,11 +197,14 @@ check_module(const char *name, Module *m, const int want[NTASK][2], int ntask, i
 				worst = ir_err_value(&e);
 		}
 		CHECK(worst <= 1e-12);
-		printf("%s %s: %u products hoisted before, %u after, %u invariant; error %.3g\n", name,
-		       tasks[t], st.hoisted, st.sunk, st.invariant, worst);
+		printf("%s %s: %u products hoisted before, %u after, %u invariant, %u carries out; "
+		       "error %.3g\n",
+		       name, tasks[t], st.hoisted, st.sunk, st.invariant, st.carries, worst);
+		if (!strcmp(name, "accumulate") && t <= 2) // forward, vjp, jvp
+			CHECK(st.carries == (t == 2 ? 3u : 1u)); // jvp: the value's scan and the tangents'
 		if (want[t][0] >= 0)
 			CHECK((int)st.hoisted == want[t][0] && (int)st.sunk == want[t][1]);
-		if (same && want[t][0] == 0 && want[t][1] == 0 && st.invariant == 0) {
+		if (same && want[t][0] == 0 && want[t][1] == 0 && st.invariant == 0 && st.carries == 0) {
 			// Nothing to move: the graph as it was (rewriting rebuilt it).
 			char *p0 = printed(g0), *p1 = printed(g1);
 			CHECK(!strcmp(p0, p1));
@@ -231,6 +253,8 @@ main(void)
 	check_text("both", both, w_both);
 	check_text("none", none, w_none);
 	check_text("nested-proj", nested, w_nested);
+	static const int w_acc[NTASK][2] = {{0, 0}, {-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}};
+	check_text("accumulate", accum, w_acc);
 	// deepspeech at its reduced sizes (bench/bench.yaml): its input
 	// projections are already outside its LSTM steps and scan_vjp already
 	// takes the weights' adjoints out of the reverse loops, so no product
