@@ -203,14 +203,14 @@ compute_outside(Graph *dst, const Graph *b, const NodeId *roots, uint32_t nr, co
 	FADC_ASSERT(leaves && inval && bat, "out of memory");
 	uint32_t nl;
 	Graph *s = cone_graph(b, roots, nr, leaf, need, leaves, &nl);
-	int any = 0;
 	for (uint32_t k = 0; k < nl; k++) {
 		bat[k] = batleaf ? batleaf[leaves[k]] : 0;
-		any |= bat[k];
 		inval[k] = leafval[leaves[k]];
 	}
+	// Batched roots get the steps' axis even when their cone reads no
+	// batched leaf (an output of invariants only, sunk): vmap broadcasts.
 	Graph *v = s;
-	if (any) {
+	if (batleaf) {
 		char err[256];
 		Loc el;
 		v = pass_vmap(s, bat, T, 0, &el, err, sizeof err);
@@ -478,7 +478,7 @@ sink_and_emit(Graph *dst, Graph *b, const NodeId *ops, int nin, int nc, int nx, 
 		if (used[n])
 			for (int i = 0; i < b->node[n].nin; i++)
 				used[ir_in1(b, n, i)] = 1;
-	NodeId innodes[MAXOPS], nops[MAXOPS];
+	NodeId innodes[MAXOPS + 32], nops[MAXOPS + 32];
 	int k = 0, kx = 0;
 	for (int i = 0; i < nin; i++) {
 		int isseq = i >= nc && i < nc + nx;

@@ -104,6 +104,17 @@ static const char accum[] =
     "nxs=2)\n"
     "  return l + sum(h) + sum(l2 * l2) + sum(ys)\n}\n";
 
+// A per-step output of invariants only (w w, the same every step: an
+// invariant operand computed once, its copies stacked by the loop) and
+// one of a sequence only (x_t w: hoisted, the output is that sequence).
+static const char invout[] =
+    "param w: f64[3, 3] = normal(0, 0.5, seed=1)\n"
+    "param xs: f64[4, 2, 3] = normal(0, 1, seed=2)\n"
+    "def cell(c: f64[2, 3], x: f64[2, 3], w: f64[3, 3]) -> (f64[2, 3], f64[3, 3], f64[2, 3]) {\n"
+    "  return tanh(c @ w), w @ w, x @ w\n}\n"
+    "def forward() {\n  c, ws, ps = scan(cell, xs[0], xs, w, ncarry=1, nxs=1)\n"
+    "  return sum(c) + sum(ws * ws) + sum(ps * ps)\n}\n";
+
 static const char *const tasks[] = {"forward", "vjp", "jvp", "vhp", "hvp", "jacobian"};
 enum { NTASK = 6 };
 
@@ -255,6 +266,8 @@ main(void)
 	check_text("nested-proj", nested, w_nested);
 	static const int w_acc[NTASK][2] = {{0, 0}, {-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}};
 	check_text("accumulate", accum, w_acc);
+	static const int w_inv[NTASK][2] = {{1, 0}, {-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}};
+	check_text("invariant-output", invout, w_inv);
 	// deepspeech at its reduced sizes (bench/bench.yaml): its input
 	// projections are already outside its LSTM steps and scan_vjp already
 	// takes the weights' adjoints out of the reverse loops, so no product
