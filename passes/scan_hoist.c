@@ -33,8 +33,9 @@
 // Either way the values are those of the loop (the same ops on the same
 // operands); the order of a sum inside a flattened GEMM is the only
 // rounding difference.  Random ops, host and placement ops and nested
-// scans stay where they are (pinned: they count as CARRY).  Stacked values
-// cost T times a step's size: each scan's hoisted and sunk frontiers stay
+// scans stay where they are (pinned: they count as CARRY).  Batched values
+// cost T times a step's size: each scan's hoisted and sunk values (the
+// stacked results and every intermediate of their batched cones) stay
 // under HOIST_BYTES.  Nested scans are rewritten first (innermost out), so
 // a product hoisted out of an inner loop can leave the outer one too.
 #include <stdlib.h>
@@ -281,8 +282,10 @@ hoist_in(Graph *dst, Graph **pb, NodeId *ops, int *pnin, int nc, int *pnx, int64
 	uint8_t *cls = calloc(b->nnode + 1, 1), *heavy = calloc(b->nnode + 1, 1);
 	uint8_t *read = calloc(b->nnode + 1, 1), *leaf = calloc(b->nnode + 1, 1);
 	uint8_t *need = calloc(b->nnode + 1, 1), *batleaf = calloc(b->nnode + 1, 1);
+	uint8_t *counted = calloc(b->nnode + 1, 1);
 	NodeId *cand = calloc(b->nnode + 1, sizeof *cand), *leafval = calloc(b->nnode + 1, sizeof *leafval);
-	FADC_ASSERT(cls && heavy && read && leaf && need && batleaf && cand && leafval, "out of memory");
+	FADC_ASSERT(cls && heavy && read && leaf && need && batleaf && counted && cand && leafval,
+	            "out of memory");
 	fill_cls(b, nc, nx, cls);
 	for (NodeId n = 1; n < b->nnode; n++) {
 		const Node *nd = &b->node[n];
@@ -310,10 +313,20 @@ hoist_in(Graph *dst, Graph **pb, NodeId *ops, int *pnin, int nc, int *pnx, int64
 			const Node *nd = &b->node[n];
 			if (nd->op == OP_input || !read[n] || cls[n] == CLS_CARRY || nd->nin == 0)
 				continue;
-			if (pass == 0 && cls[n] == CLS_SEQ && heavy[n] && nseq + 1 + nin < MAXOPS &&
-			    bytes + bytes_of(b, n, T) <= HOIST_BYTES) {
-				bytes += bytes_of(b, n, T);
-				cand[nseq++] = n;
+			if (pass == 0 && cls[n] == CLS_SEQ && heavy[n] && nseq + 1 + nin < MAXOPS) {
+				// Batched, every value of its cone is T times a step's
+				// (its stacked result and the intermediates alike).
+				uint32_t h;
+				double cb = 0;
+				mark_cone(b, &n, 1, leaf, need, &h);
+				for (NodeId q = 1; q <= n; q++)
+					cb += need[q] && !leaf[q] && !counted[q] ? bytes_of(b, q, T) : 0;
+				if (bytes + cb <= HOIST_BYTES) {
+					bytes += cb;
+					for (NodeId q = 1; q <= n; q++)
+						counted[q] |= need[q] && !leaf[q];
+					cand[nseq++] = n;
+				}
 			}
 			if (pass == 1 && cls[n] == CLS_INV && (heavy[n] || nd->op == OP_permute) &&
 			    nseq + ninv + 1 + nin < MAXOPS)
@@ -377,6 +390,7 @@ hoist_in(Graph *dst, Graph **pb, NodeId *ops, int *pnin, int nc, int *pnx, int64
 	free(leaf);
 	free(need);
 	free(batleaf);
+	free(counted);
 	free(cand);
 	free(leafval);
 }
@@ -428,8 +442,9 @@ sink_and_emit(Graph *dst, Graph *b, const NodeId *ops, int nin, int nc, int nx, 
 			uint32_t h;
 			NodeId r = b->out[o].node;
 			int ok = !keep[r] && mark_cone(b, &r, 1, leaf, need, &h) && h > 0;
+			// The frontier's stacked values and the batched cone's.
 			for (NodeId n = 1; ok && n < b->nnode; n++)
-				if (need[n] && leaf[n] && !(b->node[n].op == OP_input && cls[n] != CLS_CARRY))
+				if (need[n] && !(b->node[n].op == OP_input && cls[n] != CLS_CARRY))
 					bytes += bytes_of(b, n, T);
 			if (!ok || bytes > HOIST_BYTES) {
 				sunk[o] = 0;
