@@ -30,6 +30,11 @@
 // step's carry needs, stays inside.  (The invariants' gradients Σ_t h_tᵀ
 // dz_t are already one product after the loop: passes/scan.c.)
 //
+// Per-step outputs that no `get` reads are dropped from the body, and
+// operands the body no longer reads; the whole rewrite runs twice, DCE
+// between, so a value of an earlier scan that a rewritten later one stops
+// reading (the vjp's saved carries) is dropped too.
+//
 // Either way the values are those of the loop (the same ops on the same
 // operands); the order of a sum inside a flattened GEMM is the only
 // rounding difference.  Random ops, host and placement ops and nested
@@ -630,21 +635,43 @@ unloop_carries(Graph **pb, NodeId *ops, int *pnin, int *pnc, uint8_t *kind)
 static Graph *hoist_graph(const Graph *src, ScanHoistStats *st);
 
 static NodeId
-hoist_scan(Graph *dst, const Graph *src, NodeId self, const NodeId *map, Remap *rm,
-           ScanHoistStats *st)
+hoist_scan(Graph *dst, const Graph *src, NodeId self, const NodeId *map, const uint8_t *used,
+           Remap *rm, ScanHoistStats *st)
 {
 	Attrs a;
 	ir_attrs_get(src, self, &a);
 	int nc = (int)a.a[1].i, nx = (int)a.a[2].i, nin = src->node[self].nin;
 	Loc loc = src->node[self].loc;
 	Graph *b = hoist_graph(src->sub[a.a[0].i], st); // nested scans first
-	uint32_t nout = b->nout;
-	rm->idx = arena_alloc_array(dst->arena, nout + 1, sizeof *rm->idx);
-	rm->val = arena_alloc_array(dst->arena, nout + 1, sizeof *rm->val);
+	uint32_t nout0 = b->nout;
+	rm->idx = arena_alloc_array(dst->arena, nout0 + 1, sizeof *rm->idx);
+	rm->val = arena_alloc_array(dst->arena, nout0 + 1, sizeof *rm->val);
 	NodeId ops[MAXOPS + 32], c0[MAXOPS + 32];
 	FADC_ASSERT(nin <= MAXOPS + 32, "scan_hoist: too many operands");
 	for (int i = 0; i < nin; i++)
 		ops[i] = c0[i] = map[ir_in1(src, self, i)];
+	// Per-step outputs that nothing reads (no `get` of them) go first: a
+	// carry the vjp's forward scan stacks for no one is no output, and
+	// may then be an accumulator.
+	int32_t *t1 = arena_alloc_array(dst->arena, nout0 + 1, sizeof *t1);
+	uint32_t *outorder = calloc(nout0 + 1, sizeof *outorder), no = 0;
+	FADC_ASSERT(outorder, "out of memory");
+	for (uint32_t o = 0; o < nout0; o++) {
+		t1[o] = -1;
+		if (o < (uint32_t)nc || (used && used[o])) {
+			t1[o] = (int32_t)no;
+			outorder[no++] = o;
+		}
+	}
+	if (no < nout0) {
+		NodeId innodes[MAXOPS + 32];
+		for (int i = 0; i < nin; i++)
+			innodes[i] = b->input[i].node;
+		Graph *nb = rebuild_body(b, innodes, (uint32_t)nin, outorder, no, NULL, 0);
+		ir_graph_free(b);
+		b = nb;
+	}
+	free(outorder);
 	int64_t T = nx > 0 ? ir_shape(src, ir_in1(src, self, nc))->dim[0] : 0;
 	int nc0 = nc, out = 0;
 	uint8_t kind[MAXOPS + 32] = {0};
@@ -653,15 +680,14 @@ hoist_scan(Graph *dst, const Graph *src, NodeId self, const NodeId *map, Remap *
 	st->carries += (uint32_t)out;
 	if (T > 0)
 		hoist_in(dst, &b, ops, &nin, nc, &nx, T, st);
-	if (!out)
-		return sink_and_emit(dst, b, ops, nin, nc, nx, &a, T, loc, rm, st);
-	// The body's outputs are now the kept carries', the per-step outputs,
-	// the accumulators' f (unloop_carries): the old tuple from the new one.
+	// The body's outputs are now the kept carries', the read per-step
+	// outputs, the accumulators' f (unloop_carries): the old tuple from
+	// the new one.
 	Remap r2;
 	r2.idx = arena_alloc_array(dst->arena, b->nout + 1, sizeof *r2.idx);
 	r2.val = arena_alloc_array(dst->arena, b->nout + 1, sizeof *r2.val);
 	NodeId sc = sink_and_emit(dst, b, ops, nin, nc, nx, &a, T, loc, &r2, st);
-	uint32_t ny = nout - (uint32_t)nc0, kept = 0, acc = 0;
+	uint32_t ny = no - (uint32_t)nc0, kept = 0, acc = 0;
 	for (int k = 0; k < nc0; k++) {
 		rm->idx[k] = -1;
 		if (kind[k] == 0) {
@@ -676,9 +702,13 @@ hoist_scan(Graph *dst, const Graph *src, NodeId self, const NodeId *map, Remap *
 			rm->val[k] = b_add(dst, c0[k], b_sum(dst, fs, &ax, 1, 0, loc), loc);
 		}
 	}
-	for (uint32_t y = 0; y < ny; y++) {
-		rm->idx[nc0 + y] = r2.idx[nc + y];
-		rm->val[nc0 + y] = r2.val[nc + y];
+	for (uint32_t o = (uint32_t)nc0; o < nout0; o++) {
+		rm->idx[o] = -1; // dropped: nothing reads it
+		if (t1[o] >= 0) {
+			uint32_t y = (uint32_t)t1[o] - (uint32_t)nc0;
+			rm->idx[o] = r2.idx[nc + y];
+			rm->val[o] = r2.val[nc + y];
+		}
 	}
 	return sc;
 }
@@ -689,13 +719,24 @@ hoist_graph(const Graph *src, ScanHoistStats *st)
 	Graph *dst = ir_graph_new(src->name, src->src);
 	NodeId *map = arena_alloc_array(dst->arena, src->nnode, sizeof *map);
 	Remap *rm = arena_alloc_array(dst->arena, src->nnode, sizeof *rm);
+	// used[s][k]: some `get` reads value k of scan s.
+	uint8_t **used = arena_alloc_array(dst->arena, src->nnode, sizeof *used);
+	for (NodeId n = 1; n < src->nnode; n++) {
+		if (src->node[n].op != OP_get)
+			continue;
+		NodeId s = ir_in1(src, n, 0);
+		if (!used[s])
+			used[s] = arena_alloc_array(dst->arena,
+			                            src->sub[ir_attr_int(src, s, "body")]->nout + 1, 1);
+		used[s][ir_attr_int(src, n, "index")] = 1;
+	}
 	for (NodeId n = 1; n < src->nnode; n++) {
 		const Node *nd = &src->node[n];
 		if (nd->op == OP_input) {
 			const Input *in = &src->input[ir_attr_int(src, n, "index")];
 			map[n] = ir_add_input(dst, in->name, in->kind, (DType)nd->dtype, ir_shape(src, n), nd->loc);
 		} else if (nd->op == OP_scan) {
-			map[n] = hoist_scan(dst, src, n, map, &rm[n], st);
+			map[n] = hoist_scan(dst, src, n, map, used[n], &rm[n], st);
 		} else if (nd->op == OP_get) {
 			NodeId s = ir_in1(src, n, 0);
 			int64_t k = ir_attr_int(src, n, "index");
@@ -713,5 +754,15 @@ Graph *
 pass_scan_hoist(const Graph *g, ScanHoistStats *st)
 {
 	ScanHoistStats local = {0};
-	return hoist_graph(g, st ? st : &local);
+	if (!st)
+		st = &local;
+	// Twice: a rewritten scan that no longer reads a value of an earlier
+	// one (the vjp's reverse scan, a saved carry) leaves that value dead,
+	// which only the second round, after DCE, can drop from its body.
+	Graph *r1 = hoist_graph(g, st);
+	Graph *d = pass_dce(r1);
+	ir_graph_free(r1);
+	Graph *r2 = hoist_graph(d, st);
+	ir_graph_free(d);
+	return r2;
 }
