@@ -30,6 +30,13 @@
 // step's carry needs, stays inside.  (The invariants' gradients Σ_t h_tᵀ
 // dz_t are already one product after the loop: passes/scan.c.)
 //
+// Carries that need no loop.  An accumulator, c' = c + f with c and c'
+// read by nothing else (a running loss), is not a carry: f is a per-step
+// output and c_T = c_0 + Σ_t f_t after the loop (the sum's order is the
+// one rounding change of this pass).  A carry passed through unchanged,
+// c' = c (such an accumulator's adjoint in the vjp's reverse scan), is an
+// invariant: c_T = c_0.
+//
 // Per-step outputs that no `get` reads are dropped from the body, and
 // operands the body no longer reads; the whole rewrite runs twice, DCE
 // between, so a value of an earlier scan that a rewritten later one stops
@@ -554,7 +561,7 @@ sink_and_emit(Graph *dst, Graph *b, const NodeId *ops, int nin, int nc, int nx, 
 	return sc;
 }
 
-// Carries that need no loop (see the top).  Carry k is an accumulator
+// Carries that need no loop (see the top): carry k is an accumulator
 // when its new value is c' = c + f and nothing else reads c or c' (f
 // cannot read c, then): kind[k] = 1, f becomes a per-step output and c_T
 // = c_0 + Σ_t f_t after the loop.  A carry passed through unchanged, c'
