@@ -42,9 +42,9 @@
 // between, so a value of an earlier scan that a rewritten later one stops
 // reading (the vjp's saved carries) is dropped too.
 //
-// Either way the values are those of the loop (the same ops on the same
-// operands); the order of a sum inside a flattened GEMM is the only
-// rounding difference.  Random ops, host and placement ops and nested
+// The values are those of the loop (the same ops on the same operands; a
+// flattened GEMM computes each dot product in the same order), but for an
+// accumulator's sum.  Random ops, host and placement ops and nested
 // scans stay where they are (pinned: they count as CARRY).  Batched values
 // cost T times a step's size: each scan's hoisted and sunk values (the
 // stacked results and every intermediate of their batched cones) stay
