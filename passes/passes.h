@@ -95,6 +95,20 @@ NodeId *scan_vjp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const
 Graph *pass_vmap(const Graph *f, const uint8_t *batched, int64_t B, int basis, Loc *errloc,
                  char *err, size_t errlen);
 
+// ---------------------------------------------------------------- scan_hoist.c
+// Every scan's work that does not depend on its carries, out of the loop:
+// carry-independent products before it (new sequence or invariant
+// operands), per-step outputs the carries do not need after it (batched
+// over the stacked steps).  Counts the products moved (heavy ops: matmul,
+// conv) into *st when not NULL.
+typedef struct ScanHoistStats {
+	uint32_t hoisted; // per-step products computed before their loop, batched
+	uint32_t sunk; // per-step products computed after their loop, batched
+	uint32_t invariant; // products of invariants computed once before their loop
+	uint32_t carries; // carries out of their loop: accumulators summed after it, constants
+} ScanHoistStats;
+Graph *pass_scan_hoist(const Graph *g, ScanHoistStats *st);
+
 // ---------------------------------------------------------------- simplify.c
 Graph *pass_simplify(const Graph *g); // CSE, constant folding, identities, then DCE
 Graph *pass_dce(const Graph *g); // keeps what the outputs reach, and the inputs
@@ -128,6 +142,7 @@ typedef struct PassOpts {
 	const char *stop_after; // pass name, or NULL
 	FILE *dump; // where dumps and --stats go (stderr if NULL)
 	int stats; // node counts after each pass
+	int no_scan_hoist; // skip pass_scan_hoist (tests compare against the loop as derived)
 } PassOpts;
 
 extern const char *const fadc_tasks[]; // NULL-terminated: forward, vjp, ...

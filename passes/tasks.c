@@ -396,16 +396,15 @@ pass_task_check(const Graph *f, const char *task, Loc *errloc, char *err, size_t
 	return 1;
 }
 
-Graph *
-pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char *err, size_t errlen)
+static Graph *
+derive(Pipe *p, const Graph *f, const char *task, Loc *errloc, char *err, size_t errlen)
 {
-	Pipe p = {.o = o, .task = task};
 	if (!pass_task_check(f, task, errloc, err, errlen))
 		return NULL;
 	int jac = !strcmp(task, "jacobian") || !strcmp(task, "jacrev") || !strcmp(task, "jacfwd");
 	// Work on a simplified copy of f, so that derivatives see no dead code.
-	Graph *g = step(&p, "simplify", pass_simplify(f), NULL);
-	if (p.stopped || !strcmp(task, "forward"))
+	Graph *g = step(p, "simplify", pass_simplify(f), NULL);
+	if (p->stopped || !strcmp(task, "forward"))
 		return g;
 	if (!strcmp(task, "vjp")) {
 		// One output's cotangent v.<out> is `v` (see bound_names); the
@@ -413,76 +412,99 @@ pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char
 		Graph *gv = pass_vjp(g, errloc, err, errlen);
 		for (uint32_t i = f->ninput; gv && f->nout == 1 && i < gv->ninput; i++)
 			gv->input[i].name = "v";
-		g = step(&p, "vjp", gv, g);
-		if (!g || p.stopped)
+		g = step(p, "vjp", gv, g);
+		if (!g || p->stopped)
 			return g;
-		return simplify(&p, g);
+		return simplify(p, g);
 	}
 	if (!strcmp(task, "jvp")) {
-		g = step(&p, "jvp", bound_names(pass_jvp(g, errloc, err, errlen), f->ninput, "t.", "v."), g);
-		if (!g || p.stopped)
+		g = step(p, "jvp", bound_names(pass_jvp(g, errloc, err, errlen), f->ninput, "t.", "v."), g);
+		if (!g || p->stopped)
 			return g;
-		return simplify(&p, g);
+		return simplify(p, g);
 	}
 	if (!strcmp(task, "jacfwd"))
-		return jacfwd(&p, g, f, errloc, err, errlen);
+		return jacfwd(p, g, f, errloc, err, errlen);
 	if (jac && !is_scalar_forward(f))
-		return jacrev(&p, g, f, errloc, err, errlen);
+		return jacrev(p, g, f, errloc, err, errlen);
 	// The rest start from the gradient graph: outputs (f, grad.<p>...).
 	uint32_t np = nparams(f);
-	Graph *gr = step(&p, "vjp", pass_vjp_ex(g, NULL, 1, errloc, err, errlen), g);
-	if (!gr || p.stopped)
+	Graph *gr = step(p, "vjp", pass_vjp_ex(g, NULL, 1, errloc, err, errlen), g);
+	if (!gr || p->stopped)
 		return gr;
 	if (!strcmp(task, "jacobian") || !strcmp(task, "jacrev")) {
 		select_derivs(gr, f, 1, "jacobian", 0);
-		return simplify(&p, gr);
+		return simplify(p, gr);
 	}
 	if (!strcmp(task, "hessian_fwdrev")) {
-		gr = simplify(&p, gr);
-		if (p.stopped)
+		gr = simplify(p, gr);
+		if (p->stopped)
 			return gr;
-		Graph *h = step(&p, "jvp", pass_jvp(gr, errloc, err, errlen), gr);
-		if (!h || p.stopped)
+		Graph *h = step(p, "jvp", pass_jvp(gr, errloc, err, errlen), gr);
+		if (!h || p->stopped)
 			return h;
 		// outputs: f, grad.<p>..., jvp.f, jvp.grad.<q>...: H's rows.
-		return hessian_blocks(&p, h, f, 2 + np, errloc, err, errlen);
+		return hessian_blocks(p, h, f, 2 + np, errloc, err, errlen);
 	}
 	if (!strcmp(task, "hessian") || !strcmp(task, "hessian_revrev")) {
-		gr = simplify(&p, gr);
-		if (p.stopped)
+		gr = simplify(p, gr);
+		if (p->stopped)
 			return gr;
 		uint8_t *sel = arena_alloc_array(gr->arena, gr->nout + 1, 1);
 		for (uint32_t k = 1; k < gr->nout; k++)
 			sel[k] = 1;
-		Graph *h = step(&p, "vjp", pass_vjp_ex(gr, sel, 0, errloc, err, errlen), gr);
-		if (!h || p.stopped)
+		Graph *h = step(p, "vjp", pass_vjp_ex(gr, sel, 0, errloc, err, errlen), gr);
+		if (!h || p->stopped)
 			return h;
 		// outputs: f, grad.<p>..., grad.<q> (second order)...: H's rows.
-		return hessian_blocks(&p, h, f, 1 + np, errloc, err, errlen);
+		return hessian_blocks(p, h, f, 1 + np, errloc, err, errlen);
 	}
-	gr = simplify(&p, gr);
-	if (p.stopped)
+	gr = simplify(p, gr);
+	if (p->stopped)
 		return gr;
 	if (!strcmp(task, "hvp")) {
-		Graph *h = step(&p, "jvp",
+		Graph *h = step(p, "jvp",
 		                bound_names(pass_jvp(gr, errloc, err, errlen), f->ninput, "t.", "v."), gr);
-		if (!h || p.stopped)
+		if (!h || p->stopped)
 			return h;
 		// outputs: f, grad.<p>..., jvp.f, jvp.grad.<p>...
 		select_derivs(h, f, 2 + np, "hvp", 1);
-		return simplify(&p, h);
+		return simplify(p, h);
 	}
 	// vhp: reverse over the gradients, with cotangents v for them only.
 	uint8_t *outs = arena_alloc_array(gr->arena, gr->nout + 1, 1);
 	for (uint32_t k = 1; k < gr->nout; k++)
 		outs[k] = 1;
-	Graph *h = step(&p, "vjp",
+	Graph *h = step(p, "vjp",
 	                bound_names(pass_vjp_ex(gr, outs, 0, errloc, err, errlen), f->ninput,
 	                            "v.grad.", "v."),
 	                gr);
-	if (!h || p.stopped)
+	if (!h || p->stopped)
 		return h;
 	// outputs: f, grad.<p>..., grad.<p>... (the second-order ones last)
 	select_derivs(h, f, 1 + np, "vhp", 1);
-	return simplify(&p, h);
+	return simplify(p, h);
+}
+
+// The task, derived; then every scan's carry-independent work out of its
+// loop (passes/scan_hoist.c), for jvp's, vjp's and vmap's scans alike, so
+// both backends lower only the truly recurrent part per step.
+Graph *
+pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char *err, size_t errlen)
+{
+	Pipe p = {.o = o, .task = task};
+	Graph *g = derive(&p, f, task, errloc, err, errlen);
+	int scans = 0; // (nested scans are in their outer scan's body)
+	for (NodeId n = 1; g && n < g->nnode; n++)
+		scans |= g->node[n].op == OP_scan;
+	if (!scans || p.stopped || (o && o->no_scan_hoist))
+		return g;
+	ScanHoistStats st = {0};
+	g = step(&p, "scan_hoist", pass_scan_hoist(g, &st), g);
+	if (o && o->stats && (st.hoisted || st.sunk || st.invariant || st.carries))
+		fprintf(o->dump ? o->dump : stderr,
+		        "# stats: scan_hoist: %u per-step products before their loops, %u after, %u invariant, "
+		        "%u carries out of their loops\n",
+		        st.hoisted, st.sunk, st.invariant, st.carries);
+	return simplify(&p, g);
 }

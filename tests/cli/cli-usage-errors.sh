@@ -38,9 +38,9 @@ err_first "fadc: error: more than one model given ('$model')"
 run_fadc 2 "$model" --emit ir --task backward
 err_first "fadc: error: unknown task 'backward'"
 run_fadc 2 "$model" --emit ir --task vjp --print-after=simplify,cse
-err_first "fadc: error: --print-after: unknown pass 'cse' (the passes: simplify, vjp, jvp, vmap)"
+err_first "fadc: error: --print-after: unknown pass 'cse' (the passes: simplify, vjp, jvp, vmap, scan_hoist)"
 run_fadc 2 "$model" --emit ir --task vjp --stop-after dce
-err_first "fadc: error: --stop-after: unknown pass 'dce' (the passes: simplify, vjp, jvp, vmap)"
+err_first "fadc: error: --stop-after: unknown pass 'dce' (the passes: simplify, vjp, jvp, vmap, scan_hoist)"
 run_fadc 2 "$model" --emit ir --task vjp --stop-after=vjp,jvp
 err_first "fadc: error: --stop-after takes one pass ('vjp,jvp')"
 run_fadc 2 "$model" --emit ir --stats

@@ -52,7 +52,7 @@ const char *const usage_main =
     "  --stats                    node counts after each pass (with -o: each task's\n"
     "                             kernels and memory plan, and where the time went:\n"
     "                             passes, lowering, CUDA printing, NVRTC, LLVM, link)\n"
-    "  The passes: simplify, vjp, jvp, vmap.\n"
+    "  The passes: simplify, vjp, jvp, vmap, scan_hoist.\n"
     "\n"
     "Compile options (-o):\n"
     "  -o FILE            write the artifact (a shared library, docs/ARTIFACT.md)\n"
@@ -80,7 +80,7 @@ const char *const usage_main =
     "                     needing more is an error, nothing is written\n"
     "  --f64              compute f32 values in f64 (testing)\n";
 
-static const char *const pass_names[] = {"simplify", "vjp", "jvp", "vmap", NULL};
+static const char *const pass_names[] = {"simplify", "vjp", "jvp", "vmap", "scan_hoist", NULL};
 
 typedef struct CompileArgs {
 	const char *model, *emit, *task, *out, *target, *cpu, *cuda_arch;
@@ -126,7 +126,7 @@ check_passes(const char *opt, const char *list, int *rc)
 		if (!known) {
 			char msg[200];
 			snprintf(msg, sizeof msg, "%s: unknown pass '%.*s' (the passes: simplify, vjp, jvp, "
-			         "vmap)", opt, (int)(len > 40 ? 40 : len), p);
+			         "vmap, scan_hoist)", opt, (int)(len > 40 ? 40 : len), p);
 			*rc = usage_error(usage_main, "%s", msg);
 			return 0;
 		}
