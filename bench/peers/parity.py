@@ -51,6 +51,11 @@ the plain comparison, never folded into it (docs/PARITY.md):
     python3 bench/peers/parity.py [--models a,b] [--tasks vjp,jvp,vhp] [--full]
                                   [--backend interp|cpu] [--seed N]
                                   [--fadc build/bin/fadc] [--json FILE] [--keep DIR]
+                                  [--per-tensor N]
+
+--per-tensor N also prints each model's N tensors with the largest ratio of
+fadc's error against PyTorch f64 to PyTorch f32's (the JSON has them all),
+with the ReLU masks PyTorch f32 flips against f64 (docs/PARITY.md).
 
 Needs torch, numpy and (for detr) scipy; never a dependency of the tests.
 Prints one line per model and a markdown table; exits 1 if a model fails.
