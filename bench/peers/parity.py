@@ -994,12 +994,15 @@ def main():
         for r in results:
             if "error" in r:
                 continue
-            rows = sorted(r["per_tensor"], key=lambda t: -t[3])
+            # Against the loss's true gradient where PyTorch's differs (deepspeech).
+            x = r["alternative"] if "alternative" in r else r
+            rows = sorted(x["per_tensor"], key=lambda t: -t[3])
             if a.per_tensor > 0:
                 rows = rows[:a.per_tensor]
-            print("\n%s %s, per tensor, normalized error vs PyTorch f64 (worst ratio %.2g; "
+            print("\n%s %s%s, per tensor, normalized error vs PyTorch f64 (worst ratio %.2g; "
                   "PyTorch f32's ReLU flips: %s, smallest ReLU margin in f64: %s):"
-                  % (r["model"], r["task"], r["worst_ratio"], r["relu_flips"],
+                  % (r["model"], r["task"], " (%s)" % x["what"] if x is not r else "",
+                     x["worst_ratio"], r["relu_flips"],
                      "%.1e" % r["relu_margin"] if r["relu_margin"] else "-"))
             print("| tensor | fadc vs f64 | PyTorch f32 vs f64 | ratio |")
             print("| -- | -- | -- | -- |")
