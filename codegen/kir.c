@@ -1640,3 +1640,140 @@ kir_split_reductions(KProgram *p)
 		ki++;
 	}
 }
+
+// ---------------------------------------------------------------- first-layer convolutions
+//
+// A network's first convolution, of its data by its weights (both task
+// inputs), has every later layer downstream of its rounding.  At
+// fcn_resnet's and detr's reduced sizes (batch norms over 2 images at 4 x 4
+// positions, ReLU inputs within 1e-6 of zero) the f32 rounding of that
+// one convolution (7 x 7 x 3 = 147 terms, cancelling) decides 0.1 of
+// some gradients: which ReLU masks flip depends on where each summation
+// order's roundings fall, and PyTorch's oneDNN order and fadc's sequential
+// one are equally accurate draws (docs/PARITY.md, "Per tensor, and ReLU
+// flips").  So that convolution's GEMMs compute in f64: the operands
+// widened exactly (the column buffer stored as f64 by im2col, the weight
+// copied to f64), the 147 products exact and their sum within
+// 147 * 2^-53 of the exact one, then rounded once to f32: the f32 result
+// is the exact result correctly rounded, up to that f64 error (a tie in
+// 2^29).  It is still a GEMM (llvm_gemm.c in f64 lanes, cuBLAS's DGEMM),
+// at twice the f32 cost for 3 % (ResNet-50) to 6.5 % (ResNet-18) of a
+// forward pass's multiply-adds.  The convolution's kernels lose their
+// KKernel.conv note: cuDNN's f32 convolution would undo it.
+//
+// Conditions: f32 computing in f32; a forward convolution (KConv.op 0)
+// whose input and weight are task inputs (KB_IN); each of its GEMMs a
+// product of two f32 loads whose operands are task inputs (copied) or
+// temporaries that only the convolution's own kernels write (retyped),
+// outside any loop.
+
+// Is buffer b written only by kernels of convolution c?
+static int
+written_only_by(const KProgram *p, uint32_t b, uint32_t c)
+{
+	for (uint32_t ki = 0; ki < p->nk; ki++)
+		if (p->k[ki].out == b && p->k[ki].conv != c)
+			return 0;
+	return p->buf[b].kind == KB_TMP;
+}
+
+// An f64 copy of task input b, written by a kernel inserted before kernel
+// ki; the copy's buffer.
+static uint32_t
+f64_copy(KProgram *p, uint32_t b, uint32_t ki)
+{
+	Shape s = {1, {0}};
+	int64_t n = 1;
+	for (int d = 0; d < p->buf[b].shape.rank; d++)
+		n *= p->buf[b].shape.dim[d];
+	s.dim[0] = n;
+	uint32_t c = kir_buf_add(p, KB_TMP, 0, DT_F64, &s, p->buf[b].node);
+	KKernel *k = kernel_insert(p, ki);
+	k->out = c;
+	k->rank = 1;
+	k->dim[0] = n;
+	k->index = kx_var(p, 0, n);
+	k->body = kx_load(p, b, k->index); // f32, stored as f64: exact
+	k->node = p->buf[b].node;
+	k->what = "widen";
+	return c;
+}
+
+void
+kir_widen_first_conv(KProgram *p)
+{
+	if (p->fcompute != DT_F32)
+		return;
+	for (uint32_t c = 1; c <= p->nconv; c++) {
+		const KConv *v = &p->conv[c - 1];
+		if (v->op != 0 || p->buf[v->a].kind != KB_IN || p->buf[v->b].kind != KB_IN ||
+		    p->buf[v->a].dtype != DT_F32 || p->buf[v->b].dtype != DT_F32)
+			continue;
+		// Every GEMM of the convolution must qualify, or none changes.
+		int ok = 1, any = 0;
+		for (uint32_t ki = 0; ki < p->nk && ok; ki++) {
+			const KKernel *k = &p->k[ki];
+			if (k->conv != c || !k->contraction)
+				continue;
+			const Kx *m = &p->x[k->body];
+			ok = k->red == KR_SUM && !k->host && m->op == KX_MUL && m->dtype == DT_F32 &&
+			     p->x[k->post].op == KX_ACC && p->buf[k->out].dtype == DT_F32 && !in_loop(p, ki);
+			for (int s = 0; ok && s < 2; s++) {
+				const Kx *l = &p->x[m->a[s]];
+				ok = l->op == KX_LOAD && p->buf[l->aux].dtype == DT_F32 &&
+				     (p->buf[l->aux].kind == KB_IN || written_only_by(p, l->aux, c));
+			}
+			any = 1;
+		}
+		if (!ok || !any)
+			continue;
+		uint32_t copy[2] = {0, 0}, src[2] = {0, 0}; // task inputs copied once
+		for (uint32_t ki = 0; ki < p->nk; ki++) {
+			if (p->k[ki].conv != c)
+				continue;
+			if (!p->k[ki].contraction) {
+				p->k[ki].conv = 0;
+				continue;
+			}
+			KxId ld[2];
+			for (int s = 0; s < 2; s++) {
+				const Kx *l = &p->x[p->x[p->k[ki].body].a[s]];
+				uint32_t b = l->aux;
+				KxId idx = l->a[0];
+				if (p->buf[b].kind == KB_IN) {
+					int j = src[0] == b + 1 ? 0 : src[1] == b + 1 ? 1 : -1;
+					if (j < 0) {
+						j = src[0] ? 1 : 0;
+						src[j] = b + 1;
+						copy[j] = f64_copy(p, b, ki++);
+					}
+					b = copy[j];
+				} else if (p->buf[b].dtype != DT_F64) { // the columns: im2col stores f64
+					p->buf[b].dtype = DT_F64;
+					p->buf[b].bytes = kir_shape_bytes(DT_F64, &p->buf[b].shape);
+				}
+				ld[s] = kx_load(p, b, idx);
+			}
+			KKernel *k = &p->k[ki];
+			uint32_t out = k->out;
+			Shape os = p->buf[out].shape; // kir_buf_add may move p->buf
+			uint32_t wide = kir_buf_add(p, KB_TMP, 0, DT_F64, &os, p->buf[out].node);
+			k = &p->k[ki];
+			k->out = wide;
+			k->body = kx_bin(p, KX_MUL, ld[0], ld[1]);
+			k->post = kx_acc(p, DT_F64);
+			k->conv = 0;
+			// Then its points rounded once into the f32 result.
+			KKernel *r = kernel_insert(p, ki + 1);
+			k = &p->k[ki];
+			r->out = out;
+			r->rank = k->rank;
+			memcpy(r->dim, k->dim, sizeof r->dim);
+			r->index = k->index;
+			r->body = kx_load(p, wide, k->index); // f64, stored as f32: rounded once
+			r->node = k->node;
+			r->what = "narrow";
+			ki++;
+		}
+	}
+}
