@@ -308,10 +308,6 @@ void kir_gemm_operands(KProgram *p);
 // reductions"): partial sums along the first reduction variable, then
 // their sum.
 void kir_split_reductions(KProgram *p);
-// Computes the GEMMs of a forward convolution of two task inputs (a
-// network's first layer) in f64, rounded once to f32 (kir.c, "first-layer
-// convolutions"): every later layer amplifies that layer's rounding.
-void kir_widen_first_conv(KProgram *p);
 // A kernel's output points (the product of its parallel extents), and its
 // terms per point (of its reduction extents; 1 without a reduction).
 int64_t kir_kernel_points(const KKernel *k);

@@ -1365,7 +1365,6 @@ cg_lower(const Graph *g, const char *task, DType fcompute, char *err, size_t err
 		return NULL;
 	}
 	kir_gemm_operands(p);
-	kir_widen_first_conv(p);
 	kir_split_reductions(p);
 	kir_program_trim(p);
 	return p;
