@@ -51,6 +51,11 @@ the plain comparison, never folded into it (docs/PARITY.md):
     python3 bench/peers/parity.py [--models a,b] [--tasks vjp,jvp,vhp] [--full]
                                   [--backend interp|cpu] [--seed N]
                                   [--fadc build/bin/fadc] [--json FILE] [--keep DIR]
+                                  [--per-tensor N]
+
+--per-tensor N also prints each model's N tensors with the largest ratio of
+fadc's error against PyTorch f64 to PyTorch f32's (the JSON has them all),
+with the ReLU masks PyTorch f32 flips against f64 (docs/PARITY.md).
 
 Needs torch, numpy and (for detr) scipy; never a dependency of the tests.
 Prints one line per model and a markdown table; exits 1 if a model fails.
@@ -716,6 +721,38 @@ EXTRA_DEFS = {"detr": ["TRAIN=0"]}  # dropout off: see the module's doc
 
 # ---------------------------------------------------------------- comparing
 
+# ReLU inputs seen by F.relu (nn.ReLU calls it too) while RELU_SEEN is a
+# list: a pre-activation within rounding of 0 flips the ReLU's mask under
+# a different rounding, and the gradient through that element changes by
+# O(1), not by O(eps): a discrete event that no summation order avoids
+# (docs/PARITY.md, "ReLU flips").  compare() counts PyTorch f32's flips
+# against f64 and the smallest margin |x| / max|x| of f64's ReLU inputs.
+RELU_SEEN = None
+_relu = F.relu
+
+
+def _relu_seen(x, inplace=False):
+    if RELU_SEEN is not None:
+        RELU_SEEN.append(x.detach().double().clone())
+    return _relu(x, inplace=inplace)
+
+
+F.relu = _relu_seen
+
+
+def relu_flips(a32, a64):
+    """(PyTorch f32's ReLU mask flips against f64, f64's smallest margin)."""
+    flips, margin = 0, math.inf
+    if len(a32) != len(a64):
+        return None, None
+    for a, b in zip(a32, a64):
+        s = float(b.abs().max()) if b.numel() else 0.0
+        flips += int(((a > 0) != (b > 0)).sum())
+        nz = b[b != 0].abs()
+        if s > 0 and nz.numel():
+            margin = min(margin, float(nz.min()) / s)
+    return flips, (margin if margin < math.inf else None)
+
 def attention_math(on):
     """PyTorch's fused CPU attention (flash) has no double backward, which
     is why the benchmark's transformer and detr second-derivative cells
@@ -805,8 +842,12 @@ def compare(model_name, fadc, backend, full, seed, keep, task="vjp"):
         # Tangents U[0, 1) as the benchmark's get_v_for draws them.
         v = {name: torch.rand(p.shape, generator=gen).numpy() for name, p in tparams}
         names = ["J t"] if task == "jvp" else names
+    global RELU_SEEN
+    RELU_SEEN = []
     ref32 = reference(model, loss_fn, task, v)
+    seen32, RELU_SEEN = RELU_SEEN, []
     ref64 = reference(model64, loss64, task, v)
+    seen64, RELU_SEEN = RELU_SEEN, None
     if keep:
         os.makedirs(keep, exist_ok=True)
         got = run_fadc(fadc, model_name, defs, backend, tensors, task, v, keep)
@@ -817,6 +858,7 @@ def compare(model_name, fadc, backend, full, seed, keep, task="vjp"):
            "params": len(tparams), "scalars": int(sum(p.numel() for _, p in tparams))}
     if task == "vjp":
         res["v"] = v
+    res["relu_flips"], res["relu_margin"] = relu_flips(seen32, seen64)
     res.update(verdict(ref32[0], ref64[0], got, names))
     if task != "vjp" and hasattr(loss_fn, "alternative"):
         res["reference"] = loss_fn.alternative[0]
@@ -845,7 +887,28 @@ def verdict(r32, r64, got, names):
     as_good = (f64["loss_rel"] <= max(LOSS_RTOL, 2 * t64["loss_rel"]) and
                f64["grad_norm_err"] <= max(GRAD_TOL, 2 * t64["grad_norm_err"]))
     d["ok"] = bool(close or as_good)
+    d["per_tensor"] = per_tensor(r32, r64, got, names)
+    d["worst_ratio"] = max((t[3] for t in d["per_tensor"]), default=0.0)
     return d
+
+
+def per_tensor(r32, r64, got, names):
+    """Per output tensor: fadc's and PyTorch f32's normalized errors against
+    PyTorch f64 (max|x - x64| / max|x64|, the tensor's own scale), and their
+    ratio, the per-output criterion of docs/PARITY.md (fadc's error at most
+    a small multiple of PyTorch f32's own).  A tensor where PyTorch f32 is
+    exact gets the ratio against one float32 rounding (eps 2^-24) instead,
+    so that exact cancellations do not divide by zero."""
+    out = []
+    for n in names:
+        ref, a, b = r64[n], got[n], r32[n]
+        s = float(np.max(np.abs(ref))) if ref.size else 0.0
+        if s == 0:
+            continue
+        ef = float(np.max(np.abs(a - ref))) / s
+        et = float(np.max(np.abs(b - ref))) / s
+        out.append((n, ef, et, ef / max(et, 2.0 ** -24)))
+    return out
 
 
 def diff(ref, got, names):
@@ -878,6 +941,9 @@ def main():
                     help="vjp, jvp, vhp (comma-separated): each model runs those it declares")
     ap.add_argument("--json", default="")
     ap.add_argument("--keep", default="", help="keep the exported files and outputs here")
+    ap.add_argument("--per-tensor", type=int, default=0, metavar="N",
+                    help="also print, per model, the N tensors with the largest ratio of "
+                         "fadc's error vs f64 to PyTorch f32's (0: none, -1: all)")
     a = ap.parse_args()
     torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
     warnings.filterwarnings("ignore", message=".*enable_nested_tensor.*")
@@ -924,6 +990,24 @@ def main():
                      x["grad_norm_err"], x["worst_tensor"] or "-", x["worst_tensor_err"],
                      x["fadc_vs_f64_loss"], x["fadc_vs_f64_grad"], x["torch_vs_f64_loss"],
                      x["torch_vs_f64_grad"], ok))
+    if a.per_tensor:
+        for r in results:
+            if "error" in r:
+                continue
+            # Against the loss's true gradient where PyTorch's differs (deepspeech).
+            x = r["alternative"] if "alternative" in r else r
+            rows = sorted(x["per_tensor"], key=lambda t: -t[3])
+            if a.per_tensor > 0:
+                rows = rows[:a.per_tensor]
+            print("\n%s %s%s, per tensor, normalized error vs PyTorch f64 (worst ratio %.2g; "
+                  "PyTorch f32's ReLU flips: %s, smallest ReLU margin in f64: %s):"
+                  % (r["model"], r["task"], " (%s)" % x["what"] if x is not r else "",
+                     x["worst_ratio"], r["relu_flips"],
+                     "%.1e" % r["relu_margin"] if r["relu_margin"] else "-"))
+            print("| tensor | fadc vs f64 | PyTorch f32 vs f64 | ratio |")
+            print("| -- | -- | -- | -- |")
+            for n, ef, et, q in rows:
+                print("| %s | %.2g | %.2g | %.2g |" % (n, ef, et, q))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
