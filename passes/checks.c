@@ -344,10 +344,7 @@ collect(Graph *g, const Range *inr, Found *f)
 					bout[k][j] = (int32_t)b->nout;
 					ir_add_output(b, check_value(b, &c), "check", -1);
 				}
-				Attrs a;
-				ir_attrs_default(OP_get, &a);
-				a.a[0].i = bout[k][j];
-				c.index = ir_emit(g, OP_get, &n, 1, &a, c.loc);
+				c.index = scan_get(g, n, bout[k][j], c.loc);
 				c.steps = 1;
 				c.name = NULL; // a value of the body, per step
 				found_add(g, f, c);

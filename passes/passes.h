@@ -95,6 +95,10 @@ NodeId *scan_vjp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const
 Graph *pass_vmap(const Graph *f, const uint8_t *batched, int64_t B, int basis, Loc *errloc,
                  char *err, size_t errlen);
 
+// Value k of a tuple-valued node (a scan's carries, then its stacked
+// outputs): get(scan, index=k), at loc.
+NodeId scan_get(Graph *g, NodeId scan, int64_t k, Loc loc);
+
 // ---------------------------------------------------------------- scan_hoist.c
 // Every scan's work that does not depend on its carries, out of the loop:
 // carry-independent products before it (new sequence or invariant

@@ -115,8 +115,8 @@ reorder(const Graph *src, const NodeId *innodes, uint32_t nin, const uint32_t *o
 	return g;
 }
 
-static NodeId
-get_value(Graph *g, NodeId scan, int64_t k, Loc loc)
+NodeId
+scan_get(Graph *g, NodeId scan, int64_t k, Loc loc)
 {
 	Attrs a;
 	ir_attrs_default(OP_get, &a);
@@ -214,11 +214,11 @@ scan_jvp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId 
 	int dc = 0;
 	for (int c = 0; c < s.nc; c++)
 		if (dif[c])
-			tan[c] = get_value(g, sc, s.nc + dc++, loc);
+			tan[c] = scan_get(g, sc, s.nc + dc++, loc);
 	int ty = 0;
 	for (uint32_t y = 0; y < s.ny; y++)
 		if (tout[s.nc + y])
-			tan[s.nc + y] = get_value(g, sc, ncar + (int)s.ny + ty++, loc);
+			tan[s.nc + y] = scan_get(g, sc, ncar + (int)s.ny + ty++, loc);
 	return tan;
 }
 
@@ -412,14 +412,14 @@ scan_vjp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId 
 	}
 	for (int c = 0; c < s.nc; c++) {
 		inorder[k] = (uint32_t)c;
-		bops[k++] = get_value(g, sf, (int64_t)s.b->nout + c, loc); // c_t, stacked
+		bops[k++] = scan_get(g, sf, (int64_t)s.b->nout + c, loc); // c_t, stacked
 		nseq++;
 	}
 	for (uint32_t y = 0; y < s.ny; y++)
 		if (vin[s.nc + y] != UINT32_MAX) {
 			inorder[k] = vin[s.nc + y];
 			NodeId a = compadj ? compadj[s.nc + y] : 0;
-			bops[k++] = a ? a : b_full_like(g, 0, get_value(g, sf, s.nc + (int64_t)y, loc), loc);
+			bops[k++] = a ? a : b_full_like(g, 0, scan_get(g, sf, s.nc + (int64_t)y, loc), loc);
 			nseq++;
 		}
 	for (int i = s.nc + s.nx; i < s.nin; i++) {
@@ -524,7 +524,7 @@ scan_vjp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId 
 			for (uint32_t r = 0; r < nres; r++) {
 				ir_add_output(bf, copy_cone(bf, bv, res[r], cmap), "residual", -1);
 				innodes[kall] = res[r];
-				sops[kall++] = get_value(g, sf, (int64_t)bf->nout - 1, loc);
+				sops[kall++] = scan_get(g, sf, (int64_t)bf->nout - 1, loc);
 			}
 		if (q == k)
 			break;
@@ -543,7 +543,7 @@ scan_vjp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId 
 	for (int c = 0; c < s.nc; c++)
 		if (vin[c] != UINT32_MAX) {
 			if (dep[in[c]])
-				opadj[c] = get_value(g, sb, cc, loc);
+				opadj[c] = scan_get(g, sb, cc, loc);
 			cc++;
 		}
 	int yy = ncar;
@@ -553,7 +553,7 @@ scan_vjp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId 
 			Factor *x[2] = {&fa[i], &fb[i]};
 			NodeId st[2];
 			for (int side = 0; side < 2; side++)
-				st[side] = x[side]->seq ? x[side]->seq : get_value(g, sb, x[side]->out, loc);
+				st[side] = x[side]->seq ? x[side]->seq : scan_get(g, sb, x[side]->out, loc);
 			const Shape *as = ir_shape(g, st[0]), *bs = ir_shape(g, st[1]);
 			int64_t T = as->dim[0];
 			NodeId acat;
@@ -572,7 +572,7 @@ scan_vjp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId 
 		}
 		if (!dif[i] || hoist[i])
 			continue;
-		NodeId st = get_value(g, sb, yy++, loc);
+		NodeId st = scan_get(g, sb, yy++, loc);
 		if (!dep[in[i]])
 			continue;
 		if (i < s.nc + s.nx) {

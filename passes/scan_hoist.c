@@ -104,15 +104,6 @@ fill_cls(const Graph *b, int nc, int nx, uint8_t *cls)
 	}
 }
 
-static NodeId
-get_value(Graph *g, NodeId scan, int64_t k, Loc loc)
-{
-	Attrs a;
-	ir_attrs_default(OP_get, &a);
-	a.a[0].i = k;
-	return ir_emit(g, OP_get, &scan, 1, &a, loc);
-}
-
 // The cone of roots[0 .. nr) in b, stopping at the nodes with leaf[n]
 // (every input of b must be one): need[] marked, 1 if it holds no pinned
 // node (a leaf is never counted), and the number of heavy ops in *heavy.
@@ -530,7 +521,7 @@ sink_and_emit(Graph *dst, Graph *b, const NodeId *ops, int nin, int nc, int nx, 
 				batleaf[n] = i >= nc && i < nc + nx;
 			}
 		for (uint32_t q = 0; q < nfront; q++) {
-			leafval[front[q]] = get_value(dst, sc, (int64_t)(no + q), loc);
+			leafval[front[q]] = scan_get(dst, sc, (int64_t)(no + q), loc);
 			batleaf[front[q]] = 1;
 		}
 		NodeId *val = calloc(nsunk + 1, sizeof *val);
@@ -704,7 +695,7 @@ hoist_scan(Graph *dst, const Graph *src, NodeId self, const NodeId *map, const u
 			rm->val[k] = c0[k];
 		} else { // c_T = c_0 + Σ_t f_t
 			uint32_t e = (uint32_t)nc + ny + acc++;
-			NodeId fs = r2.idx[e] >= 0 ? get_value(dst, sc, r2.idx[e], loc) : r2.val[e];
+			NodeId fs = r2.idx[e] >= 0 ? scan_get(dst, sc, r2.idx[e], loc) : r2.val[e];
 			int64_t ax = 0;
 			rm->val[k] = b_add(dst, c0[k], b_sum(dst, fs, &ax, 1, 0, loc), loc);
 		}
@@ -747,7 +738,7 @@ hoist_graph(const Graph *src, ScanHoistStats *st)
 		} else if (nd->op == OP_get) {
 			NodeId s = ir_in1(src, n, 0);
 			int64_t k = ir_attr_int(src, n, "index");
-			map[n] = rm[s].idx[k] < 0 ? rm[s].val[k] : get_value(dst, map[s], rm[s].idx[k], nd->loc);
+			map[n] = rm[s].idx[k] < 0 ? rm[s].val[k] : scan_get(dst, map[s], rm[s].idx[k], nd->loc);
 		} else {
 			map[n] = b_copy_node(dst, src, n, map);
 		}
