@@ -244,5 +244,5 @@ main(void)
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", dir);
-	TU_DONE("test_fileio");
+	return TU_DONE("test_fileio");
 }

@@ -378,5 +378,5 @@ main(void)
 	rmdir(dir);
 	ir_module_free(p);
 	ir_module_free(m);
-	TU_DONE("test_runtime_index");
+	return TU_DONE("test_runtime_index");
 }

@@ -458,5 +458,5 @@ main(void)
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
 	if (system(cmd)) {
 	}
-	TU_DONE("test_runtime_specialise");
+	return TU_DONE("test_runtime_specialise");
 }
