@@ -51,7 +51,10 @@ def _type_str(dtype: int, shape: Tuple[int, ...]) -> str:
 
 
 def _np_type_str(a: np.ndarray) -> str:
-    return f"{a.dtype.name}[{', '.join(str(d) for d in a.shape)}]"
+    """An array's type as fadc writes types (f32[2, 3]); NumPy's dtype names for the rest."""
+    code = FADC_OF_NP.get(a.dtype)
+    name = DTYPE_NAME[code] if code is not None else a.dtype.name
+    return f"{name}[{', '.join(str(d) for d in a.shape)}]"
 
 
 def parse_device(device: Device) -> Tuple[int, int]:
@@ -401,7 +404,7 @@ class Model:
             x = np.from_dlpack(x) if self._kind == _lib.DEVICE_CPU else x
         if isinstance(x, np.ndarray) or not hasattr(x, "__dlpack__"):
             a = np.asarray(x)
-            if want and not isinstance(x, np.ndarray):
+            if want and not isinstance(x, (np.ndarray, np.generic)):
                 a = np.asarray(x, dtype=want[0].dtype)
             if a.dtype not in FADC_OF_NP:
                 raise ShapeError(f"{what} '{name}' has dtype {a.dtype} (fadc has f32, f64, "
@@ -569,9 +572,9 @@ class Model:
             if output:
                 raise ArgumentError(f"task '{task.name}': output '{spec.name}' must be a NumPy "
                                     f"array or a DLPack tensor, got {type(x).__name__}")
-            if isinstance(x, np.ndarray):  # a subclass (np.matrix, a memmap)
+            if isinstance(x, (np.ndarray, np.generic)):  # a subclass, a NumPy scalar: typed
                 x = np.asarray(x)
-            else:  # numbers and nested lists take the input's dtype
+            else:  # Python numbers and nested lists take the input's dtype
                 x = np.asarray(x, dtype=spec.dtype)
         elif x is objs[j]:
             # The array wrapped last time: its dtype, shape and layout can

@@ -1,0 +1,163 @@
+"""NumPy round trips (no copies where none is needed, caller-owned outputs) and DLPack round
+trips on the CPU: inputs through ``__dlpack__`` (NumPy's own, and fadc's exporter), outputs
+exporting ``__dlpack__`` to NumPy's ``from_dlpack`` without a copy, the export's lifetime."""
+
+import gc
+
+import numpy as np
+import pytest
+
+import fadc
+from fadc import _dlpack
+
+
+@pytest.fixture(scope="module")
+def m(models):
+    with fadc.load(models["ppl_simple_reg"]) as model:
+        yield model
+
+
+@pytest.fixture(scope="module")
+def ref(m):
+    """vjp and jvp at fixed inputs, by the default path (its values are checked against
+    fadc run in test_values)."""
+    vb = np.linspace(0, 1, 11, dtype=np.float32).reshape(11, 1)
+    return vb, m.vjp(np.float32(1.25)), m.jvp({"v.beta_value": vb})
+
+
+def test_outputs_are_callers(m, ref):
+    vb, r1, _ = ref
+    a = m.vjp(np.float32(1.25))
+    b = m.vjp(np.float32(1.25))
+    assert a["grad.beta_value"] is not b["grad.beta_value"]
+    assert not np.shares_memory(a["grad.beta_value"], b["grad.beta_value"])
+    m.vjp(np.float32(9))
+    np.testing.assert_array_equal(a["grad.beta_value"], r1["grad.beta_value"])
+    assert a["grad.beta_value"].flags.owndata and a["grad.beta_value"].flags.writeable
+
+
+def test_out_written_in_place(m, ref):
+    _, r1, _ = ref
+    buf = np.zeros(100, np.float32)
+    out = {"out": np.zeros((), np.float32), "grad.beta_value": buf[:11].reshape(11, 1)}
+    r = m.vjp(np.float32(1.25), out=out)
+    assert r["grad.beta_value"] is out["grad.beta_value"]
+    np.testing.assert_array_equal(buf[:11], r1["grad.beta_value"].ravel())
+    assert not buf[11:].any()  # nothing written past the output
+    # as a list in output order, and again (the cached wraps), and with new arrays
+    lst = [np.empty((), np.float32), np.empty((11, 1), np.float32)]
+    for _ in range(3):
+        r = m.vjp(np.float32(1.25), out=lst)
+        np.testing.assert_array_equal(lst[1], r1["grad.beta_value"])
+    lst[1][:] = 0
+    r = m.vjp(np.float32(1.25), out=[np.empty((), np.float32), lst[1]])
+    np.testing.assert_array_equal(lst[1], r1["grad.beta_value"])
+
+
+def test_inputs_any_layout(m, ref):
+    vb, _, r2 = ref
+    # Fortran order, a strided view, a list, a read-only array: the same values.
+    big = np.zeros((11, 3), np.float32)
+    big[:, 1] = vb[:, 0]
+    ro = vb.copy()
+    ro.flags.writeable = False
+    for x in (np.asfortranarray(vb), big[:, 1:2], vb.tolist(), ro):
+        np.testing.assert_array_equal(m.jvp({"v.beta_value": x})["jvp.out"], r2["jvp.out"])
+    # An array changed in place between calls is read anew (the cached wrap sees the memory).
+    x = vb.copy()
+    m.jvp({"v.beta_value": x})
+    x[:] = 0
+    assert m.jvp({"v.beta_value": x})["jvp.out"] == 0
+    # An array whose shape was changed in place is checked again.
+    y = vb.copy()
+    m.jvp({"v.beta_value": y})
+    y.shape = (11,)
+    with pytest.raises(fadc.ShapeError):
+        m.jvp({"v.beta_value": y})
+
+
+def test_dlpack_inputs(m, ref):
+    vb, r1, r2 = ref
+
+    class Only:  # not an ndarray: only the DLPack protocol
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, stream=None):
+            return self.a.__dlpack__(stream=stream)
+
+        def __dlpack_device__(self):
+            return self.a.__dlpack_device__()
+    np.testing.assert_array_equal(m.jvp({"v.beta_value": Only(vb)})["jvp.out"], r2["jvp.out"])
+    np.testing.assert_array_equal(m.vjp(Only(np.asarray(np.float32(1.25))))["grad.beta_value"],
+                                  r1["grad.beta_value"])
+    # fadc's own exporter (the code that exports GPU outputs), legacy and versioned capsules.
+    for versioned in (False, True):
+        class Exp:
+            def __dlpack__(self, stream=None, max_version=None):
+                return _dlpack.export_dlpack(self, vb.ctypes.data, fadc._lib.F32, vb.shape,
+                                             _dlpack.CPU, 0, versioned)
+        imp = _dlpack.import_dlpack(Exp())
+        assert imp.addr == vb.ctypes.data and imp.shape == (11, 1) and imp.contiguous
+        del imp
+        np.testing.assert_array_equal(m.jvp({"v.beta_value": Exp()})["jvp.out"], r2["jvp.out"])
+    gc.collect()
+    assert _dlpack.live_exports() == 0
+
+
+def test_dlpack_outputs_in_place(m, ref):
+    """A DLPack tensor as out=: written in place (the caller's memory, no copy)."""
+    _, r1, _ = ref
+    target = np.zeros((11, 1), np.float32)
+
+    class Out:
+        def __dlpack__(self, stream=None):
+            return target.__dlpack__()
+    m.vjp(np.float32(1.25), out={"out": np.empty((), np.float32), "grad.beta_value": Out()})
+    np.testing.assert_array_equal(target, r1["grad.beta_value"])
+
+
+def test_fadc_tensors_export(m, ref):
+    """alloc="fadc": outputs in fadc's memory (as on a GPU), exported through DLPack."""
+    _, r1, _ = ref
+    r = m.vjp(np.float32(1.25), alloc="fadc")
+    t = r["grad.beta_value"]
+    assert isinstance(t, fadc.Tensor) and not t.is_view and t.__dlpack_device__() == (1, 0)
+    a = np.from_dlpack(t)
+    np.testing.assert_array_equal(a, r1["grad.beta_value"])
+    b = np.from_dlpack(t)
+    assert np.shares_memory(a, b)  # no copy: both over the tensor's memory
+    np.testing.assert_array_equal(np.asarray(t), a)
+    # The consumers keep the tensor alive: its memory outlives the Python object.
+    del r, t, b
+    gc.collect()
+    assert _dlpack.live_exports() == 1
+    np.testing.assert_array_equal(a, r1["grad.beta_value"])
+    del a
+    gc.collect()
+    assert _dlpack.live_exports() == 0
+    # A capsule no consumer takes is freed with it; a versioned one where asked.
+    t = m.vjp(np.float32(1.25), alloc="fadc")["out"]
+    cap = t.__dlpack__()
+    assert _dlpack.live_exports() == 1
+    del cap
+    gc.collect()
+    assert _dlpack.live_exports() == 0
+    cap = t.__dlpack__(max_version=(1, 0))
+    assert _dlpack._is_valid(cap, b"dltensor_versioned")
+    del cap
+    with pytest.raises(BufferError):
+        t.__dlpack__(copy=True)
+    with pytest.raises(BufferError):
+        t.__dlpack__(dl_device=(2, 0))
+
+
+def test_views_export_readonly(m, ref):
+    _, r1, _ = ref
+    v = m.vjp(np.float32(1.25), view=True)
+    a = np.from_dlpack(v["grad.beta_value"])
+    np.testing.assert_array_equal(a, r1["grad.beta_value"])
+    cap = v["out"].__dlpack__(max_version=(1, 0))
+    imp_flags = _dlpack.DLManagedTensorVersioned.from_address(
+        _dlpack._get_pointer(cap, b"dltensor_versioned")).flags
+    assert imp_flags & _dlpack.FLAG_READ_ONLY
