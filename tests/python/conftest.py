@@ -14,6 +14,12 @@ import subprocess
 import numpy as np
 import pytest
 
+# The sanitizer build preloads its runtime into python3 (tests/tests.cmake), for the
+# instrumented libfadc.so; fadc and fadc run are executables with the runtime linked in, so
+# their processes must not get it twice.  Python children that load libfadc get it back
+# (test_package.py).
+PRELOAD = os.environ.pop("LD_PRELOAD", None)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HERE = os.path.dirname(os.path.abspath(__file__))
 

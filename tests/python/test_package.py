@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from conftest import PRELOAD, ROOT
 
 
 def test_pip_install(tmp_path, models):
@@ -29,6 +29,8 @@ def test_pip_install(tmp_path, models):
     # Run from elsewhere, with nothing pointing at the build: the package finds its own copy.
     env = {k: v for k, v in os.environ.items() if k not in ("FADC_LIB", "FADC_BUILD_DIR")}
     env["PYTHONPATH"] = str(site)
+    if PRELOAD:
+        env["LD_PRELOAD"] = PRELOAD
     code = ("import fadc, numpy as np; m = fadc.load(%r); "
             "print(fadc.library_path); print(float(m.vjp(np.float32(1))['out']))"
             % models["ppl_simple_reg"])
