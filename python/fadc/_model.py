@@ -734,7 +734,7 @@ class Model:
         differs: run() then takes the general path (which refills the slots)."""
         io = t.in_obj
         if t.n_in == 1:
-            x = v
+            x = v.get(t.input_names[0], _EMPTY) if type(v) is dict and len(v) == 1 else v
             if not (x is io[0] and x.dtype == t.in_dt[0] and x.shape == t.in_sh[0] and
                     x.flags.c_contiguous):
                 return None

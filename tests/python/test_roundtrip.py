@@ -161,3 +161,44 @@ def test_views_export_readonly(m, ref):
     imp_flags = _dlpack.DLManagedTensorVersioned.from_address(
         _dlpack._get_pointer(cap, b"dltensor_versioned")).flags
     assert imp_flags & _dlpack.FLAG_READ_ONLY
+
+
+def test_slot_cache(m, ref):
+    """The hot path reuses each slot's wrap only while the same array is passed: a view call,
+    a DLPack input or another array in between, and arrays changed in place, all give the
+    values of the general path."""
+    _, r1, _ = ref
+    v = np.asarray(np.float32(1.25))
+    out = {"out": np.empty((), np.float32), "grad.beta_value": np.empty((11, 1), np.float32)}
+
+    def check():
+        for a in out.values():
+            a[...] = 0
+        r = m.vjp(v, out=out)
+        assert all(r[k] is out[k] for k in out)
+        np.testing.assert_array_equal(out["grad.beta_value"], r1["grad.beta_value"])
+    check()
+    check()  # the cached path
+    views = m.vjp(v, view=True)
+    check()
+    np.testing.assert_array_equal(views["grad.beta_value"].numpy(), r1["grad.beta_value"])
+
+    class Only:
+        def __dlpack__(self, stream=None):
+            return v.__dlpack__()
+    m.vjp(Only(), out=out)
+    check()
+    m.vjp({"v": v}, out=out)
+    check()
+    m.vjp(np.asarray(np.float32(4)), out=out)
+    check()
+    v[...] = 2  # read anew
+    want = m.vjp(np.asarray(np.float32(2)))["grad.beta_value"]
+    np.testing.assert_array_equal(m.vjp(v, out=out)["grad.beta_value"], want)
+    v[...] = 1.25
+    g = out["grad.beta_value"]
+    g.shape = (11,)  # changed in place: refused, as any array of the wrong shape
+    with pytest.raises(fadc.ShapeError, match="output 'grad.beta_value' must be f32"):
+        m.vjp(v, out=out)
+    g.shape = (11, 1)
+    check()
