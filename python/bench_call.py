@@ -3,14 +3,15 @@
     python3 python/bench_call.py MODEL.so [--task vjp] [--calls 20000] [--repeats 7]
                                  [--device cpu|cuda:0]
 
-Prints microseconds per call (the median of --repeats batches of --calls calls, each batch's
-mean), for:
-  c_loop    fadc_run called from a Python loop through ctypes with everything prepared (the
-            floor of any ctypes binding: the ctypes call and the loop);
+Prints microseconds per call (median, mean, 10th and 90th percentiles of --repeats x --calls
+calls, each timed alone with perf_counter_ns as fadc-bench times each iteration), for:
+  c_call    fadc_run called through ctypes with everything prepared (the floor of any ctypes
+            binding);
   run_out   m.run(task, v, out=preallocated): the documented hot path;
   method    m.vjp(v, out=...) (through the task method);
   run_new   m.run(task, v): caller-owned outputs allocated at each call (NumPy);
-  view      m.run(task, v, view=True): model-owned views.
+  view      m.run(task, v, view=True): model-owned views;
+  timer     an empty Python call: the timing's own cost, in every figure above.
 On a GPU each call is followed by m.synchronize() in every variant (the C loop too), so that
 the figure is a call's latency, as fadc-bench times it on the host.  Compare with
 `fadc-bench --model-filter M --task-filter T --num-iters N --num-threads 1` and
@@ -49,54 +50,61 @@ def main():
     out = m.run(a.task, v)
     sync = m.synchronize if a.device != "cpu" else (lambda: None)
 
-    # The C loop: the task's wraps as run() left them in its slot cache.
+    # The bare call: the task's wraps as run() left them in its slot cache.
     m.run(a.task, v, out=out)
     mp, idx, ia, oa = m._m, t.index, t.in_arr, t.out_arr
     nin, nout, frun = len(t.inputs), len(t.outputs), _lib.lib.fadc_run
 
-    def c_loop(n):
-        for _ in range(n):
-            if frun(mp, idx, ia, nin, oa, nout):
-                raise RuntimeError("fadc_run failed")
-            sync()
+    # Each variant is one call (on a GPU followed by synchronize), timed alone with
+    # perf_counter_ns as fadc-bench times each iteration with the host clock; the samples
+    # give the median (what a call costs when nothing interferes) and the mean.
+    def c_call():
+        if frun(mp, idx, ia, nin, oa, nout):
+            raise RuntimeError("fadc_run failed")
+        sync()
 
-    def run_out(n):
-        for _ in range(n):
-            m.run(a.task, v, out=out)
-            sync()
+    def run_out():
+        m.run(a.task, v, out=out)
+        sync()
 
     meth = getattr(m, a.task)
 
-    def method(n):
-        for _ in range(n):
-            meth(v, out=out)
-            sync()
+    def method():
+        meth(v, out=out)
+        sync()
 
-    def run_new(n):
-        for _ in range(n):
-            m.run(a.task, v)
-            sync()
+    def run_new():
+        m.run(a.task, v)
+        sync()
 
-    def view(n):
-        for _ in range(n):
-            m.run(a.task, v, view=True)
-            sync()
+    def view():
+        m.run(a.task, v, view=True)
+        sync()
 
-    variants = [("c_loop", c_loop), ("run_out", run_out), ("method", method),
-                ("run_new", run_new), ("view", view)]
+    def empty():
+        pass
+
+    variants = [("c_call", c_call), ("run_out", run_out), ("method", method),
+                ("run_new", run_new), ("view", view), ("timer", empty)]
     res = {k: [] for k, _ in variants}
-    for f in variants:
-        f[1](min(a.calls, 1000))  # warm-up
+    pc = time.perf_counter_ns
+    for _, f in variants:  # warm-up
+        for _ in range(min(a.calls, 1000)):
+            f()
     for _ in range(a.repeats):  # interleaved, so that a load change hits every variant
         for k, f in variants:
-            t0 = time.perf_counter_ns()
-            f(a.calls)
-            res[k].append((time.perf_counter_ns() - t0) / a.calls / 1e3)
-    print(f"# {a.model} {a.task} on {a.device}: us per call, median of {a.repeats} x "
-          f"{a.calls} calls (min .. max)")
+            xs = res[k]
+            for _ in range(a.calls):
+                t0 = pc()
+                f()
+                xs.append(pc() - t0)
+    print(f"# {a.model} {a.task} on {a.device}: us per call over {a.repeats} x {a.calls} "
+          "calls, each timed alone (timer: an empty call)")
+    print(f"{'variant':8s} {'median':>8s} {'mean':>8s} {'p10':>8s} {'p90':>8s}")
     for k, xs in res.items():
-        xs.sort()
-        print(f"{k:8s} {xs[len(xs) // 2]:8.3f}   ({xs[0]:.3f} .. {xs[-1]:.3f})")
+        x = np.array(xs) / 1e3
+        print(f"{k:8s} {np.median(x):8.3f} {x.mean():8.3f} {np.percentile(x, 10):8.3f} "
+              f"{np.percentile(x, 90):8.3f}")
     m.close()
 
 
