@@ -202,3 +202,25 @@ def test_slot_cache(m, ref):
         m.vjp(v, out=out)
     g.shape = (11, 1)
     check()
+
+
+def test_interop_api_on_the_cpu(m):
+    """fadc.h's interoperation functions on a CPU context: no stream, orderings are no-ops, a
+    device wrap is a host wrap, an address is the host address."""
+    import ctypes
+    from fadc import _lib
+    lib, ctx = _lib.lib, m._ctx
+    p = ctypes.c_void_p(1)
+    assert lib.fadc_context_stream(ctx, ctypes.byref(p)) == 0 and p.value is None
+    assert lib.fadc_context_wait_stream(ctx, None) == 0
+    assert lib.fadc_context_signal_stream(ctx, 1) == 0
+    a = np.arange(6, dtype=np.int64)
+    dims = (ctypes.c_int64 * 1)(6)
+    h = ctypes.c_void_p()
+    assert lib.fadc_tensor_wrap_device(ctx, _lib.I64, 1, dims, a.ctypes.data, ctypes.byref(h)) == 0
+    addr = ctypes.c_uint64()
+    assert lib.fadc_tensor_address(h, ctypes.byref(addr)) == 0 and addr.value == a.ctypes.data
+    lib.fadc_tensor_release(h)
+    assert lib.fadc_tensor_wrap_device(ctx, _lib.I64, 1, dims, 0, ctypes.byref(h)) == _lib.ERR_ARG
+    assert b"NULL data" in lib.fadc_context_error(ctx)
+    assert lib.fadc_tensor_address(None, ctypes.byref(addr)) == _lib.ERR_ARG
