@@ -20,17 +20,15 @@ memory can move: ``torch.Tensor.set_``) are wrapped again at every call.
 
 from __future__ import annotations
 
-import ctypes
 import os
-import sys
 import weakref
 from ctypes import byref, c_int, c_int64, c_uint64, c_void_p
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _dlpack, _lib
-from ._errors import (ArgumentError, DeviceError, FadcError, NotFoundError,
+from ._errors import (ArgumentError, DeviceError, NotFoundError,
                       OutputOverwrittenError, ShapeError, error)
 
 lib = _lib.lib
@@ -136,6 +134,12 @@ class Task:
         self.in_h: List[Optional[int]] = [None] * len(self.inputs)
         self.out_obj: List[Any] = [_EMPTY] * len(self.outputs)
         self.out_h: List[Optional[int]] = [None] * len(self.outputs)
+        # For a DLPack tensor of a library with an adapter (_ADAPTERS): the address its slot
+        # wrapped, and the capsule that keeps that memory alive while it is cached.
+        self.in_addr: List[int] = [0] * len(self.inputs)
+        self.out_addr: List[int] = [0] * len(self.outputs)
+        self.in_cap: List[Any] = [None] * len(self.inputs)
+        self.out_cap: List[Any] = [None] * len(self.outputs)
         # For the fast path (Model._run_cached).
         self.n_in, self.n_out = len(self.inputs), len(self.outputs)
         self.in_dt = [s.dtype for s in self.inputs]
@@ -157,6 +161,8 @@ class Task:
                 hs[i] = None
         self.in_obj = [_EMPTY] * len(self.in_obj)
         self.out_obj = [_EMPTY] * len(self.out_obj)
+        self.in_cap = [None] * len(self.in_cap)
+        self.out_cap = [None] * len(self.out_cap)
 
 
 class Tensor:
@@ -289,6 +295,9 @@ class Model:
         self._tensors: "weakref.WeakSet[Tensor]" = weakref.WeakSet()
         self._kind, self._index = parse_device(device)
         self.device = "cpu" if self._kind == _lib.DEVICE_CPU else f"cuda:{self._index}"
+        # The DLPack device of the tensors the model takes where they are: (type, id).
+        self._dl_device = (_dlpack.CPU, 0) if self._kind == _lib.DEVICE_CPU else (
+            _dlpack.CUDA, self._index)
         if num_threads is None:
             num_threads = 0
         if not isinstance(num_threads, int) or not 0 <= num_threads <= 4096:
@@ -572,17 +581,32 @@ class Model:
         objs, hs = (task.out_obj, task.out_h) if output else (task.in_obj, task.in_h)
         what = "output" if output else "input"
         if type(x) is not np.ndarray:
+            ad = _adapter(type(x))
+            if ad is not None and x is objs[j]:
+                # The tensor wrapped last time, still over the same memory, with the
+                # slot's dtype, shape and device (its library says, in a microsecond).
+                k = ad(x)
+                if k[0] == (task.out_addr if output else task.in_addr)[j] and k[1:] == (
+                        spec.code, spec.shape, True) + self._dl_device:
+                    return hs[j]
             if hasattr(x, "__dlpack__"):
                 imp = _dlpack.import_dlpack(x, self._consumer_stream())
                 self._check_imported(imp, spec.name, spec, f"task '{task.name}': {what}",
                                      output)
-                keep.append(imp.keep)
                 h = c_void_p()
                 dims = (c_int64 * max(len(spec.shape), 1))(*spec.shape)
                 self._check(lib.fadc_tensor_wrap_device(self._ctx, spec.code, len(spec.shape),
                                                         dims, imp.addr, byref(h)))
-                # Not cached (its memory can move): released after the run, and
-                # the slot's cached tensor is no longer the one in fadc_run's array.
+                if ad is not None:  # cached, with the capsule (see above)
+                    if hs[j]:
+                        lib.fadc_tensor_release(hs[j])
+                    objs[j], hs[j] = x, h.value
+                    (task.out_addr if output else task.in_addr)[j] = imp.addr
+                    (task.out_cap if output else task.in_cap)[j] = imp.keep
+                    return h.value
+                # Not cached (its memory could move unseen): released after the run,
+                # and the slot's cached tensor is no longer the one in fadc_run's array.
+                keep.append(imp.keep)
                 keep.append(_Handle(h.value))
                 objs[j] = _EMPTY
                 return h.value
@@ -728,15 +752,15 @@ class Model:
         return dict(zip(t.output_names, res))
 
     def _run_cached(self, t: Task, v: Any, out: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-        """The hot path: every input and output is the array its slot wrapped last time
-        (the same object, its dtype, shape and layout unchanged), so fadc_run's arrays hold
-        their runtime tensors already, and the run is one ctypes call.  None where anything
+        """The hot path: every input and output is the NumPy array its slot wrapped last
+        time (the same object, its dtype, shape and layout unchanged), so fadc_run's arrays
+        hold their runtime tensors already, and the run is one ctypes call.  None where anything
         differs: run() then takes the general path (which refills the slots)."""
         io = t.in_obj
         if t.n_in == 1:
             x = v.get(t.input_names[0], _EMPTY) if type(v) is dict and len(v) == 1 else v
-            if not (x is io[0] and x.dtype == t.in_dt[0] and x.shape == t.in_sh[0] and
-                    x.flags.c_contiguous):
+            if not (x is io[0] and type(x) is np.ndarray and x.dtype == t.in_dt[0] and
+                    x.shape == t.in_sh[0] and x.flags.c_contiguous):
                 return None
         elif t.n_in:
             if type(v) is not dict or len(v) != t.n_in:
@@ -744,8 +768,8 @@ class Model:
             dt, sh = t.in_dt, t.in_sh
             for j, name in enumerate(t.input_names):
                 x = v.get(name, _EMPTY)
-                if not (x is io[j] and x.dtype == dt[j] and x.shape == sh[j] and
-                        x.flags.c_contiguous):
+                if not (x is io[j] and type(x) is np.ndarray and x.dtype == dt[j] and
+                        x.shape == sh[j] and x.flags.c_contiguous):
                     return None
         elif v is not None:
             return None
@@ -754,8 +778,8 @@ class Model:
         oo, dt, sh = t.out_obj, t.out_dt, t.out_sh
         for j, name in enumerate(t.output_names):
             x = out.get(name, _EMPTY)
-            if not (x is oo[j] and x.dtype == dt[j] and x.shape == sh[j] and
-                    x.flags.c_contiguous):
+            if not (x is oo[j] and type(x) is np.ndarray and x.dtype == dt[j] and
+                    x.shape == sh[j] and x.flags.c_contiguous):
                 return None
         if self._m is None:
             return None
@@ -870,6 +894,44 @@ class Model:
             self.close()
         except Exception:
             pass
+
+
+# Adapters: for the tensor types of libraries whose memory can move under the same object
+# (torch.Tensor.set_, resize_), how to read, in about a microsecond and without a DLPack
+# export, where a tensor's memory is now and what it is: (address, fadc dtype or None,
+# shape, C-contiguous, DLPack device type, device id).  A slot keeps the wrap of such a
+# tensor while it is the same object over the same memory (Model._wrap); the types of
+# other libraries are exported through DLPack at every call.  Keyed by the root of the
+# type's module.
+def _torch_key(x: Any) -> Tuple[Any, ...]:
+    import torch  # type: ignore
+    codes = _TORCH_CODES
+    if not codes:
+        codes.update({torch.float32: _lib.F32, torch.float64: _lib.F64, torch.int64: _lib.I64,
+                      torch.bool: _lib.BOOL})
+    d = x.device
+    return (x.data_ptr(), codes.get(x.dtype), tuple(x.shape), x.is_contiguous(),
+            _dlpack.CUDA if d.type == "cuda" else _dlpack.CPU if d.type == "cpu" else -1,
+            d.index or 0)
+
+
+def _cupy_key(x: Any) -> Tuple[Any, ...]:
+    return (x.data.ptr, FADC_OF_NP.get(x.dtype), x.shape, x.flags.c_contiguous, _dlpack.CUDA,
+            x.device.id)
+
+
+_TORCH_CODES: Dict[Any, int] = {}
+_ADAPTERS: Dict[str, Any] = {"torch": _torch_key, "cupy": _cupy_key}
+_ADAPTER_OF: Dict[type, Any] = {}
+
+
+def _adapter(tp: type) -> Any:
+    try:
+        return _ADAPTER_OF[tp]
+    except KeyError:
+        a = _ADAPTERS.get(tp.__module__.split(".")[0]) if hasattr(tp, "__dlpack__") else None
+        _ADAPTER_OF[tp] = a
+        return a
 
 
 class _Handle:

@@ -224,3 +224,47 @@ def test_interop_api_on_the_cpu(m):
     assert lib.fadc_tensor_wrap_device(ctx, _lib.I64, 1, dims, 0, ctypes.byref(h)) == _lib.ERR_ARG
     assert b"NULL data" in lib.fadc_context_error(ctx)
     assert lib.fadc_tensor_address(None, ctypes.byref(addr)) == _lib.ERR_ARG
+
+
+def test_adapter_slot_cache(m, ref):
+    """A library with an adapter (PyTorch, CuPy on a GPU; here a stand-in over NumPy): its
+    tensor is exported through DLPack once, then reused while it is the same object over the
+    same memory; memory that moved under the same object is exported again."""
+    from fadc import _model
+    _, r1, _ = ref
+
+    class Lib:
+        exports = 0
+
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, stream=None):
+            Lib.exports += 1
+            return self.a.__dlpack__()
+
+    def key(x):
+        a = x.a
+        return (a.ctypes.data, _model.FADC_OF_NP.get(a.dtype), a.shape, a.flags.c_contiguous,
+                _dlpack.CPU, 0)
+    _model._ADAPTERS[Lib.__module__.split(".")[0]] = key
+    _model._ADAPTER_OF.pop(Lib, None)
+    try:
+        v = Lib(np.asarray(np.float32(1.25)))
+        g = Lib(np.empty((11, 1), np.float32))
+        out = {"out": np.empty((), np.float32), "grad.beta_value": g}
+        for _ in range(3):
+            g.a[:] = 0
+            m.vjp(v, out=out)
+            np.testing.assert_array_equal(g.a, r1["grad.beta_value"])
+        assert Lib.exports == 2  # once each, then cached
+        g.a = np.zeros((11, 1), np.float32)  # the memory moved under the same object
+        m.vjp(v, out=out)
+        np.testing.assert_array_equal(g.a, r1["grad.beta_value"])
+        assert Lib.exports == 3
+        g.a = np.zeros((11,), np.float32)  # and its shape changed: refused by name
+        with pytest.raises(fadc.ShapeError, match="output 'grad.beta_value' must be f32"):
+            m.vjp(v, out=out)
+    finally:
+        _model._ADAPTERS.pop(Lib.__module__.split(".")[0], None)
+        _model._ADAPTER_OF.pop(Lib, None)
