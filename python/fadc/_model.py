@@ -580,6 +580,20 @@ class Model:
         x is the array it wraps (see the module's docstring), else a new wrap of x."""
         objs, hs = (task.out_obj, task.out_h) if output else (task.in_obj, task.in_h)
         what = "output" if output else "input"
+        if type(x) is Tensor and x._model is self:
+            # fadc's own tensor of this model (a buffer, or a view: an earlier output
+            # chained into this call, as fadc_run takes model-owned outputs) by its
+            # handle; _address raises for a released or overwritten one.
+            x._address()
+            if x._code != spec.code or x.shape != spec.shape:
+                raise ShapeError(f"task '{task.name}': {what} '{spec.name}' must be "
+                                 f"{_type_str(spec.code, spec.shape)}, got "
+                                 f"{_type_str(x._code, x.shape)}")
+            if output and x._view:
+                raise ArgumentError(f"task '{task.name}': output '{spec.name}' is a "
+                                    "model-owned view; pass an array or buffer of your own")
+            objs[j] = _EMPTY  # not the slot's cached wrap
+            return x._h
         if type(x) is not np.ndarray:
             ad = _adapter(type(x))
             if ad is not None and x is objs[j]:

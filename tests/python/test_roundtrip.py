@@ -268,3 +268,24 @@ def test_adapter_slot_cache(m, ref):
     finally:
         _model._ADAPTERS.pop(Lib.__module__.split(".")[0], None)
         _model._ADAPTER_OF.pop(Lib, None)
+
+
+def test_chained_tensors(m, ref):
+    """fadc's own tensors go back in by their handles: a view chained into the next call (no
+    copy), a buffer as out=; a stale view is refused."""
+    vb, r1, _ = ref
+    views = m.vjp(np.float32(1.25), view=True)
+    g = views["grad.beta_value"]
+    want = m.jvp({"v.beta_value": r1["grad.beta_value"]})
+    np.testing.assert_array_equal(m.jvp({"v.beta_value": g})["jvp.out"], want["jvp.out"])
+    buf = m.jvp({"v.beta_value": vb}, alloc="fadc")
+    m.jvp({"v.beta_value": g}, out=buf)
+    np.testing.assert_array_equal(np.from_dlpack(buf["jvp.out"]), want["jvp.out"])
+    with pytest.raises(fadc.ArgumentError, match="model-owned view"):
+        m.jvp({"v.beta_value": g}, out={"out": views["out"], "jvp.out": buf["jvp.out"]})
+    with pytest.raises(fadc.ShapeError, match="input 'v.beta_value' must be f32\\[11, 1\\], "
+                       "got f32\\[\\]"):
+        m.jvp({"v.beta_value": views["out"]})
+    m.vjp(np.float32(2), view=True)
+    with pytest.raises(fadc.OutputOverwrittenError):
+        m.jvp({"v.beta_value": g})
