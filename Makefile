@@ -34,6 +34,8 @@ install: build
 install-built:
 	@case "$(PREFIX)" in /*) ;; *) echo "fadc: PREFIX must be an absolute path: $(PREFIX)" >&2; exit 2;; esac
 	@DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
+	@# The dynamic loader's cache learns of libfadc.so.1 (a real install as root).
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
 
 uninstall:
 	@case "$(PREFIX)" in /*) ;; *) echo "fadc: PREFIX must be an absolute path: $(PREFIX)" >&2; exit 2;; esac
