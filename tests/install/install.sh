@@ -11,7 +11,8 @@
 #      every path the process and its children (the linker) name: none may
 #      lead into the source or build tree, and the installed support
 #      library must be among them (the tracer works); the build tree's own
-#      fadc, traced the same way, is caught (the check can fail).  Then
+#      fadc, traced the same way, is caught (the check can fail).  With
+#      NVRTC, a --target cpu,cuda compile is traced too.  Then
 #      the whole install is moved to another prefix and used from there;
 #   3. examples/embed.c built against the moved install three times: with
 #      pkg-config (shared), with CMake's find_package(fadc) (fadc::fadc)
@@ -111,6 +112,14 @@ traced "$tmp/trace1" "$root/bin/fadc" run m.so --task vjp --v v=ones.npy --out s
 	fail "installed fadc run m.so"
 traced "$tmp/trace1" "$root/bin/fadc" check "$model" --tasks vjp >"$tmp/check" ||
 	fail "installed fadc check: $(cat "$tmp/check")"
+# With the CUDA toolkit, fadc also compiles CUDA C with NVRTC (the CUDA
+# special functions are compiled into fadc, NVRTC reads no header).
+if grep -q NVRTC "$tmp/version"; then
+	traced "$tmp/trace1" "$root/bin/fadc" "$model" -o mc.so --tasks vjp --target cpu,cuda ||
+		fail "installed fadc --target cpu,cuda"
+else
+	echo "this fadc has no NVRTC: --target cuda not traced"
+fi
 untouched "$tmp/trace1" "the installed fadc"
 grep -q "^arg $root/bin/\.\./$libdir/fadc/libfadc_support\.a\$" "$tmp/trace1" ||
 	fail "the installed fadc did not link $root/$libdir/fadc/libfadc_support.a (or the tracer saw nothing)"
