@@ -541,9 +541,9 @@ out_commit(FioOut *o)
 // compare --plot: bench/plot.py draws the chart (docs/BENCH.md, "Charts"),
 // so that fadc-bench itself links no plotting library.  The script is
 // plot.py beside this executable (a payload's bin/), else the install's or
-// the source tree's bench/plot.py (data_dir); the interpreter is $FADC_PYTHON, else /usr/bin/python3,
-// Debian's, which python3-matplotlib installs into (a virtual environment's
-// python3 on PATH may lack it).  The script checks its inputs and says what
+// the source tree's bench/plot.py (data_dir); the interpreter is
+// $FADC_PYTHON, else /usr/bin/python3, Debian's, which python3-matplotlib
+// installs into (a virtual environment's python3 on PATH may lack it).  The script checks its inputs and says what
 // is wrong with them; its failure is ours (exit 1).
 static int
 run_plot(const char *chart, char **in, int nin)
