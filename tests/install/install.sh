@@ -28,7 +28,8 @@
 #      beside 596, is a sum of terms far larger than itself, and its f32
 #      error is 2e-5 of its own size); the bound parameters change the norm;
 #   5. the installed fadc-bench runs a model from its installed
-#      configuration (compiling with the fadc beside it), traced alike;
+#      configuration (compiling with the fadc beside it) and draws its
+#      chart with the installed plot.py, traced alike;
 #   6. `make uninstall` removes every file it installed and fadc's own
 #      folders, and keeps a file it did not install.
 set -u
@@ -200,13 +201,18 @@ step "5. the installed fadc-bench, traced"
 mv "$root" "$tmp/stage$prefix" || fail "mv back"
 root=$tmp/stage$prefix
 traced "$tmp/trace2" "$root/bin/fadc-bench" --model-filter ppl_simple_reg --task-filter vjp \
-	--reduced --num-iters 1 --gpu -1 --compile --output bench.md >"$tmp/bench" 2>&1 ||
+	--reduced --num-iters 1 --gpu -1 --compile --output bench.md --json bench.json >"$tmp/bench" 2>&1 ||
 	fail "installed fadc-bench: $(cat "$tmp/bench")"
 grep -q 'ppl_simple_reg' bench.md || fail "fadc-bench's table: $(cat bench.md)"
 ls "$FADC_CACHE_DIR"/artifacts/*.so >/dev/null 2>&1 || fail "no artifact in $FADC_CACHE_DIR/artifacts"
+traced "$tmp/trace2" "$root/bin/fadc-bench" compare --plot chart.png bench.json >"$tmp/bench" 2>&1 ||
+	fail "installed fadc-bench compare --plot: $(cat "$tmp/bench")"
+[ -s chart.png ] || fail "fadc-bench compare --plot wrote no chart"
 untouched "$tmp/trace2" "the installed fadc-bench"
 grep -q "^[a-z0-9_]* $root/bin/\.\./share/fadc/bench/bench\.yaml\$" "$tmp/trace2" ||
 	fail "fadc-bench did not read the installed bench.yaml"
+grep -q "^[a-z0-9_]* $root/bin/\.\./share/fadc/bench/plot\.py\$" "$tmp/trace2" ||
+	fail "fadc-bench compare --plot did not run the installed plot.py"
 
 step "6. make uninstall"
 mkdir -p "$root/$libdir" && echo other >"$root/$libdir/other.txt"
