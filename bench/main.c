@@ -48,6 +48,38 @@
 #define FADC_SOURCE_DIR "."
 #endif
 
+// Where bench/bench.yaml and bench/plot.py are, and whether this
+// fadc-bench is an installed one: FADC_INSTALLED_DATA (CMakeLists.txt:
+// "../share/fadc", the install's layout) from the folder of this
+// executable when it holds bench/bench.yaml, so that an install is found
+// wherever it is (staged under DESTDIR, moved) and never reads the source
+// tree; else the source tree it was built from.
+static const char *
+data_dir(int *installed)
+{
+	static char dir[4096 + 64];
+	static int found = -1;
+	if (found < 0) {
+		found = 0;
+#ifdef FADC_INSTALLED_DATA
+		char probe[sizeof dir + 32];
+		ssize_t k = readlink("/proc/self/exe", dir, 4096);
+		char *slash = k > 0 ? (dir[k] = 0, strrchr(dir, '/')) : NULL;
+		if (slash) {
+			snprintf(slash + 1, sizeof dir - (size_t)(slash + 1 - dir), "%s",
+			         FADC_INSTALLED_DATA);
+			snprintf(probe, sizeof probe, "%s/bench/bench.yaml", dir);
+			found = !access(probe, R_OK);
+		}
+#endif
+		if (!found)
+			snprintf(dir, sizeof dir, "%s", FADC_SOURCE_DIR);
+	}
+	if (installed)
+		*installed = found;
+	return dir;
+}
+
 static const char *const usage =
     "usage: fadc-bench [options]\n"
     "       fadc-bench compare BEFORE AFTER [--output FILE]\n"
@@ -71,7 +103,8 @@ static const char *const usage =
     "                       float64 reference interpreter)\n"
     "  --reduced            the configuration's reduced sizes (tests, CI)\n"
     "  -D [MODEL:]NAME=V    override a size (of one model, or of every model)\n"
-    "  --artifacts DIR      where compiled models live (build/artifacts)\n"
+    "  --artifacts DIR      where compiled models live (build/artifacts; an\n"
+    "                       installed fadc-bench: ~/.cache/fadc/artifacts)\n"
     "  --compile            compile missing or stale artifacts first\n"
     "  --compile-only       compile missing or stale artifacts and stop (for\n"
     "                       another machine: a GPU machine without LLVM)\n"
@@ -507,10 +540,10 @@ out_commit(FioOut *o)
 
 // compare --plot: bench/plot.py draws the chart (docs/BENCH.md, "Charts"),
 // so that fadc-bench itself links no plotting library.  The script is
-// plot.py beside this executable (a payload's bin/), else the source tree's
-// bench/plot.py; the interpreter is $FADC_PYTHON, else /usr/bin/python3,
-// Debian's, which python3-matplotlib installs into (a virtual environment's
-// python3 on PATH may lack it).  The script checks its inputs and says what
+// plot.py beside this executable (a payload's bin/), else the install's or
+// the source tree's bench/plot.py (data_dir); the interpreter is
+// $FADC_PYTHON, else /usr/bin/python3, Debian's, which python3-matplotlib
+// installs into (a virtual environment's python3 on PATH may lack it).  The script checks its inputs and says what
 // is wrong with them; its failure is ours (exit 1).
 static int
 run_plot(const char *chart, char **in, int nin)
@@ -531,7 +564,7 @@ run_plot(const char *chart, char **in, int nin)
 	if (slash)
 		snprintf(slash, sizeof script - (size_t)(slash - script), "/plot.py");
 	if (!slash || access(script, R_OK))
-		snprintf(script, sizeof script, "%s/bench/plot.py", FADC_SOURCE_DIR);
+		snprintf(script, sizeof script, "%s/bench/plot.py", data_dir(NULL));
 	if (access(script, R_OK)) {
 		fprintf(stderr, "fadc-bench: --plot: cannot read %s: %s\n", script, strerror(errno));
 		return 1;
@@ -1398,7 +1431,7 @@ cmd_run(int argc, char **argv)
 {
 	Opts o = {.num_iters = 10, .gpu = -2, .num_threads = 10, .backend = "cpu"};
 	static char defcfg[4096];
-	snprintf(defcfg, sizeof defcfg, "%s/bench/bench.yaml", FADC_SOURCE_DIR);
+	snprintf(defcfg, sizeof defcfg, "%s/bench/bench.yaml", data_dir(NULL));
 	o.config = defcfg;
 	int st = parse_opts(argc, argv, &o);
 	if (st >= 0)
@@ -1431,6 +1464,16 @@ cmd_run(int argc, char **argv)
 		free(cfg);
 		free(r);
 		return 1;
+	}
+	// An installed fadc-bench keeps its artifacts in the cache folder
+	// (~/.cache/fadc/artifacts): PREFIX/artifacts, the build tree's
+	// default, is no place to write.
+	static char cache_art[4096 + 16];
+	int installed;
+	data_dir(&installed);
+	if (hk && !o.artifacts && installed && fio_cache_dir(cache_art, sizeof cache_art - 16)) {
+		strcat(cache_art, "/artifacts");
+		o.artifacts = cache_art;
 	}
 	if (hk) {
 		BackendOptions bo = {o.artifacts, o.compiler,   o.compile,       o.num_threads,

@@ -121,6 +121,17 @@ endif()
 target_link_libraries(test_ccache PRIVATE fadc_codegen)
 target_include_directories(test_ccache PRIVATE ${CMAKE_SOURCE_DIR}/codegen)
 
+# make install of this tree, used as a C user would: tests/install/install.sh
+# (the example built with pkg-config and CMake against the install, its
+# gradient norms against `fadc run`'s, the installed tools traced for paths
+# into the trees, make uninstall).  Not in instrumented builds, which
+# install nothing (CMakeLists.txt).
+if(NOT FADC_SANITIZE AND NOT FADC_FUZZ)
+  add_test(NAME install/install.sh
+           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/install/install.sh ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR})
+  set_tests_properties(install/install.sh PROPERTIES LABELS install)
+endif()
+
 # The Python package (python/fadc, docs/PYTHON.md): pytest (tests/python) on
 # the build's libfadc.so and fadc, with Debian's python3, numpy and pytest
 # (scripts/deps.sh installs them); the oracle is `fadc run`'s .npy files.

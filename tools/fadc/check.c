@@ -102,7 +102,7 @@ cmd_check(int argc, char **argv)
 		return 1;
 	}
 	CgOptions o = {.tasks = tasks, .ntasks = ntasks, .defines = defs, .ndefines = ndefs,
-	               .opt_level = -1, .compute_f64 = f64};
+	               .opt_level = -1, .compute_f64 = f64, .support_lib = installed_support_lib()};
 	CgCheck c = {tol_set ? tol : f64 ? 2e-7 : 1e-5, 1e-6, seed, verbose};
 	char err[4096] = "";
 	// On a terminal: the task and the stage on a status line (cli.c).

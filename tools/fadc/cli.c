@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "frontend.h"
@@ -285,6 +286,33 @@ is_dir(const char *path)
 {
 	struct stat st;
 	return !stat(path, &st) && S_ISDIR(st.st_mode);
+}
+
+// The support library an installed fadc links into every model.so:
+// FADC_INSTALLED_SUPPORT (CMakeLists.txt: "../lib/fadc/libfadc_support.a",
+// the install's layout) from the folder of this executable, so that an
+// install is found wherever it is (staged under DESTDIR, moved), never in
+// the source or build tree it came from.  NULL, and codegen takes
+// $FADC_SUPPORT_LIB or the build tree's library (codegen/compile.c), when
+// that variable is set or this fadc is not an installed one (a build
+// tree's bin/ has no ../lib/fadc).
+const char *
+installed_support_lib(void)
+{
+#ifdef FADC_INSTALLED_SUPPORT
+	static char path[4096 + sizeof FADC_INSTALLED_SUPPORT];
+	const char *env = getenv("FADC_SUPPORT_LIB");
+	if (env && *env)
+		return NULL;
+	ssize_t k = readlink("/proc/self/exe", path, 4096);
+	char *slash = k > 0 ? (path[k] = 0, strrchr(path, '/')) : NULL;
+	if (!slash)
+		return NULL;
+	snprintf(slash + 1, sizeof path - (size_t)(slash + 1 - path), "%s", FADC_INSTALLED_SUPPORT);
+	return access(path, R_OK) ? NULL : path;
+#else
+	return NULL;
+#endif
 }
 
 // A codegen message as a diagnostic: "file:line:col: error: ..." as it is;

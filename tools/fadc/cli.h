@@ -45,6 +45,7 @@ int has_define_list(const char *const *defs, int ndefs);
 int parse_seed(const char *v, uint64_t *seed);
 int has_suffix(const char *s, const char *suffix);
 int is_dir(const char *path);
+const char *installed_support_lib(void); // an installed fadc's libfadc_support.a, or NULL
 
 // A path longer than this is printed as its beginning, "[...]" and its end.
 enum { SHOW_PATH = 400 };

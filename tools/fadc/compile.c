@@ -385,6 +385,7 @@ compile(const CompileArgs *a, const Module *const *ms, const char *const *specna
 	    .allow_tf32 = a->allow_tf32,
 	    .no_ptx = a->no_ptx,
 	    .no_cache = a->no_cache,
+	    .support_lib = installed_support_lib(),
 	};
 	// The status line of a long compile, on a terminal only (cli.c).
 	Progress *pg = progress_start();
