@@ -6,8 +6,10 @@
 # clash with a host process's symbols.  No LLVM, no NVRTC: the CUDA driver
 # is dlopen'ed, as always.  Built into BUILD/lib/.
 #
-# The installed library of `make install` (issue 25) is the same thing: if
-# a target fadc_shared exists already, this file defines nothing.
+# The installation (CMakeLists.txt, issue 25) makes fadc_shared in every
+# build but the instrumented ones (sanitizers, fuzzing), which install
+# nothing: this file, included after it, defines fadc_shared only there, so
+# that the Python tests run on the instrumented runtime too.
 if(NOT TARGET fadc_shared)
   add_library(fadc_shared SHARED ${CMAKE_SOURCE_DIR}/python/libfadc.map)
   set_target_properties(fadc_shared PROPERTIES
