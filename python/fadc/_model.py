@@ -140,7 +140,10 @@ class Task:
         self.out_addr: List[int] = [0] * len(self.outputs)
         self.in_cap: List[Any] = [None] * len(self.inputs)
         self.out_cap: List[Any] = [None] * len(self.outputs)
-        # For the fast path (Model._run_cached).
+        # For the fast path (Model._run_cached): per slot, what an adapter must report of a
+        # tensor after its address (see _ADAPTERS).
+        self.in_key = [(s.code, s.shape, True) + m._dl_device for s in self.inputs]
+        self.out_key = [(s.code, s.shape, True) + m._dl_device for s in self.outputs]
         self.n_in, self.n_out = len(self.inputs), len(self.outputs)
         self.in_dt = [s.dtype for s in self.inputs]
         self.in_sh = [s.shape for s in self.inputs]
@@ -351,9 +354,9 @@ class Model:
             self._tasks.setdefault(task.name, []).append(task)
         self.tasks: List[str] = list(self._tasks)
         self._run = lib.fadc_run
-        # The fast path: tasks of one specialisation, on the CPU (Model._run_cached).
+        # The fast path: tasks of one specialisation (Model._run_cached).
         self._fast: Dict[str, Task] = {k: ts[0] for k, ts in self._tasks.items()
-                                       if len(ts) == 1 and self._kind == _lib.DEVICE_CPU}
+                                       if len(ts) == 1}
         self._mp = c_void_p(self._m)
 
     # ------------------------------------------------------------ plumbing
@@ -599,9 +602,8 @@ class Model:
             if ad is not None and x is objs[j]:
                 # The tensor wrapped last time, still over the same memory, with the
                 # slot's dtype, shape and device (its library says, in a microsecond).
-                k = ad(x)
-                if k[0] == (task.out_addr if output else task.in_addr)[j] and k[1:] == (
-                        spec.code, spec.shape, True) + self._dl_device:
+                if _hit(x, (task.out_addr if output else task.in_addr)[j],
+                        (task.out_key if output else task.in_key)[j]):
                     return hs[j]
             if hasattr(x, "__dlpack__"):
                 imp = _dlpack.import_dlpack(x, self._consumer_stream())
@@ -695,7 +697,7 @@ class Model:
         t = self._fast.get(task)
         if (t is not None and type(out) is dict and params is None and seed is None and
                 not view and spec is None):
-            r = self._run_cached(t, v, out)
+            r = self._run_cached(t, v, out, stream)
             if r is not None:
                 return r
         m = self._m
@@ -765,16 +767,20 @@ class Model:
                     for j, s in enumerate(outs)}
         return dict(zip(t.output_names, res))
 
-    def _run_cached(self, t: Task, v: Any, out: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-        """The hot path: every input and output is the NumPy array its slot wrapped last
-        time (the same object, its dtype, shape and layout unchanged), so fadc_run's arrays
-        hold their runtime tensors already, and the run is one ctypes call.  None where anything
-        differs: run() then takes the general path (which refills the slots)."""
+    def _run_cached(self, t: Task, v: Any, out: Dict[str, Any],
+                    stream: Any) -> Optional[Dict[str, Any]]:
+        """The hot path: every input and output is the object its slot wrapped last time,
+        unchanged (a NumPy array: its dtype, shape and layout; a tensor of a library with an
+        adapter: also its address, _ADAPTERS), so fadc_run's arrays hold their runtime
+        tensors already, and the run is one ctypes call (on a GPU, between the two stream
+        orderings).  None where anything differs: run() then takes the general path (which
+        refills the slots)."""
         io = t.in_obj
         if t.n_in == 1:
             x = v.get(t.input_names[0], _EMPTY) if type(v) is dict and len(v) == 1 else v
-            if not (x is io[0] and type(x) is np.ndarray and x.dtype == t.in_dt[0] and
-                    x.shape == t.in_sh[0] and x.flags.c_contiguous):
+            if x is not io[0] or not (
+                    x.dtype == t.in_dt[0] and x.shape == t.in_sh[0] and x.flags.c_contiguous
+                    if type(x) is np.ndarray else _hit(x, t.in_addr[0], t.in_key[0])):
                 return None
         elif t.n_in:
             if type(v) is not dict or len(v) != t.n_in:
@@ -782,8 +788,9 @@ class Model:
             dt, sh = t.in_dt, t.in_sh
             for j, name in enumerate(t.input_names):
                 x = v.get(name, _EMPTY)
-                if not (x is io[j] and type(x) is np.ndarray and x.dtype == dt[j] and
-                        x.shape == sh[j] and x.flags.c_contiguous):
+                if x is not io[j] or not (
+                        x.dtype == dt[j] and x.shape == sh[j] and x.flags.c_contiguous
+                        if type(x) is np.ndarray else _hit(x, t.in_addr[j], t.in_key[j])):
                     return None
         elif v is not None:
             return None
@@ -792,12 +799,20 @@ class Model:
         oo, dt, sh = t.out_obj, t.out_dt, t.out_sh
         for j, name in enumerate(t.output_names):
             x = out.get(name, _EMPTY)
-            if not (x is oo[j] and type(x) is np.ndarray and x.dtype == dt[j] and
-                    x.shape == sh[j] and x.flags.c_contiguous):
+            if x is not oo[j] or not (
+                    x.dtype == dt[j] and x.shape == sh[j] and x.flags.c_contiguous
+                    if type(x) is np.ndarray else _hit(x, t.out_addr[j], t.out_key[j])):
                 return None
         if self._m is None:
             return None
-        st = _lib.run_raw(self._mp, t.index, t.in_arr, t.n_in, t.out_arr, t.n_out)
+        if self._kind == _lib.DEVICE_CPU:
+            st = _lib.run_raw(self._mp, t.index, t.in_arr, t.n_in, t.out_arr, t.n_out)
+        else:
+            cs = _caller_stream(stream, v)
+            self._order(cs, wait=True)
+            st = _lib.run_raw(self._mp, t.index, t.in_arr, t.n_in, t.out_arr, t.n_out)
+            if not st:
+                self._order(cs, wait=False)
         if st:
             raise error(st, self._message())
         return dict(out)
@@ -937,6 +952,15 @@ def _cupy_key(x: Any) -> Tuple[Any, ...]:
 _TORCH_CODES: Dict[Any, int] = {}
 _ADAPTERS: Dict[str, Any] = {"torch": _torch_key, "cupy": _cupy_key}
 _ADAPTER_OF: Dict[type, Any] = {}
+
+
+def _hit(x: Any, addr: int, key: Tuple[Any, ...]) -> bool:
+    """Is x, a tensor of a library with an adapter, still at addr and of key's type?"""
+    ad = _ADAPTER_OF.get(type(x))
+    if ad is None:
+        return False
+    k = ad(x)
+    return k[0] == addr and k[1:] == key
 
 
 def _adapter(tp: type) -> Any:

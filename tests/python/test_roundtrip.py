@@ -258,6 +258,7 @@ def test_adapter_slot_cache(m, ref):
             m.vjp(v, out=out)
             np.testing.assert_array_equal(g.a, r1["grad.beta_value"])
         assert Lib.exports == 2  # once each, then cached
+        assert m._run_cached(m.task("vjp"), v, out, None) is not None  # the fast path
         g.a = np.zeros((11, 1), np.float32)  # the memory moved under the same object
         m.vjp(v, out=out)
         np.testing.assert_array_equal(g.a, r1["grad.beta_value"])
