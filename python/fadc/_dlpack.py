@@ -114,6 +114,7 @@ def request(obj: Any, stream: Optional[int]) -> Any:
 def import_dlpack(obj: Any, stream: Optional[int] = None) -> Imported:
     """Reads the DLTensor that ``obj.__dlpack__(stream=...)`` exports."""
     cap = request(obj, stream)
+    mt: Any
     if _is_valid(cap, _VERSIONED):
         mt = DLManagedTensorVersioned.from_address(_get_pointer(cap, _VERSIONED))
         readonly = bool(mt.flags & FLAG_READ_ONLY)
@@ -186,7 +187,7 @@ def export_dlpack(owner: Any, addr: int, dtype: int, shape: Tuple[int, ...], dev
     for i in range(nd - 1, -1, -1):
         strides[i] = s
         s *= shape[i]
-    mt = DLManagedTensorVersioned() if versioned else DLManagedTensor()
+    mt: Any = DLManagedTensorVersioned() if versioned else DLManagedTensor()
     t = mt.dl_tensor
     t.data = addr or None
     t.device.device_type, t.device.device_id = device_type, device_id

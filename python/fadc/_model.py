@@ -33,7 +33,7 @@ from ._errors import (ArgumentError, DeviceError, NotFoundError,
 
 lib = _lib.lib
 
-NP_OF = {_lib.F32: np.dtype(np.float32), _lib.F64: np.dtype(np.float64),
+NP_OF: Dict[int, np.dtype] = {_lib.F32: np.dtype(np.float32), _lib.F64: np.dtype(np.float64),
          _lib.I64: np.dtype(np.int64), _lib.BOOL: np.dtype(np.bool_)}
 FADC_OF_NP = {v: k for k, v in NP_OF.items()}
 DTYPE_NAME = {_lib.F32: "f32", _lib.F64: "f64", _lib.I64: "i64", _lib.BOOL: "bool"}
@@ -47,6 +47,11 @@ _EMPTY = object()
 
 ArrayLike = Any  # a NumPy array, an object with __dlpack__, or a nested list / number
 Device = Union[str, Tuple[str, int]]
+
+
+def _v(p: c_void_p) -> int:
+    """A pointer's value as an int (0 for NULL)."""
+    return p.value or 0
 
 
 def _type_str(dtype: int, shape: Tuple[int, ...]) -> str:
@@ -131,9 +136,9 @@ class Task:
         self.in_arr = (c_void_p * max(len(self.inputs), 1))()
         self.out_arr = (c_void_p * max(len(self.outputs), 1))()
         self.in_obj: List[Any] = [_EMPTY] * len(self.inputs)
-        self.in_h: List[Optional[int]] = [None] * len(self.inputs)
+        self.in_h: List[int] = [0] * len(self.inputs)  # 0: none
         self.out_obj: List[Any] = [_EMPTY] * len(self.outputs)
-        self.out_h: List[Optional[int]] = [None] * len(self.outputs)
+        self.out_h: List[int] = [0] * len(self.outputs)
         # For a DLPack tensor of a library with an adapter (_ADAPTERS): the address its slot
         # wrapped, and the capsule that keeps that memory alive while it is cached.
         self.in_addr: List[int] = [0] * len(self.inputs)
@@ -161,7 +166,7 @@ class Task:
             for i, h in enumerate(hs):
                 if h:
                     lib.fadc_tensor_release(h)
-                hs[i] = None
+                hs[i] = 0
         self.in_obj = [_EMPTY] * len(self.in_obj)
         self.out_obj = [_EMPTY] * len(self.out_obj)
         self.in_cap = [None] * len(self.in_cap)
@@ -346,11 +351,11 @@ class Model:
         # name -> its specialisations' Task objects, in the artifact's order.
         self._tasks: Dict[str, List[Task]] = {}
         info = _lib.TaskInfo()
-        for t in range(lib.fadc_model_task_count(self._m)):
-            self._check(lib.fadc_task_info_get(self._m, t, byref(info)))
+        for ti in range(lib.fadc_model_task_count(self._m)):
+            self._check(lib.fadc_task_info_get(self._m, ti, byref(info)))
             if info.is_init:
                 continue
-            task = Task(self, t, info)
+            task = Task(self, ti, info)
             self._tasks.setdefault(task.name, []).append(task)
         self.tasks: List[str] = list(self._tasks)
         self._run = lib.fadc_run
@@ -449,18 +454,18 @@ class Model:
             else:  # a device tensor, written from the host copy
                 self._check(lib.fadc_tensor_create(self._ctx, FADC_OF_NP[a.dtype], a.ndim, dims,
                                                    byref(h)))
-                s = lib.fadc_tensor_write(h.value, a.ctypes.data, a.nbytes)
+                s = lib.fadc_tensor_write(_v(h), a.ctypes.data, a.nbytes)
                 if s:
-                    lib.fadc_tensor_release(h.value)
+                    lib.fadc_tensor_release(_v(h))
                     self._check(s)
-            return h.value, a
+            return _v(h), a
         imp = _dlpack.import_dlpack(x, self._consumer_stream())
         self._check_imported(imp, name, want[0] if want else None, what, output=False)
         h = c_void_p()
         dims = (c_int64 * max(len(imp.shape), 1))(*imp.shape)
         self._check(lib.fadc_tensor_wrap_device(self._ctx, imp.dtype, len(imp.shape), dims,
                                                 imp.addr, byref(h)))
-        return h.value, imp.keep
+        return _v(h), imp.keep
 
     def bind(self, name: str, value: ArrayLike) -> None:
         """Binds declaration ``name`` (a param or const) to a copy of ``value``: it stays bound
@@ -497,7 +502,7 @@ class Model:
         self._check(lib.fadc_model_get(self._live(), name.encode(), byref(h)))
         d = self.declarations[name]
         a = np.empty(d.shape, d.dtype)
-        self._check(lib.fadc_tensor_read(h.value, a.ctypes.data, a.nbytes))
+        self._check(lib.fadc_tensor_read(_v(h), a.ctypes.data, a.nbytes))
         return a
 
     def set_seed(self, seed: int) -> None:
@@ -616,16 +621,16 @@ class Model:
                 if ad is not None:  # cached, with the capsule (see above)
                     if hs[j]:
                         lib.fadc_tensor_release(hs[j])
-                    objs[j], hs[j] = x, h.value
+                    objs[j], hs[j] = x, _v(h)
                     (task.out_addr if output else task.in_addr)[j] = imp.addr
                     (task.out_cap if output else task.in_cap)[j] = imp.keep
-                    return h.value
+                    return _v(h)
                 # Not cached (its memory could move unseen): released after the run,
                 # and the slot's cached tensor is no longer the one in fadc_run's array.
                 keep.append(imp.keep)
-                keep.append(_Handle(h.value))
+                keep.append(_Handle(_v(h)))
                 objs[j] = _EMPTY
-                return h.value
+                return _v(h)
             if output:
                 raise ArgumentError(f"task '{task.name}': output '{spec.name}' must be a NumPy "
                                     f"array or a DLPack tensor, got {type(x).__name__}")
@@ -662,8 +667,8 @@ class Model:
                                          x.ctypes.data, byref(h)))
         if hs[j]:
             lib.fadc_tensor_release(hs[j])
-        objs[j], hs[j] = x, h.value
-        return h.value
+        objs[j], hs[j] = x, _v(h)
+        return _v(h)
 
     def run(self, task: str, v: Any = None, *, params: Optional[Mapping[str, ArrayLike]] = None,
             seed: Optional[int] = None, out: Any = None, view: bool = False,
@@ -763,8 +768,9 @@ class Model:
         if st:
             raise error(st, self._message())
         if view:
-            return {s.name: Tensor(self, out_arr[j], s.name, s.code, s.shape, True)
+            return {s.name: Tensor(self, out_arr[j] or 0, s.name, s.code, s.shape, True)
                     for j, s in enumerate(outs)}
+        assert res is not None
         return dict(zip(t.output_names, res))
 
     def _run_cached(self, t: Task, v: Any, out: Dict[str, Any],
@@ -867,7 +873,7 @@ class Model:
         h = c_void_p()
         dims = (c_int64 * max(len(s.shape), 1))(*s.shape)
         self._check(lib.fadc_tensor_create(self._ctx, s.code, len(s.shape), dims, byref(h)))
-        return Tensor(self, h.value, s.name, s.code, s.shape, False)
+        return Tensor(self, _v(h), s.name, s.code, s.shape, False)
 
     # Task methods: the usual tasks by name (others through run, or attribute access).
     def forward(self, v: Any = None, **kw: Any) -> Dict[str, Any]:
