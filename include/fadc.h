@@ -383,6 +383,44 @@ fadc_status fadc_tensor_write(fadc_tensor *t, const void *src, size_t bytes);
 fadc_status fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs,
                      fadc_tensor **outputs, int noutputs);
 
+// ---------------------------------------------------------------- interoperation
+//
+// (Appended to API version 1: fadc.h is an installed ABI, so these come
+// after everything above.)  What a binding for another library needs to
+// hand fadc the caller's own device memory without a copy (PyTorch, CuPy
+// and JAX tensors through DLPack, python/fadc: docs/PYTHON.md) and to order
+// fadc's work against the caller's CUDA streams.
+
+// A tensor over memory that the caller keeps owning, addressed as the
+// context's device addresses it: on a CUDA context, a device address
+// (CUdeviceptr) of the context's GPU (memory of its primary context, or
+// memory it can reach: managed, peer-mapped); on the CPU, a host address,
+// as fadc_tensor_wrap.  Dense and row-major, fadc_tensor_bytes long.
+// fadc_tensor_release frees only the handle.  As an input of fadc_run, a
+// caller's tensor whose address changes from call to call is staged
+// (docs/CUDA.md); as an output, it is written in place.  addr 0 with a
+// nonzero size: FADC_ERR_ARG.
+fadc_status fadc_tensor_wrap_device(fadc_context *ctx, fadc_dtype dt, int rank,
+                                    const int64_t *dim, uint64_t addr, fadc_tensor **out);
+// Where the tensor's bytes are, as its device addresses them (the device
+// address on a GPU, the host address on the CPU; 0 for zero bytes) into
+// *addr.  A model-owned output that a later call overwrote:
+// FADC_ERR_OUTPUT_OVERWRITTEN (as fadc_tensor_read).
+fadc_status fadc_tensor_address(const fadc_tensor *t, uint64_t *addr);
+// The context's CUDA stream (a CUstream), on which it queues all its work,
+// into *stream; NULL on a CPU context.
+fadc_status fadc_context_stream(const fadc_context *ctx, void **stream);
+// Work the context queues after this call waits for the work queued on
+// `stream` (a CUstream of the context's GPU; NULL, or the driver's
+// CU_STREAM_LEGACY (0x1) and CU_STREAM_PER_THREAD (0x2) handles, as DLPack
+// numbers them) before it: an event recorded on `stream`, waited for on
+// the context's stream, nothing waits on the host.  A no-op on the CPU.
+fadc_status fadc_context_wait_stream(fadc_context *ctx, void *stream);
+// The other way: work queued on `stream` after this call waits for the
+// work the context queued before it (its runs' outputs are complete for
+// the caller's kernels on `stream`).  A no-op on the CPU.
+fadc_status fadc_context_signal_stream(fadc_context *ctx, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

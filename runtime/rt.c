@@ -38,6 +38,7 @@
 #include "abi.h"
 #include "artifact.h"
 #include "fadc.h"
+#include "interop.h"
 #include "pool.h"
 #include "rtcuda.h"
 #include "tensorio.h"
@@ -1833,4 +1834,71 @@ fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs, fadc_
 			memcpy(t->in[wb], t->out[k], outputs[k]->bytes);
 	}
 	return ok(m->ctx);
+}
+
+// ---------------------------------------------------------------- interoperation
+//
+// The caller's device memory as a tensor, a tensor's address, and the
+// context's stream against the caller's (fadc.h, "interoperation";
+// runtime/interop.c): what bindings over DLPack need (python/fadc).  A
+// wrapped device tensor is OWN_CALLER_DATA with its address in dptr, so
+// fadc_run stages it as an input and writes it in place as an output, and
+// fadc_tensor_release frees only the handle, as for fadc_tensor_wrap.
+
+fadc_status
+fadc_tensor_wrap_device(fadc_context *ctx, fadc_dtype dt, int rank, const int64_t *dim,
+                        uint64_t addr, fadc_tensor **out)
+{
+	if (ctx && !ctx->cu)
+		return fadc_tensor_wrap(ctx, dt, rank, dim, (void *)(uintptr_t)addr, out);
+	int64_t numel;
+	size_t bytes;
+	if (ctx && shape_size(dt, rank, dim, &numel, &bytes) && bytes && !addr)
+		return fail(ctx, FADC_ERR_ARG, "fadc_tensor_wrap_device: address 0 for %zu bytes", bytes);
+	fadc_status s = tensor_new(ctx, dt, rank, dim, NULL, OWN_CALLER_DATA, out);
+	if (!s)
+		(*out)->dptr = addr;
+	return s;
+}
+
+fadc_status
+fadc_tensor_address(const fadc_tensor *t, uint64_t *addr)
+{
+	if (!t || !addr)
+		return FADC_ERR_ARG;
+	if (t->stale_by)
+		return overwritten(t, "fadc_tensor_address");
+	*addr = (uint64_t)taddr(t);
+	return ok(t->ctx);
+}
+
+fadc_status
+fadc_context_stream(const fadc_context *ctx, void **stream)
+{
+	if (!ctx || !stream)
+		return FADC_ERR_ARG;
+	*stream = rtcu_stream(ctx->cu);
+	return FADC_OK;
+}
+
+static fadc_status
+order_stream(fadc_context *ctx, void *stream, int wait)
+{
+	if (!ctx)
+		return FADC_ERR_ARG;
+	if (ctx->cu && !rtcu_order_stream(ctx->cu, stream, wait, ctx->err, sizeof ctx->err))
+		return FADC_ERR_DEVICE;
+	return ok(ctx);
+}
+
+fadc_status
+fadc_context_wait_stream(fadc_context *ctx, void *stream)
+{
+	return order_stream(ctx, stream, 1);
+}
+
+fadc_status
+fadc_context_signal_stream(fadc_context *ctx, void *stream)
+{
+	return order_stream(ctx, stream, 0);
 }

@@ -8,10 +8,11 @@
 #   cmake, make, gcc, python3      the build
 #   pkg-config      tests/install builds the example against fadc.pc
 #   python3-matplotlib  bench/plot.py, the charts (tests/bench/plot.sh)
+#   python3-numpy, python3-pytest, python3-pip  the Python package's tests (tests/python)
 # The CUDA toolkit cannot come from apt; CMake finds it if installed.
 set -e
 pkgs="cmake make gcc llvm-14-dev llvm-14-tools clang-14 libclang-rt-14-dev libyaml-dev python3
-      python3-matplotlib pkg-config"
+      python3-matplotlib pkg-config python3-numpy python3-pytest python3-pip"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -131,3 +131,23 @@ if(NOT FADC_SANITIZE AND NOT FADC_FUZZ)
            COMMAND bash ${CMAKE_SOURCE_DIR}/tests/install/install.sh ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR})
   set_tests_properties(install/install.sh PROPERTIES LABELS install)
 endif()
+
+# The Python package (python/fadc, docs/PYTHON.md): pytest (tests/python) on
+# the build's libfadc.so and fadc, with Debian's python3, numpy and pytest
+# (scripts/deps.sh installs them); the oracle is `fadc run`'s .npy files.
+# In the sanitizer build libfadc.so is instrumented and python3 is not: the
+# sanitizer runtime is preloaded (leak checks off: CPython keeps its own
+# memory to the end).
+find_program(FADC_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(NOT FADC_PYTHON3)
+  find_program(FADC_PYTHON3 python3)
+endif()
+set(py_env "FADC=$<TARGET_FILE:fadc>;FADC_LIB=$<TARGET_FILE:fadc_shared>;PYTHONPATH=${CMAKE_SOURCE_DIR}/python;PYTHONDONTWRITEBYTECODE=1;FADC_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache")
+if(FADC_SANITIZE)
+  execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libclang_rt.asan-x86_64.so
+                  OUTPUT_VARIABLE py_asan OUTPUT_STRIP_TRAILING_WHITESPACE)
+  list(APPEND py_env "LD_PRELOAD=${py_asan}" "ASAN_OPTIONS=detect_leaks=0")
+endif()
+add_test(NAME python COMMAND ${FADC_PYTHON3} -m pytest -q -p no:cacheprovider
+                             ${CMAKE_SOURCE_DIR}/tests/python)
+set_tests_properties(python PROPERTIES LABELS python ENVIRONMENT "${py_env}")
