@@ -845,6 +845,8 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 		const KProgram *cp = lay ? lay : tasks[i].prog;
 		src[i] = cg_cuda_print_shared(cp, NULL, &sh, &nsh, err, errlen);
 		int good = src[i] && cu_contract(cp, &at[i], o->allow_tf32, sh, nsh);
+		if (lay && (uint64_t)lay->arena_bytes > at[i].arena_bytes) // a plan of its own
+			at[i].arena_bytes = (uint64_t)lay->arena_bytes;
 		job[i].units = (long)cp->nk - (long)nsh; // the functions printed, about
 		kir_program_free(lay);
 		if (!src[i])

@@ -131,7 +131,10 @@ loads_of(const KProgram *p, KxId id, Loads *ld, uint32_t *seen, uint32_t st)
 }
 
 // The elementwise neighbours (see the top): one pass over the kernels;
-// 1 when it chose a buffer.
+// 1 when it chose a buffer.  A reduction counts when it reads a buffer at
+// its own store index (max_pool's argmax reads the maxima it looks for).
+// Not a contraction: its loads at the store index are a coincidence of
+// shapes, and a GEMM's operands keep the layout they have.
 static int
 spread(Lay *L, uint32_t *seen, uint32_t *st)
 {
@@ -139,7 +142,7 @@ spread(Lay *L, uint32_t *seen, uint32_t *st)
 	int changed = 0;
 	for (uint32_t ki = 0; ki < p->nk; ki++) {
 		const KKernel *k = &p->k[ki];
-		if (k->host || k->red != KR_NONE || !k->index)
+		if (k->host || k->contraction || !k->index)
 			continue;
 		Loads ld = {0};
 		++*st;
@@ -413,6 +416,188 @@ kernel_vars(Lay *L, KKernel *k)
 	memcpy(k->dim, dim, sizeof dim[0] * (size_t)nr);
 }
 
+// ---------------------------------------------------------------- channel-inner sums
+//
+// A sum over the images and points of a channels-last tensor, per channel
+// (batch norm's statistics and its backward's sums, the bias gradients),
+// is a long reduction into few points: the CUDA printer gives each point a
+// block whose threads stride through its terms, which NCHW made
+// contiguous and NHWC makes C elements apart, one 32-byte sector per
+// 4-byte load (measured on an H200: resnet18's vjp partial sums 0.76 ->
+// 3.2 ms).  So such a kernel becomes two: a first sums short runs of terms
+// into partial[.., j, c] with the channel its innermost parallel variable,
+// one thread per point, so a warp's loads are 32 adjacent channels of one
+// row (coalesced); a second adds each point's partials (a few hundred
+// terms of a small buffer) and applies the original post.  The reduction
+// variables are taken in order: the leading ones whose remaining terms
+// are still many (>= 128) become parallel in the first kernel, the next is
+// split into j (parallel) and l (reduced), l the largest divisor of its
+// extent leaving at most CSUM_TERMS terms per partial.  The summation
+// order changes (runs, then their sum), within the usual rounding.
+
+#define CSUM_MAX_POINTS 32768 // the printer's block-per-point regime (docs/CUDA.md)
+#define CSUM_MIN_TERMS 512
+#define CSUM_TERMS 256
+
+static KxId
+flat(KProgram *q, const KxId *v, const int64_t *dim, int n)
+{
+	KxId e = kx_iconst(q, 0);
+	for (int d = 0; d < n; d++)
+		e = kx_iadd(q, kx_imul(q, e, dim[d]), v[d]);
+	return e;
+}
+
+// The loads of relaid buffers in q's expression id (seen: per q id).
+static void
+relaid_loads(Lay *L, KxId id, uint8_t *seen, KxId *out, int *n)
+{
+	if (!id || seen[id])
+		return;
+	seen[id] = 1;
+	const Kx *x = &L->q->x[id];
+	if (x->op == KX_LOAD && x->aux < L->p->nbuf && L->geo[x->aux].c && *n < 16)
+		out[(*n)++] = x->a[0];
+	for (int i = 0; i < x->nin; i++)
+		relaid_loads(L, x->a[i], seen, out, n);
+}
+
+// The channel variable of sum kernel k of p, or -1: a parallel variable
+// with coefficient 1 in the index of a relaid load of its body, where no
+// reduction variable has coefficient 1 (the terms are then strided).
+static int
+csum_channel(Lay *L, const KKernel *k)
+{
+	if (k->red != KR_SUM || k->contraction || k->host || k->conv || !k->rrank ||
+	    k->rank + 2 > IR_MAXDIM || kir_kernel_points(k) > CSUM_MAX_POINTS ||
+	    kir_kernel_terms(k) < CSUM_MIN_TERMS)
+		return -1;
+	for (uint32_t l = 0; l < L->p->nloop; l++)
+		if (L->p->loop[l].begin <= (uint32_t)(k - L->p->k) && (uint32_t)(k - L->p->k) < L->p->loop[l].end)
+			return -1;
+	int64_t dim[IR_MAXDIM + 1];
+	int pos[IR_MAXDIM + 1];
+	for (int i = 0; i <= IR_MAXDIM; i++)
+		pos[i] = i;
+	vars(L, k, -1, 0, pos, dim);
+	L->cur++;
+	KxId body = tr(L, k->body), idx[16];
+	int n = 0, vc = -1;
+	uint8_t *seen = calloc(L->q->nx + 1, 1);
+	FADC_ASSERT(seen != NULL, "kir_layout: out of memory");
+	relaid_loads(L, body, seen, idx, &n);
+	free(seen);
+	for (int i = 0; i < n && vc < 0; i++) {
+		int cand = -1, ok = 1;
+		for (int v = 0; v < k->rank + k->rrank && ok; v++) {
+			int64_t c;
+			if (!kx_affine_coef(L->q, idx[i], v, &c))
+				ok = 0;
+			else if (c == 1 && v < k->rank)
+				cand = v;
+			else if (c == 1)
+				ok = 0;
+		}
+		if (ok && cand >= 0)
+			vc = cand;
+	}
+	return vc;
+}
+
+// Kernel k of p (its channel variable vc) as the two kernels above,
+// appended to q.  0 when no split fits IR_MAXDIM (nothing appended).
+static int
+csum_emit(Lay *L, const KKernel *k, int vc)
+{
+	KProgram *q = L->q;
+	int m = k->rrank, i = 0;
+	int64_t Lc = 1;
+	for (; i < m; i++) {
+		int64_t tail = 1;
+		for (int t = i + 1; t < m; t++)
+			tail *= k->rdim[t];
+		if (tail >= 128 && i < m - 1)
+			continue; // r_i wholly parallel
+		for (int64_t d = 1; d <= k->rdim[i] && d * tail <= CSUM_TERMS; d++)
+			if (k->rdim[i] % d == 0)
+				Lc = d;
+		break;
+	}
+	int ra = k->rank + i + 1; // the first kernel's parallel rank
+	if (ra > IR_MAXDIM)
+		return 0;
+	int64_t J = k->rdim[i] / Lc;
+	// The first kernel: parallel (P without vc, r_0 .. r_i-1, j, vc),
+	// reduced (l, r_i+1 ..).
+	KKernel a = *k;
+	int np = 0;
+	for (int v = 0; v < k->rank; v++)
+		if (v != vc) {
+			a.dim[np] = k->dim[v];
+			L->varx[v] = kx_var(q, np++, k->dim[v]);
+		}
+	for (int t = 0; t < i; t++) {
+		a.dim[np] = k->rdim[t];
+		L->varx[k->rank + t] = kx_var(q, np++, k->rdim[t]);
+	}
+	a.dim[np] = J;
+	KxId jv = kx_var(q, np++, J);
+	a.dim[np] = k->dim[vc];
+	L->varx[vc] = kx_var(q, np++, k->dim[vc]);
+	a.rank = np;
+	for (int t = np; t < IR_MAXDIM; t++)
+		a.dim[t] = 0;
+	memset(a.rdim, 0, sizeof a.rdim);
+	a.rrank = m - i;
+	a.rdim[0] = Lc;
+	L->varx[k->rank + i] = kx_iadd(q, kx_imul(q, jv, Lc), kx_var(q, ra, Lc));
+	for (int t = i + 1; t < m; t++) {
+		a.rdim[t - i] = k->rdim[t];
+		L->varx[k->rank + t] = kx_var(q, ra + t - i, k->rdim[t]);
+	}
+	L->cur++;
+	a.body = tr(L, k->body);
+	DType vt = (DType)q->x[a.body].dtype;
+	Shape sh = {ra, {0}};
+	memcpy(sh.dim, a.dim, sizeof a.dim[0] * (size_t)ra);
+	a.out = kir_buf_add(q, KB_TMP, 0, vt, &sh, k->node);
+	KxId av[IR_MAXDIM];
+	for (int v = 0; v < ra; v++)
+		av[v] = kx_var(q, v, a.dim[v]);
+	a.index = flat(q, av, a.dim, ra);
+	a.post = kx_acc(q, vt);
+	a.what = "channel_partial_sum";
+	a.nfused = 0;
+	*kir_kernel_add(q) = a;
+	// The second: k's points, its partials summed over (r_0 .. r_i-1, j).
+	KKernel b = *k;
+	int64_t pdim[IR_MAXDIM + 1];
+	int pos[IR_MAXDIM + 1];
+	for (int t = 0; t <= IR_MAXDIM; t++)
+		pos[t] = t;
+	vars(L, k, -1, 0, pos, pdim); // identity (parallel numbering kept)
+	np = 0;
+	for (int v = 0; v < k->rank; v++)
+		if (v != vc)
+			av[np++] = kx_var(q, v, k->dim[v]);
+	for (int t = 0; t < i; t++)
+		av[np++] = kx_var(q, k->rank + t, k->rdim[t]);
+	av[np++] = kx_var(q, k->rank + i, J);
+	av[np++] = kx_var(q, vc, k->dim[vc]);
+	b.rrank = i + 1;
+	memcpy(b.rdim, k->rdim, sizeof k->rdim);
+	b.rdim[i] = J;
+	for (int t = i + 1; t < IR_MAXDIM; t++)
+		b.rdim[t] = 0;
+	L->cur++;
+	b.body = kx_load(q, a.out, flat(q, av, a.dim, ra));
+	KxId e = tr(L, k->index);
+	b.index = L->geo[k->out].c ? nhwc(q, e, L->geo[k->out]) : e;
+	b.post = tr(L, k->post);
+	*kir_kernel_add(q) = b;
+	return 1;
+}
+
 // ---------------------------------------------------------------- the pass
 
 static int
@@ -479,8 +664,17 @@ kir_layout_nhwc(const KProgram *p, int *nrelaid)
 	L.memo = calloc(p->nx + 1, sizeof *L.memo);
 	L.stamp = calloc(p->nx + 1, sizeof *L.stamp);
 	FADC_ASSERT(L.memo && L.stamp, "kir_layout: out of memory");
+	uint32_t *at = calloc(p->nk + 1, sizeof *at); // p's kernel -> q's
+	int nsplit = 0;
+	FADC_ASSERT(at != NULL, "kir_layout: out of memory");
 	for (uint32_t ki = 0; ki < p->nk; ki++) {
 		KKernel k = p->k[ki];
+		at[ki] = q->nk;
+		int vc = csum_channel(&L, &p->k[ki]);
+		if (vc >= 0 && csum_emit(&L, &p->k[ki], vc)) {
+			nsplit++;
+			continue;
+		}
 		kernel_vars(&L, &k); // k's rank and dims may change
 		L.cur++;
 		if (!k.host) {
@@ -491,7 +685,15 @@ kir_layout_nhwc(const KProgram *p, int *nrelaid)
 		}
 		*kir_kernel_add(q) = k;
 	}
+	at[p->nk] = q->nk;
+	for (uint32_t l = 0; l < q->nloop; l++) { // kernels inserted before a loop move it
+		q->loop[l].begin = at[q->loop[l].begin];
+		q->loop[l].end = at[q->loop[l].end];
+	}
+	free(at);
 	q->uses_runseed = p->uses_runseed;
+	if (nsplit) // new buffers: a plan of q's own (the caller sizes the arena for both)
+		cg_plan(q);
 	free(L.memo);
 	free(L.stamp);
 	free(L.geo);
