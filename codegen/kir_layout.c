@@ -437,7 +437,7 @@ kernel_vars(Lay *L, KKernel *k)
 
 #define CSUM_MAX_POINTS 32768 // the printer's block-per-point regime (docs/CUDA.md)
 #define CSUM_MIN_TERMS 512
-#define CSUM_TERMS 256
+#define CSUM_TERMS 64
 
 static KxId
 flat(KProgram *q, const KxId *v, const int64_t *dim, int n)
@@ -516,7 +516,7 @@ csum_emit(Lay *L, const KKernel *k, int vc)
 		int64_t tail = 1;
 		for (int t = i + 1; t < m; t++)
 			tail *= k->rdim[t];
-		if (tail >= 128 && i < m - 1)
+		if (tail > CSUM_TERMS && i < m - 1)
 			continue; // r_i wholly parallel
 		for (int64_t d = 1; d <= k->rdim[i] && d * tail <= CSUM_TERMS; d++)
 			if (k->rdim[i] % d == 0)
