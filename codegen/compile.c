@@ -841,7 +841,7 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 		uint32_t nsh = 0;
 		// The CUDA code's own copy with channels-last activations
 		// (kir_layout.c); the CPU code is printed from tasks[i].prog.
-		KProgram *lay = kir_layout_nhwc(tasks[i].prog, NULL);
+		KProgram *lay = kir_layout_nhwc(tasks[i].prog, o->allow_tf32, NULL);
 		const KProgram *cp = lay ? lay : tasks[i].prog;
 		src[i] = cg_cuda_print_shared(cp, NULL, &sh, &nsh, err, errlen);
 		int good = src[i] && cu_contract(cp, &at[i], o->allow_tf32, sh, nsh);

@@ -49,8 +49,9 @@
 //
 // The CPU backend never sees this: the pass builds a new program (the same
 // buffers, memory plan, loops and convolutions, the kernels' expressions
-// rebuilt) and the CUDA printer alone reads it.  FADC_CUDA_NO_NHWC=1 at
-// compile time turns it off (measurements).
+// rebuilt) and the CUDA printer alone reads it.  Only with TF32 allowed
+// (layout_off says why); FADC_CUDA_NO_NHWC=1 at compile time turns it off,
+// FADC_CUDA_NHWC=1 on for strict fp32 too (measurements).
 #include <stdlib.h>
 #include <string.h>
 
@@ -601,18 +602,29 @@ csum_emit(Lay *L, const KKernel *k, int vc)
 // ---------------------------------------------------------------- the pass
 
 static int
-layout_off(void)
+env_on(const char *name)
 {
-	const char *v = getenv("FADC_CUDA_NO_NHWC");
+	const char *v = getenv(name);
 	return v && *v && strcmp(v, "0");
 }
 
+// Off for strict fp32 unless FADC_CUDA_NHWC=1: measured on an H200
+// (docs/PERFORMANCE.md, "Channels-last activations"), resnet18's strict
+// vjp, jvp and vhp were 6-10% slower channels-last and took 0.2 GiB more
+// (cuDNN's fp32 engines without tensor cores gain nothing from NHWC),
+// where with TF32 they were 13-22% faster.
+static int
+layout_off(int tf32)
+{
+	return env_on("FADC_CUDA_NO_NHWC") || (!tf32 && !env_on("FADC_CUDA_NHWC"));
+}
+
 KProgram *
-kir_layout_nhwc(const KProgram *p, int *nrelaid)
+kir_layout_nhwc(const KProgram *p, int tf32, int *nrelaid)
 {
 	if (nrelaid)
 		*nrelaid = 0;
-	if (!p->nconv || layout_off())
+	if (!p->nconv || layout_off(tf32))
 		return NULL;
 	Lay L = {.p = p};
 	L.geo = calloc(p->nbuf + 1, sizeof *L.geo);

@@ -393,7 +393,7 @@ check_task(Module *m, const char *task, const char *label, Tally *t)
 	uint64_t before = kernels_hash(p);
 	uint32_t nx = p->nx;
 	int n = 0;
-	KProgram *q = kir_layout_nhwc(p, &n);
+	KProgram *q = kir_layout_nhwc(p, 1, &n);
 	CHECK(kernels_hash(p) == before && p->nx == nx); // the CPU's program untouched
 	if (!q) {
 		kir_program_free(p);
@@ -470,7 +470,8 @@ check_model(const char *file, const char *const *defs, int ndefs, const char *co
 	ir_module_free(m);
 }
 
-// FADC_CUDA_NO_NHWC=1 turns the pass off: no copy.
+// The policy: on with TF32, off for strict fp32 unless FADC_CUDA_NHWC=1,
+// off with FADC_CUDA_NO_NHWC=1: no copy.
 static void
 check_off(void)
 {
@@ -482,12 +483,18 @@ check_off(void)
 	KProgram *p = g ? cg_lower(g, "forward", DT_F32, err, sizeof err) : NULL;
 	if (CHECK(p != NULL)) {
 		cg_plan(p);
-		KProgram *q = kir_layout_nhwc(p, NULL);
+		KProgram *q = kir_layout_nhwc(p, 1, NULL);
 		CHECK(q != NULL);
 		kir_program_free(q);
-		setenv("FADC_CUDA_NO_NHWC", "1", 1);
 		int n = -1;
-		CHECK(kir_layout_nhwc(p, &n) == NULL && n == 0);
+		CHECK(kir_layout_nhwc(p, 0, &n) == NULL && n == 0); // strict fp32: off
+		setenv("FADC_CUDA_NHWC", "1", 1);
+		CHECK((q = kir_layout_nhwc(p, 0, &n)) != NULL && n > 0); // ... unless asked
+		kir_program_free(q);
+		unsetenv("FADC_CUDA_NHWC");
+		setenv("FADC_CUDA_NO_NHWC", "1", 1);
+		n = -1;
+		CHECK(kir_layout_nhwc(p, 1, &n) == NULL && n == 0);
 		unsetenv("FADC_CUDA_NO_NHWC");
 	}
 	kir_program_free(p);
