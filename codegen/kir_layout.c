@@ -27,29 +27,34 @@
 // (KConv: forward x and y, backward data dy and dx, backward filter x and
 // dy), at the convolution's geometry; a buffer two convolutions see with
 // different geometries, a weight, or a host kernel's operand stays NCHW.
-// Then through elementwise neighbours: a buffer of the same size that a
-// kernel reads at its own store index while writing a chosen buffer (or
-// that a kernel writes while reading a chosen buffer at its store index)
-// takes the same layout, so such a kernel does not read one layout and
-// write the other (one side's accesses would be strided).
+// Then through neighbours: a buffer of the same size that a kernel reads
+// at its own store index while writing a chosen buffer (or that a kernel
+// writes while reading a chosen buffer at its store index) takes the same
+// layout, so such a kernel does not read one layout and write the other
+// (one side's accesses would be strided).
 //
 // Coalescing: the CUDA printer runs a kernel's points in row-major order of
 // its parallel variables (grid-stride over the flattened domain, the last
 // variable fastest).  A kernel writing a relaid buffer over (n, c, h, w)
 // would store with a stride of C; so its parallel variables are permuted
 // in the order of their coefficients in the new store index (largest
-// first: n, h, w, c), which makes the store contiguous again.  A
+// first: n, h, w, c), which makes the store contiguous again; a variable
+// over N C values (max_pool's [N C, OH, OW]) is split first.  A
 // contraction (the forward GEMM writing y) gets the same treatment, and
 // then C's last variable is the output channel, which kir_gemm_plan takes
-// as a row-major GEMM with both operands transposed.
+// as a row-major GEMM with both operands transposed.  Sums per channel
+// over a relaid tensor are split into channel-inner partial sums ("channel-
+// inner sums" below), which needs buffers of their own and so a memory
+// plan of the copy's own.
 //
 // The convolution records learn their operands' layouts (KConv.nhwc, a bit
 // per argument {written, a, b}; docs/ARTIFACT.md, format 9) and cuDNN is
 // given NHWC strides for them (runtime/cudnn.c).  Filters stay KCRS.
 //
 // The CPU backend never sees this: the pass builds a new program (the same
-// buffers, memory plan, loops and convolutions, the kernels' expressions
-// rebuilt) and the CUDA printer alone reads it.  Only with TF32 allowed
+// buffers, loops and convolutions, the kernels' expressions rebuilt, the
+// memory plan as it was unless a sum was split) and the CUDA printer alone
+// reads it.  Only with TF32 allowed
 // (layout_off says why); FADC_CUDA_NO_NHWC=1 at compile time turns it off,
 // FADC_CUDA_NHWC=1 on for strict fp32 too (measurements).
 #include <stdlib.h>
