@@ -139,9 +139,10 @@ typedef struct ArtGemm {
 // ART_CONV_BWD_DATA dx (x's shape) from dy (y's) and w, ART_CONV_BWD_FILTER
 // dw (w's shape) from x and dy.  The decoder checks the geometry and that
 // each tensor fits its argument.  nhwc (format 9): bit i set when argument
-// i ({written, a, b}) is stored channels-last, element (n, c, h, w) at
-// ((n h_ + h) w_ + w) c_ + c; only activations (x, y, dx, dy), never the
-// filter, whose layout stays (k, c / groups, r, s).
+// i ({written, a, b}) is stored channels-last, element (n, c, h, w) of a
+// tensor of extents (N, C, H, W) at ((n H + h) W + w) C + c; only
+// activations (x, y, dx, dy), never the filter, which stays (k, c /
+// groups, r, s).
 enum { ART_CONV_FWD, ART_CONV_BWD_DATA, ART_CONV_BWD_FILTER };
 typedef struct ArtConv {
 	uint8_t op; // ART_CONV_*

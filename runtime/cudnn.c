@@ -244,10 +244,10 @@ fail:
 
 // ---------------------------------------------------------------- plans
 
-// A dense float tensor descriptor of dimensions (d0, d1, d2, d3) = (n, c,
-// h, w) and unique id uid, finalized, into *t: NCHW, or with nhwc
-// channels-last (element (n, c, h, w) at ((n h + h) w + w) c + c: the
-// strides say the layout, the dimensions stay in cuDNN's NCHW order).
+// A dense float tensor descriptor of dimensions dim = (N, C, H, W) and
+// unique id uid, finalized, into *t: NCHW, or with nhwc channels-last
+// (element (n, c, h, w) at ((n H + h) W + w) C + c: the strides say the
+// layout, the dimensions stay in cuDNN's NCHW order).
 // Byte alignment 16: every pool block and arena offset is (256 and 64);
 // rtcu_dnn_conv checks the addresses of each run and runs the other
 // candidate where a caller's buffer is not.
