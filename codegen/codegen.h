@@ -127,6 +127,16 @@ KProgram *cg_lower(const Graph *g, const char *task, DType fcompute, char *err, 
 // reader, in kernel order) are disjoint.  Offsets are 64-byte aligned.
 void cg_plan(KProgram *p);
 
+// ---------------------------------------------------------------- kir_layout.c
+// The CUDA target's copy of p with the activations around its cuDNN
+// convolutions stored channels-last (NHWC), the kernels reading and
+// writing them rewritten (docs/CUDA.md, "Channels-last activations"); NULL
+// when nothing changes (no convolution record; strict fp32, tf32 0, unless
+// FADC_CUDA_NHWC=1; FADC_CUDA_NO_NHWC=1).  p is not modified (the CPU code
+// is printed from it); *nrelaid (may be NULL) gets the number of buffers
+// relaid.  The caller frees the copy.
+KProgram *kir_layout_nhwc(const KProgram *p, int tf32, int *nrelaid);
+
 // ---------------------------------------------------------------- llvm.c
 typedef struct CgTask {
 	const char *name; // "vjp", "init.beta_value"

@@ -725,7 +725,7 @@ cu_contract(const KProgram *p, ArtTask *t, int tf32, CgCudaShared *sh, uint32_t 
 			    .s = (uint32_t)v->s, .oh = (uint32_t)v->oh, .ow = (uint32_t)v->ow,
 			    .sh = (uint32_t)v->sh, .sw = (uint32_t)v->sw, .ph = (uint32_t)v->ph,
 			    .pw = (uint32_t)v->pw, .dh = (uint32_t)v->dh, .dw = (uint32_t)v->dw,
-			    .groups = (uint32_t)v->groups};
+			    .groups = (uint32_t)v->groups, .nhwc = (uint8_t)v->nhwc};
 		}
 		if (ck.gemm) {
 			const KGemmPlan *g = &ck.g;
@@ -839,10 +839,18 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 	for (int i = 0; i < n; i++) {
 		CgCudaShared *sh = NULL;
 		uint32_t nsh = 0;
-		if (!(src[i] = cg_cuda_print_shared(tasks[i].prog, NULL, &sh, &nsh, err, errlen)))
+		// The CUDA code's own copy with channels-last activations
+		// (kir_layout.c); the CPU code is printed from tasks[i].prog.
+		KProgram *lay = kir_layout_nhwc(tasks[i].prog, o->allow_tf32, NULL);
+		const KProgram *cp = lay ? lay : tasks[i].prog;
+		src[i] = cg_cuda_print_shared(cp, NULL, &sh, &nsh, err, errlen);
+		int good = src[i] && cu_contract(cp, &at[i], o->allow_tf32, sh, nsh);
+		if (lay && (uint64_t)lay->arena_bytes > at[i].arena_bytes) // a plan of its own
+			at[i].arena_bytes = (uint64_t)lay->arena_bytes;
+		job[i].units = (long)cp->nk - (long)nsh; // the functions printed, about
+		kir_program_free(lay);
+		if (!src[i])
 			goto done;
-		int good = cu_contract(tasks[i].prog, &at[i], o->allow_tf32, sh, nsh);
-		job[i].units = (long)tasks[i].prog->nk - (long)nsh; // the functions printed, about
 		if (job[i].units < 1)
 			job[i].units = 1;
 		units += job[i].units;

@@ -164,10 +164,13 @@ typedef struct KKernel {
 // and reads, as a cuDNN call takes them (runtime/artifact.h, ArtConv):
 // op 0 forward {y, x, w}, 1 backward data {dx, dy, w}, 2 backward filter
 // {dw, x, dy}; every buffer read and written whole, from element 0.
+// nhwc: bit i set when argument i ({out, a, b}) is stored channels-last
+// (codegen/kir_layout.c, CUDA only; 0 as lowered).
 typedef struct KConv {
 	int op;
 	int64_t n, c, h, w, k, r, s, oh, ow, sh, sw, ph, pw, dh, dw, groups;
 	uint32_t out, a, b;
+	uint32_t nhwc;
 } KConv;
 
 // A loop over kernels: kernels begin .. end-1 run `trip` times in order,

@@ -161,8 +161,20 @@ art_version_readable(uint32_t version)
 	return version >= ART_FORMAT_OLDEST && version <= ART_FORMAT_VERSION;
 }
 
+// Whether a convolution record of d has a channels-last operand (format 9).
+static int
+has_nhwc(const ArtDesc *d)
+{
+	for (uint32_t i = 0; i < d->ntask; i++)
+		for (uint32_t k = 0; (d->task[i].targets & ART_TARGET_CUDA) && k < d->task[i].ncuda; k++)
+			if (d->task[i].kern[k].kind == ART_LAUNCH_CONV && d->task[i].kern[k].conv.nhwc)
+				return 1;
+	return 0;
+}
+
 // The version d asks for (tests of old files), else the oldest that holds
-// it: 7 with an index check, 6 with a choice record, 5 with several
+// it: 9 with a channels-last convolution operand, 8 with a convolution or
+// a sequence, 7 with an index check, 6 with a choice record, 5 with several
 // specialisations, 4 with a cuBLAS record, else 3.
 uint32_t
 art_desc_version(const ArtDesc *d)
@@ -175,7 +187,7 @@ art_desc_version(const ArtDesc *d)
 			if (d->task[i].kern[k].kind > kind)
 				kind = d->task[i].kern[k].kind;
 	if (kind >= ART_LAUNCH_SEQ)
-		return ART_FORMAT_VERSION_CONV;
+		return has_nhwc(d) ? ART_FORMAT_VERSION_NHWC : ART_FORMAT_VERSION_CONV;
 	if (has_checks(d))
 		return ART_FORMAT_VERSION_CHECKS;
 	if (kind >= ART_LAUNCH_CHOICE)
@@ -202,7 +214,8 @@ art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 	Out o = {0};
 	uint32_t v = art_desc_version(d);
 	if (!art_version_readable(v) || (d->nspec > 1 && v < 5) ||
-	    (v < ART_FORMAT_VERSION_CHECKS && has_checks(d)))
+	    (v < ART_FORMAT_VERSION_CHECKS && has_checks(d)) ||
+	    (v < ART_FORMAT_VERSION_NHWC && has_nhwc(d)))
 		return 0;
 	for (uint32_t i = 0; i < d->ntask; i++)
 		for (uint32_t k = 0; (d->task[i].targets & ART_TARGET_CUDA) && k < d->task[i].ncuda; k++)
@@ -304,6 +317,8 @@ art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 				                        c->ow, c->sh, c->sw, c->ph, c->pw, c->dh, c->dw, c->groups};
 				for (int w16 = 0; w16 < 16; w16++)
 					put_u32(&o, w[w16]);
+				if (v >= ART_FORMAT_VERSION_NHWC)
+					put_u8(&o, c->nhwc);
 			}
 		}
 	}
@@ -587,6 +602,10 @@ conv_good(const ArtKernel *kk)
 	    c->op > ART_CONV_BWD_FILTER || c->dtype != ART_F32 || c->tf32 > 1 || c->ph > IMAX ||
 	    c->pw > IMAX)
 		return 0;
+	// Channels-last operands: activations only, the filter's bit clear
+	// (forward and backward data: b; backward filter: the written dw).
+	if (c->nhwc > 7 || (c->nhwc & (c->op == ART_CONV_BWD_FILTER ? 1 : 4)))
+		return 0;
 	for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++)
 		if (!ext[i] || ext[i] > IMAX)
 			return 0;
@@ -804,6 +823,7 @@ decode(In *in, ArtDesc *d)
 				                   &c->pw, &c->dh, &c->dw, &c->groups};
 				for (int w16 = 0; w16 < 16; w16++)
 					*w[w16] = get_u32(in);
+				c->nhwc = d->version >= ART_FORMAT_VERSION_NHWC ? get_u8(in) : 0;
 			}
 		}
 	}

@@ -22,15 +22,18 @@
 // when a task has a choice record (ART_LAUNCH_CHOICE: candidates the
 // runtime picks between on the GPU); 7 (ART_FORMAT_VERSION, the newest)
 // when a task has index checks (outputs of role ART_OUT_CHECK); 8
-// (ART_FORMAT_VERSION, the newest) when a task has a cuDNN convolution
-// record or a sequence (ART_LAUNCH_CONV, ART_LAUNCH_SEQ).
+// when a task has a cuDNN convolution record or a sequence
+// (ART_LAUNCH_CONV, ART_LAUNCH_SEQ); 9 (ART_FORMAT_VERSION, the newest)
+// when a convolution record has an operand stored channels-last
+// (ArtConv.nhwc: one more byte in the record).
 // A runtime reads ART_FORMAT_OLDEST .. ART_FORMAT_VERSION: 2 (launch records
 // without a kind: every one a kernel), 3 (host steps), 4 (GEMM records), 5,
-// 6, 7 and 8; 1 (before the CUDA part) and newer versions are refused with a
-// message (art_version_readable is the one place that says so).
-#define ART_FORMAT_VERSION 8
+// 6, 7, 8 and 9; 1 (before the CUDA part) and newer versions are refused
+// with a message (art_version_readable is the one place that says so).
+#define ART_FORMAT_VERSION 9
 #define ART_FORMAT_VERSION_CHECKS 7 // the first with index checks
 #define ART_FORMAT_VERSION_CONV 8 // the first with convolution and sequence records
+#define ART_FORMAT_VERSION_NHWC 9 // the first with a convolution's layouts
 #define ART_FORMAT_OLDEST 2
 #define ART_FORMAT_VERSION_ONE_SPEC 3 // one specialisation, no cuBLAS records
 #define ART_FORMAT_VERSION_SPECS 5 // several specialisations, no choice records
@@ -135,7 +138,11 @@ typedef struct ArtGemm {
 // convolutions are h = r = 1.  op: ART_CONV_FWD computes y from x and w,
 // ART_CONV_BWD_DATA dx (x's shape) from dy (y's) and w, ART_CONV_BWD_FILTER
 // dw (w's shape) from x and dy.  The decoder checks the geometry and that
-// each tensor fits its argument.
+// each tensor fits its argument.  nhwc (format 9): bit i set when argument
+// i ({written, a, b}) is stored channels-last, element (n, c, h, w) of a
+// tensor of extents (N, C, H, W) at ((n H + h) W + w) C + c; only
+// activations (x, y, dx, dy), never the filter, which stays (k, c /
+// groups, r, s).
 enum { ART_CONV_FWD, ART_CONV_BWD_DATA, ART_CONV_BWD_FILTER };
 typedef struct ArtConv {
 	uint8_t op; // ART_CONV_*
@@ -143,6 +150,7 @@ typedef struct ArtConv {
 	uint8_t tf32; // 1: TF32 tensor-core engines allowed (--allow-tf32)
 	uint32_t n, c, h, w, k, r, s, oh, ow; // each 1 .. INT32_MAX
 	uint32_t sh, sw, ph, pw, dh, dw, groups; // strides, dilations, groups >= 1
+	uint8_t nhwc; // bit i: argument i channels-last (format 9; 0 before)
 } ArtConv;
 
 // One CUDA kernel's launch contract (codegen/cuda.c prints the kernel with

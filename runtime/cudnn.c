@@ -17,7 +17,9 @@
 // records cuDNN's kernels into the task's graph, like fadc's own), created
 // at the first task load that has convolution records, destroyed with the
 // context.  Each record's execution plan is built at task load (never
-// inside a capture): tensor descriptors (NCHW, dense), a convolution
+// inside a capture): tensor descriptors (dense; NCHW, or NHWC where the
+// record's nhwc bit says the compiler stored that operand channels-last,
+// codegen/kir_layout.c), a convolution
 // descriptor (cross-correlation, float compute), the operation, the
 // operation graph, heuristics (CUDNN_HEUR_MODE_A, then FALLBACK), and the
 // first engine configuration that finalizes, asks for at most
@@ -242,15 +244,23 @@ fail:
 
 // ---------------------------------------------------------------- plans
 
-// A dense NCHW float tensor descriptor (d0, d1, d2, d3) of unique id uid,
-// finalized, into *t.  Byte alignment 16: every pool block and arena
-// offset is (256 and 64); rtcu_dnn_conv checks the addresses of each run
-// and runs the other candidate where a caller's buffer is not.
+// A dense float tensor descriptor of dimensions dim = (N, C, H, W) and
+// unique id uid, finalized, into *t: NCHW, or with nhwc channels-last
+// (element (n, c, h, w) at ((n H + h) W + w) C + c: the strides say the
+// layout, the dimensions stay in cuDNN's NCHW order).
+// Byte alignment 16: every pool block and arena offset is (256 and 64);
+// rtcu_dnn_conv checks the addresses of each run and runs the other
+// candidate where a caller's buffer is not.
 static int
-dnn_tensor(RtCuda *c, const int64_t dim[4], int64_t uid, cudnnBackendDescriptor_t *t, char *err,
-           size_t errlen)
+dnn_tensor(RtCuda *c, const int64_t dim[4], int nhwc, int64_t uid, cudnnBackendDescriptor_t *t,
+           char *err, size_t errlen)
 {
 	int64_t stride[4] = {dim[1] * dim[2] * dim[3], dim[2] * dim[3], dim[3], 1}, align = 16;
+	if (nhwc) {
+		stride[1] = 1;
+		stride[3] = dim[1];
+		stride[2] = dim[3] * dim[1];
+	}
 	int dt = CUDNN_DATA_FLOAT;
 	CHECK_DNN(c, cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, t));
 	CHECK_DNN(c, cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DATA_TYPE,
@@ -317,7 +327,7 @@ dnn_plan(RtCuda *c, const ArtConv *v, struct DnnPlan **out, char *err, size_t er
 	else if (v->op == ART_CONV_BWD_FILTER)
 		shape[0] = ws, shape[1] = xs, shape[2] = ys;
 	for (int i = 0; i < 3; i++)
-		if (!dnn_tensor(c, shape[i], UID_OUT + i, &t[i], err, errlen))
+		if (!dnn_tensor(c, shape[i], (v->nhwc >> i) & 1, UID_OUT + i, &t[i], err, errlen))
 			goto fail;
 	// The convolution: 2 spatial dimensions (1-d is h = r = 1), float
 	// accumulation, cross-correlation (no kernel flip: ir/interp.c's conv).

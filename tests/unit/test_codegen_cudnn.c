@@ -166,6 +166,12 @@ refused(ArtDesc *d, ArtKernel *rec, int what, const char *want) {
 	case 9:
 		rec->arg[1].bytes -= 4;
 		break; // x or dy outside its argument
+	case 10: // the filter channels-last (format 9): filters stay KCRS
+		rec->conv.nhwc |= rec->conv.op == ART_CONV_BWD_FILTER ? 1 : 4;
+		break;
+	case 11:
+		rec->conv.nhwc |= 8; // no fourth argument
+		break;
 	}
 	uint8_t *enc = NULL;
 	size_t elen = 0;
@@ -218,9 +224,45 @@ main(void) {
 	uint8_t *db32 = NULL;
 	size_t dl32 = 0;
 	CHECK(art_read(so32, &d32, &db32, &dl32, err, sizeof err) == ART_READ_OK);
+	CHECK(d32.version == ART_FORMAT_VERSION_NHWC); // channels-last operands (TF32 only)
 	int n32[3] = {0, 0, 0};
 	check_records(&d32, 1, n32);
 	CHECK(n32[0] == 4 && n32[1] == 2 && n32[2] == 2);
+	// Format 9: the layouts survive the round trip, every truncation is
+	// refused, a filter or a fourth argument channels-last is refused, and
+	// format 8 cannot hold them.
+	{
+		uint8_t *enc = NULL;
+		size_t elen = 0;
+		d32.version = 0;
+		CHECK(art_desc_encode(&d32, &enc, &elen) && elen == dl32 && !memcmp(enc, db32, dl32));
+		free(enc);
+		for (size_t cut = 0; cut < dl32; cut += 7) {
+			ArtDesc e;
+			int ok = art_desc_decode(db32, cut, &e, err, sizeof err);
+			CHECK(!ok);
+			if (ok)
+				art_desc_free(&e);
+		}
+		ArtKernel *c9 = NULL;
+		int nn = 0;
+		for (uint32_t ti = 0; ti < d32.ntask; ti++)
+			for (uint32_t k = 0; (d32.task[ti].targets & ART_TARGET_CUDA) && k < d32.task[ti].ncuda;
+			     k++)
+				if (d32.task[ti].kern[k].kind == ART_LAUNCH_CONV && d32.task[ti].kern[k].conv.nhwc) {
+					nn++;
+					if (!c9)
+						c9 = &d32.task[ti].kern[k];
+				}
+		CHECK(nn == 8 && c9 != NULL); // every record has a channels-last activation
+		if (c9) {
+			refused(&d32, c9, 10, "convolution record");
+			refused(&d32, c9, 11, "convolution record");
+		}
+		d32.version = ART_FORMAT_VERSION_CONV;
+		CHECK(!art_desc_encode(&d32, &enc, &elen));
+		d32.version = 0;
+	}
 	art_desc_free(&d32);
 	free(db32);
 	// f64: the printed path alone.
@@ -302,15 +344,17 @@ main(void) {
 	size_t got = f ? fread(out, 1, sizeof out - 1, f) : 0;
 	out[got] = 0;
 	CHECK(f && pclose(f) == 0);
+	// With TF32 the activations are channels-last (codegen/kir_layout.c):
+	// y of the 3x3 (its x is the task's input), x and y of the 1x1.
 	CHECK(strstr(out, ": forward f32 N=2 C=5 H=27 W=25 K=17 R=3 S=3 OH=14 OW=13 stride=2,2 "
-	                  "pad=1,1 dil=1,1 groups=1 tf32\n") != NULL);
+	                  "pad=1,1 dil=1,1 groups=1 tf32 nhwc=o--\n") != NULL);
 	CHECK(strstr(out, ": backward_filter f32 N=2 C=17 H=14 W=13 K=23 R=1 S=1 OH=14 OW=13 "
-	                  "stride=1,1 pad=0,0 dil=1,1 groups=1 tf32\n") != NULL);
+	                  "stride=1,1 pad=0,0 dil=1,1 groups=1 tf32 nhwc=-ab\n") != NULL);
 	// The 3x3's gradients, whose incoming gradient is a reshape.
 	CHECK(strstr(out, ": backward_data f32 N=2 C=5 H=27 W=25 K=17 R=3 S=3 OH=14 OW=13 stride=2,2 "
-	                  "pad=1,1 dil=1,1 groups=1 tf32\n") != NULL);
+	                  "pad=1,1 dil=1,1 groups=1 tf32 nhwc=-a-\n") != NULL);
 	CHECK(strstr(out, ": backward_filter f32 N=2 C=5 H=27 W=25 K=17 R=3 S=3 OH=14 OW=13 "
-	                  "stride=2,2 pad=1,1 dil=1,1 groups=1 tf32\n") != NULL);
+	                  "stride=2,2 pad=1,1 dil=1,1 groups=1 tf32 nhwc=--b\n") != NULL);
 	CHECK(strstr(out, " conv cudnnConvolutionForward\n") != NULL);
 	CHECK(strstr(out, "2 candidates, the faster on the GPU runs: ") != NULL);
 	CHECK(strstr(out, " sequence of ") != NULL);

@@ -184,9 +184,14 @@ cmd_inspect(int argc, char **argv)
 			if (kk->kind != ART_LAUNCH_CONV)
 				continue;
 			printf("  conv %u: %s f32 N=%u C=%u H=%u W=%u K=%u R=%u S=%u OH=%u OW=%u "
-			       "stride=%u,%u pad=%u,%u dil=%u,%u groups=%u%s\n",
+			       "stride=%u,%u pad=%u,%u dil=%u,%u groups=%u%s",
 			       k, ops[v->op], v->n, v->c, v->h, v->w, v->k, v->r, v->s, v->oh, v->ow, v->sh,
 			       v->sw, v->ph, v->pw, v->dh, v->dw, v->groups, v->tf32 ? " tf32" : "");
+			// Channels-last operands (format 9), as {written, a, b}.
+			if (v->nhwc)
+				printf(" nhwc=%c%c%c", v->nhwc & 1 ? 'o' : '-', v->nhwc & 2 ? 'a' : '-',
+				       v->nhwc & 4 ? 'b' : '-');
+			printf("\n");
 		}
 		for (uint32_t k = 0; nrec && k < at->ncuda; k++) {
 			const ArtKernel *kk = &at->kern[k];

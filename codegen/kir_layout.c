@@ -1,0 +1,720 @@
+// codegen/kir_layout.c -- channels-last (NHWC) storage for the activations
+// around cuDNN convolutions, on the CUDA target only.
+//
+// Why: the kernel IR's buffers are dense row-major, so a convolution's
+// activations are NCHW.  cuDNN's fast Hopper engines (the sm90 implicit-GEMM
+// kernels) work on NHWC; given NCHW descriptors cuDNN transposes every
+// operand in and the result out (nchwToNhwcKernel / nhwcToNchwKernel): on
+// an H200, 1.36 of the 6.98 ms of kernel time of PyTorch's resnet18 training
+// step at N=32, and the same in fadc's, whose cuDNN records described every
+// tensor as NCHW.  PyTorch's channels_last, and torch.compile's layout
+// optimisation, store those tensors NHWC instead.
+//
+// What: a temporary's layout is an index expression of the kernel IR, so a
+// layout change is a rewrite of indices, nothing else.  A chosen buffer B
+// (KB_TMP only: task inputs and outputs keep the user's layout) holding
+// an NCHW tensor of geometry (N, C, S = H W) is stored with its element
+// e = n C S + c S + s at
+//     e' = n S C + s C + c,   n = e / (C S),  c = (e / S) % C,  s = e % S
+// (H and W stay adjacent and in order, so only (C, S) swap).  Every store
+// index of a kernel writing B and every load index of B is replaced by e'
+// of it; kir's simplifier folds the divisions back to loop variables when e
+// is affine in them (the usual case: e = n CS + c S + h W + w gives
+// e' = n SC + (h W + w) C + c with no division), and leaves them where a
+// view makes e non-affine (a reshape [C, N S] of batch norm: m / S, m % S).
+//
+// Which buffers: the activations of every convolution with a cuDNN record
+// (KConv: forward x and y, backward data dy and dx, backward filter x and
+// dy), at the convolution's geometry; a buffer two convolutions see with
+// different geometries, a weight, or a host kernel's operand stays NCHW.
+// Then through neighbours: a buffer of the same size that a kernel reads
+// at its own store index while writing a chosen buffer (or that a kernel
+// writes while reading a chosen buffer at its store index) takes the same
+// layout, so such a kernel does not read one layout and write the other
+// (one side's accesses would be strided).
+//
+// Coalescing: the CUDA printer runs a kernel's points in row-major order of
+// its parallel variables (grid-stride over the flattened domain, the last
+// variable fastest).  A kernel writing a relaid buffer over (n, c, h, w)
+// would store with a stride of C; so its parallel variables are permuted
+// in the order of their coefficients in the new store index (largest
+// first: n, h, w, c), which makes the store contiguous again; a variable
+// over N C values (max_pool's [N C, OH, OW]) is split first.  A
+// contraction (the forward GEMM writing y) gets the same treatment, and
+// then C's last variable is the output channel, which kir_gemm_plan takes
+// as a row-major GEMM with both operands transposed.  Sums per channel
+// over a relaid tensor are split into channel-inner partial sums ("channel-
+// inner sums" below), which needs buffers of their own and so a memory
+// plan of the copy's own.
+//
+// The convolution records learn their operands' layouts (KConv.nhwc, a bit
+// per argument {written, a, b}; docs/ARTIFACT.md, format 9) and cuDNN is
+// given NHWC strides for them (runtime/cudnn.c).  Filters stay KCRS.
+//
+// The CPU backend never sees this: the pass builds a new program (the same
+// buffers, loops and convolutions, the kernels' expressions rebuilt, the
+// memory plan as it was unless a sum was split) and the CUDA printer alone
+// reads it.  Only with TF32 allowed
+// (layout_off says why); FADC_CUDA_NO_NHWC=1 at compile time turns it off,
+// FADC_CUDA_NHWC=1 on for strict fp32 too (measurements).
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen.h"
+#include "kir.h"
+
+// An NCHW geometry: n images of c channels of s = h w points.  0: none.
+typedef struct Geo {
+	int64_t n, c, s;
+} Geo;
+
+typedef struct Lay {
+	const KProgram *p;
+	KProgram *q;
+	Geo *geo; // per buffer: its layout (c == 0: row-major, unchanged)
+	uint8_t *veto; // per buffer: may not be relaid
+	KxId *memo; // per expression of p: its translation in q
+	uint32_t *stamp, cur; // memo[id] valid when stamp[id] == cur
+	KxId varx[2 * IR_MAXDIM]; // this kernel's variable i of p as an expression in q
+} Lay;
+
+static int
+geo_eq(Geo a, Geo b)
+{
+	return a.n == b.n && a.c == b.c && a.s == b.s;
+}
+
+static int64_t
+buf_numel(const KBuf *b)
+{
+	int64_t n = 1;
+	for (int i = 0; i < b->shape.rank; i++)
+		n *= b->shape.dim[i];
+	return n;
+}
+
+// Buffer b as an activation of geometry g: a seed or a veto.  Only
+// temporaries of g's size whose layout actually changes (c > 1, s > 1).
+static void
+seed(Lay *L, uint32_t b, Geo g)
+{
+	const KBuf *kb = &L->p->buf[b];
+	if (kb->kind != KB_TMP || g.c <= 1 || g.s <= 1 || buf_numel(kb) != g.n * g.c * g.s) {
+		L->veto[b] = 1;
+		return;
+	}
+	if (L->geo[b].c && !geo_eq(L->geo[b], g))
+		L->veto[b] = 1; // two geometries: stays NCHW
+	L->geo[b] = g;
+}
+
+// ---------------------------------------------------------------- choosing
+
+// The loads of expression id into the kernel's list (bufs and indices),
+// each load once; 0 when there are more than max.
+typedef struct Loads {
+	uint32_t buf[64];
+	KxId idx[64];
+	int n, over;
+} Loads;
+
+static void
+loads_of(const KProgram *p, KxId id, Loads *ld, uint32_t *seen, uint32_t st)
+{
+	if (!id || seen[id] == st)
+		return;
+	seen[id] = st;
+	const Kx *x = &p->x[id];
+	if (x->op == KX_LOAD) {
+		if (ld->n < 64) {
+			ld->buf[ld->n] = x->aux;
+			ld->idx[ld->n++] = x->a[0];
+		} else
+			ld->over = 1;
+	}
+	for (int i = 0; i < x->nin; i++)
+		loads_of(p, x->a[i], ld, seen, st);
+}
+
+// The elementwise neighbours (see the top): one pass over the kernels;
+// 1 when it chose a buffer.  A reduction counts when it reads a buffer at
+// its own store index (max_pool's argmax reads the maxima it looks for).
+// Not a contraction: its loads at the store index are a coincidence of
+// shapes, and a GEMM's operands keep the layout they have.
+static int
+spread(Lay *L, uint32_t *seen, uint32_t *st)
+{
+	const KProgram *p = L->p;
+	int changed = 0;
+	for (uint32_t ki = 0; ki < p->nk; ki++) {
+		const KKernel *k = &p->k[ki];
+		if (k->host || k->contraction || !k->index)
+			continue;
+		Loads ld = {0};
+		++*st;
+		loads_of(p, k->body, &ld, seen, *st);
+		if (ld.over)
+			continue;
+		uint32_t out = k->out;
+		for (int i = 0; i < ld.n; i++) {
+			if (ld.idx[i] != k->index || ld.buf[i] == out)
+				continue;
+			uint32_t a = ld.buf[i];
+			const KBuf *ba = &p->buf[a], *bo = &p->buf[out];
+			if (buf_numel(ba) != buf_numel(bo))
+				continue;
+			uint32_t from = L->geo[out].c && !L->veto[out] ? out : a, to = from == out ? a : out;
+			if (!L->geo[from].c || L->veto[from] || L->geo[to].c || L->veto[to] ||
+			    p->buf[to].kind != KB_TMP)
+				continue;
+			L->geo[to] = L->geo[from];
+			changed = 1;
+		}
+	}
+	return changed;
+}
+
+static void
+choose(Lay *L)
+{
+	const KProgram *p = L->p;
+	for (uint32_t i = 0; i < p->nconv; i++) {
+		const KConv *v = &p->conv[i];
+		Geo x = {v->n, v->c, v->h * v->w}, y = {v->n, v->k, v->oh * v->ow};
+		// {written, a, b} per op; the weight is vetoed (filters stay KCRS).
+		if (v->op == 0)
+			seed(L, v->out, y), seed(L, v->a, x), L->veto[v->b] = 1;
+		else if (v->op == 1)
+			seed(L, v->out, x), seed(L, v->a, y), L->veto[v->b] = 1;
+		else
+			L->veto[v->out] = 1, seed(L, v->a, x), seed(L, v->b, y);
+	}
+	for (uint32_t ki = 0; ki < p->nk; ki++)
+		if (p->k[ki].host) // a host step reads and writes whole buffers as they are
+			L->veto[p->k[ki].out] = L->veto[p->k[ki].hin] = L->veto[p->k[ki].hwork] = 1;
+	uint32_t *seen = calloc(p->nx + 1, sizeof *seen), st = 0;
+	FADC_ASSERT(seen != NULL, "kir_layout: out of memory");
+	for (int round = 0; round < 16 && spread(L, seen, &st); round++)
+		;
+	free(seen);
+	for (uint32_t b = 0; b < p->nbuf; b++)
+		if (L->veto[b])
+			L->geo[b] = (Geo){0, 0, 0};
+}
+
+// ---------------------------------------------------------------- rewriting
+
+// e' of element index e (see the top).
+static KxId
+nhwc(KProgram *q, KxId e, Geo g)
+{
+	KxId n = kx_idiv(q, e, g.c * g.s), c = kx_imod(q, kx_idiv(q, e, g.s), g.c),
+	     s = kx_imod(q, e, g.s);
+	return kx_iadd(q, kx_imul(q, n, g.s * g.c), kx_iadd(q, kx_imul(q, s, g.c), c));
+}
+
+// Expression id of p rebuilt in q: variables as L->varx says, the loads
+// of relaid buffers at their new index.
+static KxId
+tr(Lay *L, KxId id)
+{
+	if (!id)
+		return 0;
+	if (L->stamp[id] == L->cur)
+		return L->memo[id];
+	const KProgram *p = L->p;
+	KProgram *q = L->q;
+	const Kx x = p->x[id];
+	KxId a[3] = {0, 0, 0}, r = 0;
+	for (int i = 0; i < x.nin; i++)
+		a[i] = tr(L, x.a[i]);
+	switch ((KxOp)x.op) {
+	case KX_CONST:
+		r = x.dtype == DT_I64    ? kx_iconst(q, x.i)
+		    : x.dtype == DT_BOOL ? kx_bconst(q, (int)x.i)
+		                         : kx_const(q, x.f, (DType)x.dtype);
+		break;
+	case KX_VAR:
+		r = L->varx[x.aux];
+		break;
+	case KX_LOAD:
+		r = kx_load(q, x.aux, L->geo[x.aux].c ? nhwc(q, a[0], L->geo[x.aux]) : a[0]);
+		break;
+	case KX_ACC:
+		r = kx_acc(q, (DType)x.dtype);
+		break;
+	case KX_RUNSEED:
+		r = kx_runseed(q);
+		break;
+	case KX_STEP:
+		r = kx_step(q, (int)x.aux);
+		break;
+	case KX_IADD:
+		r = kx_iadd(q, a[0], a[1]);
+		break;
+	case KX_IMUL: // by a constant, always a[1] (kir.c's linear forms)
+		FADC_ASSERT(q->x[a[1]].op == KX_CONST, "kir_layout: a product of two indices");
+		r = kx_imul(q, a[0], q->x[a[1]].i);
+		break;
+	case KX_IDIV:
+		r = kx_idiv(q, a[0], q->x[a[1]].i);
+		break;
+	case KX_IMOD:
+		r = kx_imod(q, a[0], q->x[a[1]].i);
+		break;
+	case KX_IMIN:
+		r = kx_imin(q, a[0], a[1]);
+		break;
+	case KX_IMAX:
+		r = kx_imax(q, a[0], a[1]);
+		break;
+	case KX_ADD:
+	case KX_SUB:
+	case KX_MUL:
+	case KX_DIV:
+	case KX_MAX:
+	case KX_MIN:
+	case KX_POW:
+	case KX_AND:
+	case KX_OR:
+		r = kx_bin(q, (KxOp)x.op, a[0], a[1]);
+		break;
+	case KX_NEG:
+	case KX_ABS:
+	case KX_FLOOR:
+	case KX_SQRT:
+	case KX_EXP:
+	case KX_LOG:
+	case KX_LOG1P:
+	case KX_EXPM1:
+	case KX_TANH:
+	case KX_ERF:
+	case KX_SIN:
+	case KX_COS:
+	case KX_LGAMMA:
+	case KX_NOT:
+		r = kx_un(q, (KxOp)x.op, a[0]);
+		break;
+	case KX_POLYGAMMA:
+		r = kx_polygamma(q, a[0], a[1]);
+		break;
+	case KX_CMP:
+		r = kx_cmp(q, (KCmp)x.aux, a[0], a[1]);
+		break;
+	case KX_SELECT:
+		r = kx_select(q, a[0], a[1], a[2]);
+		break;
+	case KX_CAST:
+		r = kx_cast(q, a[0], (DType)x.aux);
+		break;
+	case KX_RAND:
+		r = kx_rand(q, (KRand)x.aux, x.i, a[0], x.nin > 1 ? a[1] : 0);
+		break;
+	default:
+		FADC_ASSERT(0, "kir_layout: an expression op it does not know");
+	}
+	FADC_ASSERT(q->x[r].dtype == x.dtype, "kir_layout: a rebuilt expression changed dtype");
+	L->stamp[id] = L->cur;
+	L->memo[id] = r;
+	return r;
+}
+
+// A kernel's new variables: its parallel variables, variable `split`
+// (>= 0) of extent m C made two, m and C (p's variable = hi C + lo: a
+// kernel over [N C, OH, OW], max_pool's, whose channels cannot move inward
+// otherwise), then the reduction variables; new parallel variable j is
+// numbered pos[j].  The kernel's new dims into dim (parallel) and the
+// mapping into L->varx; the new rank.
+static int
+vars(Lay *L, const KKernel *k, int split, int64_t C, const int *pos, int64_t *dim)
+{
+	KProgram *q = L->q;
+	int nr = k->rank + (split >= 0);
+	for (int i = 0, j = 0; i < k->rank; i++, j++) {
+		if (i == split) {
+			dim[pos[j]] = k->dim[i] / C;
+			dim[pos[j + 1]] = C;
+			L->varx[i] = kx_iadd(q, kx_imul(q, kx_var(q, pos[j], k->dim[i] / C), C),
+			                     kx_var(q, pos[j + 1], C));
+			j++;
+		} else {
+			dim[pos[j]] = k->dim[i];
+			L->varx[i] = kx_var(q, pos[j], k->dim[i]);
+		}
+	}
+	for (int i = 0; i < k->rrank; i++)
+		L->varx[k->rank + i] = kx_var(q, nr + i, k->rdim[i]);
+	return nr;
+}
+
+// Kernel k's store index in q under the mapping vars() set (nhwc applied
+// when its buffer is relaid; raw without).
+static KxId
+store_index(Lay *L, const KKernel *k, int raw)
+{
+	L->cur++;
+	KxId e = tr(L, k->index);
+	return !raw && L->geo[k->out].c ? nhwc(L->q, e, L->geo[k->out]) : e;
+}
+
+// The order of parallel variables 0 .. rank-1 that makes a store of index
+// e (in q) row-major: by decreasing coefficient (stable), into pos (old
+// position -> new).  -1 when e is not affine in them.
+static int
+coalesce(Lay *L, int rank, KxId e, int *pos)
+{
+	int64_t coef[IR_MAXDIM + 1];
+	int order[IR_MAXDIM + 1];
+	for (int v = 0; v < rank; v++) {
+		if (!kx_affine_coef(L->q, e, v, &coef[v]) || coef[v] < 0)
+			return -1;
+		order[v] = v;
+	}
+	for (int i = 1; i < rank; i++) // insertion sort, stable
+		for (int j = i; j > 0 && coef[order[j - 1]] < coef[order[j]]; j--) {
+			int t = order[j];
+			order[j] = order[j - 1];
+			order[j - 1] = t;
+		}
+	for (int i = 0; i < rank; i++)
+		pos[order[i]] = i;
+	return 0;
+}
+
+// Kernel k's variables for q (L->varx) and its new rank and dims: the
+// identity, unless k writes a relaid buffer; then an order (and maybe a
+// split) that makes its store contiguous where one exists.
+static void
+kernel_vars(Lay *L, KKernel *k)
+{
+	int pos[IR_MAXDIM + 1], split = -1;
+	int64_t dim[IR_MAXDIM + 1], C = 0;
+	for (int i = 0; i <= IR_MAXDIM; i++)
+		pos[i] = i;
+	int nr = vars(L, k, -1, 0, pos, dim);
+	if (k->host || !k->index || !L->geo[k->out].c)
+		return;
+	Geo g = L->geo[k->out];
+	if (coalesce(L, k->rank, store_index(L, k, 0), pos) < 0) {
+		// A variable moving the NCHW index by S over N C values (or a
+		// multiple of C): split it into (image, channel).
+		KxId e = store_index(L, k, 1);
+		for (int v = 0; v < k->rank && split < 0 && k->rank < IR_MAXDIM; v++) {
+			int64_t c;
+			if (kx_affine_coef(L->q, e, v, &c) && c == g.s && k->dim[v] > g.c &&
+			    k->dim[v] % g.c == 0)
+				split = v, C = g.c;
+		}
+		for (int i = 0; i <= IR_MAXDIM; i++)
+			pos[i] = i;
+		if (split < 0)
+			return;
+		nr = vars(L, k, split, C, pos, dim);
+		if (coalesce(L, nr, store_index(L, k, 0), pos) < 0) {
+			for (int i = 0; i <= IR_MAXDIM; i++)
+				pos[i] = i;
+			vars(L, k, -1, 0, pos, dim);
+			return;
+		}
+	}
+	nr = vars(L, k, split, C, pos, dim);
+	k->rank = nr;
+	memcpy(k->dim, dim, sizeof dim[0] * (size_t)nr);
+}
+
+// ---------------------------------------------------------------- channel-inner sums
+//
+// A sum over the images and points of a channels-last tensor, per channel
+// (batch norm's statistics and its backward's sums, the bias gradients),
+// is a long reduction into few points: the CUDA printer gives each point a
+// block whose threads stride through its terms, which NCHW made
+// contiguous and NHWC makes C elements apart, one 32-byte sector per
+// 4-byte load (measured on an H200: resnet18's vjp partial sums 0.76 ->
+// 3.2 ms).  So such a kernel becomes two: a first sums short runs of terms
+// into partial[.., j, c] with the channel its innermost parallel variable,
+// one thread per point, so a warp's loads are 32 adjacent channels of one
+// row (coalesced); a second adds each point's partials (a few hundred
+// terms of a small buffer) and applies the original post.  The reduction
+// variables are taken in order: the leading ones whose remaining terms
+// are still many (>= 128) become parallel in the first kernel, the next is
+// split into j (parallel) and l (reduced), l the largest divisor of its
+// extent leaving at most CSUM_TERMS terms per partial.  The summation
+// order changes (runs, then their sum), within the usual rounding.
+
+#define CSUM_MAX_POINTS 32768 // the printer's block-per-point regime (docs/CUDA.md)
+#define CSUM_MIN_TERMS 512
+#define CSUM_TERMS 64
+
+static KxId
+flat(KProgram *q, const KxId *v, const int64_t *dim, int n)
+{
+	KxId e = kx_iconst(q, 0);
+	for (int d = 0; d < n; d++)
+		e = kx_iadd(q, kx_imul(q, e, dim[d]), v[d]);
+	return e;
+}
+
+// The loads of relaid buffers in q's expression id (seen: per q id).
+static void
+relaid_loads(Lay *L, KxId id, uint8_t *seen, KxId *out, int *n)
+{
+	if (!id || seen[id])
+		return;
+	seen[id] = 1;
+	const Kx *x = &L->q->x[id];
+	if (x->op == KX_LOAD && x->aux < L->p->nbuf && L->geo[x->aux].c && *n < 16)
+		out[(*n)++] = x->a[0];
+	for (int i = 0; i < x->nin; i++)
+		relaid_loads(L, x->a[i], seen, out, n);
+}
+
+// The channel variable of sum kernel k of p, or -1: a parallel variable
+// with coefficient 1 in the index of a relaid load of its body, where no
+// reduction variable has coefficient 1 (the terms are then strided).
+static int
+csum_channel(Lay *L, const KKernel *k)
+{
+	if (k->red != KR_SUM || k->contraction || k->host || k->conv || !k->rrank ||
+	    k->rank + 2 > IR_MAXDIM || kir_kernel_points(k) > CSUM_MAX_POINTS ||
+	    kir_kernel_terms(k) < CSUM_MIN_TERMS)
+		return -1;
+	for (uint32_t l = 0; l < L->p->nloop; l++)
+		if (L->p->loop[l].begin <= (uint32_t)(k - L->p->k) && (uint32_t)(k - L->p->k) < L->p->loop[l].end)
+			return -1;
+	int64_t dim[IR_MAXDIM + 1];
+	int pos[IR_MAXDIM + 1];
+	for (int i = 0; i <= IR_MAXDIM; i++)
+		pos[i] = i;
+	vars(L, k, -1, 0, pos, dim);
+	L->cur++;
+	KxId body = tr(L, k->body), idx[16];
+	int n = 0, vc = -1;
+	uint8_t *seen = calloc(L->q->nx + 1, 1);
+	FADC_ASSERT(seen != NULL, "kir_layout: out of memory");
+	relaid_loads(L, body, seen, idx, &n);
+	free(seen);
+	for (int i = 0; i < n && vc < 0; i++) {
+		int cand = -1, ok = 1;
+		for (int v = 0; v < k->rank + k->rrank && ok; v++) {
+			int64_t c;
+			if (!kx_affine_coef(L->q, idx[i], v, &c))
+				ok = 0;
+			else if (c == 1 && v < k->rank)
+				cand = v;
+			else if (c == 1)
+				ok = 0;
+		}
+		if (ok && cand >= 0)
+			vc = cand;
+	}
+	return vc;
+}
+
+// Kernel k of p (its channel variable vc) as the two kernels above,
+// appended to q.  0 when no split fits IR_MAXDIM (nothing appended).
+static int
+csum_emit(Lay *L, const KKernel *k, int vc)
+{
+	KProgram *q = L->q;
+	int m = k->rrank, i = 0;
+	int64_t Lc = 1;
+	for (; i < m; i++) {
+		int64_t tail = 1;
+		for (int t = i + 1; t < m; t++)
+			tail *= k->rdim[t];
+		if (tail > CSUM_TERMS && i < m - 1)
+			continue; // r_i wholly parallel
+		for (int64_t d = 1; d <= k->rdim[i] && d * tail <= CSUM_TERMS; d++)
+			if (k->rdim[i] % d == 0)
+				Lc = d;
+		break;
+	}
+	int ra = k->rank + i + 1; // the first kernel's parallel rank
+	if (ra > IR_MAXDIM)
+		return 0;
+	int64_t J = k->rdim[i] / Lc;
+	// The first kernel: parallel (P without vc, r_0 .. r_i-1, j, vc),
+	// reduced (l, r_i+1 ..).
+	KKernel a = *k;
+	int np = 0;
+	for (int v = 0; v < k->rank; v++)
+		if (v != vc) {
+			a.dim[np] = k->dim[v];
+			L->varx[v] = kx_var(q, np++, k->dim[v]);
+		}
+	for (int t = 0; t < i; t++) {
+		a.dim[np] = k->rdim[t];
+		L->varx[k->rank + t] = kx_var(q, np++, k->rdim[t]);
+	}
+	a.dim[np] = J;
+	KxId jv = kx_var(q, np++, J);
+	a.dim[np] = k->dim[vc];
+	L->varx[vc] = kx_var(q, np++, k->dim[vc]);
+	a.rank = np;
+	for (int t = np; t < IR_MAXDIM; t++)
+		a.dim[t] = 0;
+	memset(a.rdim, 0, sizeof a.rdim);
+	a.rrank = m - i;
+	a.rdim[0] = Lc;
+	L->varx[k->rank + i] = kx_iadd(q, kx_imul(q, jv, Lc), kx_var(q, ra, Lc));
+	for (int t = i + 1; t < m; t++) {
+		a.rdim[t - i] = k->rdim[t];
+		L->varx[k->rank + t] = kx_var(q, ra + t - i, k->rdim[t]);
+	}
+	L->cur++;
+	a.body = tr(L, k->body);
+	DType vt = (DType)q->x[a.body].dtype;
+	Shape sh = {ra, {0}};
+	memcpy(sh.dim, a.dim, sizeof a.dim[0] * (size_t)ra);
+	a.out = kir_buf_add(q, KB_TMP, 0, vt, &sh, k->node);
+	KxId av[IR_MAXDIM];
+	for (int v = 0; v < ra; v++)
+		av[v] = kx_var(q, v, a.dim[v]);
+	a.index = flat(q, av, a.dim, ra);
+	a.post = kx_acc(q, vt);
+	a.what = "channel_partial_sum";
+	a.nfused = 0;
+	*kir_kernel_add(q) = a;
+	// The second: k's points, its partials summed over (r_0 .. r_i-1, j).
+	KKernel b = *k;
+	int64_t pdim[IR_MAXDIM + 1];
+	int pos[IR_MAXDIM + 1];
+	for (int t = 0; t <= IR_MAXDIM; t++)
+		pos[t] = t;
+	vars(L, k, -1, 0, pos, pdim); // identity (parallel numbering kept)
+	np = 0;
+	for (int v = 0; v < k->rank; v++)
+		if (v != vc)
+			av[np++] = kx_var(q, v, k->dim[v]);
+	for (int t = 0; t < i; t++)
+		av[np++] = kx_var(q, k->rank + t, k->rdim[t]);
+	av[np++] = kx_var(q, k->rank + i, J);
+	av[np++] = kx_var(q, vc, k->dim[vc]);
+	b.rrank = i + 1;
+	memcpy(b.rdim, k->rdim, sizeof k->rdim);
+	b.rdim[i] = J;
+	for (int t = i + 1; t < IR_MAXDIM; t++)
+		b.rdim[t] = 0;
+	L->cur++;
+	b.body = kx_load(q, a.out, flat(q, av, a.dim, ra));
+	KxId e = tr(L, k->index);
+	b.index = L->geo[k->out].c ? nhwc(q, e, L->geo[k->out]) : e;
+	b.post = tr(L, k->post);
+	*kir_kernel_add(q) = b;
+	return 1;
+}
+
+// ---------------------------------------------------------------- the pass
+
+static int
+env_on(const char *name)
+{
+	const char *v = getenv(name);
+	return v && *v && strcmp(v, "0");
+}
+
+// Off for strict fp32 unless FADC_CUDA_NHWC=1: measured on an H200
+// (docs/PERFORMANCE.md, "Channels-last activations"), resnet18's strict
+// vjp, jvp and vhp were 6-10% slower channels-last and took 0.2 GiB more
+// (cuDNN's fp32 engines without tensor cores gain nothing from NHWC),
+// where with TF32 they were 13-22% faster.
+static int
+layout_off(int tf32)
+{
+	return env_on("FADC_CUDA_NO_NHWC") || (!tf32 && !env_on("FADC_CUDA_NHWC"));
+}
+
+KProgram *
+kir_layout_nhwc(const KProgram *p, int tf32, int *nrelaid)
+{
+	if (nrelaid)
+		*nrelaid = 0;
+	if (!p->nconv || layout_off(tf32))
+		return NULL;
+	Lay L = {.p = p};
+	L.geo = calloc(p->nbuf + 1, sizeof *L.geo);
+	L.veto = calloc(p->nbuf + 1, 1);
+	FADC_ASSERT(L.geo && L.veto, "kir_layout: out of memory");
+	choose(&L);
+	int n = 0;
+	for (uint32_t b = 0; b < p->nbuf; b++)
+		n += L.geo[b].c != 0;
+	if (!n) {
+		free(L.geo);
+		free(L.veto);
+		return NULL;
+	}
+	if (nrelaid)
+		*nrelaid = n;
+	// The copy: buffers (with the memory plan), loops, convolutions and
+	// the task's tables as they are.
+	KProgram *q = kir_program_new(p->name, p->fcompute);
+	L.q = q;
+	for (uint32_t b = 0; b < p->nbuf; b++) {
+		const KBuf *kb = &p->buf[b];
+		uint32_t nb = kir_buf_add(q, kb->kind, kb->index, kb->dtype, &kb->shape, kb->node);
+		q->buf[nb] = *kb;
+	}
+	if (p->nloop) {
+		arena_grow(q->arena, (void **)&q->loop, &q->cloop, p->nloop, sizeof *q->loop);
+		memcpy(q->loop, p->loop, p->nloop * sizeof *p->loop);
+		q->nloop = p->nloop;
+	}
+	arena_grow(q->arena, (void **)&q->conv, &q->cconv, p->nconv, sizeof *q->conv);
+	memcpy(q->conv, p->conv, p->nconv * sizeof *p->conv);
+	q->nconv = p->nconv;
+	for (uint32_t i = 0; i < q->nconv; i++) {
+		KConv *v = &q->conv[i];
+		v->nhwc = (L.geo[v->out].c ? 1u : 0u) | (L.geo[v->a].c ? 2u : 0u) |
+		          (L.geo[v->b].c ? 4u : 0u);
+	}
+	q->ninput = p->ninput;
+	q->noutput = p->noutput;
+	q->inbuf = arena_alloc_array(q->arena, p->ninput + 1, sizeof *q->inbuf);
+	q->outbuf = arena_alloc_array(q->arena, p->noutput + 1, sizeof *q->outbuf);
+	memcpy(q->inbuf, p->inbuf, p->ninput * sizeof *p->inbuf);
+	memcpy(q->outbuf, p->outbuf, p->noutput * sizeof *p->outbuf);
+	q->arena_bytes = p->arena_bytes;
+	q->naive_bytes = p->naive_bytes;
+	q->live_bytes = p->live_bytes;
+	// The kernels, their expressions rebuilt.
+	L.memo = calloc(p->nx + 1, sizeof *L.memo);
+	L.stamp = calloc(p->nx + 1, sizeof *L.stamp);
+	FADC_ASSERT(L.memo && L.stamp, "kir_layout: out of memory");
+	uint32_t *at = calloc(p->nk + 1, sizeof *at); // p's kernel -> q's
+	int nsplit = 0;
+	FADC_ASSERT(at != NULL, "kir_layout: out of memory");
+	for (uint32_t ki = 0; ki < p->nk; ki++) {
+		KKernel k = p->k[ki];
+		at[ki] = q->nk;
+		int vc = csum_channel(&L, &p->k[ki]);
+		if (vc >= 0 && csum_emit(&L, &p->k[ki], vc)) {
+			nsplit++;
+			continue;
+		}
+		kernel_vars(&L, &k); // k's rank and dims may change
+		L.cur++;
+		if (!k.host) {
+			KxId e = tr(&L, k.index);
+			k.index = e && L.geo[k.out].c ? nhwc(q, e, L.geo[k.out]) : e;
+			k.body = tr(&L, k.body);
+			k.post = tr(&L, k.post);
+		}
+		*kir_kernel_add(q) = k;
+	}
+	at[p->nk] = q->nk;
+	for (uint32_t l = 0; l < q->nloop; l++) { // kernels inserted before a loop move it
+		q->loop[l].begin = at[q->loop[l].begin];
+		q->loop[l].end = at[q->loop[l].end];
+	}
+	free(at);
+	q->uses_runseed = p->uses_runseed;
+	if (nsplit) // new buffers: a plan of q's own (the caller sizes the arena for both)
+		cg_plan(q);
+	free(L.memo);
+	free(L.stamp);
+	free(L.geo);
+	free(L.veto);
+	kir_program_trim(q);
+	return q;
+}
