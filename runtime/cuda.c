@@ -214,10 +214,25 @@ pool_drop(void *ctx, uint64_t base, uint64_t size)
 	c->d.cuMemFree(base);
 }
 
+// FADC_CUDA_POOL_LOG=1: every block taken from the pool and given back,
+// with the bytes in use after, on stderr (where a peak comes from: the
+// arena, the output region, workspaces, staging, tensors).
+static int
+pool_log(void)
+{
+	const char *s = getenv("FADC_CUDA_POOL_LOG");
+	return s && *s && strcmp(s, "0");
+}
+
 int
 rtcu_alloc(RtCuda *c, size_t bytes, uint64_t *addr, char *err, size_t errlen)
 {
-	return cumem_alloc(&c->mem, bytes, addr, pool_grow, c, err, errlen);
+	int ok = cumem_alloc(&c->mem, bytes, addr, pool_grow, c, err, errlen);
+	if (ok && bytes && pool_log())
+		fprintf(stderr, "fadc: pool: + %zu bytes at 0x%llx, %llu in use (peak %llu)\n", bytes,
+		        (unsigned long long)*addr, (unsigned long long)c->mem.live_bytes,
+		        (unsigned long long)c->mem.peak_bytes);
+	return ok;
 }
 
 void
@@ -225,7 +240,12 @@ rtcu_free(RtCuda *c, uint64_t addr)
 {
 	if (!c)
 		return;
+	uint64_t before = c->mem.live_bytes;
 	cumem_free(&c->mem, addr);
+	if (addr && before != c->mem.live_bytes && pool_log())
+		fprintf(stderr, "fadc: pool: - %llu bytes at 0x%llx, %llu in use\n",
+		        (unsigned long long)(before - c->mem.live_bytes), (unsigned long long)addr,
+		        (unsigned long long)c->mem.live_bytes);
 }
 
 // ---------------------------------------------------------------- copies
@@ -455,6 +475,73 @@ art_bytes(const ArtTensor *x)
 
 static int cand_can_run(const RtCuTask *k, const struct Choice *ch, uint32_t j);
 
+static int
+span_meets(uint64_t a, uint64_t na, uint64_t b, uint64_t nb)
+{
+	return na && nb && a < b + nb && b < a + na;
+}
+
+// Each convolution record's scratch (Kern.scr_*): the largest arena
+// buffer of its choice's other candidates (the im2col columns, the
+// gradient's transposed copy) that is none of the record's three tensors.
+// The memory plan (codegen/plan.c) keeps the record's operands and result
+// live over the whole range the record replaces and apart from the
+// range's temporaries, and those temporaries live only inside the range:
+// so while the record runs instead of the range, no value anyone reads
+// later is in that buffer's bytes, and cuDNN may use them as its
+// workspace.  The context then holds a workspace only for records whose
+// plan needs more than their scratch (rtcu_dnn_prepare), where it held
+// the largest plan's per loaded task (up to 256 MiB each) on top of the
+// arena.  An argument's bytes are what its kernel may touch through it.
+static void
+conv_scratch(RtCuTask *k)
+{
+	// FADC_CUDA_DNN_SCRATCH=0: no scratch, every workspace in the
+	// context's blocks (measuring what the scratch saves).
+	const char *e = getenv("FADC_CUDA_DNN_SCRATCH");
+	if (e && !strcmp(e, "0"))
+		return;
+	for (uint32_t ci = 0; ci < k->nchoice; ci++) {
+		const struct Choice *ch = &k->choice[ci];
+		for (uint32_t j = 0; j < ch->n; j++) {
+			if (ch->count[j] != 1 || k->k[ch->first[j]].k->kind != ART_LAUNCH_CONV)
+				continue;
+			Kern *cv = &k->k[ch->first[j]];
+			for (uint32_t o = 0; o < ch->n; o++)
+				for (uint32_t r = ch->first[o]; o != j && r < ch->first[o] + ch->count[o]; r++) {
+					const ArtKernel *a = k->k[r].k;
+					for (uint32_t q = 0; q < a->narg; q++) {
+						const ArtKArg *x = &a->arg[q];
+						int apart = x->kind == ART_ARG_ARENA && x->bytes > cv->scr_bytes;
+						for (uint32_t i = 0; apart && i < cv->k->narg; i++) {
+							const ArtKArg *y = &cv->k->arg[i];
+							apart = y->kind != ART_ARG_ARENA ||
+							        !span_meets(x->offset, x->bytes, y->offset, y->bytes);
+						}
+						if (apart) {
+							cv->scr_kern = r;
+							cv->scr_arg = q;
+							cv->scr_bytes = x->bytes;
+						}
+					}
+				}
+		}
+	}
+}
+
+// Where record kk may put `ws` bytes of cuDNN workspace on this run: its
+// scratch (conv_scratch; the arguments' values of this run, which every
+// record gets, chosen or not), from a 256-byte boundary in it, when they
+// fit there, else 0.
+uint64_t
+rtcu_conv_scratch(const RtCuTask *k, const Kern *kk, uint64_t ws)
+{
+	if (!kk->scr_bytes)
+		return 0;
+	uint64_t at = k->k[kk->scr_kern].val[kk->scr_arg], a = (at + 255) / 256 * 256;
+	return a + ws <= at + kk->scr_bytes ? a : 0;
+}
+
 int
 rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
                const uint8_t *images, RtCuTask **out, char *err, size_t errlen)
@@ -577,6 +664,7 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
 			goto fail;
 		}
 	}
+	conv_scratch(k);
 	if (convs && !rtcu_dnn_prepare(c, k, err, errlen))
 		goto fail;
 	for (uint32_t ci = 0; ci < k->nchoice; ci++) {

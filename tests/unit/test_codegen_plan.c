@@ -87,6 +87,47 @@ sim_write(Sim *s, uint32_t b)
 	s->state[b] = VALID;
 }
 
+// The cuDNN call of convolution c (1-based) may use as its workspace the
+// bytes of any temporary its range's kernels touch other than its three
+// tensors (runtime/cuda.c, conv_scratch): at the range's first kernel and
+// again at its last, every other temporary sharing a byte with one is
+// clobbered, and the scratch itself holds garbage after the call.  A value
+// live across the range in those bytes, or read from a scratch after the
+// range before it is written again, is then a failure.
+static void
+sim_scratch(Sim *s, uint32_t c, uint32_t at)
+{
+	const KProgram *p = s->p;
+	const KConv *cv = &p->conv[c - 1];
+	uint32_t k0 = at;
+	while (k0 > 0 && p->k[k0 - 1].conv == c)
+		k0--;
+	// Its reads go after the current kernel's (s->reads has room for two
+	// kernels' loads), which are left as they were.
+	for (uint32_t k = k0; k < p->nk && p->k[k].conv == c; k++) {
+		const KKernel *kk = &p->k[k];
+		uint32_t save = s->nreads, *keep = s->reads + save;
+		s->stamp++;
+		walk_reads(s, kk->index);
+		walk_reads(s, kk->body);
+		walk_reads(s, kk->post);
+		uint32_t n = s->nreads - save;
+		keep[n++] = kk->out;
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t b = keep[i];
+			if (!is_tmp(p, b) || b == cv->out || b == cv->a || b == cv->b)
+				continue;
+			for (uint32_t o = 0; o < p->nbuf; o++)
+				if (o != b && is_tmp(p, o) && s->state[o] == VALID &&
+				    share(&p->buf[o], &p->buf[b]))
+					s->state[o] = CLOBBERED;
+			if (s->state[b] == VALID && k0 != at)
+				s->state[b] = CLOBBERED;
+		}
+		s->nreads = save;
+	}
+}
+
 static void
 sim_kernel(Sim *s, uint32_t k)
 {
@@ -108,8 +149,10 @@ sim_kernel(Sim *s, uint32_t k)
 	const KConv *cv = kk->conv ? &p->conv[kk->conv - 1] : NULL;
 	int cfirst = cv && (k == 0 || p->k[k - 1].conv != kk->conv);
 	int clast = cv && (k + 1 == p->nk || p->k[k + 1].conv != kk->conv);
-	if (cfirst)
+	if (cfirst) {
 		sim_write(s, cv->out);
+		sim_scratch(s, kk->conv, k);
+	}
 	for (uint32_t i = 0; i < s->nreads; i++)
 		check_read(s, s->reads[i], k, "before its write");
 	sim_write(s, kk->out);
@@ -123,6 +166,7 @@ sim_kernel(Sim *s, uint32_t k)
 		for (int i = 0; i < 3; i++)
 			if (is_tmp(p, cb[i]))
 				check_read(s, cb[i], k, "by the convolution call");
+		sim_scratch(s, kk->conv, k);
 	}
 }
 
@@ -158,7 +202,7 @@ check_plan(const KProgram *p, const char *label)
 	Sim s = {.p = p, .label = label};
 	s.state = calloc(p->nbuf + 1, 1);
 	s.seen = calloc(p->nx + 1, sizeof *s.seen);
-	s.reads = calloc(p->nx + 3, sizeof *s.reads);
+	s.reads = calloc(2 * (size_t)p->nx + 6, sizeof *s.reads);
 	if (!s.state || !s.seen || !s.reads) {
 		fprintf(stderr, "out of memory\n");
 		exit(1);
