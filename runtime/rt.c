@@ -145,8 +145,8 @@ struct fadc_model {
 	// On a CUDA context: one arena shared by every task (they run in order
 	// on one stream), darena_bytes the largest plan of the tasks set up so
 	// far (grown at a task's set-up: device_arena), and the region of the
-	// model-owned outputs, each output of those tasks once (grown at a
-	// set-up, or by a call that finds no room: region_grow).
+	// model-owned outputs (grown by a call that finds no room in it:
+	// region_grow; none before the first model-owned output).
 	uint64_t darena, darena_bytes, dregion, dregion_bytes;
 };
 
@@ -1477,32 +1477,16 @@ place_outputs(fadc_model *m, RtTask *t, fadc_tensor *const *inputs, int ninputs,
 	return 1;
 }
 
-// The output region's bytes for the tasks set up so far and t (being set
-// up): each task's outputs once.  A call whose outputs then find no room
-// (the survivors it must not overwrite leave too little) grows the region
-// by its outputs (fadc_run).  It was twice every task's outputs of the
-// artifact, taken at the first set-up: resnet18's vjp,jvp,vhp,hvp held
-// 280 MB for a vjp whose gradients are 47 MB.
-static uint64_t
-region_need(const fadc_model *m, const RtTask *t)
-{
-	uint64_t need = 0;
-	for (uint32_t i = 0; i < m->d.ntask; i++) {
-		const RtTask *u = &m->task[i];
-		if ((u == t || u->ready) && on_device(m, u))
-			for (uint32_t k = 0; k < nuser(u->d); k++)
-				need += region_size(&u->d->out[k]);
-	}
-	return need;
-}
-
-// Grows the output region to `need` bytes: a new block, the readable
-// outputs' bytes copied to the same offsets in it, every model-owned
-// output's address moved with them (callers hold handles, never device
-// addresses), the old block given back once the stream has drained (a
-// copy that does not wait for the stream may be handed it).  Recordings
-// made with the old addresses are not replayed for the new ones (the
-// outputs' addresses are in their keys): the tasks record again.
+// The output region is grown, never sized ahead: it holds the model-owned
+// outputs that calls placed, each task's outputs once unless a call must
+// keep its inputs beside its outputs (fadc_run).  Grows it to `need`
+// bytes: a new block, the readable outputs' bytes copied to the same
+// offsets in it, every model-owned output's address moved with them
+// (callers hold handles, never device addresses), the old block given
+// back once the stream has drained (a copy that does not wait for the
+// stream may be handed it).  Recordings made with the old addresses are
+// not replayed for the new ones (the outputs' addresses are in their
+// keys): the tasks record again.
 static fadc_status
 region_grow(fadc_model *m, uint64_t need)
 {
@@ -1590,12 +1574,7 @@ task_setup(fadc_model *m, RtTask *t)
 	if (!t->in || !t->out || !t->outs || !t->din || !t->dout || !t->dstaged)
 		return fail(m->ctx, FADC_ERR_NOMEM, "task '%s': out of memory", d->name);
 	if (on_device(m, t)) {
-		// The output region covers this task's outputs too (before the
-		// arena grows: a growth copies, holding the old block and the new).
-		fadc_status s = region_grow(m, region_need(m, t));
-		if (s)
-			return s;
-		s = device_arena(m, d);
+		fadc_status s = device_arena(m, d);
 		if (s)
 			return s;
 		uint64_t artifact = art_fnv1a64(ART_FNV_BASIS, m->desc, m->desc_len);
@@ -1849,10 +1828,14 @@ fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs, fadc_
 			return s;
 		uint64_t gen = rtcu_task_begin(m->ctx->cu, t->cu);
 		if (!place_outputs(m, t, inputs, ninputs, outputs, gen)) {
-			// No room beside the outputs that must survive: the region
-			// grows by this call's outputs (placed after everything, they
-			// fit), which moves every output in it, this call's inputs
-			// and given outputs among them.
+			// No room beside the outputs that must survive (or no region
+			// yet): it grows by this call's outputs (placed after
+			// everything, they fit), which moves every output in it, this
+			// call's inputs and given outputs among them.  So the region
+			// holds model-owned outputs only: a caller passing its own
+			// tensors (fadc-bench) has none; resnet18's vjp,jvp,vhp,hvp
+			// held 280 MB there, twice every task's outputs, from the
+			// first set-up.
 			uint64_t more = 0;
 			for (uint32_t k = 0; k < nu; k++)
 				if (outputs[k] == &t->outs[k])
