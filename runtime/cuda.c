@@ -475,72 +475,84 @@ art_bytes(const ArtTensor *x)
 
 static int cand_can_run(const RtCuTask *k, const struct Choice *ch, uint32_t j);
 
-static int
-span_meets(uint64_t a, uint64_t na, uint64_t b, uint64_t nb)
-{
-	return na && nb && a < b + nb && b < a + na;
-}
-
-// Each convolution record's scratch (Kern.scr_*): the largest arena
-// buffer of its choice's other candidates (the im2col columns, the
-// gradient's transposed copy) that is none of the record's three tensors.
-// The memory plan (codegen/plan.c) keeps the record's operands and result
-// live over the whole range the record replaces and apart from the
-// range's temporaries, and those temporaries live only inside the range:
-// so while the record runs instead of the range, no value anyone reads
-// later is in that buffer's bytes, and cuDNN may use them as its
-// workspace.  The context then holds a workspace only for records whose
-// plan needs more than their scratch (rtcu_dnn_prepare), where it held
-// the largest plan's per loaded task (up to 256 MiB each) on top of the
-// arena.  An argument's bytes are what its kernel may touch through it.
+// Each convolution record's scratch (Kern.scr_*): the widest span of the
+// task's arena that holds no value while the record runs, which cuDNN may
+// then use as its workspace.  The memory plan (codegen/plan.c) gives two
+// buffers the same bytes only when their lives (first writer to last
+// reader) are disjoint, and every record names each buffer it touches as
+// an argument (its offset and bytes: a whole buffer, codegen/compile.c),
+// so a buffer live while a choice runs is named at or before the choice's
+// last record and at or after its first.  cumem_free_gap counts busy every
+// span named inside the choice and outside it, or on both sides, and the
+// record's own three tensors; a span named only inside the choice, by its
+// other candidates (the columns, the gradient's transposed copy, which the
+// plan keeps apart from the record's tensors and alive only within the
+// range the record replaces), is free.  Different buffers at the same span
+// merge into one longer life, which only errs towards busy.  A loop is
+// inside one record (a persistent or fused kernel), and choices run in
+// record order (the eager first run's timing too).  The context then holds
+// a workspace only for records whose plan needs more than their scratch
+// (rtcu_dnn_prepare), where it held the largest plan's per loaded task (up
+// to 256 MiB each) on top of the arena.  test_codegen_plan checks the same
+// analysis on the kernel IR against its oracle.
 static void
 conv_scratch(RtCuTask *k)
 {
 	// FADC_CUDA_DNN_SCRATCH=0: no scratch, every workspace in the
 	// context's blocks (measuring what the scratch saves).
 	const char *e = getenv("FADC_CUDA_DNN_SCRATCH");
-	if (e && !strcmp(e, "0"))
+	if ((e && !strcmp(e, "0")) || !k->nchoice)
 		return;
-	for (uint32_t ci = 0; ci < k->nchoice; ci++) {
+	size_t n = 0;
+	for (uint32_t r = 0; r < k->nk; r++)
+		n += k->k[r].k->narg;
+	CuSpan *t = calloc(n + 1, sizeof *t);
+	if (!t)
+		return; // no scratch: every workspace in the task's block
+	uint32_t rk = 0, rq = 0;
+	n = 0;
+	for (uint32_t r = k->nk; r-- > 0;) {
+		const ArtKernel *a = k->k[r].k;
+		for (uint32_t q = 0; q < a->narg; q++)
+			if (a->arg[q].kind == ART_ARG_ARENA && a->arg[q].bytes) {
+				rk = r, rq = q; // the first (any would do)
+				t[n++] = (CuSpan){a->arg[q].offset, a->arg[q].bytes, r, r};
+			}
+	}
+	n = cumem_spans_merge(t, n);
+	for (uint32_t ci = 0; n && ci < k->nchoice; ci++) {
 		const struct Choice *ch = &k->choice[ci];
 		for (uint32_t j = 0; j < ch->n; j++) {
 			if (ch->count[j] != 1 || k->k[ch->first[j]].k->kind != ART_LAUNCH_CONV)
 				continue;
 			Kern *cv = &k->k[ch->first[j]];
-			for (uint32_t o = 0; o < ch->n; o++)
-				for (uint32_t r = ch->first[o]; o != j && r < ch->first[o] + ch->count[o]; r++) {
-					const ArtKernel *a = k->k[r].k;
-					for (uint32_t q = 0; q < a->narg; q++) {
-						const ArtKArg *x = &a->arg[q];
-						int apart = x->kind == ART_ARG_ARENA && x->bytes > cv->scr_bytes;
-						for (uint32_t i = 0; apart && i < cv->k->narg; i++) {
-							const ArtKArg *y = &cv->k->arg[i];
-							apart = y->kind != ART_ARG_ARENA ||
-							        !span_meets(x->offset, x->bytes, y->offset, y->bytes);
-						}
-						if (apart) {
-							cv->scr_kern = r;
-							cv->scr_arg = q;
-							cv->scr_bytes = x->bytes;
-						}
-					}
-				}
+			CuSpan own[3];
+			size_t nown = 0;
+			for (uint32_t q = 0; q < cv->k->narg && nown < 3; q++)
+				if (cv->k->arg[q].kind == ART_ARG_ARENA)
+					own[nown++] = (CuSpan){cv->k->arg[q].offset, cv->k->arg[q].bytes, 0, 0};
+			// The pool's blocks start at multiples of CUMEM_ALIGN, the arena too.
+			cv->scr_bytes = cumem_free_gap(t, n, ch->at, ch->at + ch->span, own, nown,
+			                               k->t->arena_bytes, CUMEM_ALIGN, &cv->scr_off);
+			cv->scr_kern = rk;
+			cv->scr_arg = rq;
 		}
 	}
+	free(t);
 }
 
 // Where record kk may put `ws` bytes of cuDNN workspace on this run: its
-// scratch (conv_scratch; the arguments' values of this run, which every
-// record gets, chosen or not), from a 256-byte boundary in it, when they
-// fit there, else 0.
+// scratch (conv_scratch) in this run's arena (the reference argument's
+// value less its offset), when they fit there, else 0.
 uint64_t
 rtcu_conv_scratch(const RtCuTask *k, const Kern *kk, uint64_t ws)
 {
-	if (!kk->scr_bytes)
+	if (!kk->scr_bytes || ws > kk->scr_bytes)
 		return 0;
-	uint64_t at = k->k[kk->scr_kern].val[kk->scr_arg], a = (at + 255) / 256 * 256;
-	return a + ws <= at + kk->scr_bytes ? a : 0;
+	const Kern *r = &k->k[kk->scr_kern];
+	return r->val[kk->scr_arg] - r->k->arg[kk->scr_arg].offset + kk->scr_off;
 }
+
 
 int
 rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,

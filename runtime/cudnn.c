@@ -502,9 +502,9 @@ rtcu_dnn_prepare(RtCuda *c, RtCuTask *k, char *err, size_t errlen)
 		if (!kk->dnn && verbose)
 			fprintf(stderr, "fadc: task '%s' record %u (%s): cuDNN is no candidate: %s\n",
 			        k->t->name, i, kk->k->name, why);
-		// A plan whose workspace fits in the record's scratch (the bytes
-		// of the columns it replaces: rtcu_conv_scratch) takes none here.
-		if (kk->dnn && kk->dnn->ws > ws && (uint64_t)kk->dnn->ws + 255 > kk->scr_bytes)
+		// A plan whose workspace fits in the record's scratch (arena bytes
+		// free while it runs: rtcu_conv_scratch) takes none here.
+		if (kk->dnn && kk->dnn->ws > ws && (uint64_t)kk->dnn->ws > kk->scr_bytes)
 			ws = kk->dnn->ws;
 	}
 	if (ws && !rtcu_alloc(c, (size_t)ws, &k->dnn_ws, err, errlen)) {

@@ -152,3 +152,63 @@ cumem_close(CuMem *m, CuMemDrop drop, void *ctx)
 	}
 	*m = (CuMem){0};
 }
+
+// ---------------------------------------------------------------- free spans of a block
+
+static int
+span_cmp(const void *x, const void *y)
+{
+	const CuSpan *a = x, *b = y;
+	if (a->off != b->off)
+		return a->off < b->off ? -1 : 1;
+	return a->bytes < b->bytes ? -1 : a->bytes > b->bytes;
+}
+
+size_t
+cumem_spans_merge(CuSpan *s, size_t n)
+{
+	if (!n)
+		return 0;
+	qsort(s, n, sizeof *s, span_cmp);
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (m && !span_cmp(&s[m - 1], &s[i])) {
+			if (s[i].first < s[m - 1].first)
+				s[m - 1].first = s[i].first;
+			if (s[i].last > s[m - 1].last)
+				s[m - 1].last = s[i].last;
+		} else
+			s[m++] = s[i];
+	}
+	return m;
+}
+
+static int
+meets(uint64_t a, uint64_t na, uint64_t b, uint64_t nb)
+{
+	return na && nb && a < b + nb && b < a + na;
+}
+
+uint64_t
+cumem_free_gap(const CuSpan *s, size_t n, uint32_t c0, uint32_t c1, const CuSpan *own,
+               size_t nown, uint64_t limit, uint64_t align, uint64_t *off)
+{
+	uint64_t end = 0, best = 0; // end: where the busy spans before span i end
+	*off = 0;
+	for (size_t i = 0; i <= n; i++) {
+		uint64_t lo = i < n && s[i].off < limit ? s[i].off : limit;
+		uint64_t at = (end + align - 1) / align * align;
+		if (lo > at && lo - at > best) {
+			best = lo - at;
+			*off = at;
+		}
+		if (i == n || s[i].off >= limit)
+			break;
+		int busy = s[i].first <= c1 && s[i].last >= c0 && (s[i].first < c0 || s[i].last > c1);
+		for (size_t j = 0; !busy && j < nown; j++)
+			busy = meets(s[i].off, s[i].bytes, own[j].off, own[j].bytes);
+		if (busy && s[i].off + s[i].bytes > end)
+			end = s[i].off + s[i].bytes;
+	}
+	return best;
+}

@@ -48,4 +48,23 @@ static inline void cumem_reset_peak(CuMem *m) { m->peak_bytes = m->live_bytes; }
 // Gives every chunk back through drop (live blocks or not) and empties m.
 void cumem_close(CuMem *m, CuMemDrop drop, void *ctx);
 
+// A span of a block's bytes that the steps `first` .. `last` use (an
+// arena buffer and the first and last launch records that name it:
+// runtime/cuda.c, conv_scratch).
+typedef struct CuSpan {
+	uint64_t off, bytes;
+	uint32_t first, last;
+} CuSpan;
+// Sorts s by (off, bytes) and merges equal spans into one (the least
+// first, the greatest last); returns how many remain.
+size_t cumem_spans_merge(CuSpan *s, size_t n);
+// The widest gap of [0, limit), starting at a multiple of align, that no
+// busy span of s (merged, sorted) meets while steps c0 .. c1 run: a span
+// is busy when its steps reach into c0 .. c1 and also outside it, or when
+// it meets one of the nown spans `own`.  A span used only inside c0 .. c1
+// is free (the steps being replaced).  Its offset into *off, its bytes
+// returned (0: none).
+uint64_t cumem_free_gap(const CuSpan *s, size_t n, uint32_t c0, uint32_t c1, const CuSpan *own,
+                        size_t nown, uint64_t limit, uint64_t align, uint64_t *off);
+
 #endif

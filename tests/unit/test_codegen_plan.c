@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "codegen.h"
+#include "cumem.h"
 #include "frontend.h"
 #include "passes.h"
 #include "testmodel.h"
@@ -34,6 +35,7 @@ typedef struct Sim {
 	uint32_t *reads, nreads; // the current kernel's temporaries read
 	uint32_t stamp;
 	int bad; // failures found (each printed once per program)
+	uint64_t *gap_off, *gap_bytes; // per convolution: its cuDNN scratch (fill_gaps)
 	const char *label;
 } Sim;
 
@@ -88,44 +90,106 @@ sim_write(Sim *s, uint32_t b)
 }
 
 // The cuDNN call of convolution c (1-based) may use as its workspace the
-// bytes of any temporary its range's kernels touch other than its three
-// tensors (runtime/cuda.c, conv_scratch): at the range's first kernel and
-// again at its last, every other temporary sharing a byte with one is
-// clobbered, and the scratch itself holds garbage after the call.  A value
-// live across the range in those bytes, or read from a scratch after the
-// range before it is written again, is then a failure.
+// arena bytes that runtime/cuda.c's conv_scratch finds free while it runs
+// (cumem_free_gap over the spans its kernels name; fill_gaps below does the
+// same on the kernel IR): at the range's first kernel and again at its
+// last, every temporary sharing a byte with that span is clobbered, as
+// cuDNN may write there at any time of the call.  A value live across the
+// range in those bytes is then a failure when it is read.
 static void
-sim_scratch(Sim *s, uint32_t c, uint32_t at)
+sim_scratch(Sim *s, uint32_t c)
 {
 	const KProgram *p = s->p;
-	const KConv *cv = &p->conv[c - 1];
-	uint32_t k0 = at;
-	while (k0 > 0 && p->k[k0 - 1].conv == c)
-		k0--;
-	// Its reads go after the current kernel's (s->reads has room for two
-	// kernels' loads), which are left as they were.
-	for (uint32_t k = k0; k < p->nk && p->k[k].conv == c; k++) {
+	KBuf w = {.offset = (int64_t)s->gap_off[c - 1], .bytes = (int64_t)s->gap_bytes[c - 1]};
+	if (!w.bytes)
+		return;
+	for (uint32_t o = 0; o < p->nbuf; o++)
+		if (is_tmp(p, o) && s->state[o] == VALID && share(&p->buf[o], &w))
+			s->state[o] = CLOBBERED;
+}
+
+// Set by test_zoo to check the oracle: every convolution scribbles over
+// the whole arena, which must be caught.
+static int scribble_all;
+// Convolutions of the plans checked that got a scratch.
+static int nscratch;
+
+// Each convolution's scratch, as the runtime finds it (conv_scratch): the
+// spans of the temporaries each kernel names (its loads, its output, a
+// host kernel's operand and scratch), at the index of the launch record
+// that runs it (an outermost loop is one record: a persistent or fused
+// kernel), merged; the range's own three tensors; the widest gap.  A
+// range inside a loop gets none (no record).  Returns the convolutions
+// with a scratch.
+static int
+fill_gaps(Sim *s)
+{
+	const KProgram *p = s->p;
+	uint32_t *rec = calloc(p->nk + 1, sizeof *rec);
+	CuSpan *t = calloc(2 * (size_t)p->nx + 3 * p->nk + 8, sizeof *t);
+	s->gap_off = calloc(p->nconv + 1, sizeof *s->gap_off);
+	s->gap_bytes = calloc(p->nconv + 1, sizeof *s->gap_bytes);
+	if (!rec || !t || !s->gap_off || !s->gap_bytes) {
+		fprintf(stderr, "out of memory\n");
+		exit(1);
+	}
+	for (uint32_t k = 0; k < p->nk; k++)
+		rec[k] = k;
+	for (uint32_t l = 0; l < p->nloop; l++)
+		if (p->loop[l].parent < 0)
+			for (uint32_t k = p->loop[l].begin; k < p->loop[l].end; k++)
+				rec[k] = p->loop[l].begin;
+	size_t n = 0;
+	for (uint32_t k = 0; k < p->nk; k++) {
 		const KKernel *kk = &p->k[k];
-		uint32_t save = s->nreads, *keep = s->reads + save;
 		s->stamp++;
+		s->nreads = 0;
 		walk_reads(s, kk->index);
 		walk_reads(s, kk->body);
 		walk_reads(s, kk->post);
-		uint32_t n = s->nreads - save;
-		keep[n++] = kk->out;
-		for (uint32_t i = 0; i < n; i++) {
-			uint32_t b = keep[i];
-			if (!is_tmp(p, b) || b == cv->out || b == cv->a || b == cv->b)
-				continue;
-			for (uint32_t o = 0; o < p->nbuf; o++)
-				if (o != b && is_tmp(p, o) && s->state[o] == VALID &&
-				    share(&p->buf[o], &p->buf[b]))
-					s->state[o] = CLOBBERED;
-			if (s->state[b] == VALID && k0 != at)
-				s->state[b] = CLOBBERED;
+		s->reads[s->nreads++] = kk->out;
+		if (kk->host) {
+			s->reads[s->nreads++] = kk->hin;
+			s->reads[s->nreads++] = kk->hwork;
 		}
-		s->nreads = save;
+		for (uint32_t i = 0; i < s->nreads; i++) {
+			const KBuf *b = &p->buf[s->reads[i]];
+			if (is_tmp(p, s->reads[i]) && b->bytes)
+				t[n++] = (CuSpan){(uint64_t)b->offset, (uint64_t)b->bytes, rec[k], rec[k]};
+		}
 	}
+	s->nreads = 0;
+	n = cumem_spans_merge(t, n);
+	int found = 0;
+	for (uint32_t c = 1; c <= p->nconv; c++) {
+		int b0 = -1, b1 = -1;
+		for (uint32_t k = 0; k < p->nk; k++)
+			if (p->k[k].conv == c) {
+				b0 = b0 < 0 ? (int)k : b0;
+				b1 = (int)k;
+			}
+		if (b0 < 0 || rec[b0] != (uint32_t)b0 || rec[b1] != (uint32_t)b1)
+			continue;
+		const KConv *cv = &p->conv[c - 1];
+		const uint32_t cb[3] = {cv->out, cv->a, cv->b};
+		CuSpan own[3];
+		size_t nown = 0;
+		for (int i = 0; i < 3; i++)
+			if (is_tmp(p, cb[i]))
+				own[nown++] = (CuSpan){(uint64_t)p->buf[cb[i]].offset,
+				                       (uint64_t)p->buf[cb[i]].bytes, 0, 0};
+		s->gap_bytes[c - 1] = cumem_free_gap(t, n, (uint32_t)b0, (uint32_t)b1, own, nown,
+		                                     (uint64_t)p->arena_bytes, CUMEM_ALIGN,
+		                                     &s->gap_off[c - 1]);
+		if (scribble_all) { // the oracle's own check: the whole arena
+			s->gap_off[c - 1] = 0;
+			s->gap_bytes[c - 1] = (uint64_t)p->arena_bytes;
+		}
+		found += s->gap_bytes[c - 1] > 0;
+	}
+	free(t);
+	free(rec);
+	return found;
 }
 
 static void
@@ -151,7 +215,7 @@ sim_kernel(Sim *s, uint32_t k)
 	int clast = cv && (k + 1 == p->nk || p->k[k + 1].conv != kk->conv);
 	if (cfirst) {
 		sim_write(s, cv->out);
-		sim_scratch(s, kk->conv, k);
+		sim_scratch(s, kk->conv);
 	}
 	for (uint32_t i = 0; i < s->nreads; i++)
 		check_read(s, s->reads[i], k, "before its write");
@@ -166,7 +230,7 @@ sim_kernel(Sim *s, uint32_t k)
 		for (int i = 0; i < 3; i++)
 			if (is_tmp(p, cb[i]))
 				check_read(s, cb[i], k, "by the convolution call");
-		sim_scratch(s, kk->conv, k);
+		sim_scratch(s, kk->conv);
 	}
 }
 
@@ -207,6 +271,7 @@ check_plan(const KProgram *p, const char *label)
 		fprintf(stderr, "out of memory\n");
 		exit(1);
 	}
+	nscratch += fill_gaps(&s);
 	sim_range(&s, 0, p->nk, -1);
 	for (uint32_t b = 0; b < p->nbuf; b++) {
 		const KBuf *x = &p->buf[b];
@@ -221,6 +286,8 @@ check_plan(const KProgram *p, const char *label)
 	free(s.state);
 	free(s.seen);
 	free(s.reads);
+	free(s.gap_off);
+	free(s.gap_bytes);
 	return s.bad;
 }
 
@@ -298,6 +365,17 @@ test_zoo(void)
 			char label[256];
 			snprintf(label, sizeof label, "%s %s", zoo[z].file, tasks[t]);
 			CHECK(check_plan(p, label) == 0);
+			if (p->nconv && !strcmp(zoo[z].file, "resnet18.ir") && !strcmp(tasks[t], "vjp")) {
+				// The oracle catches a scratch that is not free.
+				scribble_all = 1;
+				FILE *keep = stderr;
+				stderr = fopen("/dev/null", "w");
+				int bad = check_plan(p, "resnet18.ir vjp, every scratch the whole arena");
+				fclose(stderr);
+				stderr = keep;
+				scribble_all = 0;
+				CHECK(bad > 0);
+			}
 			if (p->live_bytes && (double)p->arena_bytes / p->live_bytes > worst)
 				worst = (double)p->arena_bytes / p->live_bytes;
 			nplans++;
@@ -305,10 +383,11 @@ test_zoo(void)
 		}
 		ir_module_free(m);
 	}
-	printf("%d plans of the zoo at reduced size: no temporary read after a reuse of its bytes; "
-	       "arena / live peak at most %.3f\n",
-	       nplans, worst);
+	printf("%d plans of the zoo at reduced size: no temporary read after a reuse of its bytes "
+	       "(%d convolutions' cuDNN scratch among them); arena / live peak at most %.3f\n",
+	       nplans, nscratch, worst);
 	CHECK(nplans >= 30);
+	CHECK(nscratch > 0);
 }
 
 // A chain of four matmuls, each its own kernel and buffer (a contraction
