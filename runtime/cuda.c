@@ -481,14 +481,15 @@ static int cand_can_run(const RtCuTask *k, const struct Choice *ch, uint32_t j);
 // buffers the same bytes only when their lives (first writer to last
 // reader) are disjoint, and every record names each buffer it touches as
 // an argument (its offset and bytes: a whole buffer, codegen/compile.c),
-// so a buffer live while a choice runs is named at or before the choice's
-// last record and at or after its first.  cumem_free_gap counts busy every
-// span named inside the choice and outside it, or on both sides, and the
-// record's own three tensors; a span named only inside the choice, by its
-// other candidates (the columns, the gradient's transposed copy, which the
-// plan keeps apart from the record's tensors and alive only within the
-// range the record replaces), is free.  Different buffers at the same span
-// merge into one longer life, which only errs towards busy.  A loop is
+// so a buffer live while a choice runs and named by none of its records is
+// named before it and after it: cumem_free_gap counts such spans busy, and
+// the record's own three tensors.  A span named by the choice's records
+// that is none of the record's tensors is a temporary of its other
+// candidate (the columns, the gradient's transposed copy), which the plan
+// keeps apart from every buffer live during the range the record replaces
+// (they live only inside it): its bytes are free, whatever other buffer
+// uses them before or after.  Different buffers at the same span merge
+// into one longer life, which only errs towards busy.  A loop is
 // inside one record (a persistent or fused kernel), and choices run in
 // record order (the eager first run's timing too).  The context then holds
 // a workspace only for records whose plan needs more than their scratch
@@ -520,24 +521,36 @@ conv_scratch(RtCuTask *k)
 			}
 	}
 	n = cumem_spans_merge(t, n);
-	for (uint32_t ci = 0; n && ci < k->nchoice; ci++) {
+	uint8_t *inside = calloc(n + 1, 1);
+	for (uint32_t ci = 0; n && inside && ci < k->nchoice; ci++) {
 		const struct Choice *ch = &k->choice[ci];
 		for (uint32_t j = 0; j < ch->n; j++) {
 			if (ch->count[j] != 1 || k->k[ch->first[j]].k->kind != ART_LAUNCH_CONV)
 				continue;
 			Kern *cv = &k->k[ch->first[j]];
+			memset(inside, 0, n);
+			for (uint32_t r = ch->at; r <= ch->at + ch->span && r < k->nk; r++) {
+				const ArtKernel *a = k->k[r].k;
+				for (uint32_t q = 0; q < a->narg; q++)
+					if (a->arg[q].kind == ART_ARG_ARENA && a->arg[q].bytes) {
+						size_t x = cumem_span_find(t, n, a->arg[q].offset, a->arg[q].bytes);
+						if (x < n)
+							inside[x] = 1;
+					}
+			}
 			CuSpan own[3];
 			size_t nown = 0;
 			for (uint32_t q = 0; q < cv->k->narg && nown < 3; q++)
 				if (cv->k->arg[q].kind == ART_ARG_ARENA)
 					own[nown++] = (CuSpan){cv->k->arg[q].offset, cv->k->arg[q].bytes, 0, 0};
 			// The pool's blocks start at multiples of CUMEM_ALIGN, the arena too.
-			cv->scr_bytes = cumem_free_gap(t, n, ch->at, ch->at + ch->span, own, nown,
+			cv->scr_bytes = cumem_free_gap(t, n, inside, ch->at, ch->at + ch->span, own, nown,
 			                               k->t->arena_bytes, CUMEM_ALIGN, &cv->scr_off);
 			cv->scr_kern = rk;
 			cv->scr_arg = rq;
 		}
 	}
+	free(inside);
 	free(t);
 }
 

@@ -189,26 +189,81 @@ meets(uint64_t a, uint64_t na, uint64_t b, uint64_t nb)
 	return na && nb && a < b + nb && b < a + na;
 }
 
-uint64_t
-cumem_free_gap(const CuSpan *s, size_t n, uint32_t c0, uint32_t c1, const CuSpan *own,
-               size_t nown, uint64_t limit, uint64_t align, uint64_t *off)
+size_t
+cumem_span_find(const CuSpan *s, size_t n, uint64_t off, uint64_t bytes)
 {
-	uint64_t end = 0, best = 0; // end: where the busy spans before span i end
-	*off = 0;
-	for (size_t i = 0; i <= n; i++) {
-		uint64_t lo = i < n && s[i].off < limit ? s[i].off : limit;
-		uint64_t at = (end + align - 1) / align * align;
-		if (lo > at && lo - at > best) {
-			best = lo - at;
-			*off = at;
-		}
-		if (i == n || s[i].off >= limit)
-			break;
-		int busy = s[i].first <= c1 && s[i].last >= c0 && (s[i].first < c0 || s[i].last > c1);
-		for (size_t j = 0; !busy && j < nown; j++)
-			busy = meets(s[i].off, s[i].bytes, own[j].off, own[j].bytes);
-		if (busy && s[i].off + s[i].bytes > end)
-			end = s[i].off + s[i].bytes;
+	size_t lo = 0, hi = n;
+	CuSpan k = {off, bytes, 0, 0};
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = span_cmp(&s[mid], &k);
+		if (!c)
+			return mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
+	return n;
+}
+
+// A boundary of a span for cumem_free_gap: at `at`, `d` (+1 or -1) spans
+// of class `c` begin or end (0: busy, 1: its own temporary, 2: the work's
+// own tensor).
+typedef struct Edge {
+	uint64_t at;
+	int c, d;
+} Edge;
+
+static int
+edge_cmp(const void *x, const void *y)
+{
+	const Edge *a = x, *b = y;
+	return a->at < b->at ? -1 : a->at > b->at;
+}
+
+uint64_t
+cumem_free_gap(const CuSpan *s, size_t n, const uint8_t *inside, uint32_t c0, uint32_t c1,
+               const CuSpan *own, size_t nown, uint64_t limit, uint64_t align, uint64_t *off)
+{
+	*off = 0;
+	Edge *e = malloc((2 * (n + nown) + 1) * sizeof *e);
+	if (!e)
+		return 0; // no gap: the caller's own block
+	size_t ne = 0;
+	for (size_t i = 0; i < n + nown; i++) {
+		const CuSpan *x = i < n ? &s[i] : &own[i - n];
+		int c = i >= n ? 2 : inside[i] ? 1 : x->first <= c1 && x->last >= c0 ? 0 : -1;
+		if (c < 0 || !x->bytes)
+			continue; // used only before or only after: no bound
+		e[ne++] = (Edge){x->off, c, 1};
+		e[ne++] = (Edge){x->off + x->bytes, c, -1};
+	}
+	qsort(e, ne, sizeof *e, edge_cmp);
+	// Sweep: a byte is free when no own tensor holds it and either no
+	// busy span does or one of the steps' own temporaries does.
+	// [prev, at) is the stretch before edge i; from: where the free run
+	// that reaches it began (was: the stretch before it was free).
+	uint64_t best = 0, from = 0, prev = 0;
+	int cnt[3] = {0, 0, 0}, was = 1;
+	for (size_t i = 0; i <= ne; i++) {
+		uint64_t at = i < ne && e[i].at < limit ? e[i].at : limit;
+		if (at > prev) {
+			int free_now = !cnt[2] && (cnt[1] || !cnt[0]);
+			if (free_now && !was)
+				from = prev;
+			uint64_t a = (from + align - 1) / align * align;
+			if (free_now && at > a && at - a > best) {
+				best = at - a;
+				*off = a;
+			}
+			was = free_now;
+			prev = at;
+		}
+		if (i == ne || e[i].at >= limit)
+			break;
+		cnt[e[i].c] += e[i].d;
+	}
+	free(e);
 	return best;
 }

@@ -58,13 +58,22 @@ typedef struct CuSpan {
 // Sorts s by (off, bytes) and merges equal spans into one (the least
 // first, the greatest last); returns how many remain.
 size_t cumem_spans_merge(CuSpan *s, size_t n);
-// The widest gap of [0, limit), starting at a multiple of align, that no
-// busy span of s (merged, sorted) meets while steps c0 .. c1 run: a span
-// is busy when its steps reach into c0 .. c1 and also outside it, or when
-// it meets one of the nown spans `own`.  A span used only inside c0 .. c1
-// is free (the steps being replaced).  Its offset into *off, its bytes
-// returned (0: none).
-uint64_t cumem_free_gap(const CuSpan *s, size_t n, uint32_t c0, uint32_t c1, const CuSpan *own,
-                        size_t nown, uint64_t limit, uint64_t align, uint64_t *off);
+// The index of the span (off, bytes) in s (merged, sorted), or n.
+size_t cumem_span_find(const CuSpan *s, size_t n, uint64_t off, uint64_t bytes);
+// The widest stretch of [0, limit), starting at a multiple of align, that
+// holds no value while steps c0 .. c1 run, as the work that replaces them:
+// a byte is busy when one of the nown spans `own` (the work's own
+// tensors) holds it, or when a span used both at or before c1 and at or
+// after c0 but not by a step of c0 .. c1 (inside[i] = 0: a value that may
+// live across) holds it and no span used inside does.  A span used inside
+// that is none of the work's tensors is the replaced steps' temporary,
+// which the memory plan keeps apart from every buffer live while they run
+// (a convolution's range: codegen/plan.c), whatever other buffers use
+// those bytes at other times; one used only before or only after holds
+// nothing then.  Its offset into *off, its bytes returned (0: none, or out
+// of memory).
+uint64_t cumem_free_gap(const CuSpan *s, size_t n, const uint8_t *inside, uint32_t c0,
+                        uint32_t c1, const CuSpan *own, size_t nown, uint64_t limit,
+                        uint64_t align, uint64_t *off);
 
 #endif

@@ -160,6 +160,11 @@ fill_gaps(Sim *s)
 	}
 	s->nreads = 0;
 	n = cumem_spans_merge(t, n);
+	uint8_t *inside = calloc(n + 1, 1);
+	if (!inside) {
+		fprintf(stderr, "out of memory\n");
+		exit(1);
+	}
 	int found = 0;
 	for (uint32_t c = 1; c <= p->nconv; c++) {
 		int b0 = -1, b1 = -1;
@@ -170,6 +175,24 @@ fill_gaps(Sim *s)
 			}
 		if (b0 < 0 || rec[b0] != (uint32_t)b0 || rec[b1] != (uint32_t)b1)
 			continue;
+		// The spans the range's kernels name (the choice's records).
+		memset(inside, 0, n);
+		for (int k = b0; k <= b1; k++) {
+			const KKernel *kk = &p->k[k];
+			s->stamp++;
+			s->nreads = 0;
+			walk_reads(s, kk->index);
+			walk_reads(s, kk->body);
+			walk_reads(s, kk->post);
+			s->reads[s->nreads++] = kk->out;
+			for (uint32_t i = 0; i < s->nreads; i++) {
+				const KBuf *b = &p->buf[s->reads[i]];
+				size_t x = cumem_span_find(t, n, (uint64_t)b->offset, (uint64_t)b->bytes);
+				if (is_tmp(p, s->reads[i]) && b->bytes && x < n)
+					inside[x] = 1;
+			}
+		}
+		s->nreads = 0;
 		const KConv *cv = &p->conv[c - 1];
 		const uint32_t cb[3] = {cv->out, cv->a, cv->b};
 		CuSpan own[3];
@@ -178,7 +201,7 @@ fill_gaps(Sim *s)
 			if (is_tmp(p, cb[i]))
 				own[nown++] = (CuSpan){(uint64_t)p->buf[cb[i]].offset,
 				                       (uint64_t)p->buf[cb[i]].bytes, 0, 0};
-		s->gap_bytes[c - 1] = cumem_free_gap(t, n, (uint32_t)b0, (uint32_t)b1, own, nown,
+		s->gap_bytes[c - 1] = cumem_free_gap(t, n, inside, (uint32_t)b0, (uint32_t)b1, own, nown,
 		                                     (uint64_t)p->arena_bytes, CUMEM_ALIGN,
 		                                     &s->gap_off[c - 1]);
 		if (scribble_all) { // the oracle's own check: the whole arena
@@ -187,6 +210,7 @@ fill_gaps(Sim *s)
 		}
 		found += s->gap_bytes[c - 1] > 0;
 	}
+	free(inside);
 	free(t);
 	free(rec);
 	return found;
@@ -474,6 +498,34 @@ analyse(int argc, char **argv)
 	       "arena / live %.3f\n",
 	       argv[1], argv[2], p->nk, p->nbuf, (long long)p->arena_bytes, (long long)p->live_bytes,
 	       at, (long long)p->naive_bytes, (double)p->arena_bytes / (double)p->live_bytes);
+	// Each convolution's cuDNN scratch (the runtime's analysis, fill_gaps):
+	// the narrowest, and how many are narrower than cuDNN's workspace bound
+	// (runtime/cudnn.c, 256 MiB: a plan may ask for that much).
+	if (p->nconv) {
+		Sim s = {.p = p, .label = argv[1]};
+		s.seen = calloc(p->nx + 1, sizeof *s.seen);
+		s.reads = calloc(2 * (size_t)p->nx + 6, sizeof *s.reads);
+		fill_gaps(&s);
+		uint64_t lo = UINT64_MAX;
+		int below = 0;
+		for (uint32_t c = 0; c < p->nconv; c++) {
+			lo = s.gap_bytes[c] < lo ? s.gap_bytes[c] : lo;
+			below += s.gap_bytes[c] < ((uint64_t)256 << 20);
+		}
+		printf("  cuDNN scratch: %u convolutions, the narrowest %llu bytes, %d below 256 MiB\n",
+		       p->nconv, (unsigned long long)lo, below);
+		if (getenv("PLAN_SCRATCH")) // each one
+			for (uint32_t c = 0; c < p->nconv; c++) {
+				const KConv *v = &p->conv[c];
+				printf("    conv %u op %d n %d c %d h %d k %d r %d s %d: scratch %llu\n", c, v->op,
+				       (int)v->n, (int)v->c, (int)v->h, (int)v->k, (int)v->r, (int)v->sh,
+				       (unsigned long long)s.gap_bytes[c]);
+			}
+		free(s.seen);
+		free(s.reads);
+		free(s.gap_off);
+		free(s.gap_bytes);
+	}
 	// The temporaries live at the peak, largest first (a selection: at most 25).
 	uint8_t *done = calloc(p->nbuf + 1, 1);
 	for (int r = 0; r < 25; r++) {
