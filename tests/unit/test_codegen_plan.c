@@ -4,7 +4,9 @@
 //   - every task of every zoo model at reduced size: the kernels are
 //     executed in order, scans' loops two steps each (nested loops too), a
 //     convolution range as the cuDNN call that may replace it (operands
-//     and result held over the whole range), and each kernel's write
+//     and result held over the whole range, and the arena span the
+//     runtime would give it as workspace, found as runtime/cuda.c finds
+//     it, scribbled over at its first and last kernel), and each kernel's write
 //     marks every temporary sharing one of its bytes as clobbered; every
 //     read of a clobbered temporary, and a kernel whose output shares
 //     bytes with what it reads, is a failure.  The oracle finds the reads
@@ -14,8 +16,9 @@
 //   - a small graph whose plan is derived by hand (below, in
 //     test_hand): the arena, the live peak and each offset;
 //   - with arguments, an analysis (not a test): `test_codegen_plan MODEL TASK
-//     [NAME=VALUE]...` prints the task's arena, live peak and naive sum and
-//     the largest temporaries live at the peak (docs/PERFORMANCE.md).
+//     [NAME=VALUE]...` prints the task's arena, live peak and naive sum,
+//     the narrowest cuDNN scratch (each one with PLAN_SCRATCH=1) and the
+//     largest temporaries live at the peak (docs/PERFORMANCE.md).
 #include <stdlib.h>
 #include <string.h>
 
