@@ -214,10 +214,25 @@ pool_drop(void *ctx, uint64_t base, uint64_t size)
 	c->d.cuMemFree(base);
 }
 
+// FADC_CUDA_POOL_LOG=1: every block taken from the pool and given back,
+// with the bytes in use after, on stderr (where a peak comes from: the
+// arena, the output region, workspaces, staging, tensors).
+static int
+pool_log(void)
+{
+	const char *s = getenv("FADC_CUDA_POOL_LOG");
+	return s && *s && strcmp(s, "0");
+}
+
 int
 rtcu_alloc(RtCuda *c, size_t bytes, uint64_t *addr, char *err, size_t errlen)
 {
-	return cumem_alloc(&c->mem, bytes, addr, pool_grow, c, err, errlen);
+	int ok = cumem_alloc(&c->mem, bytes, addr, pool_grow, c, err, errlen);
+	if (ok && bytes && pool_log())
+		fprintf(stderr, "fadc: pool: + %zu bytes at 0x%llx, %llu in use (peak %llu)\n", bytes,
+		        (unsigned long long)*addr, (unsigned long long)c->mem.live_bytes,
+		        (unsigned long long)c->mem.peak_bytes);
+	return ok;
 }
 
 void
@@ -225,7 +240,12 @@ rtcu_free(RtCuda *c, uint64_t addr)
 {
 	if (!c)
 		return;
+	uint64_t before = c->mem.live_bytes;
 	cumem_free(&c->mem, addr);
+	if (addr && before != c->mem.live_bytes && pool_log())
+		fprintf(stderr, "fadc: pool: - %llu bytes at 0x%llx, %llu in use\n",
+		        (unsigned long long)(before - c->mem.live_bytes), (unsigned long long)addr,
+		        (unsigned long long)c->mem.live_bytes);
 }
 
 // ---------------------------------------------------------------- copies
@@ -455,6 +475,98 @@ art_bytes(const ArtTensor *x)
 
 static int cand_can_run(const RtCuTask *k, const struct Choice *ch, uint32_t j);
 
+// Each convolution record's scratch (Kern.scr_*): the widest span of the
+// task's arena that holds no value while the record runs, which cuDNN may
+// then use as its workspace.  The memory plan (codegen/plan.c) gives two
+// buffers the same bytes only when their lives (first writer to last
+// reader) are disjoint, and every record names each buffer it touches as
+// an argument (its offset and bytes: a whole buffer, codegen/compile.c),
+// so a buffer live while a choice runs and named by none of its records is
+// named before it and after it: cumem_free_gap counts such spans busy, and
+// the record's own three tensors.  A span named by the choice's records
+// that is none of the record's tensors is a temporary of its other
+// candidate (the columns, the gradient's transposed copy), which the plan
+// keeps apart from every buffer live during the range the record replaces
+// (they live only inside it): its bytes are free, whatever other buffer
+// uses them before or after.  Different buffers at the same span merge
+// into one longer life, which only errs towards busy.  A loop is
+// inside one record (a persistent or fused kernel), and choices run in
+// record order (the eager first run's timing too).  The context then holds
+// a workspace only for records whose plan needs more than their scratch
+// (rtcu_dnn_prepare), where it held the largest plan's per loaded task (up
+// to 256 MiB each) on top of the arena.  test_codegen_plan checks the same
+// analysis on the kernel IR against its oracle.
+static void
+conv_scratch(RtCuTask *k)
+{
+	// FADC_CUDA_DNN_SCRATCH=0: no scratch, every workspace in the
+	// context's blocks (measuring what the scratch saves).
+	const char *e = getenv("FADC_CUDA_DNN_SCRATCH");
+	if ((e && !strcmp(e, "0")) || !k->nchoice)
+		return;
+	size_t n = 0;
+	for (uint32_t r = 0; r < k->nk; r++)
+		n += k->k[r].k->narg;
+	CuSpan *t = calloc(n + 1, sizeof *t);
+	if (!t)
+		return; // no scratch: every workspace in the task's block
+	uint32_t rk = 0, rq = 0;
+	n = 0;
+	for (uint32_t r = k->nk; r-- > 0;) {
+		const ArtKernel *a = k->k[r].k;
+		for (uint32_t q = 0; q < a->narg; q++)
+			if (a->arg[q].kind == ART_ARG_ARENA && a->arg[q].bytes) {
+				rk = r, rq = q; // the first (any would do)
+				t[n++] = (CuSpan){a->arg[q].offset, a->arg[q].bytes, r, r};
+			}
+	}
+	n = cumem_spans_merge(t, n);
+	uint8_t *inside = calloc(n + 1, 1);
+	for (uint32_t ci = 0; n && inside && ci < k->nchoice; ci++) {
+		const struct Choice *ch = &k->choice[ci];
+		for (uint32_t j = 0; j < ch->n; j++) {
+			if (ch->count[j] != 1 || k->k[ch->first[j]].k->kind != ART_LAUNCH_CONV)
+				continue;
+			Kern *cv = &k->k[ch->first[j]];
+			memset(inside, 0, n);
+			for (uint32_t r = ch->at; r <= ch->at + ch->span && r < k->nk; r++) {
+				const ArtKernel *a = k->k[r].k;
+				for (uint32_t q = 0; q < a->narg; q++)
+					if (a->arg[q].kind == ART_ARG_ARENA && a->arg[q].bytes) {
+						size_t x = cumem_span_find(t, n, a->arg[q].offset, a->arg[q].bytes);
+						if (x < n)
+							inside[x] = 1;
+					}
+			}
+			CuSpan own[3];
+			size_t nown = 0;
+			for (uint32_t q = 0; q < cv->k->narg && nown < 3; q++)
+				if (cv->k->arg[q].kind == ART_ARG_ARENA)
+					own[nown++] = (CuSpan){cv->k->arg[q].offset, cv->k->arg[q].bytes, 0, 0};
+			// The pool's blocks start at multiples of CUMEM_ALIGN, the arena too.
+			cv->scr_bytes = cumem_free_gap(t, n, inside, ch->at, ch->at + ch->span, own, nown,
+			                               k->t->arena_bytes, CUMEM_ALIGN, &cv->scr_off);
+			cv->scr_kern = rk;
+			cv->scr_arg = rq;
+		}
+	}
+	free(inside);
+	free(t);
+}
+
+// Where record kk may put `ws` bytes of cuDNN workspace on this run: its
+// scratch (conv_scratch) in this run's arena (the reference argument's
+// value less its offset), when they fit there, else 0.
+uint64_t
+rtcu_conv_scratch(const RtCuTask *k, const Kern *kk, uint64_t ws)
+{
+	if (!kk->scr_bytes || ws > kk->scr_bytes)
+		return 0;
+	const Kern *r = &k->k[kk->scr_kern];
+	return r->val[kk->scr_arg] - r->k->arg[kk->scr_arg].offset + kk->scr_off;
+}
+
+
 int
 rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
                const uint8_t *images, RtCuTask **out, char *err, size_t errlen)
@@ -577,6 +689,7 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
 			goto fail;
 		}
 	}
+	conv_scratch(k);
 	if (convs && !rtcu_dnn_prepare(c, k, err, errlen))
 		goto fail;
 	for (uint32_t ci = 0; ci < k->nchoice; ci++) {

@@ -150,6 +150,12 @@ typedef struct Kern {
 	uint64_t *val; // argument values (narg, then the run seed)
 	void **param; // param[i] = &val[i], as cuLaunchKernel takes them
 	struct DnnPlan *dnn; // a convolution record's cuDNN plan; NULL: no candidate
+	// A convolution record's scratch, the bytes cuDNN may use as its
+	// workspace: scr_bytes (0: none) at arena offset scr_off, the arena's
+	// address this run being argument scr_arg of record scr_kern less its
+	// offset.  runtime/cuda.c, conv_scratch.
+	uint32_t scr_kern, scr_arg;
+	uint64_t scr_off, scr_bytes;
 } Kern;
 
 enum { RERECORD_LIMIT = 64 };
@@ -250,6 +256,9 @@ void rtcu_blas_close(RtCuda *c);
 int rtcu_dnn_prepare(RtCuda *c, RtCuTask *k, char *err, size_t errlen);
 void rtcu_dnn_task_free(RtCuda *c, RtCuTask *k);
 int rtcu_dnn_ready(const Kern *kk);
+// runtime/cuda.c: the address of record kk's scratch on this run when
+// `ws` bytes of workspace fit in it, else 0.
+uint64_t rtcu_conv_scratch(const RtCuTask *k, const Kern *kk, uint64_t ws);
 int rtcu_dnn_conv(RtCuda *c, RtCuTask *k, Kern *kk, char *err, size_t errlen);
 void rtcu_dnn_close(RtCuda *c);
 

@@ -512,7 +512,9 @@ rtcu_dnn_prepare(RtCuda *c, RtCuTask *k, char *err, size_t errlen)
 		if (!kk->dnn && verbose)
 			fprintf(stderr, "fadc: task '%s' record %u (%s): cuDNN is no candidate: %s\n",
 			        k->t->name, i, kk->k->name, why);
-		if (kk->dnn && kk->dnn->ws > ws)
+		// A plan whose workspace fits in the record's scratch (arena bytes
+		// free while it runs: rtcu_conv_scratch) takes none here.
+		if (kk->dnn && kk->dnn->ws > ws && (uint64_t)kk->dnn->ws > kk->scr_bytes)
 			ws = kk->dnn->ws;
 	}
 	if (ws && !rtcu_alloc(c, (size_t)ws, &k->dnn_ws, err, errlen)) {
@@ -558,7 +560,8 @@ rtcu_dnn_conv(RtCuda *c, RtCuTask *k, Kern *kk, char *err, size_t errlen)
 {
 	cudnnBackendDescriptor_t pack = NULL;
 	int64_t uid[3] = {UID_OUT, UID_A, UID_B};
-	void *ptr[3], *ws = (void *)(uintptr_t)k->dnn_ws;
+	uint64_t scr = rtcu_conv_scratch(k, kk, (uint64_t)kk->dnn->ws);
+	void *ptr[3], *ws = (void *)(uintptr_t)(scr ? scr : k->dnn_ws);
 	int ok = 0;
 	for (int i = 0; i < 3; i++)
 		ptr[i] = (void *)(uintptr_t)kk->val[i];

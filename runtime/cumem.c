@@ -152,3 +152,118 @@ cumem_close(CuMem *m, CuMemDrop drop, void *ctx)
 	}
 	*m = (CuMem){0};
 }
+
+// ---------------------------------------------------------------- free spans of a block
+
+static int
+span_cmp(const void *x, const void *y)
+{
+	const CuSpan *a = x, *b = y;
+	if (a->off != b->off)
+		return a->off < b->off ? -1 : 1;
+	return a->bytes < b->bytes ? -1 : a->bytes > b->bytes;
+}
+
+size_t
+cumem_spans_merge(CuSpan *s, size_t n)
+{
+	if (!n)
+		return 0;
+	qsort(s, n, sizeof *s, span_cmp);
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (m && !span_cmp(&s[m - 1], &s[i])) {
+			if (s[i].first < s[m - 1].first)
+				s[m - 1].first = s[i].first;
+			if (s[i].last > s[m - 1].last)
+				s[m - 1].last = s[i].last;
+		} else
+			s[m++] = s[i];
+	}
+	return m;
+}
+
+static int
+meets(uint64_t a, uint64_t na, uint64_t b, uint64_t nb)
+{
+	return na && nb && a < b + nb && b < a + na;
+}
+
+size_t
+cumem_span_find(const CuSpan *s, size_t n, uint64_t off, uint64_t bytes)
+{
+	size_t lo = 0, hi = n;
+	CuSpan k = {off, bytes, 0, 0};
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = span_cmp(&s[mid], &k);
+		if (!c)
+			return mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return n;
+}
+
+// A boundary of a span for cumem_free_gap: at `at`, `d` (+1 or -1) spans
+// of class `c` begin or end (0: busy, 1: its own temporary, 2: the work's
+// own tensor).
+typedef struct Edge {
+	uint64_t at;
+	int c, d;
+} Edge;
+
+static int
+edge_cmp(const void *x, const void *y)
+{
+	const Edge *a = x, *b = y;
+	return a->at < b->at ? -1 : a->at > b->at;
+}
+
+uint64_t
+cumem_free_gap(const CuSpan *s, size_t n, const uint8_t *inside, uint32_t c0, uint32_t c1,
+               const CuSpan *own, size_t nown, uint64_t limit, uint64_t align, uint64_t *off)
+{
+	*off = 0;
+	Edge *e = malloc((2 * (n + nown) + 1) * sizeof *e);
+	if (!e)
+		return 0; // no gap: the caller's own block
+	size_t ne = 0;
+	for (size_t i = 0; i < n + nown; i++) {
+		const CuSpan *x = i < n ? &s[i] : &own[i - n];
+		int c = i >= n ? 2 : inside[i] ? 1 : x->first <= c1 && x->last >= c0 ? 0 : -1;
+		if (c < 0 || !x->bytes)
+			continue; // used only before or only after: no bound
+		e[ne++] = (Edge){x->off, c, 1};
+		e[ne++] = (Edge){x->off + x->bytes, c, -1};
+	}
+	qsort(e, ne, sizeof *e, edge_cmp);
+	// Sweep: a byte is free when no own tensor holds it and either no
+	// busy span does or one of the steps' own temporaries does.
+	// [prev, at) is the stretch before edge i; from: where the free run
+	// that reaches it began (was: the stretch before it was free).
+	uint64_t best = 0, from = 0, prev = 0;
+	int cnt[3] = {0, 0, 0}, was = 1;
+	for (size_t i = 0; i <= ne; i++) {
+		uint64_t at = i < ne && e[i].at < limit ? e[i].at : limit;
+		if (at > prev) {
+			int free_now = !cnt[2] && (cnt[1] || !cnt[0]);
+			if (free_now && !was)
+				from = prev;
+			uint64_t a = (from + align - 1) / align * align;
+			if (free_now && at > a && at - a > best) {
+				best = at - a;
+				*off = a;
+			}
+			was = free_now;
+			prev = at;
+		}
+		if (i == ne || e[i].at >= limit)
+			break;
+		cnt[e[i].c] += e[i].d;
+	}
+	free(e);
+	return best;
+}

@@ -48,4 +48,32 @@ static inline void cumem_reset_peak(CuMem *m) { m->peak_bytes = m->live_bytes; }
 // Gives every chunk back through drop (live blocks or not) and empties m.
 void cumem_close(CuMem *m, CuMemDrop drop, void *ctx);
 
+// A span of a block's bytes that the steps `first` .. `last` use (an
+// arena buffer and the first and last launch records that name it:
+// runtime/cuda.c, conv_scratch).
+typedef struct CuSpan {
+	uint64_t off, bytes;
+	uint32_t first, last;
+} CuSpan;
+// Sorts s by (off, bytes) and merges equal spans into one (the least
+// first, the greatest last); returns how many remain.
+size_t cumem_spans_merge(CuSpan *s, size_t n);
+// The index of the span (off, bytes) in s (merged, sorted), or n.
+size_t cumem_span_find(const CuSpan *s, size_t n, uint64_t off, uint64_t bytes);
+// The widest stretch of [0, limit), starting at a multiple of align, that
+// holds no value while steps c0 .. c1 run, as the work that replaces them:
+// a byte is busy when one of the nown spans `own` (the work's own
+// tensors) holds it, or when a span used both at or before c1 and at or
+// after c0 but not by a step of c0 .. c1 (inside[i] = 0: a value that may
+// live across) holds it and no span used inside does.  A span used inside
+// that is none of the work's tensors is the replaced steps' temporary,
+// which the memory plan keeps apart from every buffer live while they run
+// (a convolution's range: codegen/plan.c), whatever other buffers use
+// those bytes at other times; one used only before or only after holds
+// nothing then.  Its offset into *off, its bytes returned (0: none, or out
+// of memory).
+uint64_t cumem_free_gap(const CuSpan *s, size_t n, const uint8_t *inside, uint32_t c0,
+                        uint32_t c1, const CuSpan *own, size_t nown, uint64_t limit,
+                        uint64_t align, uint64_t *off);
+
 #endif

@@ -146,7 +146,8 @@ struct fadc_model {
 	// On a CUDA context: one arena shared by every task (they run in order
 	// on one stream), darena_bytes the largest plan of the tasks set up so
 	// far (grown at a task's set-up: device_arena), and the region of the
-	// model-owned outputs, made at the first task's set-up.
+	// model-owned outputs (grown by a call that finds no room in it:
+	// region_grow; none before the first model-owned output).
 	uint64_t darena, darena_bytes, dregion, dregion_bytes;
 };
 
@@ -1416,8 +1417,8 @@ span_overlap(uint64_t a, uint64_t na, uint64_t b, uint64_t nb)
 // overlaps no survivor nor t's outputs placed before it, and marks every
 // other model-owned output they overlap as overwritten by t.  The new
 // addresses go to t->dout first (the old ones are survivors' places until
-// all are chosen).  0 when the region has no room: it is twice every
-// task's outputs, so only a pathological sequence of calls gets there.
+// all are chosen).  0 when the region has no room (nothing changed then:
+// fadc_run grows the region and places again).
 static int
 place_outputs(fadc_model *m, RtTask *t, fadc_tensor *const *inputs, int ninputs,
               fadc_tensor *const *outputs, uint64_t gen)
@@ -1477,6 +1478,53 @@ place_outputs(fadc_model *m, RtTask *t, fadc_tensor *const *inputs, int ninputs,
 	return 1;
 }
 
+// The output region is grown, never sized ahead: it holds the model-owned
+// outputs that calls placed, each task's outputs once unless a call must
+// keep its inputs beside its outputs (fadc_run).  Grows it to `need`
+// bytes: a new block, the readable outputs' bytes copied to the same
+// offsets in it, every model-owned output's address moved with them
+// (callers hold handles, never device addresses), the old block given
+// back once the stream has drained (a copy that does not wait for the
+// stream may be handed it).  Recordings made with the old addresses are
+// not replayed for the new ones (the outputs' addresses are in their
+// keys): the tasks record again.
+static fadc_status
+region_grow(fadc_model *m, uint64_t need)
+{
+	if (need <= m->dregion_bytes)
+		return FADC_OK;
+	uint64_t old = m->dregion, oldb = m->dregion_bytes, nb = 0, keep = 0;
+	for (uint32_t i = 0; i < m->d.ntask; i++) {
+		const RtTask *u = &m->task[i];
+		for (uint32_t k = 0; u->outs && k < nuser(u->d); k++) {
+			const fadc_tensor *o = &u->outs[k];
+			if (o->dptr >= old && o->dptr < old + oldb && !o->stale_by && !o->dead &&
+			    o->dptr - old + region_size(&u->d->out[k]) > keep)
+				keep = o->dptr - old + region_size(&u->d->out[k]);
+		}
+	}
+	if (!rtcu_alloc(m->ctx->cu, (size_t)need, &nb, m->ctx->err, sizeof m->ctx->err))
+		return FADC_ERR_DEVICE;
+	if (keep && !rtcu_dtod(m->ctx->cu, nb, old, (size_t)keep, m->ctx->err, sizeof m->ctx->err)) {
+		rtcu_free(m->ctx->cu, nb);
+		return FADC_ERR_RUN;
+	}
+	for (uint32_t i = 0; i < m->d.ntask; i++) {
+		RtTask *u = &m->task[i];
+		for (uint32_t k = 0; u->outs && k < nuser(u->d); k++)
+			if (u->outs[k].dptr >= old && u->outs[k].dptr < old + oldb)
+				u->outs[k].dptr = nb + (u->outs[k].dptr - old);
+	}
+	if (old) {
+		if (!rtcu_sync(m->ctx->cu, m->ctx->err, sizeof m->ctx->err))
+			return FADC_ERR_RUN;
+		rtcu_free(m->ctx->cu, old);
+	}
+	m->dregion = nb;
+	m->dregion_bytes = need;
+	return FADC_OK;
+}
+
 // First run of a task: pointer arrays and arena (on a device: its kernels
 // loaded, its arena a pool block).
 // The model's device arena, at least task d's plan.  It holds the
@@ -1527,22 +1575,6 @@ task_setup(fadc_model *m, RtTask *t)
 	if (!t->in || !t->out || !t->outs || !t->din || !t->dout || !t->dstaged)
 		return fail(m->ctx, FADC_ERR_NOMEM, "task '%s': out of memory", d->name);
 	if (on_device(m, t)) {
-		if (!m->dregion) {
-			// The model's first device task: the output region (twice
-			// every task's outputs: see place_outputs).
-			uint64_t region = 0;
-			for (uint32_t i = 0; i < m->d.ntask; i++) {
-				const ArtTask *x = &m->d.task[i];
-				if (x->kind == ART_INIT)
-					continue;
-				for (uint32_t k = 0; k < nuser(x); k++)
-					region += 2 * region_size(&x->out[k]);
-			}
-			if (!rtcu_alloc(m->ctx->cu, (size_t)region, &m->dregion, m->ctx->err,
-			                sizeof m->ctx->err))
-				return FADC_ERR_DEVICE;
-			m->dregion_bytes = region;
-		}
 		fadc_status s = device_arena(m, d);
 		if (s)
 			return s;
@@ -1796,11 +1828,35 @@ fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs, fadc_
 		if ((s = device_arena(m, d)))
 			return s;
 		uint64_t gen = rtcu_task_begin(m->ctx->cu, t->cu);
-		if (!place_outputs(m, t, inputs, ninputs, outputs, gen))
-			return fail(m->ctx, FADC_ERR_NOMEM,
-			            "task '%s': no room for its outputs in the model's output region "
-			            "(release model-owned outputs that are no longer needed)",
-			            d->name);
+		if (!place_outputs(m, t, inputs, ninputs, outputs, gen)) {
+			// No room beside the outputs that must survive (or no region
+			// yet): it grows by this call's outputs (placed after
+			// everything, they fit), which moves every output in it, this
+			// call's inputs and given outputs among them.  So the region
+			// holds model-owned outputs only: a caller passing its own
+			// tensors (fadc-bench) has none; resnet18's vjp,jvp,vhp,hvp
+			// held 280 MB there, twice every task's outputs, from the
+			// first set-up.
+			uint64_t more = 0;
+			for (uint32_t k = 0; k < nu; k++)
+				if (outputs[k] == &t->outs[k])
+					more += region_size(&d->out[k]);
+			if ((s = region_grow(m, m->dregion_bytes + more)))
+				return s;
+			for (uint32_t k = 0, j = 0; k < d->nin; k++) {
+				const ArtTensor *x = &d->in[k];
+				const fadc_tensor *v = x->role != ART_ROLE_DECL ? inputs[j++]
+				                       : m->ref[x->decl]       ? m->ref[x->decl]
+				                                               : &m->decl[x->decl];
+				t->din[k] = v->dptr;
+			}
+			for (uint32_t k = 0; k < nu; k++)
+				t->dout[k] = outputs[k]->dptr;
+			if (!place_outputs(m, t, inputs, ninputs, outputs, gen))
+				return fail(m->ctx, FADC_ERR_NOMEM,
+				            "task '%s': no room for its outputs in the model's output region",
+				            d->name);
+		}
 		for (uint32_t k = 0; k < nu; k++) {
 			fadc_tensor *o = outputs[k];
 			t->dout[k] = o->dptr;

@@ -431,9 +431,51 @@ test_random(uint64_t seed, int steps, int contiguous)
 	close_checked(&p, &f);
 }
 
+// cumem_free_gap on spans derived by hand: steps 3 .. 5 run; A [0, 100)
+// is used by steps 0 .. 2 only (before: free), B [100, 200) by 4 (inside:
+// the replaced steps' temporary, free though step 9 uses those bytes
+// too), C [200, 300) by 1 and 9 (across, not inside: busy), D [300, 400)
+// by 6 .. 8 (after: free), E [400, 500) is one of the work's own tensors
+// (busy).  Free: [0, 300) but C: [0, 200), [300, 400), [500, 600): the
+// widest is 200 bytes at 0.  Aligned to 256: 0 (200 bytes) and 512 (88).
+// Without B's inside mark B spans 4 .. 9, across: busy, and [300, 400)
+// and [500, 600) tie at 100 (the first wins).
+static void
+test_free_gap(void)
+{
+	CuSpan s[] = {
+	    {300, 100, 6, 8}, {0, 100, 0, 2}, {200, 100, 1, 1}, {100, 100, 4, 4},
+	    {200, 100, 9, 9}, {400, 100, 0, 0}, {100, 100, 9, 9},
+	};
+	CuSpan own[] = {{400, 100, 0, 0}};
+	size_t n = cumem_spans_merge(s, 7);
+	uint64_t off = 99;
+	CHECK(n == 5 && s[0].off == 0 && s[2].off == 200 && s[2].first == 1 && s[2].last == 9);
+	CHECK(cumem_span_find(s, n, 100, 100) == 1 && cumem_span_find(s, n, 100, 99) == n);
+	uint8_t in[5] = {0, 1, 0, 0, 0}, none[5] = {0};
+	CHECK(cumem_free_gap(s, n, in, 3, 5, own, 1, 600, 1, &off) == 200 && off == 0);
+	CHECK(cumem_free_gap(s, n, in, 3, 5, own, 1, 600, 256, &off) == 200 && off == 0);
+	CHECK(cumem_free_gap(s, n, in, 3, 5, own, 1, 150, 1, &off) == 150 && off == 0);
+	CHECK(cumem_free_gap(s, n, none, 3, 5, own, 1, 600, 1, &off) == 100 && off == 0);
+	CHECK(cumem_free_gap(s, n, none, 3, 5, own, 1, 600, 64, &off) == 100 && off == 0);
+	CHECK(cumem_free_gap(NULL, 0, NULL, 3, 5, NULL, 0, 300, 1, &off) == 300 && off == 0);
+	// A span used across the steps (busy) that shares bytes with one of
+	// their own temporaries: those bytes are free (the temporary's, which
+	// the memory plan keeps apart from everything live then: the busy
+	// life is two buffers at one span, merged); the rest is busy, and an
+	// own tensor inside the temporary's bytes stays busy.
+	CuSpan u[] = {{0, 300, 1, 9}, {100, 100, 4, 4}};
+	uint8_t in2[2] = {0, 1};
+	CHECK(cumem_free_gap(u, 2, in2, 3, 5, NULL, 0, 400, 1, &off) == 100 && off == 100);
+	CuSpan own2[] = {{150, 10, 0, 0}};
+	CHECK(cumem_free_gap(u, 2, in2, 3, 5, own2, 1, 400, 1, &off) == 100 && off == 300);
+	CHECK(cumem_free_gap(u, 2, in2, 3, 5, own2, 1, 350, 1, &off) == 50 && off == 100);
+}
+
 int
 main(void)
 {
+	test_free_gap();
 	test_directed();
 	for (uint64_t seed = 1; seed <= 6; seed++)
 		test_random(seed, 4000, (int)(seed & 1));

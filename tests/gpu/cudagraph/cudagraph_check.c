@@ -721,6 +721,43 @@ t_overwritten(void)
 	test_close(&t);
 }
 
+// vjp fed its own model-owned output: v = the loss its previous call
+// returned.  The output region holds each output of the tasks set up once,
+// and a call's outputs must not overwrite the input it is given, so the
+// second call finds no room and grows the region, moving that input (and
+// every output in the region) to the new block.  Each call's grad.x must
+// be v y with v the previous loss, read back after the move, on every
+// context; the calls then alternate between two placements and replay.
+static void
+t_region_grow(void)
+{
+	Test t;
+	if (!test_open(&t, "basic"))
+		return test_close(&t);
+	int vjp = task_index(&t, "vjp");
+	float y[3], v[1] = {0.5f};
+	fresh(y, 3, 0, 0);
+	const float *in[] = {y, v};
+	if (vjp < 0 || !call3(&t, "vjp", in, NULL, OUT_MODEL))
+		return test_close(&t);
+	for (int it = 1; it < N_ITERS; it++) {
+		float prev = t.val[C][0][0];
+		fadc_tensor *ext[NCTX][MAXIO] = {{0}};
+		for (int c = 0; c < NCTX; c++) {
+			ext[c][0] = t.in[c][vjp][0];
+			ext[c][1] = t.got[c][0]; // the last call's loss, model-owned
+		}
+		if (!call3(&t, "vjp", NULL, ext, OUT_MODEL))
+			break;
+		float want[3] = {prev * y[0], prev * y[1], prev * y[2]};
+		CHECK(nerr(t.val[G][1], want, 3) <= 1e-5, "call %d: grad.x is not v * y", it);
+	}
+	fadc_device_stats s;
+	stats(&t, G, &s);
+	CHECK(s.graphs_replayed >= 1, "region growth: no replay in %d calls", N_ITERS);
+	test_close(&t);
+}
+
 // A new generation reuses the memory of the last: forward, jvp, then jvp
 // again (a task called again) overwrites forward's output, alive or not.
 static void
@@ -990,6 +1027,7 @@ static const struct {
 	{"alternate", t_alternate},
 	{"overwritten", t_overwritten},
 	{"generation", t_generation},
+	{"region_grow", t_region_grow},
 	{"rerecord", t_rerecord},
 	{"limit", t_limit},
 	{"specialise", t_specialise},
