@@ -580,6 +580,8 @@ cg_parse_targets(const char *s, int *targets, char *err, size_t errlen)
 
 typedef struct CuJob {
 	const char *src, *name, *arch;
+	size_t srclen;
+	int task; // the task it is a program of
 	int want_ptx;
 	uint8_t *out, *ptx; // the cubin and the PTX (without its NUL; NULL with --no-ptx)
 	size_t len, ptxlen;
@@ -592,6 +594,7 @@ typedef struct CuJob {
 
 typedef struct CuPool {
 	CuJob *job;
+	const int *order; // the jobs in the order they are taken: the largest source first
 	int n, next;
 	FILE *diag;
 	pthread_mutex_t mu;
@@ -606,7 +609,7 @@ cu_worker(void *arg)
 	CuPool *pl = arg;
 	for (;;) {
 		pthread_mutex_lock(&pl->mu);
-		int i = pl->next < pl->n ? pl->next++ : -1;
+		int i = pl->next < pl->n ? pl->order[pl->next++] : -1;
 		pthread_mutex_unlock(&pl->mu);
 		if (i < 0)
 			return NULL;
@@ -807,6 +810,202 @@ inject_error(char *src, long k)
 	return r;
 }
 
+// ---------------------------------------------------------------- pieces
+//
+// A large task is compiled as several NVRTC programs, its pieces
+// (docs/CUDA.md, "Pieces"), so that a cold compile of one task keeps every
+// core busy and a change to one kernel recompiles only its piece (each
+// piece is a compile cache entry of its own).  The printer cuts the
+// source into parts (cg_cuda_print_parts): the common text, the loop
+// helpers, and units -- a __global__ alone, or a persistent loop kernel
+// with every __device__ function it calls (module words included: a
+// piece declares the grid barrier's counters and the tile buffers of its
+// own, which are scratch of one launch at a time).  A unit goes into
+// piece hash(the name of its first __global__) mod P, FNV-1a, as the CPU
+// module's pieces (codegen/llvm.c): a function of names alone, so that a
+// change inside one kernel (a constant) moves nothing, and the pieces
+// are the same whatever the threads and the cache.  P is a power of two,
+// about CU_PIECE_KERNELS kernels of the task each, at most CU_MAX_PIECES:
+// a function of the kernel count only, so adding or removing a few
+// kernels keeps it.  A piece is the common parts, the loop helpers when
+// it holds a loop, and its units, in the order printed; the notes
+// (a GEMM's comment, a shared kernel's) are in none.  A task of one piece
+// is the whole source as printed, as before pieces.  Each launch record
+// names the module (the piece) that defines its function.
+enum { CU_PIECE_KERNELS = 64, CU_MAX_PIECES = 16 };
+
+// The pieces a task is split into.  FADC_CUDA_PIECES=N (1 to
+// ART_MAX_MODULES; a test hook) sets it.
+static unsigned
+cu_npieces(const KProgram *p)
+{
+	const char *v = getenv("FADC_CUDA_PIECES");
+	if (v && *v) {
+		char *end;
+		long n = strtol(v, &end, 10);
+		if (!*end && n >= 1 && n <= ART_MAX_MODULES)
+			return (unsigned)n;
+	}
+	unsigned n = 1;
+	while (n < CU_MAX_PIECES && (uint64_t)2 * n * CU_PIECE_KERNELS <= p->nk)
+		n *= 2;
+	return n;
+}
+
+static uint64_t
+cu_name_hash(const char *s)
+{
+	uint64_t h = 14695981039346656037ull; // FNV-1a 64
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 1099511628211ull;
+	return h;
+}
+
+// A function's module (CuSplit.fn, sorted by name).
+typedef struct CuFn {
+	const char *name; // a part's
+	uint32_t module;
+} CuFn;
+
+static int
+cufn_cmp(const void *a, const void *b)
+{
+	return strcmp(((const CuFn *)a)->name, ((const CuFn *)b)->name);
+}
+
+// A task's programs: src[0..n) (malloc'ed), the functions each defines
+// (units: for progress), and where each __global__ is.
+typedef struct CuSplit {
+	uint32_t n;
+	char **src;
+	size_t *len;
+	long *units;
+	CuFn *fn;
+	uint32_t nfn;
+} CuSplit;
+
+static void
+cu_split_free(CuSplit *sp)
+{
+	for (uint32_t i = 0; sp->src && i < sp->n; i++)
+		free(sp->src[i]);
+	free(sp->src);
+	free(sp->len);
+	free(sp->units);
+	free(sp->fn);
+	memset(sp, 0, sizeof *sp);
+}
+
+// Source src (len bytes, parts q[0..nq)) as P pieces into *sp; empty
+// pieces are dropped, the others numbered in order.  A task of one unit
+// (a fused task), or P = 1, is one program, src itself (taken: *srcp is
+// NULL after).  0 on out of memory.
+static int
+cu_split(char **srcp, size_t len, const CgCudaPart *q, uint32_t nq, unsigned P, CuSplit *sp)
+{
+	char *src = *srcp;
+	memset(sp, 0, sizeof *sp);
+	int32_t maxu = -1, first = -1, several = 0;
+	for (uint32_t j = 0; j < nq; j++)
+		if (q[j].unit >= 0) {
+			maxu = q[j].unit > maxu ? q[j].unit : maxu;
+			several |= first >= 0 && q[j].unit != first;
+			first = first < 0 ? q[j].unit : first;
+		}
+	int ok = 0;
+	int32_t *bucket = NULL, *mod = NULL;
+	uint8_t *loop = NULL;
+	if (P <= 1 || !several) { // one program: the source as printed
+		sp->src = calloc(1, sizeof *sp->src);
+		sp->len = calloc(1, sizeof *sp->len);
+		sp->units = calloc(1, sizeof *sp->units);
+		if (!sp->src || !sp->len || !sp->units)
+			goto done;
+		sp->n = 1;
+		sp->src[0] = src;
+		sp->len[0] = len;
+		*srcp = NULL;
+		return 1; // every launch in module 0 (sp->fn empty)
+	}
+	bucket = malloc(((size_t)maxu + 1) * sizeof *bucket);
+	mod = malloc((P + 1) * sizeof *mod);
+	loop = calloc(P + 1, 1);
+	if (!bucket || !mod || !loop)
+		goto done;
+	for (int32_t u = 0; u <= maxu; u++)
+		bucket[u] = -1;
+	// Each unit's piece: the hash of its first __global__'s name (a loop
+	// unit's __device__ functions come before its kernel, so the first
+	// named part).
+	uint32_t nfn = 0;
+	for (uint32_t j = 0; j < nq; j++) {
+		if (q[j].unit < 0 || !q[j].name)
+			continue;
+		nfn++;
+		if (bucket[q[j].unit] < 0)
+			bucket[q[j].unit] = (int32_t)(cu_name_hash(q[j].name) % P);
+	}
+	for (uint32_t j = 0; j < nq; j++)
+		if (q[j].unit >= 0) {
+			FADC_ASSERT(bucket[q[j].unit] >= 0, "cuda pieces: a unit without a __global__");
+			loop[bucket[q[j].unit]] |= q[j].loop;
+		}
+	for (unsigned b = 0; b < P; b++)
+		mod[b] = -1;
+	for (uint32_t j = 0; j < nq; j++)
+		if (q[j].unit >= 0)
+			mod[bucket[q[j].unit]] = 0;
+	uint32_t n = 0;
+	for (unsigned b = 0; b < P; b++)
+		if (mod[b] >= 0)
+			mod[b] = (int32_t)n++;
+	sp->src = calloc(n, sizeof *sp->src);
+	sp->len = calloc(n, sizeof *sp->len);
+	sp->units = calloc(n, sizeof *sp->units);
+	sp->fn = calloc(nfn + 1, sizeof *sp->fn);
+	if (!sp->src || !sp->len || !sp->units || !sp->fn)
+		goto done;
+	sp->n = n;
+	for (unsigned b = 0; b < P; b++) {
+		if (mod[b] < 0)
+			continue;
+		uint32_t m = (uint32_t)mod[b];
+		size_t sz = 1;
+		for (int pass = 0; pass < 2; pass++) {
+			for (uint32_t j = 0; j < nq; j++) {
+				int in = q[j].unit == CG_CUDA_PART_ALL ||
+				         (q[j].unit == CG_CUDA_PART_LOOPS && loop[b]) ||
+				         (q[j].unit >= 0 && bucket[q[j].unit] == (int32_t)b);
+				if (!in)
+					continue;
+				if (pass == 0) {
+					sz += q[j].len;
+					continue;
+				}
+				memcpy(sp->src[m] + sp->len[m], src + q[j].off, q[j].len);
+				sp->len[m] += q[j].len;
+				if (q[j].unit >= 0) {
+					sp->units[m]++;
+					if (q[j].name)
+						sp->fn[sp->nfn++] = (CuFn){q[j].name, m};
+				}
+			}
+			if (pass == 0 && !(sp->src[m] = malloc(sz)))
+				goto done;
+		}
+		sp->src[m][sp->len[m]] = 0;
+	}
+	qsort(sp->fn, sp->nfn, sizeof *sp->fn, cufn_cmp);
+	ok = 1;
+done:
+	free(bucket);
+	free(mod);
+	free(loop);
+	if (!ok)
+		cu_split_free(sp);
+	return ok;
+}
+
 // Prints and compiles the CUDA code of tasks[0..n), fills their descriptor
 // entries and the image section (*img, *imglen).
 static int
@@ -821,58 +1020,113 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 		snprintf(err, errlen, "error: --cuda-arch %s: expected sm_XX (sm_90)", arch);
 		return 0;
 	}
-	char **src = calloc((size_t)n + 1, sizeof *src);
-	char **name = calloc((size_t)n + 1, sizeof *name);
-	CuJob *job = calloc((size_t)n + 1, sizeof *job);
+	CuSplit *sp = calloc((size_t)n + 1, sizeof *sp);
+	int *first = calloc((size_t)n + 1, sizeof *first); // each task's first job
+	CuJob *job = NULL;
+	char **name = NULL;
+	int *order = NULL;
+	int njob = 0;
 	size_t cap = 0;
 	int ok = 0;
-	if (!src || !name || !job) {
+	if (!sp || !first) {
 		snprintf(err, errlen, "error: out of memory");
 		goto done;
 	}
 	// FADC_TEST_NVRTC_ERROR=K (a test hook, tests/cli/cli-msg-nvrtc.sh):
-	// a `#error` line becomes line K of every task's source (its end when
-	// shorter), so that a failed NVRTC compilation can be tested on any
-	// machine with the toolkit, without a bug in the printer.
+	// a `#error` line becomes line K of every program's source (its end
+	// when shorter), so that a failed NVRTC compilation can be tested on
+	// any machine with the toolkit, without a bug in the printer.
 	const char *inject = getenv("FADC_TEST_NVRTC_ERROR");
 	long injectk = inject && *inject ? strtol(inject, NULL, 10) : 0;
 	for (int i = 0; i < n; i++) {
 		CgCudaShared *sh = NULL;
-		uint32_t nsh = 0;
-		if (!(src[i] = cg_cuda_print_shared(tasks[i].prog, NULL, &sh, &nsh, err, errlen)))
+		CgCudaPart *parts = NULL;
+		uint32_t nsh = 0, nparts = 0;
+		size_t len = 0;
+		char *src = cg_cuda_print_parts(tasks[i].prog, &len, &sh, &nsh, &parts, &nparts, err,
+		                                errlen);
+		if (!src)
 			goto done;
-		int good = cu_contract(tasks[i].prog, &at[i], o->allow_tf32, sh, nsh);
-		job[i].units = (long)tasks[i].prog->nk - (long)nsh; // the functions printed, about
-		if (job[i].units < 1)
-			job[i].units = 1;
-		units += job[i].units;
+		int good = cu_contract(tasks[i].prog, &at[i], o->allow_tf32, sh, nsh) &&
+		           cu_split(&src, len, parts, nparts, cu_npieces(tasks[i].prog), &sp[i]);
+		if (good && sp[i].n == 1) // the functions printed, about
+			sp[i].units[0] = (long)tasks[i].prog->nk - (long)nsh;
+		// Each kernel record's module: the piece that defines its function.
+		for (uint32_t k = 0; good && sp[i].nfn && k < at[i].ncuda; k++) {
+			ArtKernel *r = &at[i].kern[k];
+			CuFn key = {r->name, 0}, *hit;
+			if (r->kind != ART_LAUNCH_KERNEL)
+				continue;
+			hit = bsearch(&key, sp[i].fn, sp[i].nfn, sizeof *sp[i].fn, cufn_cmp);
+			FADC_ASSERT(hit != NULL, "cuda pieces: a launch of a function no piece defines");
+			r->module = hit->module;
+		}
+		free(src);
+		// The part names sp[i].fn points at are needed no longer.
+		for (uint32_t k = 0; k < sp[i].nfn; k++)
+			sp[i].fn[k].name = NULL;
+		cg_cuda_parts_free(parts, nparts);
 		cg_cuda_shared_free(sh, nsh);
 		if (!good) {
 			snprintf(err, errlen, "error: out of memory");
 			goto done;
 		}
-		if (injectk > 0 && !(src[i] = inject_error(src[i], injectk))) {
-			snprintf(err, errlen, "error: out of memory");
-			goto done;
+		first[i] = njob;
+		njob += (int)sp[i].n;
+	}
+	job = calloc((size_t)njob + 1, sizeof *job);
+	name = calloc((size_t)njob + 1, sizeof *name);
+	order = calloc((size_t)njob + 1, sizeof *order);
+	if (!job || !name || !order) {
+		snprintf(err, errlen, "error: out of memory");
+		goto done;
+	}
+	for (int i = 0; i < n; i++)
+		for (uint32_t m = 0; m < sp[i].n; m++) {
+			int j = first[i] + (int)m;
+			if (injectk > 0 && !(sp[i].src[m] = inject_error(sp[i].src[m], injectk))) {
+				snprintf(err, errlen, "error: out of memory");
+				goto done;
+			}
+			// MODEL.TASK.cu, or MODEL.TASK.pieceM.cu: diagnostics only
+			// (NVRTC compiles every program as fadc.cu, cuda_nvrtc.c).
+			size_t nl = strlen(model) + strlen(tasks[i].name) + 32;
+			if (!(name[j] = malloc(nl))) {
+				snprintf(err, errlen, "error: out of memory");
+				goto done;
+			}
+			if (sp[i].n == 1)
+				snprintf(name[j], nl, "%s.%s.cu", model, tasks[i].name);
+			else
+				snprintf(name[j], nl, "%s.%s.piece%u.cu", model, tasks[i].name, m);
+			if (o->emit_cuda)
+				fprintf(o->emit_cuda, "// ---- %s\n%s", name[j], sp[i].src[m]);
+			job[j].src = sp[i].src[m];
+			job[j].srclen = strlen(sp[i].src[m]);
+			job[j].name = name[j];
+			job[j].arch = arch;
+			job[j].task = i;
+			job[j].want_ptx = !o->no_ptx;
+			job[j].units = sp[i].units[m] > 0 ? sp[i].units[m] : 1;
+			units += job[j].units;
 		}
-		size_t nl = strlen(model) + strlen(tasks[i].name) + 8;
-		if (!(name[i] = malloc(nl))) {
-			snprintf(err, errlen, "error: out of memory");
-			goto done;
+	// The largest source first, so that the last job to start is a small
+	// one (ties in job order: the same order every time, not that it
+	// matters to the bytes).
+	for (int j = 0; j < njob; j++) {
+		int k = j;
+		while (k > 0 && job[order[k - 1]].srclen < job[j].srclen) {
+			order[k] = order[k - 1];
+			k--;
 		}
-		snprintf(name[i], nl, "%s.%s.cu", model, tasks[i].name);
-		if (o->emit_cuda)
-			fprintf(o->emit_cuda, "// ---- %s\n%s", name[i], src[i]);
-		job[i].src = src[i];
-		job[i].name = name[i];
-		job[i].arch = arch;
-		job[i].want_ptx = !o->no_ptx;
+		order[k] = j;
 	}
 	kir_time_note(tm, "cuda-print", model);
 	phase_add(ps, PH_CUDA_PRINT, mk);
 	mk = mark_now();
 	tm = kir_time_start();
-	CuPool pl = {.job = job, .n = n, .diag = o->cuda_diag, .o = o, .total = units};
+	CuPool pl = {.job = job, .order = order, .n = njob, .diag = o->cuda_diag, .o = o,
+	             .total = units};
 	if (!o->no_cache) {
 		progress(o, "", 0, 0); // its warning, if any, on a line of its own
 		pl.cache = cg_cache_open();
@@ -885,7 +1139,9 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 	long hits = 0, misses = 0;
 	int cached = pl.cache != NULL;
 	cg_cache_close(pl.cache, &hits, &misses);
-	kir_time_note(tm, "nvrtc", model);
+	char step[64];
+	snprintf(step, sizeof step, "%s (%d programs)", model, njob);
+	kir_time_note(tm, "nvrtc", step);
 	// Hits and misses: --stats, and FADC_TIME=1 as its other step notes.
 	if (o->stats && cached)
 		fprintf(o->stats, "# stats: compile cache (NVRTC): %ld hits, %ld misses\n", hits, misses);
@@ -893,52 +1149,60 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 	if (tv && *tv && strcmp(tv, "0") && cached)
 		fprintf(stderr, "fadc: time: nvrtc cache: %ld hits, %ld misses\n", hits, misses);
 	phase_add(ps, PH_NVRTC, mk);
-	for (int i = 0; i < n; i++)
-		if (!job[i].ok) {
-			if (job[i].diaglen) {
+	for (int j = 0; j < njob; j++)
+		if (!job[j].ok) {
+			if (job[j].diaglen) {
 				progress(o, "", 0, 0);
 				FILE *f = o->cuda_diag ? o->cuda_diag : stderr;
-				fwrite(job[i].diag, 1, job[i].diaglen, f);
-				int others = 0; // other tasks that failed (their sources are saved too)
-				for (int k = i + 1; k < n; k++)
+				fwrite(job[j].diag, 1, job[j].diaglen, f);
+				int others = 0; // other programs that failed (their sources are saved too)
+				for (int k = j + 1; k < njob; k++)
 					others += !job[k].ok;
 				if (others)
-					fprintf(f, "(and %d more task%s failed to compile)\n", others,
+					fprintf(f, "(and %d more program%s failed to compile)\n", others,
 					        others > 1 ? "s" : "");
 				fflush(f);
 			}
-			snprintf(err, errlen, "error: task '%s': %s", tasks[i].name, job[i].err);
+			snprintf(err, errlen, "error: task '%s': %s", tasks[job[j].task].name, job[j].err);
 			goto done;
 		}
 	for (int i = 0; i < n; i++) {
 		ArtTask *t = &at[i];
-		// Without PTX (--no-ptx) its place is 0, 0: the runtime loads the
-		// cubin or fails (runtime/cuda.c).
-		if (!put_image(img, imglen, &cap, job[i].out, job[i].len, 0, &t->cubin_off,
-		               &t->cubin_len) ||
-		    (job[i].ptx && !put_image(img, imglen, &cap, job[i].ptx, job[i].ptxlen, 1,
-		                              &t->ptx_off, &t->ptx_len))) {
+		if (!(t->module = calloc(sp[i].n, sizeof *t->module))) {
 			snprintf(err, errlen, "error: out of memory");
 			goto done;
+		}
+		t->nmodule = sp[i].n;
+		for (uint32_t m = 0; m < sp[i].n; m++) {
+			// Without PTX (--no-ptx) its place is 0, 0: the runtime loads
+			// the cubin or fails (runtime/cuda.c).
+			const CuJob *x = &job[first[i] + (int)m];
+			ArtModule *y = &t->module[m];
+			if (!put_image(img, imglen, &cap, x->out, x->len, 0, &y->cubin_off, &y->cubin_len) ||
+			    (x->ptx && !put_image(img, imglen, &cap, x->ptx, x->ptxlen, 1, &y->ptx_off,
+			                          &y->ptx_len))) {
+				snprintf(err, errlen, "error: out of memory");
+				goto done;
+			}
 		}
 		t->targets |= ART_TARGET_CUDA;
 	}
 	ok = 1;
 done:
-	for (int i = 0; i < n; i++) {
-		if (src)
-			free(src[i]);
-		if (name)
-			free(name[i]);
+	for (int j = 0; job && j < njob; j++) {
+		free(job[j].out);
+		free(job[j].ptx);
+		free(job[j].diag);
 	}
-	for (int i = 0; job && i < n; i++) {
-		free(job[i].out);
-		free(job[i].ptx);
-		free(job[i].diag);
-	}
-	free(src);
-	free(name);
+	for (int j = 0; name && j < njob; j++)
+		free(name[j]);
+	for (int i = 0; sp && i < n; i++)
+		cu_split_free(&sp[i]);
+	free(sp);
+	free(first);
 	free(job);
+	free(name);
+	free(order);
 	return ok;
 }
 #endif

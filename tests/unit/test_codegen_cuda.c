@@ -839,7 +839,7 @@ check_choice_artifact(void) {
 		CHECK(g->dtype == ART_F32 && g->batch == 1 && g->m == 64 && g->n == 64 && g->k == 256 &&
 		      !g->ta && !g->tb && g->lda == 256 && g->ldb == 64 && g->ldc == 64 && !g->tf32);
 		// The candidate kernel's code is in the module (its PTX names it).
-		CHECK(strstr((const char *)d.images + t->ptx_off, a->name) != NULL);
+		CHECK(strstr((const char *)d.images + t->module[a->module].ptx_off, a->name) != NULL);
 	}
 	// The encoder writes the same bytes; every truncation is refused.
 	uint8_t *enc = NULL;

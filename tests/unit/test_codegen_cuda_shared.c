@@ -305,15 +305,23 @@ check_artifact(void) {
 		const ArtTask *at = &d.task[t];
 		if (!(at->targets & ART_TARGET_CUDA))
 			continue;
-		CHECK(d.images && at->ptx_len && at->ptx_off + at->ptx_len <= d.images_bytes);
-		if (!d.images || !at->ptx_len)
+		// Each module's PTX (a task compiled as pieces has several): each
+		// launch's function is in the PTX of the module it names.
+		int good = d.images != NULL;
+		for (uint32_t j = 0; j < at->nmodule; j++) {
+			const ArtModule *x = &at->module[j];
+			CHECK(x->ptx_len && x->ptx_off + x->ptx_len <= d.images_bytes);
+			good &= x->ptx_len && x->ptx_off + x->ptx_len <= d.images_bytes;
+		}
+		if (!good)
 			continue;
-		const char *ptx = (const char *)d.images + at->ptx_off; // NUL-terminated
-		entries += count(ptx, ".entry");
+		for (uint32_t j = 0; j < at->nmodule; j++)
+			entries += count((const char *)d.images + at->module[j].ptx_off, ".entry");
 		for (uint32_t k = 0; k < at->ncuda; k++) {
 			if (at->kern[k].kind != ART_LAUNCH_KERNEL)
 				continue;
 			launches++;
+			const char *ptx = (const char *)d.images + at->module[at->kern[k].module].ptx_off;
 			char pat[512];
 			snprintf(pat, sizeof pat, ".entry %s(", at->kern[k].name);
 			if (!strstr(ptx, pat)) {
