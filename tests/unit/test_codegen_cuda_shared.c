@@ -276,15 +276,20 @@ check_fused(void) {
 
 #ifdef FADC_HAVE_CUDA
 // An artifact (codegen/compile.c): every kernel launch of every CUDA task
-// names an .entry of that task's PTX, and fewer functions than launches
-// are compiled.
+// names an .entry of the PTX of the module its record names, and (shared)
+// fewer functions than launches are compiled.  pieces > 0: the tasks are
+// compiled as that many pieces (FADC_CUDA_PIECES, docs/CUDA.md "Pieces"),
+// and some task must be several modules.
 static void
-check_artifact(void) {
+check_artifact(const char *file, const char *const *defs, int ndefs, int shared, int pieces) {
 	const char *root = getenv("FADC_SOURCE_DIR");
 	char path[4096], so[4096], err[4096];
-	snprintf(path, sizeof path, "%s/models/transformer.ir", root ? root : ".");
-	const char *defs[] = {"N=8", "SEQ=4", "E=16", "NH=4", "FF=16", "MAXLEN=16"};
-	FeOptions fo = {.diag = stderr, .defines = defs, .ndefines = 6};
+	snprintf(path, sizeof path, "%s/%s", root ? root : ".", file);
+	char np[16];
+	snprintf(np, sizeof np, "%d", pieces);
+	if (pieces)
+		setenv("FADC_CUDA_PIECES", np, 1);
+	FeOptions fo = {.diag = stderr, .defines = defs, .ndefines = ndefs};
 	Module *m = fe_parse_file(path, &fo);
 	CHECK(m != NULL);
 	if (!m)
@@ -294,13 +299,15 @@ check_artifact(void) {
 	const char *tmp = getenv("TMPDIR");
 	snprintf(so, sizeof so, "%s/fadc-cuda-shared-%d.so", tmp && *tmp ? tmp : "/tmp",
 	         (int)getpid());
-	cgu_compile_or_exit((const Module *const *)&m, NULL, 1, &o, so, "transformer");
+	cgu_compile_or_exit((const Module *const *)&m, NULL, 1, &o, so, file);
+	unsetenv("FADC_CUDA_PIECES");
 	ArtDesc d = {0};
 	uint8_t *db = NULL;
 	size_t dl = 0;
 	CHECK(art_read(so, &d, &db, &dl, err, sizeof err) == ART_READ_OK);
 	unlink(so);
 	int launches = 0, entries = 0, missing = 0;
+	uint32_t most = 0; // modules of a task, at most
 	for (uint32_t t = 0; t < d.ntask; t++) {
 		const ArtTask *at = &d.task[t];
 		if (!(at->targets & ART_TARGET_CUDA))
@@ -308,6 +315,7 @@ check_artifact(void) {
 		// Each module's PTX (a task compiled as pieces has several): each
 		// launch's function is in the PTX of the module it names.
 		int good = d.images != NULL;
+		most = at->nmodule > most ? at->nmodule : most;
 		for (uint32_t j = 0; j < at->nmodule; j++) {
 			const ArtModule *x = &at->module[j];
 			CHECK(x->ptx_len && x->ptx_off + x->ptx_len <= d.images_bytes);
@@ -331,9 +339,11 @@ check_artifact(void) {
 			}
 		}
 	}
-	printf("artifact: %d kernel launches, %d functions in the PTX, %d missing\n", launches,
-	       entries, missing);
-	CHECK(missing == 0 && launches > 0 && entries < launches);
+	printf("artifact %s: %d kernel launches, %d functions in the PTX, %d missing, %u modules "
+	       "(a task's, at most)\n",
+	       file, launches, entries, missing, most);
+	CHECK(missing == 0 && launches > 0 && (!shared || entries < launches));
+	CHECK(!pieces || (most > 1 && most <= (uint32_t)pieces));
 	art_desc_free(&d);
 	free(db);
 	ir_module_free(m);
@@ -349,7 +359,10 @@ main(void) {
 	const char *tr[] = {"N=8", "SEQ=4", "E=16", "NH=4", "FF=16", "MAXLEN=16"};
 	check_model_task("transformer", tr, 6, "vjp");
 #ifdef FADC_HAVE_CUDA
-	check_artifact();
+	check_artifact("models/transformer.ir", tr, 6, 1, 0);
+	// Pieces with persistent loop kernels (their __device__ functions and
+	// module words go with them) and tiled products.
+	check_artifact("tests/gpu/scan-tile.ir", NULL, 0, 0, 4);
 #endif
 	return TU_DONE("test_codegen_cuda_shared");
 }
