@@ -746,14 +746,14 @@ check_gemm_artifact(void) {
 	                  "sa=8192 sb=8192 sc=16384 oa=0 ob=0 oc=0 tf32\n") != NULL);
 	if (!strstr(out, "cuBLAS GEMM"))
 		fprintf(stderr, "fadc inspect said:\n%s", out);
-	// Old formats: the CPU artifact's descriptor in formats 2 to 7 reads
-	// and opens; format 1 and 8 are refused by version; a trailer that
+	// Old formats: the CPU artifact's descriptor in formats 2 to 9 reads
+	// and opens; format 1 and 10 are refused by version; a trailer that
 	// disagrees with its descriptor is corrupt; a GEMM record cannot be
 	// written in format 3.
 	ArtDesc d;
 	uint8_t *db = NULL;
 	size_t dl = 0;
-	for (uint32_t v = 2; v <= 8; v++) {
+	for (uint32_t v = 2; v <= 9; v++) {
 		CHECK(rewrite_format(cpu, old, v, v));
 		CHECK(art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_OK && d.version == v);
 		if (d.version == v)
@@ -765,10 +765,10 @@ check_gemm_artifact(void) {
 	CHECK(rewrite_format(cpu, old, 3, 4));
 	CHECK(art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_FORMAT &&
 	      strstr(err, "the trailer says format 4, the descriptor 3"));
-	CHECK(!rewrite_format(cpu, old, 1, 1) && !rewrite_format(cpu, old, 9, 9));
-	CHECK(rewrite_format(cpu, old, 4, 9));
+	CHECK(!rewrite_format(cpu, old, 1, 1) && !rewrite_format(cpu, old, 10, 10));
+	CHECK(rewrite_format(cpu, old, 4, 10));
 	CHECK(art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_VERSION &&
-	      strstr(err, "artifact format version 9; this runtime reads versions 2 to 8"));
+	      strstr(err, "artifact format version 10; this runtime reads versions 2 to 9"));
 	CHECK(!rewrite_format(so, old, 3, 3)); // GEMM records need format 4
 	CHECK(rewrite_format(so, old, 4, 4) &&
 	      art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_OK);

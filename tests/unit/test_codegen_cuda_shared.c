@@ -344,6 +344,23 @@ check_artifact(const char *file, const char *const *defs, int ndefs, int shared,
 	       file, launches, entries, missing, most);
 	CHECK(missing == 0 && launches > 0 && (!shared || entries < launches));
 	CHECK(!pieces || (most > 1 && most <= (uint32_t)pieces));
+	if (pieces) {
+		// Format 9 (several modules): the encoder writes the same bytes,
+		// refuses format 8 (one module a task), and every truncation is
+		// refused by the decoder.
+		uint8_t *enc = NULL;
+		size_t elen = 0;
+		CHECK(d.version == ART_FORMAT_VERSION_MODULES);
+		d.version = 0;
+		CHECK(art_desc_encode(&d, &enc, &elen) && elen == dl && !memcmp(enc, db, dl));
+		free(enc);
+		d.version = ART_FORMAT_VERSION_CONV;
+		CHECK(!art_desc_encode(&d, &enc, &elen));
+		for (size_t cut = 0; cut < dl; cut += 5) {
+			ArtDesc t;
+			CHECK(!art_desc_decode(db, cut, &t, err, sizeof err));
+		}
+	}
 	art_desc_free(&d);
 	free(db);
 	ir_module_free(m);
