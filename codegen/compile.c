@@ -861,6 +861,118 @@ cu_name_hash(const char *s)
 	return h;
 }
 
+// The printer numbers a kernel's buffers (b<N>), expressions (x<N>) and
+// loop steps (s<N>) by their ids in the whole task, so a change that adds
+// one expression or buffer anywhere renumbers the locals of every kernel
+// after it.  A unit's part is one function, and those names are its own
+// (parameters and locals: the helpers of the common parts are never
+// called through them), so in a piece each part's are renumbered in the
+// order they first occur (as the sharing key does, codegen/cuda.c):
+// the same function, whose text no longer depends on the rest of the
+// task.  Literals (0x1.8p+2f, 255U, strings) are one token each and kept;
+// so is every other identifier; comments are renumbered alike.
+typedef struct CuCanon {
+	uint32_t *map[3]; // per prefix b, s, x: old number -> new number + 1
+	uint32_t nmap[3];
+	uint32_t *seen[3]; // the old numbers mapped, to clear map after a part
+	uint32_t nseen[3], cseen[3];
+} CuCanon;
+
+static int
+cu_idch(char ch)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+	       ch == '_';
+}
+
+// t[0..n) renumbered into out; the length written.  out NULL: only the
+// length (a new number may have more digits than the old one).
+static size_t
+cu_canon(CuCanon *cc, const char *t, size_t n, char *out)
+{
+	static const char pre[3] = {'b', 's', 'x'};
+	uint32_t next[3] = {0, 0, 0};
+	size_t o = 0;
+	int comment = 0;
+	for (size_t i = 0; i < n;) {
+		char ch = t[i];
+		if (ch == '/' && i + 1 < n && t[i + 1] == '/')
+			comment = 1; // renamed alike, but a '"' in it starts no string
+		else if (ch == '\n')
+			comment = 0;
+		if ((ch >= '0' && ch <= '9') || (ch == '"' && !comment)) { // a literal: one token, kept
+			size_t j = i + 1;
+			if (ch == '"') // a string (inline asm: ".b32"): to its closing quote
+				for (; j < n && t[j] != '"'; j++)
+					j += t[j] == '\\' && j + 1 < n;
+			while (ch != '"' && j < n && (cu_idch(t[j]) || t[j] == '.'))
+				j++;
+			j += ch == '"' && j < n;
+			if (out)
+				memcpy(out + o, t + i, j - i);
+			o += j - i;
+			i = j;
+			continue;
+		}
+		if (!cu_idch(ch)) {
+			if (out)
+				out[o] = ch;
+			o++;
+			i++;
+			continue;
+		}
+		size_t j = i;
+		while (j < n && cu_idch(t[j]))
+			j++;
+		int k = -1;
+		for (int q = 0; q < 3; q++)
+			if (ch == pre[q])
+				k = q;
+		int num = k >= 0 && j - i > 1 && j - i < 11;
+		for (size_t d = i + 1; num && d < j; d++)
+			num = t[d] >= '0' && t[d] <= '9';
+		if (!num) {
+			if (out)
+				memcpy(out + o, t + i, j - i);
+			o += j - i;
+			i = j;
+			continue;
+		}
+		unsigned long v = strtoul(t + i + 1, NULL, 10);
+		if (v >= cc->nmap[k]) {
+			uint32_t m = cc->nmap[k] ? cc->nmap[k] : 256;
+			while (m <= v)
+				m *= 2;
+			uint32_t *r = realloc(cc->map[k], m * sizeof *r);
+			FADC_ASSERT(r != NULL, "cuda pieces: out of memory");
+			memset(r + cc->nmap[k], 0, (m - cc->nmap[k]) * sizeof *r);
+			cc->map[k] = r;
+			cc->nmap[k] = m;
+		}
+		if (!cc->map[k][v]) {
+			cc->map[k][v] = ++next[k];
+			if (cc->nseen[k] == cc->cseen[k]) {
+				cc->cseen[k] = cc->cseen[k] ? 2 * cc->cseen[k] : 256;
+				cc->seen[k] = realloc(cc->seen[k], cc->cseen[k] * sizeof *cc->seen[k]);
+				FADC_ASSERT(cc->seen[k] != NULL, "cuda pieces: out of memory");
+			}
+			cc->seen[k][cc->nseen[k]++] = (uint32_t)v;
+		}
+		char nb[16];
+		int l = snprintf(nb, sizeof nb, "%c%u", pre[k], cc->map[k][v] - 1);
+		if (out)
+			memcpy(out + o, nb, (size_t)l);
+		o += (size_t)l;
+		i = j;
+	}
+	for (int q = 0; q < 3; q++) {
+		for (uint32_t e = 0; e < cc->nseen[q]; e++)
+			cc->map[q][cc->seen[q][e]] = 0;
+		cc->nseen[q] = 0;
+	}
+	return o;
+}
+
 // A function's module (CuSplit.fn, sorted by name).
 typedef struct CuFn {
 	const char *name; // a part's
@@ -915,6 +1027,7 @@ cu_split(char **srcp, size_t len, const CgCudaPart *q, uint32_t nq, unsigned P, 
 	int ok = 0;
 	int32_t *bucket = NULL, *mod = NULL;
 	uint8_t *loop = NULL;
+	CuCanon cc = {0};
 	if (P <= 1 || !several) { // one program: the source as printed
 		sp->src = calloc(1, sizeof *sp->src);
 		sp->len = calloc(1, sizeof *sp->len);
@@ -979,11 +1092,16 @@ cu_split(char **srcp, size_t len, const CgCudaPart *q, uint32_t nq, unsigned P, 
 				if (!in)
 					continue;
 				if (pass == 0) {
-					sz += q[j].len;
+					sz += q[j].unit >= 0 ? cu_canon(&cc, src + q[j].off, q[j].len, NULL)
+					                     : q[j].len;
 					continue;
 				}
-				memcpy(sp->src[m] + sp->len[m], src + q[j].off, q[j].len);
-				sp->len[m] += q[j].len;
+				if (q[j].unit >= 0)
+					sp->len[m] += cu_canon(&cc, src + q[j].off, q[j].len,
+					                       sp->src[m] + sp->len[m]);
+				else
+					memcpy(sp->src[m] + sp->len[m], src + q[j].off, q[j].len);
+				sp->len[m] += q[j].unit >= 0 ? 0 : q[j].len;
 				if (q[j].unit >= 0) {
 					sp->units[m]++;
 					if (q[j].name)
@@ -1001,6 +1119,10 @@ done:
 	free(bucket);
 	free(mod);
 	free(loop);
+	for (int k = 0; k < 3; k++) {
+		free(cc.map[k]);
+		free(cc.seen[k]);
+	}
 	if (!ok)
 		cu_split_free(sp);
 	return ok;
