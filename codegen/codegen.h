@@ -252,6 +252,11 @@ uint32_t cg_cuda_phases(const KProgram *p);
 // per point, 2 the block per point; -1 when the task is not fused.
 int cg_cuda_fused_form(const KProgram *p, uint32_t ki);
 int cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *k);
+// Every launch's contract, out[0..n) with n = cg_cuda_launches(p): the
+// launch plan computed once (cg_cuda_kernel computes it at every call, so
+// a loop over the launches is quadratic: 3.5 s of fcn_resnet's compile).
+// 0 (nothing held) when out of memory.
+int cg_cuda_kernels(const KProgram *p, CgCudaKernel *out, uint32_t n);
 
 // ---------------------------------------------------------------- cuda_nvrtc.c
 #ifdef FADC_HAVE_CUDA

@@ -705,13 +705,16 @@ cu_contract(const KProgram *p, ArtTask *t, int tf32, CgCudaShared *sh, uint32_t 
 		qsort(sh, nsh, sizeof *sh, shared_cmp);
 	uint32_t nl = cg_cuda_launches(p);
 	t->kern = calloc(nl + 1, sizeof *t->kern);
-	if (!t->kern)
+	CgCudaKernel *all = calloc(nl + 1, sizeof *all);
+	if (!t->kern || !all || !cg_cuda_kernels(p, all, nl)) {
+		free(all);
 		return 0;
+	}
 	t->ncuda = nl;
-	for (uint32_t ki = 0; ki < nl; ki++) {
-		CgCudaKernel ck;
-		if (!cg_cuda_kernel(p, ki, &ck))
-			return 0;
+	int ok = 0;
+	uint32_t ki = 0;
+	for (; ki < nl; ki++) {
+		CgCudaKernel ck = all[ki];
 		ArtKernel *k = &t->kern[ki];
 		k->kind = ck.host == KH_ASSIGN ? ART_LAUNCH_ASSIGN
 		          : ck.gemm           ? ART_LAUNCH_GEMM
@@ -758,7 +761,7 @@ cu_contract(const KProgram *p, ArtTask *t, int tf32, CgCudaShared *sh, uint32_t 
 			char *as = strdup(hit->as);
 			if (!as) {
 				free(ck.buf);
-				return 0;
+				goto done;
 			}
 			free(k->name);
 			k->name = as;
@@ -770,7 +773,7 @@ cu_contract(const KProgram *p, ArtTask *t, int tf32, CgCudaShared *sh, uint32_t 
 		k->arg = calloc(ck.narg + 1, sizeof *k->arg);
 		if (!k->arg) {
 			free(ck.buf);
-			return 0;
+			goto done;
 		}
 		for (uint32_t a = 0; a < ck.narg; a++) {
 			const KBuf *b = &p->buf[ck.buf[a]];
@@ -783,7 +786,14 @@ cu_contract(const KProgram *p, ArtTask *t, int tf32, CgCudaShared *sh, uint32_t 
 		}
 		free(ck.buf);
 	}
-	return 1;
+	ok = 1;
+done:
+	for (uint32_t j = ok ? nl : ki + 1; j < nl; j++) { // the contracts not taken
+		free(all[j].name);
+		free(all[j].buf);
+	}
+	free(all);
+	return ok;
 }
 
 // src (malloc'ed, freed here) with "#error ..." as its line k: the test
