@@ -275,6 +275,47 @@ check_fused(void) {
 }
 
 #ifdef FADC_HAVE_CUDA
+// The PTX of .entry `name` in ptx (from ".entry NAME(" to its closing
+// brace), its length in *len; NULL when absent.
+static const char *
+entry_ptx(const char *ptx, const char *name, size_t *len) {
+	char pat[512];
+	snprintf(pat, sizeof pat, ".entry %s(", name);
+	const char *b = strstr(ptx, pat), *e = b ? strstr(b, "\n}\n") : NULL;
+	if (!e)
+		return NULL;
+	*len = (size_t)(e - b) + 3;
+	return b;
+}
+
+// p[0..n) with the numbers that count a function's place in its module
+// dropped: its blocks' labels ($L__BB<f>_<b> -> $L__BB_<b>) and its stack
+// (__local_depot<f>).  Malloc'ed.
+static char *
+ptx_unplaced(const char *p, size_t n) {
+	char *r = malloc(n + 1), *o = r;
+	FADC_ASSERT(r != NULL, "out of memory");
+	for (size_t i = 0; i < n;) {
+		static const char *const pre[2] = {"$L__BB", "__local_depot"};
+		int hit = 0;
+		for (int q = 0; q < 2 && !hit; q++) {
+			size_t l = strlen(pre[q]);
+			if (i + l <= n && !memcmp(p + i, pre[q], l)) {
+				memcpy(o, pre[q], l);
+				o += l;
+				i += l;
+				while (i < n && p[i] >= '0' && p[i] <= '9')
+					i++;
+				hit = 1;
+			}
+		}
+		if (!hit)
+			*o++ = p[i++];
+	}
+	*o = 0;
+	return r;
+}
+
 // An artifact (codegen/compile.c): every kernel launch of every CUDA task
 // names an .entry of the PTX of the module its record names, and (shared)
 // fewer functions than launches are compiled.  pieces > 0: the tasks are
@@ -344,7 +385,56 @@ check_artifact(const char *file, const char *const *defs, int ndefs, int shared,
 	       file, launches, entries, missing, most);
 	CHECK(missing == 0 && launches > 0 && (!shared || entries < launches));
 	CHECK(!pieces || (most > 1 && most <= (uint32_t)pieces));
-	if (pieces) {
+	if (most > 1) { // pieces, forced or by default (transformer's vjp: 2)
+		// The pieces' sources are the task's functions with their locals
+		// renumbered (codegen/compile.c, cu_canon): the same functions, so
+		// each launched kernel's PTX in its piece is its PTX in the task
+		// compiled as one program, but for the numbers of its place in the
+		// module (ptx_unplaced; register and parameter names in PTX do not
+		// come from the C names).
+		setenv("FADC_CUDA_PIECES", "1", 1);
+		cgu_compile_or_exit((const Module *const *)&m, NULL, 1, &o, so, file);
+		unsetenv("FADC_CUDA_PIECES");
+		ArtDesc d1 = {0};
+		uint8_t *db1 = NULL;
+		size_t dl1 = 0;
+		CHECK(art_read(so, &d1, &db1, &dl1, err, sizeof err) == ART_READ_OK);
+		unlink(so);
+		int compared = 0, differ = 0;
+		for (uint32_t t = 0; t < d.ntask && t < d1.ntask && d1.images; t++) {
+			const ArtTask *a = &d.task[t], *b = &d1.task[t];
+			if (!(a->targets & ART_TARGET_CUDA))
+				continue;
+			CHECK(b->nmodule == 1 && a->ncuda == b->ncuda);
+			for (uint32_t k = 0; k < a->ncuda && k < b->ncuda; k++) {
+				if (a->kern[k].kind != ART_LAUNCH_KERNEL)
+					continue;
+				size_t la = 0, lb = 0;
+				const char *pa = entry_ptx((const char *)d.images +
+				                               a->module[a->kern[k].module].ptx_off,
+				                           a->kern[k].name, &la);
+				const char *pb = entry_ptx((const char *)d1.images + b->module[0].ptx_off,
+				                           b->kern[k].name, &lb);
+				CHECK(pa && pb);
+				if (!pa || !pb)
+					continue;
+				compared++;
+				char *ua = ptx_unplaced(pa, la), *ub = ptx_unplaced(pb, lb);
+				int same = !strcmp(ua, ub);
+				free(ua);
+				free(ub);
+				if (!same) {
+					fprintf(stderr, "task %s: %s: its PTX in its piece differs from one "
+					                "program's\n", a->name, a->kern[k].name);
+					differ++;
+				}
+			}
+		}
+		printf("artifact %s: %d kernels' PTX compared with one program's, %d differ\n", file,
+		       compared, differ);
+		CHECK(compared > 0 && differ == 0);
+		art_desc_free(&d1);
+		free(db1);
 		// Format 9 (several modules): the encoder writes the same bytes,
 		// refuses format 8 (one module a task), and every truncation is
 		// refused by the decoder.
