@@ -199,6 +199,23 @@ typedef struct CgCudaShared {
 char *cg_cuda_print_shared(const KProgram *p, size_t *len, CgCudaShared **shared,
                            uint32_t *nshared, char *err, size_t errlen);
 void cg_cuda_shared_free(CgCudaShared *s, uint32_t n);
+// The same source and sharing, and the source cut into parts (*parts,
+// *nparts; cg_cuda_parts_free), in order, so that a large task can be
+// compiled as several programs (docs/CUDA.md, "Pieces"): a program is
+// every CG_CUDA_PART_ALL part, the CG_CUDA_PART_LOOPS parts when it holds
+// a loop unit's, and whole units (parts of equal unit >= 0: what must be
+// compiled together).  Notes (comments alone) belong to no program.
+enum { CG_CUDA_PART_ALL = -1, CG_CUDA_PART_LOOPS = -2, CG_CUDA_PART_NOTE = -3 };
+typedef struct CgCudaPart {
+	size_t off, len; // its bytes of the source
+	int32_t unit; // CG_CUDA_PART_* or its unit
+	uint8_t loop; // a part of a persistent loop kernel's unit (needs the LOOPS parts)
+	char *name; // the __global__ it defines (what launch records name), or NULL
+} CgCudaPart;
+char *cg_cuda_print_parts(const KProgram *p, size_t *len, CgCudaShared **shared,
+                          uint32_t *nshared, CgCudaPart **parts, uint32_t *nparts, char *err,
+                          size_t errlen);
+void cg_cuda_parts_free(CgCudaPart *q, uint32_t n);
 // The launch contract of kernel ki of p, as cg_cuda_print prints it: the
 // function's name, its output points (the grid covers them), the buffers it
 // takes in argument order (the output first) and whether the run seed
@@ -245,6 +262,11 @@ uint32_t cg_cuda_phases(const KProgram *p);
 // per point, 2 the block per point; -1 when the task is not fused.
 int cg_cuda_fused_form(const KProgram *p, uint32_t ki);
 int cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *k);
+// Every launch's contract, out[0..n) with n = cg_cuda_launches(p): the
+// launch plan computed once (cg_cuda_kernel computes it at every call, so
+// a loop over the launches is quadratic: 3.5 s of fcn_resnet's compile).
+// 0 (nothing held) when out of memory.
+int cg_cuda_kernels(const KProgram *p, CgCudaKernel *out, uint32_t n);
 
 // ---------------------------------------------------------------- cuda_nvrtc.c
 #ifdef FADC_HAVE_CUDA

@@ -580,6 +580,8 @@ cg_parse_targets(const char *s, int *targets, char *err, size_t errlen)
 
 typedef struct CuJob {
 	const char *src, *name, *arch;
+	size_t srclen;
+	int task; // the task it is a program of
 	int want_ptx;
 	uint8_t *out, *ptx; // the cubin and the PTX (without its NUL; NULL with --no-ptx)
 	size_t len, ptxlen;
@@ -592,6 +594,7 @@ typedef struct CuJob {
 
 typedef struct CuPool {
 	CuJob *job;
+	const int *order; // the jobs in the order they are taken: the largest source first
 	int n, next;
 	FILE *diag;
 	pthread_mutex_t mu;
@@ -606,7 +609,7 @@ cu_worker(void *arg)
 	CuPool *pl = arg;
 	for (;;) {
 		pthread_mutex_lock(&pl->mu);
-		int i = pl->next < pl->n ? pl->next++ : -1;
+		int i = pl->next < pl->n ? pl->order[pl->next++] : -1;
 		pthread_mutex_unlock(&pl->mu);
 		if (i < 0)
 			return NULL;
@@ -702,13 +705,16 @@ cu_contract(const KProgram *p, ArtTask *t, int tf32, CgCudaShared *sh, uint32_t 
 		qsort(sh, nsh, sizeof *sh, shared_cmp);
 	uint32_t nl = cg_cuda_launches(p);
 	t->kern = calloc(nl + 1, sizeof *t->kern);
-	if (!t->kern)
+	CgCudaKernel *all = calloc(nl + 1, sizeof *all);
+	if (!t->kern || !all || !cg_cuda_kernels(p, all, nl)) {
+		free(all);
 		return 0;
+	}
 	t->ncuda = nl;
-	for (uint32_t ki = 0; ki < nl; ki++) {
-		CgCudaKernel ck;
-		if (!cg_cuda_kernel(p, ki, &ck))
-			return 0;
+	int ok = 0;
+	uint32_t ki = 0;
+	for (; ki < nl; ki++) {
+		CgCudaKernel ck = all[ki];
 		ArtKernel *k = &t->kern[ki];
 		k->kind = ck.host == KH_ASSIGN ? ART_LAUNCH_ASSIGN
 		          : ck.gemm           ? ART_LAUNCH_GEMM
@@ -755,7 +761,7 @@ cu_contract(const KProgram *p, ArtTask *t, int tf32, CgCudaShared *sh, uint32_t 
 			char *as = strdup(hit->as);
 			if (!as) {
 				free(ck.buf);
-				return 0;
+				goto done;
 			}
 			free(k->name);
 			k->name = as;
@@ -767,7 +773,7 @@ cu_contract(const KProgram *p, ArtTask *t, int tf32, CgCudaShared *sh, uint32_t 
 		k->arg = calloc(ck.narg + 1, sizeof *k->arg);
 		if (!k->arg) {
 			free(ck.buf);
-			return 0;
+			goto done;
 		}
 		for (uint32_t a = 0; a < ck.narg; a++) {
 			const KBuf *b = &p->buf[ck.buf[a]];
@@ -780,7 +786,14 @@ cu_contract(const KProgram *p, ArtTask *t, int tf32, CgCudaShared *sh, uint32_t 
 		}
 		free(ck.buf);
 	}
-	return 1;
+	ok = 1;
+done:
+	for (uint32_t j = ok ? nl : ki + 1; j < nl; j++) { // the contracts not taken
+		free(all[j].name);
+		free(all[j].buf);
+	}
+	free(all);
+	return ok;
 }
 
 // src (malloc'ed, freed here) with "#error ..." as its line k: the test
@@ -807,6 +820,324 @@ inject_error(char *src, long k)
 	return r;
 }
 
+// ---------------------------------------------------------------- pieces
+//
+// A large task is compiled as several NVRTC programs, its pieces
+// (docs/CUDA.md, "Pieces"), so that a cold compile of one task keeps every
+// core busy and a change to one kernel recompiles only its piece (each
+// piece is a compile cache entry of its own).  The printer cuts the
+// source into parts (cg_cuda_print_parts): the common text, the loop
+// helpers, and units -- a __global__ alone, or a persistent loop kernel
+// with every __device__ function it calls (module words included: a
+// piece declares the grid barrier's counters and the tile buffers of its
+// own, which are scratch of one launch at a time).  A unit goes into
+// piece hash(the name of its first __global__) mod P, FNV-1a, as the CPU
+// module's pieces (codegen/llvm.c): a function of names alone, so that a
+// change inside one kernel (a constant) moves nothing, and the pieces
+// are the same whatever the threads and the cache.  P is a power of two,
+// about CU_PIECE_KERNELS kernels of the task each, at most CU_MAX_PIECES:
+// a function of the kernel count only, so adding or removing a few
+// kernels keeps it.  A piece is the common parts, the loop helpers when
+// it holds a loop, and its units, in the order printed; the notes
+// (a GEMM's comment, a shared kernel's) are in none.  A task of one piece
+// is the whole source as printed, as before pieces.  Each launch record
+// names the module (the piece) that defines its function.
+enum { CU_PIECE_KERNELS = 64, CU_MAX_PIECES = 16 };
+
+// The pieces a task is split into.  FADC_CUDA_PIECES=N (1 to
+// ART_MAX_MODULES; a test hook) sets it.
+static unsigned
+cu_npieces(const KProgram *p)
+{
+	const char *v = getenv("FADC_CUDA_PIECES");
+	if (v && *v) {
+		char *end;
+		long n = strtol(v, &end, 10);
+		if (!*end && n >= 1 && n <= ART_MAX_MODULES)
+			return (unsigned)n;
+	}
+	unsigned n = 1;
+	while (n < CU_MAX_PIECES && (uint64_t)2 * n * CU_PIECE_KERNELS <= p->nk)
+		n *= 2;
+	return n;
+}
+
+static uint64_t
+cu_name_hash(const char *s)
+{
+	uint64_t h = 14695981039346656037ull; // FNV-1a 64
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 1099511628211ull;
+	return h;
+}
+
+// The printer numbers a kernel's buffers (b<N>), expressions (x<N>) and
+// loop steps (s<N>) by their ids in the whole task, so a change that adds
+// one expression or buffer anywhere renumbers the locals of every kernel
+// after it.  A unit's part is one function, and those names are its own
+// (parameters and locals: the helpers of the common parts are never
+// called through them), so in a piece each part's are renumbered in the
+// order they first occur (as the sharing key does, codegen/cuda.c):
+// the same function, whose text no longer depends on the rest of the
+// task.  Literals (0x1.8p+2f, 255U, strings) are one token each and kept;
+// so is every other identifier; comments are renumbered alike.
+typedef struct CuCanon {
+	uint32_t *map[3]; // per prefix b, s, x: old number -> new number + 1
+	uint32_t nmap[3];
+	uint32_t *seen[3]; // the old numbers mapped, to clear map after a part
+	uint32_t nseen[3], cseen[3];
+} CuCanon;
+
+static int
+cu_idch(char ch)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+	       ch == '_';
+}
+
+// t[0..n) renumbered into out; the length written.  out NULL: only the
+// length (a new number may have more digits than the old one).
+static size_t
+cu_canon(CuCanon *cc, const char *t, size_t n, char *out)
+{
+	static const char pre[3] = {'b', 's', 'x'};
+	uint32_t next[3] = {0, 0, 0};
+	size_t o = 0;
+	int comment = 0;
+	for (size_t i = 0; i < n;) {
+		char ch = t[i];
+		if (ch == '/' && i + 1 < n && t[i + 1] == '/')
+			comment = 1; // renamed alike, but a '"' in it starts no string
+		else if (ch == '\n')
+			comment = 0;
+		if ((ch >= '0' && ch <= '9') || (ch == '"' && !comment)) { // a literal: one token, kept
+			size_t j = i + 1;
+			if (ch == '"') // a string (inline asm: ".b32"): to its closing quote
+				for (; j < n && t[j] != '"'; j++)
+					j += t[j] == '\\' && j + 1 < n;
+			while (ch != '"' && j < n && (cu_idch(t[j]) || t[j] == '.'))
+				j++;
+			j += ch == '"' && j < n;
+			if (out)
+				memcpy(out + o, t + i, j - i);
+			o += j - i;
+			i = j;
+			continue;
+		}
+		if (!cu_idch(ch)) {
+			if (out)
+				out[o] = ch;
+			o++;
+			i++;
+			continue;
+		}
+		size_t j = i;
+		while (j < n && cu_idch(t[j]))
+			j++;
+		int k = -1;
+		for (int q = 0; q < 3; q++)
+			if (ch == pre[q])
+				k = q;
+		int num = k >= 0 && j - i > 1 && j - i < 11;
+		for (size_t d = i + 1; num && d < j; d++)
+			num = t[d] >= '0' && t[d] <= '9';
+		if (!num) {
+			if (out)
+				memcpy(out + o, t + i, j - i);
+			o += j - i;
+			i = j;
+			continue;
+		}
+		unsigned long v = strtoul(t + i + 1, NULL, 10);
+		if (v >= cc->nmap[k]) {
+			uint32_t m = cc->nmap[k] ? cc->nmap[k] : 256;
+			while (m <= v)
+				m *= 2;
+			uint32_t *r = realloc(cc->map[k], m * sizeof *r);
+			FADC_ASSERT(r != NULL, "cuda pieces: out of memory");
+			memset(r + cc->nmap[k], 0, (m - cc->nmap[k]) * sizeof *r);
+			cc->map[k] = r;
+			cc->nmap[k] = m;
+		}
+		if (!cc->map[k][v]) {
+			cc->map[k][v] = ++next[k];
+			if (cc->nseen[k] == cc->cseen[k]) {
+				cc->cseen[k] = cc->cseen[k] ? 2 * cc->cseen[k] : 256;
+				cc->seen[k] = realloc(cc->seen[k], cc->cseen[k] * sizeof *cc->seen[k]);
+				FADC_ASSERT(cc->seen[k] != NULL, "cuda pieces: out of memory");
+			}
+			cc->seen[k][cc->nseen[k]++] = (uint32_t)v;
+		}
+		char nb[16];
+		int l = snprintf(nb, sizeof nb, "%c%u", pre[k], cc->map[k][v] - 1);
+		if (out)
+			memcpy(out + o, nb, (size_t)l);
+		o += (size_t)l;
+		i = j;
+	}
+	for (int q = 0; q < 3; q++) {
+		for (uint32_t e = 0; e < cc->nseen[q]; e++)
+			cc->map[q][cc->seen[q][e]] = 0;
+		cc->nseen[q] = 0;
+	}
+	return o;
+}
+
+// A function's module (CuSplit.fn, sorted by name).
+typedef struct CuFn {
+	const char *name; // a part's
+	uint32_t module;
+} CuFn;
+
+static int
+cufn_cmp(const void *a, const void *b)
+{
+	return strcmp(((const CuFn *)a)->name, ((const CuFn *)b)->name);
+}
+
+// A task's programs: src[0..n) (malloc'ed), the functions each defines
+// (units: for progress), and where each __global__ is.
+typedef struct CuSplit {
+	uint32_t n;
+	char **src;
+	size_t *len;
+	long *units;
+	CuFn *fn;
+	uint32_t nfn;
+} CuSplit;
+
+static void
+cu_split_free(CuSplit *sp)
+{
+	for (uint32_t i = 0; sp->src && i < sp->n; i++)
+		free(sp->src[i]);
+	free(sp->src);
+	free(sp->len);
+	free(sp->units);
+	free(sp->fn);
+	memset(sp, 0, sizeof *sp);
+}
+
+// Source src (len bytes, parts q[0..nq)) as P pieces into *sp; empty
+// pieces are dropped, the others numbered in order.  A task of one unit
+// (a fused task), or P = 1, is one program, src itself (taken: *srcp is
+// NULL after).  0 on out of memory.
+static int
+cu_split(char **srcp, size_t len, const CgCudaPart *q, uint32_t nq, unsigned P, CuSplit *sp)
+{
+	char *src = *srcp;
+	memset(sp, 0, sizeof *sp);
+	int32_t maxu = -1, first = -1, several = 0;
+	for (uint32_t j = 0; j < nq; j++)
+		if (q[j].unit >= 0) {
+			maxu = q[j].unit > maxu ? q[j].unit : maxu;
+			several |= first >= 0 && q[j].unit != first;
+			first = first < 0 ? q[j].unit : first;
+		}
+	int ok = 0;
+	int32_t *bucket = NULL, *mod = NULL;
+	uint8_t *loop = NULL;
+	CuCanon cc = {0};
+	if (P <= 1 || !several) { // one program: the source as printed
+		sp->src = calloc(1, sizeof *sp->src);
+		sp->len = calloc(1, sizeof *sp->len);
+		sp->units = calloc(1, sizeof *sp->units);
+		if (!sp->src || !sp->len || !sp->units)
+			goto done;
+		sp->n = 1;
+		sp->src[0] = src;
+		sp->len[0] = len;
+		*srcp = NULL;
+		return 1; // every launch in module 0 (sp->fn empty)
+	}
+	bucket = malloc(((size_t)maxu + 1) * sizeof *bucket);
+	mod = malloc((P + 1) * sizeof *mod);
+	loop = calloc(P + 1, 1);
+	if (!bucket || !mod || !loop)
+		goto done;
+	for (int32_t u = 0; u <= maxu; u++)
+		bucket[u] = -1;
+	// Each unit's piece: the hash of its first __global__'s name (a loop
+	// unit's __device__ functions come before its kernel, so the first
+	// named part).
+	uint32_t nfn = 0;
+	for (uint32_t j = 0; j < nq; j++) {
+		if (q[j].unit < 0 || !q[j].name)
+			continue;
+		nfn++;
+		if (bucket[q[j].unit] < 0)
+			bucket[q[j].unit] = (int32_t)(cu_name_hash(q[j].name) % P);
+	}
+	for (uint32_t j = 0; j < nq; j++)
+		if (q[j].unit >= 0) {
+			FADC_ASSERT(bucket[q[j].unit] >= 0, "cuda pieces: a unit without a __global__");
+			loop[bucket[q[j].unit]] |= q[j].loop;
+		}
+	for (unsigned b = 0; b < P; b++)
+		mod[b] = -1;
+	for (uint32_t j = 0; j < nq; j++)
+		if (q[j].unit >= 0)
+			mod[bucket[q[j].unit]] = 0;
+	uint32_t n = 0;
+	for (unsigned b = 0; b < P; b++)
+		if (mod[b] >= 0)
+			mod[b] = (int32_t)n++;
+	sp->src = calloc(n, sizeof *sp->src);
+	sp->len = calloc(n, sizeof *sp->len);
+	sp->units = calloc(n, sizeof *sp->units);
+	sp->fn = calloc(nfn + 1, sizeof *sp->fn);
+	if (!sp->src || !sp->len || !sp->units || !sp->fn)
+		goto done;
+	sp->n = n;
+	for (unsigned b = 0; b < P; b++) {
+		if (mod[b] < 0)
+			continue;
+		uint32_t m = (uint32_t)mod[b];
+		size_t sz = 1;
+		for (int pass = 0; pass < 2; pass++) {
+			for (uint32_t j = 0; j < nq; j++) {
+				int in = q[j].unit == CG_CUDA_PART_ALL ||
+				         (q[j].unit == CG_CUDA_PART_LOOPS && loop[b]) ||
+				         (q[j].unit >= 0 && bucket[q[j].unit] == (int32_t)b);
+				if (!in)
+					continue;
+				if (pass == 0) {
+					sz += q[j].unit >= 0 ? cu_canon(&cc, src + q[j].off, q[j].len, NULL)
+					                     : q[j].len;
+					continue;
+				}
+				if (q[j].unit >= 0)
+					sp->len[m] += cu_canon(&cc, src + q[j].off, q[j].len,
+					                       sp->src[m] + sp->len[m]);
+				else
+					memcpy(sp->src[m] + sp->len[m], src + q[j].off, q[j].len);
+				sp->len[m] += q[j].unit >= 0 ? 0 : q[j].len;
+				if (q[j].unit >= 0) {
+					sp->units[m]++;
+					if (q[j].name)
+						sp->fn[sp->nfn++] = (CuFn){q[j].name, m};
+				}
+			}
+			if (pass == 0 && !(sp->src[m] = malloc(sz)))
+				goto done;
+		}
+		sp->src[m][sp->len[m]] = 0;
+	}
+	qsort(sp->fn, sp->nfn, sizeof *sp->fn, cufn_cmp);
+	ok = 1;
+done:
+	free(bucket);
+	free(mod);
+	free(loop);
+	for (int k = 0; k < 3; k++) {
+		free(cc.map[k]);
+		free(cc.seen[k]);
+	}
+	if (!ok)
+		cu_split_free(sp);
+	return ok;
+}
+
 // Prints and compiles the CUDA code of tasks[0..n), fills their descriptor
 // entries and the image section (*img, *imglen).
 static int
@@ -821,66 +1152,121 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 		snprintf(err, errlen, "error: --cuda-arch %s: expected sm_XX (sm_90)", arch);
 		return 0;
 	}
-	char **src = calloc((size_t)n + 1, sizeof *src);
-	char **name = calloc((size_t)n + 1, sizeof *name);
-	CuJob *job = calloc((size_t)n + 1, sizeof *job);
+	CuSplit *sp = calloc((size_t)n + 1, sizeof *sp);
+	int *first = calloc((size_t)n + 1, sizeof *first); // each task's first job
+	CuJob *job = NULL;
+	char **name = NULL;
+	int *order = NULL;
+	int njob = 0;
 	size_t cap = 0;
 	int ok = 0;
-	if (!src || !name || !job) {
+	if (!sp || !first) {
 		snprintf(err, errlen, "error: out of memory");
 		goto done;
 	}
 	// FADC_TEST_NVRTC_ERROR=K (a test hook, tests/cli/cli-msg-nvrtc.sh):
-	// a `#error` line becomes line K of every task's source (its end when
-	// shorter), so that a failed NVRTC compilation can be tested on any
-	// machine with the toolkit, without a bug in the printer.
+	// a `#error` line becomes line K of every program's source (its end
+	// when shorter), so that a failed NVRTC compilation can be tested on
+	// any machine with the toolkit, without a bug in the printer.
 	const char *inject = getenv("FADC_TEST_NVRTC_ERROR");
 	long injectk = inject && *inject ? strtol(inject, NULL, 10) : 0;
 	for (int i = 0; i < n; i++) {
 		CgCudaShared *sh = NULL;
-		uint32_t nsh = 0;
+		CgCudaPart *parts = NULL;
+		uint32_t nsh = 0, nparts = 0;
+		size_t len = 0;
 		// The CUDA code's own copy with channels-last activations
 		// (kir_layout.c); the CPU code is printed from tasks[i].prog.
 		KProgram *lay = kir_layout_nhwc(tasks[i].prog, o->allow_tf32, NULL);
 		const KProgram *cp = lay ? lay : tasks[i].prog;
-		src[i] = cg_cuda_print_shared(cp, NULL, &sh, &nsh, err, errlen);
-		int good = src[i] && cu_contract(cp, &at[i], o->allow_tf32, sh, nsh);
+		char *src = cg_cuda_print_parts(cp, &len, &sh, &nsh, &parts, &nparts, err, errlen);
+		if (!src) {
+			kir_program_free(lay);
+			goto done;
+		}
+		int good = cu_contract(cp, &at[i], o->allow_tf32, sh, nsh) &&
+		           cu_split(&src, len, parts, nparts, cu_npieces(cp), &sp[i]);
 		if (lay && (uint64_t)lay->arena_bytes > at[i].arena_bytes) // a plan of its own
 			at[i].arena_bytes = (uint64_t)lay->arena_bytes;
-		job[i].units = (long)cp->nk - (long)nsh; // the functions printed, about
+		if (good && sp[i].n == 1) // the functions printed, about
+			sp[i].units[0] = (long)cp->nk - (long)nsh;
 		kir_program_free(lay);
-		if (!src[i])
-			goto done;
-		if (job[i].units < 1)
-			job[i].units = 1;
-		units += job[i].units;
+		// Each kernel record's module: the piece that defines its function.
+		for (uint32_t k = 0; good && sp[i].nfn && k < at[i].ncuda; k++) {
+			ArtKernel *r = &at[i].kern[k];
+			CuFn key = {r->name, 0}, *hit;
+			if (r->kind != ART_LAUNCH_KERNEL)
+				continue;
+			hit = bsearch(&key, sp[i].fn, sp[i].nfn, sizeof *sp[i].fn, cufn_cmp);
+			FADC_ASSERT(hit != NULL, "cuda pieces: a launch of a function no piece defines");
+			r->module = hit->module;
+		}
+		free(src);
+		// The part names sp[i].fn points at are needed no longer.
+		for (uint32_t k = 0; k < sp[i].nfn; k++)
+			sp[i].fn[k].name = NULL;
+		cg_cuda_parts_free(parts, nparts);
 		cg_cuda_shared_free(sh, nsh);
 		if (!good) {
 			snprintf(err, errlen, "error: out of memory");
 			goto done;
 		}
-		if (injectk > 0 && !(src[i] = inject_error(src[i], injectk))) {
-			snprintf(err, errlen, "error: out of memory");
-			goto done;
+		first[i] = njob;
+		njob += (int)sp[i].n;
+	}
+	job = calloc((size_t)njob + 1, sizeof *job);
+	name = calloc((size_t)njob + 1, sizeof *name);
+	order = calloc((size_t)njob + 1, sizeof *order);
+	if (!job || !name || !order) {
+		snprintf(err, errlen, "error: out of memory");
+		goto done;
+	}
+	for (int i = 0; i < n; i++)
+		for (uint32_t m = 0; m < sp[i].n; m++) {
+			int j = first[i] + (int)m;
+			if (injectk > 0 && !(sp[i].src[m] = inject_error(sp[i].src[m], injectk))) {
+				snprintf(err, errlen, "error: out of memory");
+				goto done;
+			}
+			// MODEL.TASK.cu, or MODEL.TASK.pieceM.cu: diagnostics only
+			// (NVRTC compiles every program as fadc.cu, cuda_nvrtc.c).
+			size_t nl = strlen(model) + strlen(tasks[i].name) + 32;
+			if (!(name[j] = malloc(nl))) {
+				snprintf(err, errlen, "error: out of memory");
+				goto done;
+			}
+			if (sp[i].n == 1)
+				snprintf(name[j], nl, "%s.%s.cu", model, tasks[i].name);
+			else
+				snprintf(name[j], nl, "%s.%s.piece%u.cu", model, tasks[i].name, m);
+			if (o->emit_cuda)
+				fprintf(o->emit_cuda, "// ---- %s\n%s", name[j], sp[i].src[m]);
+			job[j].src = sp[i].src[m];
+			job[j].srclen = strlen(sp[i].src[m]);
+			job[j].name = name[j];
+			job[j].arch = arch;
+			job[j].task = i;
+			job[j].want_ptx = !o->no_ptx;
+			job[j].units = sp[i].units[m] > 0 ? sp[i].units[m] : 1;
+			units += job[j].units;
 		}
-		size_t nl = strlen(model) + strlen(tasks[i].name) + 8;
-		if (!(name[i] = malloc(nl))) {
-			snprintf(err, errlen, "error: out of memory");
-			goto done;
+	// The largest source first, so that the last job to start is a small
+	// one (ties in job order: the same order every time, not that it
+	// matters to the bytes).
+	for (int j = 0; j < njob; j++) {
+		int k = j;
+		while (k > 0 && job[order[k - 1]].srclen < job[j].srclen) {
+			order[k] = order[k - 1];
+			k--;
 		}
-		snprintf(name[i], nl, "%s.%s.cu", model, tasks[i].name);
-		if (o->emit_cuda)
-			fprintf(o->emit_cuda, "// ---- %s\n%s", name[i], src[i]);
-		job[i].src = src[i];
-		job[i].name = name[i];
-		job[i].arch = arch;
-		job[i].want_ptx = !o->no_ptx;
+		order[k] = j;
 	}
 	kir_time_note(tm, "cuda-print", model);
 	phase_add(ps, PH_CUDA_PRINT, mk);
 	mk = mark_now();
 	tm = kir_time_start();
-	CuPool pl = {.job = job, .n = n, .diag = o->cuda_diag, .o = o, .total = units};
+	CuPool pl = {.job = job, .order = order, .n = njob, .diag = o->cuda_diag, .o = o,
+	             .total = units};
 	if (!o->no_cache) {
 		progress(o, "", 0, 0); // its warning, if any, on a line of its own
 		pl.cache = cg_cache_open();
@@ -893,7 +1279,9 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 	long hits = 0, misses = 0;
 	int cached = pl.cache != NULL;
 	cg_cache_close(pl.cache, &hits, &misses);
-	kir_time_note(tm, "nvrtc", model);
+	char step[64];
+	snprintf(step, sizeof step, "%s (%d programs)", model, njob);
+	kir_time_note(tm, "nvrtc", step);
 	// Hits and misses: --stats, and FADC_TIME=1 as its other step notes.
 	if (o->stats && cached)
 		fprintf(o->stats, "# stats: compile cache (NVRTC): %ld hits, %ld misses\n", hits, misses);
@@ -901,52 +1289,60 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 	if (tv && *tv && strcmp(tv, "0") && cached)
 		fprintf(stderr, "fadc: time: nvrtc cache: %ld hits, %ld misses\n", hits, misses);
 	phase_add(ps, PH_NVRTC, mk);
-	for (int i = 0; i < n; i++)
-		if (!job[i].ok) {
-			if (job[i].diaglen) {
+	for (int j = 0; j < njob; j++)
+		if (!job[j].ok) {
+			if (job[j].diaglen) {
 				progress(o, "", 0, 0);
 				FILE *f = o->cuda_diag ? o->cuda_diag : stderr;
-				fwrite(job[i].diag, 1, job[i].diaglen, f);
-				int others = 0; // other tasks that failed (their sources are saved too)
-				for (int k = i + 1; k < n; k++)
+				fwrite(job[j].diag, 1, job[j].diaglen, f);
+				int others = 0; // other programs that failed (their sources are saved too)
+				for (int k = j + 1; k < njob; k++)
 					others += !job[k].ok;
 				if (others)
-					fprintf(f, "(and %d more task%s failed to compile)\n", others,
+					fprintf(f, "(and %d more program%s failed to compile)\n", others,
 					        others > 1 ? "s" : "");
 				fflush(f);
 			}
-			snprintf(err, errlen, "error: task '%s': %s", tasks[i].name, job[i].err);
+			snprintf(err, errlen, "error: task '%s': %s", tasks[job[j].task].name, job[j].err);
 			goto done;
 		}
 	for (int i = 0; i < n; i++) {
 		ArtTask *t = &at[i];
-		// Without PTX (--no-ptx) its place is 0, 0: the runtime loads the
-		// cubin or fails (runtime/cuda.c).
-		if (!put_image(img, imglen, &cap, job[i].out, job[i].len, 0, &t->cubin_off,
-		               &t->cubin_len) ||
-		    (job[i].ptx && !put_image(img, imglen, &cap, job[i].ptx, job[i].ptxlen, 1,
-		                              &t->ptx_off, &t->ptx_len))) {
+		if (!(t->module = calloc(sp[i].n, sizeof *t->module))) {
 			snprintf(err, errlen, "error: out of memory");
 			goto done;
+		}
+		t->nmodule = sp[i].n;
+		for (uint32_t m = 0; m < sp[i].n; m++) {
+			// Without PTX (--no-ptx) its place is 0, 0: the runtime loads
+			// the cubin or fails (runtime/cuda.c).
+			const CuJob *x = &job[first[i] + (int)m];
+			ArtModule *y = &t->module[m];
+			if (!put_image(img, imglen, &cap, x->out, x->len, 0, &y->cubin_off, &y->cubin_len) ||
+			    (x->ptx && !put_image(img, imglen, &cap, x->ptx, x->ptxlen, 1, &y->ptx_off,
+			                          &y->ptx_len))) {
+				snprintf(err, errlen, "error: out of memory");
+				goto done;
+			}
 		}
 		t->targets |= ART_TARGET_CUDA;
 	}
 	ok = 1;
 done:
-	for (int i = 0; i < n; i++) {
-		if (src)
-			free(src[i]);
-		if (name)
-			free(name[i]);
+	for (int j = 0; job && j < njob; j++) {
+		free(job[j].out);
+		free(job[j].ptx);
+		free(job[j].diag);
 	}
-	for (int i = 0; job && i < n; i++) {
-		free(job[i].out);
-		free(job[i].ptx);
-		free(job[i].diag);
-	}
-	free(src);
-	free(name);
+	for (int j = 0; name && j < njob; j++)
+		free(name[j]);
+	for (int i = 0; sp && i < n; i++)
+		cu_split_free(&sp[i]);
+	free(sp);
+	free(first);
 	free(job);
+	free(name);
+	free(order);
 	return ok;
 }
 #endif

@@ -45,6 +45,7 @@ typedef struct Cu {
 	int ictx;                // printing the operands of an index op: 1 narrow, 2 wide
 	uint8_t *rot;            // fused: rot[ki], kernel ki's warp rotation (cuda_fused_rotations)
 	uint32_t *alias;         // sharing: alias[ki], the kernel whose function ki calls; else NULL
+	struct Cuts *cuts;       // cg_cuda_print_parts: where each part starts; else NULL
 } Cu;
 
 static const char *
@@ -1612,18 +1613,147 @@ cg_cuda_shared_free(CgCudaShared *s, uint32_t n) {
 	free(s);
 }
 
-static char *print_program(const KProgram *p, size_t *len, Sharing *s, char *err, size_t errlen);
+// ---------------------------------------------------------------- parts
+// The printed program cut into parts (cg_cuda_print_parts), so that
+// compile.c can compile a large task as several NVRTC programs (docs/CUDA.md,
+// "Pieces").  The printer writes the same bytes as cg_cuda_print_shared;
+// cut() notes where each part starts while it prints: the common text (the
+// header and the helpers every kernel may call), the loop helpers (the
+// grid barrier's and the tiled contractions' module words), each kernel's
+// text, each group's __global__.  What must stay together is one unit:
+// a __global__ outside loops alone; a persistent loop kernel with the
+// __device__ functions it calls, and with every other loop whose function
+// one of them shares (print_calls calls the first equal one); the whole
+// task when it is fused.
+
+enum { CUT_ALL, CUT_LOOPS, CUT_KERNEL, CUT_GROUP };
+typedef struct Cut {
+	size_t off; // where the part starts in the source
+	uint8_t what; // CUT_*
+	uint32_t i; // CUT_KERNEL: the kernel; CUT_GROUP: the launch (la[i])
+	uint8_t fn; // CUT_KERNEL: its text is a function (not a GEMM's note alone)
+} Cut;
+typedef struct Cuts {
+	Cut *c;
+	uint32_t n, cap;
+} Cuts;
+
+static void
+cut(Cu *c, int what, uint32_t i) {
+	if (!c->cuts)
+		return;
+	Cuts *k = c->cuts;
+	if (k->n == k->cap) {
+		k->cap = k->cap ? 2 * k->cap : 256;
+		k->c = realloc(k->c, k->cap * sizeof *k->c);
+		FADC_ASSERT(k->c != NULL, "cuda: out of memory");
+	}
+	FADC_ASSERT(!fflush(c->f), "cuda: out of memory");
+	long off = ftell(c->f);
+	FADC_ASSERT(off >= 0, "cuda: ftell on the source's stream");
+	k->c[k->n++] = (Cut){(size_t)off, (uint8_t)what, i, 0};
+}
+
+static uint32_t
+uf_find(uint32_t *up, uint32_t x) {
+	while (up[x] != x)
+		x = up[x] = up[up[x]];
+	return x;
+}
+
+// The parts of a program printed with cuts (source length n) into *out:
+// each cut's unit and the __global__ it defines.
+static void
+parts_make(const Cu *c, const La *la, uint32_t nla, const Cuts *k, size_t n, CgCudaPart **out,
+           uint32_t *nout) {
+	const KProgram *p = c->p;
+	// The loop group of each kernel inside a loop, then the groups whose
+	// __device__ functions call one another's joined (union-find).
+	uint32_t *group = malloc((p->nk + 1) * sizeof *group), *up = malloc((nla + 1) * sizeof *up);
+	CgCudaPart *r = calloc(k->n + 1, sizeof *r);
+	FADC_ASSERT(group && up && r, "cuda: out of memory");
+	for (uint32_t g = 0; g < nla; g++) {
+		up[g] = g;
+		if (la[g].kind == LA_LOOP)
+			for (uint32_t ki = la[g].begin; ki < la[g].end; ki++)
+				group[ki] = g;
+	}
+	for (uint32_t ki = 0; ki < p->nk && !c->fused; ki++)
+		if (c->inloop[ki] && c->alias && c->alias[ki] != ki) {
+			FADC_ASSERT(c->inloop[c->alias[ki]], "cuda: a loop's function shares a __global__");
+			up[uf_find(up, group[ki])] = uf_find(up, group[c->alias[ki]]);
+		}
+	for (uint32_t j = 0; j < k->n; j++) {
+		const Cut *x = &k->c[j];
+		CgCudaPart *q = &r[j];
+		q->off = x->off;
+		q->len = (j + 1 < k->n ? k->c[j + 1].off : n) - x->off;
+		q->unit = CG_CUDA_PART_NOTE;
+		if (x->what == CUT_ALL)
+			q->unit = CG_CUDA_PART_ALL;
+		else if (x->what == CUT_LOOPS)
+			q->unit = CG_CUDA_PART_LOOPS;
+		else if (x->what == CUT_GROUP) {
+			CgCudaKernel all;
+			FADC_ASSERT(cuda_group_contract(p, &la[x->i], &all), "cuda: out of memory");
+			free(all.buf);
+			q->name = all.name;
+			q->loop = la[x->i].kind == LA_LOOP;
+			q->unit = c->fused ? 0 : (int32_t)uf_find(up, x->i);
+		} else if (c->fused) {
+			q->unit = 0;
+		} else if (c->inloop[x->i]) {
+			q->unit = (int32_t)uf_find(up, group[x->i]);
+			q->loop = 1;
+		} else if (x->fn && (!c->alias || c->alias[x->i] == x->i)) {
+			// A __global__ of its own (a choice's kernel too).
+			char *nm = NULL;
+			size_t nn = 0;
+			FILE *fn = open_memstream(&nm, &nn);
+			FADC_ASSERT(fn != NULL, "cuda: out of memory");
+			cuda_kernel_name(fn, p->name, x->i, p->k[x->i].what);
+			FADC_ASSERT(!fclose(fn), "cuda: out of memory");
+			q->name = nm;
+			q->unit = (int32_t)(nla + x->i);
+		}
+		// else a note: a GEMM's, or a launch of an equal kernel's function
+	}
+	free(group);
+	free(up);
+	*out = r;
+	*nout = k->n;
+}
+
+void
+cg_cuda_parts_free(CgCudaPart *q, uint32_t n) {
+	for (uint32_t i = 0; q && i < n; i++)
+		free(q[i].name);
+	free(q);
+}
+
+static char *print_program(const KProgram *p, size_t *len, Sharing *s, CgCudaPart **parts,
+                           uint32_t *nparts, char *err, size_t errlen);
 
 char *
 cg_cuda_print(const KProgram *p, size_t *len, char *err, size_t errlen) {
-	return print_program(p, len, NULL, err, errlen);
+	return print_program(p, len, NULL, NULL, NULL, err, errlen);
 }
 
 char *
 cg_cuda_print_shared(const KProgram *p, size_t *len, CgCudaShared **shared, uint32_t *nshared,
                      char *err, size_t errlen) {
+	return cg_cuda_print_parts(p, len, shared, nshared, NULL, NULL, err, errlen);
+}
+
+char *
+cg_cuda_print_parts(const KProgram *p, size_t *len, CgCudaShared **shared, uint32_t *nshared,
+                    CgCudaPart **parts, uint32_t *nparts, char *err, size_t errlen) {
 	Sharing s = {0};
-	char *r = print_program(p, len, &s, err, errlen);
+	if (parts) {
+		*parts = NULL;
+		*nparts = 0;
+	}
+	char *r = print_program(p, len, &s, parts, nparts, err, errlen);
 	shr_free(&s.sh);
 	for (int q = 0; q < 3; q++)
 		free(s.map[q]);
@@ -1638,11 +1768,14 @@ cg_cuda_print_shared(const KProgram *p, size_t *len, CgCudaShared **shared, uint
 }
 
 static char *
-print_program(const KProgram *p, size_t *len, Sharing *share, char *err, size_t errlen) {
+print_program(const KProgram *p, size_t *len, Sharing *share, CgCudaPart **parts,
+              uint32_t *nparts, char *err, size_t errlen) {
 	char *buf = NULL;
 	size_t n = 0;
 	Cu c = {0};
+	Cuts cuts = {0};
 	c.p = p;
+	c.cuts = parts ? &cuts : NULL;
 	c.f = open_memstream(&buf, &n);
 	c.stamp = calloc(p->nx + 1, sizeof *c.stamp);
 	if (!c.f || !c.stamp) {
@@ -1674,6 +1807,7 @@ print_program(const KProgram *p, size_t *len, Sharing *share, char *err, size_t 
 		polygamma |= pg && pg_special(p, &p->x[id]) < 0;
 		rand |= p->x[id].op == KX_RAND;
 	}
+	cut(&c, CUT_ALL, 0);
 	fprintf(
 	    c.f,
 	    "// task %s: %u kernels, generated by fadc from the kernel IR (codegen/cuda.c).\n"
@@ -1712,6 +1846,7 @@ print_program(const KProgram *p, size_t *len, Sharing *share, char *err, size_t 
 	int persist = 0;
 	for (uint32_t i = 0; i < nla; i++)
 		persist |= la[i].kind == LA_LOOP;
+	cut(&c, CUT_LOOPS, 0);
 	if (persist)
 		fputs(grid_src, c.f);
 	// The tiled contractions' shared partials (print_tile), sized for the
@@ -1748,6 +1883,7 @@ print_program(const KProgram *p, size_t *len, Sharing *share, char *err, size_t 
 			gemm[la[i].begin] = (uint8_t)(la[i].kind == LA_GEMM ? GEMM_ONLY : GEMM_CHOICE);
 	for (uint32_t i = 0; i < p->nk && !c.bad; i++) {
 		KGemmPlan g;
+		cut(&c, CUT_KERNEL, i);
 		if (gemm[i] && cuda_gemm_launch(p, i, &g))
 			fprintf(c.f,
 			        "\n// kernel %u: %s, a cuBLAS GEMM (batch %lld, M %lld, N %lld, K %lld), "
@@ -1757,6 +1893,8 @@ print_program(const KProgram *p, size_t *len, Sharing *share, char *err, size_t 
 			        gemm[i] == GEMM_CHOICE ? ", or the kernel below: a choice, timed on the GPU"
 			                               : ": no code here");
 		if (!p->k[i].host && gemm[i] != GEMM_ONLY) {
+			if (c.cuts)
+				c.cuts->c[c.cuts->n - 1].fn = 1;
 			if (share)
 				print_kernel_shared(&c, share, i);
 			else
@@ -1765,9 +1903,14 @@ print_program(const KProgram *p, size_t *len, Sharing *share, char *err, size_t 
 	}
 	free(gemm);
 	for (uint32_t i = 0; i < nla && !c.bad; i++)
-		if (la[i].kind == LA_FUSED || la[i].kind == LA_LOOP)
+		if (la[i].kind == LA_FUSED || la[i].kind == LA_LOOP) {
+			cut(&c, CUT_GROUP, i);
 			print_group(&c, &la[i]);
+		}
 	fclose(c.f);
+	if (parts && !c.bad)
+		parts_make(&c, la, nla, &cuts, n, parts, nparts);
+	free(cuts.c);
 	free(c.stamp);
 	free(c.inloop);
 	free(c.rot);

@@ -956,9 +956,10 @@ contract_new(CgCudaKernel *out, const char *name, size_t nbuf) {
 	out->buf = NULL;
 	return 0;
 }
-int
-cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *out) {
-	La a = launch_at(p, li);
+// The contract of launch a (cg_cuda_kernel).
+static int
+contract_of(const KProgram *p, const La *at, CgCudaKernel *out) {
+	La a = *at;
 	if (a.kind == LA_FUSED || a.kind == LA_LOOP)
 		return cuda_group_contract(p, &a, out);
 	if (a.kind == LA_KERNEL)
@@ -1006,6 +1007,31 @@ cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *out) {
 	out->buf[out->narg++] = k->out;
 	out->buf[out->narg++] = k->hin;
 	return 1;
+}
+
+int
+cg_cuda_kernel(const KProgram *p, uint32_t li, CgCudaKernel *out) {
+	La a = launch_at(p, li);
+	return contract_of(p, &a, out);
+}
+
+int
+cg_cuda_kernels(const KProgram *p, CgCudaKernel *out, uint32_t n) {
+	La *la = calloc(LA_MAX(p), sizeof *la);
+	if (!la)
+		return 0;
+	FADC_ASSERT(cuda_launch_plan(p, la) == n, "cuda: a launch count not the task's");
+	uint32_t i = 0;
+	while (i < n && contract_of(p, &la[i], &out[i]))
+		i++;
+	free(la);
+	if (i == n)
+		return 1;
+	while (i-- > 0) {
+		free(out[i].name);
+		free(out[i].buf);
+	}
+	return 0;
 }
 
 // Grid barriers of a persistent loop kernel (group a): after[ki] = 1 when

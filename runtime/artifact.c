@@ -181,6 +181,9 @@ art_desc_version(const ArtDesc *d)
 {
 	if (d->version)
 		return d->version;
+	for (uint32_t i = 0; i < d->ntask; i++)
+		if ((d->task[i].targets & ART_TARGET_CUDA) && d->task[i].nmodule > 1)
+			return ART_FORMAT_VERSION_MODULES;
 	uint8_t kind = ART_LAUNCH_KERNEL; // the newest kind of record in d
 	for (uint32_t i = 0; i < d->ntask; i++)
 		for (uint32_t k = 0; (d->task[i].targets & ART_TARGET_CUDA) && k < d->task[i].ncuda; k++)
@@ -217,10 +220,17 @@ art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 	    (v < ART_FORMAT_VERSION_CHECKS && has_checks(d)) ||
 	    (v < ART_FORMAT_VERSION_NHWC && has_nhwc(d)))
 		return 0;
-	for (uint32_t i = 0; i < d->ntask; i++)
-		for (uint32_t k = 0; (d->task[i].targets & ART_TARGET_CUDA) && k < d->task[i].ncuda; k++)
-			if (d->task[i].kern[k].kind > kind_max(v))
+	for (uint32_t i = 0; i < d->ntask; i++) {
+		const ArtTask *t = &d->task[i];
+		if (!(t->targets & ART_TARGET_CUDA))
+			continue;
+		if (t->nmodule < 1 || t->nmodule > ART_MAX_MODULES ||
+		    (t->nmodule > 1 && v < ART_FORMAT_VERSION_MODULES))
+			return 0;
+		for (uint32_t k = 0; k < t->ncuda; k++)
+			if (t->kern[k].kind > kind_max(v) || t->kern[k].module >= t->nmodule)
 				return 0;
+	}
 	int specs = v >= 5; // the format-5 fields
 	put(&o, ART_DESC_MAGIC, 8);
 	put_u32(&o, v);
@@ -273,10 +283,14 @@ art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 		put_u8(&o, t->targets);
 		if (!(t->targets & ART_TARGET_CUDA))
 			continue;
-		put_u64(&o, t->cubin_off);
-		put_u64(&o, t->cubin_len);
-		put_u64(&o, t->ptx_off);
-		put_u64(&o, t->ptx_len);
+		if (v >= ART_FORMAT_VERSION_MODULES)
+			put_u32(&o, t->nmodule);
+		for (uint32_t m = 0; m < t->nmodule; m++) {
+			put_u64(&o, t->module[m].cubin_off);
+			put_u64(&o, t->module[m].cubin_len);
+			put_u64(&o, t->module[m].ptx_off);
+			put_u64(&o, t->module[m].ptx_len);
+		}
 		put_u32(&o, t->ncuda);
 		for (uint32_t k = 0; k < t->ncuda; k++) {
 			const ArtKernel *kk = &t->kern[k];
@@ -293,6 +307,8 @@ art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 				put_u64(&o, kk->arg[a].offset);
 				put_u64(&o, kk->arg[a].bytes);
 			}
+			if (kk->kind == ART_LAUNCH_KERNEL && v >= ART_FORMAT_VERSION_MODULES)
+				put_u32(&o, kk->module);
 			if (kk->kind == ART_LAUNCH_GEMM) {
 				const ArtGemm *g = &kk->gemm;
 				put_u8(&o, g->dtype);
@@ -515,6 +531,7 @@ art_desc_free(ArtDesc *d)
 			}
 			free(t->in);
 			free(t->out);
+			free(t->module);
 			for (uint32_t k = 0; t->kern && k < t->ncuda; k++) {
 				free(t->kern[k].name);
 				free(t->kern[k].arg);
@@ -767,10 +784,21 @@ decode(In *in, ArtDesc *d)
 			            t->targets);
 		if (!(t->targets & ART_TARGET_CUDA))
 			continue;
-		t->cubin_off = get_u64(in);
-		t->cubin_len = get_u64(in);
-		t->ptx_off = get_u64(in);
-		t->ptx_len = get_u64(in);
+		n = d->version >= ART_FORMAT_VERSION_MODULES ? get_u32(in) : 1;
+		if (!in->bad && (n < 1 || n > ART_MAX_MODULES))
+			return fail(in, "descriptor: task '%s' has %u CUDA modules (1 to %d)", t->name, n,
+			            ART_MAX_MODULES);
+		if (!check_count(in, n, 32, "CUDA modules"))
+			return 0;
+		if (!(t->module = calloc(n, sizeof *t->module)))
+			return fail(in, "out of memory");
+		t->nmodule = n;
+		for (uint32_t m = 0; m < n; m++) {
+			t->module[m].cubin_off = get_u64(in);
+			t->module[m].cubin_len = get_u64(in);
+			t->module[m].ptx_off = get_u64(in);
+			t->module[m].ptx_len = get_u64(in);
+		}
 		n = get_u32(in);
 		if (!check_count(in, n, MIN_KERNEL, "CUDA kernels"))
 			return 0;
@@ -798,6 +826,8 @@ decode(In *in, ArtDesc *d)
 				kk->arg[a].offset = get_u64(in);
 				kk->arg[a].bytes = get_u64(in);
 			}
+			if (kk->kind == ART_LAUNCH_KERNEL && d->version >= ART_FORMAT_VERSION_MODULES)
+				kk->module = get_u32(in);
 			if (kk->kind == ART_LAUNCH_GEMM && d->version >= 4) {
 				ArtGemm *g = &kk->gemm;
 				g->dtype = get_u8(in);
@@ -892,16 +922,21 @@ decode(In *in, ArtDesc *d)
 		if (!(t->targets & ART_TARGET_CUDA))
 			continue;
 		uint64_t ib = d->images_bytes;
-		if (!d->cuda_arch[0] || t->cubin_off > ib || t->cubin_len > ib - t->cubin_off ||
-		    t->ptx_off > ib || t->ptx_len > ib - t->ptx_off || !t->cubin_len)
-			return fail(in, "descriptor: the CUDA images of task '%s' are not inside the "
-			                "image section", t->name);
+		for (uint32_t m = 0; m < t->nmodule; m++) {
+			const ArtModule *x = &t->module[m];
+			if (!d->cuda_arch[0] || x->cubin_off > ib || x->cubin_len > ib - x->cubin_off ||
+			    x->ptx_off > ib || x->ptx_len > ib - x->ptx_off || !x->cubin_len ||
+			    !x->ptx_len != !t->module[0].ptx_len)
+				return fail(in, "descriptor: the CUDA images of task '%s' are not inside the "
+				                "image section", t->name);
+		}
 		// Records a choice covers (a sequence and a convolution are only
 		// ever candidates: cuDNN is optional, so one outside a choice
 		// could not run everywhere).
 		for (uint32_t k = 0, cend = 0; k < t->ncuda; k++) {
 			const ArtKernel *kk = &t->kern[k];
-			if (!kk->name[0] || kk->runseed > 1 || kk->kind > kind_max(d->version))
+			if (!kk->name[0] || kk->runseed > 1 || kk->kind > kind_max(d->version) ||
+			    kk->module >= t->nmodule)
 				return fail(in, "descriptor: CUDA kernel %u of task '%s' is malformed", k,
 				            t->name);
 			if (kk->kind == ART_LAUNCH_CHOICE) {

@@ -20,20 +20,23 @@
 // specialisations (-D N=8,32): version 5 adds the list of specialisations
 // and, per declaration and task, the one it belongs to; 6
 // when a task has a choice record (ART_LAUNCH_CHOICE: candidates the
-// runtime picks between on the GPU); 7 (ART_FORMAT_VERSION, the newest)
+// runtime picks between on the GPU); 7
 // when a task has index checks (outputs of role ART_OUT_CHECK); 8
 // when a task has a cuDNN convolution record or a sequence
-// (ART_LAUNCH_CONV, ART_LAUNCH_SEQ); 9 (ART_FORMAT_VERSION, the newest)
-// when a convolution record has an operand stored channels-last
-// (ArtConv.nhwc: one more byte in the record).
+// (ART_LAUNCH_CONV, ART_LAUNCH_SEQ); 9 when a convolution record has an
+// operand stored channels-last (ArtConv.nhwc: one more byte in the record);
+// 10 (ART_FORMAT_VERSION, the newest) when a task's CUDA code is several
+// modules (ArtTask.module: a large task compiled as several NVRTC programs).
 // A runtime reads ART_FORMAT_OLDEST .. ART_FORMAT_VERSION: 2 (launch records
 // without a kind: every one a kernel), 3 (host steps), 4 (GEMM records), 5,
-// 6, 7, 8 and 9; 1 (before the CUDA part) and newer versions are refused
+// 6, 7, 8, 9 and 10; 1 (before the CUDA part) and newer versions are refused
 // with a message (art_version_readable is the one place that says so).
-#define ART_FORMAT_VERSION 9
+#define ART_FORMAT_VERSION 10
 #define ART_FORMAT_VERSION_CHECKS 7 // the first with index checks
 #define ART_FORMAT_VERSION_CONV 8 // the first with convolution and sequence records
 #define ART_FORMAT_VERSION_NHWC 9 // the first with a convolution's layouts
+#define ART_FORMAT_VERSION_MODULES 10 // the first with several CUDA modules per task
+#define ART_MAX_MODULES 64 // CUDA modules of one task
 #define ART_FORMAT_OLDEST 2
 #define ART_FORMAT_VERSION_ONE_SPEC 3 // one specialisation, no cuBLAS records
 #define ART_FORMAT_VERSION_SPECS 5 // several specialisations, no choice records
@@ -161,6 +164,7 @@ typedef struct ArtKernel {
 	uint64_t points; // output points: the grid covers them (grid-stride loop)
 	uint32_t grid; // blocks of 256 threads; 0: enough to cover points
 	uint8_t runseed; // takes `unsigned long long runseed` after the buffers
+	uint32_t module; // ART_LAUNCH_KERNEL: the task's module holding the function (0 before format 9)
 	uint32_t narg;
 	ArtKArg *arg;
 	ArtGemm gemm; // ART_LAUNCH_GEMM only
@@ -188,6 +192,12 @@ typedef struct ArtTensor {
 	char *op, *of, *at;
 } ArtTensor;
 
+// A CUDA module's images, offsets into the image section (ArtDesc.images).
+typedef struct ArtModule {
+	uint64_t cubin_off, cubin_len; // for the artifact's cuda_arch (sm_90)
+	uint64_t ptx_off, ptx_len; // compute_XX PTX, the driver's fallback; 0 0 with --no-ptx
+} ArtModule;
+
 typedef struct ArtTask {
 	char *name; // "vjp", "init.beta_value"
 	uint8_t kind; // ART_TASK, ART_INIT
@@ -204,8 +214,10 @@ typedef struct ArtTask {
 	// ART_TARGET_CUDA: the module images, as offsets into the image section
 	// (ArtDesc.images), and the kernels run in order on one stream.  The
 	// device arena is arena_bytes, placed by the same memory plan.
-	uint64_t cubin_off, cubin_len; // for the artifact's cuda_arch (sm_90)
-	uint64_t ptx_off, ptx_len; // compute_XX PTX, the driver's fallback
+	// One module, or (format 9) several: each its own NVRTC program's
+	// images, loaded side by side; a kernel record names its module.
+	uint32_t nmodule; // 1 to ART_MAX_MODULES
+	ArtModule *module;
 	uint32_t ncuda;
 	ArtKernel *kern;
 	// The specialisation whose sizes the task was compiled with (an index

@@ -345,8 +345,10 @@ rtcu_task_free(RtCuda *c, RtCuTask *k)
 	if (k->blas)
 		rtcu_blas_release(c);
 	rtcu_dnn_task_free(c, k);
-	if (k->mod)
-		c->d.cuModuleUnload(k->mod);
+	for (uint32_t m = 0; k->mod && m < k->t->nmodule; m++)
+		if (k->mod[m])
+			c->d.cuModuleUnload(k->mod[m]);
+	free(k->mod);
 	for (uint32_t i = 0; k->k && i < k->nk; i++) {
 		if (k->k[i].host)
 			c->d.cuMemFreeHost(k->k[i].host);
@@ -621,26 +623,35 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
 	// fallback tested on the GPU at hand: tests/gpu/device/run.sh).
 	const char *fp = getenv("FADC_CUDA_FORCE_PTX");
 	int force_ptx = fp && *fp && strcmp(fp, "0");
-	if (force_ptx && !t->ptx_len) {
+	if (force_ptx && !t->module[0].ptx_len) {
 		snprintf(err, errlen, "FADC_CUDA_FORCE_PTX: task '%s' has no PTX (compiled with "
 		                      "--no-ptx)", t->name);
 		goto fail;
 	}
-	CUresult r = force_ptx ? 209 // CUDA_ERROR_NO_BINARY_FOR_GPU, as such a GPU says
-	                       : c->d.cuModuleLoadData(&k->mod, images + t->cubin_off);
-	if (r && t->ptx_len && images[t->ptx_off + t->ptx_len - 1] == 0) {
-		CUresult r2 = c->d.cuModuleLoadData(&k->mod, images + t->ptx_off);
-		if (!r2 || force_ptx)
-			r = r2;
-	}
-	if (r) {
-		k->mod = NULL;
-		rtcu_msg(c, r, "cuModuleLoadData(&k->mod, cubin or PTX)", __func__, __FILE__, __LINE__,
-		         err, errlen);
-		size_t l = strlen(err);
-		snprintf(err + l, errlen - l, " (task '%s': neither its cubin nor its PTX loads)",
-		         t->name);
+	// A task compiled as several programs has a module per program
+	// (docs/ARTIFACT.md, format 9), each loaded alike.
+	if (!(k->mod = calloc(t->nmodule, sizeof *k->mod))) {
+		snprintf(err, errlen, "out of memory");
 		goto fail;
+	}
+	for (uint32_t m = 0; m < t->nmodule; m++) {
+		const ArtModule *x = &t->module[m];
+		CUresult r = force_ptx ? 209 // CUDA_ERROR_NO_BINARY_FOR_GPU, as such a GPU says
+		                       : c->d.cuModuleLoadData(&k->mod[m], images + x->cubin_off);
+		if (r && x->ptx_len && images[x->ptx_off + x->ptx_len - 1] == 0) {
+			CUresult r2 = c->d.cuModuleLoadData(&k->mod[m], images + x->ptx_off);
+			if (!r2 || force_ptx)
+				r = r2;
+		}
+		if (r) {
+			k->mod[m] = NULL;
+			rtcu_msg(c, r, "cuModuleLoadData(&k->mod[m], cubin or PTX)", __func__, __FILE__,
+			         __LINE__, err, errlen);
+			size_t l = strlen(err);
+			snprintf(err + l, errlen - l,
+			         " (task '%s', module %u: neither its cubin nor its PTX loads)", t->name, m);
+			goto fail;
+		}
 	}
 	size_t nkey = 0;
 	for (uint32_t i = 0; i < k->nk; i++) {
@@ -648,7 +659,7 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
 		Kern *kk = &k->k[i];
 		kk->k = a;
 		if (a->kind == ART_LAUNCH_KERNEL)
-			CHECK_CU_GOTO(c, cuModuleGetFunction(&kk->fn, k->mod, a->name), fail);
+			CHECK_CU_GOTO(c, cuModuleGetFunction(&kk->fn, k->mod[a->module], a->name), fail);
 		uint64_t blocks = a->kind != ART_LAUNCH_KERNEL ? 1 : a->grid ? a->grid : (a->points + 255) / 256;
 		kk->grid = (unsigned)(blocks > (1u << 20) ? (1u << 20) : blocks);
 		kk->val = calloc(a->narg + 2, sizeof *kk->val);

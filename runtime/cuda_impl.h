@@ -162,7 +162,7 @@ enum { RERECORD_LIMIT = 64 };
 
 struct RtCuTask {
 	const ArtTask *t;
-	CUmodule mod;
+	CUmodule *mod; // t->nmodule, each NULL until loaded
 	Kern *k;
 	uint32_t nk;
 	uint64_t runs; // 0: the next run is eager (the warm-up)

@@ -746,8 +746,8 @@ check_gemm_artifact(void) {
 	                  "sa=8192 sb=8192 sc=16384 oa=0 ob=0 oc=0 tf32\n") != NULL);
 	if (!strstr(out, "cuBLAS GEMM"))
 		fprintf(stderr, "fadc inspect said:\n%s", out);
-	// Old formats: the CPU artifact's descriptor in formats 2 to 7 reads
-	// and opens; format 1 and 8 are refused by version; a trailer that
+	// Old formats: the CPU artifact's descriptor in formats 2 to 10 reads
+	// and opens; format 1 and 11 are refused by version; a trailer that
 	// disagrees with its descriptor is corrupt; a GEMM record cannot be
 	// written in format 3.
 	ArtDesc d;
@@ -765,10 +765,10 @@ check_gemm_artifact(void) {
 	CHECK(rewrite_format(cpu, old, 3, 4));
 	CHECK(art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_FORMAT &&
 	      strstr(err, "the trailer says format 4, the descriptor 3"));
-	CHECK(!rewrite_format(cpu, old, 1, 1) && !rewrite_format(cpu, old, 10, 10));
-	CHECK(rewrite_format(cpu, old, 4, 10));
+	CHECK(!rewrite_format(cpu, old, 1, 1) && !rewrite_format(cpu, old, 11, 11));
+	CHECK(rewrite_format(cpu, old, 4, 11));
 	CHECK(art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_VERSION &&
-	      strstr(err, "artifact format version 10; this runtime reads versions 2 to 9"));
+	      strstr(err, "artifact format version 11; this runtime reads versions 2 to 10"));
 	CHECK(!rewrite_format(so, old, 3, 3)); // GEMM records need format 4
 	CHECK(rewrite_format(so, old, 4, 4) &&
 	      art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_OK);
@@ -839,7 +839,7 @@ check_choice_artifact(void) {
 		CHECK(g->dtype == ART_F32 && g->batch == 1 && g->m == 64 && g->n == 64 && g->k == 256 &&
 		      !g->ta && !g->tb && g->lda == 256 && g->ldb == 64 && g->ldc == 64 && !g->tf32);
 		// The candidate kernel's code is in the module (its PTX names it).
-		CHECK(strstr((const char *)d.images + t->ptx_off, a->name) != NULL);
+		CHECK(strstr((const char *)d.images + t->module[a->module].ptx_off, a->name) != NULL);
 	}
 	// The encoder writes the same bytes; every truncation is refused.
 	uint8_t *enc = NULL;

@@ -275,16 +275,62 @@ check_fused(void) {
 }
 
 #ifdef FADC_HAVE_CUDA
+// The PTX of .entry `name` in ptx (from ".entry NAME(" to its closing
+// brace), its length in *len; NULL when absent.
+static const char *
+entry_ptx(const char *ptx, const char *name, size_t *len) {
+	char pat[512];
+	snprintf(pat, sizeof pat, ".entry %s(", name);
+	const char *b = strstr(ptx, pat), *e = b ? strstr(b, "\n}\n") : NULL;
+	if (!e)
+		return NULL;
+	*len = (size_t)(e - b) + 3;
+	return b;
+}
+
+// p[0..n) with the numbers that count a function's place in its module
+// dropped: its blocks' labels ($L__BB<f>_<b> -> $L__BB_<b>) and its stack
+// (__local_depot<f>).  Malloc'ed.
+static char *
+ptx_unplaced(const char *p, size_t n) {
+	char *r = malloc(n + 1), *o = r;
+	FADC_ASSERT(r != NULL, "out of memory");
+	for (size_t i = 0; i < n;) {
+		static const char *const pre[2] = {"$L__BB", "__local_depot"};
+		int hit = 0;
+		for (int q = 0; q < 2 && !hit; q++) {
+			size_t l = strlen(pre[q]);
+			if (i + l <= n && !memcmp(p + i, pre[q], l)) {
+				memcpy(o, pre[q], l);
+				o += l;
+				i += l;
+				while (i < n && p[i] >= '0' && p[i] <= '9')
+					i++;
+				hit = 1;
+			}
+		}
+		if (!hit)
+			*o++ = p[i++];
+	}
+	*o = 0;
+	return r;
+}
+
 // An artifact (codegen/compile.c): every kernel launch of every CUDA task
-// names an .entry of that task's PTX, and fewer functions than launches
-// are compiled.
+// names an .entry of the PTX of the module its record names, and (shared)
+// fewer functions than launches are compiled.  pieces > 0: the tasks are
+// compiled as that many pieces (FADC_CUDA_PIECES, docs/CUDA.md "Pieces"),
+// and some task must be several modules.
 static void
-check_artifact(void) {
+check_artifact(const char *file, const char *const *defs, int ndefs, int shared, int pieces) {
 	const char *root = getenv("FADC_SOURCE_DIR");
 	char path[4096], so[4096], err[4096];
-	snprintf(path, sizeof path, "%s/models/transformer.ir", root ? root : ".");
-	const char *defs[] = {"N=8", "SEQ=4", "E=16", "NH=4", "FF=16", "MAXLEN=16"};
-	FeOptions fo = {.diag = stderr, .defines = defs, .ndefines = 6};
+	snprintf(path, sizeof path, "%s/%s", root ? root : ".", file);
+	char np[16];
+	snprintf(np, sizeof np, "%d", pieces);
+	if (pieces)
+		setenv("FADC_CUDA_PIECES", np, 1);
+	FeOptions fo = {.diag = stderr, .defines = defs, .ndefines = ndefs};
 	Module *m = fe_parse_file(path, &fo);
 	CHECK(m != NULL);
 	if (!m)
@@ -294,26 +340,37 @@ check_artifact(void) {
 	const char *tmp = getenv("TMPDIR");
 	snprintf(so, sizeof so, "%s/fadc-cuda-shared-%d.so", tmp && *tmp ? tmp : "/tmp",
 	         (int)getpid());
-	cgu_compile_or_exit((const Module *const *)&m, NULL, 1, &o, so, "transformer");
+	cgu_compile_or_exit((const Module *const *)&m, NULL, 1, &o, so, file);
+	unsetenv("FADC_CUDA_PIECES");
 	ArtDesc d = {0};
 	uint8_t *db = NULL;
 	size_t dl = 0;
 	CHECK(art_read(so, &d, &db, &dl, err, sizeof err) == ART_READ_OK);
 	unlink(so);
 	int launches = 0, entries = 0, missing = 0;
+	uint32_t most = 0; // modules of a task, at most
 	for (uint32_t t = 0; t < d.ntask; t++) {
 		const ArtTask *at = &d.task[t];
 		if (!(at->targets & ART_TARGET_CUDA))
 			continue;
-		CHECK(d.images && at->ptx_len && at->ptx_off + at->ptx_len <= d.images_bytes);
-		if (!d.images || !at->ptx_len)
+		// Each module's PTX (a task compiled as pieces has several): each
+		// launch's function is in the PTX of the module it names.
+		int good = d.images != NULL;
+		most = at->nmodule > most ? at->nmodule : most;
+		for (uint32_t j = 0; j < at->nmodule; j++) {
+			const ArtModule *x = &at->module[j];
+			CHECK(x->ptx_len && x->ptx_off + x->ptx_len <= d.images_bytes);
+			good &= x->ptx_len && x->ptx_off + x->ptx_len <= d.images_bytes;
+		}
+		if (!good)
 			continue;
-		const char *ptx = (const char *)d.images + at->ptx_off; // NUL-terminated
-		entries += count(ptx, ".entry");
+		for (uint32_t j = 0; j < at->nmodule; j++)
+			entries += count((const char *)d.images + at->module[j].ptx_off, ".entry");
 		for (uint32_t k = 0; k < at->ncuda; k++) {
 			if (at->kern[k].kind != ART_LAUNCH_KERNEL)
 				continue;
 			launches++;
+			const char *ptx = (const char *)d.images + at->module[at->kern[k].module].ptx_off;
 			char pat[512];
 			snprintf(pat, sizeof pat, ".entry %s(", at->kern[k].name);
 			if (!strstr(ptx, pat)) {
@@ -323,9 +380,77 @@ check_artifact(void) {
 			}
 		}
 	}
-	printf("artifact: %d kernel launches, %d functions in the PTX, %d missing\n", launches,
-	       entries, missing);
-	CHECK(missing == 0 && launches > 0 && entries < launches);
+	printf("artifact %s: %d kernel launches, %d functions in the PTX, %d missing, %u modules "
+	       "(a task's, at most)\n",
+	       file, launches, entries, missing, most);
+	CHECK(missing == 0 && launches > 0 && (!shared || entries < launches));
+	CHECK(!pieces || (most > 1 && most <= (uint32_t)pieces));
+	if (most > 1) { // pieces, forced or by default (transformer's vjp: 2)
+		// The pieces' sources are the task's functions with their locals
+		// renumbered (codegen/compile.c, cu_canon): the same functions, so
+		// each launched kernel's PTX in its piece is its PTX in the task
+		// compiled as one program, but for the numbers of its place in the
+		// module (ptx_unplaced; register and parameter names in PTX do not
+		// come from the C names).
+		setenv("FADC_CUDA_PIECES", "1", 1);
+		cgu_compile_or_exit((const Module *const *)&m, NULL, 1, &o, so, file);
+		unsetenv("FADC_CUDA_PIECES");
+		ArtDesc d1 = {0};
+		uint8_t *db1 = NULL;
+		size_t dl1 = 0;
+		CHECK(art_read(so, &d1, &db1, &dl1, err, sizeof err) == ART_READ_OK);
+		unlink(so);
+		int compared = 0, differ = 0;
+		for (uint32_t t = 0; t < d.ntask && t < d1.ntask && d1.images; t++) {
+			const ArtTask *a = &d.task[t], *b = &d1.task[t];
+			if (!(a->targets & ART_TARGET_CUDA))
+				continue;
+			CHECK(b->nmodule == 1 && a->ncuda == b->ncuda);
+			for (uint32_t k = 0; k < a->ncuda && k < b->ncuda; k++) {
+				if (a->kern[k].kind != ART_LAUNCH_KERNEL)
+					continue;
+				size_t la = 0, lb = 0;
+				const char *pa = entry_ptx((const char *)d.images +
+				                               a->module[a->kern[k].module].ptx_off,
+				                           a->kern[k].name, &la);
+				const char *pb = entry_ptx((const char *)d1.images + b->module[0].ptx_off,
+				                           b->kern[k].name, &lb);
+				CHECK(pa && pb);
+				if (!pa || !pb)
+					continue;
+				compared++;
+				char *ua = ptx_unplaced(pa, la), *ub = ptx_unplaced(pb, lb);
+				int same = !strcmp(ua, ub);
+				free(ua);
+				free(ub);
+				if (!same) {
+					fprintf(stderr, "task %s: %s: its PTX in its piece differs from one "
+					                "program's\n", a->name, a->kern[k].name);
+					differ++;
+				}
+			}
+		}
+		printf("artifact %s: %d kernels' PTX compared with one program's, %d differ\n", file,
+		       compared, differ);
+		CHECK(compared > 0 && differ == 0);
+		art_desc_free(&d1);
+		free(db1);
+		// Format 10 (several modules): the encoder writes the same bytes,
+		// refuses format 9 (one module a task), and every truncation is
+		// refused by the decoder.
+		uint8_t *enc = NULL;
+		size_t elen = 0;
+		CHECK(d.version == ART_FORMAT_VERSION_MODULES);
+		d.version = 0;
+		CHECK(art_desc_encode(&d, &enc, &elen) && elen == dl && !memcmp(enc, db, dl));
+		free(enc);
+		d.version = ART_FORMAT_VERSION_NHWC;
+		CHECK(!art_desc_encode(&d, &enc, &elen));
+		for (size_t cut = 0; cut < dl; cut += 5) {
+			ArtDesc t;
+			CHECK(!art_desc_decode(db, cut, &t, err, sizeof err));
+		}
+	}
 	art_desc_free(&d);
 	free(db);
 	ir_module_free(m);
@@ -341,7 +466,10 @@ main(void) {
 	const char *tr[] = {"N=8", "SEQ=4", "E=16", "NH=4", "FF=16", "MAXLEN=16"};
 	check_model_task("transformer", tr, 6, "vjp");
 #ifdef FADC_HAVE_CUDA
-	check_artifact();
+	check_artifact("models/transformer.ir", tr, 6, 1, 0);
+	// Pieces with persistent loop kernels (their __device__ functions and
+	// module words go with them) and tiled products.
+	check_artifact("tests/gpu/scan-tile.ir", NULL, 0, 0, 4);
 #endif
 	return TU_DONE("test_codegen_cuda_shared");
 }

@@ -582,10 +582,11 @@ test_cuda_descriptor(Module *m)
 		}
 		CHECK(k->targets == (ART_TARGET_CPU | ART_TARGET_CUDA));
 		// The cubin is an ELF; the PTX ends with its NUL and names a kernel.
-		CHECK(!memcmp(d.images + k->cubin_off, "\177ELF", 4));
-		CHECK(d.images[k->ptx_off + k->ptx_len - 1] == 0);
+		CHECK(k->nmodule == 1); // a small task: one program
+		CHECK(!memcmp(d.images + k->module[0].cubin_off, "\177ELF", 4));
+		CHECK(d.images[k->module[0].ptx_off + k->module[0].ptx_len - 1] == 0);
 		CHECK(k->ncuda == 1 && k->kern[0].grid == 1); // a small task: one fused launch
-		CHECK(strstr((const char *)d.images + k->ptx_off, k->kern[0].name) != NULL);
+		CHECK(strstr((const char *)d.images + k->module[0].ptx_off, k->kern[0].name) != NULL);
 		int outs = 0;
 		for (uint32_t a = 0; a < k->kern[0].narg; a++)
 			outs += k->kern[0].arg[a].kind == ART_ARG_OUTPUT;

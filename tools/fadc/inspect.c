@@ -146,12 +146,19 @@ cmd_inspect(int argc, char **argv)
 		// The images: a cubin for the artifact's cuda_arch, and the PTX the
 		// driver compiles where it does not load (none with --no-ptx).
 		if (at && (at->targets & ART_TARGET_CUDA)) {
-			if (at->ptx_len)
-				printf("  images: cubin %" PRIu64 " bytes, PTX %" PRIu64 " bytes\n",
-				       at->cubin_len, at->ptx_len);
+			uint64_t cubin = 0, ptx = 0; // over its modules (several: format 9)
+			for (uint32_t j = 0; j < at->nmodule; j++) {
+				cubin += at->module[j].cubin_len;
+				ptx += at->module[j].ptx_len;
+			}
+			char mods[32] = "";
+			if (at->nmodule > 1)
+				snprintf(mods, sizeof mods, " in %u modules", at->nmodule);
+			if (ptx)
+				printf("  images: cubin %" PRIu64 " bytes, PTX %" PRIu64 " bytes%s\n", cubin,
+				       ptx, mods);
 			else
-				printf("  images: cubin %" PRIu64 " bytes, no PTX (--no-ptx)\n",
-				       at->cubin_len);
+				printf("  images: cubin %" PRIu64 " bytes, no PTX (--no-ptx)%s\n", cubin, mods);
 		}
 		for (uint32_t k = 0, ci = 0; nchoice && k < at->ncuda; k++) {
 			const ArtKernel *kk = &at->kern[k];
