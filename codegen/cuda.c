@@ -45,6 +45,7 @@ typedef struct Cu {
 	int ictx;                // printing the operands of an index op: 1 narrow, 2 wide
 	uint8_t *rot;            // fused: rot[ki], kernel ki's warp rotation (cuda_fused_rotations)
 	uint32_t *alias;         // sharing: alias[ki], the kernel whose function ki calls; else NULL
+	const char *acc;         // red_combine's accumulator (NULL: "acc")
 } Cu;
 
 static const char *
@@ -513,20 +514,21 @@ red_init(Cu *c, KRed r, DType dt) {
 static void
 red_combine(Cu *c, KRed r, DType dt, KxId v) {
 	FILE *f = c->f;
+	const char *a = c->acc ? c->acc : "acc";
 	indent(c);
 	if (r == KR_SUM) {
-		fputs("acc = acc + ", f);
+		fprintf(f, "%s = %s + ", a, a);
 		ref(c, v);
 	} else if (!isflt(dt)) {
-		fputs("acc = ", f);
+		fprintf(f, "%s = ", a);
 		ref(c, v);
-		fputs(r == KR_MAX ? " > acc ? " : " < acc ? ", f);
+		fprintf(f, r == KR_MAX ? " > %s ? " : " < %s ? ", a);
 		ref(c, v);
-		fputs(" : acc", f);
+		fprintf(f, " : %s", a);
 	} else {
-		fputs("if (acc == acc && !(", f);
+		fprintf(f, "if (%s == %s && !(", a, a);
 		ref(c, v);
-		fputs(r == KR_MAX ? " <= acc)) acc = " : " >= acc)) acc = ", f);
+		fprintf(f, r == KR_MAX ? " <= %s)) %s = " : " >= %s)) %s = ", a, a);
 		ref(c, v);
 	}
 	fputs(";\n", f);
@@ -955,6 +957,301 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 	fputs("\t}\n}\n", f);
 }
 
+// The reduction variables i<v> of flat term r (row-major over the
+// reduction domain), those the kernel reads.
+static void
+print_term_vars(Cu *c, const KKernel *k, const Uses *u, const char *it, const char *ll) {
+	int64_t rs = 1;
+	for (int d = k->rrank - 1; d >= 0; d--) {
+		int v = k->rank + d;
+		if (v < 2 * IR_MAXDIM && u->var[v]) {
+			indent(c);
+			fprintf(c->f, "const %s i%d = r / %lld%s %% %lld%s;\n", it, v, (long long)rs, ll,
+			        (long long)k->rdim[d], ll);
+		}
+		rs *= k->rdim[d];
+	}
+}
+
+// One term r = r0 + off folded into accumulator `a`, in a scope of its own
+// (its values are defined again in each).
+static void
+print_term(Cu *c, const KKernel *k, const Uses *u, const char *it, const char *ll, int64_t off,
+           const char *a) {
+	indent(c);
+	fputs("{\n", c->f);
+	c->depth++;
+	indent(c);
+	fprintf(c->f, "const %s r = r0 + %lld%s;\n", it, (long long)off, ll);
+	print_term_vars(c, k, u, it, ll);
+	c->region++;
+	ensure(c, k->body);
+	c->acc = a;
+	red_combine(c, k->red, (DType)c->p->x[k->body].dtype, k->body);
+	c->acc = NULL;
+	c->depth--;
+	indent(c);
+	fputs("}\n", c->f);
+}
+
+// The post and the store of the point of this thread (after the fold).
+static void
+print_store(Cu *c, const KKernel *k) {
+	const KProgram *p = c->p;
+	FILE *f = c->f;
+	DType st = p->buf[k->out].dtype;
+	KxId val = k->post;
+	c->region++;
+	ensure(c, val);
+	ensure(c, k->index);
+	indent(c);
+	fprintf(f, "b%u[", k->out);
+	ref(c, k->index);
+	fputs("] = ", f);
+	if (st == DT_BOOL) {
+		fputs("(unsigned char)", f);
+		ref(c, val);
+	} else
+		convert(c, val, (DType)p->x[val].dtype, st, 0);
+	fputs(";\n", f);
+}
+
+// A block reduction outside loops and fused tasks, as cuda_blockred_plan
+// decides (its comment says why): work unit w is chunk w % G of point (or
+// tile) w / G; rows: the block's threads fold strided terms of the chunk,
+// then warp shuffles and warp 0 over the warps' results; columns: lane l
+// is point l of the tile, warp q folds terms q, q + 8, ...; the warps'
+// results meet in shared memory and warp 0 adds them in warp order.
+// Each thread keeps four accumulators (terms j, j + S, j + 2S, j + 3S
+// of each step of 4S, S the stride; the tail into the first), combined
+// in order.  With G > 1 chunks, each block's result goes to fadc_red_part
+// and the block drawing the last ticket of fadc_red_tick folds them in
+// chunk order, stores, and resets the ticket.
+static void
+print_blockred(Cu *c, const KKernel *k, const Uses *u, const BRed *b) {
+	const KProgram *p = c->p;
+	FILE *f = c->f;
+	DType vt = (DType)p->x[k->body].dtype;
+	const char *ty = cty(vt);
+	int64_t nr = kir_kernel_terms(k), G = b->g, S = b->col ? FUSED_THREADS / 32 : FUSED_THREADS;
+	c->var32 = b->units * (b->col ? 32 : 1) < ((int64_t)1 << 30) && 2 * nr < ((int64_t)1 << 30) &&
+	           kir_kernel_points(k) < ((int64_t)1 << 30);
+	const char *it = c->var32 ? "int" : "long long", *ll = c->var32 ? "" : "LL";
+	if (b->col)
+		fprintf(f, "\t__shared__ %s red[2][%d][32];\n", ty, FUSED_THREADS / 32);
+	else
+		fprintf(f, "\t__shared__ %s red[2][32];\n", ty);
+	fputs("\tunsigned int rb = 0;\n", f);
+	fprintf(f, "\tfor (%s w = blockIdx.x; w < %lld%s; w += gridDim.x) {\n", it,
+	        (long long)b->units, ll);
+	c->depth = 2;
+	if (G > 1) {
+		indent(c);
+		fprintf(f, "const %s tile = w / %lld%s, g = w %% %lld%s;\n", it, (long long)G, ll,
+		        (long long)G, ll);
+	} else {
+		indent(c);
+		fprintf(f, "const %s tile = w;\n", it);
+	}
+	int64_t dlv = 0;
+	if (b->col) {
+		dlv = k->dim[b->lv];
+		int64_t inner = 1;
+		for (int d = b->lv + 1; d < k->rank; d++)
+			inner *= k->dim[d];
+		indent(c);
+		fprintf(f, "const %s lv = tile %% %lld%s * 32 + (threadIdx.x & 31), rest = tile / %lld%s;\n",
+		        it, (long long)b->nlvb, ll, (long long)b->nlvb, ll);
+		indent(c);
+		fprintf(f, "const %s t = rest / %lld%s * %lld%s + lv * %lld%s + rest %% %lld%s;\n", it,
+		        (long long)inner, ll, (long long)(dlv * inner), ll, (long long)inner, ll,
+		        (long long)inner, ll);
+	} else {
+		indent(c);
+		fprintf(f, "const %s t = tile;\n", it);
+	}
+	print_point_vars(c, k, u, it, ll);
+	for (int a = 0; a < 4; a++) {
+		indent(c);
+		fprintf(f, "%s a%d = ", ty, a);
+		red_init(c, k->red, vt);
+		fputs(";\n", f);
+	}
+	if (b->col) {
+		indent(c);
+		fprintf(f, "if (lv < %lld%s) {\n", (long long)dlv, ll);
+		c->depth++;
+	}
+	indent(c);
+	if (G > 1)
+		fprintf(f, "const %s hi = g * %lld%s + %lld%s < %lld%s ? g * %lld%s + %lld%s : %lld%s;\n", it,
+		        (long long)b->len, ll, (long long)b->len, ll, (long long)nr, ll, (long long)b->len,
+		        ll, (long long)b->len, ll, (long long)nr, ll);
+	else
+		fprintf(f, "const %s hi = %lld%s;\n", it, (long long)nr, ll);
+	const char *tid = b->col ? "(threadIdx.x >> 5)" : "threadIdx.x";
+	indent(c);
+	if (G > 1) // the chunk's first term
+		fprintf(f, "%s r0 = g * %lld%s + %s;\n", it, (long long)b->len, ll, tid);
+	else
+		fprintf(f, "%s r0 = %s;\n", it, tid);
+	indent(c);
+	fprintf(f, "for (; r0 + %lld%s < hi; r0 += %lld%s) {\n", (long long)(3 * S), ll,
+	        (long long)(4 * S), ll);
+	c->depth++;
+	static const char *const an[] = {"a0", "a1", "a2", "a3"};
+	for (int a = 0; a < 4; a++)
+		print_term(c, k, u, it, ll, a * S, an[a]);
+	c->depth--;
+	indent(c);
+	fputs("}\n", f);
+	indent(c);
+	fprintf(f, "for (; r0 < hi; r0 += %lld%s)\n", (long long)S, ll);
+	c->depth++;
+	print_term(c, k, u, it, ll, 0, "a0");
+	c->depth--;
+	if (b->col) {
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	}
+	indent(c);
+	fprintf(f, "%s acc = a0;\n", ty);
+	red_combine_var(c, k->red, vt, "a1");
+	red_combine_var(c, k->red, vt, "a2");
+	red_combine_var(c, k->red, vt, "a3");
+	if (b->col) {
+		indent(c);
+		fputs("red[rb][threadIdx.x >> 5][threadIdx.x & 31] = acc;\n", f);
+		indent(c);
+		fputs("__syncthreads();\n", f);
+		indent(c);
+		fputs("if (threadIdx.x < 32) {\n", f);
+		c->depth++;
+		indent(c);
+		fputs("acc = red[rb][0][threadIdx.x];\n", f);
+		indent(c);
+		fprintf(f, "for (int q = 1; q < %d; q++) {\n", FUSED_THREADS / 32);
+		c->depth++;
+		indent(c);
+		fprintf(f, "const %s o = red[rb][q][threadIdx.x];\n", ty);
+		red_combine_var(c, k->red, vt, "o");
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	} else {
+		print_warp_fold(c, k->red, vt);
+		indent(c);
+		fputs("if ((threadIdx.x & 31) == 0)\n", f);
+		indent(c);
+		fputs("\tred[rb][threadIdx.x >> 5] = acc;\n", f);
+		indent(c);
+		fputs("__syncthreads();\n", f);
+		indent(c);
+		fputs("if (threadIdx.x < 32) {\n", f);
+		c->depth++;
+		indent(c);
+		fputs("acc = threadIdx.x < (blockDim.x >> 5) ? red[rb][threadIdx.x] : ", f);
+		red_init(c, k->red, vt);
+		fputs(";\n", f);
+		print_warp_fold(c, k->red, vt);
+	}
+	// Warp 0 holds the result: lane 0 the point's (rows), lane l point l's
+	// of the tile (columns).
+	const char *mine = b->col ? "lv < " : NULL;
+	if (G == 1) {
+		indent(c);
+		if (b->col)
+			fprintf(f, "if (%s%lld%s) {\n", mine, (long long)dlv, ll);
+		else
+			fputs("if (threadIdx.x == 0) {\n", f);
+		c->depth++;
+		print_store(c, k);
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	} else {
+		// The chunk's result, then a ticket: fenced (every lane's store,
+		// then lane 0's fence after the warp's barrier covers them) so that
+		// the last block, reading through L2 (__ldcg), sees every chunk's.
+		const char *part = b->col ? "(tile * %lld%s + g) * 32 + threadIdx.x"
+		                          : "tile * %lld%s + g";
+		indent(c);
+		if (!b->col)
+			fputs("if (threadIdx.x == 0)\n\t", f), indent(c);
+		fprintf(f, "((%s *)fadc_red_part)[", ty);
+		fprintf(f, part, (long long)G, ll);
+		fputs("] = acc;\n", f);
+		indent(c);
+		fputs("__syncwarp();\n", f);
+		indent(c);
+		fputs("unsigned int tk = 0;\n", f);
+		indent(c);
+		fputs("if (threadIdx.x == 0) {\n", f);
+		indent(c);
+		fputs("\t__threadfence();\n", f);
+		indent(c);
+		fputs("\ttk = atomicAdd(&fadc_red_tick[tile], 1u);\n", f);
+		indent(c);
+		fputs("}\n", f);
+		indent(c);
+		fputs("tk = __shfl_sync(0xffffffffu, tk, 0);\n", f);
+		indent(c);
+		fprintf(f, "if (tk == %lluu) { // the last chunk of this %s: fold all in order\n",
+		        (unsigned long long)(G - 1), b->col ? "tile" : "point");
+		c->depth++;
+		indent(c);
+		fputs("__threadfence();\n", f);
+		if (b->col) {
+			indent(c);
+			fprintf(f, "acc = __ldcg(&((const %s *)fadc_red_part)[tile * %lld%s * 32 + threadIdx.x]);\n",
+			        ty, (long long)G, ll);
+			indent(c);
+			fprintf(f, "for (int q = 1; q < %lld; q++) {\n", (long long)G);
+			c->depth++;
+			indent(c);
+			fprintf(f,
+			        "const %s o = __ldcg(&((const %s *)fadc_red_part)[(tile * %lld%s + q) * 32 + "
+			        "threadIdx.x]);\n",
+			        ty, ty, (long long)G, ll);
+			red_combine_var(c, k->red, vt, "o");
+			c->depth--;
+			indent(c);
+			fputs("}\n", f);
+		} else {
+			indent(c);
+			fprintf(f, "acc = threadIdx.x < %lldu ? __ldcg(&((const %s *)fadc_red_part)[tile * %lld%s + threadIdx.x]) : ",
+			        (long long)G, ty, (long long)G, ll);
+			red_init(c, k->red, vt);
+			fputs(";\n", f);
+			print_warp_fold(c, k->red, vt);
+		}
+		indent(c);
+		fputs("if (threadIdx.x == 0)\n", f);
+		indent(c);
+		fputs("\tfadc_red_tick[tile] = 0u; // ready for the next launch\n", f);
+		indent(c);
+		if (b->col)
+			fprintf(f, "if (%s%lld%s) {\n", mine, (long long)dlv, ll);
+		else
+			fputs("if (threadIdx.x == 0) {\n", f);
+		c->depth++;
+		print_store(c, k);
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	}
+	c->depth--;
+	indent(c);
+	fputs("}\n", f); // if (threadIdx.x < 32)
+	indent(c);
+	fputs("rb ^= 1;\n", f);
+	fputs("\t}\n}\n", f);
+}
+
 static void
 print_kernel(Cu *c, uint32_t ki) {
 	const KProgram *p = c->p;
@@ -1006,6 +1303,14 @@ print_kernel(Cu *c, uint32_t ki) {
 	Tile tl;
 	if (c->inloop[ki] && !c->fused && cuda_loop_tile(p, k, &tl)) {
 		print_tile(c, k, &u, &tl);
+		free(u.seen);
+		free(u.buf);
+		free(u.step);
+		return;
+	}
+	BRed bp;
+	if (!c->fused && !c->inloop[ki] && cuda_blockred_plan(p, k, 0, &bp) && bp.ilp) {
+		print_blockred(c, k, &u, &bp);
 		free(u.seen);
 		free(u.buf);
 		free(u.step);
@@ -1739,6 +2044,27 @@ print_program(const KProgram *p, size_t *len, Sharing *share, char *err, size_t 
 		        "// The split ones' chunk sums ([chunk][point]).\n"
 		        "static __device__ __align__(16) unsigned char fadc_tile_part[%lld];\n",
 		        (long long)part_bytes);
+	// The split block reductions' chunk results and tickets
+	// (print_blockred), sized for the largest: one stream runs a task's
+	// launches one at a time, and each launch leaves its tickets at 0.
+	int64_t rpart = 0, rtick = 0;
+	for (uint32_t ki = 0; ki < p->nk; ki++) {
+		BRed b;
+		if (!c.fused && !c.inloop[ki] && cuda_blockred_plan(p, &p->k[ki], 0, &b) && b.ilp &&
+		    b.g > 1) {
+			int64_t es = (int64_t)kir_dtype_size((DType)p->x[p->k[ki].body].dtype);
+			if (b.tiles * b.g * (b.col ? 32 : 1) * es > rpart)
+				rpart = b.tiles * b.g * (b.col ? 32 : 1) * es;
+			if (b.tiles > rtick)
+				rtick = b.tiles;
+		}
+	}
+	if (rpart)
+		fprintf(c.f,
+		        "\n// The split block reductions' chunk results and tickets (print_blockred).\n"
+		        "static __device__ __align__(16) unsigned char fadc_red_part[%lld];\n"
+		        "static __device__ unsigned int fadc_red_tick[%lld];\n",
+		        (long long)rpart, (long long)rtick);
 	// Host kernels and cuBLAS GEMMs have no CUDA code; a choice's kernel
 	// (LA_CHOICE) has both: its GEMM and its own __global__.
 	uint8_t *gemm = calloc(p->nk + 1, 1);

@@ -67,6 +67,121 @@ cuda_blockred(const KProgram *p, const KKernel *k) {
 	return kir_kernel_terms(k) >= BLOCKRED_MIN_TERMS && kir_kernel_points(k) <= BLOCKRED_MAX_POINTS;
 }
 
+// How a block reduction outside loops reads its terms (cuda_blockred_plan).
+// A block per point left the GPU idle where the points are few: batch
+// norm's per-channel sums over N, H, W at resnet18's deeper layers (128,
+// 256, 512 channels of 25,088, 6,272, 1,568 terms) ran on 128 to 512
+// blocks, one or a few of 8 warps per SM, each thread one dependent load
+// at a time: 16 us for 13 MB (3 us of bandwidth).  So:
+//  - split: G blocks per point (or tile), each folding a contiguous chunk
+//    of the flattened terms, until the blocks number about
+//    BLOCKRED_TARGET_UNITS (two waves of 8 resident blocks on each of the
+//    H200's 132 SMs), with at least BLOCKRED_MIN_CHUNK terms a chunk and
+//    at most 32 chunks; each block stores its chunk's result in a module
+//    scratch array (fadc_red_part), fences, and takes a ticket on its
+//    point's counter (fadc_red_tick); the block that draws the last ticket
+//    folds the G results in chunk order (one warp's shuffle tree), applies
+//    the post, stores, and resets the counter for the next launch.  Which
+//    block finishes last changes nothing: each chunk's sum and the final
+//    fold are fixed, so results are the same every run.
+//  - four loads in flight: each thread folds its terms into four
+//    accumulators in turn (acc0 .. acc3 over terms j, j + S, j + 2S,
+//    j + 3S, then the tail into acc0), combined in that order at its end.
+//  - columns: when no load moves along the innermost reduction variable
+//    with stride 1 but one moves so along a parallel variable lv (batch
+//    norm's sums over N, H, W of an NHWC tensor: channels contiguous,
+//    terms C apart), a block per point would read one 4-byte word per
+//    32-byte sector.  Instead a block takes a tile of 32 consecutive
+//    points along lv (its lanes: one 128-byte line per warp load) and its
+//    8 warps split the terms (warp w: terms w, w + 8, ... of the chunk);
+//    the warps' results meet in shared memory and warp 0 adds them in warp
+//    order.  Split and combined as above, per tile.
+#define BLOCKRED_TARGET_UNITS 1024
+#define BLOCKRED_MIN_CHUNK 4096
+#define BLOCKRED_MIN_CHUNK_COL 256
+#define BLOCKRED_MAX_SPLIT 32
+
+// Loads under e whose index moves with variable v by exactly 1 (*unit),
+// and loads of it that depend on v at all (*dep).
+static void
+loads_unit(const KProgram *p, KxId e, int v, uint8_t *seen, int *unit, int *dep) {
+	if (!e || seen[e])
+		return;
+	seen[e] = 1;
+	const Kx *x = &p->x[e];
+	if (x->op == KX_LOAD) {
+		int64_t co;
+		int aff = kx_affine_coef(p, x->a[0], v, &co);
+		*unit += aff && co == 1;
+		*dep += !aff || co != 0;
+	}
+	for (int i = 0; i < x->nin; i++)
+		loads_unit(p, x->a[i], v, seen, unit, dep);
+}
+
+static int
+unit_loads(const KProgram *p, const KKernel *k, int v, int *dep) {
+	uint8_t *seen = calloc(p->nx + 1, 1);
+	FADC_ASSERT(seen, "cuda: out of memory");
+	int unit = 0, d = 0;
+	loads_unit(p, k->body, v, seen, &unit, &d);
+	free(seen);
+	if (dep)
+		*dep = d;
+	return unit;
+}
+
+int
+cuda_blockred_plan(const KProgram *p, const KKernel *k, int inloop, BRed *b) {
+	memset(b, 0, sizeof *b);
+	if (!cuda_blockred(p, k))
+		return 0;
+	int64_t npt = kir_kernel_points(k), nr = kir_kernel_terms(k);
+	b->g = 1;
+	b->len = nr;
+	b->tiles = npt;
+	b->lv = -1;
+	if (inloop || p->x[k->body].dtype == DT_BOOL || getenv("FADC_CUDA_BLOCKRED_OLD")) {
+		// a persistent kernel's (its blocks stride by fadc_nb()): as before
+		b->units = npt;
+		return 1;
+	}
+	b->ilp = 1;
+	// Columns: no unit-stride load along the innermost reduction variable,
+	// and the parallel variable with the most unit-stride loads has some.
+	int inner = k->rank + k->rrank - 1;
+	if (k->rrank >= 1 && unit_loads(p, k, inner, NULL) == 0) {
+		int best = 0;
+		for (int d = 0; d < k->rank; d++) {
+			int n = k->dim[d] >= 8 ? unit_loads(p, k, d, NULL) : 0;
+			if (n > best) {
+				best = n;
+				b->lv = d;
+			}
+		}
+	}
+	int64_t minchunk = BLOCKRED_MIN_CHUNK;
+	if (b->lv >= 0) {
+		b->col = 1;
+		b->nlvb = (k->dim[b->lv] + 31) / 32;
+		b->tiles = npt / k->dim[b->lv] * b->nlvb;
+		minchunk = BLOCKRED_MIN_CHUNK_COL;
+	}
+	if (b->tiles < BLOCKRED_TARGET_UNITS && !getenv("FADC_CUDA_NO_SPLIT")) {
+		int64_t g = (BLOCKRED_TARGET_UNITS + b->tiles - 1) / b->tiles;
+		if (g > nr / minchunk)
+			g = nr / minchunk;
+		if (g > BLOCKRED_MAX_SPLIT)
+			g = BLOCKRED_MAX_SPLIT;
+		if (g > 1) {
+			b->len = (nr + g - 1) / g;
+			b->g = (nr + b->len - 1) / b->len; // no empty chunk
+		}
+	}
+	b->units = b->tiles * b->g;
+	return 1;
+}
+
 // A contraction inside a persistent loop kernel, as tiles (cuda_loop_tile).
 // The two forms above read the deepspeech LSTM's per-step products badly:
 // h @ W_hh^T ([10,1024] x [1024,4096], 40,960 points) ran a thread per
@@ -1173,8 +1288,9 @@ cuda_kernel_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out) {
 		if (u.buf[b] && b != k->out)
 			out->buf[out->narg++] = b;
 	out->runseed = u.seed;
-	if (cuda_blockred(p, k))
-		out->grid = (uint32_t)(out->points < 65535 ? out->points : 65535);
+	BRed br;
+	if (cuda_blockred_plan(p, k, 0, &br))
+		out->grid = (uint32_t)(br.units < 65535 ? br.units : 65535);
 	free(u.seen);
 	free(u.buf);
 	free(u.step);

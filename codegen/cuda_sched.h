@@ -102,6 +102,21 @@ void cuda_kernel_uses(const KProgram *p, const KKernel *k, Uses *u);
 void cuda_kernel_name(FILE *f, const char *task, uint32_t ki, const char *what);
 // A long reduction into few points outside a fused task: a block per point.
 int cuda_blockred(const KProgram *p, const KKernel *k);
+// A block reduction's plan (cuda_blockred_plan, cuda_sched.c): rows (a
+// block per point, its threads over the terms) or columns (a block per
+// tile of 32 points along parallel variable lv, its warps over the terms),
+// each point's terms split into g chunks of len (the last may be shorter),
+// a block per chunk, the results folded by the last block to finish.
+typedef struct BRed {
+	int col; // 1: columns along parallel variable lv
+	int lv; // the lanes' parallel variable (col), else -1
+	int ilp; // four accumulators (loads in flight); 0 inside loops: one
+	int64_t nlvb; // col: tiles along lv, ceil(dim[lv] / 32)
+	int64_t tiles; // rows: the points; col: the tiles
+	int64_t g, len; // chunks per point or tile (1: no split), terms per chunk
+	int64_t units; // tiles * g: the blocks it can use
+} BRed;
+int cuda_blockred_plan(const KProgram *p, const KKernel *k, int inloop, BRed *b);
 // Whether a contraction inside a persistent loop kernel runs as tiles.
 int cuda_loop_tile(const KProgram *p, const KKernel *k, Tile *t);
 // Fused tasks.
