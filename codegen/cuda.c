@@ -46,6 +46,8 @@ typedef struct Cu {
 	uint8_t *rot;            // fused: rot[ki], kernel ki's warp rotation (cuda_fused_rotations)
 	uint32_t *alias;         // sharing: alias[ki], the kernel whose function ki calls; else NULL
 	const char *acc;         // red_combine's accumulator (NULL: "acc")
+	const uint8_t *vload;    // print_vec4: loads read as float4 (v<id>), else NULL
+	int vlane;               // print_vec4: the point (lane x y z w) being printed
 } Cu;
 
 static const char *
@@ -486,6 +488,11 @@ ensure(Cu *c, KxId id) {
 	if (c->stamp[id] == c->region)
 		return;
 	c->stamp[id] = c->region;
+	if (x->op == KX_LOAD && c->vload && c->vload[id]) { // a lane of its float4 (print_vec4)
+		indent(c);
+		fprintf(c->f, "const float x%u = v%u.%c;\n", id, id, "xyzw"[c->vlane & 3]);
+		return;
+	}
 	for (int i = 0; i < x->nin; i++)
 		ensure(c, x->a[i]);
 	indent(c);
@@ -957,6 +964,76 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 	fputs("\t}\n}\n", f);
 }
 
+// An elementwise kernel's 16-byte form (cuda_vec4 says when and why):
+// when every pointer read or written as float4 is 16-byte aligned, thread
+// q takes points 4q .. 4q + 3 (grid-stride), loads each marked operand as
+// one float4 at the first point's index, evaluates the body once per
+// point (lane j: the last variable i<last> + j, the marked loads' lane j),
+// and stores the four as one float4; then returns.  Otherwise the
+// kernel's usual one-point loop below runs.
+static void
+print_vec4(Cu *c, const KKernel *k, const Uses *u, const uint8_t *vload) {
+	const KProgram *p = c->p;
+	FILE *f = c->f;
+	int64_t npt = kir_kernel_points(k);
+	int last = k->rank - 1;
+	c->var32 = 1; // cuda_vec4: fewer than 2^30 points
+	fprintf(f, "\tif (((unsigned long long)b%u", k->out);
+	for (KxId id = 1; id < p->nx; id++)
+		if (vload[id] && u->seen[id])
+			fprintf(f, " | (unsigned long long)b%u", p->x[id].aux);
+	fputs(") % 16 == 0) {\n", f);
+	fprintf(f,
+	        "\t\tfor (int q = (int)blockIdx.x * blockDim.x + threadIdx.x; q < %lld;\n"
+	        "\t\t     q += (int)blockDim.x * gridDim.x) {\n",
+	        (long long)(npt / 4));
+	c->depth = 3;
+	indent(c);
+	fputs("const int t = q * 4;\n", f);
+	// The point variables at the first point (i<last> a multiple of 4).
+	print_point_vars(c, k, u, "int", "");
+	if (!u->var[last] || k->dim[last] <= 1) { // the last variable unread: name it anyway
+		indent(c);
+		fprintf(f, "const int i%d = 0;\n", last);
+	}
+	indent(c);
+	fprintf(f, "const int i%db = i%d;\n", last, last);
+	c->region++;
+	for (KxId id = 1; id < p->nx; id++)
+		if (vload[id] && u->seen[id]) {
+			ensure(c, p->x[id].a[0]);
+			indent(c);
+			fprintf(f, "const float4 v%u = *(const float4 *)&b%u[", id, p->x[id].aux);
+			ref(c, p->x[id].a[0]);
+			fputs("];\n", f);
+		}
+	indent(c);
+	fputs("float4 o;\n", f);
+	c->vload = vload;
+	for (int j = 0; j < 4; j++) {
+		indent(c);
+		fputs("{\n", f);
+		c->depth++;
+		indent(c);
+		fprintf(f, "const int i%d = i%db + %d;\n", last, last, j);
+		c->vlane = j;
+		c->region++;
+		ensure(c, k->body);
+		indent(c);
+		fprintf(f, "o.%c = ", "xyzw"[j]);
+		convert(c, k->body, (DType)p->x[k->body].dtype, DT_F32, 0);
+		fputs(";\n", f);
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	}
+	c->vload = NULL;
+	indent(c);
+	fprintf(f, "*(float4 *)&b%u[t] = o;\n", k->out);
+	fputs("\t\t}\n\t\treturn;\n\t}\n", f);
+	c->region++;
+}
+
 // The reduction variables i<v> of flat term r (row-major over the
 // reduction domain), those the kernel reads.
 static void
@@ -1307,6 +1384,13 @@ print_kernel(Cu *c, uint32_t ki) {
 		free(u.buf);
 		free(u.step);
 		return;
+	}
+	if (!c->fused && !c->inloop[ki] && !k->red) {
+		uint8_t *vl = calloc(p->nx + 1, 1);
+		FADC_ASSERT(vl, "cuda: out of memory");
+		if (cuda_vec4(p, ki, vl))
+			print_vec4(c, k, &u, vl);
+		free(vl);
 	}
 	BRed bp;
 	if (!c->fused && !c->inloop[ki] && cuda_blockred_plan(p, k, 0, &bp) && bp.ilp) {

@@ -117,6 +117,10 @@ typedef struct BRed {
 	int64_t units; // tiles * g: the blocks it can use
 } BRed;
 int cuda_blockred_plan(const KProgram *p, const KKernel *k, int inloop, BRed *b);
+// Whether elementwise kernel ki (outside loops and fused tasks) runs 4
+// points a thread in 16-byte vectors; vload[x] (p->nx + 1 flags, or NULL)
+// marks the loads read as float4.
+int cuda_vec4(const KProgram *p, uint32_t ki, uint8_t *vload);
 // Whether a contraction inside a persistent loop kernel runs as tiles.
 int cuda_loop_tile(const KProgram *p, const KKernel *k, Tile *t);
 // Fused tasks.

@@ -156,7 +156,10 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 			for (int d = 0; d < kk->rrank; d++)
 				nr *= kk->rdim[d];
 			int want = kk->red && nr >= 128 && k.points <= 32768;
-			CHECK(want == (k.grid != 0));
+			// (An elementwise kernel in float4s, cuda_vec4, has a grid of
+			// 4 points a thread.)
+			CHECK(want == (k.grid != 0) ||
+			      (!kk->red && k.points % 4 == 0 && k.grid == (k.points / 4 + 255) / 256));
 			// Its grid (cuda_blockred_plan): a block per point, per tile of
 			// 32 points (columns), or per chunk of either (split): the
 			// printed kernel strides over as many work units.
@@ -195,6 +198,13 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 		CHECK(nsplit >= 4);
 		CHECK(nticket == nsplit + 4);
 		CHECK(strstr(src, "static __device__ unsigned int fadc_red_tick[") != NULL);
+	}
+	// Its vjp's broadcasts of the sums over e and d (last extents 100 and
+	// 72) run 4 points a thread in float4s (cuda_vec4); a's (70) do not.
+	if (strstr(model, "blockred") && !strcmp(task, "vjp")) {
+		CHECK(count(src, "float4 o;") >= 2);
+		CHECK(count(src, "float4 o;") == count(src, ") % 16 == 0) {"));
+		CHECK(count(src, "*(float4 *)&b") == count(src, "float4 o;"));
 	}
 	CHECK(count(src, "for (int t = threadIdx.x >> 5;") +
 	          count(src, "for (int t = ((threadIdx.x >> 5) + ") ==
