@@ -1054,21 +1054,96 @@ print_term_vars(Cu *c, const KKernel *k, const Uses *u, const char *it, const ch
 // (its values are defined again in each).
 static void
 print_term(Cu *c, const KKernel *k, const Uses *u, const char *it, const char *ll, int64_t off,
-           const char *a) {
+           const char *a, const uint8_t *vl) {
+	const KProgram *p = c->p;
+	FILE *f = c->f;
 	indent(c);
-	fputs("{\n", c->f);
+	fputs("{\n", f);
 	c->depth++;
 	indent(c);
-	fprintf(c->f, "const %s r = r0 + %lld%s;\n", it, (long long)off, ll);
+	fprintf(f, "const %s r = r0 + %lld%s;\n", it, (long long)off, ll);
 	print_term_vars(c, k, u, it, ll);
 	c->region++;
-	ensure(c, k->body);
-	c->acc = a;
-	red_combine(c, k->red, (DType)c->p->x[k->body].dtype, k->body);
-	c->acc = NULL;
+	if (!vl) {
+		ensure(c, k->body);
+		c->acc = a;
+		red_combine(c, k->red, (DType)p->x[k->body].dtype, k->body);
+		c->acc = NULL;
+	} else {
+		// Terms r .. r + 3: the innermost reduction variable (a multiple
+		// of 4 here) + j in lane j; the marked loads once, as float4s at r.
+		int v = k->rank + k->rrank - 1;
+		indent(c);
+		fprintf(f, "const %s i%db = i%d;\n", it, v, v);
+		for (KxId id = 1; id < p->nx; id++)
+			if (vl[id]) {
+				ensure(c, p->x[id].a[0]);
+				indent(c);
+				fprintf(f, "const float4 v%u = *(const float4 *)&b%u[", id, p->x[id].aux);
+				ref(c, p->x[id].a[0]);
+				fputs("];\n", f);
+			}
+		c->vload = vl;
+		for (int j = 0; j < 4; j++) {
+			indent(c);
+			fputs("{\n", f);
+			c->depth++;
+			indent(c);
+			fprintf(f, "const %s i%d = i%db + %d;\n", it, v, v, j);
+			c->vlane = j;
+			c->region++;
+			ensure(c, k->body);
+			c->acc = a;
+			red_combine(c, k->red, (DType)p->x[k->body].dtype, k->body);
+			c->acc = NULL;
+			c->depth--;
+			indent(c);
+			fputs("}\n", f);
+		}
+		c->vload = NULL;
+	}
 	c->depth--;
 	indent(c);
-	fputs("}\n", c->f);
+	fputs("}\n", f);
+}
+
+// A block reduction's folds of its chunk into a0 .. a3 (print_blockred):
+// terms one at a time (vl NULL), or 4 consecutive terms at once, the
+// loads marked in vl read as float4 (cuda_blockred_vec4).
+static void
+print_term_loops(Cu *c, const KKernel *k, const Uses *u, const BRed *b, const char *it,
+                 const char *ll, const uint8_t *vl) {
+	FILE *f = c->f;
+	int64_t nr = kir_kernel_terms(k), G = b->g, S = b->col ? FUSED_THREADS / 32 : FUSED_THREADS;
+	int64_t W = vl ? 4 : 1; // terms a thread takes at a time
+	indent(c);
+	if (G > 1)
+		fprintf(f, "const %s hi = g * %lld%s + %lld%s < %lld%s ? g * %lld%s + %lld%s : %lld%s;\n", it,
+		        (long long)b->len, ll, (long long)b->len, ll, (long long)nr, ll, (long long)b->len,
+		        ll, (long long)b->len, ll, (long long)nr, ll);
+	else
+		fprintf(f, "const %s hi = %lld%s;\n", it, (long long)nr, ll);
+	const char *tid = b->col ? "(threadIdx.x >> 5)" : vl ? "4 * threadIdx.x" : "threadIdx.x";
+	indent(c);
+	if (G > 1) // the chunk's first term
+		fprintf(f, "%s r0 = g * %lld%s + %s;\n", it, (long long)b->len, ll, tid);
+	else
+		fprintf(f, "%s r0 = %s;\n", it, tid);
+	indent(c);
+	fprintf(f, "for (; r0 + %lld%s < hi; r0 += %lld%s) {\n", (long long)(3 * S * W), ll,
+	        (long long)(4 * S * W), ll);
+	c->depth++;
+	static const char *const an[] = {"a0", "a1", "a2", "a3"};
+	for (int a = 0; a < 4; a++)
+		print_term(c, k, u, it, ll, a * S * W, an[a], vl);
+	c->depth--;
+	indent(c);
+	fputs("}\n", f);
+	indent(c);
+	fprintf(f, "for (; r0 < hi; r0 += %lld%s)\n", (long long)(S * W), ll);
+	c->depth++;
+	print_term(c, k, u, it, ll, 0, "a0", vl);
+	c->depth--;
 }
 
 // The post and the store of the point of this thread (after the fold).
@@ -1110,7 +1185,7 @@ print_blockred(Cu *c, const KKernel *k, const Uses *u, const BRed *b) {
 	FILE *f = c->f;
 	DType vt = (DType)p->x[k->body].dtype;
 	const char *ty = cty(vt);
-	int64_t nr = kir_kernel_terms(k), G = b->g, S = b->col ? FUSED_THREADS / 32 : FUSED_THREADS;
+	int64_t nr = kir_kernel_terms(k), G = b->g;
 	c->var32 = b->units * (b->col ? 32 : 1) < ((int64_t)1 << 30) && 2 * nr < ((int64_t)1 << 30) &&
 	           kir_kernel_points(k) < ((int64_t)1 << 30);
 	const char *it = c->var32 ? "int" : "long long", *ll = c->var32 ? "" : "LL";
@@ -1154,44 +1229,35 @@ print_blockred(Cu *c, const KKernel *k, const Uses *u, const BRed *b) {
 		red_init(c, k->red, vt);
 		fputs(";\n", f);
 	}
+	uint8_t *vl = NULL;
 	if (b->col) {
 		indent(c);
 		fprintf(f, "if (lv < %lld%s) {\n", (long long)dlv, ll);
 		c->depth++;
+	} else if (b->vec) { // float4s where every such pointer is 16-byte aligned
+		vl = calloc(p->nx + 1, 1);
+		FADC_ASSERT(vl, "cuda: out of memory");
+		cuda_blockred_vec4(p, k, vl);
+		indent(c);
+		fputs("if ((0ULL", f);
+		for (KxId id = 1; id < p->nx; id++)
+			if (vl[id])
+				fprintf(f, " | (unsigned long long)b%u", p->x[id].aux);
+		fputs(") % 16 == 0) {\n", f);
+		c->depth++;
+		print_term_loops(c, k, u, b, it, ll, vl);
+		c->depth--;
+		indent(c);
+		fputs("} else {\n", f);
+		c->depth++;
 	}
-	indent(c);
-	if (G > 1)
-		fprintf(f, "const %s hi = g * %lld%s + %lld%s < %lld%s ? g * %lld%s + %lld%s : %lld%s;\n", it,
-		        (long long)b->len, ll, (long long)b->len, ll, (long long)nr, ll, (long long)b->len,
-		        ll, (long long)b->len, ll, (long long)nr, ll);
-	else
-		fprintf(f, "const %s hi = %lld%s;\n", it, (long long)nr, ll);
-	const char *tid = b->col ? "(threadIdx.x >> 5)" : "threadIdx.x";
-	indent(c);
-	if (G > 1) // the chunk's first term
-		fprintf(f, "%s r0 = g * %lld%s + %s;\n", it, (long long)b->len, ll, tid);
-	else
-		fprintf(f, "%s r0 = %s;\n", it, tid);
-	indent(c);
-	fprintf(f, "for (; r0 + %lld%s < hi; r0 += %lld%s) {\n", (long long)(3 * S), ll,
-	        (long long)(4 * S), ll);
-	c->depth++;
-	static const char *const an[] = {"a0", "a1", "a2", "a3"};
-	for (int a = 0; a < 4; a++)
-		print_term(c, k, u, it, ll, a * S, an[a]);
-	c->depth--;
-	indent(c);
-	fputs("}\n", f);
-	indent(c);
-	fprintf(f, "for (; r0 < hi; r0 += %lld%s)\n", (long long)S, ll);
-	c->depth++;
-	print_term(c, k, u, it, ll, 0, "a0");
-	c->depth--;
-	if (b->col) {
+	print_term_loops(c, k, u, b, it, ll, NULL);
+	if (b->col || vl) {
 		c->depth--;
 		indent(c);
 		fputs("}\n", f);
 	}
+	free(vl);
 	indent(c);
 	fprintf(f, "%s acc = a0;\n", ty);
 	red_combine_var(c, k->red, vt, "a1");

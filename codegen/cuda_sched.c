@@ -167,6 +167,12 @@ cuda_blockred_plan(const KProgram *p, const KKernel *k, int inloop, BRed *b) {
 		b->tiles = npt / k->dim[b->lv] * b->nlvb;
 		minchunk = BLOCKRED_MIN_CHUNK_COL;
 	}
+	// Rows in float4s: 4 consecutive terms (the innermost reduction
+	// extent a multiple of 4) per load of every operand that moves with
+	// it by 1 (cuda_blockred_vec4), chunks of a multiple of 4 terms.
+	b->vec = !b->col && k->rrank >= 1 && k->rdim[k->rrank - 1] % 4 == 0 &&
+	         p->x[k->body].dtype == DT_F32 && kir_kernel_points(k) < ((int64_t)1 << 30) &&
+	         !getenv("FADC_CUDA_NO_VEC4") && cuda_blockred_vec4(p, k, NULL) > 0;
 	if (b->tiles < BLOCKRED_TARGET_UNITS && !getenv("FADC_CUDA_NO_SPLIT")) {
 		int64_t g = (BLOCKRED_TARGET_UNITS + b->tiles - 1) / b->tiles;
 		if (g > nr / minchunk)
@@ -175,6 +181,8 @@ cuda_blockred_plan(const KProgram *p, const KKernel *k, int inloop, BRed *b) {
 			g = BLOCKRED_MAX_SPLIT;
 		if (g > 1) {
 			b->len = (nr + g - 1) / g;
+			if (b->vec)
+				b->len = (b->len + 3) / 4 * 4;
 			b->g = (nr + b->len - 1) / b->len; // no empty chunk
 		}
 	}
@@ -354,8 +362,11 @@ pure_affine(const KProgram *p, KxId e, int64_t *c0) {
 	}
 }
 
+// The f32 loads under e whose index is e' + i_v, e' affine in the other
+// variables (0 .. nv-1) with coefficients and constant multiples of 4: at
+// i_v a multiple of 4, one float4 holds the values at i_v .. i_v + 3.
 static void
-vec4_loads(const KProgram *p, const KKernel *k, KxId e, uint8_t *seen, uint8_t *vload, int *n) {
+vec4_loads(const KProgram *p, int v, int nv, KxId e, uint8_t *seen, uint8_t *vload, int *n) {
 	if (!e || seen[e])
 		return;
 	seen[e] = 1;
@@ -364,9 +375,9 @@ vec4_loads(const KProgram *p, const KKernel *k, KxId e, uint8_t *seen, uint8_t *
 		int64_t c0, co;
 		int ok = p->buf[x->aux].dtype == DT_F32 && x->dtype == DT_F32 &&
 		         pure_affine(p, x->a[0], &c0) && c0 % 4 == 0 &&
-		         kx_affine_coef(p, x->a[0], k->rank - 1, &co) && co == 1;
-		for (int d = 0; ok && d < k->rank - 1; d++)
-			ok = kx_affine_coef(p, x->a[0], d, &co) && co % 4 == 0;
+		         kx_affine_coef(p, x->a[0], v, &co) && co == 1;
+		for (int d = 0; ok && d < nv; d++)
+			ok = d == v || (kx_affine_coef(p, x->a[0], d, &co) && co % 4 == 0);
 		if (ok) {
 			if (vload)
 				vload[e] = 1;
@@ -375,7 +386,7 @@ vec4_loads(const KProgram *p, const KKernel *k, KxId e, uint8_t *seen, uint8_t *
 		return; // a vector load's index is evaluated once, at the first point
 	}
 	for (int i = 0; i < x->nin; i++)
-		vec4_loads(p, k, x->a[i], seen, vload, n);
+		vec4_loads(p, v, nv, x->a[i], seen, vload, n);
 }
 
 int
@@ -394,9 +405,19 @@ cuda_vec4(const KProgram *p, uint32_t ki, uint8_t *vload) {
 	uint8_t *seen = calloc(p->nx + 1, 1);
 	FADC_ASSERT(seen, "cuda: out of memory");
 	int n = 0;
-	vec4_loads(p, k, k->body, seen, vload, &n);
+	vec4_loads(p, k->rank - 1, k->rank, k->body, seen, vload, &n);
 	free(seen);
 	return 1;
+}
+
+int
+cuda_blockred_vec4(const KProgram *p, const KKernel *k, uint8_t *vload) {
+	uint8_t *seen = calloc(p->nx + 1, 1);
+	FADC_ASSERT(seen, "cuda: out of memory");
+	int n = 0, nv = k->rank + k->rrank;
+	vec4_loads(p, nv - 1, nv, k->body, seen, vload, &n);
+	free(seen);
+	return n;
 }
 
 // Small tasks run as one kernel of one thread block (ARCHITECTURE.md, code

@@ -111,6 +111,7 @@ typedef struct BRed {
 	int col; // 1: columns along parallel variable lv
 	int lv; // the lanes' parallel variable (col), else -1
 	int ilp; // four accumulators (loads in flight); 0 inside loops: one
+	int vec; // rows: 4 consecutive terms a thread in float4 loads (cuda_blockred_vec4)
 	int64_t nlvb; // col: tiles along lv, ceil(dim[lv] / 32)
 	int64_t tiles; // rows: the points; col: the tiles
 	int64_t g, len; // chunks per point or tile (1: no split), terms per chunk
@@ -121,6 +122,9 @@ int cuda_blockred_plan(const KProgram *p, const KKernel *k, int inloop, BRed *b)
 // points a thread in 16-byte vectors; vload[x] (p->nx + 1 flags, or NULL)
 // marks the loads read as float4.
 int cuda_vec4(const KProgram *p, uint32_t ki, uint8_t *vload);
+// A row block reduction's loads read as float4 along its innermost
+// reduction variable (vload as for cuda_vec4); their number.
+int cuda_blockred_vec4(const KProgram *p, const KKernel *k, uint8_t *vload);
 // Whether a contraction inside a persistent loop kernel runs as tiles.
 int cuda_loop_tile(const KProgram *p, const KKernel *k, Tile *t);
 // Fused tasks.

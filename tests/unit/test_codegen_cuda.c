@@ -198,12 +198,15 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 		CHECK(nsplit >= 4);
 		CHECK(nticket == nsplit + 4);
 		CHECK(strstr(src, "static __device__ unsigned int fadc_red_tick[") != NULL);
+		// Rows in float4s (e and f: last extents 100 and 270000), each
+		// with its aligned check and its one-term fallback.
+		CHECK(count(src, "if ((0ULL | (unsigned long long)b") == 3);
 	}
 	// Its vjp's broadcasts of the sums over e and d (last extents 100 and
 	// 72) run 4 points a thread in float4s (cuda_vec4); a's (70) do not.
 	if (strstr(model, "blockred") && !strcmp(task, "vjp")) {
 		CHECK(count(src, "float4 o;") >= 2);
-		CHECK(count(src, "float4 o;") == count(src, ") % 16 == 0) {"));
+		CHECK(count(src, "float4 o;") == count(src, "\tif (((unsigned long long)b"));
 		CHECK(count(src, "*(float4 *)&b") == count(src, "float4 o;"));
 	}
 	CHECK(count(src, "for (int t = threadIdx.x >> 5;") +
