@@ -46,7 +46,7 @@ typedef struct Cu {
 	uint8_t *rot;            // fused: rot[ki], kernel ki's warp rotation (cuda_fused_rotations)
 	uint32_t *alias;         // sharing: alias[ki], the kernel whose function ki calls; else NULL
 	const char *acc;         // red_combine's accumulator (NULL: "acc")
-	const uint8_t *vload;    // print_vec4: loads read as float4 (v<id>), else NULL
+	const uint8_t *vload;    // print_vec4: loads read as float4 (x<nx + id>: a name the sharing key renumbers), else NULL
 	int vlane;               // print_vec4: the point (lane x y z w) being printed
 } Cu;
 
@@ -490,7 +490,7 @@ ensure(Cu *c, KxId id) {
 	c->stamp[id] = c->region;
 	if (x->op == KX_LOAD && c->vload && c->vload[id]) { // a lane of its float4 (print_vec4)
 		indent(c);
-		fprintf(c->f, "const float x%u = v%u.%c;\n", id, id, "xyzw"[c->vlane & 3]);
+		fprintf(c->f, "const float x%u = x%u.%c;\n", id, c->p->nx + id, "xyzw"[c->vlane & 3]);
 		return;
 	}
 	for (int i = 0; i < x->nin; i++)
@@ -1003,7 +1003,7 @@ print_vec4(Cu *c, const KKernel *k, const Uses *u, const uint8_t *vload) {
 		if (vload[id] && u->seen[id]) {
 			ensure(c, p->x[id].a[0]);
 			indent(c);
-			fprintf(f, "const float4 v%u = *(const float4 *)&b%u[", id, p->x[id].aux);
+			fprintf(f, "const float4 x%u = *(const float4 *)&b%u[", p->nx + id, p->x[id].aux);
 			ref(c, p->x[id].a[0]);
 			fputs("];\n", f);
 		}
@@ -1079,7 +1079,7 @@ print_term(Cu *c, const KKernel *k, const Uses *u, const char *it, const char *l
 			if (vl[id]) {
 				ensure(c, p->x[id].a[0]);
 				indent(c);
-				fprintf(f, "const float4 v%u = *(const float4 *)&b%u[", id, p->x[id].aux);
+				fprintf(f, "const float4 x%u = *(const float4 *)&b%u[", p->nx + id, p->x[id].aux);
 				ref(c, p->x[id].a[0]);
 				fputs("];\n", f);
 			}
@@ -1093,7 +1093,8 @@ print_term(Cu *c, const KKernel *k, const Uses *u, const char *it, const char *l
 			c->vlane = j;
 			c->region++;
 			ensure(c, k->body);
-			c->acc = a;
+			static const char *const an[] = {"a0", "a1", "a2", "a3"};
+			c->acc = an[j]; // lane j's terms into a<j>
 			red_combine(c, k->red, (DType)p->x[k->body].dtype, k->body);
 			c->acc = NULL;
 			c->depth--;
@@ -1129,16 +1130,21 @@ print_term_loops(Cu *c, const KKernel *k, const Uses *u, const BRed *b, const ch
 		fprintf(f, "%s r0 = g * %lld%s + %s;\n", it, (long long)b->len, ll, tid);
 	else
 		fprintf(f, "%s r0 = %s;\n", it, tid);
-	indent(c);
-	fprintf(f, "for (; r0 + %lld%s < hi; r0 += %lld%s) {\n", (long long)(3 * S * W), ll,
-	        (long long)(4 * S * W), ll);
-	c->depth++;
-	static const char *const an[] = {"a0", "a1", "a2", "a3"};
-	for (int a = 0; a < 4; a++)
-		print_term(c, k, u, it, ll, a * S * W, an[a], vl);
-	c->depth--;
-	indent(c);
-	fputs("}\n", f);
+	// Four terms at a time: a float4's lanes into a0 .. a3, or (unroll)
+	// four strided terms, each into its accumulator; else one at a time.
+	int four = !vl && b->unroll;
+	if (four) {
+		indent(c);
+		fprintf(f, "for (; r0 + %lld%s < hi; r0 += %lld%s) {\n", (long long)(3 * S), ll,
+		        (long long)(4 * S), ll);
+		c->depth++;
+		static const char *const an[] = {"a0", "a1", "a2", "a3"};
+		for (int a = 0; a < 4; a++)
+			print_term(c, k, u, it, ll, a * S, an[a], NULL);
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	}
 	indent(c);
 	fprintf(f, "for (; r0 < hi; r0 += %lld%s)\n", (long long)(S * W), ll);
 	c->depth++;
@@ -1248,10 +1254,12 @@ print_blockred(Cu *c, const KKernel *k, const Uses *u, const BRed *b) {
 		print_term_loops(c, k, u, b, it, ll, vl);
 		c->depth--;
 		indent(c);
-		fputs("} else {\n", f);
+		fputs("} else { // unaligned: one term at a time\n", f);
 		c->depth++;
 	}
-	print_term_loops(c, k, u, b, it, ll, NULL);
+	BRed one = *b;
+	one.unroll = one.unroll && !vl;
+	print_term_loops(c, k, u, &one, it, ll, NULL);
 	if (b->col || vl) {
 		c->depth--;
 		indent(c);

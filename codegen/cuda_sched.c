@@ -100,6 +100,7 @@ cuda_blockred(const KProgram *p, const KKernel *k) {
 #define BLOCKRED_MIN_CHUNK 4096
 #define BLOCKRED_MIN_CHUNK_COL 256
 #define BLOCKRED_MAX_SPLIT 32
+#define BLOCKRED_UNROLL_COST 64
 
 // Loads under e whose index moves with variable v by exactly 1 (*unit),
 // and loads of it that depend on v at all (*dep).
@@ -170,7 +171,14 @@ cuda_blockred_plan(const KProgram *p, const KKernel *k, int inloop, BRed *b) {
 	// Rows in float4s: 4 consecutive terms (the innermost reduction
 	// extent a multiple of 4) per load of every operand that moves with
 	// it by 1 (cuda_blockred_vec4), chunks of a multiple of 4 terms.
-	b->vec = !b->col && k->rrank >= 1 && k->rdim[k->rrank - 1] % 4 == 0 &&
+	// Each form prints the term's expression several times (an unrolled
+	// step of four, a float4's four lanes, the tail): only for bodies of
+	// small cost, where the load latency is all there is; a costly one
+	// (hvp's fused chains: 20 KB a kernel, resnet18's artifact 3.4 times
+	// the size and NVRTC 6 times the time) once.
+	int small = kx_cost(p, k->body) <= BLOCKRED_UNROLL_COST;
+	b->unroll = small;
+	b->vec = small && !b->col && k->rrank >= 1 && k->rdim[k->rrank - 1] % 4 == 0 &&
 	         p->x[k->body].dtype == DT_F32 && kir_kernel_points(k) < ((int64_t)1 << 30) &&
 	         !getenv("FADC_CUDA_NO_VEC4") && cuda_blockred_vec4(p, k, NULL) > 0;
 	if (b->tiles < BLOCKRED_TARGET_UNITS && !getenv("FADC_CUDA_NO_SPLIT")) {
@@ -331,6 +339,9 @@ cuda_kernel_uses(const KProgram *p, const KKernel *k, Uses *u) {
 // be) and otherwise runs the points one at a time.  Same arithmetic per
 // point as before: results are bit-identical.
 #define VEC4_MIN_POINTS 4096
+// The body is printed four times: only where it is cheap (a costly one is
+// not bound by its loads, and its copies cost NVRTC time).
+#define VEC4_MAX_COST 64
 
 static int kx_flat_point(const KProgram *p, const KKernel *k, KxId e);
 
@@ -393,6 +404,7 @@ int
 cuda_vec4(const KProgram *p, uint32_t ki, uint8_t *vload) {
 	const KKernel *k = &p->k[ki];
 	if (k->red || k->host || k->rank < 1 || k->dim[k->rank - 1] % 4 || cuda_fused(p) ||
+	    kx_cost(p, k->body) > VEC4_MAX_COST ||
 	    p->buf[k->out].dtype != DT_F32 || p->x[k->body].dtype != DT_F32 ||
 	    kir_kernel_points(k) < VEC4_MIN_POINTS || kir_kernel_points(k) >= ((int64_t)1 << 30) ||
 	    getenv("FADC_CUDA_NO_VEC4"))

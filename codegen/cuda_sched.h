@@ -110,8 +110,9 @@ int cuda_blockred(const KProgram *p, const KKernel *k);
 typedef struct BRed {
 	int col; // 1: columns along parallel variable lv
 	int lv; // the lanes' parallel variable (col), else -1
-	int ilp; // four accumulators (loads in flight); 0 inside loops: one
+	int ilp; // this form (four accumulators); 0 inside loops and for bools: the old one
 	int vec; // rows: 4 consecutive terms a thread in float4 loads (cuda_blockred_vec4)
+	int unroll; // four strided terms at a time (a body of small cost: the copies' size)
 	int64_t nlvb; // col: tiles along lv, ceil(dim[lv] / 32)
 	int64_t tiles; // rows: the points; col: the tiles
 	int64_t g, len; // chunks per point or tile (1: no split), terms per chunk
