@@ -46,6 +46,10 @@ typedef struct Cu {
 	uint8_t *rot;            // fused: rot[ki], kernel ki's warp rotation (cuda_fused_rotations)
 	uint32_t *alias;         // sharing: alias[ki], the kernel whose function ki calls; else NULL
 	struct Cuts *cuts;       // cg_cuda_print_parts: where each part starts; else NULL
+
+	const char *acc;         // red_combine's accumulator (NULL: "acc")
+	const uint8_t *vload;    // print_vec4: loads read as float4 (x<nx + id>: a name the sharing key renumbers), else NULL
+	int vlane;               // print_vec4: the point (lane x y z w) being printed
 } Cu;
 
 static const char *
@@ -486,6 +490,11 @@ ensure(Cu *c, KxId id) {
 	if (c->stamp[id] == c->region)
 		return;
 	c->stamp[id] = c->region;
+	if (x->op == KX_LOAD && c->vload && c->vload[id]) { // a lane of its float4 (print_vec4)
+		indent(c);
+		fprintf(c->f, "const float x%u = x%u.%c;\n", id, c->p->nx + id, "xyzw"[c->vlane & 3]);
+		return;
+	}
 	for (int i = 0; i < x->nin; i++)
 		ensure(c, x->a[i]);
 	indent(c);
@@ -514,20 +523,21 @@ red_init(Cu *c, KRed r, DType dt) {
 static void
 red_combine(Cu *c, KRed r, DType dt, KxId v) {
 	FILE *f = c->f;
+	const char *a = c->acc ? c->acc : "acc";
 	indent(c);
 	if (r == KR_SUM) {
-		fputs("acc = acc + ", f);
+		fprintf(f, "%s = %s + ", a, a);
 		ref(c, v);
 	} else if (!isflt(dt)) {
-		fputs("acc = ", f);
+		fprintf(f, "%s = ", a);
 		ref(c, v);
-		fputs(r == KR_MAX ? " > acc ? " : " < acc ? ", f);
+		fprintf(f, r == KR_MAX ? " > %s ? " : " < %s ? ", a);
 		ref(c, v);
-		fputs(" : acc", f);
+		fprintf(f, " : %s", a);
 	} else {
-		fputs("if (acc == acc && !(", f);
+		fprintf(f, "if (%s == %s && !(", a, a);
 		ref(c, v);
-		fputs(r == KR_MAX ? " <= acc)) acc = " : " >= acc)) acc = ", f);
+		fprintf(f, r == KR_MAX ? " <= %s)) %s = " : " >= %s)) %s = ", a, a);
 		ref(c, v);
 	}
 	fputs(";\n", f);
@@ -956,6 +966,445 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 	fputs("\t}\n}\n", f);
 }
 
+// An elementwise kernel's 16-byte form (cuda_vec4 says when and why):
+// when every pointer read or written as float4 is 16-byte aligned, thread
+// q takes points 4q .. 4q + 3 (grid-stride), loads each marked operand as
+// one float4 at the first point's index, evaluates the body once per
+// point (lane j: the last variable i<last> + j, the marked loads' lane j),
+// and stores the four as one float4; then returns.  Otherwise the
+// kernel's usual one-point loop below runs.
+static void
+print_vec4(Cu *c, const KKernel *k, const Uses *u, const uint8_t *vload) {
+	const KProgram *p = c->p;
+	FILE *f = c->f;
+	int64_t npt = kir_kernel_points(k);
+	int last = k->rank - 1;
+	c->var32 = 1; // cuda_vec4: fewer than 2^30 points
+	fprintf(f, "\tif (((unsigned long long)b%u", k->out);
+	for (KxId id = 1; id < p->nx; id++)
+		if (vload[id] && u->seen[id])
+			fprintf(f, " | (unsigned long long)b%u", p->x[id].aux);
+	fputs(") % 16 == 0) {\n", f);
+	fprintf(f,
+	        "\t\tfor (int q = (int)blockIdx.x * blockDim.x + threadIdx.x; q < %lld;\n"
+	        "\t\t     q += (int)blockDim.x * gridDim.x) {\n",
+	        (long long)(npt / 4));
+	c->depth = 3;
+	indent(c);
+	fputs("const int t = q * 4;\n", f);
+	// The point variables at the first point (i<last> a multiple of 4).
+	print_point_vars(c, k, u, "int", "");
+	if (!u->var[last] || k->dim[last] <= 1) { // the last variable unread: name it anyway
+		indent(c);
+		fprintf(f, "const int i%d = 0;\n", last);
+	}
+	indent(c);
+	fprintf(f, "const int i%db = i%d;\n", last, last);
+	c->region++;
+	for (KxId id = 1; id < p->nx; id++)
+		if (vload[id] && u->seen[id]) {
+			ensure(c, p->x[id].a[0]);
+			indent(c);
+			fprintf(f, "const float4 x%u = *(const float4 *)&b%u[", p->nx + id, p->x[id].aux);
+			ref(c, p->x[id].a[0]);
+			fputs("];\n", f);
+		}
+	indent(c);
+	fputs("float4 o;\n", f);
+	c->vload = vload;
+	for (int j = 0; j < 4; j++) {
+		indent(c);
+		fputs("{\n", f);
+		c->depth++;
+		indent(c);
+		fprintf(f, "const int i%d = i%db + %d;\n", last, last, j);
+		c->vlane = j;
+		c->region++;
+		ensure(c, k->body);
+		indent(c);
+		fprintf(f, "o.%c = ", "xyzw"[j]);
+		convert(c, k->body, (DType)p->x[k->body].dtype, DT_F32, 0);
+		fputs(";\n", f);
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	}
+	c->vload = NULL;
+	indent(c);
+	fprintf(f, "*(float4 *)&b%u[t] = o;\n", k->out);
+	fputs("\t\t}\n\t\treturn;\n\t}\n", f);
+	c->region++;
+}
+
+// The reduction variables i<v> of flat term r (row-major over the
+// reduction domain), those the kernel reads.
+static void
+print_term_vars(Cu *c, const KKernel *k, const Uses *u, const char *it, const char *ll) {
+	int64_t rs = 1;
+	for (int d = k->rrank - 1; d >= 0; d--) {
+		int v = k->rank + d;
+		if (v < 2 * IR_MAXDIM && u->var[v]) {
+			indent(c);
+			fprintf(c->f, "const %s i%d = r / %lld%s %% %lld%s;\n", it, v, (long long)rs, ll,
+			        (long long)k->rdim[d], ll);
+		}
+		rs *= k->rdim[d];
+	}
+}
+
+// One term r = r0 + off folded into accumulator `a`, in a scope of its own
+// (its values are defined again in each).
+static void
+print_term(Cu *c, const KKernel *k, const Uses *u, const char *it, const char *ll, int64_t off,
+           const char *a, const uint8_t *vl) {
+	const KProgram *p = c->p;
+	FILE *f = c->f;
+	indent(c);
+	fputs("{\n", f);
+	c->depth++;
+	indent(c);
+	fprintf(f, "const %s r = r0 + %lld%s;\n", it, (long long)off, ll);
+	print_term_vars(c, k, u, it, ll);
+	c->region++;
+	if (!vl) {
+		ensure(c, k->body);
+		c->acc = a;
+		red_combine(c, k->red, (DType)p->x[k->body].dtype, k->body);
+		c->acc = NULL;
+	} else {
+		// Terms r .. r + 3: the innermost reduction variable (a multiple
+		// of 4 here) + j in lane j; the marked loads once, as float4s at r.
+		int v = k->rank + k->rrank - 1;
+		indent(c);
+		fprintf(f, "const %s i%db = i%d;\n", it, v, v);
+		for (KxId id = 1; id < p->nx; id++)
+			if (vl[id]) {
+				ensure(c, p->x[id].a[0]);
+				indent(c);
+				fprintf(f, "const float4 x%u = *(const float4 *)&b%u[", p->nx + id, p->x[id].aux);
+				ref(c, p->x[id].a[0]);
+				fputs("];\n", f);
+			}
+		c->vload = vl;
+		for (int j = 0; j < 4; j++) {
+			indent(c);
+			fputs("{\n", f);
+			c->depth++;
+			indent(c);
+			fprintf(f, "const %s i%d = i%db + %d;\n", it, v, v, j);
+			c->vlane = j;
+			c->region++;
+			ensure(c, k->body);
+			static const char *const an[] = {"a0", "a1", "a2", "a3"};
+			c->acc = an[j]; // lane j's terms into a<j>
+			red_combine(c, k->red, (DType)p->x[k->body].dtype, k->body);
+			c->acc = NULL;
+			c->depth--;
+			indent(c);
+			fputs("}\n", f);
+		}
+		c->vload = NULL;
+	}
+	c->depth--;
+	indent(c);
+	fputs("}\n", f);
+}
+
+// A block reduction's folds of its chunk into a0 .. a3 (print_blockred):
+// terms one at a time (vl NULL), or 4 consecutive terms at once, the
+// loads marked in vl read as float4 (cuda_blockred_vec4).
+static void
+print_term_loops(Cu *c, const KKernel *k, const Uses *u, const BRed *b, const char *it,
+                 const char *ll, const uint8_t *vl) {
+	FILE *f = c->f;
+	int64_t nr = kir_kernel_terms(k), G = b->g, S = b->col ? FUSED_THREADS / 32 : FUSED_THREADS;
+	int64_t W = vl ? 4 : 1; // terms a thread takes at a time
+	indent(c);
+	if (G > 1)
+		fprintf(f, "const %s hi = g * %lld%s + %lld%s < %lld%s ? g * %lld%s + %lld%s : %lld%s;\n", it,
+		        (long long)b->len, ll, (long long)b->len, ll, (long long)nr, ll, (long long)b->len,
+		        ll, (long long)b->len, ll, (long long)nr, ll);
+	else
+		fprintf(f, "const %s hi = %lld%s;\n", it, (long long)nr, ll);
+	const char *tid = b->col ? "(threadIdx.x >> 5)" : vl ? "4 * threadIdx.x" : "threadIdx.x";
+	indent(c);
+	if (G > 1) // the chunk's first term
+		fprintf(f, "%s r0 = g * %lld%s + %s;\n", it, (long long)b->len, ll, tid);
+	else
+		fprintf(f, "%s r0 = %s;\n", it, tid);
+	// Four terms at a time: a float4's lanes into a0 .. a3, or (unroll)
+	// four strided terms, each into its accumulator; else one at a time.
+	int four = !vl && b->unroll;
+	if (four) {
+		indent(c);
+		fprintf(f, "for (; r0 + %lld%s < hi; r0 += %lld%s) {\n", (long long)(3 * S), ll,
+		        (long long)(4 * S), ll);
+		c->depth++;
+		static const char *const an[] = {"a0", "a1", "a2", "a3"};
+		for (int a = 0; a < 4; a++)
+			print_term(c, k, u, it, ll, a * S, an[a], NULL);
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	}
+	indent(c);
+	fprintf(f, "for (; r0 < hi; r0 += %lld%s)\n", (long long)(S * W), ll);
+	c->depth++;
+	print_term(c, k, u, it, ll, 0, "a0", vl);
+	c->depth--;
+}
+
+// The post and the store of the point of this thread (after the fold).
+static void
+print_store(Cu *c, const KKernel *k) {
+	const KProgram *p = c->p;
+	FILE *f = c->f;
+	DType st = p->buf[k->out].dtype;
+	KxId val = k->post;
+	c->region++;
+	ensure(c, val);
+	ensure(c, k->index);
+	indent(c);
+	fprintf(f, "b%u[", k->out);
+	ref(c, k->index);
+	fputs("] = ", f);
+	if (st == DT_BOOL) {
+		fputs("(unsigned char)", f);
+		ref(c, val);
+	} else
+		convert(c, val, (DType)p->x[val].dtype, st, 0);
+	fputs(";\n", f);
+}
+
+// A block reduction outside loops and fused tasks, as cuda_blockred_plan
+// decides (its comment says why): work unit w is chunk w % G of point (or
+// tile) w / G; rows: the block's threads fold strided terms of the chunk,
+// then warp shuffles and warp 0 over the warps' results; columns: lane l
+// is point l of the tile, warp q folds terms q, q + 8, ...; the warps'
+// results meet in shared memory and warp 0 adds them in warp order.
+// Each thread keeps four accumulators (terms j, j + S, j + 2S, j + 3S
+// of each step of 4S, S the stride; the tail into the first), combined
+// in order.  With G > 1 chunks, each block's result goes to fadc_red_part
+// and the block drawing the last ticket of fadc_red_tick folds them in
+// chunk order, stores, and resets the ticket.
+static void
+print_blockred(Cu *c, const KKernel *k, const Uses *u, const BRed *b) {
+	const KProgram *p = c->p;
+	FILE *f = c->f;
+	DType vt = (DType)p->x[k->body].dtype;
+	const char *ty = cty(vt);
+	int64_t nr = kir_kernel_terms(k), G = b->g;
+	c->var32 = b->units * (b->col ? 32 : 1) < ((int64_t)1 << 30) && 2 * nr < ((int64_t)1 << 30) &&
+	           kir_kernel_points(k) < ((int64_t)1 << 30);
+	const char *it = c->var32 ? "int" : "long long", *ll = c->var32 ? "" : "LL";
+	if (b->col)
+		fprintf(f, "\t__shared__ %s red[2][%d][32];\n", ty, FUSED_THREADS / 32);
+	else
+		fprintf(f, "\t__shared__ %s red[2][32];\n", ty);
+	fputs("\tunsigned int rb = 0;\n", f);
+	fprintf(f, "\tfor (%s w = blockIdx.x; w < %lld%s; w += gridDim.x) {\n", it,
+	        (long long)b->units, ll);
+	c->depth = 2;
+	if (G > 1) {
+		indent(c);
+		fprintf(f, "const %s tile = w / %lld%s, g = w %% %lld%s;\n", it, (long long)G, ll,
+		        (long long)G, ll);
+	} else {
+		indent(c);
+		fprintf(f, "const %s tile = w;\n", it);
+	}
+	int64_t dlv = 0;
+	if (b->col) {
+		dlv = k->dim[b->lv];
+		int64_t inner = 1;
+		for (int d = b->lv + 1; d < k->rank; d++)
+			inner *= k->dim[d];
+		indent(c);
+		fprintf(f, "const %s lv = tile %% %lld%s * 32 + (threadIdx.x & 31), rest = tile / %lld%s;\n",
+		        it, (long long)b->nlvb, ll, (long long)b->nlvb, ll);
+		indent(c);
+		fprintf(f, "const %s t = rest / %lld%s * %lld%s + lv * %lld%s + rest %% %lld%s;\n", it,
+		        (long long)inner, ll, (long long)(dlv * inner), ll, (long long)inner, ll,
+		        (long long)inner, ll);
+	} else {
+		indent(c);
+		fprintf(f, "const %s t = tile;\n", it);
+	}
+	print_point_vars(c, k, u, it, ll);
+	for (int a = 0; a < 4; a++) {
+		indent(c);
+		fprintf(f, "%s a%d = ", ty, a);
+		red_init(c, k->red, vt);
+		fputs(";\n", f);
+	}
+	uint8_t *vl = NULL;
+	if (b->col) {
+		indent(c);
+		fprintf(f, "if (lv < %lld%s) {\n", (long long)dlv, ll);
+		c->depth++;
+	} else if (b->vec) { // float4s where every such pointer is 16-byte aligned
+		vl = calloc(p->nx + 1, 1);
+		FADC_ASSERT(vl, "cuda: out of memory");
+		cuda_blockred_vec4(p, k, vl);
+		indent(c);
+		fputs("if ((0ULL", f);
+		for (KxId id = 1; id < p->nx; id++)
+			if (vl[id])
+				fprintf(f, " | (unsigned long long)b%u", p->x[id].aux);
+		fputs(") % 16 == 0) {\n", f);
+		c->depth++;
+		print_term_loops(c, k, u, b, it, ll, vl);
+		c->depth--;
+		indent(c);
+		fputs("} else { // unaligned: one term at a time\n", f);
+		c->depth++;
+	}
+	BRed one = *b;
+	one.unroll = one.unroll && !vl;
+	print_term_loops(c, k, u, &one, it, ll, NULL);
+	if (b->col || vl) {
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	}
+	free(vl);
+	indent(c);
+	fprintf(f, "%s acc = a0;\n", ty);
+	red_combine_var(c, k->red, vt, "a1");
+	red_combine_var(c, k->red, vt, "a2");
+	red_combine_var(c, k->red, vt, "a3");
+	if (b->col) {
+		indent(c);
+		fputs("red[rb][threadIdx.x >> 5][threadIdx.x & 31] = acc;\n", f);
+		indent(c);
+		fputs("__syncthreads();\n", f);
+		indent(c);
+		fputs("if (threadIdx.x < 32) {\n", f);
+		c->depth++;
+		indent(c);
+		fputs("acc = red[rb][0][threadIdx.x];\n", f);
+		indent(c);
+		fprintf(f, "for (int q = 1; q < %d; q++) {\n", FUSED_THREADS / 32);
+		c->depth++;
+		indent(c);
+		fprintf(f, "const %s o = red[rb][q][threadIdx.x];\n", ty);
+		red_combine_var(c, k->red, vt, "o");
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	} else {
+		print_warp_fold(c, k->red, vt);
+		indent(c);
+		fputs("if ((threadIdx.x & 31) == 0)\n", f);
+		indent(c);
+		fputs("\tred[rb][threadIdx.x >> 5] = acc;\n", f);
+		indent(c);
+		fputs("__syncthreads();\n", f);
+		indent(c);
+		fputs("if (threadIdx.x < 32) {\n", f);
+		c->depth++;
+		indent(c);
+		fputs("acc = threadIdx.x < (blockDim.x >> 5) ? red[rb][threadIdx.x] : ", f);
+		red_init(c, k->red, vt);
+		fputs(";\n", f);
+		print_warp_fold(c, k->red, vt);
+	}
+	// Warp 0 holds the result: lane 0 the point's (rows), lane l point l's
+	// of the tile (columns).
+	const char *mine = b->col ? "lv < " : NULL;
+	if (G == 1) {
+		indent(c);
+		if (b->col)
+			fprintf(f, "if (%s%lld%s) {\n", mine, (long long)dlv, ll);
+		else
+			fputs("if (threadIdx.x == 0) {\n", f);
+		c->depth++;
+		print_store(c, k);
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	} else {
+		// The chunk's result, then a ticket: fenced (every lane's store,
+		// then lane 0's fence after the warp's barrier covers them) so that
+		// the last block, reading through L2 (__ldcg), sees every chunk's.
+		const char *part = b->col ? "(tile * %lld%s + g) * 32 + threadIdx.x"
+		                          : "tile * %lld%s + g";
+		indent(c);
+		if (!b->col)
+			fputs("if (threadIdx.x == 0)\n\t", f), indent(c);
+		fprintf(f, "((%s *)fadc_red_part)[", ty);
+		fprintf(f, part, (long long)G, ll);
+		fputs("] = acc;\n", f);
+		indent(c);
+		fputs("__syncwarp();\n", f);
+		indent(c);
+		fputs("unsigned int tk = 0;\n", f);
+		indent(c);
+		fputs("if (threadIdx.x == 0) {\n", f);
+		indent(c);
+		fputs("\t__threadfence();\n", f);
+		indent(c);
+		fputs("\ttk = atomicAdd(&fadc_red_tick[tile], 1u);\n", f);
+		indent(c);
+		fputs("}\n", f);
+		indent(c);
+		fputs("tk = __shfl_sync(0xffffffffu, tk, 0);\n", f);
+		indent(c);
+		fprintf(f, "if (tk == %lluu) { // the last chunk of this %s: fold all in order\n",
+		        (unsigned long long)(G - 1), b->col ? "tile" : "point");
+		c->depth++;
+		indent(c);
+		fputs("__threadfence();\n", f);
+		if (b->col) {
+			indent(c);
+			fprintf(f, "acc = __ldcg(&((const %s *)fadc_red_part)[tile * %lld%s * 32 + threadIdx.x]);\n",
+			        ty, (long long)G, ll);
+			indent(c);
+			fprintf(f, "for (int q = 1; q < %lld; q++) {\n", (long long)G);
+			c->depth++;
+			indent(c);
+			fprintf(f,
+			        "const %s o = __ldcg(&((const %s *)fadc_red_part)[(tile * %lld%s + q) * 32 + "
+			        "threadIdx.x]);\n",
+			        ty, ty, (long long)G, ll);
+			red_combine_var(c, k->red, vt, "o");
+			c->depth--;
+			indent(c);
+			fputs("}\n", f);
+		} else {
+			indent(c);
+			fprintf(f, "acc = threadIdx.x < %lldu ? __ldcg(&((const %s *)fadc_red_part)[tile * %lld%s + threadIdx.x]) : ",
+			        (long long)G, ty, (long long)G, ll);
+			red_init(c, k->red, vt);
+			fputs(";\n", f);
+			print_warp_fold(c, k->red, vt);
+		}
+		indent(c);
+		fputs("if (threadIdx.x == 0)\n", f);
+		indent(c);
+		fputs("\tfadc_red_tick[tile] = 0u; // ready for the next launch\n", f);
+		indent(c);
+		if (b->col)
+			fprintf(f, "if (%s%lld%s) {\n", mine, (long long)dlv, ll);
+		else
+			fputs("if (threadIdx.x == 0) {\n", f);
+		c->depth++;
+		print_store(c, k);
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	}
+	c->depth--;
+	indent(c);
+	fputs("}\n", f); // if (threadIdx.x < 32)
+	indent(c);
+	fputs("rb ^= 1;\n", f);
+	fputs("\t}\n}\n", f);
+}
+
 static void
 print_kernel(Cu *c, uint32_t ki) {
 	const KProgram *p = c->p;
@@ -1007,6 +1456,21 @@ print_kernel(Cu *c, uint32_t ki) {
 	Tile tl;
 	if (c->inloop[ki] && !c->fused && cuda_loop_tile(p, k, &tl)) {
 		print_tile(c, k, &u, &tl);
+		free(u.seen);
+		free(u.buf);
+		free(u.step);
+		return;
+	}
+	if (!c->fused && !c->inloop[ki] && !k->red) {
+		uint8_t *vl = calloc(p->nx + 1, 1);
+		FADC_ASSERT(vl, "cuda: out of memory");
+		if (cuda_vec4(p, ki, vl))
+			print_vec4(c, k, &u, vl);
+		free(vl);
+	}
+	BRed bp;
+	if (!c->fused && !c->inloop[ki] && cuda_blockred_plan(p, k, 0, &bp) && bp.ilp) {
+		print_blockred(c, k, &u, &bp);
 		free(u.seen);
 		free(u.buf);
 		free(u.step);
@@ -1874,6 +2338,27 @@ print_program(const KProgram *p, size_t *len, Sharing *share, CgCudaPart **parts
 		        "// The split ones' chunk sums ([chunk][point]).\n"
 		        "static __device__ __align__(16) unsigned char fadc_tile_part[%lld];\n",
 		        (long long)part_bytes);
+	// The split block reductions' chunk results and tickets
+	// (print_blockred), sized for the largest: one stream runs a task's
+	// launches one at a time, and each launch leaves its tickets at 0.
+	int64_t rpart = 0, rtick = 0;
+	for (uint32_t ki = 0; ki < p->nk; ki++) {
+		BRed b;
+		if (!c.fused && !c.inloop[ki] && cuda_blockred_plan(p, &p->k[ki], 0, &b) && b.ilp &&
+		    b.g > 1) {
+			int64_t es = (int64_t)kir_dtype_size((DType)p->x[p->k[ki].body].dtype);
+			if (b.tiles * b.g * (b.col ? 32 : 1) * es > rpart)
+				rpart = b.tiles * b.g * (b.col ? 32 : 1) * es;
+			if (b.tiles > rtick)
+				rtick = b.tiles;
+		}
+	}
+	if (rpart)
+		fprintf(c.f,
+		        "\n// The split block reductions' chunk results and tickets (print_blockred).\n"
+		        "static __device__ __align__(16) unsigned char fadc_red_part[%lld];\n"
+		        "static __device__ unsigned int fadc_red_tick[%lld];\n",
+		        (long long)rpart, (long long)rtick);
 	// Host kernels and cuBLAS GEMMs have no CUDA code; a choice's kernel
 	// (LA_CHOICE) has both: its GEMM and its own __global__.
 	uint8_t *gemm = calloc(p->nk + 1, 1);

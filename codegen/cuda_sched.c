@@ -67,6 +67,139 @@ cuda_blockred(const KProgram *p, const KKernel *k) {
 	return kir_kernel_terms(k) >= BLOCKRED_MIN_TERMS && kir_kernel_points(k) <= BLOCKRED_MAX_POINTS;
 }
 
+// How a block reduction outside loops reads its terms (cuda_blockred_plan).
+// A block per point left the GPU idle where the points are few: batch
+// norm's per-channel sums over N, H, W at resnet18's deeper layers (128,
+// 256, 512 channels of 25,088, 6,272, 1,568 terms) ran on 128 to 512
+// blocks, one or a few of 8 warps per SM, each thread one dependent load
+// at a time: 16 us for 13 MB (3 us of bandwidth).  So:
+//  - split: G blocks per point (or tile), each folding a contiguous chunk
+//    of the flattened terms, until the blocks number about
+//    BLOCKRED_TARGET_UNITS (two waves of 8 resident blocks on each of the
+//    H200's 132 SMs), with at least BLOCKRED_MIN_CHUNK terms a chunk and
+//    at most 32 chunks; each block stores its chunk's result in a module
+//    scratch array (fadc_red_part), fences, and takes a ticket on its
+//    point's counter (fadc_red_tick); the block that draws the last ticket
+//    folds the G results in chunk order (one warp's shuffle tree), applies
+//    the post, stores, and resets the counter for the next launch.  Which
+//    block finishes last changes nothing: each chunk's sum and the final
+//    fold are fixed, so results are the same every run.
+//  - four loads in flight: each thread folds its terms into four
+//    accumulators in turn (acc0 .. acc3 over terms j, j + S, j + 2S,
+//    j + 3S, then the tail into acc0), combined in that order at its end.
+//  - columns: when no load moves along the innermost reduction variable
+//    with stride 1 but one moves so along a parallel variable lv (batch
+//    norm's sums over N, H, W of an NHWC tensor: channels contiguous,
+//    terms C apart), a block per point would read one 4-byte word per
+//    32-byte sector.  Instead a block takes a tile of 32 consecutive
+//    points along lv (its lanes: one 128-byte line per warp load) and its
+//    8 warps split the terms (warp w: terms w, w + 8, ... of the chunk);
+//    the warps' results meet in shared memory and warp 0 adds them in warp
+//    order.  Split and combined as above, per tile.
+#define BLOCKRED_TARGET_UNITS 1024
+#define BLOCKRED_MIN_CHUNK 4096
+#define BLOCKRED_MIN_CHUNK_COL 256
+#define BLOCKRED_MAX_SPLIT 32
+#define BLOCKRED_UNROLL_COST 64
+
+// Loads under e whose index moves with variable v by exactly 1 (*unit),
+// and loads of it that depend on v at all (*dep).
+static void
+loads_unit(const KProgram *p, KxId e, int v, uint8_t *seen, int *unit, int *dep) {
+	if (!e || seen[e])
+		return;
+	seen[e] = 1;
+	const Kx *x = &p->x[e];
+	if (x->op == KX_LOAD) {
+		int64_t co;
+		int aff = kx_affine_coef(p, x->a[0], v, &co);
+		*unit += aff && co == 1;
+		*dep += !aff || co != 0;
+	}
+	for (int i = 0; i < x->nin; i++)
+		loads_unit(p, x->a[i], v, seen, unit, dep);
+}
+
+static int
+unit_loads(const KProgram *p, const KKernel *k, int v, int *dep) {
+	uint8_t *seen = calloc(p->nx + 1, 1);
+	FADC_ASSERT(seen, "cuda: out of memory");
+	int unit = 0, d = 0;
+	loads_unit(p, k->body, v, seen, &unit, &d);
+	free(seen);
+	if (dep)
+		*dep = d;
+	return unit;
+}
+
+static int cuda_vec4_on(void);
+
+int
+cuda_blockred_plan(const KProgram *p, const KKernel *k, int inloop, BRed *b) {
+	memset(b, 0, sizeof *b);
+	if (!cuda_blockred(p, k))
+		return 0;
+	int64_t npt = kir_kernel_points(k), nr = kir_kernel_terms(k);
+	b->g = 1;
+	b->len = nr;
+	b->tiles = npt;
+	b->lv = -1;
+	if (inloop || p->x[k->body].dtype == DT_BOOL || getenv("FADC_CUDA_BLOCKRED_OLD")) {
+		// a persistent kernel's (its blocks stride by fadc_nb()): as before
+		b->units = npt;
+		return 1;
+	}
+	b->ilp = 1;
+	// Columns: no unit-stride load along the innermost reduction variable,
+	// and the parallel variable with the most unit-stride loads has some.
+	int inner = k->rank + k->rrank - 1;
+	if (k->rrank >= 1 && unit_loads(p, k, inner, NULL) == 0) {
+		int best = 0;
+		for (int d = 0; d < k->rank; d++) {
+			int n = k->dim[d] >= 8 ? unit_loads(p, k, d, NULL) : 0;
+			if (n > best) {
+				best = n;
+				b->lv = d;
+			}
+		}
+	}
+	int64_t minchunk = BLOCKRED_MIN_CHUNK;
+	if (b->lv >= 0) {
+		b->col = 1;
+		b->nlvb = (k->dim[b->lv] + 31) / 32;
+		b->tiles = npt / k->dim[b->lv] * b->nlvb;
+		minchunk = BLOCKRED_MIN_CHUNK_COL;
+	}
+	// Rows in float4s: 4 consecutive terms (the innermost reduction
+	// extent a multiple of 4) per load of every operand that moves with
+	// it by 1 (cuda_blockred_vec4), chunks of a multiple of 4 terms.
+	// Each form prints the term's expression several times (an unrolled
+	// step of four, a float4's four lanes, the tail): only for bodies of
+	// small cost, where the load latency is all there is; a costly one
+	// (hvp's fused chains: 20 KB a kernel, resnet18's artifact 3.4 times
+	// the size and NVRTC 6 times the time) once.
+	int small = kx_cost(p, k->body) <= BLOCKRED_UNROLL_COST;
+	b->unroll = small;
+	b->vec = small && !b->col && k->rrank >= 1 && k->rdim[k->rrank - 1] % 4 == 0 &&
+	         p->x[k->body].dtype == DT_F32 && kir_kernel_points(k) < ((int64_t)1 << 30) &&
+	         cuda_vec4_on() && cuda_blockred_vec4(p, k, NULL) > 0;
+	if (b->tiles < BLOCKRED_TARGET_UNITS && !getenv("FADC_CUDA_NO_SPLIT")) {
+		int64_t g = (BLOCKRED_TARGET_UNITS + b->tiles - 1) / b->tiles;
+		if (g > nr / minchunk)
+			g = nr / minchunk;
+		if (g > BLOCKRED_MAX_SPLIT)
+			g = BLOCKRED_MAX_SPLIT;
+		if (g > 1) {
+			b->len = (nr + g - 1) / g;
+			if (b->vec)
+				b->len = (b->len + 3) / 4 * 4;
+			b->g = (nr + b->len - 1) / b->len; // no empty chunk
+		}
+	}
+	b->units = b->tiles * b->g;
+	return 1;
+}
+
 // A contraction inside a persistent loop kernel, as tiles (cuda_loop_tile).
 // The two forms above read the deepspeech LSTM's per-step products badly:
 // h @ W_hh^T ([10,1024] x [1024,4096], 40,960 points) ran a thread per
@@ -189,6 +322,129 @@ cuda_kernel_uses(const KProgram *p, const KKernel *k, Uses *u) {
 	mark(p, k->index, u);
 	mark(p, k->body, u);
 	mark(p, k->post, u);
+}
+
+// Elementwise kernels in 16-byte vectors (cuda_vec4).  A thread per point
+// issues one 4-byte load per operand and one store, with its point's index
+// arithmetic; resnet18's large elementwise kernels (25.7 M points: batch
+// norm's apply and ReLU, their adjoints) ran at about half the H200's
+// bandwidth.  So a kernel of at least VEC4_MIN_POINTS f32 points whose last
+// extent is a multiple of 4 and whose store index is its flat point index
+// runs 4 consecutive points per thread: each f32 load whose index is
+// e + i_last, e affine in the other variables with coefficients and
+// constant multiples of 4 (so e + i_last is a multiple of 4 at the
+// thread's first point), is one float4 load, its lanes the 4 points'
+// values; the other loads (a channel's mean: the same element for the 4
+// points, mostly) are evaluated per point; the 4 results are one float4
+// store.  The kernel checks at run time that every pointer it reads or
+// writes as float4 is 16-byte aligned (a caller's device buffer need not
+// be) and otherwise runs the points one at a time.  Same arithmetic per
+// point as before: results are bit-identical.
+#define VEC4_MIN_POINTS 4096
+// The body is printed four times: only where it is cheap (a costly one is
+// not bound by its loads, and its copies cost NVRTC time).
+#define VEC4_MAX_COST 64
+
+static int kx_flat_point(const KProgram *p, const KKernel *k, KxId e);
+
+// The float4 forms (elementwise and row reductions) are off unless
+// FADC_CUDA_VEC4=1 at compile time: on the H200 (2026-11-29) resnet18's
+// f32 vjp at N=8, 64x64 with them differed from the CPU code by 1-2% in
+// layer1.0's and the stem's gradients at every input draw, where main's
+// kernels and the new reductions without them agree to 1.2e-5; every
+// smaller check (tests/gpu/blockred.ir, the forms at resnet18's shapes)
+// passed at 1e-6.  The cause is not found (docs/CUDA.md).
+static int
+cuda_vec4_on(void) {
+	const char *e = getenv("FADC_CUDA_VEC4");
+	return e && *e && strcmp(e, "0") && !getenv("FADC_CUDA_NO_VEC4");
+}
+
+// e is a sum of loop variables times constants and a constant (nothing
+// else); its constant into *c0.
+static int
+pure_affine(const KProgram *p, KxId e, int64_t *c0) {
+	const Kx *x = &p->x[e];
+	int64_t a, b;
+	switch ((KxOp)x->op) {
+	case KX_CONST:
+		*c0 = x->i;
+		return 1;
+	case KX_VAR:
+		*c0 = 0;
+		return 1;
+	case KX_IADD:
+		if (!pure_affine(p, x->a[0], &a) || !pure_affine(p, x->a[1], &b))
+			return 0;
+		*c0 = a + b;
+		return 1;
+	case KX_IMUL:
+		if (p->x[x->a[1]].op != KX_CONST || !pure_affine(p, x->a[0], &a))
+			return 0;
+		*c0 = a * p->x[x->a[1]].i;
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+// The f32 loads under e whose index is e' + i_v, e' affine in the other
+// variables (0 .. nv-1) with coefficients and constant multiples of 4: at
+// i_v a multiple of 4, one float4 holds the values at i_v .. i_v + 3.
+static void
+vec4_loads(const KProgram *p, int v, int nv, KxId e, uint8_t *seen, uint8_t *vload, int *n) {
+	if (!e || seen[e])
+		return;
+	seen[e] = 1;
+	const Kx *x = &p->x[e];
+	if (x->op == KX_LOAD) {
+		int64_t c0, co;
+		int ok = p->buf[x->aux].dtype == DT_F32 && x->dtype == DT_F32 &&
+		         pure_affine(p, x->a[0], &c0) && c0 % 4 == 0 &&
+		         kx_affine_coef(p, x->a[0], v, &co) && co == 1;
+		for (int d = 0; ok && d < nv; d++)
+			ok = d == v || (kx_affine_coef(p, x->a[0], d, &co) && co % 4 == 0);
+		if (ok) {
+			if (vload)
+				vload[e] = 1;
+			++*n;
+		}
+		return; // a vector load's index is evaluated once, at the first point
+	}
+	for (int i = 0; i < x->nin; i++)
+		vec4_loads(p, v, nv, x->a[i], seen, vload, n);
+}
+
+int
+cuda_vec4(const KProgram *p, uint32_t ki, uint8_t *vload) {
+	const KKernel *k = &p->k[ki];
+	if (k->red || k->host || k->rank < 1 || k->dim[k->rank - 1] % 4 || cuda_fused(p) ||
+	    kx_cost(p, k->body) > VEC4_MAX_COST ||
+	    p->buf[k->out].dtype != DT_F32 || p->x[k->body].dtype != DT_F32 ||
+	    kir_kernel_points(k) < VEC4_MIN_POINTS || kir_kernel_points(k) >= ((int64_t)1 << 30) ||
+	    !cuda_vec4_on())
+		return 0;
+	for (uint32_t l = 0; l < p->nloop; l++)
+		if (p->loop[l].begin <= ki && ki < p->loop[l].end)
+			return 0;
+	if (!kx_flat_point(p, k, k->index))
+		return 0;
+	uint8_t *seen = calloc(p->nx + 1, 1);
+	FADC_ASSERT(seen, "cuda: out of memory");
+	int n = 0;
+	vec4_loads(p, k->rank - 1, k->rank, k->body, seen, vload, &n);
+	free(seen);
+	return 1;
+}
+
+int
+cuda_blockred_vec4(const KProgram *p, const KKernel *k, uint8_t *vload) {
+	uint8_t *seen = calloc(p->nx + 1, 1);
+	FADC_ASSERT(seen, "cuda: out of memory");
+	int n = 0, nv = k->rank + k->rrank;
+	vec4_loads(p, nv - 1, nv, k->body, seen, vload, &n);
+	free(seen);
+	return n;
 }
 
 // Small tasks run as one kernel of one thread block (ARCHITECTURE.md, code
@@ -1199,8 +1455,11 @@ cuda_kernel_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out) {
 		if (u.buf[b] && b != k->out)
 			out->buf[out->narg++] = b;
 	out->runseed = u.seed;
-	if (cuda_blockred(p, k))
-		out->grid = (uint32_t)(out->points < 65535 ? out->points : 65535);
+	BRed br;
+	if (cuda_blockred_plan(p, k, 0, &br))
+		out->grid = (uint32_t)(br.units < 65535 ? br.units : 65535);
+	else if (cuda_vec4(p, ki, NULL)) // 4 points a thread
+		out->grid = (uint32_t)((out->points / 4 + FUSED_THREADS - 1) / FUSED_THREADS);
 	free(u.seen);
 	free(u.buf);
 	free(u.step);

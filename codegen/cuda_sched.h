@@ -102,6 +102,30 @@ void cuda_kernel_uses(const KProgram *p, const KKernel *k, Uses *u);
 void cuda_kernel_name(FILE *f, const char *task, uint32_t ki, const char *what);
 // A long reduction into few points outside a fused task: a block per point.
 int cuda_blockred(const KProgram *p, const KKernel *k);
+// A block reduction's plan (cuda_blockred_plan, cuda_sched.c): rows (a
+// block per point, its threads over the terms) or columns (a block per
+// tile of 32 points along parallel variable lv, its warps over the terms),
+// each point's terms split into g chunks of len (the last may be shorter),
+// a block per chunk, the results folded by the last block to finish.
+typedef struct BRed {
+	int col; // 1: columns along parallel variable lv
+	int lv; // the lanes' parallel variable (col), else -1
+	int ilp; // this form (four accumulators); 0 inside loops and for bools: the old one
+	int vec; // rows: 4 consecutive terms a thread in float4 loads (cuda_blockred_vec4)
+	int unroll; // four strided terms at a time (a body of small cost: the copies' size)
+	int64_t nlvb; // col: tiles along lv, ceil(dim[lv] / 32)
+	int64_t tiles; // rows: the points; col: the tiles
+	int64_t g, len; // chunks per point or tile (1: no split), terms per chunk
+	int64_t units; // tiles * g: the blocks it can use
+} BRed;
+int cuda_blockred_plan(const KProgram *p, const KKernel *k, int inloop, BRed *b);
+// Whether elementwise kernel ki (outside loops and fused tasks) runs 4
+// points a thread in 16-byte vectors; vload[x] (p->nx + 1 flags, or NULL)
+// marks the loads read as float4.
+int cuda_vec4(const KProgram *p, uint32_t ki, uint8_t *vload);
+// A row block reduction's loads read as float4 along its innermost
+// reduction variable (vload as for cuda_vec4); their number.
+int cuda_blockred_vec4(const KProgram *p, const KKernel *k, uint8_t *vload);
 // Whether a contraction inside a persistent loop kernel runs as tiles.
 int cuda_loop_tile(const KProgram *p, const KKernel *k, Tile *t);
 // Fused tasks.

@@ -156,8 +156,17 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 			for (int d = 0; d < kk->rrank; d++)
 				nr *= kk->rdim[d];
 			int want = kk->red && nr >= 128 && k.points <= 32768;
-			CHECK(want == (k.grid != 0));
-			CHECK(!want || k.grid == (uint32_t)(k.points < 65535 ? k.points : 65535));
+			// (An elementwise kernel in float4s, cuda_vec4, has a grid of
+			// 4 points a thread.)
+			CHECK(want == (k.grid != 0) ||
+			      (!kk->red && k.points % 4 == 0 && k.grid == (k.points / 4 + 255) / 256));
+			// Its grid (cuda_blockred_plan): a block per point, per tile of
+			// 32 points (columns), or per chunk of either (split): the
+			// printed kernel strides over as many work units.
+			char units[64];
+			snprintf(units, sizeof units, "w < %u; w += gridDim.x", k.grid);
+			CHECK(!want || (k.grid <= 65535 && k.grid * 32 >= (k.points < 65535 ? k.points : 65535) &&
+			                strstr(src, units) != NULL));
 			nblockred += want;
 		}
 		free(k.name);
@@ -173,8 +182,33 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 		nblockred += form == 2;
 		nwarp += form == 1;
 	}
-	CHECK(count(src, "red[rb][threadIdx.x >> 5] = acc;") == nblockred);
-	CHECK(count(src, "__shfl_down_sync") == 2 * nblockred + nwarp);
+	// Columns store every lane's result (no shuffle); a split row
+	// reduction's last block folds the chunks' results with one more.
+	int ncol = count(src, "red[rb][threadIdx.x >> 5][threadIdx.x & 31] = acc;");
+	int nsplit = count(src, "u ? __ldcg(&((const ");
+	CHECK(count(src, "red[rb][threadIdx.x >> 5] = acc;") == nblockred - ncol);
+	CHECK(count(src, "__shfl_down_sync") == 2 * (nblockred - ncol) + nsplit + nwarp);
+	// tests/gpu/blockred.ir's forward holds every form of
+	// cuda_blockred_plan: columns (c, d: 5 kernels), split rows (a, b's
+	// partials, e, f) and split columns (d: 4 kernels), each split one
+	// taking a ticket.
+	if (strstr(model, "blockred") && !strcmp(task, "forward")) {
+		int nticket = count(src, "atomicAdd(&fadc_red_tick[tile], 1u)");
+		CHECK(ncol == 6);
+		CHECK(nsplit >= 4);
+		CHECK(nticket == nsplit + 4);
+		CHECK(strstr(src, "static __device__ unsigned int fadc_red_tick[") != NULL);
+		// Rows in float4s (e and f: last extents 100 and 270000), each
+		// with its aligned check and its one-term fallback (opt-in).
+		CHECK(count(src, "if ((0ULL | (unsigned long long)b") == (getenv("FADC_CUDA_VEC4") ? 3 : 0));
+	}
+	// Its vjp's broadcasts of the sums over e and d (last extents 100 and
+	// 72) run 4 points a thread in float4s (cuda_vec4); a's (70) do not.
+	if (strstr(model, "blockred") && !strcmp(task, "vjp")) {
+		CHECK(count(src, "float4 o;") >= (getenv("FADC_CUDA_VEC4") ? 2 : 0));
+		CHECK(count(src, "float4 o;") == count(src, "\tif (((unsigned long long)b"));
+		CHECK(count(src, "*(float4 *)&b") == count(src, "float4 o;"));
+	}
 	CHECK(count(src, "for (int t = threadIdx.x >> 5;") +
 	          count(src, "for (int t = ((threadIdx.x >> 5) + ") ==
 	      nwarp);
@@ -1369,6 +1403,13 @@ main(int argc, char **argv) {
 	// Full size: too large to fuse; its loss sums ~21,000 attention weights
 	// (a block reduction).
 	check_model("multiheadattn", NULL, 0, NULL, 0);
+	// The block reductions' forms (rows, columns, split or not).
+	check_model("../tests/gpu/blockred", NULL, 0, fast, 1);
+	// The same with the float4 forms (opt-in, FADC_CUDA_VEC4=1): printed,
+	// counted (check_task) and compiled.
+	setenv("FADC_CUDA_VEC4", "1", 1);
+	check_model("../tests/gpu/blockred", NULL, 0, fast, 1);
+	unsetenv("FADC_CUDA_VEC4");
 	CHECK(total_blockred > 0);
 	printf("%d block reductions, %d warp reductions (fused), %d choices\n", total_blockred,
 	       total_warp, total_choices);

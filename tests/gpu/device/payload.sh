@@ -7,8 +7,8 @@
 #                    with ldd)
 #   DEST/check/      cpu,cuda artifacts for gpu_check: both ppl models (every
 #                    task, full size), multiheadattn at reduced and full size,
-#                    transformer at reduced size, floor.so (one kernel) and
-#                    split.so (split sums)
+#                    transformer at reduced size, floor.so (one kernel),
+#                    split.so (split sums) and blockred.so (block reductions)
 #   DEST/choice/     choice.so (tests/gpu/choice.ir: products whose candidates,
 #                    printed kernel or cuBLAS GEMM, are timed on the GPU)
 #   DEST/conv/       conv.so and conv_tf32.so (tests/gpu/conv.ir: convolutions
@@ -68,6 +68,9 @@ fadc "$root/models/transformer.ir" -o "$dest/check/transformer.so" --target cpu,
 fadc "$root/tests/gpu/floor.ir" -o "$dest/check/floor.so" --target cpu,cuda --tasks forward
 # Sums split over one and over two reduction variables (kir_split_reductions).
 fadc "$root/tests/gpu/split.ir" -o "$dest/check/split.so" --target cpu,cuda --tasks forward,vjp,jvp,vhp
+# Block reductions in every form (cuda_blockred_plan: rows, columns, split, float4s).
+fadc "$root/tests/gpu/blockred.ir" -o "$dest/check/blockred.so" --target cpu,cuda \
+	--tasks forward,vjp,jvp,vhp
 # cuBLAS GEMM records (tests/gpu/gemm.ir): fp32 semantics, and --allow-tf32
 # (gpu_check gives a TF32 artifact a tolerance of 1e-2).
 fadc "$root/tests/gpu/gemm.ir" -o "$dest/check/gemm.so" --target cpu,cuda \
