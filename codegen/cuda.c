@@ -46,7 +46,6 @@ typedef struct Cu {
 	uint8_t *rot;            // fused: rot[ki], kernel ki's warp rotation (cuda_fused_rotations)
 	uint32_t *alias;         // sharing: alias[ki], the kernel whose function ki calls; else NULL
 	struct Cuts *cuts;       // cg_cuda_print_parts: where each part starts; else NULL
-
 	const char *acc;         // red_combine's accumulator (NULL: "acc")
 	const uint8_t *vload;    // print_vec4: loads read as float4 (x<nx + id>: a name the sharing key renumbers), else NULL
 	int vlane;               // print_vec4: the point (lane x y z w) being printed
@@ -2353,6 +2352,10 @@ print_program(const KProgram *p, size_t *len, Sharing *share, CgCudaPart **parts
 				rtick = b.tiles;
 		}
 	}
+	// Their declarations go into every piece (cg_cuda_print_parts): a
+	// piece of split reductions need not hold a loop.  Each piece is its
+	// own module, so each has its own copy, which is safe for the reason above.
+	cut(&c, CUT_ALL, 0);
 	if (rpart)
 		fprintf(c.f,
 		        "\n// The split block reductions' chunk results and tickets (print_blockred).\n"
