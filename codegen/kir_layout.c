@@ -683,11 +683,15 @@ kir_layout_nhwc(const KProgram *p, int tf32, int *nrelaid)
 	FADC_ASSERT(L.memo && L.stamp, "kir_layout: out of memory");
 	uint32_t *at = calloc(p->nk + 1, sizeof *at); // p's kernel -> q's
 	int nsplit = 0;
+	// FADC_CUDA_NO_CSUM=1 (at compile time): per-channel sums over relaid
+	// tensors stay one kernel, for the printer's own column form
+	// (cuda_blockred_plan) to take: a measurement switch.
+	int nocsum = env_on("FADC_CUDA_NO_CSUM");
 	FADC_ASSERT(at != NULL, "kir_layout: out of memory");
 	for (uint32_t ki = 0; ki < p->nk; ki++) {
 		KKernel k = p->k[ki];
 		at[ki] = q->nk;
-		int vc = csum_channel(&L, &p->k[ki]);
+		int vc = nocsum ? -1 : csum_channel(&L, &p->k[ki]);
 		if (vc >= 0 && csum_emit(&L, &p->k[ki], vc)) {
 			nsplit++;
 			continue;
