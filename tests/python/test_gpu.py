@@ -127,7 +127,8 @@ def test_fadc_buffers_and_views(pair):
 def test_stream_ordering(pair):
     """fadc's work waits for the caller's stream (an input written there just before the
     call, behind a long kernel), and the caller's stream waits for fadc's (outputs read
-    there right after the call, while fadc's stream is held back by a long kernel)."""
+    there right after the call, while fadc's stream is held back by a long kernel); on the
+    general path and on the hot path."""
     g, c = pair
     t = c.task("jvp")
     names = [i.name for i in t.inputs]  # ppl_robust_reg's jvp has two
@@ -150,4 +151,24 @@ def test_stream_ordering(pair):
         out = {o.name: torch.full(o.shape, float("nan"), device="cuda") for o in t.outputs}
         g.jvp(v, out=out)
         host = {k: x.cpu() for k, x in out.items()}  # copies queued on s after the call
+    close(host, want)
+    # Again with the same tensors: the hot path (every slot holds its tensor already, so the
+    # call is the orderings around one fadc_run), both ways at once: the inputs rewritten
+    # behind a long kernel on s, fadc's stream held back by one on s2.
+    tg = g.task("jvp")
+    assert all(tg.in_obj[j] is v[n] for j, n in enumerate(tg.input_names))
+    assert all(tg.out_obj[j] is out[n] for j, n in enumerate(tg.output_names))
+    with torch.cuda.stream(s2):
+        torch.cuda._sleep(200_000_000)
+    g._order(s2.cuda_stream, wait=True)
+    with torch.cuda.stream(s):
+        for x in v.values():
+            x.zero_()
+        for x in out.values():
+            x.fill_(float("nan"))
+        torch.cuda._sleep(200_000_000)
+        for x in v.values():
+            x.fill_(0.5)
+        g.jvp(v, out=out)
+        host = {k: x.cpu() for k, x in out.items()}
     close(host, want)
