@@ -7,11 +7,17 @@ Prints microseconds per call (median, mean, 10th and 90th percentiles of --repea
 calls, each timed alone with perf_counter_ns as fadc-bench times each iteration), for:
   c_call    fadc_run called through ctypes with everything prepared (the floor of any ctypes
             binding);
+  c_order   (GPU) c_call between fadc_context_wait_stream and _signal_stream against torch's
+            current stream, looked up once: the floor of a call ordered against the caller's
+            stream (what the package does by default);
   run_out   m.run(task, v, out=preallocated): the documented hot path;
   method    m.vjp(v, out=...) (through the task method);
   run_new   m.run(task, v): caller-owned outputs allocated at each call (NumPy);
   view      m.run(task, v, view=True): model-owned views;
   timer     an empty Python call: the timing's own cost, in every figure above.
+On a GPU, two parts of run_out's own cost, timed alone (no synchronize): adapter (the
+adapter checks of the task's torch tensors, as the hot path makes them at each call) and
+cur_strm (torch's current stream, asked for as the hot path does).
 On a GPU each call is followed by m.synchronize() in every variant (the C loop too), so that
 the figure is a call's latency, as fadc-bench times it on the host.  Compare with
 `fadc-bench --model-filter M --task-filter T --num-iters N --num-threads 1` and
@@ -80,6 +86,15 @@ def main():
             raise RuntimeError("fadc_run failed")
         sync()
 
+    if a.device != "cpu":
+        cs = ctypes.c_void_p(torch.cuda.current_stream(a.device).cuda_stream or None)
+        ctx, fw, fs = ctypes.c_void_p(m._ctx), _lib.wait_raw, _lib.signal_raw
+
+    def c_order():
+        if fw(ctx, cs) or frun(mp, idx, ia, nin, oa, nout) or fs(ctx, cs):
+            raise RuntimeError("fadc_run or an ordering failed")
+        sync()
+
     def run_out():
         m.run(a.task, v, out=out)
         sync()
@@ -101,8 +116,23 @@ def main():
     def empty():
         pass
 
-    variants = [("c_call", c_call), ("run_out", run_out), ("method", method),
-                ("run_new", run_new), ("view", view), ("timer", empty)]
+    if a.device != "cpu":
+        from fadc import _model
+        ad, cur, dix = _model._torch_key, _model._torch_stream, m._index
+        slots = [(x, ad(x)) for x in vin + vout]  # what the slots hold (run_new refills them)
+
+        def adapter():
+            for x, k in slots:
+                if ad(x) != k:
+                    raise RuntimeError("a slot's key changed")
+
+        def cur_strm():
+            cur(dix)
+
+    variants = [("c_call", c_call)] + ([("c_order", c_order)] if a.device != "cpu" else []) + [
+        ("run_out", run_out), ("method", method), ("run_new", run_new), ("view", view),
+        ("timer", empty)] + ([("adapter", adapter), ("cur_strm", cur_strm)]
+                             if a.device != "cpu" else [])
     res = {k: [] for k, _ in variants}
     pc = time.perf_counter_ns
     for _, f in variants:  # warm-up

@@ -172,6 +172,8 @@ rtcu_close(RtCuda *c)
 	for (int i = 0; i < 2; i++)
 		if (c->ev[i])
 			c->d.cuEventDestroy(c->ev[i]);
+	if (c->order_ev)
+		c->d.cuEventDestroy(c->order_ev);
 	c->d.cuStreamDestroy(c->stream);
 	c->d.cuDevicePrimaryCtxRelease(c->dev);
 	// The driver stays loaded: unloading libcuda while the process runs

@@ -89,7 +89,8 @@ enum {
 	X(cuEventDestroy, "cuEventDestroy_v2", (CUevent e))                                    \
 	X(cuEventRecord, "cuEventRecord", (CUevent e, CUstream s))                             \
 	X(cuEventSynchronize, "cuEventSynchronize", (CUevent e))                               \
-	X(cuEventElapsedTime, "cuEventElapsedTime", (float *ms, CUevent a, CUevent b))
+	X(cuEventElapsedTime, "cuEventElapsedTime", (float *ms, CUevent a, CUevent b))       \
+	X(cuStreamWaitEvent, "cuStreamWaitEvent", (CUstream s, CUevent e, unsigned flags))
 
 typedef struct Driver {
 	void *dl;
@@ -126,6 +127,7 @@ struct RtCuda {
 	uint64_t gen; // the generation: a task called twice in one starts the next
 	RtCuStats st;
 	CUevent ev[2]; // rtcu_timer's start and stop, created at its first use
+	CUevent order_ev; // rtcu_order_stream's (runtime/interop.c), created at its first use
 	// Choices: FADC_CUDA_CHOICE (-1: time or use the cache, else the
 	// candidate to run), the GPU's part of the cache key, the cache file
 	// ("" without one).

@@ -8,15 +8,17 @@
 // streams order against it implicitly.  Ordering A before B is one event:
 // cuEventRecord(e, A) then cuStreamWaitEvent(B, e), which makes the work
 // queued on B afterwards wait on the device for what A had queued; the
-// host never waits.  The event may be destroyed right after the wait is
-// queued (the driver keeps it until the wait is resolved), so each call
-// makes its own: a few microseconds, and no state shared between calls.
+// host never waits.
 //
-// cuStreamWaitEvent is not among the driver entry points runtime/cuda.c
-// loads (CU_FUNCS in cuda_impl.h); it is looked up here, once per call,
-// in the driver that file opened (dlsym on a loaded library is a hash
-// lookup).
-#include <dlfcn.h>
+// One event per context serves every call (c->order_ev, made at the first
+// one): a cuStreamWaitEvent waits for the record that preceded it, and a
+// later cuEventRecord of the same event does not change what an earlier,
+// already queued wait waits for (the driver's documented semantics), so
+// re-recording it at the next call is safe; a context is used by one thread
+// at a time (fadc.h), so no two orderings interleave.  That saves the
+// create and destroy per call (measured on the H200: docs/PERFORMANCE.md).
+// Ordering the context's stream against itself is a no-op: stream order
+// already holds.
 #include <stdio.h>
 #include <string.h>
 
@@ -32,28 +34,14 @@ rtcu_stream(const RtCuda *c)
 int
 rtcu_order_stream(RtCuda *c, void *stream, int wait, char *err, size_t errlen)
 {
-	CUresult (*wait_event)(CUstream, CUevent, unsigned) = NULL;
-	void *sp = dlsym(c->d.dl, "cuStreamWaitEvent");
-	if (!sp) {
-		snprintf(err, errlen, "the CUDA driver has no cuStreamWaitEvent");
-		return 0;
-	}
-	memcpy(&wait_event, &sp, sizeof sp); // as runtime/cuda.c copies its entry points
 	CUstream other = (CUstream)stream;
+	if (other == c->stream)
+		return 1;
 	CUstream from = wait ? other : c->stream, to = wait ? c->stream : other;
-	CUevent e;
 	CHECK_CU(c, cuCtxSetCurrent(c->ctx));
-	CHECK_CU(c, cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
-	CUresult r = c->d.cuEventRecord(e, from);
-	const char *what = "cuEventRecord(e, from)";
-	if (!r) {
-		r = wait_event(to, e, 0);
-		what = "cuStreamWaitEvent(to, e, 0)";
-	}
-	c->d.cuEventDestroy(e);
-	if (r) {
-		rtcu_msg(c, r, what, __func__, __FILE__, __LINE__, err, errlen);
-		return 0;
-	}
+	if (!c->order_ev)
+		CHECK_CU(c, cuEventCreate(&c->order_ev, CU_EVENT_DISABLE_TIMING));
+	CHECK_CU(c, cuEventRecord(c->order_ev, from));
+	CHECK_CU(c, cuStreamWaitEvent(to, c->order_ev, 0));
 	return 1;
 }

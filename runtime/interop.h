@@ -13,8 +13,9 @@
 void *rtcu_stream(const RtCuda *c);
 // wait = 1: the context's stream waits for the work queued on `stream`
 // before this call; wait = 0: `stream` waits for the context's.  An event
-// recorded on one, waited for on the other (cuStreamWaitEvent); nothing
-// blocks the host.  0 with a message in err.
+// (the context's own, reused) recorded on one, waited for on the other
+// (cuStreamWaitEvent); nothing blocks the host; nothing at all when
+// `stream` is the context's.  0 with a message in err.
 int rtcu_order_stream(RtCuda *c, void *stream, int wait, char *err, size_t errlen);
 
 #endif

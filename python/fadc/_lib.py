@@ -185,7 +185,12 @@ lib: ctypes.CDLL = _load(path)
 # and ctypes arrays, passed as they are), which saves about a microsecond
 # a call against the checked prototype above.  The same library (dlopen
 # returns the handle it has), a second function object.
-run_raw = ctypes.CDLL(path).fadc_run
+_raw = ctypes.CDLL(path)
+run_raw = _raw.fadc_run
+# The same for the GPU hot path's two stream orderings (their arguments are
+# c_void_p objects there: an unprototyped Python int would pass as a C int).
+wait_raw = _raw.fadc_context_wait_stream
+signal_raw = _raw.fadc_context_signal_stream
 
 
 def status_name(code: int) -> str:

@@ -139,16 +139,15 @@ class Task:
         self.in_h: List[int] = [0] * len(self.inputs)  # 0: none
         self.out_obj: List[Any] = [_EMPTY] * len(self.outputs)
         self.out_h: List[int] = [0] * len(self.outputs)
-        # For a DLPack tensor of a library with an adapter (_ADAPTERS): the address its slot
-        # wrapped, and the capsule that keeps that memory alive while it is cached.
-        self.in_addr: List[int] = [0] * len(self.inputs)
-        self.out_addr: List[int] = [0] * len(self.outputs)
+        # For a DLPack tensor of a library with an adapter (_ADAPTERS): the capsule that
+        # keeps the memory its slot wrapped alive while it is cached.
         self.in_cap: List[Any] = [None] * len(self.inputs)
         self.out_cap: List[Any] = [None] * len(self.outputs)
-        # For the fast path (Model._run_cached): per slot, what an adapter must report of a
-        # tensor after its address (see _ADAPTERS).
-        self.in_key = [(s.code, s.shape, True) + m._dl_device for s in self.inputs]
-        self.out_key = [(s.code, s.shape, True) + m._dl_device for s in self.outputs]
+        # For the fast path (Model._run_cached): per slot, what the tensor's adapter read of
+        # it when the slot wrapped it (its address, dtype, shape, layout and device, checked
+        # against the slot's spec through DLPack then: see _ADAPTERS).
+        self.in_key: List[Any] = [None] * len(self.inputs)
+        self.out_key: List[Any] = [None] * len(self.outputs)
         self.n_in, self.n_out = len(self.inputs), len(self.outputs)
         self.in_dt = [s.dtype for s in self.inputs]
         self.in_sh = [s.shape for s in self.inputs]
@@ -363,6 +362,7 @@ class Model:
         self._fast: Dict[str, Task] = {k: ts[0] for k, ts in self._tasks.items()
                                        if len(ts) == 1}
         self._mp = c_void_p(self._m)
+        self._cp = c_void_p(self._ctx)  # for the hot path's unprototyped calls
 
     # ------------------------------------------------------------ plumbing
 
@@ -607,8 +607,7 @@ class Model:
             if ad is not None and x is objs[j]:
                 # The tensor wrapped last time, still over the same memory, with the
                 # slot's dtype, shape and device (its library says, in a microsecond).
-                if _hit(x, (task.out_addr if output else task.in_addr)[j],
-                        (task.out_key if output else task.in_key)[j]):
+                if ad(x) == (task.out_key if output else task.in_key)[j]:
                     return hs[j]
             if hasattr(x, "__dlpack__"):
                 imp = _dlpack.import_dlpack(x, self._consumer_stream())
@@ -622,7 +621,9 @@ class Model:
                     if hs[j]:
                         lib.fadc_tensor_release(hs[j])
                     objs[j], hs[j] = x, _v(h)
-                    (task.out_addr if output else task.in_addr)[j] = imp.addr
+                    # What the adapter reads now is what DLPack described and
+                    # _check_imported accepted (the same object, read just now).
+                    (task.out_key if output else task.in_key)[j] = ad(x)
                     (task.out_cap if output else task.in_cap)[j] = imp.keep
                     return _v(h)
                 # Not cached (its memory could move unseen): released after the run,
@@ -786,7 +787,7 @@ class Model:
             x = v.get(t.input_names[0], _EMPTY) if type(v) is dict and len(v) == 1 else v
             if x is not io[0] or not (
                     x.dtype == t.in_dt[0] and x.shape == t.in_sh[0] and x.flags.c_contiguous
-                    if type(x) is np.ndarray else _hit(x, t.in_addr[0], t.in_key[0])):
+                    if type(x) is np.ndarray else _hit(x, t.in_key[0])):
                 return None
         elif t.n_in:
             if type(v) is not dict or len(v) != t.n_in:
@@ -796,29 +797,49 @@ class Model:
                 x = v.get(name, _EMPTY)
                 if x is not io[j] or not (
                         x.dtype == dt[j] and x.shape == sh[j] and x.flags.c_contiguous
-                        if type(x) is np.ndarray else _hit(x, t.in_addr[j], t.in_key[j])):
+                        if type(x) is np.ndarray else _hit(x, t.in_key[j])):
                     return None
         elif v is not None:
             return None
         if len(out) != t.n_out:
             return None
-        oo, dt, sh = t.out_obj, t.out_dt, t.out_sh
+        oo, dt, sh, ok = t.out_obj, t.out_dt, t.out_sh, t.out_key
         for j, name in enumerate(t.output_names):
             x = out.get(name, _EMPTY)
-            if x is not oo[j] or not (
-                    x.dtype == dt[j] and x.shape == sh[j] and x.flags.c_contiguous
-                    if type(x) is np.ndarray else _hit(x, t.out_addr[j], t.out_key[j])):
+            if x is not oo[j]:
                 return None
+            if type(x) is np.ndarray:
+                if not (x.dtype == dt[j] and x.shape == sh[j] and x.flags.c_contiguous):
+                    return None
+            else:  # _hit, inlined (a call less per tensor)
+                ad = _ADAPTER_OF.get(type(x))
+                if ad is None or ad(x) != ok[j]:
+                    return None
         if self._m is None:
             return None
         if self._kind == _lib.DEVICE_CPU:
             st = _lib.run_raw(self._mp, t.index, t.in_arr, t.n_in, t.out_arr, t.n_out)
         else:
-            cs = _caller_stream(stream, v)
-            self._order(cs, wait=True)
-            st = _lib.run_raw(self._mp, t.index, t.in_arr, t.n_in, t.out_arr, t.n_out)
-            if not st:
-                self._order(cs, wait=False)
+            if stream is not None:
+                s = _stream_int(stream)
+            elif t.n_in:
+                # The current stream of the inputs' library (as _caller_stream: the first
+                # input of v; every slot holds a tensor of a library with an adapter here).
+                x = v if t.n_in == 1 and type(v) is not dict else next(iter(v.values()))
+                sf = _STREAM_OF.get(type(x))
+                s = sf(self._index) if sf is not None else _stream_int(_caller_stream(None, v))
+            else:
+                s = 1  # no input to ask: the legacy default stream, as DLPack's None
+            if s == -1 or s == self._stream_handle():
+                # No ordering: DLPack's -1 (the caller orders), or fadc's own stream.
+                st = _lib.run_raw(self._mp, t.index, t.in_arr, t.n_in, t.out_arr, t.n_out)
+            else:
+                cs = c_void_p(s or None)
+                st = _lib.wait_raw(self._cp, cs)
+                if not st:
+                    st = _lib.run_raw(self._mp, t.index, t.in_arr, t.n_in, t.out_arr, t.n_out)
+                    if not st:
+                        st = _lib.signal_raw(self._cp, cs)
         if st:
             raise error(st, self._message())
         return dict(out)
@@ -932,48 +953,66 @@ class Model:
 
 
 # Adapters: for the tensor types of libraries whose memory can move under the same object
-# (torch.Tensor.set_, resize_), how to read, in about a microsecond and without a DLPack
-# export, where a tensor's memory is now and what it is: (address, fadc dtype or None,
-# shape, C-contiguous, DLPack device type, device id).  A slot keeps the wrap of such a
-# tensor while it is the same object over the same memory (Model._wrap); the types of
-# other libraries are exported through DLPack at every call.  Keyed by the root of the
-# type's module.
+# (torch.Tensor.set_, resize_), how to read, in well under a microsecond and without a DLPack
+# export, where a tensor's memory is now and what it is: a key of its address, dtype, shape,
+# C-contiguity and device, in the library's own terms.  A slot keeps the wrap of such a
+# tensor while it is the same object with the key it had when the slot wrapped it (and
+# DLPack's description of it was checked against the slot's spec: Model._wrap); the types
+# of other libraries are exported through DLPack at every call.  With each adapter, the
+# library's current-stream accessor (the GPU hot path's default stream).  Keyed by the root
+# of the type's module.
 def _torch_key(x: Any) -> Tuple[Any, ...]:
-    import torch  # type: ignore
-    codes = _TORCH_CODES
-    if not codes:
-        codes.update({torch.float32: _lib.F32, torch.float64: _lib.F64, torch.int64: _lib.I64,
-                      torch.bool: _lib.BOOL})
-    d = x.device
-    return (x.data_ptr(), codes.get(x.dtype), tuple(x.shape), x.is_contiguous(),
-            _dlpack.CUDA if d.type == "cuda" else _dlpack.CPU if d.type == "cpu" else -1,
-            d.index or 0)
+    # Methods and attributes that torch answers without making objects (x.device would make
+    # a torch.device); get_device() is -1 on the CPU, is_cuda tells CUDA from other devices.
+    return (x.data_ptr(), x.dtype, x.shape, x.is_contiguous(), x.is_cuda, x.get_device())
 
 
 def _cupy_key(x: Any) -> Tuple[Any, ...]:
-    return (x.data.ptr, FADC_OF_NP.get(x.dtype), x.shape, x.flags.c_contiguous, _dlpack.CUDA,
-            x.device.id)
+    return (x.data.ptr, x.dtype, x.shape, x.flags.c_contiguous, x.device.id)
 
 
-_TORCH_CODES: Dict[Any, int] = {}
+_TORCH_RAW: List[Any] = []
+
+
+def _torch_stream(index: int) -> int:
+    """torch's current CUDA stream on device ``index``, as a CUstream int.  Asked at every
+    call (``with torch.cuda.stream(s)`` changes it between calls), through the accessor
+    torch's own compiled code uses (``torch._C._cuda_getCurrentRawStream``, a fraction of a
+    microsecond), else ``torch.cuda.current_stream(index).cuda_stream`` (which makes a
+    Stream object: a few microseconds)."""
+    if not _TORCH_RAW:
+        import torch  # type: ignore
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        _TORCH_RAW.append(raw if raw is not None else
+                          (lambda i: torch.cuda.current_stream(i).cuda_stream))
+    return _TORCH_RAW[0](index)
+
+
+def _cupy_stream(index: int) -> int:
+    import cupy  # type: ignore
+    return cupy.cuda.get_current_stream().ptr
+
+
 _ADAPTERS: Dict[str, Any] = {"torch": _torch_key, "cupy": _cupy_key}
+_STREAMS: Dict[str, Any] = {"torch": _torch_stream, "cupy": _cupy_stream}
 _ADAPTER_OF: Dict[type, Any] = {}
+_STREAM_OF: Dict[type, Any] = {}  # filled with _ADAPTER_OF (by _adapter)
 
 
-def _hit(x: Any, addr: int, key: Tuple[Any, ...]) -> bool:
-    """Is x, a tensor of a library with an adapter, still at addr and of key's type?"""
+def _hit(x: Any, key: Any) -> bool:
+    """Is x, a tensor of a library with an adapter, still what its slot wrapped (``key``)?"""
     ad = _ADAPTER_OF.get(type(x))
-    if ad is None:
-        return False
-    k = ad(x)
-    return k[0] == addr and k[1:] == key
+    return ad is not None and ad(x) == key
 
 
 def _adapter(tp: type) -> Any:
     try:
         return _ADAPTER_OF[tp]
     except KeyError:
-        a = _ADAPTERS.get(tp.__module__.split(".")[0]) if hasattr(tp, "__dlpack__") else None
+        root = tp.__module__.split(".")[0]
+        a = _ADAPTERS.get(root) if hasattr(tp, "__dlpack__") else None
+        if a is not None:
+            _STREAM_OF[tp] = _STREAMS.get(root)
         _ADAPTER_OF[tp] = a
         return a
 
@@ -1025,12 +1064,9 @@ def _caller_stream(stream: Any, v: Any) -> Any:
         return stream
     lib_name = _like_library(v)
     if lib_name == "torch":
-        import torch  # type: ignore
-        x = _first_dlpack(v)
-        return torch.cuda.current_stream(x.device).cuda_stream
+        return _torch_stream(_first_dlpack(v).device.index)
     if lib_name == "cupy":
-        import cupy  # type: ignore
-        return cupy.cuda.get_current_stream().ptr
+        return _cupy_stream(0)
     return None
 
 

@@ -60,7 +60,10 @@ def test_torch_every_task(pair):
         t = c.task(name)
         vals = draw(t.inputs, 1)
         want = c.run(name, as_v(t, vals))
-        tv = {k: torch.from_numpy(np.ascontiguousarray(a)).cuda() for k, a in vals.items()}
+        # a.copy(), not np.ascontiguousarray(a): that one returns at least 1-d, and a
+        # task's f32[] input (vjp's v) must reach fadc as a 0-d torch tensor.
+        tv = {k: torch.from_numpy(a.copy()).cuda() for k, a in vals.items()}
+        assert all(tuple(x.shape) == vals[k].shape for k, x in tv.items())
         got = g.run(name, as_v(t, tv))
         for x in got.values():  # allocated by torch (fadc, without a torch input)
             if tv:
@@ -124,17 +127,19 @@ def test_fadc_buffers_and_views(pair):
 def test_stream_ordering(pair):
     """fadc's work waits for the caller's stream (an input written there just before the
     call, behind a long kernel), and the caller's stream waits for fadc's (outputs read
-    there right after the call, while fadc's stream is held back by a long kernel)."""
+    there right after the call, while fadc's stream is held back by a long kernel); on the
+    general path and on the hot path."""
     g, c = pair
     t = c.task("jvp")
-    name = t.inputs[0].name
-    want = c.jvp({name: np.full(t.inputs[0].shape, 0.5, np.float32)})
+    names = [i.name for i in t.inputs]  # ppl_robust_reg's jvp has two
+    want = c.jvp({i.name: np.full(i.shape, 0.5, np.float32) for i in t.inputs})
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
-        v = torch.zeros(t.inputs[0].shape, device="cuda")
+        v = {i.name: torch.zeros(i.shape, device="cuda") for i in t.inputs}
         torch.cuda._sleep(200_000_000)  # about 0.1 s on the caller's stream
-        v.fill_(0.5)
-        got = g.jvp({name: v})  # stream: torch's current, s
+        for x in v.values():
+            x.fill_(0.5)
+        got = g.jvp(v)  # stream: torch's current, s
         close({k: x.cpu() for k, x in got.items()}, want)
     # fadc's stream held back by a long kernel on another stream.
     s2 = torch.cuda.Stream()
@@ -142,8 +147,28 @@ def test_stream_ordering(pair):
         torch.cuda._sleep(200_000_000)
     g._order(s2.cuda_stream, wait=True)
     with torch.cuda.stream(s):
-        v = torch.full(t.inputs[0].shape, 0.5, device="cuda")
+        v = {n: torch.full(i.shape, 0.5, device="cuda") for n, i in zip(names, t.inputs)}
         out = {o.name: torch.full(o.shape, float("nan"), device="cuda") for o in t.outputs}
-        g.jvp({name: v}, out=out)
+        g.jvp(v, out=out)
         host = {k: x.cpu() for k, x in out.items()}  # copies queued on s after the call
+    close(host, want)
+    # Again with the same tensors: the hot path (every slot holds its tensor already, so the
+    # call is the orderings around one fadc_run), both ways at once: the inputs rewritten
+    # behind a long kernel on s, fadc's stream held back by one on s2.
+    tg = g.task("jvp")
+    assert all(tg.in_obj[j] is v[n] for j, n in enumerate(tg.input_names))
+    assert all(tg.out_obj[j] is out[n] for j, n in enumerate(tg.output_names))
+    with torch.cuda.stream(s2):
+        torch.cuda._sleep(200_000_000)
+    g._order(s2.cuda_stream, wait=True)
+    with torch.cuda.stream(s):
+        for x in v.values():
+            x.zero_()
+        for x in out.values():
+            x.fill_(float("nan"))
+        torch.cuda._sleep(200_000_000)
+        for x in v.values():
+            x.fill_(0.5)
+        g.jvp(v, out=out)
+        host = {k: x.cpu() for k, x in out.items()}
     close(host, want)
