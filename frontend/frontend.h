@@ -62,7 +62,7 @@ _Noreturn void diag_error(Diag *d, Loc loc, const char *fmt, ...)
 typedef enum TokKind {
 	T_EOF,
 	T_NEWLINE, // ends a statement (only outside parentheses and brackets)
-	T_IDENT, // names, possibly dotted (layer1.0.conv1.weight) or %-names (%12)
+	T_IDENT, // names, possibly dotted (layer1.0.conv1.weight), %-names (%12) or quoted ("0.weight")
 	T_INT,
 	T_FLOAT,
 	T_PUNCT, // operators and punctuation: text holds it
@@ -75,6 +75,7 @@ typedef struct Token {
 	uint32_t len;
 	int64_t ival;
 	double fval;
+	int quoted; // a quoted name: text is the decoded name; never a keyword, never split at '.'
 } Token;
 
 // Lexes a whole file that was added to the source map as `file`.

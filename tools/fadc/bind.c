@@ -23,7 +23,7 @@ parse_binding(const char *v, int is_v, Binding *b)
 		b->name = strndup(v, (size_t)(eq - v));
 		b->path = eq + 1;
 	} else if (!eq && has_suffix(v, ".npy") && strlen(base) > 4) {
-		b->name = strndup(base, strlen(base) - 4);
+		b->name = npy_name_of_file(base, strlen(base) - 4); // %2F: '/' (cli.c)
 		b->path = v;
 	} else if (!eq && has_suffix(v, ".safetensors")) {
 		b->path = v;
