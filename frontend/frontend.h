@@ -35,6 +35,10 @@ extern const char *const fe_task_names[];
 Module *fe_parse_file(const char *path, const FeOptions *o);
 Module *fe_parse_string(const char *name, const char *text, size_t len, const FeOptions *o);
 
+// onnx.c (library fadc_onnx, linked by the fadc compiler only): an ONNX
+// model imported as IR text with quoted names, then parsed (docs/ONNX.md).
+Module *fe_onnx_import(const char *path, const FeOptions *o);
+
 // ---------------------------------------------------------------- diag.c
 typedef struct Diag {
 	FILE *out;

@@ -146,6 +146,13 @@ has_suffix(const char *s, const char *suffix)
 	return n >= k && !strcmp(s + n - k, suffix);
 }
 
+// A model from a .ir file, or imported from a .onnx one (docs/ONNX.md).
+Module *
+load_model(const char *path, const FeOptions *o)
+{
+	return has_suffix(path, ".onnx") ? fe_onnx_import(path, o) : fe_parse_file(path, o);
+}
+
 // The file name of an output or binding named name, without ".npy": the
 // name itself, except that '/', '\\', '%' and a leading '.' are written
 // %XX (two upper-case hex digits), so that an ONNX name such as

@@ -343,7 +343,7 @@ run_ir(const RunArgs *a)
 {
 	FeOptions fo = {.defines = a->defs, .ndefines = a->ndefs, .diag = stderr,
 	                .max_nodes = a->max_nodes};
-	Module *m = fe_parse_file(a->model, &fo);
+	Module *m = load_model(a->model, &fo);
 	if (!m)
 		return 1;
 	char err[1024];

@@ -1,0 +1,42 @@
+# RUN: bash %s
+# The ONNX frontend's first op set (docs/ONNX.md): a model made with onnx's
+# helper API (make_models.py) imports, prints as canonical IR that parses
+# back to the same text, and runs: fadc run's values of every output
+# against NumPy's float64 by hand, normalized error <= 1e-5 (compare-npy's
+# default; the interpreter is float64, the outputs f32).  Then the errors:
+# unsupported ops (all listed, with their domains), an opset out of range,
+# a dtype fadc lacks, a symbolic dimension, a truncated protobuf.
+source "$FADC_SOURCE_DIR/tests/cli/common.bash"
+PY=/usr/bin/python3
+"$PY" -c "import onnx" 2>/dev/null || { echo "SKIP: Debian's python3-onnx is not installed"; exit 77; }
+"$PY" "$SRC/tests/onnx/make_models.py" "$tmp" || fail "make_models.py failed"
+
+run_fadc 0 "$tmp/mlp.onnx" --emit ir
+cp "$tmp/out" "$tmp/mlp.ir"
+grep -qxF 'param "0.weight": f32[6, 4]' "$tmp/mlp.ir" || fail "no param \"0.weight\": $(cat "$tmp/mlp.ir")"
+grep -qxF 'param "onnx::MatMul_9": f32[3, 6]' "$tmp/mlp.ir" || fail "no param onnx::MatMul_9"
+grep -qF 'def forward("input.1": f32[5, 4]) -> (f32[3, 5], f32[5, 3]) {' "$tmp/mlp.ir" || fail "forward's signature"
+grep -qF 'as out, %' "$tmp/mlp.ir" && grep -qF 'as "/layer/Add_output_0"' "$tmp/mlp.ir" || fail "output names"
+run_fadc 0 "$tmp/mlp.ir" --emit ir
+diff <(grep -v '^#' "$tmp/mlp.ir") <(grep -v '^#' "$tmp/out") || fail "the import does not print back the same"
+
+p=()
+for n in input.1 0.weight 0.bias onnx::MatMul_9 0.bias_c; do p+=(--params "$tmp/$n.npy"); done
+run_fadc 0 run "$tmp/mlp.onnx" "${p[@]}" --out "$tmp/got"
+run_fadc 0 compare-npy "$tmp/want" "$tmp/got"
+# The same through the compiled CPU backend (f32: normalized 1e-5 too).
+run_fadc 0 "$tmp/mlp.onnx" -o "$tmp/mlp.so"
+run_fadc 0 run "$tmp/mlp.so" "${p[@]}" --out "$tmp/got-so"
+run_fadc 0 compare-npy "$tmp/want" "$tmp/got-so"
+
+run_fadc 1 "$tmp/unsupported.onnx" --emit ir
+err_first "$tmp/unsupported.onnx: error: 2 unsupported nodes: 'conv1' (Conv, domain ''), 'foo' (Foo, domain 'com.example')"
+run_fadc 1 "$tmp/opset11.onnx" --emit ir
+err_first "$tmp/opset11.onnx: error: the model's opset 11 is out of the supported range 13 to 23"
+run_fadc 1 "$tmp/int32.onnx" --emit ir
+err_first "$tmp/int32.onnx: error: graph input 'x' has ONNX dtype 6: only float (1), double (11) and int64 (7) are supported"
+run_fadc 1 "$tmp/symbolic.onnx" --emit ir
+err_first "$tmp/symbolic.onnx: error: dimension 0 of graph input 'x' is symbolic ('N'): not supported yet"
+run_fadc 1 "$tmp/truncated.onnx" --emit ir
+err_first "$tmp/truncated.onnx: error: not an ONNX model: a malformed or truncated protobuf"
+exit 0
