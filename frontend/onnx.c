@@ -210,6 +210,8 @@ use(Imp *im, OVal *v)
 	put_name(im->body, v->name);
 }
 
+// Dimensions are checked where they enter (dims_ok), so products stay
+// far from overflowing int64.
 static int64_t
 numel(const OVal *v)
 {
@@ -217,6 +219,26 @@ numel(const OVal *v)
 	for (int i = 0; i < v->rank; i++)
 		n *= v->dim[i];
 	return n;
+}
+
+enum { MAXNUMEL_LOG2 = 48 };
+
+// A shape from the file: every dimension >= 0 and the element count below
+// 2^48 (no tensor fadc runs is near that; the bound keeps arithmetic exact).
+static int
+dims_ok(Imp *im, const OVal *v, const char *what)
+{
+	int64_t n = 1;
+	for (int i = 0; i < v->rank; i++) {
+		if (v->dim[i] < 0 || v->dim[i] > ((int64_t)1 << MAXNUMEL_LOG2) ||
+		    (v->dim[i] && n > ((int64_t)1 << MAXNUMEL_LOG2) / v->dim[i])) {
+			err(im, "%s '%s': dimension %d (%lld) is negative or the tensor is too large", what,
+			    v->name, i, (long long)v->dim[i]);
+			return 0;
+		}
+		n *= v->dim[i];
+	}
+	return 1;
 }
 
 // One node: its statement, and its output's shape.  0 after an error.
@@ -237,11 +259,17 @@ import_node(Imp *im, const Onnx__NodeProto *n)
 			        "tensor literal)", nname);
 			return 0;
 		}
+		if (a->t->n_dims > MAXRANK) {
+			err(im, "node '%s' (Constant): rank %zu (at most %d)", nname, a->t->n_dims, MAXRANK);
+			return 0;
+		}
 		o.dtype = ONNX_INT64;
 		o.rank = (int)a->t->n_dims;
-		for (int i = 0; i < o.rank && i < MAXRANK; i++)
+		for (int i = 0; i < o.rank; i++)
 			o.dim[i] = a->t->dims[i];
 		o.ints = a->t;
+		if (!dims_ok(im, &o, "Constant"))
+			return 0;
 		*add_val(im, o.name) = o;
 		return 1; // folded where used; data use is refused below
 	}
@@ -377,6 +405,10 @@ import_node(Imp *im, const Onnx__NodeProto *n)
 			o.rank = k;
 			int64_t known = 1;
 			for (int i = 0; i < k; i++) {
+				if (o.dim[i] < -1 || o.dim[i] > ((int64_t)1 << MAXNUMEL_LOG2)) {
+					err(im, "node '%s' (Reshape): invalid dimension %lld", nname, (long long)o.dim[i]);
+					return 0;
+				}
 				if (o.dim[i] == 0 && !attr_i(n, "allowzero", 0) && i < x->rank)
 					o.dim[i] = x->dim[i]; // 0 copies the input's dimension
 				if (o.dim[i] == -1 && infer < 0)
@@ -389,6 +421,8 @@ import_node(Imp *im, const Onnx__NodeProto *n)
 			}
 			if (infer >= 0)
 				o.dim[infer] = known ? numel(x) / known : 0;
+			if (!dims_ok(im, &o, "Reshape"))
+				return 0;
 		}
 		if (numel(&o) != numel(x)) {
 			err(im, "node '%s' (%s): %lld elements cannot take the new shape", nname, op,
@@ -482,6 +516,8 @@ import(Imp *im, const Onnx__ModelProto *m, size_t *len)
 			break;
 		for (size_t k = 0; k < t->n_dims; k++)
 			v->dim[k] = t->dims[k];
+		if (!dims_ok(im, v, "initializer"))
+			break;
 		v->isdecl = 1;
 		if (t->data_type == ONNX_INT64)
 			v->ints = t;
@@ -509,11 +545,15 @@ import(Imp *im, const Onnx__ModelProto *m, size_t *len)
 			const Onnx__TensorShapeProto__Dimension *d = sh->dim[k];
 			if (d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
 				err(im, "dimension %zu of graph input '%s' is symbolic ('%s'): not supported yet",
-				    k, in->name, d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ? d->dim_param : "");
+				    k, in->name,
+				    d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param
+				        ? d->dim_param : "");
 				break;
 			}
 			v->dim[k] = d->dim_value;
 		}
+		if (!im->failed && !dims_ok(im, v, "graph input"))
+			break;
 		fputs(first ? "" : ", ", im->body);
 		first = 0;
 		put_name(im->body, v->name);
