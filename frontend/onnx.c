@@ -436,7 +436,13 @@ import_node(Imp *im, const Onnx__NodeProto *n)
 			fprintf(f, "%s%lld", i ? ", " : "", (long long)o.dim[i]);
 		fputs("])", f);
 	}
-	fputc('\n', f);
+	// The node, in a comment on its statement's line: a parser error shows
+	// the line, so it names the node (control characters as '?', so that a
+	// name cannot end the comment).
+	fputs("  # node '", f);
+	for (const char *c = nname; *c; c++)
+		fputc((unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c, f);
+	fprintf(f, "' (%s)\n", op);
 	*add_val(im, o.name) = o;
 	return 1;
 }

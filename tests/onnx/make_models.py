@@ -92,5 +92,7 @@ one([h.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", T.INT32, [2])], [vi(
     name="int32.onnx")
 one([h.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", T.FLOAT, ["N", 2])],
     [vi("y", T.FLOAT, ["N", 2])], name="symbolic.onnx")
+one([h.make_node("MatMul", ["x", "w"], ["y"], name="/mm")], [vi("x", T.FLOAT, [2, 3]),
+    vi("w", T.FLOAT, [4, 5])], [vi("y", T.FLOAT, [2, 5])], name="matmul-shapes.onnx")
 data = open(os.path.join(out, "mlp.onnx"), "rb").read()
 open(os.path.join(out, "truncated.onnx"), "wb").write(data[: len(data) // 2])

@@ -5,7 +5,8 @@
 # against NumPy's float64 by hand, normalized error <= 1e-5 (compare-npy's
 # default; the interpreter is float64, the outputs f32).  Then the errors:
 # unsupported ops (all listed, with their domains), an opset out of range,
-# a dtype fadc lacks, a symbolic dimension, a truncated protobuf; and 200
+# a dtype fadc lacks, a symbolic dimension, a truncated protobuf, a shape
+# error of the parser (which names the node); and 200
 # corrupted copies of the MLP (mutate.py) end in a clean exit 0 or 1.
 source "$FADC_SOURCE_DIR/tests/cli/common.bash"
 PY=/usr/bin/python3
@@ -40,6 +41,12 @@ run_fadc 1 "$tmp/symbolic.onnx" --emit ir
 err_first "$tmp/symbolic.onnx: error: dimension 0 of graph input 'x' is symbolic ('N'): not supported yet"
 run_fadc 1 "$tmp/truncated.onnx" --emit ir
 err_first "$tmp/truncated.onnx: error: not an ONNX model: a malformed or truncated protobuf"
+# An error the IR parser finds shows the imported statement, whose comment
+# names the ONNX node.
+run_fadc 1 "$tmp/matmul-shapes.onnx" --emit ir
+err_first "$tmp/matmul-shapes.onnx:4:9: error: matmul: inner dimensions differ (3 vs 4)"
+[ "$(sed -n 2p "$tmp/err")" = "  \"y\" = matmul(\"x\", \"w\")  # node '/mm' (MatMul)" ] ||
+	fail "the failing statement does not name its node: $(cat "$tmp/err")"
 
 "$PY" "$SRC/tests/onnx/mutate.py" "$FADC" "$tmp/mlp.onnx" 200 || fail "a corrupted model crashed fadc"
 exit 0
