@@ -46,6 +46,10 @@ typedef struct Imp {
 	size_t nv, cv;
 	FILE *body; // the forward's statements
 	int failed;
+	const FeOptions *o; // -D binds symbolic dimensions
+	const char *size[64]; // the symbolic dimensions met, declared `let NAME = value`
+	int64_t sizeval[64];
+	int nsize;
 } Imp;
 
 static void
@@ -447,6 +451,47 @@ import_node(Imp *im, const Onnx__NodeProto *n)
 	return 1;
 }
 
+// The value of symbolic dimension name (dimension k of input in): from
+// -D name=VALUE, which the parser then checks again against the `let` this
+// declares.  -1 after an error.
+static int64_t
+sym_dim(Imp *im, const char *name, size_t k, const char *in)
+{
+	for (int i = 0; i < im->nsize; i++)
+		if (!strcmp(im->size[i], name))
+			return im->sizeval[i];
+	int plain = (name[0] >= 'A' && name[0] <= 'Z') || (name[0] >= 'a' && name[0] <= 'z') || name[0] == '_';
+	for (const char *c = name; *c && plain; c++)
+		plain = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_';
+	if (!plain || im->nsize == 64) {
+		err(im, "dimension %zu of graph input '%s' is symbolic ('%s'), which -D cannot bind: "
+		        "not supported yet", k, in, name);
+		return -1;
+	}
+	const char *val = NULL;
+	size_t n = strlen(name);
+	for (int i = 0; im->o && i < im->o->ndefines; i++) {
+		const char *d = im->o->defines[i];
+		if (!strncmp(d, name, n) && d[n] == '=')
+			val = d + n + 1;
+	}
+	if (!val) {
+		err(im, "dimension %zu of graph input '%s' is symbolic ('%s'): bind it with -D %s=VALUE",
+		    k, in, name, name);
+		return -1;
+	}
+	char *end;
+	errno = 0;
+	long long x = strtoll(val, &end, 10);
+	if (!*val || *end || errno == ERANGE || x < 0 || x > ((int64_t)1 << MAXNUMEL_LOG2)) {
+		err(im, "-D %s=%s: the value must be a non-negative integer", name, val);
+		return -1;
+	}
+	im->size[im->nsize] = name;
+	im->sizeval[im->nsize++] = x;
+	return x;
+}
+
 // A tensor type of a graph input or initializer into v; 0 after an error.
 static int
 take_dims(Imp *im, OVal *v, int dtype, size_t rank, const char *what)
@@ -549,14 +594,16 @@ import(Imp *im, const Onnx__ModelProto *m, size_t *len)
 			break;
 		for (size_t k = 0; k < sh->n_dim; k++) {
 			const Onnx__TensorShapeProto__Dimension *d = sh->dim[k];
-			if (d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
-				err(im, "dimension %zu of graph input '%s' is symbolic ('%s'): not supported yet",
-				    k, in->name,
-				    d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param
-				        ? d->dim_param : "");
+			if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param &&
+			    *d->dim_param) {
+				if ((v->dim[k] = sym_dim(im, d->dim_param, k, in->name)) < 0)
+					break;
+			} else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+				v->dim[k] = d->dim_value;
+			} else {
+				err(im, "dimension %zu of graph input '%s' has neither a value nor a name", k, in->name);
 				break;
 			}
-			v->dim[k] = d->dim_value;
 		}
 		if (!im->failed && !dims_ok(im, v, "graph input"))
 			break;
@@ -587,7 +634,10 @@ import(Imp *im, const Onnx__ModelProto *m, size_t *len)
 	if (!g->n_output)
 		err(im, "the graph has no output");
 	fputs("\n}\n", im->body);
-	// Declarations: the initializers used as data, in the file's order.
+	// The sizes -D binds, then the initializers used as data, in the file's
+	// order.
+	for (int i = 0; i < im->nsize; i++)
+		fprintf(decls, "let %s = %lld\n", im->size[i], (long long)im->sizeval[i]);
 	for (size_t i = 0; i < im->nv; i++) {
 		OVal *v = &im->v[i];
 		if (!v->isdecl || !v->used)
@@ -612,7 +662,7 @@ import(Imp *im, const Onnx__ModelProto *m, size_t *len)
 Module *
 fe_onnx_import(const char *path, const FeOptions *o)
 {
-	Imp im = {.path = path, .diag = o ? o->diag : stderr};
+	Imp im = {.path = path, .diag = o ? o->diag : stderr, .o = o};
 	FILE *f = fopen(path, "rb");
 	if (!f) {
 		err(&im, "cannot open: %s", strerror(errno));

@@ -5,7 +5,7 @@
 # against NumPy's float64 by hand, normalized error <= 1e-5 (compare-npy's
 # default; the interpreter is float64, the outputs f32).  Then the errors:
 # unsupported ops (all listed, with their domains), an opset out of range,
-# a dtype fadc lacks, a symbolic dimension, a truncated protobuf, a shape
+# a dtype fadc lacks, a symbolic dimension (and -D binding it), a truncated protobuf, a shape
 # error of the parser (which names the node); and 200
 # corrupted copies of the MLP (mutate.py) end in a clean exit 0 or 1.
 source "$FADC_SOURCE_DIR/tests/cli/common.bash"
@@ -38,7 +38,16 @@ err_first "$tmp/opset11.onnx: error: the model's opset 11 is out of the supporte
 run_fadc 1 "$tmp/int32.onnx" --emit ir
 err_first "$tmp/int32.onnx: error: graph input 'x' has ONNX dtype 6: only float (1), double (11) and int64 (7) are supported"
 run_fadc 1 "$tmp/symbolic.onnx" --emit ir
-err_first "$tmp/symbolic.onnx: error: dimension 0 of graph input 'x' is symbolic ('N'): not supported yet"
+err_first "$tmp/symbolic.onnx: error: dimension 0 of graph input 'x' is symbolic ('N'): bind it with -D N=VALUE"
+run_fadc 1 "$tmp/symbolic.onnx" --emit ir -D N=two
+err_first "$tmp/symbolic.onnx: error: -D N=two: the value must be a non-negative integer"
+run_fadc 0 "$tmp/symbolic.onnx" --emit ir -D N=3
+grep -qxF 'def forward(x: f32[3, 2]) -> f32[3, 2] {' "$tmp/out" || fail "-D N=3: $(cat "$tmp/out")"
+# -D N=2,3: one artifact, two specialisations.
+run_fadc 0 "$tmp/symbolic.onnx" -D N=2,3 -o "$tmp/sym.so"
+run_fadc 0 inspect "$tmp/sym.so"
+out_has "specialisation 0: N=2"
+out_has "specialisation 1: N=3"
 run_fadc 1 "$tmp/truncated.onnx" --emit ir
 err_first "$tmp/truncated.onnx: error: not an ONNX model: a malformed or truncated protobuf"
 # An error the IR parser finds shows the imported statement, whose comment
