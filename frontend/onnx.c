@@ -157,9 +157,81 @@ attr_f(const Onnx__NodeProto *n, const char *name, double dflt)
 	return a && a->has_f ? a->f : dflt;
 }
 
-static const char *const supported[] = {"Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu",
-                                        "Tanh", "Sigmoid", "Softmax", "Reshape", "Transpose",
-                                        "Flatten", "Identity", "Constant", NULL};
+static const char *const supported[] = {
+    "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Pow", "Relu", "Tanh", "Sigmoid", "Neg", "Exp",
+    "Log", "Sqrt", "Erf", "Abs", "LeakyRelu", "Softmax", "LogSoftmax", "Reshape", "Transpose",
+    "Flatten", "Squeeze", "Unsqueeze", "Concat", "ReduceSum", "ReduceMean", "ReduceMax",
+    "Identity", "Constant", NULL};
+
+static int tensor_ints(const Onnx__TensorProto *t, int64_t *out, int max);
+
+// Unary ops that are one IR op of the same meaning.
+static const char *
+unary_ir(const char *op)
+{
+	static const char *const map[][2] = {{"Relu", "relu"}, {"Tanh", "tanh"}, {"Sigmoid", "sigmoid"},
+	                                     {"Neg", "neg"},   {"Exp", "exp"},   {"Log", "log"},
+	                                     {"Sqrt", "sqrt"}, {"Erf", "erf"},   {"Abs", "abs"}};
+	for (size_t i = 0; i < sizeof map / sizeof *map; i++)
+		if (!strcmp(op, map[i][0]))
+			return map[i][1];
+	return NULL;
+}
+
+// The axes of a node, from its input i (an int64 constant: opset 13's
+// ReduceSum, Squeeze and Unsqueeze, and every Reduce from opset 18) or else
+// its attribute "axes"; each made non-negative against rank.  The count, 0
+// when there are none, -1 after an error.
+static int
+node_axes(Imp *im, const Onnx__NodeProto *n, size_t i, int rank, int64_t *ax)
+{
+	int k = 0;
+	const char *nname = n->name ? n->name : "";
+	if (i < n->n_input && *n->input[i]) {
+		const OVal *a = find(im, n->input[i]);
+		if (!a || !a->ints) {
+			err(im, "node '%s' (%s): the axes '%s' are not a constant (not folded yet)", nname,
+			    n->op_type, n->input[i]);
+			return -1;
+		}
+		k = tensor_ints(a->ints, ax, MAXRANK);
+	} else {
+		const Onnx__AttributeProto *a = attr(n, "axes");
+		if (a) {
+			k = a->n_ints > MAXRANK ? -1 : (int)a->n_ints;
+			for (int j = 0; j < k; j++)
+				ax[j] = a->ints[j];
+		}
+	}
+	if (k < 0) {
+		err(im, "node '%s' (%s): more than %d axes", nname, n->op_type, MAXRANK);
+		return -1;
+	}
+	for (int j = 0; j < k; j++) {
+		if (ax[j] < -rank || ax[j] >= rank) {
+			err(im, "node '%s' (%s): axis %lld is out of range for rank %d", nname, n->op_type,
+			    (long long)ax[j], rank);
+			return -1;
+		}
+		if (ax[j] < 0)
+			ax[j] += rank;
+		for (int l = 0; l < j; l++)
+			if (ax[l] == ax[j]) {
+				err(im, "node '%s' (%s): axis %lld repeated", nname, n->op_type, (long long)ax[j]);
+				return -1;
+			}
+	}
+	return k;
+}
+
+static int
+has_axis(const int64_t *ax, int k, int64_t a)
+{
+	for (int i = 0; i < k; i++)
+		if (ax[i] == a)
+			return 1;
+	return 0;
+}
 
 static int
 is_supported(const Onnx__NodeProto *n)
@@ -288,7 +360,8 @@ import_node(Imp *im, const Onnx__NodeProto *n)
 	fputs("  ", f);
 	put_name(f, o.name);
 	fputs(" = ", f);
-	if (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div")) {
+	if (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div") ||
+	    !strcmp(op, "Pow")) {
 		OVal *y = input(im, n, 1);
 		if (!y)
 			return 0;
@@ -303,22 +376,30 @@ import_node(Imp *im, const Onnx__NodeProto *n)
 			int64_t a = ix >= 0 ? x->dim[ix] : 1, b = iy >= 0 ? y->dim[iy] : 1;
 			o.dim[i] = a == 1 ? b : a;
 		}
-		fputs(!strcmp(op, "Add") ? "add(" : !strcmp(op, "Sub") ? "sub(" : !strcmp(op, "Mul") ? "mul(" : "div(", f);
+		fputs(!strcmp(op, "Add") ? "add(" : !strcmp(op, "Sub") ? "sub(" : !strcmp(op, "Mul") ? "mul(" : !strcmp(op, "Div") ? "div(" : "pow(", f);
 		use(im, x);
 		fputs(", ", f);
 		use(im, y);
 		fputc(')', f);
-	} else if (!strcmp(op, "Relu") || !strcmp(op, "Tanh") || !strcmp(op, "Sigmoid") ||
-	           !strcmp(op, "Identity")) {
+	} else if (unary_ir(op) || !strcmp(op, "Identity")) {
 		o.rank = x->rank;
 		memcpy(o.dim, x->dim, sizeof o.dim);
-		fputs(!strcmp(op, "Relu") ? "relu(" : !strcmp(op, "Tanh") ? "tanh(" : !strcmp(op, "Sigmoid") ? "sigmoid(" : "(", f);
+		fprintf(f, "%s(", unary_ir(op) ? unary_ir(op) : "");
 		use(im, x);
 		fputs(!strcmp(op, "Identity") ? " + 0)" : ")", f); // + 0: a value, not a view
-	} else if (!strcmp(op, "Softmax")) {
+	} else if (!strcmp(op, "LeakyRelu")) {
+		// relu(x) - alpha relu(-x): x for x > 0, alpha x below, for any alpha.
 		o.rank = x->rank;
 		memcpy(o.dim, x->dim, sizeof o.dim);
-		fputs("softmax(", f);
+		fputs("sub(relu(", f);
+		use(im, x);
+		fprintf(f, "), mul(%.9g, relu(neg(", attr_f(n, "alpha", 0.01));
+		use(im, x);
+		fputs("))))", f);
+	} else if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax")) {
+		o.rank = x->rank;
+		memcpy(o.dim, x->dim, sizeof o.dim);
+		fputs(!strcmp(op, "Softmax") ? "softmax(" : "log_softmax(", f);
 		use(im, x);
 		fprintf(f, ", axis=%lld)", (long long)attr_i(n, "axis", -1)); // opset 13: one axis
 	} else if (!strcmp(op, "MatMul") || !strcmp(op, "Gemm")) {
@@ -362,6 +443,102 @@ import_node(Imp *im, const Onnx__NodeProto *n)
 			use(im, c);
 			fputs(beta != 1 ? "))" : ")", f);
 		}
+	} else if (!strncmp(op, "Reduce", 6)) {
+		int64_t ax[MAXRANK];
+		int k = node_axes(im, n, 1, x->rank, ax);
+		if (k < 0)
+			return 0;
+		int keep = (int)attr_i(n, "keepdims", 1);
+		if (!k && attr_i(n, "noop_with_empty_axes", 0)) {
+			o.rank = x->rank; // no axes: the identity
+			memcpy(o.dim, x->dim, sizeof o.dim);
+			fputs("(", f);
+			use(im, x);
+			fputs(" + 0)", f);
+		} else {
+			if (!k) // no axes: every axis
+				for (; k < x->rank; k++)
+					ax[k] = k;
+			for (int i = 0; i < x->rank; i++)
+				if (!has_axis(ax, k, i))
+					o.dim[o.rank++] = x->dim[i];
+				else if (keep)
+					o.dim[o.rank++] = 1;
+			fprintf(f, "%s(", !strcmp(op, "ReduceSum") ? "sum" : !strcmp(op, "ReduceMean") ? "mean" : "max");
+			use(im, x);
+			fputs(", axes=[", f);
+			for (int i = 0; i < k; i++)
+				fprintf(f, "%s%lld", i ? ", " : "", (long long)ax[i]);
+			fprintf(f, "], keepdim=%d)", keep != 0);
+		}
+	} else if (!strcmp(op, "Concat")) {
+		int64_t axis = attr_i(n, "axis", 0);
+		if (axis < -x->rank || axis >= x->rank) {
+			err(im, "node '%s' (Concat): axis %lld is out of range for rank %d", nname, (long long)axis, x->rank);
+			return 0;
+		}
+		if (axis < 0)
+			axis += x->rank;
+		o.rank = x->rank;
+		memcpy(o.dim, x->dim, sizeof o.dim);
+		o.dim[axis] = 0;
+		fputs("concat(", f);
+		for (size_t i = 0; i < n->n_input; i++) {
+			OVal *y = input(im, n, i);
+			if (!y)
+				return 0;
+			if ((y->ints && !y->isdecl) || y->rank != x->rank) {
+				err(im, "node '%s' (Concat): input '%s' is an integer Constant or of another rank", nname, y->name);
+				return 0;
+			}
+			o.dim[axis] += y->dim[axis];
+			use(im, y);
+			fputs(", ", f);
+		}
+		fprintf(f, "axis=%lld)", (long long)axis);
+	} else if (!strcmp(op, "Squeeze") || !strcmp(op, "Unsqueeze")) {
+		int sq = !strcmp(op, "Squeeze");
+		int64_t ax[MAXRANK];
+		int outrank = x->rank;
+		if (!sq) {
+			// Unsqueeze's axes count in the output's rank.
+			const Onnx__AttributeProto *a = attr(n, "axes");
+			const OVal *ai = n->n_input > 1 && *n->input[1] ? find(im, n->input[1]) : NULL;
+			int64_t tmp[MAXRANK];
+			int cnt = ai && ai->ints ? tensor_ints(ai->ints, tmp, MAXRANK) : a ? (int)a->n_ints : 0;
+			outrank = x->rank + (cnt > 0 ? cnt : 0);
+			if (outrank > MAXRANK) {
+				err(im, "node '%s' (Unsqueeze): rank %d (at most %d)", nname, outrank, MAXRANK);
+				return 0;
+			}
+		}
+		int k = node_axes(im, n, 1, outrank, ax);
+		if (k < 0)
+			return 0;
+		if (sq) {
+			for (int i = 0; i < x->rank; i++) {
+				if (k ? has_axis(ax, k, i) : x->dim[i] == 1) {
+					if (x->dim[i] != 1) {
+						err(im, "node '%s' (Squeeze): axis %d has dimension %lld, not 1", nname, i, (long long)x->dim[i]);
+						return 0;
+					}
+				} else
+					o.dim[o.rank++] = x->dim[i];
+			}
+		} else {
+			if (!k) {
+				err(im, "node '%s' (Unsqueeze): no axes", nname);
+				return 0;
+			}
+			for (int i = 0, j = 0; i < outrank; i++)
+				o.dim[o.rank++] = has_axis(ax, k, i) ? 1 : x->dim[j++];
+		}
+		fputs("reshape(", f);
+		use(im, x);
+		fputs(", shape=[", f);
+		for (int i = 0; i < o.rank; i++)
+			fprintf(f, "%s%lld", i ? ", " : "", (long long)o.dim[i]);
+		fputs("])", f);
 	} else if (!strcmp(op, "Transpose")) {
 		const Onnx__AttributeProto *a = attr(n, "perm");
 		o.rank = x->rank;

@@ -76,6 +76,46 @@ os.makedirs(os.path.join(out, "want"), exist_ok=True)
 np.save(os.path.join(out, "want", "out.npy"), m.reshape(1, 15).reshape(3, 5).astype(np.float32))
 np.save(os.path.join(out, "want", "%2Flayer%2FAdd_output_0.npy"), (q + m).astype(np.float32))
 
+# The other ops, on one input (opset 13: ReduceSum's, Squeeze's and
+# Unsqueeze's axes are inputs, ReduceMean's and ReduceMax's attributes).
+import math
+x2 = rng.standard_normal((2, 3)).astype(np.float32)
+np.save(fname("x"), x2)
+one_, p15 = np.float32(1.0).reshape(()), np.float32(1.5).reshape(())
+np.save(fname("one"), one_)
+np.save(fname("1.5"), p15)
+i64 = lambda v: np.array(v, dtype=np.int64)
+inits = [nh.from_array(one_, "one"), nh.from_array(p15, "1.5"), nh.from_array(i64([1]), "/ax1"),
+         nh.from_array(i64([0]), "/ax0")]
+N = h.make_node
+nodes = [
+    N("Abs", ["x"], ["a"]), N("Add", ["a", "one"], ["a1"]), N("Sqrt", ["a1"], ["sq"]),
+    N("Log", ["a1"], ["lg"]), N("Neg", ["x"], ["nx"]), N("Exp", ["nx"], ["e"]),
+    N("Erf", ["x"], ["er"]), N("Pow", ["a1", "1.5"], ["p"]), N("LeakyRelu", ["x"], ["lr"], alpha=0.2),
+    N("LogSoftmax", ["x"], ["ls"], axis=1),
+    N("Concat", ["sq", "lg", "e", "er", "p", "lr", "ls"], ["cat"], axis=0),
+    N("ReduceSum", ["cat", "/ax1"], ["rs"], keepdims=0),
+    N("ReduceMean", ["cat"], ["rm"], axes=[0]),
+    N("ReduceMax", ["cat"], ["rmax"], keepdims=0),
+    N("Unsqueeze", ["rs", "/ax0"], ["us"]), N("Squeeze", ["rm", "/ax0"], ["sqz"]),
+]
+for k, nd in enumerate(nodes):
+    nd.name = "/n%d/%s" % (k, nd.op_type)
+g = h.make_graph(nodes, "ops", [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                 [h.make_tensor_value_info("us", T.FLOAT, [1, 14]),
+                  h.make_tensor_value_info("sqz", T.FLOAT, [3]),
+                  h.make_tensor_value_info("rmax", T.FLOAT, [])], inits)
+save(h.make_model(g, opset_imports=[h.make_opsetid("", 13)]), "ops.onnx")
+X = x2.astype(np.float64)
+a1 = np.abs(X) + 1
+ls = X - X.max(axis=1, keepdims=True)
+ls = ls - np.log(np.exp(ls).sum(axis=1, keepdims=True))
+cat = np.concatenate([np.sqrt(a1), np.log(a1), np.exp(-X), np.vectorize(math.erf)(X), a1 ** 1.5,
+                      np.where(X > 0, X, 0.2 * X), ls], axis=0)
+os.makedirs(os.path.join(out, "want-ops"), exist_ok=True)
+for name, v in [("us", cat.sum(axis=1)[None, :]), ("sqz", cat.mean(axis=0)), ("rmax", cat.max())]:
+    np.save(os.path.join(out, "want-ops", name + ".npy"), np.asarray(v, dtype=np.float32))
+
 # Errors.
 def one(nodes, inputs, outputs, inits=(), opset=13, name=None):
     g = h.make_graph(nodes, "e", inputs, outputs, list(inits))

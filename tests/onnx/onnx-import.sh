@@ -1,6 +1,6 @@
 # RUN: bash %s
-# The ONNX frontend's first op set (docs/ONNX.md): a model made with onnx's
-# helper API (make_models.py) imports, prints as canonical IR that parses
+# The ONNX frontend's op set (docs/ONNX.md): two models made with onnx's
+# helper API (make_models.py) import, prints as canonical IR that parses
 # back to the same text, and runs: fadc run's values of every output
 # against NumPy's float64 by hand, normalized error <= 1e-5 (compare-npy's
 # default; the interpreter is float64, the outputs f32).  Then the errors:
@@ -30,6 +30,14 @@ run_fadc 0 compare-npy "$tmp/want" "$tmp/got"
 run_fadc 0 "$tmp/mlp.onnx" -o "$tmp/mlp.so"
 run_fadc 0 run "$tmp/mlp.so" "${p[@]}" --out "$tmp/got-so"
 run_fadc 0 compare-npy "$tmp/want" "$tmp/got-so"
+
+# The other ops (make_models.py, ops.onnx), both legs likewise.
+q=(--params "$tmp/x.npy" --params "$tmp/one.npy" --params "$tmp/1.5.npy")
+run_fadc 0 run "$tmp/ops.onnx" "${q[@]}" --out "$tmp/got-ops"
+run_fadc 0 compare-npy "$tmp/want-ops" "$tmp/got-ops"
+run_fadc 0 "$tmp/ops.onnx" -o "$tmp/ops.so"
+run_fadc 0 run "$tmp/ops.so" "${q[@]}" --out "$tmp/got-ops-so"
+run_fadc 0 compare-npy "$tmp/want-ops" "$tmp/got-ops-so"
 
 run_fadc 1 "$tmp/unsupported.onnx" --emit ir
 err_first "$tmp/unsupported.onnx: error: 2 unsupported nodes: 'conv1' (Conv, domain ''), 'foo' (Foo, domain 'com.example')"
