@@ -38,6 +38,18 @@ Module *fe_parse_string(const char *name, const char *text, size_t len, const Fe
 // onnx.c (library fadc_onnx, linked by the fadc compiler only): an ONNX
 // model imported as IR text with quoted names, then parsed (docs/ONNX.md).
 Module *fe_onnx_import(const char *path, const FeOptions *o);
+// The initializers the import declares (float parameters, int64 constants)
+// with their values from the file, for `fadc run --params model.onnx`: 0,
+// or 1 after a diagnostic.  Release them with fe_onnx_free.
+typedef struct FeTensor {
+	char *name; // malloc'ed
+	DType dtype; // DT_F32, DT_F64 or DT_I64
+	int rank;
+	int64_t dim[8];
+	void *data; // malloc'ed, C order
+} FeTensor;
+int fe_onnx_initializers(const char *path, const FeOptions *o, FeTensor **ts, int *n);
+void fe_onnx_free(FeTensor *ts, int n);
 
 // ---------------------------------------------------------------- diag.c
 typedef struct Diag {

@@ -836,22 +836,27 @@ import(Imp *im, const Onnx__ModelProto *m, size_t *len)
 	return text;
 }
 
-Module *
-fe_onnx_import(const char *path, const FeOptions *o)
+// Reads and decodes path; NULL after a diagnostic.
+static Onnx__ModelProto *
+load(Imp *im)
 {
-	Imp im = {.path = path, .diag = o ? o->diag : stderr, .o = o};
-	FILE *f = fopen(path, "rb");
+	FILE *f = fopen(im->path, "rb");
 	if (!f) {
-		err(&im, "cannot open: %s", strerror(errno));
+		err(im, "cannot open: %s", strerror(errno));
 		return NULL;
 	}
 	uint8_t *buf = NULL;
 	size_t n = 0, cap = 0;
 	for (;;) {
-		if (n == cap && !(buf = realloc(buf, cap = cap ? 2 * cap : 1 << 16))) {
-			fclose(f);
-			err(&im, "out of memory");
-			return NULL;
+		if (n == cap) {
+			uint8_t *nb = realloc(buf, cap = cap ? 2 * cap : 1 << 16);
+			if (!nb) {
+				free(buf);
+				fclose(f);
+				err(im, "out of memory");
+				return NULL;
+			}
+			buf = nb;
 		}
 		size_t k = fread(buf + n, 1, cap - n, f);
 		n += k;
@@ -862,15 +867,23 @@ fe_onnx_import(const char *path, const FeOptions *o)
 	fclose(f);
 	if (rerr) {
 		free(buf);
-		err(&im, "cannot read");
+		err(im, "cannot read");
 		return NULL;
 	}
 	Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, n, buf);
 	free(buf);
-	if (!m) {
-		err(&im, "not an ONNX model: a malformed or truncated protobuf");
+	if (!m)
+		err(im, "not an ONNX model: a malformed or truncated protobuf");
+	return m;
+}
+
+Module *
+fe_onnx_import(const char *path, const FeOptions *o)
+{
+	Imp im = {.path = path, .diag = o ? o->diag : stderr, .o = o};
+	Onnx__ModelProto *m = load(&im);
+	if (!m)
 		return NULL;
-	}
 	size_t len = 0;
 	char *text = import(&im, m, &len);
 	onnx__model_proto__free_unpacked(m, NULL);
@@ -880,4 +893,99 @@ fe_onnx_import(const char *path, const FeOptions *o)
 	Module *mod = fe_parse_string(path, text, len, o);
 	free(text);
 	return mod;
+}
+
+// The data of initializer t (n elements of size bytes) from raw_data or
+// the typed field (floats, doubles or int64s; elsize 4, 8, 8) into a
+// malloc'ed block; NULL with *why set when it has the wrong length.
+static void *
+tensor_data(const Onnx__TensorProto *t, int64_t n, size_t elsize, const char **why)
+{
+	const void *src;
+	size_t have;
+	if (t->has_raw_data) {
+		src = t->raw_data.data;
+		have = t->raw_data.len;
+	} else if (t->data_type == ONNX_FLOAT) {
+		src = t->float_data;
+		have = t->n_float_data * 4;
+	} else if (t->data_type == ONNX_DOUBLE) {
+		src = t->double_data;
+		have = t->n_double_data * 8;
+	} else {
+		src = t->int64_data;
+		have = t->n_int64_data * 8;
+	}
+	if (have != (size_t)n * elsize) {
+		*why = "its data does not have one value per element";
+		return NULL;
+	}
+	void *d = malloc(have ? have : 1);
+	if (!d) {
+		*why = "out of memory";
+		return NULL;
+	}
+	if (have)
+		memcpy(d, src, have); // little-endian, as ONNX stores raw data and as fadc runs
+	return d;
+}
+
+int
+fe_onnx_initializers(const char *path, const FeOptions *o, FeTensor **out, int *nout)
+{
+	Imp im = {.path = path, .diag = o ? o->diag : stderr, .o = o};
+	*out = NULL;
+	*nout = 0;
+	Onnx__ModelProto *m = load(&im);
+	if (!m)
+		return 1;
+	size_t len = 0;
+	char *text = import(&im, m, &len); // which initializers the model declares
+	free(text);
+	FeTensor *ts = im.failed ? NULL : calloc(im.nv + 1, sizeof *ts);
+	int n = 0;
+	if (!im.failed && !ts)
+		err(&im, "out of memory");
+	for (size_t i = 0; i < im.nv && !im.failed; i++) {
+		const OVal *v = &im.v[i];
+		if (!v->isdecl || !v->used)
+			continue;
+		const Onnx__TensorProto *t = NULL;
+		for (size_t k = 0; k < m->graph->n_initializer && !t; k++)
+			if (m->graph->initializer[k]->name && !strcmp(m->graph->initializer[k]->name, v->name))
+				t = m->graph->initializer[k];
+		const char *why = NULL;
+		FeTensor *d = &ts[n];
+		d->dtype = v->dtype == ONNX_FLOAT ? DT_F32 : v->dtype == ONNX_DOUBLE ? DT_F64 : DT_I64;
+		d->rank = v->rank;
+		memcpy(d->dim, v->dim, sizeof d->dim);
+		d->name = strdup(v->name);
+		d->data = tensor_data(t, numel(v), v->dtype == ONNX_FLOAT ? 4 : 8, &why);
+		if (!d->name || !d->data) {
+			free(d->name);
+			free(d->data);
+			err(&im, "initializer '%s': %s", v->name, why ? why : "out of memory");
+			break;
+		}
+		n++;
+	}
+	onnx__model_proto__free_unpacked(m, NULL);
+	free(im.v);
+	if (im.failed) {
+		fe_onnx_free(ts, n);
+		return 1;
+	}
+	*out = ts;
+	*nout = n;
+	return 0;
+}
+
+void
+fe_onnx_free(FeTensor *ts, int n)
+{
+	for (int i = 0; ts && i < n; i++) {
+		free(ts[i].name);
+		free(ts[i].data);
+	}
+	free(ts);
 }

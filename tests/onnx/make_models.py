@@ -38,7 +38,8 @@ c = np.float32(3.0).reshape(())
 for name, a in [("input.1", x), ("0.weight", W1), ("0.bias", b1), ("onnx::MatMul_9", W2),
                 ("0.bias_c", c)]:
     np.save(fname(name), a)
-inits = [nh.from_array(W1, "0.weight"), nh.from_array(b1, "0.bias"),
+# 0.bias in float_data, the others in raw_data: --params mlp.onnx reads both.
+inits = [nh.from_array(W1, "0.weight"), h.make_tensor("0.bias", T.FLOAT, [6], b1.tolist()),
          nh.from_array(W2, "onnx::MatMul_9"), nh.from_array(c, "0.bias_c"),
          nh.from_array(np.array([3, -1], dtype=np.int64), "/shape")]
 nodes = [

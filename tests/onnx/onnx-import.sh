@@ -30,6 +30,12 @@ run_fadc 0 compare-npy "$tmp/want" "$tmp/got"
 run_fadc 0 "$tmp/mlp.onnx" -o "$tmp/mlp.so"
 run_fadc 0 run "$tmp/mlp.so" "${p[@]}" --out "$tmp/got-so"
 run_fadc 0 compare-npy "$tmp/want" "$tmp/got-so"
+# --params mlp.onnx binds the weights stored in the file (raw_data and
+# float_data), through both legs: the same values.
+run_fadc 0 run "$tmp/mlp.onnx" --params "$tmp/mlp.onnx" --params "$tmp/input.1.npy" --out "$tmp/got-w"
+run_fadc 0 compare-npy "$tmp/want" "$tmp/got-w"
+run_fadc 0 run "$tmp/mlp.so" --params "$tmp/mlp.onnx" --params "$tmp/input.1.npy" --out "$tmp/got-w-so"
+run_fadc 0 compare-npy "$tmp/want" "$tmp/got-w-so"
 
 # The other ops (make_models.py, ops.onnx), both legs likewise.
 q=(--params "$tmp/x.npy" --params "$tmp/one.npy" --params "$tmp/1.5.npy")

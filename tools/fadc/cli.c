@@ -153,6 +153,45 @@ load_model(const char *path, const FeOptions *o)
 	return has_suffix(path, ".onnx") ? fe_onnx_import(path, o) : fe_parse_file(path, o);
 }
 
+// The initializers of an ONNX model that its import declares, with their
+// values, as tensors for `--params model.onnx` (tio_free_all releases
+// them): 0, or 1 after a diagnostic.
+int
+onnx_read(const char *path, tio_tensor **ts, int *n)
+{
+	FeOptions o = {.diag = stderr};
+	FeTensor *ft;
+	int nf;
+	*ts = NULL;
+	*n = 0;
+	if (fe_onnx_initializers(path, &o, &ft, &nf))
+		return 1;
+	tio_tensor *t = calloc((size_t)nf + 1, sizeof *t);
+	if (!t) {
+		fe_onnx_free(ft, nf);
+		fprintf(stderr, "fadc: error: out of memory\n");
+		return 1;
+	}
+	for (int i = 0; i < nf; i++) {
+		t[i].name = ft[i].name;
+		t[i].dtype = tio_of(ft[i].dtype);
+		t[i].rank = ft[i].rank;
+		memcpy(t[i].dim, ft[i].dim, sizeof t[i].dim);
+		int64_t numel = 1;
+		for (int k = 0; k < t[i].rank; k++)
+			numel *= t[i].dim[k];
+		t[i].data = numel ? ft[i].data : NULL; // tensorio: no data for no elements
+		if (!numel)
+			free(ft[i].data);
+		ft[i].name = NULL; // moved
+		ft[i].data = NULL;
+	}
+	fe_onnx_free(ft, nf);
+	*ts = t;
+	*n = nf;
+	return 0;
+}
+
 // The file name of an output or binding named name, without ".npy": the
 // name itself, except that '/', '\\', '%' and a leading '.' are written
 // %XX (two upper-case hex digits), so that an ONNX name such as

@@ -46,6 +46,7 @@ int parse_seed(const char *v, uint64_t *seed);
 int has_suffix(const char *s, const char *suffix);
 struct FeOptions;
 Module *load_model(const char *path, const struct FeOptions *o); // .ir, or .onnx imported
+int onnx_read(const char *path, tio_tensor **ts, int *n); // --params model.onnx: its initializers
 char *npy_file_name(const char *name); // an output's file name: '/' '\\' '%' and a leading '.' as %XX
 char *npy_name_of_file(const char *f, size_t n); // the name of such a file name
 int is_dir(const char *path);
