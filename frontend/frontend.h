@@ -35,6 +35,22 @@ extern const char *const fe_task_names[];
 Module *fe_parse_file(const char *path, const FeOptions *o);
 Module *fe_parse_string(const char *name, const char *text, size_t len, const FeOptions *o);
 
+// onnx.c (library fadc_onnx, linked by the fadc compiler only): an ONNX
+// model imported as IR text with quoted names, then parsed (docs/ONNX.md).
+Module *fe_onnx_import(const char *path, const FeOptions *o);
+// The initializers the import declares (float parameters, int64 constants)
+// with their values from the file, for `fadc run --params model.onnx`: 0,
+// or 1 after a diagnostic.  Release them with fe_onnx_free.
+typedef struct FeTensor {
+	char *name; // malloc'ed
+	DType dtype; // DT_F32, DT_F64 or DT_I64
+	int rank;
+	int64_t dim[8];
+	void *data; // malloc'ed, C order
+} FeTensor;
+int fe_onnx_initializers(const char *path, const FeOptions *o, FeTensor **ts, int *n);
+void fe_onnx_free(FeTensor *ts, int n);
+
 // ---------------------------------------------------------------- diag.c
 typedef struct Diag {
 	FILE *out;
@@ -62,7 +78,7 @@ _Noreturn void diag_error(Diag *d, Loc loc, const char *fmt, ...)
 typedef enum TokKind {
 	T_EOF,
 	T_NEWLINE, // ends a statement (only outside parentheses and brackets)
-	T_IDENT, // names, possibly dotted (layer1.0.conv1.weight) or %-names (%12)
+	T_IDENT, // names, possibly dotted (layer1.0.conv1.weight), %-names (%12) or quoted ("0.weight")
 	T_INT,
 	T_FLOAT,
 	T_PUNCT, // operators and punctuation: text holds it
@@ -75,6 +91,7 @@ typedef struct Token {
 	uint32_t len;
 	int64_t ival;
 	double fval;
+	int quoted; // a quoted name: text is the decoded name; never a keyword, never split at '.'
 } Token;
 
 // Lexes a whole file that was added to the source map as `file`.

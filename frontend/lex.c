@@ -10,7 +10,9 @@
 //            + b
 //     is one statement.
 // Names may be dotted (layer1.0.conv1.weight: PyTorch's parameter names)
-// or start with '%' (the canonical printer's %12).  `#` starts a comment.
+// or start with '%' (the canonical printer's %12), or be quoted: "0.weight",
+// "/layer/Add_output_0" (ONNX's names, kept exactly; see lex_quoted).
+// `#` starts a comment.
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -40,6 +42,8 @@ int
 fe_tok_is(const Token *t, const char *s)
 {
 	size_t n = strlen(s);
+	if (t->quoted)
+		return 0; // "param" is a name, never the keyword
 	return (t->kind == T_IDENT || t->kind == T_PUNCT) && t->len == n && !memcmp(t->text, s, n);
 }
 
@@ -180,6 +184,58 @@ utf8_decode(const char *p, const char *end, uint32_t *cp)
 	return n;
 }
 
+// A quoted name: any non-empty text between double quotes on one line,
+// with \" and \\ the only escapes.  It is a T_IDENT whose text is the
+// decoded name (in the arena, not the source) and that is never a keyword
+// nor split at its dots (Token.quoted).  Control characters (a tab too)
+// and bytes that are not UTF-8 are refused, so that every name the IR
+// holds prints back (ir/print.c, print_name) and is safe in a message.
+static void
+lex_quoted(Lexer *l)
+{
+	const char *s = l->p, *q = s + 1;
+	while (q < l->end && *q != '"' && *q != '\n')
+		q += *q == '\\' && q + 1 < l->end && q[1] != '\n' ? 2 : 1;
+	if (q >= l->end || *q != '"')
+		diag_error(l->d, here(l, s), "unterminated quoted name (a closing '\"' is missing on this line)");
+	if (q == s + 1)
+		diag_error(l->d, here(l, s), "empty quoted name");
+	char *buf = arena_alloc(l->src->arena, (size_t)(q - s));
+	uint32_t n = 0;
+	for (const char *c = s + 1; c < q;) {
+		unsigned char b = (unsigned char)*c;
+		uint32_t cp;
+		int k;
+		if (b == '\\') {
+			unsigned char e = (unsigned char)c[1];
+			if (e != '"' && e != '\\') {
+				if (e >= 0x20 && e < 0x7f)
+					diag_error(l->d, here(l, c), "invalid escape '\\%c' in a quoted name (only \\\" and \\\\)", e);
+				diag_error(l->d, here(l, c), "invalid escape in a quoted name (only \\\" and \\\\)");
+			}
+			buf[n++] = (char)e;
+			c += 2;
+		} else if (b < 0x20 || b == 0x7f) {
+			diag_error(l->d, here(l, c), "control character 0x%02x in a quoted name", b);
+		} else if (b >= 0x80) {
+			if (!(k = utf8_decode(c, q, &cp)))
+				diag_error(l->d, here(l, c), "byte 0x%02x in a quoted name is not UTF-8 text", b);
+			memcpy(buf + n, c, (size_t)k);
+			n += (uint32_t)k;
+			c += k;
+		} else {
+			buf[n++] = (char)b;
+			c++;
+		}
+	}
+	buf[n] = 0;
+	Token *t = push(l, T_IDENT, s, q + 1);
+	t->text = buf;
+	t->len = n;
+	t->quoted = 1;
+	l->p = q + 1;
+}
+
 static const char *const puncts[] = {"->", "**", "//", "<=", ">=", "==", "!=", "(", ")", "[", "]", "{",
                                      "}", ",", ":", "=", "+", "-", "*", "/", "%", "@", "<", ">", ";",
                                      ".", NULL};
@@ -230,6 +286,10 @@ fe_lex(Diag *d, SrcMap *src, uint32_t file, uint32_t *ntok)
 					break;
 			}
 			push(&l, T_IDENT, s, l.p);
+			continue;
+		}
+		if (c == '"') {
+			lex_quoted(&l);
 			continue;
 		}
 		int found = 0;

@@ -349,6 +349,8 @@ tok_desc(P *p, const Token *t)
 	case T_NEWLINE:
 		return "end of line";
 	default:
+		if (t->quoted)
+			return arena_printf(p->a, "name \"%.*s\"", (int)t->len, t->text);
 		return arena_printf(p->a, "%s'%.*s'", is_keyword(t) ? "keyword " : "", (int)t->len,
 		                    t->text);
 	}
@@ -1059,12 +1061,12 @@ static Val lookup_global(P *p, const char *name, Loc loc);
 // argument (p.conv1.weight).  A name that resolves to nothing becomes
 // V_IDENT: a function, an enum name or a prefix, or an error when used.
 static Val
-lookup(P *p, const char *name, Loc loc)
+lookup(P *p, const char *name, Loc loc, int quoted)
 {
 	Var *v = scope_find(p->sc, name);
 	if (v)
 		return var_value(p, v, loc);
-	const char *dot = strchr(name, '.');
+	const char *dot = quoted ? NULL : strchr(name, '.'); // "p.w" is the name p.w, whatever p is
 	if (dot) {
 		char *head = arena_strndup(p->a, name, (size_t)(dot - name));
 		Var *pv = scope_find(p->sc, head);
@@ -1257,7 +1259,7 @@ parse_args(P *p, Val *args, const char **kw, int max)
 		if (n == max)
 			perr(p, peek(p)->loc, "too many arguments (at most %d)", max);
 		kw[n] = NULL;
-		if (peek(p)->kind == T_IDENT && fe_tok_is(&p->tok[p->pos + 1], "=") &&
+		if (peek(p)->kind == T_IDENT && !peek(p)->quoted && fe_tok_is(&p->tok[p->pos + 1], "=") &&
 		    !memchr(peek(p)->text, '.', peek(p)->len)) {
 			kw[n] = tok_str(p, next(p));
 			next(p);
@@ -1314,10 +1316,10 @@ parse_primary(P *p)
 		if (at(p, "(")) {
 			// f(args), or recv.method(args) when the name is dotted and its
 			// last part is not a function of its own.
-			const char *dot = strrchr(name, '.');
+			const char *dot = t->quoted ? NULL : strrchr(name, '.');
 			if (dot) {
 				const char *base = arena_strndup(p->a, name, (size_t)(dot - name));
-				Val recv = lookup(p, base, loc);
+				Val recv = lookup(p, base, loc, 0);
 				if (recv.k != V_IDENT && recv.k != V_PARAMS)
 					return method_call(p, recv, dot + 1, loc);
 				if (recv.k == V_IDENT)
@@ -1328,7 +1330,7 @@ parse_primary(P *p)
 			int n = parse_args(p, sc->v, sc->s, 64);
 			return call(p, name, loc, sc->v, sc->s, n);
 		}
-		return lookup(p, name, loc);
+		return lookup(p, name, loc, t->quoted);
 	}
 	if (t->kind == T_EOF || t->kind == T_NEWLINE)
 		perr(p, loc, "expected an expression, found %s", tok_desc(p, t));
@@ -1346,7 +1348,7 @@ parse_postfix(P *p)
 		} else if (at(p, ".")) {
 			next(p);
 			Token *t = peek(p);
-			if (t->kind != T_IDENT)
+			if (t->kind != T_IDENT || t->quoted)
 				perr(p, t->loc, "expected a method name after '.', found %s", tok_desc(p, t));
 			next(p);
 			const char *name = tok_str(p, t);
@@ -3023,7 +3025,7 @@ parse_assign(P *p)
 			perr(p, nt->loc, "too many names to assign (at most 64)");
 		locs[n] = nt->loc;
 		names[n] = expect_name(p, "a name");
-		if (strchr(names[n], '.'))
+		if (!nt->quoted && strchr(names[n], '.'))
 			perr(p, nt->loc, "cannot assign to a dotted name");
 		n++;
 	} while (accept(p, ","));
@@ -3281,7 +3283,7 @@ parse_def_header(P *p, int prelude)
 		Token *at_ = peek(p);
 		a->loc = at_->loc;
 		a->name = expect_name(p, "an argument name");
-		if (strchr(a->name, '.'))
+		if (!at_->quoted && strchr(a->name, '.'))
 			perr(p, at_->loc, "argument names cannot contain '.'");
 		for (int i = 0; i < d->narg; i++)
 			if (!strcmp(d->arg[i].name, a->name)) {

@@ -7,6 +7,7 @@
 // same double.  Initializers print as one nested expression when they are
 // trees, else as a block.  Bodies of scans print as functions before the
 // graph that uses them.
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,14 +59,56 @@ print_numbers(const Graph *g)
 	return num;
 }
 
+// Is name one the lexer reads as a plain name (frontend/lex.c): a letter
+// or '_', then name characters, dots only between name characters (and
+// only where dots may be: not in an argument's name of forward, which the
+// parser refuses dotted), and not a reserved word?  Every other name prints quoted.
+static int
+is_plain_name(const char *s, int dots)
+{
+	static const char *const reserved[] = {"let", "param", "const", "def", "return", "as", "true",
+	                                       "false", NULL};
+	for (int i = 0; reserved[i]; i++)
+		if (!strcmp(s, reserved[i]))
+			return 0;
+	if (!(isalpha((unsigned char)s[0]) || s[0] == '_'))
+		return 0;
+	for (const char *c = s; *c; c++) {
+		if (*c == '.' && dots && c[1] && (isalnum((unsigned char)c[1]) || c[1] == '_'))
+			continue;
+		if (!(isalnum((unsigned char)*c) || *c == '_'))
+			return 0;
+	}
+	return 1;
+}
+
+// A name as the frontend reads it back: plain, or quoted ("0.weight") with
+// '"' and '\\' escaped.  The frontend refuses control characters in names,
+// so the IR holds none (an importer checks its names the same way).
 static void
-print_ref(FILE *f, const Graph *g, NodeId n, const uint32_t *num)
+print_name(FILE *f, const char *s, int dots)
+{
+	if (is_plain_name(s, dots)) {
+		fputs(s, f);
+		return;
+	}
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fputc('\\', f);
+		fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+static void
+print_ref(FILE *f, const Graph *g, NodeId n, const uint32_t *num, int qa)
 {
 	const Node *nd = &g->node[n];
 	if (nd->op == OP_input) {
 		Attrs a;
 		ir_attrs_get(g, n, &a);
-		fputs(g->input[a.a[0].i].name, f);
+		print_name(f, g->input[a.a[0].i].name, !qa || g->input[a.a[0].i].kind != IN_ARG);
 	} else
 		fprintf(f, "%%%u", num ? num[n] : n);
 }
@@ -151,10 +194,10 @@ print_attrs(FILE *f, const Graph *g, NodeId n, int first, DType ctx)
 }
 
 // op(operands, attrs); operands printed by `ref` (a name, or nested).
-static void print_nested(FILE *f, const Graph *g, NodeId n, DType ctx);
+static void print_nested(FILE *f, const Graph *g, NodeId n, DType ctx, int qa);
 
 static void
-print_call(FILE *f, const Graph *g, NodeId n, int nested, const uint32_t *num, DType ctx)
+print_call(FILE *f, const Graph *g, NodeId n, int nested, const uint32_t *num, DType ctx, int qa)
 {
 	const Node *nd = &g->node[n];
 	const OpInfo *oi = ir_op(nd->op);
@@ -171,32 +214,32 @@ print_call(FILE *f, const Graph *g, NodeId n, int nested, const uint32_t *num, D
 			fputs(", ", f);
 		first = 0;
 		if (nested)
-			print_nested(f, g, ir_in1(g, n, i), ctx);
+			print_nested(f, g, ir_in1(g, n, i), ctx, qa);
 		else
-			print_ref(f, g, ir_in1(g, n, i), num);
+			print_ref(f, g, ir_in1(g, n, i), num, qa);
 	}
 	print_attrs(f, g, n, first, ctx);
 	fputc(')', f);
 }
 
 static void
-print_nested(FILE *f, const Graph *g, NodeId n, DType ctx)
+print_nested(FILE *f, const Graph *g, NodeId n, DType ctx, int qa)
 {
 	if (g->node[n].op == OP_input)
-		print_ref(f, g, n, NULL);
+		print_ref(f, g, n, NULL, qa);
 	else
-		print_call(f, g, n, 1, NULL, ctx);
+		print_call(f, g, n, 1, NULL, ctx, qa);
 }
 
 static void
-print_body(FILE *f, const Graph *g, DType ctx)
+print_body(FILE *f, const Graph *g, DType ctx, int qa)
 {
 	uint32_t *num = print_numbers(g);
 	for (NodeId n = 1; n < g->nnode; n++) {
 		if (g->node[n].op == OP_input)
 			continue;
 		fprintf(f, "  %%%u = ", num ? num[n] : n);
-		print_call(f, g, n, 0, num, ctx);
+		print_call(f, g, n, 0, num, ctx, qa);
 		fputc('\n', f);
 	}
 	fputs("  return ", f);
@@ -204,18 +247,19 @@ print_body(FILE *f, const Graph *g, DType ctx)
 		const Output *o = &g->out[i];
 		if (i)
 			fputs(", ", f);
-		print_ref(f, g, o->node, num);
+		print_ref(f, g, o->node, num, qa);
+		fputs(o->writeback >= 0 ? " -> " : " as ", f);
 		if (o->writeback >= 0)
-			fprintf(f, " -> %s", g->input[o->writeback].name);
+			print_name(f, g->input[o->writeback].name, !qa || g->input[o->writeback].kind != IN_ARG);
 		else
-			fprintf(f, " as %s", o->name);
+			print_name(f, o->name, 1);
 	}
 	fputc('\n', f);
 	free(num);
 }
 
 static void
-print_signature(FILE *f, const Graph *g, const char *fname)
+print_signature(FILE *f, const Graph *g, const char *fname, int qa)
 {
 	fprintf(f, "def %s(", fname);
 	int first = 1;
@@ -223,7 +267,9 @@ print_signature(FILE *f, const Graph *g, const char *fname)
 		if (g->input[i].kind != IN_ARG)
 			continue;
 		const Node *nd = &g->node[g->input[i].node];
-		fprintf(f, "%s%s: ", first ? "" : ", ", g->input[i].name);
+		fputs(first ? "" : ", ", f);
+		print_name(f, g->input[i].name, !qa);
+		fputs(": ", f);
 		first = 0;
 		print_type(f, (DType)nd->dtype, &g->shape[nd->shape]);
 	}
@@ -246,8 +292,8 @@ print_subs(FILE *f, const Graph *g)
 {
 	for (uint32_t i = 0; i < g->nsub; i++) {
 		print_subs(f, g->sub[i]);
-		print_signature(f, g->sub[i], g->sub[i]->name);
-		print_body(f, g->sub[i], DT_NONE);
+		print_signature(f, g->sub[i], g->sub[i]->name, 0);
+		print_body(f, g->sub[i], DT_NONE, 0);
 		fputs("}\n\n", f);
 	}
 }
@@ -256,8 +302,13 @@ void
 ir_print_graph(FILE *f, const Graph *g, const char *fname)
 {
 	print_subs(f, g);
-	print_signature(f, g, fname ? fname : g->name);
-	print_body(f, g, DT_NONE);
+	// Only forward's printed form parses back, and the parser refuses a
+	// dotted argument name unless it is quoted: a task's inputs (v.w) print
+	// plain, as they always have.
+	fname = fname ? fname : g->name;
+	int qa = !strcmp(fname, "forward");
+	print_signature(f, g, fname, qa);
+	print_body(f, g, DT_NONE, qa);
 	fputs("}\n", f);
 }
 
@@ -300,16 +351,18 @@ print_decls(FILE *f, const Module *m)
 		const Decl *d = &m->decl[i];
 		if (d->init)
 			print_subs(f, d->init);
-		fprintf(f, "%s %s: ", d->kind == DECL_PARAM ? "param" : "const", d->name);
+		fputs(d->kind == DECL_PARAM ? "param " : "const ", f);
+		print_name(f, d->name, 1);
+		fputs(": ", f);
 		print_type(f, d->dtype, &d->shape);
 		if (d->init) {
 			fputs(" = ", f);
 			if (is_tree(d->init)) {
-				print_nested(f, d->init, d->init->out[0].node, d->dtype);
+				print_nested(f, d->init, d->init->out[0].node, d->dtype, 0);
 				fputc('\n', f);
 			} else {
 				fputs("{\n", f);
-				print_body(f, d->init, d->dtype);
+				print_body(f, d->init, d->dtype, 0);
 				fputs("}\n", f);
 			}
 		} else

@@ -50,6 +50,7 @@ file(GLOB GOLDEN_TESTS CONFIGURE_DEPENDS
      ${CMAKE_SOURCE_DIR}/tests/passes/*.ir
      ${CMAKE_SOURCE_DIR}/tests/bench/*.sh
      ${CMAKE_SOURCE_DIR}/tests/models/*.ir ${CMAKE_SOURCE_DIR}/tests/cpu/*.sh
+     ${CMAKE_SOURCE_DIR}/tests/onnx/*.sh
      ${CMAKE_SOURCE_DIR}/tests/gpu/*.sh)
 foreach(f ${GOLDEN_TESTS})
   file(RELATIVE_PATH rel ${CMAKE_SOURCE_DIR}/tests ${f})

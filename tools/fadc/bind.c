@@ -23,9 +23,9 @@ parse_binding(const char *v, int is_v, Binding *b)
 		b->name = strndup(v, (size_t)(eq - v));
 		b->path = eq + 1;
 	} else if (!eq && has_suffix(v, ".npy") && strlen(base) > 4) {
-		b->name = strndup(base, strlen(base) - 4);
+		b->name = npy_name_of_file(base, strlen(base) - 4); // %2F: '/' (cli.c)
 		b->path = v;
-	} else if (!eq && has_suffix(v, ".safetensors")) {
+	} else if (!eq && (has_suffix(v, ".safetensors") || has_suffix(v, ".onnx"))) {
 		b->path = v;
 		return 1;
 	} else
@@ -63,6 +63,9 @@ bind_slots(Slot *s, int ns, const Binding *bind, int nbind, const char *task, in
 				return 0;
 			}
 			nt = 1;
+		} else if (has_suffix(bind[b].path, ".onnx")) {
+			if (onnx_read(bind[b].path, &ts, &nt)) // an ONNX model's initializers (cli.c)
+				return 0;
 		} else if (tio_safetensors_read(bind[b].path, &ts, &nt, err, sizeof err)) {
 			path_error(bind[b].path, err);
 			return 0;

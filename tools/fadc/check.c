@@ -96,7 +96,7 @@ cmd_check(int argc, char **argv)
 		return rc;
 	}
 	FeOptions fo = {.defines = defs, .ndefines = ndefs, .diag = stderr, .max_nodes = max_nodes};
-	Module *m = fe_parse_file(model, &fo);
+	Module *m = load_model(model, &fo);
 	if (!m) {
 		free(list);
 		return 1;

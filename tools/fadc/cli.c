@@ -4,6 +4,7 @@
 // in the user's input are diagnostics at a path ("PATH: error: ...") or at
 // a source position, exit status 1.  Those conventions (README.md, "Exit
 // status") live here so that every command keeps them alike.
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -143,6 +144,96 @@ has_suffix(const char *s, const char *suffix)
 {
 	size_t n = strlen(s), k = strlen(suffix);
 	return n >= k && !strcmp(s + n - k, suffix);
+}
+
+// A model from a .ir file, or imported from a .onnx one (docs/ONNX.md).
+Module *
+load_model(const char *path, const FeOptions *o)
+{
+	return has_suffix(path, ".onnx") ? fe_onnx_import(path, o) : fe_parse_file(path, o);
+}
+
+// The initializers of an ONNX model that its import declares, with their
+// values, as tensors for `--params model.onnx` (tio_free_all releases
+// them): 0, or 1 after a diagnostic.
+int
+onnx_read(const char *path, tio_tensor **ts, int *n)
+{
+	FeOptions o = {.diag = stderr};
+	FeTensor *ft;
+	int nf;
+	*ts = NULL;
+	*n = 0;
+	if (fe_onnx_initializers(path, &o, &ft, &nf))
+		return 1;
+	tio_tensor *t = calloc((size_t)nf + 1, sizeof *t);
+	if (!t) {
+		fe_onnx_free(ft, nf);
+		fprintf(stderr, "fadc: error: out of memory\n");
+		return 1;
+	}
+	for (int i = 0; i < nf; i++) {
+		t[i].name = ft[i].name;
+		t[i].dtype = tio_of(ft[i].dtype);
+		t[i].rank = ft[i].rank;
+		memcpy(t[i].dim, ft[i].dim, sizeof t[i].dim);
+		int64_t numel = 1;
+		for (int k = 0; k < t[i].rank; k++)
+			numel *= t[i].dim[k];
+		t[i].data = numel ? ft[i].data : NULL; // tensorio: no data for no elements
+		if (!numel)
+			free(ft[i].data);
+		ft[i].name = NULL; // moved
+		ft[i].data = NULL;
+	}
+	fe_onnx_free(ft, nf);
+	*ts = t;
+	*n = nf;
+	return 0;
+}
+
+// The file name of an output or binding named name, without ".npy": the
+// name itself, except that '/', '\\', '%' and a leading '.' are written
+// %XX (two upper-case hex digits), so that an ONNX name such as
+// "/layer/Add_output_0" is one file in the folder ("%2Flayer%2FAdd_output_0"),
+// never a path into or out of it, nor a hidden file, "." or "..".  Names of
+// IR identifiers (grad.0.weight) are unchanged.  malloc'ed; NULL when out
+// of memory.
+char *
+npy_file_name(const char *name)
+{
+	char *s = malloc(3 * strlen(name) + 1), *o = s;
+	if (!s)
+		return NULL;
+	for (const char *c = name; *c; c++) {
+		if (*c == '/' || *c == '\\' || *c == '%' || (c == name && *c == '.'))
+			o += sprintf(o, "%%%02X", (unsigned char)*c);
+		else
+			*o++ = *c;
+	}
+	*o = 0;
+	return s;
+}
+
+// The name of the file name f (n bytes, without ".npy"): npy_file_name
+// undone, every %XX decoded.  malloc'ed; NULL when out of memory.
+char *
+npy_name_of_file(const char *f, size_t n)
+{
+	char *s = malloc(n + 1), *o = s;
+	if (!s)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (f[i] == '%' && i + 2 < n && isxdigit((unsigned char)f[i + 1]) &&
+		    isxdigit((unsigned char)f[i + 2])) {
+			char hex[3] = {f[i + 1], f[i + 2], 0};
+			*o++ = (char)strtol(hex, NULL, 16);
+			i += 2;
+		} else
+			*o++ = f[i];
+	}
+	*o = 0;
+	return s;
 }
 
 // A message "<path>: <what>" (tensorio, the runtime) printed as a

@@ -44,6 +44,11 @@ int opt_max_nodes(int argc, char **argv, int *i, int64_t *n, const char *usage, 
 int has_define_list(const char *const *defs, int ndefs);
 int parse_seed(const char *v, uint64_t *seed);
 int has_suffix(const char *s, const char *suffix);
+struct FeOptions;
+Module *load_model(const char *path, const struct FeOptions *o); // .ir, or .onnx imported
+int onnx_read(const char *path, tio_tensor **ts, int *n); // --params model.onnx: its initializers
+char *npy_file_name(const char *name); // an output's file name: '/' '\\' '%' and a leading '.' as %XX
+char *npy_name_of_file(const char *f, size_t n); // the name of such a file name
 int is_dir(const char *path);
 const char *installed_support_lib(void); // an installed fadc's libfadc_support.a, or NULL
 

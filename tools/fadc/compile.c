@@ -559,7 +559,7 @@ compile_specs(const CompileArgs *a)
 	for (int s = 0; s < sp.n; s++) {
 		FeOptions o = {.defines = sp.defs[s], .ndefines = a->ndefs, .diag = stderr,
 		               .no_prelude = a->noprelude, .max_nodes = a->max_nodes};
-		if (!(ms[s] = fe_parse_file(a->model, &o)))
+		if (!(ms[s] = load_model(a->model, &o)))
 			goto done;
 		char err[512];
 		if (!ir_verify(ms[s]->main, err, sizeof err)) {
@@ -601,7 +601,7 @@ cmd_compile(int argc, char **argv)
 	}
 	FeOptions o = {.defines = a.defs, .ndefines = a.ndefs, .diag = stderr, .no_prelude = a.noprelude,
 	               .max_nodes = a.max_nodes};
-	Module *m = fe_parse_file(a.model, &o);
+	Module *m = load_model(a.model, &o);
 	if (!m) {
 		free(a.tasklist);
 		return 1;

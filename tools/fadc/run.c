@@ -24,13 +24,15 @@
 const char *const usage_run =
     "usage: fadc run MODEL.ir|MODEL.so --task T [options] --out DIR\n"
     "\n"
-    "Runs a task of a model and writes each output as DIR/<name>.npy: a .ir\n"
+    "Runs a task of a model and writes each output as DIR/<name>.npy (with '/',\n"
+    "'\\', '%' and a leading '.' of the name as %XX, which --params decodes): a .ir\n"
     "model with the float64 reference interpreter, a compiled .so through the\n"
     "runtime (include/fadc.h).  Both bind and draw their inputs the same way.\n"
     "\n"
     "  --task T           the task to run (forward); see `fadc --help`\n"
     "  --params FILE      bind parameters, constants and arguments of forward\n"
-    "                     by name from a .safetensors file, or one from a .npy\n"
+    "                     by name from a .safetensors file (or the initializers\n"
+    "                     of a .onnx model), or one from a .npy\n"
     "                     file named after it (NAME.npy), or NAME=FILE.npy;\n"
     "                     repeatable.  The rest come from their initializers.\n"
     "  --v FILE           bind the task's own inputs (v for vjp, v.<param> for\n"
@@ -102,7 +104,7 @@ mkdirs(const char *dir)
 	return (r == 0 || errno == EEXIST) && !stat(dir, &st) && S_ISDIR(st.st_mode) ? 0 : -1;
 }
 
-// Writes out[i] as DIR/<names[i]>.npy and prints them with --print
+// Writes out[i] as DIR/<fn[i]>.npy (names[i]: the output's own name) and prints them with --print
 // (exact: see print_value).  All or nothing: the files are written into a
 // temporary folder first (beside DIR when DIR is new, inside it when it
 // exists, so that renames stay on one filesystem), and only once every one
@@ -110,8 +112,8 @@ mkdirs(const char *dir)
 // failure leaves DIR as it was.  An output that is one of the run's input
 // files (inputs[0..ninputs)) is refused before anything is written.
 static int
-write_outputs(const char *dir, const char *const *names, const tio_tensor *out,
-              const Tensor *exact, int n, int print, const char *const *inputs, int ninputs)
+write_files(const char *dir, const char *const *names, char *const *fn, const tio_tensor *out,
+            const Tensor *exact, int n, int print, const char *const *inputs, int ninputs)
 {
 	int rc = 0;
 	char err[1024];
@@ -119,18 +121,19 @@ write_outputs(const char *dir, const char *const *names, const tio_tensor *out,
 	char *tmp = NULL;
 	int exists = dir && is_dir(dir), made = 0, th = -1;
 	struct stat st;
+
 	if (dir && !exists && stat(dir, &st) == 0) {
 		fprintf(stderr, "fadc: error: the output folder '%s' exists and is not a folder\n", dir);
 		return 1;
 	}
 	if (dir) {
 		for (int i = 0; i < n && !rc; i++) {
-			char *path = malloc(strlen(dir) + strlen(names[i]) + 8);
+			char *path = malloc(strlen(dir) + strlen(fn[i]) + 8);
 			if (!path) {
 				fprintf(stderr, "fadc: error: out of memory\n");
 				return 1;
 			}
-			sprintf(path, "%s/%s.npy", dir, names[i]);
+			sprintf(path, "%s/%s.npy", dir, fn[i]);
 			if (fio_check_not_input(path, inputs, ninputs, err, sizeof err)) {
 				path_error(path, err);
 				rc = 1;
@@ -186,12 +189,12 @@ write_outputs(const char *dir, const char *const *names, const tio_tensor *out,
 			rc = 1;
 		}
 		for (int i = 0; i < n && !rc; i++) {
-			if (!(tpath[i] = malloc(strlen(tmp) + strlen(names[i]) + 8))) {
+			if (!(tpath[i] = malloc(strlen(tmp) + strlen(fn[i]) + 8))) {
 				fprintf(stderr, "fadc: error: out of memory\n");
 				rc = 1;
 				break;
 			}
-			sprintf(tpath[i], "%s/%s.npy", tmp, names[i]);
+			sprintf(tpath[i], "%s/%s.npy", tmp, fn[i]);
 			if (tio_npy_write(tpath[i], &out[i], err, sizeof err)) {
 				// Named by where it was going, not by the temporary folder.
 				const char *why = strrchr(err, ':');
@@ -208,13 +211,13 @@ write_outputs(const char *dir, const char *const *names, const tio_tensor *out,
 		else if (!rc) {
 			// DIR exists (or appeared meanwhile): move each file into it.
 			for (int i = 0; i < n && !rc; i++) {
-				char *path = malloc(strlen(dir) + strlen(names[i]) + 8);
+				char *path = malloc(strlen(dir) + strlen(fn[i]) + 8);
 				if (!path) {
 					fprintf(stderr, "fadc: error: out of memory\n");
 					rc = 1;
 					break;
 				}
-				sprintf(path, "%s/%s.npy", dir, names[i]);
+				sprintf(path, "%s/%s.npy", dir, fn[i]);
 				if (rename(tpath[i], path) != 0) {
 					fprintf(stderr, "fadc: error: cannot move output into '%s': %s\n", dir,
 					        strerror(errno));
@@ -247,6 +250,27 @@ write_outputs(const char *dir, const char *const *names, const tio_tensor *out,
 		print_value(&out[i], exact ? exact[i].data : NULL, &k, 0, 1000);
 		putchar('\n');
 	}
+	return rc;
+}
+
+// write_files, with the outputs' file names (npy_file_name: an ONNX name's
+// '/' is %2F).
+static int
+write_outputs(const char *dir, const char *const *names, const tio_tensor *out,
+              const Tensor *exact, int n, int print, const char *const *inputs, int ninputs)
+{
+	char **fn = calloc((size_t)n + 1, sizeof *fn);
+	int ok = fn != NULL;
+	for (int i = 0; ok && i < n; i++)
+		ok = (fn[i] = npy_file_name(names[i])) != NULL;
+	int rc = 1;
+	if (ok)
+		rc = write_files(dir, names, fn, out, exact, n, print, inputs, ninputs);
+	else
+		fprintf(stderr, "fadc: error: out of memory\n");
+	for (int i = 0; fn && i < n; i++)
+		free(fn[i]);
+	free(fn);
 	return rc;
 }
 
@@ -320,7 +344,7 @@ run_ir(const RunArgs *a)
 {
 	FeOptions fo = {.defines = a->defs, .ndefines = a->ndefs, .diag = stderr,
 	                .max_nodes = a->max_nodes};
-	Module *m = fe_parse_file(a->model, &fo);
+	Module *m = load_model(a->model, &fo);
 	if (!m)
 		return 1;
 	char err[1024];

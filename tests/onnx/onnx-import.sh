@@ -1,0 +1,75 @@
+# RUN: bash %s
+# The ONNX frontend's op set (docs/ONNX.md): two models made with onnx's
+# helper API (make_models.py) import, prints as canonical IR that parses
+# back to the same text, and runs: fadc run's values of every output
+# against NumPy's float64 by hand, normalized error <= 1e-5 (compare-npy's
+# default; the interpreter is float64, the outputs f32).  Then the errors:
+# unsupported ops (all listed, with their domains), an opset out of range,
+# a dtype fadc lacks, a symbolic dimension (and -D binding it), a truncated protobuf, a shape
+# error of the parser (which names the node); and 200
+# corrupted copies of the MLP (mutate.py) end in a clean exit 0 or 1.
+source "$FADC_SOURCE_DIR/tests/cli/common.bash"
+PY=/usr/bin/python3
+"$PY" -c "import onnx" 2>/dev/null || { echo "SKIP: Debian's python3-onnx is not installed"; exit 77; }
+"$PY" "$SRC/tests/onnx/make_models.py" "$tmp" || fail "make_models.py failed"
+
+run_fadc 0 "$tmp/mlp.onnx" --emit ir
+cp "$tmp/out" "$tmp/mlp.ir"
+grep -qxF 'param "0.weight": f32[6, 4]' "$tmp/mlp.ir" || fail "no param \"0.weight\": $(cat "$tmp/mlp.ir")"
+grep -qxF 'param "onnx::MatMul_9": f32[3, 6]' "$tmp/mlp.ir" || fail "no param onnx::MatMul_9"
+grep -qF 'def forward("input.1": f32[5, 4]) -> (f32[3, 5], f32[5, 3]) {' "$tmp/mlp.ir" || fail "forward's signature"
+grep -qF 'as out, %' "$tmp/mlp.ir" && grep -qF 'as "/layer/Add_output_0"' "$tmp/mlp.ir" || fail "output names"
+run_fadc 0 "$tmp/mlp.ir" --emit ir
+diff <(grep -v '^#' "$tmp/mlp.ir") <(grep -v '^#' "$tmp/out") || fail "the import does not print back the same"
+
+p=()
+for n in input.1 0.weight 0.bias onnx::MatMul_9 0.bias_c; do p+=(--params "$tmp/$n.npy"); done
+run_fadc 0 run "$tmp/mlp.onnx" "${p[@]}" --out "$tmp/got"
+run_fadc 0 compare-npy "$tmp/want" "$tmp/got"
+# The same through the compiled CPU backend (f32: normalized 1e-5 too).
+run_fadc 0 "$tmp/mlp.onnx" -o "$tmp/mlp.so"
+run_fadc 0 run "$tmp/mlp.so" "${p[@]}" --out "$tmp/got-so"
+run_fadc 0 compare-npy "$tmp/want" "$tmp/got-so"
+# --params mlp.onnx binds the weights stored in the file (raw_data and
+# float_data), through both legs: the same values.
+run_fadc 0 run "$tmp/mlp.onnx" --params "$tmp/mlp.onnx" --params "$tmp/input.1.npy" --out "$tmp/got-w"
+run_fadc 0 compare-npy "$tmp/want" "$tmp/got-w"
+run_fadc 0 run "$tmp/mlp.so" --params "$tmp/mlp.onnx" --params "$tmp/input.1.npy" --out "$tmp/got-w-so"
+run_fadc 0 compare-npy "$tmp/want" "$tmp/got-w-so"
+
+# The other ops (make_models.py, ops.onnx), both legs likewise.
+q=(--params "$tmp/x.npy" --params "$tmp/one.npy" --params "$tmp/1.5.npy")
+run_fadc 0 run "$tmp/ops.onnx" "${q[@]}" --out "$tmp/got-ops"
+run_fadc 0 compare-npy "$tmp/want-ops" "$tmp/got-ops"
+run_fadc 0 "$tmp/ops.onnx" -o "$tmp/ops.so"
+run_fadc 0 run "$tmp/ops.so" "${q[@]}" --out "$tmp/got-ops-so"
+run_fadc 0 compare-npy "$tmp/want-ops" "$tmp/got-ops-so"
+
+run_fadc 1 "$tmp/unsupported.onnx" --emit ir
+err_first "$tmp/unsupported.onnx: error: 2 unsupported nodes: 'conv1' (Conv, domain ''), 'foo' (Foo, domain 'com.example')"
+run_fadc 1 "$tmp/opset11.onnx" --emit ir
+err_first "$tmp/opset11.onnx: error: the model's opset 11 is out of the supported range 13 to 23"
+run_fadc 1 "$tmp/int32.onnx" --emit ir
+err_first "$tmp/int32.onnx: error: graph input 'x' has ONNX dtype 6: only float (1), double (11) and int64 (7) are supported"
+run_fadc 1 "$tmp/symbolic.onnx" --emit ir
+err_first "$tmp/symbolic.onnx: error: dimension 0 of graph input 'x' is symbolic ('N'): bind it with -D N=VALUE"
+run_fadc 1 "$tmp/symbolic.onnx" --emit ir -D N=two
+err_first "$tmp/symbolic.onnx: error: -D N=two: the value must be a non-negative integer"
+run_fadc 0 "$tmp/symbolic.onnx" --emit ir -D N=3
+grep -qxF 'def forward(x: f32[3, 2]) -> f32[3, 2] {' "$tmp/out" || fail "-D N=3: $(cat "$tmp/out")"
+# -D N=2,3: one artifact, two specialisations.
+run_fadc 0 "$tmp/symbolic.onnx" -D N=2,3 -o "$tmp/sym.so"
+run_fadc 0 inspect "$tmp/sym.so"
+out_has "specialisation 0: N=2"
+out_has "specialisation 1: N=3"
+run_fadc 1 "$tmp/truncated.onnx" --emit ir
+err_first "$tmp/truncated.onnx: error: not an ONNX model: a malformed or truncated protobuf"
+# An error the IR parser finds shows the imported statement, whose comment
+# names the ONNX node.
+run_fadc 1 "$tmp/matmul-shapes.onnx" --emit ir
+err_first "$tmp/matmul-shapes.onnx:4:9: error: matmul: inner dimensions differ (3 vs 4)"
+[ "$(sed -n 2p "$tmp/err")" = "  \"y\" = matmul(\"x\", \"w\")  # node '/mm' (MatMul)" ] ||
+	fail "the failing statement does not name its node: $(cat "$tmp/err")"
+
+"$PY" "$SRC/tests/onnx/mutate.py" "$FADC" "$tmp/mlp.onnx" 200 || fail "a corrupted model crashed fadc"
+exit 0
