@@ -103,6 +103,7 @@ desc_free_owned(ArtDesc *d)
 			free(d->task[i].kern[k].arg);
 		}
 		free(d->task[i].kern);
+		free(d->task[i].module); // cu_build's modules (their images are in d->images)
 	}
 	free(d->task);
 	free(d->decl);
