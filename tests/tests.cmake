@@ -11,8 +11,10 @@ foreach(src ${UNIT_TESTS})
   add_test(NAME unit/${name} COMMAND ${name})
   # Model-zoo tests run the float64 interpreter on whole models: `slow`,
   # left out of the sanitizer run (tests/run-all.sh) to keep CI in time.
+  # test_codegen_layout interprets resnet18's and fcn_resnet's kernel IR
+  # twice (12 s, 426 s under ASan on 2 cores): slow too.
   set(labels unit)
-  if(name MATCHES "zoo")
+  if(name MATCHES "zoo" OR name STREQUAL "test_codegen_layout")
     set(labels "unit;slow")
   endif()
   set_tests_properties(unit/${name} PROPERTIES LABELS "${labels}" SKIP_RETURN_CODE 77
