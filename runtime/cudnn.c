@@ -31,23 +31,25 @@
 // The task's workspace is one block of the context's pool, the largest
 // plan's, held while the task is loaded.
 //
-// Engines timed (docs/CUDA.md, "Engines timed"): heuristics rank engines by
-// a model, not by this GPU's clock, and mode A's first is not always the
-// fastest.  So each record keeps up to DNN_TUNE_MAX suitable
-// configurations per filter layout as candidates, and its first run that
-// is not under capture (the eager first run of its choice) times them as
-// the choice machinery times candidates, in CUDA graphs, keeps the fastest
-// and frees the others; the pick goes into the choice cache.  The second
-// filter layout: where the record's activations are channels-last, the
-// filter can be given to cuDNN channels-last too (KRSC, what its NHWC
-// tensor-core kernels read; PyTorch's channels_last converts weights as
-// well): the filter (KCRS, the caller's) is copied to KRSC in the record's
-// workspace first (cudnnTransformTensor), or for the filter gradient cuDNN
-// writes KRSC there and the copy goes to dw.  Candidates only ever use the
+// Engines timed (docs/CUDA.md, "Engines timed, operands copied
+// channels-last"): heuristics rank engines by a model, not by this GPU's
+// clock, and mode A's first is not always the fastest.  So each record
+// keeps up to DNN_TUNE_MAX suitable configurations as candidates, and its
+// first run that is not under capture (the eager first run of its choice)
+// times them as the choice machinery times candidates, in CUDA graphs,
+// keeps the fastest and frees the others; the pick goes into the choice
+// cache.  Where one of the record's activations is channels-last, as many
+// configurations again with every operand channels-last: the operands
+// stored otherwise (the filter, KCRS; the stem's input, a task input and
+// so NCHW, against its NHWC output) are copied (cudnnTransformTensor) to
+// NHWC (KRSC) in the record's workspace first, or, written, cuDNN writes
+// them there and the copy goes back after.  Measured on an H200: the stem's
+// forward and filter gradient with mixed layouts take 257 and 284 us,
+// through cuDNN's mixed-layout engines.  Candidates only ever use the
 // workspace the untuned plan would have had (the record's scratch or the
 // task's block), so tuning never costs memory.  FADC_CUDA_DNN_TUNE=0 keeps
-// mode A's first (the plan before this); FADC_CUDA_DNN_FILTER=krsc or kcrs
-// keeps only that layout's candidates (tests run each).
+// mode A's first (the plan before this); FADC_CUDA_DNN_LAYOUT=stored or
+// nhwc keeps only those candidates (tests run each).
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,27 +185,32 @@ typedef struct Dnn {
 	cudnnHandle_t h;
 } Dnn;
 
-// Engine configurations kept per filter layout as candidates to time.
+// Engine configurations kept per layout as candidates to time.
 #define DNN_TUNE_MAX 4
 
-// One candidate: an execution plan, and whether it reads (writes, for the
-// filter gradient) a KRSC copy of the filter at the start of its
-// workspace, its own workspace following at fbytes.
+// One candidate: an execution plan, and whether it works on channels-last
+// copies (cl: the record's operands stored otherwise, `flip` below) at the
+// start of its workspace, its own workspace following them.
 struct DnnCand {
 	cudnnBackendDescriptor_t plan;
-	int64_t ws; // bytes of workspace in all (the copy's and the plan's)
-	int krsc;
+	int64_t ws; // bytes of workspace in all (the copies' and the plan's)
+	int cl;
 };
 
 // A record's plan (Kern.dnn): NULL where cuDNN cannot run it.  Before its
 // first run, ncand candidates (cand[0] mode A's first suitable one of the
-// first layout); from then on one, cand[0], the fastest.
+// stored layouts); from then on one, cand[0], the fastest.  The channels-
+// last candidates: flip has bit i for each argument i ({written, a, b})
+// stored NCHW (KCRS for a filter), which they see through a copy in NHWC
+// (KRSC) at workspace offset off[i], described as stored by cd[i][0] and
+// as copied by cd[i][1] (the legacy descriptors cudnnTransformTensor takes).
 struct DnnPlan {
 	struct DnnCand cand[2 * DNN_TUNE_MAX];
 	int ncand;
 	int tuned; // cand[0] is the one that runs
-	int64_t fbytes; // the filter copy's bytes, rounded up to 256
-	cudnnTensorDescriptor_t fd[2]; // the filter as KCRS and as KRSC (the copy's), or NULL
+	int flip;
+	int64_t off[3], cbytes; // the copies' offsets and bytes (each rounded up to 256)
+	cudnnTensorDescriptor_t cd[3][2];
 };
 
 // Engines asking for more workspace than this are passed over (FFT
@@ -373,29 +380,40 @@ dnn_filter_arg(const ArtConv *v)
 	return v->op == ART_CONV_BWD_FILTER ? 0 : 2;
 }
 
-// Plans of conv record v, its filter KRSC where krsc: the first max
-// configurations of mode A's ranking (else of the fallback list) that suit
-// the record and finalize, appended to out[*n ..], their workspace bytes
-// plus fbytes each where krsc.  None is no error (err says why); 0 only for
-// a failed cuDNN call or memory, in err.
+// The dimensions of record v's arguments {written, a, b} in cuDNN's
+// (N, C, H, W) order: forward {y, x, w}, backward data {dx, dy, w},
+// backward filter {dw, x, dy}.
+static void
+dnn_shapes(const ArtConv *v, int64_t shape[3][4])
+{
+	const int64_t xs[4] = {v->n, v->c, v->h, v->w},
+	              ws[4] = {v->k, v->c / v->groups, v->r, v->s},
+	              ys[4] = {v->n, v->k, v->oh, v->ow};
+	const int64_t *s[3] = {ys, xs, ws};
+	if (v->op == ART_CONV_BWD_DATA)
+		s[0] = xs, s[1] = ys, s[2] = ws;
+	else if (v->op == ART_CONV_BWD_FILTER)
+		s[0] = ws, s[1] = xs, s[2] = ys;
+	for (int i = 0; i < 3; i++)
+		memcpy(shape[i], s[i], sizeof shape[i]);
+}
+
+// Plans of conv record v, the arguments in flip channels-last too: the
+// first max configurations of mode A's ranking (else of the fallback list)
+// that suit the record and finalize, appended to out[*n ..], their
+// workspace bytes plus cbytes each where flip.  None is no error (err says
+// why); 0 only for a failed cuDNN call or memory, in err.
 static int
-dnn_plan(RtCuda *c, const ArtConv *v, int krsc, int64_t fbytes, int max, struct DnnCand *out,
+dnn_plan(RtCuda *c, const ArtConv *v, int flip, int64_t cbytes, int max, struct DnnCand *out,
          int *n, char *err, size_t errlen)
 {
 	Dnn *d = c->dnn;
 	cudnnBackendDescriptor_t t[3] = {NULL, NULL, NULL}, conv = NULL, op = NULL, graph = NULL,
 	                         heur = NULL, cfg[DNN_MAX_CFG] = {NULL}, plan = NULL;
 	int64_t ncfg = 0;
-	int ok = 0, got0 = *n, nhwc = v->nhwc | (krsc ? 1 << dnn_filter_arg(v) : 0);
-	const int64_t xs[4] = {v->n, v->c, v->h, v->w},
-	              ws[4] = {v->k, v->c / v->groups, v->r, v->s},
-	              ys[4] = {v->n, v->k, v->oh, v->ow};
-	// The written tensor is UID_OUT, then a and b: as the record's arguments.
-	const int64_t *shape[3] = {ys, xs, ws};
-	if (v->op == ART_CONV_BWD_DATA)
-		shape[0] = xs, shape[1] = ys, shape[2] = ws;
-	else if (v->op == ART_CONV_BWD_FILTER)
-		shape[0] = ws, shape[1] = xs, shape[2] = ys;
+	int ok = 0, got0 = *n, nhwc = v->nhwc | flip;
+	int64_t shape[3][4];
+	dnn_shapes(v, shape);
 	for (int i = 0; i < 3; i++)
 		if (!dnn_tensor(c, shape[i], (nhwc >> i) & 1, UID_OUT + i, &t[i], err, errlen))
 			goto fail;
@@ -500,7 +518,7 @@ dnn_plan(RtCuda *c, const ArtConv *v, int krsc, int64_t fbytes, int max, struct 
 					plan = NULL;
 					continue;
 				}
-				out[(*n)++] = (struct DnnCand){plan, wsb + (krsc ? fbytes : 0), krsc};
+				out[(*n)++] = (struct DnnCand){plan, wsb + (flip ? cbytes : 0), flip != 0};
 				plan = NULL;
 			}
 			for (int i = 0; i < DNN_MAX_CFG; i++)
@@ -514,7 +532,7 @@ dnn_plan(RtCuda *c, const ArtConv *v, int krsc, int64_t fbytes, int max, struct 
 	}
 	if (*n == got0)
 		snprintf(err, errlen, "cuDNN (%s) has no engine for it%s%s", d->lib,
-		         v->tf32 ? "" : " in strict fp32", krsc ? " with a KRSC filter" : "");
+		         v->tf32 ? "" : " in strict fp32", flip ? " channels-last" : "");
 	ok = 1;
 fail:
 	if (plan)
@@ -541,10 +559,12 @@ dnn_env_on(const char *name, int dflt)
 
 // The candidates of conv record v into *out (NULL when none: why in err;
 // 0 only for a failed cuDNN call or memory, in err).  With tune, up to
-// DNN_TUNE_MAX configurations of the filter as stored (KCRS), then, where
-// an activation of the record is channels-last and the layout copy loaded,
-// as many with the filter KRSC; without, the first of the first layout.
-// only (0 or 1) keeps one layout (FADC_CUDA_DNN_FILTER).
+// DNN_TUNE_MAX configurations of the operands as stored, then, where one
+// activation of the record is channels-last and the layout copy loaded,
+// as many with every operand channels-last (the filter KRSC, an NCHW
+// activation NHWC: the stem's input, a task input the compiler keeps
+// NCHW, against its NHWC output); without, the first of the stored ones.
+// only (0 or 1) keeps one of the two (FADC_CUDA_DNN_LAYOUT).
 static int
 dnn_cands(RtCuda *c, const ArtConv *v, int tune, int only, struct DnnPlan **out, char *err,
           size_t errlen)
@@ -556,27 +576,40 @@ dnn_cands(RtCuda *c, const ArtConv *v, int tune, int only, struct DnnPlan **out,
 		snprintf(err, errlen, "out of memory");
 		return 0;
 	}
-	int fa = dnn_filter_arg(v), krsc_ok = d->copy && (v->nhwc & ~(1 << fa));
-	int64_t cpg = v->c / v->groups, fel = (int64_t)v->k * cpg * v->r * v->s;
-	p->fbytes = (fel * 4 + 255) & ~(int64_t)255;
-	if (krsc_ok && only != 0) {
-		// The copy's two descriptors: dimensions (K, C, R, S), strides of
-		// KCRS and of KRSC.
-		int dim[4] = {(int)v->k, (int)cpg, (int)v->r, (int)v->s};
-		int st[2][4] = {{dim[1] * dim[2] * dim[3], dim[2] * dim[3], dim[3], 1},
-		                {dim[1] * dim[2] * dim[3], 1, dim[3] * dim[1], dim[1]}};
-		for (int j = 0; j < 2 && krsc_ok; j++)
-			krsc_ok = !d->cudnnCreateTensorDescriptor(&p->fd[j]) &&
-			          !d->cudnnSetTensorNdDescriptor(p->fd[j], CUDNN_DATA_FLOAT, 4, dim, st[j]);
+	int cl_ok = d->copy && (v->nhwc & ~(1 << dnn_filter_arg(v)));
+	p->flip = ~v->nhwc & 7;
+	if (cl_ok && only != 0) {
+		// Each copy's two descriptors: its dimensions, strides as stored
+		// (row-major) and channels-last.
+		int64_t shape[3][4];
+		dnn_shapes(v, shape);
+		for (int i = 0; i < 3 && cl_ok; i++) {
+			if (!(p->flip >> i & 1))
+				continue;
+			int dim[4], st[2][4];
+			for (int q = 0; q < 4; q++)
+				dim[q] = (int)shape[i][q];
+			st[0][3] = 1, st[0][2] = dim[3], st[0][1] = dim[2] * dim[3];
+			st[0][0] = dim[1] * st[0][1];
+			st[1][1] = 1, st[1][3] = dim[1], st[1][2] = dim[3] * dim[1], st[1][0] = st[0][0];
+			int64_t bytes = 4 * shape[i][0] * shape[i][1] * shape[i][2] * shape[i][3];
+			p->off[i] = p->cbytes;
+			p->cbytes += (bytes + 255) & ~(int64_t)255;
+			for (int j = 0; j < 2 && cl_ok; j++)
+				cl_ok = !d->cudnnCreateTensorDescriptor(&p->cd[i][j]) &&
+				        !d->cudnnSetTensorNdDescriptor(p->cd[i][j], CUDNN_DATA_FLOAT, 4, dim,
+				                                       st[j]);
+		}
 	}
 	int per = tune ? DNN_TUNE_MAX : 1;
-	for (int krsc = 0; krsc < 2; krsc++) {
-		if (only >= 0 ? krsc != only : krsc && !tune)
-			continue; // untuned: the first layout's first (the plan before tuning)
-		if (krsc && !krsc_ok)
+	for (int cl = 0; cl < 2; cl++) {
+		if (only >= 0 ? cl != only : cl && !tune)
+			continue; // untuned: the stored layouts' first (the plan before tuning)
+		if (cl && !cl_ok)
 			continue;
 		char e2[600] = "";
-		if (!dnn_plan(c, v, krsc, p->fbytes, per, p->cand, &p->ncand, e2, sizeof e2)) {
+		if (!dnn_plan(c, v, cl ? p->flip : 0, p->cbytes, per, p->cand, &p->ncand, e2,
+		              sizeof e2)) {
 			snprintf(err, errlen, "%s", e2);
 			dnn_plan_free(c, p);
 			return 0;
@@ -586,7 +619,7 @@ dnn_cands(RtCuda *c, const ArtConv *v, int tune, int only, struct DnnPlan **out,
 	}
 	if (!p->ncand) {
 		if (!err[0])
-			snprintf(err, errlen, "no KRSC candidate (FADC_CUDA_DNN_FILTER=krsc)");
+			snprintf(err, errlen, "no channels-last candidate (FADC_CUDA_DNN_LAYOUT=nhwc)");
 		dnn_plan_free(c, p);
 		return 1;
 	}
@@ -632,8 +665,8 @@ rtcu_dnn_prepare(RtCuda *c, RtCuTask *k, char *err, size_t errlen)
 		}
 	}
 	int tune = dnn_env_on("FADC_CUDA_DNN_TUNE", 1);
-	const char *fl = getenv("FADC_CUDA_DNN_FILTER");
-	int only = fl && !strcmp(fl, "kcrs") ? 0 : fl && !strcmp(fl, "krsc") ? 1 : -1;
+	const char *fl = getenv("FADC_CUDA_DNN_LAYOUT");
+	int only = fl && !strcmp(fl, "stored") ? 0 : fl && !strcmp(fl, "nhwc") ? 1 : -1;
 	int64_t ws = 0;
 	for (uint32_t i = 0; i < k->nk; i++) {
 		Kern *kk = &k->k[i];
@@ -692,9 +725,10 @@ dnn_plan_free(RtCuda *c, struct DnnPlan *p)
 	if (c->dnn && c->dnn->dl) {
 		for (int j = 0; j < p->ncand; j++)
 			c->dnn->cudnnBackendDestroyDescriptor(p->cand[j].plan);
-		for (int j = 0; j < 2; j++)
-			if (p->fd[j])
-				c->dnn->cudnnDestroyTensorDescriptor(p->fd[j]);
+		for (int i = 0; i < 3; i++)
+			for (int j = 0; j < 2; j++)
+				if (p->cd[i][j])
+					c->dnn->cudnnDestroyTensorDescriptor(p->cd[i][j]);
 	}
 	free(p);
 }
@@ -723,10 +757,11 @@ rtcu_dnn_ready(const Kern *kk)
 
 // Candidate q of record kk on the context's stream (under capture: into
 // the graph).  Its workspace: the record's scratch where it fits, else the
-// task's block.  A KRSC candidate first copies the filter w (KCRS) to KRSC
-// at the workspace's start and reads that; for the filter gradient it
-// writes dw there (KRSC) and copies it to dw (KCRS) after.  The variant
-// pack binds this run's addresses; it is host state only, destroyed after.
+// task's block.  A channels-last candidate first copies each flipped
+// operand it reads to its slot of the workspace and reads that; a flipped
+// written operand it writes there, copied to its buffer after.  The
+// variant pack binds this run's addresses; it is host state only,
+// destroyed after.
 static int
 dnn_run(RtCuda *c, RtCuTask *k, Kern *kk, const struct DnnCand *q, char *err, size_t errlen)
 {
@@ -737,16 +772,20 @@ dnn_run(RtCuda *c, RtCuTask *k, Kern *kk, const struct DnnCand *q, char *err, si
 	uint64_t base = scr ? scr : k->dnn_ws;
 	void *ptr[3], *ws = (void *)(uintptr_t)base;
 	float one = 1, zero = 0;
-	int ok = 0, fa = dnn_filter_arg(&kk->k->conv);
+	int ok = 0;
 	for (int i = 0; i < 3; i++)
 		ptr[i] = (void *)(uintptr_t)kk->val[i];
-	if (q->krsc) {
-		ptr[fa] = ws;
-		ws = (void *)(uintptr_t)(base + (uint64_t)p->fbytes);
-		if (fa)
-			CHECK_DNN(c, cudnnTransformTensor(c->dnn->h, &one, p->fd[0],
-			                                  (void *)(uintptr_t)kk->val[fa], &zero, p->fd[1],
-			                                  ptr[fa]));
+	if (q->cl) {
+		ws = (void *)(uintptr_t)(base + (uint64_t)p->cbytes);
+		for (int i = 0; i < 3; i++) {
+			if (!(p->flip >> i & 1))
+				continue;
+			ptr[i] = (void *)(uintptr_t)(base + (uint64_t)p->off[i]);
+			if (i)
+				CHECK_DNN(c, cudnnTransformTensor(c->dnn->h, &one, p->cd[i][0],
+				                                  (void *)(uintptr_t)kk->val[i], &zero,
+				                                  p->cd[i][1], ptr[i]));
+		}
 	}
 	CHECK_DNN(c, cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack));
 	CHECK_DNN(c, cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
@@ -757,9 +796,9 @@ dnn_run(RtCuda *c, RtCuTask *k, Kern *kk, const struct DnnCand *q, char *err, si
 	                                      CUDNN_TYPE_VOID_PTR, 1, &ws));
 	CHECK_DNN(c, cudnnBackendFinalize(pack));
 	CHECK_DNN(c, cudnnBackendExecute(c->dnn->h, q->plan, pack));
-	if (q->krsc && !fa)
-		CHECK_DNN(c, cudnnTransformTensor(c->dnn->h, &one, p->fd[1], ptr[0], &zero, p->fd[0],
-		                                  (void *)(uintptr_t)kk->val[0]));
+	if (q->cl && (p->flip & 1))
+		CHECK_DNN(c, cudnnTransformTensor(c->dnn->h, &one, p->cd[0][1], ptr[0], &zero,
+		                                  p->cd[0][0], (void *)(uintptr_t)kk->val[0]));
 	ok = 1;
 fail:
 	if (pack)
@@ -898,7 +937,7 @@ dnn_tune(RtCuda *c, RtCuTask *k, Kern *kk, char *err, size_t errlen)
 		        (unsigned)(kk - k->k), kk->k->name, how);
 		for (int j = 0; j < p->ncand; j++)
 			fprintf(stderr, " %s%s%d %.2f us", j == best ? "*" : "",
-			        p->cand[j].krsc ? "krsc" : "kcrs", j, us[j]);
+			        p->cand[j].cl ? "nhwc" : "stored", j, us[j]);
 		fprintf(stderr, "\n");
 	}
 	for (int j = 0; j < p->ncand; j++)
