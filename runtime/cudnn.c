@@ -31,25 +31,16 @@
 // The task's workspace is one block of the context's pool, the largest
 // plan's, held while the task is loaded.
 //
-// Engines timed (docs/CUDA.md, "Engines timed, operands copied
-// channels-last"): heuristics rank engines by a model, not by this GPU's
-// clock, and mode A's first is not always the fastest.  So each record
-// keeps up to DNN_TUNE_MAX suitable configurations as candidates, and its
-// first run that is not under capture (the eager first run of its choice)
-// times them as the choice machinery times candidates, in CUDA graphs,
-// keeps the fastest and frees the others; the pick goes into the choice
-// cache.  Where one of the record's activations is channels-last, as many
-// configurations again with every operand channels-last: the operands
-// stored otherwise (the filter, KCRS; the stem's input, a task input and
-// so NCHW, against its NHWC output) are copied (cudnnTransformTensor) to
-// NHWC (KRSC) in the record's workspace first, or, written, cuDNN writes
-// them there and the copy goes back after.  Measured on an H200: the stem's
-// forward and filter gradient with mixed layouts take 257 and 284 us,
-// through cuDNN's mixed-layout engines.  Candidates only ever use the
-// workspace the untuned plan would have had (the record's scratch or the
-// task's block), so tuning never costs memory.  FADC_CUDA_DNN_TUNE=0 keeps
-// mode A's first (the plan before this); FADC_CUDA_DNN_LAYOUT=stored or
-// nhwc keeps only those candidates (tests run each).
+// Engines timed (docs/CUDA.md, "Engines timed"): heuristics rank engines
+// by a model, not by this GPU's clock, and mode A's first is not always the
+// fastest.  So each record keeps up to DNN_TUNE_MAX suitable configurations
+// as candidates, and its first run that is not under capture (the eager
+// first run of its choice) times them as the choice machinery times
+// candidates, in CUDA graphs, keeps the fastest and frees the others; the
+// pick goes into the choice cache.  Candidates only ever use the workspace
+// the untuned plan would have had (the record's scratch or the task's
+// block), so timing never costs memory.  FADC_CUDA_DNN_TUNE=0 keeps mode
+// A's first (the plan before this).
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,18 +148,6 @@ enum {
 	X(cudnnBackendExecute,                                                                 \
 	  (cudnnHandle_t h, cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t pack))
 
-// The legacy API's layout copy (cudnn_ops.h; deprecated in 9, present in
-// 9.x): optional, for the KRSC filter candidates only.
-typedef struct cudnnTensorStruct *cudnnTensorDescriptor_t;
-#define DNN_COPY_FUNCS(X)                                                                  \
-	X(cudnnCreateTensorDescriptor, (cudnnTensorDescriptor_t * d))                          \
-	X(cudnnDestroyTensorDescriptor, (cudnnTensorDescriptor_t d))                           \
-	X(cudnnSetTensorNdDescriptor,                                                          \
-	  (cudnnTensorDescriptor_t d, int dt, int nd, const int *dim, const int *stride))      \
-	X(cudnnTransformTensor,                                                                \
-	  (cudnnHandle_t h, const void *alpha, cudnnTensorDescriptor_t xd, const void *x,      \
-	   const void *beta, cudnnTensorDescriptor_t yd, void *y))
-
 typedef struct Dnn {
 	void *dl; // NULL: not loaded (yet, or for good: see failed)
 	const char *lib; // the name that loaded
@@ -178,39 +157,25 @@ typedef struct Dnn {
 	DNN_FUNCS(X)
 #undef X
 	const char *(*error_string)(cudnnStatus_t s);
-#define X(name, args) cudnnStatus_t(*name) args;
-	DNN_COPY_FUNCS(X)
-#undef X
-	int copy; // 1: the layout copy's functions loaded (KRSC candidates possible)
 	cudnnHandle_t h;
 } Dnn;
 
-// Engine configurations kept per layout as candidates to time.
+// Engine configurations kept as candidates to time.
 #define DNN_TUNE_MAX 4
 
-// One candidate: an execution plan, and whether it works on channels-last
-// copies (cl: the record's operands stored otherwise, `flip` below) at the
-// start of its workspace, its own workspace following them.
+// One candidate: an execution plan and its workspace bytes.
 struct DnnCand {
 	cudnnBackendDescriptor_t plan;
-	int64_t ws; // bytes of workspace in all (the copies' and the plan's)
-	int cl;
+	int64_t ws;
 };
 
 // A record's plan (Kern.dnn): NULL where cuDNN cannot run it.  Before its
-// first run, ncand candidates (cand[0] mode A's first suitable one of the
-// stored layouts); from then on one, cand[0], the fastest.  The channels-
-// last candidates: flip has bit i for each argument i ({written, a, b})
-// stored NCHW (KCRS for a filter), which they see through a copy in NHWC
-// (KRSC) at workspace offset off[i], described as stored by cd[i][0] and
-// as copied by cd[i][1] (the legacy descriptors cudnnTransformTensor takes).
+// first run, ncand candidates (cand[0] mode A's first suitable one); from
+// then on one, cand[0], the fastest.
 struct DnnPlan {
-	struct DnnCand cand[2 * DNN_TUNE_MAX];
+	struct DnnCand cand[DNN_TUNE_MAX];
 	int ncand;
 	int tuned; // cand[0] is the one that runs
-	int flip;
-	int64_t off[3], cbytes; // the copies' offsets and bytes (each rounded up to 256)
-	cudnnTensorDescriptor_t cd[3][2];
 };
 
 // Engines asking for more workspace than this are passed over (FFT
@@ -292,14 +257,6 @@ dnn_open(RtCuda *c)
 #undef X
 	if ((sp = dlsym(d->dl, "cudnnGetErrorString")))
 		memcpy(&d->error_string, &sp, sizeof sp);
-	d->copy = 1;
-#define X(name, args)                                                                      \
-	if ((sp = dlsym(d->dl, #name)))                                                        \
-		memcpy(&d->name, &sp, sizeof sp);                                                  \
-	else                                                                                   \
-		d->copy = 0;
-	DNN_COPY_FUNCS(X)
-#undef X
 	d->failed = 0;
 	return 1;
 fail:
@@ -372,14 +329,6 @@ fail:
 	return ok;
 }
 
-// The argument of a record that is its filter: w (b) of a forward or
-// backward-data convolution, the written dw of a backward-filter one.
-static int
-dnn_filter_arg(const ArtConv *v)
-{
-	return v->op == ART_CONV_BWD_FILTER ? 0 : 2;
-}
-
 // The dimensions of record v's arguments {written, a, b} in cuDNN's
 // (N, C, H, W) order: forward {y, x, w}, backward data {dx, dy, w},
 // backward filter {dw, x, dy}.
@@ -398,20 +347,19 @@ dnn_shapes(const ArtConv *v, int64_t shape[3][4])
 		memcpy(shape[i], s[i], sizeof shape[i]);
 }
 
-// Plans of conv record v, the arguments in flip channels-last too: the
-// first max configurations of mode A's ranking (else of the fallback list)
-// that suit the record and finalize, appended to out[*n ..], their
-// workspace bytes plus cbytes each where flip.  None is no error (err says
-// why); 0 only for a failed cuDNN call or memory, in err.
+// Plans of conv record v: the first max configurations of mode A's ranking
+// (else of the fallback list) that suit the record and finalize, into
+// out[0 .. *n).  None is no error (err says why); 0 only for a failed cuDNN
+// call, in err.
 static int
-dnn_plan(RtCuda *c, const ArtConv *v, int flip, int64_t cbytes, int max, struct DnnCand *out,
-         int *n, char *err, size_t errlen)
+dnn_plan(RtCuda *c, const ArtConv *v, int max, struct DnnCand *out, int *n, char *err,
+         size_t errlen)
 {
 	Dnn *d = c->dnn;
 	cudnnBackendDescriptor_t t[3] = {NULL, NULL, NULL}, conv = NULL, op = NULL, graph = NULL,
 	                         heur = NULL, cfg[DNN_MAX_CFG] = {NULL}, plan = NULL;
 	int64_t ncfg = 0;
-	int ok = 0, got0 = *n, nhwc = v->nhwc | flip;
+	int ok = 0, got0 = *n, nhwc = v->nhwc;
 	int64_t shape[3][4];
 	dnn_shapes(v, shape);
 	for (int i = 0; i < 3; i++)
@@ -518,7 +466,7 @@ dnn_plan(RtCuda *c, const ArtConv *v, int flip, int64_t cbytes, int max, struct 
 					plan = NULL;
 					continue;
 				}
-				out[(*n)++] = (struct DnnCand){plan, wsb + (flip ? cbytes : 0), flip != 0};
+				out[(*n)++] = (struct DnnCand){plan, wsb};
 				plan = NULL;
 			}
 			for (int i = 0; i < DNN_MAX_CFG; i++)
@@ -531,8 +479,8 @@ dnn_plan(RtCuda *c, const ArtConv *v, int flip, int64_t cbytes, int max, struct 
 		heur = NULL;
 	}
 	if (*n == got0)
-		snprintf(err, errlen, "cuDNN (%s) has no engine for it%s%s", d->lib,
-		         v->tf32 ? "" : " in strict fp32", flip ? " channels-last" : "");
+		snprintf(err, errlen, "cuDNN (%s) has no engine for it%s", d->lib,
+		         v->tf32 ? "" : " in strict fp32");
 	ok = 1;
 fail:
 	if (plan)
@@ -558,68 +506,22 @@ dnn_env_on(const char *name, int dflt)
 }
 
 // The candidates of conv record v into *out (NULL when none: why in err;
-// 0 only for a failed cuDNN call or memory, in err).  With tune, up to
-// DNN_TUNE_MAX configurations of the operands as stored, then, where one
-// activation of the record is channels-last and the layout copy loaded,
-// as many with every operand channels-last (the filter KRSC, an NCHW
-// activation NHWC: the stem's input, a task input the compiler keeps
-// NCHW, against its NHWC output); without, the first of the stored ones.
-// only (0 or 1) keeps one of the two (FADC_CUDA_DNN_LAYOUT).
+// 0 only for a failed cuDNN call or memory, in err): with tune up to
+// DNN_TUNE_MAX configurations, without the first.
 static int
-dnn_cands(RtCuda *c, const ArtConv *v, int tune, int only, struct DnnPlan **out, char *err,
-          size_t errlen)
+dnn_cands(RtCuda *c, const ArtConv *v, int tune, struct DnnPlan **out, char *err, size_t errlen)
 {
-	Dnn *d = c->dnn;
 	struct DnnPlan *p = calloc(1, sizeof *p);
 	*out = NULL;
 	if (!p) {
 		snprintf(err, errlen, "out of memory");
 		return 0;
 	}
-	int cl_ok = d->copy && (v->nhwc & ~(1 << dnn_filter_arg(v)));
-	p->flip = ~v->nhwc & 7;
-	if (cl_ok && only != 0) {
-		// Each copy's two descriptors: its dimensions, strides as stored
-		// (row-major) and channels-last.
-		int64_t shape[3][4];
-		dnn_shapes(v, shape);
-		for (int i = 0; i < 3 && cl_ok; i++) {
-			if (!(p->flip >> i & 1))
-				continue;
-			int dim[4], st[2][4];
-			for (int q = 0; q < 4; q++)
-				dim[q] = (int)shape[i][q];
-			st[0][3] = 1, st[0][2] = dim[3], st[0][1] = dim[2] * dim[3];
-			st[0][0] = dim[1] * st[0][1];
-			st[1][1] = 1, st[1][3] = dim[1], st[1][2] = dim[3] * dim[1], st[1][0] = st[0][0];
-			int64_t bytes = 4 * shape[i][0] * shape[i][1] * shape[i][2] * shape[i][3];
-			p->off[i] = p->cbytes;
-			p->cbytes += (bytes + 255) & ~(int64_t)255;
-			for (int j = 0; j < 2 && cl_ok; j++)
-				cl_ok = !d->cudnnCreateTensorDescriptor(&p->cd[i][j]) &&
-				        !d->cudnnSetTensorNdDescriptor(p->cd[i][j], CUDNN_DATA_FLOAT, 4, dim,
-				                                       st[j]);
-		}
-	}
-	int per = tune ? DNN_TUNE_MAX : 1;
-	for (int cl = 0; cl < 2; cl++) {
-		if (only >= 0 ? cl != only : cl && !tune)
-			continue; // untuned: the stored layouts' first (the plan before tuning)
-		if (cl && !cl_ok)
-			continue;
-		char e2[600] = "";
-		if (!dnn_plan(c, v, cl ? p->flip : 0, p->cbytes, per, p->cand, &p->ncand, e2,
-		              sizeof e2)) {
-			snprintf(err, errlen, "%s", e2);
-			dnn_plan_free(c, p);
-			return 0;
-		}
-		if (!p->ncand)
-			snprintf(err, errlen, "%s", e2);
+	if (!dnn_plan(c, v, tune ? DNN_TUNE_MAX : 1, p->cand, &p->ncand, err, errlen)) {
+		dnn_plan_free(c, p);
+		return 0;
 	}
 	if (!p->ncand) {
-		if (!err[0])
-			snprintf(err, errlen, "no channels-last candidate (FADC_CUDA_DNN_LAYOUT=nhwc)");
 		dnn_plan_free(c, p);
 		return 1;
 	}
@@ -665,15 +567,13 @@ rtcu_dnn_prepare(RtCuda *c, RtCuTask *k, char *err, size_t errlen)
 		}
 	}
 	int tune = dnn_env_on("FADC_CUDA_DNN_TUNE", 1);
-	const char *fl = getenv("FADC_CUDA_DNN_LAYOUT");
-	int only = fl && !strcmp(fl, "stored") ? 0 : fl && !strcmp(fl, "nhwc") ? 1 : -1;
 	int64_t ws = 0;
 	for (uint32_t i = 0; i < k->nk; i++) {
 		Kern *kk = &k->k[i];
 		if (kk->k->kind != ART_LAUNCH_CONV)
 			continue;
 		why[0] = 0;
-		if (!dnn_cands(c, &kk->k->conv, tune, only, &kk->dnn, why, sizeof why)) {
+		if (!dnn_cands(c, &kk->k->conv, tune, &kk->dnn, why, sizeof why)) {
 			if (!strcmp(why, "out of memory")) {
 				snprintf(err, errlen, "out of memory");
 				return 0;
@@ -722,14 +622,9 @@ dnn_plan_free(RtCuda *c, struct DnnPlan *p)
 {
 	if (!p)
 		return;
-	if (c->dnn && c->dnn->dl) {
+	if (c->dnn && c->dnn->dl)
 		for (int j = 0; j < p->ncand; j++)
 			c->dnn->cudnnBackendDestroyDescriptor(p->cand[j].plan);
-		for (int i = 0; i < 3; i++)
-			for (int j = 0; j < 2; j++)
-				if (p->cd[i][j])
-					c->dnn->cudnnDestroyTensorDescriptor(p->cd[i][j]);
-	}
 	free(p);
 }
 
@@ -757,36 +652,18 @@ rtcu_dnn_ready(const Kern *kk)
 
 // Candidate q of record kk on the context's stream (under capture: into
 // the graph).  Its workspace: the record's scratch where it fits, else the
-// task's block.  A channels-last candidate first copies each flipped
-// operand it reads to its slot of the workspace and reads that; a flipped
-// written operand it writes there, copied to its buffer after.  The
-// variant pack binds this run's addresses; it is host state only,
-// destroyed after.
+// task's block.  The variant pack binds this run's addresses and the
+// workspace; it is host state only, destroyed after.
 static int
 dnn_run(RtCuda *c, RtCuTask *k, Kern *kk, const struct DnnCand *q, char *err, size_t errlen)
 {
-	struct DnnPlan *p = kk->dnn;
 	cudnnBackendDescriptor_t pack = NULL;
 	int64_t uid[3] = {UID_OUT, UID_A, UID_B};
 	uint64_t scr = rtcu_conv_scratch(k, kk, (uint64_t)q->ws);
-	uint64_t base = scr ? scr : k->dnn_ws;
-	void *ptr[3], *ws = (void *)(uintptr_t)base;
-	float one = 1, zero = 0;
+	void *ptr[3], *ws = (void *)(uintptr_t)(scr ? scr : k->dnn_ws);
 	int ok = 0;
 	for (int i = 0; i < 3; i++)
 		ptr[i] = (void *)(uintptr_t)kk->val[i];
-	if (q->cl) {
-		ws = (void *)(uintptr_t)(base + (uint64_t)p->cbytes);
-		for (int i = 0; i < 3; i++) {
-			if (!(p->flip >> i & 1))
-				continue;
-			ptr[i] = (void *)(uintptr_t)(base + (uint64_t)p->off[i]);
-			if (i)
-				CHECK_DNN(c, cudnnTransformTensor(c->dnn->h, &one, p->cd[i][0],
-				                                  (void *)(uintptr_t)kk->val[i], &zero,
-				                                  p->cd[i][1], ptr[i]));
-		}
-	}
 	CHECK_DNN(c, cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack));
 	CHECK_DNN(c, cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
 	                                      CUDNN_TYPE_INT64, 3, uid));
@@ -796,9 +673,6 @@ dnn_run(RtCuda *c, RtCuTask *k, Kern *kk, const struct DnnCand *q, char *err, si
 	                                      CUDNN_TYPE_VOID_PTR, 1, &ws));
 	CHECK_DNN(c, cudnnBackendFinalize(pack));
 	CHECK_DNN(c, cudnnBackendExecute(c->dnn->h, q->plan, pack));
-	if (q->cl && (p->flip & 1))
-		CHECK_DNN(c, cudnnTransformTensor(c->dnn->h, &one, p->cd[0][1], ptr[0], &zero,
-		                                  p->cd[0][0], (void *)(uintptr_t)kk->val[0]));
 	ok = 1;
 fail:
 	if (pack)
@@ -843,8 +717,8 @@ dnn_time(RtCuda *c, RtCuTask *k, Kern *kk, int *best, double *us, char *err, siz
 {
 	struct DnnPlan *p = kk->dnn;
 	CUevent ev[2] = {NULL, NULL};
-	CUgraphExec ex[2 * DNN_TUNE_MAX] = {NULL};
-	float t[2 * DNN_TUNE_MAX][TUNE_SAMPLES];
+	CUgraphExec ex[DNN_TUNE_MAX] = {NULL};
+	float t[DNN_TUNE_MAX][TUNE_SAMPLES];
 	int ok = 0;
 	*best = 0;
 	for (int j = 0; j < p->ncand; j++) {
@@ -915,7 +789,7 @@ static int
 dnn_tune(RtCuda *c, RtCuTask *k, Kern *kk, char *err, size_t errlen)
 {
 	struct DnnPlan *p = kk->dnn;
-	double us[2 * DNN_TUNE_MAX] = {0};
+	double us[DNN_TUNE_MAX] = {0};
 	int best = 0;
 	const char *how = "first";
 	RtChoiceKey key = {k->artifact, c->gpu_key, k->index,
@@ -936,8 +810,7 @@ dnn_tune(RtCuda *c, RtCuTask *k, Kern *kk, char *err, size_t errlen)
 		fprintf(stderr, "fadc: task '%s' record %u (%s) engines (%s):", k->t->name,
 		        (unsigned)(kk - k->k), kk->k->name, how);
 		for (int j = 0; j < p->ncand; j++)
-			fprintf(stderr, " %s%s%d %.2f us", j == best ? "*" : "",
-			        p->cand[j].cl ? "nhwc" : "stored", j, us[j]);
+			fprintf(stderr, " %sengine%d %.2f us", j == best ? "*" : "", j, us[j]);
 		fprintf(stderr, "\n");
 	}
 	for (int j = 0; j < p->ncand; j++)
