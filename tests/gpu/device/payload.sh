@@ -12,7 +12,8 @@
 #   DEST/choice/     choice.so (tests/gpu/choice.ir: products whose candidates,
 #                    printed kernel or cuBLAS GEMM, are timed on the GPU)
 #   DEST/conv/       conv.so and conv_tf32.so (tests/gpu/conv.ir: convolutions
-#                    whose candidates, their launches or cuDNN, are timed)
+#                    whose candidates, their launches or cuDNN, are timed), and
+#                    csum_tf32.so (tests/gpu/csum.ir: merged per-channel sums)
 #   DEST/cg/         the CUDA-graph suite's artifacts (tests/gpu/cudagraph)
 #   DEST/zoo/        cpu,cuda artifacts of all nine models at reduced sizes
 #                    with their recommended tasks (tests/gpu/cuda-zoo.sh's
@@ -84,6 +85,10 @@ mkdir -p "$dest/conv"
 fadc "$root/tests/gpu/conv.ir" -o "$dest/conv/conv.so" --target cpu,cuda --tasks forward,vjp,jvp,vhp
 fadc "$root/tests/gpu/conv.ir" -o "$dest/conv/conv_tf32.so" --target cpu,cuda \
 	--tasks forward,vjp,jvp,vhp --allow-tf32
+# Batch norm's statistics split by channel, the split taking the mean's sum
+# (tests/gpu/csum.ir; codegen/kir_layout.c, csum_merges): channels-last is TF32 only.
+fadc "$root/tests/gpu/csum.ir" -o "$dest/conv/csum_tf32.so" --target cpu,cuda \
+	--tasks forward,vjp,jvp,vhp --allow-tf32 --no-ptx
 # Choices between a printed kernel and a cuBLAS GEMM, decided on the GPU
 # (tests/gpu/choice.ir): run.sh checks it forced to each candidate, timed
 # and from the cache (gpu_check --choices).
