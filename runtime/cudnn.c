@@ -41,27 +41,6 @@
 // the untuned plan would have had (the record's scratch or the task's
 // block), so timing never costs memory.  FADC_CUDA_DNN_TUNE=0 keeps mode
 // A's first (the plan before this).
-//
-// Padded channels (docs/CUDA.md, "Padded channels"): a TF32 record whose
-// input channel count C is not a multiple of 4 (resnet18's stem: C = 3)
-// finds no tensor-core engine that loads its channels 16 bytes at a time,
-// and ran at 29 TFLOP/s on an H200.  So such a record has more candidates:
-// the same convolution over Cp = C rounded up to 4 and to 8 channels.
-// Each operand with the C dimension (forward x and w, backward data dx and
-// w, backward filter dw and x) is seen through a copy in the workspace,
-// channels-last with Cp channels (NHWC, a filter KRSC), written by the
-// legacy API's cudnnTransformTensor from the operand as stored (its first C
-// channels; the strides say where), or, written, computed there and copied
-// back (its first C channels only).  The sums are unchanged: a forward sums
-// over the channels, so its copies are zeroed first (cuMemsetD8Async) and
-// the padded channels add w 0 * x 0; a backward data or filter convolution
-// sums over the output channels only, so a padded input channel only feeds
-// the padded output channels, which are dropped, and nothing is zeroed.
-// They are timed with the others; the copies' bytes count in their
-// workspace (they come after the stored candidates, so the first, which
-// sizes the task's block, is the same).  FADC_CUDA_DNN_PAD=0 leaves them
-// out; =only keeps them alone, for strict records too (the tests force
-// them so, against strict fp32's tolerance).
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,18 +148,6 @@ enum {
 	X(cudnnBackendExecute,                                                                 \
 	  (cudnnHandle_t h, cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t pack))
 
-// The legacy API's strided copy (cudnn_ops.h; present in 9.x): optional,
-// for the padded candidates only.
-typedef struct cudnnTensorStruct *cudnnTensorDescriptor_t;
-#define DNN_COPY_FUNCS(X)                                                                  \
-	X(cudnnCreateTensorDescriptor, (cudnnTensorDescriptor_t * d))                          \
-	X(cudnnDestroyTensorDescriptor, (cudnnTensorDescriptor_t d))                           \
-	X(cudnnSetTensorNdDescriptor,                                                          \
-	  (cudnnTensorDescriptor_t d, int dt, int nd, const int *dim, const int *stride))      \
-	X(cudnnTransformTensor,                                                                \
-	  (cudnnHandle_t h, const void *alpha, cudnnTensorDescriptor_t xd, const void *x,      \
-	   const void *beta, cudnnTensorDescriptor_t yd, void *y))
-
 typedef struct Dnn {
 	void *dl; // NULL: not loaded (yet, or for good: see failed)
 	const char *lib; // the name that loaded
@@ -190,49 +157,25 @@ typedef struct Dnn {
 	DNN_FUNCS(X)
 #undef X
 	const char *(*error_string)(cudnnStatus_t s);
-#define X(name, args) cudnnStatus_t(*name) args;
-	DNN_COPY_FUNCS(X)
-#undef X
-	int copy; // 1: the copy's functions loaded (padded candidates possible)
 	cudnnHandle_t h;
 } Dnn;
 
-// Engine configurations kept per form (as stored, each padding) as
-// candidates to time; padded forms per record.
+// Engine configurations kept as candidates to time.
 #define DNN_TUNE_MAX 4
-#define DNN_PAD_MAX 2
-#define DNN_CAND_MAX ((1 + DNN_PAD_MAX) * DNN_TUNE_MAX)
 
-// One candidate: an execution plan, its workspace bytes (the padded
-// copies' included) and its form: 0 the operands as stored, else 1 +
-// the index of its padding in DnnPlan.pad.
+// One candidate: an execution plan and its workspace bytes.
 struct DnnCand {
 	cudnnBackendDescriptor_t plan;
 	int64_t ws;
-	int pad;
-};
-
-// A padding of a record's input channels C to cp: args has bit i for each
-// argument i ({written, a, b}) with the C dimension, seen through a copy
-// at workspace offset off[i] (cbytes in all, each rounded up to 256),
-// described as stored by cd[i][0] and in the copy by cd[i][1] (both of
-// the stored dimensions: the copy's strides are those of cp channels,
-// channels-last); zero: the copies are zeroed before (a forward).
-struct DnnPad {
-	int cp, args, zero;
-	int64_t off[3], cbytes;
-	cudnnTensorDescriptor_t cd[3][2];
 };
 
 // A record's plan (Kern.dnn): NULL where cuDNN cannot run it.  Before its
-// first run, ncand candidates (cand[0] mode A's first suitable one of the
-// operands as stored); from then on one, cand[0], the fastest.
+// first run, ncand candidates (cand[0] mode A's first suitable one); from
+// then on one, cand[0], the fastest.
 struct DnnPlan {
-	struct DnnCand cand[DNN_CAND_MAX];
+	struct DnnCand cand[DNN_TUNE_MAX];
 	int ncand;
 	int tuned; // cand[0] is the one that runs
-	struct DnnPad pad[DNN_PAD_MAX];
-	int npad;
 };
 
 // Engines asking for more workspace than this are passed over (FFT
@@ -314,14 +257,6 @@ dnn_open(RtCuda *c)
 #undef X
 	if ((sp = dlsym(d->dl, "cudnnGetErrorString")))
 		memcpy(&d->error_string, &sp, sizeof sp);
-	d->copy = 1;
-#define X(name, args)                                                                      \
-	if ((sp = dlsym(d->dl, #name)))                                                        \
-		memcpy(&d->name, &sp, sizeof sp);                                                  \
-	else                                                                                   \
-		d->copy = 0;
-	DNN_COPY_FUNCS(X)
-#undef X
 	d->failed = 0;
 	return 1;
 fail:
@@ -412,26 +347,21 @@ dnn_shapes(const ArtConv *v, int64_t shape[3][4])
 		memcpy(shape[i], s[i], sizeof shape[i]);
 }
 
-// Plans of conv record v, its input channels padded as pd says (NULL: as
-// stored; pi its form, DnnCand.pad): the first max configurations of mode
-// A's ranking (else of the fallback list) that suit the record and
-// finalize, appended to out[*n ..], their workspace bytes plus the padded
-// copies'.  None is no error (err says why); 0 only for a failed cuDNN
+// Plans of conv record v: the first max configurations of mode A's ranking
+// (else of the fallback list) that suit the record and finalize, into
+// out[0 .. *n).  None is no error (err says why); 0 only for a failed cuDNN
 // call, in err.
 static int
-dnn_plan(RtCuda *c, const ArtConv *v, const struct DnnPad *pd, int pi, int max,
-         struct DnnCand *out, int *n, char *err, size_t errlen)
+dnn_plan(RtCuda *c, const ArtConv *v, int max, struct DnnCand *out, int *n, char *err,
+         size_t errlen)
 {
 	Dnn *d = c->dnn;
 	cudnnBackendDescriptor_t t[3] = {NULL, NULL, NULL}, conv = NULL, op = NULL, graph = NULL,
 	                         heur = NULL, cfg[DNN_MAX_CFG] = {NULL}, plan = NULL;
 	int64_t ncfg = 0;
-	int ok = 0, got0 = *n, nhwc = v->nhwc | (pd ? pd->args : 0);
+	int ok = 0, got0 = *n, nhwc = v->nhwc;
 	int64_t shape[3][4];
 	dnn_shapes(v, shape);
-	for (int i = 0; pd && i < 3; i++)
-		if (pd->args >> i & 1)
-			shape[i][1] = pd->cp; // the C dimension: (N, C, H, W) or (K, C, R, S)
 	for (int i = 0; i < 3; i++)
 		if (!dnn_tensor(c, shape[i], (nhwc >> i) & 1, UID_OUT + i, &t[i], err, errlen))
 			goto fail;
@@ -536,7 +466,7 @@ dnn_plan(RtCuda *c, const ArtConv *v, const struct DnnPad *pd, int pi, int max,
 					plan = NULL;
 					continue;
 				}
-				out[(*n)++] = (struct DnnCand){plan, wsb + (pd ? pd->cbytes : 0), pi};
+				out[(*n)++] = (struct DnnCand){plan, wsb};
 				plan = NULL;
 			}
 			for (int i = 0; i < DNN_MAX_CFG; i++)
@@ -549,8 +479,8 @@ dnn_plan(RtCuda *c, const ArtConv *v, const struct DnnPad *pd, int pi, int max,
 		heur = NULL;
 	}
 	if (*n == got0)
-		snprintf(err, errlen, "cuDNN (%s) has no engine for it%s%s", d->lib,
-		         v->tf32 ? "" : " in strict fp32", pd ? " with padded channels" : "");
+		snprintf(err, errlen, "cuDNN (%s) has no engine for it%s", d->lib,
+		         v->tf32 ? "" : " in strict fp32");
 	ok = 1;
 fail:
 	if (plan)
@@ -575,69 +505,11 @@ dnn_env_on(const char *name, int dflt)
 	return !v || !*v ? dflt : strcmp(v, "0") != 0;
 }
 
-// The paddings of record v's input channels into p->pad (pads: 0 none, 1
-// TF32 records only, 2 every record): C rounded up to 4 and to 8, each
-// distinct and other than C, for a record of one group whose C is not a
-// multiple of 4, where the copy's functions loaded.  0 only for a failed
-// cuDNN call, in err.
-static int
-dnn_pads(RtCuda *c, const ArtConv *v, int pads, struct DnnPlan *p, char *err, size_t errlen)
-{
-	Dnn *d = c->dnn;
-	if (!pads || (pads == 1 && !v->tf32) || !d->copy || v->groups != 1 || v->c % 4 == 0)
-		return 1;
-	int64_t shape[3][4];
-	dnn_shapes(v, shape);
-	// The arguments with the C dimension: forward {y, x, w}: x and w;
-	// backward data {dx, dy, w}: dx and w; backward filter {dw, x, dy}: dw
-	// and x.
-	int args = v->op == ART_CONV_FWD ? 6 : v->op == ART_CONV_BWD_DATA ? 5 : 3;
-	for (int m = 4; m <= 8; m += 4) {
-		int cp = (int)((v->c + m - 1) / m * m);
-		if (p->npad && p->pad[p->npad - 1].cp == cp)
-			continue;
-		struct DnnPad *pd = &p->pad[p->npad++];
-		pd->cp = cp;
-		pd->args = args;
-		pd->zero = v->op == ART_CONV_FWD;
-		for (int i = 0; i < 3; i++) {
-			if (!(args >> i & 1))
-				continue;
-			// Strides as stored (row-major, or channels-last where the
-			// compiler relaid it) and in the copy (channels-last over cp
-			// channels), of the stored dimensions (d0, C, d2, d3).
-			int dim[4], st[2][4];
-			for (int q = 0; q < 4; q++)
-				dim[q] = (int)shape[i][q];
-			if (v->nhwc >> i & 1)
-				st[0][1] = 1, st[0][3] = dim[1], st[0][2] = dim[3] * dim[1];
-			else
-				st[0][3] = 1, st[0][2] = dim[3], st[0][1] = dim[2] * dim[3];
-			st[0][0] = dim[1] * dim[2] * dim[3];
-			st[1][1] = 1, st[1][3] = cp, st[1][2] = dim[3] * cp, st[1][0] = dim[2] * dim[3] * cp;
-			int64_t bytes = 4 * (int64_t)st[1][0] * dim[0];
-			pd->off[i] = pd->cbytes;
-			pd->cbytes += (bytes + 255) & ~(int64_t)255;
-			for (int j = 0; j < 2; j++) {
-				CHECK_DNN(c, cudnnCreateTensorDescriptor(&pd->cd[i][j]));
-				CHECK_DNN(c, cudnnSetTensorNdDescriptor(pd->cd[i][j], CUDNN_DATA_FLOAT, 4, dim,
-				                                        st[j]));
-			}
-		}
-	}
-	return 1;
-fail:
-	return 0;
-}
-
 // The candidates of conv record v into *out (NULL when none: why in err;
 // 0 only for a failed cuDNN call or memory, in err): with tune up to
-// DNN_TUNE_MAX configurations of the operands as stored, then as many of
-// each padding (dnn_pads; pads as there, 3 for the paddings alone);
-// without tune, the first as stored.
+// DNN_TUNE_MAX configurations, without the first.
 static int
-dnn_cands(RtCuda *c, const ArtConv *v, int tune, int pads, struct DnnPlan **out, char *err,
-          size_t errlen)
+dnn_cands(RtCuda *c, const ArtConv *v, int tune, struct DnnPlan **out, char *err, size_t errlen)
 {
 	struct DnnPlan *p = calloc(1, sizeof *p);
 	*out = NULL;
@@ -645,27 +517,10 @@ dnn_cands(RtCuda *c, const ArtConv *v, int tune, int pads, struct DnnPlan **out,
 		snprintf(err, errlen, "out of memory");
 		return 0;
 	}
-	if (tune && !dnn_pads(c, v, pads == 3 ? 2 : pads, p, err, errlen)) {
+	if (!dnn_plan(c, v, tune ? DNN_TUNE_MAX : 1, p->cand, &p->ncand, err, errlen)) {
 		dnn_plan_free(c, p);
 		return 0;
 	}
-	int per = tune ? DNN_TUNE_MAX : 1;
-	if (pads != 3 && !dnn_plan(c, v, NULL, 0, per, p->cand, &p->ncand, err, errlen)) {
-		dnn_plan_free(c, p);
-		return 0;
-	}
-	for (int j = 0; j < p->npad; j++) {
-		char e2[600] = "";
-		if (!dnn_plan(c, v, &p->pad[j], 1 + j, per, p->cand, &p->ncand, e2, sizeof e2)) {
-			snprintf(err, errlen, "%s", e2);
-			dnn_plan_free(c, p);
-			return 0;
-		}
-		if (!p->ncand)
-			snprintf(err, errlen, "%s", e2);
-	}
-	if (pads == 3 && !p->npad && !err[0])
-		snprintf(err, errlen, "no padded candidate (FADC_CUDA_DNN_PAD=only)");
 	if (!p->ncand) {
 		dnn_plan_free(c, p);
 		return 1;
@@ -712,15 +567,13 @@ rtcu_dnn_prepare(RtCuda *c, RtCuTask *k, char *err, size_t errlen)
 		}
 	}
 	int tune = dnn_env_on("FADC_CUDA_DNN_TUNE", 1);
-	const char *fp = getenv("FADC_CUDA_DNN_PAD");
-	int pads = fp && !strcmp(fp, "only") ? 3 : dnn_env_on("FADC_CUDA_DNN_PAD", 1);
 	int64_t ws = 0;
 	for (uint32_t i = 0; i < k->nk; i++) {
 		Kern *kk = &k->k[i];
 		if (kk->k->kind != ART_LAUNCH_CONV)
 			continue;
 		why[0] = 0;
-		if (!dnn_cands(c, &kk->k->conv, tune, pads, &kk->dnn, why, sizeof why)) {
+		if (!dnn_cands(c, &kk->k->conv, tune, &kk->dnn, why, sizeof why)) {
 			if (!strcmp(why, "out of memory")) {
 				snprintf(err, errlen, "out of memory");
 				return 0;
@@ -769,15 +622,9 @@ dnn_plan_free(RtCuda *c, struct DnnPlan *p)
 {
 	if (!p)
 		return;
-	if (c->dnn && c->dnn->dl) {
+	if (c->dnn && c->dnn->dl)
 		for (int j = 0; j < p->ncand; j++)
 			c->dnn->cudnnBackendDestroyDescriptor(p->cand[j].plan);
-		for (int j = 0; j < p->npad; j++)
-			for (int i = 0; i < 3; i++)
-				for (int q = 0; q < 2; q++)
-					if (p->pad[j].cd[i][q])
-						c->dnn->cudnnDestroyTensorDescriptor(p->pad[j].cd[i][q]);
-	}
 	free(p);
 }
 
@@ -805,39 +652,18 @@ rtcu_dnn_ready(const Kern *kk)
 
 // Candidate q of record kk on the context's stream (under capture: into
 // the graph).  Its workspace: the record's scratch where it fits, else the
-// task's block.  A padded candidate (dnn_pads) first zeroes its copies
-// (a forward), copies each operand it reads into its slot at the start of
-// the workspace and reads that; a written one it writes there, copied to
-// its buffer after (the first C channels); the plan's own workspace
-// follows the copies.  The variant pack binds this run's addresses and
-// the workspace; it is host state only, destroyed after.
+// task's block.  The variant pack binds this run's addresses and the
+// workspace; it is host state only, destroyed after.
 static int
 dnn_run(RtCuda *c, RtCuTask *k, Kern *kk, const struct DnnCand *q, char *err, size_t errlen)
 {
-	const struct DnnPad *pd = q->pad ? &kk->dnn->pad[q->pad - 1] : NULL;
 	cudnnBackendDescriptor_t pack = NULL;
 	int64_t uid[3] = {UID_OUT, UID_A, UID_B};
 	uint64_t scr = rtcu_conv_scratch(k, kk, (uint64_t)q->ws);
-	uint64_t base = scr ? scr : k->dnn_ws;
-	void *ptr[3], *ws = (void *)(uintptr_t)base;
-	float one = 1, zero = 0;
+	void *ptr[3], *ws = (void *)(uintptr_t)(scr ? scr : k->dnn_ws);
 	int ok = 0;
 	for (int i = 0; i < 3; i++)
 		ptr[i] = (void *)(uintptr_t)kk->val[i];
-	if (pd) {
-		ws = (void *)(uintptr_t)(base + (uint64_t)pd->cbytes);
-		if (pd->zero)
-			CHECK_CU_GOTO(c, cuMemsetD8Async(base, 0, (size_t)pd->cbytes, c->stream), fail);
-		for (int i = 0; i < 3; i++) {
-			if (!(pd->args >> i & 1))
-				continue;
-			ptr[i] = (void *)(uintptr_t)(base + (uint64_t)pd->off[i]);
-			if (i)
-				CHECK_DNN(c, cudnnTransformTensor(c->dnn->h, &one, pd->cd[i][0],
-				                                  (void *)(uintptr_t)kk->val[i], &zero,
-				                                  pd->cd[i][1], ptr[i]));
-		}
-	}
 	CHECK_DNN(c, cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack));
 	CHECK_DNN(c, cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
 	                                      CUDNN_TYPE_INT64, 3, uid));
@@ -847,9 +673,6 @@ dnn_run(RtCuda *c, RtCuTask *k, Kern *kk, const struct DnnCand *q, char *err, si
 	                                      CUDNN_TYPE_VOID_PTR, 1, &ws));
 	CHECK_DNN(c, cudnnBackendFinalize(pack));
 	CHECK_DNN(c, cudnnBackendExecute(c->dnn->h, q->plan, pack));
-	if (pd && (pd->args & 1))
-		CHECK_DNN(c, cudnnTransformTensor(c->dnn->h, &one, pd->cd[0][1], ptr[0], &zero,
-		                                  pd->cd[0][0], (void *)(uintptr_t)kk->val[0]));
 	ok = 1;
 fail:
 	if (pack)
@@ -894,8 +717,8 @@ dnn_time(RtCuda *c, RtCuTask *k, Kern *kk, int *best, double *us, char *err, siz
 {
 	struct DnnPlan *p = kk->dnn;
 	CUevent ev[2] = {NULL, NULL};
-	CUgraphExec ex[DNN_CAND_MAX] = {NULL};
-	float t[DNN_CAND_MAX][TUNE_SAMPLES];
+	CUgraphExec ex[DNN_TUNE_MAX] = {NULL};
+	float t[DNN_TUNE_MAX][TUNE_SAMPLES];
 	int ok = 0;
 	*best = 0;
 	for (int j = 0; j < p->ncand; j++) {
@@ -966,7 +789,7 @@ static int
 dnn_tune(RtCuda *c, RtCuTask *k, Kern *kk, char *err, size_t errlen)
 {
 	struct DnnPlan *p = kk->dnn;
-	double us[DNN_CAND_MAX] = {0};
+	double us[DNN_TUNE_MAX] = {0};
 	int best = 0;
 	const char *how = "first";
 	RtChoiceKey key = {k->artifact, c->gpu_key, k->index,
@@ -986,13 +809,8 @@ dnn_tune(RtCuda *c, RtCuTask *k, Kern *kk, char *err, size_t errlen)
 	if (log && *log && strcmp(log, "0")) {
 		fprintf(stderr, "fadc: task '%s' record %u (%s) engines (%s):", k->t->name,
 		        (unsigned)(kk - k->k), kk->k->name, how);
-		for (int j = 0; j < p->ncand; j++) {
-			const struct DnnCand *q = &p->cand[j];
-			fprintf(stderr, " %s", j == best ? "*" : "");
-			if (q->pad)
-				fprintf(stderr, "c%d:", p->pad[q->pad - 1].cp);
-			fprintf(stderr, "engine%d %.2f us", j, us[j]);
-		}
+		for (int j = 0; j < p->ncand; j++)
+			fprintf(stderr, " %sengine%d %.2f us", j == best ? "*" : "", j, us[j]);
 		fprintf(stderr, "\n");
 	}
 	for (int j = 0; j < p->ncand; j++)
