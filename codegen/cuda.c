@@ -52,7 +52,9 @@ typedef struct Cu {
 	const KxId *res;         // print_tile: loads read from the resident slot (nres), else NULL
 	int nres;
 	const char *rbase;       // print_tile: the first term of the unit's slot ("0", "kc * 512LL")
-	const Tile *rtile;       // print_tile: the tile whose slot they are in
+	const KxId *stage;       // print_tile: rows' loads read from the staged rows (nstage)
+	int nstage;
+	int64_t srow, skt;       // print_tile: the row being printed; terms a staged row holds
 } Cu;
 
 static const char *
@@ -493,6 +495,13 @@ ensure(Cu *c, KxId id) {
 	if (c->stamp[id] == c->region)
 		return;
 	c->stamp[id] = c->region;
+	for (int j = 0; x->op == KX_LOAD && j < c->nstage; j++)
+		if (c->stage[j] == id) { // staged: this row's copy in shared memory (print_tile)
+			indent(c);
+			fprintf(c->f, "const %s x%u = fadc_h%d[%lldLL + (r - %s)];\n", cty((DType)x->dtype),
+			        id, j, (long long)(c->srow * c->skt), c->rbase);
+			return;
+		}
 	for (int j = 0; x->op == KX_LOAD && j < c->nres; j++)
 		if (c->res[j] == id) { // resident: its slot in shared memory (print_tile)
 			indent(c);
@@ -695,8 +704,8 @@ print_group(Cu *c, const La *a) {
 	for (uint32_t ki = a->begin; !fusedk && ki < a->end; ki++) {
 		Tile tl;
 		if (res_tile(c, ki) && cuda_loop_tile(p, &p->k[ki], &tl) &&
-		    tl.res_off + tl.res_bytes > dsm)
-			dsm = tl.res_off + tl.res_bytes;
+		    tl.res_off + tl.res_bytes + tl.stage_bytes > dsm)
+			dsm = tl.res_off + tl.res_bytes + tl.stage_bytes;
 	}
 	if (dsm)
 		fprintf(f, "\n// dynamic shared memory of the resident tiles of %s\n"
@@ -890,10 +899,15 @@ print_tile_terms(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 		        (long long)tl->kterms, (long long)tl->kterms, (long long)nr,
 		        (long long)tl->kterms, (long long)tl->kterms, (long long)nr);
 		indent(c);
+		if (c->nres) // every operand in shared memory: four terms' loads in flight
+			fputs("#pragma unroll 4\n", f), indent(c);
 		fprintf(f, "for (long long r = kc * %lldLL + warp; r < rend; r += %d) {\n",
 		        (long long)tl->kterms, nw);
-	} else
+	} else {
+		if (c->nres)
+			fputs("#pragma unroll 4\n", f), indent(c);
 		fprintf(f, "for (long long r = warp; r < %lldLL; r += %d) {\n", (long long)nr, nw);
+	}
 	c->depth++;
 	int64_t rs = 1;
 	for (int d = k->rrank - 1; d >= 0; d--) {
@@ -908,6 +922,7 @@ print_tile_terms(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 	// One scope per row: the same term printed for each (its loads that do
 	// not depend on the row are equal expressions, merged by nvcc).
 	for (int64_t r = 0; r < R; r++) {
+		c->srow = r; // row0 is 0 where rows are staged (a resident tile has them all)
 		indent(c);
 		if (rguard && cguard)
 			fprintf(f, "if (row0 + %lldLL < %lldLL && col < %lldLL) {\n", (long long)r,
@@ -960,7 +975,7 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 	fprintf(f, "\t%s (*const red)[%lld][32] = (%s (*)[%lld][32])fadc_tile_red;\n", cty(vt),
 	        (long long)R, cty(vt), (long long)R);
 	fputs("\tconst unsigned int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n", f);
-	KxId res[TILE_RES_MAX];
+	KxId res[TILE_RES_MAX], stage[TILE_RES_MAX];
 	char rbase[64];
 	snprintf(rbase, sizeof rbase, "kc * %lldLL", (long long)tl->kterms);
 	if (tl->nres) {
@@ -971,12 +986,20 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 		// by the persistent kernel before its loops, to fill the slot.
 		FADC_ASSERT(cuda_tile_res_loads(p, k, res) == tl->nres, "cuda: resident loads changed");
 		fprintf(f, "\tconst bool res = fadc_nb() >= %lldU && fadc_dsm_bytes() >= %lldU;\n",
-		        (long long)tl->units, (long long)(tl->res_off + tl->res_bytes));
+		        (long long)tl->units,
+		        (long long)(tl->res_off + tl->res_bytes + tl->stage_bytes));
 		int64_t off = tl->res_off;
 		for (int j = 0; j < tl->nres; j++) {
 			const char *ty = cty((DType)p->x[res[j]].dtype);
 			fprintf(f, "\t%s *const fadc_w%d = (%s *)(fadc_dsm + %lld);\n", ty, j, ty, (long long)off);
 			off += 32 * tl->kterms * (int64_t)kir_dtype_size((DType)p->x[res[j]].dtype);
+		}
+		FADC_ASSERT(!tl->nstage || cuda_tile_stage_loads(p, k, stage) == tl->nstage,
+		            "cuda: staged loads changed");
+		for (int j = 0; j < tl->nstage; j++) {
+			const char *ty = cty((DType)p->x[stage[j]].dtype);
+			fprintf(f, "\t%s *const fadc_h%d = (%s *)(fadc_dsm + %lld);\n", ty, j, ty, (long long)off);
+			off += tl->rows * tl->kterms * (int64_t)kir_dtype_size((DType)p->x[stage[j]].dtype);
 		}
 		fputs("\tif (fadc_fill) {\n\t\tif (!res || blockIdx.x >= ", f);
 		fprintf(f, "%lldU)\n\t\t\treturn;\n", (long long)tl->units);
@@ -1038,12 +1061,58 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 		indent(c);
 		fputs("if (res) {\n", f);
 		c->depth++;
+		c->rbase = tl->kc > 1 ? rbase : "0";
+		if (tl->nstage) {
+			// This step's rows of the unit's terms, copied in by the whole
+			// block (consecutive threads, consecutive terms), then a
+			// barrier; the previous call's readers passed the barrier
+			// that ended it.
+			indent(c);
+			fprintf(f, "for (long long e = threadIdx.x; e < %lldLL; e += %d) {\n",
+			        (long long)(tl->rows * tl->kterms), FUSED_THREADS);
+			c->depth++;
+			indent(c);
+			fprintf(f, "const long long r = %s + e %% %lldLL, t = e / %lldLL * %lldLL; // column 0\n",
+			        c->rbase, (long long)tl->kterms, (long long)tl->kterms, (long long)tl->cols);
+			indent(c);
+			fprintf(f, "if (r >= %lldLL)\n", (long long)nr);
+			c->depth++;
+			indent(c);
+			fputs("continue;\n", f);
+			c->depth--;
+			print_point_vars(c, k, u, "long long", "LL");
+			int64_t rs = 1;
+			for (int d = k->rrank - 1; d >= 0; d--) {
+				int v = k->rank + d;
+				if (v < 2 * IR_MAXDIM && u->var[v]) {
+					indent(c);
+					fprintf(f, "const long long i%d = r / %lldLL %% %lldLL;\n", v, (long long)rs,
+					        (long long)k->rdim[d]);
+				}
+				rs *= k->rdim[d];
+			}
+			c->region++;
+			for (int j = 0; j < tl->nstage; j++) {
+				ensure(c, stage[j]);
+				indent(c);
+				fprintf(f, "fadc_h%d[e] = x%u;\n", j, stage[j]);
+			}
+			c->depth--;
+			indent(c);
+			fputs("}\n", f);
+			indent(c);
+			fputs("__syncthreads(); // the rows staged\n", f);
+		}
 		c->res = res;
 		c->nres = tl->nres;
-		c->rbase = tl->kc > 1 ? rbase : "0";
+		c->stage = stage;
+		c->nstage = tl->nstage;
+		c->skt = tl->kterms;
 		print_tile_terms(c, k, u, tl);
 		c->res = NULL;
 		c->nres = 0;
+		c->stage = NULL;
+		c->nstage = 0;
 		c->depth--;
 		indent(c);
 		fputs("} else {\n", f);
@@ -1061,6 +1130,15 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 	indent(c);
 	fputs("__syncthreads();\n", f);
 	indent(c);
+	// Warp w sums rows w, w + 8, ... (a resident tile may have up to 16):
+	// inside the loop `warp` names the row.
+	if (R > nw) {
+		fprintf(f, "for (unsigned int rw = warp; rw < %lldU; rw += %d) {\n", (long long)R, nw);
+		c->depth++;
+		indent(c);
+		fputs("const unsigned int warp = rw; // the row of the tile this warp sums\n", f);
+		indent(c);
+	}
 	fprintf(f, "if (warp < %lldU && row0 + warp < %lldLL", (long long)R, (long long)tl->rows);
 	if (cguard)
 		fprintf(f, " && col < %lldLL", (long long)tl->cols);
@@ -1082,6 +1160,11 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 		c->depth--;
 		indent(c);
 		fputs("}\n", f);
+		if (R > nw) {
+			c->depth--;
+			indent(c);
+			fputs("}\n", f);
+		}
 		indent(c);
 		fputs("__syncthreads(); // red[] is written again by the next tile\n", f);
 		fputs("\t}\n", f);
@@ -1122,6 +1205,11 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 	c->depth--;
 	indent(c);
 	fputs("}\n", f);
+	if (R > nw) {
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	}
 	indent(c);
 	fputs("__syncthreads(); // red[] is written again by the next tile\n", f);
 	fputs("\t}\n}\n", f);

@@ -286,7 +286,7 @@ loads_along(const KProgram *p, KxId e, int v, uint8_t *seen) {
 #define TILE_RES_ROWS 16
 #define TILE_RES_UNITS 128
 #define TILE_RES_SLOT (160 * 1024)
-#define TILE_RES_SMEM (192 * 1024)
+#define TILE_RES_SMEM (200 * 1024)
 
 // The outermost loop around kernel ki, or -1.
 static int
@@ -342,6 +342,65 @@ res_walk(const KProgram *p, const KKernel *k, int l, KxId e, uint8_t *seen, KxId
 		res_walk(p, k, l, x->a[i], seen, res, n);
 }
 
+// Index e reads only constants, step counters and the variables other
+// than `col` (rows and reductions), through integer arithmetic.
+static int
+stage_index(const KProgram *p, KxId e, int col) {
+	const Kx *x = &p->x[e];
+	switch ((KxOp)x->op) {
+	case KX_CONST:
+	case KX_STEP:
+		return 1;
+	case KX_VAR:
+		return (int)x->aux != col;
+	case KX_IADD:
+	case KX_IMUL:
+	case KX_IDIV:
+	case KX_IMOD:
+	case KX_IMIN:
+	case KX_IMAX:
+		for (int i = 0; i < x->nin; i++)
+			if (!stage_index(p, x->a[i], col))
+				return 0;
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static void
+stage_walk(const KProgram *p, const KKernel *k, const KxId *res, int nres, KxId e, uint8_t *seen,
+           KxId *st, int *n) {
+	if (!e || seen[e])
+		return;
+	seen[e] = 1;
+	const Kx *x = &p->x[e];
+	if (x->op == KX_LOAD) {
+		int ok = *n < TILE_RES_MAX && stage_index(p, x->a[0], k->rank - 1);
+		for (int j = 0; ok && j < nres; j++)
+			ok = res[j] != e;
+		if (ok)
+			st[(*n)++] = e;
+		return;
+	}
+	for (int i = 0; i < x->nin; i++)
+		stage_walk(p, k, res, nres, x->a[i], seen, st, n);
+}
+
+int
+cuda_tile_stage_loads(const KProgram *p, const KKernel *k, KxId *st) {
+	KxId res[TILE_RES_MAX];
+	int nres = cuda_tile_res_loads(p, k, res);
+	if (!nres || getenv("FADC_CUDA_NO_STAGE"))
+		return 0;
+	uint8_t *seen = calloc(p->nx + 1, 1);
+	FADC_ASSERT(seen, "cuda: out of memory");
+	int n = 0;
+	stage_walk(p, k, res, nres, k->body, seen, st, &n);
+	free(seen);
+	return n;
+}
+
 int
 cuda_tile_res_loads(const KProgram *p, const KKernel *k, KxId *res) {
 	int l = outer_loop(p, (uint32_t)(k - p->k));
@@ -391,6 +450,16 @@ tile_geometry(const KProgram *p, const KKernel *k, int allow_res, Tile *t) {
 			t->units = t->ntiles * kc;
 			t->nres = nres;
 			t->res_bytes = 32 * kt * es;
+			// The rows' loads staged beside it, where the whole fits.
+			KxId st[TILE_RES_MAX];
+			int nst = cuda_tile_stage_loads(p, k, st);
+			int64_t sb = 0;
+			for (int j = 0; j < nst; j++)
+				sb += t->rows * kt * (int64_t)kir_dtype_size((DType)p->x[st[j]].dtype);
+			if (nst && t->res_bytes + sb <= TILE_RES_SMEM) {
+				t->nstage = nst;
+				t->stage_bytes = sb;
+			}
 			return 1;
 		}
 	}
@@ -426,10 +495,11 @@ cuda_loop_tile(const KProgram *p, const KKernel *k, Tile *t) {
 	int64_t off = 0;
 	for (uint32_t j = p->loop[l].begin; j < ki; j++) {
 		Tile tj;
-		if (tile_geometry(p, &p->k[j], 1, &tj) && tj.nres && off + tj.res_bytes <= TILE_RES_SMEM)
-			off += tj.res_bytes;
+		if (tile_geometry(p, &p->k[j], 1, &tj) && tj.nres &&
+		    off + tj.res_bytes + tj.stage_bytes <= TILE_RES_SMEM)
+			off += tj.res_bytes + tj.stage_bytes;
 	}
-	if (off + t->res_bytes <= TILE_RES_SMEM) {
+	if (off + t->res_bytes + t->stage_bytes <= TILE_RES_SMEM) {
 		t->res_off = off;
 		return 1;
 	}

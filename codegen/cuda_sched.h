@@ -48,6 +48,12 @@ typedef struct Tile {
 	// nres 0: none (every load from global memory each step).
 	int nres;
 	int64_t res_off, res_bytes;
+	// Staged rows (resident tiles only): nstage loads of the rows (indices
+	// of the rows, the terms and step counters, not the column) copied
+	// into shared memory at each call, after the slot ([load][row][term],
+	// stage_bytes), so that the term loop reads no global memory.
+	int nstage;
+	int64_t stage_bytes;
 } Tile;
 
 // The most loads of one tiled kernel kept resident.
@@ -140,6 +146,8 @@ int cuda_loop_tile(const KProgram *p, const KKernel *k, Tile *t);
 // Its loads that may stay resident (at most TILE_RES_MAX, in the order the
 // body reaches them) into res[]; their number.  k is an element of p->k.
 int cuda_tile_res_loads(const KProgram *p, const KKernel *k, KxId *res);
+// Its rows' loads staged at each call (at most TILE_RES_MAX), likewise.
+int cuda_tile_stage_loads(const KProgram *p, const KKernel *k, KxId *st);
 // Fused tasks.
 int cuda_fused(const KProgram *p);
 int cuda_fused_smem(const KProgram *p);
