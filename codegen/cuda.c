@@ -710,8 +710,7 @@ print_group(Cu *c, const La *a) {
 	if (dsm)
 		fprintf(f, "\n// dynamic shared memory of the resident tiles of %s\n"
 		           "extern \"C\" __device__ unsigned int %s_dsmem = %lldU;\n",
-		        all.name,
-		        all.name, (long long)dsm);
+		        all.name, all.name, (long long)dsm);
 	if (fusedk)
 		fprintf(f,
 		        "\n// the task as one kernel of one block of %d threads, %u kernels in %u "
@@ -884,6 +883,9 @@ print_point_vars(Cu *c, const KKernel *k, const Uses *u, const char *it, const c
 	}
 }
 
+static void print_term_vars(Cu *c, const KKernel *k, const Uses *u, const char *it,
+                            const char *ll);
+
 // The term loop of a tile (print_tile): warp w's terms w, w + 8, ... of
 // the unit's chunk, each term printed once per row into acc<r>.
 static void
@@ -958,8 +960,11 @@ print_tile_terms(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 // blocks that take part; thread (warp w, lane l) of a tile with rows
 // row0 .. row0 + R - 1 and columns col0 .. col0 + 31 keeps acc<r> for
 // point (row0 + r, col0 + l) over terms w, w + 8, ...; then the warps'
-// partials meet in shared memory (red[w][r][l]) and warp r sums row r's
-// in warp order, applies the post and stores.
+// partials meet in shared memory (red[w][r][l]) and warp w sums rows w,
+// w + 8, ... in warp order, applies the post and stores.  A resident tile
+// (tl->nres) also has its fill (fadc_fill: the slot, once a launch) and,
+// when the launch gave it the room, a term loop that reads the slot and
+// the staged rows instead of global memory.
 static void
 print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 	const KProgram *p = c->p;
@@ -1017,16 +1022,7 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 		indent(c);
 		fputs("const long long t = col; // row 0: these loads do not depend on the row\n", f);
 		print_point_vars(c, k, u, "long long", "LL");
-		int64_t rs = 1;
-		for (int d = k->rrank - 1; d >= 0; d--) {
-			int v = k->rank + d;
-			if (v < 2 * IR_MAXDIM && u->var[v]) {
-				indent(c);
-				fprintf(f, "const long long i%d = r / %lldLL %% %lldLL;\n", v, (long long)rs,
-				        (long long)k->rdim[d]);
-			}
-			rs *= k->rdim[d];
-		}
+		print_term_vars(c, k, u, "long long", "LL");
 		c->region++;
 		for (int j = 0; j < tl->nres; j++) {
 			ensure(c, res[j]);
@@ -1081,16 +1077,7 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 			fputs("continue;\n", f);
 			c->depth--;
 			print_point_vars(c, k, u, "long long", "LL");
-			int64_t rs = 1;
-			for (int d = k->rrank - 1; d >= 0; d--) {
-				int v = k->rank + d;
-				if (v < 2 * IR_MAXDIM && u->var[v]) {
-					indent(c);
-					fprintf(f, "const long long i%d = r / %lldLL %% %lldLL;\n", v, (long long)rs,
-					        (long long)k->rdim[d]);
-				}
-				rs *= k->rdim[d];
-			}
+			print_term_vars(c, k, u, "long long", "LL");
 			c->region++;
 			for (int j = 0; j < tl->nstage; j++) {
 				ensure(c, stage[j]);
