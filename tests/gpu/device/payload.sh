@@ -18,7 +18,7 @@
 #   DEST/zoo/        cpu,cuda artifacts of all nine models at reduced sizes
 #                    with their recommended tasks (tests/gpu/cuda-zoo.sh's
 #                    sizes), the six scan modules of test_codegen_scan (every
-#                    task), tests/gpu/scan-persist.ir and scan-tile.ir (persistent loop
+#                    task), tests/gpu/scan-persist.ir, scan-tile.ir and scan-resident.ir (persistent loop
 #                    kernels), tests/gpu/assign.ir (a host step; run.sh
 #                    also gives it a NaN cost with --assign-nan) and
 #                    tests/gpu/index.ir, index-scan.ir (run.sh binds them
@@ -122,6 +122,7 @@ done
 rm -rf "$dest/zoo-ir"
 z scan-persist "$root/tests/gpu/scan-persist.ir" --tasks forward,vjp,jvp,vhp
 z scan-tile "$root/tests/gpu/scan-tile.ir" --tasks forward,vjp,jvp,vhp
+z scan-resident "$root/tests/gpu/scan-resident.ir" --tasks forward,vjp,jvp,vhp,hvp
 z assign "$root/tests/gpu/assign.ir" --tasks forward,vjp
 # Indices that are data (gpu_check --index: FADC_ERR_INDEX on the GPU).
 z index "$root/tests/gpu/index.ir" --tasks forward,vjp
