@@ -11,8 +11,9 @@
 #                    split.so (split sums) and blockred.so (block reductions)
 #   DEST/choice/     choice.so (tests/gpu/choice.ir: products whose candidates,
 #                    printed kernel or cuBLAS GEMM, are timed on the GPU)
-#   DEST/conv/       conv.so and conv_tf32.so (tests/gpu/conv.ir: convolutions
-#                    whose candidates, their launches or cuDNN, are timed), and
+#   DEST/conv/       conv.so, conv_tf32.so and conv_direct.so (tests/gpu/conv.ir:
+#                    convolutions whose candidates, their launches or cuDNN, are
+#                    timed; conv_direct's launches are the direct loops), and
 #                    csum_tf32.so (tests/gpu/csum.ir: merged per-channel sums)
 #   DEST/cg/         the CUDA-graph suite's artifacts (tests/gpu/cudagraph)
 #   DEST/zoo/        cpu,cuda artifacts of all nine models at reduced sizes
@@ -85,6 +86,11 @@ mkdir -p "$dest/conv"
 fadc "$root/tests/gpu/conv.ir" -o "$dest/conv/conv.so" --target cpu,cuda --tasks forward,vjp,jvp,vhp
 fadc "$root/tests/gpu/conv.ir" -o "$dest/conv/conv_tf32.so" --target cpu,cuda \
 	--tasks forward,vjp,jvp,vhp --allow-tf32
+# Every convolution but the pointwise one kept as its direct loops
+# (FADC_CONV_COL_MAX=1: no column buffer fits), each still a choice of
+# them or cuDNN.
+FADC_CONV_COL_MAX=1 fadc "$root/tests/gpu/conv.ir" -o "$dest/conv/conv_direct.so" --target cpu,cuda \
+	--tasks forward,vjp,jvp,vhp
 # Batch norm's statistics split by channel, the split taking the mean's sum
 # (tests/gpu/csum.ir; codegen/kir_layout.c, csum_merges): channels-last is TF32 only.
 fadc "$root/tests/gpu/csum.ir" -o "$dest/conv/csum_tf32.so" --target cpu,cuda \
