@@ -209,6 +209,14 @@ typedef struct Gemm {
 	// colT[n, p, q]): K steps, A and B moving by ka and kb per step.
 	int one;
 	int64_t K, ka, kb;
+	// The register tile and the cache blocks (llvm_gemm_plan, from the
+	// tile vectors' width and the compute dtype): MR rows x NV vectors of
+	// VL lanes; KC reduction steps per packed block; MC rows per group
+	// (A's packed block, MC x KC).
+	int mr, nv;
+	unsigned vl;
+	int64_t kc, mc;
+	int cprefetch; // prefetch the next tile's C (gemm_tile_packed)
 } Gemm;
 
 // Lanes of the GEMM's tile vectors for compute dtype vt.
