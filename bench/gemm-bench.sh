@@ -6,11 +6,11 @@
 # parameters, compiles it with fadc, and runs bench/gemm/gemm-bench.c on
 # it (which see for what is timed and how).
 #
-#   bench/gemm-bench.sh [-t 1,2] [--cpu x86-64-v3] [--dtype f32] [--set big|zoo|all]
+#   bench/gemm-bench.sh [-t 1,2] [--cpu x86-64-v3] [--dtype f32] [--set big|zoo|few|all]
 #                       [--fadc PATH] [--blas LIB] [--out DIR]
 #
-# Shapes (BATCH M N K TA TB; TA: A stored K x M and used transposed, TB
-# likewise for B):
+# Shapes (BATCH M N K TA TB [BOP]; TA: A stored K x M and used transposed,
+# TB likewise for B; BOP: the operand with the batch, b (default) or a):
 #   big: square 512, 1024 and 2048 (the >= 70% of peak target);
 #   zoo: the largest GEMMs of the zoo's vjp at full size (the kernel IR of
 #        `fadc models/M.ir --tasks vjp --emit kir`): resnet18's conv GEMMs
@@ -19,7 +19,9 @@
 #        layers (8192 tokens, 720 wide, 2048 feed-forward) and their weight
 #        gradients (A transposed), its attention products (64 x 60 per
 #        head, batch of heads cut to 256), wav2letter's transposed-layout
-#        conv GEMMs (2 rows).
+#        conv GEMMs (2 or 3 rows per sample, the batch of 10 in A, the
+#        weights shared).
+#   few: the zoo's last two (few rows).
 # Output: one line per shape and thread count (gemm-bench.c), on stdout.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -77,24 +79,31 @@ zoo=(
 	"1 720 720 8192 1 0"    # transformer weight gradient (x^T g)
 	"1 8192 720 720 0 1"    # transformer input gradient (g w^T: B copied)
 	"256 64 60 64 0 0"      # transformer attention, per head (x 1536)
-	"10 2 250 1750 0 0"     # wav2letter conv.gemm.t: 2 output positions
-	"10 3 2000 8000 0 0"    # wav2letter conv.gemm.t, the largest
+	"10 2 250 1750 0 0 a"   # wav2letter conv.gemm.t: 2 output positions
+	"10 3 2000 8000 0 0 a"  # wav2letter conv.gemm.t, the largest
 )
 case $set in
 big) shapes=("${big[@]}") ;;
+few) shapes=("${zoo[@]:13}") ;;
 zoo) shapes=("${zoo[@]}") ;;
 all) shapes=("${big[@]}" "${zoo[@]}") ;;
-*) echo "gemm-bench.sh: --set big|zoo|all" >&2; exit 2 ;;
+*) echo "gemm-bench.sh: --set big|zoo|few|all" >&2; exit 2 ;;
 esac
 
 for s in "${shapes[@]}"; do
-	read -r B M N K TA TB <<<"$s"
-	name="$dtype-$B-$M-$N-$K-$TA$TB"
+	read -r B M N K TA TB BOP <<<"$s"
+	BOP=${BOP:-b}
+	name="$dtype-$B$BOP-$M-$N-$K-$TA$TB"
 	ashape="$M, $K"; aexpr=a
 	[ "$TA" = 1 ] && ashape="$K, $M" && aexpr="transpose(a, 0, 1)"
 	bshape="$K, $N"; bexpr=b
 	[ "$TB" = 1 ] && bshape="$N, $K" && bexpr="transpose(b, 0, 1)"
-	[ "$B" -gt 1 ] && bshape="$B, $bshape" && [ "$TB" = 1 ] && bexpr="transpose(b, 1, 2)"
+	if [ "$B" -gt 1 ] && [ "$BOP" = a ]; then
+		ashape="$B, $ashape"
+	elif [ "$B" -gt 1 ]; then
+		bshape="$B, $bshape"
+		[ "$TB" = 1 ] && bexpr="transpose(b, 1, 2)"
+	fi
 	cat >"$work/$name.ir" <<EOF
 param a: $dtype[$ashape] = normal(0, 1, seed=1)
 param b: $dtype[$bshape] = normal(0, 1, seed=2)
@@ -103,5 +112,5 @@ def forward() {
 }
 EOF
 	"$fadc" "$work/$name.ir" -o "$work/$name.so" --tasks forward --cpu "$cpu"
-	"$work/gemm-bench" "$work/$name.so" "$dtype" "$B" "$M" "$N" "$K" "$TA" "$TB" "$threads" "$blas"
+	"$work/gemm-bench" "$work/$name.so" "$dtype" "$B" "$M" "$N" "$K" "$TA" "$TB" "$BOP" "$threads" "$blas"
 done

@@ -38,6 +38,7 @@
 #include "llvm_impl.h"
 
 #define GEMM_NV 2 // vectors of VL lanes per tile row
+#define GEMM_NV_MAX 4 // with few rows (gemm_blocking)
 #define GEMM_MR_NARROW 6 // tile rows with 16 vector registers (256-bit tiles)
 #define GEMM_MR_WIDE 12 // with 32 (512-bit tiles)
 #define GEMM_MR_MAX 12
@@ -85,6 +86,23 @@ gemm_blocking(unsigned vbytes, DType vt, Gemm *G)
 	G->vl = llvm_gemm_vl(vbytes, vt);
 	G->nv = GEMM_NV;
 	G->mr = wide ? GEMM_MR_WIDE : GEMM_MR_NARROW;
+	if (G->M < G->mr) {
+		// Fewer rows than a tile (wav2letter's transposed-layout
+		// convolutions: 2 to 4 output positions): one tile of all M rows,
+		// as many vectors wide as the accumulators of a whole tile allow
+		// (12 or 24, up to 4 vectors), so that M = 2 still has 8 chains
+		// of FMAs in flight, not 4 (half the FMA throughput: 4 cycles of
+		// latency, 2 ports).
+		int maxacc = G->mr * GEMM_NV;
+		G->mr = (int)G->M;
+		G->nv = maxacc / G->mr < GEMM_NV_MAX ? maxacc / G->mr : GEMM_NV_MAX;
+		if (G->nv < GEMM_NV || G->N < G->nv * (int64_t)G->vl)
+			G->nv = GEMM_NV;
+	}
+	// B's panel is reused by every MR-row block of a group: with one
+	// block only, packing it would double B's traffic for nothing, and B
+	// is read in place over the whole reduction (gemm_tile).
+	G->packb = G->M > G->mr;
 	int64_t nr = G->nv * (int64_t)G->vl;
 	int64_t kc = 64;
 	while (2 * kc * nr * es <= l1 * 2 / 3 && kc < 512)
@@ -112,6 +130,19 @@ llvm_gemm_plan(const KProgram *p, const KKernel *k, unsigned vbytes, Gemm *G)
 	G->vi = vi;
 	G->vj = vj;
 	G->M = vi >= 0 ? k->dim[vi] : 1;
+	// Outer axes that B does not move along, and along which A and C step
+	// by whole blocks of rows, are more rows (a batch of samples times
+	// the same weights: wav2letter's transposed-layout convolutions have
+	// 2 to 4 output positions per sample, 20 to 40 over the batch): B is
+	// then read once for all of them, not once per sample.
+	G->vr = vi;
+	while (vi >= 0 && G->vr > 0) {
+		int d = G->vr - 1;
+		if (m.cb[d] != 0 || m.ca[d] != m.ca[vi] * G->M || m.cc[d] != m.cc[vi] * G->M)
+			break;
+		G->M *= k->dim[d];
+		G->vr = d;
+	}
 	G->N = k->dim[vj];
 	G->abuf = m.abuf;
 	G->bbuf = m.bbuf;
@@ -138,8 +169,10 @@ llvm_gemm_plan(const KProgram *p, const KKernel *k, unsigned vbytes, Gemm *G)
 		sa *= k->rdim[r + 1], sb *= k->rdim[r + 1];
 		G->one = G->ca_k[r] == sa && G->cb_k[r] == sb;
 	}
+	if (G->N < GEMM_NV * (int64_t)llvm_gemm_vl(vbytes, vt) || G->M * G->N * K < GEMM_MIN_WORK)
+		return 0;
 	gemm_blocking(vbytes, vt, G);
-	return G->N >= GEMM_NV * (int64_t)G->vl && G->M * G->N * K >= GEMM_MIN_WORK;
+	return 1;
 }
 
 // base + c * v (v an i64 value), skipping zero coefficients.
@@ -259,7 +292,7 @@ gemm_tile(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, int mr, L
 		ia = axpy(e, ia, G->ca_k[r], kv);
 		ib = axpy(e, ib, G->cb_k[r], kv);
 	}
-	LLVMValueRef bv[GEMM_NV];
+	LLVMValueRef bv[GEMM_NV_MAX];
 	for (int v = 0; v < nv; v++)
 		bv[v] = gemm_vload(e, G->bbuf, LLVMBuildNSWAdd(e->B, ib, i64c(e, v * (int64_t)vl), ""), vt, vl,
 		                   mask ? mask[v] : NULL);
@@ -361,7 +394,7 @@ gemm_tile_packed(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, in
 			intrinsic(e, "llvm.prefetch", e->i8p, args, 4);
 		}
 	}
-	LLVMValueRef bv[GEMM_NV];
+	LLVMValueRef bv[GEMM_NV_MAX];
 	for (int v = 0; v < nv; v++) {
 		LLVMValueRef slot = LLVMBuildNSWAdd(e->B, LLVMBuildNSWMul(e->B, kk, i64c(e, nv), ""), i64c(e, v), "");
 		bv[v] = LLVMBuildLoad2(e->B, vty, LLVMBuildInBoundsGEP2(e->B, vty, b->bp, &slot, 1, ""), "");
@@ -391,7 +424,7 @@ llvm_gemm_range(const KKernel *k, const Gemm *G, unsigned vl, int64_t *nouter_pt
                 int64_t *ngroup)
 {
 	(void)vl; // G->vl: llvm_gemm_plan set it from the same width
-	int nouter = G->vi >= 0 ? G->vi : G->vj;
+	int nouter = G->vi >= 0 ? G->vr : G->vj;
 	int64_t nr = G->nv * (int64_t)G->vl, np = 1;
 	for (int d = 0; d < nouter; d++)
 		np *= k->dim[d];
@@ -418,7 +451,7 @@ static GemmIter
 gemm_iter(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef f, int64_t ncol, int64_t ngroup)
 {
 	GemmIter it;
-	int nouter = G->vi >= 0 ? G->vi : G->vj;
+	int nouter = G->vi >= 0 ? G->vr : G->vj;
 	it.tile = LLVMBuildSRem(e->B, f, i64c(e, ncol), "");
 	it.q = LLVMBuildSDiv(e->B, f, i64c(e, ncol), "");
 	LLVMValueRef g = LLVMBuildSRem(e->B, it.q, i64c(e, ngroup), "");
@@ -589,7 +622,9 @@ llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 	int64_t nr = nv * (int64_t)vl, ntile = G->N / nr, rc = G->N - ntile * nr;
 	int64_t np, ncol, ngroup;
 	llvm_gemm_range(k, G, vl, &np, &ncol, &ngroup);
-	FADC_ASSERT(G->mr <= GEMM_MR_MAX && nv <= GEMM_NV && vl <= GEMM_VL_MAX, "llvm_gemm: tile too large");
+	FADC_ASSERT(G->mr <= GEMM_MR_MAX && nv <= GEMM_NV_MAX && G->mr * nv <= GEMM_MR_MAX * GEMM_NV &&
+	                vl <= GEMM_VL_MAX,
+	            "llvm_gemm: tile too large");
 	LLVMTypeRef t = ty(e, vt), vty = LLVMVectorType(t, vl);
 	LLVMValueRef acc[GEMM_MR_MAX * GEMM_NV];
 	for (int a = 0; a < G->mr * nv; a++)
@@ -599,7 +634,7 @@ llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 	// column j0 + v VL + l exists when v VL + l < rc.  Its lanes past the
 	// end compute on zeros (masked loads) and are never stored, so every
 	// column is a vector lane, however few the columns (an attention's 60).
-	LLVMValueRef mask[GEMM_NV];
+	LLVMValueRef mask[GEMM_NV_MAX];
 	for (int v = 0; v < nv; v++) {
 		LLVMValueRef lanes[GEMM_VL_MAX];
 		for (unsigned l = 0; l < vl; l++)
@@ -610,9 +645,9 @@ llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 	LLVMValueRef lo = e->sp.on ? e->lo : i64c(e, 0), hi = e->sp.on ? e->hi : i64c(e, np * ncol * ngroup);
 	GemmBlock blk, *b = NULL;
 	Loop lkb, lf;
-	int packa = G->one && ncol >= GEMM_PACKA_MIN_COLS;
+	int packa = G->one && G->packb && ncol >= GEMM_PACKA_MIN_COLS;
 	LLVMValueRef curq = NULL;
-	if (G->one) {
+	if (G->one && G->packb) {
 		// One reduction axis (or axes merged into one): blocks of KC
 		// steps, outermost, over every iteration of the range, so that a
 		// group's block of A (MC x KC, packed once per block for all the

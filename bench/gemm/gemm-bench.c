@@ -4,7 +4,9 @@
 // model (one product of two parameters, `a @ b` with a transposed or
 // batched operand as asked) and compiles it; this program only times.
 //
-//   gemm-bench ART.so DTYPE BATCH M N K TA TB THREADS[,THREADS...] [BLAS.so]
+//   gemm-bench ART.so DTYPE BATCH M N K TA TB BOP THREADS[,THREADS...] [BLAS.so]
+//
+// BOP says which operand carries the batch (a or b; the other is shared).
 //
 // For each thread count T, one line:
 //   shape, T, peak GFLOP/s (T cores), fadc GFLOP/s and % of peak, BLAS
@@ -20,8 +22,9 @@
 // 0.25 s; with one thread the times are the thread's CPU time (on a
 // shared machine the time others held the core is left out;
 // GEMM_BENCH_WALL=1: wall time), with more the wall clock.  The BLAS is dlopen'ed (cblas_sgemm/cblas_dgemm, and
-// openblas_set_num_threads when it has one); a batch runs as BATCH calls
-// of it, which is what a caller of a BLAS would do.
+// openblas_set_num_threads when it has one); a batch of B runs as BATCH
+// calls of it, a batch of A (contiguous, B shared) as one call of BATCH M
+// rows, which is what a caller of a BLAS would do.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <immintrin.h>
@@ -216,7 +219,7 @@ typedef struct Job {
 	// BLAS
 	sgemm_fn sg;
 	dgemm_fn dg;
-	int f64, batch, M, N, K, ta, tb;
+	int f64, batch, M, N, K, ta, tb, bop_a;
 	const void *a, *b;
 	void *c;
 	int64_t bstride; // elements between B's batch entries
@@ -240,6 +243,17 @@ run_blas(void *p)
 {
 	Job *j = p;
 	int lda = j->ta ? j->M : j->K, ldb = j->tb ? j->K : j->N;
+	if (j->bop_a) {
+		// A's batch and rows are one M x K matrix: one call.
+		int M = j->M * j->batch;
+		if (j->f64)
+			j->dg(RowMajor, NoTrans, j->tb ? Trans : NoTrans, M, j->N, j->K, 1.0, (const double *)j->a,
+			      j->K, (const double *)j->b, ldb, 0.0, (double *)j->c, j->N);
+		else
+			j->sg(RowMajor, NoTrans, j->tb ? Trans : NoTrans, M, j->N, j->K, 1.0f, (const float *)j->a,
+			      j->K, (const float *)j->b, ldb, 0.0f, (float *)j->c, j->N);
+		return;
+	}
 	for (int bi = 0; bi < j->batch; bi++) {
 		if (j->f64)
 			j->dg(RowMajor, j->ta ? Trans : NoTrans, j->tb ? Trans : NoTrans, j->M, j->N, j->K, 1.0,
@@ -255,15 +269,20 @@ run_blas(void *p)
 int
 main(int argc, char **argv)
 {
-	if (argc < 10) {
-		fprintf(stderr, "usage: gemm-bench ART.so f32|f64 BATCH M N K TA TB THREADS[,...] [BLAS.so]\n");
+	if (argc < 11) {
+		fprintf(stderr, "usage: gemm-bench ART.so f32|f64 BATCH M N K TA TB a|b THREADS[,...] [BLAS.so]\n");
 		return 2;
 	}
 	const char *art = argv[1];
 	int f64 = !strcmp(argv[2], "f64");
 	int batch = atoi(argv[3]), M = atoi(argv[4]), N = atoi(argv[5]), K = atoi(argv[6]);
 	int ta = atoi(argv[7]), tb = atoi(argv[8]);
-	const char *blaspath = argc > 10 ? argv[10] : "libopenblas.so.0";
+	int bop_a = !strcmp(argv[9], "a");
+	if (bop_a && ta) {
+		fprintf(stderr, "gemm-bench: a batched A is not transposed here\n");
+		return 2;
+	}
+	const char *blaspath = argc > 11 ? argv[11] : "libopenblas.so.0";
 	void *blas = dlopen(blaspath, RTLD_NOW | RTLD_LOCAL);
 	sgemm_fn sg = blas ? (sgemm_fn)dlsym(blas, "cblas_sgemm") : NULL;
 	dgemm_fn dg = blas ? (dgemm_fn)dlsym(blas, "cblas_dgemm") : NULL;
@@ -278,7 +297,7 @@ main(int argc, char **argv)
 	const char *core = corename ? corename() : "?";
 	double flops = 2.0 * batch * (double)M * N * K;
 	char thr[256];
-	snprintf(thr, sizeof thr, "%s", argv[9]);
+	snprintf(thr, sizeof thr, "%s", argv[10]);
 	for (char *tok = strtok(thr, ","); tok; tok = strtok(NULL, ",")) {
 		int T = atoi(tok);
 		use_cputime = T == 1 && !getenv("GEMM_BENCH_WALL");
@@ -301,10 +320,10 @@ main(int argc, char **argv)
 			CHECK_OK(fadc_model_get(m, "a", &ta_t));
 			CHECK_OK(fadc_model_get(m, "b", &tb_t));
 			j.sg = sg, j.dg = dg, j.f64 = f64, j.batch = batch, j.M = M, j.N = N, j.K = K;
-			j.ta = ta, j.tb = tb;
+			j.ta = ta, j.tb = tb, j.bop_a = bop_a;
 			j.a = fadc_tensor_data(ta_t);
 			j.b = fadc_tensor_data(tb_t);
-			j.bstride = batch > 1 ? (int64_t)K * N : 0;
+			j.bstride = batch > 1 && !bop_a ? (int64_t)K * N : 0;
 			size_t es = f64 ? 8 : 4, nc = (size_t)batch * M * N;
 			j.c = malloc(nc * es);
 			if (setthr)
@@ -320,9 +339,9 @@ main(int argc, char **argv)
 			}
 			free(j.c);
 		}
-		printf("%-4s batch %5d M %5d N %5d K %6d ta %d tb %d | T %2d %s | peak %8.1f | fadc %8.1f GF/s "
+		printf("%-4s batch %5d%s M %5d N %5d K %6d ta %d tb %d | T %2d %s | peak %8.1f | fadc %8.1f GF/s "
 		       "%5.1f%% | blas(%s) %8.1f GF/s | fadc/blas %5.2f | diff %.1e\n",
-		       f64 ? "f64" : "f32", batch, M, N, K, ta, tb, T, use_cputime ? "cpu" : "wall", peak, gf, 100 * gf / peak, core, gb,
+		       f64 ? "f64" : "f32", batch, bop_a ? "a" : "b", M, N, K, ta, tb, T, use_cputime ? "cpu" : "wall", peak, gf, 100 * gf / peak, core, gb,
 		       gb > 0 ? gf / gb : 0, maxv > 0 ? maxd / maxv : maxd);
 		fflush(stdout);
 		fadc_model_close(m);
