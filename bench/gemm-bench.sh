@@ -7,7 +7,14 @@
 # it (which see for what is timed and how).
 #
 #   bench/gemm-bench.sh [-t 1,2] [--cpu x86-64-v3] [--dtype f32] [--set big|zoo|few|all]
-#                       [--fadc PATH] [--blas LIB] [--out DIR]
+#                       [--fadc PATH] [--blas LIB] [--out DIR] [--compile-only]
+#   bench/gemm-bench.sh --run DIR [-t 1,16] [--blas LIB] [--peers]
+#
+# --compile-only leaves the artifacts, the harness and the list of shapes
+# in DIR (--out) for a machine without LLVM (the GPU host: build with
+# --cpu x86-64-v4 for its AVX-512 cores); --run DIR times them there, and
+# --peers also times the same shapes through PyTorch and numpy
+# (bench/gemm-peers.py) in the same run.
 #
 # Shapes (BATCH M N K TA TB [BOP]; TA: A stored K x M and used transposed,
 # TB likewise for B; BOP: the operand with the batch, b (default) or a):
@@ -32,6 +39,9 @@ set=all
 fadc=$root/build/bin/fadc
 blas=libopenblas.so.0
 out=
+compile_only=
+run=
+peers=
 while [ $# -gt 0 ]; do
 	case $1 in
 	-t) threads=$2; shift 2 ;;
@@ -41,6 +51,9 @@ while [ $# -gt 0 ]; do
 	--fadc) fadc=$2; shift 2 ;;
 	--blas) blas=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
+	--compile-only) compile_only=1; shift ;;
+	--run) run=$2; shift 2 ;;
+	--peers) peers=1; shift ;;
 	*) echo "gemm-bench.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -54,8 +67,22 @@ if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
 	esac
 fi
 build=$(dirname "$(dirname "$fadc")")
+if [ -n "$run" ]; then
+	# Time what --compile-only left in $run.
+	while read -r name B M N K TA TB BOP dt; do
+		"$run/gemm-bench" "$run/$name.so" "$dt" "$B" "$M" "$N" "$K" "$TA" "$TB" "$BOP" "$threads" "$blas"
+	done <"$run/shapes.txt"
+	if [ -n "$peers" ]; then
+		args=()
+		while read -r name B M N K TA TB BOP dt; do args+=("$B $M $N $K $TA $TB $BOP"); done <"$run/shapes.txt"
+		python3 "$root/bench/gemm-peers.py" -t "$threads" --dtype "$(awk 'NR==1{print $9}' "$run/shapes.txt")" \
+			"${args[@]}"
+	fi
+	exit 0
+fi
 work=${out:-$(mktemp -d)}
 mkdir -p "$work"
+: >"$work/shapes.txt"
 # The harness links the runtime's static library (build/lib/libfadc.a).
 cc -O3 -std=gnu11 -I"$root/include" "$root/bench/gemm/gemm-bench.c" "$build/lib/libfadc.a" \
 	-ldl -lpthread -lm -o "$work/gemm-bench"
@@ -112,5 +139,7 @@ def forward() {
 }
 EOF
 	"$fadc" "$work/$name.ir" -o "$work/$name.so" --tasks forward --cpu "$cpu"
+	echo "$name $B $M $N $K $TA $TB $BOP $dtype" >>"$work/shapes.txt"
+	[ -n "$compile_only" ] && continue
 	"$work/gemm-bench" "$work/$name.so" "$dtype" "$B" "$M" "$N" "$K" "$TA" "$TB" "$BOP" "$threads" "$blas"
 done
