@@ -19,7 +19,7 @@
 // avx512f), else 256-bit, run on T threads at once; flops = 2 per lane per
 // FMA.  Times are the best of repeated runs (the machine may be shared:
 // the minimum is the least disturbed run), each configuration for at least
-// 0.25 s; with one thread the times are the thread's CPU time (on a
+// 0.25 s (GEMM_BENCH_MIN_S); with one thread the times are the thread's CPU time (on a
 // shared machine the time others held the core is left out;
 // GEMM_BENCH_WALL=1: wall time), with more the wall clock.  The BLAS is dlopen'ed (cblas_sgemm/cblas_dgemm, and
 // openblas_set_num_threads when it has one); a batch of B runs as BATCH
@@ -195,15 +195,19 @@ cmp_dbl(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-// The best time of one call of fn(arg), over at least 3 calls and 0.25 s.
+// The best time of one call of fn(arg), over at least 3 calls and
+// GEMM_BENCH_MIN_S seconds (0.25; more on a busy machine gives the best
+// call more chances to run undisturbed).
 static double
 best_time(void (*fn)(void *), void *arg)
 {
 	double t[4096];
 	int n = 0;
+	const char *ms = getenv("GEMM_BENCH_MIN_S");
+	double min_s = ms ? atof(ms) : 0.25;
 	double start = now();
 	fn(arg); // warm-up (first-touch of the outputs, the pool's threads)
-	while (n < 4096 && (n < 3 || now() - start < 0.25)) {
+	while (n < 4096 && (n < 3 || now() - start < min_s)) {
 		double t0 = now();
 		fn(arg);
 		t[n++] = now() - t0;
