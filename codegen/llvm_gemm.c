@@ -47,13 +47,18 @@
 #define GEMM_PF_MIN_STRIDE 16 // elements: below, A's steps share cache lines
 // A's packed block lives on the kernel's stack: at most this many bytes.
 #define GEMM_APACK_MAX (256 * 1024)
-// A chunk packs a group's block of A when it computes at least this many
-// of the group's column tiles (each packed value is then read by every
-// one); with fewer it reads A in place: a copy (a load and a store per
-// value) for one or two tiles' two FMAs per value costs more than it saves
-// (16 threads on a 512 x 512 product cut the range into chunks of one
-// tile).
+// A's block is packed when a chunk computes at least GEMM_PACKA_MIN_TILES
+// of a group's column tiles (each packed value is then read by every one);
+// for fewer, a copy (a load and a store per value) for one or two tiles'
+// two FMAs per value costs more than it saves.  The chunks are the
+// runtime's (about 4 per thread), so the choice is made at compile time
+// for 16 threads: A is packed when the range has GEMM_PACKA_MIN_RANGE =
+// 16 x 4 x 3 iterations or more (a 512 x 512 product has 48: 16 threads
+// would cut it into chunks of one tile).  Deciding per chunk at run time
+// would need both forms of every tile, which doubled the compile time of
+// transformer's vjp (2.6 -> 4.4 s of CPU).
 #define GEMM_PACKA_MIN_TILES 3
+#define GEMM_PACKA_MIN_RANGE (16 * 4 * GEMM_PACKA_MIN_TILES)
 
 // Lanes of the tile vectors: the target's vector width (Emit.vbytes: 32
 // bytes, 64 with AVX-512) over the element's size.
@@ -674,8 +679,9 @@ llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 	LLVMValueRef lo = e->sp.on ? e->lo : i64c(e, 0), hi = e->sp.on ? e->hi : i64c(e, np * ncol * ngroup);
 	GemmBlock blk, *b = NULL;
 	Loop lkb, lf;
-	int packa = G->one && G->packb && ncol >= GEMM_PACKA_MIN_TILES;
-	LLVMValueRef curq = NULL, usep = NULL;
+	int packa = G->one && G->packb && ncol >= GEMM_PACKA_MIN_TILES &&
+	            np * ncol * ngroup >= GEMM_PACKA_MIN_RANGE;
+	LLVMValueRef curq = NULL;
 	if (G->one && G->packb) {
 		// One reduction axis (or axes merged into one): blocks of KC
 		// steps, outermost, over every iteration of the range, so that a
@@ -697,7 +703,6 @@ llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 			LLVMSetAlignment(ap, 64);
 			blk.ap = LLVMBuildBitCast(e->B, ap, LLVMPointerType(t, 0), "");
 			curq = llvm_entry_alloca(e, e->i64);
-			usep = llvm_entry_alloca(e, e->i1);
 		}
 		blk.ctr = llvm_entry_alloca(e, e->i64);
 		LLVMValueRef ctr_kb = llvm_entry_alloca(e, e->i64);
@@ -713,37 +718,14 @@ llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 	llvm_loop_begin_range(e, &lf, ctr_f, lo, hi);
 	GemmIter it = gemm_iter(e, k, G, LLVMBuildLoad2(e->B, e->i64, ctr_f, ""), ncol, ngroup);
 	if (packa) {
-		// A new group (or outer point) in this chunk: pack its block of A
-		// if the chunk computes enough of its column tiles, the count of
-		// its iterations [q ncol, (q + 1) ncol) within [lo, hi).  Packed
-		// or not, the tiles read the same values: the same bits.
+		// A new group (or outer point) in this chunk: pack its block of A.
 		LLVMValueRef prev = LLVMBuildLoad2(e->B, e->i64, curq, "");
 		LLVMBasicBlockRef bn = gemm_if(e, LLVMBuildICmp(e->B, LLVMIntNE, it.q, prev, ""));
-		LLVMValueRef q0 = LLVMBuildNSWMul(e->B, it.q, i64c(e, ncol), "");
-		LLVMValueRef q1 = LLVMBuildNSWAdd(e->B, q0, i64c(e, ncol), "");
-		LLVMValueRef from = LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSGT, q0, lo, ""), q0, lo, "");
-		LLVMValueRef cnt = LLVMBuildNSWSub(e->B, smin(e, q1, hi), from, "");
-		LLVMValueRef use = LLVMBuildICmp(e->B, LLVMIntSGE, cnt, i64c(e, GEMM_PACKA_MIN_TILES), "");
-		LLVMBuildStore(e->B, use, usep);
-		LLVMBuildStore(e->B, it.q, curq);
-		LLVMBasicBlockRef bp = gemm_if(e, use);
 		gemm_pack_a(e, G, &it, b, ctr_m, vt);
-		gemm_end_if(e, bp);
+		LLVMBuildStore(e->B, it.q, curq);
 		gemm_end_if(e, bn);
-		LLVMBasicBlockRef bt = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.packed");
-		LLVMBasicBlockRef bi = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.inplace");
-		LLVMBasicBlockRef bj = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.joined");
-		LLVMBuildCondBr(e->B, LLVMBuildLoad2(e->B, e->i1, usep, ""), bt, bi);
-		LLVMPositionBuilderAtEnd(e->B, bt);
-		gemm_tiles_masked(e, k, G, &it, b, 1, acc, ctr_m, loops, vt, ntile, rc, mask);
-		LLVMBuildBr(e->B, bj);
-		LLVMPositionBuilderAtEnd(e->B, bi);
-		gemm_tiles_masked(e, k, G, &it, b, 0, acc, ctr_m, loops, vt, ntile, rc, mask);
-		LLVMBuildBr(e->B, bj);
-		LLVMPositionBuilderAtEnd(e->B, bj);
-	} else {
-		gemm_tiles_masked(e, k, G, &it, b, 0, acc, ctr_m, loops, vt, ntile, rc, mask);
 	}
+	gemm_tiles_masked(e, k, G, &it, b, packa, acc, ctr_m, loops, vt, ntile, rc, mask);
 	llvm_loop_end(e, &lf);
 	if (b)
 		llvm_loop_end(e, &lkb);
