@@ -28,13 +28,15 @@
 // nest, and the blocks of k pass through C in order, so the result is the
 // same whatever the thread count or the chunking (the packing only moves
 // values).  Rows past the last whole MR-row block of the last group run
-// as tiles of 8, 4, 2 and 1 rows (M mod MR in binary), columns past the
+// as one tile of M mod MR rows, columns past the
 // last whole tile as a tile whose loads and stores are masked.  A may have
 // any strides (its values are broadcast, or packed first), B is packed per
 // block when the reduction is one walk (G->one), else read in place with
 // the reduction loops nested inside the tile.  LLVM 14's C API cannot set
 // fast-math flags, which is why the vectors are spelled out: the loop
 // vectorizer would not reassociate a reduction.
+#include <llvm-c/DebugInfo.h>
+
 #include "llvm_impl.h"
 
 #define GEMM_NV 2 // vectors of VL lanes per tile row
@@ -47,18 +49,19 @@
 #define GEMM_PF_MIN_STRIDE 16 // elements: below, A's steps share cache lines
 // A's packed block lives on the kernel's stack: at most this many bytes.
 #define GEMM_APACK_MAX (256 * 1024)
-// A's block is packed when a chunk computes at least GEMM_PACKA_MIN_TILES
-// of a group's column tiles (each packed value is then read by every one);
-// for fewer, a copy (a load and a store per value) for one or two tiles'
-// two FMAs per value costs more than it saves.  The chunks are the
-// runtime's (about 4 per thread), so the choice is made at compile time
-// for 16 threads: A is packed when the range has GEMM_PACKA_MIN_RANGE =
-// 16 x 4 x 3 iterations or more (a 512 x 512 product has 48: 16 threads
-// would cut it into chunks of one tile).  Deciding per chunk at run time
-// would need both forms of every tile, which doubled the compile time of
-// transformer's vjp (2.6 -> 4.4 s of CPU).
+// A's block is packed for a group when the group has at least
+// GEMM_PACKA_MIN_TILES column tiles (each packed value is then read by
+// every one: for one or two, a copy, a load and a store per value, costs
+// about what the tiles' two FMAs per value do) and the range has at least
+// GEMM_PACKA_MIN_RANGE iterations.  The chunks are the runtime's (about 4
+// per thread), so the second bound is set at compile time for 16 threads:
+// a 512 x 512 product (48 iterations) would run in chunks of one tile and
+// reads A in place; 1024 x 1024 (160) packs, and at one thread it must:
+// its rows of A are 4 KiB apart, the 12 of a tile in one L1 set.
+// (Choosing per chunk at run time needs both forms of every tile, which
+// doubled transformer's compile time.)
 #define GEMM_PACKA_MIN_TILES 3
-#define GEMM_PACKA_MIN_RANGE (16 * 4 * GEMM_PACKA_MIN_TILES)
+#define GEMM_PACKA_MIN_RANGE 96
 
 // Lanes of the tile vectors: the target's vector width (Emit.vbytes: 32
 // bytes, 64 with AVX-512) over the element's size.
@@ -496,6 +499,28 @@ gemm_end_if(Emit *e, LLVMBasicBlockRef bn)
 	LLVMPositionBuilderAtEnd(e->B, bn);
 }
 
+// llvm_loop_end for a loop the vectorizers must leave alone: its latch
+// branch carries !llvm.loop metadata with llvm.loop.vectorize.enable =
+// false (a self-referential node, made through a temporary one).  For A's
+// packing: LLVM otherwise turns the loop of MR interleaved stores into
+// shuffles, unrolled twice, which cost a quarter more compile time on
+// resnet18 for a copy the tiles' FMAs outweigh.
+static void
+loop_end_novec(Emit *e, Loop *l)
+{
+	LLVMBasicBlockRef latch = LLVMGetInsertBlock(e->B);
+	llvm_loop_end(e, l);
+	LLVMValueRef br = LLVMGetBasicBlockTerminator(latch);
+	LLVMMetadataRef tmp = LLVMTemporaryMDNode(e->C, NULL, 0);
+	const char *key = "llvm.loop.vectorize.enable";
+	LLVMMetadataRef opt[2] = {LLVMMDStringInContext2(e->C, key, strlen(key)),
+	                          LLVMValueAsMetadata(LLVMConstInt(e->i1, 0, 0))};
+	LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(e->C, opt, 2)};
+	LLVMMetadataRef node = LLVMMDNodeInContext2(e->C, ops, 2);
+	LLVMMetadataReplaceAllUsesWith(tmp, node);
+	LLVMSetMetadata(br, LLVMGetMDKindIDInContext(e->C, "llvm.loop", 9), LLVMMetadataAsValue(e->C, node));
+}
+
 // A's rows of iteration `it`'s group at block b's steps, packed into
 // b->ap: the value (i, kk) of MR-row block m at m MR kc + kk MR + i, of
 // the rows left (M mod MR of them, in the last group only) at mb MR kc +
@@ -523,7 +548,7 @@ gemm_pack_a(Emit *e, const Gemm *G, const GemmIter *it, const GemmBlock *b, LLVM
 		LLVMValueRef d = LLVMBuildNSWAdd(e->B, dst, i64c(e, i), "");
 		LLVMBuildStore(e->B, x, LLVMBuildInBoundsGEP2(e->B, t, b->ap, &d, 1, ""));
 	}
-	llvm_loop_end(e, &lk);
+	loop_end_novec(e, &lk);
 	llvm_loop_end(e, &lm);
 	if (remM) {
 		LLVMBasicBlockRef bn = gemm_if(e, LLVMBuildICmp(e->B, LLVMIntNE, it->rem, i64c(e, 0), ""));
@@ -537,7 +562,7 @@ gemm_pack_a(Emit *e, const Gemm *G, const GemmIter *it, const GemmBlock *b, LLVM
 			LLVMValueRef d = LLVMBuildNSWAdd(e->B, dst, i64c(e, i), "");
 			LLVMBuildStore(e->B, x, LLVMBuildInBoundsGEP2(e->B, t, b->ap, &d, 1, ""));
 		}
-		llvm_loop_end(e, &lk);
+		loop_end_novec(e, &lk);
 		gemm_end_if(e, bn);
 	}
 }
@@ -566,8 +591,7 @@ gemm_tile_at(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, const
 }
 
 // The tiles of iteration `it`: blocks of MR rows, then the rows left
-// (the last group's M mod MR) as tiles of 8, 4, 2, 1 rows, at its column
-// tile.  With b, for that block of steps only, B's values packed first
+// (the last group's M mod MR) as one tile, at its column tile.  With b, for that block of steps only, B's values packed first
 // (and A's read from b->ap when packa); else over the whole reduction, B
 // read in place.  mask: the lanes of the columns that exist, for the last
 // tile when the columns are no multiple of it (NULL: a whole tile).
@@ -605,19 +629,13 @@ gemm_tiles(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, const G
 	int64_t remM = G->M % G->mr;
 	if (!remM)
 		return;
-	// Only the last group has rows left, M mod MR of them: a tile per bit.
+	// Only the last group has rows left, M mod MR of them (a constant):
+	// one tile of that many rows.
 	LLVMBasicBlockRef bn = gemm_if(e, LLVMBuildICmp(e->B, LLVMIntNE, it->rem, i64c(e, 0), ""));
 	LLVMValueRef roff = NULL;
 	if (b && packa)
 		roff = LLVMBuildNSWMul(e->B, LLVMBuildNSWMul(e->B, it->mb, i64c(e, G->mr), ""), b->kc, "");
-	for (int h = 8, ro = 0; h >= 1; h >>= 1) {
-		if (!(remM & h))
-			continue;
-		LLVMValueRef ir = LLVMBuildNSWAdd(e->B, it->rbase, i64c(e, ro), "");
-		LLVMValueRef ao = roff ? LLVMBuildNSWAdd(e->B, roff, i64c(e, ro), "") : NULL;
-		gemm_tile_at(e, k, G, it, b, acc, h, ir, ao, remM, j0, loops, vt, mask);
-		ro += h;
-	}
+	gemm_tile_at(e, k, G, it, b, acc, (int)remM, it->rbase, roff, remM, j0, loops, vt, mask);
 	gemm_end_if(e, bn);
 }
 

@@ -9,7 +9,7 @@
 // rows: B read once) and one carried by B (A shared).  Against the GEMM's
 // tiles (6 x 16 f32 and 6 x 8 f64 with 256-bit vectors, 12 x 32 and 12 x
 // 16 with 512-bit ones) these sizes leave every kind of edge: rows past
-// the last MR-row block (tiles of 8, 4, 2 and 1 rows), fewer rows than a
+// the last MR-row block (one tile of M mod MR rows), fewer rows than a
 // tile (one tile of M rows, up to 4 vectors wide), columns past the last
 // tile (masked), K shorter than a block.  Each runs twice: with the
 // target's own tiles and with FADC_GEMM_VBYTES=64 (the 512-bit tiles of
