@@ -21,9 +21,8 @@
 // of the terms' magnitudes at K = 300 (measured ~1e-6).  The emitted IR
 // must hold the tile vectors' fused multiply-adds (the GEMM was chosen),
 // and the f32 artifact's outputs must be the same bytes at 1, 2, 3 and 8
-// threads, with the pool used (the product of 299 x 97 x 300 splits into
-// row groups x column tiles, 21 or 8 iterations: chunks start inside a
-// group, whose block of A each chunk then packs itself).
+// threads, with the pool used (the products of 299 x 97 x 300 and 24 x
+// 130 x 97 x 300 split).
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,15 +55,21 @@ static const char model[] =
     "param a12: f64[3, 7, 33] = normal(0, 1, seed=21)\n" // a batch in A: 21 rows
     "param a13: f64[17, 33] = normal(0, 1, seed=22)\n"
     "param b13: f64[3, 33, 97] = normal(0, 1, seed=23)\n" // a batch in B
+    "param a14: f64[300, 130] = normal(0, 1, seed=25)\n"  // used transposed, shared
+    "param b14: f64[24, 300, 97] = normal(0, 1, seed=26)\n"
     "def forward() {\n"
     "  return a1 @ b1, a2 @ b2, a3 @ b3, a4 @ b4, a5 @ b5, a6 @ b6, a7 @ b7, a6 @ b8,\n"
     "         a9 @ b9, transpose(a10, 0, 1) @ b10, a11 @ transpose(b11, 0, 1),\n"
-    "         a12 @ b2, a13 @ b13\n"
+    "         a12 @ b2, a13 @ b13, transpose(a14, 0, 1) @ b14\n"
     "}\n";
 // clang-format on
 // (M, N, K): (1, 97, 97) (7, 97, 33) (17, 33, 300) (33, 97, 17) (97, 33, 7)
 // (97, 1, 33) (33, 7, 97) (97, 17, 33) (300, 97, 1) (299, 97, 300)^T-A
-// (97, 33, 17)^T-B, (3 x 7, 97, 33), 3 x (17, 97, 33).
+// (97, 33, 17)^T-B, (3 x 7, 97, 33), 3 x (17, 97, 33), 24 x (130, 97,
+// 300)^T-A.  The last has 24 x 7 x 2 (256-bit tiles) or 24 x 4 x 1 range
+// iterations, enough for A's packing (GEMM_PACKA_MIN_RANGE = 96): each
+// outer point packs the shared A again, a chunk starting inside a group
+// packs it too; the others read A in place.
 
 static int
 lanes(int f32)
