@@ -6,7 +6,7 @@
 # parameters, compiles it with fadc, and runs bench/gemm/gemm-bench.c on
 # it (which see for what is timed and how).
 #
-#   bench/gemm-bench.sh [-t 1,2] [--cpu x86-64-v3] [--dtype f32] [--set big|zoo|few|all]
+#   bench/gemm-bench.sh [-t 1,2] [--cpu x86-64-v3] [--dtype f32] [--set big|zoo|few|smoke|all]
 #                       [--fadc PATH] [--blas LIB] [--out DIR] [--compile-only]
 #   bench/gemm-bench.sh --run DIR [-t 1,16] [--blas LIB] [--peers]
 #
@@ -28,7 +28,7 @@
 #        head, batch of heads cut to 256), wav2letter's transposed-layout
 #        conv GEMMs (2 or 3 rows per sample, the batch of 10 in A, the
 #        weights shared).
-#   few: the zoo's last two (few rows).
+#   few: the zoo's last two (few rows); smoke: two small ones (the test).
 # Output: one line per shape and thread count (gemm-bench.c), on stdout.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -109,12 +109,17 @@ zoo=(
 	"10 2 250 1750 0 0 a"   # wav2letter conv.gemm.t: 2 output positions
 	"10 3 2000 8000 0 0 a"  # wav2letter conv.gemm.t, the largest
 )
+smoke=(
+	"2 40 70 50 0 0 a"      # tests/bench/gemm-bench.sh: small, every edge kind
+	"1 33 97 300 1 0"
+)
 case $set in
 big) shapes=("${big[@]}") ;;
+smoke) shapes=("${smoke[@]}") ;;
 few) shapes=("${zoo[@]:13}") ;;
 zoo) shapes=("${zoo[@]}") ;;
 all) shapes=("${big[@]}" "${zoo[@]}") ;;
-*) echo "gemm-bench.sh: --set big|zoo|few|all" >&2; exit 2 ;;
+*) echo "gemm-bench.sh: --set big|zoo|few|smoke|all" >&2; exit 2 ;;
 esac
 
 for s in "${shapes[@]}"; do
