@@ -122,7 +122,6 @@ gemm_blocking(unsigned vbytes, DType vt, Gemm *G)
 	int64_t abytes = l2 / 2 < GEMM_APACK_MAX ? l2 / 2 : GEMM_APACK_MAX;
 	int64_t mc = abytes / (G->kc * es) / G->mr * G->mr;
 	G->mc = mc < G->mr ? G->mr : mc;
-	G->cprefetch = 1;
 }
 // The shared recognition (kir_gemm_match: a product of two affine loads
 // summed, no epilogue), then this backend's form: C and B contiguous
@@ -369,22 +368,20 @@ gemm_tile_packed(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, in
 		LLVMBuildStore(e->B, vload_masked(e, vty, cptr[a], align, mask ? mask[a % nv] : NULL), acc[a]);
 	LLVMBuildBr(e->B, bk);
 	LLVMPositionBuilderAtEnd(e->B, bk);
-	if (G->cprefetch) {
-		// The next MR rows' tile of C (the next call's), fetched now so
-		// that its loads hit when that tile starts: in a large GEMM C is
-		// in no cache when its tile comes round again for the next block
-		// of steps.  Past the last row the address is only computed, a
-		// prefetch never faults.
-		for (int i = 0; i < mr; i++)
-			for (int v = 0; v < nv; v++) {
-				LLVMValueRef idx = axpy(e, bc, G->cc_i, LLVMBuildNSWAdd(e->B, i0, i64c(e, mr + i), ""));
-				idx = LLVMBuildNSWAdd(e->B, idx, LLVMBuildNSWAdd(e->B, j0, i64c(e, v * (int64_t)vl), ""), "");
-				LLVMValueRef ptr = LLVMBuildGEP2(e->B, sty(e, vt), e->bufptr[k->out], &idx, 1, "");
-				LLVMValueRef args[4] = {LLVMBuildBitCast(e->B, ptr, e->i8p, ""), LLVMConstInt(e->i32, 0, 0),
-				                        LLVMConstInt(e->i32, 3, 0), LLVMConstInt(e->i32, 1, 0)};
-				intrinsic(e, "llvm.prefetch", e->i8p, args, 4);
-			}
-	}
+	// The next MR rows' tile of C (the next call's), fetched now so
+	// that its loads hit when that tile starts: in a large GEMM C is
+	// in no cache when its tile comes round again for the next block
+	// of steps.  Past the last row the address is only computed, a
+	// prefetch never faults.
+	for (int i = 0; i < mr; i++)
+		for (int v = 0; v < nv; v++) {
+			LLVMValueRef idx = axpy(e, bc, G->cc_i, LLVMBuildNSWAdd(e->B, i0, i64c(e, mr + i), ""));
+			idx = LLVMBuildNSWAdd(e->B, idx, LLVMBuildNSWAdd(e->B, j0, i64c(e, v * (int64_t)vl), ""), "");
+			LLVMValueRef ptr = LLVMBuildGEP2(e->B, sty(e, vt), e->bufptr[k->out], &idx, 1, "");
+			LLVMValueRef args[4] = {LLVMBuildBitCast(e->B, ptr, e->i8p, ""), LLVMConstInt(e->i32, 0, 0),
+			                        LLVMConstInt(e->i32, 3, 0), LLVMConstInt(e->i32, 1, 0)};
+			intrinsic(e, "llvm.prefetch", e->i8p, args, 4);
+		}
 	Loop lk;
 	llvm_loop_begin_v(e, &lk, b->ctr, b->kc);
 	LLVMValueRef kk = LLVMBuildLoad2(e->B, e->i64, b->ctr, "");

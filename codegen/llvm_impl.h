@@ -197,8 +197,8 @@ LLVMValueRef llvm_math_fn(Emit *e, KxOp op, DType dt);
 // A contraction kernel as the blocked GEMM sees it (llvm_gemm_plan).
 typedef struct Gemm {
 	int vi; // parallel variable of the rows (-1: one row)
-	int vr; // the first: rows run over variables vr .. vi, row-major (merged outer axes)
 	int vj; // of the columns (the last one)
+	int vr; // rows run over variables vr .. vi, row-major (outer axes merged into them)
 	int64_t M, N;
 	uint32_t abuf, bbuf; // the buffers of A and B
 	KxId aidx, bidx; // their load indices
@@ -217,7 +217,6 @@ typedef struct Gemm {
 	int mr, nv;
 	unsigned vl;
 	int64_t kc, mc;
-	int cprefetch; // prefetch the next tile's C (gemm_tile_packed)
 	int packb; // B packed per block (G->one and more than one row block)
 } Gemm;
 
