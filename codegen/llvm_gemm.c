@@ -28,9 +28,8 @@
 // nest, and the blocks of k pass through C in order, so the result is the
 // same whatever the thread count or the chunking (the packing only moves
 // values).  Rows past the last whole MR-row block of the last group run
-// as one tile of M mod MR rows, columns past the
-// last whole tile as a tile whose loads and stores are masked.  A may have
-// any strides (its values are broadcast, or packed first), B is packed per
+// as one tile of M mod MR rows, columns past the last whole tile as a
+// tile whose loads and stores are masked.  A may have any strides (its values are broadcast, or packed first), B is packed per
 // block when the reduction is one walk (G->one), else read in place with
 // the reduction loops nested inside the tile.  LLVM 14's C API cannot set
 // fast-math flags, which is why the vectors are spelled out: the loop
@@ -123,6 +122,7 @@ gemm_blocking(unsigned vbytes, DType vt, Gemm *G)
 	int64_t mc = abytes / (G->kc * es) / G->mr * G->mr;
 	G->mc = mc < G->mr ? G->mr : mc;
 }
+
 // The shared recognition (kir_gemm_match: a product of two affine loads
 // summed, no epilogue), then this backend's form: C and B contiguous
 // along j, B not moving along the rows, and enough work and columns for
