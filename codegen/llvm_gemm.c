@@ -29,9 +29,12 @@
 // same whatever the thread count or the chunking (the packing only moves
 // values).  Rows past the last whole MR-row block of the last group run
 // as one tile of M mod MR rows, columns past the last whole tile as a
-// tile whose loads and stores are masked.  A may have any strides (its values are broadcast, or packed first), B is packed per
-// block when the reduction is one walk (G->one), else read in place with
-// the reduction loops nested inside the tile.  LLVM 14's C API cannot set
+// tile whose loads and stores are masked.  A may have any strides (its
+// values are broadcast, or packed first); B is packed per block when the
+// reduction is one walk (G->one) and there is more than one row block,
+// else read in place with the reduction loops nested inside the tile.
+// Outer axes along which B does not move are merged into the rows (B read
+// once for a batch of samples).  LLVM 14's C API cannot set
 // fast-math flags, which is why the vectors are spelled out: the loop
 // vectorizer would not reassociate a reduction.
 #include <llvm-c/DebugInfo.h>
