@@ -124,7 +124,7 @@ def one(nodes, inputs, outputs, inits=(), opset=13, name=None):
     onnx.save(m, os.path.join(out, name))
 
 vi = h.make_tensor_value_info
-one([h.make_node("Conv", ["x", "x"], ["y"], name="conv1"), h.make_node("Relu", ["y"], ["z"], name="r"),
+one([h.make_node("Hardmax", ["x"], ["y"], name="hm1"), h.make_node("Relu", ["y"], ["z"], name="r"),
      h.make_node("Foo", ["z"], ["w"], name="foo", domain="com.example")],
     [vi("x", T.FLOAT, [1, 1, 3, 3])], [vi("w", T.FLOAT, [1])], name="unsupported.onnx")
 one([h.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", T.FLOAT, [2])], [vi("y", T.FLOAT, [2])],
@@ -135,5 +135,7 @@ one([h.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", T.FLOAT, ["N", 2])],
     [vi("y", T.FLOAT, ["N", 2])], name="symbolic.onnx")
 one([h.make_node("MatMul", ["x", "w"], ["y"], name="/mm")], [vi("x", T.FLOAT, [2, 3]),
     vi("w", T.FLOAT, [4, 5])], [vi("y", T.FLOAT, [2, 5])], name="matmul-shapes.onnx")
+one([h.make_node("Not", ["x"], ["y"], name="/not")], [vi("x", T.FLOAT, [2, 3])],
+    [vi("y", T.BOOL, [2, 3])], name="not-float.onnx")
 data = open(os.path.join(out, "mlp.onnx"), "rb").read()
 open(os.path.join(out, "truncated.onnx"), "wb").write(data[: len(data) // 2])

@@ -46,11 +46,11 @@ run_fadc 0 run "$tmp/ops.so" "${q[@]}" --out "$tmp/got-ops-so"
 run_fadc 0 compare-npy "$tmp/want-ops" "$tmp/got-ops-so"
 
 run_fadc 1 "$tmp/unsupported.onnx" --emit ir
-err_first "$tmp/unsupported.onnx: error: 2 unsupported nodes: 'conv1' (Conv, domain ''), 'foo' (Foo, domain 'com.example')"
+err_first "$tmp/unsupported.onnx: error: 2 unsupported nodes: 'hm1' (Hardmax, domain ''), 'foo' (Foo, domain 'com.example')"
 run_fadc 1 "$tmp/opset11.onnx" --emit ir
 err_first "$tmp/opset11.onnx: error: the model's opset 11 is out of the supported range 13 to 23"
 run_fadc 1 "$tmp/int32.onnx" --emit ir
-err_first "$tmp/int32.onnx: error: graph input 'x' has ONNX dtype 6: only float (1), double (11) and int64 (7) are supported"
+err_first "$tmp/int32.onnx: error: graph input 'x' has ONNX dtype 6: only float (1), double (11), int64 (7) and bool (9) are supported"
 run_fadc 1 "$tmp/symbolic.onnx" --emit ir
 err_first "$tmp/symbolic.onnx: error: dimension 0 of graph input 'x' is symbolic ('N'): bind it with -D N=VALUE"
 run_fadc 1 "$tmp/symbolic.onnx" --emit ir -D N=two
@@ -64,11 +64,12 @@ out_has "specialisation 0: N=2"
 out_has "specialisation 1: N=3"
 run_fadc 1 "$tmp/truncated.onnx" --emit ir
 err_first "$tmp/truncated.onnx: error: not an ONNX model: a malformed or truncated protobuf"
-# An error the IR parser finds shows the imported statement, whose comment
-# names the ONNX node.
+# A shape error the importer finds names the node; one the IR parser finds
+# shows the imported statement, whose comment names the ONNX node.
 run_fadc 1 "$tmp/matmul-shapes.onnx" --emit ir
-err_first "$tmp/matmul-shapes.onnx:4:9: error: matmul: inner dimensions differ (3 vs 4)"
-[ "$(sed -n 2p "$tmp/err")" = "  \"y\" = matmul(\"x\", \"w\")  # node '/mm' (MatMul)" ] ||
+err_first "$tmp/matmul-shapes.onnx: error: node '/mm' (MatMul): inner dimensions differ (3 vs 4)"
+run_fadc 1 "$tmp/not-float.onnx" --emit ir
+[ "$(sed -n 2p "$tmp/err")" = "  \"y\" = not(\"x\")  # node '/not' (Not)" ] ||
 	fail "the failing statement does not name its node: $(cat "$tmp/err")"
 
 "$PY" "$SRC/tests/onnx/mutate.py" "$FADC" "$tmp/mlp.onnx" 200 || fail "a corrupted model crashed fadc"
