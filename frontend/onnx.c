@@ -34,7 +34,7 @@
 #include "frontend.h"
 #include "onnx.pb-c.h"
 
-enum { MAXRANK = 8, OPSET_MIN = 13, OPSET_MAX = 23 };
+enum { MAXRANK = 8, OPSET_MIN = 13, OPSET_MAX = 27 };
 enum { ONNX_FLOAT = 1, ONNX_INT64 = 7, ONNX_BOOL = 9, ONNX_DOUBLE = 11 };
 // A known value is folded up to MAXFOLD elements; one used as data is
 // written as a literal of up to MAXLIT distinct elements, else declared a
@@ -982,7 +982,8 @@ win_attrs(Imp *im, const Onnx__NodeProto *n, int ns, const int64_t *wk, Win *w)
 {
 	int64_t p[2 * MAXRANK];
 	w->ns = ns;
-	attr_s(n, "auto_pad", "NOTSET", w->autopad, sizeof w->autopad);
+	char buf[32];
+	snprintf(w->autopad, sizeof w->autopad, "%s", attr_s(n, "auto_pad", "NOTSET", buf, sizeof buf));
 	if (strcmp(w->autopad, "NOTSET") && strcmp(w->autopad, "VALID") &&
 	    strcmp(w->autopad, "SAME_UPPER") && strcmp(w->autopad, "SAME_LOWER")) {
 		err(im, "auto_pad '%s' is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER", w->autopad);
@@ -1581,7 +1582,6 @@ op_slice(Imp *im, const Onnx__NodeProto *n, OVal *x, OVal *o)
 		return 0;
 	}
 	int64_t st[MAXRANK], en[MAXRANK], step[MAXRANK];
-	int neg = 0;
 	for (int j = 0; j < x->rank; j++) {
 		st[j] = 0;
 		en[j] = x->dim[j];
@@ -1604,7 +1604,6 @@ op_slice(Imp *im, const Onnx__NodeProto *n, OVal *x, OVal *o)
 		st[a] = sv->iv[i];
 		en[a] = ev->iv[i];
 		clamp_bounds(x->dim[a], &st[a], &en[a], step[a]);
-		neg |= step[a] < 0;
 	}
 	o->rank = x->rank;
 	for (int j = 0; j < x->rank; j++) {
@@ -1631,18 +1630,38 @@ op_slice(Imp *im, const Onnx__NodeProto *n, OVal *x, OVal *o)
 		free(src);
 		return ok;
 	}
-	if (neg) {
-		for (int j = 0; j < x->rank; j++)
-			if (step[j] < 0 && o->dim[j] > 0) {
-				err(im, "a negative step on data not known at import is not supported yet");
-				return 0;
-			}
+	// A negative step is a take of the indices st, st + step, ... (the
+	// slice op takes positive steps); the other axes are one slice.
+	int64_t pst[MAXRANK], pen[MAXRANK], pstep[MAXRANK];
+	int nneg = 0;
+	for (int j = 0; j < x->rank; j++) {
+		int r = step[j] < 0 && o->dim[j] > 0;
+		nneg += r;
+		pst[j] = r ? 0 : st[j];
+		pstep[j] = r ? 1 : step[j];
+		pen[j] = r ? x->dim[j] : o->dim[j] > 0 ? st[j] + (o->dim[j] - 1) * step[j] + 1 : en[j];
+		if (r && o->dim[j] > MAXLIT) {
+			err(im, "a negative step over more than %d elements is not supported yet", MAXLIT);
+			return 0;
+		}
 	}
-	for (int j = 0; j < x->rank; j++)
-		if (o->dim[j] > 0)
-			en[j] = st[j] + (o->dim[j] - 1) * step[j] + 1; // in range for the op
 	st_begin(im, o->name);
-	E(im, "slice($v, start=$L, end=$L, step=$L)", x, st, x->rank, en, x->rank, step, x->rank);
+	for (int j = 0; j < x->rank; j++)
+		if (step[j] < 0 && o->dim[j] > 0)
+			E(im, "take(");
+	E(im, "slice($v, start=$L, end=$L, step=$L)", x, pst, x->rank, pen, x->rank, pstep, x->rank);
+	for (int j = 0; j < x->rank; j++)
+		if (step[j] < 0 && o->dim[j] > 0) {
+			OVal t = {.dtype = ONNX_INT64, .rank = 1, .dim = {o->dim[j]}};
+			t.iv = xcalloc((size_t)o->dim[j], sizeof *t.iv);
+			for (int64_t i = 0; i < o->dim[j]; i++)
+				t.iv[i] = st[j] + i * step[j];
+			E(im, ", ");
+			put_literal(im->cur, &t);
+			free(t.iv);
+			E(im, ", axis=$d)", (int64_t)j);
+		}
+	(void)nneg;
 	st_end(im);
 	return 1;
 }
@@ -2362,15 +2381,18 @@ op_known(Imp *im, const Onnx__NodeProto *n, OVal *o)
 	if (im->failed)
 		return 0;
 	OVal *p[3] = {sv, lv, dv};
+	double f[3];
 	for (int i = 0; i < 3; i++)
-		if (!known(p[i]) || numel(p[i]) != 1) {
+		if (numel(p[i]) != 1 || const_f(p[i], &f[i], 1) != 1) {
 			err(im, "'%s' is not a scalar known at import", p[i]->name);
 			return 0;
 		}
 	o->dtype = sv->dtype;
 	o->rank = 1;
 	if (is_float(o->dtype)) {
-		double s = kf(sv, 0), l = kf(lv, 0), d = kf(dv, 0);
+		// A float initializer (a parameter elsewhere) is read here: the
+		// result's length depends on it.
+		double s = f[0], l = f[1], d = f[2];
 		double cnt = d ? ceil((l - s) / d) : -1;
 		if (!d || isnan(cnt) || cnt > MAXFOLD) {
 			err(im, "a delta of 0, or more than %d elements", MAXFOLD);
@@ -2600,18 +2622,6 @@ take_dims(Imp *im, OVal *v, int dtype, size_t rank, const char *what)
 static char *
 import(Imp *im, const Onnx__ModelProto *m, size_t *len)
 {
-	int64_t opset = -1;
-	for (size_t i = 0; i < m->n_opset_import; i++) {
-		const char *d = m->opset_import[i]->domain;
-		if (!d || !*d || !strcmp(d, "ai.onnx"))
-			opset = m->opset_import[i]->version;
-	}
-	if (opset < OPSET_MIN || opset > OPSET_MAX) {
-		err(im, "the model's opset %lld is out of the supported range %d to %d", (long long)opset,
-		    OPSET_MIN, OPSET_MAX);
-		return NULL;
-	}
-	im->opset = (int)opset;
 	const Onnx__GraphProto *g = m->graph;
 	if (!g) {
 		err(im, "the model has no graph");
@@ -2636,6 +2646,18 @@ import(Imp *im, const Onnx__ModelProto *m, size_t *len)
 		im->failed = 1;
 		return NULL;
 	}
+	int64_t opset = -1;
+	for (size_t i = 0; i < m->n_opset_import; i++) {
+		const char *d = m->opset_import[i]->domain;
+		if (!d || !*d || !strcmp(d, "ai.onnx"))
+			opset = m->opset_import[i]->version;
+	}
+	if (opset < OPSET_MIN || opset > OPSET_MAX) {
+		err(im, "the model's opset %lld is out of the supported range %d to %d", (long long)opset,
+		    OPSET_MIN, OPSET_MAX);
+		return NULL;
+	}
+	im->opset = (int)opset;
 	char *declbuf = NULL, *bodybuf = NULL;
 	size_t decllen = 0, bodylen = 0;
 	FILE *decls = open_memstream(&declbuf, &decllen);
