@@ -256,7 +256,7 @@ static const char *const supported[] = {
     "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "Identity", "Dropout",
     "Constant", "Shape", "Size", "ConstantOfShape", "Range", "Conv", "ConvTranspose",
     "BatchNormalization", "LayerNormalization", "MaxPool", "AveragePool", "GlobalAveragePool",
-    "GlobalMaxPool", NULL};
+    "GlobalMaxPool", "Resize", NULL};
 
 static int
 is_supported(const Onnx__NodeProto *n)
@@ -1792,6 +1792,98 @@ op_matmul(Imp *im, OVal *x, OVal *y, OVal *o)
 	return 1;
 }
 
+// Resize, mode linear on (N, C, H, W): upsample_bilinear, torch's
+// bilinear interpolation, which is ONNX's when the source coordinate
+// rules agree: align_corners, or half_pixel (pytorch_half_pixel) with the
+// scale out / in (torch computes it from the sizes; ONNX uses the given
+// scale, the same when in * scale is the output size exactly).  Both
+// clamp a source coordinate to the input (ONNX pads by the edge).
+static int
+op_resize(Imp *im, const Onnx__NodeProto *n, OVal *x, OVal *o)
+{
+	char mb[32], cb[32];
+	const char *mode = attr_s(n, "mode", "nearest", mb, sizeof mb),
+	           *ct = attr_s(n, "coordinate_transformation_mode", "half_pixel", cb, sizeof cb);
+	OVal *sc = in_val(im, n, 2, 1), *sz = in_val(im, n, 3, 1);
+	if (im->failed)
+		return 0;
+	if (strcmp(mode, "linear")) {
+		err(im, "mode '%s': only 'linear' is supported", mode);
+		return 0;
+	}
+	if (x->rank != 4) {
+		err(im, "input of rank %d: linear resizing of (N, C, H, W) is supported", x->rank);
+		return 0;
+	}
+	int ac = !strcmp(ct, "align_corners");
+	if (!ac && strcmp(ct, "half_pixel") && strcmp(ct, "pytorch_half_pixel")) {
+		err(im, "coordinate_transformation_mode '%s' is not supported (align_corners, half_pixel, "
+		        "pytorch_half_pixel are)", ct);
+		return 0;
+	}
+	int64_t axes[MAXRANK];
+	int na = attr_ints(n, "axes", axes, MAXRANK);
+	if (na < 0)
+		for (na = 0; na < 4; na++)
+			axes[na] = na;
+	double scale[4] = {1, 1, 1, 1}, v[MAXRANK];
+	int64_t out[4] = {x->dim[0], x->dim[1], x->dim[2], x->dim[3]};
+	int from_scales = sz == NULL;
+	OVal *src = sz ? sz : sc;
+	if (!src || numel(src) != na || const_f(src, v, MAXRANK) != na) {
+		err(im, "neither scales nor sizes known at import, one value per axis");
+		return 0;
+	}
+	char pb[32];
+	if (sz && strcmp(attr_s(n, "keep_aspect_ratio_policy", "stretch", pb, sizeof pb), "stretch")) {
+		err(im, "keep_aspect_ratio_policy '%s' is not supported", pb);
+		return 0;
+	}
+	for (int i = 0; i < na; i++) {
+		int a = one_axis(im, axes[i], 4);
+		if (a < 0)
+			return 0;
+		if (from_scales) {
+			scale[a] = v[i];
+			out[a] = (int64_t)floor((double)x->dim[a] * v[i]);
+		} else {
+			out[a] = (int64_t)v[i];
+			scale[a] = x->dim[a] ? v[i] / (double)x->dim[a] : 1;
+		}
+	}
+	if (out[0] != x->dim[0] || out[1] != x->dim[1]) {
+		err(im, "resizing N or C is not supported");
+		return 0;
+	}
+	for (int a = 2; a < 4; a++) {
+		if (out[a] < 1 || out[a] > ((int64_t)1 << 24)) {
+			err(im, "output size %lld", (long long)out[a]);
+			return 0;
+		}
+		// (align_corners too: ONNX's length_resized is in * scale,
+		// unrounded, where scales are given.)
+		if ((!ac || from_scales) && (double)x->dim[a] * scale[a] != (double)out[a]) {
+			err(im, "scale %g on axis %d is not output / input (%lld / %lld): torch's coordinates "
+			        "would differ", scale[a], a, (long long)out[a], (long long)x->dim[a]);
+			return 0;
+		}
+		if (attr_i(n, "antialias", 0) && out[a] < x->dim[a]) {
+			err(im, "antialiased downsampling is not supported");
+			return 0;
+		}
+		if (!strcmp(ct, "pytorch_half_pixel") && out[a] == 1 && x->dim[a] != 1) {
+			err(im, "pytorch_half_pixel to one pixel is not supported");
+			return 0;
+		}
+	}
+	o->rank = 4;
+	memcpy(o->dim, out, sizeof out);
+	st_begin(im, o->name);
+	E(im, "upsample_bilinear($v, size=$L, align_corners=$d)", x, out + 2, 2, (int64_t)ac);
+	st_end(im);
+	return 1;
+}
+
 // The IR op of an elementwise ONNX op.
 static const char *
 ew_ir(const char *op)
@@ -2518,6 +2610,8 @@ import_node(Imp *im, const Onnx__NodeProto *n)
 		ok = op_split(im, n, x, outs, &nout);
 	else if (!strcmp(op, "Slice"))
 		ok = op_slice(im, n, x, o);
+	else if (!strcmp(op, "Resize"))
+		ok = op_resize(im, n, x, o);
 	else if (!strcmp(op, "Gather"))
 		ok = op_gather(im, n, x, o);
 	else if (!strcmp(op, "MatMul")) {

@@ -183,7 +183,8 @@ def run_data(name, files, model, ops, inputs, data):
                 if want.dtype == object:
                     return "fail", "output %d: a non-numeric expectation" % k, ops
                 g, w = got.astype(np.float64), want.astype(np.float64)
-                bad = ~(np.abs(g - w) <= 1e-7 + 1e-3 * np.abs(w))
+                with np.errstate(invalid="ignore"):
+                    bad = ~(np.abs(g - w) <= 1e-7 + 1e-3 * np.abs(w))
                 bad &= ~((np.isnan(g) & np.isnan(w)) | ((g == w) & np.isinf(w)))
                 if bad.any():
                     i = np.unravel_index(np.argmax(bad), bad.shape)
