@@ -8,7 +8,7 @@
 set -u
 FADC=${FADC:?FADC must name the fadc binary}
 SRC=${FADC_SOURCE_DIR:?FADC_SOURCE_DIR must name the repository root}
-BIN=${FADC_BIN_DIR:?FADC_BIN_DIR must name the build's bin folder}
+BIN=${FADC_BIN_DIR:?FADC_BIN_DIR must name the bin folder of the build}
 leg=$1
 PY=/usr/bin/python3
 "$PY" -c "import onnx, numpy" 2>/dev/null ||
