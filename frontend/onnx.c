@@ -256,7 +256,7 @@ static const char *const supported[] = {
     "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "Identity", "Dropout",
     "Constant", "Shape", "Size", "ConstantOfShape", "Range", "Conv", "ConvTranspose",
     "BatchNormalization", "LayerNormalization", "MaxPool", "AveragePool", "GlobalAveragePool",
-    "GlobalMaxPool", "Resize", NULL};
+    "GlobalMaxPool", "Resize", "Einsum", NULL};
 
 static int
 is_supported(const Onnx__NodeProto *n)
@@ -1884,6 +1884,155 @@ op_resize(Imp *im, const Onnx__NodeProto *n, OVal *x, OVal *o)
 	return 1;
 }
 
+// Einsum as a broadcast product summed: every operand's axes permuted
+// into one order of all the equation's letters (the output's first, then
+// the summed ones), reshaped with 1 for the letters it lacks, multiplied
+// (the parser broadcasts) and summed over the letters the output lacks,
+// which leaves the output's letters in its order.  Repeated letters in one
+// operand (a diagonal) and ellipses are not yet.
+static int
+op_einsum(Imp *im, const Onnx__NodeProto *n, OVal *o)
+{
+	char eq[256];
+	const char *e = attr_s(n, "equation", "", eq, sizeof eq);
+	char terms[16][MAXRANK + 1], out[MAXRANK + 1] = "";
+	int nt = 0, len = 0, has_arrow = 0;
+	terms[0][0] = 0;
+	for (const char *c = e; *c; c++) {
+		if (*c == ' ')
+			continue;
+		if (*c == ',' || (c[0] == '-' && c[1] == '>')) {
+			if (has_arrow || nt >= 15) {
+				err(im, "the equation '%s' is not understood", e);
+				return 0;
+			}
+			if (*c == '-') {
+				has_arrow = 1;
+				c++;
+			}
+			terms[nt][len] = 0;
+			nt++;
+			len = 0;
+			terms[nt][0] = 0;
+			continue;
+		}
+		if (*c == '.') {
+			err(im, "an ellipsis in the equation is not supported yet");
+			return 0;
+		}
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')) || len >= MAXRANK) {
+			err(im, "the equation '%s' is not understood (letters, at most %d per term)", e,
+			    MAXRANK);
+			return 0;
+		}
+		terms[nt][len++] = *c;
+		terms[nt][len] = 0;
+	}
+	int nin = nt + 1;
+	if (has_arrow) {
+		nin = nt;
+		memcpy(out, terms[nt], sizeof out);
+	}
+	if (nin < 1 || nin != (int)n->n_input) {
+		err(im, "the equation has %d operands, the node %zu inputs", nin, n->n_input);
+		return 0;
+	}
+	// Every letter's size, and how often it appears.
+	int64_t size[128];
+	int count[128] = {0};
+	OVal *in[16];
+	for (int i = 0; i < nin; i++) {
+		if (!(in[i] = in_val(im, n, (size_t)i, 0)))
+			return 0;
+		if ((int)strlen(terms[i]) != in[i]->rank) {
+			err(im, "term '%s' for an input of rank %d", terms[i], in[i]->rank);
+			return 0;
+		}
+		for (int k = 0; terms[i][k]; k++) {
+			int l = terms[i][k];
+			if (strchr(terms[i] + k + 1, l)) {
+				err(im, "a letter repeated in one term (a diagonal) is not supported yet");
+				return 0;
+			}
+			if (count[l] && size[l] != in[i]->dim[k]) {
+				err(im, "letter '%c' has sizes %lld and %lld", l, (long long)size[l],
+				    (long long)in[i]->dim[k]);
+				return 0;
+			}
+			size[l] = in[i]->dim[k];
+			count[l]++;
+		}
+	}
+	if (!has_arrow) { // implicit: the letters seen once, in alphabetical order
+		int k = 0;
+		for (int l = 'A'; l <= 'z'; l++)
+			if (count[l] == 1 && k < MAXRANK)
+				out[k++] = (char)l;
+		out[k] = 0;
+	}
+	char order[17 * MAXRANK];
+	int R = 0;
+	for (int k = 0; out[k]; k++) {
+		if (!count[(int)out[k]] || strchr(out + k + 1, out[k])) {
+			err(im, "output letter '%c' is in no input, or repeated", out[k]);
+			return 0;
+		}
+		order[R++] = out[k];
+	}
+	int nout = R;
+	for (int i = 0; i < nin; i++)
+		for (int k = 0; terms[i][k]; k++)
+			if (!memchr(order, terms[i][k], (size_t)R))
+				order[R++] = terms[i][k];
+	if (R > MAXRANK) {
+		err(im, "%d distinct letters (at most %d)", R, MAXRANK);
+		return 0;
+	}
+	o->dtype = in[0]->dtype;
+	o->rank = nout;
+	for (int k = 0; k < nout; k++)
+		o->dim[k] = size[(int)order[k]];
+	st_begin(im, o->name);
+	if (R > nout)
+		E(im, "sum(");
+	for (int i = 1; i < nin; i++)
+		E(im, "mul(");
+	for (int i = 0; i < nin; i++) {
+		int64_t perm[MAXRANK], shape[MAXRANK];
+		int k = 0, ident = 1;
+		for (int a = 0; a < R; a++) {
+			const char *pos = strchr(terms[i], order[a]);
+			shape[a] = pos ? size[(int)order[a]] : 1;
+			if (pos) {
+				perm[k] = pos - terms[i];
+				ident &= perm[k] == k;
+				k++;
+			}
+		}
+		int full = k == R;
+		if (!full)
+			E(im, "reshape(");
+		if (!ident)
+			E(im, "permute(");
+		E(im, "$v", in[i]);
+		if (!ident)
+			E(im, ", perm=$L)", perm, k);
+		if (!full)
+			E(im, ", shape=$L)", shape, R);
+		E(im, i ? ")" : "");
+		if (i + 1 < nin)
+			E(im, ", ");
+	}
+	if (R > nout) {
+		int64_t ax[MAXRANK];
+		for (int a = nout; a < R; a++)
+			ax[a - nout] = a;
+		E(im, ", axes=$L)", ax, R - nout);
+	}
+	st_end(im);
+	return 1;
+}
+
 // The IR op of an elementwise ONNX op.
 static const char *
 ew_ir(const char *op)
@@ -2612,6 +2761,8 @@ import_node(Imp *im, const Onnx__NodeProto *n)
 		ok = op_slice(im, n, x, o);
 	else if (!strcmp(op, "Resize"))
 		ok = op_resize(im, n, x, o);
+	else if (!strcmp(op, "Einsum"))
+		ok = op_einsum(im, n, o);
 	else if (!strcmp(op, "Gather"))
 		ok = op_gather(im, n, x, o);
 	else if (!strcmp(op, "MatMul")) {

@@ -117,6 +117,28 @@ os.makedirs(os.path.join(out, "want-ops"), exist_ok=True)
 for name, v in [("us", cat.sum(axis=1)[None, :]), ("sqz", cat.mean(axis=0)), ("rmax", cat.max())]:
     np.save(os.path.join(out, "want-ops", name + ".npy"), np.asarray(v, dtype=np.float32))
 
+# Einsum (its node tests are opset 12, below fadc's range): a batched
+# product, a transpose with a sum, a three-operand contraction, an inner
+# product in implicit mode; NumPy's einsum in float64 is the oracle.
+ea = rng.standard_normal((2, 3, 4)).astype(np.float32)
+eb = rng.standard_normal((2, 4, 5)).astype(np.float32)
+ec = rng.standard_normal((5, 3)).astype(np.float32)
+ev = rng.standard_normal((4,)).astype(np.float32)
+for nm, a in [("ea", ea), ("eb", eb), ("ec", ec), ("ev", ev)]:
+    np.save(fname(nm), a)
+eqs = [("e1", ["ea", "eb"], "bij,bjk->bik"), ("e2", ["ea"], "bij->jb"),
+       ("e3", ["ea", "eb", "ec"], "bij,bjk,kl->il"), ("e4", ["ev", "ev"], "i,i")]
+nodes = [h.make_node("Einsum", ins, [o], name="/" + o, equation=q) for o, ins, q in eqs]
+env = {"ea": ea, "eb": eb, "ec": ec, "ev": ev}
+want = {o: np.einsum(q, *[env[i].astype(np.float64) for i in ins]) for o, ins, q in eqs}
+g = h.make_graph(nodes, "einsum", [h.make_tensor_value_info(k, T.FLOAT, list(v.shape))
+                                   for k, v in env.items()],
+                 [h.make_tensor_value_info(o, T.FLOAT, list(want[o].shape)) for o, _, _ in eqs])
+save(h.make_model(g, opset_imports=[h.make_opsetid("", 13)]), "einsum.onnx")
+os.makedirs(os.path.join(out, "want-einsum"), exist_ok=True)
+for o, v in want.items():
+    np.save(os.path.join(out, "want-einsum", o + ".npy"), np.array(v, dtype=np.float32, order="C"))
+
 # Errors.
 def one(nodes, inputs, outputs, inits=(), opset=13, name=None):
     g = h.make_graph(nodes, "e", inputs, outputs, list(inits))

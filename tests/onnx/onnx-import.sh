@@ -45,6 +45,20 @@ run_fadc 0 "$tmp/ops.onnx" -o "$tmp/ops.so"
 run_fadc 0 run "$tmp/ops.so" "${q[@]}" --out "$tmp/got-ops-so"
 run_fadc 0 compare-npy "$tmp/want-ops" "$tmp/got-ops-so"
 
+# Einsum, both legs, against NumPy's einsum.
+e=(--params "$tmp/ea.npy" --params "$tmp/eb.npy" --params "$tmp/ec.npy" --params "$tmp/ev.npy")
+run_fadc 0 run "$tmp/einsum.onnx" "${e[@]}" --out "$tmp/got-einsum"
+run_fadc 0 compare-npy "$tmp/want-einsum" "$tmp/got-einsum"
+run_fadc 0 "$tmp/einsum.onnx" -o "$tmp/einsum.so"
+run_fadc 0 run "$tmp/einsum.so" "${e[@]}" --out "$tmp/got-einsum-so"
+run_fadc 0 compare-npy "$tmp/want-einsum" "$tmp/got-einsum-so"
+# An exporter's graph (tests/data/onnx, torch's transformer layer: shape
+# subgraphs folded, literals) prints back as the same text.
+run_fadc 0 "$SRC/tests/data/onnx/transformer.onnx" --emit ir
+grep -v '^#' "$tmp/out" >"$tmp/tr.ir"
+run_fadc 0 "$tmp/tr.ir" --emit ir
+diff "$tmp/tr.ir" <(grep -v '^#' "$tmp/out") || fail "the transformer's import does not print back the same"
+
 run_fadc 1 "$tmp/unsupported.onnx" --emit ir
 err_first "$tmp/unsupported.onnx: error: 2 unsupported nodes: 'hm1' (Hardmax, domain ''), 'foo' (Foo, domain 'com.example')"
 run_fadc 1 "$tmp/opset11.onnx" --emit ir
