@@ -87,4 +87,10 @@ run_fadc 1 "$tmp/not-float.onnx" --emit ir
 	fail "the failing statement does not name its node: $(cat "$tmp/err")"
 
 "$PY" "$SRC/tests/onnx/mutate.py" "$FADC" "$tmp/mlp.onnx" 200 || fail "a corrupted model crashed fadc"
+# And of two exports that reach the folding, Conv, BatchNormalization and
+# the pools.
+for m in resnet transformer; do
+	"$PY" "$SRC/tests/onnx/mutate.py" "$FADC" "$SRC/tests/data/onnx/$m.onnx" 100 ||
+		fail "a corrupted $m.onnx crashed fadc"
+done
 exit 0
