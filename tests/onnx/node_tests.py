@@ -66,9 +66,14 @@ def load_tensor(data):
     return numpy_helper.to_array(t)
 
 
+# The runner's workers share the cores: one LLVM thread per compile.
+ENV = dict(os.environ, FADC_JOBS="1")
+
+
 def run(cmd, timeout=300):
     try:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+                           env=ENV)
         return p.returncode, p.stderr.decode("utf-8", "replace")
     except subprocess.TimeoutExpired:
         return -999, "timed out after %d s" % timeout
