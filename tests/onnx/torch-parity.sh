@@ -2,7 +2,8 @@
 # Derivatives of PyTorch exports (tests/data/onnx/, made by make_torch.py
 # with Debian's torch 1.13; this test needs no torch): an MLP, a resnet-style
 # network with batch norm (eval) and a residual, and a transformer encoder
-# layer (attention, layer norm, the exporter's shape subgraphs), each a
+# layer (attention, layer norm, the exporter's shape subgraphs), a
+# bidirectional LSTM and a GRU (batch first: scans), each a
 # scalar loss of its weights.  fadc's vjp (v = 1), jvp and vhp (fixed
 # directions; 0 for batch norm's running statistics, which torch does not
 # differentiate) against torch.autograd.functional in float64, per output
@@ -37,7 +38,7 @@ sys.exit(bad)
 PYEOF
 }
 
-for m in mlp resnet transformer; do
+for m in mlp resnet transformer lstm gru; do
 	for leg in interp compiled; do
 		if [ $leg = interp ]; then
 			model=$D/${m}_f64.onnx in=$D/$m/f64 tol=1e-9 target=$model

@@ -57,6 +57,16 @@ class ResBlock(nn.Module):
         return torch.log_softmax(self.fc(h), dim=1)
 
 
+class RNN(nn.Module):
+    def __init__(self, rnn):
+        super().__init__()
+        self.rnn = rnn
+
+    def forward(self, x):
+        y, _ = self.rnn(x)
+        return y
+
+
 def models():
     mlp = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4), nn.Sigmoid())
     yield "mlp", mlp, torch.randn(5, 8)
@@ -70,6 +80,8 @@ def models():
     enc = nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16, dropout=0.0,
                                      batch_first=True)
     yield "transformer", enc, torch.randn(2, 5, 8)
+    yield "lstm", RNN(nn.LSTM(4, 5, bidirectional=True, batch_first=True)), torch.randn(3, 6, 4)
+    yield "gru", RNN(nn.GRU(4, 5, batch_first=True)), torch.randn(3, 6, 4)
 
 
 def npy_name(name):
@@ -113,7 +125,19 @@ for name, net, x in models():
     xd = x.double()
 
     def f(*ps):
-        return functional_call(model, dict(zip(trained, ps)), (xd,))
+        d = dict(zip(trained, ps))
+        rnn = getattr(model.net, "rnn", None)
+        if rnn is None:
+            return functional_call(model, d, (xd,))
+        # functional_call leaves an RNN's _flat_weights (what its forward
+        # reads) on the module's own tensors: torch's derivatives would be
+        # 0.  The step's weights are set there instead.
+        old = rnn._flat_weights
+        rnn._flat_weights = [d["net.rnn." + k] for k in rnn._flat_weights_names]
+        try:
+            return model(xd)
+        finally:
+            rnn._flat_weights = old
 
     g = torch.Generator().manual_seed(5)
     vs = tuple(torch.rand(p.shape, generator=g, dtype=torch.float64) * 2 - 1 for p in params)
