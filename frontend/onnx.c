@@ -22,7 +22,9 @@
 //     concat of them);
 //   - each other node becomes assignments of existing ops and prelude
 //     composites (Conv is conv, BatchNormalization and LayerNormalization
-//     are written out, ConvTranspose is conv's adjoint conv_input_grad).
+//     are written out, ConvTranspose is conv's adjoint conv_input_grad);
+//     LSTM, GRU and RNN are scans of a step function written before
+//     forward.
 // Every unsupported node is listed in one error, before anything is built.
 #include <errno.h>
 #include <math.h>
@@ -2093,9 +2095,10 @@ op_rnn(Imp *im, const Onnx__NodeProto *n, OVal *x, OVal *outs, int *nout)
 	}
 	OVal *st[2] = {h0, c0};
 	for (int k = 0; k < 2; k++)
-		if (st[k] && (st[k]->rank != 3 || st[k]->dim[0] != D || st[k]->dim[1 + layout * -1 + layout] != (layout ? B : B))) {
-			err(im, "initial_h or initial_c do not have shape (%lld, %lld, %lld)", (long long)D,
-			    (long long)B, (long long)H);
+		if (st[k] && (st[k]->rank != 3 || st[k]->dim[layout] != D || st[k]->dim[1 - layout] != B ||
+		              st[k]->dim[2] != H)) {
+			err(im, "initial_h or initial_c do not have shape (%lld, %lld, %lld)%s", (long long)D,
+			    (long long)B, (long long)H, layout ? " with the first two axes swapped (layout 1)" : "");
 			return 0;
 		}
 	if (T < 1) {
@@ -2157,9 +2160,7 @@ op_rnn(Imp *im, const Onnx__NodeProto *n, OVal *x, OVal *outs, int *nout)
 		fputs("  ", im->cur);
 		put_name(im->cur, xw);
 		E(im, " = ");
-		if (b && lstm)
-			E(im, "add(");
-		else if (b)
+		if (b)
 			E(im, "add(");
 		int64_t xs[2] = {T * B, I}, ps[3] = {T, B, G * H}, wsh[2] = {G * H, I};
 		E(im, "reshape(matmul(reshape(");
@@ -2191,14 +2192,15 @@ op_rnn(Imp *im, const Onnx__NodeProto *n, OVal *x, OVal *outs, int *nout)
 		put_name(im->cur, sc);
 		E(im, " = scan(__onnx_$s_$d, ", op, (int64_t)fnum);
 		for (int k = 0; k < (lstm ? 2 : 1); k++) {
-			int64_t s0[3] = {d, 0, 0}, e0[3] = {d + 1, B, H}, bh[2] = {B, H};
+			// (D, B, H), or (B, D, H) in layout 1.
+			int64_t s0[3] = {layout ? 0 : d, layout ? d : 0, 0},
+			        e0[3] = {layout ? B : d + 1, layout ? d + 1 : B, H}, bh[2] = {B, H};
 			if (st[k])
 				E(im, "reshape(slice($v, start=$L, end=$L, step=$L), shape=$L), ", st[k], s0, 3, e0,
 				  3, one3, 3, bh, 2);
 			else
 				E(im, "full(value=0, shape=$L, dtype=$s), ", bh, 2, dt);
 		}
-		fputs("", im->cur);
 		put_name(im->cur, xw);
 		E(im, ", ");
 		put_name(im->cur, rt);

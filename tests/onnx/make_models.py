@@ -139,6 +139,44 @@ os.makedirs(os.path.join(out, "want-einsum"), exist_ok=True)
 for o, v in want.items():
     np.save(os.path.join(out, "want-einsum", o + ".npy"), np.array(v, dtype=np.float32, order="C"))
 
+# LSTM in layout 1 (batch first) with initial states, both directions and
+# both biases: what neither the node tests (layout 1 without states) nor
+# torch's export (layout 0) reach.  NumPy by hand, ONNX's gate order i o f c.
+Tn, Bn, In, Hn = 4, 2, 3, 5
+lx = rng.standard_normal((Bn, Tn, In)).astype(np.float32)
+lW = (rng.standard_normal((2, 4 * Hn, In)) * 0.5).astype(np.float32)
+lR = (rng.standard_normal((2, 4 * Hn, Hn)) * 0.5).astype(np.float32)
+lB = (rng.standard_normal((2, 8 * Hn)) * 0.5).astype(np.float32)
+lh = rng.standard_normal((Bn, 2, Hn)).astype(np.float32)
+lc = rng.standard_normal((Bn, 2, Hn)).astype(np.float32)
+lenv = {"lx": lx, "lW": lW, "lR": lR, "lB": lB, "lh": lh, "lc": lc}
+for nm, a in lenv.items():
+    np.save(fname(nm), a)
+sig = lambda v: 1 / (1 + np.exp(-v))
+Y = np.zeros((Bn, Tn, 2, Hn))
+Yh, Yc = np.zeros((Bn, 2, Hn)), np.zeros((Bn, 2, Hn))
+for d in range(2):
+    W, R, b = (v[d].astype(np.float64) for v in (lW, lR, lB))
+    hh, cc = lh[:, d].astype(np.float64), lc[:, d].astype(np.float64)
+    for t in (range(Tn) if d == 0 else reversed(range(Tn))):
+        z = lx[:, t].astype(np.float64) @ W.T + hh @ R.T + b[:4 * Hn] + b[4 * Hn:]
+        i, o, f, g = sig(z[:, :Hn]), sig(z[:, Hn:2 * Hn]), sig(z[:, 2 * Hn:3 * Hn]), np.tanh(z[:, 3 * Hn:])
+        cc = f * cc + i * g
+        hh = o * np.tanh(cc)
+        Y[:, t, d] = hh
+    Yh[:, d], Yc[:, d] = hh, cc
+node = h.make_node("LSTM", ["lx", "lW", "lR", "lB", "", "lh", "lc"], ["Y", "Y_h", "Y_c"],
+                   name="/lstm", hidden_size=Hn, direction="bidirectional", layout=1)
+g = h.make_graph([node], "lstm", [h.make_tensor_value_info(k, T.FLOAT, list(v.shape))
+                                  for k, v in lenv.items()],
+                 [h.make_tensor_value_info("Y", T.FLOAT, list(Y.shape)),
+                  h.make_tensor_value_info("Y_h", T.FLOAT, list(Yh.shape)),
+                  h.make_tensor_value_info("Y_c", T.FLOAT, list(Yc.shape))])
+save(h.make_model(g, opset_imports=[h.make_opsetid("", 14)]), "lstm.onnx")
+os.makedirs(os.path.join(out, "want-lstm"), exist_ok=True)
+for nm, v in (("Y", Y), ("Y_h", Yh), ("Y_c", Yc)):
+    np.save(os.path.join(out, "want-lstm", nm + ".npy"), v.astype(np.float32))
+
 # Errors.
 def one(nodes, inputs, outputs, inits=(), opset=13, name=None):
     g = h.make_graph(nodes, "e", inputs, outputs, list(inits))

@@ -52,6 +52,15 @@ run_fadc 0 compare-npy "$tmp/want-einsum" "$tmp/got-einsum"
 run_fadc 0 "$tmp/einsum.onnx" -o "$tmp/einsum.so"
 run_fadc 0 run "$tmp/einsum.so" "${e[@]}" --out "$tmp/got-einsum-so"
 run_fadc 0 compare-npy "$tmp/want-einsum" "$tmp/got-einsum-so"
+# A bidirectional LSTM in layout 1 with initial states, both legs, against
+# NumPy by hand.
+l=()
+for n in lx lW lR lB lh lc; do l+=(--params "$tmp/$n.npy"); done
+run_fadc 0 run "$tmp/lstm.onnx" "${l[@]}" --out "$tmp/got-lstm"
+run_fadc 0 compare-npy "$tmp/want-lstm" "$tmp/got-lstm"
+run_fadc 0 "$tmp/lstm.onnx" -o "$tmp/lstm.so"
+run_fadc 0 run "$tmp/lstm.so" "${l[@]}" --out "$tmp/got-lstm-so"
+run_fadc 0 compare-npy "$tmp/want-lstm" "$tmp/got-lstm-so"
 # An exporter's graph (tests/data/onnx, torch's transformer layer: shape
 # subgraphs folded, literals) prints back as the same text.
 run_fadc 0 "$SRC/tests/data/onnx/transformer.onnx" --emit ir
