@@ -692,6 +692,24 @@ is_ew(const char *op)
 	return 0;
 }
 
+// The number of inputs of an elementwise op: 3 for Where, 2 for the
+// binary ones, 0 for Max and Min (any, at least one), else 1.
+static int
+ew_arity(const char *op)
+{
+	static const char *const two[] = {"Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less",
+	                                  "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or",
+	                                  NULL};
+	if (!strcmp(op, "Where"))
+		return 3;
+	if (!strcmp(op, "Max") || !strcmp(op, "Min"))
+		return 0;
+	for (int i = 0; two[i]; i++)
+		if (!strcmp(op, two[i]))
+			return 2;
+	return 1;
+}
+
 static int
 is_cmp(const char *op)
 {
@@ -2506,7 +2524,11 @@ op_shape(Imp *im, const Onnx__NodeProto *n, OVal *x, OVal *o)
 			err(im, "more than 1024 inputs");
 			return 0;
 		}
-		int a = one_axis(im, attr_i(n, "axis", 0), x->rank ? x->rank : 1);
+		if (!x->rank) {
+			err(im, "inputs of rank 0");
+			return 0;
+		}
+		int a = one_axis(im, attr_i(n, "axis", 0), x->rank);
 		if (a < 0)
 			return 0;
 		OVal *in[1024];
@@ -2955,11 +2977,18 @@ import_node(Imp *im, const Onnx__NodeProto *n)
 		ok = 1;
 	} else if (foldable(op) && strcmp(op, "Dropout")) {
 		OVal *in[64];
-		int allk = 1, k = (int)n->n_input;
+		int allk = 1, k = (int)n->n_input, ar = is_ew(op) ? ew_arity(op) : -1;
 		if (k > 64) {
 			err(im, "more than 64 inputs");
 			goto out;
 		}
+		if (ar >= 0 && (ar ? k != ar : k < 1)) {
+			err(im, "%d inputs, not %d", k, ar ? ar : 1);
+			goto out;
+		}
+		for (int i = 0; i < k && ar >= 0; i++)
+			if (!in_val(im, n, (size_t)i, 0))
+				goto out;
 		for (int i = 0; i < k; i++) {
 			in[i] = in_val(im, n, (size_t)i, 1);
 			if (im->failed)

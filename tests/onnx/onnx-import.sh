@@ -98,6 +98,7 @@ run_fadc 1 "$tmp/not-float.onnx" --emit ir
 "$PY" "$SRC/tests/onnx/mutate.py" "$FADC" "$tmp/mlp.onnx" 200 || fail "a corrupted model crashed fadc"
 # And of two exports that reach the folding, Conv, BatchNormalization and
 # the pools.
+"$PY" "$SRC/tests/onnx/op_fuzz.py" "$FADC" "$tmp" 3 23 || fail "a fuzzed node crashed fadc"
 for m in resnet transformer; do
 	"$PY" "$SRC/tests/onnx/mutate.py" "$FADC" "$SRC/tests/data/onnx/$m.onnx" 100 ||
 		fail "a corrupted $m.onnx crashed fadc"
