@@ -197,5 +197,7 @@ one([h.make_node("MatMul", ["x", "w"], ["y"], name="/mm")], [vi("x", T.FLOAT, [2
     vi("w", T.FLOAT, [4, 5])], [vi("y", T.FLOAT, [2, 5])], name="matmul-shapes.onnx")
 one([h.make_node("Not", ["x"], ["y"], name="/not")], [vi("x", T.FLOAT, [2, 3])],
     [vi("y", T.BOOL, [2, 3])], name="not-float.onnx")
+one([h.make_node("Reshape", ["x", "s"], ["y"], name="/r")], [vi("x", T.FLOAT, [2, 3]),
+    vi("s", T.INT64, [2])], [vi("y", T.FLOAT, [3, 2])], name="reshape-input.onnx")
 data = open(os.path.join(out, "mlp.onnx"), "rb").read()
 open(os.path.join(out, "truncated.onnx"), "wb").write(data[: len(data) // 2])

@@ -85,6 +85,9 @@ run_fadc 0 "$tmp/symbolic.onnx" -D N=2,3 -o "$tmp/sym.so"
 run_fadc 0 inspect "$tmp/sym.so"
 out_has "specialisation 0: N=2"
 out_has "specialisation 1: N=3"
+# A shape computed from a graph input's data cannot be static.
+run_fadc 1 "$tmp/reshape-input.onnx" --emit ir
+err_first "$tmp/reshape-input.onnx: error: node '/r' (Reshape): the shape 's' is not known at import"
 run_fadc 1 "$tmp/truncated.onnx" --emit ir
 err_first "$tmp/truncated.onnx: error: not an ONNX model: a malformed or truncated protobuf"
 # A shape error the importer finds names the node; one the IR parser finds
