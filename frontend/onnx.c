@@ -2951,8 +2951,11 @@ import_node(Imp *im, const Onnx__NodeProto *n)
 		// The same value under another name; Dropout is the identity in
 		// inference (its mask all true).
 		if (!strcmp(op, "Dropout")) {
-			OVal *tm = in_val(im, n, 2, 1);
-			if (tm && (!tm->iv || tm->iv[0])) {
+			OVal *tm = in_val(im, n, 2, 1), *ratio = in_val(im, n, 1, 1);
+			double rv = 0.5;
+			int zero = ratio && numel(ratio) == 1 && const_f(ratio, &rv, 1) == 1 && rv == 0;
+			// In training, a ratio of 0 keeps every element: the identity too.
+			if (tm && (!tm->iv || tm->iv[0]) && !zero) {
 				err(im, "training_mode is not false at import (dropout in training is not "
 				        "supported)");
 				goto out;
