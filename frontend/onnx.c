@@ -1814,57 +1814,60 @@ op_matmul(Imp *im, OVal *x, OVal *y, OVal *o)
 	return 1;
 }
 
-// Resize, mode linear on (N, C, H, W): upsample_bilinear, torch's
-// bilinear interpolation, which is ONNX's when the source coordinate
-// rules agree: align_corners, or half_pixel (pytorch_half_pixel) with the
-// scale out / in (torch computes it from the sizes; ONNX uses the given
-// scale, the same when in * scale is the output size exactly).  Both
-// clamp a source coordinate to the input (ONNX pads by the edge).
+// Resize.  The output sizes: `sizes`, or floor(in * scale) from
+// `scales` (the scale then the given one, else out / in).
+//   - mode linear on (N, C, H, W): upsample_bilinear, torch's bilinear
+//     interpolation, which is ONNX's when the source coordinate rules
+//     agree: align_corners, or half_pixel (pytorch_half_pixel) with the
+//     scale out / in (torch computes it from the sizes; ONNX uses the
+//     given scale, the same when in * scale is the output size exactly).
+//     Both clamp a source coordinate to the input (ONNX pads by the edge).
+//   - mode nearest, any rank: a take along each resized axis of the
+//     indices ONNX's coordinate rule and nearest_mode pick, computed here.
 static int
 op_resize(Imp *im, const Onnx__NodeProto *n, OVal *x, OVal *o)
 {
-	char mb[32], cb[32];
+	char mb[32], cb[32], nb[32], pb[32];
 	const char *mode = attr_s(n, "mode", "nearest", mb, sizeof mb),
-	           *ct = attr_s(n, "coordinate_transformation_mode", "half_pixel", cb, sizeof cb);
+	           *ct = attr_s(n, "coordinate_transformation_mode", "half_pixel", cb, sizeof cb),
+	           *nm = attr_s(n, "nearest_mode", "round_prefer_floor", nb, sizeof nb);
 	OVal *sc = in_val(im, n, 2, 1), *sz = in_val(im, n, 3, 1);
 	if (im->failed)
 		return 0;
-	if (strcmp(mode, "linear")) {
-		err(im, "mode '%s': only 'linear' is supported", mode);
-		return 0;
-	}
-	if (x->rank != 4) {
-		err(im, "input of rank %d: linear resizing of (N, C, H, W) is supported", x->rank);
-		return 0;
-	}
-	int ac = !strcmp(ct, "align_corners");
-	if (!ac && strcmp(ct, "half_pixel") && strcmp(ct, "pytorch_half_pixel")) {
-		err(im, "coordinate_transformation_mode '%s' is not supported (align_corners, half_pixel, "
-		        "pytorch_half_pixel are)", ct);
+	int R = x->rank, nearest = !strcmp(mode, "nearest");
+	if (!nearest && strcmp(mode, "linear")) {
+		err(im, "mode '%s': only 'linear' and 'nearest' are supported", mode);
 		return 0;
 	}
 	int64_t axes[MAXRANK];
 	int na = attr_ints(n, "axes", axes, MAXRANK);
 	if (na < 0)
-		for (na = 0; na < 4; na++)
+		for (na = 0; na < R; na++)
 			axes[na] = na;
-	double scale[4] = {1, 1, 1, 1}, v[MAXRANK];
-	int64_t out[4] = {x->dim[0], x->dim[1], x->dim[2], x->dim[3]};
+	double scale[MAXRANK], v[MAXRANK];
+	int64_t out[MAXRANK];
+	for (int a = 0; a < R; a++) {
+		scale[a] = 1;
+		out[a] = x->dim[a];
+	}
 	int from_scales = sz == NULL;
 	OVal *src = sz ? sz : sc;
 	if (!src || numel(src) != na || const_f(src, v, MAXRANK) != na) {
 		err(im, "neither scales nor sizes known at import, one value per axis");
 		return 0;
 	}
-	char pb[32];
 	if (sz && strcmp(attr_s(n, "keep_aspect_ratio_policy", "stretch", pb, sizeof pb), "stretch")) {
 		err(im, "keep_aspect_ratio_policy '%s' is not supported", pb);
 		return 0;
 	}
 	for (int i = 0; i < na; i++) {
-		int a = one_axis(im, axes[i], 4);
+		int a = one_axis(im, axes[i], R);
 		if (a < 0)
 			return 0;
+		if (!(v[i] > 0 && v[i] < (double)(1 << 24))) {
+			err(im, "scale or size %g", v[i]);
+			return 0;
+		}
 		if (from_scales) {
 			scale[a] = v[i];
 			out[a] = (int64_t)floor((double)x->dim[a] * v[i]);
@@ -1872,16 +1875,92 @@ op_resize(Imp *im, const Onnx__NodeProto *n, OVal *x, OVal *o)
 			out[a] = (int64_t)v[i];
 			scale[a] = x->dim[a] ? v[i] / (double)x->dim[a] : 1;
 		}
+		if (out[a] < 1 || out[a] > ((int64_t)1 << 24) || !x->dim[a]) {
+			err(im, "output size %lld from input size %lld", (long long)out[a],
+			    (long long)x->dim[a]);
+			return 0;
+		}
+	}
+	o->rank = R;
+	memcpy(o->dim, out, sizeof out);
+	if (!dims_ok(im, o, "output"))
+		return 0;
+	if (nearest) {
+		int hp = !strcmp(ct, "half_pixel"), php = !strcmp(ct, "pytorch_half_pixel"),
+		    ac = !strcmp(ct, "align_corners"), as = !strcmp(ct, "asymmetric"),
+		    hps = !strcmp(ct, "half_pixel_symmetric");
+		if (!hp && !php && !ac && !as && !hps) {
+			err(im, "coordinate_transformation_mode '%s' is not supported", ct);
+			return 0;
+		}
+		if (strcmp(nm, "round_prefer_floor") && strcmp(nm, "round_prefer_ceil") &&
+		    strcmp(nm, "floor") && strcmp(nm, "ceil")) {
+			err(im, "nearest_mode '%s'", nm);
+			return 0;
+		}
+		st_begin(im, o->name);
+		int nt = 0;
+		for (int a = 0; a < R; a++)
+			nt += out[a] != x->dim[a] || scale[a] != 1;
+		for (int i = 0; i < nt; i++)
+			E(im, "take(");
+		E(im, "$v", x);
+		for (int a = 0; a < R; a++) {
+			if (out[a] == x->dim[a] && scale[a] == 1)
+				continue;
+			OVal t = {.dtype = ONNX_INT64, .rank = 1, .dim = {out[a]}};
+			t.iv = xcalloc((size_t)out[a], sizeof *t.iv);
+			double in = (double)x->dim[a], s = scale[a], len = from_scales ? in * s : (double)out[a];
+			for (int64_t i = 0; i < out[a]; i++) {
+				double c;
+				// ONNX's x_original of output index i.
+				if (as)
+					c = (double)i / s;
+				else if (ac)
+					c = len > 1 ? (double)i * (in - 1) / (len - 1) : 0;
+				else if (php && out[a] == 1)
+					c = 0;
+				else if (hps) {
+					double adj = (double)out[a] / len, off = in / 2 * (1 - adj);
+					c = off + ((double)i + 0.5) / s - 0.5;
+				} else
+					c = ((double)i + 0.5) / s - 0.5;
+				double fl = floor(c), fr = c - fl;
+				int64_t k = !strcmp(nm, "floor") ? (int64_t)fl
+				          : !strcmp(nm, "ceil") ? (int64_t)ceil(c)
+				          : fr == 0.5 ? (int64_t)(nm[6] == 'p' && nm[13] == 'c' ? fl + 1 : fl)
+				                      : (int64_t)floor(c + 0.5);
+				t.iv[i] = k < 0 ? 0 : k >= x->dim[a] ? x->dim[a] - 1 : k;
+			}
+			E(im, ", ");
+			int ok = put_literal(im->cur, &t);
+			free(t.iv);
+			if (!ok) {
+				err(im, "more than %d distinct indices on axis %d", MAXLIT, a);
+				return 0;
+			}
+			E(im, ", axis=$d)", (int64_t)a);
+		}
+		if (!nt)
+			E(im, " + 0");
+		st_end(im);
+		return 1;
+	}
+	if (R != 4) {
+		err(im, "input of rank %d: linear resizing of (N, C, H, W) is supported", R);
+		return 0;
+	}
+	int ac = !strcmp(ct, "align_corners");
+	if (!ac && strcmp(ct, "half_pixel") && strcmp(ct, "pytorch_half_pixel")) {
+		err(im, "coordinate_transformation_mode '%s' is not supported in linear mode "
+		        "(align_corners, half_pixel, pytorch_half_pixel are)", ct);
+		return 0;
 	}
 	if (out[0] != x->dim[0] || out[1] != x->dim[1]) {
 		err(im, "resizing N or C is not supported");
 		return 0;
 	}
 	for (int a = 2; a < 4; a++) {
-		if (out[a] < 1 || out[a] > ((int64_t)1 << 24)) {
-			err(im, "output size %lld", (long long)out[a]);
-			return 0;
-		}
 		// (align_corners too: ONNX's length_resized is in * scale,
 		// unrounded, where scales are given.)
 		if ((!ac || from_scales) && (double)x->dim[a] * scale[a] != (double)out[a]) {
@@ -1898,8 +1977,6 @@ op_resize(Imp *im, const Onnx__NodeProto *n, OVal *x, OVal *o)
 			return 0;
 		}
 	}
-	o->rank = 4;
-	memcpy(o->dim, out, sizeof out);
 	st_begin(im, o->name);
 	E(im, "upsample_bilinear($v, size=$L, align_corners=$d)", x, out + 2, 2, (int64_t)ac);
 	st_end(im);
