@@ -1908,6 +1908,31 @@ op_resize(Imp *im, const Onnx__NodeProto *n, OVal *x, OVal *o)
 		for (int a = 0; a < R; a++) {
 			if (out[a] == x->dim[a] && scale[a] == 1)
 				continue;
+			if (out[a] > MAXLIT) {
+				// Too many indices for a literal: the same arithmetic in
+				// the model, in f64 on iota, operation for operation as
+				// below, so the indices are the same.
+				double in = (double)x->dim[a], s = scale[a],
+				       len = from_scales ? in * s : (double)out[a];
+				int64_t sh[1] = {out[a]};
+				E(im, ", cast(clamp(");
+				const char *pre = !strcmp(nm, "floor") ? "floor(" : !strcmp(nm, "ceil") ? "neg(floor(neg("
+				                : nm[13] == 'c' ? "floor(add(" : "neg(floor(sub(0.5, ";
+				E(im, "$s", pre);
+				if (as)
+					E(im, "div(iota(shape=$L, dtype=f64), $g)", sh, 1, s);
+				else if (ac)
+					E(im, "div(mul(iota(shape=$L, dtype=f64), $g), $g)", sh, 1, in - 1, len - 1);
+				else if (hps)
+					E(im, "sub(add($g, div(add(iota(shape=$L, dtype=f64), 0.5), $g)), 0.5)",
+					  in / 2 * (1 - (double)out[a] / len), sh, 1, s);
+				else
+					E(im, "sub(div(add(iota(shape=$L, dtype=f64), 0.5), $g), 0.5)", sh, 1, s);
+				E(im, "$s", !strcmp(nm, "floor") ? ")" : !strcmp(nm, "ceil") ? ")))"
+				           : nm[13] == 'c' ? ", 0.5))" : ")))");
+				E(im, ", min=0, max=$d), dtype=i64), axis=$d)", x->dim[a] - 1, (int64_t)a);
+				continue;
+			}
 			OVal t = {.dtype = ONNX_INT64, .rank = 1, .dim = {out[a]}};
 			t.iv = xcalloc((size_t)out[a], sizeof *t.iv);
 			double in = (double)x->dim[a], s = scale[a], len = from_scales ? in * s : (double)out[a];

@@ -177,6 +177,39 @@ os.makedirs(os.path.join(out, "want-lstm"), exist_ok=True)
 for nm, v in (("Y", Y), ("Y_h", Yh), ("Y_c", Yc)):
     np.save(os.path.join(out, "want-lstm", nm + ".npy"), v.astype(np.float32))
 
+# Resize nearest, NumPy by hand (ONNX's coordinate rules and rounding):
+# an axis of 2 -> 5 (indices written as a literal) and one of 150 -> 375
+# (more than 256: computed in the model from iota), three modes.
+rx = rng.standard_normal((1, 2, 2, 150)).astype(np.float32)
+np.save(fname("rx"), rx)
+rsc = np.array([1, 1, 2.5, 2.5], dtype=np.float32)
+rz = lambda v: np.zeros(v, dtype=np.float32)
+inits = [nh.from_array(rsc, "rscales"), nh.from_array(rz(0), "roi")]
+
+
+def nearest_idx(n_in, n_out, s, ct, nm):
+    i = np.arange(n_out, dtype=np.float64)
+    c = {"half_pixel": (i + 0.5) / s - 0.5, "asymmetric": i / s,
+         "align_corners": i * (n_in - 1) / (n_in * s - 1)}[ct]
+    r = {"round_prefer_floor": np.where(c - np.floor(c) == 0.5, np.floor(c), np.floor(c + 0.5)),
+         "round_prefer_ceil": np.floor(c + 0.5), "floor": np.floor(c), "ceil": np.ceil(c)}[nm]
+    return np.clip(r, 0, n_in - 1).astype(np.int64)
+
+
+nodes, want = [], {}
+for k, (ct, nm) in enumerate([("half_pixel", "round_prefer_floor"), ("asymmetric", "floor"),
+                              ("align_corners", "round_prefer_ceil")]):
+    nodes.append(h.make_node("Resize", ["rx", "roi", "rscales"], ["r%d" % k], name="/rs%d" % k,
+                             mode="nearest", coordinate_transformation_mode=ct, nearest_mode=nm))
+    ih, iw = nearest_idx(2, 5, 2.5, ct, nm), nearest_idx(150, 375, 2.5, ct, nm)
+    want["r%d" % k] = rx[:, :, ih][:, :, :, iw]
+g = h.make_graph(nodes, "resize", [h.make_tensor_value_info("rx", T.FLOAT, [1, 2, 2, 150])],
+                 [h.make_tensor_value_info(o, T.FLOAT, [1, 2, 5, 375]) for o in want], inits)
+save(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]), "resize.onnx")
+os.makedirs(os.path.join(out, "want-resize"), exist_ok=True)
+for o, v in want.items():
+    np.save(os.path.join(out, "want-resize", o + ".npy"), np.array(v, dtype=np.float32, order="C"))
+
 # Errors.
 def one(nodes, inputs, outputs, inits=(), opset=13, name=None):
     g = h.make_graph(nodes, "e", inputs, outputs, list(inits))

@@ -61,6 +61,13 @@ run_fadc 0 compare-npy "$tmp/want-lstm" "$tmp/got-lstm"
 run_fadc 0 "$tmp/lstm.onnx" -o "$tmp/lstm.so"
 run_fadc 0 run "$tmp/lstm.so" "${l[@]}" --out "$tmp/got-lstm-so"
 run_fadc 0 compare-npy "$tmp/want-lstm" "$tmp/got-lstm-so"
+# Resize nearest in three modes, indices as a literal and from iota, both
+# legs, against NumPy by hand.
+run_fadc 0 run "$tmp/resize.onnx" --params "$tmp/rx.npy" --out "$tmp/got-resize"
+run_fadc 0 compare-npy "$tmp/want-resize" "$tmp/got-resize"
+run_fadc 0 "$tmp/resize.onnx" -o "$tmp/resize.so"
+run_fadc 0 run "$tmp/resize.so" --params "$tmp/rx.npy" --out "$tmp/got-resize-so"
+run_fadc 0 compare-npy "$tmp/want-resize" "$tmp/got-resize-so"
 # An exporter's graph (tests/data/onnx, torch's transformer layer: shape
 # subgraphs folded, literals) prints back as the same text.
 run_fadc 0 "$SRC/tests/data/onnx/transformer.onnx" --emit ir
