@@ -1655,10 +1655,8 @@ op_slice(Imp *im, const Onnx__NodeProto *n, OVal *x, OVal *o)
 	// A negative step is a take of the indices st, st + step, ... (the
 	// slice op takes positive steps); the other axes are one slice.
 	int64_t pst[MAXRANK], pen[MAXRANK], pstep[MAXRANK];
-	int nneg = 0;
 	for (int j = 0; j < x->rank; j++) {
 		int r = step[j] < 0 && o->dim[j] > 0;
-		nneg += r;
 		pst[j] = r ? 0 : st[j];
 		pstep[j] = r ? 1 : step[j];
 		pen[j] = r ? x->dim[j] : o->dim[j] > 0 ? st[j] + (o->dim[j] - 1) * step[j] + 1 : en[j];
@@ -1683,7 +1681,6 @@ op_slice(Imp *im, const Onnx__NodeProto *n, OVal *x, OVal *o)
 			free(t.iv);
 			E(im, ", axis=$d)", (int64_t)j);
 		}
-	(void)nneg;
 	st_end(im);
 	return 1;
 }

@@ -110,7 +110,7 @@ run_fadc 1 "$tmp/not-float.onnx" --emit ir
 # the pools.
 "$PY" "$SRC/tests/onnx/op_fuzz.py" "$FADC" "$tmp" 3 23 || fail "a fuzzed node crashed fadc"
 for m in resnet transformer; do
-	"$PY" "$SRC/tests/onnx/mutate.py" "$FADC" "$SRC/tests/data/onnx/$m.onnx" 100 ||
+	"$PY" "$SRC/tests/onnx/mutate.py" "$FADC" "$SRC/tests/data/onnx/$m.onnx" 50 ||
 		fail "a corrupted $m.onnx crashed fadc"
 done
 exit 0
