@@ -66,6 +66,18 @@ foreach(f ${GOLDEN_TESTS})
   set_tests_properties(${rel} PROPERTIES LABELS "${labels}" SKIP_RETURN_CODE 77
     ENVIRONMENT "FADC=$<TARGET_FILE:fadc>;FADC_BENCH=$<TARGET_FILE:fadc-bench>;FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR};FADC_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
 endforeach()
+# ONNX's backend node tests (tests/onnx/node-tests.bash): the interpreter
+# leg everywhere, the compiled leg (an LLVM compile per test) under `slow`.
+foreach(leg interp compiled)
+  add_test(NAME onnx/node-tests-${leg} COMMAND bash ${CMAKE_SOURCE_DIR}/tests/onnx/node-tests.bash ${leg})
+  set(labels golden)
+  if(leg STREQUAL "compiled")
+    set(labels "golden;slow")
+  endif()
+  set_tests_properties(onnx/node-tests-${leg} PROPERTIES LABELS "${labels}" SKIP_RETURN_CODE 77
+    TIMEOUT 1500
+    ENVIRONMENT "FADC=$<TARGET_FILE:fadc>;FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR};FADC_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
+endforeach()
 # NVRTC compiles the nine models' tasks (detr's and the conv nets' above all)
 # for about ten minutes on the 2-core machine: a longer limit than the 600 s
 # that tests/run-all.sh gives every other test.

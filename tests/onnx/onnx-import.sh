@@ -45,12 +45,42 @@ run_fadc 0 "$tmp/ops.onnx" -o "$tmp/ops.so"
 run_fadc 0 run "$tmp/ops.so" "${q[@]}" --out "$tmp/got-ops-so"
 run_fadc 0 compare-npy "$tmp/want-ops" "$tmp/got-ops-so"
 
+# Einsum, both legs, against NumPy's einsum.
+e=(--params "$tmp/ea.npy" --params "$tmp/eb.npy" --params "$tmp/ec.npy" --params "$tmp/ev.npy")
+run_fadc 0 run "$tmp/einsum.onnx" "${e[@]}" --out "$tmp/got-einsum"
+run_fadc 0 compare-npy "$tmp/want-einsum" "$tmp/got-einsum"
+run_fadc 0 "$tmp/einsum.onnx" -o "$tmp/einsum.so"
+run_fadc 0 run "$tmp/einsum.so" "${e[@]}" --out "$tmp/got-einsum-so"
+run_fadc 0 compare-npy "$tmp/want-einsum" "$tmp/got-einsum-so"
+# A bidirectional LSTM in layout 1 with initial states, both legs, against
+# NumPy by hand.
+l=()
+for n in lx lW lR lB lh lc; do l+=(--params "$tmp/$n.npy"); done
+run_fadc 0 run "$tmp/lstm.onnx" "${l[@]}" --out "$tmp/got-lstm"
+run_fadc 0 compare-npy "$tmp/want-lstm" "$tmp/got-lstm"
+run_fadc 0 "$tmp/lstm.onnx" -o "$tmp/lstm.so"
+run_fadc 0 run "$tmp/lstm.so" "${l[@]}" --out "$tmp/got-lstm-so"
+run_fadc 0 compare-npy "$tmp/want-lstm" "$tmp/got-lstm-so"
+# Resize nearest in three modes, indices as a literal and from iota, both
+# legs, against NumPy by hand.
+run_fadc 0 run "$tmp/resize.onnx" --params "$tmp/rx.npy" --out "$tmp/got-resize"
+run_fadc 0 compare-npy "$tmp/want-resize" "$tmp/got-resize"
+run_fadc 0 "$tmp/resize.onnx" -o "$tmp/resize.so"
+run_fadc 0 run "$tmp/resize.so" --params "$tmp/rx.npy" --out "$tmp/got-resize-so"
+run_fadc 0 compare-npy "$tmp/want-resize" "$tmp/got-resize-so"
+# An exporter's graph (tests/data/onnx, torch's transformer layer: shape
+# subgraphs folded, literals) prints back as the same text.
+run_fadc 0 "$SRC/tests/data/onnx/transformer.onnx" --emit ir
+grep -v '^#' "$tmp/out" >"$tmp/tr.ir"
+run_fadc 0 "$tmp/tr.ir" --emit ir
+diff "$tmp/tr.ir" <(grep -v '^#' "$tmp/out") || fail "the transformer's import does not print back the same"
+
 run_fadc 1 "$tmp/unsupported.onnx" --emit ir
-err_first "$tmp/unsupported.onnx: error: 2 unsupported nodes: 'conv1' (Conv, domain ''), 'foo' (Foo, domain 'com.example')"
+err_first "$tmp/unsupported.onnx: error: 2 unsupported nodes: 'hm1' (Hardmax, domain ''), 'foo' (Foo, domain 'com.example')"
 run_fadc 1 "$tmp/opset11.onnx" --emit ir
-err_first "$tmp/opset11.onnx: error: the model's opset 11 is out of the supported range 13 to 23"
+err_first "$tmp/opset11.onnx: error: the model's opset 11 is out of the supported range 13 to 27"
 run_fadc 1 "$tmp/int32.onnx" --emit ir
-err_first "$tmp/int32.onnx: error: graph input 'x' has ONNX dtype 6: only float (1), double (11) and int64 (7) are supported"
+err_first "$tmp/int32.onnx: error: graph input 'x' has ONNX dtype 6: only float (1), double (11), int64 (7) and bool (9) are supported"
 run_fadc 1 "$tmp/symbolic.onnx" --emit ir
 err_first "$tmp/symbolic.onnx: error: dimension 0 of graph input 'x' is symbolic ('N'): bind it with -D N=VALUE"
 run_fadc 1 "$tmp/symbolic.onnx" --emit ir -D N=two
@@ -62,14 +92,25 @@ run_fadc 0 "$tmp/symbolic.onnx" -D N=2,3 -o "$tmp/sym.so"
 run_fadc 0 inspect "$tmp/sym.so"
 out_has "specialisation 0: N=2"
 out_has "specialisation 1: N=3"
+# A shape computed from a graph input's data cannot be static.
+run_fadc 1 "$tmp/reshape-input.onnx" --emit ir
+err_first "$tmp/reshape-input.onnx: error: node '/r' (Reshape): the shape 's' is not known at import"
 run_fadc 1 "$tmp/truncated.onnx" --emit ir
 err_first "$tmp/truncated.onnx: error: not an ONNX model: a malformed or truncated protobuf"
-# An error the IR parser finds shows the imported statement, whose comment
-# names the ONNX node.
+# A shape error the importer finds names the node; one the IR parser finds
+# shows the imported statement, whose comment names the ONNX node.
 run_fadc 1 "$tmp/matmul-shapes.onnx" --emit ir
-err_first "$tmp/matmul-shapes.onnx:4:9: error: matmul: inner dimensions differ (3 vs 4)"
-[ "$(sed -n 2p "$tmp/err")" = "  \"y\" = matmul(\"x\", \"w\")  # node '/mm' (MatMul)" ] ||
+err_first "$tmp/matmul-shapes.onnx: error: node '/mm' (MatMul): inner dimensions differ (3 vs 4)"
+run_fadc 1 "$tmp/not-float.onnx" --emit ir
+[ "$(sed -n 2p "$tmp/err")" = "  \"y\" = not(\"x\")  # node '/not' (Not)" ] ||
 	fail "the failing statement does not name its node: $(cat "$tmp/err")"
 
 "$PY" "$SRC/tests/onnx/mutate.py" "$FADC" "$tmp/mlp.onnx" 200 || fail "a corrupted model crashed fadc"
+# And of two exports that reach the folding, Conv, BatchNormalization and
+# the pools.
+"$PY" "$SRC/tests/onnx/op_fuzz.py" "$FADC" "$tmp" 3 23 || fail "a fuzzed node crashed fadc"
+for m in resnet transformer; do
+	"$PY" "$SRC/tests/onnx/mutate.py" "$FADC" "$SRC/tests/data/onnx/$m.onnx" 50 ||
+		fail "a corrupted $m.onnx crashed fadc"
+done
 exit 0
