@@ -865,6 +865,34 @@ print_warp_fold(Cu *c, KRed r, DType vt) {
 	fputs("}\n", f);
 }
 
+// A block's fold of every thread's acc into lane 0 of warp 0: each warp
+// folds its 32 lanes into its lane 0 (print_warp_fold), the warps' results
+// meet in shared memory (red[rb][w], at most 32 warps), and warp 0 folds
+// them the same way, lanes past the block's warps holding the identity.
+// It leaves `if (threadIdx.x < 32) {` open at depth + 1: the caller prints
+// what warp 0 does with the result, closes the block and flips rb (red's
+// two sets used in turn, so the next point's writes need no barrier after
+// this point's reads).
+static void
+print_block_fold(Cu *c, KRed r, DType vt) {
+	FILE *f = c->f;
+	print_warp_fold(c, r, vt);
+	indent(c);
+	fputs("if ((threadIdx.x & 31) == 0)\n", f);
+	indent(c);
+	fputs("\tred[rb][threadIdx.x >> 5] = acc;\n", f);
+	indent(c);
+	fputs("__syncthreads();\n", f);
+	indent(c);
+	fputs("if (threadIdx.x < 32) {\n", f);
+	c->depth++;
+	indent(c);
+	fputs("acc = threadIdx.x < (blockDim.x >> 5) ? red[rb][threadIdx.x] : ", f);
+	red_init(c, r, vt);
+	fputs(";\n", f);
+	print_warp_fold(c, r, vt);
+}
+
 // The coordinates i<d> of parallel variables that kernel k uses, from a
 // flat point t (row-major), of C type `it` with literal suffix `ll`.
 static void
@@ -1529,21 +1557,7 @@ print_blockred(Cu *c, const KKernel *k, const Uses *u, const BRed *b) {
 		indent(c);
 		fputs("}\n", f);
 	} else {
-		print_warp_fold(c, k->red, vt);
-		indent(c);
-		fputs("if ((threadIdx.x & 31) == 0)\n", f);
-		indent(c);
-		fputs("\tred[rb][threadIdx.x >> 5] = acc;\n", f);
-		indent(c);
-		fputs("__syncthreads();\n", f);
-		indent(c);
-		fputs("if (threadIdx.x < 32) {\n", f);
-		c->depth++;
-		indent(c);
-		fputs("acc = threadIdx.x < (blockDim.x >> 5) ? red[rb][threadIdx.x] : ", f);
-		red_init(c, k->red, vt);
-		fputs(";\n", f);
-		print_warp_fold(c, k->red, vt);
+		print_block_fold(c, k->red, vt);
 	}
 	// Warp 0 holds the result: lane 0 the point's (rows), lane l point l's
 	// of the tile (columns).
@@ -1789,28 +1803,15 @@ print_kernel(Cu *c, uint32_t ki) {
 		// order: lane l's strided terms r = l, l + 32 (block: l + 256, ...)
 		// in order, then the shuffle tree (print_warp_fold); fixed, so the
 		// result is the same every run.
-		print_warp_fold(c, k->red, vt);
 		if (br) {
-			indent(c);
-			fputs("if ((threadIdx.x & 31) == 0)\n", f);
-			indent(c);
-			fputs("\tred[rb][threadIdx.x >> 5] = acc;\n", f);
-			indent(c);
-			fputs("__syncthreads();\n", f);
-			indent(c);
-			fputs("if (threadIdx.x < 32) {\n", f);
-			c->depth++;
-			indent(c);
-			fputs("acc = threadIdx.x < (blockDim.x >> 5) ? red[rb][threadIdx.x] : ", f);
-			red_init(c, k->red, vt);
-			fputs(";\n", f);
-			print_warp_fold(c, k->red, vt);
+			print_block_fold(c, k->red, vt);
 			c->depth--;
 			indent(c);
 			fputs("}\n", f);
 			indent(c);
 			fputs("rb ^= 1;\n", f);
-		}
+		} else
+			print_warp_fold(c, k->red, vt);
 		indent(c);
 		fputs(br ? "if (threadIdx.x == 0) {\n" : "if ((threadIdx.x & 31) == 0) {\n", f);
 		c->depth++;

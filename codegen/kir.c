@@ -927,6 +927,107 @@ kx_iclamp(KProgram *p, KxId a, int64_t lo, int64_t hi)
 	return kx_imin(p, kx_imax(p, a, kx_iconst(p, lo)), kx_iconst(p, hi));
 }
 
+// ---------------------------------------------------------------- remaking
+
+// x made again in q over operands a[0 .. x->nin - 1] (ids of q), through
+// its op's constructor, so that index arithmetic folds and commutative
+// operands take q's order as when an expression is first built (kir_layout.c
+// rebuilds a program's expressions with new variables and load indices this
+// way).  A variable keeps its number and extent, a load its buffer, a step
+// its loop: a caller that moves those substitutes them itself.
+KxId
+kx_remake(KProgram *q, const Kx *x, const KxId *a)
+{
+	KxId r = 0;
+	switch ((KxOp)x->op) {
+	case KX_CONST:
+		r = x->dtype == DT_I64    ? kx_iconst(q, x->i)
+		    : x->dtype == DT_BOOL ? kx_bconst(q, (int)x->i)
+		                          : kx_const(q, x->f, (DType)x->dtype);
+		break;
+	case KX_VAR:
+		r = kx_var(q, (int)x->aux, x->i);
+		break;
+	case KX_LOAD:
+		r = kx_load(q, x->aux, a[0]);
+		break;
+	case KX_ACC:
+		r = kx_acc(q, (DType)x->dtype);
+		break;
+	case KX_RUNSEED:
+		r = kx_runseed(q);
+		break;
+	case KX_STEP:
+		r = kx_step(q, (int)x->aux);
+		break;
+	case KX_IADD:
+		r = kx_iadd(q, a[0], a[1]);
+		break;
+	case KX_IMUL: // by a constant, always a[1] (lin_build)
+		FADC_ASSERT(q->x[a[1]].op == KX_CONST, "kx_remake: a product of two indices");
+		r = kx_imul(q, a[0], q->x[a[1]].i);
+		break;
+	case KX_IDIV:
+		r = kx_idiv(q, a[0], q->x[a[1]].i);
+		break;
+	case KX_IMOD:
+		r = kx_imod(q, a[0], q->x[a[1]].i);
+		break;
+	case KX_IMIN:
+		r = kx_imin(q, a[0], a[1]);
+		break;
+	case KX_IMAX:
+		r = kx_imax(q, a[0], a[1]);
+		break;
+	case KX_ADD:
+	case KX_SUB:
+	case KX_MUL:
+	case KX_DIV:
+	case KX_MAX:
+	case KX_MIN:
+	case KX_POW:
+	case KX_AND:
+	case KX_OR:
+		r = kx_bin(q, (KxOp)x->op, a[0], a[1]);
+		break;
+	case KX_NEG:
+	case KX_ABS:
+	case KX_FLOOR:
+	case KX_SQRT:
+	case KX_EXP:
+	case KX_LOG:
+	case KX_LOG1P:
+	case KX_EXPM1:
+	case KX_TANH:
+	case KX_ERF:
+	case KX_SIN:
+	case KX_COS:
+	case KX_LGAMMA:
+	case KX_NOT:
+		r = kx_un(q, (KxOp)x->op, a[0]);
+		break;
+	case KX_POLYGAMMA:
+		r = kx_polygamma(q, a[0], a[1]);
+		break;
+	case KX_CMP:
+		r = kx_cmp(q, (KCmp)x->aux, a[0], a[1]);
+		break;
+	case KX_SELECT:
+		r = kx_select(q, a[0], a[1], a[2]);
+		break;
+	case KX_CAST:
+		r = kx_cast(q, a[0], (DType)x->aux);
+		break;
+	case KX_RAND:
+		r = kx_rand(q, (KRand)x->aux, x->i, a[0], x->nin > 1 ? a[1] : 0);
+		break;
+	default:
+		FADC_ASSERT(0, "kx_remake: an op it does not know");
+	}
+	FADC_ASSERT(q->x[r].dtype == x->dtype, "kx_remake: a remade expression changed dtype");
+	return r;
+}
+
 // ---------------------------------------------------------------- costs
 //
 // Rough latencies for the backends' heuristics, in quarter steps: an add,

@@ -264,6 +264,9 @@ KxId kx_imod(KProgram *p, KxId a, int64_t d); // a - d floor(a / d), d > 0
 KxId kx_imin(KProgram *p, KxId a, KxId b);
 KxId kx_imax(KProgram *p, KxId a, KxId b);
 KxId kx_iclamp(KProgram *p, KxId a, int64_t lo, int64_t hi); // lo <= hi
+// x (an expression of any program) made again in q over operands a (ids of
+// q) through its op's constructor: index arithmetic folds (kir.c, remaking).
+KxId kx_remake(KProgram *q, const Kx *x, const KxId *a);
 // Is index e affine in loop variable `var` with a constant coefficient?
 // (1 and *coef, or 0 when var appears inside a division or a load.)
 int kx_affine_coef(const KProgram *p, KxId e, int var, int64_t *coef);
