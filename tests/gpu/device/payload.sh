@@ -103,8 +103,8 @@ fadc "$root/tests/gpu/choice.ir" -o "$dest/choice/choice.so" --target cpu,cuda \
 	--tasks forward,vjp,jvp
 # The zoo at reduced sizes, the scans and the host step.
 mkdir -p "$dest/zoo" "$dest/zoo-ir"
-# Without the embedded PTX (--no-ptx; the GPU loads the sm_90 cubin; check/ppl_simple_reg.so
-# keeps its PTX for the FADC_CUDA_FORCE_PTX run): with it the check payload passed the
+# Without the embedded PTX (--no-ptx; the GPU loads the sm_90 cubin; check/ppl_simple_reg.so,
+# transformer.so and zoo/scan-persist.so keep theirs for the FADC_CUDA_FORCE_PTX run): with it the check payload passed the
 # device's 64 MiB carry (76 MB at stop 21, detr_f64.so alone 22 MB).
 z() { local n=$1; shift; fadc "$@" -o "$dest/zoo/$n.so" --target cpu,cuda --no-ptx; }
 # The batch-norm nets computing in f64 (zoo64/, run.sh checks them within 1e-6): f32 batch
@@ -126,7 +126,9 @@ for f in "$dest"/zoo-ir/scan-*.ir; do
 	z "$(basename "$f" .ir)" "$f" --tasks all
 done
 rm -rf "$dest/zoo-ir"
-z scan-persist "$root/tests/gpu/scan-persist.ir" --tasks forward,vjp,jvp,vhp
+# With its PTX (not z's --no-ptx): run.sh's FADC_CUDA_FORCE_PTX step loads it.
+fadc "$root/tests/gpu/scan-persist.ir" -o "$dest/zoo/scan-persist.so" --target cpu,cuda \
+	--tasks forward,vjp,jvp,vhp
 z scan-tile "$root/tests/gpu/scan-tile.ir" --tasks forward,vjp,jvp,vhp
 z scan-resident "$root/tests/gpu/scan-resident.ir" --tasks forward,vjp,jvp,vhp,hvp
 z assign "$root/tests/gpu/assign.ir" --tasks forward,vjp
