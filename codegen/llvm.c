@@ -1958,6 +1958,7 @@ cg_llvm_emit(const CgTask *tasks, int ntasks, const uint8_t *desc, size_t descle
 		LLVMDisposeMessage(t);
 	}
 	Emit e = {0};
+	LlvmPieces *lp = NULL;
 	e.C = LLVMContextCreate();
 	e.npieces = npieces(tasks, ntasks, emit_llvm);
 	e.nmods = e.npieces + (e.npieces > 1);
@@ -2018,12 +2019,25 @@ cg_llvm_emit(const CgTask *tasks, int ntasks, const uint8_t *desc, size_t descle
 	KTime clk = kir_time_start();
 	for (int i = 0; i < ntasks; i++)
 		fns[i] = emit_task(&e, &tasks[i]);
-	emit_entry(&e, fns, ntasks, desc, desclen);
+	// The entry's references to the task functions first: they make each
+	// one external (hidden) in its piece, which must be so before the task
+	// pieces are written as bitcode and compiled (llvm_pieces.c), while the
+	// caller may still be making the descriptor (tg->descriptor).
+	e.M = e.mods[e.nmods - 1];
+	for (int i = 0; i < ntasks; i++)
+		fns[i] = llvm_ref(&e, fns[i]);
 	char nfn[64];
 	snprintf(nfn, sizeof nfn, "(%u kernel functions, %u pieces)", e.nshared, e.nmods);
 	kir_time_note(clk, "llvm-ir", nfn);
-	ok = llvm_compile_pieces(e.mods, e.nmods, tg, triple, emit_llvm, obj_prefix, nobj, err, errlen);
+	lp = llvm_pieces_start(e.mods, e.nmods - 1, e.nmods, tg, triple, emit_llvm, err, errlen);
+	if (!lp)
+		goto done;
+	if (!desc && !tg->descriptor(tg->descriptor_arg, &desc, &desclen, err, errlen))
+		goto done;
+	emit_entry(&e, fns, ntasks, desc, desclen);
+	ok = llvm_pieces_finish(lp, e.mods[e.nmods - 1], e.nmods - 1, obj_prefix, nobj, err, errlen);
 done:
+	llvm_pieces_end(lp);
 	if (msg)
 		LLVMDisposeMessage(msg);
 	if (td)
