@@ -173,7 +173,7 @@ void cg_pool_wait(CgPool *p, CgBatch *b);
 void cg_pool_cancel(CgPool *p, CgBatch *b);
 // Runs or skips what is queued, then ends the threads.
 void cg_pool_free(CgPool *p);
-// The pieces of n units at per a piece: ceil(n / per), 1 to max.
+// The pieces of n units, about per a piece: n / per, 1 to max.
 unsigned cg_piece_count(uint64_t n, unsigned per, unsigned max);
 // The piece (0 .. P-1) of the name hashed to h, by linear hashing: the
 // pieces of P and P + 1 differ in one piece of P split in two.
@@ -206,7 +206,7 @@ typedef struct CgTarget {
 } CgTarget;
 
 // The most object files cg_llvm_emit writes.
-enum { CG_LLVM_MAX_OBJECTS = 33 };
+enum { CG_LLVM_MAX_OBJECTS = 65 };
 // Emits every task and the entry symbol fadc_artifact_v1 (runtime/abi.h),
 // with the descriptor bytes desc[0..desclen) as a constant, as pieces
 // (docs/CODEGEN.md "Compile time"), each verified, optimized with LLVM's

@@ -779,7 +779,7 @@ inject_error(char *src, long k)
 // (a GEMM's comment, a shared kernel's) are in none.  A task of one piece
 // is the whole source as printed, as before pieces.  Each launch record
 // names the module (the piece) that defines its function.
-enum { CU_PIECE_KERNELS = 64, CU_MAX_PIECES = 16 };
+enum { CU_PIECE_KERNELS = 16, CU_MAX_PIECES = ART_MAX_MODULES };
 
 // The pieces a task is split into.  FADC_CUDA_PIECES=N (1 to
 // ART_MAX_MODULES; a test hook) sets it.
@@ -793,10 +793,7 @@ cu_npieces(const KProgram *p)
 		if (!*end && n >= 1 && n <= ART_MAX_MODULES)
 			return (unsigned)n;
 	}
-	unsigned n = 1;
-	while (n < CU_MAX_PIECES && (uint64_t)2 * n * CU_PIECE_KERNELS <= p->nk)
-		n *= 2;
-	return n;
+	return cg_piece_count(p->nk, CU_PIECE_KERNELS, CU_MAX_PIECES);
 }
 
 static uint64_t
@@ -1003,7 +1000,7 @@ cu_split(char **srcp, size_t len, const CgCudaPart *q, uint32_t nq, unsigned P, 
 			continue;
 		nfn++;
 		if (bucket[q[j].unit] < 0)
-			bucket[q[j].unit] = (int32_t)(cu_name_hash(q[j].name) % P);
+			bucket[q[j].unit] = (int32_t)cg_piece_of(cu_name_hash(q[j].name), P);
 	}
 	for (uint32_t j = 0; j < nq; j++)
 		if (q[j].unit >= 0) {

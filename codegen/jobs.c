@@ -278,7 +278,7 @@ cg_pool_free(CgPool *p)
 unsigned
 cg_piece_count(uint64_t n, unsigned per, unsigned max)
 {
-	uint64_t p = per ? (n + per - 1) / per : 1;
+	uint64_t p = per ? n / per : 1;
 	return p < 1 ? 1 : p > max ? max : (unsigned)p;
 }
 

@@ -237,7 +237,7 @@ name_hash(const char *s)
 static LLVMModuleRef
 piece_of(const Emit *e, const char *name)
 {
-	return e->mods[e->npieces > 1 ? name_hash(name) % e->npieces : 0];
+	return e->mods[cg_piece_of(name_hash(name), e->npieces)];
 }
 
 LLVMValueRef
@@ -1916,7 +1916,7 @@ emit_entry(Emit *e, LLVMValueRef *taskfns, int ntasks, const uint8_t *desc, size
 // count, and with it every other piece's contents.  FADC_LLVM_PIECES=N
 // (1 to CG_LLVM_MAX_OBJECTS - 1; a test hook) sets it.  --emit llvm prints
 // one module: one piece.
-enum { PIECE_KERNELS = 64, MAX_PIECES = 16 };
+enum { PIECE_KERNELS = 32, MAX_PIECES = CG_LLVM_MAX_OBJECTS - 1 };
 
 static unsigned
 npieces(const CgTask *tasks, int ntasks, FILE *emit_llvm)
@@ -1933,10 +1933,7 @@ npieces(const CgTask *tasks, int ntasks, FILE *emit_llvm)
 	uint64_t nk = 0;
 	for (int i = 0; i < ntasks; i++)
 		nk += tasks[i].prog->nk;
-	unsigned n = 1;
-	while (n < MAX_PIECES && (uint64_t)2 * n * PIECE_KERNELS <= nk)
-		n *= 2;
-	return n;
+	return cg_piece_count(nk, PIECE_KERNELS, MAX_PIECES);
 }
 
 int
