@@ -1835,8 +1835,14 @@ link_artifact(Compile *c, const char *out_so)
 	if (!o->no_cache && !o->emit_llvm) // the object code's cache (not for --emit llvm)
 		tg.cache = cg_cache_open();
 	int nobj = 0;
-	int llvm_ok =
-		cg_llvm_emit(emit, (int)nall, NULL, 0, &tg, o->emit_llvm, prefix, &nobj, err, errlen);
+	// Without CUDA the descriptor is known now; with it, cg_llvm_emit asks
+	// once the task code is queued beside NVRTC's programs.
+	const uint8_t *desc = NULL;
+	size_t desclen = 0;
+	int llvm_ok = (c->targets & CG_TARGET_CUDA) ||
+	              make_descriptor(c, &desc, &desclen, err, errlen);
+	llvm_ok = llvm_ok && cg_llvm_emit(emit, (int)nall, desc, desclen, &tg, o->emit_llvm, prefix,
+	                                  &nobj, err, errlen);
 	long hits = 0, misses = 0;
 	int cached = tg.cache != NULL;
 	cg_cache_close(tg.cache, &hits, &misses);

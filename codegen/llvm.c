@@ -1958,7 +1958,10 @@ cg_llvm_emit(const CgTask *tasks, int ntasks, const uint8_t *desc, size_t descle
 	LlvmPieces *lp = NULL;
 	e.C = LLVMContextCreate();
 	e.npieces = npieces(tasks, ntasks, emit_llvm);
-	e.nmods = e.npieces + (e.npieces > 1);
+	// The entry's module of its own past one piece, and also at one piece
+	// when the descriptor comes later (NVRTC still compiling: the task code
+	// then compiles beside it); --emit llvm prints one module.
+	e.nmods = e.npieces + (e.npieces > 1 || (!desc && !emit_llvm));
 	e.mods = calloc(e.nmods, sizeof *e.mods);
 	e.B = LLVMCreateBuilderInContext(e.C);
 	LLVMTargetMachineRef tm = NULL;
