@@ -768,18 +768,23 @@ inject_error(char *src, long k)
 // with every __device__ function it calls (module words included: a
 // piece declares the grid barrier's counters and the tile buffers of its
 // own, which are scratch of one launch at a time).  A unit goes into
-// piece hash(the name of its first __global__) mod P, FNV-1a, as the CPU
-// module's pieces (codegen/llvm.c): a function of names alone, so that a
-// change inside one kernel (a constant) moves nothing, and the pieces
-// are the same whatever the threads and the cache.  P is a power of two,
-// about CU_PIECE_KERNELS kernels of the task each, at most CU_MAX_PIECES:
-// a function of the kernel count only, so adding or removing a few
-// kernels keeps it.  A piece is the common parts, the loop helpers when
+// piece cg_piece_of(FNV-1a of the name of its first __global__, P), as
+// the CPU module's pieces (codegen/llvm.c, codegen/jobs.c): a function
+// of names alone, so that a change inside one kernel (a constant) moves
+// nothing, and the pieces are the same whatever the threads and the
+// cache.  P is the task's kernel count over CU_PIECE_KERNELS, at most
+// CU_MAX_PIECES: a function of the kernel count only; when a change moves
+// it by one, linear hashing splits (or merges) one piece and keeps the
+// others.  Small pieces recompile little after a change (resnet18's stem
+// constant: 8 programs of about 4 functions), but each program costs
+// NVRTC about 40 ms of its own (its front end, the cubin's assembly), so
+// the count is bounded: 32 per task keeps the large models' cold compile
+// within a few seconds of CPU of what 16 cost.  A piece is the common parts, the loop helpers when
 // it holds a loop, and its units, in the order printed; the notes
 // (a GEMM's comment, a shared kernel's) are in none.  A task of one piece
 // is the whole source as printed, as before pieces.  Each launch record
 // names the module (the piece) that defines its function.
-enum { CU_PIECE_KERNELS = 16, CU_MAX_PIECES = ART_MAX_MODULES };
+enum { CU_PIECE_KERNELS = 16, CU_MAX_PIECES = 32 };
 
 // The pieces a task is split into.  FADC_CUDA_PIECES=N (1 to
 // ART_MAX_MODULES; a test hook) sets it.
