@@ -49,6 +49,12 @@ typedef struct Cu {
 	const char *acc;         // red_combine's accumulator (NULL: "acc")
 	const uint8_t *vload;    // print_vec4: loads read as float4 (x<nx + id>: a name the sharing key renumbers), else NULL
 	int vlane;               // print_vec4: the point (lane x y z w) being printed
+	const KxId *res;         // print_tile: loads read from the resident slot (nres), else NULL
+	int nres;
+	const char *rbase;       // print_tile: the first term of the unit's slot ("0", "kc * 512LL")
+	const KxId *stage;       // print_tile: rows' loads read from the staged rows (nstage)
+	int nstage;
+	int64_t srow, skt;       // print_tile: the row being printed; terms a staged row holds
 } Cu;
 
 static const char *
@@ -489,6 +495,20 @@ ensure(Cu *c, KxId id) {
 	if (c->stamp[id] == c->region)
 		return;
 	c->stamp[id] = c->region;
+	for (int j = 0; x->op == KX_LOAD && j < c->nstage; j++)
+		if (c->stage[j] == id) { // staged: this row's copy in shared memory (print_tile)
+			indent(c);
+			fprintf(c->f, "const %s x%u = fadc_h%d[%lldLL + (r - %s)];\n", cty((DType)x->dtype),
+			        id, j, (long long)(c->srow * c->skt), c->rbase);
+			return;
+		}
+	for (int j = 0; x->op == KX_LOAD && j < c->nres; j++)
+		if (c->res[j] == id) { // resident: its slot in shared memory (print_tile)
+			indent(c);
+			fprintf(c->f, "const %s x%u = fadc_w%d[(r - %s) * 32 + lane];\n", cty((DType)x->dtype),
+			        id, j, c->rbase);
+			return;
+		}
 	if (x->op == KX_LOAD && c->vload && c->vload[id]) { // a lane of its float4 (print_vec4)
 		indent(c);
 		fprintf(c->f, "const float x%u = x%u.%c;\n", id, c->p->nx + id, "xyzw"[c->vlane & 3]);
@@ -557,6 +577,54 @@ red_combine_var(Cu *c, KRed r, DType dt, const char *o) {
 		        o);
 }
 
+// Whether kernel ki is a tile with resident loads (print_tile): its
+// function takes fadc_fill.
+static int
+res_tile(Cu *c, uint32_t ki) {
+	Tile tl;
+	return c->inloop[ki] && !c->fused && cuda_loop_tile(c->p, &c->p->k[ki], &tl) && tl.nres;
+}
+
+// The resident tiles' fills (print_tile), before the loops of persistent
+// kernel a: each resident tile's function called once with fadc_fill 1
+// (its step counters 0: resident loads do not read them), then a block
+// barrier, since a block's threads fill what all its threads read.
+static void
+print_fills(Cu *c, const La *a) {
+	const KProgram *p = c->p;
+	FILE *f = c->f;
+	int any = 0;
+	for (uint32_t ki = a->begin; ki < a->end; ki++) {
+		if (!res_tile(c, ki))
+			continue;
+		CgCudaKernel k;
+		FADC_ASSERT(cuda_kernel_contract(p, ki, &k), "cuda: out of memory");
+		Uses u = {0};
+		cuda_kernel_uses(p, &p->k[ki], &u);
+		fputc('\t', f);
+		if (c->alias && c->alias[ki] != ki)
+			cuda_kernel_name(f, p->name, c->alias[ki], p->k[c->alias[ki]].what);
+		else
+			fputs(k.name, f);
+		fputc('(', f);
+		for (uint32_t j = 0; j < k.narg; j++)
+			fprintf(f, "%sb%u", j ? ", " : "", k.buf[j]);
+		fprintf(f, "%s", k.runseed ? ", runseed" : "");
+		for (uint32_t l = 0; l < p->nloop; l++)
+			if (u.step[l])
+				fputs(", 0", f);
+		fputs(", 1);\n", f);
+		any = 1;
+		free(u.seen);
+		free(u.buf);
+		free(u.step);
+		free(k.name);
+		free(k.buf);
+	}
+	if (any)
+		fputs("\t__syncthreads(); // the resident loads in shared memory\n", f);
+}
+
 // The kernels of a group in order, inside their loops (`for` over each
 // step counter s<l>), each followed by a barrier (`bar`), except the last
 // one of the group when no loop repeats it; in a fused task only where
@@ -593,7 +661,7 @@ print_calls(Cu *c, const La *a, const char *bar, const uint8_t *after) {
 		for (uint32_t l = 0; l < p->nloop; l++)
 			if (u.step[l])
 				fprintf(f, ", s%u", l);
-		fputs(");\n", f);
+		fputs(res_tile(c, ki) ? ", 0);\n" : ");\n", f);
 		if (after ? after[ki] : ki + 1 < a->end || depth > 1) {
 			for (int d = 0; d < depth; d++)
 				fputc('\t', f);
@@ -628,6 +696,21 @@ print_group(Cu *c, const La *a) {
 		written[p->k[ki].out] = 1;
 	FILE *f = c->f;
 	int fusedk = a->kind == LA_FUSED;
+	// A persistent kernel with resident tiles: the dynamic shared memory
+	// its slots need, in a word the runtime reads (<kernel>_dsmem,
+	// runtime/cuda.c) to launch it with that much and no more blocks than
+	// fit at once with it.
+	int64_t dsm = 0;
+	for (uint32_t ki = a->begin; !fusedk && ki < a->end; ki++) {
+		Tile tl;
+		if (res_tile(c, ki) && cuda_loop_tile(p, &p->k[ki], &tl) &&
+		    tl.res_off + tl.res_bytes + tl.stage_bytes > dsm)
+			dsm = tl.res_off + tl.res_bytes + tl.stage_bytes;
+	}
+	if (dsm)
+		fprintf(f, "\n// dynamic shared memory of the resident tiles of %s\n"
+		           "extern \"C\" __device__ unsigned int %s_dsmem = %lldU;\n",
+		        all.name, all.name, (long long)dsm);
 	if (fusedk)
 		fprintf(f,
 		        "\n// the task as one kernel of one block of %d threads, %u kernels in %u "
@@ -741,13 +824,15 @@ print_group(Cu *c, const La *a) {
 		} else
 			print_calls(c, a, "__syncthreads()", after);
 		free(after);
-	} else if (all.grid == 1)
+	} else if (all.grid == 1) {
+		print_fills(c, a);
 		print_calls(c, a, "__syncthreads()", NULL);
-	else {
+	} else {
 		fputs("\tconst unsigned int nb = fadc_nb();\n"
 		      "\tif (blockIdx.x >= nb)\n"
 		      "\t\treturn; // not resident with the others: no share of the work\n",
 		      f);
+		print_fills(c, a);
 		uint8_t *after = calloc(p->nk + 1, 1);
 		FADC_ASSERT(after, "cuda: out of memory");
 		cuda_grid_barriers(p, a, after);
@@ -798,57 +883,33 @@ print_point_vars(Cu *c, const KKernel *k, const Uses *u, const char *it, const c
 	}
 }
 
-// The body of a tiled contraction (cuda_loop_tile): tiles grid-stride over the
-// blocks that take part; thread (warp w, lane l) of a tile with rows
-// row0 .. row0 + R - 1 and columns col0 .. col0 + 31 keeps acc<r> for
-// point (row0 + r, col0 + l) over terms w, w + 8, ...; then the warps'
-// partials meet in shared memory (red[w][r][l]) and warp r sums row r's
-// in warp order, applies the post and stores.
+static void print_term_vars(Cu *c, const KKernel *k, const Uses *u, const char *it,
+                            const char *ll);
+
+// The term loop of a tile (print_tile): warp w's terms w, w + 8, ... of
+// the unit's chunk, each term printed once per row into acc<r>.
 static void
-print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
-	const KProgram *p = c->p;
+print_tile_terms(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 	FILE *f = c->f;
-	DType vt = (DType)p->x[k->body].dtype, st = p->buf[k->out].dtype;
+	DType vt = (DType)c->p->x[k->body].dtype;
 	int nw = FUSED_THREADS / 32;
 	int64_t nr = kir_kernel_terms(k), R = tl->r;
 	int rguard = tl->rows % R != 0, cguard = tl->cols % 32 != 0;
-	c->var32 = 0; // t, r, i<d>, col, row0 are printed long long here
-	// red[] is the module's one fadc_tile_red (cg_cuda_print): the tiled
-	// kernels of a block run one after another, and each ends on a
-	// barrier after its last read of it.
-	fprintf(f, "\t%s (*const red)[%lld][32] = (%s (*)[%lld][32])fadc_tile_red;\n", cty(vt),
-	        (long long)R, cty(vt), (long long)R);
-	fputs("\tconst unsigned int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n", f);
-	if (tl->kc > 1) {
-		fprintf(f, "\t%s *const part = (%s *)fadc_tile_part;\n", cty(vt), cty(vt));
-		fprintf(f, "\tfor (long long u = blockIdx.x; u < %lldLL; u += fadc_nb()) {\n",
-		        (long long)tl->units);
-		fprintf(f, "\t\tconst long long tile = u %% %lldLL, kc = u / %lldLL;\n",
-		        (long long)tl->ntiles, (long long)tl->ntiles);
-	} else
-		fprintf(f, "\tfor (long long tile = blockIdx.x; tile < %lldLL; tile += fadc_nb()) {\n",
-		        (long long)tl->ntiles);
-	fprintf(f,
-	        "\t\tconst long long col = tile %% %lldLL * 32 + lane, row0 = tile / %lldLL * "
-	        "%lldLL;\n",
-	        (long long)tl->ctiles, (long long)tl->ctiles, (long long)R);
-	c->depth = 2;
-	for (int64_t r = 0; r < R; r++) {
-		indent(c);
-		fprintf(f, "%s acc%lld = ", cty(vt), (long long)r);
-		red_init(c, k->red, vt);
-		fputs(";\n", f);
-	}
 	indent(c);
 	if (tl->kc > 1) {
 		fprintf(f, "const long long rend = kc * %lldLL + %lldLL < %lldLL ? kc * %lldLL + %lldLL : %lldLL;\n",
 		        (long long)tl->kterms, (long long)tl->kterms, (long long)nr,
 		        (long long)tl->kterms, (long long)tl->kterms, (long long)nr);
 		indent(c);
+		if (c->nres) // every operand in shared memory: four terms' loads in flight
+			fputs("#pragma unroll 4\n", f), indent(c);
 		fprintf(f, "for (long long r = kc * %lldLL + warp; r < rend; r += %d) {\n",
 		        (long long)tl->kterms, nw);
-	} else
+	} else {
+		if (c->nres)
+			fputs("#pragma unroll 4\n", f), indent(c);
 		fprintf(f, "for (long long r = warp; r < %lldLL; r += %d) {\n", (long long)nr, nw);
+	}
 	c->depth++;
 	int64_t rs = 1;
 	for (int d = k->rrank - 1; d >= 0; d--) {
@@ -863,6 +924,7 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 	// One scope per row: the same term printed for each (its loads that do
 	// not depend on the row are equal expressions, merged by nvcc).
 	for (int64_t r = 0; r < R; r++) {
+		c->srow = r; // row0 is 0 where rows are staged (a resident tile has them all)
 		indent(c);
 		if (rguard && cguard)
 			fprintf(f, "if (row0 + %lldLL < %lldLL && col < %lldLL) {\n", (long long)r,
@@ -892,6 +954,162 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 	c->depth--;
 	indent(c);
 	fputs("}\n", f);
+}
+
+// The body of a tiled contraction (cuda_loop_tile): tiles grid-stride over the
+// blocks that take part; thread (warp w, lane l) of a tile with rows
+// row0 .. row0 + R - 1 and columns col0 .. col0 + 31 keeps acc<r> for
+// point (row0 + r, col0 + l) over terms w, w + 8, ...; then the warps'
+// partials meet in shared memory (red[w][r][l]) and warp w sums rows w,
+// w + 8, ... in warp order, applies the post and stores.  A resident tile
+// (tl->nres) also has its fill (fadc_fill: the slot, once a launch) and,
+// when the launch gave it the room, a term loop that reads the slot and
+// the staged rows instead of global memory.
+static void
+print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
+	const KProgram *p = c->p;
+	FILE *f = c->f;
+	DType vt = (DType)p->x[k->body].dtype, st = p->buf[k->out].dtype;
+	int nw = FUSED_THREADS / 32;
+	int64_t nr = kir_kernel_terms(k), R = tl->r;
+	int cguard = tl->cols % 32 != 0;
+	c->var32 = 0; // t, r, i<d>, col, row0 are printed long long here
+	// red[] is the module's one fadc_tile_red (cg_cuda_print): the tiled
+	// kernels of a block run one after another, and each ends on a
+	// barrier after its last read of it.
+	fprintf(f, "\t%s (*const red)[%lld][32] = (%s (*)[%lld][32])fadc_tile_red;\n", cty(vt),
+	        (long long)R, cty(vt), (long long)R);
+	fputs("\tconst unsigned int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n", f);
+	KxId res[TILE_RES_MAX], stage[TILE_RES_MAX];
+	char rbase[64];
+	snprintf(rbase, sizeof rbase, "kc * %lldLL", (long long)tl->kterms);
+	if (tl->nres) {
+		// Resident loads (cuda_sched.c, TILE_RES_*): load j of unit u at
+		// fadc_w<j>[term - the unit's first][lane], in this launch's
+		// dynamic shared memory when it has room and a block per unit
+		// (then unit u is block u's, every step).  fadc_fill: called once
+		// by the persistent kernel before its loops, to fill the slot.
+		FADC_ASSERT(cuda_tile_res_loads(p, k, res) == tl->nres, "cuda: resident loads changed");
+		fprintf(f, "\tconst bool res = fadc_nb() >= %lldU && fadc_dsm_bytes() >= %lldU;\n",
+		        (long long)tl->units,
+		        (long long)(tl->res_off + tl->res_bytes + tl->stage_bytes));
+		int64_t off = tl->res_off;
+		for (int j = 0; j < tl->nres; j++) {
+			const char *ty = cty((DType)p->x[res[j]].dtype);
+			fprintf(f, "\t%s *const fadc_w%d = (%s *)(fadc_dsm + %lld);\n", ty, j, ty, (long long)off);
+			off += 32 * tl->kterms * (int64_t)kir_dtype_size((DType)p->x[res[j]].dtype);
+		}
+		FADC_ASSERT(!tl->nstage || cuda_tile_stage_loads(p, k, stage) == tl->nstage,
+		            "cuda: staged loads changed");
+		for (int j = 0; j < tl->nstage; j++) {
+			const char *ty = cty((DType)p->x[stage[j]].dtype);
+			fprintf(f, "\t%s *const fadc_h%d = (%s *)(fadc_dsm + %lld);\n", ty, j, ty, (long long)off);
+			off += tl->rows * tl->kterms * (int64_t)kir_dtype_size((DType)p->x[stage[j]].dtype);
+		}
+		fputs("\tif (fadc_fill) {\n\t\tif (!res || blockIdx.x >= ", f);
+		fprintf(f, "%lldU)\n\t\t\treturn;\n", (long long)tl->units);
+		fprintf(f, "\t\tconst long long u = blockIdx.x, tile = u %% %lldLL", (long long)tl->ntiles);
+		if (tl->kc > 1)
+			fprintf(f, ", kc = u / %lldLL", (long long)tl->ntiles);
+		fputs(";\n", f);
+		fprintf(f, "\t\tfor (long long e = threadIdx.x; e < %lldLL; e += %d) {\n",
+		        (long long)(32 * tl->kterms), FUSED_THREADS);
+		fprintf(f, "\t\t\tconst long long r = %s + e / 32, col = tile %% %lldLL * 32 + e %% 32;\n",
+		        tl->kc > 1 ? rbase : "0", (long long)tl->ctiles);
+		fprintf(f, "\t\t\tif (r >= %lldLL || col >= %lldLL)\n\t\t\t\tcontinue;\n",
+		        (long long)nr, (long long)tl->cols);
+		c->depth = 3;
+		indent(c);
+		fputs("const long long t = col; // row 0: these loads do not depend on the row\n", f);
+		print_point_vars(c, k, u, "long long", "LL");
+		print_term_vars(c, k, u, "long long", "LL");
+		c->region++;
+		for (int j = 0; j < tl->nres; j++) {
+			ensure(c, res[j]);
+			indent(c);
+			fprintf(f, "fadc_w%d[e] = x%u;\n", j, res[j]);
+		}
+		fputs("\t\t}\n\t\treturn;\n\t}\n", f);
+	}
+	if (tl->kc > 1) {
+		fprintf(f, "\t%s *const part = (%s *)fadc_tile_part;\n", cty(vt), cty(vt));
+		fprintf(f, "\tfor (long long u = blockIdx.x; u < %lldLL; u += fadc_nb()) {\n",
+		        (long long)tl->units);
+		fprintf(f, "\t\tconst long long tile = u %% %lldLL, kc = u / %lldLL;\n",
+		        (long long)tl->ntiles, (long long)tl->ntiles);
+	} else
+		fprintf(f, "\tfor (long long tile = blockIdx.x; tile < %lldLL; tile += fadc_nb()) {\n",
+		        (long long)tl->ntiles);
+	fprintf(f,
+	        "\t\tconst long long col = tile %% %lldLL * 32 + lane, row0 = tile / %lldLL * "
+	        "%lldLL;\n",
+	        (long long)tl->ctiles, (long long)tl->ctiles, (long long)R);
+	c->depth = 2;
+	for (int64_t r = 0; r < R; r++) {
+		indent(c);
+		fprintf(f, "%s acc%lld = ", cty(vt), (long long)r);
+		red_init(c, k->red, vt);
+		fputs(";\n", f);
+	}
+	if (tl->nres) {
+		// The slot (the resident form) when this launch gave it room and a
+		// block per unit, else the same terms from global memory.
+		indent(c);
+		fputs("if (res) {\n", f);
+		c->depth++;
+		c->rbase = tl->kc > 1 ? rbase : "0";
+		if (tl->nstage) {
+			// This step's rows of the unit's terms, copied in by the whole
+			// block (consecutive threads, consecutive terms), then a
+			// barrier; the previous call's readers passed the barrier
+			// that ended it.
+			indent(c);
+			fprintf(f, "for (long long e = threadIdx.x; e < %lldLL; e += %d) {\n",
+			        (long long)(tl->rows * tl->kterms), FUSED_THREADS);
+			c->depth++;
+			indent(c);
+			fprintf(f, "const long long r = %s + e %% %lldLL, t = e / %lldLL * %lldLL; // column 0\n",
+			        c->rbase, (long long)tl->kterms, (long long)tl->kterms, (long long)tl->cols);
+			indent(c);
+			fprintf(f, "if (r >= %lldLL)\n", (long long)nr);
+			c->depth++;
+			indent(c);
+			fputs("continue;\n", f);
+			c->depth--;
+			print_point_vars(c, k, u, "long long", "LL");
+			print_term_vars(c, k, u, "long long", "LL");
+			c->region++;
+			for (int j = 0; j < tl->nstage; j++) {
+				ensure(c, stage[j]);
+				indent(c);
+				fprintf(f, "fadc_h%d[e] = x%u;\n", j, stage[j]);
+			}
+			c->depth--;
+			indent(c);
+			fputs("}\n", f);
+			indent(c);
+			fputs("__syncthreads(); // the rows staged\n", f);
+		}
+		c->res = res;
+		c->nres = tl->nres;
+		c->stage = stage;
+		c->nstage = tl->nstage;
+		c->skt = tl->kterms;
+		print_tile_terms(c, k, u, tl);
+		c->res = NULL;
+		c->nres = 0;
+		c->stage = NULL;
+		c->nstage = 0;
+		c->depth--;
+		indent(c);
+		fputs("} else {\n", f);
+		c->depth++;
+		print_tile_terms(c, k, u, tl);
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	} else
+		print_tile_terms(c, k, u, tl);
 	for (int64_t r = 0; r < R; r++) {
 		indent(c);
 		fprintf(f, "red[warp][%lld][lane] = acc%lld;\n", (long long)r, (long long)r);
@@ -899,6 +1117,15 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 	indent(c);
 	fputs("__syncthreads();\n", f);
 	indent(c);
+	// Warp w sums rows w, w + 8, ... (a resident tile may have up to 16):
+	// inside the loop `warp` names the row.
+	if (R > nw) {
+		fprintf(f, "for (unsigned int rw = warp; rw < %lldU; rw += %d) {\n", (long long)R, nw);
+		c->depth++;
+		indent(c);
+		fputs("const unsigned int warp = rw; // the row of the tile this warp sums\n", f);
+		indent(c);
+	}
 	fprintf(f, "if (warp < %lldU && row0 + warp < %lldLL", (long long)R, (long long)tl->rows);
 	if (cguard)
 		fprintf(f, " && col < %lldLL", (long long)tl->cols);
@@ -920,6 +1147,11 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 		c->depth--;
 		indent(c);
 		fputs("}\n", f);
+		if (R > nw) {
+			c->depth--;
+			indent(c);
+			fputs("}\n", f);
+		}
 		indent(c);
 		fputs("__syncthreads(); // red[] is written again by the next tile\n", f);
 		fputs("\t}\n", f);
@@ -960,6 +1192,11 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 	c->depth--;
 	indent(c);
 	fputs("}\n", f);
+	if (R > nw) {
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	}
 	indent(c);
 	fputs("__syncthreads(); // red[] is written again by the next tile\n", f);
 	fputs("\t}\n}\n", f);
@@ -1444,7 +1681,9 @@ print_kernel(Cu *c, uint32_t ki) {
 	for (uint32_t l = 0; l < p->nloop; l++)
 		if (u.step[l])
 			fprintf(f, ", long long s%u", l);
-	fputs(")\n{\n", f);
+	Tile tl;
+	int tiled = c->inloop[ki] && !c->fused && cuda_loop_tile(p, k, &tl);
+	fputs(tiled && tl.nres ? ", int fadc_fill)\n{\n" : ")\n{\n", f);
 	if (npt == 0) { // an empty output (a scan of length 0): nothing to do
 		fputs("}\n", f);
 		free(u.seen);
@@ -1452,8 +1691,7 @@ print_kernel(Cu *c, uint32_t ki) {
 		free(u.step);
 		return;
 	}
-	Tile tl;
-	if (c->inloop[ki] && !c->fused && cuda_loop_tile(p, k, &tl)) {
+	if (tiled) {
 		print_tile(c, k, &u, &tl);
 		free(u.seen);
 		free(u.buf);
@@ -1730,6 +1968,17 @@ static const char grid_src[] =
     "\tunsigned int n;\n"
     "\tasm(\"mov.u32 %0, %%nsmid;\" : \"=r\"(n));\n"
     "\treturn gridDim.x < n ? gridDim.x : n;\n"
+    "}\n"
+    "\n"
+    "// Resident tiles' slots (print_tile): the launch's dynamic shared memory, and its size.\n"
+    "extern __shared__ __align__(16) unsigned char fadc_dsm[];\n"
+    "\n"
+    "static __device__ __forceinline__ unsigned int\n"
+    "fadc_dsm_bytes(void)\n"
+    "{\n"
+    "\tunsigned int n;\n"
+    "\tasm(\"mov.u32 %0, %%dynamic_smem_size;\" : \"=r\"(n));\n"
+    "\treturn n;\n"
     "}\n"
     "\n"
     "static __device__ void\n"

@@ -257,10 +257,169 @@ loads_along(const KProgram *p, KxId e, int v, uint8_t *seen) {
 #define TILE_SPLIT_UNITS 128
 #define TILE_SPLIT_MIN_TERMS 512
 
-// Whether kernel k, inside a loop of a persistent kernel (not a fused
-// task), runs as tiles; their geometry into *t.
+// Resident weights.  Tiled, deepspeech's step still spent ~50 us per
+// direction: every step each block streamed its 32 columns of W_hh (128 KB)
+// from L2 with 8 warps, each a chain of dependent loads, so the step was
+// bound by L2 latency, not by bandwidth.  W does not change across the
+// steps; only the rows (h_{t-1}) do.  So a tiled product's loads that read
+// a buffer no kernel of the persistent kernel writes (checked by bytes:
+// grid_overlap), at an index of the column and the reduction variables
+// only (no row, no step counter, no load), are *resident*: each block owns
+// one work unit (a column tile and a chunk of the terms) for the whole
+// launch, loads those values into its dynamic shared memory once, before
+// the first step ([load][term][lane], the lanes' 32 consecutive columns,
+// so each warp read is conflict-free), and every step reads them there;
+// only the rows' loads go to L2.  A resident tile takes all rows (at most
+// TILE_RES_ROWS accumulators a thread, no row groups: a row group would
+// need the slice again) and as few chunks of the terms as keep the slice
+// within TILE_RES_SLOT bytes and the units within TILE_RES_UNITS (one
+// unit per block: the H100/H200 have 132 SMs, one such block each).  The
+// tiled kernels of one persistent kernel take slots in kernel order while
+// their sum stays within TILE_RES_SMEM (the sm_90 limit is 227 KB a
+// block, less the static tile partials); a kernel that does not fit keeps
+// the row-group form.  At run time the kernel uses the slots only when
+// the launch gave it the dynamic shared memory and at least as many
+// blocks as units (the runtime sets both from the `<kernel>_dsmem` word,
+// runtime/cuda.c); otherwise the same tiles read from global memory.  The
+// summation order is the same either way.  FADC_CUDA_NO_RESIDENT=1 at
+// compile time turns it off (measurements).
+#define TILE_RES_ROWS 16
+#define TILE_RES_UNITS 128
+#define TILE_RES_SLOT (160 * 1024)
+#define TILE_RES_SMEM (200 * 1024)
+
+// The outermost loop around kernel ki, or -1.
+static int
+outer_loop(const KProgram *p, uint32_t ki) {
+	for (uint32_t l = 0; l < p->nloop; l++)
+		if (p->loop[l].parent < 0 && p->loop[l].begin <= ki && ki < p->loop[l].end)
+			return (int)l;
+	return -1;
+}
+
+static int grid_overlap(const KProgram *p, uint32_t a, uint32_t b);
+
+// Index e reads only constants and the variables `col` (the column) and
+// >= rank (the reductions), through integer arithmetic.
+static int
+res_index(const KProgram *p, KxId e, int col, int rank) {
+	const Kx *x = &p->x[e];
+	switch ((KxOp)x->op) {
+	case KX_CONST:
+		return 1;
+	case KX_VAR:
+		return (int)x->aux == col || (int)x->aux >= rank;
+	case KX_IADD:
+	case KX_IMUL:
+	case KX_IDIV:
+	case KX_IMOD:
+	case KX_IMIN:
+	case KX_IMAX:
+		for (int i = 0; i < x->nin; i++)
+			if (!res_index(p, x->a[i], col, rank))
+				return 0;
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static void
+res_walk(const KProgram *p, const KKernel *k, int l, KxId e, uint8_t *seen, KxId *res, int *n) {
+	if (!e || seen[e])
+		return;
+	seen[e] = 1;
+	const Kx *x = &p->x[e];
+	if (x->op == KX_LOAD) {
+		int ok = *n < TILE_RES_MAX && res_index(p, x->a[0], k->rank - 1, k->rank);
+		for (uint32_t j = p->loop[l].begin; ok && j < p->loop[l].end; j++)
+			ok = !grid_overlap(p, p->k[j].out, x->aux);
+		if (ok)
+			res[(*n)++] = e;
+		return;
+	}
+	for (int i = 0; i < x->nin; i++)
+		res_walk(p, k, l, x->a[i], seen, res, n);
+}
+
+// Index e reads only constants, step counters and the variables other
+// than `col` (rows and reductions), through integer arithmetic.
+static int
+stage_index(const KProgram *p, KxId e, int col) {
+	const Kx *x = &p->x[e];
+	switch ((KxOp)x->op) {
+	case KX_CONST:
+	case KX_STEP:
+		return 1;
+	case KX_VAR:
+		return (int)x->aux != col;
+	case KX_IADD:
+	case KX_IMUL:
+	case KX_IDIV:
+	case KX_IMOD:
+	case KX_IMIN:
+	case KX_IMAX:
+		for (int i = 0; i < x->nin; i++)
+			if (!stage_index(p, x->a[i], col))
+				return 0;
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static void
+stage_walk(const KProgram *p, const KKernel *k, const KxId *res, int nres, KxId e, uint8_t *seen,
+           KxId *st, int *n) {
+	if (!e || seen[e])
+		return;
+	seen[e] = 1;
+	const Kx *x = &p->x[e];
+	if (x->op == KX_LOAD) {
+		int ok = *n < TILE_RES_MAX && stage_index(p, x->a[0], k->rank - 1);
+		for (int j = 0; ok && j < nres; j++)
+			ok = res[j] != e;
+		if (ok)
+			st[(*n)++] = e;
+		return;
+	}
+	for (int i = 0; i < x->nin; i++)
+		stage_walk(p, k, res, nres, x->a[i], seen, st, n);
+}
+
 int
-cuda_loop_tile(const KProgram *p, const KKernel *k, Tile *t) {
+cuda_tile_stage_loads(const KProgram *p, const KKernel *k, KxId *st) {
+	KxId res[TILE_RES_MAX];
+	int nres = cuda_tile_res_loads(p, k, res);
+	if (!nres || getenv("FADC_CUDA_NO_STAGE"))
+		return 0;
+	uint8_t *seen = calloc(p->nx + 1, 1);
+	FADC_ASSERT(seen, "cuda: out of memory");
+	int n = 0;
+	stage_walk(p, k, res, nres, k->body, seen, st, &n);
+	free(seen);
+	return n;
+}
+
+int
+cuda_tile_res_loads(const KProgram *p, const KKernel *k, KxId *res) {
+	int l = outer_loop(p, (uint32_t)(k - p->k));
+	if (l < 0 || getenv("FADC_CUDA_NO_RESIDENT"))
+		return 0;
+	uint8_t *seen = calloc(p->nx + 1, 1);
+	FADC_ASSERT(seen, "cuda: out of memory");
+	int n = 0;
+	res_walk(p, k, l, k->body, seen, res, &n);
+	free(seen);
+	return n;
+}
+
+// The tile geometry of kernel k without its slot (res_off): the resident
+// form where allowed and it has resident loads and a geometry that fits,
+// else rows in groups.
+static int
+tile_geometry(const KProgram *p, const KKernel *k, int allow_res, Tile *t) {
+	memset(t, 0, sizeof *t);
 	if (k->red != KR_SUM || !k->contraction || k->host || k->rank < 1 || cuda_fused(p))
 		return 0;
 	int64_t npt = kir_kernel_points(k), nr = kir_kernel_terms(k);
@@ -275,11 +434,39 @@ cuda_loop_tile(const KProgram *p, const KKernel *k, Tile *t) {
 		return 0;
 	t->cols = cols;
 	t->rows = npt / cols;
+	t->ctiles = (cols + 31) / 32;
+	KxId res[TILE_RES_MAX];
+	int nres = allow_res && t->rows <= TILE_RES_ROWS ? cuda_tile_res_loads(p, k, res) : 0;
+	int64_t es = 0; // a term's resident bytes a lane
+	for (int j = 0; j < nres; j++)
+		es += (int64_t)kir_dtype_size((DType)p->x[res[j]].dtype);
+	for (int64_t kc = 1; nres && kc * t->ctiles <= TILE_RES_UNITS; kc++) {
+		int64_t kt = (nr + kc - 1) / kc;
+		if (32 * kt * es <= TILE_RES_SLOT) {
+			t->r = t->rows;
+			t->ntiles = t->ctiles;
+			t->kc = kc;
+			t->kterms = kt;
+			t->units = t->ntiles * kc;
+			t->nres = nres;
+			t->res_bytes = 32 * kt * es;
+			// The rows' loads staged beside it, where the whole fits.
+			KxId st[TILE_RES_MAX];
+			int nst = cuda_tile_stage_loads(p, k, st);
+			int64_t sb = 0;
+			for (int j = 0; j < nst; j++)
+				sb += t->rows * kt * (int64_t)kir_dtype_size((DType)p->x[st[j]].dtype);
+			if (nst && t->res_bytes + sb <= TILE_RES_SMEM) {
+				t->nstage = nst;
+				t->stage_bytes = sb;
+			}
+			return 1;
+		}
+	}
 	// Row groups of equal size, at most TILE_ROWS_MAX rows each (10 rows:
 	// two groups of 5, not 8 and 2).
 	int64_t groups = (t->rows + TILE_ROWS_MAX - 1) / TILE_ROWS_MAX;
 	t->r = (t->rows + groups - 1) / groups;
-	t->ctiles = (cols + 31) / 32;
 	t->ntiles = (t->rows + t->r - 1) / t->r * t->ctiles;
 	t->kc = 1;
 	if (t->ntiles * 2 <= TILE_SPLIT_UNITS && nr >= 2 * TILE_SPLIT_MIN_TERMS &&
@@ -291,6 +478,32 @@ cuda_loop_tile(const KProgram *p, const KKernel *k, Tile *t) {
 	t->kterms = (nr + t->kc - 1) / t->kc;
 	t->units = t->ntiles * t->kc;
 	return 1;
+}
+
+// Whether kernel k, inside a loop of a persistent kernel (not a fused
+// task), runs as tiles; their geometry into *t.  A resident tile's slot
+// follows those of the resident tiles before it in its persistent kernel;
+// one that would pass TILE_RES_SMEM takes the row-group form instead.
+int
+cuda_loop_tile(const KProgram *p, const KKernel *k, Tile *t) {
+	if (!tile_geometry(p, k, 1, t))
+		return 0;
+	if (!t->nres)
+		return 1;
+	uint32_t ki = (uint32_t)(k - p->k);
+	int l = outer_loop(p, ki);
+	int64_t off = 0;
+	for (uint32_t j = p->loop[l].begin; j < ki; j++) {
+		Tile tj;
+		if (tile_geometry(p, &p->k[j], 1, &tj) && tj.nres &&
+		    off + tj.res_bytes + tj.stage_bytes <= TILE_RES_SMEM)
+			off += tj.res_bytes + tj.stage_bytes;
+	}
+	if (off + t->res_bytes + t->stage_bytes <= TILE_RES_SMEM) {
+		t->res_off = off;
+		return 1;
+	}
+	return tile_geometry(p, k, 0, t);
 }
 
 void

@@ -42,7 +42,22 @@ typedef struct Tile {
 	int64_t ctiles, ntiles; // tiles along cols, tiles in all
 	int64_t kc, kterms; // chunks of the terms (1: no split), terms per chunk
 	int64_t units; // ntiles * kc: the blocks it can use
+	// Resident weights (cuda_sched.c, TILE_RES_*): nres loads of the terms
+	// kept in the persistent kernel's dynamic shared memory across steps,
+	// unit u's at byte res_off of it, res_bytes long ([load][term][lane]);
+	// nres 0: none (every load from global memory each step).
+	int nres;
+	int64_t res_off, res_bytes;
+	// Staged rows (resident tiles only): nstage loads of the rows (indices
+	// of the rows, the terms and step counters, not the column) copied
+	// into shared memory at each call, after the slot ([load][row][term],
+	// stage_bytes), so that the term loop reads no global memory.
+	int nstage;
+	int64_t stage_bytes;
 } Tile;
+
+// The most loads of one tiled kernel kept resident.
+#define TILE_RES_MAX 4
 
 // How a kernel of the fused task maps its points to the block's threads.
 typedef enum FMode {
@@ -128,6 +143,11 @@ int cuda_vec4(const KProgram *p, uint32_t ki, uint8_t *vload);
 int cuda_blockred_vec4(const KProgram *p, const KKernel *k, uint8_t *vload);
 // Whether a contraction inside a persistent loop kernel runs as tiles.
 int cuda_loop_tile(const KProgram *p, const KKernel *k, Tile *t);
+// Its loads that may stay resident (at most TILE_RES_MAX, in the order the
+// body reaches them) into res[]; their number.  k is an element of p->k.
+int cuda_tile_res_loads(const KProgram *p, const KKernel *k, KxId *res);
+// Its rows' loads staged at each call (at most TILE_RES_MAX), likewise.
+int cuda_tile_stage_loads(const KProgram *p, const KKernel *k, KxId *st);
 // Fused tasks.
 int cuda_fused(const KProgram *p);
 int cuda_fused_smem(const KProgram *p);

@@ -1630,6 +1630,10 @@ kir_split_reductions(KProgram *p)
 		a->post = kx_acc(p, vt);
 		a->node = k->node;
 		a->what = "partial_sum";
+		// Both halves belong to k's convolution, if any (KKernel.conv): a
+		// cuDNN call replaces them together, not the second alone after
+		// the first ran for nothing.
+		a->conv = k->conv;
 		// The original kernel now sums the S partials of its point: the
 		// same index over (its point, its one reduction variable), the
 		// partial buffer's shape.

@@ -510,10 +510,76 @@ csum_channel(Lay *L, const KKernel *k)
 	return vc;
 }
 
-// Kernel k of p (its channel variable vc) as the two kernels above,
-// appended to q.  0 when no split fits IR_MAXDIM (nothing appended).
+// Whether expression id of p loads buffer buf (seen: per p id).
 static int
-csum_emit(Lay *L, const KKernel *k, int vc)
+loads_buf(const KProgram *p, KxId id, uint32_t buf, uint8_t *seen)
+{
+	if (!id || seen[id])
+		return 0;
+	seen[id] = 1;
+	const Kx *x = &p->x[id];
+	if (x->op == KX_LOAD && x->aux == buf)
+		return 1;
+	for (int i = 0; i < x->nin; i++)
+		if (loads_buf(p, x->a[i], buf, seen))
+			return 1;
+	return 0;
+}
+
+// Whether p's kernel ki + 1 can take the split of kernel ki (channel
+// variable vc) as its own second kernel.  kir_split_reductions leaves
+// batch norm's statistics at the 64-channel layers as two kernels, a
+// partial_sum over (c, n) of H W terms and a mean (or sum) over n of it;
+// split again by channel (above), that was three launches: the channel
+// partials, their sum per (c, n), and the mean.  The last two are one sum
+// of the partials over (n, j) per channel.  So: kernel ki + 1 a plain sum,
+// outside loops, with one parallel variable (ki's channel, its first) and
+// ki's other parallel variables as its reduction variables in order, whose
+// body is the load of ki's output at ki's store index (the same
+// expression: the variables are numbered alike), that output a temporary
+// read by no other kernel.
+static int
+csum_merges(Lay *L, uint32_t ki, int vc)
+{
+	const KProgram *p = L->p;
+	if (vc != 0 || ki + 1 >= p->nk)
+		return 0;
+	const KKernel *k = &p->k[ki], *k2 = &p->k[ki + 1];
+	if (k2->red != KR_SUM || k2->contraction || k2->host || k2->conv || k2->rank != 1 ||
+	    k2->rrank != k->rank - 1 || k2->dim[0] != k->dim[0] ||
+	    p->buf[k->out].kind != KB_TMP || L->geo[k->out].c)
+		return 0;
+	for (int t = 0; t < k2->rrank; t++)
+		if (k2->rdim[t] != k->dim[t + 1])
+			return 0;
+	const Kx *b = &p->x[k2->body];
+	if (b->op != KX_LOAD || b->aux != k->out || b->a[0] != k->index)
+		return 0;
+	for (uint32_t l = 0; l < p->nloop; l++)
+		if (p->loop[l].begin <= ki + 1 && ki + 1 < p->loop[l].end)
+			return 0;
+	uint8_t *seen = calloc(p->nx + 1, 1);
+	FADC_ASSERT(seen != NULL, "kir_layout: out of memory");
+	int other = loads_buf(p, k2->index, k->out, seen) || loads_buf(p, k2->post, k->out, seen);
+	for (uint32_t j = 0; j < p->nk && !other; j++) {
+		const KKernel *kj = &p->k[j];
+		if (j == ki + 1)
+			continue;
+		other = kj->host ? kj->hin == k->out || kj->hwork == k->out
+		                 : loads_buf(p, kj->body, k->out, seen) ||
+		                       loads_buf(p, kj->index, k->out, seen) ||
+		                       loads_buf(p, kj->post, k->out, seen);
+	}
+	free(seen);
+	return !other;
+}
+
+// Kernel k of p (its channel variable vc) as the two kernels above,
+// appended to q; with k2 (csum_merges), the second is k2's: the partials
+// summed over k2's reduction variables and j together, k2's post.  0 when
+// no split fits IR_MAXDIM (nothing appended).
+static int
+csum_emit(Lay *L, const KKernel *k, int vc, const KKernel *k2)
 {
 	KProgram *q = L->q;
 	int m = k->rrank, i = 0;
@@ -575,6 +641,36 @@ csum_emit(Lay *L, const KKernel *k, int vc)
 	a.what = "channel_partial_sum";
 	a.nfused = 0;
 	*kir_kernel_add(q) = a;
+	if (k2) {
+		// k2's point c, its partials summed over (n.., r_0 .. r_i-1, j):
+		// variable 0 is c and the rest keep the numbers of the plain
+		// second kernel below, n.. now reduced (vc == 0).
+		KKernel b = *k2;
+		np = 0;
+		memset(b.rdim, 0, sizeof b.rdim);
+		for (int v = 1; v < k->rank; v++) {
+			b.rdim[np++] = k->dim[v];
+			av[v - 1] = kx_var(q, v, k->dim[v]);
+		}
+		for (int t = 0; t < i; t++) {
+			b.rdim[np++] = k->rdim[t];
+			av[k->rank - 1 + t] = kx_var(q, k->rank + t, k->rdim[t]);
+		}
+		b.rdim[np++] = J;
+		av[ra - 2] = kx_var(q, k->rank + i, J);
+		av[ra - 1] = kx_var(q, 0, k->dim[0]);
+		b.rrank = np;
+		L->varx[0] = kx_var(q, 0, k2->dim[0]);
+		for (int t = 0; t < k2->rrank; t++)
+			L->varx[1 + t] = kx_var(q, 1 + t, k2->rdim[t]);
+		L->cur++;
+		b.body = kx_load(q, a.out, flat(q, av, a.dim, ra));
+		KxId e = tr(L, k2->index);
+		b.index = L->geo[k2->out].c ? nhwc(q, e, L->geo[k2->out]) : e;
+		b.post = tr(L, k2->post);
+		*kir_kernel_add(q) = b;
+		return 1;
+	}
 	// The second: k's points, its partials summed over (r_0 .. r_i-1, j).
 	KKernel b = *k;
 	int64_t pdim[IR_MAXDIM + 1];
@@ -687,13 +783,19 @@ kir_layout_nhwc(const KProgram *p, int tf32, int *nrelaid)
 	// tensors stay one kernel, for the printer's own column form
 	// (cuda_blockred_plan) to take: a measurement switch.
 	int nocsum = env_on("FADC_CUDA_NO_CSUM");
+	// FADC_CUDA_NO_CSUM_MERGE=1: a split's second kernel never takes its
+	// consumer's sum (csum_merges; measurements).
+	int nomerge = env_on("FADC_CUDA_NO_CSUM_MERGE");
 	FADC_ASSERT(at != NULL, "kir_layout: out of memory");
 	for (uint32_t ki = 0; ki < p->nk; ki++) {
 		KKernel k = p->k[ki];
 		at[ki] = q->nk;
 		int vc = nocsum ? -1 : csum_channel(&L, &p->k[ki]);
-		if (vc >= 0 && csum_emit(&L, &p->k[ki], vc)) {
+		int merge = vc >= 0 && !nomerge && csum_merges(&L, ki, vc);
+		if (vc >= 0 && csum_emit(&L, &p->k[ki], vc, merge ? &p->k[ki + 1] : NULL)) {
 			nsplit++;
+			if (merge) // p's kernel ki + 1 is q's last
+				at[++ki] = q->nk - 1;
 			continue;
 		}
 		kernel_vars(&L, &k); // k's rank and dims may change

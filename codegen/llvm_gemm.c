@@ -5,28 +5,65 @@
 // body is a product of two loads with affine indices (every loop variable
 // with a constant coefficient), whose output is contiguous along j (the
 // last parallel variable) and whose B is contiguous along j too, runs as a
-// register-blocked GEMM in vector IR: tiles of MR rows by NR = NV vectors
-// of columns, MR x NV vector accumulators held in registers over the
-// whole reduction (the reduction loops innermost, any number of them), a
-// broadcast of A[i, k] times a vector load of B[k, j0..] per term, fused
-// multiply-add where the target has it (llvm.fmuladd).  Each output still
-// sums its terms in the order of k, one at a time: only the rounding of
-// the fused multiply-add differs from the plain loop nest.  Rows past the
-// last whole MR-row block run as one-row tiles, columns past the last
-// whole tile as a tile with masked loads and stores.  A's values are broadcast, so any
-// strides of A work; B is packed per block of GEMM_KC reduction steps
-// when the reduction is one walk (llvm_emit_gemm), else read in place (its
-// rows of NR values are contiguous).  LLVM 14's C API cannot set
+// register-blocked GEMM in vector IR, in the loop structure of BLIS
+// (Van Zee and van de Geijn; Low et al., "Analytical modeling is enough
+// for high-performance BLIS", 2016) with its "row-preferential" kernel:
+//
+//   for each block of KC reduction steps          (B's panel: L1)
+//     for each group of MC rows: pack A's MC x KC block   (L2)
+//       for each column tile of NR = NV VL columns: pack B's KC x NR panel
+//         for each MR rows of the group: the micro-kernel, MR x NV vector
+//           accumulators over the block's KC steps, one broadcast of A and
+//           NV vector loads of B per step, MR NV fused multiply-adds.
+//
+// The tile is sized to the register file (gemm_blocking): with 16 vector
+// registers (AVX2) 6 x 16 f32 (12 accumulators, 2 of B, 1 broadcast); with
+// 32 (AVX-512) 12 x 32 (24 accumulators: an FMA has 4 cycles of latency and
+// two issue ports, so 8 independent chains are the least that keeps both
+// busy, and each step's 2 loads of B and 12 broadcasts stay under the FMAs'
+// 12 cycles on two load ports).  KC and MC come from the caches the target's
+// ISA level guarantees (below).  Each output still sums its terms in the
+// order of k, one fused multiply-add at a time (llvm.fmuladd: an FMA on
+// x86-64-v3): only the FMA's single rounding differs from the plain loop
+// nest, and the blocks of k pass through C in order, so the result is the
+// same whatever the thread count or the chunking (the packing only moves
+// values).  Rows past the last whole MR-row block of the last group run
+// as one tile of M mod MR rows, columns past the last whole tile as a
+// tile whose loads and stores are masked.  A may have any strides (its
+// values are broadcast, or packed first); B is packed per block when the
+// reduction is one walk (G->one) and there is more than one row block,
+// else read in place with the reduction loops nested inside the tile.
+// Outer axes along which B does not move are merged into the rows (B read
+// once for a batch of samples).  LLVM 14's C API cannot set
 // fast-math flags, which is why the vectors are spelled out: the loop
 // vectorizer would not reassociate a reduction.
+#include <llvm-c/DebugInfo.h>
+
 #include "llvm_impl.h"
 
-#define GEMM_MR 6
-#define GEMM_NV 2 // vectors of VL lanes per tile row: 8 f32 or 4 f64 each (16 or 8 wide)
+#define GEMM_NV 2 // vectors of VL lanes per tile row
+#define GEMM_NV_MAX 4 // with few rows (gemm_blocking)
+#define GEMM_MR_NARROW 6 // tile rows with 16 vector registers (256-bit tiles)
+#define GEMM_MR_WIDE 12 // with 32 (512-bit tiles)
+#define GEMM_MR_MAX 12
 #define GEMM_MIN_WORK 4096 // M N K below which the plain loops are as good
-#define GEMM_KC 256 // reduction steps per packed block of B (KC x NR values: 16 KiB, 32 wide)
 #define GEMM_PF 8 // reduction steps ahead that a strided A is prefetched
 #define GEMM_PF_MIN_STRIDE 16 // elements: below, A's steps share cache lines
+// A's packed block lives on the kernel's stack: at most this many bytes.
+#define GEMM_APACK_MAX (256 * 1024)
+// A's block is packed for a group when the group has at least
+// GEMM_PACKA_MIN_TILES column tiles (each packed value is then read by
+// every one: for one or two, a copy, a load and a store per value, costs
+// about what the tiles' two FMAs per value do) and the range has at least
+// GEMM_PACKA_MIN_RANGE iterations.  The chunks are the runtime's (about 4
+// per thread), so the second bound is set at compile time for 16 threads:
+// a 512 x 512 product (48 iterations) would run in chunks of one tile and
+// reads A in place; 1024 x 1024 (160) packs, and at one thread it must:
+// its rows of A are 4 KiB apart, the 12 of a tile in one L1 set.
+// (Choosing per chunk at run time needs both forms of every tile, which
+// doubled transformer's compile time.)
+#define GEMM_PACKA_MIN_TILES 3
+#define GEMM_PACKA_MIN_RANGE 96
 
 // Lanes of the tile vectors: the target's vector width (Emit.vbytes: 32
 // bytes, 64 with AVX-512) over the element's size.
@@ -36,6 +73,57 @@ unsigned
 llvm_gemm_vl(unsigned vbytes, DType vt)
 {
 	return vbytes / (vt == DT_F32 ? 4u : 8u);
+}
+
+// The register tile and the cache blocks, as BLIS's analytical model
+// derives them from the caches (Low et al. 2016), for the caches of the
+// ISA level the tile width implies (the artifact runs on any CPU of its
+// level): 256-bit tiles (x86-64-v3) a 32 KiB L1d and 256 KiB of L2
+// (Haswell .. Zen 3); 512-bit tiles (x86-64-v4) 48 KiB and 1 MiB (Ice
+// Lake-SP, Sapphire Rapids; Skylake-SP has a 32 KiB L1d).
+// - KC: B's packed panel, KC x NR values, takes at most 2/3 of L1d (the
+//   rest holds the A values streaming through and C's lines), KC a power
+//   of two: 21.3 KiB / 64 B (16 f32 or 8 f64) -> 256 with 256-bit tiles,
+//   32 KiB / 128 B -> 256 with 512-bit ones.  (Measured at 1024 and 2048
+//   on a Sapphire-Rapids-class core, docs/PERFORMANCE.md: KC = 128, half
+//   of a 32 KiB L1d, gave 4-7 points of peak less.)
+// - MC: A's packed block, MC x KC, takes half of L2 (the rest: B's panels
+//   going by, C), at most GEMM_APACK_MAX (a stack buffer), in whole MR-row
+//   blocks: 256-bit tiles f32 126 rows, f64 60; 512-bit f32 252, f64 120.
+static void
+gemm_blocking(unsigned vbytes, DType vt, Gemm *G)
+{
+	int64_t es = vt == DT_F32 ? 4 : 8;
+	int wide = vbytes >= 64;
+	int64_t l1 = wide ? 48 * 1024 : 32 * 1024, l2 = wide ? 1024 * 1024 : 256 * 1024;
+	G->vl = llvm_gemm_vl(vbytes, vt);
+	G->nv = GEMM_NV;
+	G->mr = wide ? GEMM_MR_WIDE : GEMM_MR_NARROW;
+	if (G->M < G->mr) {
+		// Fewer rows than a tile (wav2letter's transposed-layout
+		// convolutions: 2 to 4 output positions): one tile of all M rows,
+		// as many vectors wide as the accumulators of a whole tile allow
+		// (12 or 24, up to 4 vectors), so that M = 2 still has 8 chains
+		// of FMAs in flight, not 4 (half the FMA throughput: 4 cycles of
+		// latency, 2 ports).
+		int maxacc = G->mr * GEMM_NV;
+		G->mr = (int)G->M;
+		G->nv = maxacc / G->mr < GEMM_NV_MAX ? maxacc / G->mr : GEMM_NV_MAX;
+		if (G->nv < GEMM_NV || G->N < G->nv * (int64_t)G->vl)
+			G->nv = GEMM_NV;
+	}
+	// B's panel is reused by every MR-row block of a group: with one
+	// block only, packing it would double B's traffic for nothing, and B
+	// is read in place over the whole reduction (gemm_tile).
+	G->packb = G->M > G->mr;
+	int64_t nr = G->nv * (int64_t)G->vl;
+	int64_t kc = 64;
+	while (2 * kc * nr * es <= l1 * 2 / 3 && kc < 512)
+		kc *= 2;
+	G->kc = kc;
+	int64_t abytes = l2 / 2 < GEMM_APACK_MAX ? l2 / 2 : GEMM_APACK_MAX;
+	int64_t mc = abytes / (G->kc * es) / G->mr * G->mr;
+	G->mc = mc < G->mr ? G->mr : mc;
 }
 
 // The shared recognition (kir_gemm_match: a product of two affine loads
@@ -55,6 +143,19 @@ llvm_gemm_plan(const KProgram *p, const KKernel *k, unsigned vbytes, Gemm *G)
 	G->vi = vi;
 	G->vj = vj;
 	G->M = vi >= 0 ? k->dim[vi] : 1;
+	// Outer axes that B does not move along, and along which A and C step
+	// by whole blocks of rows, are more rows (a batch of samples times
+	// the same weights: wav2letter's transposed-layout convolutions have
+	// 2 to 4 output positions per sample, 20 to 40 over the batch): B is
+	// then read once for all of them, not once per sample.
+	G->vr = vi;
+	while (vi >= 0 && G->vr > 0) {
+		int d = G->vr - 1;
+		if (m.cb[d] != 0 || m.ca[d] != m.ca[vi] * G->M || m.cc[d] != m.cc[vi] * G->M)
+			break;
+		G->M *= k->dim[d];
+		G->vr = d;
+	}
 	G->N = k->dim[vj];
 	G->abuf = m.abuf;
 	G->bbuf = m.bbuf;
@@ -81,8 +182,10 @@ llvm_gemm_plan(const KProgram *p, const KKernel *k, unsigned vbytes, Gemm *G)
 		sa *= k->rdim[r + 1], sb *= k->rdim[r + 1];
 		G->one = G->ca_k[r] == sa && G->cb_k[r] == sb;
 	}
-	int64_t vl = llvm_gemm_vl(vbytes, vt);
-	return G->N >= GEMM_NV * vl && G->M * G->N * K >= GEMM_MIN_WORK;
+	if (G->N < GEMM_NV * (int64_t)llvm_gemm_vl(vbytes, vt) || G->M * G->N * K < GEMM_MIN_WORK)
+		return 0;
+	gemm_blocking(vbytes, vt, G);
+	return 1;
 }
 
 // base + c * v (v an i64 value), skipping zero coefficients.
@@ -158,15 +261,40 @@ splat(Emit *e, LLVMValueRef x, unsigned vl)
 	return LLVMBuildShuffleVector(e->B, v, LLVMGetUndef(vt), zero, "");
 }
 
-// One tile: rows i0 .. i0+mr-1, columns j0 .. j0+NV VL-1, over the whole
-// reduction, in mr x NV vector accumulators.
+
+// ---------------------------------------------------------------- tiles
+
+// C's vector of tile row i, vector v (columns j0 + v VL ..), as a pointer.
+static LLVMValueRef
+gemm_cptr(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef bc, LLVMValueRef i0, int i,
+          LLVMValueRef j0, int v, DType vt)
+{
+	LLVMTypeRef vty = LLVMVectorType(ty(e, vt), G->vl);
+	LLVMValueRef idx = axpy(e, bc, G->cc_i, LLVMBuildNSWAdd(e->B, i0, i64c(e, i), ""));
+	idx = LLVMBuildNSWAdd(e->B, idx, LLVMBuildNSWAdd(e->B, j0, i64c(e, v * (int64_t)G->vl), ""), "");
+	LLVMValueRef ptr = LLVMBuildInBoundsGEP2(e->B, sty(e, vt), e->bufptr[k->out], &idx, 1, "");
+	return LLVMBuildBitCast(e->B, ptr, LLVMPointerType(vty, 0), "");
+}
+
+static void
+fmuladd_into(Emit *e, LLVMTypeRef vty, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b)
+{
+	LLVMValueRef args[3] = {a, b, LLVMBuildLoad2(e->B, vty, acc, "")};
+	LLVMBuildStore(e->B, intrinsic(e, "llvm.fmuladd", vty, args, 3), acc);
+}
+
+// One tile without packing (the reduction is not one walk): rows i0 ..
+// i0+mr-1, columns j0 .. j0+NR-1, over the whole reduction (its loops
+// nested inside), in mr x NV vector accumulators.
 static void
 gemm_tile(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, int mr, LLVMValueRef ba,
-          LLVMValueRef bb, LLVMValueRef bc, LLVMValueRef i0, LLVMValueRef j0, DType vt, unsigned vl,
-          Loop *loops, const LLVMValueRef *mask)
+          LLVMValueRef bb, LLVMValueRef bc, LLVMValueRef i0, LLVMValueRef j0, DType vt, Loop *loops,
+          const LLVMValueRef *mask)
 {
+	unsigned vl = G->vl;
+	int nv = G->nv;
 	LLVMTypeRef vty = LLVMVectorType(ty(e, vt), vl);
-	for (int a = 0; a < mr * GEMM_NV; a++)
+	for (int a = 0; a < mr * nv; a++)
 		LLVMBuildStore(e->B, LLVMConstNull(vty), acc[a]);
 	LLVMValueRef pa = axpy(e, ba, G->ca_i, i0), pb = LLVMBuildNSWAdd(e->B, bb, j0, "");
 	for (int r = 0; r < k->rrank; r++)
@@ -177,115 +305,143 @@ gemm_tile(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, int mr, L
 		ia = axpy(e, ia, G->ca_k[r], kv);
 		ib = axpy(e, ib, G->cb_k[r], kv);
 	}
-	LLVMValueRef bv[GEMM_NV];
-	for (int v = 0; v < GEMM_NV; v++)
+	LLVMValueRef bv[GEMM_NV_MAX];
+	for (int v = 0; v < nv; v++)
 		bv[v] = gemm_vload(e, G->bbuf, LLVMBuildNSWAdd(e->B, ib, i64c(e, v * (int64_t)vl), ""), vt, vl,
 		                   mask ? mask[v] : NULL);
 	for (int i = 0; i < mr; i++) {
 		LLVMValueRef av = splat(e, gemm_load(e, G->abuf, axpy(e, ia, G->ca_i, i64c(e, i)), vt), vl);
-		for (int v = 0; v < GEMM_NV; v++) {
-			LLVMValueRef cur = LLVMBuildLoad2(e->B, vty, acc[i * GEMM_NV + v], "");
-			LLVMValueRef args[3] = {av, bv[v], cur};
-			LLVMBuildStore(e->B, intrinsic(e, "llvm.fmuladd", vty, args, 3), acc[i * GEMM_NV + v]);
-		}
+		for (int v = 0; v < nv; v++)
+			fmuladd_into(e, vty, acc[i * nv + v], av, bv[v]);
 	}
 	for (int r = k->rrank - 1; r >= 0; r--)
 		llvm_loop_end(e, &loops[k->rank + r]);
-	LLVMTypeRef cst = sty(e, vt);
 	for (int i = 0; i < mr; i++)
-		for (int v = 0; v < GEMM_NV; v++) {
-			LLVMValueRef idx = axpy(e, bc, G->cc_i, LLVMBuildNSWAdd(e->B, i0, i64c(e, i), ""));
-			idx = LLVMBuildNSWAdd(e->B, idx, LLVMBuildNSWAdd(e->B, j0, i64c(e, v * (int64_t)vl), ""), "");
-			LLVMValueRef ptr = LLVMBuildInBoundsGEP2(e->B, cst, e->bufptr[k->out], &idx, 1, "");
-			ptr = LLVMBuildBitCast(e->B, ptr, LLVMPointerType(vty, 0), "");
-			vstore_masked(e, LLVMBuildLoad2(e->B, vty, acc[i * GEMM_NV + v], ""), ptr,
-			              (unsigned)kir_dtype_size(vt), mask ? mask[v] : NULL);
-		}
+		for (int v = 0; v < nv; v++)
+			vstore_masked(e, LLVMBuildLoad2(e->B, vty, acc[i * nv + v], ""),
+			              gemm_cptr(e, k, G, bc, i0, i, j0, v, vt), (unsigned)kir_dtype_size(vt),
+			              mask ? mask[v] : NULL);
 }
 
-// The tile of rows i0 .. i0+mr-1 and the packed columns for reduction
-// steps k0 .. k0+kc-1: the accumulators start from zero in the first block
-// (first, an i1) and from C after, and end in C.
+// The packed path's state for one block of reduction steps: B's panel
+// bp, A's packed block ap (NULL: A read in place), the block's steps
+// k0 .. k0 + kc - 1, whether it is the first (an i1), and the counter of
+// its steps.
+typedef struct GemmBlock {
+	LLVMValueRef bp, ap, k0, kc, first, ctr;
+} GemmBlock;
+
+// Where a tile reads A: its value (i, kk) (tile row i, step kk of the
+// block) at index base + i sr + kk sk of ptr, a pointer to elements of
+// dtype st: A's buffer in place, or the packed block (compute dtype, sr
+// 1, sk the rows of its panel).
+typedef struct GemmA {
+	LLVMValueRef ptr, base;
+	DType st;
+	int64_t sr, sk;
+	int prefetch; // in place, a new cache line every step: fetch ahead
+} GemmA;
+
+// The micro-kernel: the tile of rows i0 .. i0+mr-1 over block b's steps,
+// B from its packed panel, A as `A` says.  The accumulators start from
+// zero in the first block (b->first) and from C after, and end in C.
 static void
-gemm_tile_packed(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, int mr,
-                 LLVMValueRef bp, LLVMValueRef ba, LLVMValueRef bc, LLVMValueRef i0, LLVMValueRef j0,
-                 LLVMValueRef k0, LLVMValueRef kc, LLVMValueRef first, LLVMValueRef ctr, DType vt,
-                 unsigned vl, const LLVMValueRef *mask)
+gemm_tile_packed(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, int mr, const GemmA *A,
+                 const GemmBlock *b, LLVMValueRef bc, LLVMValueRef i0, LLVMValueRef j0, DType vt,
+                 const LLVMValueRef *mask)
 {
-	LLVMTypeRef vty = LLVMVectorType(ty(e, vt), vl), cst = sty(e, vt);
-	LLVMValueRef cptr[GEMM_MR * GEMM_NV];
+	unsigned vl = G->vl, align = (unsigned)kir_dtype_size(vt);
+	int nv = G->nv;
+	LLVMTypeRef vty = LLVMVectorType(ty(e, vt), vl);
+	// The accumulators: zero in the first block (C is not read: it may be
+	// memory never touched yet), else C's tile.
+	LLVMValueRef cptr[GEMM_MR_MAX * GEMM_NV];
+	for (int a = 0; a < mr * nv; a++)
+		cptr[a] = gemm_cptr(e, k, G, bc, i0, a / nv, j0, a % nv, vt);
+	LLVMBasicBlockRef bz = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.zero");
+	LLVMBasicBlockRef bl = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.loadc");
+	LLVMBasicBlockRef bk = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.k");
+	LLVMBuildCondBr(e->B, b->first, bz, bl);
+	LLVMPositionBuilderAtEnd(e->B, bz);
+	for (int a = 0; a < mr * nv; a++)
+		LLVMBuildStore(e->B, LLVMConstNull(vty), acc[a]);
+	LLVMBuildBr(e->B, bk);
+	LLVMPositionBuilderAtEnd(e->B, bl);
+	for (int a = 0; a < mr * nv; a++)
+		LLVMBuildStore(e->B, vload_masked(e, vty, cptr[a], align, mask ? mask[a % nv] : NULL), acc[a]);
+	LLVMBuildBr(e->B, bk);
+	LLVMPositionBuilderAtEnd(e->B, bk);
+	// The next MR rows' tile of C (the next call's), fetched now so
+	// that its loads hit when that tile starts: in a large GEMM C is
+	// in no cache when its tile comes round again for the next block
+	// of steps.  Past the last row the address is only computed, a
+	// prefetch never faults.
 	for (int i = 0; i < mr; i++)
-		for (int v = 0; v < GEMM_NV; v++) {
-			LLVMValueRef idx = axpy(e, bc, G->cc_i, LLVMBuildNSWAdd(e->B, i0, i64c(e, i), ""));
+		for (int v = 0; v < nv; v++) {
+			LLVMValueRef idx = axpy(e, bc, G->cc_i, LLVMBuildNSWAdd(e->B, i0, i64c(e, mr + i), ""));
 			idx = LLVMBuildNSWAdd(e->B, idx, LLVMBuildNSWAdd(e->B, j0, i64c(e, v * (int64_t)vl), ""), "");
-			LLVMValueRef ptr = LLVMBuildInBoundsGEP2(e->B, cst, e->bufptr[k->out], &idx, 1, "");
-			cptr[i * GEMM_NV + v] = LLVMBuildBitCast(e->B, ptr, LLVMPointerType(vty, 0), "");
-			LLVMValueRef old = vload_masked(e, vty, cptr[i * GEMM_NV + v], (unsigned)kir_dtype_size(vt),
-			                                mask ? mask[v] : NULL);
-			LLVMBuildStore(e->B, LLVMBuildSelect(e->B, first, LLVMConstNull(vty), old, ""),
-			               acc[i * GEMM_NV + v]);
+			LLVMValueRef ptr = LLVMBuildGEP2(e->B, sty(e, vt), e->bufptr[k->out], &idx, 1, "");
+			LLVMValueRef args[4] = {LLVMBuildBitCast(e->B, ptr, e->i8p, ""), LLVMConstInt(e->i32, 0, 0),
+			                        LLVMConstInt(e->i32, 3, 0), LLVMConstInt(e->i32, 1, 0)};
+			intrinsic(e, "llvm.prefetch", e->i8p, args, 4);
 		}
-	LLVMValueRef pa = axpy(e, axpy(e, ba, G->ca_i, i0), G->ka, k0);
 	Loop lk;
-	llvm_loop_begin_v(e, &lk, ctr, kc);
-	LLVMValueRef kk = LLVMBuildLoad2(e->B, e->i64, ctr, "");
-	LLVMValueRef ia = axpy(e, pa, G->ka, kk);
-	if (G->ka > GEMM_PF_MIN_STRIDE || G->ka < -GEMM_PF_MIN_STRIDE) {
-		// A steps by a whole row per reduction step (A transposed, as in a
-		// weight gradient x^T g): each step's MR values are a new cache
-		// line, which the hardware prefetcher does not foresee; fetch the
-		// line GEMM_PF steps ahead (the first and the last row of the tile:
-		// MR values may straddle two lines).  A prefetch never faults.
+	llvm_loop_begin_v(e, &lk, b->ctr, b->kc);
+	LLVMValueRef kk = LLVMBuildLoad2(e->B, e->i64, b->ctr, "");
+	LLVMValueRef ia = axpy(e, A->base, A->sk, kk);
+	if (A->prefetch) {
+		// A in place stepping by a whole row per step (A transposed, as in
+		// a weight gradient x^T g, when too few column tiles made packing
+		// it not worth it): each step's MR values are a new cache line,
+		// which the hardware prefetcher does not foresee; fetch the line
+		// GEMM_PF steps ahead (the first and the last row of the tile: MR
+		// values may straddle two lines).  A prefetch never faults.
 		int rows[2] = {0, mr - 1};
 		for (int r = 0; r < (mr > 1 ? 2 : 1); r++) {
-			LLVMValueRef idx = axpy(e, axpy(e, ia, G->ka, i64c(e, GEMM_PF)), G->ca_i, i64c(e, rows[r]));
-			DType at = e->p->buf[G->abuf].dtype;
-			LLVMValueRef ptr = LLVMBuildGEP2(e->B, sty(e, at), e->bufptr[G->abuf], &idx, 1, "");
+			LLVMValueRef idx = axpy(e, axpy(e, ia, A->sk, i64c(e, GEMM_PF)), A->sr, i64c(e, rows[r]));
+			LLVMValueRef ptr = LLVMBuildGEP2(e->B, sty(e, A->st), A->ptr, &idx, 1, "");
 			LLVMValueRef args[4] = {LLVMBuildBitCast(e->B, ptr, e->i8p, ""), LLVMConstInt(e->i32, 0, 0),
 			                        LLVMConstInt(e->i32, 3, 0), LLVMConstInt(e->i32, 1, 0)};
 			intrinsic(e, "llvm.prefetch", e->i8p, args, 4);
 		}
 	}
-	LLVMValueRef bv[GEMM_NV];
-	for (int v = 0; v < GEMM_NV; v++) {
-		LLVMValueRef slot = LLVMBuildNSWAdd(e->B, LLVMBuildNSWMul(e->B, kk, i64c(e, GEMM_NV), ""), i64c(e, v), "");
-		LLVMValueRef ptr = LLVMBuildInBoundsGEP2(e->B, vty, bp, &slot, 1, "");
-		bv[v] = LLVMBuildLoad2(e->B, vty, ptr, "");
+	LLVMValueRef bv[GEMM_NV_MAX];
+	for (int v = 0; v < nv; v++) {
+		LLVMValueRef slot = LLVMBuildNSWAdd(e->B, LLVMBuildNSWMul(e->B, kk, i64c(e, nv), ""), i64c(e, v), "");
+		bv[v] = LLVMBuildLoad2(e->B, vty, LLVMBuildInBoundsGEP2(e->B, vty, b->bp, &slot, 1, ""), "");
 	}
 	for (int i = 0; i < mr; i++) {
-		LLVMValueRef av = splat(e, gemm_load(e, G->abuf, axpy(e, ia, G->ca_i, i64c(e, i)), vt), vl);
-		for (int v = 0; v < GEMM_NV; v++) {
-			LLVMValueRef cur = LLVMBuildLoad2(e->B, vty, acc[i * GEMM_NV + v], "");
-			LLVMValueRef args[3] = {av, bv[v], cur};
-			LLVMBuildStore(e->B, intrinsic(e, "llvm.fmuladd", vty, args, 3), acc[i * GEMM_NV + v]);
-		}
+		LLVMValueRef idx = axpy(e, ia, A->sr, i64c(e, i));
+		LLVMValueRef ptr = LLVMBuildInBoundsGEP2(e->B, sty(e, A->st), A->ptr, &idx, 1, "");
+		LLVMValueRef a = llvm_convert(e, LLVMBuildLoad2(e->B, sty(e, A->st), ptr, ""), A->st, vt, 0);
+		LLVMValueRef av = splat(e, a, vl);
+		for (int v = 0; v < nv; v++)
+			fmuladd_into(e, vty, acc[i * nv + v], av, bv[v]);
 	}
 	llvm_loop_end(e, &lk);
-	for (int a = 0; a < mr * GEMM_NV; a++)
-		vstore_masked(e, LLVMBuildLoad2(e->B, vty, acc[a], ""), cptr[a], (unsigned)kir_dtype_size(vt),
-		              mask ? mask[a % GEMM_NV] : NULL);
+	for (int a = 0; a < mr * nv; a++)
+		vstore_masked(e, LLVMBuildLoad2(e->B, vty, acc[a], ""), cptr[a], align, mask ? mask[a % nv] : NULL);
 }
 
-// The GEMM's range: one iteration per (outer point, group of GEMM_RG
-// rows, column tile), the columns past the last tile counting as one more
+// The GEMM's range: one iteration per (outer point, group of MC rows,
+// column tile), the columns past the last tile counting as one more
 // tile, in that order (column tiles fastest: consecutive iterations share
-// their rows of A, which stay in cache while B's panels change).  Each
-// iteration computes its outputs whole, by the same code whatever the
-// chunking: the unit of the thread pool's split (split_plan), and the
-// loop of an unsplit GEMM too.
-#define GEMM_RG (64 * GEMM_MR) // rows per group: B's packed panel is reused this often
-
+// their group's rows of A, packed once for them).  Each iteration
+// computes its outputs whole, by the same code whatever the chunking:
+// the unit of the thread pool's split (split_plan), and the loop of an
+// unsplit GEMM too.
 void
 llvm_gemm_range(const KKernel *k, const Gemm *G, unsigned vl, int64_t *nouter_pts, int64_t *ncol,
-           int64_t *ngroup)
+                int64_t *ngroup)
 {
-	int nouter = G->vi >= 0 ? G->vi : G->vj;
-	int64_t nr = GEMM_NV * (int64_t)vl, np = 1;
+	(void)vl; // G->vl: llvm_gemm_plan set it from the same width
+	int nouter = G->vi >= 0 ? G->vr : G->vj;
+	int64_t nr = G->nv * (int64_t)G->vl, np = 1;
 	for (int d = 0; d < nouter; d++)
 		np *= k->dim[d];
 	*nouter_pts = np;
 	*ncol = G->N / nr + (G->N % nr != 0);
-	*ngroup = (G->M + GEMM_RG - 1) / GEMM_RG;
+	*ngroup = (G->M + G->mc - 1) / G->mc;
 }
 
 static LLVMValueRef
@@ -294,110 +450,244 @@ smin(Emit *e, LLVMValueRef a, LLVMValueRef b)
 	return LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, a, b, ""), a, b, "");
 }
 
-// One iteration f of the range, decoded: its column tile, its rows
-// r0 .. r0 + nrows - 1 (mb blocks of MR from r0, rem more from rbase) and
-// the bases of A, B and C (every index at i = j = k = 0 for its outer
-// point).
+// One iteration f of the range, decoded: its column tile, q (its outer
+// point and group: f / ncol), its rows r0 .. r0 + nrows - 1 (mb blocks of
+// MR from r0, rem more from rbase) and the bases of A, B and C (every
+// index at i = j = k = 0 for its outer point).
 typedef struct GemmIter {
-	LLVMValueRef tile, r0, nrows, mb, rem, rbase, ba, bb, bc;
+	LLVMValueRef tile, q, r0, nrows, mb, rem, rbase, ba, bb, bc;
 } GemmIter;
 
 static GemmIter
 gemm_iter(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef f, int64_t ncol, int64_t ngroup)
 {
 	GemmIter it;
-	int nouter = G->vi >= 0 ? G->vi : G->vj;
+	int nouter = G->vi >= 0 ? G->vr : G->vj;
 	it.tile = LLVMBuildSRem(e->B, f, i64c(e, ncol), "");
-	LLVMValueRef q = LLVMBuildSDiv(e->B, f, i64c(e, ncol), "");
-	LLVMValueRef g = LLVMBuildSRem(e->B, q, i64c(e, ngroup), "");
-	llvm_store_coords(e, LLVMBuildSDiv(e->B, q, i64c(e, ngroup), ""), k->dim, nouter, e->var);
+	it.q = LLVMBuildSDiv(e->B, f, i64c(e, ncol), "");
+	LLVMValueRef g = LLVMBuildSRem(e->B, it.q, i64c(e, ngroup), "");
+	llvm_store_coords(e, LLVMBuildSDiv(e->B, it.q, i64c(e, ngroup), ""), k->dim, nouter, e->var);
 	for (int v = nouter; v < k->rank + k->rrank; v++)
 		LLVMBuildStore(e->B, i64c(e, 0), e->var[v]);
 	new_region(e);
 	it.ba = llvm_emit_x(e, G->aidx);
 	it.bb = llvm_emit_x(e, G->bidx);
 	it.bc = llvm_emit_x(e, k->index);
-	it.r0 = LLVMBuildNSWMul(e->B, g, i64c(e, GEMM_RG), "");
-	it.nrows = smin(e, i64c(e, GEMM_RG), LLVMBuildNSWSub(e->B, i64c(e, G->M), it.r0, ""));
-	it.mb = LLVMBuildSDiv(e->B, it.nrows, i64c(e, GEMM_MR), "");
-	it.rem = LLVMBuildNSWSub(e->B, it.nrows, LLVMBuildNSWMul(e->B, it.mb, i64c(e, GEMM_MR), ""), "");
-	it.rbase = LLVMBuildNSWAdd(e->B, it.r0, LLVMBuildNSWMul(e->B, it.mb, i64c(e, GEMM_MR), ""), "");
+	it.r0 = LLVMBuildNSWMul(e->B, g, i64c(e, G->mc), "");
+	it.nrows = smin(e, i64c(e, G->mc), LLVMBuildNSWSub(e->B, i64c(e, G->M), it.r0, ""));
+	it.mb = LLVMBuildSDiv(e->B, it.nrows, i64c(e, G->mr), "");
+	it.rem = LLVMBuildNSWSub(e->B, it.nrows, LLVMBuildNSWMul(e->B, it.mb, i64c(e, G->mr), ""), "");
+	it.rbase = LLVMBuildNSWAdd(e->B, it.r0, LLVMBuildNSWMul(e->B, it.mb, i64c(e, G->mr), ""), "");
 	return it;
 }
 
-// The packed path's state for one block of reduction steps: the panel bp,
-// the block's steps k0 .. k0 + kc - 1, whether it is the first (an i1),
-// and the counter of its steps.
-typedef struct GemmBlock {
-	LLVMValueRef bp, k0, kc, first, ctr;
-} GemmBlock;
-
-// The tiles of iteration `it`: blocks of MR rows, then the rows left, at
-// its column tile.  With b, for that block of steps only, B's values
-// packed first; else over the whole reduction, B read in place.  mask:
-// the lanes of the columns that exist, for the last tile when the
-// columns are no multiple of it (NULL: a whole tile).
-static void
-gemm_tiles(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, const GemmBlock *b,
-           LLVMValueRef *acc, LLVMValueRef ctr_m, LLVMValueRef ctr_r, Loop *loops, DType vt, unsigned vl,
-           const LLVMValueRef *mask)
+// Opens a block run only when c (an i1) holds; gemm_end_if closes it.
+static LLVMBasicBlockRef
+gemm_if(Emit *e, LLVMValueRef c)
 {
+	LLVMBasicBlockRef bt = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.then");
+	LLVMBasicBlockRef bn = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.endif");
+	LLVMBuildCondBr(e->B, c, bt, bn);
+	LLVMPositionBuilderAtEnd(e->B, bt);
+	return bn;
+}
+
+static void
+gemm_end_if(Emit *e, LLVMBasicBlockRef bn)
+{
+	LLVMBuildBr(e->B, bn);
+	LLVMPositionBuilderAtEnd(e->B, bn);
+}
+
+// llvm_loop_end for a loop the vectorizers must leave alone: its latch
+// branch carries !llvm.loop metadata with llvm.loop.vectorize.enable =
+// false (a self-referential node, made through a temporary one).  For A's
+// packing: LLVM otherwise turns the loop of MR interleaved stores into
+// shuffles, unrolled twice, which cost a quarter more compile time on
+// resnet18 for a copy the tiles' FMAs outweigh.
+static void
+loop_end_novec(Emit *e, Loop *l)
+{
+	LLVMBasicBlockRef latch = LLVMGetInsertBlock(e->B);
+	llvm_loop_end(e, l);
+	LLVMValueRef br = LLVMGetBasicBlockTerminator(latch);
+	LLVMMetadataRef tmp = LLVMTemporaryMDNode(e->C, NULL, 0);
+	const char *key = "llvm.loop.vectorize.enable";
+	LLVMMetadataRef opt[2] = {LLVMMDStringInContext2(e->C, key, strlen(key)),
+	                          LLVMValueAsMetadata(LLVMConstInt(e->i1, 0, 0))};
+	LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(e->C, opt, 2)};
+	LLVMMetadataRef node = LLVMMDNodeInContext2(e->C, ops, 2);
+	LLVMMetadataReplaceAllUsesWith(tmp, node);
+	LLVMSetMetadata(br, LLVMGetMDKindIDInContext(e->C, "llvm.loop", 9), LLVMMetadataAsValue(e->C, node));
+}
+
+// A's rows of iteration `it`'s group at block b's steps, packed into
+// b->ap: the value (i, kk) of MR-row block m at m MR kc + kk MR + i, of
+// the rows left (M mod MR of them, in the last group only) at mb MR kc +
+// kk rem + i.  Each tile then reads its A as one contiguous stream (no
+// TLB misses or cache-set conflicts from A's row stride, whatever A's
+// layout: a transposed A packs the same way).
+static void
+gemm_pack_a(Emit *e, const Gemm *G, const GemmIter *it, const GemmBlock *b, LLVMValueRef ctr_m,
+            DType vt)
+{
+	LLVMTypeRef t = ty(e, vt);
+	int64_t remM = G->M % G->mr;
+	LLVMValueRef pa = axpy(e, it->ba, G->ka, b->k0);
+	Loop lm, lk;
+	llvm_loop_begin_v(e, &lm, ctr_m, it->mb);
+	LLVMValueRef m = LLVMBuildLoad2(e->B, e->i64, ctr_m, "");
+	LLVMValueRef i0 = LLVMBuildNSWAdd(e->B, it->r0, LLVMBuildNSWMul(e->B, m, i64c(e, G->mr), ""), "");
+	LLVMValueRef off = LLVMBuildNSWMul(e->B, LLVMBuildNSWMul(e->B, m, i64c(e, G->mr), ""), b->kc, "");
+	llvm_loop_begin_v(e, &lk, b->ctr, b->kc);
+	LLVMValueRef kk = LLVMBuildLoad2(e->B, e->i64, b->ctr, "");
+	LLVMValueRef src = axpy(e, axpy(e, pa, G->ca_i, i0), G->ka, kk);
+	LLVMValueRef dst = axpy(e, off, G->mr, kk);
+	for (int i = 0; i < G->mr; i++) {
+		LLVMValueRef x = gemm_load(e, G->abuf, axpy(e, src, G->ca_i, i64c(e, i)), vt);
+		LLVMValueRef d = LLVMBuildNSWAdd(e->B, dst, i64c(e, i), "");
+		LLVMBuildStore(e->B, x, LLVMBuildInBoundsGEP2(e->B, t, b->ap, &d, 1, ""));
+	}
+	loop_end_novec(e, &lk);
+	llvm_loop_end(e, &lm);
+	if (remM) {
+		LLVMBasicBlockRef bn = gemm_if(e, LLVMBuildICmp(e->B, LLVMIntNE, it->rem, i64c(e, 0), ""));
+		off = LLVMBuildNSWMul(e->B, LLVMBuildNSWMul(e->B, it->mb, i64c(e, G->mr), ""), b->kc, "");
+		llvm_loop_begin_v(e, &lk, b->ctr, b->kc);
+		kk = LLVMBuildLoad2(e->B, e->i64, b->ctr, "");
+		src = axpy(e, axpy(e, pa, G->ca_i, it->rbase), G->ka, kk);
+		dst = axpy(e, off, remM, kk);
+		for (int i = 0; i < remM; i++) {
+			LLVMValueRef x = gemm_load(e, G->abuf, axpy(e, src, G->ca_i, i64c(e, i)), vt);
+			LLVMValueRef d = LLVMBuildNSWAdd(e->B, dst, i64c(e, i), "");
+			LLVMBuildStore(e->B, x, LLVMBuildInBoundsGEP2(e->B, t, b->ap, &d, 1, ""));
+		}
+		loop_end_novec(e, &lk);
+		gemm_end_if(e, bn);
+	}
+}
+
+// The tile of mr rows from i0 at iteration `it`'s column tile j0: packed
+// (b), A from its packed block at offset apoff with ask values per step,
+// or in place (apoff NULL); else unpacked over the whole reduction.
+static void
+gemm_tile_at(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, const GemmBlock *b,
+             LLVMValueRef *acc, int mr, LLVMValueRef i0, LLVMValueRef apoff, int64_t ask,
+             LLVMValueRef j0, Loop *loops, DType vt, const LLVMValueRef *mask)
+{
+	if (!b) {
+		gemm_tile(e, k, G, acc, mr, it->ba, it->bb, it->bc, i0, j0, vt, loops, mask);
+		return;
+	}
+	GemmA A;
+	if (apoff) {
+		A = (GemmA){b->ap, apoff, vt, 1, ask, 0};
+	} else {
+		LLVMValueRef base = axpy(e, axpy(e, it->ba, G->ca_i, i0), G->ka, b->k0);
+		int pf = G->ka > GEMM_PF_MIN_STRIDE || G->ka < -GEMM_PF_MIN_STRIDE;
+		A = (GemmA){e->bufptr[G->abuf], base, e->p->buf[G->abuf].dtype, G->ca_i, G->ka, pf};
+	}
+	gemm_tile_packed(e, k, G, acc, mr, &A, b, it->bc, i0, j0, vt, mask);
+}
+
+// The tiles of iteration `it`: blocks of MR rows, then the rows left
+// (the last group's M mod MR) as one tile, at its column tile.  With b, for that block of steps only, B's values packed first
+// (and A's read from b->ap when packa); else over the whole reduction, B
+// read in place.  mask: the lanes of the columns that exist, for the last
+// tile when the columns are no multiple of it (NULL: a whole tile).
+static void
+gemm_tiles(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, const GemmBlock *b, int packa,
+           LLVMValueRef *acc, LLVMValueRef ctr_m, Loop *loops, DType vt, const LLVMValueRef *mask)
+{
+	unsigned vl = G->vl;
+	int nv = G->nv;
 	LLVMTypeRef vty = LLVMVectorType(ty(e, vt), vl);
-	LLVMValueRef j0 = LLVMBuildNSWMul(e->B, it->tile, i64c(e, GEMM_NV * (int64_t)vl), "");
+	LLVMValueRef j0 = LLVMBuildNSWMul(e->B, it->tile, i64c(e, nv * (int64_t)vl), "");
 	if (b) {
 		Loop lp;
 		llvm_loop_begin_v(e, &lp, b->ctr, b->kc);
 		LLVMValueRef kk = LLVMBuildLoad2(e->B, e->i64, b->ctr, "");
 		LLVMValueRef ib = axpy(e, LLVMBuildNSWAdd(e->B, it->bb, j0, ""), G->kb,
 		                       LLVMBuildNSWAdd(e->B, b->k0, kk, ""));
-		for (int v = 0; v < GEMM_NV; v++) {
+		for (int v = 0; v < nv; v++) {
 			LLVMValueRef x = gemm_vload(e, G->bbuf, LLVMBuildNSWAdd(e->B, ib, i64c(e, v * (int64_t)vl), ""),
 			                            vt, vl, mask ? mask[v] : NULL);
-			LLVMValueRef slot = LLVMBuildNSWAdd(e->B, LLVMBuildNSWMul(e->B, kk, i64c(e, GEMM_NV), ""), i64c(e, v), "");
+			LLVMValueRef slot = LLVMBuildNSWAdd(e->B, LLVMBuildNSWMul(e->B, kk, i64c(e, nv), ""), i64c(e, v), "");
 			LLVMBuildStore(e->B, x, LLVMBuildInBoundsGEP2(e->B, vty, b->bp, &slot, 1, ""));
 		}
 		llvm_loop_end(e, &lp);
 	}
-	Loop lm, lr;
+	Loop lm;
 	llvm_loop_begin_v(e, &lm, ctr_m, it->mb);
-	LLVMValueRef i0 = LLVMBuildNSWAdd(e->B, it->r0, LLVMBuildNSWMul(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_m, ""), i64c(e, GEMM_MR), ""), "");
-	if (b)
-		gemm_tile_packed(e, k, G, acc, GEMM_MR, b->bp, it->ba, it->bc, i0, j0, b->k0, b->kc, b->first, b->ctr,
-		                 vt, vl, mask);
-	else
-		gemm_tile(e, k, G, acc, GEMM_MR, it->ba, it->bb, it->bc, i0, j0, vt, vl, loops, mask);
+	LLVMValueRef m = LLVMBuildLoad2(e->B, e->i64, ctr_m, "");
+	LLVMValueRef i0 = LLVMBuildNSWAdd(e->B, it->r0, LLVMBuildNSWMul(e->B, m, i64c(e, G->mr), ""), "");
+	LLVMValueRef apoff = NULL;
+	if (b && packa)
+		apoff = LLVMBuildNSWMul(e->B, LLVMBuildNSWMul(e->B, m, i64c(e, G->mr), ""), b->kc, "");
+	gemm_tile_at(e, k, G, it, b, acc, G->mr, i0, apoff, G->mr, j0, loops, vt, mask);
 	llvm_loop_end(e, &lm);
-	llvm_loop_begin_v(e, &lr, ctr_r, it->rem);
-	i0 = LLVMBuildNSWAdd(e->B, LLVMBuildLoad2(e->B, e->i64, ctr_r, ""), it->rbase, "");
-	if (b)
-		gemm_tile_packed(e, k, G, acc, 1, b->bp, it->ba, it->bc, i0, j0, b->k0, b->kc, b->first, b->ctr, vt,
-		                 vl, mask);
-	else
-		gemm_tile(e, k, G, acc, 1, it->ba, it->bb, it->bc, i0, j0, vt, vl, loops, mask);
-	llvm_loop_end(e, &lr);
+	int64_t remM = G->M % G->mr;
+	if (!remM)
+		return;
+	// Only the last group has rows left, M mod MR of them (a constant):
+	// one tile of that many rows.
+	LLVMBasicBlockRef bn = gemm_if(e, LLVMBuildICmp(e->B, LLVMIntNE, it->rem, i64c(e, 0), ""));
+	LLVMValueRef roff = NULL;
+	if (b && packa)
+		roff = LLVMBuildNSWMul(e->B, LLVMBuildNSWMul(e->B, it->mb, i64c(e, G->mr), ""), b->kc, "");
+	gemm_tile_at(e, k, G, it, b, acc, (int)remM, it->rbase, roff, remM, j0, loops, vt, mask);
+	gemm_end_if(e, bn);
+}
+
+// gemm_tiles for iteration `it`, whose column tile is the last, masked
+// one (mask, when the columns are no multiple of the tile: rc of them
+// past ntile whole tiles) or a whole one: two copies of the tiles, the
+// mask a constant in each.
+static void
+gemm_tiles_masked(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, const GemmBlock *b,
+                  int packa, LLVMValueRef *acc, LLVMValueRef ctr_m, Loop *loops, DType vt, int64_t ntile,
+                  int64_t rc, const LLVMValueRef *mask)
+{
+	if (!rc) {
+		gemm_tiles(e, k, G, it, b, packa, acc, ctr_m, loops, vt, NULL);
+		return;
+	}
+	LLVMBasicBlockRef bt = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.tile");
+	LLVMBasicBlockRef bm = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.last");
+	LLVMBasicBlockRef bn = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.next");
+	LLVMBuildCondBr(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, it->tile, i64c(e, ntile), ""), bt, bm);
+	LLVMPositionBuilderAtEnd(e->B, bt);
+	gemm_tiles(e, k, G, it, b, packa, acc, ctr_m, loops, vt, NULL);
+	LLVMBuildBr(e->B, bn);
+	LLVMPositionBuilderAtEnd(e->B, bm);
+	gemm_tiles(e, k, G, it, b, packa, acc, ctr_m, loops, vt, mask);
+	LLVMBuildBr(e->B, bn);
+	LLVMPositionBuilderAtEnd(e->B, bn);
 }
 
 void
 llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 {
-	const KProgram *p = e->p;
-	DType vt = (DType)p->x[k->body].dtype;
-	unsigned vl = llvm_gemm_vl(e->vbytes, vt);
-	int64_t nr = GEMM_NV * (int64_t)vl, ntile = G->N / nr, rc = G->N - ntile * nr;
+	DType vt = (DType)e->p->x[k->body].dtype;
+	unsigned vl = G->vl;
+	int nv = G->nv;
+	int64_t nr = nv * (int64_t)vl, ntile = G->N / nr, rc = G->N - ntile * nr;
 	int64_t np, ncol, ngroup;
 	llvm_gemm_range(k, G, vl, &np, &ncol, &ngroup);
+	FADC_ASSERT(G->mr <= GEMM_MR_MAX && nv <= GEMM_NV_MAX && G->mr * nv <= GEMM_MR_MAX * GEMM_NV &&
+	                vl <= GEMM_VL_MAX,
+	            "llvm_gemm: tile too large");
 	LLVMTypeRef t = ty(e, vt), vty = LLVMVectorType(t, vl);
-	LLVMValueRef acc[GEMM_MR * GEMM_NV];
-	for (int a = 0; a < GEMM_MR * GEMM_NV; a++)
+	LLVMValueRef acc[GEMM_MR_MAX * GEMM_NV];
+	for (int a = 0; a < G->mr * nv; a++)
 		acc[a] = llvm_entry_alloca(e, vty);
 	LLVMValueRef ctr_f = llvm_entry_alloca(e, e->i64), ctr_m = llvm_entry_alloca(e, e->i64);
-	LLVMValueRef ctr_r = llvm_entry_alloca(e, e->i64);
 	// The last tile's lanes when the columns are no multiple of the tile:
 	// column j0 + v VL + l exists when v VL + l < rc.  Its lanes past the
 	// end compute on zeros (masked loads) and are never stored, so every
 	// column is a vector lane, however few the columns (an attention's 60).
-	LLVMValueRef mask[GEMM_NV];
-	for (int v = 0; v < GEMM_NV; v++) {
+	LLVMValueRef mask[GEMM_NV_MAX];
+	for (int v = 0; v < nv; v++) {
 		LLVMValueRef lanes[GEMM_VL_MAX];
 		for (unsigned l = 0; l < vl; l++)
 			lanes[l] = LLVMConstInt(LLVMInt1TypeInContext(e->C), v * (int64_t)vl + l < rc, 0);
@@ -407,48 +697,53 @@ llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 	LLVMValueRef lo = e->sp.on ? e->lo : i64c(e, 0), hi = e->sp.on ? e->hi : i64c(e, np * ncol * ngroup);
 	GemmBlock blk, *b = NULL;
 	Loop lkb, lf;
-	if (G->one) {
-		// One reduction axis (or axes merged into one): blocks of GEMM_KC
-		// steps, outermost, over every tile of the range, so that a block
-		// of A's rows (GEMM_RG x GEMM_KC) stays in cache while the range's
-		// column tiles go by (the rows of A were re-read from memory for
-		// every tile before).  Per block and tile, B's KC x NR values are
-		// packed into a stack buffer (contiguous: one cache-resident panel,
-		// no TLB misses from B's row stride) that every block of rows of
-		// the group then reads.  The accumulators start from zero in the
-		// first block and from C after: each output still sums its terms
-		// in order of k, whatever the range.
-		int64_t nkb = (G->K + GEMM_KC - 1) / GEMM_KC;
-		LLVMValueRef bp = llvm_entry_alloca(e, LLVMArrayType(vty, GEMM_KC * GEMM_NV));
+	int packa = G->one && G->packb && ncol >= GEMM_PACKA_MIN_TILES &&
+	            np * ncol * ngroup >= GEMM_PACKA_MIN_RANGE;
+	LLVMValueRef curq = NULL;
+	if (G->one && G->packb) {
+		// One reduction axis (or axes merged into one): blocks of KC
+		// steps, outermost, over every iteration of the range, so that a
+		// group's block of A (MC x KC, packed once per block for all the
+		// group's column tiles of the chunk) stays in L2 while the column
+		// tiles go by.  Per block and tile, B's KC x NR values are packed
+		// into a panel (contiguous, in L1, no TLB misses from B's row
+		// stride) that every MR-row block of the group then reads.  The
+		// accumulators start from zero in the first block and from C
+		// after: each output still sums its terms in order of k, whatever
+		// the range.
+		int64_t nkb = (G->K + G->kc - 1) / G->kc;
+		LLVMValueRef bp = llvm_entry_alloca(e, LLVMArrayType(vty, (unsigned)(G->kc * nv)));
 		LLVMSetAlignment(bp, 64);
 		blk.bp = LLVMBuildBitCast(e->B, bp, LLVMPointerType(vty, 0), "");
+		blk.ap = NULL;
+		if (packa) {
+			LLVMValueRef ap = llvm_entry_alloca(e, LLVMArrayType(t, (unsigned)(G->mc * G->kc)));
+			LLVMSetAlignment(ap, 64);
+			blk.ap = LLVMBuildBitCast(e->B, ap, LLVMPointerType(t, 0), "");
+			curq = llvm_entry_alloca(e, e->i64);
+		}
 		blk.ctr = llvm_entry_alloca(e, e->i64);
 		LLVMValueRef ctr_kb = llvm_entry_alloca(e, e->i64);
 		llvm_loop_begin(e, &lkb, ctr_kb, nkb);
 		LLVMValueRef kb = LLVMBuildLoad2(e->B, e->i64, ctr_kb, "");
-		blk.k0 = LLVMBuildNSWMul(e->B, kb, i64c(e, GEMM_KC), "");
-		blk.kc = smin(e, LLVMBuildNSWSub(e->B, i64c(e, G->K), blk.k0, ""), i64c(e, GEMM_KC));
+		blk.k0 = LLVMBuildNSWMul(e->B, kb, i64c(e, G->kc), "");
+		blk.kc = smin(e, LLVMBuildNSWSub(e->B, i64c(e, G->K), blk.k0, ""), i64c(e, G->kc));
 		blk.first = LLVMBuildICmp(e->B, LLVMIntEQ, kb, i64c(e, 0), "");
+		if (packa)
+			LLVMBuildStore(e->B, i64c(e, -1), curq);
 		b = &blk;
 	}
 	llvm_loop_begin_range(e, &lf, ctr_f, lo, hi);
 	GemmIter it = gemm_iter(e, k, G, LLVMBuildLoad2(e->B, e->i64, ctr_f, ""), ncol, ngroup);
-	if (rc) {
-		// Two copies of the tiles, the mask a constant in each.
-		LLVMBasicBlockRef bt = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.tile");
-		LLVMBasicBlockRef bm = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.last");
-		LLVMBasicBlockRef bn = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.next");
-		LLVMBuildCondBr(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, it.tile, i64c(e, ntile), ""), bt, bm);
-		LLVMPositionBuilderAtEnd(e->B, bt);
-		gemm_tiles(e, k, G, &it, b, acc, ctr_m, ctr_r, loops, vt, vl, NULL);
-		LLVMBuildBr(e->B, bn);
-		LLVMPositionBuilderAtEnd(e->B, bm);
-		gemm_tiles(e, k, G, &it, b, acc, ctr_m, ctr_r, loops, vt, vl, mask);
-		LLVMBuildBr(e->B, bn);
-		LLVMPositionBuilderAtEnd(e->B, bn);
-	} else {
-		gemm_tiles(e, k, G, &it, b, acc, ctr_m, ctr_r, loops, vt, vl, NULL);
+	if (packa) {
+		// A new group (or outer point) in this chunk: pack its block of A.
+		LLVMValueRef prev = LLVMBuildLoad2(e->B, e->i64, curq, "");
+		LLVMBasicBlockRef bn = gemm_if(e, LLVMBuildICmp(e->B, LLVMIntNE, it.q, prev, ""));
+		gemm_pack_a(e, G, &it, b, ctr_m, vt);
+		LLVMBuildStore(e->B, it.q, curq);
+		gemm_end_if(e, bn);
 	}
+	gemm_tiles_masked(e, k, G, &it, b, packa, acc, ctr_m, loops, vt, ntile, rc, mask);
 	llvm_loop_end(e, &lf);
 	if (b)
 		llvm_loop_end(e, &lkb);

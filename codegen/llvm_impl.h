@@ -198,6 +198,7 @@ LLVMValueRef llvm_math_fn(Emit *e, KxOp op, DType dt);
 typedef struct Gemm {
 	int vi; // parallel variable of the rows (-1: one row)
 	int vj; // of the columns (the last one)
+	int vr; // rows run over variables vr .. vi, row-major (outer axes merged into them)
 	int64_t M, N;
 	uint32_t abuf, bbuf; // the buffers of A and B
 	KxId aidx, bidx; // their load indices
@@ -209,6 +210,14 @@ typedef struct Gemm {
 	// colT[n, p, q]): K steps, A and B moving by ka and kb per step.
 	int one;
 	int64_t K, ka, kb;
+	// The register tile and the cache blocks (llvm_gemm_plan, from the
+	// tile vectors' width and the compute dtype): MR rows x NV vectors of
+	// VL lanes; KC reduction steps per packed block; MC rows per group
+	// (A's packed block, MC x KC).
+	int mr, nv;
+	unsigned vl;
+	int64_t kc, mc;
+	int packb; // B packed per block (G->one and more than one row block)
 } Gemm;
 
 // Lanes of the GEMM's tile vectors for compute dtype vt.

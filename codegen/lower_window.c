@@ -568,6 +568,7 @@ kernel_conv(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 	int64_t groups = a->a[aidx(L, n, "groups")].i;
 	const int64_t *st = attr_ints(L, n, a, "stride"), *pd = attr_ints(L, n, a, "padding"),
 	              *dl = attr_ints(L, n, a, "dilation");
+	uint32_t k0 = p->nk;
 	KKernel *k = lower_kernel_begin(L, out, n, ir_op(op)->name);
 	DType dt = ctype(L, n);
 	KxId z = kx_const(p, 0, dt), body, ok;
@@ -616,6 +617,14 @@ kernel_conv(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 		body = sel(p, ok, kx_bin(p, KX_MUL, lower_at(L, i1, gi), lower_at(L, i0, xi)), z);
 	}
 	finish(L, k, KR_SUM, body, 0);
+	// The direct loops are a cuDNN candidate too (groups 1 only, as
+	// conv_gemm's): a convolution whose columns exceed CONV_COL_MAX per
+	// sample keeps them (deepspeech's second convolution, 21 x 11 over 32
+	// channels: 303 MB of columns per sample), and one direct kernel of
+	// a reduction over C kh kw per output point is far from cuDNN's
+	// implicit GEMM (deepspeech's input gradient: 20 ms on an H200).
+	if (groups == 1)
+		conv_note(L, out, n, a, k0);
 }
 
 // A count (I64) as a float of the compute dtype dt.

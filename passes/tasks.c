@@ -486,6 +486,50 @@ derive(Pipe *p, const Graph *f, const char *task, Loc *errloc, char *err, size_t
 	return simplify(p, h);
 }
 
+// Derived names (grad.<p>, jvp.<out>, v, v.<out>, t.<p>, hessian.<p>.<q>, ...)
+// share one namespace with forward's own; a forward output or declaration
+// already named so would give the task two outputs or two inputs of one
+// name, and `fadc run --out` would write one file over the other.  Returns
+// 0 with the clash's place (forward's output or declaration of that name).
+static int
+unique_names(const Graph *f, const Graph *g, const char *task, Loc *errloc, char *err,
+             size_t errlen)
+{
+	for (uint32_t k = 0; k < g->nout; k++)
+		for (uint32_t j = 0; j < k; j++) {
+			if (strcmp(g->out[j].name, g->out[k].name))
+				continue;
+			const char *nm = g->out[k].name;
+			snprintf(err, errlen,
+			         "task '%s' would have two outputs named '%s': forward's output and the "
+			         "derivative fadc names so; rename the output (`return ... as NAME`)",
+			         task, nm);
+			for (uint32_t i = 0; i < f->nout; i++)
+				if (!strcmp(f->out[i].name, nm))
+					*errloc = f->node[f->out[i].node].loc;
+			return 0;
+		}
+	// Inputs are bound by kind as well as name (a param through --params, an
+	// argument, tangent or cotangent through --v), so a param `v` beside
+	// vjp's cotangent `v` is no clash; two arguments of one name are.
+	for (uint32_t k = 0; k < g->ninput; k++)
+		for (uint32_t j = 0; j < k; j++) {
+			if (strcmp(g->input[j].name, g->input[k].name) ||
+			    (g->input[j].kind == IN_ARG) != (g->input[k].kind == IN_ARG))
+				continue;
+			const char *nm = g->input[k].name;
+			snprintf(err, errlen,
+			         "task '%s' would have two inputs named '%s': forward's argument and the "
+			         "tangent or cotangent fadc names so; rename the argument",
+			         task, nm);
+			for (uint32_t i = 0; i < f->ninput; i++)
+				if (!strcmp(f->input[i].name, nm))
+					*errloc = f->node[f->input[i].node].loc;
+			return 0;
+		}
+	return 1;
+}
+
 // The task, derived; then every scan's carry-independent work out of its
 // loop (passes/scan_hoist.c), for jvp's, vjp's and vmap's scans alike, so
 // both backends lower only the truly recurrent part per step.
@@ -494,6 +538,10 @@ pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char
 {
 	Pipe p = {.o = o, .task = task};
 	Graph *g = derive(&p, f, task, errloc, err, errlen);
+	if (g && !p.stopped && !unique_names(f, g, task, errloc, err, errlen)) {
+		ir_graph_free(g);
+		return NULL;
+	}
 	int scans = 0; // (nested scans are in their outer scan's body)
 	for (NodeId n = 1; g && n < g->nnode; n++)
 		scans |= g->node[n].op == OP_scan;

@@ -571,6 +571,46 @@ rtcu_conv_scratch(const RtCuTask *k, const Kern *kk, uint64_t ws)
 }
 
 
+// A persistent kernel with resident tiles (codegen/cuda.c, print_tile)
+// defines the word <kernel>_dsmem: the dynamic shared memory its tiles'
+// slots need.  Its grid barrier needs every block that takes part
+// resident at once, and blocks with that much shared memory fit once per
+// SM, so its grid is cut to what the occupancy calculator says fits at
+// once (the kernel's blocks stride by the blocks that take part, so any
+// grid is correct).  Where a step fails (no such word: any other kernel;
+// a GPU with less shared memory a block; a PTX build the driver limits)
+// it launches as before, with none: the kernel then reads its tiles from
+// global memory every step (the same sums).  FADC_CUDA_NO_DSMEM=1 gives
+// none to every kernel (that form tested on a GPU that has room).
+static void
+persist_smem(RtCuda *c, Kern *kk, CUmodule mod, const char *name) {
+	const char *off = getenv("FADC_CUDA_NO_DSMEM");
+	if (off && *off && strcmp(off, "0"))
+		return;
+	char sym[600];
+	CUdeviceptr p = 0;
+	size_t n = 0;
+	unsigned v = 0;
+	int per = 0, sms = 0;
+	if (snprintf(sym, sizeof sym, "%s_dsmem", name) >= (int)sizeof sym ||
+	    c->d.cuModuleGetGlobal(&p, &n, mod, sym) || n != sizeof v ||
+	    c->d.cuMemcpyDtoHAsync(&v, p, sizeof v, c->stream) ||
+	    c->d.cuStreamSynchronize(c->stream) || !v || v > (1u << 30) ||
+	    c->d.cuFuncSetAttribute(kk->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+	                            (int)v) ||
+	    c->d.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per, kk->fn, 256, v) || per < 1 ||
+	    c->d.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c->dev) ||
+	    sms < 1)
+		return;
+	kk->dsmem = v;
+	uint64_t most = (uint64_t)per * (uint64_t)sms;
+	if (kk->grid > most)
+		kk->grid = (unsigned)most;
+	if (getenv("FADC_CUDA_PERSIST_LOG"))
+		fprintf(stderr, "fadc: %s: %u bytes of dynamic shared memory, %d block(s) an SM, grid %u\n",
+		        name, v, per, kk->grid);
+}
+
 int
 rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
                const uint8_t *images, RtCuTask **out, char *err, size_t errlen)
@@ -664,6 +704,8 @@ rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
 			CHECK_CU_GOTO(c, cuModuleGetFunction(&kk->fn, k->mod[a->module], a->name), fail);
 		uint64_t blocks = a->kind != ART_LAUNCH_KERNEL ? 1 : a->grid ? a->grid : (a->points + 255) / 256;
 		kk->grid = (unsigned)(blocks > (1u << 20) ? (1u << 20) : blocks);
+		if (a->kind == ART_LAUNCH_KERNEL)
+			persist_smem(c, kk, k->mod[a->module], a->name);
 		kk->val = calloc(a->narg + 2, sizeof *kk->val);
 		kk->param = calloc(a->narg + 2, sizeof *kk->param);
 		if (!kk->val || !kk->param) {
@@ -844,8 +886,8 @@ launch_one(RtCuda *c, RtCuTask *k, uint32_t i, char *err, size_t errlen)
 		return rtcu_dnn_conv(c, k, kk, err, errlen);
 	if (kk->k->kind != ART_LAUNCH_KERNEL || !kk->grid)
 		return 1; // a choice or sequence record, or no points (a zero-size output)
-	CHECK_CU(c, cuLaunchKernel(kk->fn, kk->grid, 1, 1, 256, 1, 1, 0, c->stream, kk->param,
-	                           NULL));
+	CHECK_CU(c, cuLaunchKernel(kk->fn, kk->grid, 1, 1, 256, 1, 1, kk->dsmem, c->stream,
+	                           kk->param, NULL));
 	return 1;
 }
 

@@ -37,6 +37,7 @@ enum {
 	CU_EVENT_DISABLE_TIMING = 2,
 	CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
 	CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+	CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8, // a CUfunction_attribute
 	CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
 	CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
 };
@@ -72,6 +73,12 @@ enum {
 	X(cuModuleUnload, "cuModuleUnload", (CUmodule m))                                      \
 	X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction * f, CUmodule m,             \
 	                                               const char *name))                      \
+	X(cuModuleGetGlobal, "cuModuleGetGlobal_v2", (CUdeviceptr * p, size_t * n, CUmodule m, \
+	                                              const char *name))                       \
+	X(cuFuncSetAttribute, "cuFuncSetAttribute", (CUfunction f, int attr, int v))           \
+	X(cuOccupancyMaxActiveBlocksPerMultiprocessor,                                         \
+	  "cuOccupancyMaxActiveBlocksPerMultiprocessor",                                       \
+	  (int *n, CUfunction f, int block, size_t dsmem))                                     \
 	X(cuLaunchKernel, "cuLaunchKernel",                                                    \
 	  (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,      \
 	   unsigned bz, unsigned shmem, CUstream s, void **params, void **extra))              \
@@ -149,6 +156,10 @@ typedef struct Kern {
 	HostStep *host; // a host step's pinned buffers (host_step), NULL before its first run
 	const ArtKernel *k;
 	unsigned grid;
+	// A persistent kernel's dynamic shared memory (its resident tiles,
+	// codegen/cuda.c print_tile; 0: none), its grid then cut to the blocks
+	// that fit on the GPU at once with it (persist_smem).
+	unsigned dsmem;
 	uint64_t *val; // argument values (narg, then the run seed)
 	void **param; // param[i] = &val[i], as cuLaunchKernel takes them
 	struct DnnPlan *dnn; // a convolution record's cuDNN plan; NULL: no candidate

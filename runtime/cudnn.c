@@ -30,6 +30,17 @@
 // or _NONDETERMINISTIC (a replay must give the bytes the first run gave).
 // The task's workspace is one block of the context's pool, the largest
 // plan's, held while the task is loaded.
+//
+// Engines timed (docs/CUDA.md, "Engines timed"): heuristics rank engines
+// by a model, not by this GPU's clock, and mode A's first is not always the
+// fastest.  So each record keeps up to DNN_TUNE_MAX suitable configurations
+// as candidates, and its first run that is not under capture (the eager
+// first run of its choice) times them as the choice machinery times
+// candidates, in CUDA graphs, keeps the fastest and frees the others; the
+// pick goes into the choice cache.  Candidates only ever use the workspace
+// the untuned plan would have had (the record's scratch or the task's
+// block), so timing never costs memory.  FADC_CUDA_DNN_TUNE=0 keeps mode
+// A's first (the plan before this).
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,10 +160,22 @@ typedef struct Dnn {
 	cudnnHandle_t h;
 } Dnn;
 
-// A record's plan (Kern.dnn): NULL where cuDNN cannot run it.
-struct DnnPlan {
+// Engine configurations kept as candidates to time.
+#define DNN_TUNE_MAX 4
+
+// One candidate: an execution plan and its workspace bytes.
+struct DnnCand {
 	cudnnBackendDescriptor_t plan;
-	int64_t ws; // its workspace bytes
+	int64_t ws;
+};
+
+// A record's plan (Kern.dnn): NULL where cuDNN cannot run it.  Before its
+// first run, ncand candidates (cand[0] mode A's first suitable one); from
+// then on one, cand[0], the fastest.
+struct DnnPlan {
+	struct DnnCand cand[DNN_TUNE_MAX];
+	int ncand;
+	int tuned; // cand[0] is the one that runs
 };
 
 // Engines asking for more workspace than this are passed over (FFT
@@ -306,28 +329,41 @@ fail:
 	return ok;
 }
 
-// The plan of conv record v into *out (NULL when no engine suits it, with
-// the reason in err; 0 only for a failed cuDNN call, also in err).
+// The dimensions of record v's arguments {written, a, b} in cuDNN's
+// (N, C, H, W) order: forward {y, x, w}, backward data {dx, dy, w},
+// backward filter {dw, x, dy}.
+static void
+dnn_shapes(const ArtConv *v, int64_t shape[3][4])
+{
+	const int64_t xs[4] = {v->n, v->c, v->h, v->w},
+	              ws[4] = {v->k, v->c / v->groups, v->r, v->s},
+	              ys[4] = {v->n, v->k, v->oh, v->ow};
+	const int64_t *s[3] = {ys, xs, ws};
+	if (v->op == ART_CONV_BWD_DATA)
+		s[0] = xs, s[1] = ys, s[2] = ws;
+	else if (v->op == ART_CONV_BWD_FILTER)
+		s[0] = ws, s[1] = xs, s[2] = ys;
+	for (int i = 0; i < 3; i++)
+		memcpy(shape[i], s[i], sizeof shape[i]);
+}
+
+// Plans of conv record v: the first max configurations of mode A's ranking
+// (else of the fallback list) that suit the record and finalize, into
+// out[0 .. *n).  None is no error (err says why); 0 only for a failed cuDNN
+// call, in err.
 static int
-dnn_plan(RtCuda *c, const ArtConv *v, struct DnnPlan **out, char *err, size_t errlen)
+dnn_plan(RtCuda *c, const ArtConv *v, int max, struct DnnCand *out, int *n, char *err,
+         size_t errlen)
 {
 	Dnn *d = c->dnn;
 	cudnnBackendDescriptor_t t[3] = {NULL, NULL, NULL}, conv = NULL, op = NULL, graph = NULL,
 	                         heur = NULL, cfg[DNN_MAX_CFG] = {NULL}, plan = NULL;
 	int64_t ncfg = 0;
-	int ok = 0;
-	*out = NULL;
-	const int64_t xs[4] = {v->n, v->c, v->h, v->w},
-	              ws[4] = {v->k, v->c / v->groups, v->r, v->s},
-	              ys[4] = {v->n, v->k, v->oh, v->ow};
-	// The written tensor is UID_OUT, then a and b: as the record's arguments.
-	const int64_t *shape[3] = {ys, xs, ws};
-	if (v->op == ART_CONV_BWD_DATA)
-		shape[0] = xs, shape[1] = ys, shape[2] = ws;
-	else if (v->op == ART_CONV_BWD_FILTER)
-		shape[0] = ws, shape[1] = xs, shape[2] = ys;
+	int ok = 0, got0 = *n, nhwc = v->nhwc;
+	int64_t shape[3][4];
+	dnn_shapes(v, shape);
 	for (int i = 0; i < 3; i++)
-		if (!dnn_tensor(c, shape[i], (v->nhwc >> i) & 1, UID_OUT + i, &t[i], err, errlen))
+		if (!dnn_tensor(c, shape[i], (nhwc >> i) & 1, UID_OUT + i, &t[i], err, errlen))
 			goto fail;
 	// The convolution: 2 spatial dimensions (1-d is h = r = 1), float
 	// accumulation, cross-correlation (no kernel flip: ir/interp.c's conv).
@@ -392,10 +428,10 @@ dnn_plan(RtCuda *c, const ArtConv *v, struct DnnPlan **out, char *err, size_t er
 	d->cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1,
 	                            &d->h);
 	CHECK_DNN(c, cudnnBackendFinalize(graph));
-	// Heuristics: mode A's ranking, then the fallback list; the first
-	// configuration that suits the record and finalizes is the plan.
+	// Heuristics: mode A's ranking, then (none suiting) the fallback list;
+	// the first max configurations that suit the record and finalize.
 	static const int modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
-	for (int m = 0; m < 2 && !plan; m++) {
+	for (int m = 0; m < 2 && *n == got0; m++) {
 		CHECK_DNN(c, cudnnBackendCreateDescriptor(
 		                 CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
 		CHECK_DNN(c, cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
@@ -411,7 +447,7 @@ dnn_plan(RtCuda *c, const ArtConv *v, struct DnnPlan **out, char *err, size_t er
 			                                CUDNN_TYPE_BACKEND_DESCRIPTOR, DNN_MAX_CFG, &ncfg,
 			                                cfg))
 				ncfg = 0;
-			for (int64_t i = 0; i < ncfg && i < DNN_MAX_CFG && !plan; i++) {
+			for (int64_t i = 0; i < ncfg && i < DNN_MAX_CFG && *n - got0 < max; i++) {
 				char e2[256];
 				if (!dnn_notes_ok(c, cfg[i], v->tf32, e2, sizeof e2))
 					continue;
@@ -430,11 +466,8 @@ dnn_plan(RtCuda *c, const ArtConv *v, struct DnnPlan **out, char *err, size_t er
 					plan = NULL;
 					continue;
 				}
-				if (!(*out = malloc(sizeof **out))) {
-					snprintf(err, errlen, "out of memory");
-					goto fail;
-				}
-				**out = (struct DnnPlan){plan, wsb};
+				out[(*n)++] = (struct DnnCand){plan, wsb};
+				plan = NULL;
 			}
 			for (int i = 0; i < DNN_MAX_CFG; i++)
 				if (cfg[i]) {
@@ -445,12 +478,12 @@ dnn_plan(RtCuda *c, const ArtConv *v, struct DnnPlan **out, char *err, size_t er
 		d->cudnnBackendDestroyDescriptor(heur);
 		heur = NULL;
 	}
-	if (!plan)
+	if (*n == got0)
 		snprintf(err, errlen, "cuDNN (%s) has no engine for it%s", d->lib,
 		         v->tf32 ? "" : " in strict fp32");
 	ok = 1;
 fail:
-	if (!ok && plan && !*out)
+	if (plan)
 		d->cudnnBackendDestroyDescriptor(plan);
 	for (int i = 0; i < DNN_MAX_CFG; i++)
 		if (cfg[i])
@@ -460,6 +493,41 @@ fail:
 		if (all[i])
 			d->cudnnBackendDestroyDescriptor(all[i]);
 	return ok;
+}
+
+static void dnn_plan_free(RtCuda *c, struct DnnPlan *p);
+
+// An environment switch: unset or empty gives dflt, "0" 0, anything else 1.
+static int
+dnn_env_on(const char *name, int dflt)
+{
+	const char *v = getenv(name);
+	return !v || !*v ? dflt : strcmp(v, "0") != 0;
+}
+
+// The candidates of conv record v into *out (NULL when none: why in err;
+// 0 only for a failed cuDNN call or memory, in err): with tune up to
+// DNN_TUNE_MAX configurations, without the first.
+static int
+dnn_cands(RtCuda *c, const ArtConv *v, int tune, struct DnnPlan **out, char *err, size_t errlen)
+{
+	struct DnnPlan *p = calloc(1, sizeof *p);
+	*out = NULL;
+	if (!p) {
+		snprintf(err, errlen, "out of memory");
+		return 0;
+	}
+	if (!dnn_plan(c, v, tune ? DNN_TUNE_MAX : 1, p->cand, &p->ncand, err, errlen)) {
+		dnn_plan_free(c, p);
+		return 0;
+	}
+	if (!p->ncand) {
+		dnn_plan_free(c, p);
+		return 1;
+	}
+	p->tuned = p->ncand == 1;
+	*out = p;
+	return 1;
 }
 
 // ---------------------------------------------------------------- tasks
@@ -498,24 +566,28 @@ rtcu_dnn_prepare(RtCuda *c, RtCuTask *k, char *err, size_t errlen)
 			return 1;
 		}
 	}
+	int tune = dnn_env_on("FADC_CUDA_DNN_TUNE", 1);
 	int64_t ws = 0;
 	for (uint32_t i = 0; i < k->nk; i++) {
 		Kern *kk = &k->k[i];
 		if (kk->k->kind != ART_LAUNCH_CONV)
 			continue;
 		why[0] = 0;
-		if (!dnn_plan(c, &kk->k->conv, &kk->dnn, why, sizeof why) &&
-		    !strcmp(why, "out of memory")) {
-			snprintf(err, errlen, "out of memory");
-			return 0;
+		if (!dnn_cands(c, &kk->k->conv, tune, &kk->dnn, why, sizeof why)) {
+			if (!strcmp(why, "out of memory")) {
+				snprintf(err, errlen, "out of memory");
+				return 0;
+			}
 		}
 		if (!kk->dnn && verbose)
 			fprintf(stderr, "fadc: task '%s' record %u (%s): cuDNN is no candidate: %s\n",
 			        k->t->name, i, kk->k->name, why);
 		// A plan whose workspace fits in the record's scratch (arena bytes
-		// free while it runs: rtcu_conv_scratch) takes none here.
-		if (kk->dnn && kk->dnn->ws > ws && (uint64_t)kk->dnn->ws > kk->scr_bytes)
-			ws = kk->dnn->ws;
+		// free while it runs: rtcu_conv_scratch) takes none here.  Only the
+		// first candidate counts: the others must fit in what it has.
+		if (kk->dnn && kk->dnn->cand[0].ws > ws &&
+		    (uint64_t)kk->dnn->cand[0].ws > kk->scr_bytes)
+			ws = kk->dnn->cand[0].ws;
 	}
 	if (ws && !rtcu_alloc(c, (size_t)ws, &k->dnn_ws, err, errlen)) {
 		// No room for the workspace: no candidates, not a failed load.
@@ -523,21 +595,47 @@ rtcu_dnn_prepare(RtCuda *c, RtCuTask *k, char *err, size_t errlen)
 			fprintf(stderr, "fadc: task '%s': cuDNN is no candidate: %s\n", k->t->name, err);
 		err[0] = 0;
 		rtcu_dnn_task_free(c, k);
+		return 1;
+	}
+	// Candidates needing more workspace than the record has (its scratch,
+	// or the task's block) go.
+	for (uint32_t i = 0; i < k->nk; i++) {
+		struct DnnPlan *p = k->k[i].dnn;
+		if (!p)
+			continue;
+		uint64_t room = k->k[i].scr_bytes > (uint64_t)ws ? k->k[i].scr_bytes : (uint64_t)ws;
+		int n = 1;
+		for (int j = 1; j < p->ncand; j++)
+			if ((uint64_t)p->cand[j].ws <= room)
+				p->cand[n++] = p->cand[j];
+			else
+				c->dnn->cudnnBackendDestroyDescriptor(p->cand[j].plan);
+		p->ncand = n;
+		p->tuned = n == 1;
 	}
 	return 1;
+}
+
+// A record's plan and its candidates go.
+static void
+dnn_plan_free(RtCuda *c, struct DnnPlan *p)
+{
+	if (!p)
+		return;
+	if (c->dnn && c->dnn->dl)
+		for (int j = 0; j < p->ncand; j++)
+			c->dnn->cudnnBackendDestroyDescriptor(p->cand[j].plan);
+	free(p);
 }
 
 // The task is freed: its plans, and its workspace back to the pool.
 void
 rtcu_dnn_task_free(RtCuda *c, RtCuTask *k)
 {
-	for (uint32_t i = 0; k->k && i < k->nk; i++)
-		if (k->k[i].dnn) {
-			if (c->dnn && c->dnn->dl)
-				c->dnn->cudnnBackendDestroyDescriptor(k->k[i].dnn->plan);
-			free(k->k[i].dnn);
-			k->k[i].dnn = NULL;
-		}
+	for (uint32_t i = 0; k->k && i < k->nk; i++) {
+		dnn_plan_free(c, k->k[i].dnn);
+		k->k[i].dnn = NULL;
+	}
 	if (k->dnn_ws)
 		rtcu_free(c, k->dnn_ws);
 	k->dnn_ws = 0;
@@ -552,15 +650,16 @@ rtcu_dnn_ready(const Kern *kk)
 	return kk->dnn && !((kk->val[0] | kk->val[1] | kk->val[2]) & 15);
 }
 
-// Convolution record kk through its plan on the context's stream (under
-// capture: into the graph).  The variant pack binds this run's addresses
-// and the task's workspace; it is host state only, destroyed after.
-int
-rtcu_dnn_conv(RtCuda *c, RtCuTask *k, Kern *kk, char *err, size_t errlen)
+// Candidate q of record kk on the context's stream (under capture: into
+// the graph).  Its workspace: the record's scratch where it fits, else the
+// task's block.  The variant pack binds this run's addresses and the
+// workspace; it is host state only, destroyed after.
+static int
+dnn_run(RtCuda *c, RtCuTask *k, Kern *kk, const struct DnnCand *q, char *err, size_t errlen)
 {
 	cudnnBackendDescriptor_t pack = NULL;
 	int64_t uid[3] = {UID_OUT, UID_A, UID_B};
-	uint64_t scr = rtcu_conv_scratch(k, kk, (uint64_t)kk->dnn->ws);
+	uint64_t scr = rtcu_conv_scratch(k, kk, (uint64_t)q->ws);
 	void *ptr[3], *ws = (void *)(uintptr_t)(scr ? scr : k->dnn_ws);
 	int ok = 0;
 	for (int i = 0; i < 3; i++)
@@ -573,12 +672,164 @@ rtcu_dnn_conv(RtCuda *c, RtCuTask *k, Kern *kk, char *err, size_t errlen)
 	CHECK_DNN(c, cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
 	                                      CUDNN_TYPE_VOID_PTR, 1, &ws));
 	CHECK_DNN(c, cudnnBackendFinalize(pack));
-	CHECK_DNN(c, cudnnBackendExecute(c->dnn->h, kk->dnn->plan, pack));
+	CHECK_DNN(c, cudnnBackendExecute(c->dnn->h, q->plan, pack));
 	ok = 1;
 fail:
 	if (pack)
 		c->dnn->cudnnBackendDestroyDescriptor(pack);
 	return ok;
+}
+
+enum { TUNE_SAMPLES = 5, TUNE_BATCH = 3 };
+
+static int
+cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return (x > y) - (x < y);
+}
+
+// Whether the stream is being captured (cuStreamIsCapturing, looked up
+// here: the driver table has no use for it elsewhere).  Unknown counts as
+// captured: nothing is timed then.
+static int
+dnn_capturing(RtCuda *c)
+{
+	typedef CUresult (*IsCapturing)(CUstream s, int *status);
+	static IsCapturing fn;
+	void *sp;
+	if (!fn && c->d.dl && (sp = dlsym(c->d.dl, "cuStreamIsCapturing")))
+		memcpy(&fn, &sp, sizeof sp);
+	int st = 1;
+	return !fn || fn(c->stream, &st) || st != 0;
+}
+
+// Times record kk's candidates on this run's buffers (its inputs are
+// ready on the stream) as choice_time (runtime/cuda.c) times a choice's:
+// one eager run each (a failing candidate is dropped), TUNE_BATCH runs
+// captured into a graph, a warm-up replay, then TUNE_SAMPLES replays per
+// candidate interleaved, each between two events; the lowest median per
+// run wins.  A candidate writes only the record's output and its
+// workspace, which none reads, so the runs change nothing.  *best: the
+// winner (0 where nothing could be timed); us[]: the medians (0: none).
+static int
+dnn_time(RtCuda *c, RtCuTask *k, Kern *kk, int *best, double *us, char *err, size_t errlen)
+{
+	struct DnnPlan *p = kk->dnn;
+	CUevent ev[2] = {NULL, NULL};
+	CUgraphExec ex[DNN_TUNE_MAX] = {NULL};
+	float t[DNN_TUNE_MAX][TUNE_SAMPLES];
+	int ok = 0;
+	*best = 0;
+	for (int j = 0; j < p->ncand; j++) {
+		CUgraph g = NULL;
+		char e2[600];
+		us[j] = 0;
+		if (!dnn_run(c, k, kk, &p->cand[j], e2, sizeof e2))
+			continue;
+		if (c->d.cuStreamBeginCapture(c->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))
+			continue;
+		int launched = 1;
+		for (int b = 0; b < TUNE_BATCH && launched; b++)
+			launched = dnn_run(c, k, kk, &p->cand[j], e2, sizeof e2);
+		CUresult r = c->d.cuStreamEndCapture(c->stream, &g);
+		if (!launched || r || !g) {
+			if (g)
+				c->d.cuGraphDestroy(g);
+			continue;
+		}
+		r = c->d.cuGraphInstantiate(&ex[j], g, 0);
+		c->d.cuGraphDestroy(g);
+		if (r) {
+			ex[j] = NULL;
+			continue;
+		}
+		CHECK_CU_GOTO(c, cuGraphLaunch(ex[j], c->stream), done); // warm-up
+	}
+	CHECK_CU_GOTO(c, cuEventCreate(&ev[0], 0), done);
+	CHECK_CU_GOTO(c, cuEventCreate(&ev[1], 0), done);
+	CHECK_CU_GOTO(c, cuStreamSynchronize(c->stream), done);
+	for (int s = 0; s < TUNE_SAMPLES; s++)
+		for (int j = 0; j < p->ncand; j++) {
+			if (!ex[j])
+				continue;
+			CHECK_CU_GOTO(c, cuEventRecord(ev[0], c->stream), done);
+			CHECK_CU_GOTO(c, cuGraphLaunch(ex[j], c->stream), done);
+			CHECK_CU_GOTO(c, cuEventRecord(ev[1], c->stream), done);
+			CHECK_CU_GOTO(c, cuEventSynchronize(ev[1]), done);
+			float ms = 0;
+			CHECK_CU_GOTO(c, cuEventElapsedTime(&ms, ev[0], ev[1]), done);
+			t[j][s] = ms / TUNE_BATCH;
+		}
+	for (int j = 0, have = 0; j < p->ncand; j++) {
+		if (!ex[j])
+			continue;
+		qsort(t[j], TUNE_SAMPLES, sizeof t[j][0], cmp_float);
+		us[j] = 1e3 * t[j][TUNE_SAMPLES / 2];
+		if (!have || us[j] < us[*best])
+			*best = j;
+		have = 1;
+	}
+	ok = 1;
+done:
+	for (int i = 0; i < 2; i++)
+		if (ev[i])
+			c->d.cuEventDestroy(ev[i]);
+	for (int j = 0; j < p->ncand; j++)
+		if (ex[j])
+			c->d.cuGraphExecDestroy(ex[j]);
+	return ok;
+}
+
+// Record kk's first run: its candidate picked (the cache's pick, else
+// timed where the stream is not captured, else the first), the others
+// freed.  The pick is cached under the record's index with bit 30 set
+// (choice records count from 0: no clash).
+static int
+dnn_tune(RtCuda *c, RtCuTask *k, Kern *kk, char *err, size_t errlen)
+{
+	struct DnnPlan *p = kk->dnn;
+	double us[DNN_TUNE_MAX] = {0};
+	int best = 0;
+	const char *how = "first";
+	RtChoiceKey key = {k->artifact, c->gpu_key, k->index,
+	                   (1u << 30) | (uint32_t)(kk - k->k)};
+	int cached = c->cache[0] ? rt_choice_lookup(c->cache, &key) : -1;
+	if (cached >= 0 && cached < p->ncand) {
+		best = cached;
+		how = "cached";
+	} else if (!dnn_capturing(c)) {
+		if (!dnn_time(c, k, kk, &best, us, err, errlen))
+			return 0;
+		how = "timed";
+		if (c->cache[0])
+			rt_choice_store(c->cache, &key, best); // no cache is no error
+	}
+	const char *log = getenv("FADC_CUDA_CHOICE_LOG");
+	if (log && *log && strcmp(log, "0")) {
+		fprintf(stderr, "fadc: task '%s' record %u (%s) engines (%s):", k->t->name,
+		        (unsigned)(kk - k->k), kk->k->name, how);
+		for (int j = 0; j < p->ncand; j++)
+			fprintf(stderr, " %sengine%d %.2f us", j == best ? "*" : "", j, us[j]);
+		fprintf(stderr, "\n");
+	}
+	for (int j = 0; j < p->ncand; j++)
+		if (j != best)
+			c->dnn->cudnnBackendDestroyDescriptor(p->cand[j].plan);
+	p->cand[0] = p->cand[best];
+	p->ncand = 1;
+	p->tuned = 1;
+	return 1;
+}
+
+// Convolution record kk through its plan on the context's stream (under
+// capture: into the graph); the first run picks the plan (dnn_tune).
+int
+rtcu_dnn_conv(RtCuda *c, RtCuTask *k, Kern *kk, char *err, size_t errlen)
+{
+	if (!kk->dnn->tuned && !dnn_tune(c, k, kk, err, errlen))
+		return 0;
+	return dnn_run(c, k, kk, &kk->dnn->cand[0], err, errlen);
 }
 
 // The context is destroyed: its handle goes.  The library stays loaded,

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # tests/python/gpu-payload.sh DEST -- the Python package's GPU check, built here
 # (the GPU machine has no LLVM, so artifacts are compiled here; NVRTC needs the
-# CUDA toolkit): DEST/python (the package with build/lib/libfadc.so inside),
-# DEST/tests (tests/python's files), DEST/models (ppl_simple_reg.so and
-# ppl_robust_reg.so, --target cpu,cuda --tasks all) and DEST/run.sh, which runs
-# there:
-#   run.sh          pytest tests/test_gpu.py (torch, CuPy in and out, pointer
+# CUDA toolkit): DEST/python (bench_call.py), DEST/tests (tests/python's files), DEST/models (ppl_simple_reg.so and
+# ppl_robust_reg.so, --target cpu,cuda --tasks all), DEST/dist (the wheel of
+# `pip wheel ./python`, carrying libfadc.so) and DEST/run.sh, which runs there:
+#   run.sh          installs the wheel with `pip install --no-index --target`
+#                   (the GPU machine has no network) and imports fadc from that
+#                   install only, then pytest tests/test_gpu.py (torch, CuPy in and out, pointer
 #                   equality, stream ordering), then python/bench_call.py on
 #                   cuda:0 and on the CPU (the per-call figures, beside
 #                   bench_call's c_call: fadc_run through ctypes)
@@ -18,13 +19,20 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 b=${FADC_BIN:-$root/build/bin}
 lib=${FADC_LIB:-$root/build/lib/libfadc.so}
 rm -rf "$dest"
-mkdir -p "$dest/python" "$dest/tests" "$dest/models"
-cp -r "$root/python/fadc" "$dest/python/"
-rm -rf "$dest/python/fadc/__pycache__"
-cp "$lib" "$dest/python/fadc/libfadc.so"
+mkdir -p "$dest/python" "$dest/tests" "$dest/models" "$dest/dist"
+# The wheel, from a copy of python/ so that the checkout gets no build/ or
+# egg-info; FADC_LIB names the library setup.py copies into it.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cp -r "$root/python" "$tmp/src"
+rm -rf "$tmp/src/build" "$tmp/src"/*.egg-info "$tmp/src/fadc/__pycache__"
+FADC_LIB=$lib /usr/bin/python3 -m pip wheel -q --no-build-isolation --no-deps -w "$dest/dist" "$tmp/src"
+ls "$dest"/dist/fadc-*-py3-none-linux_*.whl >/dev/null
+# bench_call.py only: the package itself comes from the wheel (a copy of
+# python/fadc beside bench_call.py would shadow the install).
 cp "$root/python/bench_call.py" "$dest/python/"
 cp "$root"/tests/python/*.py "$dest/tests/"
-if ldd "$dest/python/fadc/libfadc.so" | grep -qiE 'llvm|nvrtc|cublas'; then
+if ldd "$lib" | grep -qiE 'llvm|nvrtc|cublas'; then
 	echo "gpu-payload: libfadc.so links LLVM, NVRTC or cuBLAS" >&2
 	exit 1
 fi
@@ -36,10 +44,20 @@ cat >"$dest/run.sh" <<'RUN'
 # Runs on the GPU machine (see tests/python/gpu-payload.sh).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-export PYTHONPATH=$here/python PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
-export FADC_PY_GPU_MODELS=$here/models FADC_LIB=$here/python/fadc/libfadc.so
+# The package as a user gets it: the carried wheel installed without network,
+# imported from that install only (no FADC_LIB: it must find its own library).
+site=$(mktemp -d)
+python3 -m pip install -q --no-index --no-deps --target "$site" "$here"/dist/*.whl || exit 1
+export PYTHONPATH=$site PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+export FADC_PY_GPU_MODELS=$here/models
+unset FADC_LIB FADC_BUILD_DIR
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c 'import sys, numpy, torch; print(sys.version.split()[0], numpy.__version__, torch.__version__)'
+python3 -c 'import fadc; print("fadc", fadc.__file__, fadc.library_path)'
+case $(python3 -c 'import fadc; print(fadc.library_path)') in
+"$site"/fadc/libfadc.so) ;;
+*) echo "run.sh: fadc did not load the wheel's libfadc.so" >&2; exit 1 ;;
+esac
 rc=0
 (cd "$here/tests" && python3 -m pytest -q -p no:cacheprovider test_gpu.py) || rc=1
 uptime

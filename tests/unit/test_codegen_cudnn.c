@@ -10,6 +10,9 @@
 //     copy) and one convolution record, whose geometry is the hand-derived
 //     one (OH = (27 + 2 - 2 - 1) / 2 + 1 = 14, OW = (25 + 2 - 2 - 1) / 2 +
 //     1 = 13) and whose written argument is the sequence's last record's;
+//   - with FADC_CONV_COL_MAX=1 (no column buffer fits) the convolutions
+//     that keep kernel_conv's direct loops are records too, of the same
+//     geometry, their sequence the one direct kernel;
 //   - --allow-tf32 sets the records' tf32, strict leaves it 0, and an f64
 //     build (compute_f64) has no convolution records at all;
 //   - the encoder's round trip, every truncation refused, damaged records
@@ -130,6 +133,27 @@ check_records(const ArtDesc *d, int tf32, int nop[3]) {
 	}
 }
 
+// How many of d's CUDA choices have as their sequence one direct-loop
+// kernel of kernel_conv (named ..._conv, ..._conv_input_grad or
+// ..._conv_weight_grad; the im2col path's are im2col, conv.gemm, ...).
+static int
+direct_records(const ArtDesc *d) {
+	int n = 0;
+	for (uint32_t ti = 0; ti < d->ntask; ti++) {
+		const ArtTask *t = &d->task[ti];
+		for (uint32_t k = 0; (t->targets & ART_TARGET_CUDA) && k + 2 < t->ncuda; k++) {
+			if (t->kern[k].kind != ART_LAUNCH_CHOICE || t->kern[k + 1].span != 1)
+				continue;
+			const char *nm = t->kern[k + 2].name;
+			size_t l = nm ? strlen(nm) : 0;
+			n += (l > 5 && !strcmp(nm + l - 5, "_conv")) ||
+			     (l > 16 && !strcmp(nm + l - 16, "_conv_input_grad")) ||
+			     (l > 17 && !strcmp(nm + l - 17, "_conv_weight_grad"));
+		}
+	}
+	return n;
+}
+
 // d re-encoded with damage(d) applied is refused with a message holding want.
 static void
 refused(ArtDesc *d, ArtKernel *rec, int what, const char *want) {
@@ -220,6 +244,36 @@ main(void) {
 	printf("strict: %d forward, %d backward data, %d backward filter records\n", nop[0], nop[1],
 	       nop[2]);
 	CHECK(nop[0] == 4 && nop[1] == 2 && nop[2] == 2);
+	CHECK(direct_records(&d) == 0); // every one through im2col + GEMM
+	// FADC_CONV_COL_MAX=1: no column buffer fits, so each convolution keeps
+	// kernel_conv's direct loops except the 1x1's forward and data
+	// gradient (products as they stand): the 3x3's forward (in forward and
+	// vjp), data and filter gradients and the 1x1's filter gradient, 5
+	// direct kernels.  Each is still a record of the same geometry
+	// (check_records), as deepspeech's second convolution at full size.
+	{
+		char sod[4200];
+		snprintf(sod, sizeof sod, "%s/direct.so", dir);
+		setenv("FADC_CONV_COL_MAX", "1", 1);
+		int built = build(sod, 0, 0);
+		unsetenv("FADC_CONV_COL_MAX");
+		ArtDesc dd;
+		uint8_t *ddb = NULL;
+		size_t ddl = 0;
+		if (built && art_read(sod, &dd, &ddb, &ddl, err, sizeof err) == ART_READ_OK) {
+			int nd[3] = {0, 0, 0};
+			check_records(&dd, 0, nd);
+			printf("direct loops: %d forward, %d backward data, %d backward filter, "
+			       "%d direct\n",
+			       nd[0], nd[1], nd[2], direct_records(&dd));
+			CHECK(nd[0] == 4 && nd[1] == 2 && nd[2] == 2);
+			CHECK(direct_records(&dd) == 5);
+			art_desc_free(&dd);
+			free(ddb);
+		} else
+			CHECK(0);
+		unlink(sod);
+	}
 	ArtDesc d32;
 	uint8_t *db32 = NULL;
 	size_t dl32 = 0;

@@ -27,6 +27,7 @@
 
 #include "codegen_util.h"
 #include "scan_modules.h"
+#include "../../codegen/cuda_sched.h" // Tile, cuda_loop_tile: the resident slots' budget
 
 static const char lstm[] =
     "param wx: f64[2, 8] = normal(0, 0.4, seed=4)\n"
@@ -169,7 +170,7 @@ check_cuda(const char *name, const char *text, int fast)
 		for (uint32_t li = 0; li < nl; li++) {
 			CgCudaKernel k;
 			if (cg_cuda_kernel(p, li, &k)) {
-				ngemm += k.gemm;
+				ngemm += k.gemm || k.choice; // a choice record has no kernel either
 				free(k.name);
 				free(k.buf);
 			}
@@ -180,7 +181,7 @@ check_cuda(const char *name, const char *text, int fast)
 		CHECK(count(src, "for (long long s") == (int)nloops);
 		for (uint32_t li = 0; li < nl; li++) {
 			CgCudaKernel k;
-			CHECK(cg_cuda_kernel(p, li, &k) && (k.gemm || strstr(src, k.name) != NULL));
+			CHECK(cg_cuda_kernel(p, li, &k) && (k.gemm || k.choice || strstr(src, k.name) != NULL));
 			if (strstr(k.name, "_loop")) {
 				npersist++;
 				CHECK(k.grid >= 1 && k.grid <= 256);
@@ -190,6 +191,27 @@ check_cuda(const char *name, const char *text, int fast)
 		}
 		if (nl == 1 && p->nk > 1)
 			CHECK(count(src, "fadc_grid_sync(nb);") == 0);
+		if (!strcmp(name, "scan-resident")) {
+			// h @ W: 64 tiles of 512 terms, a 64 KB slot each and the 3
+			// rows staged (6 KB); dz @ Wᵀ (vjp): 16 tiles of 2048 terms
+			// in two chunks of 128 KB (+ 12 KB of rows); jvp's loops two
+			// slots (140 KB), its third product in the row-group form
+			// (a third slot would pass the 200 KB budget).
+			CHECK(count(src, "const bool res = fadc_nb() >= 64U && fadc_dsm_bytes() >= 71680U;") >= 1);
+			CHECK(count(src, "__syncthreads(); // the rows staged") >= 1);
+			if (!strcmp(task, "vjp") || !strcmp(task, "vhp") || !strcmp(task, "hvp"))
+				CHECK(count(src, "const bool res = fadc_nb() >= 32U && fadc_dsm_bytes() >= 143360U;") >= 1 &&
+				      count(src, "fadc_w0[(r - kc * 1024LL) * 32 + lane]") >= 1 &&
+				      count(src, "fadc_h0[1024LL + (r - kc * 1024LL)]") >= 1);
+			if (!strcmp(task, "jvp"))
+				CHECK(count(src, "_dsmem = 143360U;") >= 1 &&
+				      count(src, "fadc_dsm_bytes() >= 143360U") >= 1);
+			for (uint32_t ki = 0; ki < p->nk; ki++) {
+				Tile tl;
+				if (cuda_loop_tile(p, &p->k[ki], &tl) && tl.nres)
+					CHECK(tl.res_off + tl.res_bytes + tl.stage_bytes <= 200 * 1024 && tl.units <= 128);
+			}
+		}
 		if (!strcmp(name, "scan-tile")) {
 			// h @ w and (vjp) dz @ wᵀ tiled; wᵀ is an invariant of the
 			// reverse scan, not copied per step; fewer barriers than kernels.
@@ -197,11 +219,28 @@ check_cuda(const char *name, const char *text, int fast)
 			for (uint32_t l = 0; l < p->nloop; l++)
 				inl += p->loop[l].end - p->loop[l].begin;
 			CHECK(count(src, "fadc_tile_red[") == 1);
-			CHECK(count(src, "red[warp][4][lane] = acc4;") >= (strcmp(task, "vjp") ? 1 : 2));
 			CHECK(count(src, "fadc_grid_sync(nb);") < (int)inl);
-			// vjp's dz @ wᵀ: 20 tiles of 1200 terms, split in two chunks.
-			if (!strcmp(task, "vjp"))
-				CHECK(count(src, "fadc_tile_part[") == 1 && count(src, "part[2700LL + t]") == 1);
+			if (getenv("FADC_CUDA_NO_RESIDENT")) {
+				CHECK(count(src, "red[warp][4][lane] = acc4;") >= (strcmp(task, "vjp") ? 1 : 2));
+				CHECK(count(src, "fadc_dsm_bytes() >=") == 0 && count(src, "_dsmem = ") == 0);
+				// vjp's dz @ wᵀ: 20 tiles of 1200 terms, split in two chunks.
+				if (!strcmp(task, "vjp"))
+					CHECK(count(src, "fadc_tile_part[") == 1 &&
+					      count(src, "part[2700LL + t]") == 1);
+			} else {
+				// Resident weights: all 9 rows a tile, w (38 tiles of 300
+				// terms) and wᵀ (10 tiles of 1200 terms) in shared memory,
+				// each filled once before its loop; no split.
+				CHECK(count(src, "red[warp][8][lane] = acc8;") >= (strcmp(task, "vjp") ? 1 : 2));
+				// Slots: w 38,400 bytes and the 9 rows of 300 terms
+				// staged beside it (10,800); wᵀ 153,600 and 43,200.
+				CHECK(count(src, "fadc_dsm_bytes() >= 49200U") >= 1);
+				if (!strcmp(task, "vjp"))
+					CHECK(count(src, "fadc_dsm_bytes() >= 196800U") == 1 &&
+					      count(src, "fadc_tile_part[") == 0);
+				CHECK(count(src, "__syncthreads(); // the rows staged") >= 1);
+				CHECK(count(src, ", 1);\n\t__syncthreads(); // the resident loads") >= 1);
+			}
 			for (uint32_t l = 0; l < p->nloop; l++)
 				for (uint32_t ki = p->loop[l].begin; ki < p->loop[l].end; ki++) {
 					int64_t npt = 1;
@@ -304,6 +343,22 @@ main(int argc, char **argv)
 	CHECK(big != NULL);
 	if (big)
 		CHECK(check_cuda("scan-tile", big, 1) >= 4);
+	// The same without resident weights (FADC_CUDA_NO_RESIDENT): row
+	// groups of 5 and the split reverse product.
+	setenv("FADC_CUDA_NO_RESIDENT", "1", 1);
+	if (big)
+		CHECK(check_cuda("scan-tile", big, 1) >= 4);
+	unsetenv("FADC_CUDA_NO_RESIDENT");
+	free(big);
+	// Resident weights (cuda_sched.c, TILE_RES_*): split when a column
+	// tile's terms pass a slot, several slots in one loop, and a product
+	// that no longer fits taking the row-group form (scan-resident's
+	// header; gpu_check runs it on the GPU).
+	snprintf(path, sizeof path, "%s/tests/gpu/scan-resident.ir", dir ? dir : ".");
+	big = read_text(path);
+	CHECK(big != NULL);
+	if (big)
+		CHECK(check_cuda("scan-resident", big, 1) >= 4);
 	free(big);
 	return TU_DONE("test_codegen_scan");
 }

@@ -11,13 +11,15 @@
 #                    split.so (split sums) and blockred.so (block reductions)
 #   DEST/choice/     choice.so (tests/gpu/choice.ir: products whose candidates,
 #                    printed kernel or cuBLAS GEMM, are timed on the GPU)
-#   DEST/conv/       conv.so and conv_tf32.so (tests/gpu/conv.ir: convolutions
-#                    whose candidates, their launches or cuDNN, are timed)
+#   DEST/conv/       conv.so, conv_tf32.so and conv_direct.so (tests/gpu/conv.ir:
+#                    convolutions whose candidates, their launches or cuDNN, are
+#                    timed; conv_direct's launches are the direct loops), and
+#                    csum_tf32.so (tests/gpu/csum.ir: merged per-channel sums)
 #   DEST/cg/         the CUDA-graph suite's artifacts (tests/gpu/cudagraph)
 #   DEST/zoo/        cpu,cuda artifacts of all nine models at reduced sizes
 #                    with their recommended tasks (tests/gpu/cuda-zoo.sh's
 #                    sizes), the six scan modules of test_codegen_scan (every
-#                    task), tests/gpu/scan-persist.ir and scan-tile.ir (persistent loop
+#                    task), tests/gpu/scan-persist.ir, scan-tile.ir and scan-resident.ir (persistent loop
 #                    kernels), tests/gpu/assign.ir (a host step; run.sh
 #                    also gives it a NaN cost with --assign-nan) and
 #                    tests/gpu/index.ir, index-scan.ir (run.sh binds them
@@ -84,6 +86,15 @@ mkdir -p "$dest/conv"
 fadc "$root/tests/gpu/conv.ir" -o "$dest/conv/conv.so" --target cpu,cuda --tasks forward,vjp,jvp,vhp
 fadc "$root/tests/gpu/conv.ir" -o "$dest/conv/conv_tf32.so" --target cpu,cuda \
 	--tasks forward,vjp,jvp,vhp --allow-tf32
+# Every convolution but the pointwise one kept as its direct loops
+# (FADC_CONV_COL_MAX=1: no column buffer fits), each still a choice of
+# them or cuDNN.
+FADC_CONV_COL_MAX=1 fadc "$root/tests/gpu/conv.ir" -o "$dest/conv/conv_direct.so" --target cpu,cuda \
+	--tasks forward,vjp,jvp,vhp
+# Batch norm's statistics split by channel, the split taking the mean's sum
+# (tests/gpu/csum.ir; codegen/kir_layout.c, csum_merges): channels-last is TF32 only.
+fadc "$root/tests/gpu/csum.ir" -o "$dest/conv/csum_tf32.so" --target cpu,cuda \
+	--tasks forward,vjp,jvp,vhp --allow-tf32 --no-ptx
 # Choices between a printed kernel and a cuBLAS GEMM, decided on the GPU
 # (tests/gpu/choice.ir): run.sh checks it forced to each candidate, timed
 # and from the cache (gpu_check --choices).
@@ -92,10 +103,13 @@ fadc "$root/tests/gpu/choice.ir" -o "$dest/choice/choice.so" --target cpu,cuda \
 	--tasks forward,vjp,jvp
 # The zoo at reduced sizes, the scans and the host step.
 mkdir -p "$dest/zoo" "$dest/zoo-ir"
-z() { local n=$1; shift; fadc "$@" -o "$dest/zoo/$n.so" --target cpu,cuda; }
+# Without the embedded PTX (--no-ptx; the GPU loads the sm_90 cubin; check/ppl_simple_reg.so
+# keeps its PTX for the FADC_CUDA_FORCE_PTX run): with it the check payload passed the
+# device's 64 MiB carry (76 MB at stop 21, detr_f64.so alone 22 MB).
+z() { local n=$1; shift; fadc "$@" -o "$dest/zoo/$n.so" --target cpu,cuda --no-ptx; }
 # The batch-norm nets computing in f64 (zoo64/, run.sh checks them within 1e-6): f32 batch
 # norm over two tiny images is too ill-conditioned to compare two f32 codes at 1e-4.
-z64() { local n=$1; shift; mkdir -p "$dest/zoo64"; fadc "$@" -o "$dest/zoo64/${n}_f64.so" --target cpu,cuda --f64; }
+z64() { local n=$1; shift; mkdir -p "$dest/zoo64"; fadc "$@" -o "$dest/zoo64/${n}_f64.so" --target cpu,cuda --f64 --no-ptx; }
 z ppl_simple_reg "$root/models/ppl_simple_reg.ir"
 z ppl_robust_reg "$root/models/ppl_robust_reg.ir"
 z multiheadattn "$root/models/multiheadattn.ir" -D B=4 -D L=3 -D S=5
@@ -114,6 +128,7 @@ done
 rm -rf "$dest/zoo-ir"
 z scan-persist "$root/tests/gpu/scan-persist.ir" --tasks forward,vjp,jvp,vhp
 z scan-tile "$root/tests/gpu/scan-tile.ir" --tasks forward,vjp,jvp,vhp
+z scan-resident "$root/tests/gpu/scan-resident.ir" --tasks forward,vjp,jvp,vhp,hvp
 z assign "$root/tests/gpu/assign.ir" --tasks forward,vjp
 # Indices that are data (gpu_check --index: FADC_ERR_INDEX on the GPU).
 z index "$root/tests/gpu/index.ir" --tasks forward,vjp
