@@ -52,7 +52,7 @@ typedef struct CgOptions {
 	int targets; // CG_TARGET_* bits (--target cpu,cuda); 0: CG_TARGET_CPU
 	const char *cuda_arch; // --cuda-arch; NULL: "sm_90" (a cubin, plus compute_90 PTX)
 	int no_ptx; // --no-ptx: the cubin alone, no PTX for newer GPUs (recorded: no_ptx=1)
-	int jobs; // NVRTC compilations at once; 0: the online cores, at most 8
+	int jobs; // compilations at once (NVRTC programs and LLVM pieces, one pool); 0: $FADC_JOBS, else the online cores; at most 64
 	FILE *cuda_diag; // NVRTC logs and sources of failed compilations; NULL: stderr
 	int allow_tf32; // cuBLAS GEMMs of f32 may use TF32 tensor cores (--allow-tf32; recorded)
 	int no_cache; // --no-cache: no compile cache (docs/CUDA.md "The compile cache")
