@@ -4,8 +4,11 @@
 //   for each declaration with an initializer: its init graph -> cg_lower
 //     (computed in f64, as the interpreter does) -> cg_plan, as task
 //     "init.<name>", reading the earlier declarations it names
-//   the descriptor (runtime/artifact.c) -> cg_llvm_emit -> model.0.o ...
-//     (the module's pieces, compiled on threads)
+//   with CUDA: each task printed as CUDA C, split into programs, queued
+//     on the compile's pool (codegen/jobs.c, FADC_JOBS threads)
+//   cg_llvm_emit -> model.0.o ... (the module's pieces, queued on the same
+//     pool while NVRTC runs; the entry's last, with the descriptor
+//     (runtime/artifact.c), which records the CUDA images)
 //   cc -shared model.0.o ... libfadc_support.a -lm -> model.so
 //   model.so + descriptor + trailer -> out_so (a temporary file renamed
 //   over the target, so a failure never leaves a half-written artifact)

@@ -5,11 +5,16 @@
 //
 //   verified, written as bitcode (in the emitting thread)
 //   -> its key: SHA-256 of the bitcode, the target and LLVM's version
-//   -> a cache hit gives its object code; a miss is a job:
-//      parsed from the bitcode into a context of the job's own thread,
+//   -> a cache hit gives its object code; a miss is a job of the
+//      compile's pool (codegen/jobs.c, shared with NVRTC's programs):
+//      parsed from the bitcode into a context of the job's own,
 //      optimized (default<On>) and compiled with a target machine of
-//      that thread's own, the object kept in memory
+//      its own, the object kept in memory
 //   -> the objects written in piece order, the misses stored.
+//
+// In two steps (llvm_pieces_start, _finish): the task pieces are queued
+// first and compile while the caller makes the last module, the entry's,
+// whose descriptor records the CUDA images NVRTC is still making.
 //
 // Why this is deterministic: a job's input is the bitcode and nothing
 // else (every piece, hit or miss, one thread or many, is compiled from
@@ -18,7 +23,6 @@
 // others, and the files are written in piece order after every job is
 // done.  So the objects, and the linked .so, are the same bytes whatever
 // the number of threads, their timing, and the cache.
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
