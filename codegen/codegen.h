@@ -52,7 +52,7 @@ typedef struct CgOptions {
 	int targets; // CG_TARGET_* bits (--target cpu,cuda); 0: CG_TARGET_CPU
 	const char *cuda_arch; // --cuda-arch; NULL: "sm_90" (a cubin, plus compute_90 PTX)
 	int no_ptx; // --no-ptx: the cubin alone, no PTX for newer GPUs (recorded: no_ptx=1)
-	int jobs; // NVRTC compilations at once; 0: the online cores, at most 8
+	int jobs; // compilations at once (NVRTC programs and LLVM pieces, one pool); 0: $FADC_JOBS, else the online cores; at most 64
 	FILE *cuda_diag; // NVRTC logs and sources of failed compilations; NULL: stderr
 	int allow_tf32; // cuBLAS GEMMs of f32 may use TF32 tensor cores (--allow-tf32; recorded)
 	int no_cache; // --no-cache: no compile cache (docs/CUDA.md "The compile cache")
@@ -137,6 +137,48 @@ void cg_plan(KProgram *p);
 // relaid.  The caller frees the copy.
 KProgram *kir_layout_nhwc(const KProgram *p, int tf32, int *nrelaid);
 
+// ---------------------------------------------------------------- jobs.c
+// One pool of threads for every compilation of a compile, NVRTC's programs
+// and LLVM's pieces together (docs/CODEGEN.md "Compile time").  Jobs run
+// first in, first out; each writes only its own outputs, which the caller
+// reads after cg_pool_wait on the job's batch, so no output depends on the
+// threads.  The progress callback (may be NULL) is called after each job
+// with the batches at work: one alone as (name, done, total), several as
+// one stage naming each count.
+typedef struct CgPool CgPool;
+typedef struct CgBatch {
+	const char *name; // its progress stage: "kernels (NVRTC)", "LLVM pieces"
+	long done, total; // the weights of its jobs ended, and added
+	int pending; // jobs queued or running
+	int started; // jobs taken
+	int cancel; // jobs not yet taken are skipped (cg_pool_cancel)
+	double cpu; // CPU seconds of its jobs (each on its thread's clock)
+	double first, last; // CLOCK_MONOTONIC: its first job's start, its last one's end
+} CgBatch;
+// nthreads threads (at most 64; those that fail to start are not missed:
+// with none, cg_pool_wait runs the jobs).  NULL when out of memory.
+CgPool *cg_pool_new(int nthreads, CgProgressFn progress, void *progress_arg);
+int cg_pool_threads(const CgPool *p); // the threads jobs run on (1 at least)
+// The CPU seconds of the jobs of b ended so far (b NULL: of every batch).
+double cg_pool_cpu(CgPool *p, const CgBatch *b);
+// A batch (b zeroed and named) known to the progress line, until
+// cg_pool_unbatch (before b's memory goes).
+void cg_pool_batch(CgPool *p, CgBatch *b, const char *name);
+void cg_pool_unbatch(CgPool *p, CgBatch *b);
+// Queues fn(arg) in batch b; weight counts toward b's progress.
+void cg_pool_add(CgPool *p, CgBatch *b, void (*fn)(void *), void *arg, long weight);
+// Returns once every job of b has ended (or was skipped).
+void cg_pool_wait(CgPool *p, CgBatch *b);
+// b's jobs not yet taken are skipped (an error elsewhere makes them moot).
+void cg_pool_cancel(CgPool *p, CgBatch *b);
+// Runs or skips what is queued, then ends the threads.
+void cg_pool_free(CgPool *p);
+// The pieces of n units, about per a piece: n / per, 1 to max.
+unsigned cg_piece_count(uint64_t n, unsigned per, unsigned max);
+// The piece (0 .. P-1) of the name hashed to h, by linear hashing: the
+// pieces of P and P + 1 differ in one piece of P split in two.
+unsigned cg_piece_of(uint64_t h, unsigned P);
+
 // ---------------------------------------------------------------- llvm.c
 typedef struct CgTask {
 	const char *name; // "vjp", "init.beta_value"
@@ -151,13 +193,20 @@ typedef struct CgTarget {
 	int opt_level;
 	const char *cpu_features; // cg_llvm_cpu's list ("avx2,fma,..."): avx512f widens the GEMM
 	struct CgCache *cache; // the compile cache of the object code (ccache.c); NULL: none
-	int jobs; // pieces compiled at once; 0: the online cores
-	CgProgressFn progress; // each piece compiled ("LLVM pieces"); NULL: none
+	int jobs; // pieces compiled at once without a pool; 0: the online cores
+	CgProgressFn progress; // each piece compiled ("LLVM pieces"), without a pool; NULL: none
 	void *progress_arg;
+	CgPool *pool; // the threads the pieces compile on; NULL: a pool of its own (jobs, progress)
+	// The descriptor, when cg_llvm_emit is given none (desc NULL): asked for
+	// once the task pieces are queued, so that they compile while the
+	// caller finishes it (NVRTC's images); the bytes stay the caller's.
+	// 0 with err set fails the emit.
+	int (*descriptor)(void *arg, const uint8_t **desc, size_t *desclen, char *err, size_t errlen);
+	void *descriptor_arg;
 } CgTarget;
 
 // The most object files cg_llvm_emit writes.
-enum { CG_LLVM_MAX_OBJECTS = 33 };
+enum { CG_LLVM_MAX_OBJECTS = 65 };
 // Emits every task and the entry symbol fadc_artifact_v1 (runtime/abi.h),
 // with the descriptor bytes desc[0..desclen) as a constant, as pieces
 // (docs/CODEGEN.md "Compile time"), each verified, optimized with LLVM's

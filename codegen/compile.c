@@ -4,8 +4,11 @@
 //   for each declaration with an initializer: its init graph -> cg_lower
 //     (computed in f64, as the interpreter does) -> cg_plan, as task
 //     "init.<name>", reading the earlier declarations it names
-//   the descriptor (runtime/artifact.c) -> cg_llvm_emit -> model.0.o ...
-//     (the module's pieces, compiled on threads)
+//   with CUDA: each task printed as CUDA C, split into programs, queued
+//     on the compile's pool (codegen/jobs.c, FADC_JOBS threads)
+//   cg_llvm_emit -> model.0.o ... (the module's pieces, queued on the same
+//     pool while NVRTC runs; the entry's last, with the descriptor
+//     (runtime/artifact.c), which records the CUDA images)
 //   cc -shared model.0.o ... libfadc_support.a -lm -> model.so
 //   model.so + descriptor + trailer -> out_so (a temporary file renamed
 //   over the target, so a failure never leaves a half-written artifact)
@@ -181,9 +184,14 @@ read_file(const char *path, uint8_t **buf, size_t *len)
 //
 // Where a compile's time goes (--stats, docs/CODEGEN.md "Compile time"):
 // wall and CPU seconds per phase, summed over tasks, printed at the end.
-// CPU is the process's (every thread: NVRTC runs on several); the
-// linker's is its child's and not counted.  FADC_TIME=1 prints each step
-// as it ends (kir_time_note) instead.
+// NVRTC's programs and LLVM's pieces run on one pool at once, so their
+// walls are spans that overlap (NVRTC's from queueing its programs to the
+// last one's end; LLVM's cg_llvm_emit's, from the first module to the
+// objects) and their CPU is their own: each job's on its thread's clock,
+// and the emitting thread's; the other phases' CPU is the process's.  The
+// totals are the compile's own, from its start (not the phases' sum).  The
+// linker's CPU is its child's and not counted.  FADC_TIME=1 prints each
+// step as it ends (kir_time_note) instead.
 enum { PH_PASSES, PH_LOWER, PH_CUDA_PRINT, PH_NVRTC, PH_LLVM, PH_LINK, PH_COUNT };
 static const char *const phase_name[PH_COUNT] = {
     "passes", "lowering+plan", "CUDA printing", "NVRTC", "LLVM", "link",
@@ -191,6 +199,7 @@ static const char *const phase_name[PH_COUNT] = {
 
 typedef struct Phases {
 	double wall[PH_COUNT], cpu[PH_COUNT];
+	double wall0, cpu0; // the compile's start (the totals)
 } Phases;
 
 static double
@@ -225,9 +234,8 @@ phase_add(Phases *ps, int ph, Mark m)
 static void
 phases_print(FILE *f, const Phases *ps)
 {
-	double w = 0, u = 0;
-	for (int i = 0; i < PH_COUNT; i++)
-		w += ps->wall[i], u += ps->cpu[i];
+	Mark e = mark_now();
+	double w = e.wall - ps->wall0, u = e.cpu - ps->cpu0;
 	fprintf(f, "# stats: time %.2f s wall, %.2f s cpu:", w, u);
 	for (int i = 0; i < PH_COUNT; i++)
 		fprintf(f, "%s %s %.2f s (cpu %.2f)", i ? "," : "", phase_name[i], ps->wall[i],
@@ -577,9 +585,10 @@ cg_parse_targets(const char *s, int *targets, char *err, size_t errlen)
 // they run on a few threads that take jobs in order; the results do not
 // depend on the order they finish in.
 
-#include <pthread.h>
+typedef struct CuBuild CuBuild;
 
 typedef struct CuJob {
+	CuBuild *cb; // what the jobs share (read only): the cache, the diagnostics stream
 	const char *src, *name, *arch;
 	size_t srclen;
 	int task; // the task it is a program of
@@ -592,76 +601,6 @@ typedef struct CuJob {
 	size_t diaglen;
 	long units; // the functions it compiles (progress)
 } CuJob;
-
-typedef struct CuPool {
-	CuJob *job;
-	const int *order; // the jobs in the order they are taken: the largest source first
-	int n, next;
-	FILE *diag;
-	pthread_mutex_t mu;
-	const CgOptions *o; // its progress callback
-	CgCache *cache; // NULL: none (--no-cache, or an unusable folder)
-	long done, total; // functions compiled, of all
-} CuPool;
-
-static void *
-cu_worker(void *arg)
-{
-	CuPool *pl = arg;
-	for (;;) {
-		pthread_mutex_lock(&pl->mu);
-		int i = pl->next < pl->n ? pl->order[pl->next++] : -1;
-		pthread_mutex_unlock(&pl->mu);
-		if (i < 0)
-			return NULL;
-		// Each job's report is kept apart and cu_build prints one:
-		// reports written from several threads at once would interleave.
-		CuJob *j = &pl->job[i];
-		// The compile cache first (codegen/ccache.c): a hit is the bytes
-		// this compilation would make, so the artifact is the same.
-		uint8_t key[32], *b = NULL;
-		size_t blen = 0;
-		if (pl->cache) {
-			cg_cuda_cache_key(j->src, j->arch, j->want_ptx, key);
-			j->ok = cg_cache_get(pl->cache, key, &j->out, &j->len, &b, &blen);
-			if (j->ok && j->want_ptx) {
-				j->ptx = b;
-				j->ptxlen = blen;
-			} else
-				free(b);
-		}
-		if (!j->ok) {
-			FILE *d = open_memstream(&j->diag, &j->diaglen);
-			j->ok = cg_cuda_compile_both(j->src, j->name, j->arch, &j->out, &j->len,
-			                             j->want_ptx ? &j->ptx : NULL, &j->ptxlen,
-			                             d ? d : pl->diag, j->err, sizeof j->err);
-			if (d)
-				fclose(d);
-			if (j->ok && pl->cache)
-				cg_cache_put(pl->cache, key, j->out, j->len,
-				             j->ptx ? j->ptx : (const uint8_t *)"", j->ptx ? j->ptxlen : 0);
-		}
-		pthread_mutex_lock(&pl->mu);
-		pl->done += j->units;
-		progress(pl->o, "kernels (NVRTC)", pl->done, pl->total);
-		pthread_mutex_unlock(&pl->mu);
-	}
-}
-
-static void
-cu_run_jobs(CuPool *pl, int nthreads)
-{
-	pthread_t th[8];
-	int started = 0;
-	if (nthreads > 8)
-		nthreads = 8;
-	for (int i = 1; i < nthreads && i < pl->n; i++)
-		if (!pthread_create(&th[started], NULL, cu_worker, pl))
-			started++;
-	cu_worker(pl); // the calling thread works too (and alone when threads fail)
-	for (int i = 0; i < started; i++)
-		pthread_join(th[i], NULL);
-}
 
 static int
 put_image(uint8_t **img, size_t *len, size_t *cap, const uint8_t *b, size_t n, int nul,
@@ -832,18 +771,23 @@ inject_error(char *src, long k)
 // with every __device__ function it calls (module words included: a
 // piece declares the grid barrier's counters and the tile buffers of its
 // own, which are scratch of one launch at a time).  A unit goes into
-// piece hash(the name of its first __global__) mod P, FNV-1a, as the CPU
-// module's pieces (codegen/llvm.c): a function of names alone, so that a
-// change inside one kernel (a constant) moves nothing, and the pieces
-// are the same whatever the threads and the cache.  P is a power of two,
-// about CU_PIECE_KERNELS kernels of the task each, at most CU_MAX_PIECES:
-// a function of the kernel count only, so adding or removing a few
-// kernels keeps it.  A piece is the common parts, the loop helpers when
+// piece cg_piece_of(FNV-1a of the name of its first __global__, P), as
+// the CPU module's pieces (codegen/llvm.c, codegen/jobs.c): a function
+// of names alone, so that a change inside one kernel (a constant) moves
+// nothing, and the pieces are the same whatever the threads and the
+// cache.  P is the task's kernel count over CU_PIECE_KERNELS, at most
+// CU_MAX_PIECES: a function of the kernel count only; when a change moves
+// it by one, linear hashing splits (or merges) one piece and keeps the
+// others.  Small pieces recompile little after a change (resnet18's stem
+// constant: 8 programs of about 4 functions), but each program costs
+// NVRTC about 40 ms of its own (its front end, the cubin's assembly), so
+// the count is bounded: 32 per task keeps the large models' cold compile
+// within a few seconds of CPU of what 16 cost.  A piece is the common parts, the loop helpers when
 // it holds a loop, and its units, in the order printed; the notes
 // (a GEMM's comment, a shared kernel's) are in none.  A task of one piece
 // is the whole source as printed, as before pieces.  Each launch record
 // names the module (the piece) that defines its function.
-enum { CU_PIECE_KERNELS = 64, CU_MAX_PIECES = 16 };
+enum { CU_PIECE_KERNELS = 16, CU_MAX_PIECES = 32 };
 
 // The pieces a task is split into.  FADC_CUDA_PIECES=N (1 to
 // ART_MAX_MODULES; a test hook) sets it.
@@ -857,10 +801,7 @@ cu_npieces(const KProgram *p)
 		if (!*end && n >= 1 && n <= ART_MAX_MODULES)
 			return (unsigned)n;
 	}
-	unsigned n = 1;
-	while (n < CU_MAX_PIECES && (uint64_t)2 * n * CU_PIECE_KERNELS <= p->nk)
-		n *= 2;
-	return n;
+	return cg_piece_count(p->nk, CU_PIECE_KERNELS, CU_MAX_PIECES);
 }
 
 static uint64_t
@@ -1067,7 +1008,7 @@ cu_split(char **srcp, size_t len, const CgCudaPart *q, uint32_t nq, unsigned P, 
 			continue;
 		nfn++;
 		if (bucket[q[j].unit] < 0)
-			bucket[q[j].unit] = (int32_t)(cu_name_hash(q[j].name) % P);
+			bucket[q[j].unit] = (int32_t)cg_piece_of(cu_name_hash(q[j].name), P);
 	}
 	for (uint32_t j = 0; j < nq; j++)
 		if (q[j].unit >= 0) {
@@ -1139,31 +1080,82 @@ done:
 	return ok;
 }
 
-// Prints and compiles the CUDA code of tasks[0..n), fills their descriptor
-// entries and the image section (*img, *imglen).
+// The CUDA part of a compile, from cu_start (printed, split, queued on the
+// pool) to cu_finish (waited for, the images made).
+struct CuBuild {
+	int n; // tasks
+	CuSplit *sp; // each task's programs
+	int *first; // each task's first job
+	CuJob *job;
+	char **name;
+	int njob;
+	long units; // functions in all (progress)
+	FILE *diag;
+	CgCache *cache; // NULL: none (--no-cache, or an unusable folder)
+	CgPool *pool;
+	CgBatch batch;
+	int queued; // the batch is known to the pool
+	Mark t0; // when the programs were queued
+	KTime tm;
+};
+
+// One program: from the compile cache (codegen/ccache.c: a hit is the
+// bytes this compilation would make, so the artifact is the same), else
+// NVRTC.  Each job's report is kept apart and cu_finish prints one:
+// reports written from several threads at once would interleave.
+static void
+cu_job(void *arg)
+{
+	CuJob *j = arg;
+	CgCache *cache = j->cb->cache;
+	uint8_t key[32], *b = NULL;
+	size_t blen = 0;
+	if (cache) {
+		cg_cuda_cache_key(j->src, j->arch, j->want_ptx, key);
+		j->ok = cg_cache_get(cache, key, &j->out, &j->len, &b, &blen);
+		if (j->ok && j->want_ptx) {
+			j->ptx = b;
+			j->ptxlen = blen;
+		} else
+			free(b);
+	}
+	if (!j->ok) {
+		FILE *d = open_memstream(&j->diag, &j->diaglen);
+		j->ok = cg_cuda_compile_both(j->src, j->name, j->arch, &j->out, &j->len,
+		                             j->want_ptx ? &j->ptx : NULL, &j->ptxlen,
+		                             d ? d : j->cb->diag, j->err, sizeof j->err);
+		if (d)
+			fclose(d);
+		if (j->ok && cache)
+			cg_cache_put(cache, key, j->out, j->len, j->ptx ? j->ptx : (const uint8_t *)"",
+			             j->ptx ? j->ptxlen : 0);
+	}
+}
+
+// Prints the CUDA code of tasks[0..n), splits it into programs, and queues
+// their compilations on pool (descriptor entries at: the launch records).
+// 0 with err set on failure; cu_free either way.
 static int
-cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOptions *o,
-         Phases *ps, uint8_t **img, size_t *imglen, char *err, size_t errlen)
+cu_start(CuBuild *cb, const char *model, const CgTask *tasks, ArtTask *at, int n,
+         const CgOptions *o, Phases *ps, CgPool *pool, char *err, size_t errlen)
 {
 	Mark mk = mark_now();
 	KTime tm = kir_time_start();
-	long units = 0;
 	const char *arch = o->cuda_arch ? o->cuda_arch : "sm_90";
+	memset(cb, 0, sizeof *cb);
+	cb->n = n;
+	cb->diag = o->cuda_diag;
+	cb->pool = pool;
 	if (strncmp(arch, "sm_", 3) || !arch[3]) {
 		snprintf(err, errlen, "error: --cuda-arch %s: expected sm_XX (sm_90)", arch);
 		return 0;
 	}
-	CuSplit *sp = calloc((size_t)n + 1, sizeof *sp);
-	int *first = calloc((size_t)n + 1, sizeof *first); // each task's first job
-	CuJob *job = NULL;
-	char **name = NULL;
+	cb->sp = calloc((size_t)n + 1, sizeof *cb->sp);
+	cb->first = calloc((size_t)n + 1, sizeof *cb->first);
 	int *order = NULL;
-	int njob = 0;
-	size_t cap = 0;
-	int ok = 0;
-	if (!sp || !first) {
+	if (!cb->sp || !cb->first) {
 		snprintf(err, errlen, "error: out of memory");
-		goto done;
+		return 0;
 	}
 	// FADC_TEST_NVRTC_ERROR=K (a test hook, tests/cli/cli-msg-nvrtc.sh):
 	// a `#error` line becomes line K of every program's source (its end
@@ -1183,80 +1175,80 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 		char *src = cg_cuda_print_parts(cp, &len, &sh, &nsh, &parts, &nparts, err, errlen);
 		if (!src) {
 			kir_program_free(lay);
-			goto done;
+			return 0;
 		}
 		int good = cu_contract(cp, &at[i], o->allow_tf32, sh, nsh) &&
-		           cu_split(&src, len, parts, nparts, cu_npieces(cp), &sp[i]);
+		           cu_split(&src, len, parts, nparts, cu_npieces(cp), &cb->sp[i]);
 		if (lay && (uint64_t)lay->arena_bytes > at[i].arena_bytes) // a plan of its own
 			at[i].arena_bytes = (uint64_t)lay->arena_bytes;
-		if (good && sp[i].n == 1) // the functions printed, about
-			sp[i].units[0] = (long)cp->nk - (long)nsh;
+		if (good && cb->sp[i].n == 1) // the functions printed, about
+			cb->sp[i].units[0] = (long)cp->nk - (long)nsh;
 		kir_program_free(lay);
 		// Each kernel record's module: the piece that defines its function.
-		for (uint32_t k = 0; good && sp[i].nfn && k < at[i].ncuda; k++) {
+		for (uint32_t k = 0; good && cb->sp[i].nfn && k < at[i].ncuda; k++) {
 			ArtKernel *r = &at[i].kern[k];
 			CuFn key = {r->name, 0}, *hit;
 			if (r->kind != ART_LAUNCH_KERNEL)
 				continue;
-			hit = bsearch(&key, sp[i].fn, sp[i].nfn, sizeof *sp[i].fn, cufn_cmp);
+			hit = bsearch(&key, cb->sp[i].fn, cb->sp[i].nfn, sizeof *cb->sp[i].fn, cufn_cmp);
 			FADC_ASSERT(hit != NULL, "cuda pieces: a launch of a function no piece defines");
 			r->module = hit->module;
 		}
 		free(src);
-		// The part names sp[i].fn points at are needed no longer.
-		for (uint32_t k = 0; k < sp[i].nfn; k++)
-			sp[i].fn[k].name = NULL;
+		// The part names cb->sp[i].fn points at are needed no longer.
+		for (uint32_t k = 0; k < cb->sp[i].nfn; k++)
+			cb->sp[i].fn[k].name = NULL;
 		cg_cuda_parts_free(parts, nparts);
 		cg_cuda_shared_free(sh, nsh);
 		if (!good) {
 			snprintf(err, errlen, "error: out of memory");
-			goto done;
+			return 0;
 		}
-		first[i] = njob;
-		njob += (int)sp[i].n;
+		cb->first[i] = cb->njob;
+		cb->njob += (int)cb->sp[i].n;
 	}
-	job = calloc((size_t)njob + 1, sizeof *job);
-	name = calloc((size_t)njob + 1, sizeof *name);
-	order = calloc((size_t)njob + 1, sizeof *order);
-	if (!job || !name || !order) {
+	cb->job = calloc((size_t)cb->njob + 1, sizeof *cb->job);
+	cb->name = calloc((size_t)cb->njob + 1, sizeof *cb->name);
+	order = calloc((size_t)cb->njob + 1, sizeof *order);
+	if (!cb->job || !cb->name || !order) {
 		snprintf(err, errlen, "error: out of memory");
-		goto done;
+		goto fail;
 	}
 	for (int i = 0; i < n; i++)
-		for (uint32_t m = 0; m < sp[i].n; m++) {
-			int j = first[i] + (int)m;
-			if (injectk > 0 && !(sp[i].src[m] = inject_error(sp[i].src[m], injectk))) {
+		for (uint32_t m = 0; m < cb->sp[i].n; m++) {
+			int j = cb->first[i] + (int)m;
+			if (injectk > 0 && !(cb->sp[i].src[m] = inject_error(cb->sp[i].src[m], injectk))) {
 				snprintf(err, errlen, "error: out of memory");
-				goto done;
+				goto fail;
 			}
 			// MODEL.TASK.cu, or MODEL.TASK.pieceM.cu: diagnostics only
 			// (NVRTC compiles every program as fadc.cu, cuda_nvrtc.c).
 			size_t nl = strlen(model) + strlen(tasks[i].name) + 32;
-			if (!(name[j] = malloc(nl))) {
+			if (!(cb->name[j] = malloc(nl))) {
 				snprintf(err, errlen, "error: out of memory");
-				goto done;
+				goto fail;
 			}
-			if (sp[i].n == 1)
-				snprintf(name[j], nl, "%s.%s.cu", model, tasks[i].name);
+			if (cb->sp[i].n == 1)
+				snprintf(cb->name[j], nl, "%s.%s.cu", model, tasks[i].name);
 			else
-				snprintf(name[j], nl, "%s.%s.piece%u.cu", model, tasks[i].name, m);
+				snprintf(cb->name[j], nl, "%s.%s.piece%u.cu", model, tasks[i].name, m);
 			if (o->emit_cuda)
-				fprintf(o->emit_cuda, "// ---- %s\n%s", name[j], sp[i].src[m]);
-			job[j].src = sp[i].src[m];
-			job[j].srclen = strlen(sp[i].src[m]);
-			job[j].name = name[j];
-			job[j].arch = arch;
-			job[j].task = i;
-			job[j].want_ptx = !o->no_ptx;
-			job[j].units = sp[i].units[m] > 0 ? sp[i].units[m] : 1;
-			units += job[j].units;
+				fprintf(o->emit_cuda, "// ---- %s\n%s", cb->name[j], cb->sp[i].src[m]);
+			cb->job[j].src = cb->sp[i].src[m];
+			cb->job[j].srclen = strlen(cb->sp[i].src[m]);
+			cb->job[j].name = cb->name[j];
+			cb->job[j].arch = arch;
+			cb->job[j].task = i;
+			cb->job[j].want_ptx = !o->no_ptx;
+			cb->job[j].units = cb->sp[i].units[m] > 0 ? cb->sp[i].units[m] : 1;
+			cb->units += cb->job[j].units;
 		}
 	// The largest source first, so that the last job to start is a small
 	// one (ties in job order: the same order every time, not that it
 	// matters to the bytes).
-	for (int j = 0; j < njob; j++) {
+	for (int j = 0; j < cb->njob; j++) {
 		int k = j;
-		while (k > 0 && job[order[k - 1]].srclen < job[j].srclen) {
+		while (k > 0 && cb->job[order[k - 1]].srclen < cb->job[j].srclen) {
 			order[k] = order[k - 1];
 			k--;
 		}
@@ -1264,32 +1256,58 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 	}
 	kir_time_note(tm, "cuda-print", model);
 	phase_add(ps, PH_CUDA_PRINT, mk);
-	mk = mark_now();
-	tm = kir_time_start();
-	CuPool pl = {.job = job, .order = order, .n = njob, .diag = o->cuda_diag, .o = o,
-	             .total = units};
 	if (!o->no_cache) {
 		progress(o, "", 0, 0); // its warning, if any, on a line of its own
-		pl.cache = cg_cache_open();
+		cb->cache = cg_cache_open();
 	}
-	pthread_mutex_init(&pl.mu, NULL);
-	long cores = sysconf(_SC_NPROCESSORS_ONLN);
-	progress(o, "kernels (NVRTC)", 0, units);
-	cu_run_jobs(&pl, cg_jobs(o) > 0 ? cg_jobs(o) : cores > 0 ? (int)cores : 1);
-	pthread_mutex_destroy(&pl.mu);
+	cb->t0 = mark_now();
+	cb->tm = kir_time_start();
+	cg_pool_batch(pool, &cb->batch, "kernels (NVRTC)");
+	cb->queued = 1;
+	for (int k = 0; k < cb->njob; k++) {
+		CuJob *j = &cb->job[order[k]];
+		j->cb = cb;
+		cg_pool_add(pool, &cb->batch, cu_job, j, j->units);
+	}
+	free(order);
+	return 1;
+fail:
+	free(order);
+	return 0;
+}
+
+// Waits for the programs cu_start queued; fills the descriptor entries'
+// modules and the image section (*img, *imglen).  0 with err set (and a
+// failed compilation's report printed) on failure.
+static int
+cu_finish(CuBuild *cb, const char *model, const CgTask *tasks, ArtTask *at, const CgOptions *o,
+          Phases *ps, uint8_t **img, size_t *imglen, char *err, size_t errlen)
+{
+	cg_pool_wait(cb->pool, &cb->batch);
+	size_t cap = 0;
 	long hits = 0, misses = 0;
-	int cached = pl.cache != NULL;
-	cg_cache_close(pl.cache, &hits, &misses);
-	char step[64];
-	snprintf(step, sizeof step, "%s (%d programs)", model, njob);
-	kir_time_note(tm, "nvrtc", step);
+	int cached = cb->cache != NULL;
+	cg_cache_close(cb->cache, &hits, &misses);
+	cb->cache = NULL;
+	// The programs' span and their jobs' CPU (each on its thread's clock:
+	// LLVM's pieces may share the pool and the time).
+	double wall = cb->batch.started ? cb->batch.last - cb->t0.wall : 0;
+	if (ps) {
+		ps->wall[PH_NVRTC] += wall;
+		ps->cpu[PH_NVRTC] += cb->batch.cpu;
+	}
+	if (cb->tm.on)
+		fprintf(stderr, "fadc: time: nvrtc %s (%d programs): %.3f s wall, %.3f s cpu (its jobs)\n",
+		        model, cb->njob, wall, cb->batch.cpu);
 	// Hits and misses: --stats, and FADC_TIME=1 as its other step notes.
-	if (o->stats && cached)
+	if (o->stats && cached) {
+		progress(o, "", 0, 0);
 		fprintf(o->stats, "# stats: compile cache (NVRTC): %ld hits, %ld misses\n", hits, misses);
-	const char *tv = getenv("FADC_TIME");
-	if (tv && *tv && strcmp(tv, "0") && cached)
+	}
+	if (cb->tm.on && cached)
 		fprintf(stderr, "fadc: time: nvrtc cache: %ld hits, %ld misses\n", hits, misses);
-	phase_add(ps, PH_NVRTC, mk);
+	CuJob *job = cb->job;
+	int njob = cb->njob;
 	for (int j = 0; j < njob; j++)
 		if (!job[j].ok) {
 			if (job[j].diaglen) {
@@ -1305,46 +1323,57 @@ cu_build(const char *model, const CgTask *tasks, ArtTask *at, int n, const CgOpt
 				fflush(f);
 			}
 			snprintf(err, errlen, "error: task '%s': %s", tasks[job[j].task].name, job[j].err);
-			goto done;
+			return 0;
 		}
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < cb->n; i++) {
 		ArtTask *t = &at[i];
-		if (!(t->module = calloc(sp[i].n, sizeof *t->module))) {
+		if (!(t->module = calloc(cb->sp[i].n, sizeof *t->module))) {
 			snprintf(err, errlen, "error: out of memory");
-			goto done;
+			return 0;
 		}
-		t->nmodule = sp[i].n;
-		for (uint32_t m = 0; m < sp[i].n; m++) {
+		t->nmodule = cb->sp[i].n;
+		for (uint32_t m = 0; m < cb->sp[i].n; m++) {
 			// Without PTX (--no-ptx) its place is 0, 0: the runtime loads
 			// the cubin or fails (runtime/cuda.c).
-			const CuJob *x = &job[first[i] + (int)m];
+			const CuJob *x = &job[cb->first[i] + (int)m];
 			ArtModule *y = &t->module[m];
 			if (!put_image(img, imglen, &cap, x->out, x->len, 0, &y->cubin_off, &y->cubin_len) ||
 			    (x->ptx && !put_image(img, imglen, &cap, x->ptx, x->ptxlen, 1, &y->ptx_off,
 			                          &y->ptx_len))) {
 				snprintf(err, errlen, "error: out of memory");
-				goto done;
+				return 0;
 			}
 		}
 		t->targets |= ART_TARGET_CUDA;
 	}
-	ok = 1;
-done:
-	for (int j = 0; job && j < njob; j++) {
-		free(job[j].out);
-		free(job[j].ptx);
-		free(job[j].diag);
+	return 1;
+}
+
+// Frees what cu_start made, once no job of it runs (after a failure, the
+// programs not yet started are skipped).
+static void
+cu_free(CuBuild *cb)
+{
+	if (cb->queued) {
+		cg_pool_cancel(cb->pool, &cb->batch);
+		cg_pool_wait(cb->pool, &cb->batch);
+		cg_pool_unbatch(cb->pool, &cb->batch);
 	}
-	for (int j = 0; name && j < njob; j++)
-		free(name[j]);
-	for (int i = 0; sp && i < n; i++)
-		cu_split_free(&sp[i]);
-	free(sp);
-	free(first);
-	free(job);
-	free(name);
-	free(order);
-	return ok;
+	cg_cache_close(cb->cache, NULL, NULL);
+	for (int j = 0; cb->job && j < cb->njob; j++) {
+		free(cb->job[j].out);
+		free(cb->job[j].ptx);
+		free(cb->job[j].diag);
+	}
+	for (int j = 0; cb->name && j < cb->njob; j++)
+		free(cb->name[j]);
+	for (int i = 0; cb->sp && i < cb->n; i++)
+		cu_split_free(&cb->sp[i]);
+	free(cb->sp);
+	free(cb->first);
+	free(cb->job);
+	free(cb->name);
+	memset(cb, 0, sizeof *cb);
 }
 #endif
 
@@ -1483,6 +1512,14 @@ typedef struct Compile {
 	char cpu[128], feat[1024], llvm_feat[4096];
 	char opts[2048];       // the descriptor's options line
 	Phases ph;             // where the time went (--stats)
+	CgPool *pool;          // the threads of NVRTC's programs and LLVM's pieces
+#ifdef FADC_HAVE_CUDA
+	CuBuild cu;            // the CUDA part, between cu_start and cu_finish
+	int cuda;              // cu_start ran
+#endif
+	uint8_t *img, *desc;   // the CUDA images and the encoded descriptor
+	size_t imglen, desclen;
+	double desc_cpu;       // make_descriptor's CPU (on the thread of cg_llvm_emit)
 	char *err;
 	size_t errlen;
 } Compile;
@@ -1671,14 +1708,62 @@ options_line(Compile *c, const char *cuda_arch)
 	return 1;
 }
 
-// Object, link, artifact: LLVM compiles every task (with the encoded
-// descriptor desc) into model.0.o ... in a temporary folder (the module's
-// pieces, in order), cc links them with
-// the support library into model.so, and model.so, the CUDA images img
+// The CPU of NVRTC's jobs ended so far.
+static double
+nvrtc_cpu(Compile *c)
+{
+#ifdef FADC_HAVE_CUDA
+	if (c->cuda)
+		return cg_pool_cpu(c->pool, &c->cu.batch);
+#endif
+	(void)c;
+	return 0;
+}
+
+// The descriptor, once the CUDA images are made (CgTarget.descriptor):
+// cg_llvm_emit asks for it when it has queued the task pieces, so that
+// they compile on the pool beside NVRTC's programs; the entry's piece,
+// which holds it, comes after.  The bytes are c->desc; 0 with err set.
+static int
+make_descriptor(void *arg, const uint8_t **desc, size_t *desclen, char *err, size_t errlen)
+{
+	Compile *c = arg;
+	ArtDesc *d = &c->d;
+	double c0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+#ifdef FADC_HAVE_CUDA
+	if (c->cuda && !cu_finish(&c->cu, c->model, c->tasks, d->task, c->o, &c->ph, &c->img,
+	                          &c->imglen, err, errlen))
+		return 0;
+#endif
+	d->images_bytes = c->imglen;
+	d->images_hash = art_fnv1a64(ART_FNV_BASIS, c->img, c->imglen);
+	if (!options_line(c, c->o->cuda_arch ? c->o->cuda_arch : "sm_90"))
+		return 0;
+	d->options = c->opts;
+	char *triple = cg_llvm_default_triple();
+	d->triple = triple;
+	d->cpu = c->cpu;
+	d->features = c->feat;
+	int ok = triple && art_desc_encode(d, &c->desc, &c->desclen);
+	free(triple);
+	d->triple = NULL;
+	if (!ok) {
+		snprintf(err, errlen, "error: out of memory");
+		return 0;
+	}
+	*desc = c->desc;
+	*desclen = c->desclen;
+	c->desc_cpu += clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+	return 1;
+}
+
+// Object, link, artifact: LLVM compiles every task into model.0.o ... in
+// a temporary folder (the module's pieces, in order; the entry's last,
+// with the descriptor make_descriptor encodes meanwhile), cc links them
+// with the support library into model.so, and model.so, the CUDA images
 // and the descriptor become out_so.  The folder goes whatever happens.
 static int
-link_artifact(Compile *c, const uint8_t *desc, size_t desclen, const uint8_t *img, size_t imglen,
-              const char *out_so)
+link_artifact(Compile *c, const char *out_so)
 {
 	const CgOptions *o = c->o;
 	char *err = c->err;
@@ -1731,8 +1816,9 @@ link_artifact(Compile *c, const uint8_t *desc, size_t desclen, const uint8_t *im
 	}
 	snprintf(lib, sizeof lib, "%s/model.so", tmpdir);
 	snprintf(logp, sizeof logp, "%s/link.log", tmpdir);
-	CgTarget tg = {NULL, c->cpu, c->llvm_feat, o->opt_level < 0 ? 2 : o->opt_level, c->feat, NULL,
-	               cg_jobs(o), o->progress, o->progress_arg};
+	CgTarget tg = {.cpu = c->cpu, .features = c->llvm_feat,
+	               .opt_level = o->opt_level < 0 ? 2 : o->opt_level, .cpu_features = c->feat,
+	               .pool = c->pool, .descriptor = make_descriptor, .descriptor_arg = c};
 	// A task without CPU code is an empty program there: its function
 	// returns at once and the runtime never calls it (the descriptor says so).
 	if (!(emit = calloc(nall + 1, sizeof *emit))) {
@@ -1748,18 +1834,31 @@ link_artifact(Compile *c, const uint8_t *desc, size_t desclen, const uint8_t *im
 		}
 	}
 	progress(o, "LLVM code generation", 0, 0);
+	// LLVM's time: the span of cg_llvm_emit (NVRTC's programs may run
+	// beside it), and the CPU of its thread (less the descriptor's) and of
+	// its pieces' jobs (the pool's, less NVRTC's).
 	Mark mk = mark_now();
+	double t0 = clock_s(CLOCK_THREAD_CPUTIME_ID), pool0 = cg_pool_cpu(c->pool, NULL);
+	double nv0 = nvrtc_cpu(c);
 	if (!o->no_cache && !o->emit_llvm) // the object code's cache (not for --emit llvm)
 		tg.cache = cg_cache_open();
 	int nobj = 0;
-	int llvm_ok =
-		cg_llvm_emit(emit, (int)nall, desc, desclen, &tg, o->emit_llvm, prefix, &nobj, err, errlen);
+	// Without CUDA the descriptor is known now; with it, cg_llvm_emit asks
+	// once the task code is queued beside NVRTC's programs.
+	const uint8_t *desc = NULL;
+	size_t desclen = 0;
+	int llvm_ok = (c->targets & CG_TARGET_CUDA) ||
+	              make_descriptor(c, &desc, &desclen, err, errlen);
+	llvm_ok = llvm_ok && cg_llvm_emit(emit, (int)nall, desc, desclen, &tg, o->emit_llvm, prefix,
+	                                  &nobj, err, errlen);
 	long hits = 0, misses = 0;
 	int cached = tg.cache != NULL;
 	cg_cache_close(tg.cache, &hits, &misses);
 	if (!llvm_ok)
 		goto done;
-	phase_add(&c->ph, PH_LLVM, mk);
+	c->ph.wall[PH_LLVM] += mark_now().wall - mk.wall;
+	c->ph.cpu[PH_LLVM] += clock_s(CLOCK_THREAD_CPUTIME_ID) - t0 - c->desc_cpu +
+	                      (cg_pool_cpu(c->pool, NULL) - pool0) - (nvrtc_cpu(c) - nv0);
 	if (o->stats && cached)
 		fprintf(o->stats, "# stats: compile cache (LLVM): %ld hits, %ld misses\n", hits, misses);
 	const char *tv = getenv("FADC_TIME");
@@ -1796,7 +1895,7 @@ link_artifact(Compile *c, const uint8_t *desc, size_t desclen, const uint8_t *im
 		snprintf(err, errlen, "error: cannot read the linked library %s", lib);
 		goto done;
 	}
-	ok = write_artifact(out_so, so, solen, img, imglen, desc, desclen, err, errlen);
+	ok = write_artifact(out_so, so, solen, c->img, c->imglen, c->desc, c->desclen, err, errlen);
 done:
 	rm_tree(tmpdir, tmpfiles, NTMP, tmpreg);
 	free(objs);
@@ -1833,6 +1932,9 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 	}
 	*c = (Compile){.ms = ms, .specdefs = specdefs, .nspec = nspec, .o = o, .err = err,
 	               .errlen = errlen};
+	Mark start = mark_now();
+	c->ph.wall0 = start.wall;
+	c->ph.cpu0 = start.cpu;
 	const char **names = c->names;
 	int ntask = c->ntask = task_list(o, names, 64, err, errlen);
 	if (ntask < 0) {
@@ -1871,8 +1973,6 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 	ArtDesc *d = &c->d;
 	d->task = calloc(nall + 1, sizeof *d->task);
 	d->decl = calloc(c->nadecl + 1, sizeof *d->decl);
-	uint8_t *desc = NULL, *img = NULL;
-	size_t desclen = 0, imglen = 0;
 	int targets = c->targets = o->targets ? o->targets : CG_TARGET_CPU;
 	int ok = 0;
 	if (!c->tasks || !c->initname || !d->task || !d->decl) {
@@ -1899,11 +1999,21 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 	d->source_hash = ir_srcmap_hash(m->src);
 	const char *cuda_arch = o->cuda_arch ? o->cuda_arch : "sm_90";
 	d->cuda_arch = targets & CG_TARGET_CUDA ? (char *)cuda_arch : "";
-#ifdef FADC_HAVE_CUDA
-	if ((targets & CG_TARGET_CUDA) &&
-	    !cu_build(c->model, c->tasks, d->task, (int)c->nuser, o, &c->ph, &img, &imglen, err,
-	              errlen))
+	// One pool for every compilation: NVRTC's programs are queued first,
+	// and LLVM's pieces join them as cg_llvm_emit makes them.
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	if (!(c->pool = cg_pool_new(cg_jobs(o) > 0 ? cg_jobs(o) : cores > 0 ? (int)cores : 1,
+	                            o->progress, o->progress_arg))) {
+		snprintf(err, errlen, "error: out of memory");
 		goto done;
+	}
+#ifdef FADC_HAVE_CUDA
+	if (targets & CG_TARGET_CUDA) {
+		c->cuda = 1;
+		if (!cu_start(&c->cu, c->model, c->tasks, d->task, (int)c->nuser, o, &c->ph, c->pool,
+		              err, errlen))
+			goto done;
+	}
 #else
 	if (targets & CG_TARGET_CUDA) {
 		snprintf(err, errlen, "error: --target cuda: this fadc was built without the CUDA "
@@ -1911,29 +2021,18 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 		goto done;
 	}
 #endif
-	d->images_bytes = imglen;
-	d->images_hash = art_fnv1a64(ART_FNV_BASIS, img, imglen);
-	if (!options_line(c, cuda_arch))
-		goto done;
-	d->options = c->opts;
-	char *triple = cg_llvm_default_triple();
-	d->triple = triple;
-	d->cpu = c->cpu;
-	d->features = c->feat;
-	if (!triple || !art_desc_encode(d, &desc, &desclen)) {
-		snprintf(err, errlen, "error: out of memory");
-		free(triple);
-		goto done;
-	}
-	free(triple);
-	ok = link_artifact(c, desc, desclen, img, imglen, out_so);
+	ok = link_artifact(c, out_so);
 	if (ok && o->stats) {
 		progress(o, "", 0, 0);
 		phases_print(o->stats, &c->ph);
 	}
 done:
-	free(img);
-	free(desc);
+#ifdef FADC_HAVE_CUDA
+	cu_free(&c->cu); // its jobs ended (or skipped) first
+#endif
+	cg_pool_free(c->pool);
+	free(c->img);
+	free(c->desc);
 	for (uint32_t i = 0; c->tasks && i < nall; i++)
 		kir_program_free(c->tasks[i].prog);
 	for (uint32_t i = 0; c->initname && i < c->ninit; i++)

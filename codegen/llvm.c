@@ -237,7 +237,7 @@ name_hash(const char *s)
 static LLVMModuleRef
 piece_of(const Emit *e, const char *name)
 {
-	return e->mods[e->npieces > 1 ? name_hash(name) % e->npieces : 0];
+	return e->mods[cg_piece_of(name_hash(name), e->npieces)];
 }
 
 LLVMValueRef
@@ -1916,7 +1916,7 @@ emit_entry(Emit *e, LLVMValueRef *taskfns, int ntasks, const uint8_t *desc, size
 // count, and with it every other piece's contents.  FADC_LLVM_PIECES=N
 // (1 to CG_LLVM_MAX_OBJECTS - 1; a test hook) sets it.  --emit llvm prints
 // one module: one piece.
-enum { PIECE_KERNELS = 64, MAX_PIECES = 16 };
+enum { PIECE_KERNELS = 32, MAX_PIECES = CG_LLVM_MAX_OBJECTS - 1 };
 
 static unsigned
 npieces(const CgTask *tasks, int ntasks, FILE *emit_llvm)
@@ -1933,10 +1933,7 @@ npieces(const CgTask *tasks, int ntasks, FILE *emit_llvm)
 	uint64_t nk = 0;
 	for (int i = 0; i < ntasks; i++)
 		nk += tasks[i].prog->nk;
-	unsigned n = 1;
-	while (n < MAX_PIECES && (uint64_t)2 * n * PIECE_KERNELS <= nk)
-		n *= 2;
-	return n;
+	return cg_piece_count(nk, PIECE_KERNELS, MAX_PIECES);
 }
 
 int
@@ -1958,9 +1955,13 @@ cg_llvm_emit(const CgTask *tasks, int ntasks, const uint8_t *desc, size_t descle
 		LLVMDisposeMessage(t);
 	}
 	Emit e = {0};
+	LlvmPieces *lp = NULL;
 	e.C = LLVMContextCreate();
 	e.npieces = npieces(tasks, ntasks, emit_llvm);
-	e.nmods = e.npieces + (e.npieces > 1);
+	// The entry's module of its own past one piece, and also at one piece
+	// when the descriptor comes later (NVRTC still compiling: the task code
+	// then compiles beside it); --emit llvm prints one module.
+	e.nmods = e.npieces + (e.npieces > 1 || (!desc && !emit_llvm));
 	e.mods = calloc(e.nmods, sizeof *e.mods);
 	e.B = LLVMCreateBuilderInContext(e.C);
 	LLVMTargetMachineRef tm = NULL;
@@ -2018,12 +2019,25 @@ cg_llvm_emit(const CgTask *tasks, int ntasks, const uint8_t *desc, size_t descle
 	KTime clk = kir_time_start();
 	for (int i = 0; i < ntasks; i++)
 		fns[i] = emit_task(&e, &tasks[i]);
-	emit_entry(&e, fns, ntasks, desc, desclen);
+	// The entry's references to the task functions first: they make each
+	// one external (hidden) in its piece, which must be so before the task
+	// pieces are written as bitcode and compiled (llvm_pieces.c), while the
+	// caller may still be making the descriptor (tg->descriptor).
+	e.M = e.mods[e.nmods - 1];
+	for (int i = 0; i < ntasks; i++)
+		fns[i] = llvm_ref(&e, fns[i]);
 	char nfn[64];
 	snprintf(nfn, sizeof nfn, "(%u kernel functions, %u pieces)", e.nshared, e.nmods);
 	kir_time_note(clk, "llvm-ir", nfn);
-	ok = llvm_compile_pieces(e.mods, e.nmods, tg, triple, emit_llvm, obj_prefix, nobj, err, errlen);
+	lp = llvm_pieces_start(e.mods, e.nmods - 1, e.nmods, tg, triple, emit_llvm, err, errlen);
+	if (!lp)
+		goto done;
+	if (!desc && !tg->descriptor(tg->descriptor_arg, &desc, &desclen, err, errlen))
+		goto done;
+	emit_entry(&e, fns, ntasks, desc, desclen);
+	ok = llvm_pieces_finish(lp, e.mods[e.nmods - 1], e.nmods - 1, obj_prefix, nobj, err, errlen);
 done:
+	llvm_pieces_end(lp);
 	if (msg)
 		LLVMDisposeMessage(msg);
 	if (td)

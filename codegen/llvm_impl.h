@@ -233,15 +233,28 @@ void llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops);
 
 // ---------------------------------------------------------------- llvm_pieces.c
 
-// Pieces nmods modules of the main context, compiled to object files
-// PREFIX.0.o, ...  (only the modules that define something; *nobj says how
-// many): each verified, written as bitcode, looked up in tg->cache by a
-// key of that bitcode and the target; the misses are parsed, optimized
-// with `pipeline` and compiled on up to `jobs` threads, each in an LLVM
-// context of its own, and stored.  The objects are a function of the
-// bitcode alone, so the same whatever the threads, their timing and the
-// cache.  emit_llvm (one module): its optimized IR is printed there.
-int llvm_compile_pieces(LLVMModuleRef *mods, unsigned nmods, const CgTarget *tg, const char *triple,
-                        FILE *emit_llvm, const char *prefix, int *nobj, char *err, size_t errlen);
+// The modules of the main context compiled to object files PREFIX.0.o,
+// ... in module order (only the modules that define something; *nobj
+// says how many): each verified, written as bitcode, looked up in
+// tg->cache by a key of that bitcode and the target; the misses are
+// parsed, optimized with `pipeline` and compiled as jobs of tg->pool (or
+// of a pool of tg->jobs threads of its own), each in an LLVM context of
+// its own, and stored.  The objects are a function of the bitcode alone,
+// so the same whatever the threads, their timing and the cache.
+// emit_llvm (one module): its optimized IR is printed there.
+//
+// In two steps, so that the pieces compile while the caller makes the
+// last module (the entry's, which holds the descriptor): start with
+// mods[0..nmods) (at most maxmods in all, with the one finish adds);
+// finish with the last module (NULL: none), index its module number,
+// waits and writes the objects; end frees (after a failure too, waiting
+// for the jobs already running).  A module must not change once given.
+typedef struct LlvmPieces LlvmPieces;
+LlvmPieces *llvm_pieces_start(LLVMModuleRef *mods, unsigned nmods, unsigned maxmods,
+                              const CgTarget *tg, const char *triple, FILE *emit_llvm, char *err,
+                              size_t errlen);
+int llvm_pieces_finish(LlvmPieces *lp, LLVMModuleRef last, unsigned index, const char *prefix,
+                       int *nobj, char *err, size_t errlen);
+void llvm_pieces_end(LlvmPieces *lp);
 
 #endif

@@ -5,11 +5,16 @@
 //
 //   verified, written as bitcode (in the emitting thread)
 //   -> its key: SHA-256 of the bitcode, the target and LLVM's version
-//   -> a cache hit gives its object code; a miss is a job:
-//      parsed from the bitcode into a context of the job's own thread,
+//   -> a cache hit gives its object code; a miss is a job of the
+//      compile's pool (codegen/jobs.c, shared with NVRTC's programs):
+//      parsed from the bitcode into a context of the job's own,
 //      optimized (default<On>) and compiled with a target machine of
-//      that thread's own, the object kept in memory
+//      its own, the object kept in memory
 //   -> the objects written in piece order, the misses stored.
+//
+// In two steps (llvm_pieces_start, _finish): the task pieces are queued
+// first and compile while the caller makes the last module, the entry's,
+// whose descriptor records the CUDA images NVRTC is still making.
 //
 // Why this is deterministic: a job's input is the bitcode and nothing
 // else (every piece, hit or miss, one thread or many, is compiled from
@@ -18,7 +23,6 @@
 // others, and the files are written in piece order after every job is
 // done.  So the objects, and the linked .so, are the same bytes whatever
 // the number of threads, their timing, and the cache.
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -36,7 +40,10 @@
 #include "codegen.h"
 #include "llvm_impl.h"
 
+typedef struct LlvmPieces LlvmPieces;
+
 typedef struct Piece {
+	LlvmPieces *lp; // what every piece's job shares (read only)
 	unsigned index; // of the piece among the modules
 	LLVMMemoryBufferRef bc; // its bitcode
 	uint8_t key[32];
@@ -47,16 +54,17 @@ typedef struct Piece {
 	char err[1024];
 } Piece;
 
-typedef struct Jobs {
-	Piece **job; // the misses, largest first
-	int n;
-	int next; // the next job to take (under mu)
-	int done; // jobs done (under mu): the progress
-	pthread_mutex_t mu;
+// The pieces of one cg_llvm_emit, from llvm_pieces_start to _end.
+struct LlvmPieces {
+	Piece *pc; // the modules that define something, in module order
+	int n, cap;
 	const CgTarget *tg;
-	const char *triple, *pipeline;
+	char triple[256], pipeline[32];
 	FILE *emit_llvm;
-} Jobs;
+	CgPool *pool, *own; // the pool the jobs run on; own: made here (tg->pool NULL)
+	CgBatch batch;
+	int hits;
+};
 
 static void
 fail_msg(Piece *p, const char *what, char *msg)
@@ -70,8 +78,10 @@ fail_msg(Piece *p, const char *what, char *msg)
 // One job: the piece's bitcode to object code, in an LLVM context and with
 // a target machine of this call's own.
 static void
-compile_one(Jobs *js, Piece *p)
+compile_one(void *arg)
 {
+	Piece *p = arg;
+	const LlvmPieces *js = p->lp;
 	const CgTarget *tg = js->tg;
 	LLVMContextRef C = LLVMContextCreate();
 	LLVMModuleRef M = NULL;
@@ -140,25 +150,6 @@ done:
 	LLVMContextDispose(C);
 }
 
-static void *
-worker(void *arg)
-{
-	Jobs *js = arg;
-	for (;;) {
-		pthread_mutex_lock(&js->mu);
-		int i = js->next < js->n ? js->next++ : -1;
-		pthread_mutex_unlock(&js->mu);
-		if (i < 0)
-			return NULL;
-		compile_one(js, js->job[i]);
-		pthread_mutex_lock(&js->mu);
-		js->done++;
-		if (js->tg->progress)
-			js->tg->progress(js->tg->progress_arg, "LLVM pieces", js->done, js->n);
-		pthread_mutex_unlock(&js->mu);
-	}
-}
-
 // Largest bitcode first: the longest jobs start first, the short ones fill
 // in (the order jobs are taken in changes no output).
 static int
@@ -197,131 +188,185 @@ defines_something(LLVMModuleRef m)
 	return 0;
 }
 
-int
-llvm_compile_pieces(LLVMModuleRef *mods, unsigned nmods, const CgTarget *tg, const char *triple,
-                    FILE *emit_llvm, const char *prefix, int *nobj, char *err, size_t errlen)
+// Module m as piece `index`: verified, written as bitcode, looked up in
+// the cache, queued when it misses.  A module that defines nothing is no
+// piece.  0 with err set on failure.
+static int
+add_piece(LlvmPieces *lp, LLVMModuleRef m, unsigned index, char *err, size_t errlen)
 {
-	*nobj = 0;
-	int ok = 0;
+	if (!defines_something(m))
+		return 1;
 	char *msg = NULL;
-	Piece *pc = calloc(nmods + 1, sizeof *pc);
-	Piece **job = calloc(nmods + 1, sizeof *job);
-	pthread_t *th = NULL;
-	int n = 0, nt = 0;
-	if (!pc || !job) {
-		snprintf(err, errlen, "out of memory");
-		goto done;
-	}
-	KTime clk = kir_time_start();
-	for (unsigned i = 0; i < nmods; i++) {
-		if (!defines_something(mods[i]))
-			continue;
-		if (LLVMVerifyModule(mods[i], LLVMReturnStatusAction, &msg)) {
-			snprintf(err, errlen, "LLVM: the generated module does not verify: %s",
-			         msg ? msg : "(no message)");
-			goto done;
-		}
+	if (LLVMVerifyModule(m, LLVMReturnStatusAction, &msg)) {
+		snprintf(err, errlen, "LLVM: the generated module does not verify: %s",
+		         msg ? msg : "(no message)");
 		LLVMDisposeMessage(msg);
-		msg = NULL;
-		pc[n].index = i;
-		if (!(pc[n].bc = LLVMWriteBitcodeToMemoryBuffer(mods[i]))) {
-			snprintf(err, errlen, "LLVM: cannot write a piece's bitcode (out of memory?)");
-			goto done;
-		}
-		n++;
+		return 0;
 	}
-	char pipeline[32];
-	int ol = tg->opt_level < 0 ? 2 : tg->opt_level > 3 ? 3 : tg->opt_level;
-	snprintf(pipeline, sizeof pipeline, "default<O%d>", ol);
-	kir_time_note(clk, "verify+bitcode", NULL);
+	LLVMDisposeMessage(msg);
+	FADC_ASSERT(lp->n < lp->cap, "llvm pieces: more pieces than modules");
+	Piece *p = &lp->pc[lp->n];
+	p->lp = lp;
+	p->index = index;
+	if (!(p->bc = LLVMWriteBitcodeToMemoryBuffer(m))) {
+		snprintf(err, errlen, "LLVM: cannot write a piece's bitcode (out of memory?)");
+		return 0;
+	}
+	lp->n++;
 	// The key of a piece's object code: its bitcode (before optimization),
 	// the target machine (triple, CPU, features, level), the pipeline and
 	// LLVM itself.  Not with --emit llvm, which wants the optimized module
 	// printed (compile.c opens no cache then).
-	clk = kir_time_start();
-	int hits = 0;
-	for (int i = 0; i < n; i++) {
-		Piece *p = &pc[i];
-		if (tg->cache) {
-			char lv[64];
-			snprintf(lv, sizeof lv, "LLVM %s O%d", LLVM_VERSION_STRING, tg->opt_level);
-			const char *feat = tg->features ? tg->features : "";
-			CgSha256 s;
-			cg_sha256_init(&s);
-			cg_sha256_field(&s, "fadc compile cache: LLVM object", 31);
-			cg_sha256_field(&s, lv, strlen(lv));
-			cg_sha256_field(&s, triple, strlen(triple));
-			cg_sha256_field(&s, tg->cpu, strlen(tg->cpu));
-			cg_sha256_field(&s, feat, strlen(feat));
-			cg_sha256_field(&s, pipeline, strlen(pipeline));
-			cg_sha256_field(&s, LLVMGetBufferStart(p->bc), LLVMGetBufferSize(p->bc));
-			cg_sha256_end(&s, p->key);
-			uint8_t *b;
-			size_t blen;
-			p->hit = cg_cache_get(tg->cache, p->key, &p->obj, &p->objlen, &b, &blen);
-			free(b);
-		}
-		if (p->hit)
-			hits++;
-		else
-			job[nt++] = p;
+	const CgTarget *tg = lp->tg;
+	if (tg->cache) {
+		char lv[64];
+		snprintf(lv, sizeof lv, "LLVM %s O%d", LLVM_VERSION_STRING, tg->opt_level);
+		const char *feat = tg->features ? tg->features : "";
+		CgSha256 s;
+		cg_sha256_init(&s);
+		cg_sha256_field(&s, "fadc compile cache: LLVM object", 31);
+		cg_sha256_field(&s, lv, strlen(lv));
+		cg_sha256_field(&s, lp->triple, strlen(lp->triple));
+		cg_sha256_field(&s, tg->cpu, strlen(tg->cpu));
+		cg_sha256_field(&s, feat, strlen(feat));
+		cg_sha256_field(&s, lp->pipeline, strlen(lp->pipeline));
+		cg_sha256_field(&s, LLVMGetBufferStart(p->bc), LLVMGetBufferSize(p->bc));
+		cg_sha256_end(&s, p->key);
+		uint8_t *b;
+		size_t blen;
+		p->hit = cg_cache_get(tg->cache, p->key, &p->obj, &p->objlen, &b, &blen);
+		free(b);
 	}
-	char note[96];
-	snprintf(note, sizeof note, "%d of %d pieces hit", hits, n);
-	if (tg->cache)
-		kir_time_note(clk, "cache", note);
-	// The misses on threads: the calling one and up to jobs - 1 more.
-	clk = kir_time_start();
-	qsort(job, (size_t)nt, sizeof *job, bigger);
-	Jobs js = {job, nt, 0, 0, PTHREAD_MUTEX_INITIALIZER, tg, triple, pipeline, emit_llvm};
-	if (nt && tg->progress)
-		tg->progress(tg->progress_arg, "LLVM pieces", 0, nt);
-	long cores = sysconf(_SC_NPROCESSORS_ONLN);
-	int nthreads = tg->jobs > 0 ? tg->jobs : cores > 0 ? (int)cores : 1;
-	if (nthreads > nt)
-		nthreads = nt;
-	int started = 0;
-	if (nthreads > 1 && (th = calloc((size_t)nthreads, sizeof *th)))
-		for (int i = 1; i < nthreads; i++)
-			if (pthread_create(&th[started], NULL, worker, &js) == 0)
-				started++;
-	worker(&js); // the calling thread works too (and alone when threads fail)
-	for (int i = 0; i < started; i++)
-		pthread_join(th[i], NULL);
-	pthread_mutex_destroy(&js.mu);
-	snprintf(note, sizeof note, "%d pieces on %d threads", nt, started + (nt > 0));
-	kir_time_note(clk, "optimize+codegen", note);
-	for (int i = 0; i < nt; i++)
-		if (job[i]->failed) { // the first in piece order: the same message every time
-			Piece *f = job[i];
-			for (int k = 0; k < nt; k++)
-				if (job[k]->failed && job[k]->index < f->index)
-					f = job[k];
-			snprintf(err, errlen, "%s", f->err);
-			goto done;
+	lp->hits += p->hit;
+	return 1;
+}
+
+// Queues the misses among pc[from ..), largest bitcode first: the longest
+// jobs start first, the short ones fill in (the order jobs are taken in
+// changes no output).
+static void
+queue_misses(LlvmPieces *lp, int from)
+{
+	Piece **job = calloc((size_t)(lp->n - from) + 1, sizeof *job);
+	int nt = 0;
+	for (int i = from; i < lp->n; i++)
+		if (!lp->pc[i].hit)
+			job[nt++] = &lp->pc[i];
+	if (job) {
+		qsort(job, (size_t)nt, sizeof *job, bigger);
+		for (int i = 0; i < nt; i++)
+			cg_pool_add(lp->pool, &lp->batch, compile_one, job[i], 1);
+	} else // out of memory for the order: module order
+		for (int i = from; i < lp->n; i++)
+			if (!lp->pc[i].hit)
+				cg_pool_add(lp->pool, &lp->batch, compile_one, &lp->pc[i], 1);
+	free(job);
+}
+
+LlvmPieces *
+llvm_pieces_start(LLVMModuleRef *mods, unsigned nmods, unsigned maxmods, const CgTarget *tg,
+                  const char *triple, FILE *emit_llvm, char *err, size_t errlen)
+{
+	LlvmPieces *lp = calloc(1, sizeof *lp);
+	if (!lp || !(lp->pc = calloc(maxmods + 1, sizeof *lp->pc))) {
+		free(lp);
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	lp->cap = (int)maxmods;
+	lp->tg = tg;
+	lp->emit_llvm = emit_llvm;
+	snprintf(lp->triple, sizeof lp->triple, "%s", triple);
+	int ol = tg->opt_level < 0 ? 2 : tg->opt_level > 3 ? 3 : tg->opt_level;
+	snprintf(lp->pipeline, sizeof lp->pipeline, "default<O%d>", ol);
+	lp->pool = tg->pool;
+	if (!lp->pool) {
+		long cores = sysconf(_SC_NPROCESSORS_ONLN);
+		int nthreads = tg->jobs > 0 ? tg->jobs : cores > 0 ? (int)cores : 1;
+		if (nthreads > (int)nmods)
+			nthreads = (int)nmods;
+		if (!(lp->pool = lp->own = cg_pool_new(nthreads, tg->progress, tg->progress_arg))) {
+			llvm_pieces_end(lp);
+			snprintf(err, errlen, "out of memory");
+			return NULL;
 		}
+	}
+	cg_pool_batch(lp->pool, &lp->batch, "LLVM pieces");
+	KTime clk = kir_time_start();
+	for (unsigned i = 0; i < nmods; i++)
+		if (!add_piece(lp, mods[i], i, err, errlen)) {
+			llvm_pieces_end(lp);
+			return NULL;
+		}
+	kir_time_note(clk, "verify+bitcode+cache", NULL);
+	queue_misses(lp, 0);
+	return lp;
+}
+
+int
+llvm_pieces_finish(LlvmPieces *lp, LLVMModuleRef last, unsigned index, const char *prefix,
+                   int *nobj, char *err, size_t errlen)
+{
+	*nobj = 0;
+	int from = lp->n;
+	if (last && !add_piece(lp, last, index, err, errlen))
+		return 0;
+	queue_misses(lp, from);
+	if (lp->tg->cache) {
+		char note[96];
+		snprintf(note, sizeof note, "%d of %d pieces hit", lp->hits, lp->n);
+		kir_time_note(kir_time_start(), "llvm cache", note);
+	}
+	cg_pool_wait(lp->pool, &lp->batch);
+	// Each job's span and CPU on its own thread's clock: NVRTC's programs
+	// may run beside them on the same pool.
+	KTime t = kir_time_start();
+	int nth = cg_pool_threads(lp->pool);
+	if (t.on && lp->batch.total)
+		fprintf(stderr,
+		        "fadc: time: optimize+codegen %ld pieces on %ld threads: %.3f s wall, %.3f s cpu "
+		        "(its jobs)\n",
+		        lp->batch.total, nth < lp->batch.total ? nth : lp->batch.total,
+		        lp->batch.last - lp->batch.first, lp->batch.cpu);
+	Piece *f = NULL; // the first failure in piece order: the same message every time
+	for (int i = 0; i < lp->n && !f; i++)
+		if (lp->pc[i].failed)
+			f = &lp->pc[i];
+	if (f) {
+		snprintf(err, errlen, "%s", f->err);
+		return 0;
+	}
 	// The files, in piece order; the misses stored.
-	clk = kir_time_start();
-	for (int i = 0; i < n; i++) {
+	KTime clk = kir_time_start();
+	for (int i = 0; i < lp->n; i++) {
 		char path[4200];
 		snprintf(path, sizeof path, "%s.%d.o", prefix, i);
-		if (!write_object(path, pc[i].obj, pc[i].objlen, err, errlen))
-			goto done;
+		if (!write_object(path, lp->pc[i].obj, lp->pc[i].objlen, err, errlen))
+			return 0;
 		*nobj = i + 1;
-		if (!pc[i].hit && tg->cache)
-			cg_cache_put(tg->cache, pc[i].key, pc[i].obj, pc[i].objlen, (const uint8_t *)"", 0);
+		if (!lp->pc[i].hit && lp->tg->cache)
+			cg_cache_put(lp->tg->cache, lp->pc[i].key, lp->pc[i].obj, lp->pc[i].objlen,
+			             (const uint8_t *)"", 0);
 	}
 	kir_time_note(clk, "write objects", NULL);
-	ok = 1;
-done:
-	if (msg)
-		LLVMDisposeMessage(msg);
-	for (int i = 0; pc && i < n; i++) {
-		LLVMDisposeMemoryBuffer(pc[i].bc);
-		free(pc[i].obj);
+	return 1;
+}
+
+void
+llvm_pieces_end(LlvmPieces *lp)
+{
+	if (!lp)
+		return;
+	if (lp->pool) { // no job may outlive its piece
+		cg_pool_cancel(lp->pool, &lp->batch);
+		cg_pool_wait(lp->pool, &lp->batch);
+		cg_pool_unbatch(lp->pool, &lp->batch);
 	}
-	free(pc);
-	free(job);
-	free(th);
-	return ok;
+	cg_pool_free(lp->own);
+	for (int i = 0; i < lp->n; i++) {
+		LLVMDisposeMemoryBuffer(lp->pc[i].bc);
+		free(lp->pc[i].obj);
+	}
+	free(lp->pc);
+	free(lp);
 }

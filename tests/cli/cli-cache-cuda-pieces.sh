@@ -70,4 +70,57 @@ miss=$(stats_nv | sed 's/.* \([0-9]*\) misses$/\1/')
 run_fadc 0 "$tmp/scan-tile.ir" "${args[@]}" --no-cache -o "$tmp/edit-off.so"
 cmp "$tmp/edit.so" "$tmp/edit-off.so" || fail "after the change the cached artifact differs"
 cmp -s "$tmp/edit.so" "$tmp/j1.so" && fail "the change did not change the artifact"
-echo "cli-cache-cuda-pieces: ok ($m programs, $miss recompiled after the change)"
+
+# CPU and GPU code at once: NVRTC's programs and LLVM's pieces on one pool
+# of FADC_JOBS threads (codegen/jobs.c).  The artifact is the same on 1
+# and 4 threads, with the cache off, cold and warm, and from two compiles
+# at once into one empty cache (one entry per program and piece, no
+# temporary file left).
+both=(--target cpu,cuda --tasks vjp -O0) # -O0: LLVM short, the pieces as many
+export FADC_LLVM_PIECES=7
+stats_ll() { grep -F "# stats: compile cache (LLVM):" "$tmp/err" || fail "--stats has no LLVM cache line"; }
+misses() { sed 's/.* \([0-9]*\) misses$/\1/'; }
+hits() { sed 's/.*: \([0-9]*\) hits,.*/\1/'; }
+rm -rf "$tmp/cache"
+FADC_JOBS=1 run_fadc 0 "$model" "${both[@]}" --no-cache -o "$tmp/b1.so"
+FADC_JOBS=4 run_fadc 0 "$model" "${both[@]}" --stats -o "$tmp/bcold.so"
+cmp "$tmp/b1.so" "$tmp/bcold.so" || fail "cpu,cuda: 4 threads cold and 1 without the cache differ"
+nv=$(stats_nv | misses) ll=$(stats_ll | misses)
+[ "$(stats_nv | hits)" = 0 ] && [ "$(stats_ll | hits)" = 0 ] && [ "$ll" -ge 3 ] ||
+	fail "cpu,cuda cold: $(stats_nv) $(stats_ll)"
+[ "$(entries | wc -l)" = $((nv + ll)) ] || fail "cpu,cuda cold: $(entries | wc -l) entries, $nv + $ll stored"
+FADC_JOBS=1 run_fadc 0 "$model" "${both[@]}" --stats -o "$tmp/bwarm.so"
+[ "$(stats_nv)" = "# stats: compile cache (NVRTC): $nv hits, 0 misses" ] &&
+	[ "$(stats_ll)" = "# stats: compile cache (LLVM): $ll hits, 0 misses" ] ||
+	fail "cpu,cuda warm: $(stats_nv) $(stats_ll)"
+cmp "$tmp/b1.so" "$tmp/bwarm.so" || fail "cpu,cuda: the warm artifact differs"
+rm -rf "$tmp/cache"
+FADC_JOBS=2 "$FADC" "$model" "${both[@]}" -o "$tmp/r1.so" 2>"$tmp/e1" & p1=$!
+FADC_JOBS=2 "$FADC" "$model" "${both[@]}" -o "$tmp/r2.so" 2>"$tmp/e2" & p2=$!
+wait $p1 || { cat "$tmp/e1" >&2; fail "the first of two concurrent compiles failed"; }
+wait $p2 || { cat "$tmp/e2" >&2; fail "the second of two concurrent compiles failed"; }
+cmp "$tmp/b1.so" "$tmp/r1.so" && cmp "$tmp/b1.so" "$tmp/r2.so" || fail "concurrent cpu,cuda artifacts differ"
+[ "$(find "$tmp/cache/compile" -type f | wc -l)" = $((nv + ll)) ] || {
+	ls -la "$tmp/cache/compile" >&2
+	fail "concurrent compiles left other files than the $((nv + ll)) entries"
+}
+
+# A piece count that grows by one splits one piece (linear hashing,
+# cg_piece_of): with the cache warm from 7 LLVM pieces (above), 8 (a power
+# of two crossed) compiles at most the two halves of the split piece; the
+# entry's piece (the descriptor) and the others hit.  The same for the
+# NVRTC programs: 4 to 5 pieces, at most two new programs per task split
+# (and the entry's LLVM piece: the descriptor records the modules).  Each
+# artifact is the --no-cache one.
+FADC_LLVM_PIECES=8 run_fadc 0 "$model" "${both[@]}" --stats -o "$tmp/p8.so"
+[ "$(stats_nv | misses)" = 0 ] && [ "$(stats_ll | misses)" -le 2 ] && [ "$(stats_ll | hits)" -ge 1 ] ||
+	fail "7 to 8 LLVM pieces: $(stats_ll) $(stats_nv), expected at most 2 LLVM misses"
+FADC_LLVM_PIECES=8 run_fadc 0 "$model" "${both[@]}" --no-cache -o "$tmp/p8-off.so"
+cmp "$tmp/p8.so" "$tmp/p8-off.so" || fail "8 LLVM pieces: the cached artifact differs"
+FADC_CUDA_PIECES=5 run_fadc 0 "$model" "${both[@]}" --stats -o "$tmp/c5.so"
+nvm=$(stats_nv | misses) nvh=$(stats_nv | hits) llm=$(stats_ll | misses)
+run_fadc 0 inspect "$tmp/c5.so"
+split=$(grep -c '^  images: .* in [0-9]* modules$' "$tmp/out")
+[ "$split" -ge 1 ] && [ "$nvm" -le $((2 * split)) ] && [ "$nvh" -ge 1 ] && [ "$llm" = 1 ] ||
+	fail "4 to 5 NVRTC pieces ($split tasks split): $nvh hits, $nvm misses; LLVM $llm misses"
+echo "cli-cache-cuda-pieces: ok ($m programs, $miss recompiled after the change; cpu,cuda $nv programs and $ll pieces)"
