@@ -1875,7 +1875,8 @@ link_artifact(Compile *c, const char *out_so)
 		         strerror(errno));
 		goto done;
 	}
-	char *argv[8 + CG_LLVM_MAX_OBJECTS] = {(char *)cc, "-shared", "-o", lib};
+	// cc -shared -o LIB, the objects, the support library, -lm, two -Wl flags, NULL
+	char *argv[9 + CG_LLVM_MAX_OBJECTS] = {(char *)cc, "-shared", "-o", lib};
 	int na = 4;
 	for (int i = 0; i < nobj; i++) // in piece order: the layout of the .so
 		argv[na++] = objs[i];
