@@ -585,41 +585,51 @@ res_tile(Cu *c, uint32_t ki) {
 	return c->inloop[ki] && !c->fused && cuda_loop_tile(c->p, &c->p->k[ki], &tl) && tl.nres;
 }
 
+// A call of kernel ki's device function (an equal kernel's, for shared
+// kernels) inside a group: its buffers, the run seed, then each step
+// counter it reads (s<l>, or 0 where `steps` is 0: the fills, whose
+// resident loads do not read them), then `tail`.
+static void
+print_call(Cu *c, uint32_t ki, int steps, const char *tail) {
+	const KProgram *p = c->p;
+	FILE *f = c->f;
+	CgCudaKernel k;
+	FADC_ASSERT(cuda_kernel_contract(p, ki, &k), "cuda: out of memory");
+	Uses u = {0};
+	cuda_kernel_uses(p, &p->k[ki], &u);
+	if (c->alias && c->alias[ki] != ki)
+		cuda_kernel_name(f, p->name, c->alias[ki], p->k[c->alias[ki]].what);
+	else
+		fputs(k.name, f);
+	fputc('(', f);
+	for (uint32_t j = 0; j < k.narg; j++)
+		fprintf(f, "%sb%u", j ? ", " : "", k.buf[j]);
+	fprintf(f, "%s", k.runseed ? ", runseed" : "");
+	for (uint32_t l = 0; l < p->nloop; l++)
+		if (u.step[l])
+			steps ? fprintf(f, ", s%u", l) : fputs(", 0", f);
+	fputs(tail, f);
+	free(u.seen);
+	free(u.buf);
+	free(u.step);
+	free(k.name);
+	free(k.buf);
+}
+
 // The resident tiles' fills (print_tile), before the loops of persistent
 // kernel a: each resident tile's function called once with fadc_fill 1
 // (its step counters 0: resident loads do not read them), then a block
 // barrier, since a block's threads fill what all its threads read.
 static void
 print_fills(Cu *c, const La *a) {
-	const KProgram *p = c->p;
 	FILE *f = c->f;
 	int any = 0;
 	for (uint32_t ki = a->begin; ki < a->end; ki++) {
 		if (!res_tile(c, ki))
 			continue;
-		CgCudaKernel k;
-		FADC_ASSERT(cuda_kernel_contract(p, ki, &k), "cuda: out of memory");
-		Uses u = {0};
-		cuda_kernel_uses(p, &p->k[ki], &u);
 		fputc('\t', f);
-		if (c->alias && c->alias[ki] != ki)
-			cuda_kernel_name(f, p->name, c->alias[ki], p->k[c->alias[ki]].what);
-		else
-			fputs(k.name, f);
-		fputc('(', f);
-		for (uint32_t j = 0; j < k.narg; j++)
-			fprintf(f, "%sb%u", j ? ", " : "", k.buf[j]);
-		fprintf(f, "%s", k.runseed ? ", runseed" : "");
-		for (uint32_t l = 0; l < p->nloop; l++)
-			if (u.step[l])
-				fputs(", 0", f);
-		fputs(", 1);\n", f);
+		print_call(c, ki, 0, ", 1);\n");
 		any = 1;
-		free(u.seen);
-		free(u.buf);
-		free(u.step);
-		free(k.name);
-		free(k.buf);
 	}
 	if (any)
 		fputs("\t__syncthreads(); // the resident loads in shared memory\n", f);
@@ -644,34 +654,14 @@ print_calls(Cu *c, const La *a, const char *bar, const uint8_t *after) {
 				        (long long)p->loop[l].trip, l);
 				depth++;
 			}
-		CgCudaKernel k;
-		FADC_ASSERT(cuda_kernel_contract(p, ki, &k), "cuda: out of memory");
-		Uses u = {0};
-		cuda_kernel_uses(p, &p->k[ki], &u);
 		for (int d = 0; d < depth; d++)
 			fputc('\t', f);
-		if (c->alias && c->alias[ki] != ki) // an equal kernel's function (shared kernels)
-			cuda_kernel_name(f, p->name, c->alias[ki], p->k[c->alias[ki]].what);
-		else
-			fputs(k.name, f);
-		fputc('(', f);
-		for (uint32_t j = 0; j < k.narg; j++)
-			fprintf(f, "%sb%u", j ? ", " : "", k.buf[j]);
-		fprintf(f, "%s", k.runseed ? ", runseed" : "");
-		for (uint32_t l = 0; l < p->nloop; l++)
-			if (u.step[l])
-				fprintf(f, ", s%u", l);
-		fputs(res_tile(c, ki) ? ", 0);\n" : ");\n", f);
+		print_call(c, ki, 1, res_tile(c, ki) ? ", 0);\n" : ");\n");
 		if (after ? after[ki] : ki + 1 < a->end || depth > 1) {
 			for (int d = 0; d < depth; d++)
 				fputc('\t', f);
 			fprintf(f, "%s;\n", bar);
 		}
-		free(u.seen);
-		free(u.buf);
-		free(u.step);
-		free(k.name);
-		free(k.buf);
 		// Loops ending here, inner first.
 		for (uint32_t l = p->nloop; l-- > 0;)
 			if (p->loop[l].end == ki + 1 && p->loop[l].begin <= ki) {
