@@ -16,6 +16,18 @@
 // first and compile while the caller makes the last module, the entry's,
 // whose descriptor records the CUDA images NVRTC is still making.
 //
+// CPU levels (docs/ARTIFACT.md "CPU levels"): llvm.c emits the module once
+// per level, each in a context of its own; level 0's pieces are all
+// compiled, a higher level's are compared with level 0's first
+// (llvm_pieces_level): a piece whose bitcode is level 0's, but for the
+// 512-bit preference fn_wide adds, is left out, and its functions are
+// level 0's (their code for level 0 runs on the higher level's CPUs; from
+// AVX2 up LLVM keeps 256-bit vectors where the IR does not ask for more,
+// so the level would change little of it).  The kept pieces' functions
+// and the references to them are renamed NAME.CPU ("task.vjp.x86-64-v4"),
+// so the levels' code lives side by side in one library.  Below AVX2
+// every piece is kept: there the level's own vectors are what pays.
+//
 // Why this is deterministic: a job's input is the bitcode and nothing
 // else (every piece, hit or miss, one thread or many, is compiled from
 // its parsed bitcode, never from the emitting context's module, whose
@@ -44,7 +56,8 @@ typedef struct LlvmPieces LlvmPieces;
 
 typedef struct Piece {
 	LlvmPieces *lp; // what every piece's job shares (read only)
-	unsigned index; // of the piece among the modules
+	unsigned index; // of the piece among its level's modules
+	int level; // of CgTarget.level: the CPU it is compiled for
 	LLVMMemoryBufferRef bc; // its bitcode
 	uint8_t key[32];
 	uint8_t *obj; // its object code (malloc'ed): from the cache or a job
@@ -83,6 +96,7 @@ compile_one(void *arg)
 	Piece *p = arg;
 	const LlvmPieces *js = p->lp;
 	const CgTarget *tg = js->tg;
+	const CgLevel *lv = &tg->level[p->level];
 	LLVMContextRef C = LLVMContextCreate();
 	LLVMModuleRef M = NULL;
 	LLVMTargetMachineRef tm = NULL;
@@ -102,11 +116,11 @@ compile_one(void *arg)
 	                          : tg->opt_level == 1 ? LLVMCodeGenLevelLess
 	                          : tg->opt_level == 2 ? LLVMCodeGenLevelDefault
 	                                               : LLVMCodeGenLevelAggressive;
-	tm = LLVMCreateTargetMachine(target, js->triple, tg->cpu, tg->features ? tg->features : "", lvl,
+	tm = LLVMCreateTargetMachine(target, js->triple, lv->cpu, lv->features ? lv->features : "", lvl,
 	                             LLVMRelocPIC, LLVMCodeModelDefault);
 	if (!tm) {
 		snprintf(p->err, sizeof p->err, "LLVM: cannot create a target machine for %s, cpu %s",
-		         js->triple, tg->cpu);
+		         js->triple, lv->cpu);
 		p->failed = 1;
 		goto done;
 	}
@@ -192,7 +206,7 @@ defines_something(LLVMModuleRef m)
 // the cache, queued when it misses.  A module that defines nothing is no
 // piece.  0 with err set on failure.
 static int
-add_piece(LlvmPieces *lp, LLVMModuleRef m, unsigned index, char *err, size_t errlen)
+add_piece(LlvmPieces *lp, LLVMModuleRef m, unsigned index, int level, char *err, size_t errlen)
 {
 	if (!defines_something(m))
 		return 1;
@@ -208,26 +222,28 @@ add_piece(LlvmPieces *lp, LLVMModuleRef m, unsigned index, char *err, size_t err
 	Piece *p = &lp->pc[lp->n];
 	p->lp = lp;
 	p->index = index;
+	p->level = level;
 	if (!(p->bc = LLVMWriteBitcodeToMemoryBuffer(m))) {
 		snprintf(err, errlen, "LLVM: cannot write a piece's bitcode (out of memory?)");
 		return 0;
 	}
 	lp->n++;
 	// The key of a piece's object code: its bitcode (before optimization),
-	// the target machine (triple, CPU, features, level), the pipeline and
-	// LLVM itself.  Not with --emit llvm, which wants the optimized module
-	// printed (compile.c opens no cache then).
+	// the target machine (triple, CPU level, features, opt level), the
+	// pipeline and LLVM itself.  Not with --emit llvm, which wants the
+	// optimized module printed (compile.c opens no cache then).
 	const CgTarget *tg = lp->tg;
+	const CgLevel *cl = &tg->level[level];
 	if (tg->cache) {
 		char lv[64];
 		snprintf(lv, sizeof lv, "LLVM %s O%d", LLVM_VERSION_STRING, tg->opt_level);
-		const char *feat = tg->features ? tg->features : "";
+		const char *feat = cl->features ? cl->features : "";
 		CgSha256 s;
 		cg_sha256_init(&s);
 		cg_sha256_field(&s, "fadc compile cache: LLVM object", 31);
 		cg_sha256_field(&s, lv, strlen(lv));
 		cg_sha256_field(&s, lp->triple, strlen(lp->triple));
-		cg_sha256_field(&s, tg->cpu, strlen(tg->cpu));
+		cg_sha256_field(&s, cl->cpu, strlen(cl->cpu));
 		cg_sha256_field(&s, feat, strlen(feat));
 		cg_sha256_field(&s, lp->pipeline, strlen(lp->pipeline));
 		cg_sha256_field(&s, LLVMGetBufferStart(p->bc), LLVMGetBufferSize(p->bc));
@@ -294,7 +310,7 @@ llvm_pieces_start(LLVMModuleRef *mods, unsigned nmods, unsigned maxmods, const C
 	cg_pool_batch(lp->pool, &lp->batch, "LLVM pieces");
 	KTime clk = kir_time_start();
 	for (unsigned i = 0; i < nmods; i++)
-		if (!add_piece(lp, mods[i], i, err, errlen)) {
+		if (!add_piece(lp, mods[i], i, 0, err, errlen)) {
 			llvm_pieces_end(lp);
 			return NULL;
 		}
@@ -303,13 +319,175 @@ llvm_pieces_start(LLVMModuleRef *mods, unsigned nmods, unsigned maxmods, const C
 	return lp;
 }
 
+// ---------------------------------------------------------------- levels
+
+// What fn_wide (llvm.c) adds for AVX-512: compared without it.
+static const char *const wide_attr[] = {"prefer-vector-width", "min-legal-vector-width"};
+enum { NWIDE = 2 };
+
+// Module m's bitcode without the wide attributes: each function's are
+// taken off, the bitcode written, and put back.  NULL on out of memory.
+static LLVMMemoryBufferRef
+bitcode_narrow(LLVMModuleRef m)
+{
+	LLVMContextRef C = LLVMGetModuleContext(m);
+	int n = 0;
+	for (LLVMValueRef f = LLVMGetFirstFunction(m); f; f = LLVMGetNextFunction(f))
+		n++;
+	char (*val)[NWIDE][16] = calloc((size_t)n + 1, sizeof *val);
+	if (!val)
+		return NULL;
+	int i = 0;
+	for (LLVMValueRef f = LLVMGetFirstFunction(m); f; f = LLVMGetNextFunction(f), i++)
+		for (int k = 0; k < NWIDE; k++) {
+			unsigned kl = (unsigned)strlen(wide_attr[k]), vl;
+			LLVMAttributeRef a = LLVMGetStringAttributeAtIndex(f, LLVMAttributeFunctionIndex,
+			                                                   wide_attr[k], kl);
+			if (!a)
+				continue;
+			const char *v = LLVMGetStringAttributeValue(a, &vl);
+			snprintf(val[i][k], sizeof val[i][k], "%.*s", (int)vl, v);
+			LLVMRemoveStringAttributeAtIndex(f, LLVMAttributeFunctionIndex, wide_attr[k], kl);
+		}
+	LLVMMemoryBufferRef bc = LLVMWriteBitcodeToMemoryBuffer(m);
+	i = 0;
+	for (LLVMValueRef f = LLVMGetFirstFunction(m); f; f = LLVMGetNextFunction(f), i++)
+		for (int k = 0; k < NWIDE; k++)
+			if (val[i][k][0])
+				LLVMAddAttributeAtIndex(
+					f, LLVMAttributeFunctionIndex,
+					LLVMCreateStringAttribute(C, wide_attr[k], (unsigned)strlen(wide_attr[k]),
+				                              val[i][k], (unsigned)strlen(val[i][k])));
+	free(val);
+	return bc;
+}
+
+// Whether the feature list f ("avx2,fma,...") names x.
+static int
+lists(const char *f, const char *x)
+{
+	size_t n = strlen(x);
+	for (const char *q = f; q && (q = strstr(q, x)); q += n)
+		if ((q == f || q[-1] == ',') && (q[n] == ',' || q[n] == 0))
+			return 1;
+	return 0;
+}
+
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+// Whether g is a definition other modules can see (external or hidden).
+static int
+exported(LLVMValueRef g)
+{
+	LLVMLinkage l = LLVMGetLinkage(g);
+	return !LLVMIsDeclaration(g) && l != LLVMInternalLinkage && l != LLVMPrivateLinkage;
+}
+
+// Renames every global value of m named in names[0..n) (sorted) NAME.SUFFIX.
+static void
+rename_in(LLVMModuleRef m, char **names, int n, const char *suffix)
+{
+	for (int pass = 0; pass < 2; pass++)
+		for (LLVMValueRef g = pass ? LLVMGetFirstGlobal(m) : LLVMGetFirstFunction(m); g;
+		     g = pass ? LLVMGetNextGlobal(g) : LLVMGetNextFunction(g)) {
+			size_t len;
+			const char *nm = LLVMGetValueName2(g, &len);
+			if (!len || !bsearch(&nm, names, (size_t)n, sizeof *names, cmp_str))
+				continue;
+			char *to = malloc(len + strlen(suffix) + 2);
+			FADC_ASSERT(to != NULL, "llvm pieces: out of memory");
+			sprintf(to, "%s.%s", nm, suffix);
+			LLVMSetValueName2(g, to, strlen(to));
+			free(to);
+		}
+}
+
+int
+llvm_pieces_level(LlvmPieces *lp, LLVMModuleRef *mods, unsigned nmods, int level, char *err,
+                  size_t errlen)
+{
+	const CgTarget *tg = lp->tg;
+	FADC_ASSERT(level > 0 && level < tg->nlevel, "llvm pieces: no such level");
+	const char *f0 = tg->level[0].cpu_features;
+	int share = f0 && lists(f0, "avx2"); // below AVX2 every piece is the level's own
+	unsigned char *keep = calloc(nmods + 1, 1);
+	char **names = NULL;
+	int nnames = 0, cnames = 0, kept = 0, from = lp->n;
+	if (!keep)
+		goto oom;
+	for (unsigned i = 0; i < nmods; i++) {
+		if (!defines_something(mods[i]))
+			continue;
+		const Piece *p0 = NULL;
+		for (int j = 0; j < lp->n && !p0; j++)
+			if (lp->pc[j].level == 0 && lp->pc[j].index == i)
+				p0 = &lp->pc[j];
+		keep[i] = 1;
+		if (share && p0) {
+			LLVMMemoryBufferRef bc = bitcode_narrow(mods[i]);
+			if (!bc)
+				goto oom;
+			size_t n = LLVMGetBufferSize(bc);
+			keep[i] = n != LLVMGetBufferSize(p0->bc) ||
+			          memcmp(LLVMGetBufferStart(bc), LLVMGetBufferStart(p0->bc), n);
+			LLVMDisposeMemoryBuffer(bc);
+		}
+		if (!keep[i])
+			continue;
+		kept++;
+		for (int pass = 0; pass < 2; pass++)
+			for (LLVMValueRef g = pass ? LLVMGetFirstGlobal(mods[i]) : LLVMGetFirstFunction(mods[i]);
+			     g; g = pass ? LLVMGetNextGlobal(g) : LLVMGetNextFunction(g)) {
+				if (!exported(g))
+					continue;
+				if (nnames == cnames) {
+					cnames = cnames ? 2 * cnames : 64;
+					char **nn = realloc(names, (size_t)cnames * sizeof *names);
+					if (!nn)
+						goto oom;
+					names = nn;
+				}
+				size_t len;
+				const char *nm = LLVMGetValueName2(g, &len);
+				if (!(names[nnames++] = strdup(nm)))
+					goto oom;
+			}
+	}
+	if (nnames)
+		qsort(names, (size_t)nnames, sizeof *names, cmp_str);
+	for (unsigned i = 0; i < nmods; i++)
+		if (keep[i]) {
+			rename_in(mods[i], names, nnames, tg->level[level].cpu);
+			if (!add_piece(lp, mods[i], i, level, err, errlen)) {
+				kept = -1;
+				break;
+			}
+		}
+	if (kept > 0)
+		queue_misses(lp, from);
+	goto done;
+oom:
+	snprintf(err, errlen, "out of memory");
+	kept = -1;
+done:
+	for (int i = 0; i < nnames; i++)
+		free(names[i]);
+	free(names);
+	free(keep);
+	return kept;
+}
+
 int
 llvm_pieces_finish(LlvmPieces *lp, LLVMModuleRef last, unsigned index, const char *prefix,
                    int *nobj, char *err, size_t errlen)
 {
 	*nobj = 0;
 	int from = lp->n;
-	if (last && !add_piece(lp, last, index, err, errlen))
+	if (last && !add_piece(lp, last, index, 0, err, errlen))
 		return 0;
 	queue_misses(lp, from);
 	if (lp->tg->cache) {
