@@ -2183,13 +2183,23 @@ cg_llvm_emit(const CgTask *tasks, int ntasks, const uint8_t *desc, size_t descle
 		el.M = el.mods[el.nmods - 1]; // a scratch module: what llvm_ref declares there
 		for (int i = 0; i < ntasks; i++)
 			llvm_ref(&el, def[i]);
-		int kept = llvm_pieces_level(lp, el.mods, np, L, err, errlen);
-		for (int i = 0; kept > 0 && i < ntasks; i++) {
-			size_t len;
-			const char *nm = LLVMGetValueName2(def[i], &len); // renamed or level 0's
-			if (!(more[(size_t)nmore * (size_t)ntasks + (size_t)i] = strdup(nm)))
+		// Their names (the pieces may drop the functions themselves).
+		char **tname = calloc((size_t)ntasks + 1, sizeof *tname);
+		int kept = tname ? 0 : -1;
+		for (int i = 0; kept == 0 && i < ntasks; i++)
+			if (!(tname[i] = strdup(LLVMGetValueName2(def[i], &(size_t){0}))))
 				kept = -1;
+		char **tn = more + (size_t)nmore * (size_t)ntasks;
+		if (kept == 0)
+			kept = llvm_pieces_level(lp, el.mods, e.mods, np, L, (const char *const *)tname,
+			                         ntasks, tn, err, errlen);
+		for (int i = 0; kept <= 0 && i < ntasks; i++) { // no code of its own: no entry
+			free(tn[i]);
+			tn[i] = NULL;
 		}
+		for (int i = 0; tname && i < ntasks; i++)
+			free(tname[i]);
+		free(tname);
 		free(def);
 		snprintf(nfn, sizeof nfn, "(%s: %d of %u pieces its own)", tg->level[L].cpu, kept, np);
 		kir_time_note(clk, "llvm-ir", nfn);

@@ -23,10 +23,13 @@
 // 512-bit preference fn_wide adds, is left out, and its functions are
 // level 0's (their code for level 0 runs on the higher level's CPUs; from
 // AVX2 up LLVM keeps 256-bit vectors where the IR does not ask for more,
-// so the level would change little of it).  The kept pieces' functions
-// and the references to them are renamed NAME.CPU ("task.vjp.x86-64-v4"),
+// so the level would change little of it).  Of a piece that differs, only
+// the functions that do are kept (the GEMM's, whose tiles follow the
+// vector width), with the functions that use them up to the task's and
+// the internal ones they call; the rest are level 0's too.  What is kept
+// is renamed NAME.CPU ("task.vjp.x86-64-v4") with every reference to it,
 // so the levels' code lives side by side in one library.  Below AVX2
-// every piece is kept: there the level's own vectors are what pays.
+// every piece is kept whole: there the level's own vectors are what pays.
 //
 // Why this is deterministic: a job's input is the bitcode and nothing
 // else (every piece, hit or miss, one thread or many, is compiled from
@@ -35,6 +38,7 @@
 // others, and the files are written in piece order after every job is
 // done.  So the objects, and the linked .so, are the same bytes whatever
 // the number of threads, their timing, and the cache.
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -324,21 +328,19 @@ llvm_pieces_start(LLVMModuleRef *mods, unsigned nmods, unsigned maxmods, const C
 // What fn_wide (llvm.c) adds for AVX-512: compared without it.
 static const char *const wide_attr[] = {"prefer-vector-width", "min-legal-vector-width"};
 enum { NWIDE = 2 };
+typedef char Wide[NWIDE][16]; // one function's values of them ("" for none)
 
-// Module m's bitcode without the wide attributes: each function's are
-// taken off, the bitcode written, and put back.  NULL on out of memory.
-static LLVMMemoryBufferRef
-bitcode_narrow(LLVMModuleRef m)
+// Takes the wide attributes off m's functions, saving them in w (one
+// entry per function, module order; NULL on out of memory).
+static Wide *
+narrow(LLVMModuleRef m)
 {
-	LLVMContextRef C = LLVMGetModuleContext(m);
 	int n = 0;
 	for (LLVMValueRef f = LLVMGetFirstFunction(m); f; f = LLVMGetNextFunction(f))
 		n++;
-	char (*val)[NWIDE][16] = calloc((size_t)n + 1, sizeof *val);
-	if (!val)
-		return NULL;
+	Wide *w = calloc((size_t)n + 1, sizeof *w);
 	int i = 0;
-	for (LLVMValueRef f = LLVMGetFirstFunction(m); f; f = LLVMGetNextFunction(f), i++)
+	for (LLVMValueRef f = LLVMGetFirstFunction(m); w && f; f = LLVMGetNextFunction(f), i++)
 		for (int k = 0; k < NWIDE; k++) {
 			unsigned kl = (unsigned)strlen(wide_attr[k]), vl;
 			LLVMAttributeRef a = LLVMGetStringAttributeAtIndex(f, LLVMAttributeFunctionIndex,
@@ -346,20 +348,26 @@ bitcode_narrow(LLVMModuleRef m)
 			if (!a)
 				continue;
 			const char *v = LLVMGetStringAttributeValue(a, &vl);
-			snprintf(val[i][k], sizeof val[i][k], "%.*s", (int)vl, v);
+			snprintf(w[i][k], sizeof w[i][k], "%.*s", (int)vl, v);
 			LLVMRemoveStringAttributeAtIndex(f, LLVMAttributeFunctionIndex, wide_attr[k], kl);
 		}
-	LLVMMemoryBufferRef bc = LLVMWriteBitcodeToMemoryBuffer(m);
-	i = 0;
-	for (LLVMValueRef f = LLVMGetFirstFunction(m); f; f = LLVMGetNextFunction(f), i++)
+	return w;
+}
+
+// Puts back what narrow(m) took (m's functions unchanged since), frees w.
+static void
+widen(LLVMModuleRef m, Wide *w)
+{
+	LLVMContextRef C = LLVMGetModuleContext(m);
+	int i = 0;
+	for (LLVMValueRef f = LLVMGetFirstFunction(m); w && f; f = LLVMGetNextFunction(f), i++)
 		for (int k = 0; k < NWIDE; k++)
-			if (val[i][k][0])
+			if (w[i][k][0])
 				LLVMAddAttributeAtIndex(
 					f, LLVMAttributeFunctionIndex,
 					LLVMCreateStringAttribute(C, wide_attr[k], (unsigned)strlen(wide_attr[k]),
-				                              val[i][k], (unsigned)strlen(val[i][k])));
-	free(val);
-	return bc;
+				                              w[i][k], (unsigned)strlen(w[i][k])));
+	free(w);
 }
 
 // Whether the feature list f ("avx2,fma,...") names x.
@@ -379,12 +387,197 @@ cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+static int
+cmp_ptr(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+	return x < y ? -1 : x > y;
+}
+
 // Whether g is a definition other modules can see (external or hidden).
 static int
 exported(LLVMValueRef g)
 {
 	LLVMLinkage l = LLVMGetLinkage(g);
 	return !LLVMIsDeclaration(g) && l != LLVMInternalLinkage && l != LLVMPrivateLinkage;
+}
+
+// A module's definitions (functions, then globals) and, per definition,
+// whether the level keeps it.
+typedef struct Defs {
+	LLVMValueRef *v; // sorted by address, for find()
+	LLVMValueRef *order; // module order
+	unsigned char *keep; // by index of order
+	int n;
+} Defs;
+
+static int
+find(const Defs *d, LLVMValueRef v)
+{
+	LLVMValueRef *p = bsearch(&v, d->v, (size_t)d->n, sizeof *d->v, cmp_ptr);
+	if (!p)
+		return -1;
+	for (int i = 0; i < d->n; i++) // n is small: a piece's definitions
+		if (d->order[i] == v)
+			return i;
+	return -1;
+}
+
+// Calls fn(d, owner, arg) for each definition of d whose body or
+// initializer uses v (through constant expressions too).
+static void
+owners(const Defs *d, LLVMValueRef v, void (*fn)(const Defs *, int, void *), void *arg, int depth)
+{
+	for (LLVMUseRef u = LLVMGetFirstUse(v); u; u = LLVMGetNextUse(u)) {
+		LLVMValueRef user = LLVMGetUser(u);
+		int o = -1;
+		if (LLVMIsAInstruction(user))
+			o = find(d, LLVMGetBasicBlockParent(LLVMGetInstructionParent(user)));
+		else if (LLVMIsAGlobalVariable(user) || LLVMIsAFunction(user))
+			o = find(d, user);
+		else if (LLVMIsAConstant(user) && depth < 8)
+			owners(d, user, fn, arg, depth + 1);
+		if (o >= 0)
+			fn(d, o, arg);
+	}
+}
+
+static void
+mark(const Defs *d, int o, void *changed)
+{
+	if (!d->keep[o]) {
+		d->keep[o] = 1;
+		*(int *)changed = 1;
+	}
+}
+
+static void
+mark_if_kept(const Defs *d, int o, void *hit)
+{
+	if (d->keep[o])
+		*(int *)hit = 1;
+}
+
+static void
+defs_free(Defs *d)
+{
+	free(d->v);
+	free(d->order);
+	free(d->keep);
+	memset(d, 0, sizeof *d);
+}
+
+// d: the definitions of m, each kept when its IR differs from that of m0's
+// definition of its name (wide attributes aside; m0 NULL: m's bitcode is
+// m0's, nothing differs).  0 on out of memory.
+static int
+defs_fill(Defs *d, LLVMModuleRef m, LLVMModuleRef m0)
+{
+	int n = 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (LLVMValueRef g = pass ? LLVMGetFirstGlobal(m) : LLVMGetFirstFunction(m); g;
+		     g = pass ? LLVMGetNextGlobal(g) : LLVMGetNextFunction(g))
+			n += !LLVMIsDeclaration(g);
+	d->v = calloc((size_t)n + 1, sizeof *d->v);
+	d->order = calloc((size_t)n + 1, sizeof *d->order);
+	d->keep = calloc((size_t)n + 1, 1);
+	if (!d->v || !d->order || !d->keep)
+		return 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (LLVMValueRef g = pass ? LLVMGetFirstGlobal(m) : LLVMGetFirstFunction(m); g;
+		     g = pass ? LLVMGetNextGlobal(g) : LLVMGetNextFunction(g))
+			if (!LLVMIsDeclaration(g))
+				d->order[d->n++] = g;
+	memcpy(d->v, d->order, (size_t)n * sizeof *d->v);
+	qsort(d->v, (size_t)n, sizeof *d->v, cmp_ptr);
+	if (!m0)
+		return 1;
+	Wide *w = narrow(m);
+	if (!w)
+		return 0;
+	for (int i = 0; i < n; i++) {
+		size_t len;
+		const char *nm = LLVMGetValueName2(d->order[i], &len);
+		int fn = LLVMIsAFunction(d->order[i]) != NULL;
+		LLVMValueRef g0 = fn ? LLVMGetNamedFunction(m0, nm) : LLVMGetNamedGlobal(m0, nm);
+		if (!g0 || LLVMIsDeclaration(g0)) {
+			d->keep[i] = 1;
+			continue;
+		}
+		char *a = LLVMPrintValueToString(d->order[i]), *b = LLVMPrintValueToString(g0);
+		d->keep[i] = strcmp(a, b) != 0;
+		LLVMDisposeMessage(a);
+		LLVMDisposeMessage(b);
+	}
+	widen(m, w);
+	return 1;
+}
+
+// Drops what d does not keep from m: each such definition replaced by a
+// declaration (RAUW) and deleted; the declarations left unused go too, the
+// used ones (exported functions of level 0, by their names) stay.
+// Returns how many definitions stay, -1 on out of memory.
+static int
+defs_apply(const Defs *d, LLVMModuleRef m)
+{
+	int n = d->n, kept = 0;
+	LLVMValueRef *decl = calloc((size_t)n + 1, sizeof *decl);
+	if (!decl)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		LLVMValueRef g = d->order[i];
+		if (d->keep[i]) {
+			kept++;
+			continue;
+		}
+		LLVMTypeRef t = LLVMGlobalGetValueType(g);
+		decl[i] = LLVMIsAFunction(g) ? LLVMAddFunction(m, "", t) : LLVMAddGlobal(m, t, "");
+		LLVMSetVisibility(decl[i], LLVMHiddenVisibility);
+		LLVMReplaceAllUsesWith(g, decl[i]);
+	}
+	for (int i = 0; i < n; i++)
+		if (decl[i]) {
+			size_t len;
+			char *name = strdup(LLVMGetValueName2(d->order[i], &len));
+			if (LLVMIsAFunction(d->order[i]))
+				LLVMDeleteFunction(d->order[i]);
+			else
+				LLVMDeleteGlobal(d->order[i]);
+			if (name)
+				LLVMSetValueName2(decl[i], name, len);
+			free(name);
+		}
+	for (int i = 0; i < n; i++)
+		if (decl[i] && !LLVMGetFirstUse(decl[i])) {
+			if (LLVMIsAFunction(decl[i]))
+				LLVMDeleteFunction(decl[i]);
+			else
+				LLVMDeleteGlobal(decl[i]);
+		}
+	free(decl);
+	return kept;
+}
+
+// Appends the names of d's kept exported definitions to *names (sorted
+// afterwards by the caller).  0 on out of memory.
+static int
+kept_names(const Defs *d, char ***names, int *n, int *cap)
+{
+	for (int i = 0; i < d->n; i++) {
+		if (!d->keep[i] || !exported(d->order[i]))
+			continue;
+		if (*n == *cap) {
+			*cap = *cap ? 2 * *cap : 64;
+			char **nn = realloc(*names, (size_t)*cap * sizeof **names);
+			if (!nn)
+				return 0;
+			*names = nn;
+		}
+		size_t len;
+		if (!((*names)[(*n)++] = strdup(LLVMGetValueName2(d->order[i], &len))))
+			return 0;
+	}
+	return 1;
 }
 
 // Renames every global value of m named in names[0..n) (sorted) NAME.SUFFIX.
@@ -407,18 +600,22 @@ rename_in(LLVMModuleRef m, char **names, int n, const char *suffix)
 }
 
 int
-llvm_pieces_level(LlvmPieces *lp, LLVMModuleRef *mods, unsigned nmods, int level, char *err,
+llvm_pieces_level(LlvmPieces *lp, LLVMModuleRef *mods, LLVMModuleRef *mods0, unsigned nmods,
+                  int level, const char *const *task, int ntask, char **taskname, char *err,
                   size_t errlen)
 {
 	const CgTarget *tg = lp->tg;
 	FADC_ASSERT(level > 0 && level < tg->nlevel, "llvm pieces: no such level");
 	const char *f0 = tg->level[0].cpu_features;
 	int share = f0 && lists(f0, "avx2"); // below AVX2 every piece is the level's own
-	unsigned char *keep = calloc(nmods + 1, 1);
+	Defs *d = calloc(nmods + 1, sizeof *d);
 	char **names = NULL;
 	int nnames = 0, cnames = 0, kept = 0, from = lp->n;
-	if (!keep)
+	if (!d)
 		goto oom;
+	// What differs from level 0: nothing of a module whose bitcode is level
+	// 0's (the fast path), else each definition printed otherwise; every
+	// definition below AVX2.
 	for (unsigned i = 0; i < nmods; i++) {
 		if (!defines_something(mods[i]))
 			continue;
@@ -426,47 +623,87 @@ llvm_pieces_level(LlvmPieces *lp, LLVMModuleRef *mods, unsigned nmods, int level
 		for (int j = 0; j < lp->n && !p0; j++)
 			if (lp->pc[j].level == 0 && lp->pc[j].index == i)
 				p0 = &lp->pc[j];
-		keep[i] = 1;
+		int same = 0;
 		if (share && p0) {
-			LLVMMemoryBufferRef bc = bitcode_narrow(mods[i]);
+			Wide *w = narrow(mods[i]);
+			LLVMMemoryBufferRef bc = w ? LLVMWriteBitcodeToMemoryBuffer(mods[i]) : NULL;
+			widen(mods[i], w);
 			if (!bc)
 				goto oom;
 			size_t n = LLVMGetBufferSize(bc);
-			keep[i] = n != LLVMGetBufferSize(p0->bc) ||
-			          memcmp(LLVMGetBufferStart(bc), LLVMGetBufferStart(p0->bc), n);
+			same = n == LLVMGetBufferSize(p0->bc) &&
+			       !memcmp(LLVMGetBufferStart(bc), LLVMGetBufferStart(p0->bc), n);
 			LLVMDisposeMemoryBuffer(bc);
 		}
-		if (!keep[i])
-			continue;
-		kept++;
-		for (int pass = 0; pass < 2; pass++)
-			for (LLVMValueRef g = pass ? LLVMGetFirstGlobal(mods[i]) : LLVMGetFirstFunction(mods[i]);
-			     g; g = pass ? LLVMGetNextGlobal(g) : LLVMGetNextFunction(g)) {
-				if (!exported(g))
-					continue;
-				if (nnames == cnames) {
-					cnames = cnames ? 2 * cnames : 64;
-					char **nn = realloc(names, (size_t)cnames * sizeof *names);
-					if (!nn)
-						goto oom;
-					names = nn;
-				}
+		if (!defs_fill(&d[i], mods[i], same ? NULL : mods0[i]))
+			goto oom;
+		if (!share || !p0)
+			memset(d[i].keep, 1, (size_t)d[i].n);
+	}
+	// Up, across the modules: whatever uses a kept definition is kept (it
+	// must call this level's), through the declarations of other modules'
+	// exported ones by name; then down, in each module: the internal
+	// definitions a kept one uses (copies: level 0's cannot be reached).
+	for (int changed = 1; changed;) {
+		changed = 0;
+		for (unsigned i = 0; i < nmods; i++)
+			for (int k = 0; k < d[i].n; k++)
+				if (d[i].keep[k])
+					owners(&d[i], d[i].order[k], mark, &changed, 0);
+		for (int k = 0; k < nnames; k++)
+			free(names[k]);
+		nnames = 0;
+		for (unsigned i = 0; i < nmods; i++)
+			if (!kept_names(&d[i], &names, &nnames, &cnames))
+				goto oom;
+		if (nnames)
+			qsort(names, (size_t)nnames, sizeof *names, cmp_str);
+		for (unsigned i = 0; nnames && i < nmods; i++)
+			for (LLVMValueRef f = d[i].n ? LLVMGetFirstFunction(mods[i]) : NULL; f;
+			     f = LLVMGetNextFunction(f)) {
 				size_t len;
-				const char *nm = LLVMGetValueName2(g, &len);
-				if (!(names[nnames++] = strdup(nm)))
-					goto oom;
+				const char *nm = LLVMGetValueName2(f, &len);
+				if (LLVMIsDeclaration(f) &&
+				    bsearch(&nm, names, (size_t)nnames, sizeof *names, cmp_str))
+					owners(&d[i], f, mark, &changed, 0);
 			}
 	}
-	if (nnames)
-		qsort(names, (size_t)nnames, sizeof *names, cmp_str);
 	for (unsigned i = 0; i < nmods; i++)
-		if (keep[i]) {
-			rename_in(mods[i], names, nnames, tg->level[level].cpu);
-			if (!add_piece(lp, mods[i], i, level, err, errlen)) {
-				kept = -1;
-				break;
+		for (int changed = 1; changed;) {
+			changed = 0;
+			for (int k = 0; k < d[i].n; k++) {
+				int hit = 0;
+				if (d[i].keep[k] || exported(d[i].order[k]))
+					continue;
+				owners(&d[i], d[i].order[k], mark_if_kept, &hit, 0);
+				if (hit) {
+					d[i].keep[k] = 1;
+					changed = 1;
+				}
 			}
 		}
+	const char *cpu = tg->level[level].cpu;
+	for (int i = 0; i < ntask; i++) { // the entry's names: renamed, or level 0's
+		int own = nnames && bsearch(&task[i], names, (size_t)nnames, sizeof *names, cmp_str);
+		if (!(taskname[i] = malloc(strlen(task[i]) + strlen(cpu) + 2)))
+			goto oom;
+		sprintf(taskname[i], own ? "%s.%s" : "%s", task[i], cpu);
+	}
+	// The kept definitions renamed (with the declarations of them), the rest
+	// dropped; the modules with something left are the level's pieces.
+	for (unsigned i = 0; i < nmods; i++) {
+		int k = d[i].n ? defs_apply(&d[i], mods[i]) : 0;
+		if (k < 0)
+			goto oom;
+		if (!k)
+			continue;
+		rename_in(mods[i], names, nnames, cpu);
+		if (!add_piece(lp, mods[i], i, level, err, errlen)) {
+			kept = -1;
+			goto done;
+		}
+		kept++;
+	}
 	if (kept > 0)
 		queue_misses(lp, from);
 	goto done;
@@ -477,7 +714,9 @@ done:
 	for (int i = 0; i < nnames; i++)
 		free(names[i]);
 	free(names);
-	free(keep);
+	for (unsigned i = 0; d && i < nmods; i++)
+		defs_free(&d[i]);
+	free(d);
 	return kept;
 }
 
