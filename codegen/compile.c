@@ -1687,15 +1687,19 @@ build_init_tasks(Compile *c)
 // The descriptor's options line into c->opts, in a fixed order (the
 // artifact's bytes depend on it).  0 with err set when it does not fit.
 static int
-options_line(Compile *c, const char *cuda_arch)
+options_line(Compile *c, const char *cuda_arch, unsigned levels)
 {
 	const CgOptions *o = c->o;
 	int targets = c->targets;
 	char *opts = c->opts;
 	size_t n = sizeof c->opts;
+	// cpu=: the CPU levels with code (bit i of levels: level i), so that an
+	// artifact whose higher level would be level 0's code is the one
+	// --cpu x86-64-v3 makes, but for the entry's piece.
 	char cpus[CG_MAX_LEVELS * 32] = "";
 	for (int i = 0, m = 0; i < c->nlevel; i++)
-		m += snprintf(cpus + m, sizeof cpus - (size_t)m, "%s%s", i ? "," : "", c->lvname[i]);
+		if (levels & (1u << i))
+			m += snprintf(cpus + m, sizeof cpus - (size_t)m, "%s%s", m ? "," : "", c->lvname[i]);
 	size_t k = (size_t)snprintf(opts, n, "target=%s%s%s%s%s cpu=%s opt=%d compute=%s defines=",
 	                            targets == CG_TARGET_CPU    ? "cpu"
 	                            : targets == CG_TARGET_CUDA ? "cuda"
@@ -1748,7 +1752,7 @@ make_descriptor(void *arg, unsigned levels, const uint8_t **desc, size_t *descle
 #endif
 	d->images_bytes = c->imglen;
 	d->images_hash = art_fnv1a64(ART_FNV_BASIS, c->img, c->imglen);
-	if (!options_line(c, c->o->cuda_arch ? c->o->cuda_arch : "sm_90"))
+	if (!options_line(c, c->o->cuda_arch ? c->o->cuda_arch : "sm_90", levels))
 		return 0;
 	d->options = c->opts;
 	char *triple = cg_llvm_default_triple();
