@@ -467,6 +467,88 @@ defs_free(Defs *d)
 	memset(d, 0, sizeof *d);
 }
 
+// A module's printed IR cut into its definitions: each function from its
+// `define` line to its closing `}`, each global its `@name = ...` line.
+// (Printed once a module: printing one function at a time numbers the
+// whole module again for each.)
+typedef struct Chunk {
+	const char *name; // into the text, nlen bytes (as printed: quoted names stay quoted)
+	size_t nlen;
+	const char *at; // the definition's text, len bytes
+	size_t len;
+} Chunk;
+typedef struct Text {
+	char *s; // LLVM's (LLVMDisposeMessage)
+	Chunk *c;
+	int n;
+} Text;
+
+static void
+text_free(Text *t)
+{
+	if (t->s)
+		LLVMDisposeMessage(t->s);
+	free(t->c);
+	memset(t, 0, sizeof *t);
+}
+
+// The name after '@' at p: up to '(' or ' ' (quoted: to the closing quote).
+static const char *
+name_end(const char *p)
+{
+	if (*p == '"') {
+		const char *q = strchr(p + 1, '"');
+		return q ? q + 1 : p;
+	}
+	while (*p && *p != '(' && *p != ' ' && *p != '\n')
+		p++;
+	return p;
+}
+
+static int
+text_fill(Text *t, LLVMModuleRef m)
+{
+	t->s = LLVMPrintModuleToString(m);
+	int cap = 0;
+	for (const char *p = t->s; p && *p;) {
+		const char *eol = strchr(p, '\n');
+		const char *next = eol ? eol + 1 : p + strlen(p);
+		Chunk k = {0};
+		if (!strncmp(p, "define ", 7)) {
+			const char *at = memchr(p, '@', (size_t)(next - p));
+			const char *end = strstr(p, "\n}\n");
+			if (!at || !end)
+				return 0;
+			k = (Chunk){at + 1, (size_t)(name_end(at + 1) - (at + 1)), p, (size_t)(end + 3 - p)};
+			next = end + 3;
+		} else if (*p == '@') {
+			k = (Chunk){p + 1, (size_t)(name_end(p + 1) - (p + 1)), p, (size_t)(next - p)};
+		}
+		if (k.name) {
+			if (t->n == cap) {
+				cap = cap ? 2 * cap : 64;
+				Chunk *nc = realloc(t->c, (size_t)cap * sizeof *nc);
+				if (!nc)
+					return 0;
+				t->c = nc;
+			}
+			t->c[t->n++] = k;
+		}
+		p = next;
+	}
+	return t->s != NULL;
+}
+
+// The printed definition named name (unquoted names only), or NULL.
+static const Chunk *
+text_find(const Text *t, const char *name, size_t len)
+{
+	for (int i = 0; i < t->n; i++)
+		if (t->c[i].nlen == len && !memcmp(t->c[i].name, name, len))
+			return &t->c[i];
+	return NULL;
+}
+
 // d: the definitions of m, each kept when its IR differs from that of m0's
 // definition of its name (wide attributes aside; m0 NULL: m's bitcode is
 // m0's, nothing differs).  0 on out of memory.
@@ -493,24 +575,20 @@ defs_fill(Defs *d, LLVMModuleRef m, LLVMModuleRef m0)
 	if (!m0)
 		return 1;
 	Wide *w = narrow(m);
-	if (!w)
-		return 0;
-	for (int i = 0; i < n; i++) {
+	Text a = {0}, b = {0};
+	int ok = w && text_fill(&a, m) && text_fill(&b, m0);
+	widen(m, w);
+	// A definition differs when its text is not m0's of the same name (a
+	// name printed quoted is not found: it differs, to be safe).
+	for (int i = 0; ok && i < n; i++) {
 		size_t len;
 		const char *nm = LLVMGetValueName2(d->order[i], &len);
-		int fn = LLVMIsAFunction(d->order[i]) != NULL;
-		LLVMValueRef g0 = fn ? LLVMGetNamedFunction(m0, nm) : LLVMGetNamedGlobal(m0, nm);
-		if (!g0 || LLVMIsDeclaration(g0)) {
-			d->keep[i] = 1;
-			continue;
-		}
-		char *a = LLVMPrintValueToString(d->order[i]), *b = LLVMPrintValueToString(g0);
-		d->keep[i] = strcmp(a, b) != 0;
-		LLVMDisposeMessage(a);
-		LLVMDisposeMessage(b);
+		const Chunk *x = text_find(&a, nm, len), *y = text_find(&b, nm, len);
+		d->keep[i] = !x || !y || x->len != y->len || memcmp(x->at, y->at, x->len);
 	}
-	widen(m, w);
-	return 1;
+	text_free(&a);
+	text_free(&b);
+	return ok;
 }
 
 // Drops what d does not keep from m: each such definition replaced by a
