@@ -173,29 +173,48 @@ symmetric(const Win *w)
 	return 1;
 }
 
+// The operands of Conv and ConvTranspose: the weight W and the optional
+// bias, 1 or 2 spatial axes, the window attributes and the group, checked
+// against the input's channels C.  Conv's W is (M, C/group, k...);
+// ConvTranspose's is (C, M/group, k...), C a multiple of the group.  0
+// after an error.
+static int
+conv_operands(Imp *im, const Onnx__NodeProto *n, OVal *x, int transposed, OVal **w, OVal **bias,
+              Win *wn, int64_t *g)
+{
+	*w = ox_in_val(im, n, 1, 0);
+	*bias = ox_in_val(im, n, 2, 1);
+	if (!*w || im->failed)
+		return 0;
+	const OVal *W = *w;
+	int ns = x->rank - 2;
+	if (ns < 1 || ns > 2 || W->rank != x->rank) {
+		ox_err(im, "input of rank %d, weight of rank %d: 1 or 2 spatial axes are supported", x->rank,
+		       W->rank);
+		return 0;
+	}
+	if (!win_attrs(im, n, ns, W->dim + 2, wn))
+		return 0;
+	*g = ox_attr_i(n, "group", 1);
+	if (*g < 1 || x->dim[1] != (transposed ? W->dim[0] : W->dim[1] * *g) || W->dim[0] % *g) {
+		ox_err(im, "%lld input channels, weight (%lld, %lld, ...) and group %lld do not agree",
+		       (long long)x->dim[1], (long long)W->dim[0], (long long)W->dim[1], (long long)*g);
+		return 0;
+	}
+	return 1;
+}
+
 // Conv: conv (1 or 2 spatial axes), its padding explicit (pad) when
 // asymmetric; the bias broadcast over the channels.
 static int
 op_conv(Imp *im, const Onnx__NodeProto *n, OVal *x, OVal *o)
 {
-	OVal *w = ox_in_val(im, n, 1, 0), *bias = ox_in_val(im, n, 2, 1);
-	if (!w || im->failed)
-		return 0;
-	int ns = x->rank - 2;
-	if (ns < 1 || ns > 2 || w->rank != x->rank) {
-		ox_err(im, "input of rank %d, weight of rank %d: 1 or 2 spatial axes are supported", x->rank,
-		    w->rank);
-		return 0;
-	}
+	OVal *w, *bias;
 	Win wn;
-	if (!win_attrs(im, n, ns, w->dim + 2, &wn))
+	int64_t g;
+	if (!conv_operands(im, n, x, 0, &w, &bias, &wn, &g))
 		return 0;
-	int64_t g = ox_attr_i(n, "group", 1);
-	if (g < 1 || x->dim[1] != w->dim[1] * g || w->dim[0] % g) {
-		ox_err(im, "%lld input channels, weight (%lld, %lld, ...) and group %lld do not agree",
-		    (long long)x->dim[1], (long long)w->dim[0], (long long)w->dim[1], (long long)g);
-		return 0;
-	}
+	int ns = wn.ns;
 	o->rank = x->rank;
 	o->dim[0] = x->dim[0];
 	o->dim[1] = w->dim[0];
@@ -238,24 +257,12 @@ op_conv(Imp *im, const Onnx__NodeProto *n, OVal *x, OVal *o)
 static int
 op_convtranspose(Imp *im, const Onnx__NodeProto *n, OVal *x, OVal *o)
 {
-	OVal *w = ox_in_val(im, n, 1, 0), *bias = ox_in_val(im, n, 2, 1);
-	if (!w || im->failed)
-		return 0;
-	int ns = x->rank - 2;
-	if (ns < 1 || ns > 2 || w->rank != x->rank) {
-		ox_err(im, "input of rank %d, weight of rank %d: 1 or 2 spatial axes are supported", x->rank,
-		    w->rank);
-		return 0;
-	}
+	OVal *w, *bias;
 	Win wn;
-	if (!win_attrs(im, n, ns, w->dim + 2, &wn))
+	int64_t g;
+	if (!conv_operands(im, n, x, 1, &w, &bias, &wn, &g))
 		return 0;
-	int64_t g = ox_attr_i(n, "group", 1);
-	if (g < 1 || x->dim[1] != w->dim[0] || w->dim[0] % g) {
-		ox_err(im, "%lld input channels, weight (%lld, %lld, ...) and group %lld do not agree",
-		    (long long)x->dim[1], (long long)w->dim[0], (long long)w->dim[1], (long long)g);
-		return 0;
-	}
+	int ns = wn.ns;
 	int64_t op[MAXRANK] = {0}, os[MAXRANK];
 	int kop = ox_attr_ints(n, "output_padding", op, MAXRANK),
 	    kos = ox_attr_ints(n, "output_shape", os, MAXRANK);
