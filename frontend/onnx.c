@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "onnx_imp.h"
 
@@ -751,6 +752,177 @@ free_vals(Imp *im)
 	free(im->v);
 }
 
+// ---------------------------------------------------------------- external data
+
+// A decimal offset or length of external data; 0 when it is not one.
+static int
+ext_num(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	if (!s || *s < '0' || *s > '9')
+		return 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (*end || errno == ERANGE)
+		return 0;
+	*out = v;
+	return 1;
+}
+
+// A tensor whose data is stored outside the model (data_location
+// EXTERNAL, onnx's external_data_helper): its raw bytes, little-endian as
+// raw_data's, are read from the file `location` from byte `offset` (0),
+// `length` bytes (default: what the elements need), and become its
+// raw_data, so the rest of the import sees an ordinary tensor.  The file
+// is named relative to the model's folder; an absolute path or a `..`
+// component is refused (a model must not read files outside its folder).
+// what names the tensor in messages.  0 after an error.
+static int
+load_external(Imp *im, Onnx__TensorProto *t, const char *what)
+{
+	const char *loc = NULL, *off = NULL, *len = NULL;
+	for (size_t i = 0; i < t->n_external_data; i++) {
+		const Onnx__StringStringEntryProto *e = t->external_data[i];
+		if (!e->key)
+			continue;
+		if (!strcmp(e->key, "location"))
+			loc = e->value;
+		else if (!strcmp(e->key, "offset"))
+			off = e->value;
+		else if (!strcmp(e->key, "length"))
+			len = e->value;
+		// checksum (optional, SHA-1) and other keys are not checked.
+	}
+	if (!loc || !*loc) {
+		ox_err(im, "%s: external data without a location", what);
+		return 0;
+	}
+	if (loc[0] == '/') {
+		ox_err(im, "%s: external data file '%s' is an absolute path (it must be relative to the "
+		           "model's folder)", what, loc);
+		return 0;
+	}
+	for (const char *c = loc; *c;) {
+		size_t k = strcspn(c, "/");
+		if (k == 2 && c[0] == '.' && c[1] == '.') {
+			ox_err(im, "%s: external data file '%s' leaves the model's folder ('..')", what, loc);
+			return 0;
+		}
+		c += k + (c[k] == '/');
+	}
+	int es = t->data_type == ONNX_FLOAT ? 4 : t->data_type == ONNX_BOOL ? 1
+	       : t->data_type == ONNX_DOUBLE || t->data_type == ONNX_INT64 ? 8 : 0;
+	if (!es) {
+		ox_err(im, "%s has ONNX dtype %d: only float (1), double (11), int64 (7) and bool (9) are "
+		           "supported", what, t->data_type);
+		return 0;
+	}
+	OVal v = {.name = t->name ? t->name : "", .rank = (int)(t->n_dims < 64 ? t->n_dims : 64)};
+	for (int i = 0; i < v.rank && i < MAXRANK; i++)
+		v.dim[i] = t->dims[i];
+	if (!ox_dims_ok(im, &v, "tensor"))
+		return 0;
+	uint64_t need = (uint64_t)ox_numel(&v) * (uint64_t)es, o = 0, n = need;
+	if ((off && !ext_num(off, &o)) || (len && !ext_num(len, &n))) {
+		ox_err(im, "%s: external data offset '%s' or length '%s' is not a number", what,
+		       off ? off : "", len ? len : "");
+		return 0;
+	}
+	if (n != need) {
+		ox_err(im, "%s: external data of %llu bytes (length) where its %lld elements need %llu",
+		       what, (unsigned long long)n, (long long)ox_numel(&v), (unsigned long long)need);
+		return 0;
+	}
+	// The file next to the model: the model's folder, then loc.
+	const char *slash = strrchr(im->path, '/');
+	int dl = slash ? (int)(slash - im->path + 1) : 0;
+	size_t plen = (size_t)dl + strlen(loc) + 1;
+	char *path = malloc(plen);
+	if (!path) {
+		ox_err(im, "out of memory");
+		return 0;
+	}
+	snprintf(path, plen, "%.*s%s", dl, im->path, loc);
+	FILE *f = fopen(path, "rb");
+	struct stat st;
+	if (!f || fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
+		ox_err(im, "%s: cannot open external data file '%s': %s", what, path,
+		       f ? "not a regular file" : strerror(errno));
+		if (f)
+			fclose(f);
+		free(path);
+		return 0;
+	}
+	if (o > (uint64_t)st.st_size || need > (uint64_t)st.st_size - o) {
+		ox_err(im, "%s: external data file '%s' has %lld bytes, fewer than offset %llu + length "
+		           "%llu (truncated?)", what, path, (long long)st.st_size, (unsigned long long)o,
+		       (unsigned long long)need);
+		fclose(f);
+		free(path);
+		return 0;
+	}
+	uint8_t *buf = malloc(need ? need : 1);
+	int ok = buf && fseeko(f, (off_t)o, SEEK_SET) == 0 && fread(buf, 1, need, f) == need;
+	fclose(f);
+	if (!ok) {
+		ox_err(im, "%s: cannot read external data file '%s'%s", what, path,
+		       buf ? "" : ": out of memory");
+		free(buf);
+		free(path);
+		return 0;
+	}
+	free(path);
+	if (t->has_raw_data)
+		free(t->raw_data.data); // protobuf-c's default allocator is malloc's
+	t->raw_data.data = buf;
+	t->raw_data.len = need;
+	t->has_raw_data = 1;
+	t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__DEFAULT;
+	return 1;
+}
+
+static int
+is_external(const Onnx__TensorProto *t)
+{
+	return t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+}
+
+// Every tensor of the model stored outside it, read in: the initializers
+// and the nodes' tensor attributes (Constant's and ConstantOfShape's
+// value).  0 after an error.
+static int
+load_externals(Imp *im, Onnx__ModelProto *m)
+{
+	Onnx__GraphProto *g = m->graph;
+	char what[512];
+	for (size_t i = 0; g && i < g->n_initializer; i++) {
+		Onnx__TensorProto *t = g->initializer[i];
+		if (!is_external(t))
+			continue;
+		snprintf(what, sizeof what, "initializer '%s'", t->name ? t->name : "");
+		if (!load_external(im, t, what))
+			return 0;
+	}
+	for (size_t i = 0; g && i < g->n_node; i++) {
+		Onnx__NodeProto *n = g->node[i];
+		for (size_t k = 0; k < n->n_attribute; k++) {
+			Onnx__AttributeProto *a = n->attribute[k];
+			for (size_t j = 0; j < a->n_tensors + 1; j++) {
+				Onnx__TensorProto *t = j < a->n_tensors ? a->tensors[j] : a->t;
+				if (!t || !is_external(t))
+					continue;
+				im->node = n->op_type ? n : NULL; // the message names the node
+				snprintf(what, sizeof what, "attribute '%s'", a->name ? a->name : "");
+				int ok = load_external(im, t, what);
+				im->node = NULL;
+				if (!ok)
+					return 0;
+			}
+		}
+	}
+	return 1;
+}
+
 // Reads and decodes path; NULL after a diagnostic.
 static Onnx__ModelProto *
 load(Imp *im)
@@ -789,6 +961,10 @@ load(Imp *im)
 	free(buf);
 	if (!m)
 		ox_err(im, "not an ONNX model: a malformed or truncated protobuf");
+	else if (!load_externals(im, m)) {
+		onnx__model_proto__free_unpacked(m, NULL);
+		return NULL;
+	}
 	return m;
 }
 
