@@ -37,6 +37,8 @@
 
 #include "onnx_imp.h"
 
+static int named_const(Imp *im, const char *name);
+
 void
 ox_err(Imp *im, const char *fmt, ...)
 {
@@ -648,8 +650,11 @@ import(Imp *im, const Onnx__ModelProto *m, size_t *len)
 			break;
 		}
 	}
-	fputs("def forward(", im->body);
-	int first = 1;
+	// Graph inputs are declared constants drawn U[0, 1) (the benchmark's
+	// data; fadc run and fadc-bench run unbound, --params binds real data):
+	// forward takes no argument.
+	fputs("def forward() {\n", im->body);
+	int ninput = 0;
 	for (size_t i = 0; i < g->n_input && !im->failed; i++) {
 		const Onnx__ValueInfoProto *in = g->input[i];
 		if (!ox_name_ok(in->name)) {
@@ -683,13 +688,9 @@ import(Imp *im, const Onnx__ModelProto *m, size_t *len)
 		}
 		if (!im->failed && !ox_dims_ok(im, v, "graph input"))
 			break;
-		fputs(first ? "" : ", ", im->body);
-		first = 0;
-		ox_put_name(im->body, v->name);
-		fputs(": ", im->body);
-		put_type(im->body, v);
+		v->input = ++ninput;
+		v->isdecl = v->used = 1;
 	}
-	fputs(") {\n", im->body);
 	for (size_t i = 0; i < g->n_node && !im->failed; i++)
 		ox_import_node(im, g->node[i]);
 	char *retbuf = NULL;
@@ -718,15 +719,50 @@ import(Imp *im, const Onnx__ModelProto *m, size_t *len)
 	// order.
 	for (int i = 0; i < im->nsize; i++)
 		fprintf(decls, "let %s = %lld\n", im->size[i], (long long)im->sizeval[i]);
+	int ndecl = 0;
 	for (size_t i = 0; i < im->nv; i++) {
 		OVal *v = &im->v[i];
 		if (!v->isdecl || !v->used)
 			continue;
-		fputs(v->init && ox_is_float(v->dtype) ? "param " : "const ", decls);
+		fputs(v->init && ox_is_float(v->dtype) && !named_const(im, v->name) ? "param " : "const ",
+		      decls);
 		ox_put_name(decls, v->name);
 		fputs(": ", decls);
 		put_type(decls, v);
+		// Initializers drawn with their own seeds (their positions among
+		// the declarations), so that fadc run and fadc-bench run unbound,
+		// as for an .ir model; --params binds the real values (the
+		// model's weights: --params model.onnx).  A float input is drawn
+		// U[0, 1), as fadc-bench draws data; a parameter U(-s, s) with
+		// s = 1/sqrt(fan_in) (PyTorch's default for Linear and Conv;
+		// fan_in = the elements per first index, or all of a vector's),
+		// except a variance of BatchNormalization, U[0.5, 1.5) (positive);
+		// an integer or bool input is zeros (an index valid for any axis).
+		ndecl++;
+		if (v->input && ox_is_float(v->dtype))
+			fprintf(decls, " = uniform(0, 1, seed=%d)", ndecl);
+		else if (v->init && ox_is_float(v->dtype) && v->positive)
+			fprintf(decls, " = uniform(0.5, 1.5, seed=%d)", ndecl);
+		else if (v->init && ox_is_float(v->dtype)) {
+			int64_t n = ox_numel(v), fan = v->rank >= 2 && v->dim[0] ? n / v->dim[0] : n;
+			double sc = 1 / sqrt((double)(fan > 1 ? fan : 1));
+			fputs(" = uniform(", decls);
+			put_num(decls, -sc);
+			fputs(", ", decls);
+			put_num(decls, sc);
+			fprintf(decls, ", seed=%d)", ndecl);
+		} else if (v->input) {
+			fputs(" = full(value=0, shape=", decls);
+			put_list(decls, v->dim, v->rank);
+			fprintf(decls, ", dtype=%s)", ox_dtype_ir(v->dtype));
+		}
 		fputc('\n', decls);
+	}
+	// Every name --const gives is a float initializer's.
+	for (int i = 0; im->o && i < im->o->nconsts && !im->failed; i++) {
+		OVal *v = ox_find(im, im->o->consts[i]);
+		if (!v || !v->init || !ox_is_float(v->dtype))
+			ox_err(im, "--const '%s' names no float initializer of the model", im->o->consts[i]);
 	}
 	fclose(decls);
 	fclose(im->body);
@@ -740,6 +776,16 @@ import(Imp *im, const Onnx__ModelProto *m, size_t *len)
 	free(defbuf);
 	free(bodybuf);
 	return text;
+}
+
+// A float initializer that --const names: a constant, not a parameter.
+static int
+named_const(Imp *im, const char *name)
+{
+	for (int i = 0; im->o && i < im->o->nconsts; i++)
+		if (!strcmp(im->o->consts[i], name))
+			return 1;
+	return 0;
 }
 
 static void
@@ -986,6 +1032,14 @@ fe_onnx_import(const char *path, const FeOptions *o)
 	return mod;
 }
 
+Module *
+fe_load_model(const char *path, const FeOptions *o)
+{
+	size_t n = strlen(path);
+	return n > 5 && !strcmp(path + n - 5, ".onnx") ? fe_onnx_import(path, o)
+	                                               : fe_parse_file(path, o);
+}
+
 // The data of initializer t (n elements of size bytes) from raw_data or
 // the typed field (floats, doubles or int64s; elsize 4, 8, 8) into a
 // malloc'ed block; NULL with *why set when it has the wrong length.
@@ -1039,8 +1093,8 @@ fe_onnx_initializers(const char *path, const FeOptions *o, FeTensor **out, int *
 		ox_err(&im, "out of memory");
 	for (size_t i = 0; i < im.nv && !im.failed; i++) {
 		const OVal *v = &im.v[i];
-		if (!v->isdecl || !v->used)
-			continue;
+		if (!v->isdecl || !v->used || v->input)
+			continue; // (a graph input has no value in the file)
 		const Onnx__TensorProto *t = v->init;
 		const char *why = NULL;
 		FeTensor *d = &ts[n];

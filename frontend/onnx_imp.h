@@ -35,6 +35,8 @@ typedef struct OVal {
 	int isdecl;  // declared (param or const) when used as data
 	int used;
 	int emitted; // a known value written as a statement
+	int input;   // a graph input: 1 + its index among them; 0: none
+	int positive; // a float initializer drawn positive (a BatchNormalization variance)
 } OVal;
 
 typedef struct Imp {

@@ -461,6 +461,7 @@ op_batchnorm(Imp *im, const Onnx__NodeProto *n, OVal *x, OVal *outs, int *nout)
 			ox_err(im, "'%s' is not of shape [%lld]", p[i]->name, (long long)C);
 			return 0;
 		}
+	ox_base(im, var)->positive = 1; // its seeded draw (onnx.c) must be
 	int train = ox_attr_i(n, "training_mode", 0) || (im->opset < 14 && n->n_output > 1);
 	double eps = ox_attr_f(n, "epsilon", 1e-5), mom = ox_attr_f(n, "momentum", 0.9);
 	int64_t cs[MAXRANK], ax[MAXRANK];
