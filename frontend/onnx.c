@@ -135,6 +135,14 @@ ox_add_val(Imp *im, const OVal *src)
 	}
 	OVal *v = &im->v[im->nv++];
 	*v = *src;
+	// Each known value has at most MAXFOLD elements; all of them together
+	// at most MAXKNOWN, so a small file cannot make the import hold
+	// gigabytes (ConstantOfShape after ConstantOfShape).
+	if (v->iv || v->fv) {
+		im->nknown += ox_numel(v);
+		if (im->nknown > MAXKNOWN)
+			ox_err(im, "the values known at import have more than %d elements in all", MAXKNOWN);
+	}
 	return v;
 }
 

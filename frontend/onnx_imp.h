@@ -21,7 +21,7 @@ enum { ONNX_FLOAT = 1, ONNX_INT64 = 7, ONNX_BOOL = 9, ONNX_DOUBLE = 11 };
 // A known value is folded up to MAXFOLD elements; one used as data is
 // written as a literal of up to MAXLIT distinct elements, else declared a
 // constant bound from the file like an initializer (--params model.onnx).
-enum { MAXFOLD = 1 << 20, MAXLIT = 256, MAXNUMEL_LOG2 = 48 };
+enum { MAXFOLD = 1 << 20, MAXKNOWN = 1 << 24, MAXLIT = 256, MAXNUMEL_LOG2 = 48 };
 
 typedef struct OVal {
 	const char *name;
@@ -55,6 +55,7 @@ typedef struct Imp {
 	int64_t sizeval[64];
 	int nsize;
 	const Onnx__NodeProto *node; // for messages
+	int64_t nknown; // the elements of the values known at import, all together (MAXKNOWN)
 } Imp;
 
 // ---------------------------------------------------------------- onnx.c
