@@ -253,7 +253,7 @@ source_hash(const char *path, const char *const *defs, int ndefs, char *hash, ch
             size_t errlen)
 {
 	FeOptions fo = {.defines = defs, .ndefines = ndefs, .diag = stderr};
-	Module *m = fe_parse_file(path, &fo);
+	Module *m = fe_load_model(path, &fo);
 	if (!m) {
 		snprintf(err, errlen, "%s: does not compile (diagnostic above)", path);
 		return -1;

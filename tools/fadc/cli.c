@@ -146,11 +146,41 @@ has_suffix(const char *s, const char *suffix)
 	return n >= k && !strcmp(s + n - k, suffix);
 }
 
+// --const NAME (repeatable): a float initializer of an ONNX model imported
+// as a constant, not a parameter (docs/ONNX.md); load_model passes them on.
+static const char *onnx_consts[MAXDEF];
+static int nonnx_consts;
+
+int
+opt_const(int argc, char **argv, int *i, const char *usage, int *rc)
+{
+	const char *v;
+	if (!opt_value(argc, argv, i, "--const", &v))
+		return 0;
+	if (!v || !*v)
+		*rc = usage_error(usage, "%s needs an initializer's name", "--const");
+	else if (nonnx_consts == MAXDEF)
+		*rc = usage_error(usage, "too many --const options%s", "");
+	else
+		onnx_consts[nonnx_consts++] = v;
+	return 1;
+}
+
 // A model from a .ir file, or imported from a .onnx one (docs/ONNX.md).
 Module *
 load_model(const char *path, const FeOptions *o)
 {
-	return has_suffix(path, ".onnx") ? fe_onnx_import(path, o) : fe_parse_file(path, o);
+	if (!has_suffix(path, ".onnx")) {
+		if (nonnx_consts) {
+			fprintf(stderr, "%s: error: --const names initializers of an ONNX model\n", path);
+			return NULL;
+		}
+		return fe_parse_file(path, o);
+	}
+	FeOptions oo = *o;
+	oo.consts = onnx_consts;
+	oo.nconsts = nonnx_consts;
+	return fe_onnx_import(path, &oo);
 }
 
 // The initializers of an ONNX model that its import declares, with their

@@ -41,6 +41,7 @@ int opt_value(int argc, char **argv, int *i, const char *name, const char **val)
 int opt_define(int argc, char **argv, int *i, const char **defs, int *ndefs, const char *usage,
                int *rc);
 int opt_max_nodes(int argc, char **argv, int *i, int64_t *n, const char *usage, int *rc);
+int opt_const(int argc, char **argv, int *i, const char *usage, int *rc); // --const NAME (ONNX)
 int has_define_list(const char *const *defs, int ndefs);
 int parse_seed(const char *v, uint64_t *seed);
 int has_suffix(const char *s, const char *suffix);

@@ -52,6 +52,8 @@ const char *const usage_run =
     "  -D NAME=VALUE      override the size `let NAME` (a .ir); for a .so compiled\n"
     "                     with -D lists, pick the specialisation of those sizes\n"
     "                     (without -D: the first one, as `fadc inspect` lists them)\n"
+    "  --const NAME       (a .onnx) import the float initializer NAME as a\n"
+    "                     constant, not a parameter; repeatable\n"
     "  --max-nodes N      (a .ir) the most nodes the model may have after inlining\n"
     "                     (1000000), as for `fadc MODEL.ir`\n"
     "  -h, --help         this help\n";
@@ -702,7 +704,8 @@ cmd_run_args(int argc, char **argv, RunArgs *a)
 			fputs(usage_run, stdout);
 			return -1;
 		} else if (opt_define(argc, argv, &i, a->defs, &a->ndefs, usage_run, &rc) ||
-		           opt_max_nodes(argc, argv, &i, &a->max_nodes, usage_run, &rc)) {
+		           opt_max_nodes(argc, argv, &i, &a->max_nodes, usage_run, &rc) ||
+		           opt_const(argc, argv, &i, usage_run, &rc)) {
 			if (rc)
 				return rc;
 		} else if (opt_value(argc, argv, &i, "--task", &v) ||
