@@ -42,9 +42,11 @@ run_fadc 0 compare-npy "$tmp/want" "$tmp/got-w"
 run_fadc 0 run "$tmp/mlp.so" --params "$tmp/mlp.onnx" --params "$tmp/input.1.npy" --out "$tmp/got-w-so"
 run_fadc 0 compare-npy "$tmp/want" "$tmp/got-w-so"
 
-# Unbound, every parameter and input is drawn, the same in both legs.
+# Unbound, a run of the .onnx itself takes the model's own weights (its
+# graph input drawn); the .so draws every parameter unless bound, and with
+# --params mlp.onnx gives the same values.
 run_fadc 0 run "$tmp/mlp.onnx" --out "$tmp/drawn"
-run_fadc 0 run "$tmp/mlp.so" --out "$tmp/drawn-so"
+run_fadc 0 run "$tmp/mlp.so" --params "$tmp/mlp.onnx" --out "$tmp/drawn-so"
 run_fadc 0 compare-npy "$tmp/drawn" "$tmp/drawn-so"
 # --const NAME: a float initializer imported as a constant (no gradient).
 run_fadc 0 "$tmp/mlp.onnx" --const 0.bias --emit ir

@@ -86,6 +86,9 @@ typedef struct Binding {
 	char *name; // NAME=FILE.npy or FILE.npy's base name; NULL: a .safetensors file
 	const char *path;
 	int is_v; // --v: binds the task's own inputs
+	// `fadc run model.onnx`: the model's own initializers, bound by default
+	// (explicit bindings win; initializers imported as constants are skipped)
+	int implicit;
 } Binding;
 
 // Something a run can bind: a declaration, an argument of forward, or an

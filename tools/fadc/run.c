@@ -34,7 +34,8 @@ const char *const usage_run =
     "                     by name from a .safetensors file (or the initializers\n"
     "                     of a .onnx model), or one from a .npy\n"
     "                     file named after it (NAME.npy), or NAME=FILE.npy;\n"
-    "                     repeatable.  The rest come from their initializers.\n"
+    "                     repeatable.  The rest come from their initializers\n"
+    "                     (for a .onnx model: the weights stored in it).\n"
     "  --v FILE           bind the task's own inputs (v for vjp, v.<param> for\n"
     "                     jvp, vhp, hvp) the same ways: v.beta_value.npy,\n"
     "                     v.beta_value=FILE.npy, a .safetensors file.  Unbound\n"
@@ -791,8 +792,21 @@ cmd_run(int argc, char **argv)
 			                 "run takes one value per size%s", "");
 		else if (!so && a->time)
 			rc = usage_error(usage_run, "--time needs a compiled model (MODEL.so)%s", "");
-		else
-			rc = so ? run_so(a) : run_ir(a);
+		else {
+			// `fadc run model.onnx` runs on the model's own weights: its float
+			// initializers are bound after every explicit binding (which win),
+			// unless the model's file is already among them.
+			int own = !so && has_suffix(a->model, ".onnx");
+			for (int b = 0; own && b < a->nbind; b++)
+				own = a->bind[b].name || strcmp(a->bind[b].path, a->model);
+			if (own && a->nbind == MAXBIND)
+				rc = usage_error(usage_run, "too many --params options%s", "");
+			else {
+				if (own)
+					a->bind[a->nbind++] = (Binding){.path = a->model, .implicit = 1};
+				rc = so ? run_so(a) : run_ir(a);
+			}
+		}
 	} else if (rc < 0)
 		rc = 0; // --help
 	for (int b = 0; b < a->nbind; b++)
