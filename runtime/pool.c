@@ -9,57 +9,35 @@
 // arithmetic costs less than waking a thread.
 //
 // Scheduling: the range is cut into chunks of at least `grain` iterations,
-// about four per thread, and the chunks into one contiguous block per
-// thread (block k: chunks [k C / T, (k+1) C / T) of C, T threads, the
-// calling thread 0).  A thread takes the chunks of its own block first,
-// then those left in the others' (from block k+1 on), each block's next
-// chunk from an atomic counter of its own.  The same kernel over the same
-// range at the next step of a scan gives each thread the same block, so a
-// thread's share of a loop-invariant operand (the recurrent weight of an
-// LSTM step: 16.8 MB for deepspeech, 1 MB a thread at 16) stays in that
-// core's cache from step to step, where one shared counter dealt the
-// chunks out anew at every step; and a thread the operating system
-// preempts delays the job by at most one chunk, since the others take the
-// rest of its block.  Which thread computes which iterations never matters
+// about four per thread; the calling thread and the workers take chunks
+// from a shared atomic counter until none are left (dynamic, so a thread
+// the operating system preempts on a loaded machine delays the job by at
+// most one chunk).  Which thread computes which iterations never matters
 // to the result: every iteration is computed by the same code whatever the
 // chunking, so results are bit-identical for any number of threads.
 //
 // Lifetime: the pool is started lazily, by the first parallel_for of a
 // context whose num_threads is above 1 (threads and one allocation, the
-// only ones: later jobs allocate nothing); joined by fadc_context_destroy.
-// If a thread cannot be started the pool runs with those that were (at
-// worst the calling thread alone): parallel_for has no way to fail.
-//
-// Waking: a scan runs its split kernels once per step, thousands of jobs
-// tens of microseconds apart, where waking 15 sleeping threads through a
-// condition variable costs about as much as the job.  So a worker that
-// finishes a job first spins for FADC_POOL_SPIN_US microseconds (default
-// 100; 0: never) watching the job word, and only then sleeps on the
-// condition variable; the caller wakes it only when some worker sleeps.
+// only ones: later jobs allocate nothing); workers sleep on a condition
+// variable between jobs and are joined by fadc_context_destroy.  If a
+// thread cannot be started the pool runs with those that were (at worst
+// the calling thread alone): parallel_for has no way to fail.
 //
 // Synchronization: one job at a time (a context is used by one thread at a
-// time, fadc.h).  The job word is 2 epoch + open.  The caller writes the
-// job's fields, then the word (epoch + 1, open) with release order.  A
-// worker that sees a new epoch, open, joins: active++ then reads the word
-// again (both sequentially consistent) and takes part only if it is still
-// that epoch and open, else leaves (active--).  The caller, once it finds
-// no chunk left, closes the job (the word, open clear, sequentially
-// consistent) and waits until active is 0: in the total order either the
-// worker's active++ comes before the caller's read of active (which then
-// waits for it), or after the close, and the worker's second read sees the
-// job closed.  So the fields are never rewritten under a worker still in
-// the job, the caller never waits for a worker that the operating system
-// has not scheduled yet (on a loaded machine, the caller may do the whole
-// job alone), and a worker's stores are published to the caller by its
-// release decrement of active, which the caller reads with acquire order.
-// Sleeping: a worker counts itself in `sleepers` under the mutex, reads the
-// word again, and waits; the caller reads `sleepers` after writing the
-// word and broadcasts under the mutex when it is not 0, so a worker either
-// sees the new word or is waiting when the broadcast comes.
+// time, fadc.h).  The job's fields are written under the mutex before the
+// epoch is bumped and read by a worker under the mutex after it sees the
+// new epoch.  A worker joins a job (active++) under the mutex only while
+// the job is open, and takes chunks only after joining.  The caller, once
+// every chunk is taken, closes the job under the mutex and waits until no
+// joined worker is left: so it never waits for a worker that the operating
+// system has not scheduled yet (on a loaded machine, the caller may do the
+// whole job alone), and a late worker finds the job closed and goes back
+// to sleep.  A worker's writes are published to the caller by the mutex it
+// takes to leave the job, so the chunk functions' stores are visible when
+// parallel_for returns.
 #define _GNU_SOURCE // dladdr
 #include <dlfcn.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,30 +47,21 @@
 #include "abi.h"
 #include "pool.h"
 
-// One thread's block of a job's chunks, on a cache line of its own (the
-// other threads' counters are written at every chunk).
-typedef struct RtBlock {
-	_Alignas(64) atomic_int_fast64_t next; // next chunk index of the block
-	int64_t end; // one past the block's last chunk index
-} RtBlock;
-
 struct RtPool {
 	int nthreads; // wanted, the calling thread included
 	int nworkers; // started
 	pthread_t *th;
 	pthread_mutex_t mu;
-	pthread_cond_t wake;
-	atomic_int stop; // written before a closed word of a new epoch
-	atomic_uint_fast64_t job; // 2 epoch + open (see Synchronization)
-	atomic_int active; // workers in the current job
-	atomic_int sleepers; // workers waiting (or about to wait) on `wake`
-	double spin_ns; // FADC_POOL_SPIN_US
-	// The current job, written before its word.
+	pthread_cond_t wake, done;
+	uint64_t epoch; // bumped per job; a worker runs each epoch once
+	int stop;
+	int open; // the current job still admits workers
+	int active; // workers in the current job
+	// The current job.
 	fadc_chunk_fn_v1 fn;
 	void *args;
 	int64_t n, chunk;
-	int nblocks; // blocks of this job: the threads at its start
-	RtBlock *blk; // nthreads of them (started with the workers)
+	atomic_int_fast64_t next; // first iteration not yet taken
 	RtPoolStats st;
 	struct ProfEntry *prof; // FADC_CPU_PROFILE=1: per chunk function (see prof_report)
 };
@@ -191,95 +160,44 @@ prof_report(RtPool *p)
 	}
 }
 
-// Runs chunk indices of block b until its counter is past its end.
+// Takes chunks of the current job until none are left.
 static void
-run_block(RtPool *p, RtBlock *b, fadc_chunk_fn_v1 fn, void *args, int64_t n, int64_t chunk)
+run_chunks(RtPool *p, fadc_chunk_fn_v1 fn, void *args, int64_t n, int64_t chunk)
 {
 	for (;;) {
-		int64_t c = atomic_fetch_add_explicit(&b->next, 1, memory_order_relaxed);
-		if (c >= b->end)
+		int64_t lo = atomic_fetch_add_explicit(&p->next, chunk, memory_order_relaxed);
+		if (lo >= n)
 			return;
-		int64_t lo = c * chunk, hi = n - lo < chunk ? n : lo + chunk;
+		int64_t hi = n - lo < chunk ? n : lo + chunk;
 		fn(args, lo, hi);
 	}
-	(void)p;
 }
-
-// Thread `self`'s part of the current job: its own block, then what is left
-// of the others'.
-static void
-run_chunks(RtPool *p, int self, fadc_chunk_fn_v1 fn, void *args, int64_t n, int64_t chunk, int nblocks)
-{
-	for (int i = 0; i < nblocks; i++)
-		run_block(p, &p->blk[(self + i) % nblocks], fn, args, n, chunk);
-}
-
-static void
-pause_cpu(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
-// Waits for a job word of another epoch than `seen`: spins for spin_ns,
-// then sleeps on the condition variable.  Returns the word.
-static uint64_t
-wait_job(RtPool *p, uint64_t seen)
-{
-	uint64_t w = atomic_load_explicit(&p->job, memory_order_acquire);
-	if (w >> 1 != seen)
-		return w;
-	if (p->spin_ns > 0) {
-		double t0 = now_ns();
-		for (unsigned i = 1;; i++) {
-			pause_cpu();
-			w = atomic_load_explicit(&p->job, memory_order_acquire);
-			if (w >> 1 != seen)
-				return w;
-			if (!(i & 63) && now_ns() - t0 > p->spin_ns)
-				break;
-		}
-	}
-	pthread_mutex_lock(&p->mu);
-	atomic_fetch_add(&p->sleepers, 1);
-	while ((w = atomic_load(&p->job)) >> 1 == seen)
-		pthread_cond_wait(&p->wake, &p->mu);
-	atomic_fetch_sub(&p->sleepers, 1);
-	pthread_mutex_unlock(&p->mu);
-	return w;
-}
-
-typedef struct WorkerArg {
-	RtPool *p;
-	int self; // 1 .. nthreads - 1
-} WorkerArg;
 
 static void *
 worker(void *arg)
 {
-	RtPool *p = ((WorkerArg *)arg)->p;
-	int self = ((WorkerArg *)arg)->self;
-	free(arg);
+	RtPool *p = arg;
 	uint64_t seen = 0;
+	pthread_mutex_lock(&p->mu);
 	for (;;) {
-		uint64_t w = wait_job(p, seen);
-		seen = w >> 1;
-		if (!(w & 1) && atomic_load(&p->stop))
+		while (!p->stop && p->epoch == seen)
+			pthread_cond_wait(&p->wake, &p->mu);
+		if (p->stop)
 			break;
-		if (!(w & 1))
-			continue; // closed: done without this worker
-		atomic_fetch_add(&p->active, 1);
-		if (atomic_load(&p->job) != w) {
-			atomic_fetch_sub_explicit(&p->active, 1, memory_order_release);
-			continue;
-		}
-		int nb = p->nblocks;
-		run_chunks(p, self % nb, p->fn, p->args, p->n, p->chunk, nb);
-		atomic_fetch_sub_explicit(&p->active, 1, memory_order_release);
+		seen = p->epoch;
+		if (!p->open)
+			continue; // done without this worker
+		p->active++;
+		fadc_chunk_fn_v1 fn = p->fn;
+		void *args = p->args;
+		int64_t n = p->n, chunk = p->chunk;
+		pthread_mutex_unlock(&p->mu);
+		run_chunks(p, fn, args, n, chunk);
+		pthread_mutex_lock(&p->mu);
+		if (--p->active == 0)
+			pthread_cond_signal(&p->done);
 	}
+	pthread_mutex_unlock(&p->mu);
 	return NULL;
 }
 
@@ -294,20 +212,10 @@ rt_pool_new(int nthreads)
 		free(p);
 		return NULL;
 	}
-	const char *e = getenv("FADC_POOL_SPIN_US");
-	p->spin_ns = 100e3;
-	if (e && *e) {
-		char *end;
-		double us = strtod(e, &end);
-		if (end != e && !*end && us >= 0 && us <= 1e6)
-			p->spin_ns = us * 1e3;
-	}
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->wake, NULL);
-	atomic_init(&p->job, 0);
-	atomic_init(&p->stop, 0);
-	atomic_init(&p->active, 0);
-	atomic_init(&p->sleepers, 0);
+	pthread_cond_init(&p->done, NULL);
+	atomic_init(&p->next, 0);
 	return p;
 }
 
@@ -316,30 +224,16 @@ rt_pool_new(int nthreads)
 static void
 pool_start(RtPool *p)
 {
-	if (p->blk || p->nthreads < 2)
+	if (p->th || p->nthreads < 2)
 		return;
 	p->th = calloc((size_t)p->nthreads - 1, sizeof *p->th);
-	p->blk = aligned_alloc(64, (size_t)p->nthreads * sizeof *p->blk);
-	if (!p->th || !p->blk) {
-		free(p->th);
-		free(p->blk);
-		p->th = NULL;
-		p->blk = NULL;
+	if (!p->th) {
 		p->nthreads = 1;
 		return;
 	}
-	for (int i = 0; i < p->nthreads; i++)
-		atomic_init(&p->blk[i].next, 0);
 	for (int i = 0; i < p->nthreads - 1; i++) {
-		WorkerArg *a = malloc(sizeof *a);
-		if (!a)
+		if (pthread_create(&p->th[i], NULL, worker, p))
 			break;
-		a->p = p;
-		a->self = i + 1;
-		if (pthread_create(&p->th[i], NULL, worker, a)) {
-			free(a);
-			break;
-		}
 		p->nworkers++;
 	}
 	p->st.threads_started = (uint64_t)p->nworkers;
@@ -351,20 +245,18 @@ rt_pool_free(RtPool *p)
 	if (!p)
 		return;
 	pthread_mutex_lock(&p->mu);
-	atomic_store(&p->stop, 1);
-	uint64_t w = atomic_load(&p->job);
-	atomic_store(&p->job, ((w >> 1) + 1) << 1); // a new epoch, closed: leave
+	p->stop = 1;
 	pthread_cond_broadcast(&p->wake);
 	pthread_mutex_unlock(&p->mu);
 	for (int i = 0; i < p->nworkers; i++)
 		pthread_join(p->th[i], NULL);
 	pthread_cond_destroy(&p->wake);
+	pthread_cond_destroy(&p->done);
 	pthread_mutex_destroy(&p->mu);
 	if (p->prof)
 		prof_report(p);
 	free(p->prof);
 	free(p->th);
-	free(p->blk);
 	free(p);
 }
 
@@ -376,7 +268,7 @@ rt_pool_stats(const RtPool *p, RtPoolStats *s)
 }
 
 // Chunks: at least grain iterations each, about CHUNKS_PER_THREAD per
-// thread (a preempted thread's share is taken by the others).
+// thread (dynamic scheduling balances a preempted thread's share).
 #define CHUNKS_PER_THREAD 4
 
 void
@@ -407,34 +299,22 @@ rt_pool_parallel_for(RtPool *p, fadc_chunk_fn_v1 fn, void *args, int64_t n, int6
 		fn(args, 0, n);
 		return;
 	}
-	// Blocks of chunk indices, one per thread (fewer when the chunks are).
-	int64_t nchunks = (n + chunk - 1) / chunk;
-	int nb = p->nworkers + 1;
-	if (nchunks < nb)
-		nb = (int)nchunks;
-	for (int k = 0; k < nb; k++) {
-		atomic_store_explicit(&p->blk[k].next, (int64_t)k * nchunks / nb, memory_order_relaxed);
-		p->blk[k].end = (int64_t)(k + 1) * nchunks / nb;
-	}
+	pthread_mutex_lock(&p->mu);
 	p->fn = fn;
 	p->args = args;
 	p->n = n;
 	p->chunk = chunk;
-	p->nblocks = nb;
+	atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+	p->open = 1;
+	p->epoch++;
 	p->st.jobs++;
-	uint64_t w = ((atomic_load_explicit(&p->job, memory_order_relaxed) >> 1) + 1) << 1 | 1;
-	atomic_store(&p->job, w);
-	if (atomic_load(&p->sleepers)) {
-		pthread_mutex_lock(&p->mu);
-		pthread_cond_broadcast(&p->wake);
-		pthread_mutex_unlock(&p->mu);
-	}
-	run_chunks(p, 0, fn, args, n, chunk, nb);
+	pthread_cond_broadcast(&p->wake);
+	pthread_mutex_unlock(&p->mu);
+	run_chunks(p, fn, args, n, chunk);
 	// Every chunk is taken: close the job, wait for the workers still in it.
-	atomic_store(&p->job, w & ~(uint64_t)1);
-	for (unsigned i = 1; atomic_load_explicit(&p->active, memory_order_acquire); i++) {
-		pause_cpu();
-		if (!(i & 1023))
-			sched_yield();
-	}
+	pthread_mutex_lock(&p->mu);
+	p->open = 0;
+	while (p->active)
+		pthread_cond_wait(&p->done, &p->mu);
+	pthread_mutex_unlock(&p->mu);
 }
