@@ -12,7 +12,8 @@
 // tangent), each a loop-carried dependence.  So the tangent scan carries
 // tc alone and reads c_t, the carry each step started from, as a sequence:
 // from the primal scan's own per-step outputs: its body already outputs
-// its carries (vjp's forward scan saves them), or gets them appended.  Every product of c_t with an
+// its carries (vjp's forward scan saves them), or gets them appended.  The
+// primal's per-step outputs y_t are read from its stacked ys the same way.  Every product of c_t with an
 // invariant is then carry-independent, and scan_hoist computes it for all
 // steps at once before the loop; only ḣ W stays recurrent.  The values are
 // the same (the same ops on the same c_t).
@@ -252,18 +253,36 @@ scan_jvp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId 
 	// New order: carries (c, tc), sequences (x, tx), invariants (w, tw);
 	// with fission carries (tc), sequences (c, x, tx).
 	uint32_t inorder[512], outorder[512];
-	NodeId ops[512];
+	NodeId ops[512], xnode[512] = {0}; // xnode[q]: a node of bj read as input q
 	int ncar = 0, nseq = 0;
 	for (int part = 0; part < 3; part++) {
 		int lo = part == 0 ? 0 : part == 1 ? s.nc : s.nc + s.nx;
 		int hi = part == 0 ? s.nc : part == 1 ? s.nc + s.nx : s.nin;
 		int cnt = 0;
-		if (fiss && part == 1) // the primal carries, per step
+		if (fiss && part == 1) { // the primal carries, per step
 			for (int i = 0; i < s.nc; i++) {
 				inorder[k] = (uint32_t)i;
 				ops[k++] = cs[i];
 				cnt++;
 			}
+			// And the primal's own per-step outputs, read as the primal
+			// scan stacked them rather than computed again: what the
+			// tangent step needs of them (an LSTM's reverse step: dz_t,
+			// whose product with Ẇ then leaves the loop as one GEMM of
+			// the stacked dz without batching dz's whole cone).
+			for (uint32_t o = (uint32_t)s.nc; o < s.b->nout && k < 480; o++) {
+				NodeId yn = bj->out[o].node;
+				int seen = bj->node[yn].op == OP_input;
+				for (uint32_t q = 0; q < k && !seen; q++)
+					seen = xnode[q] == yn;
+				if (seen)
+					continue;
+				xnode[k] = yn;
+				inorder[k] = UINT32_MAX;
+				ops[k++] = scan_get(g, map[self], o, loc);
+				cnt++;
+			}
+		}
 		for (int i = lo; i < hi && !(fiss && part == 0); i++) {
 			inorder[k] = (uint32_t)i;
 			ops[k++] = map[in[i]];
@@ -295,7 +314,7 @@ scan_jvp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId 
 			outorder[no++] = tout[s.nc + y];
 	NodeId innodes[512];
 	for (uint32_t q = 0; q < k; q++)
-		innodes[q] = bj->input[inorder[q]].node;
+		innodes[q] = xnode[q] ? xnode[q] : bj->input[inorder[q]].node;
 	Graph *body = reorder(bj, innodes, k, outorder, no, derived_name(g, s.b, "jvp"));
 	ir_graph_free(bj);
 	NodeId sc = emit_scan(g, body, ops, (int)k, ncar, nseq, s.rev, loc);

@@ -292,14 +292,14 @@ main(void)
 {
 	// {hoisted, sunk} per task: forward, vjp, jvp, vhp, hvp, jacobian.
 	// (jvp: the tangent products of the step, tx_t wx and x_t twx, and since
-	// the tangent scan reads the primal carries as a sequence (passes/
-	// scan.c, "Fission") h_t wh and h_t twh too, and the primal's x_t wx;
-	// vjp:
+	// the tangent scan reads the primal carries and per-step outputs as
+	// sequences (passes/scan.c, "Fission") h_t wh and h_t twh too, and the
+	// primal's x_t wx; vjp:
 	// x_t wx before, x̄_t = dz wxᵀ, x_tᵀ dz and h_tᵀ dz after.)
-	static const int w_lstm[NTASK][2] = {{1, 0}, {1, 3}, {6, 0}, {7, 4}, {10, 3}, {1, 3}};
-	static const int w_both[NTASK][2] = {{3, 1}, {5, 8}, {15, 2}, {25, 12}, {32, 9}, {5, 8}};
+	static const int w_lstm[NTASK][2] = {{1, 0}, {1, 3}, {6, 0}, {7, 4}, {8, 6}, {1, 3}};
+	static const int w_both[NTASK][2] = {{3, 1}, {5, 8}, {14, 2}, {25, 12}, {30, 16}, {5, 8}};
 	static const int w_none[NTASK][2] = {{0, 0}, {-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}};
-	static const int w_nested[NTASK][2] = {{2, 0}, {4, 2}, {10, 0}, {15, 8}, {24, 4}, {4, 2}};
+	static const int w_nested[NTASK][2] = {{2, 0}, {4, 2}, {10, 0}, {15, 8}, {24, 6}, {4, 2}};
 	check_text("lstm-proj", lstm, w_lstm);
 	check_text("both", both, w_both);
 	check_text("none", none, w_none);
@@ -314,7 +314,10 @@ main(void)
 	// no product moves (pinned at 0: a change here is a change of its
 	// loops); the rewrite drops the sequences the reverse steps no longer
 	// read.  In the jvp each of the 10 tangent scans reads h_t from its
-	// primal scan: h_t W_hhᵀ and h_t Ẇ_hhᵀ leave the loop (20).
+	// primal scan: h_t W_hhᵀ and h_t Ẇ_hhᵀ leave the loop (20); in the hvp
+	// the forward tangent scans' h_t Ẇ_hhᵀ (h_t W_hhᵀ is the vjp's saved
+	// residual) and the reverse ones' dz_t Ẇ_hh (dz_t the primal reverse
+	// scan's per-step output): 20.
 	static const char *const ds[] = {"N=3", "FREQ=9", "FRAMES=16", "LEN_LO=8", "LEN_SPAN=8",
 	                                 "C=2", "HID=4",  "S=2"};
 	const char *root = getenv("FADC_SOURCE_DIR");
@@ -324,8 +327,8 @@ main(void)
 	Module *m = fe_parse_file(path, &fo);
 	CHECK(m != NULL);
 	if (m) {
-		static const int w_ds[NTASK][2] = {{0, 0}, {0, 0}, {20, 0}};
-		check_module("deepspeech", m, w_ds, 3, 0);
+		static const int w_ds[NTASK][2] = {{0, 0}, {0, 0}, {20, 0}, {0, 0}, {20, 0}};
+		check_module("deepspeech", m, w_ds, 5, 0);
 		ir_module_free(m);
 	}
 	return TU_DONE("test_codegen_scan_hoist");
