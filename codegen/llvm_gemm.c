@@ -49,8 +49,19 @@
 #define GEMM_MIN_WORK 4096 // M N K below which the plain loops are as good
 #define GEMM_PF 8 // reduction steps ahead that a strided A is prefetched
 #define GEMM_PF_MIN_STRIDE 16 // elements: below, A's steps share cache lines
-// A's packed block lives on the kernel's stack: at most this many bytes.
+// A's packed block: at most this many bytes (and B's panel at most
+// GEMM_BPANEL_MAX, which gemm_blocking's rule for KC implies: 2/3 of a
+// 48 KiB L1d).  Both live in one thread-local block (gemm_scratch), not
+// on the kernel's stack.
 #define GEMM_APACK_MAX (256 * 1024)
+#define GEMM_BPANEL_MAX (32 * 1024)
+// The range is cut into chunks of about 4 per thread (runtime/pool.c):
+// 16 threads want about 64 iterations of equal work.  Groups of rows are
+// made smaller (down to GEMM_GROUP_MIN_BLOCKS MR-row blocks, which B's
+// panel, packed per group, is then read by) until the range has that
+// many, and every group gets the same number of blocks within one.
+#define GEMM_RANGE_WANT 64
+#define GEMM_GROUP_MIN_BLOCKS 4
 // A's block is packed for a group when the group has at least
 // GEMM_PACKA_MIN_TILES column tiles (each packed value is then read by
 // every one: for one or two, a copy, a load and a store per value, costs
@@ -126,6 +137,35 @@ gemm_blocking(unsigned vbytes, DType vt, Gemm *G)
 	G->mc = mc < G->mr ? G->mr : mc;
 }
 
+// The groups of rows (G->mc), once gemm_blocking has set their largest
+// size: as many as that size needs, or more when the range (outer points
+// x column tiles x groups) would have fewer than GEMM_RANGE_WANT
+// iterations for the threads (4 x 512 x 49 x 4608: 4 points x 2 tiles x
+// 3 groups = 24 iterations, 8 of 16 threads idle half the time; as 8
+// groups of 72 rows, 64), but never under GEMM_GROUP_MIN_BLOCKS MR-row
+// blocks each (B's panel is packed per group and tile: a group of fewer
+// blocks would spend most of its time packing).  Then the blocks are
+// spread evenly over the groups: 1024 rows in 252-row groups left a last
+// group of 16 rows whose B panels were packed for 2 tiles' worth of
+// FMAs; as 5 groups, 216 rows (4) and 160 (1).  The groups only choose
+// which outputs an iteration computes: each output's sum is the same.
+static void
+gemm_groups(const KKernel *k, Gemm *G)
+{
+	int nouter = G->vi >= 0 ? G->vr : G->vj;
+	int64_t nr = G->nv * (int64_t)G->vl, np = 1;
+	for (int d = 0; d < nouter; d++)
+		np *= k->dim[d];
+	int64_t ncol = G->N / nr + (G->N % nr != 0);
+	int64_t nblk = (G->M + G->mr - 1) / G->mr;
+	int64_t ng = (G->M + G->mc - 1) / G->mc;
+	int64_t want = (GEMM_RANGE_WANT + np * ncol - 1) / (np * ncol);
+	int64_t most = nblk / GEMM_GROUP_MIN_BLOCKS;
+	if (ng < want && ng < most)
+		ng = want < most ? want : most;
+	G->mc = G->mr * ((nblk + ng - 1) / ng);
+}
+
 // The shared recognition (kir_gemm_match: a product of two affine loads
 // summed, no epilogue), then this backend's form: C and B contiguous
 // along j, B not moving along the rows, and enough work and columns for
@@ -185,6 +225,7 @@ llvm_gemm_plan(const KProgram *p, const KKernel *k, unsigned vbytes, Gemm *G)
 	if (G->N < GEMM_NV * (int64_t)llvm_gemm_vl(vbytes, vt) || G->M * G->N * K < GEMM_MIN_WORK)
 		return 0;
 	gemm_blocking(vbytes, vt, G);
+	gemm_groups(k, G);
 	return 1;
 }
 
@@ -665,6 +706,43 @@ gemm_tiles_masked(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, 
 	LLVMPositionBuilderAtEnd(e->B, bn);
 }
 
+// The pack buffers, B's panel then A's block: GEMM_BPANEL_MAX +
+// GEMM_APACK_MAX bytes per thread, in a thread-local array (not the
+// stack: a pool's or a caller's threads may have small stacks, and the
+// frame was 145 KiB with 256-bit tiles, 290 KiB with 512-bit ones).  One
+// array for the whole artifact: every piece defines it with the same
+// name, size and (weak_odr, hidden) linkage, so the link keeps one, and
+// a thread runs one kernel at a time.  It is the shared object's dynamic
+// TLS (the general-dynamic model of a PIC module): glibc allocates it on
+// a thread's first GEMM, zeroed, and frees it with the thread.  Nothing
+// is carried from one call to the next: every value read was packed in
+// the same call.
+#define GEMM_SCRATCH_NAME "fadc_gemm_scratch"
+
+static LLVMValueRef
+gemm_scratch(Emit *e)
+{
+	LLVMValueRef g = LLVMGetNamedGlobal(e->M, GEMM_SCRATCH_NAME);
+	if (g)
+		return g;
+	LLVMTypeRef at = LLVMArrayType(e->i8, GEMM_BPANEL_MAX + GEMM_APACK_MAX);
+	g = LLVMAddGlobal(e->M, at, GEMM_SCRATCH_NAME);
+	LLVMSetInitializer(g, LLVMConstNull(at));
+	LLVMSetLinkage(g, LLVMWeakODRLinkage);
+	LLVMSetVisibility(g, LLVMHiddenVisibility);
+	LLVMSetThreadLocal(g, 1);
+	LLVMSetAlignment(g, 64);
+	return g;
+}
+
+// An i8 pointer `off` bytes into the scratch array g.
+static LLVMValueRef
+gemm_scratch_at(Emit *e, LLVMValueRef g, int64_t off)
+{
+	LLVMValueRef idx[2] = {i64c(e, 0), i64c(e, off)};
+	return LLVMBuildInBoundsGEP2(e->B, LLVMGlobalGetValueType(g), g, idx, 2, "");
+}
+
 void
 llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 {
@@ -711,15 +789,14 @@ llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 		// accumulators start from zero in the first block and from C
 		// after: each output still sums its terms in order of k, whatever
 		// the range.
-		int64_t nkb = (G->K + G->kc - 1) / G->kc;
-		LLVMValueRef bp = llvm_entry_alloca(e, LLVMArrayType(vty, (unsigned)(G->kc * nv)));
-		LLVMSetAlignment(bp, 64);
-		blk.bp = LLVMBuildBitCast(e->B, bp, LLVMPointerType(vty, 0), "");
+		int64_t nkb = (G->K + G->kc - 1) / G->kc, es = (int64_t)kir_dtype_size(vt);
+		FADC_ASSERT(G->kc * nv * (int64_t)vl * es <= GEMM_BPANEL_MAX && G->mc * G->kc * es <= GEMM_APACK_MAX,
+		            "llvm_gemm: pack buffers too large");
+		LLVMValueRef scr = gemm_scratch(e);
+		blk.bp = LLVMBuildBitCast(e->B, gemm_scratch_at(e, scr, 0), LLVMPointerType(vty, 0), "");
 		blk.ap = NULL;
 		if (packa) {
-			LLVMValueRef ap = llvm_entry_alloca(e, LLVMArrayType(t, (unsigned)(G->mc * G->kc)));
-			LLVMSetAlignment(ap, 64);
-			blk.ap = LLVMBuildBitCast(e->B, ap, LLVMPointerType(t, 0), "");
+			blk.ap = LLVMBuildBitCast(e->B, gemm_scratch_at(e, scr, GEMM_BPANEL_MAX), LLVMPointerType(t, 0), "");
 			curq = llvm_entry_alloca(e, e->i64);
 		}
 		blk.ctr = llvm_entry_alloca(e, e->i64);
