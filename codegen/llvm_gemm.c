@@ -62,17 +62,19 @@
 // many, and every group gets the same number of blocks within one.
 #define GEMM_RANGE_WANT 64
 #define GEMM_GROUP_MIN_BLOCKS 4
-// A's block is packed for a group when the group has at least
-// GEMM_PACKA_MIN_TILES column tiles (each packed value is then read by
-// every one: for one or two, a copy, a load and a store per value, costs
-// about what the tiles' two FMAs per value do) and the range has at least
-// GEMM_PACKA_MIN_RANGE iterations.  The chunks are the runtime's (about 4
-// per thread), so the second bound is set at compile time for 16 threads:
-// a 512 x 512 product (48 iterations) would run in chunks of one tile and
-// reads A in place; 1024 x 1024 (160) packs, and at one thread it must:
-// its rows of A are 4 KiB apart, the 12 of a tile in one L1 set.
-// (Choosing per chunk at run time needs both forms of every tile, which
-// doubled transformer's compile time.)
+// A's block is packed for a group when the chunk holds at least
+// GEMM_PACKA_MIN_TILES of its column tiles (each packed value is then
+// read by every one: for one or two, a copy, a load and a store per
+// value, costs about what the tiles' two FMAs per value do), decided per
+// chunk at run time: one thread running a 1024 x 1024 product must pack
+// (its rows of A are 4 KiB apart, the 12 of a tile in one L1 set), 16
+// threads cutting 512 x 512 into chunks of one tile read A in place.  The
+// tile is emitted once, with A's pointer and strides chosen by a select
+// (both forms of every tile doubled transformer's compile time).  Where
+// A's storage dtype differs from the compute dtype (the packed block is
+// in the compute dtype) the choice is made at compile time: the group's
+// tiles, and GEMM_PACKA_MIN_RANGE iterations in the range (chunks are
+// about 4 per thread: for 16 threads, 96 iterations make chunks of 2).
 #define GEMM_PACKA_MIN_TILES 3
 #define GEMM_PACKA_MIN_RANGE 96
 
@@ -99,7 +101,7 @@ llvm_gemm_vl(unsigned vbytes, DType vt)
 //   on a Sapphire-Rapids-class core, docs/PERFORMANCE.md: KC = 128, half
 //   of a 32 KiB L1d, gave 4-7 points of peak less.)
 // - MC: A's packed block, MC x KC, takes half of L2 (the rest: B's panels
-//   going by, C), at most GEMM_APACK_MAX (a stack buffer), in whole MR-row
+//   going by, C), at most GEMM_APACK_MAX (gemm_scratch), in whole MR-row
 //   blocks: 256-bit tiles f32 126 rows, f64 60; 512-bit f32 252, f64 120.
 static void
 gemm_blocking(unsigned vbytes, DType vt, Gemm *G)
