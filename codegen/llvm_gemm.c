@@ -62,19 +62,21 @@
 // many, and every group gets the same number of blocks within one.
 #define GEMM_RANGE_WANT 64
 #define GEMM_GROUP_MIN_BLOCKS 4
-// A's block is packed for a group when the chunk holds at least
-// GEMM_PACKA_MIN_TILES of its column tiles (each packed value is then
-// read by every one: for one or two, a copy, a load and a store per
-// value, costs about what the tiles' two FMAs per value do), decided per
-// chunk at run time: one thread running a 1024 x 1024 product must pack
-// (its rows of A are 4 KiB apart, the 12 of a tile in one L1 set), 16
-// threads cutting 512 x 512 into chunks of one tile read A in place.  The
-// tile is emitted once, with A's pointer and strides chosen by a select
-// (both forms of every tile doubled transformer's compile time).  Where
-// A's storage dtype differs from the compute dtype (the packed block is
-// in the compute dtype) the choice is made at compile time: the group's
-// tiles, and GEMM_PACKA_MIN_RANGE iterations in the range (chunks are
-// about 4 per thread: for 16 threads, 96 iterations make chunks of 2).
+// A's block is packed for a group when the group has at least
+// GEMM_PACKA_MIN_TILES column tiles (each packed value is then read by
+// every one: for one or two, a copy, a load and a store per value, costs
+// about what the tiles' two FMAs per value do) and the range has at least
+// GEMM_PACKA_MIN_RANGE iterations.  The chunks are the runtime's (about 4
+// per thread), so the second bound is set at compile time for 16 threads:
+// a 512 x 512 product (64 iterations) would run in chunks of one tile and
+// reads A in place; 1024 x 1024 (160) packs, and at one thread it must:
+// its rows of A are 4 KiB apart, the 12 of a tile in one L1 set.
+// Choosing per chunk at run time (one tile whose A pointer and strides
+// are selects; both forms of every tile doubled transformer's compile
+// time) was measured on the GPU host and the development machine: the
+// variable strides cost the micro-kernel a chain of address adds, and
+// packing at one thread where the range is short lost to reading in
+// place (4 x 256 x 196 x 2304: 137 -> 116 GF/s), so it was taken out.
 #define GEMM_PACKA_MIN_TILES 3
 #define GEMM_PACKA_MIN_RANGE 96
 
@@ -369,32 +371,21 @@ gemm_tile(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, int mr, L
 // The packed path's state for one block of reduction steps: B's panel
 // bp, A's packed block ap (NULL: A read in place), the block's steps
 // k0 .. k0 + kc - 1, whether it is the first (an i1), and the counter of
-// its steps; usepack (an i1 alloca, or NULL) says whether the current
-// group's A was packed for this chunk (decided at run time, llvm_emit_gemm).
+// its steps.
 typedef struct GemmBlock {
-	LLVMValueRef bp, ap, k0, kc, first, ctr, usepack;
+	LLVMValueRef bp, ap, k0, kc, first, ctr;
 } GemmBlock;
 
 // Where a tile reads A: its value (i, kk) (tile row i, step kk of the
 // block) at index base + i sr + kk sk of ptr, a pointer to elements of
 // dtype st: A's buffer in place, or the packed block (compute dtype, sr
-// 1, sk the rows of its panel); the strides are i64 values, constants
-// unless the choice between the two is made at run time.
+// 1, sk the rows of its panel).
 typedef struct GemmA {
 	LLVMValueRef ptr, base;
 	DType st;
-	LLVMValueRef sr, sk;
+	int64_t sr, sk;
 	int prefetch; // in place, a new cache line every step: fetch ahead
 } GemmA;
-
-// base + c v with c an i64 value (axpy when it is a constant).
-static LLVMValueRef
-vaxpy(Emit *e, LLVMValueRef base, LLVMValueRef c, LLVMValueRef v)
-{
-	if (LLVMIsAConstantInt(c))
-		return axpy(e, base, LLVMConstIntGetSExtValue(c), v);
-	return LLVMBuildNSWAdd(e->B, base, LLVMBuildNSWMul(e->B, c, v, ""), "");
-}
 
 // The micro-kernel: the tile of rows i0 .. i0+mr-1 over block b's steps,
 // B from its packed panel, A as `A` says.  The accumulators start from
@@ -442,7 +433,7 @@ gemm_tile_packed(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, in
 	Loop lk;
 	llvm_loop_begin_v(e, &lk, b->ctr, b->kc);
 	LLVMValueRef kk = LLVMBuildLoad2(e->B, e->i64, b->ctr, "");
-	LLVMValueRef ia = vaxpy(e, A->base, A->sk, kk);
+	LLVMValueRef ia = axpy(e, A->base, A->sk, kk);
 	if (A->prefetch) {
 		// A in place stepping by a whole row per step (A transposed, as in
 		// a weight gradient x^T g, when too few column tiles made packing
@@ -452,7 +443,7 @@ gemm_tile_packed(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, in
 		// values may straddle two lines).  A prefetch never faults.
 		int rows[2] = {0, mr - 1};
 		for (int r = 0; r < (mr > 1 ? 2 : 1); r++) {
-			LLVMValueRef idx = vaxpy(e, vaxpy(e, ia, A->sk, i64c(e, GEMM_PF)), A->sr, i64c(e, rows[r]));
+			LLVMValueRef idx = axpy(e, axpy(e, ia, A->sk, i64c(e, GEMM_PF)), A->sr, i64c(e, rows[r]));
 			LLVMValueRef ptr = LLVMBuildGEP2(e->B, sty(e, A->st), A->ptr, &idx, 1, "");
 			LLVMValueRef args[4] = {LLVMBuildBitCast(e->B, ptr, e->i8p, ""), LLVMConstInt(e->i32, 0, 0),
 			                        LLVMConstInt(e->i32, 3, 0), LLVMConstInt(e->i32, 1, 0)};
@@ -465,7 +456,7 @@ gemm_tile_packed(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, in
 		bv[v] = LLVMBuildLoad2(e->B, vty, LLVMBuildInBoundsGEP2(e->B, vty, b->bp, &slot, 1, ""), "");
 	}
 	for (int i = 0; i < mr; i++) {
-		LLVMValueRef idx = vaxpy(e, ia, A->sr, i64c(e, i));
+		LLVMValueRef idx = axpy(e, ia, A->sr, i64c(e, i));
 		LLVMValueRef ptr = LLVMBuildInBoundsGEP2(e->B, sty(e, A->st), A->ptr, &idx, 1, "");
 		LLVMValueRef a = llvm_convert(e, LLVMBuildLoad2(e->B, sty(e, A->st), ptr, ""), A->st, vt, 0);
 		LLVMValueRef av = splat(e, a, vl);
@@ -633,23 +624,13 @@ gemm_tile_at(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, const
 		gemm_tile(e, k, G, acc, mr, it->ba, it->bb, it->bc, i0, j0, vt, loops, mask);
 		return;
 	}
-	LLVMValueRef base = axpy(e, axpy(e, it->ba, G->ca_i, i0), G->ka, b->k0);
-	int pf = G->ka > GEMM_PF_MIN_STRIDE || G->ka < -GEMM_PF_MIN_STRIDE;
-	GemmA A = {e->bufptr[G->abuf], base, e->p->buf[G->abuf].dtype, i64c(e, G->ca_i), i64c(e, G->ka), pf};
-	if (apoff && b->usepack) {
-		// Packed or in place as this chunk decided for the group: one
-		// tile, its A's pointer and strides chosen by a select (A's
-		// storage dtype is the compute dtype here), so the tile's code
-		// is emitted once.  The prefetch of in-place A stays: in the
-		// packed block it fetches lines that are there already.
-		LLVMValueRef u = LLVMBuildLoad2(e->B, e->i1, b->usepack, "");
-		LLVMValueRef inplace = LLVMBuildBitCast(e->B, A.ptr, LLVMTypeOf(b->ap), "");
-		A.ptr = LLVMBuildSelect(e->B, u, b->ap, inplace, "");
-		A.base = LLVMBuildSelect(e->B, u, apoff, base, "");
-		A.sr = LLVMBuildSelect(e->B, u, i64c(e, 1), A.sr, "");
-		A.sk = LLVMBuildSelect(e->B, u, i64c(e, ask), A.sk, "");
-	} else if (apoff) {
-		A = (GemmA){b->ap, apoff, vt, i64c(e, 1), i64c(e, ask), 0};
+	GemmA A;
+	if (apoff) {
+		A = (GemmA){b->ap, apoff, vt, 1, ask, 0};
+	} else {
+		LLVMValueRef base = axpy(e, axpy(e, it->ba, G->ca_i, i0), G->ka, b->k0);
+		int pf = G->ka > GEMM_PF_MIN_STRIDE || G->ka < -GEMM_PF_MIN_STRIDE;
+		A = (GemmA){e->bufptr[G->abuf], base, e->p->buf[G->abuf].dtype, G->ca_i, G->ka, pf};
 	}
 	gemm_tile_packed(e, k, G, acc, mr, &A, b, it->bc, i0, j0, vt, mask);
 }
@@ -798,16 +779,8 @@ llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 	LLVMValueRef lo = e->sp.on ? e->lo : i64c(e, 0), hi = e->sp.on ? e->hi : i64c(e, np * ncol * ngroup);
 	GemmBlock blk, *b = NULL;
 	Loop lkb, lf;
-	// A's block is packed for a group when the chunk has at least
-	// GEMM_PACKA_MIN_TILES of its column tiles: decided per chunk at run
-	// time (rtpack) when A is stored in the compute dtype, so one thread
-	// running the whole range packs (1024 x 1024: rows 4 KiB apart, the 12
-	// of a tile in one L1 set) and 16 threads cutting 512 x 512 into chunks
-	// of one tile read A in place; else by the range's length at compile
-	// time (chunks are about 4 per thread: GEMM_PACKA_MIN_RANGE for 16).
-	int rtpack = e->p->buf[G->abuf].dtype == vt;
 	int packa = G->one && G->packb && ncol >= GEMM_PACKA_MIN_TILES &&
-	            (rtpack || np * ncol * ngroup >= GEMM_PACKA_MIN_RANGE);
+	            np * ncol * ngroup >= GEMM_PACKA_MIN_RANGE;
 	LLVMValueRef curq = NULL;
 	if (G->one && G->packb) {
 		// One reduction axis (or axes merged into one): blocks of KC
@@ -825,10 +798,8 @@ llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 		            "llvm_gemm: pack buffers too large");
 		LLVMValueRef scr = gemm_scratch(e);
 		blk.bp = LLVMBuildBitCast(e->B, gemm_scratch_at(e, scr, 0), LLVMPointerType(vty, 0), "");
-		blk.ap = blk.usepack = NULL;
+		blk.ap = NULL;
 		if (packa) {
-			if (rtpack)
-				blk.usepack = llvm_entry_alloca(e, e->i1);
 			blk.ap = LLVMBuildBitCast(e->B, gemm_scratch_at(e, scr, GEMM_BPANEL_MAX), LLVMPointerType(t, 0), "");
 			curq = llvm_entry_alloca(e, e->i64);
 		}
@@ -846,24 +817,11 @@ llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 	llvm_loop_begin_range(e, &lf, ctr_f, lo, hi);
 	GemmIter it = gemm_iter(e, k, G, LLVMBuildLoad2(e->B, e->i64, ctr_f, ""), ncol, ngroup);
 	if (packa) {
-		// A new group (or outer point) in this chunk: pack its block of A
-		// (when enough of its tiles are in the chunk: those from f to the
-		// group's last, or to the chunk's end).
+		// A new group (or outer point) in this chunk: pack its block of A.
 		LLVMValueRef prev = LLVMBuildLoad2(e->B, e->i64, curq, "");
 		LLVMBasicBlockRef bn = gemm_if(e, LLVMBuildICmp(e->B, LLVMIntNE, it.q, prev, ""));
+		gemm_pack_a(e, G, &it, b, ctr_m, vt);
 		LLVMBuildStore(e->B, it.q, curq);
-		if (blk.usepack) {
-			LLVMValueRef f = LLVMBuildLoad2(e->B, e->i64, ctr_f, "");
-			LLVMValueRef end = LLVMBuildNSWMul(e->B, LLVMBuildNSWAdd(e->B, it.q, i64c(e, 1), ""), i64c(e, ncol), "");
-			LLVMValueRef n = LLVMBuildNSWSub(e->B, smin(e, end, hi), f, "");
-			LLVMValueRef u = LLVMBuildICmp(e->B, LLVMIntSGE, n, i64c(e, GEMM_PACKA_MIN_TILES), "");
-			LLVMBuildStore(e->B, u, blk.usepack);
-			LLVMBasicBlockRef bp = gemm_if(e, u);
-			gemm_pack_a(e, G, &it, b, ctr_m, vt);
-			gemm_end_if(e, bp);
-		} else {
-			gemm_pack_a(e, G, &it, b, ctr_m, vt);
-		}
 		gemm_end_if(e, bn);
 	}
 	gemm_tiles_masked(e, k, G, &it, b, packa, acc, ctr_m, loops, vt, ntile, rc, mask);
