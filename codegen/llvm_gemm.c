@@ -59,7 +59,7 @@
 // 16 threads want about 64 iterations of equal work.  Groups of rows are
 // made smaller (down to GEMM_GROUP_MIN_BLOCKS MR-row blocks, which B's
 // panel, packed per group, is then read by) until the range has that
-// many, and every group gets the same number of blocks within one.
+// many, each group ceil(blocks / groups) blocks (the last may be short).
 #define GEMM_RANGE_WANT 64
 #define GEMM_GROUP_MIN_BLOCKS 4
 // A's block is packed for a group when the group has at least
@@ -149,7 +149,8 @@ gemm_blocking(unsigned vbytes, DType vt, Gemm *G)
 // groups of 72 rows, 64), but never under GEMM_GROUP_MIN_BLOCKS MR-row
 // blocks each (B's panel is packed per group and tile: a group of fewer
 // blocks would spend most of its time packing).  Then the blocks are
-// spread evenly over the groups: 1024 rows in 252-row groups left a last
+// spread over the groups, ceil(blocks / groups) each, so the last group
+// is short only by the rounding: 1024 rows in 252-row groups left a last
 // group of 16 rows whose B panels were packed for 2 tiles' worth of
 // FMAs; as 5 groups, 216 rows (4) and 160 (1).  The groups only choose
 // which outputs an iteration computes: each output's sum is the same.
