@@ -55,20 +55,13 @@
 // on the kernel's stack.
 #define GEMM_APACK_MAX (256 * 1024)
 #define GEMM_BPANEL_MAX (32 * 1024)
-// The range is cut into chunks of about 4 per thread (runtime/pool.c):
-// 16 threads want about 64 iterations of equal work.  Groups of rows are
-// made smaller (down to GEMM_GROUP_MIN_BLOCKS MR-row blocks, which B's
-// panel, packed per group, is then read by) until the range has that
-// many, each group ceil(blocks / groups) blocks (the last may be short).
-#define GEMM_RANGE_WANT 64
-#define GEMM_GROUP_MIN_BLOCKS 4
 // A's block is packed for a group when the group has at least
 // GEMM_PACKA_MIN_TILES column tiles (each packed value is then read by
 // every one: for one or two, a copy, a load and a store per value, costs
 // about what the tiles' two FMAs per value do) and the range has at least
 // GEMM_PACKA_MIN_RANGE iterations.  The chunks are the runtime's (about 4
 // per thread), so the second bound is set at compile time for 16 threads:
-// a 512 x 512 product (64 iterations) would run in chunks of one tile and
+// a 512 x 512 product (48 iterations) would run in chunks of one tile and
 // reads A in place; 1024 x 1024 (160) packs, and at one thread it must:
 // its rows of A are 4 KiB apart, the 12 of a tile in one L1 set.
 // Choosing per chunk at run time (one tile whose A pointer and strides
@@ -142,32 +135,21 @@ gemm_blocking(unsigned vbytes, DType vt, Gemm *G)
 }
 
 // The groups of rows (G->mc), once gemm_blocking has set their largest
-// size: as many as that size needs, or more when the range (outer points
-// x column tiles x groups) would have fewer than GEMM_RANGE_WANT
-// iterations for the threads (4 x 512 x 49 x 4608: 4 points x 2 tiles x
-// 3 groups = 24 iterations, 8 of 16 threads idle half the time; as 8
-// groups of 72 rows, 64), but never under GEMM_GROUP_MIN_BLOCKS MR-row
-// blocks each (B's panel is packed per group and tile: a group of fewer
-// blocks would spend most of its time packing).  Then the blocks are
-// spread over the groups, ceil(blocks / groups) each, so the last group
-// is short only by the rounding: 1024 rows in 252-row groups left a last
-// group of 16 rows whose B panels were packed for 2 tiles' worth of
-// FMAs; as 5 groups, 216 rows (4) and 160 (1).  The groups only choose
-// which outputs an iteration computes: each output's sum is the same.
+// size: as many as that size needs, the MR-row blocks spread over them,
+// ceil(blocks / groups) each, so the last group is short only by the
+// rounding.  1024 rows in 252-row groups left a last group of 16 rows
+// whose B panels were packed for 2 tiles' worth of FMAs; as 5 groups,
+// 216 rows (4) and 160 (1).  (More, smaller groups when the range is
+// short for 16 threads -- 4 x 512 x 49 x 4608: 24 iterations, as 8 groups
+// 64 -- were tried: B's panels, packed per group, cost 10-15% at one
+// thread, and the GPU host's 16 threads showed no gain; docs/
+// PERFORMANCE.md, "issue 26, helper c26g".)  The groups only choose which
+// outputs an iteration computes: each output's sum is the same.
 static void
-gemm_groups(const KKernel *k, Gemm *G)
+gemm_groups(Gemm *G)
 {
-	int nouter = G->vi >= 0 ? G->vr : G->vj;
-	int64_t nr = G->nv * (int64_t)G->vl, np = 1;
-	for (int d = 0; d < nouter; d++)
-		np *= k->dim[d];
-	int64_t ncol = G->N / nr + (G->N % nr != 0);
 	int64_t nblk = (G->M + G->mr - 1) / G->mr;
 	int64_t ng = (G->M + G->mc - 1) / G->mc;
-	int64_t want = (GEMM_RANGE_WANT + np * ncol - 1) / (np * ncol);
-	int64_t most = nblk / GEMM_GROUP_MIN_BLOCKS;
-	if (ng < want && ng < most)
-		ng = want < most ? want : most;
 	G->mc = G->mr * ((nblk + ng - 1) / ng);
 }
 
@@ -230,7 +212,7 @@ llvm_gemm_plan(const KProgram *p, const KKernel *k, unsigned vbytes, Gemm *G)
 	if (G->N < GEMM_NV * (int64_t)llvm_gemm_vl(vbytes, vt) || G->M * G->N * K < GEMM_MIN_WORK)
 		return 0;
 	gemm_blocking(vbytes, vt, G);
-	gemm_groups(k, G);
+	gemm_groups(G);
 	return 1;
 }
 
