@@ -347,6 +347,13 @@ print_decls(FILE *f, const Module *m)
 	}
 	for (uint32_t i = 0; i < m->ntasks; i++)
 		fprintf(f, "%s%s%s", i ? ", " : "tasks ", m->tasks[i], i + 1 == m->ntasks ? "\n" : "");
+	for (uint32_t i = 0; i < m->batch.nin; i++) {
+		fputs(i ? ", " : "batch ", f);
+		print_name(f, m->batch.in[i].name, 1);
+		fprintf(f, ": %d", m->batch.in[i].axis);
+		if (i + 1 == m->batch.nin)
+			fprintf(f, ", loss %s\n", m->batch.loss == BATCH_LOSS_SUM ? "sum" : "mean");
+	}
 	for (uint32_t i = 0; i < m->ndecl; i++) {
 		const Decl *d = &m->decl[i];
 		if (d->init)
