@@ -56,6 +56,11 @@ typedef struct Ck {
 	Loc *errloc;
 	char *err;
 	size_t errlen;
+	// A scan's first round: its body's carries that start without rows
+	// (lmask[input node] of body lg) may meet rows, to learn where the
+	// loop puts them (walk_scan).
+	const Graph *lg;
+	const uint8_t *lmask;
 } Ck;
 
 // The name of the function whose body holds position loc (its file's last
@@ -131,9 +136,11 @@ row_eq(const St *x, const St *y)
 // Is NONE value v constant along axis ax?  Then matching its entries with
 // rows is harmless.  Looks through elementwise ops and broadcasts.
 static int
-uniform_along(const Graph *g, NodeId v, int ax, int depth)
+uniform_along(const Ck *c, const Graph *g, NodeId v, int ax, int depth)
 {
 	const Node *nd = &g->node[v];
+	if (c && c->lg == g && c->lmask[v])
+		return 1;
 	const Shape *s = ir_shape(g, v);
 	if (ax < 0 || ax >= s->rank || s->dim[ax] <= 1)
 		return 1;
@@ -147,12 +154,12 @@ uniform_along(const Graph *g, NodeId v, int ax, int depth)
 	if (nd->op == OP_broadcast) {
 		NodeId x = ir_in1(g, v, 0);
 		int a = ax - (s->rank - ir_shape(g, x)->rank);
-		return a < 0 || uniform_along(g, x, a, depth + 1);
+		return a < 0 || uniform_along(c, g, x, a, depth + 1);
 	}
 	if ((oi->flags & F_ELEMWISE) || nd->op == OP_cast || nd->op == OP_where ||
 	    nd->op == OP_not || (oi->flags & F_PLACE)) {
 		for (int i = 0; i < nd->nin; i++)
-			if (!uniform_along(g, ir_in1(g, v, i), ax, depth + 1))
+			if (!uniform_along(c, g, ir_in1(g, v, i), ax, depth + 1))
 				return 0;
 		return 1;
 	}
@@ -167,7 +174,7 @@ none_uniform(Ck *c, const Graph *g, NodeId n, const St *st, int ax)
 	for (int i = 0; i < g->node[n].nin; i++) {
 		NodeId x = ir_in1(g, n, i);
 		if (st[x].kind == S_NONE && ir_shape(g, x)->rank == ir_shape(g, n)->rank &&
-		    !uniform_along(g, x, ax, 0)) {
+		    !uniform_along(c, g, x, ax, 0)) {
 			char ty[128];
 			ir_type_str(g->node[x].dtype, ir_shape(g, x), ty, sizeof ty);
 			return fail(c, g, n,
@@ -247,7 +254,20 @@ walk_scan(Ck *c, const Graph *g, NodeId n, St *st)
 		if (i < ncarry)
 			carry[i] = *s;
 	}
-	for (int round = 0; round <= ncarry + 1; round++) {
+	// Round 0 lets the carries without rows meet rows, so that a carry
+	// such as an RNN's h (zeros, then rows from the first step on) learns
+	// its place; every later round is strict.
+	uint8_t *lmask = arena_alloc_array(c->a, body->nnode, 1);
+	for (int i = 0; i < ncarry; i++)
+		lmask[body->input[i].node] = carry[i].kind == S_NONE;
+	for (NodeId k = 1; k < body->nnode; k++) // and what they reach
+		for (int i = 0; i < body->node[k].nin; i++)
+			lmask[k] |= lmask[ir_in1(body, k, i)];
+	const Graph *saved_lg = c->lg;
+	const uint8_t *saved_lmask = c->lmask;
+	for (int round = 0; round <= ncarry + 2; round++) {
+		c->lg = round == 0 ? body : saved_lg;
+		c->lmask = round == 0 ? lmask : saved_lmask;
 		memset(bs, 0, body->nnode * sizeof *bs);
 		for (int i = 0; i < nin; i++) {
 			St s = i < ncarry ? carry[i] : st[in[i]];
@@ -255,7 +275,10 @@ walk_scan(Ck *c, const Graph *g, NodeId n, St *st)
 				s.axis--; // one step of a sequence: time was axis 0
 			bs[body->input[i].node] = s;
 		}
-		if (!walk(c, body, bs))
+		int ok = walk(c, body, bs);
+		c->lg = saved_lg;
+		c->lmask = saved_lmask;
+		if (!ok)
 			return 0;
 		int changed = 0;
 		for (int i = 0; i < ncarry; i++) {
@@ -267,7 +290,7 @@ walk_scan(Ck *c, const Graph *g, NodeId n, St *st)
 				continue;
 			if (carry[i].kind == S_NONE && o->kind == S_ROW) {
 				// Its initial value meets rows from the first step on.
-				if (!uniform_along(g, in[i], o->axis, 0))
+				if (!uniform_along(c, g, in[i], o->axis, 0))
 					return fail(c, g, n,
 					            "the scan's carry %d gains the batch on axis %d, but its initial "
 					            "value varies along that axis and is not batched",
@@ -279,7 +302,7 @@ walk_scan(Ck *c, const Graph *g, NodeId n, St *st)
 			return fail(c, g, n, "the scan's carry %d moves the batch from one step to the next",
 			            i + 1);
 		}
-		if (changed)
+		if (changed || round == 0)
 			continue;
 		St *tu = arena_alloc_array(c->a, body->nout, sizeof *tu);
 		for (uint32_t k = 0; k < body->nout; k++) {
@@ -392,9 +415,19 @@ walk_row(Ck *c, const Graph *g, NodeId n, St *st)
 	const OpInfo *oi = ir_op(nd->op);
 	const char *op = oi->name;
 	St r = {0};
+	const St *s0 = &st[ir_in1(g, n, 0)];
+	if (nd->op == OP_matmul) {
+		const St *sb = &st[ir_in1(g, n, 1)];
+		int rk = ir_shape(g, n)->rank;
+		if (s0->kind == S_ROW && sb->kind == S_ROW && s0->axis == rk - 1 && sb->axis == rk - 2 &&
+		    s0->o == sb->o && s0->m == sb->m) {
+			// Σ_i a_i b_i: the contraction is a sum over the batch.
+			st[n] = (St){.kind = S_RED, .red = BATCH_LOSS_SUM, .at = nd->loc};
+			return 1;
+		}
+	}
 	if (!rows_agree(c, g, n, st, &r))
 		return 0;
-	const St *s0 = &st[ir_in1(g, n, 0)];
 	const Shape *sh0 = ir_shape(g, ir_in1(g, n, 0));
 	int64_t v[IR_MAXDIM], w[IR_MAXDIM], u[IR_MAXDIM];
 	St *out = &st[n];
@@ -475,12 +508,6 @@ walk_row(Ck *c, const Graph *g, NodeId n, St *st)
 	case OP_matmul: {
 		const St *sb = &st[ir_in1(g, n, 1)];
 		int rk = sh0->rank;
-		if (s0->kind == S_ROW && sb->kind == S_ROW && s0->axis == rk - 1 && sb->axis == rk - 2 &&
-		    s0->o == sb->o && s0->m == sb->m) {
-			// Σ_i a_i b_i: the contraction is a sum over the batch.
-			*out = (St){.kind = S_RED, .red = BATCH_LOSS_SUM, .at = nd->loc};
-			return 1;
-		}
 		if (r.axis < rk - 2) { // a batch axis of the product
 			if (!none_uniform(c, g, n, st, r.axis))
 				return 0;
@@ -576,7 +603,7 @@ pass_batch_check(const Graph *f, const Batch *b, Loc *errloc, char *err, size_t 
 	// merged axes also needs n >= 2 to tell the batch from a size-1 axis.
 	if (!b->nin || b->size < 2)
 		return 1;
-	Ck c = {f->src, b, b->size, arena_new(), errloc, err, errlen};
+	Ck c = {f->src, b, b->size, arena_new(), errloc, err, errlen, NULL, NULL};
 	St *st = arena_alloc_array(c.a, f->nnode, sizeof *st);
 	for (uint32_t i = 0; i < b->nin; i++)
 		for (uint32_t k = 0; k < f->ninput; k++)
