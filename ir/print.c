@@ -349,7 +349,8 @@ print_decls(FILE *f, const Module *m)
 		fprintf(f, "%s%s%s", i ? ", " : "tasks ", m->tasks[i], i + 1 == m->ntasks ? "\n" : "");
 	for (uint32_t i = 0; i < m->batch.nin; i++) {
 		fputs(i ? ", " : "batch ", f);
-		print_name(f, m->batch.in[i].name, 1);
+		// A declaration's name may be dotted; an argument's may not.
+		print_name(f, m->batch.in[i].name, ir_module_find_decl(m, m->batch.in[i].name) >= 0);
 		fprintf(f, ": %d", m->batch.in[i].axis);
 		if (i + 1 == m->batch.nin)
 			fprintf(f, ", loss %s\n", m->batch.loss == BATCH_LOSS_SUM ? "sum" : "mean");

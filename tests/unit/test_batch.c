@@ -357,7 +357,7 @@ static const Case cases[] = {
 
 // ---- the zoo's candidates, as they are and as separable variants
 {"resnet18", 0, "models/resnet18.ir", "batch inputs: 0, labels: 0, loss mean", "N", 4,
- {"H=32", "C=4", 0}, "batch_norm mixes rows of the batch axis"},
+ {"H=32", "C=4", 0}, "batch_norm mixes rows of the batch axis", 0},
 {"transformer", 0, "models/transformer.ir", "batch data: 1, loss mean", "SEQ", 7,
  {"N=4", "E=8", "NH=2", "FF=8", 0}, "slice takes rows 0:7:1 of the batch axis 1 (of 8)", 0},
 {"ppl_robust_reg", 0, "models/ppl_robust_reg.ir",
