@@ -133,33 +133,53 @@ row_eq(const St *x, const St *y)
 	return x->axis == y->axis && x->o == y->o && x->m == y->m;
 }
 
-// Is NONE value v constant along axis ax?  Then matching its entries with
-// rows is harmless.  Looks through elementwise ops and broadcasts.
+static int reshape_row(const Shape *s, const St *in, const Shape *t, int64_t n, St *out);
+
+// Is NONE value v constant along the batch digit at pos (its axis, o, m:
+// the sample index i of j = (a·n + i)·m + r)?  Then matching its entries
+// with rows is harmless.  Looks through elementwise ops, broadcasts,
+// permutes and reshapes (a bias tiled over the batch and then split into
+// heads varies with the head, not with the sample).
 static int
-uniform_along(const Ck *c, const Graph *g, NodeId v, int ax, int depth)
+uniform_along(const Ck *c, const Graph *g, NodeId v, St pos, int depth)
 {
 	const Node *nd = &g->node[v];
-	if (c && c->lg == g && c->lmask[v])
+	if (c->lg == g && c->lmask[v])
 		return 1;
 	const Shape *s = ir_shape(g, v);
+	int ax = pos.axis;
 	if (ax < 0 || ax >= s->rank || s->dim[ax] <= 1)
 		return 1;
 	if (depth > 64)
 		return 0;
 	const OpInfo *oi = ir_op(nd->op);
-	if (nd->op == OP_full)
+	NodeId x = nd->nin ? ir_in1(g, v, 0) : 0;
+	switch (nd->op) {
+	case OP_full:
 		return 1;
-	if (nd->op == OP_iota)
+	case OP_iota:
 		return ir_attr_int(g, v, "axis") != ax;
-	if (nd->op == OP_broadcast) {
-		NodeId x = ir_in1(g, v, 0);
-		int a = ax - (s->rank - ir_shape(g, x)->rank);
-		return a < 0 || uniform_along(c, g, x, a, depth + 1);
+	case OP_broadcast:
+		pos.axis = (int8_t)(ax - (s->rank - ir_shape(g, x)->rank));
+		return pos.axis < 0 || uniform_along(c, g, x, pos, depth + 1);
+	case OP_permute: {
+		int64_t perm[IR_MAXDIM];
+		ir_attr_ints(g, v, "perm", perm);
+		pos.axis = (int8_t)perm[ax];
+		return uniform_along(c, g, x, pos, depth + 1);
+	}
+	case OP_reshape: {
+		St src;
+		return reshape_row(s, &pos, ir_shape(g, x), c->n, &src) &&
+		       uniform_along(c, g, x, src, depth + 1);
+	}
+	default:
+		break;
 	}
 	if ((oi->flags & F_ELEMWISE) || nd->op == OP_cast || nd->op == OP_where ||
 	    nd->op == OP_not || (oi->flags & F_PLACE)) {
 		for (int i = 0; i < nd->nin; i++)
-			if (!uniform_along(c, g, ir_in1(g, v, i), ax, depth + 1))
+			if (!uniform_along(c, g, ir_in1(g, v, i), pos, depth + 1))
 				return 0;
 		return 1;
 	}
@@ -169,12 +189,13 @@ uniform_along(const Ck *c, const Graph *g, NodeId v, int ax, int depth)
 // Every NONE operand of n constant along the batch axis `ax` of the ROW
 // ones (shapes equal, as for elementwise ops).
 static int
-none_uniform(Ck *c, const Graph *g, NodeId n, const St *st, int ax)
+none_uniform(Ck *c, const Graph *g, NodeId n, const St *st, const St *pos)
 {
+	int ax = pos->axis;
 	for (int i = 0; i < g->node[n].nin; i++) {
 		NodeId x = ir_in1(g, n, i);
 		if (st[x].kind == S_NONE && ir_shape(g, x)->rank == ir_shape(g, n)->rank &&
-		    !uniform_along(c, g, x, ax, 0)) {
+		    !uniform_along(c, g, x, *pos, 0)) {
 			char ty[128];
 			ir_type_str(g->node[x].dtype, ir_shape(g, x), ty, sizeof ty);
 			return fail(c, g, n,
@@ -290,7 +311,7 @@ walk_scan(Ck *c, const Graph *g, NodeId n, St *st)
 				continue;
 			if (carry[i].kind == S_NONE && o->kind == S_ROW) {
 				// Its initial value meets rows from the first step on.
-				if (!uniform_along(c, g, in[i], o->axis, 0))
+				if (!uniform_along(c, g, in[i], *o, 0))
 					return fail(c, g, n,
 					            "the scan's carry %d gains the batch on axis %d, but its initial "
 					            "value varies along that axis and is not batched",
@@ -437,7 +458,7 @@ walk_row(Ck *c, const Graph *g, NodeId n, St *st)
 		            op);
 	if ((oi->flags & F_ELEMWISE) || nd->op == OP_cast || nd->op == OP_where || nd->op == OP_not ||
 	    (oi->flags & F_PLACE)) {
-		if (!none_uniform(c, g, n, st, r.axis))
+		if (!none_uniform(c, g, n, st, &r))
 			return 0;
 		*out = r;
 		return 1;
@@ -483,7 +504,7 @@ walk_row(Ck *c, const Graph *g, NodeId n, St *st)
 			            "holds other rows",
 			            op, (long long)v[r.axis], (long long)w[r.axis], (long long)u[r.axis],
 			            r.axis, (long long)len);
-		if (nd->op == OP_slice_update && !none_uniform(c, g, n, st, r.axis))
+		if (nd->op == OP_slice_update && !none_uniform(c, g, n, st, &r))
 			return 0;
 		*out = r;
 		return 1;
@@ -498,7 +519,7 @@ walk_row(Ck *c, const Graph *g, NodeId n, St *st)
 	case OP_concat:
 		if (ir_attr_int(g, n, "axis") == r.axis)
 			return fail(c, g, n, "concat joins values along the batch axis %d", r.axis);
-		if (!none_uniform(c, g, n, st, r.axis))
+		if (!none_uniform(c, g, n, st, &r))
 			return 0;
 		*out = r;
 		return 1;
@@ -509,7 +530,7 @@ walk_row(Ck *c, const Graph *g, NodeId n, St *st)
 		const St *sb = &st[ir_in1(g, n, 1)];
 		int rk = sh0->rank;
 		if (r.axis < rk - 2) { // a batch axis of the product
-			if (!none_uniform(c, g, n, st, r.axis))
+			if (!none_uniform(c, g, n, st, &r))
 				return 0;
 			*out = r;
 			return 1;
@@ -551,7 +572,7 @@ walk_row(Ck *c, const Graph *g, NodeId n, St *st)
 	case OP_take_along:
 		if (ir_attr_int(g, n, "axis") == r.axis)
 			return fail(c, g, n, "take_along picks along the batch axis %d", r.axis);
-		if (!none_uniform(c, g, n, st, r.axis))
+		if (!none_uniform(c, g, n, st, &r))
 			return 0;
 		*out = r;
 		return 1;

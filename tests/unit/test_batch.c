@@ -13,9 +13,12 @@
 // batched input and on the full batch's other inputs as they are; two
 // shards of unequal size (n = 7 = 3 + 4), every output, ≤ 1e-12 relative.
 // Models the check refuses are listed with the words their message must
-// have: one per rule of the check, and the zoo's three candidates as they
+// have: one per rule of the check (most also run on shards, to show that
+// the combination then misses), and the zoo's three candidates as they
 // are (resnet18, transformer, ppl_robust_reg: none separable, each for its
-// reason) and as separable variants (tests/data/batch/).
+// reason) and as separable variants (tests/data/batch/); of the rest of the
+// zoo, multiheadattn, ppl_simple_reg and wav2letter are separable, and
+// fcn_resnet, deepspeech and detr are refused at their first batch norm.
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,7 +32,7 @@ typedef struct Case {
 	const char *text; // the model, or NULL: file
 	const char *file; // under FADC_SOURCE_DIR
 	const char *batch; // a line put first, or NULL (the text has its own)
-	const char *size; // the let of the batch size
+	const char *size; // the let of the batch size (NULL: a number in the model)
 	int64_t n; // the full batch
 	const char *defs[6]; // other -D
 	const char *refuse; // NULL: separable; else words of the message
@@ -66,8 +69,9 @@ parse(const Case *c, int64_t n)
 	char dn[64];
 	const char *defs[8];
 	int nd = 0;
-	snprintf(dn, sizeof dn, "%s=%lld", c->size, (long long)n);
-	defs[nd++] = dn;
+	snprintf(dn, sizeof dn, "%s=%lld", c->size ? c->size : "", (long long)n);
+	if (c->size)
+		defs[nd++] = dn;
 	for (int i = 0; c->defs[i]; i++)
 		defs[nd++] = c->defs[i];
 	FeOptions o = {.defines = defs, .ndefines = nd, .diag = stderr};
@@ -363,6 +367,17 @@ static const Case cases[] = {
 {"ppl_robust_reg", 0, "models/ppl_robust_reg.ir",
  "batch X: 0, Y: 0, sigma_rate: 0, sigma_unconstrained_value: 0, loss sum", "N", 7, {0},
  "add combines per-sample values with a sum over the batch", 1},
+{"multiheadattn", 0, "models/multiheadattn.ir", "batch query: 1, key: 1, loss sum", "B", 7, {0}, 0, 0},
+{"ppl_simple_reg", 0, "models/ppl_simple_reg.ir", "batch X: 0, Y: 0, loss sum", "N", 7, {0}, 0, 0},
+{"wav2letter", 0, "models/wav2letter.ir", "batch inputs: 0, labels: 0, loss mean", "N", 7,
+ {"LIN=400", "C=4", "CW=8", 0}, 0, 0},
+{"fcn_resnet", 0, "models/fcn_resnet.ir", "batch inputs: 0, labels: 0, loss mean", "N", 4,
+ {"H=32", "C=4", 0}, "batch_norm mixes rows of the batch axis", 0},
+{"deepspeech", 0, "models/deepspeech.ir",
+ "batch spect: 0, lengths: 0, targets: 0, target_lengths: 0, out_lengths: 0, loss mean", "N", 4,
+ {"HID=8", "FRAMES=40", "LEN_LO=30", "LEN_SPAN=5", "FREQ=20", 0}, "batch_norm mixes rows of the batch axis", 0},
+{"detr", 0, "models/detr.ir", "batch images: 0, loss sum", 0, 2,
+ {"IMG_H=64", "IMG_W=64", "WIDTH=2", "D=8", "NH=2", "FF=8", 0}, "batch_norm mixes rows of the batch axis", 0},
 {"transformer-split", 0, "tests/data/batch/transformer-split.ir", 0, "SEQ", 7,
  {"N=4", "E=8", "NH=2", "FF=8", 0}, 0, 0},
 {"ppl_robust_reg-joint", 0, "tests/data/batch/ppl_robust_reg-joint.ir", 0, "N", 7, {0}, 0, 0},
