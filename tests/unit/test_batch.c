@@ -34,7 +34,7 @@ typedef struct Case {
 	const char *batch; // a line put first, or NULL (the text has its own)
 	const char *size; // the let of the batch size (NULL: a number in the model)
 	int64_t n; // the full batch
-	const char *defs[6]; // other -D
+	const char *defs[8]; // other -D
 	const char *refuse; // NULL: separable; else words of the message
 	int teeth; // refused, and the shards' combination must miss the full batch
 } Case;
@@ -67,7 +67,7 @@ parse(const Case *c, int64_t n)
 		fclose(f);
 	}
 	char dn[64];
-	const char *defs[8];
+	const char *defs[10];
 	int nd = 0;
 	snprintf(dn, sizeof dn, "%s=%lld", c->size ? c->size : "", (long long)n);
 	if (c->size)
