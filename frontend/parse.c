@@ -3443,7 +3443,8 @@ parse_batch(P *p)
 	uint32_t n = 0;
 	for (;;) {
 		Token *t = peek(p);
-		if (fe_tok_is(t, "loss") && !t->quoted && p->tok[p->pos + 1].kind == T_IDENT)
+		// `loss` is the loss unless a ':' makes it an input's name.
+		if (fe_tok_is(t, "loss") && !t->quoted && !fe_tok_is(&p->tok[p->pos + 1], ":"))
 			break;
 		const char *name = expect_name(p, "an input name or 'loss'");
 		for (uint32_t i = 0; i < n; i++)
