@@ -45,6 +45,7 @@ typedef struct St {
 	int8_t axis; // S_ROW: the axis that holds the batch
 	int64_t o, m; // S_ROW: the axis is (o, n, m) in row-major order
 	Loc at; // S_RED: where the reduction over the batch is
+	NodeId spread; // S_RED: a broadcast that copied it along an axis of the batch's size
 	struct St *tuple; // a scan's values, for get
 } St;
 
@@ -340,6 +341,16 @@ walk_scan(Ck *c, const Graph *g, NodeId n, St *st)
 	return fail(c, g, n, "the scan's carries do not settle on batch positions");
 }
 
+static int
+spread_fail(Ck *c, const Graph *g, const St *r)
+{
+	char buf[256];
+	return fail(c, g, r->spread,
+	            "broadcast copies a %s over the batch (%s) along an axis of the batch's size "
+	            "(%lld): summed, it counts the reduction once per row",
+	            red_name(r), at_str(c, r->at, buf, sizeof buf), (long long)c->n);
+}
+
 // A node with a RED operand: only ops linear in it pass, and the result is
 // RED of the same kind.  *ok 0 after a failure.
 static int
@@ -364,7 +375,7 @@ walk_red(Ck *c, const Graph *g, NodeId n, St *st)
 		if (nred && s->red != r.red)
 			return fail(c, g, n, "%s combines a mean over the batch (%s) with a sum over it", op,
 			            at_str(c, r.red == BATCH_LOSS_MEAN ? r.at : s->at, buf, sizeof buf));
-		if (!nred)
+		if (!nred || (s->spread && !r.spread))
 			r = *s;
 		nred++;
 	}
@@ -397,8 +408,23 @@ walk_red(Ck *c, const Graph *g, NodeId n, St *st)
 		            "%s is applied to a %s over the batch (%s); only linear ops may follow that "
 		            "reduction into the loss",
 		            op, red_name(&r), at_str(c, r.at, buf, sizeof buf));
+	// Copies of a reduction along an axis as long as the batch, then summed,
+	// count it once per row: n Σ_i f_i is no sum over rows (a shard would
+	// count its own n_s).  The axis's size is all the graph says, so such a
+	// copy is marked, and refused when it is reduced or returned (if it
+	// meets per-sample rows first, that is the error).
+	if (r.spread && (nd->op == OP_sum || nd->op == OP_mean || nd->op == OP_matmul))
+		return spread_fail(c, g, &r);
 	st[n] = r;
 	st[n].tuple = NULL;
+	if (nd->op == OP_broadcast) {
+		const Shape *to = ir_shape(g, n), *from = ir_shape(g, ir_in1(g, n, 0));
+		for (int j = 0; j < to->rank; j++) {
+			int a = j - (to->rank - from->rank);
+			if ((a < 0 || from->dim[a] == 1) && to->dim[j] == c->n && !st[n].spread)
+				st[n].spread = n;
+		}
+	}
 	return 1;
 }
 
@@ -644,9 +670,13 @@ pass_batch_check(const Graph *f, const Batch *b, Loc *errloc, char *err, size_t 
 			        f->out[k].name, s->axis, decl, b->loss == BATCH_LOSS_SUM ? "sum" : "mean");
 			*errloc = f->node[o].loc;
 			ok = 0;
+		} else if (s->kind == S_RED && s->spread) {
+			ok = spread_fail(&c, f, s);
 		} else if (s->kind == S_RED && s->red != b->loss) {
 			ir_errf(err, errlen, "output '%s' is a %s over the batch, but the loss declared at %s is "
-			        "a %s", f->out[k].name, red_name(s), decl, b->loss == BATCH_LOSS_SUM ? "sum" : "mean");
+			        "a %s%s", f->out[k].name, red_name(s), decl, b->loss == BATCH_LOSS_SUM ? "sum" : "mean",
+			        s->red == BATCH_LOSS_SUM ? " (a sum divided by the batch size is a sum to the check, "
+			        "and each shard would divide by its own size: write mean(...))" : "");
 			*errloc = f->node[o].loc;
 			ok = 0;
 		}

@@ -336,6 +336,14 @@ static const Case cases[] = {
  "let B = 7\nbatch x: 0, loss sum\n"
  "def forward(x: f32[B, 2]) -> f32[] {\n  return mean(x)\n}\n", 0, 0, "B", 7, {0},
  "is a mean over the batch, but the loss declared at wrong-kind:2:1 is a sum", 1},
+{"hand-made-mean",
+ "let B = 7\nbatch x: 0, loss mean\n"
+ "def forward(x: f32[B, 2]) -> f32[] {\n  return sum(x) / B\n}\n", 0, 0, "B", 7, {0},
+ "is a sum over the batch, but the loss declared at hand-made-mean:2:1 is a mean (a sum divided", 0},
+{"reduction-per-row",
+ "let B = 7\nbatch x: 0, loss sum\n"
+ "def forward(x: f32[B, 2]) -> f32[] {\n  s = sum(x)\n  return sum(broadcast(s, [B, 1]))\n}\n", 0, 0,
+ "B", 7, {0}, "broadcast copies a sum over the batch (reduction-per-row:4:7) along an axis of the batch's size (7): summed", 1},
 {"mean-plus-sum",
  "let B = 7\nbatch x: 0, loss sum\n"
  "def forward(x: f32[B, 2]) -> f32[] {\n  return mean(x) + sum(x)\n}\n", 0, 0, "B", 7, {0},
