@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "frontend.h"
+#include "passes.h"
 
 // The command a usage text belongs to, for "try 'fadc run --help'".
 static const char *
@@ -167,20 +168,32 @@ opt_const(int argc, char **argv, int *i, const char *usage, int *rc)
 }
 
 // A model from a .ir file, or imported from a .onnx one (docs/ONNX.md).
+// A model that declares a batch must be separable over it
+// (passes/batch.c): refused here, so that check, run and -o all say so.
 Module *
 load_model(const char *path, const FeOptions *o)
 {
+	Module *m;
 	if (!has_suffix(path, ".onnx")) {
 		if (nonnx_consts) {
 			fprintf(stderr, "%s: error: --const names initializers of an ONNX model\n", path);
 			return NULL;
 		}
-		return fe_parse_file(path, o);
+		m = fe_parse_file(path, o);
+	} else {
+		FeOptions oo = *o;
+		oo.consts = onnx_consts;
+		oo.nconsts = nonnx_consts;
+		m = fe_onnx_import(path, &oo);
 	}
-	FeOptions oo = *o;
-	oo.consts = onnx_consts;
-	oo.nconsts = nonnx_consts;
-	return fe_onnx_import(path, &oo);
+	char err[1024];
+	Loc loc;
+	if (m && m->batch.nin && !pass_batch_check(m->main, &m->batch, &loc, err, sizeof err)) {
+		report_error(m, path, loc, err);
+		ir_module_free(m);
+		return NULL;
+	}
+	return m;
 }
 
 // The initializers of an ONNX model that its import declares, with their
