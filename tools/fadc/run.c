@@ -556,7 +556,7 @@ select_task(const RunArgs *a, fadc_model *m, int *task)
 static int
 run_so(const RunArgs *a)
 {
-	fadc_context_options co = {{FADC_DEVICE_CPU, 0}, a->num_threads, a->seed};
+	fadc_context_options co = {.device = {FADC_DEVICE_CPU, 0}, .num_threads = a->num_threads, .seed = a->seed};
 	fadc_context *ctx;
 	if (fadc_context_create(&co, &ctx)) {
 		fprintf(stderr, "fadc: error: cannot create a runtime context: %s\n", fadc_context_error(NULL));
