@@ -39,6 +39,7 @@ typedef struct Cu {
 	int fused;               // kernels are __device__ functions of one fused kernel
 	uint8_t *inloop;         // inloop[ki]: kernel ki runs inside a loop (scan)
 	uint32_t *stamp, region; // memo: x<id> is defined in the current region
+	uint32_t *lazy;          // lazy[id] == region + 1: load id is read inline by a select (lazy_load)
 	int depth;               // indentation (tabs)
 	int bad;                 // an op the printer does not support (the first)
 	int var32;               // the kernel's variables (t, r, i<d>) are int (index32)
@@ -168,7 +169,10 @@ narrow(Cu *c, KxId id) {
 	}
 }
 
-// Prints a reference to expression id: a literal for leaves, else x<id>.
+static void print_op(Cu *c, KxId id);
+
+// Prints a reference to expression id: a literal for leaves, else x<id>
+// (a lazy load: the load itself, in parentheses).
 static void
 ref(Cu *c, KxId id) {
 	const Kx *x = &c->p->x[id];
@@ -194,6 +198,16 @@ ref(Cu *c, KxId id) {
 		return;
 	case KX_STEP:
 		fprintf(c->f, "s%u", x->aux); // the step counter, a parameter
+		return;
+	case KX_LOAD:
+	case KX_CMP:
+		if (c->lazy[id] == c->region + 1 && c->stamp[id] != c->region) { // lazy_load
+			fputc('(', c->f);
+			print_op(c, id);
+			fputc(')', c->f);
+			return;
+		}
+		fprintf(c->f, "x%u", id);
 		return;
 	default:
 		fprintf(c->f, c->ictx == 2 && narrow(c, id) ? "(long long)x%u" : "x%u", id);
@@ -441,7 +455,12 @@ print_op(Cu *c, KxId id) {
 		return;
 	}
 	case KX_AND:
-		binop(c, a, "&", b);
+		if (c->lazy[b] == c->region + 1 && c->stamp[b] != c->region)
+			binop(c, a, "&&", b); // b's load only where a holds (lazy_cmp)
+		else if (c->lazy[a] == c->region + 1 && c->stamp[a] != c->region)
+			binop(c, b, "&&", a);
+		else
+			binop(c, a, "&", b);
 		return;
 	case KX_OR:
 		binop(c, a, "|", b);
@@ -472,6 +491,43 @@ print_op(Cu *c, KxId id) {
 			c->bad = x->op ? x->op : KX_COUNT;
 		fputs("0", f);
 	}
+}
+
+// A select's operand that is a load not yet defined in this region is read
+// inside the select (`m ? (float)b3[x7] : 0`) instead of before it, so the
+// load is predicated on the condition: max_pool's gradient reads the
+// argmax and the pooled gradient of all 9 windows around each of the
+// stem's 25.7 M points, of which ~2.25 pass the stride test (260 us on the
+// H200, 12 bytes a window).  The index is computed before, as a load's
+// always is (clamped where it could leave the buffer, so reading it or not
+// changes nothing but the traffic).  Not for the loads other forms read
+// from elsewhere (float4 lanes, resident or staged slots).
+static int
+lazy_load(const Cu *c, KxId id) {
+	if (c->p->x[id].op != KX_LOAD || c->stamp[id] == c->region || (c->vload && c->vload[id]))
+		return 0;
+	for (int j = 0; j < c->nstage; j++)
+		if (c->stage[j] == id)
+			return 0;
+	for (int j = 0; j < c->nres; j++)
+		if (c->res[j] == id)
+			return 0;
+	return 1;
+}
+
+// A comparison of a lazy load with an expression that is not one, not yet
+// defined in this region, whose load reads nothing else's load: printed
+// inside a bool AND as `other && (load == e)`, so that the load happens
+// only where the other side holds (max_pool's gradient: a window's argmax
+// is read only where the window covers the point; lazy_load's reasons).
+// Not KC_UNO (its operands are read twice).
+static int
+lazy_cmp(const Cu *c, KxId id) {
+	const Kx *x = &c->p->x[id];
+	if (x->op != KX_CMP || x->aux == KC_UNO || c->stamp[id] == c->region)
+		return 0;
+	int la = lazy_load(c, x->a[0]), lb = lazy_load(c, x->a[1]);
+	return la != lb;
 }
 
 // Defines x<id> (and first its operands) in the current region.
@@ -514,8 +570,28 @@ ensure(Cu *c, KxId id) {
 		fprintf(c->f, "const float x%u = x%u.%c;\n", id, c->p->nx + id, "xyzw"[c->vlane & 3]);
 		return;
 	}
-	for (int i = 0; i < x->nin; i++)
-		ensure(c, x->a[i]);
+	if (x->op == KX_AND && x->dtype == DT_BOOL && (lazy_cmp(c, x->a[0]) || lazy_cmp(c, x->a[1]))) {
+		// One side compares a load (the argmax of a window): it is read
+		// only where the other side holds (&&; lazy_cmp).
+		int l = lazy_cmp(c, x->a[1]) ? 1 : 0;
+		const Kx *cm = &c->p->x[x->a[l]];
+		int ld = c->p->x[cm->a[0]].op == KX_LOAD ? 0 : 1;
+		ensure(c, x->a[1 - l]);
+		ensure(c, cm->a[1 - ld]);
+		ensure(c, c->p->x[cm->a[ld]].a[0]); // the load's index
+		c->lazy[cm->a[ld]] = c->region + 1;
+		c->lazy[x->a[l]] = c->region + 1;
+	} else if (x->op == KX_SELECT) {
+		ensure(c, x->a[0]);
+		for (int i = 1; i < 3; i++)
+			if (lazy_load(c, x->a[i])) {
+				ensure(c, c->p->x[x->a[i]].a[0]); // its index only
+				c->lazy[x->a[i]] = c->region + 1;
+			} else
+				ensure(c, x->a[i]);
+	} else
+		for (int i = 0; i < x->nin; i++)
+			ensure(c, x->a[i]);
 	indent(c);
 	int idx = x->dtype == DT_I64 && (x->op == KX_IADD || x->op == KX_IMUL || x->op == KX_IDIV ||
 	                                 x->op == KX_IMOD || x->op == KX_IMIN || x->op == KX_IMAX);
@@ -2481,11 +2557,13 @@ print_program(const KProgram *p, size_t *len, Sharing *share, CgCudaPart **parts
 	c.cuts = parts ? &cuts : NULL;
 	c.f = open_memstream(&buf, &n);
 	c.stamp = calloc(p->nx + 1, sizeof *c.stamp);
-	if (!c.f || !c.stamp) {
+	c.lazy = calloc(p->nx + 1, sizeof *c.lazy);
+	if (!c.f || !c.stamp || !c.lazy) {
 		if (c.f)
 			fclose(c.f);
 		free(buf);
 		free(c.stamp);
+		free(c.lazy);
 		snprintf(err, errlen, "error: out of memory");
 		return NULL;
 	}
@@ -2497,6 +2575,7 @@ print_program(const KProgram *p, size_t *len, Sharing *share, CgCudaPart **parts
 				fclose(c.f);
 				free(buf);
 				free(c.stamp);
+				free(c.lazy);
 						snprintf(err, errlen,
 				         "error: task '%s': the CUDA backend does not support host ops "
 				         "(linear_sum_assignment) inside a scan yet",
@@ -2640,6 +2719,7 @@ print_program(const KProgram *p, size_t *len, Sharing *share, CgCudaPart **parts
 		parts_make(&c, la, nla, &cuts, n, parts, nparts);
 	free(cuts.c);
 	free(c.stamp);
+	free(c.lazy);
 	free(c.inloop);
 	free(c.rot);
 	free(c.alias);

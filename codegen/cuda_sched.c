@@ -95,10 +95,18 @@ cuda_blockred(const KProgram *p, const KKernel *k) {
 //    points along lv (its lanes: one 128-byte line per warp load) and its
 //    8 warps split the terms (warp w: terms w, w + 8, ... of the chunk);
 //    the warps' results meet in shared memory and warp 0 adds them in warp
-//    order.  Split and combined as above, per tile.
+//    order.  Split and combined as above, per tile.  A column chunk may
+//    be as short as BLOCKRED_MIN_CHUNK_COL = 32 terms (four per warp: one
+//    step of four loads in flight): the second kernels of the channel
+//    splits (kir_layout.c: a few hundred to a few thousand partials per
+//    channel over 64 to 512 channels, 2 to 16 tiles) ran one block per
+//    tile with chunks of at least 256, each warp a chain of 14 dependent
+//    steps: 8-12 us for 0.2 MB (ncu, resnet18's TF32 vjp, H200), ~120
+//    launches of them per vjp.  With chunks of 32 to ~200 terms each
+//    such kernel has 32 to 1024 blocks and a few steps per warp.
 #define BLOCKRED_TARGET_UNITS 1024
 #define BLOCKRED_MIN_CHUNK 4096
-#define BLOCKRED_MIN_CHUNK_COL 256
+#define BLOCKRED_MIN_CHUNK_COL 32
 #define BLOCKRED_MAX_SPLIT 32
 #define BLOCKRED_UNROLL_COST 64
 
@@ -132,7 +140,7 @@ unit_loads(const KProgram *p, const KKernel *k, int v, int *dep) {
 	return unit;
 }
 
-static int cuda_vec4_on(void);
+static int cuda_vec4_on(int red);
 
 int
 cuda_blockred_plan(const KProgram *p, const KKernel *k, int inloop, BRed *b) {
@@ -182,7 +190,7 @@ cuda_blockred_plan(const KProgram *p, const KKernel *k, int inloop, BRed *b) {
 	b->unroll = small;
 	b->vec = small && !b->col && k->rrank >= 1 && k->rdim[k->rrank - 1] % 4 == 0 &&
 	         p->x[k->body].dtype == DT_F32 && kir_kernel_points(k) < ((int64_t)1 << 30) &&
-	         cuda_vec4_on() && cuda_blockred_vec4(p, k, NULL) > 0;
+	         cuda_vec4_on(1) && cuda_blockred_vec4(p, k, NULL) > 0;
 	if (b->tiles < BLOCKRED_TARGET_UNITS && !getenv("FADC_CUDA_NO_SPLIT")) {
 		int64_t g = (BLOCKRED_TARGET_UNITS + b->tiles - 1) / b->tiles;
 		if (g > nr / minchunk)
@@ -560,17 +568,23 @@ cuda_kernel_uses(const KProgram *p, const KKernel *k, Uses *u) {
 
 static int kx_flat_point(const KProgram *p, const KKernel *k, KxId e);
 
-// The float4 forms (elementwise and row reductions) are off unless
-// FADC_CUDA_VEC4=1 at compile time: on the H200 (2026-11-29) resnet18's
-// f32 vjp at N=8, 64x64 with them differed from the CPU code by 1-2% in
-// layer1.0's and the stem's gradients at every input draw, where main's
-// kernels and the new reductions without them agree to 1.2e-5; every
-// smaller check (tests/gpu/blockred.ir, the forms at resnet18's shapes)
-// passed at 1e-6.  The cause is not found (docs/CUDA.md).
+// The float4 forms.  Elementwise kernels take them by default; row
+// reductions only with FADC_CUDA_VEC4=1 (or =red) at compile time.  On the
+// H200 (2026-11-29, h-g20red) resnet18's f32 vjp at N=8, 64x64 with both
+// differed from the CPU code by 0.1-2% in layer1.0's and the stem's
+// gradients at every input draw; split by form (h-g20, the same model and
+// check, 3 draws): the elementwise float4s alone passed all 197 checks,
+// the rows' alone failed 18 (the same outputs, up to 6e-3).  The rows'
+// cause is not found (docs/CUDA.md).  FADC_CUDA_VEC4=ew: the elementwise
+// form only (the default); FADC_CUDA_NO_VEC4=1: neither (measurements).
 static int
-cuda_vec4_on(void) {
+cuda_vec4_on(int red) {
 	const char *e = getenv("FADC_CUDA_VEC4");
-	return e && *e && strcmp(e, "0") && !getenv("FADC_CUDA_NO_VEC4");
+	if (getenv("FADC_CUDA_NO_VEC4") || (e && !strcmp(e, "0")))
+		return 0;
+	if (!red)
+		return !e || strcmp(e, "red") != 0;
+	return e && *e && strcmp(e, "ew") != 0;
 }
 
 // e is a sum of loop variables times constants and a constant (nothing
@@ -635,7 +649,7 @@ cuda_vec4(const KProgram *p, uint32_t ki, uint8_t *vload) {
 	    kx_cost(p, k->body) > VEC4_MAX_COST ||
 	    p->buf[k->out].dtype != DT_F32 || p->x[k->body].dtype != DT_F32 ||
 	    kir_kernel_points(k) < VEC4_MIN_POINTS || kir_kernel_points(k) >= ((int64_t)1 << 30) ||
-	    !cuda_vec4_on())
+	    !cuda_vec4_on(0))
 		return 0;
 	for (uint32_t l = 0; l < p->nloop; l++)
 		if (p->loop[l].begin <= ki && ki < p->loop[l].end)
