@@ -749,6 +749,119 @@ print_calls(Cu *c, const La *a, const char *bar, const uint8_t *after) {
 	}
 }
 
+// The __global__ of sibling partial sums (LA_MULTI, cuda_multi_end): a
+// thread per point, one loop nest over the terms in which each kernel's
+// term folds into its own accumulator acc<m> (the terms in one region, so
+// a load they share is printed once), then each kernel's post and store
+// in a scope of its own where `acc` is its accumulator.
+static void print_point_vars(Cu *c, const KKernel *k, const Uses *u, const char *it,
+                             const char *ll);
+
+static void
+print_multi(Cu *c, const La *a) {
+	const KProgram *p = c->p;
+	FILE *f = c->f;
+	const KKernel *k0 = &p->k[a->begin];
+	CgCudaKernel ct;
+	FADC_ASSERT(cuda_multi_contract(p, a, &ct), "cuda: out of memory");
+	uint32_t nk = a->end - a->begin;
+	int64_t npt = kir_kernel_points(k0), nred = kir_kernel_terms(k0);
+	fprintf(f, "\n// kernels %u .. %u: %s, %lld points, %u sums in one pass, writes", a->begin,
+	        a->end - 1, k0->what ? k0->what : "", (long long)npt, nk);
+	for (uint32_t ki = a->begin; ki < a->end; ki++)
+		fprintf(f, " b%u", p->k[ki].out);
+	fputs("; args:", f);
+	for (uint32_t j = 0; j < ct.narg; j++)
+		fprintf(f, " b%u", ct.buf[j]);
+	fprintf(f, "%s\nextern \"C\" __global__ void\n%s(", ct.runseed ? " runseed" : "", ct.name);
+	for (uint32_t j = 0; j < ct.narg; j++) {
+		uint32_t b = ct.buf[j];
+		fprintf(f, "%s%s%s *__restrict__ b%u", j ? ", " : "", j < nk ? "" : "const ",
+		        csty(p->buf[b].dtype), b);
+	}
+	fputs(ct.runseed ? ", unsigned long long runseed)\n{\n" : ")\n{\n", f);
+	Uses uu = {0}; // the variables any of them reads
+	for (uint32_t ki = a->begin; ki < a->end; ki++) {
+		Uses u = {0};
+		cuda_kernel_uses(p, &p->k[ki], &u);
+		for (int v = 0; v < 2 * IR_MAXDIM; v++)
+			uu.var[v] |= u.var[v];
+		free(u.seen);
+		free(u.buf);
+		free(u.step);
+	}
+	c->var32 = npt < ((int64_t)1 << 30) && nred < ((int64_t)1 << 30);
+	const char *it = c->var32 ? "int" : "long long", *ll = c->var32 ? "" : "LL";
+	fprintf(f,
+	        "\tfor (%s t = (%s)blockIdx.x * blockDim.x + threadIdx.x; t < %lld%s;\n"
+	        "\t     t += (%s)blockDim.x * gridDim.x) {\n",
+	        it, it, (long long)npt, ll, it);
+	c->depth = 2;
+	print_point_vars(c, k0, &uu, it, ll);
+	DType vt = (DType)p->x[k0->body].dtype;
+	for (uint32_t m = 0; m < nk; m++) {
+		indent(c);
+		fprintf(f, "%s acc%u = ", cty(vt), m);
+		red_init(c, KR_SUM, vt);
+		fputs(";\n", f);
+	}
+	for (int d = 0; d < k0->rrank; d++) {
+		int v = k0->rank + d;
+		indent(c);
+		fprintf(f, "for (%s i%d = 0; i%d < %lld%s; i%d++) {\n", it, v, v, (long long)k0->rdim[d],
+		        ll, v);
+		c->depth++;
+	}
+	if (!k0->rrank) {
+		indent(c);
+		fputs("{\n", f);
+		c->depth++;
+	}
+	c->region++;
+	char an[16];
+	for (uint32_t m = 0; m < nk; m++)
+		ensure(c, p->k[a->begin + m].body);
+	for (uint32_t m = 0; m < nk; m++) {
+		snprintf(an, sizeof an, "acc%u", m);
+		c->acc = an;
+		red_combine(c, KR_SUM, vt, p->k[a->begin + m].body);
+		c->acc = NULL;
+	}
+	for (int d = 0; d < (k0->rrank ? k0->rrank : 1); d++) {
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	}
+	for (uint32_t m = 0; m < nk; m++) {
+		const KKernel *k = &p->k[a->begin + m];
+		DType st = p->buf[k->out].dtype;
+		indent(c);
+		fprintf(f, "{\n");
+		c->depth++;
+		indent(c);
+		fprintf(f, "const %s acc = acc%u;\n", cty(vt), m);
+		c->region++;
+		ensure(c, k->post);
+		ensure(c, k->index);
+		indent(c);
+		fprintf(f, "b%u[", k->out);
+		ref(c, k->index);
+		fputs("] = ", f);
+		if (st == DT_BOOL) {
+			fputs("(unsigned char)", f);
+			ref(c, k->post);
+		} else
+			convert(c, k->post, (DType)p->x[k->post].dtype, st, 0);
+		fputs(";\n", f);
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	}
+	fputs("\t}\n}\n", f);
+	free(ct.name);
+	free(ct.buf);
+}
+
 // The __global__ of a group: the fused task (one block) or a persistent
 // loop kernel (grid-wide barriers).
 static void
@@ -2474,7 +2587,9 @@ parts_make(const Cu *c, const La *la, uint32_t nla, const Cuts *k, size_t n, CgC
 			q->unit = CG_CUDA_PART_LOOPS;
 		else if (x->what == CUT_GROUP) {
 			CgCudaKernel all;
-			FADC_ASSERT(cuda_group_contract(p, &la[x->i], &all), "cuda: out of memory");
+			FADC_ASSERT(la[x->i].kind == LA_MULTI ? cuda_multi_contract(p, &la[x->i], &all)
+			                                      : cuda_group_contract(p, &la[x->i], &all),
+			            "cuda: out of memory");
 			free(all.buf);
 			q->name = all.name;
 			q->loop = la[x->i].kind == LA_LOOP;
@@ -2688,6 +2803,12 @@ print_program(const KProgram *p, size_t *len, Sharing *share, CgCudaPart **parts
 	for (uint32_t i = 0; i < nla; i++)
 		if ((la[i].kind == LA_GEMM && !gemm[la[i].begin]) || la[i].kind == LA_CHOICE)
 			gemm[la[i].begin] = (uint8_t)(la[i].kind == LA_GEMM ? GEMM_ONLY : GEMM_CHOICE);
+	// Kernels of an LA_MULTI launch: printed there (print_multi), a note here.
+	uint32_t *multi = calloc(p->nk + 1, sizeof *multi); // 1 + the group's first kernel
+	FADC_ASSERT(multi, "cuda: out of memory");
+	for (uint32_t i = 0; i < nla; i++)
+		for (uint32_t ki = la[i].begin; la[i].kind == LA_MULTI && ki < la[i].end; ki++)
+			multi[ki] = la[i].begin + 1;
 	for (uint32_t i = 0; i < p->nk && !c.bad; i++) {
 		KGemmPlan g;
 		cut(&c, CUT_KERNEL, i);
@@ -2699,7 +2820,10 @@ print_program(const KProgram *p, size_t *len, Sharing *share, CgCudaPart **parts
 			        (long long)g.N, (long long)g.K,
 			        gemm[i] == GEMM_CHOICE ? ", or the kernel below: a choice, timed on the GPU"
 			                               : ": no code here");
-		if (!p->k[i].host && gemm[i] != GEMM_ONLY) {
+		if (multi[i])
+			fprintf(c.f, "\n// kernel %u: %s, one of the sums of kernel %u's launch (below)\n", i,
+			        p->k[i].what ? p->k[i].what : "", multi[i] - 1);
+		else if (!p->k[i].host && gemm[i] != GEMM_ONLY) {
 			if (c.cuts)
 				c.cuts->c[c.cuts->n - 1].fn = 1;
 			if (share)
@@ -2709,10 +2833,14 @@ print_program(const KProgram *p, size_t *len, Sharing *share, CgCudaPart **parts
 		}
 	}
 	free(gemm);
+	free(multi);
 	for (uint32_t i = 0; i < nla && !c.bad; i++)
-		if (la[i].kind == LA_FUSED || la[i].kind == LA_LOOP) {
+		if (la[i].kind == LA_FUSED || la[i].kind == LA_LOOP || la[i].kind == LA_MULTI) {
 			cut(&c, CUT_GROUP, i);
-			print_group(&c, &la[i]);
+			if (la[i].kind == LA_MULTI)
+				print_multi(&c, &la[i]);
+			else
+				print_group(&c, &la[i]);
 		}
 	fclose(c.f);
 	if (parts && !c.bad)

@@ -1253,6 +1253,64 @@ cuda_conv_launch(const KProgram *p, uint32_t ki, uint32_t *end) {
 	return (int)c - 1;
 }
 
+// Sibling partial sums in one launch (LA_MULTI).  kir_layout.c emits the
+// channel splits' first kernels of batch norm's backward sums together
+// (csum_siblings): sum(dy), sum(dy x^), sum(dy (x - mean)) over one
+// tensor, each a thread per (.., j, c) folding 64 terms of its operands.
+// Run one after the other, each reads dy (and x) again: three passes over
+// the layer's activations where one does (resnet18's TF32 vjp, H200: the
+// stem's three 32 + 55 + 54 us, layer1's 10 + 17 + 18 us).  So a run of
+// such kernels, all "channel_partial_sum", thread per point (no block
+// form), outside loops, with equal parallel and reduction domains, none
+// reading or overlapping in the arena another's output and no output
+// overlapping a buffer the run reads, is one __global__: per point, one
+// loop over the terms folds each kernel's term into its own accumulator
+// (the loads the kernels share, hash-consed, are one load), then each
+// stores its post.  Each kernel's sum is the same sequence of additions
+// as alone: the results are bit for bit the separate kernels'.
+#define MULTI_MAX 4
+
+uint32_t
+cuda_multi_end(const KProgram *p, uint32_t i) {
+	const KKernel *k = &p->k[i];
+	if (!k->what || strcmp(k->what, "channel_partial_sum") || k->red != KR_SUM || k->host ||
+	    k->contraction || k->conv || cuda_fused(p) || cuda_blockred(p, k) ||
+	    outer_loop_at(p, i) >= 0 || getenv("FADC_CUDA_NO_MULTI"))
+		return i + 1;
+	uint32_t e = i + 1;
+	Uses u = {0};
+	for (; e < p->nk && e - i < MULTI_MAX; e++) {
+		const KKernel *s = &p->k[e];
+		if (!s->what || strcmp(s->what, "channel_partial_sum") || s->red != KR_SUM || s->host ||
+		    s->contraction || s->conv || s->rank != k->rank || s->rrank != k->rrank ||
+		    memcmp(s->dim, k->dim, sizeof k->dim) || memcmp(s->rdim, k->rdim, sizeof k->rdim) ||
+		    p->x[s->body].dtype != p->x[k->body].dtype || cuda_blockred(p, s) ||
+		    outer_loop_at(p, e) >= 0)
+			break;
+		// The pairs new with e: e's output against every output and
+		// every buffer read of the run (e included), e's reads against
+		// the earlier outputs.
+		int clash = 0;
+		for (uint32_t j = i; j <= e && !clash; j++) {
+			cuda_kernel_uses(p, &p->k[j], &u);
+			for (uint32_t b = 0; b < p->nbuf && !clash; b++)
+				clash = u.buf[b] && grid_overlap(p, s->out, b);
+			if (j < e)
+				clash = clash || grid_overlap(p, s->out, p->k[j].out);
+			for (uint32_t m = i; j == e && m < e && !clash; m++)
+				for (uint32_t b = 0; b < p->nbuf && !clash; b++)
+					clash = u.buf[b] && grid_overlap(p, p->k[m].out, b);
+			free(u.seen);
+			free(u.buf);
+			free(u.step);
+			memset(&u, 0, sizeof u);
+		}
+		if (clash)
+			break;
+	}
+	return e - i >= 2 ? e : i + 1;
+}
+
 // The launches of p into la (NULL: only counted).
 uint32_t
 cuda_launch_plan(const KProgram *p, La *la) {
@@ -1280,6 +1338,14 @@ cuda_launch_plan(const KProgram *p, La *la) {
 				la[n] = (La){LA_CONV, i, cend, cv};
 			n++;
 			i = cend;
+			continue;
+		}
+		uint32_t mend = cuda_multi_end(p, i);
+		if (mend > i + 1) {
+			if (la)
+				la[n] = (La){LA_MULTI, i, mend, -1};
+			n++;
+			i = mend;
 			continue;
 		}
 		int l = outer_loop_at(p, i);
@@ -1439,12 +1505,58 @@ contract_new(CgCudaKernel *out, const char *name, size_t nbuf) {
 	out->buf = NULL;
 	return 0;
 }
+// An LA_MULTI launch's contract: fadc_<task>_k<begin>_channel_partial_sums,
+// the kernels' points, their outputs in kernel order, then every buffer
+// they load in buffer order (print_multi prints the same).
+int
+cuda_multi_contract(const KProgram *p, const La *a, CgCudaKernel *out) {
+	memset(out, 0, sizeof *out);
+	uint8_t *use = calloc(p->nbuf + 1, 1);
+	out->buf = calloc(p->nbuf + 1, sizeof *out->buf);
+	char *name = NULL;
+	size_t nlen = 0;
+	FILE *f = open_memstream(&name, &nlen);
+	if (!use || !out->buf || !f) {
+		if (f)
+			fclose(f);
+		free(name);
+		free(use);
+		free(out->buf);
+		out->buf = NULL;
+		return 0;
+	}
+	cuda_kernel_name(f, p->name ? p->name : "", a->begin, "channel_partial_sums");
+	fclose(f);
+	out->name = name;
+	out->points = kir_kernel_points(&p->k[a->begin]);
+	for (uint32_t ki = a->begin; ki < a->end; ki++) {
+		Uses u = {0};
+		cuda_kernel_uses(p, &p->k[ki], &u);
+		for (uint32_t b = 0; b < p->nbuf; b++)
+			use[b] |= u.buf[b];
+		out->runseed |= u.seed;
+		free(u.seen);
+		free(u.buf);
+		free(u.step);
+		out->buf[out->narg++] = p->k[ki].out;
+	}
+	for (uint32_t ki = a->begin; ki < a->end; ki++)
+		use[p->k[ki].out] = 0;
+	for (uint32_t b = 0; b < p->nbuf; b++)
+		if (use[b])
+			out->buf[out->narg++] = b;
+	free(use);
+	return 1;
+}
+
 // The contract of launch a (cg_cuda_kernel).
 static int
 contract_of(const KProgram *p, const La *at, CgCudaKernel *out) {
 	La a = *at;
 	if (a.kind == LA_FUSED || a.kind == LA_LOOP)
 		return cuda_group_contract(p, &a, out);
+	if (a.kind == LA_MULTI)
+		return cuda_multi_contract(p, &a, out);
 	if (a.kind == LA_KERNEL)
 		return cuda_kernel_contract(p, a.begin, out);
 	if (a.kind == LA_GEMM)
