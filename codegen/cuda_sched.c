@@ -1266,8 +1266,9 @@ cuda_conv_launch(const KProgram *p, uint32_t ki, uint32_t *end) {
 // overlapping a buffer the run reads, is one __global__: per point, one
 // loop over the terms folds each kernel's term into its own accumulator
 // (the loads the kernels share, hash-consed, are one load), then each
-// stores its post.  Each kernel's sum is the same sequence of additions
-// as alone: the results are bit for bit the separate kernels'.
+// stores its post.  Each kernel's sum is the same terms added in the same
+// order as alone (only nvcc's FMA contraction, free in either form, could
+// differ).
 #define MULTI_MAX 4
 
 uint32_t
