@@ -13,7 +13,7 @@
 
 typedef struct BenchModel {
 	char name[64];
-	char source[512]; // the model's .ir, relative to the configuration's folder
+	char source[512]; // the model's .ir or .onnx (or compiled .so), relative to the configuration's folder
 	char tasks[BENCH_MAXTASK][32]; // recommended tasks, in order
 	int ntasks;
 	char unsupported[BENCH_MAXTASK][32];

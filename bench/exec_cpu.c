@@ -253,7 +253,7 @@ source_hash(const char *path, const char *const *defs, int ndefs, char *hash, ch
             size_t errlen)
 {
 	FeOptions fo = {.defines = defs, .ndefines = ndefs, .diag = stderr};
-	Module *m = fe_parse_file(path, &fo);
+	Module *m = fe_load_model(path, &fo);
 	if (!m) {
 		snprintf(err, errlen, "%s: does not compile (diagnostic above)", path);
 		return -1;
@@ -602,10 +602,10 @@ open_model(const char *source, const char *const *defs, int ndefs, const char *c
 		return 1;
 	}
 load:;
-	fadc_context_options co = {{S.o.gpu >= 0 ? FADC_DEVICE_CUDA : FADC_DEVICE_CPU,
-	                            S.o.gpu >= 0 ? S.o.gpu : 0},
-	                           S.o.num_threads, // the pool's size (runtime/pool.c)
-	                           S.o.seed};
+	fadc_context_options co = {.device = {S.o.gpu >= 0 ? FADC_DEVICE_CUDA : FADC_DEVICE_CPU,
+	                                      S.o.gpu >= 0 ? S.o.gpu : 0},
+	                           .num_threads = S.o.num_threads, // the pool's size (runtime/pool.c)
+	                           .seed = S.o.seed};
 	if (fadc_context_create(&co, &S.ctx)) {
 		snprintf(err, errlen, "cannot make a runtime context: %s", fadc_context_error(NULL));
 		return -1;

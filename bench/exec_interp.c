@@ -58,7 +58,7 @@ prepare(const char *source, const char *const *defs, int ndefs, const char *task
 		return NULL;
 	p->seed = seed;
 	FeOptions o = {.defines = defs, .ndefines = ndefs, .diag = stderr};
-	p->m = fe_parse_file(source, &o);
+	p->m = fe_load_model(source, &o);
 	if (!p->m) {
 		snprintf(err, errlen, "%s: does not compile (diagnostic above)", source);
 		release(p);

@@ -1046,7 +1046,7 @@ choose_device(Opts *o, const Backend *be, const ModelHooks *hk, char *gpu_name, 
 		return usage_error("--check-reference: the %s backend is the reference itself", be->name);
 	if (o->gpu == -2) {
 		fadc_context *gc = NULL;
-		fadc_context_options go = {{FADC_DEVICE_CUDA, 0}, 0, 0};
+		fadc_context_options go = {.device = {FADC_DEVICE_CUDA, 0}, .num_threads = 0, .seed = 0};
 		o->gpu = hk && !o->compile_only && !fadc_context_create(&go, &gc) ? 0 : -1;
 		fadc_context_destroy(gc);
 	}
@@ -1060,7 +1060,7 @@ choose_device(Opts *o, const Backend *be, const ModelHooks *hk, char *gpu_name, 
 		                   "");
 	if (o->gpu >= 0 && !o->compile_only) {
 		fadc_context *gc = NULL;
-		fadc_context_options go = {{FADC_DEVICE_CUDA, o->gpu}, 0, 0};
+		fadc_context_options go = {.device = {FADC_DEVICE_CUDA, o->gpu}, .num_threads = 0, .seed = 0};
 		if (fadc_context_create(&go, &gc)) {
 			fprintf(stderr, "fadc-bench: --gpu %d: %s\n", o->gpu, fadc_context_error(NULL));
 			return 1;

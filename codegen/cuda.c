@@ -39,6 +39,7 @@ typedef struct Cu {
 	int fused;               // kernels are __device__ functions of one fused kernel
 	uint8_t *inloop;         // inloop[ki]: kernel ki runs inside a loop (scan)
 	uint32_t *stamp, region; // memo: x<id> is defined in the current region
+	uint32_t *lazy;          // lazy[id] == region + 1: load id is read inline by a select (lazy_load)
 	int depth;               // indentation (tabs)
 	int bad;                 // an op the printer does not support (the first)
 	int var32;               // the kernel's variables (t, r, i<d>) are int (index32)
@@ -168,7 +169,10 @@ narrow(Cu *c, KxId id) {
 	}
 }
 
-// Prints a reference to expression id: a literal for leaves, else x<id>.
+static void print_op(Cu *c, KxId id);
+
+// Prints a reference to expression id: a literal for leaves, else x<id>
+// (a lazy load: the load itself, in parentheses).
 static void
 ref(Cu *c, KxId id) {
 	const Kx *x = &c->p->x[id];
@@ -194,6 +198,16 @@ ref(Cu *c, KxId id) {
 		return;
 	case KX_STEP:
 		fprintf(c->f, "s%u", x->aux); // the step counter, a parameter
+		return;
+	case KX_LOAD:
+	case KX_CMP:
+		if (c->lazy[id] == c->region + 1 && c->stamp[id] != c->region) { // lazy_load
+			fputc('(', c->f);
+			print_op(c, id);
+			fputc(')', c->f);
+			return;
+		}
+		fprintf(c->f, "x%u", id);
 		return;
 	default:
 		fprintf(c->f, c->ictx == 2 && narrow(c, id) ? "(long long)x%u" : "x%u", id);
@@ -441,7 +455,12 @@ print_op(Cu *c, KxId id) {
 		return;
 	}
 	case KX_AND:
-		binop(c, a, "&", b);
+		if (c->lazy[b] == c->region + 1 && c->stamp[b] != c->region)
+			binop(c, a, "&&", b); // b's load only where a holds (lazy_cmp)
+		else if (c->lazy[a] == c->region + 1 && c->stamp[a] != c->region)
+			binop(c, b, "&&", a);
+		else
+			binop(c, a, "&", b);
 		return;
 	case KX_OR:
 		binop(c, a, "|", b);
@@ -472,6 +491,43 @@ print_op(Cu *c, KxId id) {
 			c->bad = x->op ? x->op : KX_COUNT;
 		fputs("0", f);
 	}
+}
+
+// A select's operand that is a load not yet defined in this region is read
+// inside the select (`m ? (float)b3[x7] : 0`) instead of before it, so the
+// load is predicated on the condition: max_pool's gradient reads the
+// argmax and the pooled gradient of all 9 windows around each of the
+// stem's 25.7 M points, of which ~2.25 pass the stride test (260 us on the
+// H200, 12 bytes a window).  The index is computed before, as a load's
+// always is (clamped where it could leave the buffer, so reading it or not
+// changes nothing but the traffic).  Not for the loads other forms read
+// from elsewhere (float4 lanes, resident or staged slots).
+static int
+lazy_load(const Cu *c, KxId id) {
+	if (c->p->x[id].op != KX_LOAD || c->stamp[id] == c->region || (c->vload && c->vload[id]))
+		return 0;
+	for (int j = 0; j < c->nstage; j++)
+		if (c->stage[j] == id)
+			return 0;
+	for (int j = 0; j < c->nres; j++)
+		if (c->res[j] == id)
+			return 0;
+	return 1;
+}
+
+// A comparison of a lazy load with an expression that is not one, not yet
+// defined in this region, whose load reads nothing else's load: printed
+// inside a bool AND as `other && (load == e)`, so that the load happens
+// only where the other side holds (max_pool's gradient: a window's argmax
+// is read only where the window covers the point; lazy_load's reasons).
+// Not KC_UNO (its operands are read twice).
+static int
+lazy_cmp(const Cu *c, KxId id) {
+	const Kx *x = &c->p->x[id];
+	if (x->op != KX_CMP || x->aux == KC_UNO || c->stamp[id] == c->region)
+		return 0;
+	int la = lazy_load(c, x->a[0]), lb = lazy_load(c, x->a[1]);
+	return la != lb;
 }
 
 // Defines x<id> (and first its operands) in the current region.
@@ -514,8 +570,28 @@ ensure(Cu *c, KxId id) {
 		fprintf(c->f, "const float x%u = x%u.%c;\n", id, c->p->nx + id, "xyzw"[c->vlane & 3]);
 		return;
 	}
-	for (int i = 0; i < x->nin; i++)
-		ensure(c, x->a[i]);
+	if (x->op == KX_AND && x->dtype == DT_BOOL && (lazy_cmp(c, x->a[0]) || lazy_cmp(c, x->a[1]))) {
+		// One side compares a load (the argmax of a window): it is read
+		// only where the other side holds (&&; lazy_cmp).
+		int l = lazy_cmp(c, x->a[1]) ? 1 : 0;
+		const Kx *cm = &c->p->x[x->a[l]];
+		int ld = c->p->x[cm->a[0]].op == KX_LOAD ? 0 : 1;
+		ensure(c, x->a[1 - l]);
+		ensure(c, cm->a[1 - ld]);
+		ensure(c, c->p->x[cm->a[ld]].a[0]); // the load's index
+		c->lazy[cm->a[ld]] = c->region + 1;
+		c->lazy[x->a[l]] = c->region + 1;
+	} else if (x->op == KX_SELECT) {
+		ensure(c, x->a[0]);
+		for (int i = 1; i < 3; i++)
+			if (lazy_load(c, x->a[i])) {
+				ensure(c, c->p->x[x->a[i]].a[0]); // its index only
+				c->lazy[x->a[i]] = c->region + 1;
+			} else
+				ensure(c, x->a[i]);
+	} else
+		for (int i = 0; i < x->nin; i++)
+			ensure(c, x->a[i]);
 	indent(c);
 	int idx = x->dtype == DT_I64 && (x->op == KX_IADD || x->op == KX_IMUL || x->op == KX_IDIV ||
 	                                 x->op == KX_IMOD || x->op == KX_IMIN || x->op == KX_IMAX);
@@ -671,6 +747,119 @@ print_calls(Cu *c, const La *a, const char *bar, const uint8_t *after) {
 				fputs("}\n", f);
 			}
 	}
+}
+
+// The __global__ of sibling partial sums (LA_MULTI, cuda_multi_end): a
+// thread per point, one loop nest over the terms in which each kernel's
+// term folds into its own accumulator acc<m> (the terms in one region, so
+// a load they share is printed once), then each kernel's post and store
+// in a scope of its own where `acc` is its accumulator.
+static void print_point_vars(Cu *c, const KKernel *k, const Uses *u, const char *it,
+                             const char *ll);
+
+static void
+print_multi(Cu *c, const La *a) {
+	const KProgram *p = c->p;
+	FILE *f = c->f;
+	const KKernel *k0 = &p->k[a->begin];
+	CgCudaKernel ct;
+	FADC_ASSERT(cuda_multi_contract(p, a, &ct), "cuda: out of memory");
+	uint32_t nk = a->end - a->begin;
+	int64_t npt = kir_kernel_points(k0), nred = kir_kernel_terms(k0);
+	fprintf(f, "\n// kernels %u .. %u: %s, %lld points, %u sums in one pass, writes", a->begin,
+	        a->end - 1, k0->what ? k0->what : "", (long long)npt, nk);
+	for (uint32_t ki = a->begin; ki < a->end; ki++)
+		fprintf(f, " b%u", p->k[ki].out);
+	fputs("; args:", f);
+	for (uint32_t j = 0; j < ct.narg; j++)
+		fprintf(f, " b%u", ct.buf[j]);
+	fprintf(f, "%s\nextern \"C\" __global__ void\n%s(", ct.runseed ? " runseed" : "", ct.name);
+	for (uint32_t j = 0; j < ct.narg; j++) {
+		uint32_t b = ct.buf[j];
+		fprintf(f, "%s%s%s *__restrict__ b%u", j ? ", " : "", j < nk ? "" : "const ",
+		        csty(p->buf[b].dtype), b);
+	}
+	fputs(ct.runseed ? ", unsigned long long runseed)\n{\n" : ")\n{\n", f);
+	Uses uu = {0}; // the variables any of them reads
+	for (uint32_t ki = a->begin; ki < a->end; ki++) {
+		Uses u = {0};
+		cuda_kernel_uses(p, &p->k[ki], &u);
+		for (int v = 0; v < 2 * IR_MAXDIM; v++)
+			uu.var[v] |= u.var[v];
+		free(u.seen);
+		free(u.buf);
+		free(u.step);
+	}
+	c->var32 = npt < ((int64_t)1 << 30) && nred < ((int64_t)1 << 30);
+	const char *it = c->var32 ? "int" : "long long", *ll = c->var32 ? "" : "LL";
+	fprintf(f,
+	        "\tfor (%s t = (%s)blockIdx.x * blockDim.x + threadIdx.x; t < %lld%s;\n"
+	        "\t     t += (%s)blockDim.x * gridDim.x) {\n",
+	        it, it, (long long)npt, ll, it);
+	c->depth = 2;
+	print_point_vars(c, k0, &uu, it, ll);
+	DType vt = (DType)p->x[k0->body].dtype;
+	for (uint32_t m = 0; m < nk; m++) {
+		indent(c);
+		fprintf(f, "%s acc%u = ", cty(vt), m);
+		red_init(c, KR_SUM, vt);
+		fputs(";\n", f);
+	}
+	for (int d = 0; d < k0->rrank; d++) {
+		int v = k0->rank + d;
+		indent(c);
+		fprintf(f, "for (%s i%d = 0; i%d < %lld%s; i%d++) {\n", it, v, v, (long long)k0->rdim[d],
+		        ll, v);
+		c->depth++;
+	}
+	if (!k0->rrank) {
+		indent(c);
+		fputs("{\n", f);
+		c->depth++;
+	}
+	c->region++;
+	char an[16];
+	for (uint32_t m = 0; m < nk; m++)
+		ensure(c, p->k[a->begin + m].body);
+	for (uint32_t m = 0; m < nk; m++) {
+		snprintf(an, sizeof an, "acc%u", m);
+		c->acc = an;
+		red_combine(c, KR_SUM, vt, p->k[a->begin + m].body);
+		c->acc = NULL;
+	}
+	for (int d = 0; d < (k0->rrank ? k0->rrank : 1); d++) {
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	}
+	for (uint32_t m = 0; m < nk; m++) {
+		const KKernel *k = &p->k[a->begin + m];
+		DType st = p->buf[k->out].dtype;
+		indent(c);
+		fprintf(f, "{\n");
+		c->depth++;
+		indent(c);
+		fprintf(f, "const %s acc = acc%u;\n", cty(vt), m);
+		c->region++;
+		ensure(c, k->post);
+		ensure(c, k->index);
+		indent(c);
+		fprintf(f, "b%u[", k->out);
+		ref(c, k->index);
+		fputs("] = ", f);
+		if (st == DT_BOOL) {
+			fputs("(unsigned char)", f);
+			ref(c, k->post);
+		} else
+			convert(c, k->post, (DType)p->x[k->post].dtype, st, 0);
+		fputs(";\n", f);
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	}
+	fputs("\t}\n}\n", f);
+	free(ct.name);
+	free(ct.buf);
 }
 
 // The __global__ of a group: the fused task (one block) or a persistent
@@ -2398,7 +2587,9 @@ parts_make(const Cu *c, const La *la, uint32_t nla, const Cuts *k, size_t n, CgC
 			q->unit = CG_CUDA_PART_LOOPS;
 		else if (x->what == CUT_GROUP) {
 			CgCudaKernel all;
-			FADC_ASSERT(cuda_group_contract(p, &la[x->i], &all), "cuda: out of memory");
+			FADC_ASSERT(la[x->i].kind == LA_MULTI ? cuda_multi_contract(p, &la[x->i], &all)
+			                                      : cuda_group_contract(p, &la[x->i], &all),
+			            "cuda: out of memory");
 			free(all.buf);
 			q->name = all.name;
 			q->loop = la[x->i].kind == LA_LOOP;
@@ -2481,11 +2672,13 @@ print_program(const KProgram *p, size_t *len, Sharing *share, CgCudaPart **parts
 	c.cuts = parts ? &cuts : NULL;
 	c.f = open_memstream(&buf, &n);
 	c.stamp = calloc(p->nx + 1, sizeof *c.stamp);
-	if (!c.f || !c.stamp) {
+	c.lazy = calloc(p->nx + 1, sizeof *c.lazy);
+	if (!c.f || !c.stamp || !c.lazy) {
 		if (c.f)
 			fclose(c.f);
 		free(buf);
 		free(c.stamp);
+		free(c.lazy);
 		snprintf(err, errlen, "error: out of memory");
 		return NULL;
 	}
@@ -2497,6 +2690,7 @@ print_program(const KProgram *p, size_t *len, Sharing *share, CgCudaPart **parts
 				fclose(c.f);
 				free(buf);
 				free(c.stamp);
+				free(c.lazy);
 						snprintf(err, errlen,
 				         "error: task '%s': the CUDA backend does not support host ops "
 				         "(linear_sum_assignment) inside a scan yet",
@@ -2609,6 +2803,12 @@ print_program(const KProgram *p, size_t *len, Sharing *share, CgCudaPart **parts
 	for (uint32_t i = 0; i < nla; i++)
 		if ((la[i].kind == LA_GEMM && !gemm[la[i].begin]) || la[i].kind == LA_CHOICE)
 			gemm[la[i].begin] = (uint8_t)(la[i].kind == LA_GEMM ? GEMM_ONLY : GEMM_CHOICE);
+	// Kernels of an LA_MULTI launch: printed there (print_multi), a note here.
+	uint32_t *multi = calloc(p->nk + 1, sizeof *multi); // 1 + the group's first kernel
+	FADC_ASSERT(multi, "cuda: out of memory");
+	for (uint32_t i = 0; i < nla; i++)
+		for (uint32_t ki = la[i].begin; la[i].kind == LA_MULTI && ki < la[i].end; ki++)
+			multi[ki] = la[i].begin + 1;
 	for (uint32_t i = 0; i < p->nk && !c.bad; i++) {
 		KGemmPlan g;
 		cut(&c, CUT_KERNEL, i);
@@ -2620,7 +2820,10 @@ print_program(const KProgram *p, size_t *len, Sharing *share, CgCudaPart **parts
 			        (long long)g.N, (long long)g.K,
 			        gemm[i] == GEMM_CHOICE ? ", or the kernel below: a choice, timed on the GPU"
 			                               : ": no code here");
-		if (!p->k[i].host && gemm[i] != GEMM_ONLY) {
+		if (multi[i])
+			fprintf(c.f, "\n// kernel %u: %s, one of the sums of kernel %u's launch (below)\n", i,
+			        p->k[i].what ? p->k[i].what : "", multi[i] - 1);
+		else if (!p->k[i].host && gemm[i] != GEMM_ONLY) {
 			if (c.cuts)
 				c.cuts->c[c.cuts->n - 1].fn = 1;
 			if (share)
@@ -2630,16 +2833,21 @@ print_program(const KProgram *p, size_t *len, Sharing *share, CgCudaPart **parts
 		}
 	}
 	free(gemm);
+	free(multi);
 	for (uint32_t i = 0; i < nla && !c.bad; i++)
-		if (la[i].kind == LA_FUSED || la[i].kind == LA_LOOP) {
+		if (la[i].kind == LA_FUSED || la[i].kind == LA_LOOP || la[i].kind == LA_MULTI) {
 			cut(&c, CUT_GROUP, i);
-			print_group(&c, &la[i]);
+			if (la[i].kind == LA_MULTI)
+				print_multi(&c, &la[i]);
+			else
+				print_group(&c, &la[i]);
 		}
 	fclose(c.f);
 	if (parts && !c.bad)
 		parts_make(&c, la, nla, &cuts, n, parts, nparts);
 	free(cuts.c);
 	free(c.stamp);
+	free(c.lazy);
 	free(c.inloop);
 	free(c.rot);
 	free(c.alias);

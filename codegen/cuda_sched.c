@@ -95,10 +95,18 @@ cuda_blockred(const KProgram *p, const KKernel *k) {
 //    points along lv (its lanes: one 128-byte line per warp load) and its
 //    8 warps split the terms (warp w: terms w, w + 8, ... of the chunk);
 //    the warps' results meet in shared memory and warp 0 adds them in warp
-//    order.  Split and combined as above, per tile.
+//    order.  Split and combined as above, per tile.  A column chunk may
+//    be as short as BLOCKRED_MIN_CHUNK_COL = 32 terms (four per warp: one
+//    step of four loads in flight): the second kernels of the channel
+//    splits (kir_layout.c: a few hundred to a few thousand partials per
+//    channel over 64 to 512 channels, 2 to 16 tiles) ran one block per
+//    tile with chunks of at least 256, each warp a chain of 14 dependent
+//    steps: 8-12 us for 0.2 MB (ncu, resnet18's TF32 vjp, H200), ~120
+//    launches of them per vjp.  With chunks of 32 to ~200 terms each
+//    such kernel has 32 to 1024 blocks and a few steps per warp.
 #define BLOCKRED_TARGET_UNITS 1024
 #define BLOCKRED_MIN_CHUNK 4096
-#define BLOCKRED_MIN_CHUNK_COL 256
+#define BLOCKRED_MIN_CHUNK_COL 32
 #define BLOCKRED_MAX_SPLIT 32
 #define BLOCKRED_UNROLL_COST 64
 
@@ -132,7 +140,7 @@ unit_loads(const KProgram *p, const KKernel *k, int v, int *dep) {
 	return unit;
 }
 
-static int cuda_vec4_on(void);
+static int cuda_vec4_on(int red);
 
 int
 cuda_blockred_plan(const KProgram *p, const KKernel *k, int inloop, BRed *b) {
@@ -182,7 +190,7 @@ cuda_blockred_plan(const KProgram *p, const KKernel *k, int inloop, BRed *b) {
 	b->unroll = small;
 	b->vec = small && !b->col && k->rrank >= 1 && k->rdim[k->rrank - 1] % 4 == 0 &&
 	         p->x[k->body].dtype == DT_F32 && kir_kernel_points(k) < ((int64_t)1 << 30) &&
-	         cuda_vec4_on() && cuda_blockred_vec4(p, k, NULL) > 0;
+	         cuda_vec4_on(1) && cuda_blockred_vec4(p, k, NULL) > 0;
 	if (b->tiles < BLOCKRED_TARGET_UNITS && !getenv("FADC_CUDA_NO_SPLIT")) {
 		int64_t g = (BLOCKRED_TARGET_UNITS + b->tiles - 1) / b->tiles;
 		if (g > nr / minchunk)
@@ -560,17 +568,23 @@ cuda_kernel_uses(const KProgram *p, const KKernel *k, Uses *u) {
 
 static int kx_flat_point(const KProgram *p, const KKernel *k, KxId e);
 
-// The float4 forms (elementwise and row reductions) are off unless
-// FADC_CUDA_VEC4=1 at compile time: on the H200 (2026-11-29) resnet18's
-// f32 vjp at N=8, 64x64 with them differed from the CPU code by 1-2% in
-// layer1.0's and the stem's gradients at every input draw, where main's
-// kernels and the new reductions without them agree to 1.2e-5; every
-// smaller check (tests/gpu/blockred.ir, the forms at resnet18's shapes)
-// passed at 1e-6.  The cause is not found (docs/CUDA.md).
+// The float4 forms.  Elementwise kernels take them by default; row
+// reductions only with FADC_CUDA_VEC4=1 (or =red) at compile time.  On the
+// H200 (2026-11-29, h-g20red) resnet18's f32 vjp at N=8, 64x64 with both
+// differed from the CPU code by 0.1-2% in layer1.0's and the stem's
+// gradients at every input draw; split by form (h-g20, the same model and
+// check, 3 draws): the elementwise float4s alone passed all 197 checks,
+// the rows' alone failed 18 (the same outputs, up to 6e-3).  The rows'
+// cause is not found (docs/CUDA.md).  FADC_CUDA_VEC4=ew: the elementwise
+// form only (the default); FADC_CUDA_NO_VEC4=1: neither (measurements).
 static int
-cuda_vec4_on(void) {
+cuda_vec4_on(int red) {
 	const char *e = getenv("FADC_CUDA_VEC4");
-	return e && *e && strcmp(e, "0") && !getenv("FADC_CUDA_NO_VEC4");
+	if (getenv("FADC_CUDA_NO_VEC4") || (e && !strcmp(e, "0")))
+		return 0;
+	if (!red)
+		return !e || strcmp(e, "red") != 0;
+	return e && *e && strcmp(e, "ew") != 0;
 }
 
 // e is a sum of loop variables times constants and a constant (nothing
@@ -635,7 +649,7 @@ cuda_vec4(const KProgram *p, uint32_t ki, uint8_t *vload) {
 	    kx_cost(p, k->body) > VEC4_MAX_COST ||
 	    p->buf[k->out].dtype != DT_F32 || p->x[k->body].dtype != DT_F32 ||
 	    kir_kernel_points(k) < VEC4_MIN_POINTS || kir_kernel_points(k) >= ((int64_t)1 << 30) ||
-	    !cuda_vec4_on())
+	    !cuda_vec4_on(0))
 		return 0;
 	for (uint32_t l = 0; l < p->nloop; l++)
 		if (p->loop[l].begin <= ki && ki < p->loop[l].end)
@@ -1239,6 +1253,65 @@ cuda_conv_launch(const KProgram *p, uint32_t ki, uint32_t *end) {
 	return (int)c - 1;
 }
 
+// Sibling partial sums in one launch (LA_MULTI).  kir_layout.c emits the
+// channel splits' first kernels of batch norm's backward sums together
+// (csum_siblings): sum(dy), sum(dy x^), sum(dy (x - mean)) over one
+// tensor, each a thread per (.., j, c) folding 64 terms of its operands.
+// Run one after the other, each reads dy (and x) again: three passes over
+// the layer's activations where one does (resnet18's TF32 vjp, H200: the
+// stem's three 32 + 55 + 54 us, layer1's 10 + 17 + 18 us).  So a run of
+// such kernels, all "channel_partial_sum", thread per point (no block
+// form), outside loops, with equal parallel and reduction domains, none
+// reading or overlapping in the arena another's output and no output
+// overlapping a buffer the run reads, is one __global__: per point, one
+// loop over the terms folds each kernel's term into its own accumulator
+// (the loads the kernels share, hash-consed, are one load), then each
+// stores its post.  Each kernel's sum is the same terms added in the same
+// order as alone (only nvcc's FMA contraction, free in either form, could
+// differ).
+#define MULTI_MAX 4
+
+uint32_t
+cuda_multi_end(const KProgram *p, uint32_t i) {
+	const KKernel *k = &p->k[i];
+	if (!k->what || strcmp(k->what, "channel_partial_sum") || k->red != KR_SUM || k->host ||
+	    k->contraction || k->conv || cuda_fused(p) || cuda_blockred(p, k) ||
+	    outer_loop_at(p, i) >= 0 || getenv("FADC_CUDA_NO_MULTI"))
+		return i + 1;
+	uint32_t e = i + 1;
+	Uses u = {0};
+	for (; e < p->nk && e - i < MULTI_MAX; e++) {
+		const KKernel *s = &p->k[e];
+		if (!s->what || strcmp(s->what, "channel_partial_sum") || s->red != KR_SUM || s->host ||
+		    s->contraction || s->conv || s->rank != k->rank || s->rrank != k->rrank ||
+		    memcmp(s->dim, k->dim, sizeof k->dim) || memcmp(s->rdim, k->rdim, sizeof k->rdim) ||
+		    p->x[s->body].dtype != p->x[k->body].dtype || cuda_blockred(p, s) ||
+		    outer_loop_at(p, e) >= 0)
+			break;
+		// The pairs new with e: e's output against every output and
+		// every buffer read of the run (e included), e's reads against
+		// the earlier outputs.
+		int clash = 0;
+		for (uint32_t j = i; j <= e && !clash; j++) {
+			cuda_kernel_uses(p, &p->k[j], &u);
+			for (uint32_t b = 0; b < p->nbuf && !clash; b++)
+				clash = u.buf[b] && grid_overlap(p, s->out, b);
+			if (j < e)
+				clash = clash || grid_overlap(p, s->out, p->k[j].out);
+			for (uint32_t m = i; j == e && m < e && !clash; m++)
+				for (uint32_t b = 0; b < p->nbuf && !clash; b++)
+					clash = u.buf[b] && grid_overlap(p, p->k[m].out, b);
+			free(u.seen);
+			free(u.buf);
+			free(u.step);
+			memset(&u, 0, sizeof u);
+		}
+		if (clash)
+			break;
+	}
+	return e - i >= 2 ? e : i + 1;
+}
+
 // The launches of p into la (NULL: only counted).
 uint32_t
 cuda_launch_plan(const KProgram *p, La *la) {
@@ -1266,6 +1339,14 @@ cuda_launch_plan(const KProgram *p, La *la) {
 				la[n] = (La){LA_CONV, i, cend, cv};
 			n++;
 			i = cend;
+			continue;
+		}
+		uint32_t mend = cuda_multi_end(p, i);
+		if (mend > i + 1) {
+			if (la)
+				la[n] = (La){LA_MULTI, i, mend, -1};
+			n++;
+			i = mend;
 			continue;
 		}
 		int l = outer_loop_at(p, i);
@@ -1425,12 +1506,58 @@ contract_new(CgCudaKernel *out, const char *name, size_t nbuf) {
 	out->buf = NULL;
 	return 0;
 }
+// An LA_MULTI launch's contract: fadc_<task>_k<begin>_channel_partial_sums,
+// the kernels' points, their outputs in kernel order, then every buffer
+// they load in buffer order (print_multi prints the same).
+int
+cuda_multi_contract(const KProgram *p, const La *a, CgCudaKernel *out) {
+	memset(out, 0, sizeof *out);
+	uint8_t *use = calloc(p->nbuf + 1, 1);
+	out->buf = calloc(p->nbuf + 1, sizeof *out->buf);
+	char *name = NULL;
+	size_t nlen = 0;
+	FILE *f = open_memstream(&name, &nlen);
+	if (!use || !out->buf || !f) {
+		if (f)
+			fclose(f);
+		free(name);
+		free(use);
+		free(out->buf);
+		out->buf = NULL;
+		return 0;
+	}
+	cuda_kernel_name(f, p->name ? p->name : "", a->begin, "channel_partial_sums");
+	fclose(f);
+	out->name = name;
+	out->points = kir_kernel_points(&p->k[a->begin]);
+	for (uint32_t ki = a->begin; ki < a->end; ki++) {
+		Uses u = {0};
+		cuda_kernel_uses(p, &p->k[ki], &u);
+		for (uint32_t b = 0; b < p->nbuf; b++)
+			use[b] |= u.buf[b];
+		out->runseed |= u.seed;
+		free(u.seen);
+		free(u.buf);
+		free(u.step);
+		out->buf[out->narg++] = p->k[ki].out;
+	}
+	for (uint32_t ki = a->begin; ki < a->end; ki++)
+		use[p->k[ki].out] = 0;
+	for (uint32_t b = 0; b < p->nbuf; b++)
+		if (use[b])
+			out->buf[out->narg++] = b;
+	free(use);
+	return 1;
+}
+
 // The contract of launch a (cg_cuda_kernel).
 static int
 contract_of(const KProgram *p, const La *at, CgCudaKernel *out) {
 	La a = *at;
 	if (a.kind == LA_FUSED || a.kind == LA_LOOP)
 		return cuda_group_contract(p, &a, out);
+	if (a.kind == LA_MULTI)
+		return cuda_multi_contract(p, &a, out);
 	if (a.kind == LA_KERNEL)
 		return cuda_kernel_contract(p, a.begin, out);
 	if (a.kind == LA_GEMM)

@@ -85,7 +85,10 @@ typedef enum FMode {
 //              launches as they would run alone, then an LA_CONV;
 //   LA_SEQ     the launches of kernels [begin, end) that follow it (each
 //              LA_KERNEL or LA_GEMM) are one candidate;
-//   LA_CONV    convolution `loop` (p->conv) as one cuDNN call.
+//   LA_CONV    convolution `loop` (p->conv) as one cuDNN call;
+//   LA_MULTI   kernels [begin, end): sibling channel partial sums (alike
+//              domains, independent; cuda_multi_end) as one __global__
+//              that folds every kernel's term per point in one pass.
 typedef enum LaKind {
 	LA_FUSED,
 	LA_KERNEL,
@@ -96,6 +99,7 @@ typedef enum LaKind {
 	LA_CONVCHOICE,
 	LA_SEQ,
 	LA_CONV,
+	LA_MULTI,
 } LaKind;
 typedef struct La {
 	LaKind kind;
@@ -111,6 +115,11 @@ typedef struct La {
 enum { GEMM_NONE, GEMM_ONLY, GEMM_CHOICE };
 
 // ---------------------------------------------------------------- cuda_sched.c
+// The end of the group of sibling partial sums that starts at kernel i
+// (LA_MULTI), or i + 1 when kernel i starts none.
+uint32_t cuda_multi_end(const KProgram *p, uint32_t i);
+// Its launch's contract (outputs in kernel order, then the loads).
+int cuda_multi_contract(const KProgram *p, const La *a, CgCudaKernel *out);
 // Kernels.
 void cuda_kernel_uses(const KProgram *p, const KKernel *k, Uses *u);
 // fadc_<task>_k<ki>_<what>, non-alphanumerics made '_'.

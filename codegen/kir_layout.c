@@ -497,12 +497,19 @@ csum_merges(Lay *L, uint32_t ki, int vc)
 	return !other;
 }
 
-// Kernel k of p (its channel variable vc) as the two kernels above,
-// appended to q; with k2 (csum_merges), the second is k2's: the partials
-// summed over k2's reduction variables and j together, k2's post.  0 when
-// no split fits IR_MAXDIM (nothing appended).
+// A split's first kernel, as csum_second needs it.
+typedef struct CsumSplit {
+	int i, ra; // r_i is split into (j, l); the first kernel's parallel rank
+	int64_t J; // j's extent
+	int64_t dim[IR_MAXDIM]; // the first kernel's parallel extents
+	uint32_t out; // its buffer (the partials)
+} CsumSplit;
+
+// Kernel k of p (its channel variable vc): the first kernel of its split
+// (the partials) appended to q, *s for the second.  0 when no split fits
+// IR_MAXDIM (nothing appended).
 static int
-csum_emit(Lay *L, const KKernel *k, int vc, const KKernel *k2)
+csum_first(Lay *L, const KKernel *k, int vc, CsumSplit *s)
 {
 	KProgram *q = L->q;
 	int m = k->rrank, i = 0;
@@ -564,6 +571,28 @@ csum_emit(Lay *L, const KKernel *k, int vc, const KKernel *k2)
 	a.what = "channel_partial_sum";
 	a.nfused = 0;
 	*kir_kernel_add(q) = a;
+	s->i = i;
+	s->ra = ra;
+	s->J = J;
+	memcpy(s->dim, a.dim, sizeof s->dim);
+	s->out = a.out;
+	return 1;
+}
+
+// The second kernel of k's split s, appended to q: k's points, its
+// partials summed over (r_0 .. r_i-1, j), k's post; with k2 (csum_merges)
+// k2's instead: the partials summed over k2's reduction variables and j
+// together, k2's post.
+static void
+csum_second(Lay *L, const KKernel *k, int vc, const KKernel *k2, const CsumSplit *s)
+{
+	KProgram *q = L->q;
+	int i = s->i, ra = s->ra, np;
+	int64_t J = s->J;
+	KKernel a = {0};
+	memcpy(a.dim, s->dim, sizeof a.dim);
+	a.out = s->out;
+	KxId av[IR_MAXDIM];
 	if (k2) {
 		// k2's point c, its partials summed over (n.., r_0 .. r_i-1, j):
 		// variable 0 is c and the rest keep the numbers of the plain
@@ -592,7 +621,7 @@ csum_emit(Lay *L, const KKernel *k, int vc, const KKernel *k2)
 		b.index = L->geo[k2->out].c ? nhwc(q, e, L->geo[k2->out]) : e;
 		b.post = tr(L, k2->post);
 		*kir_kernel_add(q) = b;
-		return 1;
+		return;
 	}
 	// The second: k's points, its partials summed over (r_0 .. r_i-1, j).
 	KKernel b = *k;
@@ -620,7 +649,67 @@ csum_emit(Lay *L, const KKernel *k, int vc, const KKernel *k2)
 	b.index = L->geo[k->out].c ? nhwc(q, e, L->geo[k->out]) : e;
 	b.post = tr(L, k->post);
 	*kir_kernel_add(q) = b;
+}
+
+// Kernel k of p as its split's two kernels (csum_first, csum_second).
+static int
+csum_emit(Lay *L, const KKernel *k, int vc, const KKernel *k2)
+{
+	CsumSplit s;
+	if (!csum_first(L, k, vc, &s))
+		return 0;
+	csum_second(L, k, vc, k2, &s);
 	return 1;
+}
+
+// Sibling sums: p's kernels ki .. ki + n - 1 (n returned, at least 2, at
+// most CSUM_SIBLINGS; 1 for none) are per-channel sums over the same
+// domain, each splittable with the same channel variable vc and none
+// merged with its consumer, none reading another's output: batch norm's
+// backward sums sum(dy), sum(dy x^) and sum(dy (x - mean)) over one
+// tensor's points.  Their splits' first kernels are then emitted together
+// (then the second kernels), adjacent and alike, so that the CUDA
+// launch plan runs them as one kernel that reads the operands they share
+// once (cuda_multi_end: one pass over dy and x instead of three).
+// With *merged set, the siblings are every other kernel, ki, ki + 2, ...,
+// each merged with the kernel after it (csum_merges): the 64-channel
+// layers' sums, which kir_split_reductions left as a partial_sum and its
+// consumer each; their firsts are emitted together, then each consumer's
+// second.  n counts the sums (2n kernels of p).
+#define CSUM_SIBLINGS 4
+static int
+csum_siblings(Lay *L, uint32_t ki, int vc, int nomerge, int *merged)
+{
+	const KProgram *p = L->p;
+	const KKernel *k = &p->k[ki];
+	uint32_t n = 1;
+	*merged = vc >= 0 && !nomerge && csum_merges(L, ki, vc);
+	uint32_t st = *merged ? 2 : 1; // p's kernels per sum
+	if (vc < 0)
+		return 1;
+	uint8_t *seen = calloc(p->nx + 1, 1);
+	FADC_ASSERT(seen != NULL, "kir_layout: out of memory");
+	while (n < CSUM_SIBLINGS && ki + st * n + st - 1 < p->nk) {
+		uint32_t si = ki + st * n;
+		const KKernel *s = &p->k[si];
+		if (s->rank != k->rank || s->rrank != k->rrank ||
+		    memcmp(s->dim, k->dim, sizeof k->dim) || memcmp(s->rdim, k->rdim, sizeof k->rdim) ||
+		    csum_channel(L, s) != vc || (!nomerge && csum_merges(L, si, vc)) != *merged)
+			break;
+		// It reads nothing the earlier ones (and their consumers) write.
+		int reads = 0;
+		for (uint32_t j = ki; j < si && !reads; j++) {
+			memset(seen, 0, p->nx + 1);
+			reads = loads_buf(p, s->body, p->k[j].out, seen) ||
+			        loads_buf(p, s->post, p->k[j].out, seen) || s->out == p->k[j].out ||
+			        (*merged && p->k[si + 1].out == p->k[j].out);
+		}
+		if (reads)
+			break;
+		n++;
+	}
+	free(seen);
+	return (int)n;
 }
 
 // ---------------------------------------------------------------- the pass
@@ -709,11 +798,35 @@ kir_layout_nhwc(const KProgram *p, int tf32, int *nrelaid)
 	// FADC_CUDA_NO_CSUM_MERGE=1: a split's second kernel never takes its
 	// consumer's sum (csum_merges; measurements).
 	int nomerge = env_on("FADC_CUDA_NO_CSUM_MERGE");
+	// FADC_CUDA_NO_CSUM_SIB=1: sibling splits keep their kernels in order
+	// (each partial kernel before its own second; measurements).
+	int nosib = env_on("FADC_CUDA_NO_CSUM_SIB");
 	FADC_ASSERT(at != NULL, "kir_layout: out of memory");
 	for (uint32_t ki = 0; ki < p->nk; ki++) {
 		KKernel k = p->k[ki];
 		at[ki] = q->nk;
 		int vc = nocsum ? -1 : csum_channel(&L, &p->k[ki]);
+		int mg = 0, nsib = nosib ? 1 : csum_siblings(&L, ki, vc, nomerge, &mg);
+		if (nsib > 1) { // the first kernels together, then the second ones
+			// (Their domains are equal, so each split fits as the first's does.)
+			CsumSplit sp[CSUM_SIBLINGS];
+			uint32_t nk0 = q->nk, st = mg ? 2 : 1;
+			if (csum_first(&L, &p->k[ki], vc, &sp[0])) {
+				for (int j = 1; j < nsib; j++)
+					FADC_ASSERT(csum_first(&L, &p->k[ki + st * (uint32_t)j], vc, &sp[j]),
+					            "kir_layout: sibling sums split differently");
+				for (int j = 0; j < nsib; j++) {
+					uint32_t kj = ki + st * (uint32_t)j;
+					at[kj] = nk0 + (uint32_t)j;
+					if (mg)
+						at[kj + 1] = q->nk;
+					csum_second(&L, &p->k[kj], vc, mg ? &p->k[kj + 1] : NULL, &sp[j]);
+				}
+				nsplit += nsib;
+				ki += st * (uint32_t)nsib - 1;
+				continue;
+			}
+		}
 		int merge = vc >= 0 && !nomerge && csum_merges(&L, ki, vc);
 		if (vc >= 0 && csum_emit(&L, &p->k[ki], vc, merge ? &p->k[ki + 1] : NULL)) {
 			nsplit++;

@@ -19,6 +19,8 @@ typedef struct FeOptions {
 	FILE *diag; // where diagnostics go; NULL: nowhere (the fuzzer)
 	int no_prelude; // do not load the prelude of composites
 	int64_t max_nodes; // the most nodes the frontend builds, all graphs; 0: FE_MAX_NODES
+	const char *const *consts; // ONNX float initializers imported as constants, not params (--const)
+	int nconsts;
 } FeOptions;
 
 // Every call is inlined, so the graph can grow exponentially with the
@@ -38,6 +40,9 @@ Module *fe_parse_string(const char *name, const char *text, size_t len, const Fe
 // onnx.c (library fadc_onnx, linked by the fadc compiler only): an ONNX
 // model imported as IR text with quoted names, then parsed (docs/ONNX.md).
 Module *fe_onnx_import(const char *path, const FeOptions *o);
+// A model from a .ir file, or imported from a .onnx one (by its suffix):
+// what fadc-bench opens (also in fadc_onnx).
+Module *fe_load_model(const char *path, const FeOptions *o);
 // The initializers the import declares (float parameters, int64 constants)
 // with their values from the file, for `fadc run --params model.onnx`: 0,
 // or 1 after a diagnostic.  Release them with fe_onnx_free.

@@ -3423,6 +3423,112 @@ parse_tasks(P *p)
 	m->ntasks = n;
 }
 
+// batch NAME: AXIS {, NAME: AXIS}, loss (mean | sum): the data-parallel
+// declaration (docs/IR.md, "batch").  `batch` is a word only at the start
+// of a top-level item, as `tasks`.  The names are checked against
+// forward's inputs once forward is parsed (check_batch): an argument of
+// forward is declared after this line.
+static void
+parse_batch(P *p)
+{
+	Token *kw = peek(p);
+	next(p);
+	Module *m = p->m;
+	if (m->batch.nin) {
+		diag_emit(&p->d, kw->loc, "the batch is declared twice");
+		diag_note(&p->d, m->batch.loc, "first declared here");
+		diag_fail(&p->d);
+	}
+	BatchInput in[64];
+	uint32_t n = 0;
+	for (;;) {
+		Token *t = peek(p);
+		// `loss` is the loss unless a ':' makes it an input's name.
+		if (fe_tok_is(t, "loss") && !t->quoted && !fe_tok_is(&p->tok[p->pos + 1], ":"))
+			break;
+		const char *name = expect_name(p, "an input name or 'loss'");
+		for (uint32_t i = 0; i < n; i++)
+			if (!strcmp(in[i].name, name)) {
+				diag_emit(&p->d, t->loc, "input '%s' is listed twice in the batch", name);
+				diag_note(&p->d, in[i].loc, "first listed here");
+				diag_fail(&p->d);
+			}
+		if (n == sizeof in / sizeof *in)
+			perr(p, t->loc, "more than %d batched inputs", (int)(sizeof in / sizeof *in));
+		expect(p, ":");
+		Token *at_ = peek(p);
+		if (at_->kind != T_INT)
+			perr(p, at_->loc, "expected the batch axis of '%s' (a non-negative integer), found %s",
+			     name, tok_desc(p, at_));
+		next(p);
+		if (at_->ival >= IR_MAXDIM)
+			perr(p, at_->loc, "batch axis %lld of '%s' is out of range (ranks are at most %d)",
+			     (long long)at_->ival, name, IR_MAXDIM);
+		in[n++] = (BatchInput){arena_strdup(m->arena, name), (int)at_->ival, t->loc};
+		if (!accept(p, ","))
+			perr(p, peek(p)->loc, "expected ',' and then 'loss mean' or 'loss sum', found %s",
+			     tok_desc(p, peek(p)));
+	}
+	if (!n)
+		perr(p, peek(p)->loc, "the batch names no input (batch x: 0, loss mean)");
+	next(p); // loss
+	Token *k = peek(p);
+	if (fe_tok_is(k, "mean") && !k->quoted)
+		m->batch.loss = BATCH_LOSS_MEAN;
+	else if (fe_tok_is(k, "sum") && !k->quoted)
+		m->batch.loss = BATCH_LOSS_SUM;
+	else
+		perr(p, k->loc, "expected 'mean' or 'sum' after 'loss', found %s", tok_desc(p, k));
+	next(p);
+	end_statement(p);
+	m->batch.in = arena_alloc_array(m->arena, n, sizeof *m->batch.in);
+	memcpy(m->batch.in, in, n * sizeof *in);
+	m->batch.nin = n;
+	m->batch.loc = kw->loc;
+}
+
+// The batch's names are inputs of forward, each axis within its input's
+// rank, and every batched axis of one size.
+static void
+check_batch(P *p)
+{
+	Batch *b = &p->m->batch;
+	const Graph *g = p->m->main;
+	uint32_t first = 0;
+	for (uint32_t i = 0; i < b->nin; i++) {
+		const BatchInput *bi = &b->in[i];
+		uint32_t k = 0;
+		while (k < g->ninput && strcmp(g->input[k].name, bi->name))
+			k++;
+		if (k == g->ninput)
+			perr(p, bi->loc, "the batch names '%s', which is no param, const or argument of forward",
+			     bi->name);
+		const Shape *s = ir_shape(g, g->input[k].node);
+		char ty[128];
+		ir_type_str(g->node[g->input[k].node].dtype, s, ty, sizeof ty);
+		if (bi->axis >= s->rank) {
+			diag_emit(&p->d, bi->loc, "batch axis %d of '%s' is out of range (its type is %s)",
+			          bi->axis, bi->name, ty);
+			diag_note(&p->d, g->node[g->input[k].node].loc, "'%s' declared here", bi->name);
+			diag_fail(&p->d);
+		}
+		int64_t size = s->dim[bi->axis];
+		if (i == 0) {
+			b->size = size;
+			continue;
+		}
+		if (size != b->size) {
+			diag_emit(&p->d, bi->loc,
+			          "batch axis %d of '%s' has size %lld, but axis %d of '%s' has %lld: the batch "
+			          "axes disagree",
+			          bi->axis, bi->name, (long long)size, b->in[first].axis, b->in[first].name,
+			          (long long)b->size);
+			diag_note(&p->d, b->in[first].loc, "'%s' listed here", b->in[first].name);
+			diag_fail(&p->d);
+		}
+	}
+}
+
 static void
 parse_let(P *p)
 {
@@ -3843,6 +3949,8 @@ parse_module(P *p, const char *name, const char *text, size_t len)
 			parse_let(p);
 		else if (fe_tok_is(t, "tasks") && p->tok[p->pos + 1].kind == T_IDENT)
 			parse_tasks(p);
+		else if (fe_tok_is(t, "batch") && p->tok[p->pos + 1].kind == T_IDENT)
+			parse_batch(p);
 		else if (fe_tok_is(t, "param") || fe_tok_is(t, "const"))
 			parse_decl(p);
 		else if (fe_tok_is(t, "def")) {
@@ -3867,7 +3975,7 @@ parse_module(P *p, const char *name, const char *text, size_t len)
 				next(p);
 			} while (depth && peek(p)->kind != T_EOF);
 		} else
-			perr(p, t->loc, "expected let, param, const, tasks or def, found %s", tok_desc(p, t));
+			perr(p, t->loc, "expected let, param, const, tasks, batch or def, found %s", tok_desc(p, t));
 	}
 	for (int i = 0; i < o->ndefines; i++)
 		if (!p->defused[i]) {
@@ -3880,6 +3988,8 @@ parse_module(P *p, const char *name, const char *text, size_t len)
 	if (!fwd)
 		perr(p, 0, "no 'def forward' in %s", name);
 	parse_forward(p, fwd);
+	if (p->m->batch.nin)
+		check_batch(p);
 }
 
 Module *

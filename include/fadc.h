@@ -72,7 +72,13 @@ typedef enum fadc_status {
 
 typedef enum fadc_dtype { FADC_F32, FADC_F64, FADC_I64, FADC_BOOL } fadc_dtype;
 
-typedef enum fadc_device_kind { FADC_DEVICE_CPU, FADC_DEVICE_CUDA } fadc_device_kind;
+// FADC_DEVICE_CUDA_LIST (appended): a context over the GPUs that
+// fadc_context_options.devices lists (data-parallel runs, docs/MULTIGPU.md).
+typedef enum fadc_device_kind {
+	FADC_DEVICE_CPU,
+	FADC_DEVICE_CUDA,
+	FADC_DEVICE_CUDA_LIST
+} fadc_device_kind;
 
 typedef struct fadc_device {
 	fadc_device_kind kind;
@@ -98,7 +104,18 @@ typedef struct fadc_context_options {
 	// Small tasks never wake the pool (docs/CODEGEN.md).
 	int num_threads;
 	uint64_t seed; // run seed of initializers and samplers (fadc run --seed)
+	// ---- appended to API version 1 (issue 27).  Read only when device is
+	// {FADC_DEVICE_CUDA_LIST, 0}, so that options from a caller compiled
+	// against an older fadc.h, which end at `seed`, are never read past
+	// their end.  The GPUs of one host, each {FADC_DEVICE_CUDA, i}, distinct,
+	// 1 .. FADC_MAX_DEVICES of them: one lists a single GPU (the same as
+	// device {FADC_DEVICE_CUDA, i}); several need NCCL (libnccl.so.2, or
+	// the file FADC_NCCL_LIB names), loaded at run time.  Bad lists:
+	// FADC_ERR_ARG; NCCL or a GPU missing: FADC_ERR_DEVICE.
+	const fadc_device *devices;
+	int ndevices;
 } fadc_context_options;
+#define FADC_MAX_DEVICES 64
 
 // o may be NULL (the CPU, seed 0).  On failure, fadc_context_error(NULL)
 // says why (on this thread).

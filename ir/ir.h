@@ -327,6 +327,24 @@ typedef struct Decl {
 	Loc loc;
 } Decl;
 
+// The data-parallel declaration (`batch x: 0, y: 0, loss mean`, docs/IR.md):
+// axis `axis` of each named input of forward is the batch, all of one size,
+// and forward's outputs are a mean or a sum over it.  passes/batch.c
+// checks that the forward is separable over it.
+typedef enum BatchLoss { BATCH_LOSS_MEAN = 1, BATCH_LOSS_SUM } BatchLoss;
+typedef struct BatchInput {
+	const char *name; // an input of forward: a param, const or argument
+	int axis; // 0 <= axis < its rank
+	Loc loc; // where the name was written
+} BatchInput;
+typedef struct Batch {
+	BatchInput *in;
+	uint32_t nin; // 0: the model declares no batch
+	BatchLoss loss;
+	int64_t size; // the batch axis's size, the same in every input
+	Loc loc; // the `batch` word
+} Batch;
+
 typedef struct Module {
 	Arena *arena;
 	const char *name;
@@ -338,6 +356,7 @@ typedef struct Module {
 	Graph *main; // `forward`: inputs are params (declaration order), consts, arguments
 	const char **tasks; // the model's recommended tasks (`tasks vjp, vhp, jvp`), in order
 	uint32_t ntasks; // 0: the model declares none
+	Batch batch; // the batch axis and the loss over it (batch.nin 0: none)
 } Module;
 
 Module *ir_module_new(const char *name);

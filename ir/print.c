@@ -347,6 +347,14 @@ print_decls(FILE *f, const Module *m)
 	}
 	for (uint32_t i = 0; i < m->ntasks; i++)
 		fprintf(f, "%s%s%s", i ? ", " : "tasks ", m->tasks[i], i + 1 == m->ntasks ? "\n" : "");
+	for (uint32_t i = 0; i < m->batch.nin; i++) {
+		fputs(i ? ", " : "batch ", f);
+		// A declaration's name may be dotted; an argument's may not.
+		print_name(f, m->batch.in[i].name, ir_module_find_decl(m, m->batch.in[i].name) >= 0);
+		fprintf(f, ": %d", m->batch.in[i].axis);
+		if (i + 1 == m->batch.nin)
+			fprintf(f, ", loss %s\n", m->batch.loss == BATCH_LOSS_SUM ? "sum" : "mean");
+	}
 	for (uint32_t i = 0; i < m->ndecl; i++) {
 		const Decl *d = &m->decl[i];
 		if (d->init)

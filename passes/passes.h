@@ -117,6 +117,15 @@ Graph *pass_scan_hoist(const Graph *g, ScanHoistStats *st);
 Graph *pass_simplify(const Graph *g); // CSE, constant folding, identities, then DCE
 Graph *pass_dce(const Graph *g); // keeps what the outputs reach, and the inputs
 
+// ---------------------------------------------------------------- batch.c
+// Is forward f separable over the batch that b declares (docs/IR.md,
+// "batch"): does no op mix rows of the batch axis, except a mean or sum
+// over it followed only by linear ops into the outputs, which are then
+// such a mean or sum (the declared one) plus a part that does not depend
+// on the batch?  1, or 0 with a message naming the first op that mixes
+// rows and its location in *errloc.
+int pass_batch_check(const Graph *f, const Batch *b, Loc *errloc, char *err, size_t errlen);
+
 // ---------------------------------------------------------------- checks.c
 // The run-time checks of data-dependent indices (take, take_along, their
 // scatters, one_hot), appended to task graph g in place: one hidden output

@@ -4,6 +4,20 @@
 // jvp, B'(c, tc, x, tx, w, tw) = (c', tc', y, ty), runs as a scan whose
 // carries are (c, tc), sequences (x, tx) and invariants (w, tw).
 //
+// Fission.  The primal carries c never read the tangents, and the primal
+// scan computes them anyway (the primal of the jvp'd graph).  When the
+// body has a recurrent product (a matmul or conv reading a carry: an RNN's
+// h W), carrying c again in the tangent scan would run that product twice
+// per step (h W, and the tangent's ḣ W beside it, plus h Ẇ when W has a
+// tangent), each a loop-carried dependence.  So the tangent scan carries
+// tc alone and reads c_t, the carry each step started from, as a sequence:
+// from the primal scan's own per-step outputs: its body already outputs
+// its carries (vjp's forward scan saves them), or gets them appended.  The
+// primal's per-step outputs y_t are read from its stacked ys the same way.  Every product of c_t with an
+// invariant is then carry-independent, and scan_hoist computes it for all
+// steps at once before the loop; only ḣ W stays recurrent.  The values are
+// the same (the same ops on the same c_t).
+//
 // Reverse mode needs every step's carry.  A first scan runs the body and
 // also outputs the carry it started each step from (stacked: cs[t] = c_t).
 // A second scan runs the other way over the body's vjp: its carry is the
@@ -142,6 +156,65 @@ derived_name(Graph *g, const Graph *b, const char *what)
 	return arena_printf(g->arena, "%s_%s%u", b->name, what, g->nsub);
 }
 
+// Whether body b (nc carries) has a product that reads a carry, directly
+// or through other nodes of the step: a recurrent product (see Fission).
+static int
+recurrent_product(const Graph *b, int nc)
+{
+	uint8_t *dep = calloc(b->nnode, 1);
+	int found = 0;
+	FADC_ASSERT(dep, "out of memory");
+	for (int k = 0; k < nc; k++)
+		dep[b->input[k].node] = 1;
+	for (NodeId n = 1; n < b->nnode && !found; n++) {
+		const NodeId *in = ir_in(b, n);
+		for (uint32_t j = 0; j < b->node[n].nin; j++)
+			dep[n] |= dep[in[j]];
+		int op = b->node[n].op;
+		found = dep[n] && (op == OP_matmul || op == OP_conv || op == OP_conv_input_grad ||
+		                   op == OP_conv_weight_grad);
+	}
+	free(dep);
+	return found;
+}
+
+// The stacked carries c_t of primal scan `ps` (in g) of f's scan self, for
+// the tangent scan's sequences (Fission): cs[k] for carry k.  The primal
+// body's output o (o >= nc) that is carry k's input itself is already c_t
+// (vjp's forward scan).  Otherwise the primal body gets those outputs
+// appended: a scan's tuple is (carries, ys) in its body's output order, so
+// values appended after its ys leave every `get` of it as it was (its
+// shape is its body's), and the primal loop is not run twice.  The body is
+// g's own copy (b_copy_into copies them); other scans sharing it get the
+// same outputs, which scan_hoist drops where no `get` reads them.
+static void
+stacked_carries(Graph *g, const ScanInfo *s, NodeId ps, NodeId *cs, Loc loc)
+{
+	Attrs a;
+	ir_attrs_get(g, ps, &a);
+	Graph *b = g->sub[a.a[0].i];
+	int all = 1;
+	for (int k = 0; k < s->nc; k++) {
+		cs[k] = 0;
+		for (uint32_t o = (uint32_t)s->nc; o < b->nout && !cs[k]; o++)
+			if (b->out[o].node == b->input[k].node)
+				cs[k] = scan_get(g, ps, o, loc);
+		all &= cs[k] != 0;
+	}
+	if (all)
+		return;
+	uint8_t *none = arena_alloc_array(g->arena, (size_t)b->ninput + 1, 1);
+	memset(none, 0, (size_t)b->ninput + 1);
+	Graph *bs = marked_copy(b, none, 1, s->nc);
+	for (uint32_t i = 0; i < b->ninput; i++)
+		bs->input[i].kind = b->input[i].kind; // (marked_copy marks them args)
+	uint32_t n0 = b->nout;
+	g->sub[a.a[0].i] = bs;
+	ir_graph_free(b);
+	for (int k = 0; k < s->nc; k++)
+		cs[k] = scan_get(g, ps, n0 + (uint32_t)k, loc);
+}
+
 NodeId *
 scan_jvp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId *opt, Loc *errloc,
          char *err, size_t errlen)
@@ -166,15 +239,51 @@ scan_jvp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId 
 	uint32_t tout[256], ntout = 0;
 	for (uint32_t o = 0; o < s.b->nout; o++)
 		tout[o] = ir_dtype_is_float((DType)s.b->node[s.b->out[o].node].dtype) ? s.b->nout + ntout++ : 0;
-	// New order: carries (c, tc), sequences (x, tx), invariants (w, tw).
+	// Fission (see the top) where a carry is differentiated and the body
+	// has a recurrent product.
+	int ndc = 0;
+	for (int c = 0; c < s.nc; c++)
+		ndc += dif[c];
+	int fiss = ndc > 0 && recurrent_product(s.b, s.nc);
+	NodeId *cs = NULL;
+	if (fiss) {
+		cs = arena_alloc_array(g->arena, (size_t)s.nc + 1, sizeof(NodeId));
+		stacked_carries(g, &s, map[self], cs, loc);
+	}
+	// New order: carries (c, tc), sequences (x, tx), invariants (w, tw);
+	// with fission carries (tc), sequences (c, x, tx).
 	uint32_t inorder[512], outorder[512];
-	NodeId ops[512];
+	NodeId ops[512], xnode[512] = {0}; // xnode[q]: a node of bj read as input q
 	int ncar = 0, nseq = 0;
 	for (int part = 0; part < 3; part++) {
 		int lo = part == 0 ? 0 : part == 1 ? s.nc : s.nc + s.nx;
 		int hi = part == 0 ? s.nc : part == 1 ? s.nc + s.nx : s.nin;
 		int cnt = 0;
-		for (int i = lo; i < hi; i++) {
+		if (fiss && part == 1) { // the primal carries, per step
+			for (int i = 0; i < s.nc; i++) {
+				inorder[k] = (uint32_t)i;
+				ops[k++] = cs[i];
+				cnt++;
+			}
+			// And the primal's own per-step outputs, read as the primal
+			// scan stacked them rather than computed again: what the
+			// tangent step needs of them (an LSTM's reverse step: dz_t,
+			// whose product with Ẇ then leaves the loop as one GEMM of
+			// the stacked dz without batching dz's whole cone).
+			for (uint32_t o = (uint32_t)s.nc; o < s.b->nout && k < 480; o++) {
+				NodeId yn = bj->out[o].node;
+				int seen = bj->node[yn].op == OP_input;
+				for (uint32_t q = 0; q < k && !seen; q++)
+					seen = xnode[q] == yn;
+				if (seen)
+					continue;
+				xnode[k] = yn;
+				inorder[k] = UINT32_MAX;
+				ops[k++] = scan_get(g, map[self], o, loc);
+				cnt++;
+			}
+		}
+		for (int i = lo; i < hi && !(fiss && part == 0); i++) {
 			inorder[k] = (uint32_t)i;
 			ops[k++] = map[in[i]];
 			cnt++;
@@ -191,34 +300,35 @@ scan_jvp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const NodeId 
 			nseq = cnt;
 	}
 	// Outputs: carries (c', tc' of the differentiated carries), then ys
-	// (y, then ty of the float ys).
+	// (y, then ty of the float ys); with fission only the tangents.
 	uint32_t no = 0;
-	for (int c = 0; c < s.nc; c++)
+	for (int c = 0; c < s.nc && !fiss; c++)
 		outorder[no++] = (uint32_t)c;
 	for (int c = 0; c < s.nc; c++)
 		if (dif[c])
 			outorder[no++] = tout[c];
-	for (uint32_t y = 0; y < s.ny; y++)
+	for (uint32_t y = 0; y < s.ny && !fiss; y++)
 		outorder[no++] = (uint32_t)s.nc + y;
 	for (uint32_t y = 0; y < s.ny; y++)
 		if (tout[s.nc + y])
 			outorder[no++] = tout[s.nc + y];
 	NodeId innodes[512];
 	for (uint32_t q = 0; q < k; q++)
-		innodes[q] = bj->input[inorder[q]].node;
+		innodes[q] = xnode[q] ? xnode[q] : bj->input[inorder[q]].node;
 	Graph *body = reorder(bj, innodes, k, outorder, no, derived_name(g, s.b, "jvp"));
 	ir_graph_free(bj);
 	NodeId sc = emit_scan(g, body, ops, (int)k, ncar, nseq, s.rev, loc);
 	// The tangents of the original tuple's values.
 	NodeId *tan = arena_alloc_array(g->arena, s.b->nout + 1, sizeof(NodeId));
-	int dc = 0;
+	int dc = 0, c0 = fiss ? 0 : s.nc;
 	for (int c = 0; c < s.nc; c++)
 		if (dif[c])
-			tan[c] = scan_get(g, sc, s.nc + dc++, loc);
-	int ty = 0;
+			tan[c] = scan_get(g, sc, c0 + dc++, loc);
+	// (Fission: the tangents' ys follow the ndc tangent carries directly.)
+	int ty = 0, y0 = fiss ? ndc : ncar + (int)s.ny;
 	for (uint32_t y = 0; y < s.ny; y++)
 		if (tout[s.nc + y])
-			tan[s.nc + y] = scan_get(g, sc, ncar + (int)s.ny + ty++, loc);
+			tan[s.nc + y] = scan_get(g, sc, y0 + ty++, loc);
 	return tan;
 }
 

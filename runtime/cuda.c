@@ -465,6 +465,22 @@ prof_report(RtCuTask *k)
 			        k->k[b].grid);
 	}
 	free(shown);
+	// FADC_CUDA_PROFILE=2: every launch in order (a kernel's share of a
+	// layer, which the top 30 above does not show).
+	const char *pf = getenv("FADC_CUDA_PROFILE");
+	if (pf && !strcmp(pf, "2"))
+		for (uint32_t i = 0; i < k->nk; i++) {
+			const ArtKernel *a = &t->kern[i];
+			if (a->kind == ART_LAUNCH_CHOICE || !(k->pms[i] > 0))
+				continue;
+			fprintf(stderr, "  launch %4u  %9.1f us  %s (%llu points, %u blocks)\n", i,
+			        1e3 * k->pms[i] / runs,
+			        a->kind == ART_LAUNCH_GEMM   ? "cublas gemm"
+			        : a->kind == ART_LAUNCH_CONV ? "cudnn conv"
+			        : a->name                    ? a->name
+			                                     : "host step",
+			        (unsigned long long)a->points, k->k[i].grid);
+		}
 }
 
 static uint64_t

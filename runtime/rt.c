@@ -29,6 +29,7 @@
 // calling thread, as before the pool existed).
 #include <dlfcn.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@
 #include "artifact.h"
 #include "fadc.h"
 #include "interop.h"
+#include "nccl.h"
 #include "pool.h"
 #include "rtcuda.h"
 #include "tensorio.h"
@@ -267,15 +269,72 @@ resolve_threads(int asked)
 	return ncpu < 1 ? 1 : ncpu > FADC_MAX_THREADS ? FADC_MAX_THREADS : (int)ncpu;
 }
 
+// A context over the GPUs o->devices lists (issue 27): checks the list;
+// one GPU is the context of that GPU (o->device becomes it).  Several
+// need NCCL, loaded here (runtime/nccl.c): the data-parallel runtime
+// itself (shards, one graph tree per GPU, all-reduce) is the next slice,
+// so for now such a context is refused after the load, saying so.
+static fadc_status
+device_list(fadc_context_options *o)
+{
+	if (!o->devices || o->ndevices < 1 || o->ndevices > FADC_MAX_DEVICES || o->device.index) {
+		snprintf(create_err, sizeof create_err,
+		         "FADC_DEVICE_CUDA_LIST needs devices and 1 .. %d of them (ndevices %d%s)",
+		         FADC_MAX_DEVICES, o->ndevices, o->devices ? "" : ", devices NULL");
+		return FADC_ERR_ARG;
+	}
+	for (int i = 0; i < o->ndevices; i++) {
+		if (o->devices[i].kind != FADC_DEVICE_CUDA || o->devices[i].index < 0) {
+			snprintf(create_err, sizeof create_err,
+			         "devices[%d] is no CUDA device: a context over several devices runs on GPUs", i);
+			return FADC_ERR_ARG;
+		}
+		for (int k = 0; k < i; k++)
+			if (o->devices[k].index == o->devices[i].index) {
+				snprintf(create_err, sizeof create_err, "GPU %d is listed twice (devices[%d], devices[%d])",
+				         o->devices[i].index, k, i);
+				return FADC_ERR_ARG;
+			}
+	}
+	if (o->ndevices == 1) {
+		o->device = o->devices[0];
+		return FADC_OK;
+	}
+	char err[sizeof create_err];
+	const RtNccl *n = rt_nccl_load(err, sizeof err);
+	if (!n) {
+		snprintf(create_err, sizeof create_err, "%s", err);
+		return FADC_ERR_DEVICE;
+	}
+	snprintf(create_err, sizeof create_err,
+	         "a context over %d GPUs: NCCL %d.%d.%d loaded (%s), but data-parallel runs are not "
+	         "implemented yet (issue 27)",
+	         o->ndevices, n->version / 10000, n->version % 10000 / 100, n->version % 100, n->lib);
+	return FADC_ERR_DEVICE;
+}
+
 fadc_status
 fadc_context_create(const fadc_context_options *o, fadc_context **out)
 {
 	if (!out)
 		return FADC_ERR_ARG;
 	*out = NULL;
-	fadc_context_options def = {{FADC_DEVICE_CPU, 0}, 0, 0};
-	if (!o)
-		o = &def;
+	// Options of a caller compiled against an older fadc.h end at `seed`:
+	// the appended fields are read only behind FADC_DEVICE_CUDA_LIST.
+	fadc_context_options oo = {{FADC_DEVICE_CPU, 0}, 0, 0, NULL, 0};
+	if (o) {
+		memcpy(&oo, o, offsetof(fadc_context_options, devices));
+		if (o->device.kind == FADC_DEVICE_CUDA_LIST) {
+			oo.devices = o->devices;
+			oo.ndevices = o->ndevices;
+		}
+	}
+	o = &oo;
+	if (o->device.kind == FADC_DEVICE_CUDA_LIST) {
+		fadc_status st = device_list(&oo);
+		if (st != FADC_OK)
+			return st;
+	}
 	if (o->device.kind == FADC_DEVICE_CPU && o->device.index != 0) {
 		snprintf(create_err, sizeof create_err, "there is one CPU device (index 0), not %d",
 		         o->device.index);

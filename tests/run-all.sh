@@ -4,7 +4,7 @@
 #   2. an ASan+UBSan build (clang-14) of the libraries, the unit tests, the
 #      golden tests and the fuzzer; its tests run again under the sanitizers,
 #      except those labelled `slow` (whole models in the interpreter);
-#   3. the libFuzzer harnesses (tests/fuzz: the frontend, the .npy and
+#   3. the libFuzzer harnesses (tests/fuzz: the frontend, the ONNX frontend, the .npy and
 #      .safetensors readers, the bench YAML, the artifact descriptor),
 #      sharing FADC_FUZZ_SECONDS (60) between them.
 # Ends with one line "N passed, M failed" and exits non-zero on a failure.
@@ -44,13 +44,14 @@ if command -v clang-14 >/dev/null; then
     # here with the same seed covers them (FADC_FUZZ_SEED=0 picks one at random).
     seed=${FADC_FUZZ_SEED:-1}
     # The minute is shared: each of the four file readers' harnesses (.npy,
-    # .safetensors, the bench YAML, the artifact descriptor) gets a sixth,
-    # the frontend's (the largest surface: lexer, parser, verifier,
-    # printer) the rest, so the shares add up to FADC_FUZZ_SECONDS; at
-    # least 1 s each (0 would mean no limit to libFuzzer).  Each runs from
-    # the same seed, so the whole split is repeatable.
-    share=$((secs / 6)); [ "$share" -ge 1 ] || share=1
-    front=$((secs - 4 * share)); [ "$front" -ge 1 ] || front=1
+    # .safetensors, the bench YAML, the artifact descriptor) and the ONNX
+    # frontend's get a seventh, the IR frontend's (the largest surface:
+    # lexer, parser, verifier, printer) the rest, so the shares add up to
+    # FADC_FUZZ_SECONDS; at least 1 s each (0 would mean no limit to
+    # libFuzzer).  Each runs from the same seed, so the whole split is
+    # repeatable.
+    share=$((secs / 7)); [ "$share" -ge 1 ] || share=1
+    front=$((secs - 5 * share)); [ "$front" -ge 1 ] || front=1
     # fuzz NAME SECS REGRESS MAXLEN "OPTIONS" SEEDS...: one harness for its
     # share; new inputs go to a scratch copy of the seeds, crashes to a
     # folder that is kept (and named) for committing to REGRESS.
@@ -84,6 +85,9 @@ if command -v clang-14 >/dev/null; then
     fuzz fuzz_safetensors "$share" regress-st 4096 "-dict=$fz/st.dict -malloc_limit_mb=64" "$fz/corpus-st"
     fuzz fuzz_config "$share" regress-yaml 8192 "-dict=$fz/yaml.dict -malloc_limit_mb=64" "$fz/corpus-yaml"
     fuzz fuzz_desc "$share" regress-desc 16384 "-malloc_limit_mb=64" "$fz/corpus-desc"
+    # ONNX models: the seeds run to 22 KB (tests/data/onnx's torch exports);
+    # values known at import total at most 2^24 elements (128 MB).
+    fuzz fuzz_onnx "$share" regress-onnx 24576 "-malloc_limit_mb=512" "$fz/corpus-onnx" "$root/tests/data/onnx"
   fi
 else
   echo "clang-14 missing: sanitizer build not run"; fail=$((fail + 1))

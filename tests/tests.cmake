@@ -111,7 +111,7 @@ if(FADC_FUZZ)
   set_tests_properties(fuzz/regress PROPERTIES LABELS fuzz)
   # The file readers' harnesses: .npy and .safetensors (runtime/tensorio.c),
   # the bench YAML (bench/config.c), the artifact descriptor
-  # (runtime/artifact.c).  Each has a seed corpus, tests/fuzz/corpus-SHORT,
+  # (runtime/artifact.c), the ONNX frontend (frontend/onnx*.c).  Each has a seed corpus, tests/fuzz/corpus-SHORT,
   # and keeps the inputs it ever crashed on in tests/fuzz/regress-SHORT
   # (made by the first one); fuzz/regress-SHORT replays both.
   # tests/run-all.sh gives each a share of the fuzzing minute.
@@ -131,6 +131,7 @@ if(FADC_FUZZ)
   fadc_fuzz_harness(fuzz_safetensors st fadc_runtime)
   fadc_fuzz_harness(fuzz_config yaml fadc_bench)
   fadc_fuzz_harness(fuzz_desc desc fadc_runtime)
+  fadc_fuzz_harness(fuzz_onnx onnx fadc_onnx)
 endif()
 # test_ccache: the compile cache (codegen/ccache.c), no NVRTC needed.
 target_link_libraries(test_ccache PRIVATE fadc_codegen)

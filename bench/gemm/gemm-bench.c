@@ -306,7 +306,7 @@ main(int argc, char **argv)
 		int T = atoi(tok);
 		use_cputime = T == 1 && !getenv("GEMM_BENCH_WALL");
 		fadc_context *ctx = NULL;
-		fadc_context_options o = {{FADC_DEVICE_CPU, 0}, T, 0};
+		fadc_context_options o = {.device = {FADC_DEVICE_CPU, 0}, .num_threads = T, .seed = 0};
 		CHECK_OK(fadc_context_create(&o, &ctx));
 		fadc_model *m = NULL;
 		CHECK_OK(fadc_model_open(ctx, art, 0, &m));

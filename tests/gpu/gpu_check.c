@@ -763,7 +763,7 @@ main(int argc, char **argv)
 		return 2;
 	}
 	fadc_context *cpu, *gpu;
-	fadc_context_options go = {{FADC_DEVICE_CUDA, 0}, 0, 0};
+	fadc_context_options go = {.device = {FADC_DEVICE_CUDA, 0}, .num_threads = 0, .seed = 0};
 	fadc_status s = fadc_context_create(&go, &gpu);
 	if (s) {
 		const char *req = getenv("FADC_REQUIRE_GPU");

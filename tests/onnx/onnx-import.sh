@@ -15,9 +15,14 @@ PY=/usr/bin/python3
 
 run_fadc 0 "$tmp/mlp.onnx" --emit ir
 cp "$tmp/out" "$tmp/mlp.ir"
-grep -qxF 'param "0.weight": f32[6, 4]' "$tmp/mlp.ir" || fail "no param \"0.weight\": $(cat "$tmp/mlp.ir")"
-grep -qxF 'param "onnx::MatMul_9": f32[3, 6]' "$tmp/mlp.ir" || fail "no param onnx::MatMul_9"
-grep -qF 'def forward("input.1": f32[5, 4]) -> (f32[3, 5], f32[5, 3]) {' "$tmp/mlp.ir" || fail "forward's signature"
+# Parameters and inputs are drawn from seeded initializers (U(-s, s),
+# s = 1/sqrt(fan_in), and U[0, 1)), so that the model runs unbound.
+grep -qxF 'param "0.weight": f32[6, 4] = uniform(full(value=-0.5, shape=[6, 4]), full(value=0.5, shape=[6, 4]), seed=1)' "$tmp/mlp.ir" ||
+	fail "no param \"0.weight\": $(cat "$tmp/mlp.ir")"
+grep -q '^param "onnx::MatMul_9": f32\[3, 6\] = uniform(' "$tmp/mlp.ir" || fail "no param onnx::MatMul_9"
+grep -q '^const input.1: f32\[5, 4\] = uniform(full(value=0, shape=\[5, 4\]), full(value=1, shape=\[5, 4\]), seed=[0-9]*)$' "$tmp/mlp.ir" ||
+	fail "the graph input is not a seeded constant"
+grep -qF 'def forward() -> (f32[3, 5], f32[5, 3]) {' "$tmp/mlp.ir" || fail "forward's signature"
 grep -qF 'as out, %' "$tmp/mlp.ir" && grep -qF 'as "/layer/Add_output_0"' "$tmp/mlp.ir" || fail "output names"
 run_fadc 0 "$tmp/mlp.ir" --emit ir
 diff <(grep -v '^#' "$tmp/mlp.ir") <(grep -v '^#' "$tmp/out") || fail "the import does not print back the same"
@@ -36,6 +41,24 @@ run_fadc 0 run "$tmp/mlp.onnx" --params "$tmp/mlp.onnx" --params "$tmp/input.1.n
 run_fadc 0 compare-npy "$tmp/want" "$tmp/got-w"
 run_fadc 0 run "$tmp/mlp.so" --params "$tmp/mlp.onnx" --params "$tmp/input.1.npy" --out "$tmp/got-w-so"
 run_fadc 0 compare-npy "$tmp/want" "$tmp/got-w-so"
+
+# Unbound, a run of the .onnx itself takes the model's own weights (its
+# graph input drawn); the .so draws every parameter unless bound, and with
+# --params mlp.onnx gives the same values.
+run_fadc 0 run "$tmp/mlp.onnx" --out "$tmp/drawn"
+run_fadc 0 run "$tmp/mlp.so" --params "$tmp/mlp.onnx" --out "$tmp/drawn-so"
+run_fadc 0 compare-npy "$tmp/drawn" "$tmp/drawn-so"
+# --const NAME: a float initializer imported as a constant (no gradient).
+run_fadc 0 "$tmp/mlp.onnx" --const 0.bias --emit ir
+grep -q '^const "0.bias": f32\[6\] = uniform(' "$tmp/out" || fail "--const 0.bias: $(cat "$tmp/out")"
+run_fadc 0 run "$tmp/mlp.onnx" --const 0.bias --task vjp "${p[@]}" --out "$tmp/vjp-const"
+[ -f "$tmp/vjp-const/grad.0.weight.npy" ] && [ ! -e "$tmp/vjp-const/grad.0.bias.npy" ] ||
+	fail "--const 0.bias: the gradients are $(ls "$tmp/vjp-const")"
+run_fadc 1 "$tmp/mlp.onnx" --const nothing --emit ir
+err_first "$tmp/mlp.onnx: error: --const 'nothing' names no float initializer of the model"
+run_fadc 1 "$tmp/mlp.onnx" --const /shape --emit ir
+err_first "$tmp/mlp.onnx: error: --const '/shape' names no float initializer of the model"
+run_fadc 2 "$tmp/mlp.onnx" --const
 
 # The other ops (make_models.py, ops.onnx), both legs likewise.
 q=(--params "$tmp/x.npy" --params "$tmp/one.npy" --params "$tmp/1.5.npy")
@@ -86,7 +109,7 @@ err_first "$tmp/symbolic.onnx: error: dimension 0 of graph input 'x' is symbolic
 run_fadc 1 "$tmp/symbolic.onnx" --emit ir -D N=two
 err_first "$tmp/symbolic.onnx: error: -D N=two: the value must be a non-negative integer"
 run_fadc 0 "$tmp/symbolic.onnx" --emit ir -D N=3
-grep -qxF 'def forward(x: f32[3, 2]) -> f32[3, 2] {' "$tmp/out" || fail "-D N=3: $(cat "$tmp/out")"
+grep -q '^const x: f32\[3, 2\] = uniform(' "$tmp/out" || fail "-D N=3: $(cat "$tmp/out")"
 # -D N=2,3: one artifact, two specialisations.
 run_fadc 0 "$tmp/symbolic.onnx" -D N=2,3 -o "$tmp/sym.so"
 run_fadc 0 inspect "$tmp/sym.so"

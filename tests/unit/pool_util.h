@@ -78,7 +78,7 @@ pu_fill(fadc_tensor *t)
 static unsigned char *
 pu_run(const char *so, const char *task, int nthreads, size_t *nbytes, fadc_pool_stats *st)
 {
-	fadc_context_options co = {{FADC_DEVICE_CPU, 0}, nthreads, 0};
+	fadc_context_options co = {.device = {FADC_DEVICE_CPU, 0}, .num_threads = nthreads, .seed = 0};
 	fadc_context *ctx = NULL;
 	fadc_model *m = NULL;
 	unsigned char *res = NULL;

@@ -189,23 +189,26 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 	CHECK(count(src, "red[rb][threadIdx.x >> 5] = acc;") == nblockred - ncol);
 	CHECK(count(src, "__shfl_down_sync") == 2 * (nblockred - ncol) + nsplit + nwarp);
 	// tests/gpu/blockred.ir's forward holds every form of
-	// cuda_blockred_plan: columns (c, d: 5 kernels), split rows (a, b's
-	// partials, e, f) and split columns (d: 4 kernels), each split one
-	// taking a ticket.
+	// cuda_blockred_plan: columns (c, d, g: 7 kernels), split rows (a, b's
+	// partials, e, f) and split columns (c: 2 kernels, d: 4; chunks of at
+	// least 32 terms), each split one taking a ticket; g's 1024 tiles are
+	// not split.
 	if (strstr(model, "blockred") && !strcmp(task, "forward")) {
 		int nticket = count(src, "atomicAdd(&fadc_red_tick[tile], 1u)");
-		CHECK(ncol == 6);
+		CHECK(ncol == 7);
 		CHECK(nsplit >= 4);
-		CHECK(nticket == nsplit + 4);
+		CHECK(nticket == nsplit + 6);
 		CHECK(strstr(src, "static __device__ unsigned int fadc_red_tick[") != NULL);
-		// Rows in float4s (e and f: last extents 100 and 270000), each
-		// with its aligned check and its one-term fallback (opt-in).
-		CHECK(count(src, "if ((0ULL | (unsigned long long)b") == (getenv("FADC_CUDA_VEC4") ? 3 : 0));
+		// Rows in float4s (e and f: last extents 100 and 270000; the sum
+		// of g's products, 32,768 terms), each with its aligned check and
+		// its one-term fallback (opt-in).
+		CHECK(count(src, "if ((0ULL | (unsigned long long)b") == (getenv("FADC_CUDA_VEC4") ? 4 : 0));
 	}
 	// Its vjp's broadcasts of the sums over e and d (last extents 100 and
-	// 72) run 4 points a thread in float4s (cuda_vec4); a's (70) do not.
+	// 72) run 4 points a thread in float4s (cuda_vec4, on by default); a's
+	// (70) do not.
 	if (strstr(model, "blockred") && !strcmp(task, "vjp")) {
-		CHECK(count(src, "float4 o;") >= (getenv("FADC_CUDA_VEC4") ? 2 : 0));
+		CHECK(count(src, "float4 o;") >= 2);
 		CHECK(count(src, "float4 o;") == count(src, "\tif (((unsigned long long)b"));
 		CHECK(count(src, "*(float4 *)&b") == count(src, "float4 o;"));
 	}
@@ -1408,8 +1411,8 @@ main(int argc, char **argv) {
 	check_model("multiheadattn", NULL, 0, NULL, 0);
 	// The block reductions' forms (rows, columns, split or not).
 	check_model("../tests/gpu/blockred", NULL, 0, fast, 1);
-	// The same with the float4 forms (opt-in, FADC_CUDA_VEC4=1): printed,
-	// counted (check_task) and compiled.
+	// The same with the rows' float4 form too (opt-in, FADC_CUDA_VEC4=1):
+	// printed, counted (check_task) and compiled.
 	setenv("FADC_CUDA_VEC4", "1", 1);
 	check_model("../tests/gpu/blockred", NULL, 0, fast, 1);
 	unsetenv("FADC_CUDA_VEC4");

@@ -19,7 +19,12 @@
 //     (geometry, sizes, groups, op, dtype, a sequence outside a choice) refused with their message,
 //     format 7 unable to hold them;
 //   - the runtime's counts (a choice and its records one launch), the CPU
-//     code run, and `fadc inspect`'s lines.
+//     code run, and `fadc inspect`'s lines;
+//   - with TF32, batch norm's backward sums over one channels-last tensor
+//     (enough terms to be split by channel, codegen/kir_layout.c) are one
+//     launch each (LA_MULTI: kir_layout's sibling splits, cuda.c's
+//     print_multi), printed and compiled by NVRTC; none with
+//     FADC_CUDA_NO_MULTI=1, the same sums as separate launches.
 // The GPU side (each candidate forced, against the CPU code) is
 // tests/gpu/conv.ir in tests/gpu/device/run.sh.
 #include <stdio.h>
@@ -53,6 +58,54 @@ bin_dir(char *dir, size_t n) {
 		*slash = 0;
 	else
 		snprintf(dir, n, ".");
+}
+
+// Batch norm over 2 x 64 x 64 = 8,192 terms per channel (6 of them) of a
+// convolution's output: split by channel; its vjp's backward sums are
+// siblings (sum(dy), sum(dy x^), sum(dy (x - mean)) over one tensor).
+static const char bn_model[] = "param x: f32[2, 4, 64, 64] = normal(0, 1, seed=1)\n"
+                               "param w: f32[6, 4, 3, 3] = normal(0, 0.2, seed=2)\n"
+                               "param g: f32[6] = normal(1, 0.1, seed=3)\n"
+                               "param b: f32[6] = normal(0, 0.1, seed=4)\n"
+                               "def forward() -> f32[] {\n"
+                               "  h = relu(batch_norm(conv2d(x, w, padding=1), g, b))\n"
+                               "  return sum(h * h)\n}\n";
+
+// bn_model's vjp with TF32 (channels-last) for CUDA into so; the number of
+// its launches that run sibling sums together (LA_MULTI), and of all its
+// channel partial sums' launches into *nsums.
+static int
+multi_launches(const char *so, int *nsums) {
+	Module *m = cgu_parse("bn.ir", bn_model);
+	*nsums = -1;
+	if (!m)
+		return -1;
+	static const char *const tasks[] = {"vjp"};
+	char err[4096];
+	CgOptions o = {.tasks = tasks, .ntasks = 1, .opt_level = 1, .targets = CG_TARGET_CUDA,
+	               .allow_tf32 = 1};
+	int ok = cg_compile_module(m, &o, so, err, sizeof err);
+	if (!ok)
+		fprintf(stderr, "%s\n", err);
+	ir_module_free(m);
+	if (!CHECK(ok))
+		return -1;
+	ArtDesc d;
+	uint8_t *db = NULL;
+	size_t dl = 0;
+	if (!CHECK(art_read(so, &d, &db, &dl, err, sizeof err) == ART_READ_OK))
+		return -1;
+	int n = 0;
+	*nsums = 0;
+	for (uint32_t ti = 0; ti < d.ntask; ti++)
+		for (uint32_t k = 0; (d.task[ti].targets & ART_TARGET_CUDA) && k < d.task[ti].ncuda; k++) {
+			const char *nm = d.task[ti].kern[k].name;
+			n += nm && strstr(nm, "_channel_partial_sums") != NULL;
+			*nsums += nm && strstr(nm, "_channel_partial_sum") != NULL;
+		}
+	art_desc_free(&d);
+	free(db);
+	return n;
 }
 
 // Compiles the model's forward and vjp into so (tf32, f64 as asked).
@@ -233,6 +286,20 @@ main(void) {
 	snprintf(so64, sizeof so64, "%s/d.so", dir);
 	if (!build(so, 0, 0) || !build(so32, 1, 0) || !build(so64, 0, 1))
 		return TU_DONE("test_codegen_cudnn");
+	{
+		char sob[4200];
+		snprintf(sob, sizeof sob, "%s/bn.so", dir);
+		int all = 0, all1 = 0, multi = multi_launches(sob, &all);
+		setenv("FADC_CUDA_NO_MULTI", "1", 1);
+		int multi1 = multi_launches(sob, &all1);
+		unsetenv("FADC_CUDA_NO_MULTI");
+		printf("sibling sums: %d launches of them (%d channel partial sum launches), %d with "
+		       "FADC_CUDA_NO_MULTI=1 (%d)\n",
+		       multi, all, multi1, all1);
+		// One group of three in the backward: two launches fewer.
+		CHECK(multi >= 1 && multi1 == 0 && all1 == all + 2 * multi);
+		unlink(sob);
+	}
 	ArtDesc d;
 	uint8_t *db = NULL;
 	size_t dl = 0;

@@ -369,7 +369,7 @@ kernels_hash(const KProgram *p)
 }
 
 typedef struct Tally {
-	int programs, relaid, nhwc_records, split, merged;
+	int programs, relaid, nhwc_records, split, merged, sib;
 } Tally;
 
 static void
@@ -407,25 +407,44 @@ check_task(Module *m, const char *task, const char *label, Tally *t)
 		// Filters stay KCRS: the weight's bit is never set.
 		CHECK(!(q->conv[i].nhwc & (q->conv[i].op == 2 ? 1u : 4u)));
 	}
-	int merged = 0, nsplit = 0;
-	for (uint32_t k = 0, kq = 0; k < p->nk && kq < q->nk; k++, kq++) {
-		if (!strcmp(q->k[kq].what, "channel_partial_sum")) {
-			kq++; // p's kernel k is q's kq (the split's second) ...
-			nsplit++;
-			// ... or the split took its consumer: p's k + 1 (csum_merges),
-			// q's kq writing what that consumer wrote.
-			if (kq < q->nk && q->k[kq].out != p->k[k].out && k + 1 < p->nk &&
-			    CHECK(q->k[kq].out == p->k[k + 1].out)) {
-				merged++;
-				k++;
-			}
-		}
+	// Each kernel of q but the splits' first ones (channel_partial_sum, a
+	// buffer of q's own) writes the buffer of a kernel of p (the split's
+	// second writes the sum's, or, when it took its consumer's sum
+	// (csum_merges), the consumer's: then p's partial_sum buffer is written
+	// by no kernel of q).  Sibling splits (csum_siblings) put their first
+	// kernels side by side, then the second ones: found by the buffers.
+	int merged = 0, nsplit = 0, sib = 0;
+	uint8_t *wq = calloc(q->nbuf + 1, 1);
+	CHECK(wq != NULL);
+	for (uint32_t kq = 0; wq && kq < q->nk; kq++) {
+		wq[q->k[kq].out] = 1;
+		if (strcmp(q->k[kq].what, "channel_partial_sum"))
+			continue;
+		nsplit++;
+		CHECK(q->k[kq].out >= p->nbuf); // its own buffer
+		sib += kq + 1 < q->nk && !strcmp(q->k[kq + 1].what, "channel_partial_sum");
+	}
+	for (uint32_t k = 0; wq && k < p->nk; k++) {
+		if (p->k[k].host || wq[p->k[k].out])
+			continue;
+		merged++;
+		CHECK(k + 1 < p->nk && wq[p->k[k + 1].out]); // taken by its consumer's kernel
+	}
+	for (uint32_t kq = 0; kq < q->nk; kq++) {
+		if (!strcmp(q->k[kq].what, "channel_partial_sum"))
+			continue;
+		uint32_t k = 0;
+		while (k < p->nk && p->k[k].out != q->k[kq].out)
+			k++;
+		if (!CHECK(k < p->nk))
+			continue;
 		if (contiguous(p, &p->k[k]) && !contiguous(q, &q->k[kq])) {
 			if (lost++ < 3)
 				fprintf(stderr, "%s %s: kernel %u (%s) no longer stores contiguously\n",
 				        label, task, k, p->k[k].what);
 		}
 	}
+	free(wq);
 	CHECK(lost == 0);
 	// A kernel and a buffer per split sum, less a kernel per merge.
 	CHECK(q->nk - p->nk == (uint32_t)(nsplit - merged) && q->nbuf - p->nbuf == (uint32_t)nsplit);
@@ -457,13 +476,14 @@ check_task(Module *m, const char *task, const char *label, Tally *t)
 		if (!split)
 			CHECK(same == na);
 		printf("%s %s: %d buffers channels-last, %d of %u convolution records, %d sums split "
-		       "(%d taking their consumer's sum); "
+		       "(%d taking their consumer's sum, %d beside a sibling's); "
 		       "%lld outputs, %lld bit for bit, worst %.2g (%lld terms run twice)\n",
-		       label, task, n, recs, q->nconv, split, merged, (long long)na, (long long)same,
+		       label, task, n, recs, q->nconv, split, merged, sib, (long long)na, (long long)same,
 		       worst, (long long)work);
 		t->programs++;
 		t->split += split;
 		t->merged += merged;
+		t->sib += sib;
 	}
 	t->relaid += n;
 	t->nhwc_records += recs;
@@ -536,6 +556,15 @@ main(void)
 	const char *vt[] = {"vjp", NULL};
 	check_model("../tests/gpu/csum.ir", NULL, 0, vt, &t);
 	CHECK(t.merged - before >= 12);
+	// ... and the backward's sums over one tensor are siblings
+	// (csum_siblings): their first kernels side by side.
+	CHECK(t.sib > 0);
+	// FADC_CUDA_NO_CSUM_SIB=1: none side by side, the outputs as close.
+	setenv("FADC_CUDA_NO_CSUM_SIB", "1", 1);
+	before = t.sib;
+	check_model("../tests/gpu/csum.ir", NULL, 0, vt, &t);
+	CHECK(t.sib == before);
+	unsetenv("FADC_CUDA_NO_CSUM_SIB");
 	// FADC_CUDA_NO_CSUM_MERGE=1: none taken, the outputs as close.
 	setenv("FADC_CUDA_NO_CSUM_MERGE", "1", 1);
 	before = t.merged;
@@ -547,7 +576,7 @@ main(void)
 	printf("%d programs run twice, %d buffers relaid, %d records with channels-last operands, "
 	       "%d sums split (%d taking their consumer's sum)\n",
 	       t.programs, t.relaid, t.nhwc_records, t.split, t.merged);
-	CHECK(t.programs == 10);
+	CHECK(t.programs == 11);
 	CHECK(t.relaid >= 100 && t.nhwc_records >= 100 && t.split >= 10);
 	TU_DONE("test_codegen_layout");
 }

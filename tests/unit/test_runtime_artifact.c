@@ -296,7 +296,7 @@ test_api(const char *art)
 {
 	fadc_context *ctx;
 	fadc_model *fm;
-	fadc_context_options co = {{FADC_DEVICE_CUDA, 0}, 0, 0};
+	fadc_context_options co = {.device = {FADC_DEVICE_CUDA, 0}, .num_threads = 0, .seed = 0};
 	CHECK(fadc_context_create(&co, &ctx) == FADC_ERR_DEVICE);
 	CHECK(fadc_context_create(NULL, &ctx) == FADC_OK);
 	CHECK(fadc_model_open(ctx, art, 0, &fm) == FADC_OK);
@@ -640,7 +640,7 @@ test_cuda_descriptor(Module *m)
 	fadc_tensor_release(v);
 	fadc_context_destroy(ctx);
 	// A CUDA context: where there is no driver, a clear FADC_ERR_DEVICE.
-	fadc_context_options go = {{FADC_DEVICE_CUDA, 0}, 0, 0};
+	fadc_context_options go = {.device = {FADC_DEVICE_CUDA, 0}, .num_threads = 0, .seed = 0};
 	fadc_context *gc = NULL;
 	fadc_status s = fadc_context_create(&go, &gc);
 	CHECK(s == FADC_OK || (s == FADC_ERR_DEVICE && fadc_context_error(NULL)[0]));

@@ -120,7 +120,7 @@ check_ppl(const char *file)
 	char so[64];
 	if (!pu_compile(file, file, 1, NULL, 0, all, 1, 2, so, sizeof so))
 		return;
-	fadc_context_options co = {{FADC_DEVICE_CPU, 0}, 8, 0};
+	fadc_context_options co = {.device = {FADC_DEVICE_CPU, 0}, .num_threads = 8, .seed = 0};
 	fadc_context *ctx;
 	fadc_model *m;
 	CHECK(fadc_context_create(&co, &ctx) == FADC_OK);
@@ -171,7 +171,7 @@ check_lifetimes(void)
 	fadc_pool_stats st;
 	unsigned char *r0 = pu_run(so, "forward", 1, &n0, &st);
 	for (int i = 0; i < 12; i++) {
-		fadc_context_options co = {{FADC_DEVICE_CPU, 0}, 2 + i % 5, 0};
+		fadc_context_options co = {.device = {FADC_DEVICE_CPU, 0}, .num_threads = 2 + i % 5, .seed = 0};
 		fadc_context *ctx;
 		CHECK(fadc_context_create(&co, &ctx) == FADC_OK);
 		fadc_context_destroy(ctx); // never started
@@ -182,7 +182,7 @@ check_lifetimes(void)
 		free(r);
 	}
 	// Two models on one context, the pool shared, several runs each.
-	fadc_context_options co = {{FADC_DEVICE_CPU, 0}, 4, 0};
+	fadc_context_options co = {.device = {FADC_DEVICE_CPU, 0}, .num_threads = 4, .seed = 0};
 	fadc_context *ctx;
 	fadc_model *m1, *m2;
 	CHECK(fadc_context_create(&co, &ctx) == FADC_OK);
@@ -207,7 +207,7 @@ check_invalid(void)
 {
 	static const int bad[] = {-1, -1000, FADC_MAX_THREADS + 1, 1 << 30};
 	for (int i = 0; i < 4; i++) {
-		fadc_context_options co = {{FADC_DEVICE_CPU, 0}, bad[i], 0};
+		fadc_context_options co = {.device = {FADC_DEVICE_CPU, 0}, .num_threads = bad[i], .seed = 0};
 		fadc_context *ctx = (fadc_context *)&co;
 		CHECK(fadc_context_create(&co, &ctx) == FADC_ERR_ARG);
 		CHECK(ctx == NULL);
@@ -218,7 +218,7 @@ check_invalid(void)
 	}
 	// num_threads 0: FADC_NUM_THREADS, checked the same way.
 	static const char *const badenv[] = {"0", "-2", "4097", "abc", "3x", "99999999999999999999"};
-	fadc_context_options co = {{FADC_DEVICE_CPU, 0}, 0, 0};
+	fadc_context_options co = {.device = {FADC_DEVICE_CPU, 0}, .num_threads = 0, .seed = 0};
 	fadc_context *ctx;
 	for (int i = 0; i < 6; i++) {
 		setenv("FADC_NUM_THREADS", badenv[i], 1);

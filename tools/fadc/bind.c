@@ -85,6 +85,11 @@ bind_slots(Slot *s, int ns, const Binding *bind, int nbind, const char *task, in
 				ok = 0;
 				break;
 			}
+			if (bind[b].implicit && (!sl || sl->bound_by)) {
+				// an initializer imported as a constant (--const), or one an
+				// explicit --params already bound: nothing to do
+				continue;
+			}
 			if (!sl && allow_unused) {
 				fprintf(stderr, "%s: warning: tensor '%s' is not %s; ignored\n", bind[b].path, name,
 				        bind[b].is_v ? "an input of the task"

@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "frontend.h"
+#include "passes.h"
 
 // The command a usage text belongs to, for "try 'fadc run --help'".
 static const char *
@@ -146,11 +147,53 @@ has_suffix(const char *s, const char *suffix)
 	return n >= k && !strcmp(s + n - k, suffix);
 }
 
+// --const NAME (repeatable): a float initializer of an ONNX model imported
+// as a constant, not a parameter (docs/ONNX.md); load_model passes them on.
+static const char *onnx_consts[MAXDEF];
+static int nonnx_consts;
+
+int
+opt_const(int argc, char **argv, int *i, const char *usage, int *rc)
+{
+	const char *v;
+	if (!opt_value(argc, argv, i, "--const", &v))
+		return 0;
+	if (!v || !*v)
+		*rc = usage_error(usage, "%s needs an initializer's name", "--const");
+	else if (nonnx_consts == MAXDEF)
+		*rc = usage_error(usage, "too many --const options%s", "");
+	else
+		onnx_consts[nonnx_consts++] = v;
+	return 1;
+}
+
 // A model from a .ir file, or imported from a .onnx one (docs/ONNX.md).
+// A model that declares a batch must be separable over it
+// (passes/batch.c): refused here, so that check, run and -o all say so.
 Module *
 load_model(const char *path, const FeOptions *o)
 {
-	return has_suffix(path, ".onnx") ? fe_onnx_import(path, o) : fe_parse_file(path, o);
+	Module *m;
+	if (!has_suffix(path, ".onnx")) {
+		if (nonnx_consts) {
+			fprintf(stderr, "%s: error: --const names initializers of an ONNX model\n", path);
+			return NULL;
+		}
+		m = fe_parse_file(path, o);
+	} else {
+		FeOptions oo = *o;
+		oo.consts = onnx_consts;
+		oo.nconsts = nonnx_consts;
+		m = fe_onnx_import(path, &oo);
+	}
+	char err[1024];
+	Loc loc;
+	if (m && m->batch.nin && !pass_batch_check(m->main, &m->batch, &loc, err, sizeof err)) {
+		report_error(m, path, loc, err);
+		ir_module_free(m);
+		return NULL;
+	}
+	return m;
 }
 
 // The initializers of an ONNX model that its import declares, with their

@@ -41,6 +41,7 @@ int opt_value(int argc, char **argv, int *i, const char *name, const char **val)
 int opt_define(int argc, char **argv, int *i, const char **defs, int *ndefs, const char *usage,
                int *rc);
 int opt_max_nodes(int argc, char **argv, int *i, int64_t *n, const char *usage, int *rc);
+int opt_const(int argc, char **argv, int *i, const char *usage, int *rc); // --const NAME (ONNX)
 int has_define_list(const char *const *defs, int ndefs);
 int parse_seed(const char *v, uint64_t *seed);
 int has_suffix(const char *s, const char *suffix);
@@ -85,6 +86,9 @@ typedef struct Binding {
 	char *name; // NAME=FILE.npy or FILE.npy's base name; NULL: a .safetensors file
 	const char *path;
 	int is_v; // --v: binds the task's own inputs
+	// `fadc run model.onnx`: the model's own initializers, bound by default
+	// (explicit bindings win; initializers imported as constants are skipped)
+	int implicit;
 } Binding;
 
 // Something a run can bind: a declaration, an argument of forward, or an

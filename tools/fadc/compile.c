@@ -37,6 +37,8 @@ const char *const usage_main =
     "  -D NAME=V1,V2,...  (with -o) specialisations: the artifact holds the model\n"
     "                     compiled for each value, and for every combination of\n"
     "                     several lists, at most 16 (docs/ARTIFACT.md)\n"
+    "  --const NAME       (a .onnx) import the float initializer NAME as a\n"
+    "                     constant, not a parameter; repeatable\n"
     "  --no-prelude       do not load the prelude of composite functions\n"
     "  --max-nodes N      the most nodes the model may have after inlining, all its\n"
     "                     graphs together (1000000): functions are inlined at every\n"
@@ -147,7 +149,8 @@ compile_args(int argc, char **argv, CompileArgs *a)
 			fputs(usage_main, stdout);
 			return -1;
 		} else if (opt_define(argc, argv, &i, a->defs, &a->ndefs, usage_main, &rc) ||
-		           opt_max_nodes(argc, argv, &i, &a->max_nodes, usage_main, &rc)) {
+		           opt_max_nodes(argc, argv, &i, &a->max_nodes, usage_main, &rc) ||
+		           opt_const(argc, argv, &i, usage_main, &rc)) {
 			if (rc)
 				return rc;
 		} else if (!strcmp(s, "-o")) {

@@ -131,7 +131,7 @@ cg_check(const Module *m, const CgOptions *o, const CgCheck *c, FILE *report, ch
 		o->progress(o->progress_arg, "compiling", 0, 0);
 	if (!cg_compile_module(m, o, so, err, errlen))
 		goto done;
-	fadc_context_options co = {{FADC_DEVICE_CPU, 0}, 0, c->seed};
+	fadc_context_options co = {.device = {FADC_DEVICE_CPU, 0}, .num_threads = 0, .seed = c->seed};
 	if (fadc_context_create(&co, &ctx) || fadc_model_open(ctx, so, 0, &fm)) {
 		snprintf(err, errlen, "error: %s", ctx ? fadc_context_error(ctx) : "no context");
 		goto done;

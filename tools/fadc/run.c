@@ -34,7 +34,8 @@ const char *const usage_run =
     "                     by name from a .safetensors file (or the initializers\n"
     "                     of a .onnx model), or one from a .npy\n"
     "                     file named after it (NAME.npy), or NAME=FILE.npy;\n"
-    "                     repeatable.  The rest come from their initializers.\n"
+    "                     repeatable.  The rest come from their initializers\n"
+    "                     (for a .onnx model: the weights stored in it).\n"
     "  --v FILE           bind the task's own inputs (v for vjp, v.<param> for\n"
     "                     jvp, vhp, hvp) the same ways: v.beta_value.npy,\n"
     "                     v.beta_value=FILE.npy, a .safetensors file.  Unbound\n"
@@ -52,6 +53,8 @@ const char *const usage_run =
     "  -D NAME=VALUE      override the size `let NAME` (a .ir); for a .so compiled\n"
     "                     with -D lists, pick the specialisation of those sizes\n"
     "                     (without -D: the first one, as `fadc inspect` lists them)\n"
+    "  --const NAME       (a .onnx) import the float initializer NAME as a\n"
+    "                     constant, not a parameter; repeatable\n"
     "  --max-nodes N      (a .ir) the most nodes the model may have after inlining\n"
     "                     (1000000), as for `fadc MODEL.ir`\n"
     "  -h, --help         this help\n";
@@ -553,7 +556,7 @@ select_task(const RunArgs *a, fadc_model *m, int *task)
 static int
 run_so(const RunArgs *a)
 {
-	fadc_context_options co = {{FADC_DEVICE_CPU, 0}, a->num_threads, a->seed};
+	fadc_context_options co = {.device = {FADC_DEVICE_CPU, 0}, .num_threads = a->num_threads, .seed = a->seed};
 	fadc_context *ctx;
 	if (fadc_context_create(&co, &ctx)) {
 		fprintf(stderr, "fadc: error: cannot create a runtime context: %s\n", fadc_context_error(NULL));
@@ -702,7 +705,8 @@ cmd_run_args(int argc, char **argv, RunArgs *a)
 			fputs(usage_run, stdout);
 			return -1;
 		} else if (opt_define(argc, argv, &i, a->defs, &a->ndefs, usage_run, &rc) ||
-		           opt_max_nodes(argc, argv, &i, &a->max_nodes, usage_run, &rc)) {
+		           opt_max_nodes(argc, argv, &i, &a->max_nodes, usage_run, &rc) ||
+		           opt_const(argc, argv, &i, usage_run, &rc)) {
 			if (rc)
 				return rc;
 		} else if (opt_value(argc, argv, &i, "--task", &v) ||
@@ -788,8 +792,21 @@ cmd_run(int argc, char **argv)
 			                 "run takes one value per size%s", "");
 		else if (!so && a->time)
 			rc = usage_error(usage_run, "--time needs a compiled model (MODEL.so)%s", "");
-		else
-			rc = so ? run_so(a) : run_ir(a);
+		else {
+			// `fadc run model.onnx` runs on the model's own weights: its float
+			// initializers are bound after every explicit binding (which win),
+			// unless the model's file is already among them.
+			int own = !so && has_suffix(a->model, ".onnx");
+			for (int b = 0; own && b < a->nbind; b++)
+				own = a->bind[b].name || strcmp(a->bind[b].path, a->model);
+			if (own && a->nbind == MAXBIND)
+				rc = usage_error(usage_run, "too many --params options%s", "");
+			else {
+				if (own)
+					a->bind[a->nbind++] = (Binding){.path = a->model, .implicit = 1};
+				rc = so ? run_so(a) : run_ir(a);
+			}
+		}
 	} else if (rc < 0)
 		rc = 0; // --help
 	for (int b = 0; b < a->nbind; b++)

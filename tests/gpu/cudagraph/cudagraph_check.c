@@ -96,7 +96,7 @@ gpu_context(int graphs)
 		unsetenv("FADC_DISABLE_CUDA_GRAPHS");
 	else
 		setenv("FADC_DISABLE_CUDA_GRAPHS", "1", 1);
-	fadc_context_options o = {{FADC_DEVICE_CUDA, 0}, 0, 0};
+	fadc_context_options o = {.device = {FADC_DEVICE_CUDA, 0}, .num_threads = 0, .seed = 0};
 	fadc_context *c = NULL;
 	fadc_status s = fadc_context_create(&o, &c);
 	unsetenv("FADC_DISABLE_CUDA_GRAPHS");
@@ -1045,7 +1045,7 @@ main(int argc, char **argv)
 	// One context held for the whole run keeps the device's primary context
 	// alive between tests (each test makes its own, for exact counters).
 	fadc_context *keeper = NULL;
-	fadc_context_options o = {{FADC_DEVICE_CUDA, 0}, 0, 0};
+	fadc_context_options o = {.device = {FADC_DEVICE_CUDA, 0}, .num_threads = 0, .seed = 0};
 	fadc_status s = fadc_context_create(&o, &keeper);
 	if (s) {
 		const char *req = getenv("FADC_REQUIRE_GPU");
