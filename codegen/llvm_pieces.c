@@ -402,6 +402,16 @@ exported(LLVMValueRef g)
 	return !LLVMIsDeclaration(g) && l != LLVMInternalLinkage && l != LLVMPrivateLinkage;
 }
 
+// Whether g is one definition every piece may hold, the link keeping one
+// (weak_odr, linkonce_odr: the GEMM's thread-local scratch): a level does
+// not rename it, and copies it where it is used, as an internal one.
+static int
+odr(LLVMValueRef g)
+{
+	LLVMLinkage l = LLVMGetLinkage(g);
+	return l == LLVMWeakODRLinkage || l == LLVMLinkOnceODRLinkage;
+}
+
 // A module's definitions (functions, then globals) and, per definition,
 // whether the level keeps it.
 typedef struct Defs {
@@ -642,7 +652,7 @@ static int
 kept_names(const Defs *d, char ***names, int *n, int *cap)
 {
 	for (int i = 0; i < d->n; i++) {
-		if (!d->keep[i] || !exported(d->order[i]))
+		if (!d->keep[i] || !exported(d->order[i]) || odr(d->order[i]))
 			continue;
 		if (*n == *cap) {
 			*cap = *cap ? 2 * *cap : 64;
@@ -751,7 +761,7 @@ llvm_pieces_level(LlvmPieces *lp, LLVMModuleRef *mods, LLVMModuleRef *mods0, uns
 			changed = 0;
 			for (int k = 0; k < d[i].n; k++) {
 				int hit = 0;
-				if (d[i].keep[k] || exported(d[i].order[k]))
+				if (d[i].keep[k] || (exported(d[i].order[k]) && !odr(d[i].order[k])))
 					continue;
 				owners(&d[i], d[i].order[k], mark_if_kept, &hit, 0);
 				if (hit) {

@@ -12,7 +12,7 @@
 # out: tests/cli/cli-cpu-levels.sh has a model with both.)
 # CHECK-NEXT: cpu x86-64-v3 (this CPU runs x86-64-v3)
 # CHECK-NEXT: features x86-64-v3 {{.*}}avx2,{{.*}}fma
-# CHECK-NEXT: options target=cpu cpu=x86-64-v3,x86-64-v4 opt=2 compute=f32 defines=N=3,K=2 tasks=forward,vjp,hessian
+# CHECK-NEXT: options target=cpu cpu=x86-64-v3 opt=2 compute=f32 defines=N=3,K=2 tasks=forward,vjp,hessian
 # CHECK-NEXT: decl X                            const  f32[3, 3]
 # CHECK-NEXT: decl Y                            const  f32[3, 1]
 # CHECK-NEXT: decl beta_value                   param  f32[3, 1]
