@@ -40,7 +40,7 @@ typedef struct CgOptions {
 	const char *const *defines; // the -D NAME=VALUE the module was parsed with (recorded)
 	int ndefines;
 	int opt_level; // 0..3 (LLVM's -O); -1: 2
-	const char *cpu; // NULL or "x86-64-v3" (default), "native", "generic", or an LLVM CPU name
+	const char *cpu; // NULL: CG_DEFAULT_LEVELS; a list of x86-64 levels, "native" or "generic" (cg_llvm_levels)
 	int compute_f64; // compute f32 values in double (testing: isolates f32 rounding)
 	const char *cc; // linker driver; NULL: $FADC_CC, else "cc"
 	const char *support_lib; // NULL: $FADC_SUPPORT_LIB, else the one built with fadc
@@ -186,12 +186,23 @@ typedef struct CgTask {
 } CgTask;
 
 typedef struct CgCache CgCache;
-typedef struct CgTarget {
-	const char *triple; // NULL: the host's
+// The CPU levels of one artifact (docs/ARTIFACT.md, "CPU levels"): code for
+// each, the runtime taking the best the host runs.  The default list.
+enum { CG_MAX_LEVELS = 4 };
+#define CG_DEFAULT_LEVELS "x86-64-v3,x86-64-v4"
+typedef struct CgLevel {
 	const char *cpu; // LLVM CPU name ("x86-64-v3")
 	const char *features; // LLVM feature string, "" for the CPU's own
-	int opt_level;
 	const char *cpu_features; // cg_llvm_cpu's list ("avx2,fma,..."): avx512f widens the GEMM
+} CgLevel;
+typedef struct CgTarget {
+	const char *triple; // NULL: the host's
+	// The levels, lowest first (at least one).  Level 0's code is all there
+	// is of it; a higher one's, the pieces whose IR differs from level 0's
+	// (or every piece, below AVX2): cg_llvm_emit.
+	CgLevel level[CG_MAX_LEVELS];
+	int nlevel;
+	int opt_level;
 	struct CgCache *cache; // the compile cache of the object code (ccache.c); NULL: none
 	int jobs; // pieces compiled at once without a pool; 0: the online cores
 	CgProgressFn progress; // each piece compiled ("LLVM pieces"), without a pool; NULL: none
@@ -200,13 +211,17 @@ typedef struct CgTarget {
 	// The descriptor, when cg_llvm_emit is given none (desc NULL): asked for
 	// once the task pieces are queued, so that they compile while the
 	// caller finishes it (NVRTC's images); the bytes stay the caller's.
-	// 0 with err set fails the emit.
-	int (*descriptor)(void *arg, const uint8_t **desc, size_t *desclen, char *err, size_t errlen);
+	// levels: bit i set when level i has code (level 0 always; a higher
+	// level none when every piece of it is level 0's).  0 with err set
+	// fails the emit.  With several levels desc must be NULL.
+	int (*descriptor)(void *arg, unsigned levels, const uint8_t **desc, size_t *desclen, char *err,
+	                  size_t errlen);
 	void *descriptor_arg;
 } CgTarget;
 
-// The most object files cg_llvm_emit writes.
-enum { CG_LLVM_MAX_OBJECTS = 65 };
+// The most pieces of one level, and object files cg_llvm_emit writes: the
+// pieces of every level and the entry's.
+enum { CG_LLVM_MAX_PIECES = 64, CG_LLVM_MAX_OBJECTS = CG_MAX_LEVELS * CG_LLVM_MAX_PIECES + 1 };
 // Emits every task and the entry symbol fadc_artifact_v1 (runtime/abi.h),
 // with the descriptor bytes desc[0..desclen) as a constant, as pieces
 // (docs/CODEGEN.md "Compile time"), each verified, optimized with LLVM's
@@ -222,6 +237,12 @@ char *cg_llvm_default_triple(void);
 // code for `cpu` (as in CgOptions) needs; 0 if LLVM does not know the CPU.
 int cg_llvm_cpu(const char *cpu, char *name, size_t nname, char *features, size_t nfeat,
                 char *llvm_features, size_t nllvm, char *err, size_t errlen);
+// The CPU levels of `cpu` (CgOptions.cpu): one CPU cg_llvm_cpu knows, or a
+// comma list of x86-64 levels (x86-64, x86-64-v2, x86-64-v3, x86-64-v4),
+// each once, returned lowest first; NULL: CG_DEFAULT_LEVELS.  Writes
+// their names to lv[0 ..] (at most CG_MAX_LEVELS) and returns how many;
+// 0 with a message naming the bad one.
+int cg_llvm_levels(const char *cpu, char lv[][32], char *err, size_t errlen);
 
 // ---------------------------------------------------------------- cuda.c, cuda_sched.c
 // The CUDA backend (docs/CUDA.md): the printer (cuda.c) and the scheduler

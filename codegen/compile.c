@@ -1509,7 +1509,13 @@ typedef struct Compile {
 	char **initname;       // ninit: "init.<name>", owned
 	ArtDesc d;
 	char model[256];
-	char cpu[128], feat[1024], llvm_feat[4096];
+	// The CPU levels asked for (cg_llvm_levels), lowest first: the name
+	// given, LLVM's CPU name, the runtime-checked features, LLVM's feature
+	// string; those with code go into the descriptor (make_descriptor).
+	int nlevel;
+	char lvname[CG_MAX_LEVELS][32], cpu[CG_MAX_LEVELS][128], feat[CG_MAX_LEVELS][1024];
+	char llvm_feat[CG_MAX_LEVELS][4096];
+	ArtLevel alevel[CG_MAX_LEVELS];
 	char opts[2048];       // the descriptor's options line
 	Phases ph;             // where the time went (--stats)
 	CgPool *pool;          // the threads of NVRTC's programs and LLVM's pieces
@@ -1681,12 +1687,19 @@ build_init_tasks(Compile *c)
 // The descriptor's options line into c->opts, in a fixed order (the
 // artifact's bytes depend on it).  0 with err set when it does not fit.
 static int
-options_line(Compile *c, const char *cuda_arch)
+options_line(Compile *c, const char *cuda_arch, unsigned levels)
 {
 	const CgOptions *o = c->o;
 	int targets = c->targets;
 	char *opts = c->opts;
 	size_t n = sizeof c->opts;
+	// cpu=: the CPU levels with code (bit i of levels: level i), so that an
+	// artifact whose higher level would be level 0's code is the one
+	// --cpu x86-64-v3 makes, but for the entry's piece.
+	char cpus[CG_MAX_LEVELS * 32] = "";
+	for (int i = 0, m = 0; i < c->nlevel; i++)
+		if (levels & (1u << i))
+			m += snprintf(cpus + m, sizeof cpus - (size_t)m, "%s%s", m ? "," : "", c->lvname[i]);
 	size_t k = (size_t)snprintf(opts, n, "target=%s%s%s%s%s cpu=%s opt=%d compute=%s defines=",
 	                            targets == CG_TARGET_CPU    ? "cpu"
 	                            : targets == CG_TARGET_CUDA ? "cuda"
@@ -1695,7 +1708,7 @@ options_line(Compile *c, const char *cuda_arch)
 	                            targets & CG_TARGET_CUDA ? cuda_arch : "",
 	                            (targets & CG_TARGET_CUDA) && o->no_ptx ? " no_ptx=1" : "",
 	                            (targets & CG_TARGET_CUDA) && o->allow_tf32 ? " allow_tf32=1" : "",
-	                            o->cpu ? o->cpu : "x86-64-v3", o->opt_level < 0 ? 2 : o->opt_level,
+	                            cpus, o->opt_level < 0 ? 2 : o->opt_level,
 	                            o->compute_f64 ? "f64" : "f32");
 	for (int i = 0; i < o->ndefines && k < n; i++)
 		k += (size_t)snprintf(opts + k, n - k, "%s%s", i ? "," : "", o->defines[i]);
@@ -1723,9 +1736,11 @@ nvrtc_cpu(Compile *c)
 // The descriptor, once the CUDA images are made (CgTarget.descriptor):
 // cg_llvm_emit asks for it when it has queued the task pieces, so that
 // they compile on the pool beside NVRTC's programs; the entry's piece,
-// which holds it, comes after.  The bytes are c->desc; 0 with err set.
+// which holds it, comes after.  levels: the CPU levels with code (bit i:
+// level i), which it lists.  The bytes are c->desc; 0 with err set.
 static int
-make_descriptor(void *arg, const uint8_t **desc, size_t *desclen, char *err, size_t errlen)
+make_descriptor(void *arg, unsigned levels, const uint8_t **desc, size_t *desclen, char *err,
+                size_t errlen)
 {
 	Compile *c = arg;
 	ArtDesc *d = &c->d;
@@ -1737,13 +1752,18 @@ make_descriptor(void *arg, const uint8_t **desc, size_t *desclen, char *err, siz
 #endif
 	d->images_bytes = c->imglen;
 	d->images_hash = art_fnv1a64(ART_FNV_BASIS, c->img, c->imglen);
-	if (!options_line(c, c->o->cuda_arch ? c->o->cuda_arch : "sm_90"))
+	if (!options_line(c, c->o->cuda_arch ? c->o->cuda_arch : "sm_90", levels))
 		return 0;
 	d->options = c->opts;
 	char *triple = cg_llvm_default_triple();
 	d->triple = triple;
-	d->cpu = c->cpu;
-	d->features = c->feat;
+	d->cpu = c->cpu[0];
+	d->features = c->feat[0];
+	d->nlevel = 0;
+	for (int i = 0; i < c->nlevel; i++)
+		if (levels & (1u << i))
+			c->alevel[d->nlevel++] = (ArtLevel){c->cpu[i], c->feat[i]};
+	d->level = c->alevel;
 	int ok = triple && art_desc_encode(d, &c->desc, &c->desclen);
 	free(triple);
 	d->triple = NULL;
@@ -1816,9 +1836,10 @@ link_artifact(Compile *c, const char *out_so)
 	}
 	snprintf(lib, sizeof lib, "%s/model.so", tmpdir);
 	snprintf(logp, sizeof logp, "%s/link.log", tmpdir);
-	CgTarget tg = {.cpu = c->cpu, .features = c->llvm_feat,
-	               .opt_level = o->opt_level < 0 ? 2 : o->opt_level, .cpu_features = c->feat,
+	CgTarget tg = {.nlevel = c->nlevel, .opt_level = o->opt_level < 0 ? 2 : o->opt_level,
 	               .pool = c->pool, .descriptor = make_descriptor, .descriptor_arg = c};
+	for (int i = 0; i < c->nlevel; i++)
+		tg.level[i] = (CgLevel){c->cpu[i], c->llvm_feat[i], c->feat[i]};
 	// A task without CPU code is an empty program there: its function
 	// returns at once and the runtime never calls it (the descriptor says so).
 	if (!(emit = calloc(nall + 1, sizeof *emit))) {
@@ -1843,12 +1864,13 @@ link_artifact(Compile *c, const char *out_so)
 	if (!o->no_cache && !o->emit_llvm) // the object code's cache (not for --emit llvm)
 		tg.cache = cg_cache_open();
 	int nobj = 0;
-	// Without CUDA the descriptor is known now; with it, cg_llvm_emit asks
-	// once the task code is queued beside NVRTC's programs.
+	// Without CUDA and with one CPU level the descriptor is known now; else
+	// cg_llvm_emit asks once the task code is queued beside NVRTC's
+	// programs (and knows which levels have code of their own).
 	const uint8_t *desc = NULL;
 	size_t desclen = 0;
-	int llvm_ok = (c->targets & CG_TARGET_CUDA) ||
-	              make_descriptor(c, &desc, &desclen, err, errlen);
+	int llvm_ok = (c->targets & CG_TARGET_CUDA) || c->nlevel > 1 ||
+	              make_descriptor(c, 1, &desc, &desclen, err, errlen);
 	llvm_ok = llvm_ok && cg_llvm_emit(emit, (int)nall, desc, desclen, &tg, o->emit_llvm, prefix,
 	                                  &nobj, err, errlen);
 	long hits = 0, misses = 0;
@@ -1986,9 +2008,15 @@ cg_compile_specs(const Module *const *ms, const char *const *specdefs, int nspec
 		goto done;
 	}
 	model_name(m, c->model, sizeof c->model);
-	if (!cg_llvm_cpu(o->cpu, c->cpu, sizeof c->cpu, c->feat, sizeof c->feat, c->llvm_feat,
-	                 sizeof c->llvm_feat, err, errlen))
+	// The CPU levels (--cpu; --emit llvm prints the lowest's module alone).
+	if (!(c->nlevel = cg_llvm_levels(o->cpu, c->lvname, err, errlen)))
 		goto done;
+	if (o->emit_llvm)
+		c->nlevel = 1;
+	for (int i = 0; i < c->nlevel; i++)
+		if (!cg_llvm_cpu(c->lvname[i], c->cpu[i], sizeof c->cpu[i], c->feat[i], sizeof c->feat[i],
+		                 c->llvm_feat[i], sizeof c->llvm_feat[i], err, errlen))
+			goto done;
 	layout_decls(c);
 	if (!build_user_tasks(c) || !build_init_tasks(c))
 		goto done;

@@ -163,6 +163,61 @@ cg_llvm_cpu(const char *cpu, char *name, size_t nname, char *features, size_t nf
 	return 1;
 }
 
+// The x86-64 levels by rank (x86-64 is 1, x86-64-v4 is 4); 0 for any other
+// name.
+static int
+level_rank(const char *s, size_t n)
+{
+	static const char *const name[] = {"x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4"};
+	for (int i = 0; i < 4; i++)
+		if (strlen(name[i]) == n && !strncmp(s, name[i], n))
+			return i + 1;
+	return 0;
+}
+
+int
+cg_llvm_levels(const char *cpu, char lv[][32], char *err, size_t errlen)
+{
+	if (!cpu)
+		cpu = CG_DEFAULT_LEVELS;
+	if (!strchr(cpu, ',')) { // one CPU, any cg_llvm_cpu knows
+		char nm[128], feat[1024], lf[4096];
+		if (!cg_llvm_cpu(cpu, nm, sizeof nm, feat, sizeof feat, lf, sizeof lf, err, errlen))
+			return 0;
+		snprintf(lv[0], 32, "%s", cpu);
+		return 1;
+	}
+	// A list: x86-64 levels only, each once, in rank order whatever the
+	// order given (the artifact's bytes do not depend on it).
+	int have[5] = {0};
+	for (const char *s = cpu; s;) {
+		const char *c = strchr(s, ',');
+		size_t n = c ? (size_t)(c - s) : strlen(s);
+		int r = level_rank(s, n);
+		if (!r) {
+			snprintf(err, errlen, "--cpu %s: '%.*s' is not an x86-64 level (a list takes x86-64, "
+			         "x86-64-v2, x86-64-v3, x86-64-v4)", cpu, (int)n, s);
+			return 0;
+		}
+		if (have[r]) {
+			snprintf(err, errlen, "--cpu %s: the level %.*s is listed twice", cpu, (int)n, s);
+			return 0;
+		}
+		have[r] = 1;
+		s = c ? c + 1 : NULL;
+	}
+	static const char *const name[] = {"", "x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4"};
+	int k = 0;
+	for (int r = 1; r <= 4; r++)
+		if (have[r]) {
+			char nm[128], feat[1024], lf[4096];
+			if (!cg_llvm_cpu(name[r], nm, sizeof nm, feat, sizeof feat, lf, sizeof lf, err, errlen))
+				return 0;
+			snprintf(lv[k++], 32, "%s", name[r]);
+		}
+	return k;
+}
+
 // ---------------------------------------------------------------- helpers
 // The emitter's state (Emit, Split, Loop) and the one-line helpers (ty,
 // sty, i64c, fn_attr, intrinsic, ...) are in llvm_impl.h, shared with
@@ -1868,55 +1923,85 @@ emit_task(Emit *e, const CgTask *t)
 	return fn;
 }
 
-// @fadc_artifact_v1: returns the constant fadc_abi_v1 table.
+// @fadc_artifact_v1: returns the constant fadc_abi_v1 table.  With
+// several CPU levels, each higher one with code of its own (docs/ARTIFACT.md
+// "CPU levels") gets an entry of its own, @fadc_artifact_v1.CPU, whose
+// table lists its task functions by name (more[j * ntasks + i] for level
+// cpus[j]: NAME.CPU, or level 0's where its piece is shared); one
+// descriptor for all.
 static void
-emit_entry(Emit *e, LLVMValueRef *taskfns, int ntasks, const uint8_t *desc, size_t desclen)
+emit_entry(Emit *e, LLVMValueRef *taskfns, int ntasks, const uint8_t *desc, size_t desclen,
+           char *const *more, int nmore, const char *const *cpus)
 {
 	e->M = e->mods[e->nmods - 1];
 	for (int i = 0; i < ntasks; i++)
 		taskfns[i] = llvm_ref(e, taskfns[i]);
 	LLVMTypeRef tfp = LLVMPointerType(e->taskfn, 0);
-	LLVMValueRef tarr = LLVMConstArray(tfp, taskfns, (unsigned)ntasks);
-	LLVMValueRef gt = LLVMAddGlobal(e->M, LLVMTypeOf(tarr), "fadc.tasks");
-	LLVMSetInitializer(gt, tarr);
-	LLVMSetGlobalConstant(gt, 1);
-	LLVMSetLinkage(gt, LLVMInternalLinkage);
-	LLVMValueRef dstr = LLVMConstStringInContext(e->C, (const char *)desc, (unsigned)desclen, 1);
-	LLVMValueRef gd = LLVMAddGlobal(e->M, LLVMTypeOf(dstr), "fadc.descriptor");
-	LLVMSetInitializer(gd, dstr);
-	LLVMSetGlobalConstant(gd, 1);
-	LLVMSetLinkage(gd, LLVMInternalLinkage);
+	LLVMValueRef dstr = NULL, gd = NULL;
+	LLVMTypeRef abit = NULL;
 	LLVMValueRef zero[2] = {LLVMConstInt(e->i32, 0, 0), LLVMConstInt(e->i32, 0, 0)};
-	LLVMTypeRef abifields[5] = {e->i32, e->i32, e->i8p, e->i64, LLVMPointerType(tfp, 0)};
-	LLVMTypeRef abit = LLVMStructCreateNamed(e->C, "fadc_abi_v1");
-	LLVMStructSetBody(abit, abifields, 5, 0);
-	LLVMValueRef fields[5] = {
-		LLVMConstInt(e->i32, FADC_ABI_VERSION, 0),
-		LLVMConstInt(e->i32, (unsigned long long)ntasks, 0),
-		LLVMConstInBoundsGEP2(LLVMTypeOf(dstr), gd, zero, 2),
-		LLVMConstInt(e->i64, desclen, 0),
-		LLVMConstInBoundsGEP2(LLVMTypeOf(tarr), gt, zero, 2),
-	};
-	LLVMValueRef abiv = LLVMConstNamedStruct(abit, fields, 5);
-	LLVMValueRef ga = LLVMAddGlobal(e->M, abit, "fadc.abi");
-	LLVMSetInitializer(ga, abiv);
-	LLVMSetGlobalConstant(ga, 1);
-	LLVMSetLinkage(ga, LLVMInternalLinkage);
-	LLVMTypeRef fty = LLVMFunctionType(LLVMPointerType(abit, 0), NULL, 0, 0);
-	LLVMValueRef fn = LLVMAddFunction(e->M, FADC_ENTRY_SYMBOL, fty);
-	fn_attr(e, fn, LLVMAttributeFunctionIndex, "nounwind");
-	LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e->C, fn, "entry");
-	LLVMPositionBuilderAtEnd(e->B, entry);
-	LLVMBuildRet(e->B, ga);
+	for (int j = -1; j < nmore; j++) { // level 0, then the others
+		char sfx[48] = "";
+		if (j >= 0) {
+			snprintf(sfx, sizeof sfx, ".%s", cpus[j]);
+			for (int i = 0; i < ntasks; i++) {
+				const char *nm = more[(size_t)j * (size_t)ntasks + (size_t)i];
+				LLVMValueRef d = LLVMGetNamedFunction(e->M, nm);
+				if (!d) {
+					d = LLVMAddFunction(e->M, nm, e->taskfn);
+					LLVMSetVisibility(d, LLVMHiddenVisibility);
+					fn_attr(e, d, LLVMAttributeFunctionIndex, "nounwind");
+				}
+				taskfns[i] = d;
+			}
+		}
+		char name[96];
+		LLVMValueRef tarr = LLVMConstArray(tfp, taskfns, (unsigned)ntasks);
+		snprintf(name, sizeof name, "fadc.tasks%s", sfx);
+		LLVMValueRef gt = LLVMAddGlobal(e->M, LLVMTypeOf(tarr), name);
+		LLVMSetInitializer(gt, tarr);
+		LLVMSetGlobalConstant(gt, 1);
+		LLVMSetLinkage(gt, LLVMInternalLinkage);
+		if (!gd) {
+			dstr = LLVMConstStringInContext(e->C, (const char *)desc, (unsigned)desclen, 1);
+			gd = LLVMAddGlobal(e->M, LLVMTypeOf(dstr), "fadc.descriptor");
+			LLVMSetInitializer(gd, dstr);
+			LLVMSetGlobalConstant(gd, 1);
+			LLVMSetLinkage(gd, LLVMInternalLinkage);
+			LLVMTypeRef abifields[5] = {e->i32, e->i32, e->i8p, e->i64, LLVMPointerType(tfp, 0)};
+			abit = LLVMStructCreateNamed(e->C, "fadc_abi_v1");
+			LLVMStructSetBody(abit, abifields, 5, 0);
+		}
+		LLVMValueRef fields[5] = {
+			LLVMConstInt(e->i32, FADC_ABI_VERSION, 0),
+			LLVMConstInt(e->i32, (unsigned long long)ntasks, 0),
+			LLVMConstInBoundsGEP2(LLVMTypeOf(dstr), gd, zero, 2),
+			LLVMConstInt(e->i64, desclen, 0),
+			LLVMConstInBoundsGEP2(LLVMTypeOf(tarr), gt, zero, 2),
+		};
+		LLVMValueRef abiv = LLVMConstNamedStruct(abit, fields, 5);
+		snprintf(name, sizeof name, "fadc.abi%s", sfx);
+		LLVMValueRef ga = LLVMAddGlobal(e->M, abit, name);
+		LLVMSetInitializer(ga, abiv);
+		LLVMSetGlobalConstant(ga, 1);
+		LLVMSetLinkage(ga, LLVMInternalLinkage);
+		LLVMTypeRef fty = LLVMFunctionType(LLVMPointerType(abit, 0), NULL, 0, 0);
+		snprintf(name, sizeof name, "%s%s", FADC_ENTRY_SYMBOL, sfx);
+		LLVMValueRef fn = LLVMAddFunction(e->M, name, fty);
+		fn_attr(e, fn, LLVMAttributeFunctionIndex, "nounwind");
+		LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e->C, fn, "entry");
+		LLVMPositionBuilderAtEnd(e->B, entry);
+		LLVMBuildRet(e->B, ga);
+	}
 }
 
 // How many pieces a module is emitted as: about PIECE_KERNELS kernels
 // (of every task, before sharing) each, a power of two and at most
 // MAX_PIECES, so that a change that adds or removes a few kernels keeps the
 // count, and with it every other piece's contents.  FADC_LLVM_PIECES=N
-// (1 to CG_LLVM_MAX_OBJECTS - 1; a test hook) sets it.  --emit llvm prints
+// (1 to CG_LLVM_MAX_PIECES; a test hook) sets it.  --emit llvm prints
 // one module: one piece.
-enum { PIECE_KERNELS = 32, MAX_PIECES = CG_LLVM_MAX_OBJECTS - 1 };
+enum { PIECE_KERNELS = 32, MAX_PIECES = CG_LLVM_MAX_PIECES };
 
 static unsigned
 npieces(const CgTask *tasks, int ntasks, FILE *emit_llvm)
@@ -1927,13 +2012,79 @@ npieces(const CgTask *tasks, int ntasks, FILE *emit_llvm)
 	if (v && *v) {
 		char *end;
 		long n = strtol(v, &end, 10);
-		if (!*end && n >= 1 && n < CG_LLVM_MAX_OBJECTS)
+		if (!*end && n >= 1 && n <= CG_LLVM_MAX_PIECES)
 			return (unsigned)n;
 	}
 	uint64_t nk = 0;
 	for (int i = 0; i < ntasks; i++)
 		nk += tasks[i].prog->nk;
 	return cg_piece_count(nk, PIECE_KERNELS, MAX_PIECES);
+}
+
+// One CPU level's emitter: a context of its own (the levels' names are
+// the same until llvm_pieces_level renames them), nmods modules of target
+// triple with td's layout, the types, and the GEMM's vector width for the
+// level (FADC_GEMM_VBYTES=32 or 64 overrides it, tests).
+static int
+level_begin(Emit *e, const CgLevel *lv, unsigned np, unsigned nmods, const char *triple,
+            LLVMTargetDataRef td)
+{
+	e->C = LLVMContextCreate();
+	e->npieces = np;
+	e->nmods = nmods;
+	e->mods = calloc(e->nmods, sizeof *e->mods);
+	e->B = LLVMCreateBuilderInContext(e->C);
+	if (!e->mods)
+		return 0;
+	e->i1 = LLVMInt1TypeInContext(e->C);
+	e->i8 = LLVMInt8TypeInContext(e->C);
+	e->i32 = LLVMInt32TypeInContext(e->C);
+	e->i64 = LLVMInt64TypeInContext(e->C);
+	e->f32 = LLVMFloatTypeInContext(e->C);
+	e->f64 = LLVMDoubleTypeInContext(e->C);
+	e->voidt = LLVMVoidTypeInContext(e->C);
+	e->i8p = LLVMPointerType(e->i8, 0);
+	e->i8pp = LLVMPointerType(e->i8p, 0);
+	LLVMTypeRef callfields[5] = {e->i8pp, e->i8pp, e->i8p, e->i64, e->i8p};
+	e->callt = LLVMStructCreateNamed(e->C, "fadc_call_v1");
+	LLVMStructSetBody(e->callt, callfields, 5, 0);
+	e->callp = LLVMPointerType(e->callt, 0);
+	e->taskfn = LLVMFunctionType(e->i32, &e->callp, 1, 0);
+	LLVMTypeRef thunkargs[2] = {e->callp, LLVMPointerType(e->i64, 0)};
+	e->thunkfn = LLVMFunctionType(e->i32, thunkargs, 2, 0);
+	for (unsigned i = 0; i < e->nmods; i++) {
+		e->mods[i] = LLVMModuleCreateWithNameInContext("fadc", e->C);
+		LLVMSetSourceFileName(e->mods[i], "fadc", 4);
+		LLVMSetTarget(e->mods[i], triple);
+		LLVMSetModuleDataLayout(e->mods[i], td);
+	}
+	e->M = e->mods[0];
+	e->wide = lv->cpu_features && has_feature(lv->cpu_features, "avx512f");
+	e->vbytes = e->wide ? 64 : 32;
+	const char *vb = getenv("FADC_GEMM_VBYTES");
+	if (vb && (!strcmp(vb, "32") || !strcmp(vb, "64")))
+		e->vbytes = (unsigned)atoi(vb);
+	return 1;
+}
+
+static void
+level_end(Emit *e)
+{
+	for (uint32_t i = 0; i < e->nshared; i++)
+		free(e->shared[i].key);
+	free(e->shared);
+	free(e->shash);
+	free(e->thkey);
+	free(e->thval);
+	if (e->B)
+		LLVMDisposeBuilder(e->B);
+	for (unsigned i = 0; e->mods && i < e->nmods; i++)
+		if (e->mods[i])
+			LLVMDisposeModule(e->mods[i]);
+	free(e->mods);
+	if (e->C)
+		LLVMContextDispose(e->C);
+	memset(e, 0, sizeof *e);
 }
 
 int
@@ -1946,6 +2097,9 @@ cg_llvm_emit(const CgTask *tasks, int ntasks, const uint8_t *desc, size_t descle
 		snprintf(err, errlen, "LLVM: no native target to generate code for");
 		return 0;
 	}
+	int nlevel = tg->nlevel;
+	FADC_ASSERT(nlevel >= 1 && nlevel <= CG_MAX_LEVELS && (nlevel == 1 || (!desc && !emit_llvm)),
+	            "cg_llvm_emit: 1 to CG_MAX_LEVELS levels; several take the descriptor late");
 	int ok = 0;
 	char *msg = NULL;
 	char *triple = tg->triple ? strdup(tg->triple) : NULL;
@@ -1954,67 +2108,45 @@ cg_llvm_emit(const CgTask *tasks, int ntasks, const uint8_t *desc, size_t descle
 		triple = strdup(t);
 		LLVMDisposeMessage(t);
 	}
-	Emit e = {0};
+	Emit e = {0}, el = {0}; // level 0's (the entry's), a higher level's
 	LlvmPieces *lp = NULL;
-	e.C = LLVMContextCreate();
-	e.npieces = npieces(tasks, ntasks, emit_llvm);
-	// The entry's module of its own past one piece, and also at one piece
-	// when the descriptor comes later (NVRTC still compiling: the task code
-	// then compiles beside it); --emit llvm prints one module.
-	e.nmods = e.npieces + (e.npieces > 1 || (!desc && !emit_llvm));
-	e.mods = calloc(e.nmods, sizeof *e.mods);
-	e.B = LLVMCreateBuilderInContext(e.C);
+	unsigned np = npieces(tasks, ntasks, emit_llvm);
 	LLVMTargetMachineRef tm = NULL;
 	LLVMTargetDataRef td = NULL;
 	LLVMValueRef *fns = calloc((size_t)ntasks + 1, sizeof *fns);
-	if (!triple || !fns || !e.mods) {
+	// The higher levels' task functions by name (ntasks a level), their
+	// CPUs, and which levels have code (bit i: level i).
+	char **more = calloc((size_t)nlevel * (size_t)ntasks + 1, sizeof *more);
+	const char *cpus[CG_MAX_LEVELS];
+	int nmore = 0;
+	unsigned levels = 1;
+	if (!triple || !fns || !more) {
 		snprintf(err, errlen, "out of memory");
 		goto done;
 	}
-	e.i1 = LLVMInt1TypeInContext(e.C);
-	e.i8 = LLVMInt8TypeInContext(e.C);
-	e.i32 = LLVMInt32TypeInContext(e.C);
-	e.i64 = LLVMInt64TypeInContext(e.C);
-	e.f32 = LLVMFloatTypeInContext(e.C);
-	e.f64 = LLVMDoubleTypeInContext(e.C);
-	e.voidt = LLVMVoidTypeInContext(e.C);
-	e.i8p = LLVMPointerType(e.i8, 0);
-	e.i8pp = LLVMPointerType(e.i8p, 0);
-	LLVMTypeRef callfields[5] = {e.i8pp, e.i8pp, e.i8p, e.i64, e.i8p};
-	e.callt = LLVMStructCreateNamed(e.C, "fadc_call_v1");
-	LLVMStructSetBody(e.callt, callfields, 5, 0);
-	e.callp = LLVMPointerType(e.callt, 0);
-	e.taskfn = LLVMFunctionType(e.i32, &e.callp, 1, 0);
-	LLVMTypeRef thunkargs[2] = {e.callp, LLVMPointerType(e.i64, 0)};
-	e.thunkfn = LLVMFunctionType(e.i32, thunkargs, 2, 0);
-
 	LLVMTargetRef target;
 	if (LLVMGetTargetFromTriple(triple, &target, &msg)) {
 		llvm_fail(err, errlen, "target", msg);
 		msg = NULL;
 		goto done;
 	}
-	// Here for the data layout only: each piece is compiled by a target
-	// machine of its own thread (llvm_pieces.c).
-	tm = LLVMCreateTargetMachine(target, triple, tg->cpu, tg->features ? tg->features : "",
+	// Here for the data layout only (the same for every level): each piece
+	// is compiled by a target machine of its own thread (llvm_pieces.c).
+	const CgLevel *l0 = &tg->level[0];
+	tm = LLVMCreateTargetMachine(target, triple, l0->cpu, l0->features ? l0->features : "",
 	                             LLVMCodeGenLevelDefault, LLVMRelocPIC, LLVMCodeModelDefault);
 	if (!tm) {
-		snprintf(err, errlen, "LLVM: cannot create a target machine for %s, cpu %s", triple, tg->cpu);
+		snprintf(err, errlen, "LLVM: cannot create a target machine for %s, cpu %s", triple, l0->cpu);
 		goto done;
 	}
 	td = LLVMCreateTargetDataLayout(tm);
-	for (unsigned i = 0; i < e.nmods; i++) {
-		e.mods[i] = LLVMModuleCreateWithNameInContext("fadc", e.C);
-		LLVMSetSourceFileName(e.mods[i], "fadc", 4);
-		LLVMSetTarget(e.mods[i], triple);
-		LLVMSetModuleDataLayout(e.mods[i], td);
+	// The entry's module of its own past one piece, and also at one piece
+	// when the descriptor comes later (NVRTC still compiling: the task code
+	// then compiles beside it); --emit llvm prints one module.
+	if (!level_begin(&e, l0, np, np + (np > 1 || (!desc && !emit_llvm)), triple, td)) {
+		snprintf(err, errlen, "out of memory");
+		goto done;
 	}
-	e.M = e.mods[0];
-	e.wide = tg->cpu_features && has_feature(tg->cpu_features, "avx512f");
-	e.vbytes = e.wide ? 64 : 32;
-	const char *vb = getenv("FADC_GEMM_VBYTES");
-	if (vb && (!strcmp(vb, "32") || !strcmp(vb, "64")))
-		e.vbytes = (unsigned)atoi(vb);
 
 	KTime clk = kir_time_start();
 	for (int i = 0; i < ntasks; i++)
@@ -2029,33 +2161,76 @@ cg_llvm_emit(const CgTask *tasks, int ntasks, const uint8_t *desc, size_t descle
 	char nfn[64];
 	snprintf(nfn, sizeof nfn, "(%u kernel functions, %u pieces)", e.nshared, e.nmods);
 	kir_time_note(clk, "llvm-ir", nfn);
-	lp = llvm_pieces_start(e.mods, e.nmods - 1, e.nmods, tg, triple, emit_llvm, err, errlen);
+	lp = llvm_pieces_start(e.mods, e.nmods - 1, (unsigned)nlevel * e.nmods, tg, triple, emit_llvm,
+	                       err, errlen);
 	if (!lp)
 		goto done;
-	if (!desc && !tg->descriptor(tg->descriptor_arg, &desc, &desclen, err, errlen))
+	// The higher levels, one after the other in a context of their own
+	// (freed once their pieces are bitcode), compiling beside the others.
+	for (int L = 1; L < nlevel; L++) {
+		clk = kir_time_start();
+		if (!level_begin(&el, &tg->level[L], np, np + 1, triple, td)) {
+			snprintf(err, errlen, "out of memory");
+			goto done;
+		}
+		LLVMValueRef *def = calloc((size_t)ntasks + 1, sizeof *def);
+		if (!def) {
+			snprintf(err, errlen, "out of memory");
+			goto done;
+		}
+		for (int i = 0; i < ntasks; i++)
+			def[i] = emit_task(&el, &tasks[i]);
+		el.M = el.mods[el.nmods - 1]; // a scratch module: what llvm_ref declares there
+		for (int i = 0; i < ntasks; i++)
+			llvm_ref(&el, def[i]);
+		// Their names (the pieces may drop the functions themselves).
+		char **tname = calloc((size_t)ntasks + 1, sizeof *tname);
+		int kept = tname ? 0 : -1;
+		for (int i = 0; kept == 0 && i < ntasks; i++)
+			if (!(tname[i] = strdup(LLVMGetValueName2(def[i], &(size_t){0}))))
+				kept = -1;
+		char **tn = more + (size_t)nmore * (size_t)ntasks;
+		if (kept == 0)
+			kept = llvm_pieces_level(lp, el.mods, e.mods, np, L, (const char *const *)tname,
+			                         ntasks, tn, err, errlen);
+		for (int i = 0; kept <= 0 && i < ntasks; i++) { // no code of its own: no entry
+			free(tn[i]);
+			tn[i] = NULL;
+		}
+		for (int i = 0; tname && i < ntasks; i++)
+			free(tname[i]);
+		free(tname);
+		free(def);
+		snprintf(nfn, sizeof nfn, "(%s: %d of %u pieces its own)", tg->level[L].cpu, kept, np);
+		kir_time_note(clk, "llvm-ir", nfn);
+		level_end(&el);
+		if (kept < 0) {
+			if (!err[0])
+				snprintf(err, errlen, "out of memory");
+			goto done;
+		}
+		if (kept > 0) {
+			cpus[nmore++] = tg->level[L].cpu;
+			levels |= 1u << L;
+		}
+	}
+	if (!desc && !tg->descriptor(tg->descriptor_arg, levels, &desc, &desclen, err, errlen))
 		goto done;
-	emit_entry(&e, fns, ntasks, desc, desclen);
+	emit_entry(&e, fns, ntasks, desc, desclen, more, nmore, cpus);
 	ok = llvm_pieces_finish(lp, e.mods[e.nmods - 1], e.nmods - 1, obj_prefix, nobj, err, errlen);
 done:
 	llvm_pieces_end(lp);
 	if (msg)
 		LLVMDisposeMessage(msg);
+	level_end(&el);
+	level_end(&e);
 	if (td)
 		LLVMDisposeTargetData(td);
 	if (tm)
 		LLVMDisposeTargetMachine(tm);
-	for (uint32_t i = 0; i < e.nshared; i++)
-		free(e.shared[i].key);
-	free(e.shared);
-	free(e.shash);
-	free(e.thkey);
-	free(e.thval);
-	LLVMDisposeBuilder(e.B);
-	for (unsigned i = 0; e.mods && i < e.nmods; i++)
-		if (e.mods[i])
-			LLVMDisposeModule(e.mods[i]);
-	free(e.mods);
-	LLVMContextDispose(e.C);
+	for (size_t i = 0; more && i < (size_t)nlevel * (size_t)ntasks; i++)
+		free(more[i]);
+	free(more);
 	free(fns);
 	free(triple);
 	return ok;

@@ -253,6 +253,17 @@ typedef struct LlvmPieces LlvmPieces;
 LlvmPieces *llvm_pieces_start(LLVMModuleRef *mods, unsigned nmods, unsigned maxmods,
                               const CgTarget *tg, const char *triple, FILE *emit_llvm, char *err,
                               size_t errlen);
+// A higher CPU level's modules mods[0 .. nmods) (level > 0 of tg->level,
+// emitted like level 0's mods0 and in the same pieces): from AVX2 up, a
+// module whose IR is level 0's is left out and of the others only the
+// functions that differ stay (with their users and the internal functions
+// they call); what stays is renamed NAME.CPU with every reference to it,
+// verified and queued.  taskname[i] gets the name (malloc'ed) the entry
+// calls task function task[i] by: renamed, or level 0's.  Returns how many
+// modules were kept, or -1 with err set.
+int llvm_pieces_level(LlvmPieces *lp, LLVMModuleRef *mods, LLVMModuleRef *mods0, unsigned nmods,
+                      int level, const char *const *task, int ntask, char **taskname, char *err,
+                      size_t errlen);
 int llvm_pieces_finish(LlvmPieces *lp, LLVMModuleRef last, unsigned index, const char *prefix,
                        int *nobj, char *err, size_t errlen);
 void llvm_pieces_end(LlvmPieces *lp);

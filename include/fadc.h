@@ -215,13 +215,18 @@ enum {
 
 // Reads and checks the artifact at path (trailer, checksum, versions, CPU
 // features), then loads it (dlopen RTLD_NOW | RTLD_LOCAL) and checks that
-// its code carries the same descriptor.
+// its code carries the same descriptor.  An artifact with code for several
+// CPU levels (x86-64-v3 and x86-64-v4) runs the highest the CPU has every
+// feature of; the environment variable FADC_CPU_LEVEL=x86-64-v3 forces one
+// (FADC_ERR_CPU when the artifact lacks it or the CPU cannot run it).
 fadc_status fadc_model_open(fadc_context *ctx, const char *path, unsigned flags, fadc_model **out);
 void fadc_model_close(fadc_model *m); // NULL is a no-op; frees the model's tensors
 const char *fadc_model_name(const fadc_model *m);
-// Descriptor fields by key: "options", "triple", "cpu", "features",
-// "source_hash" (16 hex digits), "cuda_arch" ("sm_90", or "" without CUDA
-// code); NULL for another key.
+// Descriptor fields by key: "options", "triple", "cpu" (the CPU level whose
+// code is loaded; the lowest when opened to describe), "features" (what
+// that level's code needs), "cpu_levels" (every level, lowest first:
+// "x86-64-v3,x86-64-v4"), "source_hash" (16 hex digits), "cuda_arch"
+// ("sm_90", or "" without CUDA code); NULL for another key.
 const char *fadc_model_info(const fadc_model *m, const char *key);
 
 typedef enum fadc_role {

@@ -1,9 +1,12 @@
 // runtime/abi.h -- the binary interface between a compiled model.so and the
 // runtime: what codegen/llvm.c emits and runtime/rt.c calls.
 //
-// A model.so exports exactly one symbol of fadc's, the entry function
+// A model.so exports one symbol of fadc's, the entry function
 // FADC_ENTRY_SYMBOL, whose name carries the ABI version: a runtime that
-// does not know an ABI finds no symbol it understands and says so.  The
+// does not know an ABI finds no symbol it understands and says so.  An
+// artifact with code for several CPU levels (format 11) exports one more
+// per higher level, FADC_ENTRY_SYMBOL "." CPU ("fadc_artifact_v1.x86-64-v4"),
+// the same function over that level's task functions (art_level_symbol).  The
 // entry returns a constant table: the ABI version again, the descriptor
 // bytes (the same bytes as the file's trailer, docs/ARTIFACT.md, compared
 // by the runtime after dlopen), and one function per task in descriptor

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "artifact.h"
 #include "fileio.h"
 
@@ -156,6 +157,14 @@ const uint8_t art_dtype_bytes[ART_NDTYPE] = {
 };
 
 int
+art_level_symbol(const ArtDesc *d, uint32_t i, char *buf, size_t n)
+{
+	int w = i == 0 ? snprintf(buf, n, "%s", FADC_ENTRY_SYMBOL)
+	               : snprintf(buf, n, "%s.%s", FADC_ENTRY_SYMBOL, d->level[i].cpu);
+	return w > 0 && (size_t)w < n;
+}
+
+int
 art_version_readable(uint32_t version)
 {
 	return version >= ART_FORMAT_OLDEST && version <= ART_FORMAT_VERSION;
@@ -173,7 +182,7 @@ has_nhwc(const ArtDesc *d)
 }
 
 // The version d asks for (tests of old files), else the oldest that holds
-// it: 9 with a channels-last convolution operand, 8 with a convolution or
+// it: 11 with several CPU levels, 10 with several CUDA modules a task, 9 with a channels-last convolution operand, 8 with a convolution or
 // a sequence, 7 with an index check, 6 with a choice record, 5 with several
 // specialisations, 4 with a cuBLAS record, else 3.
 uint32_t
@@ -181,6 +190,8 @@ art_desc_version(const ArtDesc *d)
 {
 	if (d->version)
 		return d->version;
+	if (d->nlevel > 1)
+		return ART_FORMAT_VERSION_LEVELS;
 	for (uint32_t i = 0; i < d->ntask; i++)
 		if ((d->task[i].targets & ART_TARGET_CUDA) && d->task[i].nmodule > 1)
 			return ART_FORMAT_VERSION_MODULES;
@@ -218,7 +229,8 @@ art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 	uint32_t v = art_desc_version(d);
 	if (!art_version_readable(v) || (d->nspec > 1 && v < 5) ||
 	    (v < ART_FORMAT_VERSION_CHECKS && has_checks(d)) ||
-	    (v < ART_FORMAT_VERSION_NHWC && has_nhwc(d)))
+	    (v < ART_FORMAT_VERSION_NHWC && has_nhwc(d)) ||
+	    (d->nlevel > 1 && (v < ART_FORMAT_VERSION_LEVELS || d->nlevel > ART_MAX_LEVELS)))
 		return 0;
 	for (uint32_t i = 0; i < d->ntask; i++) {
 		const ArtTask *t = &d->task[i];
@@ -240,6 +252,14 @@ art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 	put_str(&o, d->triple);
 	put_str(&o, d->cpu);
 	put_str(&o, d->features);
+	if (v >= ART_FORMAT_VERSION_LEVELS) {
+		uint32_t nl = d->nlevel > 1 ? d->nlevel : 1;
+		put_u32(&o, nl);
+		for (uint32_t i = 1; i < nl; i++) {
+			put_str(&o, d->level[i].cpu);
+			put_str(&o, d->level[i].features);
+		}
+	}
 	put_str(&o, d->cuda_arch);
 	put_u64(&o, d->images_bytes);
 	put_u64(&o, d->images_hash);
@@ -507,6 +527,11 @@ art_desc_free(ArtDesc *d)
 	free(d->model);
 	free(d->options);
 	free(d->triple);
+	for (uint32_t i = 1; d->level && i < d->nlevel; i++) { // level 0 borrows cpu, features
+		free(d->level[i].cpu);
+		free(d->level[i].features);
+	}
+	free(d->level);
 	free(d->cpu);
 	free(d->features);
 	free(d->cuda_arch);
@@ -714,6 +739,35 @@ decode(In *in, ArtDesc *d)
 	d->triple = get_str(in);
 	d->cpu = get_str(in);
 	d->features = get_str(in);
+	// The CPU levels: a list from format 11; one, cpu and features, before.
+	uint32_t nl = d->version >= ART_FORMAT_VERSION_LEVELS ? get_u32(in) : 1;
+	if (!in->bad && (nl < 1 || nl > ART_MAX_LEVELS))
+		return fail(in, "descriptor: %u CPU levels (1 to %d)", nl, ART_MAX_LEVELS);
+	if (!in->bad) {
+		if (!(d->level = calloc(nl, sizeof *d->level)))
+			return fail(in, "out of memory");
+		d->nlevel = nl;
+		d->level[0].cpu = d->cpu;
+		d->level[0].features = d->features;
+		for (uint32_t i = 1; i < nl && !in->bad; i++) {
+			d->level[i].cpu = get_str(in);
+			d->level[i].features = get_str(in);
+		}
+		for (uint32_t i = 0; i < nl && !in->bad; i++) {
+			// The name is part of a symbol's: short, plain, and each level once.
+			const char *c = d->level[i].cpu;
+			size_t n = strlen(c);
+			int plain = n > 0 && n < 64;
+			for (size_t k = 0; plain && k < n; k++)
+				plain = (c[k] >= 'a' && c[k] <= 'z') || (c[k] >= 'A' && c[k] <= 'Z') ||
+				        (c[k] >= '0' && c[k] <= '9') || c[k] == '.' || c[k] == '_' || c[k] == '-';
+			if (nl > 1 && !plain)
+				return fail(in, "descriptor: CPU level %u has a bad name", i);
+			for (uint32_t j = 0; j < i; j++)
+				if (!strcmp(c, d->level[j].cpu))
+					return fail(in, "descriptor: the CPU level %s is listed twice", c);
+		}
+	}
 	d->cuda_arch = get_str(in);
 	d->images_bytes = get_u64(in);
 	d->images_hash = get_u64(in);

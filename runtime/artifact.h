@@ -25,18 +25,22 @@
 // when a task has a cuDNN convolution record or a sequence
 // (ART_LAUNCH_CONV, ART_LAUNCH_SEQ); 9 when a convolution record has an
 // operand stored channels-last (ArtConv.nhwc: one more byte in the record);
-// 10 (ART_FORMAT_VERSION, the newest) when a task's CUDA code is several
-// modules (ArtTask.module: a large task compiled as several NVRTC programs).
+// 10 when a task's CUDA code is several modules (ArtTask.module: a large
+// task compiled as several NVRTC programs); 11 (ART_FORMAT_VERSION, the
+// newest) when the CPU code is there for several CPU levels (ArtDesc.level:
+// x86-64-v3 and x86-64-v4, the runtime taking the best the host runs).
 // A runtime reads ART_FORMAT_OLDEST .. ART_FORMAT_VERSION: 2 (launch records
 // without a kind: every one a kernel), 3 (host steps), 4 (GEMM records), 5,
-// 6, 7, 8, 9 and 10; 1 (before the CUDA part) and newer versions are refused
-// with a message (art_version_readable is the one place that says so).
-#define ART_FORMAT_VERSION 10
+// 6, 7, 8, 9, 10 and 11; 1 (before the CUDA part) and newer versions are
+// refused with a message (art_version_readable is the one place that says so).
+#define ART_FORMAT_VERSION 11
 #define ART_FORMAT_VERSION_CHECKS 7 // the first with index checks
 #define ART_FORMAT_VERSION_CONV 8 // the first with convolution and sequence records
 #define ART_FORMAT_VERSION_NHWC 9 // the first with a convolution's layouts
 #define ART_FORMAT_VERSION_MODULES 10 // the first with several CUDA modules per task
+#define ART_FORMAT_VERSION_LEVELS 11 // the first with several CPU levels
 #define ART_MAX_MODULES 64 // CUDA modules of one task
+#define ART_MAX_LEVELS 4 // CPU levels of one artifact
 #define ART_FORMAT_OLDEST 2
 #define ART_FORMAT_VERSION_ONE_SPEC 3 // one specialisation, no cuBLAS records
 #define ART_FORMAT_VERSION_SPECS 5 // several specialisations, no choice records
@@ -242,6 +246,15 @@ typedef struct ArtDecl {
 	int32_t spec;
 } ArtDecl;
 
+// A CPU level of the artifact's code (format 11): the CPU LLVM compiled it
+// for and the features it needs.  Level 0 is ArtDesc.cpu and .features (the
+// only one before format 11); level i > 0 has its own task table, behind
+// the entry symbol FADC_ENTRY_SYMBOL "." cpu (art_level_symbol).
+typedef struct ArtLevel {
+	char *cpu; // "x86-64-v4": letters, digits, '.', '_' and '-', at most 63 bytes
+	char *features; // comma list, as ArtDesc.features
+} ArtLevel;
+
 typedef struct ArtDesc {
 	uint32_t version; // the format read; encoding: 0 writes ART_FORMAT_VERSION
 	char *model; // the module's name
@@ -250,6 +263,12 @@ typedef struct ArtDesc {
 	char *triple; // LLVM target triple
 	char *cpu; // LLVM CPU name
 	char *features; // comma-separated CPU features the code needs (runtime-checked)
+	// The CPU levels (format 11), lowest first: level[0] is {cpu, features}
+	// (the encoder writes those, and level[1 .. nlevel) after them); the
+	// decoder gives nlevel >= 1, level[0] borrowing cpu and features.
+	// nlevel 0 or 1 when encoding: one level, no list (the older formats).
+	uint32_t nlevel;
+	ArtLevel *level;
 	char *cuda_arch; // "sm_90" when some task has CUDA code, else ""
 	uint64_t images_bytes; // the image section: the bytes just before the descriptor
 	uint64_t images_hash; // FNV-1a 64 of those bytes (pins them to the loaded library)
@@ -308,6 +327,11 @@ uint32_t art_crc32(uint32_t crc, const void *p, size_t n); // start with 0
 uint64_t art_fnv1a64(uint64_t h, const void *p, size_t n); // start with ART_FNV_BASIS
 #define ART_FNV_BASIS 0xcbf29ce484222325ull
 
+// The entry symbol of level i of d: FADC_ENTRY_SYMBOL for level 0, else
+// FADC_ENTRY_SYMBOL "." cpu ("fadc_artifact_v1.x86-64-v4").  0 if it does
+// not fit.
+int art_level_symbol(const ArtDesc *d, uint32_t i, char *buf, size_t n);
+
 // ---------------------------------------------------------------- cpu.c
 // CPU features the runtime can detect (cpuid on x86-64), by LLVM's names:
 // sse2 sse3 ssse3 sse4.1 sse4.2 popcnt cx16 sahf avx avx2 bmi bmi2 f16c fma
@@ -324,5 +348,11 @@ int rt_cpu_check(const char *required, uint64_t host, char *err, size_t errlen);
 // The architecture this runtime runs on, as it starts LLVM triples
 // ("x86_64", "aarch64", ...).
 const char *rt_cpu_arch(void);
+// The CPU level of d whose code runs on a host of `host`'s features: the
+// highest it has every feature of, or (force not NULL nor "") the level
+// named force (FADC_CPU_LEVEL).  -1 with a message in err when there is
+// none: the lowest level's missing features, the forced level's, or a
+// forced name that is no level of d (listing them).
+int rt_cpu_pick(const ArtDesc *d, uint64_t host, const char *force, char *err, size_t errlen);
 
 #endif

@@ -8,6 +8,12 @@
 // need the operating system to save the wider registers (XGETBV, OSXSAVE),
 // or they count as absent.  On other architectures no feature is known,
 // and an artifact that needs any fails the check with its name.
+//
+// An artifact may carry code for several CPU levels (docs/ARTIFACT.md, "CPU
+// levels": x86-64-v3 and x86-64-v4 by default); rt_cpu_pick takes the
+// highest whose features the host has, so that one file runs everywhere
+// at the best it can, or the one FADC_CPU_LEVEL names (tests, and a way to
+// compare the levels' speed on one machine).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,4 +177,34 @@ rt_cpu_check(const char *required, uint64_t host, char *err, size_t errlen)
 	if (errlen)
 		snprintf(err, errlen, "this CPU lacks features the artifact's code needs: %s", miss);
 	return 0;
+}
+
+int
+rt_cpu_pick(const ArtDesc *d, uint64_t host, const char *force, char *err, size_t errlen)
+{
+	if (force && *force) {
+		for (uint32_t i = 0; i < d->nlevel; i++)
+			if (!strcmp(d->level[i].cpu, force)) {
+				char why[600];
+				if (rt_cpu_check(d->level[i].features, host, why, sizeof why))
+					return (int)i;
+				snprintf(err, errlen, "FADC_CPU_LEVEL=%s: %s", force, why);
+				return -1;
+			}
+		size_t n = (size_t)snprintf(err, errlen, "FADC_CPU_LEVEL=%s: the artifact has no code for "
+		                            "that CPU level (it has", force);
+		for (uint32_t i = 0; i < d->nlevel && n < errlen; i++)
+			n += (size_t)snprintf(err + n, errlen - n, " %s", d->level[i].cpu);
+		if (n < errlen)
+			snprintf(err + n, errlen - n, ")");
+		return -1;
+	}
+	for (uint32_t i = d->nlevel; i-- > 1;)
+		if (rt_cpu_check(d->level[i].features, host, NULL, 0))
+			return (int)i;
+	char why[600];
+	if (rt_cpu_check(d->level[0].features, host, why, sizeof why))
+		return 0;
+	snprintf(err, errlen, "compiled for --cpu %s: %s", d->level[0].cpu, why);
+	return -1;
 }

@@ -138,6 +138,8 @@ struct fadc_model {
 	char hash[17];
 	void *dl; // NULL when opened to describe only
 	const fadc_abi_v1 *abi;
+	int level; // the CPU level whose code is loaded (rt_cpu_pick; 0 when describing)
+	char levels[ART_MAX_LEVELS * 64]; // the levels' names, "x86-64-v3,x86-64-v4"
 	RtTask *task;
 	fadc_tensor *decl; // declaration values, model-owned
 	uint8_t *bound; // bound[i]: declaration i was bound by the caller
@@ -862,6 +864,9 @@ fadc_model_open(fadc_context *ctx, const char *path, unsigned flags, fadc_model 
 		return fail(ctx, s, "%s", msg);
 	}
 	snprintf(m->hash, sizeof m->hash, "%016" PRIx64, m->d.source_hash);
+	for (uint32_t i = 0, n = 0; i < m->d.nlevel && n < sizeof m->levels; i++)
+		n += (uint32_t)snprintf(m->levels + n, sizeof m->levels - n, "%s%s", i ? "," : "",
+		                        m->d.level[i].cpu);
 	m->task = calloc(m->d.ntask + 1, sizeof *m->task);
 	m->decl = calloc(m->d.ndecl + 1, sizeof *m->decl);
 	m->bound = calloc(m->d.ndecl + 1, 1);
@@ -907,9 +912,13 @@ fadc_model_open(fadc_context *ctx, const char *path, unsigned flags, fadc_model 
 	if (strncmp(m->d.triple, arch, al) || (m->d.triple[al] && m->d.triple[al] != '-'))
 		return model_fail(m, fail(ctx, FADC_ERR_CPU, "%s: compiled for %s, this machine is %s",
 		                          path, m->d.triple, arch));
-	if (!rt_cpu_check(m->d.features, ctx->host_features, msg, sizeof msg))
-		return model_fail(m, fail(ctx, FADC_ERR_CPU, "%s: compiled for --cpu %s: %s", path,
-		                          m->d.cpu, msg));
+	// The CPU level: the best the host runs, or FADC_CPU_LEVEL's.
+	if ((m->level = rt_cpu_pick(&m->d, ctx->host_features, getenv("FADC_CPU_LEVEL"), msg,
+	                            sizeof msg)) < 0)
+		return model_fail(m, fail(ctx, FADC_ERR_CPU, "%s: %s", path, msg));
+	char entry[128];
+	if (!art_level_symbol(&m->d, (uint32_t)m->level, entry, sizeof entry))
+		return model_fail(m, fail(ctx, FADC_ERR_FORMAT, "%s: a CPU level's name is too long", path));
 	// dlopen searches the library path for a name without '/': a bare
 	// "m.so" means the file here, as everywhere else in the API.
 	char here[4096];
@@ -927,11 +936,11 @@ fadc_model_open(fadc_context *ctx, const char *path, unsigned flags, fadc_model 
 		void *p;
 		fadc_entry_fn_v1 f;
 	} sym;
-	sym.p = dlsym(m->dl, FADC_ENTRY_SYMBOL);
+	sym.p = dlsym(m->dl, entry);
 	if (!sym.p)
 		return model_fail(m, fail(ctx, FADC_ERR_VERSION,
 		                          "%s: no entry symbol %s (an ABI this runtime does not know)",
-		                          path, FADC_ENTRY_SYMBOL));
+		                          path, entry));
 	m->abi = sym.f();
 	if (!m->abi || m->abi->abi_version != FADC_ABI_VERSION)
 		return model_fail(m, fail(ctx, FADC_ERR_VERSION, "%s: ABI version %u, this runtime has %d",
@@ -964,10 +973,14 @@ fadc_model_info(const fadc_model *m, const char *key)
 		return m->d.options;
 	if (!strcmp(key, "triple"))
 		return m->d.triple;
+	// The CPU level whose code is loaded (the lowest when describing), its
+	// features, and every level of the artifact.
 	if (!strcmp(key, "cpu"))
-		return m->d.cpu;
+		return m->d.level[m->level].cpu;
 	if (!strcmp(key, "features"))
-		return m->d.features;
+		return m->d.level[m->level].features;
+	if (!strcmp(key, "cpu_levels"))
+		return m->levels;
 	if (!strcmp(key, "source_hash"))
 		return m->hash;
 	if (!strcmp(key, "cuda_arch"))

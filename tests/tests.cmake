@@ -167,3 +167,9 @@ endif()
 add_test(NAME python COMMAND ${FADC_PYTHON3} -m pytest -q -p no:cacheprovider
                              ${CMAKE_SOURCE_DIR}/tests/python)
 set_tests_properties(python PROPERTIES LABELS python ENVIRONMENT "${py_env}")
+# test_runtime_cpu_levels forces each CPU level of a default artifact
+# (FADC_CPU_LEVEL): x86-64-v3 above (with the errors, the descriptor and
+# determinism), x86-64-v4 here, which skips (77) on a CPU without AVX-512.
+add_test(NAME unit/test_runtime_cpu_levels_v4 COMMAND test_runtime_cpu_levels x86-64-v4)
+set_tests_properties(unit/test_runtime_cpu_levels_v4 PROPERTIES LABELS unit SKIP_RETURN_CODE 77
+                     ENVIRONMENT "FADC_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache;FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR}")

@@ -112,9 +112,13 @@ cmp "$tmp/b1.so" "$tmp/r1.so" && cmp "$tmp/b1.so" "$tmp/r2.so" || fail "concurre
 # NVRTC programs: 4 to 5 pieces, at most two new programs per task split
 # (and the entry's LLVM piece: the descriptor records the modules).  Each
 # artifact is the --no-cache one.
+# (Two halves per CPU level with code: the tiled products' GEMMs give this
+# model x86-64-v4 code of its own, docs/ARTIFACT.md "CPU levels".)
 FADC_LLVM_PIECES=8 run_fadc 0 "$model" "${both[@]}" --stats -o "$tmp/p8.so"
-[ "$(stats_nv | misses)" = 0 ] && [ "$(stats_ll | misses)" -le 2 ] && [ "$(stats_ll | hits)" -ge 1 ] ||
-	fail "7 to 8 LLVM pieces: $(stats_ll) $(stats_nv), expected at most 2 LLVM misses"
+nlev=$("$FADC" inspect "$tmp/p8.so" | grep -c '^features ')
+[ "$(stats_nv | misses)" = 0 ] && [ "$(stats_ll | misses)" -le $((2 * nlev)) ] &&
+	[ "$(stats_ll | hits)" -ge 1 ] ||
+	fail "7 to 8 LLVM pieces: $(stats_ll) $(stats_nv), expected at most $((2 * nlev)) LLVM misses"
 FADC_LLVM_PIECES=8 run_fadc 0 "$model" "${both[@]}" --no-cache -o "$tmp/p8-off.so"
 cmp "$tmp/p8.so" "$tmp/p8-off.so" || fail "8 LLVM pieces: the cached artifact differs"
 FADC_CUDA_PIECES=5 run_fadc 0 "$model" "${both[@]}" --stats -o "$tmp/c5.so"

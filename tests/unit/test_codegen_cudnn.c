@@ -119,6 +119,7 @@ build(const char *so, int tf32, int f64) {
 	CgOptions o = {.tasks = tasks,
 	               .ntasks = 2,
 	               .opt_level = 1,
+	               .cpu = "x86-64-v3", // one CPU level: the formats checked below
 	               .targets = CG_TARGET_CPU | CG_TARGET_CUDA,
 	               .allow_tf32 = tf32,
 	               .compute_f64 = f64};

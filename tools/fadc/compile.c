@@ -73,8 +73,9 @@ const char *const usage_main =
     "                     else forward,vjp,jvp,vhp,hvp (vhp and hvp only when\n"
     "                     forward returns one float scalar)\n"
     "  -O0 -O1 -O2 -O3    LLVM's optimization level (-O2)\n"
-    "  --cpu CPU          x86-64-v3 (default, portable), native, generic, x86-64,\n"
-    "                     x86-64-v2, x86-64-v4\n"
+    "  --cpu LEVELS       the CPU levels to carry code for, a comma list of x86-64,\n"
+    "                     x86-64-v2, x86-64-v3, x86-64-v4 (default x86-64-v3,x86-64-v4:\n"
+    "                     the runtime runs the best the CPU has), or native, generic\n"
     "  --emit kir|llvm|cuda  also print the kernel IR, the optimized LLVM IR or the\n"
     "                     CUDA C given to NVRTC (with --target cuda)\n"
     "  --max-task-bytes N the most memory one task may need, its outputs plus its\n"
@@ -210,8 +211,8 @@ compile_args(int argc, char **argv, CompileArgs *a)
 			} else if (!strcmp(opt, "--cpu")) {
 				// The code generator's own list, checked now: a usage error
 				// like --target's, before the model is read.
-				char nm[128], feat[1024], lf[4096], e[256];
-				if (!cg_llvm_cpu(v, nm, sizeof nm, feat, sizeof feat, lf, sizeof lf, e, sizeof e))
+				char lv[CG_MAX_LEVELS][32], e[512];
+				if (!cg_llvm_levels(v, lv, e, sizeof e))
 					return usage_error(usage_main, "%s", e);
 				a->cpu = v;
 			} else if (!strcmp(opt, "--max-task-bytes")) {

@@ -86,8 +86,24 @@ cmd_inspect(int argc, char **argv)
 	int hasdesc = art_read(path, &desc, &dbytes, &dlen, derr, sizeof derr) == ART_READ_OK;
 	printf("model %s\n", fadc_model_name(m));
 	printf("source_hash %s\n", fadc_model_info(m, "source_hash"));
-	printf("triple %s\ncpu %s\nfeatures %s\n", fadc_model_info(m, "triple"),
-	       fadc_model_info(m, "cpu"), fadc_model_info(m, "features"));
+	printf("triple %s\n", fadc_model_info(m, "triple"));
+	// The CPU levels, and the one this CPU would run (as fadc run picks it:
+	// FADC_CPU_LEVEL, FADC_CPU_FEATURES).
+	if (hasdesc) {
+		printf("cpu");
+		for (uint32_t i = 0; i < desc.nlevel; i++)
+			printf(" %s", desc.level[i].cpu);
+		char why[700];
+		int pick = rt_cpu_pick(&desc, rt_cpu_host_features(), getenv("FADC_CPU_LEVEL"), why,
+		                       sizeof why);
+		if (pick >= 0)
+			printf(" (this CPU runs %s)\n", desc.level[pick].cpu);
+		else
+			printf(" (this CPU runs none: %s)\n", why);
+		for (uint32_t i = 0; i < desc.nlevel; i++)
+			printf("features %s %s\n", desc.level[i].cpu, desc.level[i].features);
+	} else
+		printf("cpu %s\nfeatures %s\n", fadc_model_info(m, "cpu"), fadc_model_info(m, "features"));
 	printf("options %s\n", fadc_model_info(m, "options"));
 	int nspec = fadc_model_spec_count(m);
 	if (nspec > 1)
