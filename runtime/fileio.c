@@ -205,11 +205,14 @@ fio_check_not_input(const char *out, const char *const *in, int n, char *err, si
 
 // ---------------------------------------------------------------- cleanup on signals
 
-enum { NCLEAN = 64 };
+// A compile writes up to a few hundred object files (LLVM pieces per CPU
+// level, NVRTC programs): slots hold pointers to copies of the paths, so the
+// table stays small; a copy is freed only after its slot is marked unused.
+enum { NCLEAN = 1024 };
 static struct {
 	volatile sig_atomic_t used;
 	int is_dir;
-	char path[PATH_MAX];
+	char *volatile path;
 } clean[NCLEAN];
 static pthread_mutex_t clean_mu = PTHREAD_MUTEX_INITIALIZER;
 static int clean_enabled, clean_installed;
@@ -220,7 +223,7 @@ on_signal(int sig)
 {
 	// Newest first: a folder's files were registered after it.
 	for (int i = NCLEAN - 1; i >= 0; i--)
-		if (clean[i].used) {
+		if (clean[i].used && clean[i].path) {
 			if (clean[i].is_dir)
 				rmdir(clean[i].path);
 			else
@@ -286,8 +289,11 @@ fio_cleanup_add(const char *path, int is_dir)
 		for (int i = 0; i < NCLEAN && h < 0; i++)
 			if (!clean[i].used)
 				h = i;
+	char *copy = h >= 0 ? strdup(path) : NULL;
+	if (!copy)
+		h = -1;
 	if (h >= 0) {
-		memcpy(clean[h].path, path, strlen(path) + 1);
+		clean[h].path = copy;
 		clean[h].is_dir = is_dir;
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 		clean[h].used = 1;
@@ -303,7 +309,11 @@ fio_cleanup_drop(int h)
 		return;
 	pthread_mutex_lock(&clean_mu);
 	clean[h].used = 0;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	char *p = clean[h].path;
+	clean[h].path = NULL;
 	pthread_mutex_unlock(&clean_mu);
+	free(p);
 }
 
 int
