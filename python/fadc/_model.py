@@ -404,7 +404,8 @@ class Model:
         return self.task(task).outputs
 
     def info(self, key: str) -> Optional[str]:
-        """A descriptor field: "options", "triple", "cpu", "features", "source_hash",
+        """A descriptor field: "options", "triple", "cpu" (the CPU level loaded),
+        "cpu_levels" (every level the artifact carries), "features", "source_hash",
         "cuda_arch"."""
         s = lib.fadc_model_info(self._live(), key.encode())
         return s.decode() if s is not None else None
