@@ -15,6 +15,8 @@ cp "$root/build/bin/fadc-bench" "$dest/bin/fadc-bench-s21b"
 cp /work/main/build/bin/fadc-bench "$dest/bin/fadc-bench-main"
 cp "$root"/tests/gpu/device/peer/*.py "$dest/peer/"
 cp "$root/docs/runs/2026-11-29-s21b/go.sh" "$dest/"
+mkdir -p "$dest/lib"
+cp -L /lib/x86_64-linux-gnu/libprotobuf-c.so.1 "$dest/lib/" # the device lacks it
 for v in main s21b; do
 	rm -rf /tmp/fcpu
 	mkdir -p /tmp/fcpu/bench

@@ -10,6 +10,8 @@ set -u
 H=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1
+# fadc-bench links libprotobuf-c (the ONNX importer), which the device lacks.
+export LD_LIBRARY_PATH=$H/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 T=16
 {
 echo "== $(date -u +%FT%TZ) $(nproc) cpus; load: $(cat /proc/loadavg)"
@@ -24,13 +26,13 @@ fb() { # fb VARIANT ITERS [ENV...]
 	echo "rc=$?"; grep -v "^|--" /tmp/fb.md | tail -n 2; grep -E "error" /tmp/fb.err | head -3
 }
 fb s21b 2
-fb main 2
-fb s21b 0 FADC_CPU_PROFILE=1; cp /tmp/fb.err "$out/prof-s21b.log"; head -n 24 "$out/prof-s21b.log"
+fb main 1
 echo "-- PyTorch CPU, $T threads, load: $(cut -d' ' -f1 /proc/loadavg)"
 python3 -c 'import torch; print("torch", torch.__version__)'
 (cd "$H/peer" && timeout 60 python3 -W ignore functional_autograd_benchmark.py --gpu -1 --num-threads $T \
 	--num-iters 1 --model-filter deepspeech --task-filter vjp) >"$out/torch-cpu.log" 2>&1; echo "rc=$?"
 grep -E "Results|Error|deepspeech" "$out/torch-cpu.log" | head
+[ "${GPU:-1}" = 0 ] || {
 echo "== GPU: tiled convolutions (tiles.ir, FADC_CONV_COL_MAX=5000), each candidate forced (0: the tiles' launches, 1: cuDNN), against the artifact's CPU code"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 for so in tiles tiles_tf32; do for c in 0 1; do
@@ -38,5 +40,7 @@ for so in tiles tiles_tf32; do for c in 0 1; do
 	FADC_CUDA_CHOICE=$c timeout 60 "$H/bin/gpu_check" --choices forced "$H/conv/$so.so" 2>&1 | tail -n 12
 	echo "rc=${PIPESTATUS[0]}"
 done; done
+}
+fb s21b 0 FADC_CPU_PROFILE=1; cp /tmp/fb.err "$out/prof-s21b.log"; head -n 24 "$out/prof-s21b.log"
 echo "== end $(date -u +%FT%TZ) load: $(cat /proc/loadavg)"
 } 2>&1 | tee "$out/go.log"
