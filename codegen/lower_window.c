@@ -192,7 +192,15 @@ finish(Lower *L, KKernel *k, KRed red, KxId body, KxId post_of_acc_or_0)
 //   [b n0, b n0 + nb) (n0 = ceil(N / chunks), the last chunk ragged when n0
 //   does not divide N), and writes only its own samples of the result
 //   (out, or dx through col2im), so each chunk is the unchunked kernels
-//   over fewer samples: im2col + GEMM (+ col2im).
+//   over fewer samples: im2col + GEMM (+ col2im).  When one sample's
+//   columns do not fit (deepspeech's second convolution: 303 MB), each
+//   sample is cut into tiles of whole output rows, or when one row does
+//   not fit (a long 1-d convolution) each row into tiles of columns
+//   (conv_tiles); a tile's positions are consecutive, so its product is a
+//   GEMM over them (C's leading dimension P).  The input gradient's col2im
+//   then gathers from one tile at a time: an input element read by
+//   windows of two tiles gets the second's terms added to the first's
+//   (col2im).
 // - conv_weight_grad cuts the input channels instead: dw sums over the
 //   whole batch, so cutting the batch would need per-chunk partial
 //   results (chunks x Co x Q more elements: 302 MB for fcn_resnet's head)
@@ -201,10 +209,14 @@ finish(Lower *L, KKernel *k, KRed red, KxId body, KxId post_of_acc_or_0)
 //   of dw, dw[:, cb kh kw ..) = gT . colT_chunk, written in place (C's
 //   leading dimension stays Q): every chunk is a plain GEMM (M = Co,
 //   N = cc kh kw, K = N P), each dw element sums the same terms in the same
-//   order as without chunks.
-// When even one sample (one channel for the weight gradient) does not fit,
-// or for small convolutions (below CONV_GEMM_MIN multiply-adds), the
-// direct loops of kernel_conv.
+//   order as without chunks.  When one channel over the batch does not
+//   fit (deepspeech's first convolution, C = 1), its reduction over
+//   (n, p) is cut into the tiles above instead, each a GEMM of all of Q
+//   whose partial (one Co x Q buffer) is added to dw in tile order.
+// When even one output position's columns (one channel for the weight
+// gradient's cut by channels) do not fit, when more than CONV_MAX_CHUNKS
+// chunks would be needed, or for small convolutions (below CONV_GEMM_MIN
+// multiply-adds), the direct loops of kernel_conv.
 #define CONV_GEMM_MIN (1 << 16)
 #define CONV_COL_MAX ((int64_t)256 << 20)
 
@@ -230,6 +242,15 @@ conv_col_max(void)
 // keeps the direct loops.  fcn_resnet at full size needs 8.
 #define CONV_MAX_CHUNKS 64
 
+// a b, saturating at INT64_MAX: the sizes of huge shapes are only compared
+// with the bound.
+static int64_t
+smul(int64_t a, int64_t b)
+{
+	int64_t r;
+	return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 // How to cut `total` units of `unit` bytes each into chunks of at most
 // `max` bytes: *n0 units per chunk (the last one ragged), returns the
 // number of chunks (0: one unit does not fit, or more than
@@ -247,34 +268,155 @@ conv_chunks(int64_t total, int64_t unit, int64_t max, int64_t *n0)
 	return chunks;
 }
 
-// The column buffer cb of x (N, C, H, W) for geometry v, for samples
-// [n0, n0 + ns) and input channels [c0, c0 + nc): (ns, Qc, P), or
-// transposed (ns, P, Qc), with Qc = nc kh kw (q counted from channel c0).
+// A tile of a convolution's output positions: samples [n0, n0 + ns) and,
+// of each, output rows [r0, r0 + nr) and columns [w0, w0 + nw), with
+// nw = OW or nr = 1, so that its np = nr nw positions are consecutive in
+// a sample, from p0 = r0 OW + w0: a GEMM's columns (conv, the input
+// gradient) or reduction (the weight gradient) over them is one stride.
+typedef struct Tile {
+	int64_t n0, ns, r0, nr, w0, nw;
+} Tile;
+
+// The tiles of geometry v's output positions whose columns take bp bytes
+// a position, each within max bytes: *t their sizes (the last of each
+// axis ragged), nb[] how many along samples, rows and columns; returns
+// their number (0: none fits, or more than CONV_MAX_CHUNKS).  Whole
+// samples when one fits (conv_chunks' cut); else, when `pos`, one sample a
+// tile, cut into blocks of whole rows when one row fits, else each row
+// into blocks of columns (a 1-d convolution has one row).  Blocks are
+// spread evenly: deepspeech's second convolution at full size (41 rows of
+// 250 columns, 7,392 x 250 x 4 B = 7.4 MB of columns a row, 303 MB a
+// sample) is 2 tiles a sample, of 21 and 20 rows.
+static int64_t
+conv_tiles(const Geo *v, int64_t bp, int64_t max, int pos, Tile *t, int64_t nb[3])
+{
+	int64_t row = smul(v->OW, bp), sample = smul(v->OH, row);
+	*t = (Tile){0, v->N, 0, v->OH, 0, v->OW};
+	nb[0] = nb[1] = nb[2] = 1;
+	if (sample <= max)
+		return nb[0] = conv_chunks(v->N, sample, max, &t->ns);
+	if (!pos || bp > max)
+		return 0;
+	t->ns = 1;
+	nb[0] = v->N;
+	if (row <= max) {
+		int64_t fit = max / row;
+		nb[1] = (v->OH + fit - 1) / fit;
+		t->nr = (v->OH + nb[1] - 1) / nb[1];
+		nb[1] = (v->OH + t->nr - 1) / t->nr;
+	} else {
+		int64_t fit = max / bp;
+		t->nr = 1;
+		nb[1] = v->OH;
+		nb[2] = (v->OW + fit - 1) / fit;
+		t->nw = (v->OW + nb[2] - 1) / nb[2];
+		nb[2] = (v->OW + t->nw - 1) / t->nw;
+	}
+	int64_t count = smul(smul(nb[0], nb[1]), nb[2]);
+	return count <= CONV_MAX_CHUNKS ? count : 0;
+}
+
+// Tile i of the tiling (t, nb): samples outermost, then rows, then columns,
+// so a sample's tiles are consecutive and its first (r0 = w0 = 0) comes
+// first.
+static Tile
+tile_at(const Geo *v, const Tile *t, const int64_t nb[3], int64_t i)
+{
+	int64_t wi = i % nb[2], ri = i / nb[2] % nb[1], si = i / (nb[2] * nb[1]);
+	Tile c = {si * t->ns, t->ns, ri * t->nr, t->nr, wi * t->nw, t->nw};
+	c.ns = c.n0 + c.ns <= v->N ? c.ns : v->N - c.n0;
+	c.nr = c.r0 + c.nr <= v->OH ? c.nr : v->OH - c.r0;
+	c.nw = c.w0 + c.nw <= v->OW ? c.nw : v->OW - c.w0;
+	return c;
+}
+
+// i + c, c a constant.
+static KxId
+iplus(KProgram *p, KxId i, int64_t c)
+{
+	return kx_iadd(p, i, kx_iconst(p, c));
+}
+
+// The column buffer cb of x (N, C, H, W) for geometry v, for tile t's
+// samples and positions and input channels [c0, c0 + nc): (ns, Qc, np),
+// or transposed (ns, np, Qc), with Qc = nc kh kw (q counted from channel
+// c0) and np = nr nw (position (oh, ow) of the tile at (oh - r0) nw +
+// ow - w0).
 static void
-im2col(Lower *L, NodeId n, NodeId x, const Geo *v, int trans, uint32_t cb, int64_t n0, int64_t ns,
+im2col(Lower *L, NodeId n, NodeId x, const Geo *v, int trans, uint32_t cb, const Tile *t,
        int64_t c0, int64_t nc)
 {
 	KProgram *p = L->p;
-	int64_t Qc = nc * v->kh * v->kw, P = v->OH * v->OW;
+	int64_t Qc = nc * v->kh * v->kw, np = t->nr * t->nw;
 	KKernel *k = lower_kernel_begin(L, cb, n, trans ? "im2col.t" : "im2col");
-	KxId nn = pvar(L, k, ns), c, kh, kw, oh, ow;
+	KxId nn = pvar(L, k, t->ns), c, kh, kw, oh, ow;
 	if (trans) {
-		oh = pvar(L, k, v->OH), ow = pvar(L, k, v->OW);
+		oh = pvar(L, k, t->nr), ow = pvar(L, k, t->nw);
 		c = pvar(L, k, nc), kh = pvar(L, k, v->kh), kw = pvar(L, k, v->kw);
 	} else {
 		c = pvar(L, k, nc), kh = pvar(L, k, v->kh), kw = pvar(L, k, v->kw);
-		oh = pvar(L, k, v->OH), ow = pvar(L, k, v->OW);
+		oh = pvar(L, k, t->nr), ow = pvar(L, k, t->nw);
 	}
-	KxId ih = kx_iadd(p, kx_imul(p, oh, v->sh), kx_iadd(p, kx_iconst(p, -v->ph), kx_imul(p, kh, v->dh)));
-	KxId iw = kx_iadd(p, kx_imul(p, ow, v->sw), kx_iadd(p, kx_iconst(p, -v->pw), kx_imul(p, kw, v->dw)));
+	KxId ih = kx_iadd(p, kx_imul(p, iplus(p, oh, t->r0), v->sh),
+	                  kx_iadd(p, kx_iconst(p, -v->ph), kx_imul(p, kh, v->dh)));
+	KxId iw = kx_iadd(p, kx_imul(p, iplus(p, ow, t->w0), v->sw),
+	                  kx_iadd(p, kx_iconst(p, -v->pw), kx_imul(p, kw, v->dw)));
 	KxId ok = band(p, in_range(p, ih, 0, v->H), in_range(p, iw, 0, v->W));
-	KxId xi = flat4(p, kx_iadd(p, nn, kx_iconst(p, n0)), kx_iadd(p, c, kx_iconst(p, c0)), v->C,
-	                kx_iclamp(p, ih, 0, v->H - 1), v->H, kx_iclamp(p, iw, 0, v->W - 1), v->W);
+	KxId xi = flat4(p, iplus(p, nn, t->n0), iplus(p, c, c0), v->C, kx_iclamp(p, ih, 0, v->H - 1), v->H,
+	                kx_iclamp(p, iw, 0, v->W - 1), v->W);
 	KxId q = flat4(p, kx_iconst(p, 0), c, nc, kh, v->kh, kw, v->kw);
-	KxId pp = kx_iadd(p, kx_imul(p, oh, v->OW), ow);
-	k->index = trans ? kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Qc), q)
-	                 : kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Qc), q), P), pp);
+	KxId pp = kx_iadd(p, kx_imul(p, oh, t->nw), ow);
+	k->index = trans ? kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, np), pp), Qc), q)
+	                 : kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Qc), q), np), pp);
 	finish(L, k, KR_NONE, sel(p, ok, lower_at(L, x, xi), kx_const(p, 0, ctype(L, x))), 0);
+}
+
+// col2im of tile t's input-gradient columns db, (ns, Q, np) or, when tp,
+// (ns, np, Q), into dx (buffer out, (N, C, H, W)):
+//   dx[n, c, ih, iw] = sum over the taps (kh, kw) whose window position
+//                      (oh, ow) = ((ih + ph - kh dh) / sh, (iw + pw - kw dw) / sw)
+//                      exists and lies in the tile of db[n, (c, kh, kw), (oh, ow)],
+// as a gather (the tap inverted as in kernel_conv, the tile's first row
+// and column r0, w0 folded into the padding: (oh - r0) sh = ih + (ph - r0 sh) - kh dh).
+// A tile of whole samples writes them.  A sample cut into tiles of rows or
+// columns has taps reaching an input element from several tiles: the
+// sample's first tile (r0 = w0 = 0) writes all of dx[n] (zero where none of
+// its taps reaches), each later one adds its taps' sum to the input box its
+// windows read, dx = dx + sum, the element read and written by the point
+// that owns it (no atomics).  Tiles run in order, so each element is the
+// same sum in the same order for any number of threads.
+static void
+col2im(Lower *L, uint32_t out, NodeId n, uint32_t db, const Geo *v, const Tile *t, int tp)
+{
+	KProgram *p = L->p;
+	DType dt = ctype(L, n);
+	int64_t Q = v->C * v->kh * v->kw, np = t->nr * t->nw;
+	int first = t->r0 == 0 && t->w0 == 0;
+	// The box of inputs the tile's windows read: rows from r0 sh - ph to
+	// (r0 + nr - 1) sh - ph + (kh - 1) dh, columns likewise; all of the
+	// sample for its first tile.
+	int64_t h0 = 0, h1 = v->H, w0 = 0, w1 = v->W;
+	if (!first) {
+		int64_t a = t->r0 * v->sh - v->ph, b = (t->r0 + t->nr - 1) * v->sh - v->ph + (v->kh - 1) * v->dh + 1;
+		h0 = a > 0 ? a : 0, h1 = b < v->H ? b : v->H;
+		a = t->w0 * v->sw - v->pw, b = (t->w0 + t->nw - 1) * v->sw - v->pw + (v->kw - 1) * v->dw + 1;
+		w0 = a > 0 ? a : 0, w1 = b < v->W ? b : v->W;
+		if (h0 >= h1 || w0 >= w1)
+			return; // every window of the tile lies in the padding
+	}
+	KKernel *k = lower_kernel_begin(L, out, n, first ? "col2im" : "col2im.add");
+	KxId nn = pvar(L, k, t->ns), c = pvar(L, k, v->C);
+	KxId ih = iplus(p, pvar(L, k, h1 - h0), h0), iw = iplus(p, pvar(L, k, w1 - w0), w0);
+	KxId kh = rvar(L, k, v->kh), kw = rvar(L, k, v->kw), okh, okw;
+	KxId oh = inv_window(p, ih, kh, v->ph - t->r0 * v->sh, v->sh, v->dh, t->nr, &okh);
+	KxId ow = inv_window(p, iw, kw, v->pw - t->w0 * v->sw, v->sw, v->dw, t->nw, &okw);
+	KxId qq = flat4(p, kx_iconst(p, 0), c, v->C, kh, v->kh, kw, v->kw);
+	KxId po = kx_iadd(p, kx_imul(p, oh, t->nw), ow);
+	KxId di = tp ? kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, np), po), Q), qq)
+	             : kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Q), qq), np), po);
+	k->index = flat4(p, iplus(p, nn, t->n0), c, v->C, ih, v->H, iw, v->W);
+	KxId post = first ? 0 : kx_bin(p, KX_ADD, kx_acc(p, dt), kx_load(p, out, k->index));
+	finish(L, k, KR_SUM, sel(p, band(p, okh, okw), kx_load(p, db, di), kx_const(p, 0, dt)), post);
 }
 
 // A column buffer (a, b, c) of x's compute dtype.
@@ -292,13 +434,6 @@ gemm_finish(Lower *L, KKernel *k, KxId idx, KxId a, KxId b)
 	k->index = idx;
 	k->contraction = 1;
 	finish(L, k, KR_SUM, kx_bin(L->p, KX_MUL, a, b), 0);
-}
-
-// i + c, c a constant.
-static KxId
-iplus(KProgram *p, KxId i, int64_t c)
-{
-	return kx_iadd(p, i, kx_iconst(p, c));
 }
 
 // The geometry of convolution n (conv, conv_input_grad or
@@ -353,34 +488,42 @@ conv_gemm_lower(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 	int pointwise = v.kh == 1 && v.kw == 1 && v.sh == 1 && v.sw == 1 && v.ph == 0 && v.pw == 0 &&
 	                P >= 16;
 	int direct = pointwise && (op == OP_conv_input_grad || (op == OP_conv && L->buf[i0] != NOBUF));
-	// Chunks: of samples (Q P elements each), or for the weight gradient
-	// of channels (N P kh kw elements each).
-	int64_t u0 = v.N, chunks = 1;
-	if (!direct)
-		chunks = op == OP_conv_weight_grad ? conv_chunks(v.C, v.N * P * K2 * esize, colmax, &u0)
-		                                   : conv_chunks(v.N, Q * P * esize, colmax, &u0);
+	// Chunks: tiles of output positions (conv_tiles: samples, else rows or
+	// columns of one sample; Q elements a position), or for the weight
+	// gradient of input channels (N P kh kw elements each), else tiles of
+	// its reduction over (n, p).
+	Tile t = {0, v.N, 0, v.OH, 0, v.OW};
+	int64_t u0 = v.N, chunks = 1, nb[3] = {1, 1, 1};
+	int wred = 0; // the weight gradient over tiles of its reduction
+	if (!direct && op == OP_conv_weight_grad) {
+		chunks = conv_chunks(v.C, smul(smul(v.N, P), K2 * esize), colmax, &u0);
+		if (!chunks)
+			wred = 1, chunks = conv_tiles(&v, smul(Q, esize), colmax, 1, &t, nb);
+	} else if (!direct)
+		chunks = conv_tiles(&v, smul(Q, esize), colmax, P >= 16, &t, nb);
 	if (!chunks)
 		return 0;
 	DType dt = ctype(L, n);
 	if (op == OP_conv && P >= 16) {
-		uint32_t cb = direct ? 0 : col_buf(L, n, i0, u0, Q, P);
-		for (int64_t ch = 0, b = 0; ch < chunks; ch++, b += u0) {
-			int64_t nb = b + u0 <= v.N ? u0 : v.N - b;
+		uint32_t cb = direct ? 0 : col_buf(L, n, i0, t.ns, Q, t.nr * t.nw);
+		for (int64_t ch = 0; ch < chunks; ch++) {
+			Tile c = tile_at(&v, &t, nb, ch);
+			int64_t np = c.nr * c.nw, p0 = c.r0 * v.OW + c.w0;
 			if (!direct)
-				im2col(L, n, i0, &v, 0, cb, b, nb, 0, v.C);
+				im2col(L, n, i0, &v, 0, cb, &c, 0, v.C);
 			KKernel *k = lower_kernel_begin(L, out, n, "conv.gemm");
-			KxId nn = pvar(L, k, nb), co = pvar(L, k, Co), pp = pvar(L, k, P), q = rvar(L, k, Q);
+			KxId nn = pvar(L, k, c.ns), co = pvar(L, k, Co), pp = pvar(L, k, np), q = rvar(L, k, Q);
 			KxId wi = kx_iadd(p, kx_imul(p, co, Q), q);
-			KxId ci = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Q), q), P), pp);
-			KxId oi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, iplus(p, nn, b), Co), co), P), pp);
+			KxId ci = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Q), q), np), pp);
+			KxId oi = iplus(p, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, iplus(p, nn, c.n0), Co), co), P), pp), p0);
 			gemm_finish(L, k, oi, lower_at(L, i1, wi), direct ? lower_at(L, i0, ci) : kx_load(p, cb, ci));
 		}
 		return 1;
 	}
-	if (op == OP_conv) {
+	if (op == OP_conv) { // P < 16: tiles of whole samples (conv_tiles without pos)
 		if (Co < 16)
 			return 0;
-		uint32_t cb = col_buf(L, n, i0, u0, P, Q);
+		uint32_t cb = col_buf(L, n, i0, t.ns, P, Q);
 		Shape ws = {.rank = 2, .dim = {Q, Co}};
 		uint32_t wt = kir_buf_add(p, KB_TMP, 0, dt, &ws, n);
 		// wT in tiles of bc x bq (divisors of Co and Q): a plain
@@ -399,15 +542,15 @@ conv_gemm_lower(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 		finish(L, k, KR_NONE, lower_at(L, i1, kx_iadd(p, kx_imul(p, co, Q), q)), 0);
 		Shape ts = {.rank = 3, .dim = {v.N, P, Co}};
 		uint32_t ot = kir_buf_add(p, KB_TMP, 0, dt, &ts, n);
-		for (int64_t ch = 0, b = 0; ch < chunks; ch++, b += u0) {
-			int64_t nb = b + u0 <= v.N ? u0 : v.N - b;
-			im2col(L, n, i0, &v, 1, cb, b, nb, 0, v.C);
+		for (int64_t ch = 0; ch < chunks; ch++) {
+			Tile c = tile_at(&v, &t, nb, ch);
+			im2col(L, n, i0, &v, 1, cb, &c, 0, v.C);
 			k = lower_kernel_begin(L, ot, n, "conv.gemm.t");
-			KxId nn = pvar(L, k, nb), pp = pvar(L, k, P);
+			KxId nn = pvar(L, k, c.ns), pp = pvar(L, k, P);
 			co = pvar(L, k, Co);
 			q = rvar(L, k, Q);
 			KxId ci = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Q), q);
-			KxId oi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, iplus(p, nn, b), P), pp), Co), co);
+			KxId oi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, iplus(p, nn, c.n0), P), pp), Co), co);
 			gemm_finish(L, k, oi, kx_load(p, cb, ci), kx_load(p, wt, kx_iadd(p, kx_imul(p, q, Co), co)));
 		}
 		k = lower_kernel_begin(L, out, n, "conv.out");
@@ -431,7 +574,7 @@ conv_gemm_lower(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 		// expression fused into its reader (a GEMM's operands must be
 		// loads).
 		uint32_t gb = 0;
-		int64_t gbytes = v.N * Co * P * esize;
+		int64_t gbytes = smul(smul(v.N, Co), smul(P, esize));
 		if ((v.N > 1 || L->buf[i1] == NOBUF) && gbytes <= colmax) {
 			Shape ts = {.rank = 3, .dim = {Co, v.N, P}};
 			gb = kir_buf_add(p, KB_TMP, 0, dt, &ts, n);
@@ -440,10 +583,47 @@ conv_gemm_lower(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 			k->index = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, co, v.N), nn), P), pp);
 			finish(L, k, KR_NONE, lower_at(L, i1, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Co), co), P), pp)), 0);
 		}
+		if (wred) {
+			// Not one channel of the whole batch fits (deepspeech's
+			// first convolution, 1 -> 32 channels k(41, 11): 365 MB
+			// of columns at N = 10): the reduction over (n, p) is cut
+			// into tiles of positions, each with all of Q.  Tile 0's
+			// product writes dw, each later one a partial
+			// pw[co, q] = sum over its (n, p) of gT[co, n, p]
+			// colT[n, p, q] that a second kernel adds, dw = dw + pw:
+			// dw is the sum of the tiles' partials in tile order, for
+			// any number of threads (no product splits its
+			// reduction across threads).  pw is dw's size, Co Q
+			// elements, beside a tile's columns of up to the bound.
+			uint32_t cb = col_buf(L, n, i0, t.ns, t.nr * t.nw, Q), pb = 0;
+			if (chunks > 1) {
+				Shape ps = {.rank = 2, .dim = {Co, Q}};
+				pb = kir_buf_add(p, KB_TMP, 0, dt, &ps, n);
+			}
+			for (int64_t ch = 0; ch < chunks; ch++) {
+				Tile c = tile_at(&v, &t, nb, ch);
+				int64_t np = c.nr * c.nw, p0 = c.r0 * v.OW + c.w0;
+				im2col(L, n, i0, &v, 1, cb, &c, 0, v.C);
+				KKernel *k = lower_kernel_begin(L, ch ? pb : out, n, "conv_weight_grad.gemm");
+				KxId co = pvar(L, k, Co), q = pvar(L, k, Q), nn = rvar(L, k, c.ns), pp = rvar(L, k, np);
+				KxId ci = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, np), pp), Q), q);
+				KxId ga = gb ? kx_load(p, gb, iplus(p, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, co, v.N), iplus(p, nn, c.n0)), P), pp), p0))
+				             : lower_at(L, i1, iplus(p, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, iplus(p, nn, c.n0), Co), co), P), pp), p0));
+				KxId wi = kx_iadd(p, kx_imul(p, co, Q), q);
+				gemm_finish(L, k, wi, ga, kx_load(p, cb, ci));
+				if (!ch)
+					continue;
+				k = lower_kernel_begin(L, out, n, "conv_weight_grad.add");
+				co = pvar(L, k, Co), q = pvar(L, k, Q);
+				k->index = wi = kx_iadd(p, kx_imul(p, co, Q), q);
+				finish(L, k, KR_NONE, kx_bin(p, KX_ADD, kx_load(p, out, wi), kx_load(p, pb, wi)), 0);
+			}
+			return 1;
+		}
 		uint32_t cb = col_buf(L, n, i0, v.N, P, u0 * K2);
 		for (int64_t ch = 0, c0 = 0; ch < chunks; ch++, c0 += u0) {
 			int64_t nc = c0 + u0 <= v.C ? u0 : v.C - c0, Qc = nc * K2;
-			im2col(L, n, i0, &v, 1, cb, 0, v.N, c0, nc);
+			im2col(L, n, i0, &v, 1, cb, &t, c0, nc);
 			KKernel *k = lower_kernel_begin(L, out, n, "conv_weight_grad.gemm");
 			KxId co = pvar(L, k, Co), q = pvar(L, k, Qc), nn = rvar(L, k, v.N), pp = rvar(L, k, P);
 			KxId ci = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Qc), q);
@@ -459,39 +639,32 @@ conv_gemm_lower(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 	// consecutive iw step through (contiguous for stride 1; on the GPU,
 	// coalesced).  With fewer than 16 positions (too few columns for the
 	// GEMM's tiles) it is dcolT[n, p, q] = sum_co g[n, co, p] w[co, q]
-	// instead, rows p and columns q.  Either way each element sums over co
-	// in order: the same values.
+	// instead, rows p and columns q (tiles of whole samples only).  Either
+	// way each element sums over co in order: the same values.  A tile of
+	// rows or columns of a sample is the product over its positions (g's
+	// columns p0 .. p0 + np, C's leading dimension np) and its col2im.
 	// A direct (pointwise) one writes dx itself: dcol is dx.
 	int tp = P < 16;
-	Shape ds = {.rank = 3, .dim = {u0, tp ? P : Q, tp ? Q : P}};
+	int64_t tnp = t.nr * t.nw;
+	Shape ds = {.rank = 3, .dim = {t.ns, tp ? tnp : Q, tp ? Q : tnp}};
 	uint32_t db = direct ? out : kir_buf_add(p, KB_TMP, 0, dt, &ds, n);
-	for (int64_t ch = 0, b = 0; ch < chunks; ch++, b += u0) {
-		int64_t nb = b + u0 <= v.N ? u0 : v.N - b;
+	for (int64_t ch = 0; ch < chunks; ch++) {
+		Tile c = tile_at(&v, &t, nb, ch);
+		int64_t np = c.nr * c.nw, p0 = c.r0 * v.OW + c.w0;
 		KKernel *k = lower_kernel_begin(L, db, n, "conv_input_grad.gemm");
-		KxId nn = pvar(L, k, nb), pp, q;
+		KxId nn = pvar(L, k, c.ns), pp, q;
 		if (tp)
-			pp = pvar(L, k, P), q = pvar(L, k, Q);
+			pp = pvar(L, k, np), q = pvar(L, k, Q);
 		else
-			q = pvar(L, k, Q), pp = pvar(L, k, P);
+			q = pvar(L, k, Q), pp = pvar(L, k, np);
 		KxId co = rvar(L, k, Co);
-		KxId gi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, iplus(p, nn, b), Co), co), P), pp);
-		KxId di = tp ? kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), pp), Q), q)
-		             : kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Q), q), P), pp);
+		KxId gi = iplus(p, kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, iplus(p, nn, c.n0), Co), co), P), pp), p0);
+		KxId di = tp ? kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, np), pp), Q), q)
+		             : kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Q), q), np), pp);
 		gemm_finish(L, k, di, lower_at(L, i0, gi), lower_at(L, i1, kx_iadd(p, kx_imul(p, co, Q), q)));
 		if (direct)
-			break; // one chunk (b = 0): di is dx's own index
-		k = lower_kernel_begin(L, out, n, "col2im");
-		nn = pvar(L, k, nb);
-		KxId c = pvar(L, k, v.C), ih = pvar(L, k, v.H), iw = pvar(L, k, v.W);
-		KxId kh = rvar(L, k, v.kh), kw = rvar(L, k, v.kw), okh, okw;
-		KxId oh = inv_window(p, ih, kh, v.ph, v.sh, v.dh, v.OH, &okh);
-		KxId ow = inv_window(p, iw, kw, v.pw, v.sw, v.dw, v.OW, &okw);
-		KxId qq = flat4(p, kx_iconst(p, 0), c, v.C, kh, v.kh, kw, v.kw);
-		KxId po = kx_iadd(p, kx_imul(p, oh, v.OW), ow);
-		di = tp ? kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, P), po), Q), qq)
-		        : kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, nn, Q), qq), P), po);
-		k->index = flat4(p, iplus(p, nn, b), c, v.C, ih, v.H, iw, v.W);
-		finish(L, k, KR_SUM, sel(p, band(p, okh, okw), kx_load(p, db, di), kx_const(p, 0, dt)), 0);
+			break; // one chunk (n0 = 0): di is dx's own index
+		col2im(L, out, n, db, &v, &c, tp);
 	}
 	return 1;
 }
@@ -618,11 +791,12 @@ kernel_conv(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 	}
 	finish(L, k, KR_SUM, body, 0);
 	// The direct loops are a cuDNN candidate too (groups 1 only, as
-	// conv_gemm's): a convolution whose columns exceed CONV_COL_MAX per
-	// sample keeps them (deepspeech's second convolution, 21 x 11 over 32
-	// channels: 303 MB of columns per sample), and one direct kernel of
-	// a reduction over C kh kw per output point is far from cuDNN's
-	// implicit GEMM (deepspeech's input gradient: 20 ms on an H200).
+	// conv_gemm's): a convolution whose columns exceed the bound even
+	// for one output position's tile (or $FADC_CONV_COL_MAX=1, as
+	// tests force) keeps them, and one direct kernel of a reduction
+	// over C kh kw per output point is far from cuDNN's implicit GEMM
+	// (deepspeech's second convolution's input gradient as direct
+	// loops, before its tiles: 20 ms on an H200).
 	if (groups == 1)
 		conv_note(L, out, n, a, k0);
 }
