@@ -47,6 +47,10 @@ mkdir -p "$dest/bin" "$dest/check" "$dest/peer"
 only=${2:-}
 cp "$b/gpu_check" "$b/cudagraph_check" "$b/fadc-bench" "$dest/bin/"
 cp "$root/bench/plot.py" "$dest/bin/" # fadc-bench compare --plot finds it beside itself
+# fadc-bench reads .onnx sources (libprotobuf-c), which the GPU machine lacks:
+# carried in bin/lib, which run.sh puts on LD_LIBRARY_PATH.
+mkdir -p "$dest/bin/lib"
+for l in $(ldd "$b/fadc-bench" | awk '/libprotobuf-c/ { print $3 }'); do cp -L "$l" "$dest/bin/lib/"; done
 if ldd "$dest"/bin/* | grep -qi llvm; then
 	echo "payload: a GPU program links LLVM" >&2
 	exit 1

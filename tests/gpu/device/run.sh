@@ -21,6 +21,7 @@ mkdir -p "$out"
 steps=${1:-check bench peer}
 iters=${ITERS:-100}
 export FADC_REQUIRE_GPU=1
+export LD_LIBRARY_PATH="$here/bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" # payload.sh: libprotobuf-c
 echo "== $(date -u +%FT%TZ) $(hostname)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 [ -d "$here/fgpu" ] && rm -rf /tmp/fgpu && cp -r "$here/fgpu" /tmp/fgpu
