@@ -230,6 +230,22 @@ cse_node(Graph *dst, NodeId m, Cse *cse)
 // rounding noise around 0); a centered term's factor that is inf or NaN
 // no longer makes the sum NaN.
 
+// The node equal to dst's node m already in the table, or 0; m is not
+// entered (a failed probe must not fill the table, sized for src's nodes).
+static NodeId
+cse_find(Graph *dst, NodeId m, Cse *cse)
+{
+	const Node *nd = &dst->node[m];
+	Attrs a;
+	ir_attrs_get(dst, m, &a);
+	const NodeId *in = ir_in(dst, m);
+	uint64_t h = node_hash(dst, nd, in, &a);
+	for (uint32_t i = (uint32_t)h & (cse->cap - 1); cse->slot[i]; i = (i + 1) & (cse->cap - 1))
+		if (cse->slot[i] != m && same_node(dst, cse->slot[i], nd, in, &a))
+			return cse->slot[i];
+	return 0;
+}
+
 typedef struct Lin {
 	const int64_t *axes; // A, as the sum's attribute
 	int naxes, keepdim;
@@ -386,8 +402,8 @@ lin_sum(Graph *g, NodeId e, Lin *L, int depth)
 	for (int kd = 0; kd < 2; kd++) {
 		int keep = kd ? !L->keepdim : L->keepdim;
 		NodeId m = b_sum(g, e, L->axes, L->naxes, keep, L->loc);
-		NodeId r = cse_node(g, m, L->cse);
-		if (r < L->base)
+		NodeId r = m < L->base ? m : cse_find(g, m, L->cse);
+		if (r && r < L->base)
 			return b_reshape(g, r, L->rs, L->loc);
 	}
 	L->fail = 1;
