@@ -207,6 +207,225 @@ cse_node(Graph *dst, NodeId m, Cse *cse)
 	return m;
 }
 
+// ---- A sum of a linear combination (sum_linear)
+//
+// Reverse mode makes sums of sums' terms.  batch_norm's backward (the
+// prelude's composite: d = x - mean(x), y = d r w + b, r = rsqrt(var +
+// eps)) sums, per channel over the axes A of the statistics,
+//     dmu = -sum_A(dd),   dd = g w r + 2 d dvar / M   (twice dvar d / M),
+// a fourth pass over the layer's activations after sum_A(g) (the bias's
+// gradient), sum_A(g x^) and sum_A(g w d).  But sum is linear, r, w and
+// dvar / M are constant along A (broadcasts of per-channel values), and
+// sum_A(d) = sum_A(x - mean_A(x)) = 0 exactly in real arithmetic, so
+//     sum_A(dd) = w r sum_A(g) + 0,
+// per-channel products of a sum already computed.  sum_linear rewrites
+// sum_A(e) so: through add, sub and neg, taking out of each product or
+// quotient the factors constant along A (sq_const: the factor at the
+// sum's shape), a centered term x - broadcast(mean_A(x, keepdim)) being
+// zero; every other term (a "core") must be a sum_A that dst already
+// holds (found through the CSE table), else nothing is rewritten: the
+// rewrite never adds a pass over the summed tensor, it only removes one.
+// The result differs from the sum it replaces by rounding only (and is
+// closer to the exact value: the computed sum of a centered term is
+// rounding noise around 0); a centered term's factor that is inf or NaN
+// no longer makes the sum NaN.
+
+// The node equal to dst's node m already in the table, or 0; m is not
+// entered (a failed probe must not fill the table, sized for src's nodes).
+static NodeId
+cse_find(Graph *dst, NodeId m, Cse *cse)
+{
+	const Node *nd = &dst->node[m];
+	Attrs a;
+	ir_attrs_get(dst, m, &a);
+	const NodeId *in = ir_in(dst, m);
+	uint64_t h = node_hash(dst, nd, in, &a);
+	for (uint32_t i = (uint32_t)h & (cse->cap - 1); cse->slot[i]; i = (i + 1) & (cse->cap - 1))
+		if (cse->slot[i] != m && same_node(dst, cse->slot[i], nd, in, &a))
+			return cse->slot[i];
+	return 0;
+}
+
+typedef struct Lin {
+	const int64_t *axes; // A, as the sum's attribute
+	int naxes, keepdim;
+	const Shape *rs;   // the sum's shape
+	NodeId base;       // dst's nodes before the attempt: a core must be older
+	Cse *cse;
+	Loc loc;
+	int fail;
+} Lin;
+
+static int
+in_axes(const Lin *L, int d)
+{
+	for (int k = 0; k < L->naxes; k++)
+		if (L->axes[k] == d)
+			return 1;
+	return 0;
+}
+
+// Is dst's node v (of the summed shape) constant along A?
+static int
+const_along(const Graph *g, NodeId v, const Lin *L, int depth)
+{
+	const Node *nd = &g->node[v];
+	if (depth > 6)
+		return 0;
+	if (nd->op == OP_full)
+		return 1;
+	if (nd->op == OP_broadcast) {
+		const Shape *s = ir_shape(g, ir_in1(g, v, 0)), *t = ir_shape(g, v);
+		if (s->rank != t->rank)
+			return 0;
+		for (int k = 0; k < L->naxes; k++)
+			if (s->dim[L->axes[k]] != 1)
+				return 0;
+		return 1;
+	}
+	if (nd->op == OP_add || nd->op == OP_sub || nd->op == OP_mul || nd->op == OP_div)
+		return const_along(g, ir_in1(g, v, 0), L, depth + 1) &&
+		       const_along(g, ir_in1(g, v, 1), L, depth + 1);
+	if (nd->op == OP_neg)
+		return const_along(g, ir_in1(g, v, 0), L, depth + 1);
+	return 0;
+}
+
+// v (const_along) at the sum's shape: its value at any point of A.
+static NodeId
+sq_const(Graph *g, NodeId v, Lin *L)
+{
+	const Node nd = g->node[v];
+	if (nd.op == OP_full) {
+		double c;
+		FADC_ASSERT(b_const_value(g, v, &c), "simplify: a full without a value");
+		return b_full(g, c, (DType)nd.dtype, L->rs, L->loc);
+	}
+	if (nd.op == OP_broadcast) {
+		NodeId s = ir_in1(g, v, 0);
+		const Shape *ss = ir_shape(g, s);
+		Shape q = {0};
+		for (int d = 0; d < ss->rank; d++)
+			if (L->keepdim || !in_axes(L, d))
+				q.dim[q.rank++] = ss->dim[d];
+		return b_broadcast(g, b_reshape(g, s, &q, L->loc), L->rs, L->loc);
+	}
+	NodeId a = sq_const(g, ir_in1(g, v, 0), L);
+	if (nd.op == OP_neg)
+		return b_neg(g, a, L->loc);
+	NodeId b = sq_const(g, ir_in1(g, v, 1), L);
+	switch (nd.op) {
+	case OP_add:
+		return b_add(g, a, b, L->loc);
+	case OP_sub:
+		return b_sub(g, a, b, L->loc);
+	case OP_mul:
+		return b_mul(g, a, b, L->loc);
+	default: // OP_div
+		return b_op2(g, OP_div, a ? a : b_full(g, 0, (DType)nd.dtype, L->rs, L->loc), b,
+		             L->loc);
+	}
+}
+
+// Is e = x - broadcast(mean(x, A, keepdim=1)) (then sum_A(e) = 0)?
+static int
+centered(const Graph *g, NodeId e, const Lin *L)
+{
+	if (g->node[e].op != OP_sub)
+		return 0;
+	NodeId x = ir_in1(g, e, 0), bc = ir_in1(g, e, 1);
+	if (g->node[bc].op != OP_broadcast || g->node[ir_in1(g, bc, 0)].op != OP_mean)
+		return 0;
+	NodeId mn = ir_in1(g, bc, 0);
+	if (ir_in1(g, mn, 0) != x)
+		return 0;
+	Attrs a;
+	ir_attrs_get(g, mn, &a);
+	if (!a.a[1].i || a.a[0].n != L->naxes)
+		return 0;
+	for (int k = 0; k < a.a[0].n; k++)
+		if (!in_axes(L, (int)a.a[0].v[k]))
+			return 0;
+	return 1;
+}
+
+// sum_A(e) as a combination of older sums (0: zero; L->fail set where it
+// is not one).
+static NodeId
+lin_sum(Graph *g, NodeId e, Lin *L, int depth)
+{
+	if (L->fail)
+		return 0;
+	if (depth > 8) {
+		L->fail = 1;
+		return 0;
+	}
+	const Node nd = g->node[e];
+	if (centered(g, e, L))
+		return 0;
+	switch (nd.op) {
+	case OP_add:
+	case OP_sub: {
+		NodeId a = lin_sum(g, ir_in1(g, e, 0), L, depth + 1);
+		NodeId b = lin_sum(g, ir_in1(g, e, 1), L, depth + 1);
+		if (L->fail)
+			return 0;
+		return nd.op == OP_add ? b_add(g, a, b, L->loc) : b_sub(g, a, b, L->loc);
+	}
+	case OP_neg: {
+		NodeId a = lin_sum(g, ir_in1(g, e, 0), L, depth + 1);
+		return L->fail ? 0 : b_neg(g, a, L->loc);
+	}
+	case OP_mul:
+	case OP_div: {
+		NodeId x = ir_in1(g, e, 0), y = ir_in1(g, e, 1);
+		int cy = const_along(g, y, L, 0);
+		if (nd.op == OP_mul && !cy && const_along(g, x, L, 0)) {
+			NodeId t = x;
+			x = y;
+			y = t;
+			cy = 1;
+		}
+		if (cy && !const_along(g, x, L, 0)) {
+			NodeId a = lin_sum(g, x, L, depth + 1);
+			if (L->fail || !a)
+				return 0;
+			NodeId f = sq_const(g, y, L);
+			return nd.op == OP_mul ? b_mul(g, a, f, L->loc) : b_op2(g, OP_div, a, f, L->loc);
+		}
+		break;
+	}
+	default:
+		break;
+	}
+	// A core: an older sum_A(e), as it is or with the other keepdim.
+	for (int kd = 0; kd < 2; kd++) {
+		int keep = kd ? !L->keepdim : L->keepdim;
+		NodeId m = b_sum(g, e, L->axes, L->naxes, keep, L->loc);
+		NodeId r = m < L->base ? m : cse_find(g, m, L->cse);
+		if (r && r < L->base)
+			return b_reshape(g, r, L->rs, L->loc);
+	}
+	L->fail = 1;
+	return 0;
+}
+
+// sum_A(x) over dst's node x, rewritten (sum_linear above), or 0.
+static NodeId
+sum_linear(Graph *dst, NodeId x, const Attrs *a, const Shape *rs, Cse *cse, Loc loc)
+{
+	int op = dst->node[x].op;
+	if (!ir_dtype_is_float((DType)dst->node[x].dtype) ||
+	    (op != OP_add && op != OP_sub && op != OP_neg && op != OP_mul && op != OP_div))
+		return 0;
+	Lin L = {.axes = a->a[0].v, .naxes = a->a[0].n, .keepdim = (int)a->a[1].i, .rs = rs,
+	         .base = dst->nnode, .cse = cse, .loc = loc};
+	NodeId r = lin_sum(dst, x, &L, 0);
+	if (L.fail)
+		return 0;
+	return r ? r : b_full(dst, 0, (DType)dst->node[x].dtype, rs, loc);
+}
+
 // Rebuilds node n of src in dst with operands in[], simplified.
 static NodeId
 rebuild(Graph *dst, const Graph *src, NodeId n, const NodeId *in, Cse *cse)
@@ -278,6 +497,11 @@ rebuild(Graph *dst, const Graph *src, NodeId n, const NodeId *in, Cse *cse)
 	// CSE table like any other (a duplicate they built is left to DCE).
 	uint32_t before = dst->nnode;
 	NodeId r = 0;
+	if (nd->op == OP_sum && !getenv("FADC_NO_SUM_LINEAR")) {
+		r = sum_linear(dst, in[0], &a, &src->shape[nd->shape], cse, loc);
+		if (r)
+			return r < before ? r : cse_node(dst, r, cse);
+	}
 	switch (nd->op) {
 	case OP_add:
 		r = b_add(dst, in[0], in[1], loc);
