@@ -16,7 +16,7 @@ if ! "$FADC" "$m" -o "$tmp/probe.so" --target cuda 2>"$tmp/err"; then
 	fail "fadc --target cuda failed"
 fi
 
-run_fadc 0 "$m" -o "$tmp/c.so" --target cpu,cuda --tasks forward,vjp,jvp
+run_fadc 0 "$m" -o "$tmp/c.so" --target cpu,cuda --tasks forward,vjp,jvp --cpu x86-64-v3
 run_fadc 0 inspect "$tmp/c.so"
 out_has "  cuda: 6 launches (4 kernels or host steps, 0 cuBLAS GEMMs, 2 choices timed on the GPU)"
 out_has "  choice 0: record 0, 2 candidates, the faster on the GPU runs: 1 kernel fadc_forward_k0_matmul 2 gemm cublasSgemmStridedBatched"

@@ -84,7 +84,11 @@ main(void)
 	check_model("wav2letter.ir", w2l, 4, 5, F64_COMPUTE, 2e-7);
 	check_model("resnet18.ir", resnet, 4, 3, F64_COMPUTE, 2e-7);
 	check_model("fcn_resnet.ir", fcn, 3, 2, F64_COMPUTE, 2e-7);
-	check_model("detr.ir", detr, 10, 2, F64_COMPUTE, 2e-7);
+	// detr: 5e-7 since batch norm's mean gradient lost its fourth sum
+	// (passes/simplify.c sum_linear): grad.backbone.bn1.bias then differs by
+	// 2.7e-7 (5.7e-8 before), f32 inputs' rounding amplified by batch norm; as
+	// a float64 model the compiled vjp equals the interpreter to 1.2e-12.
+	check_model("detr.ir", detr, 10, 2, F64_COMPUTE, 5e-7);
 	check_model("deepspeech.ir", ds, 8, 2, F64_COMPUTE, 2e-7);
 	check_model("deepspeech.ir", ds, 8, 2, F64_MODEL, 1e-12);
 	check_model("deepspeech.ir", ds, 8, 2, F32_COMPUTE, 5e-5);
