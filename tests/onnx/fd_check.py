@@ -7,9 +7,10 @@
 #     fd_p = (L(p + t d_p) - L(p - t d_p)) / 2t,   t = 1e-6 max(1, max|p|)
 #     err_vjp = |<g_p, d_p> - fd_p| / S_p,   S_p = sum_i |g_p,i d_p,i|
 # (S_p the size of the terms of <g_p, d_p>), and the jvp along all the d_p
-# at once: err_jvp = |jvp(d) - sum_p fd_p| / sum_p S_p; each <= 1e-6.  The truncation error of the central difference is
-# O(t^2) ~ 1e-12, the rounding error eps |L| / t ~ 1e-10 |L|; a parameter
-# whose S is 0 (no derivative at all) fails too, so every op is exercised.
+# at once: err_jvp = |jvp(d) - sum_p fd_p| / sum_p S_p; each <= 1e-6.  The
+# truncation error of the central difference is O(t^2) ~ 1e-12, the rounding
+# error eps |L| / t ~ 1e-10 |L|; a parameter whose S_p is 0 (no derivative
+# at all) fails too, so every op is exercised.
 import glob
 import os
 import subprocess
@@ -23,7 +24,8 @@ rng = np.random.default_rng(7)
 consts = []
 for c in open(os.path.join(base, "consts.txt")).read().split():
     consts += ["--const", c]
-params = {os.path.basename(f)[:-4]: np.load(f) for f in sorted(glob.glob(os.path.join(base, "*.npy")))}
+params = {os.path.basename(f)[:-4]: np.load(f)
+          for f in sorted(glob.glob(os.path.join(base, "*.npy")))}
 os.makedirs(tmp, exist_ok=True)
 
 

@@ -1,19 +1,20 @@
 # tests/data/onnx/make_fd.py [OUTDIR] -- the float64 models of the
-# finite-difference check (tests/onnx/onnx-fd.sh): the ops the importer maps
-# (docs/ONNX.md) that no PyTorch export of torch-parity.sh differentiates.
+# finite-difference check (tests/onnx/onnx-fd.sh, docs/ONNX.md): the ops the
+# importer maps that no PyTorch export of torch-parity.sh differentiates.
 # Made with onnx's helper API alone (Debian's onnx 1.12); OUTDIR defaults to
 # tests/data/onnx/fd.  Each model is one scalar output
 #     loss = sum_k <C_k, y_k>
 # over its branches y_k (one op under test each, on float initializers of
 # its own: fadc's parameters), C_k fixed random weights, initializers named
 # C<k> that the check imports with --const (so that no symmetry, such as
-# sum(softmax) = 1, hides a derivative).  Each
-# parameter is also written as OUTDIR/MODEL/NAME.npy: the base point that
-# the check perturbs, and OUTDIR/MODEL/consts.txt the C<k>.  Values are
-# chosen away from kinks: |x| >= 0.2 where Abs, Sign, LeakyRelu, Reciprocal are not smooth at 0, Floor's arguments
-# >= 0.1 from an integer, Max/Min/Where/Clip operands >= 0.1 from a tie or
-# bound, the elements under a maximum (ReduceMax, MaxPool, GlobalMaxPool) a
-# permutation of values 0.05 apart; the check's steps are ~1e-6.
+# sum(softmax) = 1, hides a derivative).  Each parameter is also written as
+# OUTDIR/MODEL/NAME.npy, the base point that the check perturbs, and
+# OUTDIR/MODEL/consts.txt lists the C<k>.  Values are chosen away from
+# kinks: |x| >= 0.2 where Abs, Sign, LeakyRelu, Reciprocal are not smooth at
+# 0, Floor's arguments >= 0.1 from an integer, Max/Min/Clip operands >= 0.1
+# from a tie or bound, the elements under a maximum (ReduceMax, MaxPool,
+# GlobalMaxPool) a permutation of values 0.05 apart; the check's steps are
+# ~1e-6.
 import os
 import sys
 
