@@ -40,7 +40,7 @@ def forward() -> f32[] {
 }
 IR
 sed 's/32, 32/256, 256/g' "$tmp/small.ir" >"$tmp/large.ir"
-run_fadc 0 "$tmp/small.ir" -o "$tmp/small.so" --target cpu,cuda
+run_fadc 0 "$tmp/small.ir" -o "$tmp/small.so" --target cpu,cuda --cpu x86-64-v3
 run_fadc 0 inspect "$tmp/small.so"
 grep -qE '^  (choice|gemm) ' "$tmp/out" && fail "32 x 32 x 32 has a GEMM or a choice: $(cat "$tmp/out")"
 [ "$(tail -c 40 "$tmp/small.so" | od -An -tu4 -j8 -N4 | tr -d ' ')" = 3 ] || fail "small: not format 3"
