@@ -54,7 +54,7 @@ grep -q '^  choice ' "$tmp/out" && fail "256 x 256 x 256 has a choice"
 [ "$(tail -c 40 "$tmp/large.so" | od -An -tu4 -j8 -N4 | tr -d ' ')" = 4 ] || fail "large: not format 4"
 
 # The CPU code is the CPU artifact's.
-run_fadc 0 "$m" -o "$tmp/cpu.so" --tasks forward,vjp,jvp
+run_fadc 0 "$m" -o "$tmp/cpu.so" --tasks forward,vjp,jvp --cpu x86-64-v3
 for t in forward vjp jvp; do
 	run_fadc 0 run "$tmp/c.so" --task $t --out "$tmp/g/$t"
 	run_fadc 0 run "$tmp/cpu.so" --task $t --out "$tmp/c/$t"
