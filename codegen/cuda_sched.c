@@ -1413,11 +1413,12 @@ cg_cuda_launches(const KProgram *p) {
 	return cuda_launch_plan(p, NULL);
 }
 
-// The contract of a group of kernels [begin, end) run by one __global__
-// (LA_FUSED, LA_LOOP): every buffer any of them touches, in buffer order
-// (a fused task's temporaries in shared memory are not arguments).
-int
-cuda_group_contract(const KProgram *p, const La *a, CgCudaKernel *out) {
+// The start of a contract for a launch of kernels [a->begin, a->end): out
+// zeroed and named fadc_<task>_k<begin>_<what>, room for every buffer as an
+// argument; returns the buffer-use flags (nbuf + 1 bytes, zeroed) for the
+// caller to fill and free, or NULL with nothing held when out of memory.
+static uint8_t *
+group_contract_new(const KProgram *p, const La *a, const char *what, CgCudaKernel *out) {
 	memset(out, 0, sizeof *out);
 	uint8_t *use = calloc(p->nbuf + 1, 1);
 	out->buf = calloc(p->nbuf + 1, sizeof *out->buf);
@@ -1431,16 +1432,27 @@ cuda_group_contract(const KProgram *p, const La *a, CgCudaKernel *out) {
 		free(use);
 		free(out->buf);
 		out->buf = NULL;
-		return 0;
+		return NULL;
 	}
+	cuda_kernel_name(f, p->name ? p->name : "", a->begin, what);
+	fclose(f);
+	out->name = name;
+	return use;
+}
+
+// The contract of a group of kernels [begin, end) run by one __global__
+// (LA_FUSED, LA_LOOP): every buffer any of them touches, in buffer order
+// (a fused task's temporaries in shared memory are not arguments).
+int
+cuda_group_contract(const KProgram *p, const La *a, CgCudaKernel *out) {
 	// A fused kernel's name carries its phases (cuda_fused_barriers), which
 	// `fadc inspect` reads back from the descriptor: fadc_<task>_k0_fused_<N>phases.
 	char what[64] = "loop";
 	if (a->kind == LA_FUSED)
 		snprintf(what, sizeof what, "fused_%uphases", cg_cuda_phases(p));
-	cuda_kernel_name(f, p->name ? p->name : "", a->begin, what);
-	fclose(f);
-	out->name = name;
+	uint8_t *use = group_contract_new(p, a, what, out);
+	if (!use)
+		return 0;
 	out->grid = a->kind == LA_FUSED ? 1 : persist_grid(p, a->begin, a->end);
 	out->points = (int64_t)out->grid * FUSED_THREADS;
 	for (uint32_t ki = a->begin; ki < a->end; ki++) {
@@ -1511,24 +1523,9 @@ contract_new(CgCudaKernel *out, const char *name, size_t nbuf) {
 // they load in buffer order (print_multi prints the same).
 int
 cuda_multi_contract(const KProgram *p, const La *a, CgCudaKernel *out) {
-	memset(out, 0, sizeof *out);
-	uint8_t *use = calloc(p->nbuf + 1, 1);
-	out->buf = calloc(p->nbuf + 1, sizeof *out->buf);
-	char *name = NULL;
-	size_t nlen = 0;
-	FILE *f = open_memstream(&name, &nlen);
-	if (!use || !out->buf || !f) {
-		if (f)
-			fclose(f);
-		free(name);
-		free(use);
-		free(out->buf);
-		out->buf = NULL;
+	uint8_t *use = group_contract_new(p, a, "channel_partial_sums", out);
+	if (!use)
 		return 0;
-	}
-	cuda_kernel_name(f, p->name ? p->name : "", a->begin, "channel_partial_sums");
-	fclose(f);
-	out->name = name;
 	out->points = kir_kernel_points(&p->k[a->begin]);
 	for (uint32_t ki = a->begin; ki < a->end; ki++) {
 		Uses u = {0};
