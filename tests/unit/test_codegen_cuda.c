@@ -786,8 +786,9 @@ check_gemm_artifact(void) {
 	                  "sa=8192 sb=8192 sc=16384 oa=0 ob=0 oc=0 tf32\n") != NULL);
 	if (!strstr(out, "cuBLAS GEMM"))
 		fprintf(stderr, "fadc inspect said:\n%s", out);
-	// Old formats: the CPU artifact's descriptor in formats 2 to 11 reads
-	// and opens; format 1 and 12 are refused by version; a trailer that
+	// Old formats: the CPU artifact's descriptor in formats 2 to
+	// ART_FORMAT_VERSION reads and opens; format 1 and the next are refused
+	// by version; a trailer that
 	// disagrees with its descriptor is corrupt; a GEMM record cannot be
 	// written in format 3.
 	ArtDesc d;
@@ -805,10 +806,14 @@ check_gemm_artifact(void) {
 	CHECK(rewrite_format(cpu, old, 3, 4));
 	CHECK(art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_FORMAT &&
 	      strstr(err, "the trailer says format 4, the descriptor 3"));
-	CHECK(!rewrite_format(cpu, old, 1, 1) && !rewrite_format(cpu, old, 12, 12));
-	CHECK(rewrite_format(cpu, old, 4, 12));
+	const uint32_t next = ART_FORMAT_VERSION + 1;
+	char refused[128];
+	snprintf(refused, sizeof refused, "artifact format version %u; this runtime reads versions 2 to %d",
+	         next, ART_FORMAT_VERSION);
+	CHECK(!rewrite_format(cpu, old, 1, 1) && !rewrite_format(cpu, old, next, next));
+	CHECK(rewrite_format(cpu, old, 4, next));
 	CHECK(art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_VERSION &&
-	      strstr(err, "artifact format version 12; this runtime reads versions 2 to 11"));
+	      strstr(err, refused));
 	CHECK(!rewrite_format(so, old, 3, 3)); // GEMM records need format 4
 	CHECK(rewrite_format(so, old, 4, 4) &&
 	      art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_OK);

@@ -25,7 +25,10 @@
 //      normalized; bit-identical counted), and the bytes moved in place and
 //      through the host are what the layout says (jacfwd's columns of a
 //      non-scalar forward are always copied).
-//   3. Errors: malformed shard names, K above the basis, shards of tasks that
+//   3. The format (12): shard records decoded as written, re-encoded
+//      byte for byte, refused in format 11, and a record that disagrees
+//      with its task, truncated or flipped, refused with a message.
+//   4. Errors: malformed shard names, K above the basis, shards of tasks that
 //      are not batched (vjp, the Jacobian of a scalar forward), and the
 //      runtime's refusals (shard counts, NULL handles, a task compiled
 //      without those shards, a model of another artifact, outputs of the
@@ -582,6 +585,94 @@ test_runtime_errors(void)
 	ir_module_free(m);
 }
 
+// ---------------------------------------------------------------- the format
+
+// Format 12: the shard records of an artifact decode as written, re-encode
+// to the same bytes, cannot be written in format 11, and a record that
+// disagrees with its task (or a truncated or flipped one) is refused with
+// a message, never a crash.
+static void
+test_format(void)
+{
+	const char *small[] = {"N=3", "K=2"};
+	Module *m = tm_load("ppl_robust_reg.ir", small, 2);
+	const char *tasks[] = {"hessian:0/2", "hessian:1/2", "vjp"};
+	const char *path = compile(m, tasks, 3, "format.so");
+	ArtDesc d;
+	uint8_t *db = NULL, *enc = NULL;
+	size_t dl = 0, el = 0;
+	char err[512];
+	if (!CHECK(art_read(path, &d, &db, &dl, err, sizeof err) == ART_READ_OK)) {
+		fprintf(stderr, "%s\n", err);
+		exit(1);
+	}
+	CHECK(d.version == ART_FORMAT_VERSION_SHARDS);
+	int t0 = -1, t1 = -1;
+	for (uint32_t i = 0; i < d.ntask; i++) {
+		if (!strcmp(d.task[i].name, "hessian:0/2"))
+			t0 = (int)i;
+		if (!strcmp(d.task[i].name, "hessian:1/2"))
+			t1 = (int)i;
+		CHECK(!d.task[i].shard == !strchr(d.task[i].name, ':'));
+	}
+	if (!CHECK(t0 >= 0 && t1 >= 0))
+		exit(1);
+	const ArtShard *a = d.task[t0].shard, *b = d.task[t1].shard;
+	// 7 basis vectors: rows [0, 4) (nu and 3 of sigma) and [4, 7) (beta).
+	CHECK(!strcmp(a->of, "hessian") && a->k == 0 && a->n == 2 && a->lo == 0 && a->hi == 4 &&
+	      a->total == 7 && a->nout == 6);
+	CHECK(b->k == 1 && b->lo == 4 && b->hi == 7 && b->nout == 3);
+	CHECK(b->out[2].rank == 4 && b->out[2].dim[0] == 3 && b->out[2].outer == 1 &&
+	      b->out[2].mid == 3 && b->out[2].inner == 3 && b->out[2].off == 0 && b->out[2].cnt == 3);
+	CHECK(art_desc_encode(&d, &enc, &el) && el == dl && !memcmp(enc, db, dl));
+	free(enc);
+	d.version = ART_FORMAT_VERSION_LEVELS;
+	CHECK(!art_desc_encode(&d, &enc, &el));
+	d.version = 0;
+	// A record that disagrees: each field off by one (hi past total).
+	int64_t *fields[] = {&d.task[t1].shard->hi, &d.task[t1].shard->out[1].off,
+	                     &d.task[t1].shard->out[1].cnt, &d.task[t1].shard->out[1].inner,
+	                     &d.task[t1].shard->out[1].dim[0]};
+	for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
+		(*fields[f])++;
+		ArtDesc x;
+		if (CHECK(art_desc_encode(&d, &enc, &el))) {
+			CHECK(!art_desc_decode(enc, el, &x, err, sizeof err) &&
+			      strstr(err, "the shard record of task 'hessian:1/2' is malformed"));
+			free(enc);
+		}
+		(*fields[f])--;
+	}
+	d.task[t1].shard->k = 0; // its name says 1
+	ArtDesc x;
+	if (CHECK(art_desc_encode(&d, &enc, &el))) {
+		CHECK(!art_desc_decode(enc, el, &x, err, sizeof err) && strstr(err, "malformed"));
+		free(enc);
+	}
+	d.task[t1].shard->k = 1;
+	// Every prefix of the shard section and every flipped byte of it: a
+	// message or a descriptor, never a crash.
+	size_t start = dl;
+	for (size_t i = 0; i + 11 < dl; i++)
+		if (!memcmp(db + i, "hessian", 7) && db[i + 7] != '.' && db[i + 7] != ':')
+			start = i < start ? i : start; // the first record's `of`
+	CHECK(start < dl);
+	for (size_t n = start - 8; n < dl; n++) {
+		CHECK(!art_desc_decode(db, n, &x, err, sizeof err) && err[0]);
+	}
+	for (size_t i = start - 8; i < dl; i++) {
+		db[i] ^= 0x41;
+		if (art_desc_decode(db, dl, &x, err, sizeof err))
+			art_desc_free(&x);
+		else
+			CHECK(err[0]);
+		db[i] ^= 0x41;
+	}
+	art_desc_free(&d);
+	free(db);
+	ir_module_free(m);
+}
+
 int
 main(void)
 {
@@ -595,6 +686,7 @@ main(void)
 	test_pass_errors();
 	test_runtime();
 	test_runtime_errors();
+	test_format();
 	char cmd[300];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
 	if (system(cmd) != 0)

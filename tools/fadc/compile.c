@@ -134,9 +134,10 @@ task_name_ok(const char *name, const char *opt, int *rc)
 		return 1;
 	if (r > 0)
 		return 1;
-	if (r == 0)
+	if (r == 0) // (as before shards: `fadc --task` says no option)
 		snprintf(err, sizeof err, "unknown task '%.60s'", name);
-	snprintf(msg, sizeof msg, "%s: %s", opt, err);
+	snprintf(msg, sizeof msg, "%s%s%s", r || strcmp(opt, "--task") ? opt : "",
+	         r || strcmp(opt, "--task") ? ": " : "", err);
 	*rc = usage_error(usage_main, "%s", msg);
 	return 0;
 }
@@ -321,10 +322,12 @@ compile_args(int argc, char **argv, CompileArgs *a)
 			return usage_error(usage_main, "pass options and --stats need --task T (the passes run "
 			                               "on a task's graph)%s", "");
 		if (a->ntasks || a->target || a->cpu || a->cuda_arch || a->opt_level >= 0 || a->f64 ||
-		    a->max_task_bytes || a->shards)
-			return usage_error(usage_main, "--tasks, --target, --cuda-arch, --cpu, -O, --f64, "
-			                               "--max-task-bytes and --shards need -o FILE (--task "
-			                               "T:k/K prints one shard)%s", "");
+		    a->max_task_bytes)
+			return usage_error(usage_main, "--tasks, --target, --cuda-arch, --cpu, -O, --f64 and "
+			                               "--max-task-bytes need -o FILE%s", "");
+		if (a->shards)
+			return usage_error(usage_main, "--shards needs -o FILE (--task T:k/K prints one "
+			                               "shard)%s", "");
 		if (a->allow_tf32)
 			return usage_error(usage_main, "--allow-tf32 needs -o FILE (it concerns the GEMMs "
 			                               "of compiled CUDA code)%s", "");
