@@ -89,6 +89,11 @@ set_tests_properties(gpu/cuda-zoo.sh PROPERTIES TIMEOUT 2400)
 # where there is no CUDA device.
 add_executable(gpu_check ${CMAKE_SOURCE_DIR}/tests/gpu/gpu_check.c)
 target_link_libraries(gpu_check PRIVATE fadc_runtime m)
+# shard_check: a batched task whole on one GPU and as K shards
+# (runtime/shard.h), compared and timed (tests/gpu/cuda-shards.sh).
+add_executable(shard_check ${CMAKE_SOURCE_DIR}/tests/gpu/shard_check.c)
+target_include_directories(shard_check PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
+target_link_libraries(shard_check PRIVATE fadc_runtime m ${CMAKE_DL_LIBS})
 
 # The CUDA-graph suite (tests/gpu/cudagraph/): seeds/001's programs and the
 # graph-tree tests; the script compiles the .ir programs here (NVRTC) and
