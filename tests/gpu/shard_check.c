@@ -6,7 +6,8 @@
 //   shard_check MODEL.so TASK --gpus 0,1 [--peer] [--staged] [--reps N]
 //
 // --gpus lists one GPU per shard (0,0 runs two shards on two contexts of
-// GPU 0, which share its memory: --peer then needs nothing enabled).  The
+// GPU 0, which share its memory: --peer then needs nothing enabled; `cpu`
+// is a CPU context, for the tool's own test on a CPU artifact).  The
 // whole task TASK runs on a context of the first GPU, the shards on their
 // own, assembled on the first shard's context.  --peer enables peer access
 // from each shard's GPU to the first's (the driver's primary contexts,
@@ -106,11 +107,13 @@ main(int argc, char **argv)
 	}
 	if (!path || !task || !gpus || reps < 1)
 		return usage();
-	int gpu[MAXK], K = 0;
+	int gpu[MAXK], K = 0; // -1: the CPU (`--gpus cpu,cpu`: the tool's own test, on a CPU artifact)
 	for (const char *p = gpus; *p && K < MAXK;) {
 		char *end;
-		long g = strtol(p, &end, 10);
-		if (end == p || g < 0 || (*end && *end != ','))
+		long g = strncmp(p, "cpu", 3) ? strtol(p, &end, 10) : -1;
+		if (g < 0)
+			end = (char *)p + 3;
+		if (end == p || g < -1 || (*end && *end != ','))
 			return usage();
 		gpu[K++] = (int)g;
 		p = *end ? end + 1 : end;
@@ -118,7 +121,8 @@ main(int argc, char **argv)
 	fadc_context *ctx[MAXK], *wc;
 	fadc_model *mod[MAXK], *wm;
 	for (int k = 0; k <= K; k++) {
-		fadc_context_options o = {.device = {FADC_DEVICE_CUDA, k < K ? gpu[k] : gpu[0]}};
+		int g = k < K ? gpu[k] : gpu[0];
+		fadc_context_options o = {.device = {g < 0 ? FADC_DEVICE_CPU : FADC_DEVICE_CUDA, g < 0 ? 0 : g}};
 		fadc_context **c = k < K ? &ctx[k] : &wc;
 		if (fadc_context_create(&o, c)) {
 			fprintf(stderr, "shard_check: GPU %d: %s (skipped)\n", o.device.index,
@@ -131,7 +135,7 @@ main(int argc, char **argv)
 		}
 	}
 	for (int k = 1; peer && k < K; k++)
-		if (gpu[k] != gpu[0] && !enable_peer(gpu[k], gpu[0]))
+		if (gpu[k] != gpu[0] && gpu[k] >= 0 && gpu[0] >= 0 && !enable_peer(gpu[k], gpu[0]))
 			return 1;
 	RtShardOptions so = {.peer_direct = peer, .staged = staged};
 	RtShardPlan *plan;
