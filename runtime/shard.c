@@ -220,11 +220,11 @@ plan_slices(RtShardPlan *p, int k, const ArtTask *t)
 		sl->rank = o->rank;
 		memcpy(sl->dim, o->dim, sizeof(int64_t) * o->rank);
 		sl->bytes = (size_t)numel(o->rank, o->dim) * fadc_dtype_size((fadc_dtype)o->dtype);
-		if (sl->bytes > p->hostlen)
-			p->hostlen = sl->bytes;
 	}
 	return FADC_OK;
 }
+
+static int direct(const RtShardPlan *p, const Shard *s, const Slice *sl);
 
 fadc_status
 rt_shard_plan_create(const char *path, const char *task, fadc_context *const *ctxs,
@@ -324,6 +324,12 @@ rt_shard_plan_create(const char *path, const char *task, fadc_context *const *ct
 			         p->whole[w].name);
 			goto done;
 		}
+	// Host staging for the slices that travel through the host only (none
+	// where every slice is written in place).
+	for (int k = 0; k < n; k++)
+		for (uint32_t j = 0; j < p->sh[k].nslice; j++)
+			if (!direct(p, &p->sh[k], &p->sh[k].slice[j]) && p->sh[k].slice[j].bytes > p->hostlen)
+				p->hostlen = p->sh[k].slice[j].bytes;
 	p->owned = calloc(p->nwhole + 1, sizeof *p->owned);
 	p->dst = calloc(p->nwhole + 1, sizeof *p->dst);
 	p->host = malloc(p->hostlen ? p->hostlen : 1);
@@ -564,9 +570,13 @@ rt_shard_run(RtShardPlan *p, fadc_tensor *const *const *inputs, fadc_tensor **ou
 			if (!p->sh[k].view[j])
 				s = copy_slice(p, k, j);
 	// The shards' own streams done: the destination's slices complete.
-	for (int k = 0; k < p->n && !s; k++)
-		if (p->sh[k].ctx != p->dest && (s = fadc_context_synchronize(p->sh[k].ctx)))
-			fail(p, s, "shard %d of %d failed: %s", k, p->n, fadc_context_error(p->sh[k].ctx));
+	// After a failure too, so that no shard still writes into outputs the
+	// caller may free (its first error is the one reported).
+	for (int k = 0; k < p->n; k++) {
+		fadc_status e = p->sh[k].ctx != p->dest ? fadc_context_synchronize(p->sh[k].ctx) : FADC_OK;
+		if (e && !s)
+			s = fail(p, e, "shard %d of %d failed: %s", k, p->n, fadc_context_error(p->sh[k].ctx));
+	}
 	release_views(p);
 	return s;
 }
