@@ -302,6 +302,8 @@ fail:
 	return 0;
 }
 
+static int dnn_env_on(const char *name, int dflt);
+
 // Whether engine configuration cfg's numerical notes suit the record.
 static int
 dnn_notes_ok(RtCuda *c, cudnnBackendDescriptor_t cfg, int tf32, char *err, size_t errlen)
@@ -449,7 +451,12 @@ dnn_plan(RtCuda *c, const ArtConv *v, int max, struct DnnCand *out, int *n, char
 				ncfg = 0;
 			for (int64_t i = 0; i < ncfg && i < DNN_MAX_CFG && *n - got0 < max; i++) {
 				char e2[256];
-				if (!dnn_notes_ok(c, cfg[i], v->tf32, e2, sizeof e2))
+				// FADC_CUDA_CONV_STRICT=1: a TF32 record as a strict one (with
+				// FADC_CUDA_GEMM_STRICT=1, runtime/cublas.c, an --allow-tf32
+				// artifact's kernels in fp32 math: what TF32 alone costs in
+				// accuracy, the relaid code unchanged).
+				int tf32 = v->tf32 && !dnn_env_on("FADC_CUDA_CONV_STRICT", 0);
+				if (!dnn_notes_ok(c, cfg[i], tf32, e2, sizeof e2))
 					continue;
 				CHECK_DNN(c, cudnnBackendCreateDescriptor(
 				                 CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan));
