@@ -1,6 +1,6 @@
 # RUN: bash %s
-# bench/peers/torch_compile_step.py --parallel-warmup (docs/BENCH.md, "The
-# compiled peer"): every cell's process warms up at once, the timed steps run
+# bench/peers/torch_compile_step.py --parallel-warmup (its docstring; docs/BENCH.md,
+# "Tests"): every cell's process warms up at once, the timed steps run
 # one cell at a time under SYNC/lock, and another program taking that lock
 # after SYNC/go (go.sh's fadc) never overlaps them.  Run against a stand-in
 # for torch (written below: the few calls the script makes, each step
