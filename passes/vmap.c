@@ -13,7 +13,7 @@
 // split over them in input order: row b is the b-th basis vector of their
 // concatenated, flattened space.  That turns jvp into jacfwd, vjp into
 // jacrev and hvp/vhp into the Hessian, in one graph, without a loop of
-// calls.  A shard of such a task (passes/tasks.c, `hessian@k/K`) is the
+// calls.  A shard of such a task (passes/tasks.c, `hessian:k/K`) is the
 // same graph over rows [lo, lo + B) of the N x N identity
 // (pass_vmap_rows): its basis is built as those rows, never the whole
 // identity masked, so it costs B/N of the full graph.
