@@ -57,7 +57,7 @@ fadc_status rt_multi_wait(fadc_context *ctx);
 
 // ---------------------------------------------------------------- the sharding arithmetic
 //
-// Pure functions, tested without a GPU (tests/unit/test_multi.c).
+// Pure functions, tested without a GPU (tests/unit/test_runtime_multi.c).
 
 // Shard s of n rows over S GPUs: the first n % S shards get one row more
 // (sizes differ by at most one, so an artifact needs at most two shard
@@ -116,6 +116,7 @@ const ArtDesc *rt_model_desc(const fadc_model *m);
 // reference) and whether the model ran its initializers.
 fadc_tensor *rt_model_decl_value(fadc_model *m, int i);
 int rt_model_initialized(const fadc_model *m);
+uint64_t rt_ctx_seed(const fadc_context *ctx); // the run seed (fadc_context_set_seed)
 int rt_model_has_ref(const fadc_model *m); // some declaration is bound by reference
 // fadc_run without the data-parallel dispatch (sub-model 0's own run).
 fadc_status rt_run_plain(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs,
