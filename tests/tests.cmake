@@ -173,3 +173,9 @@ set_tests_properties(python PROPERTIES LABELS python ENVIRONMENT "${py_env}")
 add_test(NAME unit/test_runtime_cpu_levels_v4 COMMAND test_runtime_cpu_levels x86-64-v4)
 set_tests_properties(unit/test_runtime_cpu_levels_v4 PROPERTIES LABELS unit SKIP_RETURN_CODE 77
                      ENVIRONMENT "FADC_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache;FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+
+# Data-parallel runs over several GPUs (runtime/multi.c): tests/gpu/multi.sh
+# compiles a model here and runs multi_check (one GPU against a context
+# over GPUs), exiting 77 without a device.
+add_executable(multi_check ${CMAKE_SOURCE_DIR}/tests/gpu/multi_check.c)
+target_link_libraries(multi_check PRIVATE fadc_runtime m)

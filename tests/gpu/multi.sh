@@ -1,0 +1,56 @@
+# RUN: bash %s
+# Data-parallel runs over several GPUs (runtime/multi.c, docs/MULTIGPU.md):
+# a separable model (a mean over its batch of 9 rows, a batched const Y
+# beside the caller's batched x, a batch-independent prior) compiled at the
+# full batch and at the shard sizes (-D B=9,5,4), each of vjp, jvp, hvp and
+# vhp run by tests/gpu/multi_check.c on one GPU and on a context over GPUs:
+#   - GPU 0 alone through NCCL with one rank (FADC_MULTI_FORCE=1): the path
+#     one GPU can test;
+#   - GPUs 0,1 (shards of 5 and 4 rows: the uneven last shard) where the
+#     machine has two;
+# every output equal to the one-GPU run within 1e-5 (normalized).  Exit 77
+# without a GPU.  Also on this machine: a multi context without NCCL is a
+# clear error, never a hang.
+source "$(dirname "$0")/../cli/common.bash"
+check=$(dirname "$FADC")/multi_check
+cat > "$tmp/m.ir" <<'IR'
+let B = 9
+batch x: 0, Y: 0, loss mean
+const Y: f32[B, 4] = uniform(0, 1, seed=2)
+param w1: f32[6, 8] = uniform(-0.5, 0.5, seed=1)
+param b1: f32[8] = uniform(-0.1, 0.1, seed=3)
+param w2: f32[8, 4] = uniform(-0.5, 0.5, seed=4)
+def forward(x: f32[B, 6]) -> f32[] {
+  h = tanh(x @ w1 + b1)
+  return mean(sum((h @ w2 - Y) ** 2, 1)) + 0.01 * sum(w1 * w1)
+}
+IR
+if ! "$FADC" "$tmp/m.ir" -o "$tmp/m.so" --target cuda -D B=9,5,4 --tasks vjp,jvp,hvp,vhp 2>"$tmp/err"; then
+	grep -qF "built without the CUDA toolkit" "$tmp/err" && { echo "no CUDA toolkit: skipped"; exit 77; }
+	cat "$tmp/err" >&2
+	fail "fadc --target cuda failed"
+fi
+# No NCCL: the context is refused with the reason (before any GPU is looked at).
+FADC_NCCL_LIB=/nonexistent/libnccl.so.2 FADC_MULTI_FORCE=1 "$check" "$tmp/m.so" vjp 0 >"$tmp/out" 2>&1
+rc=$?
+[ $rc = 1 ] || [ $rc = 77 ] || fail "no NCCL: exit $rc"
+grep -q "NCCL is needed for a context over several GPUs: cannot load /nonexistent/libnccl.so.2" "$tmp/out" ||
+	{ cat "$tmp/out" >&2; fail "no NCCL: the message"; }
+ran=0
+for task in vjp jvp hvp vhp; do
+	FADC_MULTI_FORCE=1 "$check" "$tmp/m.so" $task 0 >"$tmp/out" 2>&1
+	rc=$?
+	cat "$tmp/out"
+	[ $rc = 77 ] && { echo "no GPU: skipped"; exit 77; }
+	[ $rc = 0 ] || fail "$task over GPU 0 through NCCL (one rank): exit $rc"
+	"$check" "$tmp/m.so" $task 0,1 >"$tmp/out" 2>&1
+	rc=$?
+	cat "$tmp/out"
+	if [ $rc = 77 ]; then
+		echo "one GPU: the two-GPU case is not run"
+		continue
+	fi
+	[ $rc = 0 ] || fail "$task over GPUs 0,1: exit $rc"
+	ran=$((ran + 1))
+done
+echo "multi.sh: passed ($ran tasks over two GPUs)"
