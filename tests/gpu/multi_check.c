@@ -19,6 +19,16 @@
 // the clock stops): "time: one GPU X ms, S GPUs Y ms, speed-up X/Y,
 // parallel efficiency X/(S Y)".
 //
+// With MULTI_EMULATE=1 in the environment it also runs the shards one
+// after another on the one-GPU context (the batched declarations bound to
+// their rows, rt_multi_rows; the shard tasks of the artifact) and combines
+// them on the host in float64 with rt_multi_weight's weights, then prints
+// how far the multi run is from that emulation (the runtime's own error:
+// the all-reduce's order and its f32 pre-multiplication) and how far the
+// full-batch run is (the error of the shard kernels' other rounding), to
+// tell the two apart.  Batched caller inputs are not emulated (the
+// declarations' only).
+//
 // Exit 0: equal; 1: not equal or an error; 77: no GPU (or fewer than
 // GPUS lists).
 #include <math.h>
@@ -28,6 +38,7 @@
 #include <time.h>
 
 #include "fadc.h"
+#include "multi.h" // rt_multi_shard, _weight, _rows, _batch_parse: the arithmetic under test
 
 #define TOL 1e-5
 
@@ -154,6 +165,131 @@ time_runs(Side *sd, int iters)
 	return (now() - t0) / iters;
 }
 
+// The emulation (see the top): the shards in turn on sd's context, their
+// outputs weighted into acc (float64, one array per output).
+static int
+emulate(Side *sd, int S, double **acc)
+{
+	RtBatch b;
+	if (rt_multi_batch_parse(fadc_model_info(sd->m, "options"), &b) != 1) {
+		fprintf(stderr, "multi_check: the artifact declares no batch\n");
+		return 1;
+	}
+	int64_t n = -1;
+	fadc_tensor *full[32] = {0};
+	void *fullh[32] = {0};
+	for (int i = 0; i < b.n; i++) {
+		if (fadc_model_get(sd->m, b.name[i], &full[i])) {
+			fprintf(stderr, "multi_check: emulation: '%s' is no declaration (batched caller "
+			        "inputs are not emulated)\n", b.name[i]);
+			return 1;
+		}
+		n = fadc_tensor_dims(full[i])[b.axis[i]];
+		fullh[i] = malloc(fadc_tensor_bytes(full[i]) + 8);
+		fadc_tensor_read(full[i], fullh[i], fadc_tensor_bytes(full[i]));
+	}
+	int rc = 0;
+	for (int s = 0; s < S && !rc; s++) {
+		int64_t off, rows;
+		rt_multi_shard(n, S, s, &off, &rows);
+		double w = rt_multi_weight(b.loss, n, rows, S, NULL);
+		for (int i = 0; i < b.n; i++) {
+			int64_t dim[FADC_MAXDIM];
+			int rank = fadc_tensor_rank(full[i]);
+			memcpy(dim, fadc_tensor_dims(full[i]), sizeof(int64_t) * (size_t)rank);
+			fadc_dtype dt = fadc_tensor_dtype(full[i]);
+			int64_t sdim[FADC_MAXDIM];
+			memcpy(sdim, dim, sizeof sdim);
+			sdim[b.axis[i]] = rows;
+			fadc_tensor *h;
+			fadc_tensor_create(sd->ctx, dt, rank, sdim, &h);
+			void *part = malloc(fadc_tensor_bytes(h) + 8);
+			rt_multi_rows(part, fullh[i], rank, dim, b.axis[i], off, rows, fadc_dtype_size(dt), 0,
+			              dt, 1);
+			fadc_tensor_write(h, part, fadc_tensor_bytes(h));
+			free(part);
+			if (fadc_model_bind(sd->m, b.name[i], h)) // only the shard size's declaration
+				rc = 1;
+			fadc_tensor_release(h);
+		}
+		// The shard's task: the first of the task's name whose batched
+		// declarations are `rows` long (the first fadc_model_find_task_for
+		// by its caller inputs, which are the full batch's otherwise).
+		fadc_task_info fi;
+		fadc_task_info_get(sd->m, sd->task, &fi);
+		int task = -1;
+		for (int t = 0; t < fadc_model_task_count(sd->m) && task < 0; t++) {
+			fadc_task_info ti;
+			fadc_task_info_get(sd->m, t, &ti);
+			if (strcmp(ti.name, fi.name) || ti.is_init)
+				continue;
+			int fits = 1;
+			for (int k = 0; k < ti.ninputs; k++) {
+				fadc_tensor_desc d;
+				fadc_task_input(sd->m, t, k, &d);
+				for (int i = 0; i < b.n; i++)
+					if (!strcmp(d.name, b.name[i]))
+						fits &= d.dim[b.axis[i]] == rows;
+			}
+			if (fits)
+				task = t;
+		}
+		if (task < 0) {
+			fprintf(stderr, "multi_check: emulation: no task at %lld rows\n", (long long)rows);
+			rc = 1;
+			break;
+		}
+		fadc_tensor *out[64] = {0};
+		if (rc || fadc_run(sd->m, task, sd->in, sd->info.ncaller, out, sd->info.noutputs)) {
+			fprintf(stderr, "multi_check: emulation: %s\n", fadc_context_error(sd->ctx));
+			rc = 1;
+			break;
+		}
+		for (int k = 0; k < sd->info.noutputs; k++) {
+			size_t nb = fadc_tensor_bytes(out[k]);
+			void *x = malloc(nb + 8);
+			fadc_tensor_read(out[k], x, nb);
+			int f64 = fadc_tensor_dtype(out[k]) == FADC_F64;
+			for (int64_t i = 0; i < fadc_tensor_numel(out[k]); i++)
+				acc[k][i] += w * (f64 ? ((double *)x)[i] : ((float *)x)[i]);
+			free(x);
+		}
+	}
+	for (int i = 0; i < b.n; i++) {
+		// The full batch's declarations back as they were (for the runs after).
+		fadc_model_bind(sd->m, b.name[i], full[i]);
+		free(fullh[i]);
+	}
+	return rc;
+}
+
+// The worst normalized difference of the outputs o (tensors) from acc.
+static double
+compare_acc(Side *sd, fadc_tensor **o, double **acc, const char *what)
+{
+	double worst = 0;
+	printf(" %s:\n", what);
+	for (int k = 0; k < sd->info.noutputs; k++) {
+		size_t nb = fadc_tensor_bytes(o[k]);
+		void *x = malloc(nb + 8);
+		fadc_tensor_read(o[k], x, nb);
+		int f64 = fadc_tensor_dtype(o[k]) == FADC_F64;
+		double mw = 0, md = 0;
+		for (int64_t i = 0; i < fadc_tensor_numel(o[k]); i++) {
+			double u = f64 ? ((double *)x)[i] : ((float *)x)[i];
+			mw = fmax(mw, fabs(acc[k][i]));
+			md = fmax(md, fabs(u - acc[k][i]));
+		}
+		free(x);
+		fadc_tensor_desc d;
+		fadc_task_output(sd->m, sd->task, k, &d);
+		double e = md / (mw > 0 ? mw : 1);
+		printf("  %-40s normalized difference %.3e\n", d.name, e);
+		worst = fmax(worst, e);
+	}
+	return worst;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -201,6 +337,24 @@ main(int argc, char **argv)
 	printf(" GPU %d's graph tree (multi context): %s", dev[0].index, tree);
 	printf("worst normalized difference %.3e (tolerance %.0e): %s\n", worst, TOL,
 	       worst <= TOL ? "equal" : "NOT EQUAL");
+	const char *em = getenv("MULTI_EMULATE");
+	if (em && *em && strcmp(em, "0")) {
+		double *acc[64];
+		for (int k = 0; k < one.info.noutputs; k++)
+			acc[k] = calloc((size_t)fadc_tensor_numel(oa[k]) + 1, sizeof **acc);
+		if (emulate(&one, nd, acc))
+			return 1;
+		// oa and ob: the last round's one-GPU and multi outputs (the
+		// emulation's own runs were of other tasks, whose outputs are
+		// model-owned elsewhere: read oa again only if still valid).
+		double em_multi = compare_acc(&one, ob, acc, "multi run vs the emulation (the runtime's own error)");
+		if (side_run(&one, oa))
+			return 1;
+		double em_full = compare_acc(&one, oa, acc, "full-batch run vs the emulation (the shard kernels' rounding)");
+		printf("emulation: multi %.3e, full batch %.3e\n", em_multi, em_full);
+		for (int k = 0; k < one.info.noutputs; k++)
+			free(acc[k]);
+	}
 	if (iters > 0) {
 		double t1 = time_runs(&one, iters), tm = time_runs(&many, iters);
 		if (t1 < 0 || tm < 0)
