@@ -272,6 +272,53 @@ source_hash(const char *path, const char *const *defs, int ndefs, char *hash, ch
 	return 0;
 }
 
+// --gpus over S > 1 GPUs: the artifact must also hold its tasks at the
+// shard sizes (docs/MULTIGPU.md): the `let` whose value is the declared
+// batch's size gets the list "NAME=n,n/S+1,n/S" (the sizes
+// rt_multi_shard gives, the full batch first, so that it stays the first
+// specialisation, the one prepare finds).  out[] gets defs with that
+// change (the list in buf); a model without a batch keeps its defs.
+// Returns the count, or -1 with err.
+static int
+shard_defs(const char *path, const char *const *defs, int ndefs, const char **out, char *buf,
+           size_t n, char *err, size_t errlen)
+{
+	for (int i = 0; i < ndefs; i++)
+		out[i] = defs[i];
+	int ng = S.o.ngpus;
+	if (ng < 2)
+		return ndefs;
+	FeOptions fo = {.defines = defs, .ndefines = ndefs, .diag = stderr};
+	Module *m = fe_load_model(path, &fo);
+	if (!m) {
+		snprintf(err, errlen, "%s: does not compile (diagnostic above)", path);
+		return -1;
+	}
+	int64_t bn = m->batch.nin ? m->batch.size : -1;
+	const char *name = NULL;
+	for (uint32_t i = 0; bn >= 0 && i < m->nsize && !name; i++)
+		if (m->size[i].value == bn)
+			name = m->size[i].name;
+	if (bn < 0 || !name) {
+		ir_module_free(m);
+		return ndefs; // the run says why it cannot split
+	}
+	int64_t q = bn / ng, r = bn % ng;
+	int k = snprintf(buf, n, "%s=%lld", name, (long long)bn);
+	if (r && q + 1 != bn)
+		k += snprintf(buf + k, n - (size_t)k, ",%lld", (long long)(q + 1));
+	if (q && q != bn)
+		snprintf(buf + k, n - (size_t)k, ",%lld", (long long)q);
+	size_t nl = strlen(name);
+	int at = ndefs;
+	for (int i = 0; i < ndefs; i++)
+		if (!strncmp(defs[i], name, nl) && defs[i][nl] == '=')
+			at = i;
+	out[at] = buf;
+	ir_module_free(m);
+	return at == ndefs ? ndefs + 1 : ndefs;
+}
+
 // Whether the artifact at path serves: 0 yes; 1 no, with the reason in why
 // and the tasks it has in have when its descriptor is readable (so that a
 // rebuild keeps them).
@@ -530,16 +577,19 @@ check_prebuilt(const char *path, const char *defines, const char *const *tasks, 
 }
 
 static int
-open_model(const char *source, const char *const *defs, int ndefs, const char *const *tasks,
+open_model(const char *source, const char *const *defs0, int ndefs0, const char *const *tasks,
            int ntasks, char *err, size_t errlen)
 {
+	// What prepare is keyed by: the caller's sizes (one value each).
+	char key_defines[4096];
+	join(key_defines, sizeof key_defines, defs0, ndefs0);
 	close_model();
 	char abs[PATH_MAX], defines[4096], want[1024], why[8192], have[2048], base[PATH_MAX];
 	if (!realpath(source, abs)) {
 		snprintf(err, errlen, "%s: %s", source, strerror(errno));
 		return -1;
 	}
-	join(defines, sizeof defines, defs, ndefs);
+	join(defines, sizeof defines, defs0, ndefs0);
 	join(want, sizeof want, tasks, ntasks);
 	have[0] = 0; // stale() fills it; a missing artifact has no tasks to keep
 	if (bench_is_artifact(abs)) {
@@ -552,8 +602,19 @@ open_model(const char *source, const char *const *defs, int ndefs, const char *c
 		}
 		goto load;
 	}
-	if (source_hash(abs, defs, ndefs, S.hash, err, errlen))
+	if (source_hash(abs, defs0, ndefs0, S.hash, err, errlen))
 		return -1;
+	// With --gpus, the sizes the artifact is built with (shard_defs).
+	const char *defs[256];
+	char shard[256];
+	if (ndefs0 > 254) {
+		snprintf(err, errlen, "too many sizes");
+		return -1;
+	}
+	int ndefs = shard_defs(abs, defs0, ndefs0, defs, shard, sizeof shard, err, errlen);
+	if (ndefs < 0)
+		return -1;
+	join(defines, sizeof defines, defs, ndefs);
 	// The artifact's name: the model's, and a key of its source path and
 	// sizes, so that reduced and full sizes, or two configurations' copies
 	// of a model, keep artifacts of their own.
@@ -648,7 +709,7 @@ load:;
 		}
 	}
 	snprintf(S.source, sizeof S.source, "%s", source);
-	snprintf(S.defs, sizeof S.defs, "%s", defines);
+	snprintf(S.defs, sizeof S.defs, "%s", key_defines);
 	snprintf(S.options, sizeof S.options, "%s", fadc_model_info(S.m, "options"));
 	file_hash(S.artifact, S.file_hash);
 	return 0;
