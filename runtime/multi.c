@@ -640,11 +640,36 @@ same_dims(const ArtTensor *a, const ArtTensor *b)
 	return 1;
 }
 
-// The task of T's name whose inputs are T's with each batched one `rows`
-// long on its batch axis (and the rest the same): T itself when rows is
-// T's batch; -1 when the artifact has none.
+// Input u of a shard task for input a of T, a shard of `rows` of T's n
+// rows: the same name, dtype and rank, and the same dims but on the batch
+// axis.  A batched name's axis is the declared one (`declared`); any other
+// input may differ on one axis, from n to rows (the v.<param> of a batched
+// param, ...), which makes it batched on that axis.  Returns the input's
+// batch axis, -1 for one that is the same (not batched), -2 when u does
+// not fit.
 static int
-shard_task(const ArtDesc *d, int t, const RtBatch *b, int64_t rows)
+input_fit(const ArtTensor *a, const ArtTensor *u, int declared, int64_t n, int64_t rows)
+{
+	if (strcmp(a->name, u->name) || a->dtype != u->dtype || a->rank != u->rank)
+		return -2;
+	int diff = -1, ndiff = 0;
+	for (int i = 0; i < a->rank; i++)
+		if (a->dim[i] != u->dim[i])
+			diff = i, ndiff++;
+	if (declared >= 0)
+		return declared < a->rank && a->dim[declared] == n && u->dim[declared] == rows &&
+		               ndiff <= 1 && (ndiff == 0 ? rows == n : diff == declared)
+		           ? declared
+		           : -2;
+	if (!ndiff)
+		return -1;
+	return ndiff == 1 && a->dim[diff] == n && u->dim[diff] == rows ? diff : -2;
+}
+
+// The task of T's name whose every input fits T's for a shard of `rows`
+// (input_fit): T itself when rows is n; -1 when the artifact has none.
+static int
+shard_task(const ArtDesc *d, int t, const RtBatch *b, int64_t n, int64_t rows)
 {
 	const ArtTask *T = &d->task[t];
 	for (uint32_t j0 = 0; j0 < d->ntask; j0++) {
@@ -654,14 +679,8 @@ shard_task(const ArtDesc *d, int t, const RtBatch *b, int64_t rows)
 		    U->nout != T->nout)
 			continue;
 		int fits = 1;
-		for (uint32_t k = 0; fits && k < T->nin; k++) {
-			const ArtTensor *a = &T->in[k], *u = &U->in[k];
-			int ax = batch_axis(b, a->name);
-			if (strcmp(a->name, u->name) || a->dtype != u->dtype || a->rank != u->rank)
-				fits = 0;
-			for (int i = 0; fits && i < a->rank; i++)
-				fits = u->dim[i] == (i == ax ? rows : a->dim[i]);
-		}
+		for (uint32_t k = 0; fits && k < T->nin; k++)
+			fits = input_fit(&T->in[k], &U->in[k], batch_axis(b, T->in[k].name), n, rows) > -2;
 		if (fits)
 			return (int)j;
 	}
@@ -692,6 +711,100 @@ define_hint(const ArtTask *T, int64_t n, const int64_t *sizes, int nsizes, char 
 		k += (size_t)snprintf(buf + k, len - k, ",%lld", (long long)sizes[i]);
 }
 
+fadc_status
+rt_multi_plan(const ArtDesc *d, int t, const RtBatch *b, int S, RtShape *ps, int *in_axis,
+              int *out_axis, char *err, size_t errlen)
+{
+#define PLAN_FAIL(st, ...) return (snprintf(err, errlen, __VA_ARGS__), (st))
+	if (t < 0 || (uint32_t)t >= d->ntask || d->task[t].kind != ART_TASK)
+		PLAN_FAIL(FADC_ERR_ARG, "task %d is no task of the model's", t);
+	if (S < 1 || S > FADC_MAX_DEVICES)
+		PLAN_FAIL(FADC_ERR_ARG, "%d GPUs", S);
+	const ArtTask *T = &d->task[t];
+	if (b->loss == 2 && S > 1)
+		PLAN_FAIL(FADC_ERR_STATE,
+		          "model '%s' declares `loss sum`: over several GPUs its batch-independent "
+		          "part L_0 (the forward on no rows) would be counted once per GPU, and this "
+		          "runtime cannot compute it apart (docs/MULTIGPU.md); declare the loss a mean, "
+		          "or run on one GPU",
+		          d->model);
+	int64_t n = -1;
+	for (uint32_t k = 0; k < T->nin; k++) {
+		int ax = batch_axis(b, T->in[k].name);
+		if (ax < 0)
+			continue;
+		if (ax >= T->in[k].rank)
+			PLAN_FAIL(FADC_ERR_FORMAT, "'%s': batch axis %d of a rank-%d input", T->in[k].name,
+			          ax, T->in[k].rank);
+		if (n >= 0 && T->in[k].dim[ax] != n)
+			PLAN_FAIL(FADC_ERR_SHAPE,
+			          "task '%s': the batched inputs disagree on the batch size (%lld and %lld)",
+			          T->name, (long long)n, (long long)T->in[k].dim[ax]);
+		n = T->in[k].dim[ax];
+	}
+	if (n < 0)
+		PLAN_FAIL(FADC_ERR_STATE, "task '%s' reads none of the batched inputs", T->name);
+	if (n < S)
+		PLAN_FAIL(FADC_ERR_SHAPE, "task '%s': a batch of %lld rows over %d GPUs (fewer rows "
+		          "than GPUs)", T->name, (long long)n, S);
+	ps->n = n;
+	ps->S = S;
+	int64_t missing = -1;
+	for (int s = 0; s < S; s++) {
+		rt_multi_shard(n, S, s, &ps->off[s], &ps->rows[s]);
+		ps->w[s] = rt_multi_weight(b->loss, n, ps->rows[s], S, NULL);
+		ps->task[s] = shard_task(d, t, b, n, ps->rows[s]);
+		if (ps->task[s] < 0 && missing < 0)
+			missing = ps->rows[s];
+	}
+	if (missing >= 0) {
+		int64_t all[2] = {ps->rows[0], ps->rows[S - 1]};
+		char hint[200];
+		define_hint(T, n, all, all[0] == all[1] ? 1 : 2, hint, sizeof hint);
+		PLAN_FAIL(FADC_ERR_SHAPE,
+		          "model '%s' has no specialisation of task '%s' at a batch of %lld rows (the "
+		          "batch of %lld over %d GPUs): compile it with %s",
+		          d->model, T->name, (long long)missing, (long long)n, S, hint);
+	}
+	// Each input's batch axis: declared, or where a shard task's differs.
+	for (uint32_t k = 0; k < T->nin; k++) {
+		in_axis[k] = batch_axis(b, T->in[k].name);
+		for (int s = 0; s < S && in_axis[k] < 0; s++)
+			in_axis[k] = input_fit(&T->in[k], &d->task[ps->task[s]].in[k], -1, n, ps->rows[s]);
+	}
+	// Outputs: reduced where every shard task has T's shape, gathered on
+	// the one axis where T has n rows and shard s's task n_s.
+	for (uint32_t k = 0; k < T->nout - T->ncheck; k++) {
+		const ArtTensor *o = &T->out[k];
+		int ax = -1, ok = 1;
+		for (int s = 0; ok && s < S; s++) {
+			const ArtTensor *u = &d->task[ps->task[s]].out[k];
+			if (ps->rows[s] == n)
+				continue;
+			if (same_dims(o, u))
+				ok = ax < 0 ? (ax = -2, 1) : ax == -2;
+			else {
+				int diff = -1, ndiff = 0;
+				for (int i = 0; i < o->rank && o->rank == u->rank; i++)
+					if (o->dim[i] != u->dim[i])
+						diff = i, ndiff++;
+				ok = o->dtype == u->dtype && ndiff == 1 && o->dim[diff] == n &&
+				     u->dim[diff] == ps->rows[s] && (ax < 0 || ax == diff);
+				ax = diff;
+			}
+		}
+		if (!ok)
+			PLAN_FAIL(FADC_ERR_SHAPE, "task '%s': output '%s' is neither the same in every "
+			          "shard (a reduction) nor split on its batch axis", T->name, o->name);
+		out_axis[k] = ax >= 0 ? ax : -1;
+		if (out_axis[k] < 0 && o->dtype != ART_F32 && o->dtype != ART_F64)
+			PLAN_FAIL(FADC_ERR_SHAPE, "task '%s': output '%s' is a %s, which an all-reduce "
+			          "cannot weight", T->name, o->name, fadc_dtype_name((fadc_dtype)o->dtype));
+	}
+	return FADC_OK;
+#undef PLAN_FAIL
+}
+
 static fadc_status
 plan_make(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Plan *p)
 {
@@ -707,52 +820,18 @@ plan_make(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Plan *p)
 		                     "batch that `batch NAME: AXIS, ..., loss mean|sum` declares "
 		                     "(docs/IR.md, \"The batch\")",
 		               d->model);
-	if (T->kind != ART_TASK)
-		return rt_fail(ctx, FADC_ERR_ARG, "task %d is an initializer", t);
-	if (b->loss == 2 && mu->S > 1)
-		return rt_fail(ctx, FADC_ERR_STATE,
-		               "model '%s' declares `loss sum`: over several GPUs its batch-independent "
-		               "part L_0 (the forward on no rows) would be counted once per GPU, and "
-		               "this runtime cannot compute it apart (docs/MULTIGPU.md); declare the "
-		               "loss a mean, or run on one GPU",
-		               d->model);
-	p->n = -1;
-	for (uint32_t k = 0; k < T->nin; k++) {
-		int ax = batch_axis(b, T->in[k].name);
-		if (ax < 0)
-			continue;
-		if (ax >= T->in[k].rank)
-			return rt_fail(ctx, FADC_ERR_FORMAT, "'%s': batch axis %d of a rank-%d input",
-			               T->in[k].name, ax, T->in[k].rank);
-		if (p->n >= 0 && T->in[k].dim[ax] != p->n)
-			return rt_fail(ctx, FADC_ERR_SHAPE, "task '%s': the batched inputs disagree on the "
-			               "batch size (%lld and %lld)", T->name, (long long)p->n,
-			               (long long)T->in[k].dim[ax]);
-		p->n = T->in[k].dim[ax];
-	}
-	if (p->n < 0)
-		return rt_fail(ctx, FADC_ERR_STATE, "task '%s' reads none of the batched inputs", T->name);
-	if (p->n < mu->S)
-		return rt_fail(ctx, FADC_ERR_SHAPE, "task '%s': a batch of %lld rows over %d GPUs "
-		               "(fewer rows than GPUs)", T->name, (long long)p->n, mu->S);
-	int64_t missing[2];
-	int nmissing = 0;
+	RtShape ps;
+	int in_axis[T->nin + 1], out_axis[T->nout + 1];
+	char msg[1024];
+	fadc_status st = rt_multi_plan(d, t, b, mu->S, &ps, in_axis, out_axis, msg, sizeof msg);
+	if (st)
+		return rt_fail(ctx, st, "%s", msg);
+	p->n = ps.n;
 	for (int s = 0; s < mu->S; s++) {
-		rt_multi_shard(p->n, mu->S, s, &p->off[s], &p->rows[s]);
-		p->w[s] = rt_multi_weight(b->loss, p->n, p->rows[s], mu->S, NULL);
-		p->task[s] = shard_task(d, t, b, p->rows[s]);
-		if (p->task[s] < 0 && (!nmissing || missing[nmissing - 1] != p->rows[s]))
-			missing[nmissing++] = p->rows[s];
-	}
-	if (nmissing) {
-		int64_t all[2] = {p->rows[0], p->rows[mu->S - 1]};
-		char hint[200];
-		define_hint(T, p->n, all, all[0] == all[1] ? 1 : 2, hint, sizeof hint);
-		return rt_fail(ctx, FADC_ERR_SHAPE,
-		               "model '%s' has no specialisation of task '%s' at a batch of %lld rows%s%s "
-		               "(the batch of %lld over %d GPUs): compile it with %s",
-		               d->model, T->name, (long long)missing[0], nmissing > 1 ? " nor " : "",
-		               nmissing > 1 ? "the other shard size" : "", (long long)p->n, mu->S, hint);
+		p->task[s] = ps.task[s];
+		p->off[s] = ps.off[s];
+		p->rows[s] = ps.rows[s];
+		p->w[s] = ps.w[s];
 	}
 	uint32_t nout = T->nout - T->ncheck;
 	p->nout = (int)nout;
@@ -775,49 +854,20 @@ plan_make(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Plan *p)
 	for (uint32_t k = 0, c = 0, e = 0; k < T->nin; k++)
 		if (T->in[k].role == ART_ROLE_ARG) {
 			p->cin[c] = (int)k;
-			p->caxis[c++] = batch_axis(b, T->in[k].name);
+			p->caxis[c++] = in_axis[k];
 		} else {
 			p->din[e] = (int)k;
-			p->daxis[e++] = batch_axis(b, T->in[k].name);
+			p->daxis[e++] = in_axis[k];
 		}
 	for (int i = 0; i < mu->S * p->ndecl; i++)
 		p->dgen[i] = UINT64_MAX; // never handed over
-	// Outputs: reduced where every shard task has T's shape, gathered on
-	// the one axis where T has n rows and shard s's task n_s.
+	// Per-sample outputs: their full tensor on GPU 0.
 	for (uint32_t k = 0; k < nout; k++) {
 		const ArtTensor *o = &T->out[k];
-		int ax = -1, ok = 1;
-		for (int s = 0; ok && s < mu->S; s++) {
-			const ArtTensor *u = &d->task[p->task[s]].out[k];
-			if (same_dims(o, u) && p->rows[s] != p->n)
-				ok = ax < 0 ? (ax = -2, 1) : ax == -2;
-			else if (p->rows[s] == p->n)
-				continue;
-			else {
-				int diff = -1, ndiff = 0;
-				for (int i = 0; i < o->rank && o->rank == u->rank; i++)
-					if (o->dim[i] != u->dim[i])
-						diff = i, ndiff++;
-				ok = o->dtype == u->dtype && ndiff == 1 && o->dim[diff] == p->n &&
-				     u->dim[diff] == p->rows[s] && (ax < 0 || ax == diff);
-				ax = diff;
-			}
-		}
-		if (!ok)
-			return rt_fail(ctx, FADC_ERR_SHAPE, "task '%s': output '%s' is neither the same in "
-			               "every shard (a reduction) nor split on its batch axis", T->name,
-			               o->name);
-		p->gaxis[k] = ax >= 0 ? ax : -1;
-		if (p->gaxis[k] < 0 && o->dtype != FADC_F32 && o->dtype != FADC_F64)
-			return rt_fail(ctx, FADC_ERR_SHAPE, "task '%s': output '%s' is a %s, which an "
-			               "all-reduce cannot weight", T->name, o->name,
-			               fadc_dtype_name((fadc_dtype)o->dtype));
-		if (p->gaxis[k] >= 0) {
-			fadc_status st = fadc_tensor_create(ctx, (fadc_dtype)o->dtype, o->rank, o->dim,
-			                                    &p->full[k]);
-			if (st)
-				return st;
-		}
+		p->gaxis[k] = out_axis[k];
+		if (p->gaxis[k] >= 0 &&
+		    (st = fadc_tensor_create(ctx, (fadc_dtype)o->dtype, o->rank, o->dim, &p->full[k])))
+			return st;
 	}
 	// The copies of the caller's inputs on each GPU: shard-sized for the
 	// batched ones.  GPU 0 reads a tensor of the context in place.
@@ -826,8 +876,8 @@ plan_make(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Plan *p)
 			return FADC_ERR_DEVICE;
 		for (int c = 0; c < p->ncaller; c++) {
 			const ArtTensor *a = &d->task[p->task[s]].in[p->cin[c]];
-			fadc_status st = fadc_tensor_create(mu->sub[s], (fadc_dtype)a->dtype, a->rank, a->dim,
-			                                    &p->stage[s * p->ncaller + c]);
+			st = fadc_tensor_create(mu->sub[s], (fadc_dtype)a->dtype, a->rank, a->dim,
+			                        &p->stage[s * p->ncaller + c]);
 			if (st) {
 				rt_fail(ctx, st, "GPU %d: %s", mu->gpu[s], fadc_context_error(mu->sub[s]));
 				rt_multi_current(ctx, 0);

@@ -88,6 +88,28 @@ typedef struct RtBatch {
 } RtBatch;
 int rt_multi_batch_parse(const char *options, RtBatch *b);
 
+// The shape of a data-parallel run of task t of d over S GPUs: the batch
+// size n (from the inputs the batch names), each shard's rows, weight and
+// task (the artifact's task of t's name at that shard's size: every input
+// the same as t's but on its batch axis, n_s long); in_axis[k] (t's nin)
+// each input's batch axis (declared, or where a shard task's input is
+// shorter: the v.<p> of a batched param), -1 for one given whole to every
+// GPU; out_axis[k] (t's user outputs) -1 for a reduced output (the same
+// shape in every shard: all-reduced, weighted), else the axis gathered.
+// FADC_OK, or a status and a message in err: no batched input, fewer rows
+// than GPUs, `loss sum` over several GPUs, no specialisation at a shard's
+// size (naming the -D to compile with), an output neither reduced nor
+// split.  Pure: tested on descriptors without a GPU.
+typedef struct RtShape {
+	int64_t n;
+	int S;
+	int task[FADC_MAX_DEVICES];
+	int64_t off[FADC_MAX_DEVICES], rows[FADC_MAX_DEVICES];
+	double w[FADC_MAX_DEVICES];
+} RtShape;
+fadc_status rt_multi_plan(const ArtDesc *d, int t, const RtBatch *b, int S, RtShape *ps,
+                          int *in_axis, int *out_axis, char *err, size_t errlen);
+
 // ---------------------------------------------------------------- hooks rt.c calls
 
 // After the context of devices[0] is made (c): opens the others, loads NCCL

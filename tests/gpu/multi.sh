@@ -2,8 +2,9 @@
 # Data-parallel runs over several GPUs (runtime/multi.c, docs/MULTIGPU.md):
 # a separable model (a mean over its batch of 9 rows, a batched const Y
 # beside the caller's batched x, a batch-independent prior) compiled at the
-# full batch and at the shard sizes (-D B=9,5,4), each of vjp, jvp, hvp and
-# vhp run by tests/gpu/multi_check.c on one GPU and on a context over GPUs:
+# full batch and at the shard sizes (-D B=9,5,4), and one with a batched
+# param (per-sample outputs), each of vjp, jvp, hvp and vhp run by
+# tests/gpu/multi_check.c on one GPU and on a context over GPUs:
 #   - GPU 0 alone through NCCL with one rank (FADC_MULTI_FORCE=1): the path
 #     one GPU can test;
 #   - GPUs 0,1 (shards of 5 and 4 rows: the uneven last shard) where the
@@ -36,14 +37,29 @@ rc=$?
 [ $rc = 1 ] || [ $rc = 77 ] || fail "no NCCL: exit $rc"
 grep -q "NCCL is needed for a context over several GPUs: cannot load /nonexistent/libnccl.so.2" "$tmp/out" ||
 	{ cat "$tmp/out" >&2; fail "no NCCL: the message"; }
+# A batched param z (a row per sample): gradients and Hessian products of z
+# are per-sample outputs (gathered in row order, weighted), jvp's tangent
+# v.z a caller input split by its shape.
+cat > "$tmp/z.ir" <<'IR'
+let B = 9
+batch x: 0, z: 0, loss mean
+param w: f32[6, 4] = uniform(-1, 1, seed=1)
+param z: f32[B, 4] = uniform(-1, 1, seed=6)
+def forward(x: f32[B, 6]) -> f32[] {
+  return mean(sum(tanh(x @ w + z) ** 2, 1)) + 0.1 * sum(w * w)
+}
+IR
+"$FADC" "$tmp/z.ir" -o "$tmp/z.so" --target cuda -D B=9,5,4 --tasks vjp,jvp,hvp,vhp ||
+	fail "fadc z.ir"
 ran=0
+for so in m z; do
 for task in vjp jvp hvp vhp; do
-	FADC_MULTI_FORCE=1 "$check" "$tmp/m.so" $task 0 >"$tmp/out" 2>&1
+	FADC_MULTI_FORCE=1 "$check" "$tmp/$so.so" $task 0 >"$tmp/out" 2>&1
 	rc=$?
 	cat "$tmp/out"
 	[ $rc = 77 ] && { echo "no GPU: skipped"; exit 77; }
 	[ $rc = 0 ] || fail "$task over GPU 0 through NCCL (one rank): exit $rc"
-	"$check" "$tmp/m.so" $task 0,1 >"$tmp/out" 2>&1
+	"$check" "$tmp/$so.so" $task 0,1 >"$tmp/out" 2>&1
 	rc=$?
 	cat "$tmp/out"
 	if [ $rc = 77 ]; then
@@ -52,5 +68,6 @@ for task in vjp jvp hvp vhp; do
 	fi
 	[ $rc = 0 ] || fail "$task over GPUs 0,1: exit $rc"
 	ran=$((ran + 1))
+done
 done
 echo "multi.sh: passed ($ran tasks over two GPUs)"

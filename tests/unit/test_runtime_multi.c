@@ -9,6 +9,14 @@
 //     of a rank-3 tensor) against the index formula, a scaled gather;
 //   - rt_multi_batch_parse on the options line codegen/compile.c writes, and
 //     on malformed ones;
+//   - rt_multi_plan on a compiled descriptor: the shard tasks, each input's
+//     batch axis (declared, or by its shape: jvp's v.z of a batched param
+//     z), reduced and per-sample outputs; its refusals (a shard size the
+//     artifact lacks, naming the -D; more GPUs than rows; `loss sum` over
+//     several GPUs); and the runs it describes emulated on the CPU runtime
+//     (shards on their rows, reduced outputs weighted, per-sample ones
+//     gathered and weighted) for vjp, jvp, hvp and vhp over 2 and 3 shards:
+//     equal to the full batch within 1e-5;
 //   - the combination itself, on the CPU runtime: a model compiled at the
 //     full batch and at the shard sizes (one artifact, -D B=7,4,3,2), its
 //     vjp run on the full batch and on each shard's rows (the caller's x
@@ -154,7 +162,7 @@ static const char *const sum_src =
 static char dir[256];
 
 static const char *
-compile(const char *src, const char *name, int sizes_from)
+compile_tasks(const char *src, const char *name, const char *const *tasks, int ntasks)
 {
 	static char path[2][512];
 	static int k;
@@ -170,12 +178,19 @@ compile(const char *src, const char *name, int sizes_from)
 			exit(1);
 		}
 	}
-	const char *tasks[] = {"vjp"};
 	const char *defs[] = {"B=7,4,3,2"};
-	CgOptions o = {.opt_level = -1, .tasks = tasks, .ntasks = 1, .defines = defs, .ndefines = 1};
-	(void)sizes_from;
+	CgOptions o = {.opt_level = -1, .tasks = tasks, .ntasks = ntasks, .defines = defs,
+	               .ndefines = 1};
 	cgu_compile_or_exit((const Module *const *)ms, sizes, 4, &o, p, name);
 	return p;
+}
+
+static const char *
+compile(const char *src, const char *name, int unused)
+{
+	const char *tasks[] = {"vjp"};
+	(void)unused;
+	return compile_tasks(src, name, tasks, 1);
 }
 
 static double
@@ -317,6 +332,203 @@ check_combination(const char *src, const char *name, int loss, int xaxis)
 	fadc_context_destroy(ctx);
 }
 
+// ---------------------------------------------------------------- the plan, emulated on the CPU
+//
+// rt_multi_plan (the shape of a run: shard tasks, input and output axes,
+// weights) on a compiled artifact's descriptor, and the run it describes
+// emulated on the CPU runtime as runtime/multi.c does it on GPUs: each
+// shard's task on its rows of every batched input (declarations bound by
+// copy, caller inputs split), reduced outputs summed with the weights,
+// per-sample outputs gathered in row order, scaled by the weights; the
+// result must equal the full batch's run within 1e-5 (normalized).
+
+// A model with a batched param z (one row of it per sample): vjp's
+// gradient of z and hvp's / vhp's product on it are per-sample outputs,
+// jvp's tangent v.z a caller input batched by its shape.
+static const char *const zsrc =
+    "let B = 7\n"
+    "batch x: 0, z: 0, loss mean\n"
+    "param w: f32[3, 2] = uniform(-1, 1, seed=1)\n"
+    "param z: f32[B, 2] = uniform(-1, 1, seed=6)\n"
+    "def forward(x: f32[B, 3]) -> f32[] {\n"
+    "  return mean(sum(tanh(x @ w + z) ** 2, 1)) + 0.1 * sum(w * w)\n"
+    "}\n";
+
+static void
+fill(fadc_tensor *t, double phase)
+{
+	int64_t n = fadc_tensor_numel(t);
+	float *d = fadc_tensor_data(t);
+	for (int64_t i = 0; i < n; i++)
+		d[i] = n == 1 ? 1.0f : (float)sin(0.37 * (double)i + phase);
+}
+
+static void
+emulate_task(fadc_context *ctx, fadc_model *m, const char *task, int S, const char *name)
+{
+	const ArtDesc *d = rt_model_desc(m);
+	RtBatch b;
+	CHECK(rt_multi_batch_parse(d->options, &b) == 1);
+	int t = -1;
+	CHECK(fadc_model_find_task(m, task, &t) == FADC_OK);
+	const ArtTask *T = &d->task[t];
+	RtShape ps;
+	int in_axis[32], out_axis[32];
+	char err[1024];
+	if (!CHECK(rt_multi_plan(d, t, &b, S, &ps, in_axis, out_axis, err, sizeof err) == FADC_OK)) {
+		fprintf(stderr, "%s %s S=%d: %s\n", name, task, S, err);
+		return;
+	}
+	CHECK(ps.n == 7 && ps.S == S);
+	// The full batch: the caller's inputs (x, the v's) made once.
+	fadc_task_info info;
+	fadc_task_info_get(m, t, &info);
+	fadc_tensor *in[16], *full[16] = {NULL};
+	int nc = 0, kin[16];
+	for (uint32_t k = 0; k < T->nin; k++)
+		if (T->in[k].role == ART_ROLE_ARG) {
+			CHECK(fadc_tensor_create(ctx, (fadc_dtype)T->in[k].dtype, T->in[k].rank,
+			                         T->in[k].dim, &in[nc]) == FADC_OK);
+			fill(in[nc], 1 + nc);
+			kin[nc++] = (int)k;
+		}
+	CHECK(nc == info.ncaller);
+	CHECK(fadc_run(m, t, in, nc, full, info.noutputs) == FADC_OK);
+	double acc[8][64] = {{0}};
+	float want[8][64];
+	for (int k = 0; k < info.noutputs; k++) {
+		CHECK(fadc_tensor_numel(full[k]) <= 64);
+		memcpy(want[k], fadc_tensor_data(full[k]), fadc_tensor_bytes(full[k]));
+	}
+	// The batched declarations' full values (the full batch's own).
+	for (int s = 0; s < S; s++) {
+		const ArtTask *U = &d->task[ps.task[s]];
+		CHECK(!strcmp(U->name, task));
+		fadc_tensor *sin_[16], *out[16] = {NULL};
+		for (uint32_t k = 0; k < T->nin; k++) {
+			const ArtTensor *a = &T->in[k], *u = &U->in[k];
+			if (in_axis[k] < 0 || a->role != ART_ROLE_DECL)
+				continue;
+			fadc_tensor *h;
+			CHECK(fadc_tensor_create(ctx, (fadc_dtype)u->dtype, u->rank, u->dim, &h) == FADC_OK);
+			rt_multi_rows(fadc_tensor_data(h), fadc_tensor_data(rt_model_decl_value(m, a->decl)),
+			              a->rank, a->dim, in_axis[k], ps.off[s], ps.rows[s], 4, 0, FADC_F32, 1);
+			CHECK(fadc_model_bind(m, a->name, h) == FADC_OK);
+			fadc_tensor_release(h);
+		}
+		for (int c = 0; c < nc; c++) {
+			const ArtTensor *a = &T->in[kin[c]], *u = &U->in[kin[c]];
+			CHECK(fadc_tensor_create(ctx, (fadc_dtype)u->dtype, u->rank, u->dim, &sin_[c]) ==
+			      FADC_OK);
+			if (in_axis[kin[c]] >= 0)
+				rt_multi_rows(fadc_tensor_data(sin_[c]), fadc_tensor_data(in[c]), a->rank, a->dim,
+				              in_axis[kin[c]], ps.off[s], ps.rows[s], 4, 0, FADC_F32, 1);
+			else
+				memcpy(fadc_tensor_data(sin_[c]), fadc_tensor_data(in[c]), fadc_tensor_bytes(in[c]));
+		}
+		CHECK(fadc_run(m, ps.task[s], sin_, nc, out, info.noutputs) == FADC_OK);
+		for (int k = 0; k < info.noutputs; k++) {
+			const float *o = fadc_tensor_data(out[k]);
+			if (out_axis[k] < 0) {
+				for (int64_t i = 0; i < fadc_tensor_numel(out[k]); i++)
+					acc[k][i] += ps.w[s] * o[i];
+			} else {
+				// The gather, in float64 (rt_multi_rows does it in the
+				// output's dtype; the placement is the same).
+				double part[64];
+				for (int64_t i = 0; i < fadc_tensor_numel(out[k]); i++)
+					part[i] = ps.w[s] * o[i];
+				rt_multi_rows(acc[k], part, T->out[k].rank, T->out[k].dim, out_axis[k],
+				              ps.off[s], ps.rows[s], 8, 1, FADC_F64, 1);
+			}
+		}
+		for (int c = 0; c < nc; c++)
+			fadc_tensor_release(sin_[c]);
+	}
+	int gathered = 0;
+	for (int k = 0; k < info.noutputs; k++) {
+		double e = nerr(want[k], acc[k], fadc_tensor_numel(full[k]));
+		gathered += out_axis[k] >= 0;
+		if (!CHECK(e <= TOL))
+			fprintf(stderr, "%s %s S=%d output %d (%s): %.2e\n", name, task, S, k, T->out[k].name, e);
+	}
+	printf("%s %s S=%d: %d outputs (%d per-sample) equal the full batch\n", name, task, S,
+	       info.noutputs, gathered);
+	// (The shard sizes' declarations stay bound to the last shard's rows;
+	// the full batch's, another shape, were never touched.)
+	for (int c = 0; c < nc; c++)
+		fadc_tensor_release(in[c]);
+}
+
+static void
+check_plan(void)
+{
+	const char *tasks[] = {"vjp", "jvp", "hvp", "vhp"};
+	const char *path = compile_tasks(zsrc, "z", tasks, 4);
+	fadc_context_options co = {.device = {FADC_DEVICE_CPU, 0}, .num_threads = 1, .seed = 0};
+	fadc_context *ctx;
+	fadc_model *m;
+	CHECK(fadc_context_create(&co, &ctx) == FADC_OK);
+	if (!CHECK(fadc_model_open(ctx, path, 0, &m) == FADC_OK))
+		return;
+	const ArtDesc *d = rt_model_desc(m);
+	RtBatch b;
+	CHECK(rt_multi_batch_parse(d->options, &b) == 1);
+	// The plan's facts for vjp over 2 GPUs: shards of 4 and 3 rows, the
+	// tasks of B=4 and B=3, x and z batched (declared), w and v not; the
+	// gradient of z gathered on axis 0, the loss and w's reduced.
+	int t;
+	CHECK(fadc_model_find_task(m, "vjp", &t) == FADC_OK);
+	RtShape ps;
+	int in_axis[32], out_axis[32];
+	char err[1024];
+	CHECK(rt_multi_plan(d, t, &b, 2, &ps, in_axis, out_axis, err, sizeof err) == FADC_OK);
+	CHECK(ps.rows[0] == 4 && ps.rows[1] == 3 && ps.off[1] == 4 && ps.w[0] == 4.0 / 7);
+	CHECK(!strcmp(d->task[ps.task[0]].spec_name, "B=4") &&
+	      !strcmp(d->task[ps.task[1]].spec_name, "B=3"));
+	const ArtTask *T = &d->task[t];
+	for (uint32_t k = 0; k < T->nin; k++) {
+		int want = !strcmp(T->in[k].name, "x") || !strcmp(T->in[k].name, "z") ? 0 : -1;
+		if (!CHECK(in_axis[k] == want))
+			fprintf(stderr, "vjp input %s: axis %d\n", T->in[k].name, in_axis[k]);
+	}
+	for (uint32_t k = 0; k < T->nout - T->ncheck; k++) {
+		int want = strstr(T->out[k].name, "z") ? 0 : -1;
+		if (!CHECK(out_axis[k] == want))
+			fprintf(stderr, "vjp output %s: axis %d\n", T->out[k].name, out_axis[k]);
+	}
+	// jvp: the tangent of z, v.z, batched by its shape (not named).
+	CHECK(fadc_model_find_task(m, "jvp", &t) == FADC_OK);
+	CHECK(rt_multi_plan(d, t, &b, 2, &ps, in_axis, out_axis, err, sizeof err) == FADC_OK);
+	T = &d->task[t];
+	int vz = 0;
+	for (uint32_t k = 0; k < T->nin; k++)
+		if (T->in[k].role == ART_ROLE_ARG && strstr(T->in[k].name, "z"))
+			vz += CHECK(in_axis[k] == 0);
+	CHECK(vz == 1);
+	// Refusals: a shard size the artifact lacks (4 GPUs: 2, 2, 2, 1), more
+	// GPUs than rows, one GPU is the full batch's own task.
+	CHECK(rt_multi_plan(d, t, &b, 4, &ps, in_axis, out_axis, err, sizeof err) == FADC_ERR_SHAPE);
+	CHECK(strstr(err, "no specialisation of task 'jvp' at a batch of 1 rows (the batch of 7 over "
+	                  "4 GPUs): compile it with -D B=7,2,1") != NULL);
+	printf("missing size: %s\n", err);
+	CHECK(rt_multi_plan(d, t, &b, 8, &ps, in_axis, out_axis, err, sizeof err) == FADC_ERR_SHAPE);
+	CHECK(strstr(err, "a batch of 7 rows over 8 GPUs (fewer rows than GPUs)") != NULL);
+	CHECK(rt_multi_plan(d, t, &b, 1, &ps, in_axis, out_axis, err, sizeof err) == FADC_OK);
+	CHECK(ps.task[0] == t && ps.rows[0] == 7 && ps.w[0] == 1);
+	RtBatch sum = b;
+	sum.loss = 2;
+	CHECK(rt_multi_plan(d, t, &sum, 2, &ps, in_axis, out_axis, err, sizeof err) == FADC_ERR_STATE);
+	CHECK(strstr(err, "declares `loss sum`") != NULL);
+	CHECK(rt_multi_plan(d, t, &sum, 1, &ps, in_axis, out_axis, err, sizeof err) == FADC_OK);
+	// The runs the plans describe, emulated, against the full batch.
+	for (int k = 0; k < 4; k++)
+		for (int S = 2; S <= 3; S++)
+			emulate_task(ctx, m, tasks[k], S, "z");
+	fadc_model_close(m);
+	fadc_context_destroy(ctx);
+}
+
 int
 main(void)
 {
@@ -330,6 +542,7 @@ main(void)
 	}
 	check_combination(mean_src, "mean", 1, 0);
 	check_combination(sum_src, "sum", 2, 1);
+	check_plan();
 	char cmd[300];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
 	if (system(cmd)) {
