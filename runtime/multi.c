@@ -1088,6 +1088,10 @@ rt_multi_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs,
 			st = FADC_ERR_DEVICE;
 			goto out;
 		}
+		// Every GPU draws with the context's run seed (fadc_context_set_seed):
+		// a sampler that is not per sample draws the same on each.
+		if (s)
+			fadc_context_set_seed(mu->sub[s], rt_ctx_seed(ctx));
 		st = s == 0 ? rt_run_plain(m, p->task[0], in[0], ninputs, out[0], p->nout)
 		            : fadc_run(mm->sub[s], p->task[s], in[s], ninputs, out[s], p->nout);
 		if (st) {

@@ -70,4 +70,27 @@ for task in vjp jvp hvp vhp; do
 	ran=$((ran + 1))
 done
 done
+# Never a hang (tests/gpu/fake_nccl.c: an NCCL that fails on demand, one
+# rank, a 1 s deadline): a rank that never joins ends the context's
+# creation, a collective stuck or failed ends the run, each an error saying
+# so, the communicators aborted.
+fake=$(dirname "$FADC")/libfake_nccl.so
+for mode in init run error; do
+	t0=$(date +%s)
+	FAKE_NCCL=$mode FAKE_NCCL_ABORTS="$tmp/aborts.$mode" FADC_NCCL_LIB=$fake FADC_NCCL_TIMEOUT_S=1 \
+		FADC_MULTI_FORCE=1 timeout 60 "$check" "$tmp/m.so" vjp 0 >"$tmp/out" 2>&1
+	rc=$?
+	t1=$(date +%s)
+	cat "$tmp/out"
+	[ $rc = 1 ] || fail "fake NCCL ($mode): exit $rc, expected 1"
+	[ $((t1 - t0)) -lt 30 ] || fail "fake NCCL ($mode): $((t1 - t0)) s"
+	case $mode in
+	init) want="making the NCCL communicators: NCCL did not finish within 1 s (FADC_NCCL_TIMEOUT_S)" ;;
+	run) want="the all-reduce of the gradients: NCCL did not finish within 1 s (FADC_NCCL_TIMEOUT_S)" ;;
+	error) want="the all-reduce of the gradients: NCCL on GPU 0 (rank 0 of 1): remote process exited" ;;
+	esac
+	grep -qF "$want" "$tmp/out" || fail "fake NCCL ($mode): no '$want'"
+	grep -qF "the NCCL communicators were aborted" "$tmp/out" || fail "fake NCCL ($mode): not aborted"
+	[ "$(wc -l < "$tmp/aborts.$mode")" -ge 1 ] || fail "fake NCCL ($mode): ncclCommAbort not called"
+done
 echo "multi.sh: passed ($ran tasks over two GPUs)"
