@@ -485,8 +485,10 @@ rt_multi_open(fadc_context *c, const fadc_device *devices, int ndevices, char *e
 		}
 		ncclConfig_t cs = cfg;
 		r = mu->nccl->CommInitRankConfig(&mu->comm[s], ndevices, id, s, &cs);
-		if (r != NCCL_SUCCESS && r != NCCL_IN_PROGRESS)
+		if (r != NCCL_SUCCESS && r != NCCL_IN_PROGRESS) {
+			mu->comm[s] = NULL; // not made: nothing to abort
 			break;
+		}
 	}
 	ncclResult_t g = mu->nccl->GroupEnd();
 	if (r == NCCL_SUCCESS || r == NCCL_IN_PROGRESS)
@@ -585,14 +587,14 @@ plan_free(fadc_context *ctx, RtMulti *mu, Plan *p)
 		return;
 	for (int s = 0; s < mu->S; s++) {
 		rt_multi_current(ctx, s);
-		for (int c = 0; c < p->ncaller; c++)
+		for (int c = 0; p->stage && c < p->ncaller; c++)
 			fadc_tensor_release(p->stage[s * p->ncaller + c]);
 		for (int k = 0; p->ops && k < 2; k++)
 			if (p->op[s][k] >= 0 && mu->comm[s])
 				mu->nccl->RedOpDestroy(p->op[s][k], mu->comm[s]);
 	}
 	rt_multi_current(ctx, 0);
-	for (int k = 0; k < p->nout; k++)
+	for (int k = 0; p->full && k < p->nout; k++)
 		fadc_tensor_release(p->full[k]);
 	free(p->gaxis);
 	free(p->full);
