@@ -41,7 +41,9 @@ int rt_multi_ndev(const fadc_context *ctx);
 // Sub-context s (0 .. S-1) of a multi context: 0 is ctx itself; NULL out of
 // range or for another context.
 fadc_context *rt_multi_sub(const fadc_context *ctx, int s);
-// Sub-model s of a model opened on a multi context: 0 is m itself.
+// Sub-model s of a model opened on a multi context: 0 is m itself, whose
+// fadc_run is the data-parallel run: run one task on GPU 0 alone with
+// rt_run_plain (below); the others' fadc_run is an ordinary run.
 fadc_model *rt_multi_submodel(const fadc_model *m, int s);
 // Makes sub-context s's GPU current on the calling thread; 0 with a
 // message in ctx's error on failure.
