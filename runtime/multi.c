@@ -65,7 +65,6 @@ struct RtMulti {
 	int S;
 	fadc_context *sub[MAXS]; // sub[0]: the context itself
 	int gpu[MAXS];
-	fadc_context *host; // a CPU context: host tensors for binding copies
 	const RtNccl *nccl;
 	ncclComm_t comm[MAXS];
 	double timeout; // seconds, FADC_NCCL_TIMEOUT_S
@@ -101,6 +100,7 @@ struct RtMultiModel {
 	int has_batch; // 1 declared, 0 none, -1 malformed
 	int ntask;
 	Plan *plan;
+	uint64_t *dgen; // rt_multi_decls: each declaration's generation last handed over
 };
 
 static double
@@ -420,7 +420,6 @@ open_fail(fadc_context *c, RtMulti *mu, fadc_status st)
 		}
 	for (int s = 1; s < mu->S; s++)
 		fadc_context_destroy(mu->sub[s]);
-	fadc_context_destroy(mu->host);
 	rt_ctx_set_multi(c, NULL);
 	free(mu);
 	char err[256];
@@ -447,11 +446,6 @@ rt_multi_open(fadc_context *c, const fadc_device *devices, int ndevices, char *e
 	if (!mu->nccl) {
 		snprintf(err, errlen, "%s", msg);
 		return open_fail(c, mu, FADC_ERR_DEVICE);
-	}
-	fadc_context_options ho = {.device = {FADC_DEVICE_CPU, 0}, .num_threads = 1, .seed = 0};
-	if (fadc_context_create(&ho, &mu->host)) {
-		snprintf(err, errlen, "out of memory");
-		return open_fail(c, mu, FADC_ERR_NOMEM);
 	}
 	for (int s = 1; s < ndevices; s++) {
 		fadc_context_options so = {.device = {FADC_DEVICE_CUDA, mu->gpu[s]}, .num_threads = 1,
@@ -540,7 +534,6 @@ rt_multi_close(fadc_context *c)
 	}
 	for (int s = 1; s < mu->S; s++)
 		fadc_context_destroy(mu->sub[s]); // rtcu_close makes its GPU current
-	fadc_context_destroy(mu->host);
 	rt_ctx_set_multi(c, NULL);
 	free(mu);
 	char err[256];
@@ -625,6 +618,7 @@ rt_multi_model_close(fadc_model *m)
 	}
 	rt_multi_current(ctx, 0);
 	free(mm->plan);
+	free(mm->dgen);
 	free(mm);
 	rt_model_set_multi(m, NULL);
 }
@@ -914,7 +908,9 @@ plan_make(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Plan *p)
 
 // Hands the declarations shard task s reads to GPU s where their value on
 // sub-model 0 changed since (batched ones: their rows).  Through host
-// memory, as fadc_model_bind copies: binding is off the run path.
+// memory, as fadc_model_bind copies (rt_model_bind_index: that
+// declaration, bound, so that the sub-model's initializers leave it):
+// binding is off the run path.
 static fadc_status
 decls_hand(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Plan *p, void **buf,
            size_t *cap)
@@ -950,28 +946,73 @@ decls_hand(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Plan *p, void **
 				              esize, 0, FADC_F32, 1);
 				val = part;
 			}
-			fadc_tensor *h;
-			if ((st = fadc_tensor_wrap(mu->host, (fadc_dtype)u->dtype, u->rank, u->dim, (void *)val,
-			                           &h)))
-				return rt_fail(ctx, st, "%s", fadc_context_error(mu->host));
-			if (!rt_multi_current(ctx, s)) {
-				fadc_tensor_release(h);
+			if (!rt_multi_current(ctx, s))
 				return FADC_ERR_DEVICE;
-			}
-			st = fadc_model_bind(mm->sub[s], a->name, h);
-			fadc_tensor_release(h);
+			st = rt_model_bind_index(mm->sub[s], u->decl, val);
 			rt_multi_current(ctx, 0);
 			if (st)
 				return rt_fail(ctx, st, "GPU %d: binding '%s': %s", mu->gpu[s], a->name,
 				               fadc_context_error(mu->sub[s]));
 		}
-		// Binding on GPU 0 may have bumped the source (one name, several
-		// specialisations of one shape): record what it is now.
-		gen = fadc_tensor_generation(src);
 		for (int s = 0; s < mu->S; s++)
 			p->dgen[s * p->ndecl + e] = gen;
 	}
 	return FADC_OK;
+}
+
+fadc_status
+rt_multi_decls(fadc_model *m)
+{
+	fadc_context *ctx = rt_model_ctx(m);
+	RtMulti *mu = rt_ctx_multi(ctx);
+	RtMultiModel *mm = rt_model_multi(m);
+	if (!mu || !mm)
+		return FADC_OK;
+	const ArtDesc *d = rt_model_desc(m);
+	fadc_status st;
+	if (!rt_model_initialized(m) && (st = fadc_model_init(m, rt_ctx_seed(ctx))))
+		return st;
+	if (!mm->dgen) {
+		mm->dgen = malloc(sizeof *mm->dgen * (d->ndecl + 1));
+		if (!mm->dgen)
+			return rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
+		for (uint32_t i = 0; i < d->ndecl; i++)
+			mm->dgen[i] = UINT64_MAX;
+	}
+	void *buf = NULL;
+	size_t cap = 0;
+	st = FADC_OK;
+	for (uint32_t i = 0; i < d->ndecl && !st; i++) {
+		fadc_tensor *v = rt_model_decl_value(m, (int)i);
+		uint64_t gen = fadc_tensor_generation(v);
+		if (gen == mm->dgen[i] || mu->S < 2)
+			continue;
+		size_t bytes = fadc_tensor_bytes(v);
+		if (cap < bytes + 1) {
+			void *nb = realloc(buf, bytes + 1);
+			if (!nb) {
+				st = rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
+				break;
+			}
+			buf = nb;
+			cap = bytes + 1;
+		}
+		rt_multi_current(ctx, 0);
+		if ((st = fadc_tensor_read(v, buf, bytes)))
+			break;
+		for (int s = 1; s < mu->S && !st; s++) {
+			if (!rt_multi_current(ctx, s)) {
+				st = FADC_ERR_DEVICE;
+				break;
+			}
+			if ((st = rt_model_bind_index(mm->sub[s], (int)i, buf)))
+				rt_fail(ctx, st, "GPU %d: %s", mu->gpu[s], fadc_context_error(mu->sub[s]));
+		}
+		mm->dgen[i] = gen;
+	}
+	free(buf);
+	rt_multi_current(ctx, 0);
+	return st;
 }
 
 fadc_status

@@ -51,6 +51,13 @@ int rt_multi_current(fadc_context *ctx, int s);
 // The NCCL of the context and rank s's communicator (NULL when not multi).
 const RtNccl *rt_multi_nccl(const fadc_context *ctx);
 ncclComm_t rt_multi_comm(const fadc_context *ctx, int s);
+// Hands every declaration of sub-model 0 whose value changed since (bind,
+// bind_file, init, a write of fadc_model_get's tensor) to the other
+// sub-models, whole (initializing sub-model 0 first if it was not): what a
+// task dispatched on the sub-models directly needs before it runs.  The
+// data-parallel run hands over only what its shard tasks read, batched
+// declarations as their rows.
+fadc_status rt_multi_decls(fadc_model *m);
 // Waits for the work queued on every sub-context, polling NCCL's
 // asynchronous errors against the deadline (FADC_NCCL_TIMEOUT_S): on expiry
 // or an NCCL error every communicator is aborted and the context can run no
@@ -142,6 +149,9 @@ fadc_tensor *rt_model_decl_value(fadc_model *m, int i);
 int rt_model_initialized(const fadc_model *m);
 uint64_t rt_ctx_seed(const fadc_context *ctx); // the run seed (fadc_context_set_seed)
 int rt_model_has_ref(const fadc_model *m); // some declaration is bound by reference
+// Binds declaration i (that one, not every one of its name) to a copy of
+// data (its bytes, of its type), as fadc_model_bind does.
+fadc_status rt_model_bind_index(fadc_model *m, int i, const void *data);
 // fadc_run without the data-parallel dispatch (sub-model 0's own run).
 fadc_status rt_run_plain(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs,
                          fadc_tensor **outputs, int noutputs);

@@ -2095,6 +2095,15 @@ rt_model_decl_value(fadc_model *m, int i)
 	return m->ref[i] ? m->ref[i] : &m->decl[i];
 }
 
+fadc_status
+rt_model_bind_index(fadc_model *m, int i, const void *data)
+{
+	if (i < 0 || (uint32_t)i >= m->d.ndecl)
+		return fail(m->ctx, FADC_ERR_ARG, "declaration %d out of range", i);
+	const fadc_tensor *v = &m->decl[i];
+	return bind_data(m, i, v->dtype, v->rank, v->dim, data, NULL);
+}
+
 int
 rt_model_has_ref(const fadc_model *m)
 {
