@@ -521,6 +521,28 @@ check_plan(void)
 	CHECK(rt_multi_plan(d, t, &sum, 2, &ps, in_axis, out_axis, err, sizeof err) == FADC_ERR_STATE);
 	CHECK(strstr(err, "declares `loss sum`") != NULL);
 	CHECK(rt_multi_plan(d, t, &sum, 1, &ps, in_axis, out_axis, err, sizeof err) == FADC_OK);
+	// rt_model_bind_index binds that declaration, not every one of its
+	// name (z at B=4, not the full batch's z at B=7): how the runtime hands
+	// a shard its rows.
+	int z7 = -1, z4 = -1;
+	for (uint32_t i = 0; i < d->ndecl; i++)
+		if (!strcmp(d->decl[i].name, "z")) {
+			if (d->decl[i].dim[0] == 7)
+				z7 = (int)i;
+			if (d->decl[i].dim[0] == 4)
+				z4 = (int)i;
+		}
+	if (CHECK(z7 >= 0 && z4 >= 0)) {
+		CHECK(fadc_model_init(m, 0) == FADC_OK);
+		float before[14], rows[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+		memcpy(before, fadc_tensor_data(rt_model_decl_value(m, z7)), sizeof before);
+		uint64_t g = fadc_tensor_generation(rt_model_decl_value(m, z4));
+		CHECK(rt_model_bind_index(m, z4, rows) == FADC_OK);
+		CHECK(!memcmp(fadc_tensor_data(rt_model_decl_value(m, z4)), rows, sizeof rows));
+		CHECK(!memcmp(fadc_tensor_data(rt_model_decl_value(m, z7)), before, sizeof before));
+		CHECK(fadc_tensor_generation(rt_model_decl_value(m, z4)) == g + 1);
+		CHECK(rt_model_bind_index(m, (int)d->ndecl, rows) == FADC_ERR_ARG);
+	}
 	// The runs the plans describe, emulated, against the full batch.
 	for (int k = 0; k < 4; k++)
 		for (int S = 2; S <= 3; S++)
