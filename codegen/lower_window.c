@@ -863,6 +863,48 @@ adaptive_count(KProgram *p, KxId h0, KxId h1, KxId w0, KxId w1, DType dt)
 
 // ir_bilinear_src (ir/interp.c) in F64: the source coordinate of output dst,
 // its neighbours i0, i1 and the weight l of i1.
+static int64_t bilinear_i0(int64_t dst, int64_t in, int64_t outn, int align);
+
+// The first neighbour i0 of output dst in integer arithmetic into *i0
+// (1), or 0 where it would not equal the interpreter's f64 one.  Exactly, the source is
+// ((2 dst + 1) in - outn) / (2 outn), clamped at 0 (align_corners: dst (in -
+// 1) / (outn - 1)), so i0 = min(max(floor of that, 0), in - 1); the f64
+// source can round across an integer where the exact one sits on it, so
+// the formula is used only where it gives the interpreter's i0 for every
+// output, checked here (O(outn) host work, up to BILINEAR_INT_MAX).  Why:
+// built on an integer i0, the indices have bounds (kx_range), so the CUDA
+// printer computes them in int (codegen/cuda.c, narrow), the channels-last
+// load indices included; on the f64 source's truncation they were long
+// long, and each load's 64-bit divisions by the plane sizes made
+// fcn_resnet's 8x upsampling (38.7 M outputs) 838 us on an H200 and its
+// adjoint 713 us (docs/PERFORMANCE.md, "fcn_resnet, detr and the
+// transformer against torch.compile").  The values are the same, so the
+// kernels' results are bit-identical.
+#define BILINEAR_INT_MAX ((int64_t)1 << 22)
+
+static int
+bilinear_i0_int(KProgram *p, KxId dst, int64_t in, int64_t outn, int align, KxId *i0)
+{
+	if (in < 1 || outn < 1 || outn > BILINEAR_INT_MAX || in > BILINEAR_INT_MAX)
+		return 0;
+	for (int64_t o = 0; o < outn; o++) {
+		int64_t num = align ? o * (in - 1) : (2 * o + 1) * in - outn;
+		int64_t den = align ? (outn > 1 ? outn - 1 : 1) : 2 * outn;
+		int64_t i = align && outn == 1 ? 0 : num < 0 ? 0 : num / den;
+		if ((i < in - 1 ? i : in - 1) != bilinear_i0(o, in, outn, align))
+			return 0;
+	}
+	KxId i;
+	if (align)
+		i = outn > 1 ? kx_idiv(p, kx_imul(p, dst, in - 1), outn - 1) : kx_iconst(p, 0);
+	else
+		i = kx_imax(p, kx_idiv(p, kx_iadd(p, kx_imul(p, dst, 2 * in), kx_iconst(p, in - outn)),
+		                       2 * outn),
+		            kx_iconst(p, 0));
+	*i0 = kx_imin(p, i, kx_iconst(p, in - 1));
+	return 1;
+}
+
 static void
 bilinear_src(KProgram *p, KxId dst, int64_t in, int64_t outn, int align, KxId *i0, KxId *i1, KxId *l)
 {
@@ -879,7 +921,8 @@ bilinear_src(KProgram *p, KxId dst, int64_t in, int64_t outn, int align, KxId *i
 		KxId z = kx_const(p, 0, DT_F64);
 		src = kx_select(p, kx_cmp(p, KC_LT, src, z), z, src);
 	}
-	*i0 = kx_imin(p, kx_cast(p, src, DT_I64), kx_iconst(p, in - 1));
+	if (!bilinear_i0_int(p, dst, in, outn, align, i0))
+		*i0 = kx_imin(p, kx_cast(p, src, DT_I64), kx_iconst(p, in - 1));
 	*i1 = kx_imin(p, kx_iadd(p, *i0, kx_iconst(p, 1)), kx_iconst(p, in - 1));
 	*l = kx_bin(p, KX_SUB, src, to_f64(p, *i0));
 }

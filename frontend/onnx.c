@@ -80,16 +80,11 @@ ox_name_ok(const char *s)
 	return 1;
 }
 
+// Always quoted: ONNX names are free text (ir/print.c's printer).
 void
 ox_put_name(FILE *f, const char *s)
 {
-	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fputc('\\', f);
-		fputc(*s, f);
-	}
-	fputc('"', f);
+	ir_print_quoted(f, s);
 }
 
 // A number as the IR reads it back exactly (inf and nan are names).

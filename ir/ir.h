@@ -392,6 +392,8 @@ void ir_print_graph(FILE *f, const Graph *g, const char *fname);
 // The module's declarations, then g (a task graph of it) as `def name(...)`.
 void ir_print_module_task(FILE *f, const Module *m, const Graph *g, const char *name);
 void ir_print_float(char *buf, size_t n, double v); // shortest round-trip form
+// s as a quoted name the frontend reads back ("0.weight"; '"' and '\\' escaped).
+void ir_print_quoted(FILE *f, const char *s);
 
 // ---------------------------------------------------------------- verify.c
 // Checks the invariants: inputs precede users, shapes and dtypes equal what

@@ -85,13 +85,9 @@ is_plain_name(const char *s, int dots)
 // A name as the frontend reads it back: plain, or quoted ("0.weight") with
 // '"' and '\\' escaped.  The frontend refuses control characters in names,
 // so the IR holds none (an importer checks its names the same way).
-static void
-print_name(FILE *f, const char *s, int dots)
+void
+ir_print_quoted(FILE *f, const char *s)
 {
-	if (is_plain_name(s, dots)) {
-		fputs(s, f);
-		return;
-	}
 	fputc('"', f);
 	for (; *s; s++) {
 		if (*s == '"' || *s == '\\')
@@ -99,6 +95,15 @@ print_name(FILE *f, const char *s, int dots)
 		fputc(*s, f);
 	}
 	fputc('"', f);
+}
+
+static void
+print_name(FILE *f, const char *s, int dots)
+{
+	if (is_plain_name(s, dots))
+		fputs(s, f);
+	else
+		ir_print_quoted(f, s);
 }
 
 static void

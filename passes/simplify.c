@@ -190,9 +190,11 @@ fold_i64(int op, const int64_t *x, int64_t *r)
 	}
 }
 
-// The node equal to dst's node m already in the table, or m (entered).
+// The node equal to dst's node m already in the table; if there is none,
+// m itself after entering it (enter), or 0 without entering it (a failed
+// probe of sum_linear must not fill the table, sized for src's nodes).
 static NodeId
-cse_node(Graph *dst, NodeId m, Cse *cse)
+cse_probe(Graph *dst, NodeId m, Cse *cse, int enter)
 {
 	const Node *nd = &dst->node[m];
 	Attrs a;
@@ -203,8 +205,17 @@ cse_node(Graph *dst, NodeId m, Cse *cse)
 	for (; cse->slot[i]; i = (i + 1) & (cse->cap - 1))
 		if (cse->slot[i] != m && same_node(dst, cse->slot[i], nd, in, &a))
 			return cse->slot[i];
+	if (!enter)
+		return 0;
 	cse->slot[i] = m;
 	return m;
+}
+
+// The node equal to dst's node m already in the table, or m (entered).
+static NodeId
+cse_node(Graph *dst, NodeId m, Cse *cse)
+{
+	return cse_probe(dst, m, cse, 1);
 }
 
 // ---- A sum of a linear combination (sum_linear)
@@ -229,22 +240,6 @@ cse_node(Graph *dst, NodeId m, Cse *cse)
 // closer to the exact value: the computed sum of a centered term is
 // rounding noise around 0); a centered term's factor that is inf or NaN
 // no longer makes the sum NaN.
-
-// The node equal to dst's node m already in the table, or 0; m is not
-// entered (a failed probe must not fill the table, sized for src's nodes).
-static NodeId
-cse_find(Graph *dst, NodeId m, Cse *cse)
-{
-	const Node *nd = &dst->node[m];
-	Attrs a;
-	ir_attrs_get(dst, m, &a);
-	const NodeId *in = ir_in(dst, m);
-	uint64_t h = node_hash(dst, nd, in, &a);
-	for (uint32_t i = (uint32_t)h & (cse->cap - 1); cse->slot[i]; i = (i + 1) & (cse->cap - 1))
-		if (cse->slot[i] != m && same_node(dst, cse->slot[i], nd, in, &a))
-			return cse->slot[i];
-	return 0;
-}
 
 typedef struct Lin {
 	const int64_t *axes; // A, as the sum's attribute
@@ -402,7 +397,7 @@ lin_sum(Graph *g, NodeId e, Lin *L, int depth)
 	for (int kd = 0; kd < 2; kd++) {
 		int keep = kd ? !L->keepdim : L->keepdim;
 		NodeId m = b_sum(g, e, L->axes, L->naxes, keep, L->loc);
-		NodeId r = m < L->base ? m : cse_find(g, m, L->cse);
+		NodeId r = m < L->base ? m : cse_probe(g, m, L->cse, 0);
 		if (r && r < L->base)
 			return b_reshape(g, r, L->rs, L->loc);
 	}

@@ -66,6 +66,7 @@ typedef struct Blas {
 	cublasHandle_t h; // the context's handle (on its stream), or NULL
 	uint64_t ws; // its workspace, a pool block while users > 0
 	uint32_t users; // loaded tasks with GEMM records
+	int strict; // FADC_CUDA_GEMM_STRICT=1: every f32 GEMM record in fp32 math
 } Blas;
 
 // cuBLAS's recommended workspace on Hopper (4 MiB before it); one per
@@ -141,6 +142,13 @@ blas_open(RtCuda *c, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return 0;
 	}
+	// FADC_CUDA_GEMM_STRICT=1 (read when cuBLAS loads): the GEMM records of an
+	// --allow-tf32 artifact run in fp32 math, its cuDNN convolutions stay TF32.
+	// That is PyTorch's default (cudnn.allow_tf32 on, matmul.allow_tf32 off),
+	// so the GPU peers' "TF32 default" cells are compared like for like
+	// (docs/CUDA.md, "TF32"); a measurement switch, off by default.
+	const char *st = getenv("FADC_CUDA_GEMM_STRICT");
+	b.strict = st && !strcmp(st, "1");
 	*c->blas = b;
 	return 1;
 }
@@ -231,7 +239,7 @@ rtcu_blas_gemm(RtCuda *c, Kern *kk, char *err, size_t errlen)
 	int m = (int)g->n, n = (int)g->m, k = (int)g->k, batch = (int)g->batch;
 	int ldb = (int)g->ldb, lda = (int)g->lda, ldc = (int)g->ldc;
 	long long sb = (long long)g->sb, sa = (long long)g->sa, sc = (long long)g->sc;
-	int mode = g->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+	int mode = g->tf32 && !c->blas->strict ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
 	CHECK_BLAS(c, cublasSetMathMode(c->blas->h, mode));
 	if (g->dtype == ART_F64) {
 		const double one = 1, zero = 0;

@@ -160,8 +160,10 @@ typedef struct Dnn {
 	cudnnHandle_t h;
 } Dnn;
 
-// Engine configurations kept as candidates to time.
-#define DNN_TUNE_MAX 4
+// Engine configurations kept as candidates to time: DNN_TUNE_DEFAULT, or
+// FADC_CUDA_DNN_TUNE=N (2 .. DNN_TUNE_MAX; 0: mode A's first alone).
+#define DNN_TUNE_DEFAULT 4
+#define DNN_TUNE_MAX 12
 
 // One candidate: an execution plan and its workspace bytes.
 struct DnnCand {
@@ -301,6 +303,8 @@ dnn_tensor(RtCuda *c, const int64_t dim[4], int nhwc, int64_t uid, cudnnBackendD
 fail:
 	return 0;
 }
+
+static int dnn_env_on(const char *name, int dflt);
 
 // Whether engine configuration cfg's numerical notes suit the record.
 static int
@@ -449,7 +453,12 @@ dnn_plan(RtCuda *c, const ArtConv *v, int max, struct DnnCand *out, int *n, char
 				ncfg = 0;
 			for (int64_t i = 0; i < ncfg && i < DNN_MAX_CFG && *n - got0 < max; i++) {
 				char e2[256];
-				if (!dnn_notes_ok(c, cfg[i], v->tf32, e2, sizeof e2))
+				// FADC_CUDA_CONV_STRICT=1: a TF32 record as a strict one (with
+				// FADC_CUDA_GEMM_STRICT=1, runtime/cublas.c, an --allow-tf32
+				// artifact's kernels in fp32 math: what TF32 alone costs in
+				// accuracy, the relaid code unchanged).
+				int tf32 = v->tf32 && !dnn_env_on("FADC_CUDA_CONV_STRICT", 0);
+				if (!dnn_notes_ok(c, cfg[i], tf32, e2, sizeof e2))
 					continue;
 				CHECK_DNN(c, cudnnBackendCreateDescriptor(
 				                 CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan));
@@ -506,10 +515,10 @@ dnn_env_on(const char *name, int dflt)
 }
 
 // The candidates of conv record v into *out (NULL when none: why in err;
-// 0 only for a failed cuDNN call or memory, in err): with tune up to
-// DNN_TUNE_MAX configurations, without the first.
+// 0 only for a failed cuDNN call or memory, in err): up to ntune
+// configurations (1: the first alone).
 static int
-dnn_cands(RtCuda *c, const ArtConv *v, int tune, struct DnnPlan **out, char *err, size_t errlen)
+dnn_cands(RtCuda *c, const ArtConv *v, int ntune, struct DnnPlan **out, char *err, size_t errlen)
 {
 	struct DnnPlan *p = calloc(1, sizeof *p);
 	*out = NULL;
@@ -517,7 +526,7 @@ dnn_cands(RtCuda *c, const ArtConv *v, int tune, struct DnnPlan **out, char *err
 		snprintf(err, errlen, "out of memory");
 		return 0;
 	}
-	if (!dnn_plan(c, v, tune ? DNN_TUNE_MAX : 1, p->cand, &p->ncand, err, errlen)) {
+	if (!dnn_plan(c, v, ntune, p->cand, &p->ncand, err, errlen)) {
 		dnn_plan_free(c, p);
 		return 0;
 	}
@@ -566,14 +575,21 @@ rtcu_dnn_prepare(RtCuda *c, RtCuTask *k, char *err, size_t errlen)
 			return 1;
 		}
 	}
-	int tune = dnn_env_on("FADC_CUDA_DNN_TUNE", 1);
+	// FADC_CUDA_DNN_TUNE: unset, empty or 1: DNN_TUNE_DEFAULT candidates; 0:
+	// one (mode A's first, untimed); 2 .. DNN_TUNE_MAX: that many.
+	const char *tv = getenv("FADC_CUDA_DNN_TUNE");
+	int ntune = DNN_TUNE_DEFAULT;
+	if (tv && !strcmp(tv, "0"))
+		ntune = 1;
+	else if (tv && atoi(tv) >= 2 && atoi(tv) <= DNN_TUNE_MAX)
+		ntune = atoi(tv);
 	int64_t ws = 0;
 	for (uint32_t i = 0; i < k->nk; i++) {
 		Kern *kk = &k->k[i];
 		if (kk->k->kind != ART_LAUNCH_CONV)
 			continue;
 		why[0] = 0;
-		if (!dnn_cands(c, &kk->k->conv, tune, &kk->dnn, why, sizeof why)) {
+		if (!dnn_cands(c, &kk->k->conv, ntune, &kk->dnn, why, sizeof why)) {
 			if (!strcmp(why, "out of memory")) {
 				snprintf(err, errlen, "out of memory");
 				return 0;

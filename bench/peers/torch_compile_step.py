@@ -39,7 +39,19 @@ first call (the transformer's src_mask) outside the compiled code.
     python3 torch_compile_step.py [--models resnet18,wav2letter,...] [--modes eager,default,
         reduce-overhead] [--max-autotune] [--tf32 off|default|on[,...]] [--warmup 3] [--iters 20]
         [--timeout 300] [--model-timeout S] [--deadline S] [--json FILE] [--device cuda|cpu]
-        [--peer-dir DIR]
+        [--peer-dir DIR] [--parallel-warmup --sync-dir DIR]
+
+--parallel-warmup: every cell's process starts at once and compiles and warms up beside the
+others (Inductor's compilation is CPU work, minutes for detr and fcn_resnet, and one GPU host
+has 16 cores); the timed steps are then run one cell at a time.  A cell that finished its
+warm-up creates SYNC/ready.K and waits for SYNC/go, which the driver creates once every cell
+is ready or gone; it then takes an exclusive flock(2) on SYNC/lock for its timed steps alone.
+So no two cells' timed steps overlap, and none overlaps another's warm-up.  Another program
+that must not run beside the timed steps (fadc in the same call) waits for SYNC/go and runs
+under `flock SYNC/lock ...`.  Each cell's process is still its own (allocator, graph pool,
+compiled code); memory figures are per process and unaffected.  --timeout then limits a cell's
+warm-up and, separately, its wait for the lock plus its timed steps; --model-timeout is not
+used.  Each cell's stdout and stderr go to SYNC/cell-K.out and .err.
 
 --json FILE is rewritten after every cell (a run cut short keeps what it measured): {"torch",
 "gpu", "command", "cells": [{model, mode, tf32, status, error, ms_median, ms_mean, iters,
@@ -164,6 +176,17 @@ def cell(args):
             # Not reset: the peak over warm-up and timed steps.  reduce-overhead's graph pool
             # is allocated while the graphs are recorded (in the warm-up); its replays
             # allocate nothing, so a peak over the timed steps alone leaves the pool out.
+        if args.sync_dir:
+            # --parallel-warmup: ready, wait for every other cell's warm-up, then time alone.
+            open(os.path.join(args.sync_dir, f"ready.{args.sync_id}"), "w").close()
+            while not os.path.exists(os.path.join(args.sync_dir, "go")):
+                time.sleep(0.05)
+            import fcntl
+            lock = open(os.path.join(args.sync_dir, "lock"), "a")
+            t_wait = time.perf_counter()
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the process exits
+            res["lock_wait_s"] = round(time.perf_counter() - t_wait, 3)
+            sync()
         ts = []
         for _ in range(args.iters):
             sync()
@@ -185,7 +208,7 @@ def cell(args):
 
 
 # ------------------------------------------------------------------ the driver
-def run_cell(args, m, mode, tf32, limit):
+def cell_cmd(args, m, mode, tf32):
     cmd = [sys.executable, os.path.abspath(__file__), "--cell-model", m, "--cell-mode", mode,
            "--cell-tf32", tf32, "--device", args.device, "--warmup", str(args.warmup),
            "--iters", str(args.iters), "--seed", str(args.seed)]
@@ -193,6 +216,11 @@ def run_cell(args, m, mode, tf32, limit):
         cmd += ["--peer-dir", args.peer_dir]
     if args.no_prime:
         cmd += ["--no-prime"]
+    return cmd
+
+
+def run_cell(args, m, mode, tf32, limit):
+    cmd = cell_cmd(args, m, mode, tf32)
     base = {"model": m, "mode": mode, "tf32": tf32}
     if limit <= 0:
         return dict(base, status="skipped", error="no time left (--deadline / --model-timeout)")
@@ -217,6 +245,96 @@ def run_cell(args, m, mode, tf32, limit):
     tail = [l for l in err.strip().splitlines() if l.strip()]
     return dict(base, status="crash", wall_s=wall,
                 error=f"exit {p.returncode}: {tail[-1][:300] if tail else 'no output'}")
+
+
+def run_parallel(args, cells, doc, tv, gpu):
+    """--parallel-warmup: every cell at once through its warm-up, then the timed steps one
+    cell at a time (the module's docstring)."""
+    sd = os.path.abspath(args.sync_dir)
+    os.makedirs(sd, exist_ok=True)
+    for f in os.listdir(sd):
+        if f.startswith(("ready.", "cell-")) or f == "go":
+            os.remove(os.path.join(sd, f))
+    open(os.path.join(sd, "lock"), "a").close()
+    t_run = time.perf_counter()
+    runs = []
+    for k, (m, mode, tf32) in enumerate(cells):
+        cmd = cell_cmd(args, m, mode, tf32) + ["--sync-dir", sd, "--sync-id", str(k)]
+        out = open(os.path.join(sd, f"cell-{k}.out"), "w")
+        err = open(os.path.join(sd, f"cell-{k}.err"), "w")
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, start_new_session=True)
+        runs.append({"k": k, "base": {"model": m, "mode": mode, "tf32": tf32}, "p": p,
+                     "t0": time.perf_counter(), "t_go": None, "killed": None, "out": out,
+                     "err": err})
+    go = False
+    while True:
+        now = time.perf_counter()
+        live = 0
+        for r in runs:
+            if r["p"].poll() is not None:
+                continue
+            ready = os.path.exists(os.path.join(sd, f"ready.{r['k']}"))
+            # Warming up: --timeout from its start; ready, waiting for the others: no limit
+            # (they have theirs); after go: --timeout for the lock and the timed steps.
+            if not ready:
+                over = now - r["t0"] > args.timeout
+            else:
+                over = r["t_go"] is not None and now - r["t_go"] > args.timeout
+            over = over or (args.deadline is not None and now - t_run > args.deadline)
+            if over:
+                try:
+                    os.killpg(r["p"].pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                r["p"].wait()
+                r["killed"] = f"no result within {args.timeout:.0f} s" + (
+                    " of the lock and the timed steps" if ready else " of warm-up")
+                continue
+            live += 1
+        if not go and all(r["p"].poll() is not None or
+                          os.path.exists(os.path.join(sd, f"ready.{r['k']}")) for r in runs):
+            open(os.path.join(sd, "go"), "w").close()
+            go = True
+            print(f"all cells warm after {time.perf_counter() - t_run:.1f} s: timed steps "
+                  "one cell at a time", flush=True)
+            for r in runs:
+                r["t_go"] = time.perf_counter()
+        if not live:
+            break
+        time.sleep(0.1)
+    for r in runs:
+        r["out"].close()
+        r["err"].close()
+        wall = round(time.perf_counter() - r["t0"], 1)
+        c = None
+        with open(os.path.join(sd, f"cell-{r['k']}.out")) as f:
+            for line in f:
+                if line.startswith(MARK):
+                    c = dict(json.loads(line[len(MARK):]), wall_s=wall)
+        if c is None:
+            if r["killed"]:
+                c = dict(r["base"], status="timeout", error=r["killed"], wall_s=wall)
+            else:
+                with open(os.path.join(sd, f"cell-{r['k']}.err")) as f:
+                    tail = [l for l in f.read().strip().splitlines() if l.strip()]
+                c = dict(r["base"], status="crash", wall_s=wall,
+                         error=f"exit {r['p'].returncode}: {tail[-1][:300] if tail else 'no output'}")
+        c.setdefault("torch", tv)
+        c.setdefault("gpu", gpu)
+        doc["cells"].append(c)
+        report(c)
+    if args.json:
+        with open(args.json + ".tmp", "w") as f:
+            json.dump(doc, f, indent=1)
+        os.replace(args.json + ".tmp", args.json)
+
+
+def report(c):
+    ok = c["status"] == "ok"
+    print(f"{c['model']} {c['mode']} tf32={c['tf32']}: " + (
+        f"median {c['ms_median']:.3f} ms, mean {c['ms_mean']:.3f} ms, peak "
+        f"{fmt_bytes(c.get('peak_bytes'))} MiB, warm-up {c.get('compile_s')} s"
+        if ok else f"{c['status']}: {c.get('error')}") + f" [{c.get('wall_s')} s]", flush=True)
 
 
 def fmt_bytes(b):
@@ -257,12 +375,20 @@ def main():
     ap.add_argument("--peer-dir", default=None)
     ap.add_argument("--no-prime", action="store_true",
                     help="no eager forward before compiling (the transformer's reduce-overhead fails)")
+    ap.add_argument("--parallel-warmup", action="store_true",
+                    help="every cell warms up at once; the timed steps one cell at a time "
+                         "(needs --sync-dir)")
+    ap.add_argument("--sync-dir", default=None,
+                    help="with --parallel-warmup: the folder of the ready/go files and the lock")
+    ap.add_argument("--sync-id", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--cell-model", help=argparse.SUPPRESS)
     ap.add_argument("--cell-mode", help=argparse.SUPPRESS)
     ap.add_argument("--cell-tf32", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.cell_model:
         return cell(args)
+    if args.parallel_warmup and not args.sync_dir:
+        ap.error("--parallel-warmup needs --sync-dir DIR")
 
     models = [m for m in args.models.split(",") if m]
     modes = [m for m in args.modes.split(",") if m]
@@ -284,6 +410,11 @@ def main():
     print(f"torch {tv}, {gpu}", flush=True)
     doc = {"torch": tv, "gpu": gpu, "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cells": []}
+    if args.parallel_warmup:
+        run_parallel(args, [(m, mode, t) for m in models for t in tf32s for mode in modes],
+                     doc, tv, gpu)
+        print(table(doc["cells"]), flush=True)
+        return
     t_run = time.perf_counter()
     for m in models:
         t_model = time.perf_counter()
@@ -298,12 +429,7 @@ def main():
                 c.setdefault("torch", tv)
                 c.setdefault("gpu", gpu)
                 doc["cells"].append(c)
-                ok = c["status"] == "ok"
-                print(f"{m} {mode} tf32={tf32}: " + (
-                    f"median {c['ms_median']:.3f} ms, mean {c['ms_mean']:.3f} ms, peak "
-                    f"{fmt_bytes(c.get('peak_bytes'))} MiB, warm-up {c.get('compile_s')} s"
-                    if ok else f"{c['status']}: {c.get('error')}") + f" [{c.get('wall_s')} s]",
-                    flush=True)
+                report(c)
                 if args.json:
                     with open(args.json + ".tmp", "w") as f:
                         json.dump(doc, f, indent=1)

@@ -100,7 +100,8 @@ static const char upsample_ir[] =
 	"  c = upsample_bilinear(y, size=[2, 3])\n"
 	"  d = upsample_bilinear(y, size=[1, 4], align_corners=1)\n"
 	"  e = upsample_bilinear(y, size=[3, 1])\n"
-	"  return sum(a * a) + sum(tanh(b)) + sum(c * c * c) + sum(d * d) + sum(e * e)\n"
+	"  f = upsample_bilinear(x, size=[47, 9])\n"
+	"  return sum(a * a) + sum(tanh(b)) + sum(c * c * c) + sum(d * d) + sum(e * e) + sum(f * f * f)\n"
 	"}\n";
 
 // Upsampling by up to 8 (fcn_resnet's head: 60 -> 480, align_corners=0),
@@ -151,6 +152,48 @@ check_upsample_window(void)
 	ir_module_free(m);
 }
 
+// The first neighbour in integer arithmetic (codegen/lower_window.c,
+// bilinear_i0_int) where it equals the interpreter's f64 one for every
+// output: no f64 -> i64 cast in the kernels of 6 -> 48 and 5 -> 40 (8x,
+// fcn_resnet's ratio) nor of 4 -> 9; 3 -> 47 (align_corners=0) has outputs
+// whose f64 source rounds across an integer, so its axis keeps the cast.
+// The values are those of upsample_ir and upsample_wide_ir's checks.
+static void
+check_upsample_int(void)
+{
+	static const char *const ir[2] = {
+	    "param x: f32[1, 2, 6, 5] = uniform(-1, 1, seed=1)\n"
+	    "def forward() -> f32[] {\n"
+	    "  a = upsample_bilinear(x, size=[48, 40])\n"
+	    "  return sum(a * a * a)\n"
+	    "}\n",
+	    "param x: f32[1, 2, 3, 4] = uniform(-1, 1, seed=1)\n"
+	    "def forward() -> f32[] {\n"
+	    "  a = upsample_bilinear(x, size=[47, 9])\n"
+	    "  return sum(a * a * a)\n"
+	    "}\n"};
+	static const char *const vjp[] = {"forward", "vjp"};
+	for (int i = 0; i < 2; i++) {
+		Module *m = cgu_parse(i ? "upsample_47.ir" : "upsample_8x.ir", ir[i]);
+		if (!m)
+			return;
+		char *kir = NULL;
+		size_t nkir = 0;
+		FILE *kf = open_memstream(&kir, &nkir);
+		CgOptions o = {.tasks = vjp, .ntasks = 2, .opt_level = 1, .emit_kir = kf};
+		CgCheck c = {1e-5, 1e-6, 0, 0};
+		cgu_check(m, &o, &c, i ? "upsample_47.ir" : "upsample_8x.ir", "vjp, integer i0");
+		fclose(kf);
+		int casts = 0;
+		for (const char *q = kir ? strstr(kir, "= cast.i64 ") : NULL; q; q = strstr(q + 1, "= cast.i64 "))
+			casts++;
+		printf("upsample %s: %d f64 -> i64 casts\n", i ? "3 -> 47, 4 -> 9" : "8x", casts);
+		CHECK(i ? casts > 0 : casts == 0);
+		free(kir);
+		ir_module_free(m);
+	}
+}
+
 static const char argmax_ir[] =
 	"const x: f32[4, 6, 5] = floor(3 * uniform(0, 1, seed=1))\n"
 	"const t: f32[4, 6, 5] = uniform(-1, 1, seed=3)\n"
@@ -174,6 +217,7 @@ main(void)
 	check_text("upsample_bilinear.ir", upsample_ir);
 	check_text("upsample_wide.ir", upsample_wide_ir);
 	check_upsample_window();
+	check_upsample_int();
 	check_text("argmax.ir", argmax_ir);
 	return TU_DONE("test_codegen_conv");
 }

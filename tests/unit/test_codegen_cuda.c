@@ -641,27 +641,13 @@ bin_dir(char *dir, size_t n) {
 		snprintf(dir, n, ".");
 }
 
-static uint8_t *
-slurp(const char *path, size_t *n) {
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long sz = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	uint8_t *b = malloc(sz > 0 ? (size_t)sz : 1);
-	*n = b ? fread(b, 1, (size_t)sz, f) : 0;
-	fclose(f);
-	return b;
-}
-
 // path's artifact again with its descriptor re-encoded in format `dver`
 // and a trailer saying format `tver`, written to out; 0 if the descriptor
 // cannot be written in that format.
 static int
 rewrite_format(const char *path, const char *out, uint32_t dver, uint32_t tver) {
 	size_t n = 0, dlen = 0;
-	uint8_t *b = slurp(path, &n), *db = NULL, *enc = NULL;
+	uint8_t *b = tu_slurp(path, &n), *db = NULL, *enc = NULL;
 	ArtDesc d;
 	char err[512];
 	int ok = 0;

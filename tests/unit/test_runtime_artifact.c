@@ -59,21 +59,6 @@ compile(Module *m, const char *name, const char *cpu, const char *tasks)
 	return p;
 }
 
-static uint8_t *
-slurp(const char *path, size_t *n)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long len = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	uint8_t *b = malloc((size_t)len + 1);
-	*n = fread(b, 1, (size_t)len, f);
-	fclose(f);
-	return b;
-}
-
 static void
 spill(const char *path, const uint8_t *b, size_t n)
 {
@@ -110,7 +95,7 @@ test_determinism(Module *m)
 	const char *a = compile(m, "det-a.so", NULL, "all");
 	const char *b = compile(m, "det-b.so", NULL, "all");
 	size_t na, nb;
-	uint8_t *x = slurp(a, &na), *y = slurp(b, &nb);
+	uint8_t *x = tu_slurp(a, &na), *y = tu_slurp(b, &nb);
 	CHECK(x && y && na == nb && !memcmp(x, y, na));
 	free(x);
 	free(y);
@@ -120,7 +105,7 @@ static void
 test_corruption(const char *good)
 {
 	size_t n;
-	uint8_t *b = slurp(good, &n);
+	uint8_t *b = tu_slurp(good, &n);
 	CHECK(b && n > 1000);
 	if (!b)
 		return;

@@ -54,22 +54,6 @@ path_of(const char *name)
 	return p[k];
 }
 
-// The bytes of file path (malloc'ed, *n), or NULL.
-static unsigned char *
-slurp(const char *path, size_t *n)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long len = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	unsigned char *b = malloc((size_t)len + 1);
-	*n = b && fread(b, 1, (size_t)len, f) == (size_t)len ? (size_t)len : 0;
-	fclose(f);
-	return b;
-}
-
 // Opens path in a fresh context (FADC_CPU_FEATURES is read at its
 // creation): the status, and the model's "cpu" or the error in out.
 static fadc_status
@@ -266,8 +250,8 @@ check_determinism(const Module *m)
 	cgu_compile_or_exit(&m, NULL, 1, &o, path_of("d2.so"), "cold");
 	cgu_compile_or_exit(&m, NULL, 1, &o, path_of("d3.so"), "warm");
 	size_t n1, n2, n3;
-	unsigned char *a = slurp(path_of("d1.so"), &n1), *b = slurp(path_of("d2.so"), &n2),
-	              *c = slurp(path_of("d3.so"), &n3);
+	unsigned char *a = tu_slurp(path_of("d1.so"), &n1), *b = tu_slurp(path_of("d2.so"), &n2),
+	              *c = tu_slurp(path_of("d3.so"), &n3);
 	CHECK(a && b && c && n1 && n1 == n2 && n1 == n3 && !memcmp(a, b, n1) && !memcmp(a, c, n1));
 	free(a);
 	free(b);

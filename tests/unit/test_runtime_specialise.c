@@ -62,26 +62,11 @@ compile_specs(Module **ms, const char *const *names, int n, const char *name)
 	return p;
 }
 
-static uint8_t *
-slurp(const char *path, size_t *n)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long len = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	uint8_t *b = malloc((size_t)len + 1);
-	*n = fread(b, 1, (size_t)len, f);
-	fclose(f);
-	return b;
-}
-
 static uint32_t
 file_version(const char *path)
 {
 	size_t n;
-	uint8_t *b = slurp(path, &n);
+	uint8_t *b = tu_slurp(path, &n);
 	uint32_t v = b && n >= ART_TRAILER_SIZE
 	                 ? (uint32_t)b[n - 32] | (uint32_t)b[n - 31] << 8 |
 	                       (uint32_t)b[n - 30] << 16 | (uint32_t)b[n - 29] << 24
@@ -237,7 +222,7 @@ test_four(void)
 	const char *a = compile_specs(ms, names, 4, "four-a.so");
 	const char *b = compile_specs(ms, names, 4, "four-b.so");
 	size_t na, nb;
-	uint8_t *x = slurp(a, &na), *y = slurp(b, &nb);
+	uint8_t *x = tu_slurp(a, &na), *y = tu_slurp(b, &nb);
 	CHECK(x && y && na == nb && !memcmp(x, y, na)); // byte-identical recompiles
 	free(x);
 	free(y);

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int tu_nfail, tu_ncheck;
@@ -126,5 +127,26 @@ tu_check_vec(const char *file, int line, const double *got, size_t ngot, const d
 	                     tu_ncheck), \
 	             1) \
 	          : (printf("%s: %d checks passed\n", name, tu_ncheck), 0))
+
+// The bytes of file path (malloc'ed, one byte more than *n so that a text
+// can be terminated), or NULL with *n = 0 when it cannot be opened or read.
+static inline unsigned char *
+tu_slurp(const char *path, size_t *n)
+{
+	*n = 0;
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	long len = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
+	unsigned char *b = len >= 0 && !fseek(f, 0, SEEK_SET) ? malloc((size_t)len + 1) : NULL;
+	if (b && fread(b, 1, (size_t)len, f) != (size_t)len) {
+		free(b);
+		b = NULL;
+	}
+	fclose(f);
+	if (b)
+		*n = (size_t)len;
+	return b;
+}
 
 #endif
