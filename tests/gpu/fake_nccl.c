@@ -22,6 +22,9 @@ struct ncclComm {
 	int rank, busy, failed;
 };
 typedef struct ncclComm *ncclComm_t;
+typedef struct {
+	char internal[128];
+} ncclUniqueId; // passed by value, as nccl.h has it
 
 static const char *
 mode(void)
@@ -38,14 +41,14 @@ ncclGetVersion(int *v)
 }
 
 ncclResult_t
-ncclGetUniqueId(void *id)
+ncclGetUniqueId(ncclUniqueId *id)
 {
-	memset(id, 0, 128);
+	memset(id, 0, sizeof *id);
 	return 0;
 }
 
 ncclResult_t
-ncclCommInitRankConfig(ncclComm_t *comm, int nranks, char id[128], int rank, void *config)
+ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank, void *config)
 {
 	(void)nranks, (void)id, (void)config;
 	*comm = calloc(1, sizeof **comm);
