@@ -1751,6 +1751,16 @@ options_line(Compile *c, const char *cuda_arch, unsigned levels)
 		k += (size_t)snprintf(opts + k, n - k, "%s%s", i ? "," : "", o->defines[i]);
 	for (int i = 0; i < c->ntask && k < n; i++)
 		k += (size_t)snprintf(opts + k, n - k, "%s%s", i ? "," : " tasks=", c->names[i]);
+	// The batch declaration (docs/IR.md, "The batch"): what a context over
+	// several GPUs needs to split a run (runtime/multi.c,
+	// rt_multi_batch_parse); the same in every specialisation.
+	const Batch *bt = &c->ms[0]->batch;
+	for (uint32_t i = 0; i < bt->nin && k < n; i++)
+		k += (size_t)snprintf(opts + k, n - k, "%s%s:%d", i ? "," : " batch=", bt->in[i].name,
+		                      bt->in[i].axis);
+	if (bt->nin && k < n)
+		k += (size_t)snprintf(opts + k, n - k, " loss=%s",
+		                      bt->loss == BATCH_LOSS_SUM ? "sum" : "mean");
 	if (k >= n) {
 		snprintf(c->err, c->errlen, "error: the options line is longer than %zu bytes", n);
 		return 0;

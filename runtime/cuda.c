@@ -297,6 +297,31 @@ rtcu_sync(RtCuda *c, char *err, size_t errlen)
 	return !host_failed(c, err, errlen);
 }
 
+// A context over several GPUs (runtime/multi.c) drives them from one
+// thread: each GPU's calls are made with its context current.
+int
+rtcu_make_current(RtCuda *c, char *err, size_t errlen)
+{
+	CHECK_CU(c, cuCtxSetCurrent(c->ctx));
+	return 1;
+}
+
+// 1 when the stream's work is done, 0 while it runs (CUDA_ERROR_NOT_READY,
+// 600), -1 with a message on an error: the multi context polls it against
+// NCCL's deadline instead of blocking in cuStreamSynchronize.
+int
+rtcu_stream_done(RtCuda *c, char *err, size_t errlen)
+{
+	CUresult r = c->d.cuStreamQuery(c->stream);
+	if (r == 600)
+		return 0;
+	if (r) {
+		rtcu_msg(c, r, "cuStreamQuery(c->stream)", __func__, __FILE__, __LINE__, err, errlen);
+		return -1;
+	}
+	return !host_failed(c, err, errlen) ? 1 : -1;
+}
+
 // Device-side timing: an event recorded on the stream at start, another
 // at stop, and the time between them as the GPU measured it (the work
 // queued in between, without the host's launch and synchronization costs;
