@@ -419,6 +419,16 @@ compile_argv(char **argv, const char *src, const char *out, const char *tasks,
 		argv[k++] = "-D";
 		argv[k++] = (char *)defs[i];
 	}
+	// --gpus over S GPUs: the batched tasks (Hessians, jacfwd, jacobian and
+	// jacrev of a non-scalar forward) also as their S shards, which the
+	// context over the GPUs runs (docs/MULTIGPU.md); fadc leaves the other
+	// tasks as they are.
+	static char shards[16];
+	if (S.o.ngpus >= 2) {
+		snprintf(shards, sizeof shards, "%d", S.o.ngpus);
+		argv[k++] = "--shards";
+		argv[k++] = shards;
+	}
 	argv[k] = NULL;
 }
 
@@ -431,7 +441,7 @@ compile(const char *src, const char *out, const char *tasks, const char *const *
         char *err, size_t errlen)
 {
 	char tmp[4400], log[4400], text[16384], cmd[8192];
-	char *argv[10 + 2 * 80];
+	char *argv[12 + 2 * 80];
 	snprintf(tmp, sizeof tmp, "%s.tmp%ld.so", out, (long)getpid());
 	snprintf(log, sizeof log, "%s.log", out);
 	compile_argv(argv, src, tmp, tasks, defs, ndefs < 80 ? ndefs : 80);
@@ -625,6 +635,8 @@ open_model(const char *source, const char *const *defs0, int ndefs0, const char 
 		base[bl - 3] = 0;
 	uint64_t key = art_fnv1a64(ART_FNV_BASIS, abs, strlen(abs) + 1);
 	key = art_fnv1a64(key, defines, strlen(defines));
+	if (S.o.ngpus >= 2) // its shards (compile_argv): an artifact of its own
+		key = art_fnv1a64(key, &S.o.ngpus, sizeof S.o.ngpus);
 	snprintf(S.artifact, sizeof S.artifact, "%s/%s-%08" PRIx32 ".%s.so", S.artifacts, base,
 	         (uint32_t)(key ^ key >> 32), S.o.gpu >= 0 ? "cuda" : "cpu");
 	struct stat st;
@@ -643,7 +655,7 @@ open_model(const char *source, const char *const *defs0, int ndefs0, const char 
 				snprintf(list + k, sizeof list - k, ",%s", t);
 		}
 		if (!S.o.compile) {
-			char *argv[10 + 2 * 80], cmd[8192];
+			char *argv[12 + 2 * 80], cmd[8192];
 			compile_argv(argv, abs, S.artifact, list, defs, ndefs < 80 ? ndefs : 80);
 			print_cmd(argv, cmd, sizeof cmd);
 			if (missing)

@@ -51,6 +51,7 @@
 // FADC_NCCL_TIMEOUT_S seconds (60 by default); on expiry or an NCCL error
 // every communicator is aborted (ncclCommAbort) and the context reports
 // FADC_ERR_DEVICE from then on.
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,7 @@
 
 #include "multi.h"
 #include "rtcuda.h"
+#include "shard.h"
 
 #define MAXS FADC_MAX_DEVICES
 
@@ -70,6 +72,7 @@ struct RtMulti {
 	double timeout; // seconds, FADC_NCCL_TIMEOUT_S
 	const char *broken; // why the communicators were aborted, or NULL
 	char why[1024];
+	int peer; // sharded tasks: 0 not tried, 1 GPU s may write GPU 0's memory, -1 not
 };
 
 // The plan of one task of the full batch (see the top of the file).
@@ -101,7 +104,19 @@ struct RtMultiModel {
 	int ntask;
 	Plan *plan;
 	uint64_t *dgen; // rt_multi_decls: each declaration's generation last handed over
+	char *path; // the artifact (runtime/shard.c reads its shard records)
+	int plain; // inside a sharded run: fadc_run of sub-model 0 is its own
+	struct Sharded *sharded; // per task: its shards (a batched task), or unused
 };
+
+// A batched task run as its S shards `T:k/S` (runtime/shard.c), shard k on
+// GPU k, the whole outputs on GPU 0.
+typedef struct Sharded {
+	int state; // 0 not planned, 1 planned, -1 not a sharded task
+	RtShardPlan *plan;
+	int ncaller;
+	fadc_tensor **stage; // [s * ncaller + c]: caller input c's copy on GPU s (s >= 1)
+} Sharded;
 
 static double
 now_s(void)
@@ -557,6 +572,12 @@ rt_multi_model_open(fadc_model *m, const char *path, unsigned flags)
 	}
 	mm->ntask = (int)d->ntask;
 	mm->sub[0] = m;
+	if (!(mm->sharded = calloc(d->ntask + 1, sizeof *mm->sharded)) || !(mm->path = strdup(path))) {
+		free(mm->sharded);
+		free(mm->plan);
+		free(mm);
+		return rt_fail(ctx, FADC_ERR_NOMEM, "fadc_model_open: out of memory");
+	}
 	mm->has_batch = rt_multi_batch_parse(d->options, &mm->batch);
 	rt_model_set_multi(m, mm);
 	for (int s = 1; s < mu->S; s++) {
@@ -600,6 +621,20 @@ plan_free(fadc_context *ctx, RtMulti *mu, Plan *p)
 	memset(p, 0, sizeof *p);
 }
 
+static void
+sharded_free(fadc_context *ctx, RtMulti *mu, Sharded *sh)
+{
+	for (int s = 0; sh->stage && s < mu->S; s++) {
+		rt_multi_current(ctx, s);
+		for (int c = 0; c < sh->ncaller; c++)
+			fadc_tensor_release(sh->stage[s * sh->ncaller + c]);
+	}
+	rt_multi_current(ctx, 0);
+	rt_shard_plan_free(sh->plan);
+	free(sh->stage);
+	memset(sh, 0, sizeof *sh);
+}
+
 void
 rt_multi_model_close(fadc_model *m)
 {
@@ -610,14 +645,18 @@ rt_multi_model_close(fadc_model *m)
 		return;
 	if (!mu->broken)
 		rt_multi_wait(ctx);
-	for (int t = 0; t < mm->ntask; t++)
+	for (int t = 0; t < mm->ntask; t++) {
 		plan_free(ctx, mu, &mm->plan[t]);
+		sharded_free(ctx, mu, &mm->sharded[t]);
+	}
 	for (int s = 1; s < mu->S; s++) {
 		rt_multi_current(ctx, s);
 		fadc_model_close(mm->sub[s]);
 	}
 	rt_multi_current(ctx, 0);
 	free(mm->plan);
+	free(mm->sharded);
+	free(mm->path);
 	free(mm->dgen);
 	free(mm);
 	rt_model_set_multi(m, NULL);
@@ -1015,6 +1054,192 @@ rt_multi_decls(fadc_model *m)
 	return st;
 }
 
+// ---------------------------------------------------------------- sharded batched tasks
+//
+// A batched task T (the Hessians, jacfwd; jacobian and jacrev where the
+// artifact has their shards: of a non-scalar forward) has no batch to split:
+// its basis vectors are split instead, as the artifact's tasks T:k/S (fadc
+// --shards S, docs/TASKS.md "Shards"), shard k on GPU k, through
+// runtime/shard.c, the whole outputs on GPU 0.  No collective: the GPUs
+// share the parameters only (rt_multi_decls hands them over).
+
+static int
+batched_name(const char *n)
+{
+	return !strcmp(n, "hessian") || !strcmp(n, "hessian_fwdrev") || !strcmp(n, "hessian_revrev") ||
+	       !strcmp(n, "jacfwd");
+}
+
+// Whether the artifact has shards of T (any count).
+static int
+has_shards(const ArtDesc *d, const char *name)
+{
+	for (uint32_t i = 0; i < d->ntask; i++)
+		if (d->task[i].shard && !strcmp(d->task[i].shard->of, name))
+			return 1;
+	return 0;
+}
+
+// Peer access from each GPU's context to GPU 0's (cuCtxEnablePeerAccess,
+// through the driver the runtime already loaded), so that the shards'
+// kernels write their slices straight into GPU 0's outputs over NVLink
+// (RtShardOptions.peer_direct).  A GPU listed twice shares GPU 0's
+// (primary) context: nothing to enable.  1 enabled, -1 unavailable (the
+// slices then travel through the host: a one-line note on stderr).
+static int
+peer_enable(fadc_context *ctx, RtMulti *mu)
+{
+	typedef int (*cur_t)(void **);
+	typedef int (*peer_t)(void *, unsigned);
+	void *dl = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+	cur_t get = dl ? (cur_t)dlsym(dl, "cuCtxGetCurrent") : NULL;
+	peer_t en = dl ? (peer_t)dlsym(dl, "cuCtxEnablePeerAccess") : NULL;
+	void *c0 = NULL;
+	int r = -1, ok = 1, bad = -1;
+	if (!get || !en || !rt_multi_current(ctx, 0) || get(&c0) || !c0)
+		ok = 0;
+	for (int s = 1; ok && s < mu->S; s++) {
+		if (mu->gpu[s] == mu->gpu[0])
+			continue;
+		if (!rt_multi_current(ctx, s) || ((r = en(c0, 0)) && r != 704)) { // 704: already enabled
+			ok = 0;
+			bad = s;
+		}
+	}
+	rt_multi_current(ctx, 0);
+	if (dl)
+		dlclose(dl);
+	if (!ok)
+		fprintf(stderr, "fadc: GPU %d cannot write GPU %d's memory (peer access: CUDA error %d): "
+		        "the shards' slices go through the host\n", bad >= 0 ? mu->gpu[bad] : -1,
+		        mu->gpu[0], r);
+	return ok ? 1 : -1;
+}
+
+// Plans task t as shards when it is a batched task (sh->state 1), or says
+// it is not one (-1).
+static fadc_status
+sharded_plan(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Sharded *sh)
+{
+	fadc_context *ctx = rt_model_ctx(m);
+	const ArtDesc *d = rt_model_desc(m);
+	const ArtTask *T = &d->task[t];
+	if (mu->S == 1 && batched_name(T->name)) { // one GPU: the task whole, no shards needed
+		sh->state = 2;
+		return FADC_OK;
+	}
+	if (T->kind != ART_TASK || T->shard ||
+	    !(batched_name(T->name) || ((!strcmp(T->name, "jacobian") || !strcmp(T->name, "jacrev")) &&
+	                                has_shards(d, T->name)))) {
+		sh->state = -1;
+		return FADC_OK;
+	}
+	if (!mu->peer)
+		mu->peer = peer_enable(ctx, mu);
+	RtShardOptions o = {.peer_direct = mu->peer > 0, .spec = T->spec > 0 ? T->spec : 0};
+	char err[1024];
+	fadc_status st = rt_shard_plan_create(mm->path, T->name, mu->sub, mm->sub, mu->S, ctx, &o,
+	                                      &sh->plan, err, sizeof err);
+	rt_multi_current(ctx, 0);
+	if (st)
+		return rt_fail(ctx, st, "task '%s' over %d GPUs runs its shards '%s:k/%d' (fadc --shards %d): %s",
+		               T->name, mu->S, T->name, mu->S, mu->S, err);
+	sh->ncaller = rt_shard_plan_ncaller(sh->plan);
+	if (sh->ncaller && !(sh->stage = calloc((size_t)(mu->S * sh->ncaller), sizeof *sh->stage)))
+		return rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
+	fadc_task_info ti;
+	if ((st = fadc_task_info_get(m, t, &ti)))
+		return st;
+	for (int s = 0; s < mu->S; s++)
+		for (int c = 0; c < sh->ncaller; c++) {
+			fadc_tensor_desc td; // the caller's inputs come last
+			if ((st = fadc_task_input(m, t, ti.ninputs - ti.ncaller + c, &td)) ||
+			    (st = fadc_tensor_create(mu->sub[s], td.dtype, td.rank, td.dim,
+			                             &sh->stage[s * sh->ncaller + c]))) {
+				rt_multi_current(ctx, 0);
+				return rt_fail(ctx, st, "GPU %d: %s", mu->gpu[s], fadc_context_error(mu->sub[s]));
+			}
+		}
+	rt_multi_current(ctx, 0);
+	sh->state = 1;
+	return FADC_OK;
+}
+
+// One run of a planned sharded task: the caller's inputs (tensors of the
+// context or host tensors) copied whole to every GPU through host memory,
+// the declarations handed over, the shards queued, the slices assembled.
+static fadc_status
+sharded_run(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Sharded *sh,
+            fadc_tensor *const *inputs, int ninputs, fadc_tensor **outputs, int noutputs)
+{
+	fadc_context *ctx = rt_model_ctx(m);
+	const char *name = rt_model_desc(m)->task[t].name;
+	if (ninputs != sh->ncaller || (ninputs && !inputs))
+		return rt_fail(ctx, FADC_ERR_ARG, "task '%s' takes %d inputs from the caller, %d given", name,
+		               sh->ncaller, ninputs);
+	if (noutputs != rt_shard_plan_noutputs(sh->plan) || (noutputs && !outputs))
+		return rt_fail(ctx, FADC_ERR_ARG, "task '%s' has %d outputs, %d given", name,
+		               rt_shard_plan_noutputs(sh->plan), noutputs);
+	fadc_status st = rt_multi_decls(m);
+	if (st)
+		return st;
+	fadc_tensor *in[MAXS][64];
+	if (ninputs > 64)
+		return rt_fail(ctx, FADC_ERR_ARG, "more than 64 caller inputs over several GPUs");
+	void *buf = NULL;
+	for (int c = 0; c < ninputs; c++) {
+		fadc_tensor *x = inputs[c];
+		if (!x) {
+			free(buf);
+			return rt_fail(ctx, FADC_ERR_ARG, "task '%s': input %d is NULL", name, c);
+		}
+		// A tensor of the context is GPU 0's own input; a host tensor is
+		// copied like the others'.
+		fadc_device dv = fadc_tensor_device(x);
+		int home = dv.kind == FADC_DEVICE_CUDA && dv.index == mu->gpu[0];
+		if (dv.kind != FADC_DEVICE_CPU && !home) {
+			free(buf);
+			return rt_fail(ctx, FADC_ERR_DEVICE, "task '%s': input %d is on another device (give "
+			               "tensors of the context, or host tensors)", name, c);
+		}
+		in[0][c] = x;
+		size_t bytes = fadc_tensor_bytes(x);
+		void *nb = realloc(buf, bytes + 1);
+		if (!nb) {
+			free(buf);
+			return rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
+		}
+		buf = nb;
+		if ((st = fadc_tensor_read(x, buf, bytes))) {
+			free(buf);
+			return st;
+		}
+		for (int s = home; s < mu->S; s++) {
+			in[s][c] = sh->stage[s * sh->ncaller + c];
+			if (fadc_tensor_bytes(in[s][c]) != bytes) {
+				free(buf);
+				return rt_fail(ctx, FADC_ERR_SHAPE, "task '%s': input %d is not of its shape", name, c);
+			}
+			if ((st = fadc_tensor_write(in[s][c], buf, bytes))) {
+				free(buf);
+				rt_multi_current(ctx, 0);
+				return rt_fail(ctx, st, "GPU %d: %s", mu->gpu[s], fadc_context_error(mu->sub[s]));
+			}
+		}
+	}
+	free(buf);
+	fadc_tensor *const *rows[MAXS];
+	for (int s = 0; s < mu->S; s++)
+		rows[s] = in[s];
+	mm->plain = 1; // shard 0 runs on this very model: its own run, not this one
+	st = rt_shard_run(sh->plan, ninputs ? rows : NULL, outputs, noutputs);
+	mm->plain = 0;
+	rt_multi_current(ctx, 0);
+	if (st)
+		return rt_fail(ctx, st, "task '%s' over %d GPUs: %s", name, mu->S, rt_shard_error(sh->plan));
+	return FADC_OK;
+}
+
 fadc_status
 rt_multi_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs,
              fadc_tensor **outputs, int noutputs)
@@ -1025,10 +1250,21 @@ rt_multi_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs,
 	const ArtDesc *d = rt_model_desc(m);
 	if (task < 0 || task >= mm->ntask)
 		return rt_run_plain(m, task, inputs, ninputs, outputs, noutputs); // its message
+	if (mm->plain)
+		return rt_run_plain(m, task, inputs, ninputs, outputs, noutputs);
+	fadc_status st;
+	Sharded *sh = &mm->sharded[task];
+	if (!sh->state && (st = sharded_plan(m, mm, mu, task, sh))) {
+		sharded_free(ctx, mu, sh);
+		return st;
+	}
+	if (sh->state == 2)
+		return rt_run_plain(m, task, inputs, ninputs, outputs, noutputs);
+	if (sh->state > 0)
+		return sharded_run(m, mm, mu, task, sh, inputs, ninputs, outputs, noutputs);
 	if (mu->broken)
 		return rt_fail(ctx, FADC_ERR_DEVICE, "%s", mu->broken);
 	Plan *p = &mm->plan[task];
-	fadc_status st;
 	if (!p->ready && (st = plan_make(m, mm, mu, task, p))) {
 		plan_free(ctx, mu, p);
 		return st;

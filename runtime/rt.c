@@ -1824,6 +1824,11 @@ rt_run_plain(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs,
 	const ArtTask *d = t->d;
 	if (!m->dl)
 		return fail(m->ctx, FADC_ERR_STATE, "model '%s' was opened to describe only", m->d.model);
+	// The graphs and launches of runtime/cugraph.c act on the current CUDA
+	// context: this model's, whatever context of another GPU the calling
+	// thread used last (runtime/cuda.c's entry points do the same).
+	if (m->ctx->cu && !rtcu_make_current(m->ctx->cu, m->ctx->err, sizeof m->ctx->err))
+		return FADC_ERR_DEVICE;
 	int dev = on_device(m, t);
 	if (dev && !(d->targets & ART_TARGET_CUDA))
 		return fail(m->ctx, FADC_ERR_DEVICE,

@@ -95,6 +95,11 @@ add_executable(shard_check ${CMAKE_SOURCE_DIR}/tests/gpu/shard_check.c)
 target_include_directories(shard_check PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
 target_link_libraries(shard_check PRIVATE fadc_runtime m ${CMAKE_DL_LIBS})
 
+# two_ctx: two ordinary CUDA contexts driven from one thread, interleaved
+# (tests/gpu/two-contexts.sh).
+add_executable(two_ctx ${CMAKE_SOURCE_DIR}/tests/gpu/two_ctx.c)
+target_link_libraries(two_ctx PRIVATE fadc_runtime m)
+
 # The CUDA-graph suite (tests/gpu/cudagraph/): seeds/001's programs and the
 # graph-tree tests; the script compiles the .ir programs here (NVRTC) and
 # runs the driver, which exits 77 without a CUDA device.

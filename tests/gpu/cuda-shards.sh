@@ -31,4 +31,28 @@ for t in hessian jacfwd; do
 		cat "$tmp/out"
 	done
 done
+# The context over several GPUs runs fadc_run of a batched task as its
+# shards (runtime/multi.c, docs/MULTIGPU.md): over GPUs 0,1 (peer writes
+# into GPU 0's outputs), equal to one GPU's whole task within 1e-5
+# (tests/gpu/multi_check); over one GPU (one rank) the task whole; an
+# artifact without the shards is an error naming --shards 2.
+multi=${FADC_BIN_DIR:?}/multi_check
+for t in hessian jacfwd; do
+	FADC_MULTI_FORCE=1 "$multi" "$tmp/s.so" "$t" 0 >"$tmp/out" 2>&1 ||
+		{ cat "$tmp/out" >&2; fail "multi_check $t over GPU 0 (one rank)"; }
+	cat "$tmp/out"
+	"$multi" "$tmp/s.so" "$t" 0,1 >"$tmp/out" 2>&1
+	rc=$?
+	cat "$tmp/out"
+	[ $rc = 77 ] && { echo "one GPU: the two-GPU case is not run"; continue; }
+	[ $rc = 0 ] || fail "multi_check $t over GPUs 0,1 exited $rc"
+done
+run_fadc 0 "$m" -o "$tmp/ns.so" --target cuda --tasks hessian -D N=40 -D K=10
+"$multi" "$tmp/ns.so" hessian 0,1 >"$tmp/out" 2>&1
+rc=$?
+if [ $rc != 77 ]; then
+	[ $rc = 1 ] || fail "no shards over GPUs 0,1: exit $rc"
+	grep -qF "has no task 'hessian:0/2' (compile it with --shards 2)" "$tmp/out" ||
+		{ cat "$tmp/out" >&2; fail "no shards: the message"; }
+fi
 exit 0
