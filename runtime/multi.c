@@ -1142,8 +1142,8 @@ sharded_plan(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Sharded *sh)
 	                                      &sh->plan, err, sizeof err);
 	rt_multi_current(ctx, 0);
 	if (st)
-		return rt_fail(ctx, st, "task '%s' over %d GPUs runs its shards '%s:k/%d' (fadc --shards %d): %s",
-		               T->name, mu->S, T->name, mu->S, mu->S, err);
+		return rt_fail(ctx, st, "task '%s' over %d GPUs runs as its %d shards: %s", T->name, mu->S,
+		               mu->S, err);
 	sh->ncaller = rt_shard_plan_ncaller(sh->plan);
 	if (sh->ncaller && !(sh->stage = calloc((size_t)(mu->S * sh->ncaller), sizeof *sh->stage)))
 		return rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
