@@ -130,14 +130,14 @@ fma_name(int f32)
 	return b[f32 != 0];
 }
 
-// B's packed panel: 512 = KC x NV vectors.
+// B's packed panel and A's block live in the thread-local scratch array
+// (codegen/llvm_gemm.c, gemm_scratch), not on the kernel's stack: a
+// packed GEMM function names it and has no array alloca.
 static const char *
 panel_name(int f32)
 {
-	static char b[2][64];
-	snprintf(b[f32 != 0], sizeof b[0], "alloca [512 x <%d x %s>]", lanes(f32),
-	         f32 ? "float" : "double");
-	return b[f32 != 0];
+	(void)f32;
+	return "@fadc_gemm_scratch";
 }
 
 static void
@@ -180,9 +180,10 @@ check(const char *name, const char *src, int f32, const char *const *kernels)
 // many functions as kernels, each with a vector FMA.  (The weight
 // gradient is a GEMM only when both operands are plain loads, g read
 // through its transposed copy gT: codegen/lower_window.c, conv_gemm.)  With
-// `packed`, each such function must also hold B's packed panel (an alloca
-// of GEMM_KC x GEMM_NV vectors): the weight gradient's two reduction axes
-// (n, p) walk gT and colT as one, so they merge and take the packed path.
+// `packed`, each such function must also pack B's panel into the
+// thread-local scratch array (and no function may keep an array on its
+// stack): the weight gradient's two reduction axes (n, p) walk gT and
+// colT as one, so they merge and take the packed path.
 static void
 check_cpu_gemm(const char *name, const char *src, int f32, const char *what, int packed)
 {
@@ -216,7 +217,10 @@ check_cpu_gemm(const char *name, const char *src, int f32, const char *what, int
 		nfn++;
 		const char *v = strstr(eol, fma_name(f32));
 		const char *pk = strstr(eol, panel_name(f32));
-		if (v && v < end && (!packed || (pk && pk < end)))
+		const char *arr = strstr(eol, "alloca [");
+		if (arr && arr < end)
+			fprintf(stderr, "%s: an array on the stack: %.*s\n", name, (int)(strchr(arr, '\n') - arr), arr);
+		if (v && v < end && (!packed || (pk && pk < end)) && !(arr && arr < end))
 			ngemm++;
 		else
 			fprintf(stderr, "%s: %.*s is not a blocked GEMM\n", name, (int)(eol - q - 1), q + 1);
