@@ -37,6 +37,7 @@
 // once for a batch of samples).  LLVM 14's C API cannot set
 // fast-math flags, which is why the vectors are spelled out: the loop
 // vectorizer would not reassociate a reduction.
+#include <llvm-c/Comdat.h>
 #include <llvm-c/DebugInfo.h>
 
 #include "llvm_impl.h"
@@ -698,36 +699,80 @@ gemm_tiles_masked(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, 
 // stack: a pool's or a caller's threads may have small stacks, and the
 // frame was 145 KiB with 256-bit tiles, 290 KiB with 512-bit ones).  One
 // array for the whole artifact: every piece defines it with the same
-// name, size and (weak_odr, hidden) linkage, so the link keeps one, and
-// a thread runs one kernel at a time.  It is the shared object's dynamic
+// name, size and (weak_odr, hidden) linkage in a COMDAT group of that
+// name, so the link keeps one (without the group it kept every piece's
+// copy: 39 x 288 KiB of TLS per thread in fcn_resnet's artifact), and a
+// thread runs one kernel at a time.  It is the shared object's dynamic
 // TLS (the general-dynamic model of a PIC module): glibc allocates it on
 // a thread's first GEMM, zeroed, and frees it with the thread.  Nothing
 // is carried from one call to the next: every value read was packed in
 // the same call.
+//
+// The GEMM never touches the array itself: it calls GEMM_SCRATCH_FN, a
+// function of the piece (internal, noinline) whose only work is the
+// thread-local access.  LLVM 14 lowers that access to a call of
+// __tls_get_addr that it assumes preserves every vector register but
+// xmm0-15 (X86's TLS_addr64 clobbers), so in x86-64-v4 code zmm16-31
+// stayed live across it -- B's panel loop held a loaded vector there.
+// glibc's __tls_get_addr (2.36, Debian 12) is an ordinary function:
+// on a thread's first access it allocates the block and clears it with
+// memset, whose EVEX form works in ymm16, and it may resize the thread's
+// DTV with memcpy; the held vector came back changed, and the panel got
+// it (fcn_resnet's gradients off by 1e-2 in a few runs of 20 on two
+// threads, never seen on one; reverted in 4824d08).  Later glibc releases save the
+// vector registers in _dl_tlsdesc_dynamic (sourceware bug 31372) and in
+// __tls_get_addr; the call here does not depend on that: an ordinary call
+// clobbers every vector register by the ABI, so the GEMM holds none
+// across it, and the function itself has no vector values to lose.
+// tests/cpu/gemm-threads.sh checks that no function with vector code
+// calls __tls_get_addr.
 #define GEMM_SCRATCH_NAME "fadc_gemm_scratch"
+#define GEMM_SCRATCH_FN "fadc_gemm_scratch_get"
 
+// The scratch array's address for the calling thread, an i8 pointer: a
+// call of the piece's GEMM_SCRATCH_FN (defined, with the array, on first
+// use), at the builder's position.
 static LLVMValueRef
 gemm_scratch(Emit *e)
 {
-	LLVMValueRef g = LLVMGetNamedGlobal(e->M, GEMM_SCRATCH_NAME);
-	if (g)
-		return g;
-	LLVMTypeRef at = LLVMArrayType(e->i8, GEMM_BPANEL_MAX + GEMM_APACK_MAX);
-	g = LLVMAddGlobal(e->M, at, GEMM_SCRATCH_NAME);
-	LLVMSetInitializer(g, LLVMConstNull(at));
-	LLVMSetLinkage(g, LLVMWeakODRLinkage);
-	LLVMSetVisibility(g, LLVMHiddenVisibility);
-	LLVMSetThreadLocal(g, 1);
-	LLVMSetAlignment(g, 64);
-	return g;
+	LLVMTypeRef fty = LLVMFunctionType(e->i8p, NULL, 0, 0);
+	LLVMValueRef f = LLVMGetNamedFunction(e->M, GEMM_SCRATCH_FN);
+	if (!f) {
+		LLVMValueRef g = LLVMGetNamedGlobal(e->M, GEMM_SCRATCH_NAME);
+		FADC_ASSERT(!g, "llvm_gemm: the scratch array without its function");
+		LLVMTypeRef at = LLVMArrayType(e->i8, GEMM_BPANEL_MAX + GEMM_APACK_MAX);
+		g = LLVMAddGlobal(e->M, at, GEMM_SCRATCH_NAME);
+		LLVMSetInitializer(g, LLVMConstNull(at));
+		LLVMSetLinkage(g, LLVMWeakODRLinkage);
+		LLVMSetVisibility(g, LLVMHiddenVisibility);
+		LLVMSetThreadLocal(g, 1);
+		LLVMSetAlignment(g, 64);
+		LLVMSetComdat(g, LLVMGetOrInsertComdat(e->M, GEMM_SCRATCH_NAME));
+		f = LLVMAddFunction(e->M, GEMM_SCRATCH_FN, fty);
+		LLVMSetLinkage(f, LLVMInternalLinkage);
+		fn_attr(e, f, LLVMAttributeFunctionIndex, "noinline");
+		fn_attr(e, f, LLVMAttributeFunctionIndex, "nounwind");
+		// The address goes out through an empty asm (its operand is its
+		// result): else IPSCCP sees that the function returns a constant,
+		// the thread-local array, puts that in place of each call and
+		// drops the calls, and the access is back in the GEMM.
+		LLVMTypeRef aty = LLVMFunctionType(e->i8p, &e->i8p, 1, 0);
+		LLVMValueRef id = LLVMGetInlineAsm(aty, "", 0, "=r,0", 4, 0, 0, LLVMInlineAsmDialectATT, 0);
+		LLVMBuilderRef b = LLVMCreateBuilderInContext(e->C);
+		LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(e->C, f, "entry"));
+		LLVMValueRef p = LLVMBuildBitCast(b, g, e->i8p, "");
+		LLVMBuildRet(b, LLVMBuildCall2(b, aty, id, &p, 1, ""));
+		LLVMDisposeBuilder(b);
+	}
+	return LLVMBuildCall2(e->B, fty, f, NULL, 0, "");
 }
 
-// An i8 pointer `off` bytes into the scratch array g.
+// An i8 pointer `off` bytes into the scratch array at p (gemm_scratch).
 static LLVMValueRef
-gemm_scratch_at(Emit *e, LLVMValueRef g, int64_t off)
+gemm_scratch_at(Emit *e, LLVMValueRef p, int64_t off)
 {
-	LLVMValueRef idx[2] = {i64c(e, 0), i64c(e, off)};
-	return LLVMBuildInBoundsGEP2(e->B, LLVMGlobalGetValueType(g), g, idx, 2, "");
+	LLVMValueRef idx = i64c(e, off);
+	return LLVMBuildInBoundsGEP2(e->B, e->i8, p, &idx, 1, "");
 }
 
 void
