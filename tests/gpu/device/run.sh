@@ -81,7 +81,7 @@ case " $steps " in *" check "*)
 		# candidate of each).
 		echo "== gpu_check: convolutions forced (0: im2col + GEMM, 1: cuDNN), timed"
 		cache=$(mktemp -d)
-		for so in conv conv_tf32 conv_direct csum_tf32; do
+		for so in conv conv_tf32 conv_direct csum_tf32 csum_multi_tf32 csum_multi_nosplit_tf32; do
 			for how in 0 1 timed; do
 				case $how in
 				0 | 1) env="FADC_CUDA_CHOICE=$how" arg=forced ;;
