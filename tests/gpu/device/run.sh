@@ -81,7 +81,7 @@ case " $steps " in *" check "*)
 		# candidate of each).
 		echo "== gpu_check: convolutions forced (0: im2col + GEMM, 1: cuDNN), timed"
 		cache=$(mktemp -d)
-		for so in conv conv_tf32 conv_direct csum_tf32 csum_multi_tf32 csum_multi_nosplit_tf32; do
+		for so in conv conv_tf32 conv_direct csum_tf32; do
 			for how in 0 1 timed; do
 				case $how in
 				0 | 1) env="FADC_CUDA_CHOICE=$how" arg=forced ;;
@@ -92,6 +92,15 @@ case " $steps " in *" check "*)
 					--choices $arg "$here/conv/$so.so" 2>&1 | tee -a "$out/check-choice.log"
 				echo "rc=${PIPESTATUS[0]}"
 			done
+		done
+		# The sums side by side with their epilogues (tests/gpu/csum-multi.ir),
+		# split and not, with the convolutions' launches (its header says why
+		# not cuDNN).
+		for so in csum_multi_tf32 csum_multi_nosplit_tf32; do
+			echo "-- $so FADC_CUDA_CHOICE=0 --choices forced"
+			env FADC_CACHE_DIR="$cache" FADC_CUDA_CHOICE=0 timeout 120 "$here/bin/gpu_check" \
+				--time 100 --choices forced "$here/conv/$so.so" 2>&1 | tee -a "$out/check-choice.log"
+			echo "rc=${PIPESTATUS[0]}"
 		done
 		rm -rf "$cache"
 	fi
