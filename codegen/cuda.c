@@ -800,7 +800,7 @@ print_multi(Cu *c, const La *a) {
 		free(u.step);
 	}
 	BRed bp;
-	if (cuda_blockred_plan(p, k0, 0, &bp)) { // the splits' second kernels: one block reduction
+	if (cuda_multi_plan(p, a, &bp)) { // the splits' second kernels: one block reduction
 		const KKernel *ks[16];
 		FADC_ASSERT(nall <= sizeof ks / sizeof *ks, "cuda: too many kernels in one launch");
 		for (uint32_t m = 0; m < nall; m++)
@@ -3099,7 +3099,7 @@ print_program(const KProgram *p, size_t *len, Sharing *share, CgCudaPart **parts
 	for (uint32_t i = 0; i < nla; i++) { // a multi launch's sums side by side
 		BRed b;
 		const KKernel *k = &p->k[la[i].begin];
-		if (la[i].kind == LA_MULTI && cuda_blockred_plan(p, k, 0, &b) && b.g > 1) {
+		if (la[i].kind == LA_MULTI && cuda_multi_plan(p, &la[i], &b) && b.g > 1) {
 			int64_t es = (int64_t)kir_dtype_size((DType)p->x[k->body].dtype);
 			int64_t need = b.tiles * b.g * 32 * es * (int64_t)cuda_multi_sums(p, &la[i]);
 			rpart = need > rpart ? need : rpart;

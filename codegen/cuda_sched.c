@@ -1369,6 +1369,34 @@ cuda_multi_sums(const KProgram *p, const La *a) {
 	return n;
 }
 
+// A multi launch's block reduction (its sums a column group): its first
+// sum's plan, with up to as many times the chunks as it has sums, each
+// still at least BLOCKRED_MIN_CHUNK_COL terms.  Each chunk folds every
+// sum's terms, so with one sum's chunks a group of three ran three times
+// the dependent loads per warp: resnet18's stem group (3 x 64 channels of
+// 6,272 partials, 2 tiles x 32 chunks) took 23.9 us where its three sums
+// had taken 9.5 each (H200, eagerly).  0 when the launch is no block
+// reduction.  FADC_CUDA_MULTI_ONE_PLAN=1 at compile time: the first sum's
+// plan as is (measurements).
+int
+cuda_multi_plan(const KProgram *p, const La *a, BRed *b) {
+	const KKernel *k0 = &p->k[a->begin];
+	if (!cuda_blockred_plan(p, k0, 0, b))
+		return 0;
+	int64_t ns = (int64_t)cuda_multi_sums(p, a), nr = kir_kernel_terms(k0);
+	if (!b->col || b->g < 2 || ns < 2 || getenv("FADC_CUDA_MULTI_ONE_PLAN"))
+		return 1;
+	int64_t g = b->g * ns;
+	if (g > nr / BLOCKRED_MIN_CHUNK_COL)
+		g = nr / BLOCKRED_MIN_CHUNK_COL;
+	if (g > b->g) {
+		b->len = (nr + g - 1) / g;
+		b->g = (nr + b->len - 1) / b->len; // no empty chunk
+		b->units = b->tiles * b->g;
+	}
+	return 1;
+}
+
 uint32_t
 cuda_multi_end(const KProgram *p, uint32_t i) {
 	const KKernel *k = &p->k[i];
@@ -1638,7 +1666,7 @@ cuda_multi_contract(const KProgram *p, const La *a, CgCudaKernel *out) {
 		return 0;
 	out->points = kir_kernel_points(k0);
 	BRed br;
-	if (cuda_blockred_plan(p, k0, 0, &br))
+	if (cuda_multi_plan(p, a, &br))
 		out->grid = (uint32_t)(br.units < 65535 ? br.units : 65535);
 	for (uint32_t ki = a->begin; ki < a->end; ki++) {
 		Uses u = {0};

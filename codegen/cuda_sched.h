@@ -149,6 +149,8 @@ typedef struct BRed {
 	int64_t units; // tiles * g: the blocks it can use
 } BRed;
 int cuda_blockred_plan(const KProgram *p, const KKernel *k, int inloop, BRed *b);
+// An LA_MULTI launch's block reduction plan (0: a thread per point).
+int cuda_multi_plan(const KProgram *p, const La *a, BRed *b);
 // Whether elementwise kernel ki (outside loops and fused tasks) runs 4
 // points a thread in 16-byte vectors; vload[x] (p->nx + 1 flags, or NULL)
 // marks the loads read as float4.
