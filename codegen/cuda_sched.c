@@ -1296,7 +1296,13 @@ cuda_conv_launch(const KProgram *p, uint32_t ki, uint32_t *end) {
 // epilogue must store at its own flattened point index, read any output
 // of the launch only at its own point and only as that very buffer (not
 // another placed on its bytes), and write bytes no kernel of the launch
-// reads or writes.  FADC_CUDA_NO_MULTI_EPI=1 at compile time: none.
+// reads or writes.  Only after two or more sums: a single sum with its
+// epilogue is a function of its own where the sum alone was shared with
+// every equal sum of the task (resnet18's TF32 vjp, jvp and vhp: 16, 24
+// and 115 launches fewer, but 11% more CUDA source and ~30% more NVRTC
+// time; the groups of several sums, with their epilogues, 3.5% more
+// source).  FADC_CUDA_MULTI_EPI_ALL=1 at compile time takes them too,
+// FADC_CUDA_NO_MULTI_EPI=1 none (measurements).
 #define MULTI_MAX 4
 #define MULTI_MAX_EPI 4
 #define MULTI_MAX_COST 256 // the bodies together (nvcc's registers, NVRTC's time)
@@ -1441,7 +1447,8 @@ cuda_multi_end(const KProgram *p, uint32_t i) {
 		if (clash)
 			break;
 	}
-	if (!cps && !getenv("FADC_CUDA_NO_MULTI_EPI"))
+	if (!cps && !getenv("FADC_CUDA_NO_MULTI_EPI") &&
+	    (e - i >= 2 || getenv("FADC_CUDA_MULTI_EPI_ALL")))
 		e = multi_epilogue_end(p, i, e);
 	return e - i >= 2 ? e : i + 1;
 }

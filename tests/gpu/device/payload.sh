@@ -105,11 +105,12 @@ FADC_CONV_COL_MAX=1 fadc "$root/tests/gpu/conv.ir" -o "$dest/conv/conv_direct.so
 fadc "$root/tests/gpu/csum.ir" -o "$dest/conv/csum_tf32.so" --target cpu,cuda \
 	--tasks forward,vjp,jvp,vhp --allow-tf32 --no-ptx
 # The splits' second kernels side by side with their elementwise epilogues
-# (tests/gpu/csum-multi.ir; cuda_sched.c, cuda_multi_end), split and not.
+# (tests/gpu/csum-multi.ir; cuda_sched.c, cuda_multi_end), split and not
+# (unsplit with the single sums' epilogues too: FADC_CUDA_MULTI_EPI_ALL=1).
 fadc "$root/tests/gpu/csum-multi.ir" -o "$dest/conv/csum_multi_tf32.so" --target cpu,cuda \
 	--tasks vjp,jvp --allow-tf32 --no-ptx
-FADC_CUDA_NO_SPLIT=1 fadc "$root/tests/gpu/csum-multi.ir" -o "$dest/conv/csum_multi_nosplit_tf32.so" \
-	--target cpu,cuda --tasks vjp,jvp --allow-tf32 --no-ptx
+FADC_CUDA_NO_SPLIT=1 FADC_CUDA_MULTI_EPI_ALL=1 fadc "$root/tests/gpu/csum-multi.ir" \
+	-o "$dest/conv/csum_multi_nosplit_tf32.so" --target cpu,cuda --tasks vjp,jvp --allow-tf32 --no-ptx
 # Choices between a printed kernel and a cuBLAS GEMM, decided on the GPU
 # (tests/gpu/choice.ir): run.sh checks it forced to each candidate, timed
 # and from the cache (gpu_check --choices).
