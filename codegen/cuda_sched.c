@@ -1296,13 +1296,16 @@ cuda_conv_launch(const KProgram *p, uint32_t ki, uint32_t *end) {
 // epilogue must store at its own flattened point index, read any output
 // of the launch only at its own point and only as that very buffer (not
 // another placed on its bytes), and write bytes no kernel of the launch
-// reads or writes.  Only after two or more sums: a single sum with its
-// epilogue is a function of its own where the sum alone was shared with
-// every equal sum of the task (resnet18's TF32 vjp, jvp and vhp: 16, 24
-// and 115 launches fewer, but 11% more CUDA source and ~30% more NVRTC
-// time; the groups of several sums, with their epilogues, 3.5% more
-// source).  FADC_CUDA_MULTI_EPI_ALL=1 at compile time takes them too,
-// FADC_CUDA_NO_MULTI_EPI=1 none (measurements).
+// reads or writes.  Off by default, for NVRTC's time: resnet18's TF32
+// vjp, jvp and vhp compiled with 15.96 s of NVRTC CPU with the sums one
+// launch each, 16.81 with the sums side by side, 19.29 with epilogues
+// after groups of two or more sums, ~20 with every sum's (a single sum
+// with its epilogue is a function of its own where the sum alone was
+// shared with every equal sum of the task; 2-core machine under load,
+// docs/PERFORMANCE.md, h-g20a), for 0.046 ms of a 4.96 ms vjp on the
+// H200.  FADC_CUDA_MULTI_EPI=1 at compile time: after groups of two or
+// more sums; FADC_CUDA_MULTI_EPI_ALL=1: after every sum;
+// FADC_CUDA_NO_MULTI_EPI=1: never (wins).
 #define MULTI_MAX 4
 #define MULTI_MAX_EPI 4
 #define MULTI_MAX_COST 256 // the bodies together (nvcc's registers, NVRTC's time)
@@ -1448,7 +1451,7 @@ cuda_multi_end(const KProgram *p, uint32_t i) {
 			break;
 	}
 	if (!cps && !getenv("FADC_CUDA_NO_MULTI_EPI") &&
-	    (e - i >= 2 || getenv("FADC_CUDA_MULTI_EPI_ALL")))
+	    ((e - i >= 2 && getenv("FADC_CUDA_MULTI_EPI")) || getenv("FADC_CUDA_MULTI_EPI_ALL")))
 		e = multi_epilogue_end(p, i, e);
 	return e - i >= 2 ? e : i + 1;
 }

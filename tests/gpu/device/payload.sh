@@ -105,10 +105,11 @@ FADC_CONV_COL_MAX=1 fadc "$root/tests/gpu/conv.ir" -o "$dest/conv/conv_direct.so
 fadc "$root/tests/gpu/csum.ir" -o "$dest/conv/csum_tf32.so" --target cpu,cuda \
 	--tasks forward,vjp,jvp,vhp --allow-tf32 --no-ptx
 # The splits' second kernels side by side with their elementwise epilogues
-# (tests/gpu/csum-multi.ir; cuda_sched.c, cuda_multi_end), split and not
-# (unsplit with the single sums' epilogues too: FADC_CUDA_MULTI_EPI_ALL=1).
-fadc "$root/tests/gpu/csum-multi.ir" -o "$dest/conv/csum_multi_tf32.so" --target cpu,cuda \
-	--tasks vjp,jvp --allow-tf32 --no-ptx
+# (tests/gpu/csum-multi.ir; cuda_sched.c, cuda_multi_end; epilogues are
+# opt-in: FADC_CUDA_MULTI_EPI=1 after groups, =_ALL after every sum), split
+# and not.  blockred.so's column groups run the default (no epilogues).
+FADC_CUDA_MULTI_EPI=1 fadc "$root/tests/gpu/csum-multi.ir" -o "$dest/conv/csum_multi_tf32.so" \
+	--target cpu,cuda --tasks vjp,jvp --allow-tf32 --no-ptx
 FADC_CUDA_NO_SPLIT=1 FADC_CUDA_MULTI_EPI_ALL=1 fadc "$root/tests/gpu/csum-multi.ir" \
 	-o "$dest/conv/csum_multi_nosplit_tf32.so" --target cpu,cuda --tasks vjp,jvp --allow-tf32 --no-ptx
 # Choices between a printed kernel and a cuBLAS GEMM, decided on the GPU
