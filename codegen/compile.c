@@ -775,18 +775,19 @@ inject_error(char *src, long k)
 // the CPU module's pieces (codegen/llvm.c, codegen/jobs.c): a function
 // of names alone, so that a change inside one kernel (a constant) moves
 // nothing, and the pieces are the same whatever the threads and the
-// cache.  P is the task's kernel count over CU_PIECE_KERNELS, at most
-// CU_MAX_PIECES: a function of the kernel count only; when a change moves
-// it by one, linear hashing splits (or merges) one piece and keeps the
-// others.  Small pieces recompile little after a change (resnet18's stem
-// constant: 8 programs of about 4 functions), but each program costs
-// NVRTC about 40 ms of its own (its front end, the cubin's assembly), so
-// the count is bounded: 32 per task keeps the large models' cold compile
-// within a few seconds of CPU of what 16 cost.  A piece is the common parts, the loop helpers when
-// it holds a loop, and its units, in the order printed; the notes
-// (a GEMM's comment, a shared kernel's) are in none.  A task of one piece
-// is the whole source as printed, as before pieces.  Each launch record
-// names the module (the piece) that defines its function.
+// cache.  P is the task's own units (those no earlier task's program
+// holds: "sharing across tasks" below) over CU_PIECE_KERNELS, at most
+// CU_MAX_PIECES: a function of the tasks only; when a change moves it by
+// one, linear hashing splits (or merges) one piece and keeps the others.
+// Small pieces recompile little after a change, but each program costs
+// NVRTC about 30 ms of its own (its front end, the cubin's assembly), so
+// a piece holds about 16 functions and a task at most 32 pieces.  A piece
+// is the common parts, the loop helpers when it holds a loop, and its
+// units, in the order printed; the notes (a GEMM's comment, a shared
+// kernel's) are in none.  A task of one piece by its kernel count is the
+// whole source as printed, as before pieces.  Each launch record names
+// the module (the piece, or an earlier task's program) that defines its
+// function.
 enum { CU_PIECE_KERNELS = 16, CU_MAX_PIECES = 32 };
 
 // The pieces of a task of nfun functions of its own (the units no earlier
