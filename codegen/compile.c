@@ -988,7 +988,7 @@ cu_split_free(CuSplit *sp)
 // the artifact once, and each task loads its modules as before, so each
 // still has its own copy of the module words).
 //
-// Equal means the same sharing key (cu_unit_key): SHA-256 of the unit's
+// Equal means the same sharing key (cu_split): SHA-256 of the unit's
 // renumbered text (cu_canon) without its comments and with each of the
 // task's kernel names (fadc_TASK_k<digit>...) replaced by its rank of
 // first appearance in the unit; the launch contract of each of its
@@ -1691,8 +1691,10 @@ cu_finish(CuBuild *cb, const char *model, const CgTask *tasks, ArtTask *at, cons
 		ps->cpu[PH_NVRTC] += cb->batch.cpu;
 	}
 	if (cb->tm.on)
-		fprintf(stderr, "fadc: time: nvrtc %s (%d programs): %.3f s wall, %.3f s cpu (its jobs)\n",
-		        model, cb->njob, wall, cb->batch.cpu);
+		fprintf(stderr,
+		        "fadc: time: nvrtc %s (%d programs, %ld imports): %.3f s wall, %.3f s cpu (its "
+		        "jobs)\n",
+		        model, cb->njob, cb->shared, wall, cb->batch.cpu);
 	// Hits and misses: --stats, and FADC_TIME=1 as its other step notes.
 	if (o->stats && cached) {
 		progress(o, "", 0, 0);
