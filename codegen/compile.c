@@ -775,24 +775,26 @@ inject_error(char *src, long k)
 // the CPU module's pieces (codegen/llvm.c, codegen/jobs.c): a function
 // of names alone, so that a change inside one kernel (a constant) moves
 // nothing, and the pieces are the same whatever the threads and the
-// cache.  P is the task's kernel count over CU_PIECE_KERNELS, at most
-// CU_MAX_PIECES: a function of the kernel count only; when a change moves
-// it by one, linear hashing splits (or merges) one piece and keeps the
-// others.  Small pieces recompile little after a change (resnet18's stem
-// constant: 8 programs of about 4 functions), but each program costs
-// NVRTC about 40 ms of its own (its front end, the cubin's assembly), so
-// the count is bounded: 32 per task keeps the large models' cold compile
-// within a few seconds of CPU of what 16 cost.  A piece is the common parts, the loop helpers when
-// it holds a loop, and its units, in the order printed; the notes
-// (a GEMM's comment, a shared kernel's) are in none.  A task of one piece
-// is the whole source as printed, as before pieces.  Each launch record
-// names the module (the piece) that defines its function.
+// cache.  P is the task's own units (those no earlier task's program
+// holds: "sharing across tasks" below) over CU_PIECE_KERNELS, at most
+// CU_MAX_PIECES: a function of the tasks only; when a change moves it by
+// one, linear hashing splits (or merges) one piece and keeps the others.
+// Small pieces recompile little after a change, but each program costs
+// NVRTC about 30 ms of its own (its front end, the cubin's assembly), so
+// a piece holds about 16 functions and a task at most 32 pieces.  A piece
+// is the common parts, the loop helpers when it holds a loop, and its
+// units, in the order printed; the notes (a GEMM's comment, a shared
+// kernel's) are in none.  A task of one piece by its kernel count is the
+// whole source as printed, as before pieces.  Each launch record names
+// the module (the piece, or an earlier task's program) that defines its
+// function.
 enum { CU_PIECE_KERNELS = 16, CU_MAX_PIECES = 32 };
 
-// The pieces a task is split into.  FADC_CUDA_PIECES=N (1 to
-// ART_MAX_MODULES; a test hook) sets it.
+// The pieces of a task of nfun functions of its own (the units no earlier
+// task's program holds: "Sharing across tasks" below).  FADC_CUDA_PIECES=N
+// (1 to ART_MAX_MODULES; a test hook) sets it.
 static unsigned
-cu_npieces(const KProgram *p)
+cu_npieces(uint64_t nfun)
 {
 	const char *v = getenv("FADC_CUDA_PIECES");
 	if (v && *v) {
@@ -801,7 +803,7 @@ cu_npieces(const KProgram *p)
 		if (!*end && n >= 1 && n <= ART_MAX_MODULES)
 			return (unsigned)n;
 	}
-	return cg_piece_count(p->nk, CU_PIECE_KERNELS, CU_MAX_PIECES);
+	return cg_piece_count(nfun, CU_PIECE_KERNELS, CU_MAX_PIECES);
 }
 
 static uint64_t
@@ -929,6 +931,7 @@ cu_canon(CuCanon *cc, const char *t, size_t n, char *out)
 typedef struct CuFn {
 	const char *name; // a part's
 	uint32_t module;
+	const char *as; // NULL, or the function an earlier task's program defines instead
 } CuFn;
 
 static int
@@ -939,6 +942,10 @@ cufn_cmp(const void *a, const void *b)
 
 // A task's programs: src[0..n) (malloc'ed), the functions each defines
 // (units: for progress), and where each __global__ is.
+typedef struct CuImport {
+	int task; // an earlier task
+	uint32_t module; // one of its own programs
+} CuImport;
 typedef struct CuSplit {
 	uint32_t n;
 	char **src;
@@ -946,6 +953,11 @@ typedef struct CuSplit {
 	long *units;
 	CuFn *fn;
 	uint32_t nfn;
+	int whole; // one program, the source as printed
+	// The modules after its own n: earlier tasks' programs that hold
+	// functions of this task (module n + k is imp[k]).
+	CuImport *imp;
+	uint32_t nimp;
 } CuSplit;
 
 static void
@@ -957,15 +969,244 @@ cu_split_free(CuSplit *sp)
 	free(sp->len);
 	free(sp->units);
 	free(sp->fn);
+	free(sp->imp);
 	memset(sp, 0, sizeof *sp);
 }
 
-// Source src (len bytes, parts q[0..nq)) as P pieces into *sp; empty
-// pieces are dropped, the others numbered in order.  A task of one unit
-// (a fused task), or P = 1, is one program, src itself (taken: *srcp is
-// NULL after).  0 on out of memory.
+// ---------------------------------------------------------------- sharing across tasks
+//
+// The tasks of a model repeat one another's kernels: vjp, vhp and jvp
+// recompute the forward pass, vhp vjp's backward pass (resnet18: 216 of
+// its 528 __global__ functions are another task's function but for the
+// names).  Within a task the printer shares equal kernels (cg_cuda_print_
+// shared); across tasks, compile.c does: a unit (a __global__, or a loop
+// kernel with its __device__ functions) whose code equals a unit of an
+// earlier task's program is left out of this task's programs, and its
+// launches call the earlier task's function, in that program, which the
+// task lists as a module of its own after its programs (imp[]; the
+// artifact's module records the same image offsets: the images are in
+// the artifact once, and each task loads its modules as before, so each
+// still has its own copy of the module words).
+//
+// Equal means the same sharing key (cu_split): SHA-256 of the unit's
+// renumbered text (cu_canon) without its comments and with each of the
+// task's kernel names (fadc_TASK_k<digit>...) replaced by its rank of
+// first appearance in the unit; the launch contract of each of its
+// __global__s (points, grid, run seed, arguments); and the common parts
+// it is compiled with (the loop helpers too for a loop unit), without
+// comments and with each "[N]" as "[]": the helpers are the same text in
+// every task, and the module words are sized for the largest use of
+// their task, which covers every function of it, the equal one of the
+// earlier task too.  So the function an import calls is the one this
+// task's program would have compiled, but for its name (checked in
+// tests/unit/test_codegen_cuda_shared.c: the PTX of every launch, shared
+// or not, is its PTX without sharing, names aside).
+//
+// A task of one program (the source as printed) neither shares nor is
+// shared; a task lists at most ART_MAX_MODULES - CU_MAX_PIECES imports
+// (a unit whose program would be one more is compiled in the task's own).
+// The first task in order that has a unit owns it, so what each program
+// holds is a function of the tasks alone: the same whatever the threads
+// and the cache, and a change inside a kernel of every task recompiles
+// the first task's program that holds it only.
+
+// A unit some task's program holds, by its sharing key.
+typedef struct CuOwner {
+	uint8_t key[32];
+	int task;
+	uint32_t module; // the program, among the task's own
+	uint32_t nname;
+	char **name; // its __global__s, in the order printed
+} CuOwner;
+typedef struct CuReg {
+	CuOwner *e;
+	uint32_t n, cap;
+	uint32_t *slot; // open addressing: entry + 1; 0 empty
+	uint32_t nslot; // a power of two, at least twice n
+} CuReg;
+
+static void
+cu_reg_free(CuReg *r)
+{
+	for (uint32_t i = 0; i < r->n; i++) {
+		for (uint32_t k = 0; k < r->e[i].nname; k++)
+			free(r->e[i].name[k]);
+		free(r->e[i].name);
+	}
+	free(r->e);
+	free(r->slot);
+	memset(r, 0, sizeof *r);
+}
+
+static uint32_t
+cu_reg_home(const uint8_t key[32], uint32_t nslot)
+{
+	uint32_t h;
+	memcpy(&h, key, sizeof h);
+	return h & (nslot - 1);
+}
+
+static CuOwner *
+cu_reg_find(const CuReg *r, const uint8_t key[32])
+{
+	for (uint32_t i = r->nslot ? cu_reg_home(key, r->nslot) : 0; r->nslot;
+	     i = (i + 1) & (r->nslot - 1)) {
+		if (!r->slot[i])
+			return NULL;
+		CuOwner *o = &r->e[r->slot[i] - 1];
+		if (!memcmp(o->key, key, sizeof o->key))
+			return o;
+	}
+	return NULL;
+}
+
+// Adds o (its names taken); 0 on out of memory (o's names freed).
 static int
-cu_split(char **srcp, size_t len, const CgCudaPart *q, uint32_t nq, unsigned P, CuSplit *sp)
+cu_reg_add(CuReg *r, CuOwner *o)
+{
+	if (2 * (r->n + 1) > r->nslot) {
+		uint32_t ns = r->nslot ? 2 * r->nslot : 256;
+		uint32_t *sl = calloc(ns, sizeof *sl);
+		if (!sl)
+			goto oom;
+		for (uint32_t e = 0; e < r->n; e++) {
+			uint32_t i = cu_reg_home(r->e[e].key, ns);
+			while (sl[i])
+				i = (i + 1) & (ns - 1);
+			sl[i] = e + 1;
+		}
+		free(r->slot);
+		r->slot = sl;
+		r->nslot = ns;
+	}
+	if (r->n == r->cap) {
+		uint32_t nc = r->cap ? 2 * r->cap : 256;
+		CuOwner *ne = realloc(r->e, nc * sizeof *ne);
+		if (!ne)
+			goto oom;
+		r->e = ne;
+		r->cap = nc;
+	}
+	uint32_t i = cu_reg_home(o->key, r->nslot);
+	while (r->slot[i])
+		i = (i + 1) & (r->nslot - 1);
+	r->e[r->n] = *o;
+	r->slot[i] = ++r->n;
+	return 1;
+oom:
+	for (uint32_t k = 0; k < o->nname; k++)
+		free(o->name[k]);
+	free(o->name);
+	return 0;
+}
+
+// The names a unit's key has replaced, in order of first appearance.
+typedef struct CuNames {
+	const char **s;
+	size_t *len;
+	uint32_t n, cap;
+} CuNames;
+
+// t[0..n) into the sharing key h: comments left out, each identifier that
+// starts with pre and a digit (the task's kernel names) as "@" and its rank
+// in nm, and with brackets, each "[digits]" as "[]".  0 on out of memory.
+static int
+cu_key_text(CgSha256 *h, const char *t, size_t n, const char *pre, CuNames *nm, int brackets)
+{
+	size_t npre = strlen(pre), run = 0;
+	for (size_t i = 0; i < n;) {
+		char ch = t[i];
+		if (ch == '/' && i + 1 < n && t[i + 1] == '/') { // a comment: to the line's end
+			cg_sha256_add(h, t + run, i - run);
+			while (i < n && t[i] != '\n')
+				i++;
+			run = i;
+			continue;
+		}
+		if (ch == '"' || ch == '\'') { // a literal, whole
+			size_t j = i + 1;
+			for (; j < n && t[j] != ch; j++)
+				j += t[j] == '\\' && j + 1 < n;
+			i = j + (j < n);
+			continue;
+		}
+		if (brackets && ch == '[' && i + 1 < n && t[i + 1] >= '0' && t[i + 1] <= '9') {
+			size_t j = i + 1;
+			while (j < n && t[j] >= '0' && t[j] <= '9')
+				j++;
+			if (j < n && t[j] == ']') {
+				cg_sha256_add(h, t + run, i + 1 - run);
+				run = i = j;
+				continue;
+			}
+		}
+		if (!cu_idch(ch)) {
+			i++;
+			continue;
+		}
+		size_t j = i;
+		while (j < n && cu_idch(t[j]))
+			j++;
+		if (j - i > npre && !memcmp(t + i, pre, npre) && t[i + npre] >= '0' &&
+		    t[i + npre] <= '9') {
+			uint32_t k = 0;
+			while (k < nm->n && !(nm->len[k] == j - i && !memcmp(nm->s[k], t + i, j - i)))
+				k++;
+			if (k == nm->n) {
+				if (nm->n == nm->cap) {
+					uint32_t nc = nm->cap ? 2 * nm->cap : 16;
+					const char **ns = realloc(nm->s, nc * sizeof *ns);
+					if (ns)
+						nm->s = ns;
+					size_t *nl = ns ? realloc(nm->len, nc * sizeof *nl) : NULL;
+					if (!nl)
+						return 0;
+					nm->len = nl;
+					nm->cap = nc;
+				}
+				nm->s[nm->n] = t + i;
+				nm->len[nm->n++] = j - i;
+			}
+			char r[16];
+			int l = snprintf(r, sizeof r, "@%u", k);
+			cg_sha256_add(h, t + run, i - run);
+			cg_sha256_add(h, r, (size_t)l);
+			run = j;
+		}
+		i = j;
+	}
+	cg_sha256_add(h, t + run, n - run);
+	return 1;
+}
+
+// The launch contract of function name in t (its first kernel record) into h.
+static void
+cu_key_launch(CgSha256 *h, const ArtTask *t, const char *name)
+{
+	uint64_t v[4] = {UINT64_MAX, 0, 0, 0};
+	for (uint32_t k = 0; k < t->ncuda; k++) {
+		const ArtKernel *r = &t->kern[k];
+		if (r->kind == ART_LAUNCH_KERNEL && !strcmp(r->name, name)) {
+			v[0] = r->points;
+			v[1] = r->grid;
+			v[2] = r->runseed;
+			v[3] = r->narg;
+			break;
+		}
+	}
+	cg_sha256_field(h, v, sizeof v);
+}
+
+// Source src (len bytes, parts q[0..nq)) of task ti (program p, launch
+// records t) as pieces into *sp: its units that no earlier task's program
+// holds (reg; then recorded there) into P pieces, empty pieces dropped,
+// the others numbered in order; the others' functions taken from the
+// programs that hold them (sp->imp).  A task of one unit (a fused task),
+// or of one piece by its kernel count, is one program, src itself (taken:
+// *srcp is NULL after).  0 on out of memory.
+static int
+cu_split(char **srcp, size_t len, const CgCudaPart *q, uint32_t nq, const KProgram *p,
+         const ArtTask *t, int ti, CuReg *reg, CuSplit *sp)
 {
 	char *src = *srcp;
 	memset(sp, 0, sizeof *sp);
@@ -977,56 +1218,153 @@ cu_split(char **srcp, size_t len, const CgCudaPart *q, uint32_t nq, unsigned P, 
 			first = first < 0 ? q[j].unit : first;
 		}
 	int ok = 0;
-	int32_t *bucket = NULL, *mod = NULL;
-	uint8_t *loop = NULL;
+	int32_t *bucket = NULL, *mod = NULL, *owner = NULL;
+	uint8_t *loop = NULL, *uloop = NULL, (*key)[32] = NULL;
+	char *pre = NULL, *buf = NULL;
+	size_t bufcap = 0;
 	CuCanon cc = {0};
-	if (P <= 1 || !several) { // one program: the source as printed
+	CuNames nm = {0};
+	if (cu_npieces(p->nk) <= 1 || !several) { // one program: the source as printed
 		sp->src = calloc(1, sizeof *sp->src);
 		sp->len = calloc(1, sizeof *sp->len);
 		sp->units = calloc(1, sizeof *sp->units);
 		if (!sp->src || !sp->len || !sp->units)
 			goto done;
 		sp->n = 1;
+		sp->whole = 1;
 		sp->src[0] = src;
 		sp->len[0] = len;
 		*srcp = NULL;
 		return 1; // every launch in module 0 (sp->fn empty)
 	}
-	bucket = malloc(((size_t)maxu + 1) * sizeof *bucket);
+	size_t nu = (size_t)maxu + 1;
+	bucket = malloc(nu * sizeof *bucket);
+	owner = malloc(nu * sizeof *owner);
+	uloop = calloc(nu, 1);
+	key = calloc(nu, sizeof *key);
+	// The task's kernel names start so (cuda_kernel_name).
+	pre = malloc(strlen(p->name) + 16);
+	sp->imp = calloc(ART_MAX_MODULES + 1, sizeof *sp->imp);
+	if (!bucket || !owner || !uloop || !key || !pre || !sp->imp)
+		goto done;
+	{
+		char *o = pre + sprintf(pre, "fadc_");
+		for (const char *c = p->name; *c; c++)
+			*o++ = cu_idch(*c) ? *c : '_';
+		strcpy(o, "_k");
+	}
+	for (size_t u = 0; u < nu; u++)
+		bucket[u] = owner[u] = -1;
+	for (uint32_t j = 0; j < nq; j++)
+		if (q[j].unit >= 0)
+			uloop[q[j].unit] |= q[j].loop;
+	// Each unit's sharing key: the common parts' (with and without the
+	// loop helpers), then its own parts', each renumbered as in its piece.
+	CgSha256 common[2];
+	for (int lp = 0; lp < 2; lp++) {
+		cg_sha256_init(&common[lp]);
+		cg_sha256_field(&common[lp], "fadc cuda unit 1", 16);
+		for (uint32_t j = 0; j < nq; j++)
+			if (q[j].unit == CG_CUDA_PART_ALL || (lp && q[j].unit == CG_CUDA_PART_LOOPS)) {
+				nm.n = 0;
+				if (!cu_key_text(&common[lp], src + q[j].off, q[j].len, pre, &nm, 1))
+					goto done;
+				cg_sha256_add(&common[lp], "\0", 1);
+			}
+	}
+	for (size_t u = 0; u < nu; u++) {
+		// Its parts renumbered as in its piece, one after the other, so
+		// that a name has one rank in the whole unit.
+		size_t l = 0;
+		for (uint32_t j = 0; j < nq; j++) {
+			if (q[j].unit != (int32_t)u)
+				continue;
+			size_t lj = cu_canon(&cc, src + q[j].off, q[j].len, NULL);
+			if (l + lj + 2 > bufcap) {
+				size_t nc = 2 * (l + lj + 2);
+				char *nb = realloc(buf, nc);
+				if (!nb)
+					goto done;
+				buf = nb;
+				bufcap = nc;
+			}
+			l += cu_canon(&cc, src + q[j].off, q[j].len, buf + l);
+			buf[l++] = 0;
+		}
+		if (!l)
+			continue; // no such unit
+		CgSha256 h = common[uloop[u] ? 1 : 0];
+		nm.n = 0;
+		if (!cu_key_text(&h, buf, l, pre, &nm, 0))
+			goto done;
+		for (uint32_t j = 0; j < nq; j++)
+			if (q[j].unit == (int32_t)u && q[j].name)
+				cu_key_launch(&h, t, q[j].name);
+		cg_sha256_end(&h, key[u]);
+	}
+	// The units an earlier task's program holds, in the order printed; one
+	// whose program would be an import too many is the task's own.
+	// FADC_CUDA_SHARE=0 (a test hook): every task's units its own.
+	const char *sv = getenv("FADC_CUDA_SHARE");
+	int share = !sv || strcmp(sv, "0");
+	unsigned most = cu_npieces(0) > CU_MAX_PIECES ? cu_npieces(0) : CU_MAX_PIECES; // own programs
+	uint32_t maximp = ART_MAX_MODULES - most;
+	uint32_t nown = 0, nfn = 0;
+	for (uint32_t j = 0; j < nq; j++) {
+		int32_t u = q[j].unit;
+		if (u < 0)
+			continue;
+		nfn += q[j].name != NULL;
+		if (bucket[u] != -1)
+			continue;
+		bucket[u] = -2; // seen
+		CuOwner *o = share ? cu_reg_find(reg, key[u]) : NULL;
+		uint32_t k = 0;
+		if (o && o->task != ti) {
+			while (k < sp->nimp && !(sp->imp[k].task == o->task && sp->imp[k].module == o->module))
+				k++;
+			if (k == sp->nimp && sp->nimp < maximp)
+				sp->imp[sp->nimp++] = (CuImport){o->task, o->module};
+		}
+		if (o && o->task != ti && k < sp->nimp)
+			owner[u] = (int32_t)(o - reg->e);
+		else
+			nown++;
+	}
+	unsigned P = cu_npieces(nown);
 	mod = malloc((P + 1) * sizeof *mod);
 	loop = calloc(P + 1, 1);
-	if (!bucket || !mod || !loop)
+	if (!mod || !loop)
 		goto done;
-	for (int32_t u = 0; u <= maxu; u++)
-		bucket[u] = -1;
-	// Each unit's piece: the hash of its first __global__'s name (a loop
+	// Each own unit's piece: the hash of its first __global__'s name (a loop
 	// unit's __device__ functions come before its kernel, so the first
 	// named part).
-	uint32_t nfn = 0;
+	for (size_t u = 0; u < nu; u++)
+		bucket[u] = -1;
 	for (uint32_t j = 0; j < nq; j++) {
-		if (q[j].unit < 0 || !q[j].name)
+		int32_t u = q[j].unit;
+		if (u < 0 || !q[j].name || owner[u] >= 0)
 			continue;
-		nfn++;
-		if (bucket[q[j].unit] < 0)
-			bucket[q[j].unit] = (int32_t)cg_piece_of(cu_name_hash(q[j].name), P);
+		if (bucket[u] < 0)
+			bucket[u] = (int32_t)cg_piece_of(cu_name_hash(q[j].name), P);
 	}
 	for (uint32_t j = 0; j < nq; j++)
-		if (q[j].unit >= 0) {
+		if (q[j].unit >= 0 && owner[q[j].unit] < 0) {
 			FADC_ASSERT(bucket[q[j].unit] >= 0, "cuda pieces: a unit without a __global__");
 			loop[bucket[q[j].unit]] |= q[j].loop;
 		}
 	for (unsigned b = 0; b < P; b++)
 		mod[b] = -1;
 	for (uint32_t j = 0; j < nq; j++)
-		if (q[j].unit >= 0)
+		if (q[j].unit >= 0 && owner[q[j].unit] < 0)
 			mod[bucket[q[j].unit]] = 0;
 	uint32_t n = 0;
 	for (unsigned b = 0; b < P; b++)
 		if (mod[b] >= 0)
 			mod[b] = (int32_t)n++;
-	sp->src = calloc(n, sizeof *sp->src);
-	sp->len = calloc(n, sizeof *sp->len);
-	sp->units = calloc(n, sizeof *sp->units);
+	sp->src = calloc(n + 1, sizeof *sp->src);
+	sp->len = calloc(n + 1, sizeof *sp->len);
+	sp->units = calloc(n + 1, sizeof *sp->units);
 	sp->fn = calloc(nfn + 1, sizeof *sp->fn);
 	if (!sp->src || !sp->len || !sp->units || !sp->fn)
 		goto done;
@@ -1057,7 +1395,7 @@ cu_split(char **srcp, size_t len, const CgCudaPart *q, uint32_t nq, unsigned P, 
 				if (q[j].unit >= 0) {
 					sp->units[m]++;
 					if (q[j].name)
-						sp->fn[sp->nfn++] = (CuFn){q[j].name, m};
+						sp->fn[sp->nfn++] = (CuFn){q[j].name, m, NULL};
 				}
 			}
 			if (pass == 0 && !(sp->src[m] = malloc(sz)))
@@ -1065,12 +1403,56 @@ cu_split(char **srcp, size_t len, const CgCudaPart *q, uint32_t nq, unsigned P, 
 		}
 		sp->src[m][sp->len[m]] = 0;
 	}
+	// The shared units' functions: the owner's of the same rank, in the
+	// import of its program.
+	for (size_t u = 0; u < nu; u++) {
+		if (owner[u] < 0)
+			continue;
+		const CuOwner *o = &reg->e[owner[u]];
+		uint32_t k = 0, r = 0;
+		while (!(sp->imp[k].task == o->task && sp->imp[k].module == o->module))
+			k++;
+		for (uint32_t j = 0; j < nq; j++)
+			if (q[j].unit == (int32_t)u && q[j].name) {
+				FADC_ASSERT(r < o->nname, "cuda sharing: units of one key differ");
+				sp->fn[sp->nfn++] = (CuFn){q[j].name, n + k, o->name[r++]};
+			}
+	}
+	// The own units, for later tasks (the first program to hold a key owns it).
+	for (size_t u = 0; u < nu; u++) {
+		if (!share || owner[u] >= 0 || bucket[u] < 0 || cu_reg_find(reg, key[u]))
+			continue;
+		CuOwner o = {.task = ti, .module = (uint32_t)mod[bucket[u]]};
+		memcpy(o.key, key[u], sizeof o.key);
+		for (uint32_t j = 0; j < nq; j++)
+			o.nname += q[j].unit == (int32_t)u && q[j].name;
+		o.name = calloc(o.nname + 1, sizeof *o.name);
+		if (!o.name)
+			goto done;
+		uint32_t r = 0;
+		for (uint32_t j = 0; j < nq; j++)
+			if (q[j].unit == (int32_t)u && q[j].name && !(o.name[r++] = strdup(q[j].name))) {
+				for (uint32_t k = 0; k < r; k++)
+					free(o.name[k]);
+				free(o.name);
+				goto done;
+			}
+		if (!cu_reg_add(reg, &o))
+			goto done;
+	}
 	qsort(sp->fn, sp->nfn, sizeof *sp->fn, cufn_cmp);
 	ok = 1;
 done:
 	free(bucket);
+	free(owner);
 	free(mod);
 	free(loop);
+	free(uloop);
+	free(key);
+	free(pre);
+	free(buf);
+	free(nm.s);
+	free(nm.len);
 	for (int k = 0; k < 3; k++) {
 		free(cc.map[k]);
 		free(cc.seen[k]);
@@ -1085,6 +1467,8 @@ done:
 struct CuBuild {
 	int n; // tasks
 	CuSplit *sp; // each task's programs
+	CuReg reg; // the units their programs hold, by sharing key
+	long shared; // imports, all tasks'
 	int *first; // each task's first job
 	CuJob *job;
 	char **name;
@@ -1178,22 +1562,32 @@ cu_start(CuBuild *cb, const char *model, const CgTask *tasks, ArtTask *at, int n
 			return 0;
 		}
 		int good = cu_contract(cp, &at[i], o->allow_tf32, sh, nsh) &&
-		           cu_split(&src, len, parts, nparts, cu_npieces(cp), &cb->sp[i]);
+		           cu_split(&src, len, parts, nparts, cp, &at[i], i, &cb->reg, &cb->sp[i]);
 		if (lay && (uint64_t)lay->arena_bytes > at[i].arena_bytes) // a plan of its own
 			at[i].arena_bytes = (uint64_t)lay->arena_bytes;
-		if (good && cb->sp[i].n == 1) // the functions printed, about
+		if (good && cb->sp[i].whole) // the functions printed, about
 			cb->sp[i].units[0] = (long)cp->nk - (long)nsh;
 		kir_program_free(lay);
-		// Each kernel record's module: the piece that defines its function.
+		// Each kernel record's module: the piece that defines its function,
+		// or the earlier task's program that holds it (and its name there).
 		for (uint32_t k = 0; good && cb->sp[i].nfn && k < at[i].ncuda; k++) {
 			ArtKernel *r = &at[i].kern[k];
-			CuFn key = {r->name, 0}, *hit;
+			CuFn key = {r->name, 0, NULL}, *hit;
 			if (r->kind != ART_LAUNCH_KERNEL)
 				continue;
 			hit = bsearch(&key, cb->sp[i].fn, cb->sp[i].nfn, sizeof *cb->sp[i].fn, cufn_cmp);
 			FADC_ASSERT(hit != NULL, "cuda pieces: a launch of a function no piece defines");
 			r->module = hit->module;
+			if (hit->as) {
+				char *as = strdup(hit->as);
+				good = as != NULL;
+				if (as) {
+					free(r->name);
+					r->name = as;
+				}
+			}
 		}
+		cb->shared += (long)cb->sp[i].nimp;
 		free(src);
 		// The part names cb->sp[i].fn points at are needed no longer.
 		for (uint32_t k = 0; k < cb->sp[i].nfn; k++)
@@ -1297,8 +1691,10 @@ cu_finish(CuBuild *cb, const char *model, const CgTask *tasks, ArtTask *at, cons
 		ps->cpu[PH_NVRTC] += cb->batch.cpu;
 	}
 	if (cb->tm.on)
-		fprintf(stderr, "fadc: time: nvrtc %s (%d programs): %.3f s wall, %.3f s cpu (its jobs)\n",
-		        model, cb->njob, wall, cb->batch.cpu);
+		fprintf(stderr,
+		        "fadc: time: nvrtc %s (%d programs, %ld imports): %.3f s wall, %.3f s cpu (its "
+		        "jobs)\n",
+		        model, cb->njob, cb->shared, wall, cb->batch.cpu);
 	// Hits and misses: --stats, and FADC_TIME=1 as its other step notes.
 	if (o->stats && cached) {
 		progress(o, "", 0, 0);
@@ -1327,11 +1723,18 @@ cu_finish(CuBuild *cb, const char *model, const CgTask *tasks, ArtTask *at, cons
 		}
 	for (int i = 0; i < cb->n; i++) {
 		ArtTask *t = &at[i];
-		if (!(t->module = calloc(cb->sp[i].n, sizeof *t->module))) {
+		const CuSplit *sp = &cb->sp[i];
+		if (!(t->module = calloc(sp->n + sp->nimp + 1, sizeof *t->module))) {
 			snprintf(err, errlen, "error: out of memory");
 			return 0;
 		}
-		t->nmodule = cb->sp[i].n;
+		t->nmodule = sp->n + sp->nimp;
+		// An earlier task's program: the same images (filled: i is later).
+		for (uint32_t k = 0; k < sp->nimp; k++) {
+			FADC_ASSERT(sp->imp[k].task < i && sp->imp[k].module < cb->sp[sp->imp[k].task].n,
+			            "cuda sharing: an import of no earlier program");
+			t->module[sp->n + k] = at[sp->imp[k].task].module[sp->imp[k].module];
+		}
 		for (uint32_t m = 0; m < cb->sp[i].n; m++) {
 			// Without PTX (--no-ptx) its place is 0, 0: the runtime loads
 			// the cubin or fails (runtime/cuda.c).
@@ -1369,6 +1772,7 @@ cu_free(CuBuild *cb)
 		free(cb->name[j]);
 	for (int i = 0; cb->sp && i < cb->n; i++)
 		cu_split_free(&cb->sp[i]);
+	cu_reg_free(&cb->reg);
 	free(cb->sp);
 	free(cb->first);
 	free(cb->job);

@@ -290,12 +290,31 @@ entry_ptx(const char *ptx, const char *name, size_t *len) {
 
 // p[0..n) with the numbers that count a function's place in its module
 // dropped: its blocks' labels ($L__BB<f>_<b> -> $L__BB_<b>) and its stack
-// (__local_depot<f>).  Malloc'ed.
+// (__local_depot<f>); and its name (`name`, in .entry and its parameters'
+// names) as "@": a launch shared across tasks calls an earlier task's
+// function (codegen/compile.c, "Sharing across tasks").  Malloc'ed.
 static char *
-ptx_unplaced(const char *p, size_t n) {
+ptx_unplaced(const char *p, size_t n, const char *name) {
 	char *r = malloc(n + 1), *o = r;
+	size_t nl = strlen(name);
 	FADC_ASSERT(r != NULL, "out of memory");
 	for (size_t i = 0; i < n;) {
+		// A function-local static's mangled name: _ZZ<length of name><name>...
+		size_t d = i + 3;
+		while (nl && i + 3 <= n && !memcmp(p + i, "_ZZ", 3) && d < n && p[d] >= '0' && p[d] <= '9')
+			d++;
+		if (nl && d > i + 3 && d + nl <= n && strtoul(p + i + 3, NULL, 10) == nl &&
+		    !memcmp(p + d, name, nl)) {
+			memcpy(o, "_ZZ@", 4);
+			o += 4;
+			i = d + nl;
+			continue;
+		}
+		if (nl && i + nl <= n && !memcmp(p + i, name, nl)) {
+			*o++ = '@';
+			i += nl;
+			continue;
+		}
 		static const char *const pre[2] = {"$L__BB", "__local_depot"};
 		int hit = 0;
 		for (int q = 0; q < 2 && !hit; q++) {
@@ -320,9 +339,12 @@ ptx_unplaced(const char *p, size_t n) {
 // names an .entry of the PTX of the module its record names, and (shared)
 // fewer functions than launches are compiled.  pieces > 0: the tasks are
 // compiled as that many pieces (FADC_CUDA_PIECES, docs/CUDA.md "Pieces"),
-// and some task must be several modules.
+// and some task must be several modules.  share: some task's launches call
+// an earlier task's functions (its modules after its own); the PTX of each
+// launch, shared or not, is compared with the task compiled alone below.
 static void
-check_artifact(const char *file, const char *const *defs, int ndefs, int shared, int pieces) {
+check_artifact(const char *file, const char *const *defs, int ndefs, int shared, int pieces,
+               int share) {
 	const char *root = getenv("FADC_SOURCE_DIR");
 	char path[4096], so[4096], err[4096];
 	snprintf(path, sizeof path, "%s/%s", root ? root : ".", file);
@@ -347,16 +369,30 @@ check_artifact(const char *file, const char *const *defs, int ndefs, int shared,
 	size_t dl = 0;
 	CHECK(art_read(so, &d, &db, &dl, err, sizeof err) == ART_READ_OK);
 	unlink(so);
-	int launches = 0, entries = 0, missing = 0;
-	uint32_t most = 0; // modules of a task, at most
+	int launches = 0, entries = 0, missing = 0, imports = 0, via = 0;
+	uint32_t most = 0; // modules of a task's own, at most
 	for (uint32_t t = 0; t < d.ntask; t++) {
 		const ArtTask *at = &d.task[t];
 		if (!(at->targets & ART_TARGET_CUDA))
 			continue;
 		// Each module's PTX (a task compiled as pieces has several): each
-		// launch's function is in the PTX of the module it names.
+		// launch's function is in the PTX of the module it names.  A
+		// module whose images an earlier task's module has is an import
+		// (codegen/compile.c, "Sharing across tasks"): they come last.
 		int good = d.images != NULL;
-		most = at->nmodule > most ? at->nmodule : most;
+		uint32_t own = 0;
+		for (uint32_t j = 0; j < at->nmodule; j++) {
+			int imp = 0;
+			for (uint32_t e = 0; e < t && !imp; e++)
+				for (uint32_t i = 0; i < d.task[e].nmodule && !imp; i++)
+					imp = d.task[e].module[i].cubin_off == at->module[j].cubin_off;
+			CHECK(!imp || j >= own); // its own first
+			own += !imp;
+			imports += imp;
+		}
+		for (uint32_t k = 0; k < at->ncuda; k++)
+			via += at->kern[k].kind == ART_LAUNCH_KERNEL && at->kern[k].module >= own;
+		most = own > most ? own : most;
 		for (uint32_t j = 0; j < at->nmodule; j++) {
 			const ArtModule *x = &at->module[j];
 			CHECK(x->ptx_len && x->ptx_off + x->ptx_len <= d.images_bytes);
@@ -381,17 +417,19 @@ check_artifact(const char *file, const char *const *defs, int ndefs, int shared,
 		}
 	}
 	printf("artifact %s: %d kernel launches, %d functions in the PTX, %d missing, %u modules "
-	       "(a task's, at most)\n",
-	       file, launches, entries, missing, most);
+	       "(a task's own, at most), %d imports, %d launches through them\n",
+	       file, launches, entries, missing, most, imports, via);
 	CHECK(missing == 0 && launches > 0 && (!shared || entries < launches));
 	CHECK(!pieces || (most > 1 && most <= (uint32_t)pieces));
+	CHECK(!share || (imports > 0 && via > 0));
 	if (most > 1) { // pieces, forced or by default (transformer's vjp: 2)
 		// The pieces' sources are the task's functions with their locals
 		// renumbered (codegen/compile.c, cu_canon): the same functions, so
 		// each launched kernel's PTX in its piece is its PTX in the task
 		// compiled as one program, but for the numbers of its place in the
 		// module (ptx_unplaced; register and parameter names in PTX do not
-		// come from the C names).
+		// come from the C names); and a launch shared across tasks calls
+		// an earlier task's function, the same but for its name.
 		setenv("FADC_CUDA_PIECES", "1", 1);
 		cgu_compile_or_exit((const Module *const *)&m, NULL, 1, &o, so, file);
 		unsetenv("FADC_CUDA_PIECES");
@@ -419,7 +457,8 @@ check_artifact(const char *file, const char *const *defs, int ndefs, int shared,
 				if (!pa || !pb)
 					continue;
 				compared++;
-				char *ua = ptx_unplaced(pa, la), *ub = ptx_unplaced(pb, lb);
+				char *ua = ptx_unplaced(pa, la, a->kern[k].name),
+				     *ub = ptx_unplaced(pb, lb, b->kern[k].name);
 				int same = !strcmp(ua, ub);
 				free(ua);
 				free(ub);
@@ -466,10 +505,10 @@ main(void) {
 	const char *tr[] = {"N=8", "SEQ=4", "E=16", "NH=4", "FF=16", "MAXLEN=16"};
 	check_model_task("transformer", tr, 6, "vjp");
 #ifdef FADC_HAVE_CUDA
-	check_artifact("models/transformer.ir", tr, 6, 1, 0);
+	check_artifact("models/transformer.ir", tr, 6, 1, 0, 0);
 	// Pieces with persistent loop kernels (their __device__ functions and
 	// module words go with them) and tiled products.
-	check_artifact("tests/gpu/scan-tile.ir", NULL, 0, 0, 4);
+	check_artifact("tests/gpu/scan-tile.ir", NULL, 0, 0, 4, 1);
 #endif
 	return TU_DONE("test_codegen_cuda_shared");
 }
