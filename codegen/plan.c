@@ -440,7 +440,7 @@ remove_kernel(KProgram *p, uint32_t k)
 
 // One recomputation at the current peak; 0 when it has no candidate.
 static int
-remat_one(KProgram *p)
+remat_one(KProgram *p, int64_t minb)
 {
 	fill_lives(p);
 	uint32_t nb = p->nbuf, nk = p->nk;
@@ -495,7 +495,7 @@ remat_one(KProgram *p)
 	uint32_t bestr = 0;
 	for (uint32_t b = 0; b < nb; b++) {
 		const KBuf *kb = &p->buf[b];
-		if (kb->kind != KB_TMP || nw[b] != 1 || kb->bytes < REMAT_MIN_BYTES ||
+		if (kb->kind != KB_TMP || nw[b] != 1 || kb->bytes < minb ||
 		    kb->first < 0 || kb->first > (int)at || kb->last < (int)at || prev[b] == INT32_MAX ||
 		    next[b] < 0 || wk[b] >= (int)at)
 			continue;
@@ -596,8 +596,12 @@ cg_remat(KProgram *p)
 	const char *e = getenv("FADC_NO_REMAT");
 	if (e && *e && strcmp(e, "0"))
 		return 0;
+	// FADC_REMAT_MIN=BYTES (a test hook): the size threshold, so that the
+	// reduced sizes of the tests recompute too.
+	const char *mv = getenv("FADC_REMAT_MIN");
+	int64_t minb = mv && *mv ? strtoll(mv, NULL, 10) : REMAT_MIN_BYTES;
 	int n = 0;
-	while (n < REMAT_MAX && remat_one(p))
+	while (n < REMAT_MAX && remat_one(p, minb))
 		n++;
 	return n;
 }

@@ -381,7 +381,8 @@ static void
 test_zoo(void)
 {
 	const char *tasks[] = {"forward", "vjp", "jvp", "vhp", NULL};
-	int nplans = 0;
+	int nplans = 0, nremat = 0;
+	uint32_t added = 0;
 	double worst = 1;
 	for (size_t z = 0; z < sizeof zoo / sizeof *zoo; z++) {
 		Module *m = tm_load(zoo[z].file, zoo[z].defs, ndefs(zoo[z].defs));
@@ -406,6 +407,20 @@ test_zoo(void)
 			if (p->live_bytes && (double)p->arena_bytes / p->live_bytes > worst)
 				worst = (double)p->arena_bytes / p->live_bytes;
 			nplans++;
+			// Recomputation (cg_remat) forced at these sizes: the plan of
+			// the program it rewrote is checked the same way, and no
+			// value's life grew, so the live peak cannot have either.
+			setenv("FADC_REMAT_MIN", "1", 1);
+			KProgram *q = plan_task(m, tasks[t], zoo[z].file, NULL);
+			unsetenv("FADC_REMAT_MIN");
+			if (q) {
+				snprintf(label, sizeof label, "%s %s, recomputing", zoo[z].file, tasks[t]);
+				CHECK(check_plan(q, label) == 0);
+				CHECK(q->live_bytes <= p->live_bytes);
+				if (q->nk > p->nk)
+					nremat++, added += q->nk - p->nk;
+				kir_program_free(q);
+			}
 			kir_program_free(p);
 		}
 		ir_module_free(m);
@@ -413,7 +428,10 @@ test_zoo(void)
 	printf("%d plans of the zoo at reduced size: no temporary read after a reuse of its bytes "
 	       "(%d convolutions' cuDNN scratch among them); arena / live peak at most %.3f\n",
 	       nplans, nscratch, worst);
+	printf("recomputing (FADC_REMAT_MIN=1): %d plans changed, %u kernels added, each checked\n",
+	       nremat, added);
 	CHECK(nplans >= 30);
+	CHECK(nremat >= 10);
 	CHECK(nscratch > 0);
 }
 
