@@ -606,11 +606,98 @@ cg_remat(KProgram *p)
 	return n;
 }
 
+// ---------------------------------------------------------------- in place
+//
+// An elementwise kernel k whose output O is first written at k may write
+// it over an operand X that k reads for the last time, when every load of
+// X in k is at k's own store index (element e of X read for point e only,
+// by the point that then writes element e of O) and the two have the same
+// bytes and element size: O then takes X's offset, and X's life, for the
+// placement, ends at k - 1.  Each point reads its X[e] before it writes
+// O[e] (the store depends on the load), so no point can see another's
+// write.  The CUDA code of a program with convolutions is relaid
+// channels-last after this plan (kir_layout.c), which may change one
+// buffer's indices and not the other's: such programs write nothing in
+// place.  FADC_NO_INPLACE=1 at compile time turns it off.
+static int
+loads_at(const KProgram *p, KxId id, uint32_t x, KxId index, uint32_t *seen, uint32_t stamp)
+{
+	if (!id || seen[id] == stamp)
+		return 1;
+	seen[id] = stamp;
+	const Kx *e = &p->x[id];
+	if (e->op == KX_LOAD && e->aux == x && e->a[0] != index)
+		return 0;
+	for (int i = 0; i < e->nin; i++)
+		if (!loads_at(p, e->a[i], x, index, seen, stamp))
+			return 0;
+	return 1;
+}
+
+// partner[o] = x + 1 where o is written over x.
+static void
+fill_inplace(const KProgram *p, uint32_t *partner)
+{
+	const char *e = getenv("FADC_NO_INPLACE");
+	if (p->nconv || (e && *e && strcmp(e, "0")))
+		return;
+	uint32_t *nw = calloc(p->nbuf + 1, sizeof *nw), *seen = calloc(p->nx + 1, sizeof *seen);
+	uint32_t *rd = calloc(p->nbuf + 1, sizeof *rd), *list = calloc(p->nbuf + 1, sizeof *list);
+	uint8_t *taken = calloc(p->nbuf + 1, 1);
+	FADC_ASSERT(nw && seen && rd && list && taken, "cg_plan: out of memory");
+	for (uint32_t k = 0; k < p->nk; k++) {
+		nw[p->k[k].out]++;
+		if (p->k[k].host)
+			nw[p->k[k].hwork]++;
+	}
+	uint32_t stamp = 0, st = p->nk + 1; // mark_loads' stamps, then loads_at's (above them)
+	for (uint32_t k = 0; k < p->nk; k++) {
+		const KKernel *kk = &p->k[k];
+		const KBuf *o = &p->buf[kk->out];
+		if (kk->host || kk->conv || kk->contraction || kk->red != KR_NONE || o->kind != KB_TMP ||
+		    nw[kk->out] != 1 || o->first != (int)k || kernel_in_loop(p, k) ||
+		    kir_kernel_points(kk) * (int64_t)kir_dtype_size(o->dtype) != o->bytes)
+			continue;
+		uint32_t nl = 0;
+		stamp++;
+		mark_loads(p, kk->index, stamp - 1, seen, rd, list, &nl);
+		mark_loads(p, kk->body, stamp - 1, seen, rd, list, &nl);
+		mark_loads(p, kk->post, stamp - 1, seen, rd, list, &nl);
+		for (uint32_t j = 0; j < nl; j++) {
+			uint32_t x = list[j];
+			const KBuf *xb = &p->buf[x];
+			if (x == kk->out || xb->kind != KB_TMP || xb->last != (int)k || xb->first >= (int)k ||
+			    taken[x] || align_up(xb->bytes) != align_up(o->bytes) ||
+			    kir_dtype_size(xb->dtype) != kir_dtype_size(o->dtype))
+				continue;
+			st++;
+			if (!loads_at(p, kk->index, x, kk->index, seen, st) ||
+			    !loads_at(p, kk->body, x, kk->index, seen, st) ||
+			    !loads_at(p, kk->post, x, kk->index, seen, st))
+				continue;
+			partner[kk->out] = x + 1;
+			taken[x] = 1;
+			break;
+		}
+	}
+	free(nw);
+	free(seen);
+	free(rd);
+	free(list);
+	free(taken);
+}
+
 void
 cg_plan(KProgram *p)
 {
 	cg_remat(p);
 	fill_lives(p);
+	uint32_t *partner = calloc(p->nbuf + 1, sizeof *partner);
+	FADC_ASSERT(partner != NULL, "cg_plan: out of memory");
+	fill_inplace(p, partner);
+	for (uint32_t b = 0; b < p->nbuf; b++) // the operand's life ends, for the placement
+		if (partner[b])
+			p->buf[partner[b] - 1].last--;
 	// Buffers in order of first write (kernel order, then id: deterministic).
 	// A counting sort by first write: start[k] is where kernel k's begin.
 	uint32_t nt = 0;
@@ -655,7 +742,8 @@ cg_plan(KProgram *p)
 				root = iv_remove(t, root, byend[gone]);
 		int64_t size = align_up(b->bytes ? b->bytes : 1);
 		p->naive_bytes += size;
-		int64_t off = iv_first_fit(t, root, size);
+		int64_t off = partner[order[i]] ? p->buf[partner[order[i]] - 1].offset
+		                                : iv_first_fit(t, root, size);
 		b->offset = off;
 		if (off + size > p->arena_bytes)
 			p->arena_bytes = off + size;
@@ -671,5 +759,9 @@ cg_plan(KProgram *p)
 	free(bstart);
 	free(order);
 	p->live_bytes = live_peak(p);
+	for (uint32_t b = 0; b < p->nbuf; b++)
+		if (partner[b])
+			p->buf[partner[b] - 1].last++;
+	free(partner);
 	plan_dump(p);
 }

@@ -219,6 +219,38 @@ fill_gaps(Sim *s)
 	return found;
 }
 
+// Does every load of buffer x in id's DAG read at index `index`?
+static int
+all_at(const KProgram *p, KxId id, uint32_t x, KxId index)
+{
+	if (!id)
+		return 1;
+	const Kx *e = &p->x[id];
+	if (e->op == KX_LOAD && e->aux == x && e->a[0] != index)
+		return 0;
+	for (int i = 0; i < e->nin; i++)
+		if (!all_at(p, e->a[i], x, index))
+			return 0;
+	return 1;
+}
+
+// A kernel writing its output over operand x in place (cg_plan's
+// fill_inplace): a sound sharing when x and the output are at one offset
+// with one element size and x is read only at the kernel's own store
+// index, elementwise (each point reads its element before writing it).
+// The oracle checks this itself; that x is not read after is checked as
+// any other clobbered read.
+static int
+in_place(const KProgram *p, const KKernel *kk, uint32_t x)
+{
+	const KBuf *o = &p->buf[kk->out], *xb = &p->buf[x];
+	return !kk->host && !kk->conv && kk->red == KR_NONE && xb->kind == KB_TMP &&
+	       o->kind == KB_TMP && xb->offset == o->offset &&
+	       kir_dtype_size(xb->dtype) == kir_dtype_size(o->dtype) &&
+	       all_at(p, kk->index, x, kk->index) && all_at(p, kk->body, x, kk->index) &&
+	       all_at(p, kk->post, x, kk->index);
+}
+
 static void
 sim_kernel(Sim *s, uint32_t k)
 {
@@ -250,7 +282,7 @@ sim_kernel(Sim *s, uint32_t k)
 	// The kernel reads while it writes: its output must not have clobbered
 	// what it reads (its own output, an accumulation, excepted).
 	for (uint32_t i = 0; i < s->nreads; i++)
-		if (s->reads[i] != kk->out)
+		if (s->reads[i] != kk->out && !in_place(p, kk, s->reads[i]))
 			check_read(s, s->reads[i], k, "while writing");
 	if (clast) {
 		const uint32_t cb[3] = {cv->out, cv->a, cv->b};
