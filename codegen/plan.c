@@ -347,8 +347,8 @@ fill_lives(KProgram *p)
 //     before w that are alive at r anyway (their last read at r or later)
 // gets a copy of kernel w inserted before r, writing a new buffer B', and
 // every read of B from r on (loads, host operands, convolution records)
-// reads B' instead.  B's life ends at its last read before K (the copy
-// of w is removed when there is none: the kernel only moves), B' lives
+// reads B' instead.  B's life ends at its last read before K (when there
+// is none, kernel w itself moves to r instead, writing B), B' lives
 // from r, inside B's old life, and w's operands were alive at r anyway: no
 // life grows, so no placement gets larger; the price is one elementwise
 // kernel per value.  The same values are computed from the same operands
@@ -436,6 +436,15 @@ remove_kernel(KProgram *p, uint32_t k)
 		if (p->loop[l].end > k)
 			p->loop[l].end--;
 	}
+}
+
+// FADC_REMAT_MIN=BYTES (a test hook): the size below which nothing is
+// recomputed or written in place, so that the tests' reduced sizes do both.
+static int64_t
+remat_min(void)
+{
+	const char *mv = getenv("FADC_REMAT_MIN");
+	return mv && *mv ? strtoll(mv, NULL, 10) : REMAT_MIN_BYTES;
 }
 
 // One recomputation at the current peak; 0 when it has no candidate.
@@ -551,6 +560,12 @@ remat_one(KProgram *p, int64_t minb)
 	free(wk);
 	free(prev);
 	free(next);
+	if (!early) { // B is read only after the peak: its kernel moves there
+		KKernel kw = p->k[w];
+		remove_kernel(p, w);
+		*insert_kernel(p, r - 1) = kw;
+		return 1;
+	}
 	KBuf old = p->buf[b];
 	uint32_t nb2 = kir_buf_add(p, KB_TMP, 0, old.dtype, &old.shape, old.node);
 	KKernel copy = p->k[w];
@@ -585,8 +600,6 @@ remat_one(KProgram *p, int64_t minb)
 		if (cv->b == b)
 			cv->b = nb2;
 	}
-	if (!early)
-		remove_kernel(p, w); // B is read no more: the kernel moved
 	return 1;
 }
 
@@ -596,10 +609,7 @@ cg_remat(KProgram *p)
 	const char *e = getenv("FADC_NO_REMAT");
 	if (e && *e && strcmp(e, "0"))
 		return 0;
-	// FADC_REMAT_MIN=BYTES (a test hook): the size threshold, so that the
-	// reduced sizes of the tests recompute too.
-	const char *mv = getenv("FADC_REMAT_MIN");
-	int64_t minb = mv && *mv ? strtoll(mv, NULL, 10) : REMAT_MIN_BYTES;
+	int64_t minb = remat_min();
 	int n = 0;
 	while (n < REMAT_MAX && remat_one(p, minb))
 		n++;
@@ -618,7 +628,8 @@ cg_remat(KProgram *p)
 // write.  The CUDA code of a program with convolutions is relaid
 // channels-last after this plan (kir_layout.c), which may change one
 // buffer's indices and not the other's: such programs write nothing in
-// place.  FADC_NO_INPLACE=1 at compile time turns it off.
+// place; nor does an output below REMAT_MIN_BYTES (nothing to win).
+// FADC_NO_INPLACE=1 at compile time turns it off.
 static int
 loads_at(const KProgram *p, KxId id, uint32_t x, KxId index, uint32_t *seen, uint32_t stamp)
 {
@@ -641,6 +652,7 @@ fill_inplace(const KProgram *p, uint32_t *partner)
 	const char *e = getenv("FADC_NO_INPLACE");
 	if (p->nconv || (e && *e && strcmp(e, "0")))
 		return;
+	int64_t minb = remat_min();
 	uint32_t *nw = calloc(p->nbuf + 1, sizeof *nw), *seen = calloc(p->nx + 1, sizeof *seen);
 	uint32_t *rd = calloc(p->nbuf + 1, sizeof *rd), *list = calloc(p->nbuf + 1, sizeof *list);
 	uint8_t *taken = calloc(p->nbuf + 1, 1);
@@ -655,7 +667,7 @@ fill_inplace(const KProgram *p, uint32_t *partner)
 		const KKernel *kk = &p->k[k];
 		const KBuf *o = &p->buf[kk->out];
 		if (kk->host || kk->conv || kk->contraction || kk->red != KR_NONE || o->kind != KB_TMP ||
-		    nw[kk->out] != 1 || o->first != (int)k || kernel_in_loop(p, k) ||
+		    nw[kk->out] != 1 || o->first != (int)k || kernel_in_loop(p, k) || o->bytes < minb ||
 		    kir_kernel_points(kk) * (int64_t)kir_dtype_size(o->dtype) != o->bytes)
 			continue;
 		uint32_t nl = 0;
