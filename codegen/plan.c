@@ -508,6 +508,11 @@ remat_one(KProgram *p, int64_t minb)
 		    kb->first < 0 || kb->first > (int)at || kb->last < (int)at || prev[b] == INT32_MAX ||
 		    next[b] < 0 || wk[b] >= (int)at)
 			continue;
+		// A convolution range around the peak that names B keeps it alive
+		// through the range (the call reads it at once): no gain.
+		const KConv *pc = p->k[at].conv ? &p->conv[p->k[at].conv - 1] : NULL;
+		if (pc && (pc->out == b || pc->a == b || pc->b == b))
+			continue;
 		const KKernel *w = &p->k[wk[b]];
 		if (w->host || w->conv || w->contraction || w->red != KR_NONE ||
 		    kernel_in_loop(p, (uint32_t)wk[b]) || kernel_in_loop(p, (uint32_t)next[b]))
