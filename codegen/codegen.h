@@ -125,7 +125,11 @@ KProgram *cg_lower(const Graph *g, const char *task, DType fcompute, char *err, 
 // The static memory plan: every KB_TMP buffer gets an arena offset; two
 // buffers share bytes only if their lifetimes (first writer .. last
 // reader, in kernel order) are disjoint.  Offsets are 64-byte aligned.
+// cg_plan first calls cg_remat: values saved across the peak and cheap to
+// make again are recomputed where they are read later (plan.c's notes);
+// FADC_NO_REMAT=1 at compile time turns it off.  Returns the kernels added.
 void cg_plan(KProgram *p);
+int cg_remat(KProgram *p);
 
 // ---------------------------------------------------------------- kir_layout.c
 // The CUDA target's copy of p with the activations around its cuDNN

@@ -187,6 +187,58 @@ live_peak(const KProgram *p)
 	return peak;
 }
 
+// FADC_PLAN_DUMP=1 (compile time, a diagnostic): for each planned task, on
+// stderr, the kernel where the most bytes are live and the temporaries
+// live there, largest first, with the kernels that write and last read
+// them: what to shrink when a task's arena is too large.
+static void
+plan_dump(const KProgram *p)
+{
+	const char *e = getenv("FADC_PLAN_DUMP");
+	if (!e || !*e || !strcmp(e, "0") || !p->nk)
+		return;
+	int64_t *d = calloc(p->nk + 1, sizeof *d), cur = 0, peak = -1;
+	FADC_ASSERT(d != NULL, "cg_plan: out of memory");
+	uint32_t at = 0;
+	for (uint32_t b = 0; b < p->nbuf; b++) {
+		const KBuf *kb = &p->buf[b];
+		if (kb->kind == KB_TMP && kb->first >= 0) {
+			d[kb->first] += align_up(kb->bytes ? kb->bytes : 1);
+			d[kb->last + 1] -= align_up(kb->bytes ? kb->bytes : 1);
+		}
+	}
+	for (uint32_t k = 0; k < p->nk; k++) {
+		cur += d[k];
+		if (cur > peak)
+			peak = cur, at = k;
+	}
+	free(d);
+	fprintf(stderr, "# plan %s: %u kernels, arena %lld, live peak %lld at kernel %u (%s)\n",
+	        p->name, p->nk, (long long)p->arena_bytes, (long long)peak, at, p->k[at].what);
+	uint32_t *ids = calloc(p->nbuf + 1, sizeof *ids), n = 0;
+	FADC_ASSERT(ids != NULL, "cg_plan: out of memory");
+	for (uint32_t b = 0; b < p->nbuf; b++) {
+		const KBuf *kb = &p->buf[b];
+		if (kb->kind == KB_TMP && kb->first >= 0 && kb->first <= (int)at && kb->last >= (int)at)
+			ids[n++] = b;
+	}
+	for (uint32_t i = 1; i < n; i++) // insertion sort, largest first (a dump)
+		for (uint32_t j = i; j > 0 && p->buf[ids[j]].bytes > p->buf[ids[j - 1]].bytes; j--) {
+			uint32_t t = ids[j];
+			ids[j] = ids[j - 1];
+			ids[j - 1] = t;
+		}
+	for (uint32_t i = 0; i < n; i++) {
+		const KBuf *kb = &p->buf[ids[i]];
+		char ty[160];
+		ir_type_str(kb->dtype, &kb->shape, ty, sizeof ty);
+		fprintf(stderr, "#   b%-6u %12lld @%12lld %-28s node %-6u k%u %s -> k%u %s\n", ids[i],
+		        (long long)kb->bytes, (long long)kb->offset, ty, kb->node, kb->first,
+		        p->k[kb->first].what, kb->last, p->k[kb->last].what);
+	}
+	free(ids);
+}
+
 // seen[id] == k + 1: expression id already visited for kernel k (a stamp
 // per kernel, not a cleared array: clearing nx bytes per kernel was
 // quadratic, 80% of compiling detr's vhp at -O0).
@@ -206,8 +258,10 @@ note_reads(KProgram *p, KxId id, int k, uint32_t *seen)
 		note_reads(p, x->a[i], k, seen);
 }
 
-void
-cg_plan(KProgram *p)
+// Each buffer's life [first, last] in kernels: what cg_plan places and
+// what cg_remat measures.
+static void
+fill_lives(KProgram *p)
 {
 	uint32_t *seen = calloc(p->nx + 1, sizeof *seen);
 	FADC_ASSERT(seen != NULL, "cg_plan: out of memory");
@@ -273,6 +327,394 @@ cg_plan(KProgram *p)
 				kb->last = b1;
 		}
 	}
+}
+
+
+// ---------------------------------------------------------------- recomputation
+//
+// A derivative task keeps many forward values alive into the backward
+// pass, so its live peak is where the forward ends.  Some of those values
+// are cheap to make again from what is alive there anyway: a dropout mask
+// (a function of the element index alone), a ReLU of a batch norm (from the
+// convolution's output and the statistics, both kept for the norm's own
+// gradient), a product of two kept values.  cg_remat then recomputes them:
+// at the peak kernel K, a temporary B live over K that
+//   - one kernel w writes, elementwise (no reduction, contraction, host
+//     call or convolution, not in a loop), at least REMAT_MIN_BYTES,
+//   - is not read at K, and is read later first at kernel r (outside
+//     loops; r moves back to the start of a convolution range),
+//   - whose kernel w reads only task inputs, or buffers written once
+//     before w that are alive at r anyway (their last read at r or later)
+// gets a copy of kernel w inserted before r, writing a new buffer B', and
+// every read of B from r on (loads, host operands, convolution records)
+// reads B' instead.  B's life ends at its last read before K (when there
+// is none, kernel w itself moves to r instead, writing B), B' lives
+// from r, inside B's old life, and w's operands were alive at r anyway: no
+// life grows, so no placement gets larger; the price is one elementwise
+// kernel per value.  The same values are computed from the same operands
+// by the same expression, so results are bit-identical.  Repeated, one
+// value at a time (the latest written first, so that a product of two
+// recomputed values is copied before its operands are), while the peak
+// has a candidate, at most REMAT_MAX times.
+#define REMAT_MIN_BYTES ((int64_t)1 << 20)
+#define REMAT_MAX 2048
+
+static int
+kernel_in_loop(const KProgram *p, uint32_t k)
+{
+	for (uint32_t l = 0; l < p->nloop; l++)
+		if (p->loop[l].begin <= k && k < p->loop[l].end)
+			return 1;
+	return 0;
+}
+
+// Marks in rd[] (a stamp of kernel k + 1) the buffers kernel k's
+// expressions load, each also appended to list (when not NULL).
+static void
+mark_loads(const KProgram *p, KxId id, uint32_t k, uint32_t *seen, uint32_t *rd, uint32_t *list,
+           uint32_t *n)
+{
+	if (!id || seen[id] == k + 1)
+		return;
+	seen[id] = k + 1;
+	const Kx *x = &p->x[id];
+	if (x->op == KX_LOAD && rd[x->aux] != k + 1) {
+		rd[x->aux] = k + 1;
+		if (list)
+			list[(*n)++] = x->aux;
+	}
+	for (int i = 0; i < x->nin; i++)
+		mark_loads(p, x->a[i], k, seen, rd, list, n);
+}
+
+// Loads of buffer `from` rebuilt as loads of `to` (memo: per expression).
+static KxId
+redirect(KProgram *p, KxId id, uint32_t from, uint32_t to, KxId *memo)
+{
+	if (!id)
+		return 0;
+	if (memo[id])
+		return memo[id];
+	Kx x = p->x[id]; // by value: building may move p->x
+	KxId a[3] = {0, 0, 0};
+	int changed = x.op == KX_LOAD && x.aux == from;
+	for (int i = 0; i < x.nin; i++) {
+		a[i] = redirect(p, x.a[i], from, to, memo);
+		changed |= a[i] != x.a[i];
+	}
+	if (x.op == KX_LOAD && x.aux == from)
+		x.aux = to;
+	KxId r = changed ? kx_remake(p, &x, a) : id;
+	memo[id] = r;
+	return r;
+}
+
+// A zeroed kernel before kernel k (later kernels and loops move up).
+static KKernel *
+insert_kernel(KProgram *p, uint32_t k)
+{
+	kir_kernel_add(p);
+	memmove(&p->k[k + 1], &p->k[k], (p->nk - 1 - k) * sizeof *p->k);
+	for (uint32_t l = 0; l < p->nloop; l++) {
+		if (p->loop[l].begin >= k)
+			p->loop[l].begin++;
+		if (p->loop[l].end > k)
+			p->loop[l].end++;
+	}
+	memset(&p->k[k], 0, sizeof p->k[k]);
+	return &p->k[k];
+}
+
+static void
+remove_kernel(KProgram *p, uint32_t k)
+{
+	memmove(&p->k[k], &p->k[k + 1], (p->nk - 1 - k) * sizeof *p->k);
+	p->nk--;
+	for (uint32_t l = 0; l < p->nloop; l++) {
+		if (p->loop[l].begin > k)
+			p->loop[l].begin--;
+		if (p->loop[l].end > k)
+			p->loop[l].end--;
+	}
+}
+
+// FADC_REMAT_MIN=BYTES (a test hook): the size below which nothing is
+// recomputed or written in place, so that the tests' reduced sizes do both.
+static int64_t
+remat_min(void)
+{
+	const char *mv = getenv("FADC_REMAT_MIN");
+	return mv && *mv ? strtoll(mv, NULL, 10) : REMAT_MIN_BYTES;
+}
+
+// One recomputation at the current peak; 0 when it has no candidate.
+static int
+remat_one(KProgram *p, int64_t minb)
+{
+	fill_lives(p);
+	uint32_t nb = p->nbuf, nk = p->nk;
+	int64_t *d = calloc(nk + 1, sizeof *d), cur = 0, peak = -1;
+	int *nw = calloc(nb, sizeof *nw), *wk = calloc(nb, sizeof *wk), *lastw = calloc(nb, sizeof *lastw);
+	int *prev = calloc(nb, sizeof *prev), *next = calloc(nb, sizeof *next);
+	uint32_t *seen = calloc(p->nx + 1, sizeof *seen), *rd = calloc(nb, sizeof *rd);
+	uint32_t *list = calloc(nb + 1, sizeof *list), nl;
+	FADC_ASSERT(d && nw && wk && lastw && prev && next && seen && rd && list,
+	            "cg_remat: out of memory");
+	uint32_t at = 0;
+	for (uint32_t b = 0; b < nb; b++)
+		if (p->buf[b].kind == KB_TMP && p->buf[b].first >= 0) {
+			d[p->buf[b].first] += align_up(p->buf[b].bytes ? p->buf[b].bytes : 1);
+			d[p->buf[b].last + 1] -= align_up(p->buf[b].bytes ? p->buf[b].bytes : 1);
+		}
+	for (uint32_t k = 0; k < nk; k++) {
+		cur += d[k];
+		if (cur > peak)
+			peak = cur, at = k;
+	}
+	for (uint32_t b = 0; b < nb; b++)
+		lastw[b] = prev[b] = next[b] = -1;
+	// Writers; the last read before the peak and the first after it.
+	for (uint32_t k = 0; k < nk; k++) {
+		const KKernel *kk = &p->k[k];
+		uint32_t w[2] = {kk->out, kk->host ? kk->hwork : kk->out};
+		for (int i = 0; i < (kk->host ? 2 : 1); i++) {
+			nw[w[i]]++;
+			wk[w[i]] = (int)k;
+			lastw[w[i]] = (int)k;
+		}
+		nl = 0;
+		mark_loads(p, kk->index, k, seen, rd, list, &nl);
+		mark_loads(p, kk->body, k, seen, rd, list, &nl);
+		mark_loads(p, kk->post, k, seen, rd, list, &nl);
+		if (kk->host && rd[kk->hin] != k + 1) {
+			rd[kk->hin] = k + 1;
+			list[nl++] = kk->hin;
+		}
+		for (uint32_t j = 0; j < nl; j++) {
+			uint32_t b = list[j];
+			if (k < at)
+				prev[b] = (int)k;
+			else if (k == at)
+				prev[b] = INT32_MAX; // read at the peak: not a candidate
+			else if (next[b] < 0)
+				next[b] = (int)k;
+		}
+	}
+	int best = -1;
+	uint32_t bestr = 0;
+	for (uint32_t b = 0; b < nb; b++) {
+		const KBuf *kb = &p->buf[b];
+		if (kb->kind != KB_TMP || nw[b] != 1 || kb->bytes < minb ||
+		    kb->first < 0 || kb->first > (int)at || kb->last < (int)at || prev[b] == INT32_MAX ||
+		    next[b] < 0 || wk[b] >= (int)at)
+			continue;
+		// A convolution range around the peak that names B keeps it alive
+		// through the range (the call reads it at once): no gain.
+		const KConv *pc = p->k[at].conv ? &p->conv[p->k[at].conv - 1] : NULL;
+		if (pc && (pc->out == b || pc->a == b || pc->b == b))
+			continue;
+		const KKernel *w = &p->k[wk[b]];
+		if (w->host || w->conv || w->contraction || w->red != KR_NONE ||
+		    kernel_in_loop(p, (uint32_t)wk[b]) || kernel_in_loop(p, (uint32_t)next[b]))
+			continue;
+		uint32_t r = (uint32_t)next[b];
+		if (p->k[r].conv)
+			while (r > 0 && p->k[r - 1].conv == p->k[next[b]].conv)
+				r--;
+		if (r <= at || (best >= 0 && wk[b] <= wk[best]))
+			continue;
+		// The writer's operands: alive at r, and not written after w.
+		// (Stamps of nk + 1 + b: distinct from the scan's above.)
+		uint32_t stamp = nk + 1 + b;
+		nl = 0;
+		mark_loads(p, w->index, stamp, seen, rd, list, &nl);
+		mark_loads(p, w->body, stamp, seen, rd, list, &nl);
+		mark_loads(p, w->post, stamp, seen, rd, list, &nl);
+		int ok = 1;
+		for (uint32_t j = 0; ok && j < nl; j++) {
+			uint32_t i = list[j];
+			ok = i != b;
+			const KBuf *ib = &p->buf[i];
+			if (!ok || ib->kind == KB_IN)
+				continue;
+			if (ib->kind == KB_IN)
+				continue;
+			ok = lastw[i] < wk[b] && (ib->kind == KB_OUT || ib->last >= (int)r);
+		}
+		if (ok) {
+			best = (int)b;
+			bestr = r;
+		}
+	}
+	// After a convolution record names B, its range must follow r or end
+	// before the peak: both hold (r is a range's start or outside one).
+	free(d);
+	free(lastw);
+	free(nw);
+	free(seen);
+	free(rd);
+	free(list);
+	if (best < 0) {
+		free(wk);
+		free(prev);
+		free(next);
+		return 0;
+	}
+	uint32_t b = (uint32_t)best, r = bestr, w = (uint32_t)wk[b];
+	int early = prev[b] >= 0; // B read before the peak: w stays
+	free(wk);
+	free(prev);
+	free(next);
+	if (!early) { // B is read only after the peak: its kernel moves there
+		KKernel kw = p->k[w];
+		remove_kernel(p, w);
+		*insert_kernel(p, r - 1) = kw;
+		return 1;
+	}
+	KBuf old = p->buf[b];
+	uint32_t nb2 = kir_buf_add(p, KB_TMP, 0, old.dtype, &old.shape, old.node);
+	KKernel copy = p->k[w];
+	KKernel *m = insert_kernel(p, r);
+	*m = copy;
+	m->out = nb2;
+	KxId *memo = calloc(p->nx + 1, sizeof *memo);
+	FADC_ASSERT(memo != NULL, "cg_remat: out of memory");
+	for (uint32_t k = r + 1; k < p->nk; k++) {
+		KKernel *kk = &p->k[k];
+		if (kk->host) {
+			if (kk->hin == b)
+				kk->hin = nb2;
+			continue;
+		}
+		kk->index = redirect(p, kk->index, b, nb2, memo);
+		kk->body = redirect(p, kk->body, b, nb2, memo);
+		kk->post = redirect(p, kk->post, b, nb2, memo);
+	}
+	free(memo);
+	for (uint32_t c = 0; c < p->nconv; c++) {
+		uint32_t k0 = 0;
+		while (k0 < p->nk && p->k[k0].conv != c + 1)
+			k0++;
+		if (k0 <= r)
+			continue; // a range before r (the peak's side): B itself
+		KConv *cv = &p->conv[c];
+		if (cv->out == b)
+			cv->out = nb2;
+		if (cv->a == b)
+			cv->a = nb2;
+		if (cv->b == b)
+			cv->b = nb2;
+	}
+	return 1;
+}
+
+int
+cg_remat(KProgram *p)
+{
+	const char *e = getenv("FADC_NO_REMAT");
+	if (e && *e && strcmp(e, "0"))
+		return 0;
+	int64_t minb = remat_min();
+	int n = 0;
+	while (n < REMAT_MAX && remat_one(p, minb))
+		n++;
+	return n;
+}
+
+// ---------------------------------------------------------------- in place
+//
+// An elementwise kernel k whose output O is first written at k may write
+// it over an operand X that k reads for the last time, when every load of
+// X in k is at k's own store index (element e of X read for point e only,
+// by the point that then writes element e of O) and the two have the same
+// bytes and element size: O then takes X's offset, and X's life, for the
+// placement, ends at k - 1.  Each point reads its X[e] before it writes
+// O[e] (the store depends on the load), so no point can see another's
+// write.  The CUDA code of a program with convolutions is relaid
+// channels-last after this plan (kir_layout.c), which may change one
+// buffer's indices and not the other's: such programs write nothing in
+// place; nor does an output below REMAT_MIN_BYTES (nothing to win).
+// FADC_NO_INPLACE=1 at compile time turns it off.
+static int
+loads_at(const KProgram *p, KxId id, uint32_t x, KxId index, uint32_t *seen, uint32_t stamp)
+{
+	if (!id || seen[id] == stamp)
+		return 1;
+	seen[id] = stamp;
+	const Kx *e = &p->x[id];
+	if (e->op == KX_LOAD && e->aux == x && e->a[0] != index)
+		return 0;
+	for (int i = 0; i < e->nin; i++)
+		if (!loads_at(p, e->a[i], x, index, seen, stamp))
+			return 0;
+	return 1;
+}
+
+// partner[o] = x + 1 where o is written over x.
+static void
+fill_inplace(const KProgram *p, uint32_t *partner)
+{
+	const char *e = getenv("FADC_NO_INPLACE");
+	if (p->nconv || (e && *e && strcmp(e, "0")))
+		return;
+	int64_t minb = remat_min();
+	uint32_t *nw = calloc(p->nbuf + 1, sizeof *nw), *seen = calloc(p->nx + 1, sizeof *seen);
+	uint32_t *rd = calloc(p->nbuf + 1, sizeof *rd), *list = calloc(p->nbuf + 1, sizeof *list);
+	uint8_t *taken = calloc(p->nbuf + 1, 1);
+	FADC_ASSERT(nw && seen && rd && list && taken, "cg_plan: out of memory");
+	for (uint32_t k = 0; k < p->nk; k++) {
+		nw[p->k[k].out]++;
+		if (p->k[k].host)
+			nw[p->k[k].hwork]++;
+	}
+	uint32_t stamp = 0, st = p->nk + 1; // mark_loads' stamps, then loads_at's (above them)
+	for (uint32_t k = 0; k < p->nk; k++) {
+		const KKernel *kk = &p->k[k];
+		const KBuf *o = &p->buf[kk->out];
+		if (kk->host || kk->conv || kk->contraction || kk->red != KR_NONE || o->kind != KB_TMP ||
+		    nw[kk->out] != 1 || o->first != (int)k || kernel_in_loop(p, k) || o->bytes < minb ||
+		    kir_kernel_points(kk) * (int64_t)kir_dtype_size(o->dtype) != o->bytes)
+			continue;
+		uint32_t nl = 0;
+		stamp++;
+		mark_loads(p, kk->index, stamp - 1, seen, rd, list, &nl);
+		mark_loads(p, kk->body, stamp - 1, seen, rd, list, &nl);
+		mark_loads(p, kk->post, stamp - 1, seen, rd, list, &nl);
+		for (uint32_t j = 0; j < nl; j++) {
+			uint32_t x = list[j];
+			const KBuf *xb = &p->buf[x];
+			if (x == kk->out || xb->kind != KB_TMP || xb->last != (int)k || xb->first >= (int)k ||
+			    taken[x] || align_up(xb->bytes) != align_up(o->bytes) ||
+			    kir_dtype_size(xb->dtype) != kir_dtype_size(o->dtype))
+				continue;
+			st++;
+			if (!loads_at(p, kk->index, x, kk->index, seen, st) ||
+			    !loads_at(p, kk->body, x, kk->index, seen, st) ||
+			    !loads_at(p, kk->post, x, kk->index, seen, st))
+				continue;
+			partner[kk->out] = x + 1;
+			taken[x] = 1;
+			break;
+		}
+	}
+	free(nw);
+	free(seen);
+	free(rd);
+	free(list);
+	free(taken);
+}
+
+void
+cg_plan(KProgram *p)
+{
+	cg_remat(p);
+	fill_lives(p);
+	uint32_t *partner = calloc(p->nbuf + 1, sizeof *partner);
+	FADC_ASSERT(partner != NULL, "cg_plan: out of memory");
+	fill_inplace(p, partner);
+	for (uint32_t b = 0; b < p->nbuf; b++) // the operand's life ends, for the placement
+		if (partner[b])
+			p->buf[partner[b] - 1].last--;
 	// Buffers in order of first write (kernel order, then id: deterministic).
 	// A counting sort by first write: start[k] is where kernel k's begin.
 	uint32_t nt = 0;
@@ -317,7 +759,8 @@ cg_plan(KProgram *p)
 				root = iv_remove(t, root, byend[gone]);
 		int64_t size = align_up(b->bytes ? b->bytes : 1);
 		p->naive_bytes += size;
-		int64_t off = iv_first_fit(t, root, size);
+		int64_t off = partner[order[i]] ? p->buf[partner[order[i]] - 1].offset
+		                                : iv_first_fit(t, root, size);
 		b->offset = off;
 		if (off + size > p->arena_bytes)
 			p->arena_bytes = off + size;
@@ -333,4 +776,9 @@ cg_plan(KProgram *p)
 	free(bstart);
 	free(order);
 	p->live_bytes = live_peak(p);
+	for (uint32_t b = 0; b < p->nbuf; b++)
+		if (partner[b])
+			p->buf[partner[b] - 1].last++;
+	free(partner);
+	plan_dump(p);
 }

@@ -26,6 +26,12 @@ endforeach()
 add_test(NAME unit/test_codegen_gemm_512 COMMAND test_codegen_gemm)
 set_tests_properties(unit/test_codegen_gemm_512 PROPERTIES LABELS unit SKIP_RETURN_CODE 77
                      ENVIRONMENT "FADC_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache;FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR};FADC_GEMM_VBYTES=64")
+# test_codegen_models again with recomputation (codegen/plan.c, cg_remat)
+# forced at the reduced sizes (FADC_REMAT_MIN=1: every value of at least a
+# byte, not 1 MiB): the rewritten programs' values against the interpreter.
+add_test(NAME unit/test_codegen_models_remat COMMAND test_codegen_models)
+set_tests_properties(unit/test_codegen_models_remat PROPERTIES LABELS unit SKIP_RETURN_CODE 77
+                     ENVIRONMENT "FADC_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache;FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR};FADC_REMAT_MIN=1")
 # test_backend_ops: every op of ir/ops.def at random shapes, compiled (CPU;
 # CUDA compile-checked) against the interpreter; it compiles artifacts, so
 # it links the harness as the codegen tests do.  Again with zero-size shapes
