@@ -1025,9 +1025,10 @@ tmp_dtype(const KProgram *p, DType dt)
 //
 // $FADC_SCATTER = gather or segment overrides the choice (tests reach the
 // segment form at small shapes with it; any other value is ignored).
-#define SEG_MIN_TERMS ((int64_t)1 << 22)
+#define SEG_MIN_TERMS ((int64_t)1 << 24)
 #define SEG_MIN_DIM 4
 #define SEG_MIN_N 16
+#define SEG_BLOCK 128
 
 // The chunk length C of n sorted positions: 2^floor(log2(n) / 2).
 static int64_t
@@ -1197,6 +1198,52 @@ seg_merge(Lower *L, NodeId node, const SegKeys *s, int64_t len)
 	return ob;
 }
 
+// The keys sorted in blocks of blk positions (the last may be shorter),
+// written to a new I64[n] buffer (returned): rank[t], the count of keys
+// below t's in its block, then sorted[t] = the key of rank t - b in the
+// block that starts at b (keys are distinct, so ranks are a permutation).
+// Two kernels of blk terms a point instead of log2(blk) merge passes.
+static uint32_t
+seg_block_sort(Lower *L, NodeId node, const SegKeys *s, int64_t blk)
+{
+	KProgram *p = L->p;
+	int64_t n = s->n;
+	Shape sh = {.rank = 1, .dim = {n}};
+	uint32_t rb = kir_buf_add(p, KB_TMP, 0, DT_I64, &sh, node);
+	KKernel *k = lower_kernel_begin(L, rb, node, "take_add.rank");
+	KxId t = lower_domain(L, k, &sh), r = kx_iconst(p, 0);
+	k->index = t;
+	if (blk > 1) {
+		k->rdim[k->rrank++] = blk;
+		r = kx_var(p, k->rank, blk);
+	}
+	KxId b = kx_imul(p, kx_idiv(p, t, blk), blk), u = kx_iadd(p, b, r);
+	KxId in = kx_cmp(p, KC_LT, u, kx_iconst(p, n)), uc = kx_iclamp(p, u, 0, n - 1);
+	KxId below = kx_bin(p, KX_AND, in, kx_cmp(p, KC_LT, seg_key(L, s, uc), seg_key(L, s, t)));
+	k->body = kx_select(p, below, kx_iconst(p, 1), kx_iconst(p, 0));
+	k->red = KR_SUM;
+	k->post = kx_acc(p, DT_I64);
+	uint32_t ob = kir_buf_add(p, KB_TMP, 0, DT_I64, &sh, node);
+	k = lower_kernel_begin(L, ob, node, "take_add.block");
+	t = lower_domain(L, k, &sh);
+	r = kx_iconst(p, 0);
+	k->index = t;
+	if (blk > 1) {
+		k->rdim[k->rrank++] = blk;
+		r = kx_var(p, k->rank, blk);
+	}
+	b = kx_imul(p, kx_idiv(p, t, blk), blk);
+	u = kx_iadd(p, b, r);
+	in = kx_cmp(p, KC_LT, u, kx_iconst(p, n));
+	uc = kx_iclamp(p, u, 0, n - 1);
+	KxId rank = seg_load(p, rb, uc, 0, blk - 1);
+	KxId hit = kx_bin(p, KX_AND, in, kx_cmp(p, KC_EQ, rank, kx_iadd(p, t, kx_imul(p, b, -1))));
+	k->body = kx_select(p, hit, seg_key(L, s, uc), kx_iconst(p, 0));
+	k->red = KR_SUM;
+	k->post = kx_acc(p, DT_I64);
+	return ob;
+}
+
 static void
 kernel_take_add_segment(Lower *L, uint32_t out, NodeId n)
 {
@@ -1207,18 +1254,12 @@ kernel_take_add_segment(Lower *L, uint32_t out, NodeId n)
 	int64_t outer, dim, inner, nidx;
 	seg_geometry(g, n, &outer, &dim, &inner, &nidx);
 	int64_t ch = seg_chunk(nidx), nc = (nidx + ch - 1) / ch;
-	// 1. The sorted keys.
+	// 1. The sorted keys: blocks by rank, then merges.
 	SegKeys s = {.ix = ix, .n = nidx, .dim = dim, .buf = NOBUF};
-	for (int64_t len = 1; len < nidx; len *= 2)
+	int64_t blk = nidx < SEG_BLOCK ? nidx : SEG_BLOCK;
+	s.buf = seg_block_sort(L, n, &s, blk);
+	for (int64_t len = blk; len < nidx; len *= 2)
 		s.buf = seg_merge(L, n, &s, len);
-	if (s.buf == NOBUF) { // one index: its key, unsorted
-		Shape ksh = {.rank = 1, .dim = {1}};
-		uint32_t kb = kir_buf_add(p, KB_TMP, 0, DT_I64, &ksh, n);
-		KKernel *kk = lower_kernel_begin(L, kb, n, "take_add.keys");
-		kk->index = lower_domain(L, kk, &ksh);
-		kk->body = seg_key(L, &s, kk->index);
-		s.buf = kb;
-	}
 	uint32_t sb = s.buf;
 	int64_t kmax = (dim + 1) * nidx - 1; // the largest key
 	// 2. Row offsets: off[k] = the first position with key >= k n.
@@ -1252,7 +1293,8 @@ kernel_take_add_segment(Lower *L, uint32_t out, NodeId n)
 	KxId first = seg_load(p, sb, kx_imul(p, c, ch), 0, kmax);
 	KxId same = kx_bin(p, KX_AND, kx_cmp(p, KC_LT, pos, kx_iconst(p, nidx)),
 	                   kx_cmp(p, KC_EQ, kx_idiv(p, key, nidx), kx_idiv(p, first, nidx)));
-	KxId tok = kx_imod(p, key, nidx);
+	// Past the run, the chunk's first token again (a row in the cache).
+	KxId tok = kx_imod(p, kx_select(p, same, key, first), nidx);
 	KxId vi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, o, nidx), tok), inner), i);
 	KxId val = lower_at(L, v, vi);
 	KxId z = kx_const(p, 0, (DType)p->x[val].dtype);
@@ -1276,7 +1318,11 @@ kernel_take_add_segment(Lower *L, uint32_t out, NodeId n)
 	pos = kx_iadd(p, beg, j);
 	KxId inhead = kx_bin(p, KX_AND, kx_cmp(p, KC_LT, j, kx_iconst(p, ch)),
 	                     kx_bin(p, KX_AND, kx_cmp(p, KC_LT, pos, end), kx_cmp(p, KC_LT, pos, hend)));
-	key = seg_load(p, sb, kx_iclamp(p, pos, 0, nidx - 1), 0, kmax);
+	// The arm not taken reads position 0 and chunk 0: the CPU's selects
+	// evaluate both arms, and a fixed row stays in the cache where the
+	// clamped positions would each read a row of v of their own.
+	pos = kx_iclamp(p, kx_select(p, inhead, pos, kx_iconst(p, 0)), 0, nidx - 1);
+	key = seg_load(p, sb, pos, 0, kmax);
 	tok = kx_imod(p, key, nidx);
 	vi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, o, nidx), tok), inner), i);
 	val = lower_at(L, v, vi);
@@ -1284,7 +1330,8 @@ kernel_take_add_segment(Lower *L, uint32_t out, NodeId n)
 	c = kx_iadd(p, cb, kx_iadd(p, j, kx_iconst(p, 1 - ch)));
 	KxId inchunk = kx_bin(p, KX_AND, kx_cmp(p, KC_GE, j, kx_iconst(p, ch)),
 	                      kx_cmp(p, KC_LT, kx_imul(p, c, ch), end));
-	KxId qi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, o, nc), kx_iclamp(p, c, 0, nc - 1)), inner), i);
+	c = kx_iclamp(p, kx_select(p, inchunk, c, kx_iconst(p, 0)), 0, nc - 1);
+	KxId qi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, o, nc), c), inner), i);
 	KxId qv = kx_load(p, qb, qi);
 	DType dt = (DType)p->x[val].dtype;
 	z = kx_const(p, 0, dt);
