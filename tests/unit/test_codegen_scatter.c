@@ -22,7 +22,10 @@
 //     kernels the pool splits (4,096 tokens, skewed towards row 0);
 //   - indices out of range: the run fails with FADC_ERR_INDEX (the check
 //     of passes/checks.c, which the segment form leaves as it is), a valid
-//     run afterwards succeeds.
+//     run afterwards succeeds;
+//   - the transformer at bench.yaml's reduced size, its embedding gradient
+//     forced to segments: forward, vjp, vhp, hvp against the interpreter
+//     computing in f64 (<= 2e-7, test_codegen_zoo's measure).
 #include "codegen_util.h"
 #include "fadc.h"
 #include "pool_util.h"
@@ -246,6 +249,35 @@ check_index(void)
 	unlink(so);
 }
 
+// The transformer at bench.yaml's reduced size, its embedding gradient
+// forced to segments (at that size, 32 tokens into 50 x 16, the gather is
+// chosen), against the interpreter computing in f64 as test_codegen_zoo
+// checks the big models (<= 2e-7: the outputs' rounding to f32).
+static void
+check_transformer(void)
+{
+	static const char *const defs[] = {"N=8", "SEQ=4", "E=16", "NH=4", "FF=16", "MAXLEN=16"};
+	static const char *const tasks[] = {"forward", "vjp", "vhp", "hvp"};
+	const char *root = getenv("FADC_SOURCE_DIR");
+	char path[4096];
+	snprintf(path, sizeof path, "%s/models/transformer.ir", root ? root : ".");
+	FeOptions fo = {.diag = stderr, .defines = defs, .ndefines = 6};
+	Module *m = fe_parse_file(path, &fo);
+	if (!CHECK(m != NULL))
+		return;
+	setenv("FADC_SCATTER", "segment", 1);
+	char err[512] = "";
+	KProgram *p = cgu_lower_task(m, "vjp", DT_F32, NULL, err, sizeof err);
+	CHECK(p != NULL && count(p, "take_add.chunks") == 1);
+	kir_program_free(p);
+	CgOptions o = {.tasks = tasks, .ntasks = 4, .defines = defs, .ndefines = 6, .opt_level = 1,
+	               .compute_f64 = 1};
+	CgCheck c = {2e-7, 1e-6, 0, 0};
+	cgu_check(m, &o, &c, path, "transformer.ir (reduced, FADC_SCATTER=segment), computing in f64");
+	unsetenv("FADC_SCATTER");
+	ir_module_free(m);
+}
+
 int
 main(void)
 {
@@ -256,5 +288,6 @@ main(void)
 	check_choice();
 	check_threads();
 	check_index();
+	check_transformer();
 	return TU_DONE("test_codegen_scatter");
 }
