@@ -985,13 +985,14 @@ tmp_dtype(const KProgram *p, DType dt)
 //     idx[j] is out of range: a row after the table that nothing reads,
 //     so such a token is dropped as the gather form drops it; the run
 //     fails anyway, passes/checks.c).  Keys are distinct, so sorting them
-//     is a stable sort of the tokens by row.  Merge sort, one kernel per
-//     pass: pass `len` merges sorted runs of len into runs of 2 len, each
-//     output position q of a pair of runs A, B finding by binary search
-//     (merge path) the count a of A's keys among the first q: the
-//     smallest a with A[a] > B[q - 1 - a] (ceil(log2(len + 1)) steps,
-//     unrolled into selects), then taking min(A[a], B[q - a]).  The first
-//     pass reads the keys from idx itself.  log2(n) passes of n points.
+//     is a stable sort of the tokens by row.  Blocks of SEG_BLOCK
+//     positions are sorted by rank (seg_block_sort, reading the keys from
+//     idx itself), then merge passes, one kernel each: pass `len` merges
+//     sorted runs of len into runs of 2 len, each output position q of a
+//     pair of runs A, B finding by binary search (merge path) the count a
+//     of A's keys among the first q: the smallest a with A[a] > B[q - 1 -
+//     a] (ceil(log2(len + 1)) steps, unrolled into selects), then taking
+//     min(A[a], B[q - a]).  2 + log2(n / SEG_BLOCK) kernels of n points.
 //  2. Offsets.  off[k] = the first sorted position whose key is >= k n
 //     (binary search, dim + 1 points): row k's tokens are the sorted
 //     positions [off[k], off[k + 1]), in token order.
@@ -1014,14 +1015,17 @@ tmp_dtype(const KProgram *p, DType dt)
 // Cost, in terms (a select over a load, as in the gather form): gather
 // dim outer inner n; segment about outer dim inner (C + nc) (twice: a
 // term of step 4 evaluates both arms of its select), plus outer inner n
-// (step 3) and n log2(n)^2 / 2 for the sort, plus its log2(n) + 3
-// kernels (launches, on a GPU).  The segment form is taken when it costs
-// at most half the gather form's and the gather form is at least
-// SEG_MIN_TERMS: below, the gather's one kernel is faster on a GPU than
-// the segment's ~16 launches (the gather at 0.5 G terms/ms on an H200
-// runs 2^22 terms in ~8 us, the segment's launches ~15-25 us).  Tiny
-// tables (dim < SEG_MIN_DIM) and few indices (n < SEG_MIN_N) keep the
-// gather form, which is then as cheap as one pass over v.
+// (step 3) and n log2(n)^2 / 2 for the sort, plus its 5 + log2(n / 128)
+// kernels (launches, on a GPU: 11 for 8,192 tokens).  The segment form
+// is taken when it costs at most half the gather form's and the gather
+// form is at least SEG_MIN_TERMS: below, the gather's one kernel is as
+// fast on a GPU as the segments' launches (the gather ran 0.5 G terms a
+// ms on an H200, 2^24 terms in ~33 us; eleven kernels' launches and
+// dependent steps are some 20-30 us).  On the CPU the segments win from
+// far fewer terms (a few ms of gather at one thread are lost below the
+// bound).  Tiny tables (dim < SEG_MIN_DIM) and few indices (n <
+// SEG_MIN_N) keep the gather form, which is then as cheap as a pass or
+// a few over v.
 //
 // $FADC_SCATTER = gather or segment overrides the choice (tests reach the
 // segment form at small shapes with it; any other value is ignored).
@@ -1109,8 +1113,9 @@ take_add_segment_wanted(const Lower *L, NodeId n)
 	return gather >= SEG_MIN_TERMS && seg_mul(seg, 2) <= gather;
 }
 
-// The sorted keys of one merge pass: buffer buf (I64[n]), or, before the
-// first pass (buf == NOBUF), the keys themselves, computed from idx.
+// The keys a sorting kernel reads: buffer buf (I64[n], the runs of the
+// previous kernel), or, for the first (buf == NOBUF), the keys computed
+// from idx itself.
 typedef struct SegKeys {
 	NodeId ix;
 	int64_t n, dim;
@@ -1335,7 +1340,7 @@ kernel_take_add_segment(Lower *L, uint32_t out, NodeId n)
 	KxId qv = kx_load(p, qb, qi);
 	DType dt = (DType)p->x[val].dtype;
 	z = kx_const(p, 0, dt);
-	k->body = kx_select(p, inhead, val, kx_select(p, inchunk, kx_cast(p, qv, dt), z));
+	k->body = kx_select(p, inhead, val, kx_select(p, inchunk, qv, z));
 	k->red = KR_SUM;
 	k->post = kx_cast(p, kx_bin(p, KX_ADD, lower_at(L, x, e), kx_acc(p, dt)), p->buf[out].dtype);
 	k->nfused = L->nexpand;
