@@ -35,6 +35,10 @@ typedef struct BackendOptions {
 	int gpu; // -1: the CPU; N: CUDA device N (artifacts compiled with --target cuda)
 	int compile_only; // open_model builds the artifact and stops (no context, no run)
 	int device_time; // --device-time: runs are timed by device events (device_seconds)
+	// --gpus: the GPUs of a data-parallel run (docs/MULTIGPU.md), gpus[0]
+	// the one `gpu` names; ngpus 0 without the option.
+	const int *gpus;
+	int ngpus;
 } BackendOptions;
 
 typedef struct Backend {
@@ -67,6 +71,10 @@ typedef struct Backend {
 	// CPU), -1 where the backend has none (the interpreter: NULL hooks).
 	void (*reset_peak)(void);
 	int64_t (*peak_memory)(void);
+	// With --gpus: one run of the task on GPU gpus[0] alone (an ordinary
+	// context, the full batch), as run times it on the GPUs: the
+	// baseline of the speed-up.  NULL where there is none.
+	int (*run_single)(Prepared *p, char *err, size_t errlen);
 } Backend;
 
 // The hooks of a backend that works on one compiled model at a time.  They

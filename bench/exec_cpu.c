@@ -54,6 +54,10 @@ struct Prepared {
 	uint64_t *gen; // the generation of out[i] that bout[i] holds
 	int ran;
 	double device_s; // the last run's device time (--device-time)
+	// --gpus: the same task on GPU gpus[0] alone (run_single): its task,
+	// inputs and outputs in the one-GPU context.
+	int task1, ran1;
+	fadc_tensor **in1, **out1;
 };
 
 // The backend's state: the run's options and the one open model (see
@@ -69,6 +73,10 @@ static struct {
 	// The open model.
 	fadc_context *ctx;
 	fadc_model *m;
+	// --gpus: ctx is the context over the GPUs; ctx1 and m1 the same
+	// artifact on gpus[0] alone, the speed-up's baseline.
+	fadc_context *ctx1;
+	fadc_model *m1;
 	char source[4096]; // as main names it (prepare's key)
 	char defs[4096]; // its -D list, comma-joined (prepare's key)
 	char artifact[4096 + 256];
@@ -264,6 +272,53 @@ source_hash(const char *path, const char *const *defs, int ndefs, char *hash, ch
 	return 0;
 }
 
+// --gpus over S > 1 GPUs: the artifact must also hold its tasks at the
+// shard sizes (docs/MULTIGPU.md): the `let` whose value is the declared
+// batch's size gets the list "NAME=n,n/S+1,n/S" (the sizes
+// rt_multi_shard gives, the full batch first, so that it stays the first
+// specialisation, the one prepare finds).  out[] gets defs with that
+// change (the list in buf); a model without a batch keeps its defs.
+// Returns the count, or -1 with err.
+static int
+shard_defs(const char *path, const char *const *defs, int ndefs, const char **out, char *buf,
+           size_t n, char *err, size_t errlen)
+{
+	for (int i = 0; i < ndefs; i++)
+		out[i] = defs[i];
+	int ng = S.o.ngpus;
+	if (ng < 2)
+		return ndefs;
+	FeOptions fo = {.defines = defs, .ndefines = ndefs, .diag = stderr};
+	Module *m = fe_load_model(path, &fo);
+	if (!m) {
+		snprintf(err, errlen, "%s: does not compile (diagnostic above)", path);
+		return -1;
+	}
+	int64_t bn = m->batch.nin ? m->batch.size : -1;
+	const char *name = NULL;
+	for (uint32_t i = 0; bn >= 0 && i < m->nsize && !name; i++)
+		if (m->size[i].value == bn)
+			name = m->size[i].name;
+	if (bn < 0 || !name) {
+		ir_module_free(m);
+		return ndefs; // the run says why it cannot split
+	}
+	int64_t q = bn / ng, r = bn % ng;
+	int k = snprintf(buf, n, "%s=%lld", name, (long long)bn);
+	if (r && q + 1 != bn)
+		k += snprintf(buf + k, n - (size_t)k, ",%lld", (long long)(q + 1));
+	if (q && q != bn)
+		snprintf(buf + k, n - (size_t)k, ",%lld", (long long)q);
+	size_t nl = strlen(name);
+	int at = ndefs;
+	for (int i = 0; i < ndefs; i++)
+		if (!strncmp(defs[i], name, nl) && defs[i][nl] == '=')
+			at = i;
+	out[at] = buf;
+	ir_module_free(m);
+	return at == ndefs ? ndefs + 1 : ndefs;
+}
+
 // Whether the artifact at path serves: 0 yes; 1 no, with the reason in why
 // and the tasks it has in have when its descriptor is readable (so that a
 // rebuild keeps them).
@@ -364,6 +419,16 @@ compile_argv(char **argv, const char *src, const char *out, const char *tasks,
 		argv[k++] = "-D";
 		argv[k++] = (char *)defs[i];
 	}
+	// --gpus over S GPUs: the batched tasks (Hessians, jacfwd, jacobian and
+	// jacrev of a non-scalar forward) also as their S shards, which the
+	// context over the GPUs runs (docs/MULTIGPU.md); fadc leaves the other
+	// tasks as they are.
+	static char shards[16];
+	if (S.o.ngpus >= 2) {
+		snprintf(shards, sizeof shards, "%d", S.o.ngpus);
+		argv[k++] = "--shards";
+		argv[k++] = shards;
+	}
 	argv[k] = NULL;
 }
 
@@ -376,7 +441,7 @@ compile(const char *src, const char *out, const char *tasks, const char *const *
         char *err, size_t errlen)
 {
 	char tmp[4400], log[4400], text[16384], cmd[8192];
-	char *argv[10 + 2 * 80];
+	char *argv[12 + 2 * 80];
 	snprintf(tmp, sizeof tmp, "%s.tmp%ld.so", out, (long)getpid());
 	snprintf(log, sizeof log, "%s.log", out);
 	compile_argv(argv, src, tmp, tasks, defs, ndefs < 80 ? ndefs : 80);
@@ -458,10 +523,12 @@ configure(const BackendOptions *o, char *err, size_t errlen)
 static void
 close_model(void)
 {
+	fadc_model_close(S.m1);
+	fadc_context_destroy(S.ctx1);
 	fadc_model_close(S.m);
 	fadc_context_destroy(S.ctx);
-	S.m = NULL;
-	S.ctx = NULL;
+	S.m = S.m1 = NULL;
+	S.ctx = S.ctx1 = NULL;
 	S.source[0] = S.defs[0] = S.artifact[0] = S.hash[0] = S.options[0] = S.file_hash[0] = 0;
 }
 
@@ -520,16 +587,19 @@ check_prebuilt(const char *path, const char *defines, const char *const *tasks, 
 }
 
 static int
-open_model(const char *source, const char *const *defs, int ndefs, const char *const *tasks,
+open_model(const char *source, const char *const *defs0, int ndefs0, const char *const *tasks,
            int ntasks, char *err, size_t errlen)
 {
+	// What prepare is keyed by: the caller's sizes (one value each).
+	char key_defines[4096];
+	join(key_defines, sizeof key_defines, defs0, ndefs0);
 	close_model();
 	char abs[PATH_MAX], defines[4096], want[1024], why[8192], have[2048], base[PATH_MAX];
 	if (!realpath(source, abs)) {
 		snprintf(err, errlen, "%s: %s", source, strerror(errno));
 		return -1;
 	}
-	join(defines, sizeof defines, defs, ndefs);
+	join(defines, sizeof defines, defs0, ndefs0);
 	join(want, sizeof want, tasks, ntasks);
 	have[0] = 0; // stale() fills it; a missing artifact has no tasks to keep
 	if (bench_is_artifact(abs)) {
@@ -542,8 +612,19 @@ open_model(const char *source, const char *const *defs, int ndefs, const char *c
 		}
 		goto load;
 	}
-	if (source_hash(abs, defs, ndefs, S.hash, err, errlen))
+	if (source_hash(abs, defs0, ndefs0, S.hash, err, errlen))
 		return -1;
+	// With --gpus, the sizes the artifact is built with (shard_defs).
+	const char *defs[256];
+	char shard[256];
+	if (ndefs0 > 254) {
+		snprintf(err, errlen, "too many sizes");
+		return -1;
+	}
+	int ndefs = shard_defs(abs, defs0, ndefs0, defs, shard, sizeof shard, err, errlen);
+	if (ndefs < 0)
+		return -1;
+	join(defines, sizeof defines, defs, ndefs);
 	// The artifact's name: the model's, and a key of its source path and
 	// sizes, so that reduced and full sizes, or two configurations' copies
 	// of a model, keep artifacts of their own.
@@ -554,6 +635,8 @@ open_model(const char *source, const char *const *defs, int ndefs, const char *c
 		base[bl - 3] = 0;
 	uint64_t key = art_fnv1a64(ART_FNV_BASIS, abs, strlen(abs) + 1);
 	key = art_fnv1a64(key, defines, strlen(defines));
+	if (S.o.ngpus >= 2) // its shards (compile_argv): an artifact of its own
+		key = art_fnv1a64(key, &S.o.ngpus, sizeof S.o.ngpus);
 	snprintf(S.artifact, sizeof S.artifact, "%s/%s-%08" PRIx32 ".%s.so", S.artifacts, base,
 	         (uint32_t)(key ^ key >> 32), S.o.gpu >= 0 ? "cuda" : "cpu");
 	struct stat st;
@@ -572,7 +655,7 @@ open_model(const char *source, const char *const *defs, int ndefs, const char *c
 				snprintf(list + k, sizeof list - k, ",%s", t);
 		}
 		if (!S.o.compile) {
-			char *argv[10 + 2 * 80], cmd[8192];
+			char *argv[12 + 2 * 80], cmd[8192];
 			compile_argv(argv, abs, S.artifact, list, defs, ndefs < 80 ? ndefs : 80);
 			print_cmd(argv, cmd, sizeof cmd);
 			if (missing)
@@ -606,6 +689,14 @@ load:;
 	                                      S.o.gpu >= 0 ? S.o.gpu : 0},
 	                           .num_threads = S.o.num_threads, // the pool's size (runtime/pool.c)
 	                           .seed = S.o.seed};
+	fadc_device gpus[FADC_MAX_DEVICES];
+	if (S.o.ngpus) {
+		for (int i = 0; i < S.o.ngpus && i < FADC_MAX_DEVICES; i++)
+			gpus[i] = (fadc_device){FADC_DEVICE_CUDA, S.o.gpus[i]};
+		co.device = (fadc_device){FADC_DEVICE_CUDA_LIST, 0};
+		co.devices = gpus;
+		co.ndevices = S.o.ngpus;
+	}
 	if (fadc_context_create(&co, &S.ctx)) {
 		snprintf(err, errlen, "cannot make a runtime context: %s", fadc_context_error(NULL));
 		return -1;
@@ -615,8 +706,22 @@ load:;
 		close_model();
 		return -1;
 	}
+	if (S.o.ngpus) {
+		fadc_context_options c1 = {.device = {FADC_DEVICE_CUDA, S.o.gpus[0]},
+		                           .num_threads = S.o.num_threads, .seed = S.o.seed};
+		if (fadc_context_create(&c1, &S.ctx1)) {
+			snprintf(err, errlen, "cannot make a runtime context: %s", fadc_context_error(NULL));
+			close_model();
+			return -1;
+		}
+		if (fadc_model_open(S.ctx1, S.artifact, 0, &S.m1) || fadc_model_init(S.m1, S.o.seed)) {
+			snprintf(err, errlen, "%s", fadc_context_error(S.ctx1));
+			close_model();
+			return -1;
+		}
+	}
 	snprintf(S.source, sizeof S.source, "%s", source);
-	snprintf(S.defs, sizeof S.defs, "%s", defines);
+	snprintf(S.defs, sizeof S.defs, "%s", key_defines);
 	snprintf(S.options, sizeof S.options, "%s", fadc_model_info(S.m, "options"));
 	file_hash(S.artifact, S.file_hash);
 	return 0;
@@ -670,6 +775,11 @@ release(Prepared *p)
 		fadc_tensor_release(p->out[i]);
 		free(p->bout[i].data);
 	}
+	for (int i = 0; p->in1 && i < p->nin; i++)
+		fadc_tensor_release(p->in1[i]);
+	for (int i = 0; p->out1 && i < p->nout; i++)
+		fadc_tensor_release(p->out1[i]);
+	free(p->in1), free(p->out1);
 	free(p->in), free(p->out), free(p->bin), free(p->bout), free(p->gen);
 	free(p);
 }
@@ -737,7 +847,30 @@ prepare(const char *source, const char *const *defs, int ndefs, const char *task
 		if (!bind_b(&p->bout[p->nout++], &d))
 			goto nomem;
 	}
+	if (S.m1) {
+		// The one-GPU baseline: the same task of the same artifact, its own
+		// inputs and outputs.
+		p->in1 = calloc((size_t)p->nin + 1, sizeof *p->in1);
+		p->out1 = calloc((size_t)p->nout + 1, sizeof *p->out1);
+		if (!p->in1 || !p->out1)
+			goto nomem;
+		if (fadc_model_find_task(S.m1, task, &p->task1))
+			goto rt1;
+		for (int i = 0; i < p->nin; i++)
+			if (fadc_tensor_create(S.ctx1, fadc_tensor_dtype(p->in[i]), fadc_tensor_rank(p->in[i]),
+			                       fadc_tensor_dims(p->in[i]), &p->in1[i]))
+				goto rt1;
+		for (int i = 0; i < p->nout; i++)
+			if (fadc_tensor_create(S.ctx1, fadc_tensor_dtype(p->out[i]),
+			                       fadc_tensor_rank(p->out[i]), fadc_tensor_dims(p->out[i]),
+			                       &p->out1[i]))
+				goto rt1;
+	}
 	return p;
+rt1:
+	snprintf(err, errlen, "%s", fadc_context_error(S.ctx1));
+	release(p);
+	return NULL;
 rt:
 	snprintf(err, errlen, "%s", fadc_context_error(S.ctx));
 	release(p);
@@ -850,6 +983,32 @@ run(Prepared *p, char *err, size_t errlen)
 	return 0;
 }
 
+// --gpus: one run on gpus[0] alone, timed as run times the GPUs' (its
+// warm-up, the eager run and the recording, at its first call).
+static int
+run_single(Prepared *p, char *err, size_t errlen)
+{
+	if (!S.m1) {
+		snprintf(err, errlen, "no one-GPU baseline (--gpus)");
+		return -1;
+	}
+	int warm = p->ran1 ? 0 : 2;
+	for (int i = 0; !p->ran1 && i < p->nin; i++)
+		if (to_device(p->in1[i], p->bin[i].data)) {
+			snprintf(err, errlen, "placing input %s: %s", p->bin[i].name,
+			         fadc_context_error(S.ctx1));
+			return -1;
+		}
+	p->ran1 = 1;
+	for (int i = 0; i <= warm; i++)
+		if (fadc_run(S.m1, p->task1, p->in1, p->nin, p->out1, p->nout) ||
+		    fadc_context_synchronize(S.ctx1)) {
+			snprintf(err, errlen, "one GPU: %s", fadc_context_error(S.ctx1));
+			return -1;
+		}
+	return 0;
+}
+
 static double
 device_seconds(Prepared *p)
 {
@@ -903,6 +1062,7 @@ const Backend backend_cpu = {
     .device_seconds = device_seconds,
     .reset_peak = reset_peak,
     .peak_memory = peak_memory,
+    .run_single = run_single,
 };
 
 const ModelHooks backend_cpu_hooks = {

@@ -142,4 +142,4 @@ output(Prepared *p, int i)
 }
 
 const Backend backend_interp = {"interp", prepare, ninputs, input, run,  noutputs,
-                                output,   release, NULL,   NULL,  NULL};
+                                output,   release, NULL,   NULL,  NULL,  NULL};

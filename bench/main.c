@@ -92,6 +92,12 @@ static const char *const usage =
     "  --num-iters N        timed iterations per cell (10)\n"
     "  --gpu N              -2 auto (GPU 0 if there is one, else the CPU), -1 CPU,\n"
     "                       N CUDA device N (artifacts compiled with --target cuda)\n"
+    "  --gpus LIST          GPUs \"0,1\": each cell data-parallel over them (a model\n"
+    "                       declaring a batch; its artifact holding the task at\n"
+    "                       each shard's batch: -D N=n,n/2, docs/MULTIGPU.md; a\n"
+    "                       batched task (hessian, jacfwd) as its --shards S), then\n"
+    "                       on the first alone: the speed-up over one GPU and the\n"
+    "                       parallel efficiency (speed-up / GPUs)\n"
     "  --run-slow-tasks     run every task of ALL_TASKS (unsupported ones excepted)\n"
     "  --model-filter S     run a model only if its name occurs in S\n"
     "  --task-filter S      run a task only if its name occurs in S\n"
@@ -131,6 +137,7 @@ typedef struct Opts {
 	const char *output, *config, *json, *backend, *artifacts, *compiler;
 	int num_iters, gpu, slow, num_threads, reduced, compile, compile_only, check_ref, device_time;
 	int memory; // --memory: the table's peak-memory column
+	int gpus[64], ngpus; // --gpus 0,1 (ngpus 0: not given)
 	int no_check; // --no-check: no consistency check, its partner never prepared
 	const char *model_filter, *task_filter;
 	uint64_t seed;
@@ -917,7 +924,7 @@ parse_opts(int argc, char **argv, Opts *o)
 		           !strcmp(a, "--model-filter") || !strcmp(a, "--task-filter") ||
 		           !strcmp(a, "--num-threads") || !strcmp(a, "--seed") || !strcmp(a, "--config") ||
 		           !strcmp(a, "--json") || !strcmp(a, "--backend") || !strcmp(a, "--artifacts") ||
-		           !strcmp(a, "--fadc") || !strcmp(a, "-D")) {
+		           !strcmp(a, "--fadc") || !strcmp(a, "-D") || !strcmp(a, "--gpus")) {
 			if (i + 1 >= argc)
 				return usage_error("%s needs a value", a);
 			const char *val = argv[++i];
@@ -937,7 +944,20 @@ parse_opts(int argc, char **argv, Opts *o)
 				o->artifacts = val;
 			else if (!strcmp(a, "--fadc"))
 				o->compiler = val;
-			else if (!strcmp(a, "-D")) {
+			else if (!strcmp(a, "--gpus")) {
+				o->ngpus = 0;
+				for (const char *q = val;;) {
+					char *end;
+					long g = strtol(q, &end, 10);
+					if (end == q || g < 0 || g > 1024 || o->ngpus == 64 || (*end && *end != ','))
+						return usage_error("--gpus: '%s' is not a list of GPU numbers such as 0,1",
+						                   val);
+					o->gpus[o->ngpus++] = (int)g;
+					if (!*end)
+						break;
+					q = end + 1;
+				}
+			} else if (!strcmp(a, "-D")) {
 				if (o->ndefs == 64)
 					return usage_error("too many -D options%s", "");
 				o->defs[o->ndefs++] = val;
@@ -1042,6 +1062,18 @@ static int
 choose_device(Opts *o, const Backend *be, const ModelHooks *hk, char *gpu_name, size_t n)
 {
 	gpu_name[0] = 0;
+	if (o->ngpus) {
+		// --gpus: the run's device is the list's first GPU (its results
+		// land there); --gpu, if given too, must name it.
+		if (o->gpu != -2 && o->gpu != o->gpus[0]) {
+			char g[32];
+			snprintf(g, sizeof g, "%d", o->gpu);
+			return usage_error("--gpu %s and --gpus: the first GPU of --gpus is the run's device", g);
+		}
+		if (o->device_time)
+			return usage_error("--device-time times one GPU's events: not with --gpus%s", "");
+		o->gpu = o->gpus[0];
+	}
 	if (o->check_ref && !hk)
 		return usage_error("--check-reference: the %s backend is the reference itself", be->name);
 	if (o->gpu == -2) {
@@ -1217,7 +1249,8 @@ time_cell(Run *r, const BenchModel *m, Prepared *p, const char *task, double t0,
 // One timed cell's entry of the JSON.
 static void
 json_cell(Run *r, const BenchModel *m, const char *task, const char *const *defs, int nd,
-          const CellResult *c, double mean, double var, const double *samples, int64_t peak)
+          const CellResult *c, double mean, double var, const double *samples, int64_t peak,
+          double mean1)
 {
 	FILE *js = r->js;
 	fprintf(js, "%s\n  {\"model\": ", r->ncell ? "," : "");
@@ -1260,6 +1293,15 @@ json_cell(Run *r, const BenchModel *m, const char *task, const char *const *defs
 			fprintf(js, ", \"%s\": ", keys[i]);
 			json_str(js, v);
 		}
+	}
+	if (r->o->ngpus) {
+		// --gpus: the first GPU alone, and what the GPUs gained over it.
+		fprintf(js, ", \"gpus\": %d, \"one_gpu_mean\": ", r->o->ngpus);
+		json_num(js, mean1);
+		fprintf(js, ", \"speedup\": ");
+		json_num(js, mean1 / mean);
+		fprintf(js, ", \"parallel_efficiency\": ");
+		json_num(js, mean1 / (r->o->ngpus * mean));
 	}
 	fprintf(js, ", \"samples\": [");
 	for (int it = 0; it < r->o->num_iters; it++) {
@@ -1319,6 +1361,31 @@ run_cell(Run *r, const BenchModel *m, const char *task, const char *source,
 	py_repr(mean, ms, sizeof ms);
 	py_repr(var, vs, sizeof vs);
 	printf("Results for model %s on task %s: %ss (var: %s)\n", m->name, task, ms, vs);
+	// --gpus: the same iterations on the first GPU alone, timed the same
+	// way (host clock around run + synchronize): the speed-up over one GPU
+	// (t_1 / t_S) and the parallel efficiency (t_1 / (S t_S)).
+	double mean1 = NAN;
+	if (o->ngpus && be->run_single && o->num_iters) {
+		double *s1 = calloc((size_t)o->num_iters + 1, sizeof *s1), v1;
+		int ok = s1 != NULL;
+		for (int it = 0; ok && it < o->num_iters; it++) {
+			double st = now();
+			if (be->run_single(p, r->err, sizeof r->err)) {
+				fprintf(stderr, "fadc-bench: %s %s: %s\n", m->name, task, r->err);
+				r->rc = 1;
+				ok = 0;
+			} else
+				s1[it] = now() - st;
+		}
+		if (ok) {
+			sample_stats(s1, o->num_iters, &mean1, &v1);
+			printf("Speed-up of model %s on task %s over one GPU (GPU %d: %.6gs): %.3f on %d GPUs, "
+			       "parallel efficiency %.3f\n",
+			       m->name, task, o->gpus[0], mean1, mean1 / mean, o->ngpus,
+			       mean1 / (o->ngpus * mean));
+		}
+		free(s1);
+	}
 	fflush(stdout);
 	snprintf(label, sizeof label, "%s%s%s", task, c.bad ? " [inconsistent]" : "",
 	         c.rbad ? " [reference mismatch]" : "");
@@ -1329,7 +1396,7 @@ run_cell(Run *r, const BenchModel *m, const char *task, const char *source,
 		r->t.cell[r->t.n - 1].peak = peak;
 	r->nfailed += c.bad || c.rbad;
 	if (r->js)
-		json_cell(r, m, task, defs, nd, &c, mean, var, samples, peak);
+		json_cell(r, m, task, defs, nd, &c, mean, var, samples, peak, mean1);
 	r->ncell++;
 	r->ndone++;
 	r->done_time += now() - t0;
@@ -1477,7 +1544,8 @@ cmd_run(int argc, char **argv)
 	}
 	if (hk) {
 		BackendOptions bo = {o.artifacts, o.compiler,   o.compile,       o.num_threads,
-		                     o.seed,      o.gpu,        o.compile_only,  o.device_time};
+		                     o.seed,      o.gpu,        o.compile_only,  o.device_time,
+		                     o.gpus,      o.ngpus};
 		if (hk->configure(&bo, r->err, sizeof r->err)) {
 			fprintf(stderr, "fadc-bench: %s\n", r->err);
 			free(cfg);

@@ -1554,6 +1554,40 @@ layout_decls(Compile *c)
 		}
 }
 
+// A shard task's record (format 12): where each of its outputs goes in the
+// whole task's, from the layout pass_task built it by (passes/tasks.c).
+static int
+describe_shard(const Graph *f, const char *name, ArtTask *t, uint32_t nchk, Arena *a, char *err,
+               size_t errlen)
+{
+	TaskShard sh;
+	Loc loc;
+	char msg[512];
+	if (!task_shard_layout(f, name, a, &sh, &loc, msg, sizeof msg)) {
+		snprintf(err, errlen, "error: %s", msg); // (pass_task succeeded: not reached)
+		return 0;
+	}
+	ArtShard *r = arena_alloc_array(a, 1, sizeof *r);
+	ArtShardOut *o = arena_alloc_array(a, sh.nout + 1, sizeof *o);
+	FADC_ASSERT(sh.nout == t->nout - nchk, "a shard's outputs differ from its layout");
+	r->of = arena_strdup(a, fadc_tasks[sh.task]);
+	r->k = (uint32_t)sh.k, r->n = (uint32_t)sh.n;
+	r->lo = sh.lo, r->hi = sh.hi, r->total = sh.total;
+	r->nout = sh.nout;
+	r->out = o;
+	for (uint32_t k = 0; k < sh.nout; k++) {
+		const TaskShardOut *x = &sh.out[k];
+		FADC_ASSERT(!strcmp(x->name, t->out[k].name), "a shard's output is not its layout's");
+		o[k].rank = (uint8_t)x->full.rank;
+		for (int i = 0; i < x->full.rank; i++)
+			o[k].dim[i] = x->full.dim[i];
+		o[k].outer = x->outer, o[k].mid = x->mid, o[k].inner = x->inner;
+		o[k].off = x->off, o[k].cnt = x->cnt;
+	}
+	t->shard = r;
+	return 1;
+}
+
 // The tasks of the user, every specialisation's in turn: each task's graph
 // (pass_task), its kernel program and its entry in the descriptor.
 // 0 with err set on failure.
@@ -1607,6 +1641,9 @@ build_user_tasks(Compile *c)
 					describe_check(c->ms[s]->src, &chk[k], &t->out[chk[k].out],
 					               task->prog->arena);
 				t->spec = s;
+				if (strchr(name, ':'))
+					good = describe_shard(c->ms[s]->main, name, t, nchk, task->prog->arena, err,
+					                      errlen);
 			}
 			ir_graph_free(g);
 			if (good)
@@ -1714,6 +1751,16 @@ options_line(Compile *c, const char *cuda_arch, unsigned levels)
 		k += (size_t)snprintf(opts + k, n - k, "%s%s", i ? "," : "", o->defines[i]);
 	for (int i = 0; i < c->ntask && k < n; i++)
 		k += (size_t)snprintf(opts + k, n - k, "%s%s", i ? "," : " tasks=", c->names[i]);
+	// The batch declaration (docs/IR.md, "The batch"): what a context over
+	// several GPUs needs to split a run (runtime/multi.c,
+	// rt_multi_batch_parse); the same in every specialisation.
+	const Batch *bt = &c->ms[0]->batch;
+	for (uint32_t i = 0; i < bt->nin && k < n; i++)
+		k += (size_t)snprintf(opts + k, n - k, "%s%s:%d", i ? "," : " batch=", bt->in[i].name,
+		                      bt->in[i].axis);
+	if (bt->nin && k < n)
+		k += (size_t)snprintf(opts + k, n - k, " loss=%s",
+		                      bt->loss == BATCH_LOSS_SUM ? "sum" : "mean");
 	if (k >= n) {
 		snprintf(c->err, c->errlen, "error: the options line is longer than %zu bytes", n);
 		return 0;

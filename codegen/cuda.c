@@ -46,6 +46,7 @@ typedef struct Cu {
 	int ictx;                // printing the operands of an index op: 1 narrow, 2 wide
 	uint8_t *rot;            // fused: rot[ki], kernel ki's warp rotation (cuda_fused_rotations)
 	uint32_t *alias;         // sharing: alias[ki], the kernel whose function ki calls; else NULL
+	uint8_t *galias;         // sharing: galias[i], multi launch i runs an earlier one's function
 	struct Cuts *cuts;       // cg_cuda_print_parts: where each part starts; else NULL
 	const char *acc;         // red_combine's accumulator (NULL: "acc")
 	const uint8_t *vload;    // print_vec4: loads read as float4 (x<nx + id>: a name the sharing key renumbers), else NULL
@@ -756,6 +757,11 @@ print_calls(Cu *c, const La *a, const char *bar, const uint8_t *after) {
 // in a scope of its own where `acc` is its accumulator.
 static void print_point_vars(Cu *c, const KKernel *k, const Uses *u, const char *it,
                              const char *ll);
+static void print_blockred(Cu *c, const KKernel *const *ks, uint32_t nk, uint32_t ne,
+                           const Uses *u, const BRed *b);
+static void print_store_val(Cu *c, const KKernel *k, KxId val);
+static void print_epilogues(Cu *c, const KKernel *const *ks, uint32_t nk, uint32_t ne,
+                            const char *guard);
 
 static void
 print_multi(Cu *c, const La *a) {
@@ -764,10 +770,13 @@ print_multi(Cu *c, const La *a) {
 	const KKernel *k0 = &p->k[a->begin];
 	CgCudaKernel ct;
 	FADC_ASSERT(cuda_multi_contract(p, a, &ct), "cuda: out of memory");
-	uint32_t nk = a->end - a->begin;
+	uint32_t nall = a->end - a->begin, nk = cuda_multi_sums(p, a), ne = nall - nk;
 	int64_t npt = kir_kernel_points(k0), nred = kir_kernel_terms(k0);
-	fprintf(f, "\n// kernels %u .. %u: %s, %lld points, %u sums in one pass, writes", a->begin,
+	fprintf(f, "\n// kernels %u .. %u: %s, %lld points, %u sums in one pass", a->begin,
 	        a->end - 1, k0->what ? k0->what : "", (long long)npt, nk);
+	if (ne)
+		fprintf(f, " and %u elementwise after them", ne);
+	fputs(", writes", f);
 	for (uint32_t ki = a->begin; ki < a->end; ki++)
 		fprintf(f, " b%u", p->k[ki].out);
 	fputs("; args:", f);
@@ -776,7 +785,7 @@ print_multi(Cu *c, const La *a) {
 	fprintf(f, "%s\nextern \"C\" __global__ void\n%s(", ct.runseed ? " runseed" : "", ct.name);
 	for (uint32_t j = 0; j < ct.narg; j++) {
 		uint32_t b = ct.buf[j];
-		fprintf(f, "%s%s%s *__restrict__ b%u", j ? ", " : "", j < nk ? "" : "const ",
+		fprintf(f, "%s%s%s *__restrict__ b%u", j ? ", " : "", j < nall ? "" : "const ",
 		        csty(p->buf[b].dtype), b);
 	}
 	fputs(ct.runseed ? ", unsigned long long runseed)\n{\n" : ")\n{\n", f);
@@ -789,6 +798,17 @@ print_multi(Cu *c, const La *a) {
 		free(u.seen);
 		free(u.buf);
 		free(u.step);
+	}
+	BRed bp;
+	if (cuda_multi_plan(p, a, &bp)) { // the splits' second kernels: one block reduction
+		const KKernel *ks[16];
+		FADC_ASSERT(nall <= sizeof ks / sizeof *ks, "cuda: too many kernels in one launch");
+		for (uint32_t m = 0; m < nall; m++)
+			ks[m] = &p->k[a->begin + m];
+		print_blockred(c, ks, nk, ne, &uu, &bp);
+		free(ct.name);
+		free(ct.buf);
+		return;
 	}
 	c->var32 = npt < ((int64_t)1 << 30) && nred < ((int64_t)1 << 30);
 	const char *it = c->var32 ? "int" : "long long", *ll = c->var32 ? "" : "LL";
@@ -857,6 +877,11 @@ print_multi(Cu *c, const La *a) {
 		indent(c);
 		fputs("}\n", f);
 	}
+	const KKernel *ke[16];
+	FADC_ASSERT(nall <= sizeof ke / sizeof *ke, "cuda: too many kernels in one launch");
+	for (uint32_t m = 0; m < nall; m++)
+		ke[m] = &p->k[a->begin + m];
+	print_epilogues(c, ke, nk, ne, NULL);
 	fputs("\t}\n}\n", f);
 	free(ct.name);
 	free(ct.buf);
@@ -1553,13 +1578,54 @@ print_term(Cu *c, const KKernel *k, const Uses *u, const char *it, const char *l
 	fputs("}\n", f);
 }
 
+// Accumulator j of kernel m of nk folded together (print_blockred): a<j>
+// alone, a<j>_<m> for several.
+static const char *
+acc_name(char *buf, size_t n, int j, uint32_t m, uint32_t nk) {
+	if (nk == 1)
+		snprintf(buf, n, "a%d", j);
+	else
+		snprintf(buf, n, "a%d_%u", j, m);
+	return buf;
+}
+
+// One term r = r0 + off of each of the nk kernels ks (one domain: a multi
+// launch's) folded into its accumulator a<j>_<m>, in one scope and region,
+// so that a load the terms share is read once.
+static void
+print_term_multi(Cu *c, const KKernel *const *ks, uint32_t nk, const Uses *u, const char *it,
+                 const char *ll, int64_t off, int j) {
+	const KProgram *p = c->p;
+	FILE *f = c->f;
+	indent(c);
+	fputs("{\n", f);
+	c->depth++;
+	indent(c);
+	fprintf(f, "const %s r = r0 + %lld%s;\n", it, (long long)off, ll);
+	print_term_vars(c, ks[0], u, it, ll);
+	c->region++;
+	for (uint32_t m = 0; m < nk; m++)
+		ensure(c, ks[m]->body);
+	char an[32];
+	for (uint32_t m = 0; m < nk; m++) {
+		c->acc = acc_name(an, sizeof an, j, m, nk);
+		red_combine(c, ks[m]->red, (DType)p->x[ks[m]->body].dtype, ks[m]->body);
+	}
+	c->acc = NULL;
+	c->depth--;
+	indent(c);
+	fputs("}\n", f);
+}
+
 // A block reduction's folds of its chunk into a0 .. a3 (print_blockred):
 // terms one at a time (vl NULL), or 4 consecutive terms at once, the
-// loads marked in vl read as float4 (cuda_blockred_vec4).
+// loads marked in vl read as float4 (cuda_blockred_vec4).  With nk > 1
+// kernels (a multi launch's; never float4s) each term of each kernel.
 static void
-print_term_loops(Cu *c, const KKernel *k, const Uses *u, const BRed *b, const char *it,
-                 const char *ll, const uint8_t *vl) {
+print_term_loops(Cu *c, const KKernel *const *ks, uint32_t nk, const Uses *u, const BRed *b,
+                 const char *it, const char *ll, const uint8_t *vl) {
 	FILE *f = c->f;
+	const KKernel *k = ks[0];
 	int64_t nr = kir_kernel_terms(k), G = b->g, S = b->col ? FUSED_THREADS / 32 : FUSED_THREADS;
 	int64_t W = vl ? 4 : 1; // terms a thread takes at a time
 	indent(c);
@@ -1585,7 +1651,10 @@ print_term_loops(Cu *c, const KKernel *k, const Uses *u, const BRed *b, const ch
 		c->depth++;
 		static const char *const an[] = {"a0", "a1", "a2", "a3"};
 		for (int a = 0; a < 4; a++)
-			print_term(c, k, u, it, ll, a * S, an[a], NULL);
+			if (nk == 1)
+				print_term(c, k, u, it, ll, a * S, an[a], NULL);
+			else
+				print_term_multi(c, ks, nk, u, it, ll, a * S, a);
 		c->depth--;
 		indent(c);
 		fputs("}\n", f);
@@ -1593,17 +1662,25 @@ print_term_loops(Cu *c, const KKernel *k, const Uses *u, const BRed *b, const ch
 	indent(c);
 	fprintf(f, "for (; r0 < hi; r0 += %lld%s)\n", (long long)(S * W), ll);
 	c->depth++;
-	print_term(c, k, u, it, ll, 0, "a0", vl);
+	if (nk == 1)
+		print_term(c, k, u, it, ll, 0, "a0", vl);
+	else
+		print_term_multi(c, ks, nk, u, it, ll, 0, 0);
 	c->depth--;
 }
 
 // The post and the store of the point of this thread (after the fold).
 static void
 print_store(Cu *c, const KKernel *k) {
+	print_store_val(c, k, k->post);
+}
+
+// Value val of kernel k stored at its index (a fresh region).
+static void
+print_store_val(Cu *c, const KKernel *k, KxId val) {
 	const KProgram *p = c->p;
 	FILE *f = c->f;
 	DType st = p->buf[k->out].dtype;
-	KxId val = k->post;
 	c->region++;
 	ensure(c, val);
 	ensure(c, k->index);
@@ -1629,11 +1706,22 @@ print_store(Cu *c, const KKernel *k) {
 // of each step of 4S, S the stride; the tail into the first), combined
 // in order.  With G > 1 chunks, each block's result goes to fadc_red_part
 // and the block drawing the last ticket of fadc_red_tick folds them in
-// chunk order, stores, and resets the ticket.
+// chunk order, stores, and resets the ticket.  With nk > 1 kernels ks (a
+// multi launch's: one domain, one column plan) each thread keeps four
+// accumulators per kernel, the warps' results meet in red[..][32 m + l],
+// a chunk's nk results go to fadc_red_part side by side under one ticket,
+// and the last block folds and stores each kernel's in turn.
+static void print_blockred_multi_tail(Cu *c, const KKernel *const *ks, uint32_t nk,
+                                      uint32_t ne, const BRed *b, const char *ll);
+
 static void
-print_blockred(Cu *c, const KKernel *k, const Uses *u, const BRed *b) {
+print_blockred(Cu *c, const KKernel *const *ks, uint32_t nk, uint32_t ne, const Uses *u,
+               const BRed *b) {
 	const KProgram *p = c->p;
 	FILE *f = c->f;
+	const KKernel *k = ks[0];
+	FADC_ASSERT((nk == 1 && !ne) || (b->col && !b->vec),
+	            "cuda: sums side by side outside the column form");
 	DType vt = (DType)p->x[k->body].dtype;
 	const char *ty = cty(vt);
 	int64_t nr = kir_kernel_terms(k), G = b->g;
@@ -1641,7 +1729,7 @@ print_blockred(Cu *c, const KKernel *k, const Uses *u, const BRed *b) {
 	           kir_kernel_points(k) < ((int64_t)1 << 30);
 	const char *it = c->var32 ? "int" : "long long", *ll = c->var32 ? "" : "LL";
 	if (b->col)
-		fprintf(f, "\t__shared__ %s red[2][%d][32];\n", ty, FUSED_THREADS / 32);
+		fprintf(f, "\t__shared__ %s red[2][%d][%u];\n", ty, FUSED_THREADS / 32, 32 * nk);
 	else
 		fprintf(f, "\t__shared__ %s red[2][32];\n", ty);
 	fputs("\tunsigned int rb = 0;\n", f);
@@ -1674,12 +1762,14 @@ print_blockred(Cu *c, const KKernel *k, const Uses *u, const BRed *b) {
 		fprintf(f, "const %s t = tile;\n", it);
 	}
 	print_point_vars(c, k, u, it, ll);
-	for (int a = 0; a < 4; a++) {
-		indent(c);
-		fprintf(f, "%s a%d = ", ty, a);
-		red_init(c, k->red, vt);
-		fputs(";\n", f);
-	}
+	char an[32];
+	for (uint32_t m = 0; m < nk; m++)
+		for (int a = 0; a < 4; a++) {
+			indent(c);
+			fprintf(f, "%s %s = ", ty, acc_name(an, sizeof an, a, m, nk));
+			red_init(c, k->red, vt);
+			fputs(";\n", f);
+		}
 	uint8_t *vl = NULL;
 	if (b->col) {
 		indent(c);
@@ -1696,7 +1786,7 @@ print_blockred(Cu *c, const KKernel *k, const Uses *u, const BRed *b) {
 				fprintf(f, " | (unsigned long long)b%u", p->x[id].aux);
 		fputs(") % 16 == 0) {\n", f);
 		c->depth++;
-		print_term_loops(c, k, u, b, it, ll, vl);
+		print_term_loops(c, ks, 1, u, b, it, ll, vl);
 		c->depth--;
 		indent(c);
 		fputs("} else { // unaligned: one term at a time\n", f);
@@ -1704,13 +1794,17 @@ print_blockred(Cu *c, const KKernel *k, const Uses *u, const BRed *b) {
 	}
 	BRed one = *b;
 	one.unroll = one.unroll && !vl;
-	print_term_loops(c, k, u, &one, it, ll, NULL);
+	print_term_loops(c, ks, nk, u, &one, it, ll, NULL);
 	if (b->col || vl) {
 		c->depth--;
 		indent(c);
 		fputs("}\n", f);
 	}
 	free(vl);
+	if (nk > 1 || ne) {
+		print_blockred_multi_tail(c, ks, nk, ne, b, ll);
+		return;
+	}
 	indent(c);
 	fprintf(f, "%s acc = a0;\n", ty);
 	red_combine_var(c, k->red, vt, "a1");
@@ -1834,6 +1928,176 @@ print_blockred(Cu *c, const KKernel *k, const Uses *u, const BRed *b) {
 	fputs("\t}\n}\n", f);
 }
 
+// The epilogues ks[nk .. nk + ne) of a multi launch at this thread's point
+// (cuda_multi_end), after its sums' stores, where `guard` holds (NULL:
+// always): each its value at its index, in a scope and region of its own.
+static void
+print_epilogues(Cu *c, const KKernel *const *ks, uint32_t nk, uint32_t ne, const char *guard) {
+	FILE *f = c->f;
+	if (!ne)
+		return;
+	if (guard) {
+		indent(c);
+		fprintf(f, "if (%s) { // the epilogues at this point\n", guard);
+		c->depth++;
+	}
+	for (uint32_t e = nk; e < nk + ne; e++) {
+		indent(c);
+		fputs("{\n", f);
+		c->depth++;
+		print_store_val(c, ks[e], ks[e]->body);
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	}
+	if (guard) {
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	}
+}
+
+// The rest of print_blockred for nk > 1 column sums: each kernel's four
+// accumulators combined in order into red[rb][warp][32 m + lane]; warp 0
+// folds kernel m's warps in order; unsplit, lane l stores each kernel's
+// point l; split, the chunk's nk results go to fadc_red_part
+// [tile][g][m][lane] under one ticket, and the block drawing the last
+// folds each kernel's G chunks in order and stores.  Per kernel the same
+// terms meet in the same order as in its own block reduction.
+static void
+print_blockred_multi_tail(Cu *c, const KKernel *const *ks, uint32_t nk, uint32_t ne,
+                          const BRed *b, const char *ll) {
+	const KProgram *p = c->p;
+	FILE *f = c->f;
+	const KKernel *k = ks[0];
+	DType vt = (DType)p->x[k->body].dtype;
+	const char *ty = cty(vt);
+	int64_t G = b->g, dlv = k->dim[b->lv];
+	char an[32], guard[64];
+	snprintf(guard, sizeof guard, "lv < %lld%s", (long long)dlv, ll);
+	for (uint32_t m = 0; m < nk; m++) {
+		indent(c);
+		fputs("{\n", f);
+		c->depth++;
+		indent(c);
+		fprintf(f, "%s acc = %s;\n", ty, acc_name(an, sizeof an, 0, m, nk));
+		for (int a = 1; a < 4; a++)
+			red_combine_var(c, k->red, vt, acc_name(an, sizeof an, a, m, nk));
+		indent(c);
+		fprintf(f, "red[rb][threadIdx.x >> 5][%u + (threadIdx.x & 31)] = acc;\n", 32 * m);
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	}
+	indent(c);
+	fputs("__syncthreads();\n", f);
+	indent(c);
+	fputs("if (threadIdx.x < 32) {\n", f);
+	c->depth++;
+	for (uint32_t m = 0; m < nk; m++) { // warp 0: each kernel's warps in order
+		indent(c);
+		fputs("{\n", f);
+		c->depth++;
+		indent(c);
+		fprintf(f, "%s acc = red[rb][0][%u + threadIdx.x];\n", ty, 32 * m);
+		indent(c);
+		fprintf(f, "for (int q = 1; q < %d; q++) {\n", FUSED_THREADS / 32);
+		c->depth++;
+		indent(c);
+		fprintf(f, "const %s o = red[rb][q][%u + threadIdx.x];\n", ty, 32 * m);
+		red_combine_var(c, k->red, vt, "o");
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+		indent(c);
+		if (G == 1) {
+			fprintf(f, "if (lv < %lld%s) {\n", (long long)dlv, ll);
+			c->depth++;
+			print_store(c, ks[m]);
+			c->depth--;
+			indent(c);
+			fputs("}\n", f);
+		} else {
+			fprintf(f, "((%s *)fadc_red_part)[((tile * %lld%s + g) * %u + %u) * 32 + threadIdx.x] = acc;\n",
+			        ty, (long long)G, ll, nk, m);
+		}
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	}
+	if (G == 1)
+		print_epilogues(c, ks, nk, ne, guard);
+	if (G > 1) {
+		// The chunk's results, then one ticket (fenced as print_blockred's).
+		indent(c);
+		fputs("__syncwarp();\n", f);
+		indent(c);
+		fputs("unsigned int tk = 0;\n", f);
+		indent(c);
+		fputs("if (threadIdx.x == 0) {\n", f);
+		indent(c);
+		fputs("\t__threadfence();\n", f);
+		indent(c);
+		fputs("\ttk = atomicAdd(&fadc_red_tick[tile], 1u);\n", f);
+		indent(c);
+		fputs("}\n", f);
+		indent(c);
+		fputs("tk = __shfl_sync(0xffffffffu, tk, 0);\n", f);
+		indent(c);
+		fprintf(f, "if (tk == %lluu) { // the last chunk of this tile: fold all in order\n",
+		        (unsigned long long)(G - 1));
+		c->depth++;
+		indent(c);
+		fputs("__threadfence();\n", f);
+		indent(c);
+		fputs("if (threadIdx.x == 0)\n", f);
+		indent(c);
+		fputs("\tfadc_red_tick[tile] = 0u; // ready for the next launch\n", f);
+		for (uint32_t m = 0; m < nk; m++) {
+			indent(c);
+			fputs("{\n", f);
+			c->depth++;
+			indent(c);
+			fprintf(f,
+			        "%s acc = __ldcg(&((const %s *)fadc_red_part)[(tile * %lld%s * %u + %u) * 32 + "
+			        "threadIdx.x]);\n",
+			        ty, ty, (long long)G, ll, nk, m);
+			indent(c);
+			fprintf(f, "for (int q = 1; q < %lld; q++) {\n", (long long)G);
+			c->depth++;
+			indent(c);
+			fprintf(f,
+			        "const %s o = __ldcg(&((const %s *)fadc_red_part)[((tile * %lld%s + q) * %u + "
+			        "%u) * 32 + threadIdx.x]);\n",
+			        ty, ty, (long long)G, ll, nk, m);
+			red_combine_var(c, k->red, vt, "o");
+			c->depth--;
+			indent(c);
+			fputs("}\n", f);
+			indent(c);
+			fprintf(f, "if (lv < %lld%s) {\n", (long long)dlv, ll);
+			c->depth++;
+			print_store(c, ks[m]);
+			c->depth--;
+			indent(c);
+			fputs("}\n", f);
+			c->depth--;
+			indent(c);
+			fputs("}\n", f);
+		}
+		print_epilogues(c, ks, nk, ne, guard);
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	}
+	c->depth--;
+	indent(c);
+	fputs("}\n", f); // if (threadIdx.x < 32)
+	indent(c);
+	fputs("rb ^= 1;\n", f);
+	fputs("\t}\n}\n", f);
+}
+
 static void
 print_kernel(Cu *c, uint32_t ki) {
 	const KProgram *p = c->p;
@@ -1900,7 +2164,7 @@ print_kernel(Cu *c, uint32_t ki) {
 	}
 	BRed bp;
 	if (!c->fused && !c->inloop[ki] && cuda_blockred_plan(p, k, 0, &bp) && bp.ilp) {
-		print_blockred(c, k, &u, &bp);
+		print_blockred(c, &k, 1, 0, &u, &bp);
 		free(u.seen);
 		free(u.buf);
 		free(u.step);
@@ -2496,6 +2760,50 @@ print_kernel_shared(Cu *c, Sharing *s, uint32_t ki) {
 	free(text);
 }
 
+// Multi launch a (print_multi) printed into c->f once per key, as
+// print_kernel_shared does for one kernel: the batch norms of one width
+// have equal sibling groups (resnet18's vjp: 20 groups, a handful of
+// functions).  *aliased is set when an earlier group's function runs it.
+static void
+print_multi_shared(Cu *c, Sharing *s, const La *a, uint8_t *aliased) {
+	char *text = NULL;
+	size_t n = 0;
+	FILE *main = c->f, *f = open_memstream(&text, &n);
+	FADC_ASSERT(f, "cuda: out of memory");
+	c->f = f;
+	print_multi(c, a);
+	c->f = main;
+	FADC_ASSERT(!fclose(f), "cuda: out of memory");
+	CgCudaKernel ct;
+	FADC_ASSERT(cuda_multi_contract(c->p, a, &ct), "cuda: out of memory");
+	free(ct.buf);
+	Ren key = {0};
+	shr_key(text, n, ct.name, &key, s->map, s->nmap);
+	if (!key.buf)
+		ren_put(&key, "", 0);
+	int64_t e = shr_find_add(&s->sh, key.buf, key.n, a->begin, ct.name);
+	if (e < 0) {
+		fwrite(text, 1, n, main);
+	} else {
+		free(key.buf);
+		const char *nl = n > 1 ? memchr(text + 1, '\n', n - 1) : NULL;
+		size_t cl = nl ? (size_t)(nl - text) + 1 : 0;
+		fwrite(text, 1, cl, main);
+		fprintf(main, "// the function of kernel %u: %s\n", s->sh.ki[e], s->sh.name[e]);
+		*aliased = 1;
+		if (s->nout == s->cap) {
+			s->cap = s->cap ? 2 * s->cap : 64;
+			s->out = realloc(s->out, s->cap * sizeof *s->out);
+			FADC_ASSERT(s->out != NULL, "cuda: out of memory");
+		}
+		s->out[s->nout].name = ct.name;
+		s->out[s->nout].as = strdup(s->sh.name[e]);
+		FADC_ASSERT(s->out[s->nout].as != NULL, "cuda: out of memory");
+		s->nout++;
+	}
+	free(text);
+}
+
 void
 cg_cuda_shared_free(CgCudaShared *s, uint32_t n) {
 	for (uint32_t i = 0; s && i < n; i++) {
@@ -2585,7 +2893,9 @@ parts_make(const Cu *c, const La *la, uint32_t nla, const Cuts *k, size_t n, CgC
 			q->unit = CG_CUDA_PART_ALL;
 		else if (x->what == CUT_LOOPS)
 			q->unit = CG_CUDA_PART_LOOPS;
-		else if (x->what == CUT_GROUP) {
+		else if (x->what == CUT_GROUP && c->galias[x->i]) {
+			// a multi launch whose function is an earlier one's: a note
+		} else if (x->what == CUT_GROUP) {
 			CgCudaKernel all;
 			FADC_ASSERT(la[x->i].kind == LA_MULTI ? cuda_multi_contract(p, &la[x->i], &all)
 			                                      : cuda_group_contract(p, &la[x->i], &all),
@@ -2786,6 +3096,16 @@ print_program(const KProgram *p, size_t *len, Sharing *share, CgCudaPart **parts
 				rtick = b.tiles;
 		}
 	}
+	for (uint32_t i = 0; i < nla; i++) { // a multi launch's sums side by side
+		BRed b;
+		const KKernel *k = &p->k[la[i].begin];
+		if (la[i].kind == LA_MULTI && cuda_multi_plan(p, &la[i], &b) && b.g > 1) {
+			int64_t es = (int64_t)kir_dtype_size((DType)p->x[k->body].dtype);
+			int64_t need = b.tiles * b.g * 32 * es * (int64_t)cuda_multi_sums(p, &la[i]);
+			rpart = need > rpart ? need : rpart;
+			rtick = b.tiles > rtick ? b.tiles : rtick;
+		}
+	}
 	// Their declarations go into every piece (cg_cuda_print_parts): a
 	// piece of split reductions need not hold a loop.  Each piece is its
 	// own module, so each has its own copy, which is safe for the reason above.
@@ -2821,8 +3141,9 @@ print_program(const KProgram *p, size_t *len, Sharing *share, CgCudaPart **parts
 			        gemm[i] == GEMM_CHOICE ? ", or the kernel below: a choice, timed on the GPU"
 			                               : ": no code here");
 		if (multi[i])
-			fprintf(c.f, "\n// kernel %u: %s, one of the sums of kernel %u's launch (below)\n", i,
-			        p->k[i].what ? p->k[i].what : "", multi[i] - 1);
+			fprintf(c.f, "\n// kernel %u: %s, %s of kernel %u's launch (below)\n", i,
+			        p->k[i].what ? p->k[i].what : "", p->k[i].red ? "one of the sums" : "an epilogue",
+			        multi[i] - 1);
 		else if (!p->k[i].host && gemm[i] != GEMM_ONLY) {
 			if (c.cuts)
 				c.cuts->c[c.cuts->n - 1].fn = 1;
@@ -2834,10 +3155,14 @@ print_program(const KProgram *p, size_t *len, Sharing *share, CgCudaPart **parts
 	}
 	free(gemm);
 	free(multi);
+	c.galias = calloc(nla + 1, 1);
+	FADC_ASSERT(c.galias, "cuda: out of memory");
 	for (uint32_t i = 0; i < nla && !c.bad; i++)
 		if (la[i].kind == LA_FUSED || la[i].kind == LA_LOOP || la[i].kind == LA_MULTI) {
 			cut(&c, CUT_GROUP, i);
-			if (la[i].kind == LA_MULTI)
+			if (la[i].kind == LA_MULTI && share)
+				print_multi_shared(&c, share, &la[i], &c.galias[i]);
+			else if (la[i].kind == LA_MULTI)
 				print_multi(&c, &la[i]);
 			else
 				print_group(&c, &la[i]);
@@ -2851,6 +3176,7 @@ print_program(const KProgram *p, size_t *len, Sharing *share, CgCudaPart **parts
 	free(c.inloop);
 	free(c.rot);
 	free(c.alias);
+	free(c.galias);
 	free(la);
 	if (c.bad) {
 		snprintf(err, errlen, "error: task '%s': the CUDA backend does not support %s yet",

@@ -1269,24 +1269,165 @@ cuda_conv_launch(const KProgram *p, uint32_t ki, uint32_t *end) {
 // stores its post.  Each kernel's sum is the same terms added in the same
 // order as alone (only nvcc's FMA contraction, free in either form, could
 // differ).
+//
+// The splits' second kernels follow side by side too (kir_layout.c emits
+// them in the first kernels' order): per channel, the sum of the
+// partials, one "sum" or "mean" per sibling, each its own launch of a few
+// microseconds (resnet18's TF32 vjp: ~60 of them in 20 groups, at the
+// launch floor; in a CUDA graph replay each kernel node costs about as
+// much again).  They read different buffers over equal domains, so the
+// same rule makes a run of them one launch: thread per point (few
+// partials a channel) as above, or, where each is a column block
+// reduction of one plan (cuda_blockred_plan: the same tiles, chunks and
+// unrolling), one block reduction whose every thread folds each kernel's
+// terms into accumulators of its own (print_blockred with several
+// kernels): the same terms in the same order per kernel as alone.
+// FADC_CUDA_NO_MULTI_SUMS=1 at compile time keeps those one launch each.
+//
+// Epilogues: after such sums (one or more, "sum" or "mean") come
+// elementwise kernels over the same points that read them only at their
+// own point (batch norm's per-channel coefficients from its sums: 2 per
+// batch norm backward, 1 per statistics pass; a few microseconds each at
+// the launch floor for 64 to 512 points).  They run in the same launch,
+// by the thread that stored the sums' values at that point (a block
+// reduction's: the lane of the block that stored the tile's, the last
+// chunk's when split), after those stores: program order makes the
+// values visible, and no other thread reads them in the launch.  An
+// epilogue must store at its own flattened point index, read any output
+// of the launch only at its own point and only as that very buffer (not
+// another placed on its bytes), and write bytes no kernel of the launch
+// reads or writes.  Off by default, for NVRTC's time: resnet18's TF32
+// vjp, jvp and vhp compiled with 15.96 s of NVRTC CPU with the sums one
+// launch each, 16.81 with the sums side by side, 19.29 with epilogues
+// after groups of two or more sums, ~20 with every sum's (a single sum
+// with its epilogue is a function of its own where the sum alone was
+// shared with every equal sum of the task; 2-core machine under load,
+// docs/PERFORMANCE.md, h-g20a), for 0.046 ms of a 4.96 ms vjp on the
+// H200.  FADC_CUDA_MULTI_EPI=1 at compile time: after groups of two or
+// more sums; FADC_CUDA_MULTI_EPI_ALL=1: after every sum;
+// FADC_CUDA_NO_MULTI_EPI=1: never (wins).
 #define MULTI_MAX 4
+#define MULTI_MAX_EPI 4
+#define MULTI_MAX_COST 256 // the bodies together (nvcc's registers, NVRTC's time)
+#define MULTI_EPI_COST 64
+
+// The form of a multi launch's kernel k: 1 a thread per point, 2 a column
+// block reduction (plan *b), 0 none.
+static int
+multi_form(const KProgram *p, const KKernel *k, BRed *b) {
+	int cps = k->what && !strcmp(k->what, "channel_partial_sum");
+	int sums = k->what && (!strcmp(k->what, "sum") || !strcmp(k->what, "mean"));
+	if (!(cps || sums) || k->red != KR_SUM || k->host || k->contraction || k->conv ||
+	    p->x[k->body].dtype == DT_BOOL)
+		return 0;
+	if (!cuda_blockred(p, k))
+		return 1;
+	return sums && cuda_blockred_plan(p, k, 0, b) && b->ilp && b->col && !b->vec ? 2 : 0;
+}
+
+// The end of the epilogues (above) of the sums [i, e): e when none.
+static uint32_t
+multi_epilogue_end(const KProgram *p, uint32_t i, uint32_t e) {
+	const KKernel *k = &p->k[i];
+	for (uint32_t m = i; m < e; m++)
+		if (!kx_flat_point(p, &p->k[m], p->k[m].index))
+			return e;
+	uint8_t *seen = calloc(p->nx + 1, 1), *rd = calloc(p->nbuf + 1, 1);
+	FADC_ASSERT(seen && rd, "cuda: out of memory");
+	uint32_t f = e;
+	for (; f < p->nk && f - e < MULTI_MAX_EPI; f++) {
+		const KKernel *s = &p->k[f];
+		if (s->red || s->host || s->contraction || s->conv || !s->body || s->rank != k->rank ||
+		    memcmp(s->dim, k->dim, sizeof k->dim) || outer_loop_at(p, f) >= 0 ||
+		    !kx_flat_point(p, s, s->index) || kx_cost(p, s->body) > MULTI_EPI_COST)
+			break;
+		memset(seen, 0, p->nx + 1);
+		memset(rd, 0, p->nbuf + 1);
+		reads_of(p, s, s->body, 1, seen, rd);
+		reads_of(p, s, s->index, 1, seen, rd);
+		int bad = 0;
+		// Its reads of the launch's outputs: at its own point, of that buffer.
+		for (uint32_t j = i; j < f && !bad; j++)
+			for (uint32_t b = 0; b < p->nbuf && !bad; b++)
+				bad = rd[b] && grid_overlap(p, p->k[j].out, b) &&
+				      (rd[b] != RD_OWN || b != p->k[j].out);
+		// Its output against every buffer the launch reads and every output.
+		for (uint32_t j = i; j <= f && !bad; j++) {
+			Uses u = {0};
+			cuda_kernel_uses(p, &p->k[j], &u);
+			for (uint32_t b = 0; b < p->nbuf && !bad; b++)
+				bad = u.buf[b] && grid_overlap(p, s->out, b);
+			bad = bad || (j < f && grid_overlap(p, s->out, p->k[j].out));
+			free(u.seen);
+			free(u.buf);
+			free(u.step);
+		}
+		if (bad)
+			break;
+	}
+	free(seen);
+	free(rd);
+	return f;
+}
+
+uint32_t
+cuda_multi_sums(const KProgram *p, const La *a) {
+	uint32_t n = 0;
+	while (a->begin + n < a->end && p->k[a->begin + n].red)
+		n++;
+	return n;
+}
+
+// A multi launch's block reduction (its sums a column group): its first
+// sum's plan, with up to as many times the chunks as it has sums, each
+// still at least BLOCKRED_MIN_CHUNK_COL terms.  Each chunk folds every
+// sum's terms, so with one sum's chunks a group of three ran three times
+// the dependent loads per warp: resnet18's stem group (3 x 64 channels of
+// 6,272 partials, 2 tiles x 32 chunks) took 23.9 us where its three sums
+// had taken 9.5 each (H200, eagerly).  0 when the launch is no block
+// reduction.  FADC_CUDA_MULTI_ONE_PLAN=1 at compile time: the first sum's
+// plan as is (measurements).
+int
+cuda_multi_plan(const KProgram *p, const La *a, BRed *b) {
+	const KKernel *k0 = &p->k[a->begin];
+	if (!cuda_blockred_plan(p, k0, 0, b))
+		return 0;
+	int64_t ns = (int64_t)cuda_multi_sums(p, a), nr = kir_kernel_terms(k0);
+	if (!b->col || b->g < 2 || ns < 2 || getenv("FADC_CUDA_MULTI_ONE_PLAN"))
+		return 1;
+	int64_t g = b->g * ns;
+	if (g > nr / BLOCKRED_MIN_CHUNK_COL)
+		g = nr / BLOCKRED_MIN_CHUNK_COL;
+	if (g > b->g) {
+		b->len = (nr + g - 1) / g;
+		b->g = (nr + b->len - 1) / b->len; // no empty chunk
+		b->units = b->tiles * b->g;
+	}
+	return 1;
+}
 
 uint32_t
 cuda_multi_end(const KProgram *p, uint32_t i) {
 	const KKernel *k = &p->k[i];
-	if (!k->what || strcmp(k->what, "channel_partial_sum") || k->red != KR_SUM || k->host ||
-	    k->contraction || k->conv || cuda_fused(p) || cuda_blockred(p, k) ||
-	    outer_loop_at(p, i) >= 0 || getenv("FADC_CUDA_NO_MULTI"))
+	BRed b0, bs;
+	int form = cuda_fused(p) || outer_loop_at(p, i) >= 0 || getenv("FADC_CUDA_NO_MULTI")
+	               ? 0
+	               : multi_form(p, k, &b0);
+	int cps = form && !strcmp(k->what, "channel_partial_sum");
+	if (!form || (!cps && getenv("FADC_CUDA_NO_MULTI_SUMS")))
 		return i + 1;
 	uint32_t e = i + 1;
+	int64_t cost = kx_cost(p, k->body);
 	Uses u = {0};
 	for (; e < p->nk && e - i < MULTI_MAX; e++) {
 		const KKernel *s = &p->k[e];
-		if (!s->what || strcmp(s->what, "channel_partial_sum") || s->red != KR_SUM || s->host ||
-		    s->contraction || s->conv || s->rank != k->rank || s->rrank != k->rrank ||
-		    memcmp(s->dim, k->dim, sizeof k->dim) || memcmp(s->rdim, k->rdim, sizeof k->rdim) ||
-		    p->x[s->body].dtype != p->x[k->body].dtype || cuda_blockred(p, s) ||
-		    outer_loop_at(p, e) >= 0)
+		if (multi_form(p, s, &bs) != form ||
+		    cps != !strcmp(s->what, "channel_partial_sum") || s->rank != k->rank ||
+		    s->rrank != k->rrank || memcmp(s->dim, k->dim, sizeof k->dim) ||
+		    memcmp(s->rdim, k->rdim, sizeof k->rdim) ||
+		    p->x[s->body].dtype != p->x[k->body].dtype || outer_loop_at(p, e) >= 0 ||
+		    (form == 2 && memcmp(&bs, &b0, sizeof bs)) ||
+		    (cost += kx_cost(p, s->body)) > MULTI_MAX_COST)
 			break;
 		// The pairs new with e: e's output against every output and
 		// every buffer read of the run (e included), e's reads against
@@ -1309,6 +1450,9 @@ cuda_multi_end(const KProgram *p, uint32_t i) {
 		if (clash)
 			break;
 	}
+	if (!cps && !getenv("FADC_CUDA_NO_MULTI_EPI") &&
+	    ((e - i >= 2 && getenv("FADC_CUDA_MULTI_EPI")) || getenv("FADC_CUDA_MULTI_EPI_ALL")))
+		e = multi_epilogue_end(p, i, e);
 	return e - i >= 2 ? e : i + 1;
 }
 
@@ -1518,15 +1662,22 @@ contract_new(CgCudaKernel *out, const char *name, size_t nbuf) {
 	out->buf = NULL;
 	return 0;
 }
-// An LA_MULTI launch's contract: fadc_<task>_k<begin>_channel_partial_sums,
-// the kernels' points, their outputs in kernel order, then every buffer
-// they load in buffer order (print_multi prints the same).
+// An LA_MULTI launch's contract: fadc_<task>_k<begin>_channel_partial_sums
+// (the splits' first kernels) or _sums (their second kernels), the
+// kernels' points, their outputs in kernel order, then every buffer they
+// load in buffer order (print_multi prints the same); a block reduction's
+// grid is its work units, as for one such kernel.
 int
 cuda_multi_contract(const KProgram *p, const La *a, CgCudaKernel *out) {
-	uint8_t *use = group_contract_new(p, a, "channel_partial_sums", out);
+	const KKernel *k0 = &p->k[a->begin];
+	int cps = k0->what && !strcmp(k0->what, "channel_partial_sum");
+	uint8_t *use = group_contract_new(p, a, cps ? "channel_partial_sums" : "sums", out);
 	if (!use)
 		return 0;
-	out->points = kir_kernel_points(&p->k[a->begin]);
+	out->points = kir_kernel_points(k0);
+	BRed br;
+	if (cuda_multi_plan(p, a, &br))
+		out->grid = (uint32_t)(br.units < 65535 ? br.units : 65535);
 	for (uint32_t ki = a->begin; ki < a->end; ki++) {
 		Uses u = {0};
 		cuda_kernel_uses(p, &p->k[ki], &u);

@@ -86,9 +86,13 @@ typedef enum FMode {
 //   LA_SEQ     the launches of kernels [begin, end) that follow it (each
 //              LA_KERNEL or LA_GEMM) are one candidate;
 //   LA_CONV    convolution `loop` (p->conv) as one cuDNN call;
-//   LA_MULTI   kernels [begin, end): sibling channel partial sums (alike
-//              domains, independent; cuda_multi_end) as one __global__
-//              that folds every kernel's term per point in one pass.
+//   LA_MULTI   kernels [begin, end): sibling sums (alike domains,
+//              independent; cuda_multi_end) as one __global__ that folds
+//              every kernel's term per point in one pass -- the channel
+//              splits' partial sums, or their second kernels (a thread
+//              per point or one column block reduction) -- and after the
+//              latter the elementwise epilogues that read them at their
+//              own points (cuda_multi_sums: the sums, then those).
 typedef enum LaKind {
 	LA_FUSED,
 	LA_KERNEL,
@@ -115,9 +119,11 @@ typedef struct La {
 enum { GEMM_NONE, GEMM_ONLY, GEMM_CHOICE };
 
 // ---------------------------------------------------------------- cuda_sched.c
-// The end of the group of sibling partial sums that starts at kernel i
-// (LA_MULTI), or i + 1 when kernel i starts none.
+// The end of the group of sibling sums (and their epilogues) that starts
+// at kernel i (LA_MULTI), or i + 1 when kernel i starts none.
 uint32_t cuda_multi_end(const KProgram *p, uint32_t i);
+// How many of LA_MULTI launch a's kernels are sums (the rest: epilogues).
+uint32_t cuda_multi_sums(const KProgram *p, const La *a);
 // Its launch's contract (outputs in kernel order, then the loads).
 int cuda_multi_contract(const KProgram *p, const La *a, CgCudaKernel *out);
 // Kernels.
@@ -143,6 +149,8 @@ typedef struct BRed {
 	int64_t units; // tiles * g: the blocks it can use
 } BRed;
 int cuda_blockred_plan(const KProgram *p, const KKernel *k, int inloop, BRed *b);
+// An LA_MULTI launch's block reduction plan (0: a thread per point).
+int cuda_multi_plan(const KProgram *p, const La *a, BRed *b);
 // Whether elementwise kernel ki (outside loops and fused tasks) runs 4
 // points a thread in 16-byte vectors; vload[x] (p->nx + 1 flags, or NULL)
 // marks the loads read as float4.

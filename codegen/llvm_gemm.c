@@ -37,6 +37,7 @@
 // once for a batch of samples).  LLVM 14's C API cannot set
 // fast-math flags, which is why the vectors are spelled out: the loop
 // vectorizer would not reassociate a reduction.
+#include <llvm-c/Comdat.h>
 #include <llvm-c/DebugInfo.h>
 
 #include "llvm_impl.h"
@@ -49,8 +50,12 @@
 #define GEMM_MIN_WORK 4096 // M N K below which the plain loops are as good
 #define GEMM_PF 8 // reduction steps ahead that a strided A is prefetched
 #define GEMM_PF_MIN_STRIDE 16 // elements: below, A's steps share cache lines
-// A's packed block lives on the kernel's stack: at most this many bytes.
+// A's packed block: at most this many bytes (and B's panel at most
+// GEMM_BPANEL_MAX, which gemm_blocking's rule for KC implies: 2/3 of a
+// 48 KiB L1d).  Both live in one thread-local block (gemm_scratch), not
+// on the kernel's stack.
 #define GEMM_APACK_MAX (256 * 1024)
+#define GEMM_BPANEL_MAX (32 * 1024)
 // A's block is packed for a group when the group has at least
 // GEMM_PACKA_MIN_TILES column tiles (each packed value is then read by
 // every one: for one or two, a copy, a load and a store per value, costs
@@ -60,8 +65,12 @@
 // a 512 x 512 product (48 iterations) would run in chunks of one tile and
 // reads A in place; 1024 x 1024 (160) packs, and at one thread it must:
 // its rows of A are 4 KiB apart, the 12 of a tile in one L1 set.
-// (Choosing per chunk at run time needs both forms of every tile, which
-// doubled transformer's compile time.)
+// Choosing per chunk at run time (one tile whose A pointer and strides
+// are selects; both forms of every tile doubled transformer's compile
+// time) was measured on the GPU host and the development machine: the
+// variable strides cost the micro-kernel a chain of address adds, and
+// packing at one thread where the range is short lost to reading in
+// place (4 x 256 x 196 x 2304: 137 -> 116 GF/s), so it was taken out.
 #define GEMM_PACKA_MIN_TILES 3
 #define GEMM_PACKA_MIN_RANGE 96
 
@@ -88,7 +97,7 @@ llvm_gemm_vl(unsigned vbytes, DType vt)
 //   on a Sapphire-Rapids-class core, docs/PERFORMANCE.md: KC = 128, half
 //   of a 32 KiB L1d, gave 4-7 points of peak less.)
 // - MC: A's packed block, MC x KC, takes half of L2 (the rest: B's panels
-//   going by, C), at most GEMM_APACK_MAX (a stack buffer), in whole MR-row
+//   going by, C), at most GEMM_APACK_MAX (gemm_scratch), in whole MR-row
 //   blocks: 256-bit tiles f32 126 rows, f64 60; 512-bit f32 252, f64 120.
 static void
 gemm_blocking(unsigned vbytes, DType vt, Gemm *G)
@@ -124,6 +133,25 @@ gemm_blocking(unsigned vbytes, DType vt, Gemm *G)
 	int64_t abytes = l2 / 2 < GEMM_APACK_MAX ? l2 / 2 : GEMM_APACK_MAX;
 	int64_t mc = abytes / (G->kc * es) / G->mr * G->mr;
 	G->mc = mc < G->mr ? G->mr : mc;
+}
+
+// The groups of rows (G->mc), once gemm_blocking has set their largest
+// size: as many as that size needs, the MR-row blocks spread over them,
+// ceil(blocks / groups) each, so the last group is short only by the
+// rounding.  1024 rows in 252-row groups left a last group of 16 rows
+// whose B panels were packed for 2 tiles' worth of FMAs; as 5 groups,
+// 216 rows (4) and 160 (1).  (More, smaller groups when the range is
+// short for 16 threads -- 4 x 512 x 49 x 4608: 24 iterations, as 8 groups
+// 64 -- were tried: B's panels, packed per group, cost 10-15% at one
+// thread, and the GPU host's 16 threads showed no gain; docs/
+// PERFORMANCE.md, "issue 26, helper c26g".)  The groups only choose which
+// outputs an iteration computes: each output's sum is the same.
+static void
+gemm_groups(Gemm *G)
+{
+	int64_t nblk = (G->M + G->mr - 1) / G->mr;
+	int64_t ng = (G->M + G->mc - 1) / G->mc;
+	G->mc = G->mr * ((nblk + ng - 1) / ng);
 }
 
 // The shared recognition (kir_gemm_match: a product of two affine loads
@@ -185,6 +213,7 @@ llvm_gemm_plan(const KProgram *p, const KKernel *k, unsigned vbytes, Gemm *G)
 	if (G->N < GEMM_NV * (int64_t)llvm_gemm_vl(vbytes, vt) || G->M * G->N * K < GEMM_MIN_WORK)
 		return 0;
 	gemm_blocking(vbytes, vt, G);
+	gemm_groups(G);
 	return 1;
 }
 
@@ -665,6 +694,87 @@ gemm_tiles_masked(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, 
 	LLVMPositionBuilderAtEnd(e->B, bn);
 }
 
+// The pack buffers, B's panel then A's block: GEMM_BPANEL_MAX +
+// GEMM_APACK_MAX bytes per thread, in a thread-local array (not the
+// stack: a pool's or a caller's threads may have small stacks, and the
+// frame was 145 KiB with 256-bit tiles, 290 KiB with 512-bit ones).  One
+// array for the whole artifact: every piece defines it with the same
+// name, size and (weak_odr, hidden) linkage in a COMDAT group of that
+// name, so the link keeps one (without the group it kept every piece's
+// copy: 39 x 288 KiB of TLS per thread in fcn_resnet's artifact), and a
+// thread runs one kernel at a time.  It is the shared object's dynamic
+// TLS (the general-dynamic model of a PIC module): glibc allocates it on
+// a thread's first GEMM, zeroed, and frees it with the thread.  Nothing
+// is carried from one call to the next: every value read was packed in
+// the same call.
+//
+// The GEMM never touches the array itself: it calls GEMM_SCRATCH_FN, a
+// function of the piece (internal, noinline) whose only work is the
+// thread-local access.  LLVM 14 lowers that access to a call of
+// __tls_get_addr that it assumes preserves every vector register but
+// xmm0-15 (X86's TLS_addr64 clobbers), so in x86-64-v4 code zmm16-31
+// stayed live across it -- B's panel loop held a loaded vector there.
+// glibc's __tls_get_addr (2.36, Debian 12) is an ordinary function:
+// on a thread's first access it allocates the block and clears it with
+// memset, whose EVEX form works in ymm16, and it may resize the thread's
+// DTV with memcpy; the held vector came back changed, and the panel got
+// it (fcn_resnet's gradients off by 1e-2 in a few runs of 20 on two
+// threads, never seen on one; reverted in 4824d08).  Later glibc releases save the
+// vector registers in _dl_tlsdesc_dynamic (sourceware bug 31372) and in
+// __tls_get_addr; the call here does not depend on that: an ordinary call
+// clobbers every vector register by the ABI, so the GEMM holds none
+// across it, and the function itself has no vector values to lose.
+// tests/cpu/gemm-threads.sh checks that no function with vector code
+// calls __tls_get_addr.
+#define GEMM_SCRATCH_NAME "fadc_gemm_scratch"
+#define GEMM_SCRATCH_FN "fadc_gemm_scratch_get"
+
+// The scratch array's address for the calling thread, an i8 pointer: a
+// call of the piece's GEMM_SCRATCH_FN (defined, with the array, on first
+// use), at the builder's position.
+static LLVMValueRef
+gemm_scratch(Emit *e)
+{
+	LLVMTypeRef fty = LLVMFunctionType(e->i8p, NULL, 0, 0);
+	LLVMValueRef f = LLVMGetNamedFunction(e->M, GEMM_SCRATCH_FN);
+	if (!f) {
+		LLVMValueRef g = LLVMGetNamedGlobal(e->M, GEMM_SCRATCH_NAME);
+		FADC_ASSERT(!g, "llvm_gemm: the scratch array without its function");
+		LLVMTypeRef at = LLVMArrayType(e->i8, GEMM_BPANEL_MAX + GEMM_APACK_MAX);
+		g = LLVMAddGlobal(e->M, at, GEMM_SCRATCH_NAME);
+		LLVMSetInitializer(g, LLVMConstNull(at));
+		LLVMSetLinkage(g, LLVMWeakODRLinkage);
+		LLVMSetVisibility(g, LLVMHiddenVisibility);
+		LLVMSetThreadLocal(g, 1);
+		LLVMSetAlignment(g, 64);
+		LLVMSetComdat(g, LLVMGetOrInsertComdat(e->M, GEMM_SCRATCH_NAME));
+		f = LLVMAddFunction(e->M, GEMM_SCRATCH_FN, fty);
+		LLVMSetLinkage(f, LLVMInternalLinkage);
+		fn_attr(e, f, LLVMAttributeFunctionIndex, "noinline");
+		fn_attr(e, f, LLVMAttributeFunctionIndex, "nounwind");
+		// The address goes out through an empty asm (its operand is its
+		// result): else IPSCCP sees that the function returns a constant,
+		// the thread-local array, puts that in place of each call and
+		// drops the calls, and the access is back in the GEMM.
+		LLVMTypeRef aty = LLVMFunctionType(e->i8p, &e->i8p, 1, 0);
+		LLVMValueRef id = LLVMGetInlineAsm(aty, "", 0, "=r,0", 4, 0, 0, LLVMInlineAsmDialectATT, 0);
+		LLVMBuilderRef b = LLVMCreateBuilderInContext(e->C);
+		LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(e->C, f, "entry"));
+		LLVMValueRef p = LLVMBuildBitCast(b, g, e->i8p, "");
+		LLVMBuildRet(b, LLVMBuildCall2(b, aty, id, &p, 1, ""));
+		LLVMDisposeBuilder(b);
+	}
+	return LLVMBuildCall2(e->B, fty, f, NULL, 0, "");
+}
+
+// An i8 pointer `off` bytes into the scratch array at p (gemm_scratch).
+static LLVMValueRef
+gemm_scratch_at(Emit *e, LLVMValueRef p, int64_t off)
+{
+	LLVMValueRef idx = i64c(e, off);
+	return LLVMBuildInBoundsGEP2(e->B, e->i8, p, &idx, 1, "");
+}
+
 void
 llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 {
@@ -711,15 +821,14 @@ llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 		// accumulators start from zero in the first block and from C
 		// after: each output still sums its terms in order of k, whatever
 		// the range.
-		int64_t nkb = (G->K + G->kc - 1) / G->kc;
-		LLVMValueRef bp = llvm_entry_alloca(e, LLVMArrayType(vty, (unsigned)(G->kc * nv)));
-		LLVMSetAlignment(bp, 64);
-		blk.bp = LLVMBuildBitCast(e->B, bp, LLVMPointerType(vty, 0), "");
+		int64_t nkb = (G->K + G->kc - 1) / G->kc, es = (int64_t)kir_dtype_size(vt);
+		FADC_ASSERT(G->kc * nv * (int64_t)vl * es <= GEMM_BPANEL_MAX && G->mc * G->kc * es <= GEMM_APACK_MAX,
+		            "llvm_gemm: pack buffers too large");
+		LLVMValueRef scr = gemm_scratch(e);
+		blk.bp = LLVMBuildBitCast(e->B, gemm_scratch_at(e, scr, 0), LLVMPointerType(vty, 0), "");
 		blk.ap = NULL;
 		if (packa) {
-			LLVMValueRef ap = llvm_entry_alloca(e, LLVMArrayType(t, (unsigned)(G->mc * G->kc)));
-			LLVMSetAlignment(ap, 64);
-			blk.ap = LLVMBuildBitCast(e->B, ap, LLVMPointerType(t, 0), "");
+			blk.ap = LLVMBuildBitCast(e->B, gemm_scratch_at(e, scr, GEMM_BPANEL_MAX), LLVMPointerType(t, 0), "");
 			curq = llvm_entry_alloca(e, e->i64);
 		}
 		blk.ctr = llvm_entry_alloca(e, e->i64);

@@ -109,9 +109,17 @@ typedef struct fadc_context_options {
 	// against an older fadc.h, which end at `seed`, are never read past
 	// their end.  The GPUs of one host, each {FADC_DEVICE_CUDA, i}, distinct,
 	// 1 .. FADC_MAX_DEVICES of them: one lists a single GPU (the same as
-	// device {FADC_DEVICE_CUDA, i}); several need NCCL (libnccl.so.2, or
-	// the file FADC_NCCL_LIB names), loaded at run time.  Bad lists:
-	// FADC_ERR_ARG; NCCL or a GPU missing: FADC_ERR_DEVICE.
+	// device {FADC_DEVICE_CUDA, i}; FADC_MULTI_FORCE=1 in the environment
+	// makes it a one-rank context of the kind below, for tests); several
+	// need NCCL (libnccl.so.2, or the file FADC_NCCL_LIB names), loaded at
+	// run time.  Bad lists: FADC_ERR_ARG; NCCL or a GPU missing:
+	// FADC_ERR_DEVICE.  A context over several GPUs is devices[0]'s context
+	// (its tensors live there) whose fadc_run of a model declaring a batch
+	// is data-parallel: the caller gives the full batch, each GPU runs its
+	// rows at that shard's size (the artifact must hold the task at that
+	// size: fadc -D N=n,n_s), the results are combined by an NCCL
+	// all-reduce and land on devices[0] (docs/MULTIGPU.md).  NCCL waits poll
+	// a deadline (FADC_NCCL_TIMEOUT_S, 60 s): a stuck GPU is FADC_ERR_DEVICE.
 	const fadc_device *devices;
 	int ndevices;
 } fadc_context_options;

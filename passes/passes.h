@@ -94,6 +94,12 @@ NodeId *scan_vjp(Graph *g, const Graph *f, NodeId self, const NodeId *map, const
 // split over them in order (B must be their total size).
 Graph *pass_vmap(const Graph *f, const uint8_t *batched, int64_t B, int basis, Loc *errloc,
                  char *err, size_t errlen);
+// The basis of a shard: the batched inputs are the columns of rows
+// [lo, lo + B) of the N x N identity (N their total size), built as those
+// rows (iota + lo == iota), so the graph is batched over B, not N.
+// pass_vmap(f, bat, N, 1) is pass_vmap_rows(f, bat, 0, N, N).
+Graph *pass_vmap_rows(const Graph *f, const uint8_t *batched, int64_t lo, int64_t B, int64_t N,
+                      Loc *errloc, char *err, size_t errlen);
 
 // Value k of a tuple-valued node (a scan's carries, then its stacked
 // outputs): get(scan, index=k), at loc.
@@ -159,14 +165,63 @@ typedef struct PassOpts {
 } PassOpts;
 
 extern const char *const fadc_tasks[]; // NULL-terminated: forward, vjp, ...
-int task_lookup(const char *name); // index into fadc_tasks, or -1
+// Index into fadc_tasks, or -1; a shard `T:k/K` gives T's (malformed: -1).
+int task_lookup(const char *name);
 // Does task apply to forward f (its preconditions: a scalar forward for the
 // second-order tasks, one float output for the Jacobians, Hessian blocks
 // within IR_MAXDIM)?  1, or 0 with the reason in err (and its location).
 int pass_task_check(const Graph *f, const char *task, Loc *errloc, char *err, size_t errlen);
 // Builds task `task` from forward graph f.  NULL with a message (and a
-// location when there is one) on error.
+// location when there is one) on error.  `task` may name a shard (below).
 Graph *pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char *err,
                  size_t errlen);
+
+// Shards of a batched task (docs/TASKS.md, "Shards"): `T:k/K` is shard k of
+// K of task T (jacobian, jacrev of a non-scalar forward, jacfwd, the three
+// Hessians), the same graph over the basis rows [lo, hi) of T's N basis
+// vectors, lo = k q + min(k, r) (N = q K + r: the first r shards have one
+// row more).  Its outputs are the slices of T's outputs that those rows
+// write, each with T's output name; a slice no row of the shard writes is
+// left out.  (`:` and not `@`: the name goes into symbol names of the
+// artifact, where the linker reads `@` as a symbol version.)
+#define TASK_MAX_SHARDS 64
+typedef struct TaskShardOut {
+	const char *name; // T's output it is a slice of ("hessian.w.b")
+	Shape full; // that output's shape in T
+	// T's output viewed as [outer, mid, inner] (row-major), mid its basis
+	// axis: the slice is [:, off .. off + cnt, :], outer cnt inner
+	// elements in that order (its own shape: below).  hessian.<p>.<q>:
+	// [1, numel p, numel q]; jacobian.<p> by jacrev (basis over the
+	// output): [1, numel out, numel p]; by jacfwd: [numel out, numel p, 1].
+	int64_t outer, mid, inner, off, cnt;
+	int64_t row; // its first row in the shard's batch: off + (p's first basis row) - lo
+	int32_t p, q; // the params (declaration order) of the block; q -1 for a Jacobian
+} TaskShardOut;
+// The slice's own shape (the shard graph's output): hessian.<p>.<q> is
+// [cnt] + q.shape, jacobian.<p> by jacrev [cnt] + p.shape, by jacfwd
+// out.shape + [cnt]: the basis axes of p (or of the output) flattened to
+// the cnt rows, the others as in T.
+typedef struct TaskShard {
+	int task; // T, an index of fadc_tasks
+	int k, n; // shard k of n
+	int64_t lo, hi, total; // basis rows [lo, hi) of total
+	uint32_t nout;
+	TaskShardOut *out; // in the shard task's output order
+} TaskShard;
+// Parses `T:k/K`: 1 (a shard name: *task, *k, *n set), 0 (no ':': not one),
+// -1 (malformed: an unknown T, k or K not decimal, with a sign or a leading
+// zero, k >= K, K above TASK_MAX_SHARDS; the message in err).
+int task_shard_parse(const char *name, int *task, int *k, int *n, char *err, size_t errlen);
+// Rows [*lo, *hi) of shard k of n over total basis vectors.
+void task_shard_range(int64_t total, int k, int n, int64_t *lo, int64_t *hi);
+// The shard's layout for forward f (strings and out in arena a), after T's
+// preconditions (pass_task_check); 0 with a message when `name` is no
+// shard, T is not batched for f (vjp, or the Jacobian of a scalar forward:
+// one row) or has fewer basis vectors than shards.
+int task_shard_layout(const Graph *f, const char *name, Arena *a, TaskShard *s, Loc *errloc,
+                      char *err, size_t errlen);
+// How many basis vectors task T (an index of fadc_tasks) runs over for f:
+// 0 when it is not batched.
+int64_t task_basis_size(const Graph *f, int task);
 
 #endif

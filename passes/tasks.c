@@ -13,6 +13,12 @@
 //   hessian, hessian_revrev  = vmap(vjp(vjp(f, 1))) over the params' basis
 //   hessian_fwdrev  = vmap(jvp(vjp(f, 1))) over the params' basis
 // Batched tasks are one graph over all basis vectors, never a loop.
+// A shard `T:k/K` of a batched task is the same pipeline whose vmap runs
+// over the rows [lo, hi) of the basis only (pass_vmap_rows), and whose
+// outputs are the slices of T's that those rows write (task_shard_layout
+// says which: the compiler records it in the artifact, runtime/shard.c
+// reassembles T's outputs from it).
+#include <stdlib.h>
 #include <string.h>
 
 #include "passes.h"
@@ -26,13 +32,17 @@ const char *const fadc_tasks[] = {
 int
 task_lookup(const char *name)
 {
-	return ir_task_lookup(name);
+	int t, k, n;
+	char err[8];
+	int r = task_shard_parse(name, &t, &k, &n, err, sizeof err);
+	return r > 0 ? t : r < 0 ? -1 : ir_task_lookup(name);
 }
 
 typedef struct Pipe {
 	const PassOpts *o;
 	int stopped;
 	const char *task; // derived graphs are named after it (dumps print `def vjp(...)`)
+	const TaskShard *sh; // a shard's layout, or NULL: the whole task
 } Pipe;
 
 static int
@@ -243,6 +253,48 @@ rank_fits(const Graph *f, const Shape *extra, char *err, size_t errlen, const ch
 	return 1;
 }
 
+// vmap of g over the basis of the inputs its last pass added (from f's
+// ninput on), all N basis vectors or a shard's rows.
+static Graph *
+batch_basis(Pipe *p, Graph *g, const Graph *f, int64_t N, Loc *errloc, char *err, size_t errlen)
+{
+	uint8_t *bat = added_inputs(g, f->ninput);
+	const TaskShard *sh = p->sh;
+	Graph *b = sh ? pass_vmap_rows(g, bat, sh->lo, sh->hi - sh->lo, N, errloc, err, errlen)
+	              : pass_vmap(g, bat, N, 1, errloc, err, errlen);
+	return step(p, "vmap", b, g);
+}
+
+// A shard's outputs, from its layout: slice j is rows [row, row + cnt) of
+// b's output first + (p or q), reshaped to [cnt] + the rest; jacfwd's (its
+// rows are jvp.<out>'s, output first) then put the output's axes first.
+static Graph *
+shard_outputs(Pipe *p, Graph *b, uint32_t first, int jacfwd)
+{
+	const TaskShard *sh = p->sh;
+	Output *o = arena_alloc_array(b->arena, sh->nout + 1, sizeof *o);
+	for (uint32_t k = 0; k < sh->nout; k++) {
+		const TaskShardOut *so = &sh->out[k];
+		NodeId x = b->out[first + (uint32_t)(jacfwd ? 0 : so->q >= 0 ? so->q : so->p)].node;
+		Shape rs = *ir_shape(b, x); // [B] + the rest
+		rs.dim[0] = so->cnt;
+		NodeId y = rows(b, x, so->row, so->cnt, &rs, b->node[x].loc);
+		if (jacfwd) { // [cnt] + out.shape -> out.shape + [cnt]
+			int64_t perm[IR_MAXDIM];
+			for (int a = 1; a < rs.rank; a++)
+				perm[a - 1] = a;
+			perm[rs.rank - 1] = 0;
+			y = b_permute(b, y, perm, b->node[x].loc);
+		}
+		o[k].node = y;
+		o[k].name = arena_strdup(b->arena, so->name);
+		o[k].writeback = -1;
+	}
+	b->out = o;
+	b->nout = b->cout = sh->nout;
+	return simplify(p, b);
+}
+
 // Batches graph h over the basis of the inputs its last pass added (one
 // per param, after f's), and cuts the Hessian's blocks (p, q), shape
 // p.shape + q.shape, out of its outputs first .. first + nparams.
@@ -250,11 +302,11 @@ static Graph *
 hessian_blocks(Pipe *p, Graph *h, const Graph *f, uint32_t first, Loc *errloc, char *err,
                size_t errlen)
 {
-	int64_t B = param_numel(f);
-	uint8_t *bat = added_inputs(h, f->ninput);
-	Graph *b = step(p, "vmap", pass_vmap(h, bat, B, 1, errloc, err, errlen), h);
+	Graph *b = batch_basis(p, h, f, param_numel(f), errloc, err, errlen);
 	if (!b || p->stopped)
 		return b;
+	if (p->sh)
+		return shard_outputs(p, b, first, 0);
 	uint32_t np = nparams(f);
 	Output *o = arena_alloc_array(b->arena, (size_t)np * np + 1, sizeof *o);
 	uint32_t k = 0;
@@ -294,10 +346,12 @@ jacrev(Pipe *p, Graph *g, const Graph *f, Loc *errloc, char *err, size_t errlen)
 	Graph *gv = step(p, "vjp", pass_vjp(g, errloc, err, errlen), g);
 	if (!gv || p->stopped)
 		return gv;
-	uint8_t *bat = added_inputs(gv, f->ninput); // the cotangents
-	Graph *b = step(p, "vmap", pass_vmap(gv, bat, ir_numel(os), 1, errloc, err, errlen), gv);
+	// over the basis of the cotangents
+	Graph *b = batch_basis(p, gv, f, ir_numel(os), errloc, err, errlen);
 	if (!b || p->stopped)
 		return b;
+	if (p->sh)
+		return shard_outputs(p, b, 1, 0);
 	uint32_t np = nparams(f);
 	Output *o = arena_alloc_array(b->arena, np + 1, sizeof *o);
 	for (uint32_t i = 0; i < np; i++) {
@@ -328,10 +382,12 @@ jacfwd(Pipe *p, Graph *g, const Graph *f, Loc *errloc, char *err, size_t errlen)
 	Graph *gj = step(p, "jvp", pass_jvp(g, errloc, err, errlen), g);
 	if (!gj || p->stopped)
 		return gj;
-	uint8_t *bat = added_inputs(gj, f->ninput); // the tangents
-	Graph *b = step(p, "vmap", pass_vmap(gj, bat, param_numel(f), 1, errloc, err, errlen), gj);
+	// over the basis of the tangents
+	Graph *b = batch_basis(p, gj, f, param_numel(f), errloc, err, errlen);
 	if (!b || p->stopped)
 		return b;
+	if (p->sh)
+		return shard_outputs(p, b, 1, 1);
 	uint32_t np = nparams(f);
 	NodeId t = b->out[1].node; // jvp.<out>: [B] + out.shape
 	Output *o = arena_alloc_array(b->arena, np + 1, sizeof *o);
@@ -361,6 +417,13 @@ int
 pass_task_check(const Graph *f, const char *task, Loc *errloc, char *err, size_t errlen)
 {
 	*errloc = 0;
+	if (strchr(task, ':')) { // a shard: T's preconditions, and that T has such shards
+		Arena *a = arena_new();
+		TaskShard sh;
+		int ok = a && task_shard_layout(f, task, a, &sh, errloc, err, errlen);
+		arena_free(a);
+		return ok;
+	}
 	int t = task_lookup(task);
 	if (t < 0) {
 		snprintf(err, errlen, "unknown task '%s'", task);
@@ -530,6 +593,168 @@ unique_names(const Graph *f, const Graph *g, const char *task, Loc *errloc, char
 	return 1;
 }
 
+// ---------------------------------------------------------------- shards
+
+// A decimal number without sign or leading zero, at most 9 digits, at
+// *p; -1 if there is none.
+static long
+shard_number(const char **p)
+{
+	const char *s = *p;
+	long v = 0;
+	int n = 0;
+	while (s[n] >= '0' && s[n] <= '9' && n < 10)
+		v = v * 10 + (s[n++] - '0');
+	if (n == 0 || n > 9 || (n > 1 && s[0] == '0'))
+		return -1;
+	*p = s + n;
+	return v;
+}
+
+int
+task_shard_parse(const char *name, int *task, int *k, int *n, char *err, size_t errlen)
+{
+	const char *c = strchr(name, ':');
+	if (!c)
+		return 0;
+	char base[32];
+	size_t bl = (size_t)(c - name);
+	int t = -1;
+	if (bl < sizeof base) {
+		memcpy(base, name, bl);
+		base[bl] = 0;
+		t = ir_task_lookup(base);
+	}
+	if (t < 0) {
+		snprintf(err, errlen, "unknown task '%.*s' in the shard '%s' (TASK:k/K)",
+		         (int)(bl < 40 ? bl : 40), name, name);
+		return -1;
+	}
+	const char *q = c + 1;
+	long kk = shard_number(&q), nn = -1;
+	if (kk >= 0 && *q == '/') {
+		q++;
+		nn = shard_number(&q);
+	}
+	if (kk < 0 || nn < 0 || *q) {
+		snprintf(err, errlen, "'%s': a shard is TASK:k/K, k and K decimal numbers without sign "
+		         "or leading zeros", name);
+		return -1;
+	}
+	if (nn < 1 || nn > TASK_MAX_SHARDS || kk >= nn) {
+		snprintf(err, errlen, "'%s': shard k of K needs 0 <= k < K <= %d", name, TASK_MAX_SHARDS);
+		return -1;
+	}
+	*task = t;
+	*k = (int)kk;
+	*n = (int)nn;
+	return 1;
+}
+
+// As even as can be: the first total mod n shards have one row more.
+void
+task_shard_range(int64_t total, int k, int n, int64_t *lo, int64_t *hi)
+{
+	int64_t q = total / n, r = total % n;
+	*lo = k * q + (k < r ? k : r);
+	*hi = *lo + q + (k < r);
+}
+
+// Whether task t over f is batched, and over what: the params' basis
+// (jacfwd, the Hessians), the output's (jacobian, jacrev of a non-scalar
+// forward); 0 for the others.
+int64_t
+task_basis_size(const Graph *f, int t)
+{
+	if (t < 0 || t >= IR_TASK_COUNT || !f->nout)
+		return 0;
+	const char *name = fadc_tasks[t];
+	if (!strncmp(name, "hessian", 7) || !strcmp(name, "jacfwd"))
+		return param_numel(f);
+	if ((!strcmp(name, "jacobian") || !strcmp(name, "jacrev")) && !is_scalar_forward(f))
+		return ir_numel(ir_shape(f, f->out[0].node));
+	return 0;
+}
+
+int
+task_shard_layout(const Graph *f, const char *name, Arena *a, TaskShard *s, Loc *errloc,
+                  char *err, size_t errlen)
+{
+	*errloc = 0;
+	memset(s, 0, sizeof *s);
+	int r = task_shard_parse(name, &s->task, &s->k, &s->n, err, errlen);
+	if (r == 0)
+		snprintf(err, errlen, "'%s' is not a shard (TASK:k/K)", name);
+	if (r <= 0)
+		return 0;
+	const char *tn = fadc_tasks[s->task];
+	if (!pass_task_check(f, tn, errloc, err, errlen))
+		return 0;
+	s->total = task_basis_size(f, s->task);
+	if (s->total == 0) {
+		int jac = !strncmp(tn, "jac", 3);
+		snprintf(err, errlen, "task '%s': %s is not batched%s, so it has no shards (%s)", name, tn,
+		         jac ? " for this model" : "",
+		         jac ? "forward returns a scalar: its Jacobian is one gradient"
+		             : "only jacobian and jacrev of a non-scalar forward, jacfwd and the Hessians "
+		               "are");
+		if (jac && f->nout) // what forward returns
+			*errloc = f->node[f->out[0].node].loc;
+		return 0;
+	}
+	if (s->n > s->total) {
+		snprintf(err, errlen, "task '%s': %s has %lld basis vectors for this model, fewer than %d "
+		         "shards", name, tn, (long long)s->total, s->n);
+		return 0;
+	}
+	task_shard_range(s->total, s->k, s->n, &s->lo, &s->hi);
+	uint32_t np = nparams(f);
+	const Shape *os = ir_shape(f, f->out[0].node);
+	int64_t nout = ir_numel(os);
+	const Shape **ps = arena_alloc_array(a, np + 1, sizeof *ps);
+	int64_t *base = arena_alloc_array(a, np + 1, sizeof *base); // p's first basis row
+	int64_t off = 0;
+	for (uint32_t i = 0, k = 0; i < f->ninput; i++)
+		if (f->input[i].kind == IN_PARAM) {
+			ps[k] = ir_shape(f, f->input[i].node);
+			base[k++] = off;
+			off += ir_numel(ps[k - 1]);
+		}
+	s->out = arena_alloc_array(a, (size_t)np * np + 1, sizeof *s->out);
+	int hess = !strncmp(tn, "hessian", 7), fwd = !strcmp(tn, "jacfwd");
+	for (uint32_t i = 0; i < np; i++) {
+		int64_t n = ir_numel(ps[i]);
+		// The rows of the shard that are p's basis vectors (jacrev: all).
+		int64_t lo = s->lo, hi = s->hi;
+		if (hess || fwd) {
+			lo = lo > base[i] ? lo : base[i];
+			hi = hi < base[i] + n ? hi : base[i] + n;
+			if (hi <= lo)
+				continue; // no row of p in this shard: no slice
+		}
+		for (uint32_t j = 0; j < (hess ? np : 1); j++) {
+			TaskShardOut *o = &s->out[s->nout++];
+			o->p = (int32_t)i;
+			o->q = hess ? (int32_t)j : -1;
+			o->cnt = hi - lo;
+			o->row = lo - s->lo;
+			if (hess) {
+				o->name = arena_printf(a, "hessian.%s.%s", param_name(f, i), param_name(f, j));
+				o->full = concat_shapes(ps[i], ps[j]);
+				o->outer = 1, o->mid = n, o->inner = ir_numel(ps[j]), o->off = lo - base[i];
+			} else {
+				o->name = arena_printf(a, "jacobian.%s", param_name(f, i));
+				o->full = concat_shapes(os, ps[i]);
+				if (fwd)
+					o->outer = nout, o->mid = n, o->inner = 1, o->off = lo - base[i];
+				else
+					o->outer = 1, o->mid = nout, o->inner = n, o->off = lo;
+			}
+		}
+	}
+	return 1;
+}
+
 // The task, derived; then every scan's carry-independent work out of its
 // loop (passes/scan_hoist.c), for jvp's, vjp's and vmap's scans alike, so
 // both backends lower only the truly recurrent part per step.
@@ -537,7 +762,23 @@ Graph *
 pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errloc, char *err, size_t errlen)
 {
 	Pipe p = {.o = o, .task = task};
-	Graph *g = derive(&p, f, task, errloc, err, errlen);
+	*errloc = 0;
+	TaskShard sh;
+	Arena *sa = NULL; // the shard's layout, for as long as the pipeline runs
+	const char *base = task;
+	if (strchr(task, ':')) {
+		if (!(sa = arena_new()))
+			FADC_ASSERT(0, "out of memory");
+		if (!task_shard_layout(f, task, sa, &sh, errloc, err, errlen)) {
+			arena_free(sa);
+			return NULL;
+		}
+		p.sh = &sh;
+		base = fadc_tasks[sh.task];
+	}
+	Graph *g = derive(&p, f, base, errloc, err, errlen);
+	arena_free(sa); // (NULL: nothing) the graphs hold copies of the names
+	p.sh = NULL;
 	if (g && !p.stopped && !unique_names(f, g, task, errloc, err, errlen)) {
 		ir_graph_free(g);
 		return NULL;

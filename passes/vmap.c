@@ -13,7 +13,10 @@
 // split over them in input order: row b is the b-th basis vector of their
 // concatenated, flattened space.  That turns jvp into jacfwd, vjp into
 // jacrev and hvp/vhp into the Hessian, in one graph, without a loop of
-// calls.
+// calls.  A shard of such a task (passes/tasks.c, `hessian:k/K`) is the
+// same graph over rows [lo, lo + B) of the N x N identity
+// (pass_vmap_rows): its basis is built as those rows, never the whole
+// identity masked, so it costs B/N of the full graph.
 #include <string.h>
 
 #include "passes.h"
@@ -506,9 +509,11 @@ batch_node(Vmap *v, NodeId n)
 	return vmap_rule[f->node[n].op](v, n, &a);
 }
 
-Graph *
-pass_vmap(const Graph *f, const uint8_t *batched, int64_t B, int basis, Loc *errloc, char *err,
-          size_t errlen)
+// With basis: the batched inputs are columns of rows [lo, lo + B) of the
+// N x N identity, element (r, c) = [r + lo == c].
+static Graph *
+vmap(const Graph *f, const uint8_t *batched, int64_t B, int basis, int64_t lo, int64_t N,
+     Loc *errloc, char *err, size_t errlen)
 {
 	Graph *g = ir_graph_new(f->name, f->src);
 	Vmap v = {.f = f, .g = g, .B = B, .errloc = errloc, .err = err, .errlen = errlen};
@@ -538,18 +543,21 @@ pass_vmap(const Graph *f, const uint8_t *batched, int64_t B, int basis, Loc *err
 				v.map[n] = ir_add_input(g, in->name, in->kind, (DType)nd->dtype, &bs, nd->loc);
 				continue;
 			}
-			// Columns off .. off + numel of the identity, reshaped.
+			// Columns off .. off + numel of the identity's rows, reshaped.
 			if (!eye) {
 				Attrs ia;
 				ir_attrs_default(OP_iota, &ia);
 				ia.a[0].n = 2;
-				ia.a[0].v[0] = B, ia.a[0].v[1] = B;
+				ia.a[0].v[0] = B, ia.a[0].v[1] = N;
 				ia.a[1].i = 0;
 				NodeId r = ir_emit(g, OP_iota, NULL, 0, &ia, nd->loc);
+				if (lo) // row r of the shard is row r + lo of the identity
+					r = b_op2(g, OP_add, r, b_full(g, (double)lo, DT_I64, &(Shape){2, {B, N}}, nd->loc),
+					          nd->loc);
 				ia.a[1].i = 1;
 				NodeId c = ir_emit(g, OP_iota, NULL, 0, &ia, nd->loc);
-				NodeId one = b_full(g, 1, (DType)nd->dtype, &(Shape){2, {B, B}}, nd->loc);
-				NodeId zero = b_full(g, 0, (DType)nd->dtype, &(Shape){2, {B, B}}, nd->loc);
+				NodeId one = b_full(g, 1, (DType)nd->dtype, &(Shape){2, {B, N}}, nd->loc);
+				NodeId zero = b_full(g, 0, (DType)nd->dtype, &(Shape){2, {B, N}}, nd->loc);
 				eye = b_where(g, b_op2(g, OP_eq, r, c, nd->loc), one, zero, nd->loc);
 			}
 			int64_t cnt = ir_numel(&s);
@@ -583,7 +591,7 @@ pass_vmap(const Graph *f, const uint8_t *batched, int64_t B, int basis, Loc *err
 		ir_graph_free(g);
 		return NULL;
 	}
-	FADC_ASSERT(!basis || off == B, "basis size differs from the batched inputs' size");
+	FADC_ASSERT(!basis || off == N, "basis size differs from the batched inputs' size");
 	// Outputs: batched, unbatched ones broadcast to the batch.
 	for (uint32_t k = 0; k < f->nout; k++) {
 		NodeId o = f->out[k].node;
@@ -595,4 +603,19 @@ pass_vmap(const Graph *f, const uint8_t *batched, int64_t B, int basis, Loc *err
 		ir_add_output(g, m, f->out[k].name, -1);
 	}
 	return g;
+}
+
+Graph *
+pass_vmap(const Graph *f, const uint8_t *batched, int64_t B, int basis, Loc *errloc, char *err,
+          size_t errlen)
+{
+	return vmap(f, batched, B, basis, 0, B, errloc, err, errlen);
+}
+
+Graph *
+pass_vmap_rows(const Graph *f, const uint8_t *batched, int64_t lo, int64_t B, int64_t N,
+               Loc *errloc, char *err, size_t errlen)
+{
+	FADC_ASSERT(lo >= 0 && B >= 1 && lo + B <= N, "basis rows outside the identity");
+	return vmap(f, batched, B, 1, lo, N, errloc, err, errlen);
 }

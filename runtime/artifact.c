@@ -182,14 +182,26 @@ has_nhwc(const ArtDesc *d)
 }
 
 // The version d asks for (tests of old files), else the oldest that holds
-// it: 11 with several CPU levels, 10 with several CUDA modules a task, 9 with a channels-last convolution operand, 8 with a convolution or
+// it: 12 with a shard task, 11 with several CPU levels, 10 with several CUDA modules a task, 9 with a channels-last convolution operand, 8 with a convolution or
 // a sequence, 7 with an index check, 6 with a choice record, 5 with several
 // specialisations, 4 with a cuBLAS record, else 3.
+// Whether a task of d is a shard of a batched task (format 12).
+static int
+has_shards(const ArtDesc *d)
+{
+	for (uint32_t i = 0; i < d->ntask; i++)
+		if (d->task[i].shard)
+			return 1;
+	return 0;
+}
+
 uint32_t
 art_desc_version(const ArtDesc *d)
 {
 	if (d->version)
 		return d->version;
+	if (has_shards(d))
+		return ART_FORMAT_VERSION_SHARDS;
 	if (d->nlevel > 1)
 		return ART_FORMAT_VERSION_LEVELS;
 	for (uint32_t i = 0; i < d->ntask; i++)
@@ -230,7 +242,8 @@ art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 	if (!art_version_readable(v) || (d->nspec > 1 && v < 5) ||
 	    (v < ART_FORMAT_VERSION_CHECKS && has_checks(d)) ||
 	    (v < ART_FORMAT_VERSION_NHWC && has_nhwc(d)) ||
-	    (d->nlevel > 1 && (v < ART_FORMAT_VERSION_LEVELS || d->nlevel > ART_MAX_LEVELS)))
+	    (d->nlevel > 1 && (v < ART_FORMAT_VERSION_LEVELS || d->nlevel > ART_MAX_LEVELS)) ||
+	    (v < ART_FORMAT_VERSION_SHARDS && has_shards(d)))
 		return 0;
 	for (uint32_t i = 0; i < d->ntask; i++) {
 		const ArtTask *t = &d->task[i];
@@ -355,6 +368,35 @@ art_desc_encode(const ArtDesc *d, uint8_t **out, size_t *len)
 					put_u32(&o, w[w16]);
 				if (v >= ART_FORMAT_VERSION_NHWC)
 					put_u8(&o, c->nhwc);
+			}
+		}
+	}
+	if (v >= ART_FORMAT_VERSION_SHARDS) {
+		// The shards, after every task: nshard records, each naming its task.
+		uint32_t ns = 0;
+		for (uint32_t i = 0; i < d->ntask; i++)
+			ns += d->task[i].shard != NULL;
+		put_u32(&o, ns);
+		for (uint32_t i = 0; i < d->ntask; i++) {
+			const ArtShard *sh = d->task[i].shard;
+			if (!sh)
+				continue;
+			put_u32(&o, i);
+			put_str(&o, sh->of);
+			put_u32(&o, sh->k);
+			put_u32(&o, sh->n);
+			put_u64(&o, (uint64_t)sh->lo);
+			put_u64(&o, (uint64_t)sh->hi);
+			put_u64(&o, (uint64_t)sh->total);
+			put_u32(&o, sh->nout);
+			for (uint32_t k = 0; k < sh->nout; k++) {
+				const ArtShardOut *x = &sh->out[k];
+				put_u8(&o, x->rank);
+				for (int r = 0; r < x->rank && r < ART_MAXDIM; r++)
+					put_u64(&o, (uint64_t)x->dim[r]);
+				const int64_t w[5] = {x->outer, x->mid, x->inner, x->off, x->cnt};
+				for (int w5 = 0; w5 < 5; w5++)
+					put_u64(&o, (uint64_t)w[w5]);
 			}
 		}
 	}
@@ -562,6 +604,11 @@ art_desc_free(ArtDesc *d)
 				free(t->kern[k].arg);
 			}
 			free(t->kern);
+			if (t->shard) {
+				free(t->shard->of);
+				free(t->shard->out);
+				free(t->shard);
+			}
 		}
 	free(d->decl);
 	free(d->task);
@@ -718,6 +765,96 @@ choice_good(ArtTask *t, uint32_t k)
 		j++;
 	}
 	kk->span = j - k - 1;
+	return 1;
+}
+
+// The shard records (format 12), after the tasks: each names a task,
+// at most once.  Their consistency with the task is shard_good's.
+static int
+decode_shards(In *in, ArtDesc *d)
+{
+	uint32_t ns = get_u32(in);
+	if (!check_count(in, ns, 44, "shard records"))
+		return 0;
+	for (uint32_t i = 0; i < ns && !in->bad; i++) {
+		uint32_t ti = get_u32(in);
+		if (in->bad)
+			return 0;
+		if (ti >= d->ntask || d->task[ti].shard)
+			return fail(in, "descriptor: shard record %u names task %u (%s)", i, ti,
+			            ti >= d->ntask ? "no such task" : "twice");
+		ArtShard *sh = calloc(1, sizeof *sh);
+		if (!sh)
+			return fail(in, "out of memory");
+		d->task[ti].shard = sh;
+		sh->of = get_str(in);
+		sh->k = get_u32(in);
+		sh->n = get_u32(in);
+		sh->lo = (int64_t)get_u64(in);
+		sh->hi = (int64_t)get_u64(in);
+		sh->total = (int64_t)get_u64(in);
+		uint32_t no = get_u32(in);
+		if (!check_count(in, no, 41, "shard outputs"))
+			return 0;
+		if (!(sh->out = calloc(no ? no : 1, sizeof *sh->out)))
+			return fail(in, "out of memory");
+		sh->nout = no;
+		for (uint32_t k = 0; k < no && !in->bad; k++) {
+			ArtShardOut *x = &sh->out[k];
+			x->rank = get_u8(in);
+			if (!in->bad && x->rank > ART_MAXDIM)
+				return fail(in, "descriptor: a shard output of rank %u (at most %d)", x->rank,
+				            ART_MAXDIM);
+			for (int r = 0; r < x->rank; r++)
+				x->dim[r] = (int64_t)get_u64(in);
+			int64_t *w[5] = {&x->outer, &x->mid, &x->inner, &x->off, &x->cnt};
+			for (int w5 = 0; w5 < 5; w5++)
+				*w[w5] = (int64_t)get_u64(in);
+		}
+	}
+	return !in->bad;
+}
+
+// a * b into *r, 0 on overflow (both >= 0).
+static int
+mul_ok(int64_t a, int64_t b, int64_t *r)
+{
+	return !__builtin_mul_overflow(a, b, r);
+}
+
+// A shard record agrees with its task: a user task named "<of>:<k>/<n>",
+// 0 <= k < n <= ART_MAX_SHARDS, 0 <= lo < hi <= total, one placement per
+// output of the user's, each slice [:, off .. off + cnt, :] inside its
+// [outer, mid, inner] view of a whole output of outer mid inner elements
+// (its shape's), and holding as many elements as the task's output.
+static int
+shard_good(const ArtTask *t)
+{
+	const ArtShard *sh = t->shard;
+	char name[300];
+	if (t->kind != ART_TASK || !sh->of[0] || sh->n < 1 || sh->n > ART_MAX_SHARDS ||
+	    sh->k >= sh->n || sh->lo < 0 || sh->lo >= sh->hi || sh->hi > sh->total ||
+	    sh->nout != t->nout - t->ncheck)
+		return 0;
+	int w = snprintf(name, sizeof name, "%s:%u/%u", sh->of, sh->k, sh->n);
+	if (w < 0 || (size_t)w >= sizeof name || strcmp(name, t->name))
+		return 0;
+	for (uint32_t k = 0; k < sh->nout; k++) {
+		const ArtShardOut *x = &sh->out[k];
+		const ArtTensor *o = &t->out[k];
+		int64_t whole = 1, view, slice, part = 1;
+		for (int r = 0; r < x->rank; r++)
+			if (x->dim[r] < 0 || !mul_ok(whole, x->dim[r], &whole))
+				return 0;
+		for (int r = 0; r < o->rank; r++)
+			if (!mul_ok(part, o->dim[r], &part))
+				return 0;
+		if (x->outer < 0 || x->mid < 1 || x->inner < 0 || x->off < 0 || x->cnt < 1 ||
+		    x->off > x->mid - x->cnt || !mul_ok(x->outer, x->mid, &view) ||
+		    !mul_ok(view, x->inner, &view) || view != whole ||
+		    !mul_ok(x->outer, x->cnt, &slice) || !mul_ok(slice, x->inner, &slice) || slice != part)
+			return 0;
+	}
 	return 1;
 }
 
@@ -911,6 +1048,8 @@ decode(In *in, ArtDesc *d)
 			}
 		}
 	}
+	if (d->version >= ART_FORMAT_VERSION_SHARDS && !decode_shards(in, d))
+		return 0;
 	if (in->bad)
 		return 0;
 	if (in->p != in->end)
@@ -971,6 +1110,8 @@ decode(In *in, ArtDesc *d)
 				            x->name, t->name);
 		}
 		((ArtTask *)t)->ncheck = nc;
+		if (t->shard && !shard_good(t))
+			return fail(in, "descriptor: the shard record of task '%s' is malformed", t->name);
 		// CUDA images inside the image section; every kernel argument
 		// inside what it names (an input, an output, the arena).
 		if (!(t->targets & ART_TARGET_CUDA))

@@ -26,19 +26,23 @@
 // (ART_LAUNCH_CONV, ART_LAUNCH_SEQ); 9 when a convolution record has an
 // operand stored channels-last (ArtConv.nhwc: one more byte in the record);
 // 10 when a task's CUDA code is several modules (ArtTask.module: a large
-// task compiled as several NVRTC programs); 11 (ART_FORMAT_VERSION, the
-// newest) when the CPU code is there for several CPU levels (ArtDesc.level:
-// x86-64-v3 and x86-64-v4, the runtime taking the best the host runs).
+// task compiled as several NVRTC programs); 11 when the CPU code is there
+// for several CPU levels (ArtDesc.level: x86-64-v3 and x86-64-v4, the
+// runtime taking the best the host runs); 12 (ART_FORMAT_VERSION, the
+// newest) when a task is a shard of a batched task (ArtTask.shard: `fadc
+// --shards K`, runtime/shard.c).
 // A runtime reads ART_FORMAT_OLDEST .. ART_FORMAT_VERSION: 2 (launch records
 // without a kind: every one a kernel), 3 (host steps), 4 (GEMM records), 5,
-// 6, 7, 8, 9, 10 and 11; 1 (before the CUDA part) and newer versions are
+// 6, 7, 8, 9, 10, 11 and 12; 1 (before the CUDA part) and newer versions are
 // refused with a message (art_version_readable is the one place that says so).
-#define ART_FORMAT_VERSION 11
+#define ART_FORMAT_VERSION 12
 #define ART_FORMAT_VERSION_CHECKS 7 // the first with index checks
 #define ART_FORMAT_VERSION_CONV 8 // the first with convolution and sequence records
 #define ART_FORMAT_VERSION_NHWC 9 // the first with a convolution's layouts
 #define ART_FORMAT_VERSION_MODULES 10 // the first with several CUDA modules per task
 #define ART_FORMAT_VERSION_LEVELS 11 // the first with several CPU levels
+#define ART_FORMAT_VERSION_SHARDS 12 // the first with shards of batched tasks
+#define ART_MAX_SHARDS 64 // shards of one batched task (passes' TASK_MAX_SHARDS)
 #define ART_MAX_MODULES 64 // CUDA modules of one task
 #define ART_MAX_LEVELS 4 // CPU levels of one artifact
 #define ART_FORMAT_OLDEST 2
@@ -196,6 +200,30 @@ typedef struct ArtTensor {
 	char *op, *of, *at;
 } ArtTensor;
 
+// Where a shard's output goes in the whole task's (format 12): that output
+// (the same name, the slice's dtype) has shape rank/dim, viewed row-major
+// as [outer, mid, inner] with mid its basis axis; the slice is
+// [:, off .. off + cnt, :], its outer * cnt * inner elements in that
+// order.  So it is outer runs of cnt * inner contiguous elements, run o at
+// element (o * mid + off) * inner of the whole output.
+typedef struct ArtShardOut {
+	uint8_t rank;
+	int64_t dim[ART_MAXDIM];
+	int64_t outer, mid, inner, off, cnt;
+} ArtShardOut;
+
+// A task that is shard k of n of a batched task (fadc --shards, passes'
+// task_shard_layout): the same derivative over the basis rows [lo, hi) of
+// total, named "<of>:<k>/<n>"; out[i] places its output i (every output
+// of the user's, nout - ncheck of them).
+typedef struct ArtShard {
+	char *of; // the whole task's name ("hessian")
+	uint32_t k, n;
+	int64_t lo, hi, total;
+	uint32_t nout;
+	ArtShardOut *out;
+} ArtShard;
+
 // A CUDA module's images, offsets into the image section (ArtDesc.images).
 typedef struct ArtModule {
 	uint64_t cubin_off, cubin_len; // for the artifact's cuda_arch (sm_90)
@@ -231,6 +259,7 @@ typedef struct ArtTask {
 	// Filled by the decoder: the specialisation's name (ArtDesc.spec[spec],
 	// borrowed), "" for one specialisation or a shared initializer.
 	const char *spec_name;
+	ArtShard *shard; // format 12: a shard of a batched task; NULL otherwise
 } ArtTask;
 
 typedef struct ArtDecl {

@@ -54,6 +54,14 @@ static int host_failed(RtCuda *c, char *err, size_t errlen);
 static void pool_drop(void *ctx, uint64_t base, uint64_t size);
 static void prof_report(RtCuTask *k);
 
+// Every entry point below that reaches the driver makes this context
+// current first: one thread may drive contexts of several GPUs (two
+// ordinary contexts, or a multi context's sub-contexts), and the driver's
+// calls act on the calling thread's current context (a kernel of GPU 0's
+// module launched with GPU 1's context current is CUDA_ERROR_INVALID_HANDLE).
+// cuCtxSetCurrent is a thread-local store: cheap beside any call here.
+#define CURRENT(c) CHECK_CU(c, cuCtxSetCurrent((c)->ctx))
+
 // ---------------------------------------------------------------- errors
 
 void
@@ -229,6 +237,7 @@ pool_log(void)
 int
 rtcu_alloc(RtCuda *c, size_t bytes, uint64_t *addr, char *err, size_t errlen)
 {
+	CURRENT(c);
 	int ok = cumem_alloc(&c->mem, bytes, addr, pool_grow, c, err, errlen);
 	if (ok && bytes && pool_log())
 		fprintf(stderr, "fadc: pool: + %zu bytes at 0x%llx, %llu in use (peak %llu)\n", bytes,
@@ -242,6 +251,7 @@ rtcu_free(RtCuda *c, uint64_t addr)
 {
 	if (!c)
 		return;
+	c->d.cuCtxSetCurrent(c->ctx); // (no error to report: freeing)
 	uint64_t before = c->mem.live_bytes;
 	cumem_free(&c->mem, addr);
 	if (addr && before != c->mem.live_bytes && pool_log())
@@ -257,6 +267,7 @@ rtcu_htod(RtCuda *c, uint64_t dst, const void *src, size_t n, char *err, size_t 
 {
 	if (!n)
 		return 1;
+	CURRENT(c);
 	CHECK_CU(c, cuMemcpyHtoDAsync(dst, src, n, c->stream));
 	CHECK_CU(c, cuStreamSynchronize(c->stream));
 	return 1;
@@ -267,6 +278,7 @@ rtcu_dtoh(RtCuda *c, void *dst, uint64_t src, size_t n, char *err, size_t errlen
 {
 	if (!n)
 		return 1;
+	CURRENT(c);
 	CHECK_CU(c, cuMemcpyDtoHAsync(dst, src, n, c->stream));
 	CHECK_CU(c, cuStreamSynchronize(c->stream));
 	return !host_failed(c, err, errlen);
@@ -277,6 +289,7 @@ rtcu_dtod(RtCuda *c, uint64_t dst, uint64_t src, size_t n, char *err, size_t err
 {
 	if (!n || dst == src)
 		return 1;
+	CURRENT(c);
 	CHECK_CU(c, cuMemcpyDtoDAsync(dst, src, n, c->stream));
 	return 1;
 }
@@ -286,6 +299,7 @@ rtcu_zero(RtCuda *c, uint64_t dst, size_t n, char *err, size_t errlen)
 {
 	if (!n)
 		return 1;
+	CURRENT(c);
 	CHECK_CU(c, cuMemsetD8Async(dst, 0, n, c->stream));
 	return 1;
 }
@@ -293,8 +307,35 @@ rtcu_zero(RtCuda *c, uint64_t dst, size_t n, char *err, size_t errlen)
 int
 rtcu_sync(RtCuda *c, char *err, size_t errlen)
 {
+	CURRENT(c);
 	CHECK_CU(c, cuStreamSynchronize(c->stream));
 	return !host_failed(c, err, errlen);
+}
+
+// A context over several GPUs (runtime/multi.c) drives them from one
+// thread: each GPU's calls are made with its context current.
+int
+rtcu_make_current(RtCuda *c, char *err, size_t errlen)
+{
+	CHECK_CU(c, cuCtxSetCurrent(c->ctx));
+	return 1;
+}
+
+// 1 when the stream's work is done, 0 while it runs (CUDA_ERROR_NOT_READY,
+// 600), -1 with a message on an error: the multi context polls it against
+// NCCL's deadline instead of blocking in cuStreamSynchronize.
+int
+rtcu_stream_done(RtCuda *c, char *err, size_t errlen)
+{
+	CURRENT(c);
+	CUresult r = c->d.cuStreamQuery(c->stream);
+	if (r == 600)
+		return 0;
+	if (r) {
+		rtcu_msg(c, r, "cuStreamQuery(c->stream)", __func__, __FILE__, __LINE__, err, errlen);
+		return -1;
+	}
+	return !host_failed(c, err, errlen) ? 1 : -1;
 }
 
 // Device-side timing: an event recorded on the stream at start, another
@@ -305,6 +346,7 @@ rtcu_sync(RtCuda *c, char *err, size_t errlen)
 int
 rtcu_timer(RtCuda *c, int stop, double *seconds, char *err, size_t errlen)
 {
+	CURRENT(c);
 	for (int i = 0; i < 2; i++)
 		if (!c->ev[i])
 			CHECK_CU(c, cuEventCreate(&c->ev[i], 0)); // CU_EVENT_DEFAULT: timing enabled
@@ -343,6 +385,7 @@ rtcu_task_free(RtCuda *c, RtCuTask *k)
 {
 	if (!k)
 		return;
+	c->d.cuCtxSetCurrent(c->ctx); // (no error to report: freeing)
 	rtcu_tree_prune(c, &c->root, k);
 	if (k->blas)
 		rtcu_blas_release(c);
@@ -631,6 +674,7 @@ int
 rtcu_task_load(RtCuda *c, const ArtTask *t, uint32_t index, uint64_t artifact,
                const uint8_t *images, RtCuTask **out, char *err, size_t errlen)
 {
+	CURRENT(c);
 	*out = NULL;
 	RtCuTask *k = calloc(1, sizeof *k);
 	if (!k || !(k->k = calloc(t->ncuda + 1, sizeof *k->k)) ||

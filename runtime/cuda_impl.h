@@ -59,6 +59,7 @@ enum {
 	X(cuStreamCreate, "cuStreamCreate", (CUstream * s, unsigned flags))                    \
 	X(cuStreamDestroy, "cuStreamDestroy_v2", (CUstream s))                                 \
 	X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream s))                            \
+	X(cuStreamQuery, "cuStreamQuery", (CUstream s))                                        \
 	X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr * p, size_t n))                            \
 	X(cuMemFree, "cuMemFree_v2", (CUdeviceptr p))                                          \
 	X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2",                                           \

@@ -16,7 +16,18 @@ typedef struct ncclComm *ncclComm_t;
 typedef struct {
 	char internal[128]; // NCCL_UNIQUE_ID_BYTES
 } ncclUniqueId;
-typedef struct ncclConfig ncclConfig_t; // filled by NCCL_CONFIG_INITIALIZER's fields (nccl.h)
+// ncclConfig_t as NCCL 2.14 laid it out (NCCL reads a config by its
+// version field, so a newer library takes it; NCCL_CONFIG_INITIALIZER of
+// that version: size, magic, version, then every field undefined).
+typedef struct ncclConfig {
+	size_t size;
+	unsigned int magic; // 0xcafebeef
+	unsigned int version; // 21400
+	int blocking; // 0: non-blocking (calls may return NCCL_IN_PROGRESS)
+	int cgaClusterSize, minCTAs, maxCTAs;
+	const char *netName;
+} ncclConfig_t;
+#define NCCL_CONFIG_UNDEF_INT (-2147483647 - 1)
 typedef void *ncclStream_t; // a CUstream
 
 enum {
@@ -25,10 +36,12 @@ enum {
 	NCCL_SUM = 0, // ncclRedOp_t
 	NCCL_FLOAT32 = 7, // ncclDataType_t
 	NCCL_FLOAT64 = 8,
+	NCCL_SCALAR_HOST_IMMEDIATE = 1, // ncclScalarResidence_t: the scalar read at the call
 };
 
 // The entry points the data-parallel runtime uses (and ncclGetErrorString,
-// ncclGetLastError for messages): communicators made
+// ncclGetLastError for messages; the pre-multiplied sum, 2.11 and later, that
+// weights each rank's gradients by its shard's share): communicators made
 // non-blocking (ncclCommInitRankConfig with blocking = 0) so that a stuck
 // peer is found by polling ncclCommGetAsyncError against a deadline and
 // ended by ncclCommAbort, never a hang; all-reduce of gradients,
@@ -51,7 +64,10 @@ enum {
 	X(Broadcast,          (const void *send, void *recv, size_t count, int dtype, int root, \
 	                       ncclComm_t comm, ncclStream_t stream))                          \
 	X(GroupStart,         (void))                                                          \
-	X(GroupEnd,           (void))
+	X(GroupEnd,           (void))                                                          \
+	X(RedOpCreatePreMulSum, (int *op, void *scalar, int dtype, int residence,              \
+	                       ncclComm_t comm))                                               \
+	X(RedOpDestroy,       (int op, ncclComm_t comm))
 // clang-format on
 
 typedef struct RtNccl {

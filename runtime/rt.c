@@ -40,6 +40,7 @@
 #include "artifact.h"
 #include "fadc.h"
 #include "interop.h"
+#include "multi.h"
 #include "nccl.h"
 #include "pool.h"
 #include "rtcuda.h"
@@ -63,6 +64,10 @@ struct fadc_context {
 	// pool instead).  Counted at each allocation and free below
 	// (host_hold, host_drop): the sizes are the ones asked for.
 	uint64_t host_live, host_peak;
+	// A context over several GPUs (runtime/multi.c): this context is GPU
+	// devices[0]'s, multi holds the others and the communicators; NULL
+	// for every other context.
+	RtMulti *multi;
 	char err[1024];
 };
 
@@ -153,6 +158,7 @@ struct fadc_model {
 	// model-owned outputs (grown by a call that finds no room in it:
 	// region_grow; none before the first model-owned output).
 	uint64_t darena, darena_bytes, dregion, dregion_bytes;
+	RtMultiModel *multi; // opened on a multi context: the other GPUs' models (runtime/multi.c)
 };
 
 static fadc_status fail(fadc_context *ctx, fadc_status s, const char *fmt, ...)
@@ -270,10 +276,9 @@ resolve_threads(int asked)
 }
 
 // A context over the GPUs o->devices lists (issue 27): checks the list;
-// one GPU is the context of that GPU (o->device becomes it).  Several
-// need NCCL, loaded here (runtime/nccl.c): the data-parallel runtime
-// itself (shards, one graph tree per GPU, all-reduce) is the next slice,
-// so for now such a context is refused after the load, saying so.
+// o->device becomes the first GPU, whose context the list's context is.
+// One GPU is just that (unless FADC_MULTI_FORCE); several, a multi context
+// (runtime/multi.c), made after NCCL loads (runtime/nccl.c).
 static fadc_status
 device_list(fadc_context_options *o)
 {
@@ -296,21 +301,17 @@ device_list(fadc_context_options *o)
 				return FADC_ERR_ARG;
 			}
 	}
-	if (o->ndevices == 1) {
-		o->device = o->devices[0];
-		return FADC_OK;
-	}
-	char err[sizeof create_err];
-	const RtNccl *n = rt_nccl_load(err, sizeof err);
-	if (!n) {
-		snprintf(create_err, sizeof create_err, "%s", err);
-		return FADC_ERR_DEVICE;
-	}
-	snprintf(create_err, sizeof create_err,
-	         "a context over %d GPUs: NCCL %d.%d.%d loaded (%s), but data-parallel runs are not "
-	         "implemented yet (issue 27)",
-	         o->ndevices, n->version / 10000, n->version % 10000 / 100, n->version % 100, n->lib);
-	return FADC_ERR_DEVICE;
+	o->device = o->devices[0];
+	return FADC_OK;
+}
+
+// A list of several GPUs, or of one with FADC_MULTI_FORCE=1 (the NCCL path
+// with one rank: docs/MULTIGPU.md), is a multi context (runtime/multi.c).
+static int
+multi_wanted(const fadc_context_options *o)
+{
+	const char *f = getenv("FADC_MULTI_FORCE");
+	return o->ndevices > 1 || (o->ndevices == 1 && f && *f && strcmp(f, "0"));
 }
 
 fadc_status
@@ -330,10 +331,20 @@ fadc_context_create(const fadc_context_options *o, fadc_context **out)
 		}
 	}
 	o = &oo;
+	int multi = 0;
 	if (o->device.kind == FADC_DEVICE_CUDA_LIST) {
 		fadc_status st = device_list(&oo);
 		if (st != FADC_OK)
 			return st;
+		multi = multi_wanted(&oo);
+		if (multi) {
+			// NCCL first: its absence is the cheapest failure to report.
+			char err[sizeof create_err];
+			if (!rt_nccl_load(err, sizeof err)) {
+				snprintf(create_err, sizeof create_err, "%s", err);
+				return FADC_ERR_DEVICE;
+			}
+		}
 	}
 	if (o->device.kind == FADC_DEVICE_CPU && o->device.index != 0) {
 		snprintf(create_err, sizeof create_err, "there is one CPU device (index 0), not %d",
@@ -364,6 +375,13 @@ fadc_context_create(const fadc_context_options *o, fadc_context **out)
 		free(c);
 		return FADC_ERR_DEVICE;
 	}
+	if (multi) {
+		fadc_status st = rt_multi_open(c, oo.devices, oo.ndevices, create_err, sizeof create_err);
+		if (st) {
+			fadc_context_destroy(c);
+			return st;
+		}
+	}
 	*out = c;
 	return FADC_OK;
 }
@@ -373,6 +391,7 @@ fadc_context_destroy(fadc_context *ctx)
 {
 	if (!ctx)
 		return;
+	rt_multi_close(ctx);
 	rtcu_close(ctx->cu);
 	rt_pool_free(ctx->pool);
 	free(ctx);
@@ -419,6 +438,11 @@ fadc_context_synchronize(fadc_context *ctx)
 {
 	if (!ctx)
 		return FADC_ERR_ARG;
+	if (ctx->multi) {
+		fadc_status ms = rt_multi_sync(ctx);
+		if (ms)
+			return ms;
+	}
 	if (ctx->cu && !rtcu_sync(ctx->cu, ctx->err, sizeof ctx->err))
 		return FADC_ERR_RUN;
 	fadc_status s = pend_settle(ctx, NULL);
@@ -833,6 +857,8 @@ model_free(fadc_model *m)
 void
 fadc_model_close(fadc_model *m)
 {
+	if (m && m->multi)
+		rt_multi_model_close(m);
 	model_free(m);
 }
 
@@ -954,6 +980,13 @@ fadc_model_open(fadc_context *ctx, const char *path, unsigned flags, fadc_model 
 	for (uint32_t i = 0; i < m->d.ntask; i++)
 		if (!(m->task[i].fn = m->abi->task[i]))
 			return model_fail(m, fail(ctx, FADC_ERR_LOAD, "%s: task %u has no code", path, i));
+	if (ctx->multi) {
+		fadc_status ms = rt_multi_model_open(m, path, flags);
+		if (ms) {
+			fadc_model_close(m);
+			return ms;
+		}
+	}
 	*out = m;
 	return ok(ctx);
 }
@@ -1321,6 +1354,10 @@ fadc_model_bind_ref(fadc_model *m, const char *name, fadc_tensor *value)
 {
 	if (!m || !name || !value)
 		return fail(m ? m->ctx : NULL, FADC_ERR_ARG, "fadc_model_bind_ref: NULL argument");
+	if (m->multi)
+		return fail(m->ctx, FADC_ERR_STATE,
+		            "fadc_model_bind_ref: a model on several GPUs takes declarations by copy "
+		            "(fadc_model_bind), which the next run hands to every GPU");
 	if (value->ctx != m->ctx || value->dev.kind != m->ctx->o.device.kind ||
 	    value->dev.index != m->ctx->o.device.index)
 		return fail(m->ctx, FADC_ERR_DEVICE,
@@ -1771,6 +1808,15 @@ fadc_status
 fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs, fadc_tensor **outputs,
          int noutputs)
 {
+	if (m && m->multi)
+		return rt_multi_run(m, task, inputs, ninputs, outputs, noutputs);
+	return rt_run_plain(m, task, inputs, ninputs, outputs, noutputs);
+}
+
+fadc_status
+rt_run_plain(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs,
+             fadc_tensor **outputs, int noutputs)
+{
 	fadc_status s = check_task(m, task);
 	if (s)
 		return s;
@@ -1778,6 +1824,11 @@ fadc_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs, fadc_
 	const ArtTask *d = t->d;
 	if (!m->dl)
 		return fail(m->ctx, FADC_ERR_STATE, "model '%s' was opened to describe only", m->d.model);
+	// The graphs and launches of runtime/cugraph.c act on the current CUDA
+	// context: this model's, whatever context of another GPU the calling
+	// thread used last (runtime/cuda.c's entry points do the same).
+	if (m->ctx->cu && !rtcu_make_current(m->ctx->cu, m->ctx->err, sizeof m->ctx->err))
+		return FADC_ERR_DEVICE;
 	int dev = on_device(m, t);
 	if (dev && !(d->targets & ART_TARGET_CUDA))
 		return fail(m->ctx, FADC_ERR_DEVICE,
@@ -2029,4 +2080,52 @@ fadc_status
 fadc_context_signal_stream(fadc_context *ctx, void *stream)
 {
 	return order_stream(ctx, stream, 0);
+}
+
+// ---------------------------------------------------------------- what runtime/multi.c needs
+
+RtMulti *rt_ctx_multi(const fadc_context *ctx) { return ctx ? ctx->multi : NULL; }
+void rt_ctx_set_multi(fadc_context *ctx, RtMulti *mu) { ctx->multi = mu; }
+RtMultiModel *rt_model_multi(const fadc_model *m) { return m ? m->multi : NULL; }
+void rt_model_set_multi(fadc_model *m, RtMultiModel *mm) { m->multi = mm; }
+RtCuda *rt_ctx_cuda(const fadc_context *ctx) { return ctx ? ctx->cu : NULL; }
+fadc_context *rt_model_ctx(const fadc_model *m) { return m ? m->ctx : NULL; }
+const ArtDesc *rt_model_desc(const fadc_model *m) { return &m->d; }
+int rt_model_initialized(const fadc_model *m) { return m->initialized; }
+uint64_t rt_ctx_seed(const fadc_context *ctx) { return ctx->o.seed; }
+
+fadc_tensor *
+rt_model_decl_value(fadc_model *m, int i)
+{
+	return m->ref[i] ? m->ref[i] : &m->decl[i];
+}
+
+fadc_status
+rt_model_bind_index(fadc_model *m, int i, const void *data)
+{
+	if (i < 0 || (uint32_t)i >= m->d.ndecl)
+		return fail(m->ctx, FADC_ERR_ARG, "declaration %d out of range", i);
+	const fadc_tensor *v = &m->decl[i];
+	return bind_data(m, i, v->dtype, v->rank, v->dim, data, NULL);
+}
+
+int
+rt_model_has_ref(const fadc_model *m)
+{
+	for (uint32_t i = 0; i < m->d.ndecl; i++)
+		if (m->ref[i])
+			return 1;
+	return 0;
+}
+
+fadc_status
+rt_fail(fadc_context *ctx, fadc_status s, const char *fmt, ...)
+{
+	if (ctx) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
+		va_end(ap);
+	}
+	return s;
 }

@@ -38,6 +38,12 @@ int rtcu_dtoh(RtCuda *c, void *dst, uint64_t src, size_t n, char *err, size_t er
 int rtcu_dtod(RtCuda *c, uint64_t dst, uint64_t src, size_t n, char *err, size_t errlen);
 int rtcu_zero(RtCuda *c, uint64_t dst, size_t n, char *err, size_t errlen);
 int rtcu_sync(RtCuda *c, char *err, size_t errlen);
+// Makes the context's CUDA context current on the calling thread (a
+// thread driving several GPUs, runtime/multi.c).
+int rtcu_make_current(RtCuda *c, char *err, size_t errlen);
+// Whether the stream's work is done: 1, 0 while it runs, -1 on an error
+// (a message in err).  Never blocks.
+int rtcu_stream_done(RtCuda *c, char *err, size_t errlen);
 // Device-side timing (events on the stream): stop = 0 starts, 1 stops and
 // sets *seconds to the time between, as the device measured it.
 int rtcu_timer(RtCuda *c, int stop, double *seconds, char *err, size_t errlen);

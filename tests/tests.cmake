@@ -89,6 +89,16 @@ set_tests_properties(gpu/cuda-zoo.sh PROPERTIES TIMEOUT 2400)
 # where there is no CUDA device.
 add_executable(gpu_check ${CMAKE_SOURCE_DIR}/tests/gpu/gpu_check.c)
 target_link_libraries(gpu_check PRIVATE fadc_runtime m)
+# shard_check: a batched task whole on one GPU and as K shards
+# (runtime/shard.h), compared and timed (tests/gpu/cuda-shards.sh).
+add_executable(shard_check ${CMAKE_SOURCE_DIR}/tests/gpu/shard_check.c)
+target_include_directories(shard_check PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
+target_link_libraries(shard_check PRIVATE fadc_runtime m ${CMAKE_DL_LIBS})
+
+# two_ctx: two ordinary CUDA contexts driven from one thread, interleaved
+# (tests/gpu/two-contexts.sh).
+add_executable(two_ctx ${CMAKE_SOURCE_DIR}/tests/gpu/two_ctx.c)
+target_link_libraries(two_ctx PRIVATE fadc_runtime m)
 
 # The CUDA-graph suite (tests/gpu/cudagraph/): seeds/001's programs and the
 # graph-tree tests; the script compiles the .ir programs here (NVRTC) and
@@ -173,3 +183,15 @@ set_tests_properties(python PROPERTIES LABELS python ENVIRONMENT "${py_env}")
 add_test(NAME unit/test_runtime_cpu_levels_v4 COMMAND test_runtime_cpu_levels x86-64-v4)
 set_tests_properties(unit/test_runtime_cpu_levels_v4 PROPERTIES LABELS unit SKIP_RETURN_CODE 77
                      ENVIRONMENT "FADC_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache;FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+
+# Data-parallel runs over several GPUs (runtime/multi.c): tests/gpu/multi.sh
+# compiles a model here and runs multi_check (one GPU against a context
+# over GPUs), exiting 77 without a device.
+add_executable(multi_check ${CMAKE_SOURCE_DIR}/tests/gpu/multi_check.c)
+target_link_libraries(multi_check PRIVATE fadc_runtime m)
+# A stand-in for libnccl.so.2 that fails on demand (FAKE_NCCL=init|run|error):
+# multi.sh points FADC_NCCL_LIB at it to check the deadline and the abort.
+add_library(fake_nccl SHARED ${CMAKE_SOURCE_DIR}/tests/gpu/fake_nccl.c)
+set_target_properties(fake_nccl PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+add_dependencies(multi_check fake_nccl)
+target_compile_options(fake_nccl PRIVATE -Wno-missing-prototypes)

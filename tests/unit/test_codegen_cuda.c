@@ -54,6 +54,50 @@ now(void) {
 }
 
 static int
+count(const char *s, const char *pat);
+
+// The kernels a multi launch (LA_MULTI: sums side by side, their
+// epilogues) takes beyond its first, summed over src's launch comments
+// ("// kernels A .. B: ...").
+static int
+multi_extra(const char *s) {
+	int n = 0;
+	for (const char *q = strstr(s, "\n// kernels "); q; q = strstr(q + 1, "\n// kernels ")) {
+		unsigned a, b;
+		if (sscanf(q, "\n// kernels %u .. %u:", &a, &b) == 2 && b > a)
+			n += (int)(b - a);
+	}
+	return n;
+}
+
+// The sums a multi launch takes beyond its first, summed likewise ("S sums
+// in one pass").
+static int
+multi_extra_sums(const char *s) {
+	int n = 0;
+	for (const char *q = strstr(s, "\n// kernels "); q; q = strstr(q + 1, "\n// kernels ")) {
+		const char *e = strchr(q + 1, '\n'), *w = strstr(q, " sums in one pass");
+		unsigned k;
+		if (w && (!e || w < e)) {
+			while (w > q && w[-1] != ' ')
+				w--;
+			if (sscanf(w, "%u", &k) == 1 && k > 1)
+				n += (int)k - 1;
+		}
+	}
+	return n;
+}
+
+// The kernel index of a launch's function name fadc_<task>_k<i>_<what>.
+static uint32_t
+name_kernel(const char *name) {
+	const char *q = name ? strstr(name, "_k") : NULL;
+	while (q && !(q[2] >= '0' && q[2] <= '9'))
+		q = strstr(q + 1, "_k");
+	return q ? (uint32_t)strtoul(q + 2, NULL, 10) : 0;
+}
+
+static int
 count(const char *s, const char *pat) {
 	int n = 0;
 	for (const char *q = strstr(s, pat); q; q = strstr(q + 1, pat))
@@ -132,8 +176,10 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 	total_choices += nchoice;
 	// A fused task's barriers (one tab deep: the fused kernel's body) are
 	// its phases less one (no loops in these models), at most one per kernel.
-	uint32_t nph = cg_cuda_phases(p);
-	CHECK(nl == p->nk + 2 * (uint32_t)nchoice || (nl == 1 && p->nloop == 0 && nph >= 1 && nph <= p->nk &&
+	// (A multi launch runs several kernels: cuda_multi_end.)
+	uint32_t nph = cg_cuda_phases(p), extra = (uint32_t)multi_extra(src);
+	CHECK(nl + extra == p->nk + 2 * (uint32_t)nchoice ||
+	      (nl == 1 && p->nloop == 0 && nph >= 1 && nph <= p->nk &&
 	                      count(src, "\n\t__syncthreads();\n") == (int)nph - 1 &&
 	                      count(src, "static __device__ void") == (int)p->nk));
 	CHECK((nl == 1 && p->nk > 1) == (nph > 0));
@@ -150,8 +196,9 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 		CHECK(nl > 1 || p->nk == 1 || k.grid == 1);
 		// Not fused: a long reduction into few points (docs/CUDA.md: at least
 		// 128 terms, at most 32768 points) is one block per point.
-		if (nl == p->nk && !k.gemm) {
-			const KKernel *kk = &p->k[li];
+		if (nl + extra == p->nk && !k.gemm) {
+			// A multi launch's form is its first kernel's (a sum).
+			const KKernel *kk = &p->k[name_kernel(k.name)];
 			int64_t nr = 1;
 			for (int d = 0; d < kk->rrank; d++)
 				nr *= kk->rdim[d];
@@ -184,7 +231,8 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 	}
 	// Columns store every lane's result (no shuffle); a split row
 	// reduction's last block folds the chunks' results with one more.
-	int ncol = count(src, "red[rb][threadIdx.x >> 5][threadIdx.x & 31] = acc;");
+	int ncol = count(src, "red[rb][threadIdx.x >> 5][threadIdx.x & 31] = acc;") +
+	           count(src, "red[rb][threadIdx.x >> 5][0 + (threadIdx.x & 31)] = acc;");
 	int nsplit = count(src, "u ? __ldcg(&((const ");
 	CHECK(count(src, "red[rb][threadIdx.x >> 5] = acc;") == nblockred - ncol);
 	CHECK(count(src, "__shfl_down_sync") == 2 * (nblockred - ncol) + nsplit + nwarp);
@@ -192,12 +240,16 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 	// cuda_blockred_plan: columns (c, d, g: 7 kernels), split rows (a, b's
 	// partials, e, f) and split columns (c: 2 kernels, d: 4; chunks of at
 	// least 32 terms), each split one taking a ticket; g's 1024 tiles are
-	// not split.
+	// not split.  Independent column sums of one plan run side by side,
+	// one launch and one ticket (cuda_multi_end; c's two sums at least):
+	// each takes one column launch and one ticket from those counts.
 	if (strstr(model, "blockred") && !strcmp(task, "forward")) {
 		int nticket = count(src, "atomicAdd(&fadc_red_tick[tile], 1u)");
-		CHECK(ncol == 7);
+		int xs = multi_extra_sums(src);
+		CHECK(count(src, "// kernels 9 .. 10: sum, 40 points, 2 sums in one pass") == 1);
+		CHECK(xs >= 1 && ncol + xs == 7);
 		CHECK(nsplit >= 4);
-		CHECK(nticket == nsplit + 6);
+		CHECK(nticket + xs == nsplit + 6);
 		CHECK(strstr(src, "static __device__ unsigned int fadc_red_tick[") != NULL);
 		// Rows in float4s (e and f: last extents 100 and 270000; the sum
 		// of g's products, 32,768 terms), each with its aligned check and
@@ -772,8 +824,9 @@ check_gemm_artifact(void) {
 	                  "sa=8192 sb=8192 sc=16384 oa=0 ob=0 oc=0 tf32\n") != NULL);
 	if (!strstr(out, "cuBLAS GEMM"))
 		fprintf(stderr, "fadc inspect said:\n%s", out);
-	// Old formats: the CPU artifact's descriptor in formats 2 to 11 reads
-	// and opens; format 1 and 12 are refused by version; a trailer that
+	// Old formats: the CPU artifact's descriptor in formats 2 to
+	// ART_FORMAT_VERSION reads and opens; format 1 and the next are refused
+	// by version; a trailer that
 	// disagrees with its descriptor is corrupt; a GEMM record cannot be
 	// written in format 3.
 	ArtDesc d;
@@ -791,10 +844,14 @@ check_gemm_artifact(void) {
 	CHECK(rewrite_format(cpu, old, 3, 4));
 	CHECK(art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_FORMAT &&
 	      strstr(err, "the trailer says format 4, the descriptor 3"));
-	CHECK(!rewrite_format(cpu, old, 1, 1) && !rewrite_format(cpu, old, 12, 12));
-	CHECK(rewrite_format(cpu, old, 4, 12));
+	const uint32_t next = ART_FORMAT_VERSION + 1;
+	char refused[128];
+	snprintf(refused, sizeof refused, "artifact format version %u; this runtime reads versions 2 to %d",
+	         next, ART_FORMAT_VERSION);
+	CHECK(!rewrite_format(cpu, old, 1, 1) && !rewrite_format(cpu, old, next, next));
+	CHECK(rewrite_format(cpu, old, 4, next));
 	CHECK(art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_VERSION &&
-	      strstr(err, "artifact format version 12; this runtime reads versions 2 to 11"));
+	      strstr(err, refused));
 	CHECK(!rewrite_format(so, old, 3, 3)); // GEMM records need format 4
 	CHECK(rewrite_format(so, old, 4, 4) &&
 	      art_read(old, &d, &db, &dl, err, sizeof err) == ART_READ_OK);

@@ -24,7 +24,11 @@
 //     (enough terms to be split by channel, codegen/kir_layout.c) are one
 //     launch each (LA_MULTI: kir_layout's sibling splits, cuda.c's
 //     print_multi), printed and compiled by NVRTC; none with
-//     FADC_CUDA_NO_MULTI=1, the same sums as separate launches.
+//     FADC_CUDA_NO_MULTI=1, the same sums as separate launches;
+//   - tests/gpu/csum-multi.ir's vjp with TF32: the splits' second kernels
+//     side by side with their elementwise epilogues (LA_MULTI "_sums"),
+//     split and unsplit, printed and compiled by NVRTC; none with
+//     FADC_CUDA_NO_MULTI_SUMS=1.
 // The GPU side (each candidate forced, against the CPU code) is
 // tests/gpu/conv.ir in tests/gpu/device/run.sh.
 #include <stdio.h>
@@ -102,6 +106,47 @@ multi_launches(const char *so, int *nsums) {
 			const char *nm = d.task[ti].kern[k].name;
 			n += nm && strstr(nm, "_channel_partial_sums") != NULL;
 			*nsums += nm && strstr(nm, "_channel_partial_sum") != NULL;
+		}
+	art_desc_free(&d);
+	free(db);
+	return n;
+}
+
+// tests/gpu/csum-multi.ir's vjp with TF32 for CUDA into so (NVRTC): the
+// launches that run sums side by side or with their epilogues (_sums, not
+// _channel_partial_sums) into *nmulti; the vjp's launch records returned.
+static int
+csum_multi(const char *so, int *nmulti) {
+	const char *root = getenv("FADC_SOURCE_DIR");
+	char path[4096], err[4096];
+	snprintf(path, sizeof path, "%s/tests/gpu/csum-multi.ir", root ? root : "..");
+	FeOptions fo = {.diag = stderr};
+	Module *m = fe_parse_file(path, &fo);
+	*nmulti = -1;
+	if (!CHECK(m != NULL))
+		return -1;
+	static const char *const tasks[] = {"vjp"};
+	CgOptions o = {.tasks = tasks, .ntasks = 1, .opt_level = 1, .targets = CG_TARGET_CUDA,
+	               .allow_tf32 = 1};
+	int ok = cg_compile_module(m, &o, so, err, sizeof err);
+	if (!ok)
+		fprintf(stderr, "%s\n", err);
+	ir_module_free(m);
+	if (!CHECK(ok))
+		return -1;
+	ArtDesc d;
+	uint8_t *db = NULL;
+	size_t dl = 0;
+	if (!CHECK(art_read(so, &d, &db, &dl, err, sizeof err) == ART_READ_OK))
+		return -1;
+	int n = 0;
+	*nmulti = 0;
+	for (uint32_t ti = 0; ti < d.ntask; ti++)
+		for (uint32_t k = 0; (d.task[ti].targets & ART_TARGET_CUDA) && k < d.task[ti].ncuda; k++) {
+			const char *nm = d.task[ti].kern[k].name;
+			size_t l = nm ? strlen(nm) : 0;
+			n += !strcmp(d.task[ti].name, "vjp");
+			*nmulti += l > 5 && !strcmp(nm + l - 5, "_sums") && !strstr(nm, "_channel_partial_sums");
 		}
 	art_desc_free(&d);
 	free(db);
@@ -299,6 +344,38 @@ main(void) {
 		// One group of three in the backward: two launches fewer.
 		CHECK(multi >= 1 && multi1 == 0 && all1 == all + 2 * multi);
 		unlink(sob);
+	}
+	{
+		// The splits' second kernels side by side, and the elementwise
+		// kernels reading them after them, in one launch (LA_MULTI "_sums":
+		// a split column block reduction of 40 and of 9 channels, a thread
+		// per channel for 24), printed and compiled by NVRTC; unsplit too
+		// (FADC_CUDA_NO_SPLIT=1: the unsplit column form), there with every
+		// sum's epilogues (FADC_CUDA_MULTI_EPI_ALL=1: the groups', the
+		// single sums' at batch 1, the statistics' rsqrt); none with
+		// FADC_CUDA_NO_MULTI_SUMS=1.  Each group of three sums is 2 launches
+		// fewer, 3 with its epilogue, each single sum with an epilogue one
+		// fewer.  gpu_check runs them.
+		char som[4200];
+		snprintf(som, sizeof som, "%s/cm.so", dir);
+		int nm = 0, nm1 = 0, nm2 = 0;
+		int all = csum_multi(som, &nm);
+		setenv("FADC_CUDA_NO_SPLIT", "1", 1);
+		setenv("FADC_CUDA_MULTI_EPI_ALL", "1", 1);
+		int all2 = csum_multi(som, &nm2);
+		unsetenv("FADC_CUDA_MULTI_EPI_ALL");
+		unsetenv("FADC_CUDA_NO_SPLIT");
+		setenv("FADC_CUDA_NO_MULTI_SUMS", "1", 1);
+		int all1 = csum_multi(som, &nm1);
+		unsetenv("FADC_CUDA_NO_MULTI_SUMS");
+		printf("csum-multi.ir vjp: %d launches, %d of them sums side by side with epilogues "
+		       "(unsplit, every sum's epilogues: %d, %d); FADC_CUDA_NO_MULTI_SUMS=1: %d, %d\n",
+		       all, nm, all2, nm2, all1, nm1);
+		// 3 groups of 3 sums (2 fewer each); with every epilogue 3 more
+		// fewer, and at least the batch-1 branch's 3 single sums' (1 each).
+		CHECK(nm >= 3 && nm1 == 0 && all1 >= all + 3 * 2);
+		CHECK(nm2 >= nm + 3 && all2 <= all - 3 - 3);
+		unlink(som);
 	}
 	ArtDesc d;
 	uint8_t *db = NULL;

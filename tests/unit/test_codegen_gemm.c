@@ -130,14 +130,28 @@ fma_name(int f32)
 	return b[f32 != 0];
 }
 
-// B's packed panel: 512 = KC x NV vectors.
+// B's packed panel and A's block live in the thread-local scratch array
+// (codegen/llvm_gemm.c, gemm_scratch), not on the kernel's stack: a
+// packed GEMM function calls the function that returns the array's
+// address, never names the array itself (a thread-local access in vector
+// code lets LLVM keep zmm16-31 live across __tls_get_addr), and has no
+// array alloca.
 static const char *
 panel_name(int f32)
 {
-	static char b[2][64];
-	snprintf(b[f32 != 0], sizeof b[0], "alloca [512 x <%d x %s>]", lanes(f32),
-	         f32 ? "float" : "double");
-	return b[f32 != 0];
+	(void)f32;
+	return "@fadc_gemm_scratch_get()";
+}
+
+// Whether text[0 .. end) names the scratch array itself (not its function).
+static int
+names_scratch(const char *text, const char *end)
+{
+	static const char nm[] = "@fadc_gemm_scratch";
+	for (const char *q = strstr(text, nm); q && q < end; q = strstr(q + 1, nm))
+		if (strncmp(q + sizeof nm - 1, "_get(", 5) != 0)
+			return 1;
+	return 0;
 }
 
 static void
@@ -180,9 +194,10 @@ check(const char *name, const char *src, int f32, const char *const *kernels)
 // many functions as kernels, each with a vector FMA.  (The weight
 // gradient is a GEMM only when both operands are plain loads, g read
 // through its transposed copy gT: codegen/lower_window.c, conv_gemm.)  With
-// `packed`, each such function must also hold B's packed panel (an alloca
-// of GEMM_KC x GEMM_NV vectors): the weight gradient's two reduction axes
-// (n, p) walk gT and colT as one, so they merge and take the packed path.
+// `packed`, each such function must also pack B's panel into the
+// thread-local scratch array, reached through its function's call (and no
+// function may keep an array on its stack or name the array itself): the weight gradient's two reduction axes (n, p) walk gT and
+// colT as one, so they merge and take the packed path.
 static void
 check_cpu_gemm(const char *name, const char *src, int f32, const char *what, int packed)
 {
@@ -216,7 +231,13 @@ check_cpu_gemm(const char *name, const char *src, int f32, const char *what, int
 		nfn++;
 		const char *v = strstr(eol, fma_name(f32));
 		const char *pk = strstr(eol, panel_name(f32));
-		if (v && v < end && (!packed || (pk && pk < end)))
+		const char *arr = strstr(eol, "alloca [");
+		if (arr && arr < end)
+			fprintf(stderr, "%s: an array on the stack: %.*s\n", name, (int)(strchr(arr, '\n') - arr), arr);
+		int direct = names_scratch(eol, end);
+		if (direct)
+			fprintf(stderr, "%s: the scratch array named in vector code\n", name);
+		if (v && v < end && (!packed || (pk && pk < end)) && !(arr && arr < end) && !direct)
 			ngemm++;
 		else
 			fprintf(stderr, "%s: %.*s is not a blocked GEMM\n", name, (int)(eol - q - 1), q + 1);

@@ -81,7 +81,12 @@ const char *const usage_main =
     "  --max-task-bytes N the most memory one task may need, its outputs plus its\n"
     "                     intermediates (64G; K M G T are powers of 1024): a task\n"
     "                     needing more is an error, nothing is written\n"
-    "  --f64              compute f32 values in f64 (testing)\n";
+    "  --f64              compute f32 values in f64 (testing)\n"
+    "  --shards K         also compile each batched task T of the list (jacobian, jacrev\n"
+    "                     of a non-scalar forward, jacfwd, the Hessians) as K shards\n"
+    "                     T:0/K .. T:K-1/K over even ranges of its basis vectors, one\n"
+    "                     per GPU (1 to 64; docs/TASKS.md, \"Shards\"); --tasks also takes\n"
+    "                     shard names, and --task T:k/K prints one\n";
 
 static const char *const pass_names[] = {"simplify", "vjp", "jvp", "vmap", "scan_hoist", NULL};
 
@@ -92,6 +97,7 @@ typedef struct CompileArgs {
 	int ndefs, noprelude, print_after_all, stats, opt_level, f64, allow_tf32, no_ptx, no_cache;
 	int64_t max_task_bytes; // --max-task-bytes; 0: the default (CG_MAX_TASK_BYTES)
 	int64_t max_nodes; // --max-nodes; 0: the default (FE_MAX_NODES)
+	int shards; // --shards K; 0: none
 	char *tasklist; // --tasks, split in place
 	const char *tasks[MAXTASK];
 	int ntasks;
@@ -114,6 +120,26 @@ parse_bytes(const char *s, int64_t *out)
 		return 0;
 	*out = (int64_t)(v << shift);
 	return 1;
+}
+
+// A task name (`hessian`) or shard name (`hessian:1/4`, docs/TASKS.md); 0
+// after a usage error naming the option.
+static int
+task_name_ok(const char *name, const char *opt, int *rc)
+{
+	int t, k, n;
+	char err[200], msg[300];
+	int r = task_shard_parse(name, &t, &k, &n, err, sizeof err);
+	if (r == 0 && task_lookup(name) >= 0)
+		return 1;
+	if (r > 0)
+		return 1;
+	if (r == 0) // (as before shards: `fadc --task` says no option)
+		snprintf(err, sizeof err, "unknown task '%.60s'", name);
+	snprintf(msg, sizeof msg, "%s%s%s", r || strcmp(opt, "--task") ? opt : "",
+	         r || strcmp(opt, "--task") ? ": " : "", err);
+	*rc = usage_error(usage_main, "%s", msg);
+	return 0;
 }
 
 // Checks a comma list of pass names; 0 after a usage error.
@@ -171,6 +197,7 @@ compile_args(int argc, char **argv, CompileArgs *a)
 		           opt_value(argc, argv, &i, "--cpu", &v) ||
 		           opt_value(argc, argv, &i, "--cuda-arch", &v) ||
 		           opt_value(argc, argv, &i, "--max-task-bytes", &v) ||
+		           opt_value(argc, argv, &i, "--shards", &v) ||
 		           opt_value(argc, argv, &i, "--print-after", &v) ||
 		           opt_value(argc, argv, &i, "--stop-after", &v)) {
 			char opt[32];
@@ -182,16 +209,28 @@ compile_args(int argc, char **argv, CompileArgs *a)
 					return usage_error(usage_main, "--emit: unknown kind '%s' (ir, kir, llvm, cuda)", v);
 				a->emit = v;
 			} else if (!strcmp(opt, "--task")) {
-				if (task_lookup(v) < 0)
-					return usage_error(usage_main, "unknown task '%s'", v);
+				if (!task_name_ok(v, "--task", &rc))
+					return rc;
 				a->task = v;
+			} else if (!strcmp(opt, "--shards")) {
+				char *end;
+				errno = 0;
+				long k = strtol(v, &end, 10);
+				if (errno || *end || end == v || v[0] == '+' || v[0] == '-' || k < 1 ||
+				    k > TASK_MAX_SHARDS) {
+					char msg[120];
+					snprintf(msg, sizeof msg, "--shards: '%.40s' is not a number of shards from 1 "
+					         "to %d", v, TASK_MAX_SHARDS);
+					return usage_error(usage_main, "%s", msg);
+				}
+				a->shards = (int)k;
 			} else if (!strcmp(opt, "--tasks")) {
 				free(a->tasklist);
 				a->tasklist = strdup(v);
 				a->ntasks = 0;
 				for (char *t = strtok(a->tasklist, ","); t; t = strtok(NULL, ",")) {
-					if (strcmp(t, "all") && task_lookup(t) < 0)
-						return usage_error(usage_main, "--tasks: unknown task '%s'", t);
+					if (strcmp(t, "all") && !task_name_ok(t, "--tasks", &rc))
+						return rc;
 					if (a->ntasks == MAXTASK)
 						return usage_error(usage_main, "--tasks: too many tasks%s", "");
 					a->tasks[a->ntasks++] = t;
@@ -286,6 +325,9 @@ compile_args(int argc, char **argv, CompileArgs *a)
 		    a->max_task_bytes)
 			return usage_error(usage_main, "--tasks, --target, --cuda-arch, --cpu, -O, --f64 and "
 			                               "--max-task-bytes need -o FILE%s", "");
+		if (a->shards)
+			return usage_error(usage_main, "--shards needs -o FILE (--task T:k/K prints one "
+			                               "shard)%s", "");
 		if (a->allow_tf32)
 			return usage_error(usage_main, "--allow-tf32 needs -o FILE (it concerns the GEMMs "
 			                               "of compiled CUDA code)%s", "");
@@ -357,6 +399,52 @@ expand_all(const CompileArgs *a, const Module *m, const char **out)
 	return n;
 }
 
+// --shards K: the task list with T:0/K .. T:K-1/K after each batched T
+// (passes' task_basis_size; the others, and names of shards already, as
+// they are).  An artifact compiles at most 63 tasks beside forward.
+typedef struct Shards {
+	char *name[64];
+	char *own[64]; // the names made here
+	int n;
+} Shards;
+
+static void
+shards_free(Shards *sh)
+{
+	for (int i = 0; i < 64; i++)
+		free(sh->own[i]);
+}
+
+static int
+add_shards(Shards *sh, const Graph *f, const char *const *list, int n, int K, char *err,
+           size_t errlen)
+{
+	for (int i = 0; i < n; i++) {
+		int t = strchr(list[i], ':') ? -1 : task_lookup(list[i]);
+		int batched = t >= 0 && task_basis_size(f, t) > 0;
+		for (int k = -1; k < (batched ? K : 0); k++) {
+			if (sh->n == 63) {
+				snprintf(err, errlen, "error: --shards %d: more than 63 tasks beside forward "
+				         "(an artifact's most); compile fewer batched tasks at once", K);
+				return 0;
+			}
+			if (k < 0) {
+				sh->name[sh->n++] = (char *)list[i];
+				continue;
+			}
+			char buf[64];
+			snprintf(buf, sizeof buf, "%s:%d/%d", list[i], k, K);
+			if (!(sh->own[sh->n] = strdup(buf))) {
+				snprintf(err, errlen, "error: out of memory");
+				return 0;
+			}
+			sh->name[sh->n] = sh->own[sh->n];
+			sh->n++;
+		}
+	}
+	return 1;
+}
+
 // Compiles ms[0..nspec) (one module per specialisation, named by
 // specnames; one: the plain artifact) into a->out.
 static int
@@ -371,9 +459,21 @@ compile(const CompileArgs *a, const Module *const *ms, const char *const *specna
 	}
 	const char *deftasks[16], *alltasks[MAXTASK];
 	int nall = expand_all(a, m, alltasks);
+	const char *const *list = nall ? alltasks : a->ntasks ? a->tasks : deftasks;
+	int nlist = nall ? nall : a->ntasks ? a->ntasks : default_tasks(m, deftasks);
+	Shards sh = {0};
+	if (a->shards) {
+		if (!add_shards(&sh, m->main, list, nlist, a->shards, err, sizeof err)) {
+			cg_error(a->model, a->out, err);
+			shards_free(&sh);
+			return 1;
+		}
+		list = (const char *const *)sh.name;
+		nlist = sh.n;
+	}
 	CgOptions o = {
-	    .tasks = nall ? alltasks : a->ntasks ? a->tasks : deftasks,
-	    .ntasks = nall ? nall : a->ntasks ? a->ntasks : default_tasks(m, deftasks),
+	    .tasks = list,
+	    .ntasks = nlist,
 	    .defines = a->defs,
 	    .ndefines = a->ndefs,
 	    .opt_level = a->opt_level,
@@ -398,6 +498,7 @@ compile(const CompileArgs *a, const Module *const *ms, const char *const *specna
 	int ok = nspec > 1 ? cg_compile_specs(ms, specnames, nspec, &o, a->out, err, sizeof err)
 	                   : cg_compile_module(m, &o, a->out, err, sizeof err);
 	progress_stop(pg);
+	shards_free(&sh);
 	if (ok)
 		return 0;
 	cg_error(a->model, a->out, err);

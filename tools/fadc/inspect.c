@@ -126,6 +126,10 @@ cmd_inspect(int argc, char **argv)
 		       : info.targets == FADC_TARGET_CUDA ? "cuda"
 		                                          : "cpu,cuda");
 		const ArtTask *at = hasdesc && (uint32_t)t < desc.ntask ? &desc.task[t] : NULL;
+		if (at && at->shard) // a shard of a batched task (format 12, runtime/shard.h)
+			printf("  shard %u of %u of %s: basis rows [%" PRId64 ", %" PRId64 ") of %" PRId64 "\n",
+			       at->shard->k, at->shard->n, at->shard->of, at->shard->lo, at->shard->hi,
+			       at->shard->total);
 		// GEMM records and choices (a choice record, then its candidates:
 		// records that run one at a time, not counted as launches).
 		int ngemm = 0, ntf32 = 0, nchoice = 0, nrec = 0, nconv = 0;

@@ -50,6 +50,10 @@ const char *const usage_run =
     "                     the task is a warning, not an error\n"
     "  --num-threads N    (a .so) CPU threads for large kernels, 1 .. 4096\n"
     "                     (default: $FADC_NUM_THREADS, else the CPUs online)\n"
+    "  --gpus LIST        (a .so compiled with --target cuda) run on these GPUs,\n"
+    "                     \"0\" or \"0,1\": several split the batch the model declares\n"
+    "                     (data-parallel, docs/MULTIGPU.md; the artifact must hold\n"
+    "                     the task at each shard's batch size: -D N=n,n/2)\n"
     "  -D NAME=VALUE      override the size `let NAME` (a .ir); for a .so compiled\n"
     "                     with -D lists, pick the specialisation of those sizes\n"
     "                     (without -D: the first one, as `fadc inspect` lists them)\n"
@@ -288,6 +292,9 @@ typedef struct RunArgs {
 	int nbind;
 	int allow_unused; // --allow-unused-params
 	int64_t max_nodes; // --max-nodes (0: FE_MAX_NODES)
+	// --gpus 0,1: a context over these GPUs (data-parallel, docs/MULTIGPU.md)
+	fadc_device gpus[FADC_MAX_DEVICES];
+	int ngpus;
 } RunArgs;
 
 // The files a run reads, which its outputs must not overwrite.
@@ -557,11 +564,26 @@ static int
 run_so(const RunArgs *a)
 {
 	fadc_context_options co = {.device = {FADC_DEVICE_CPU, 0}, .num_threads = a->num_threads, .seed = a->seed};
-	fadc_context *ctx;
+	fadc_context *ctx, *hctx = NULL;
+	if (a->ngpus) {
+		// On GPUs: the host's bindings and inputs are tensors of a CPU
+		// context (hctx), which the runtime copies to the devices; outputs
+		// are read back into host memory.
+		co.device = (fadc_device){FADC_DEVICE_CUDA_LIST, 0};
+		co.devices = a->gpus;
+		co.ndevices = a->ngpus;
+		fadc_context_options ho = {.device = {FADC_DEVICE_CPU, 0}, .num_threads = 1, .seed = a->seed};
+		if (fadc_context_create(&ho, &hctx)) {
+			fprintf(stderr, "fadc: error: cannot create a runtime context: %s\n", fadc_context_error(NULL));
+			return 1;
+		}
+	}
 	if (fadc_context_create(&co, &ctx)) {
 		fprintf(stderr, "fadc: error: cannot create a runtime context: %s\n", fadc_context_error(NULL));
+		fadc_context_destroy(hctx);
 		return 1;
 	}
+	fadc_context *wctx = hctx ? hctx : ctx; // where host memory is wrapped
 	fadc_model *m = NULL;
 	int rc = 1, task, ns = 0, ncaller = 0;
 	Slot *slot = NULL;
@@ -609,8 +631,8 @@ run_so(const RunArgs *a)
 			continue;
 		fadc_tensor *t;
 		Slot *sl = &slot[i];
-		if (fadc_tensor_wrap(ctx, fadc_of_tio(sl->dtype), sl->rank, sl->dim, sl->val.data, &t)) {
-			rc = rt_error(a->model, ctx);
+		if (fadc_tensor_wrap(wctx, fadc_of_tio(sl->dtype), sl->rank, sl->dim, sl->val.data, &t)) {
+			rc = rt_error(a->model, wctx);
 			goto done;
 		}
 		fadc_status s = fadc_model_bind(m, sl->name, t);
@@ -631,9 +653,9 @@ run_so(const RunArgs *a)
 			        a->model, sl->name);
 			goto done;
 		}
-		if (fadc_tensor_wrap(ctx, fadc_of_tio(sl->dtype), sl->rank, sl->dim, sl->val.data,
+		if (fadc_tensor_wrap(wctx, fadc_of_tio(sl->dtype), sl->rank, sl->dim, sl->val.data,
 		                     &in[ncaller])) {
-			rc = rt_error(a->model, ctx);
+			rc = rt_error(a->model, wctx);
 			goto done;
 		}
 		ncaller++;
@@ -651,6 +673,10 @@ run_so(const RunArgs *a)
 				rc = rt_error(a->model, ctx);
 				goto done;
 			}
+		if (hctx && fadc_context_synchronize(ctx)) { // a device's runs are queued
+			rc = rt_error(a->model, ctx);
+			goto done;
+		}
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		double us = ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / 1e3;
 		fprintf(stderr, "%s: %.3f us per call (%ld calls)\n", a->task, us / (double)a->time, a->time);
@@ -663,6 +689,18 @@ run_so(const RunArgs *a)
 		files[i].rank = d.rank;
 		memcpy(files[i].dim, d.dim, sizeof(int64_t) * (size_t)d.rank);
 		files[i].data = fadc_tensor_data(out[i]); // model-owned: not freed here
+		if (hctx) {
+			// On a GPU: read back (freed below, files[i].data is ours).
+			size_t nb = fadc_tensor_bytes(out[i]);
+			if (!(files[i].data = malloc(nb ? nb : 1))) {
+				fprintf(stderr, "fadc: error: out of memory\n");
+				goto done;
+			}
+			if (fadc_tensor_read(out[i], files[i].data, nb)) {
+				rc = rt_error(a->model, ctx);
+				goto done;
+			}
+		}
 	}
 	const char *infiles[MAXBIND + 1];
 	rc = write_outputs(a->out, names, files, NULL, info.noutputs, a->print, infiles,
@@ -671,9 +709,12 @@ done:
 	for (int i = 0; i < ncaller; i++)
 		fadc_tensor_release(in[i]);
 	free_slots(slot, ns);
+	for (int i = 0; hctx && files && i < info.noutputs; i++)
+		free(files[i].data);
 	free(in), free(out), free(files), free(names);
 	fadc_model_close(m);
 	fadc_context_destroy(ctx);
+	fadc_context_destroy(hctx);
 	return rc;
 }
 
@@ -715,7 +756,8 @@ cmd_run_args(int argc, char **argv, RunArgs *a)
 		           opt_value(argc, argv, &i, "--v", &v) ||
 		           opt_value(argc, argv, &i, "--seed", &v) ||
 		           opt_value(argc, argv, &i, "--time", &v) ||
-		           opt_value(argc, argv, &i, "--num-threads", &v)) {
+		           opt_value(argc, argv, &i, "--num-threads", &v) ||
+		           opt_value(argc, argv, &i, "--gpus", &v)) {
 			const char *o = strncmp(s, "--", 2) ? s : s + 2;
 			char opt[24];
 			snprintf(opt, sizeof opt, "--%.*s", (int)strcspn(o, "="), o);
@@ -734,6 +776,22 @@ cmd_run_args(int argc, char **argv, RunArgs *a)
 				// Bounded as fadc-bench bounds --num-iters.
 				if (!*v || *end || a->time <= 0 || a->time > 1000000)
 					return usage_error(usage_run, "--time: '%s' is not an integer 1 .. 1000000", v);
+			} else if (!strcmp(opt, "--gpus")) {
+				// "0" or "0,1": GPU numbers, 1 .. FADC_MAX_DEVICES of them (the
+				// runtime refuses one listed twice, or one the host lacks).
+				a->ngpus = 0;
+				for (const char *p = v;;) {
+					char *end;
+					long g = strtol(p, &end, 10);
+					if (end == p || g < 0 || g > 1000000 || a->ngpus == FADC_MAX_DEVICES ||
+					    (*end && *end != ','))
+						return usage_error(usage_run, "--gpus: '%s' is not a list of GPU "
+						                   "numbers such as 0,1", v);
+					a->gpus[a->ngpus++] = (fadc_device){FADC_DEVICE_CUDA, (int)g};
+					if (!*end)
+						break;
+					p = end + 1;
+				}
 			} else if (!strcmp(opt, "--num-threads")) {
 				char *end;
 				long n = strtol(v, &end, 10);
@@ -792,6 +850,8 @@ cmd_run(int argc, char **argv)
 			                 "run takes one value per size%s", "");
 		else if (!so && a->time)
 			rc = usage_error(usage_run, "--time needs a compiled model (MODEL.so)%s", "");
+		else if (!so && a->ngpus)
+			rc = usage_error(usage_run, "--gpus needs a compiled model (MODEL.so)%s", "");
 		else {
 			// `fadc run model.onnx` runs on the model's own weights: its float
 			// initializers are bound after every explicit binding (which win),

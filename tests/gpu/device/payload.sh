@@ -15,8 +15,10 @@
 #                    printed kernel or cuBLAS GEMM, are timed on the GPU)
 #   DEST/conv/       conv.so, conv_tf32.so and conv_direct.so (tests/gpu/conv.ir:
 #                    convolutions whose candidates, their launches or cuDNN, are
-#                    timed; conv_direct's launches are the direct loops), and
+#                    timed; conv_direct's launches are the direct loops),
 #                    csum_tf32.so (tests/gpu/csum.ir: merged per-channel sums)
+#                    and csum_multi*_tf32.so (tests/gpu/csum-multi.ir: sums
+#                    side by side with their epilogues, split and not)
 #   DEST/cg/         the CUDA-graph suite's artifacts (tests/gpu/cudagraph)
 #   DEST/zoo/        cpu,cuda artifacts of all nine models at reduced sizes
 #                    with their recommended tasks (tests/gpu/cuda-zoo.sh's
@@ -111,6 +113,14 @@ FADC_CONV_COL_MAX=1 fadc "$root/tests/gpu/conv.ir" -o "$dest/conv/conv_direct.so
 # (tests/gpu/csum.ir; codegen/kir_layout.c, csum_merges): channels-last is TF32 only.
 fadc "$root/tests/gpu/csum.ir" -o "$dest/conv/csum_tf32.so" --target cpu,cuda \
 	--tasks forward,vjp,jvp,vhp --allow-tf32 --no-ptx
+# The splits' second kernels side by side with their elementwise epilogues
+# (tests/gpu/csum-multi.ir; cuda_sched.c, cuda_multi_end; epilogues are
+# opt-in: FADC_CUDA_MULTI_EPI=1 after groups, =_ALL after every sum), split
+# and not.  blockred.so's column groups run the default (no epilogues).
+FADC_CUDA_MULTI_EPI=1 fadc "$root/tests/gpu/csum-multi.ir" -o "$dest/conv/csum_multi_tf32.so" \
+	--target cpu,cuda --tasks vjp,jvp --allow-tf32 --no-ptx
+FADC_CUDA_NO_SPLIT=1 FADC_CUDA_MULTI_EPI_ALL=1 fadc "$root/tests/gpu/csum-multi.ir" \
+	-o "$dest/conv/csum_multi_nosplit_tf32.so" --target cpu,cuda --tasks vjp,jvp --allow-tf32 --no-ptx
 # Choices between a printed kernel and a cuBLAS GEMM, decided on the GPU
 # (tests/gpu/choice.ir): run.sh checks it forced to each candidate, timed
 # and from the cache (gpu_check --choices).

@@ -93,6 +93,15 @@ case " $steps " in *" check "*)
 				echo "rc=${PIPESTATUS[0]}"
 			done
 		done
+		# The sums side by side with their epilogues (tests/gpu/csum-multi.ir),
+		# split and not, with the convolutions' launches (its header says why
+		# not cuDNN).
+		for so in csum_multi_tf32 csum_multi_nosplit_tf32; do
+			echo "-- $so FADC_CUDA_CHOICE=0 --choices forced"
+			env FADC_CACHE_DIR="$cache" FADC_CUDA_CHOICE=0 timeout 120 "$here/bin/gpu_check" \
+				--time 100 --choices forced "$here/conv/$so.so" 2>&1 | tee -a "$out/check-choice.log"
+			echo "rc=${PIPESTATUS[0]}"
+		done
 		rm -rf "$cache"
 	fi
 	echo "== gpu_check (FADC_DISABLE_CUDA_GRAPHS=1)"

@@ -1,0 +1,1466 @@
+// runtime/multi.c -- a context over several GPUs: data-parallel runs through
+// NCCL (issue 27, docs/MULTIGPU.md).
+//
+// The context of devices[0] is the multi context itself (sub-context 0:
+// the caller's tensors and results live there); sub-contexts 1 .. S-1 are
+// ordinary CUDA contexts of the other GPUs, each with its stream, pool and
+// graph tree, driven from the calling thread with its GPU made current
+// before each call (rt_multi_current).  A model opened on the context is
+// opened on every sub-context (the same artifact).
+//
+// A run (rt_multi_run) of task T, compiled for the full batch of n rows:
+//
+//   1. the plan, made at T's first run: shard s gets rows [off_s, off_s +
+//      n_s) (rt_multi_shard: sizes n/S or n/S + 1), and the task of T's name
+//      whose batched inputs are n_s rows long (a specialisation of the
+//      artifact, fadc -D N=n,n_s: docs/ARTIFACT.md); each output of T is
+//      either reduced (its shape is the shard task's: the loss, parameter
+//      gradients, Hessian-vector products) or per-sample (its batch axis is
+//      n_s long in the shard task: gathered in row order);
+//   2. the declarations the shard tasks read, handed to every sub-model by
+//      copy when their value on sub-model 0 changed (a declaration's
+//      generation: bind, bind_file, init, fadc_tensor_write of
+//      fadc_model_get's tensor), batched ones as their shard's rows;
+//   3. the caller's inputs (tensors of the context, or of a CPU context:
+//      host memory): batched ones split into their rows, the others copied
+//      to each GPU, through host memory;
+//   4. each GPU runs its shard task on its own stream, recorded and
+//      replayed in its own graph tree as any task;
+//   5. the reduced outputs are combined by one grouped ncclAllReduce, in
+//      place, enqueued on each GPU's stream after its task: the pre-multiplied
+//      sum (ncclRedOpCreatePreMulSum) scales rank s's values by its weight
+//      w_s = n_s / n for `loss mean` (rt_multi_weight), so the sum is
+//      Σ_s (n_s / n) ∂L_s = ∂L, the guarantee passes/batch.c proves;
+//      per-sample outputs are gathered on the host, scaled by w_s, into
+//      one tensor on GPU 0.
+//
+// `loss sum` over several GPUs: L = Σ_s L_s − (S − 1) L_∅, where L_∅ (the
+// forward on no rows: a prior beside a likelihood) needs the model at
+// batch size 0, which fadc does not compile; such runs are refused with a
+// message, and run over one GPU (w = 1).  docs/MULTIGPU.md.
+//
+// The all-reduce is not captured inside the shard task's CUDA graph: the
+// graph is the task's own (recorded and replayed by runtime/cuda.c), and
+// the collective is enqueued after it on the same stream, one host call
+// per run for all outputs (docs/MULTIGPU.md).
+//
+// Failures never hang: communicators are non-blocking (blocking = 0), and
+// every wait on them or on the GPUs (init, the enqueue of a group,
+// rt_multi_wait before a host read, fadc_context_synchronize, close) polls
+// ncclCommGetAsyncError and the streams against a deadline,
+// FADC_NCCL_TIMEOUT_S seconds (60 by default); on expiry or an NCCL error
+// every communicator is aborted (ncclCommAbort) and the context reports
+// FADC_ERR_DEVICE from then on.
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "multi.h"
+#include "rtcuda.h"
+#include "shard.h"
+
+#define MAXS FADC_MAX_DEVICES
+
+struct RtMulti {
+	int S;
+	fadc_context *sub[MAXS]; // sub[0]: the context itself
+	int gpu[MAXS];
+	const RtNccl *nccl;
+	ncclComm_t comm[MAXS];
+	double timeout; // seconds, FADC_NCCL_TIMEOUT_S
+	const char *broken; // why the communicators were aborted, or NULL
+	char why[1024];
+	int peer; // sharded tasks: 0 not tried, 1 GPU s may write GPU 0's memory, -1 not
+};
+
+// The plan of one task of the full batch (see the top of the file).
+typedef struct Plan {
+	int ready;
+	int64_t n;
+	int task[MAXS]; // the shard task on each GPU
+	int64_t off[MAXS], rows[MAXS];
+	double w[MAXS];
+	int nout; // the user's outputs
+	int *gaxis; // per output: -1 reduced, else the axis gathered
+	fadc_tensor **full; // per gathered output: its full tensor on GPU 0 (NULL: reduced)
+	int ncaller;
+	int *cin; // caller input c: its index in the task's inputs
+	int *caxis; // caller input c: batch axis, or -1
+	fadc_tensor **stage; // [s * ncaller + c]: the copy of caller input c on GPU s
+	int ndecl; // the shard task's declaration inputs
+	int *din; // their indices in the task's inputs
+	int *daxis; // batch axis, or -1
+	uint64_t *dgen; // [s * ndecl + k]: the source's generation last handed to GPU s
+	int ops; // the pre-multiplied sums are made
+	int op[MAXS][2]; // rank s's weighted sum, f32 and f64
+} Plan;
+
+struct RtMultiModel {
+	fadc_model *sub[MAXS]; // sub[0]: the model itself
+	RtBatch batch;
+	int has_batch; // 1 declared, 0 none, -1 malformed
+	int ntask;
+	Plan *plan;
+	uint64_t *dgen; // rt_multi_decls: each declaration's generation last handed over
+	char *path; // the artifact (runtime/shard.c reads its shard records)
+	int plain; // inside a sharded run: fadc_run of sub-model 0 is its own
+	struct Sharded *sharded; // per task: its shards (a batched task), or unused
+};
+
+// A batched task run as its S shards `T:k/S` (runtime/shard.c), shard k on
+// GPU k, the whole outputs on GPU 0.
+typedef struct Sharded {
+	int state; // 0 not planned, 1 planned, -1 not a sharded task
+	RtShardPlan *plan;
+	int ncaller;
+	fadc_tensor **stage; // [s * ncaller + c]: caller input c's copy on GPU s (s >= 1)
+} Sharded;
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void
+nap(void)
+{
+	struct timespec ts = {0, 20000}; // 20 us between polls
+	nanosleep(&ts, NULL);
+}
+
+// ---------------------------------------------------------------- the sharding arithmetic
+
+void
+rt_multi_shard(int64_t n, int S, int s, int64_t *off, int64_t *rows)
+{
+	int64_t q = n / S, r = n % S;
+	*rows = q + (s < r);
+	*off = s * q + (s < r ? s : r);
+}
+
+double
+rt_multi_weight(int loss, int64_t n, int64_t rows, int S, double *w_empty)
+{
+	if (loss == 2) {
+		if (w_empty)
+			*w_empty = -(double)(S - 1);
+		return 1;
+	}
+	if (w_empty)
+		*w_empty = 0;
+	return n ? (double)rows / (double)n : 0;
+}
+
+void
+rt_multi_rows(void *dst, const void *src, int rank, const int64_t *dim, int axis, int64_t off,
+              int64_t rows, size_t esize, int gather, fadc_dtype dtype, double scale)
+{
+	// Row-major: the tensor is `outer` blocks of dim[axis] * inner elements;
+	// the shard takes rows off .. off + rows of each block.
+	int64_t outer = 1, inner = 1;
+	for (int i = 0; i < axis; i++)
+		outer *= dim[i];
+	for (int i = axis + 1; i < rank; i++)
+		inner *= dim[i];
+	size_t full_blk = (size_t)(dim[axis] * inner) * esize, part = (size_t)(rows * inner) * esize;
+	size_t at = (size_t)(off * inner) * esize;
+	int scaled = scale != 1 && (dtype == FADC_F32 || dtype == FADC_F64);
+	for (int64_t o = 0; o < outer; o++) {
+		char *d = (char *)dst + (gather ? (size_t)o * full_blk + at : (size_t)o * part);
+		const char *s = (const char *)src + (gather ? (size_t)o * part : (size_t)o * full_blk + at);
+		if (!scaled)
+			memcpy(d, s, part);
+		else if (dtype == FADC_F32)
+			for (size_t i = 0; i < part / 4; i++)
+				((float *)d)[i] = (float)(scale * ((const float *)s)[i]);
+		else
+			for (size_t i = 0; i < part / 8; i++)
+				((double *)d)[i] = scale * ((const double *)s)[i];
+	}
+}
+
+int
+rt_multi_batch_parse(const char *options, RtBatch *b)
+{
+	memset(b, 0, sizeof *b);
+	const char *p = options ? strstr(options, " batch=") : NULL;
+	if (!p)
+		return 0;
+	p += 7;
+	size_t len = strcspn(p, " ");
+	if (len >= sizeof b->buf)
+		return -1;
+	memcpy(b->buf, p, len);
+	b->buf[len] = 0;
+	for (char *tok = b->buf, *next; tok && *tok; tok = next) {
+		next = strchr(tok, ',');
+		if (next)
+			*next++ = 0;
+		char *colon = strrchr(tok, ':');
+		if (!colon || colon == tok || b->n == 32)
+			return -1;
+		*colon = 0;
+		char *end;
+		long a = strtol(colon + 1, &end, 10);
+		if (*end || a < 0 || a >= FADC_MAXDIM)
+			return -1;
+		b->name[b->n] = tok;
+		b->axis[b->n++] = (int)a;
+	}
+	const char *l = strstr(p + len, " loss=");
+	if (!l)
+		return -1;
+	l += 6;
+	if (!strncmp(l, "mean", 4) && (!l[4] || l[4] == ' '))
+		b->loss = 1;
+	else if (!strncmp(l, "sum", 3) && (!l[3] || l[3] == ' '))
+		b->loss = 2;
+	else
+		return -1;
+	return b->n ? 1 : -1;
+}
+
+static int
+batch_axis(const RtBatch *b, const char *name)
+{
+	for (int i = 0; i < b->n; i++)
+		if (!strcmp(b->name[i], name))
+			return b->axis[i];
+	return -1;
+}
+
+// ---------------------------------------------------------------- the internal API
+
+int
+rt_multi_ndev(const fadc_context *ctx)
+{
+	RtMulti *mu = rt_ctx_multi(ctx);
+	return mu ? mu->S : 0;
+}
+
+fadc_context *
+rt_multi_sub(const fadc_context *ctx, int s)
+{
+	RtMulti *mu = rt_ctx_multi(ctx);
+	return mu && s >= 0 && s < mu->S ? mu->sub[s] : NULL;
+}
+
+fadc_model *
+rt_multi_submodel(const fadc_model *m, int s)
+{
+	RtMultiModel *mm = rt_model_multi(m);
+	RtMulti *mu = rt_ctx_multi(rt_model_ctx(m));
+	return mm && mu && s >= 0 && s < mu->S ? mm->sub[s] : NULL;
+}
+
+const RtNccl *
+rt_multi_nccl(const fadc_context *ctx)
+{
+	RtMulti *mu = rt_ctx_multi(ctx);
+	return mu ? mu->nccl : NULL;
+}
+
+ncclComm_t
+rt_multi_comm(const fadc_context *ctx, int s)
+{
+	RtMulti *mu = rt_ctx_multi(ctx);
+	return mu && s >= 0 && s < mu->S ? mu->comm[s] : NULL;
+}
+
+int
+rt_multi_current(fadc_context *ctx, int s)
+{
+	RtMulti *mu = rt_ctx_multi(ctx);
+	if (!mu || s < 0 || s >= mu->S)
+		return 0;
+	char err[512];
+	if (!rtcu_make_current(rt_ctx_cuda(mu->sub[s]), err, sizeof err)) {
+		rt_fail(ctx, FADC_ERR_DEVICE, "GPU %d: %s", mu->gpu[s], err);
+		return 0;
+	}
+	return 1;
+}
+
+// ---------------------------------------------------------------- NCCL and its deadline
+
+static const char *
+nccl_msg(RtMulti *mu, int s, ncclResult_t r)
+{
+	const char *last = mu->nccl->GetLastError ? mu->nccl->GetLastError(mu->comm[s]) : NULL;
+	snprintf(mu->why, sizeof mu->why, "NCCL on GPU %d (rank %d of %d): %s%s%s", mu->gpu[s], s,
+	         mu->S, mu->nccl->GetErrorString(r), last && *last ? ": " : "", last ? last : "");
+	return mu->why;
+}
+
+// Aborts every communicator (a peer stuck or failed): the context runs no
+// more collectives, and says why.
+static fadc_status
+abort_all(fadc_context *ctx, RtMulti *mu, const char *why)
+{
+	char msg[600];
+	snprintf(msg, sizeof msg, "%s", why);
+	for (int s = 0; s < mu->S; s++)
+		if (mu->comm[s]) {
+			rt_multi_current(ctx, s);
+			mu->nccl->CommAbort(mu->comm[s]);
+			mu->comm[s] = NULL;
+		}
+	snprintf(mu->why, sizeof mu->why, "%s; the NCCL communicators were aborted", msg);
+	mu->broken = mu->why;
+	rt_multi_current(ctx, 0);
+	return rt_fail(ctx, FADC_ERR_DEVICE, "%s", mu->why);
+}
+
+// Polls every communicator until none is in progress (a non-blocking init,
+// a group's enqueue, a finalize): an error or the deadline aborts them.
+static fadc_status
+comms_settle(fadc_context *ctx, RtMulti *mu, const char *what)
+{
+	double end = now_s() + mu->timeout;
+	for (;;) {
+		int busy = 0;
+		for (int s = 0; s < mu->S; s++) {
+			ncclResult_t r = NCCL_SUCCESS;
+			if (mu->comm[s] && mu->nccl->CommGetAsyncError(mu->comm[s], &r) != NCCL_SUCCESS)
+				r = 3; // ncclInternalError
+			if (r == NCCL_IN_PROGRESS)
+				busy = 1;
+			else if (r != NCCL_SUCCESS) {
+				char why[600];
+				snprintf(why, sizeof why, "%s: %s", what, nccl_msg(mu, s, r));
+				return abort_all(ctx, mu, why);
+			}
+		}
+		if (!busy)
+			return FADC_OK;
+		if (now_s() > end) {
+			char why[600];
+			snprintf(why, sizeof why,
+			         "%s: NCCL did not finish within %.0f s (FADC_NCCL_TIMEOUT_S): a GPU stuck "
+			         "or gone",
+			         what, mu->timeout);
+			return abort_all(ctx, mu, why);
+		}
+		nap();
+	}
+}
+
+fadc_status
+rt_multi_wait(fadc_context *ctx)
+{
+	RtMulti *mu = rt_ctx_multi(ctx);
+	if (!mu)
+		return FADC_OK;
+	if (mu->broken)
+		return rt_fail(ctx, FADC_ERR_DEVICE, "%s", mu->broken);
+	double end = now_s() + mu->timeout;
+	int done[MAXS] = {0};
+	fadc_status st = FADC_OK;
+	for (int left = mu->S; left;) {
+		for (int s = 0; s < mu->S; s++) {
+			if (done[s])
+				continue;
+			ncclResult_t r = NCCL_SUCCESS;
+			if (mu->comm[s] && mu->nccl->CommGetAsyncError(mu->comm[s], &r) == NCCL_SUCCESS &&
+			    r != NCCL_SUCCESS && r != NCCL_IN_PROGRESS)
+				return abort_all(ctx, mu, nccl_msg(mu, s, r));
+			char err[512];
+			if (!rt_multi_current(ctx, s))
+				return FADC_ERR_DEVICE;
+			int d = rtcu_stream_done(rt_ctx_cuda(mu->sub[s]), err, sizeof err);
+			if (d < 0) {
+				char why[600];
+				snprintf(why, sizeof why, "GPU %d failed: %s", mu->gpu[s], err);
+				return abort_all(ctx, mu, why);
+			}
+			if (d) {
+				done[s] = 1;
+				left--;
+			}
+		}
+		if (left && now_s() > end) {
+			char why[600];
+			snprintf(why, sizeof why,
+			         "the GPUs' work did not finish within %.0f s (FADC_NCCL_TIMEOUT_S): a GPU "
+			         "stuck or gone",
+			         mu->timeout);
+			return abort_all(ctx, mu, why);
+		}
+		if (left)
+			nap();
+	}
+	rt_multi_current(ctx, 0);
+	return st;
+}
+
+fadc_status
+rt_multi_sync(fadc_context *ctx)
+{
+	RtMulti *mu = rt_ctx_multi(ctx);
+	fadc_status st = rt_multi_wait(ctx);
+	for (int s = 1; !st && s < mu->S; s++) {
+		rt_multi_current(ctx, s);
+		if ((st = fadc_context_synchronize(mu->sub[s])))
+			rt_fail(ctx, st, "GPU %d: %s", mu->gpu[s], fadc_context_error(mu->sub[s]));
+	}
+	rt_multi_current(ctx, 0);
+	return st;
+}
+
+// ---------------------------------------------------------------- the context
+
+static double
+timeout_s(void)
+{
+	const char *e = getenv("FADC_NCCL_TIMEOUT_S");
+	char *end;
+	double t = e && *e ? strtod(e, &end) : 60;
+	return e && *e && (*end || !(t > 0)) ? 60 : t;
+}
+
+// A failed open: what was made is undone here (the caller then destroys
+// the context of GPU 0 as an ordinary one).
+static fadc_status
+open_fail(fadc_context *c, RtMulti *mu, fadc_status st)
+{
+	for (int s = 0; s < mu->S; s++)
+		if (mu->comm[s] && mu->nccl) {
+			rt_multi_current(c, s);
+			mu->nccl->CommAbort(mu->comm[s]);
+		}
+	for (int s = 1; s < mu->S; s++)
+		fadc_context_destroy(mu->sub[s]);
+	rt_ctx_set_multi(c, NULL);
+	free(mu);
+	char err[256];
+	rtcu_make_current(rt_ctx_cuda(c), err, sizeof err);
+	return st;
+}
+
+fadc_status
+rt_multi_open(fadc_context *c, const fadc_device *devices, int ndevices, char *err, size_t errlen)
+{
+	RtMulti *mu = calloc(1, sizeof *mu);
+	if (!mu) {
+		snprintf(err, errlen, "out of memory");
+		return FADC_ERR_NOMEM;
+	}
+	rt_ctx_set_multi(c, mu);
+	mu->S = ndevices;
+	mu->sub[0] = c;
+	mu->timeout = timeout_s();
+	for (int s = 0; s < ndevices; s++)
+		mu->gpu[s] = devices[s].index;
+	char msg[1024];
+	mu->nccl = rt_nccl_load(msg, sizeof msg);
+	if (!mu->nccl) {
+		snprintf(err, errlen, "%s", msg);
+		return open_fail(c, mu, FADC_ERR_DEVICE);
+	}
+	for (int s = 1; s < ndevices; s++) {
+		fadc_context_options so = {.device = {FADC_DEVICE_CUDA, mu->gpu[s]}, .num_threads = 1,
+		                           .seed = 0};
+		fadc_status st = fadc_context_create(&so, &mu->sub[s]);
+		if (st) {
+			snprintf(msg, sizeof msg, "%s", fadc_context_error(NULL));
+			snprintf(err, errlen, "a context over %d GPUs: devices[%d] (GPU %d) is not available: %s",
+			         ndevices, s, mu->gpu[s], msg);
+			return open_fail(c, mu, FADC_ERR_DEVICE);
+		}
+	}
+	// One communicator per GPU, made non-blocking (NCCL 2.14's config:
+	// calls may return NCCL_IN_PROGRESS, polled below against the
+	// deadline), all ranks in one group from this thread, each with its
+	// GPU current (NCCL takes the rank's device from it).
+	ncclUniqueId id;
+	ncclResult_t r = mu->nccl->GetUniqueId(&id);
+	if (r != NCCL_SUCCESS) {
+		snprintf(err, errlen, "ncclGetUniqueId: %s", mu->nccl->GetErrorString(r));
+		return open_fail(c, mu, FADC_ERR_DEVICE);
+	}
+	ncclConfig_t cfg = {sizeof cfg, 0xcafebeef, 21400, 0, NCCL_CONFIG_UNDEF_INT,
+	                    NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NULL};
+	mu->nccl->GroupStart();
+	for (int s = 0; s < ndevices; s++) {
+		if (!rt_multi_current(c, s)) {
+			mu->nccl->GroupEnd();
+			snprintf(err, errlen, "%s", fadc_context_error(c));
+			return open_fail(c, mu, FADC_ERR_DEVICE);
+		}
+		ncclConfig_t cs = cfg;
+		r = mu->nccl->CommInitRankConfig(&mu->comm[s], ndevices, id, s, &cs);
+		if (r != NCCL_SUCCESS && r != NCCL_IN_PROGRESS) {
+			mu->comm[s] = NULL; // not made: nothing to abort
+			break;
+		}
+	}
+	ncclResult_t g = mu->nccl->GroupEnd();
+	if (r == NCCL_SUCCESS || r == NCCL_IN_PROGRESS)
+		r = g;
+	if (r != NCCL_SUCCESS && r != NCCL_IN_PROGRESS) {
+		snprintf(msg, sizeof msg, "%s", mu->nccl->GetErrorString(r));
+		const char *last = mu->nccl->GetLastError(NULL);
+		snprintf(err, errlen, "NCCL: making the communicators of %d GPUs failed: %s%s%s",
+		         ndevices, msg, last && *last ? ": " : "", last ? last : "");
+		return open_fail(c, mu, FADC_ERR_DEVICE);
+	}
+	if (comms_settle(c, mu, "making the NCCL communicators")) {
+		snprintf(err, errlen, "%s", fadc_context_error(c));
+		return open_fail(c, mu, FADC_ERR_DEVICE);
+	}
+	rt_multi_current(c, 0);
+	return FADC_OK;
+}
+
+void
+rt_multi_close(fadc_context *c)
+{
+	RtMulti *mu = rt_ctx_multi(c);
+	if (!mu)
+		return;
+	if (!mu->broken && mu->nccl) {
+		int any = 0;
+		for (int s = 0; s < mu->S; s++)
+			any |= mu->comm[s] != NULL;
+		if (any && !rt_multi_wait(c)) {
+			for (int s = 0; s < mu->S; s++)
+				if (mu->comm[s]) {
+					rt_multi_current(c, s);
+					mu->nccl->CommFinalize(mu->comm[s]);
+				}
+			if (!comms_settle(c, mu, "closing the NCCL communicators"))
+				for (int s = 0; s < mu->S; s++)
+					if (mu->comm[s]) {
+						rt_multi_current(c, s);
+						mu->nccl->CommDestroy(mu->comm[s]);
+						mu->comm[s] = NULL;
+					}
+		}
+		for (int s = 0; s < mu->S; s++)
+			if (mu->comm[s]) {
+				mu->nccl->CommAbort(mu->comm[s]);
+				mu->comm[s] = NULL;
+			}
+	}
+	for (int s = 1; s < mu->S; s++)
+		fadc_context_destroy(mu->sub[s]); // rtcu_close makes its GPU current
+	rt_ctx_set_multi(c, NULL);
+	free(mu);
+	char err[256];
+	rtcu_make_current(rt_ctx_cuda(c), err, sizeof err);
+}
+
+// ---------------------------------------------------------------- models
+
+fadc_status
+rt_multi_model_open(fadc_model *m, const char *path, unsigned flags)
+{
+	fadc_context *ctx = rt_model_ctx(m);
+	RtMulti *mu = rt_ctx_multi(ctx);
+	if (flags & FADC_OPEN_DESCRIBE)
+		return FADC_OK; // nothing runs: sub-model 0 describes it
+	RtMultiModel *mm = calloc(1, sizeof *mm);
+	const ArtDesc *d = rt_model_desc(m);
+	if (!mm || !(mm->plan = calloc(d->ntask + 1, sizeof *mm->plan))) {
+		free(mm);
+		return rt_fail(ctx, FADC_ERR_NOMEM, "fadc_model_open: out of memory");
+	}
+	mm->ntask = (int)d->ntask;
+	mm->sub[0] = m;
+	if (!(mm->sharded = calloc(d->ntask + 1, sizeof *mm->sharded)) || !(mm->path = strdup(path))) {
+		free(mm->sharded);
+		free(mm->plan);
+		free(mm);
+		return rt_fail(ctx, FADC_ERR_NOMEM, "fadc_model_open: out of memory");
+	}
+	mm->has_batch = rt_multi_batch_parse(d->options, &mm->batch);
+	rt_model_set_multi(m, mm);
+	for (int s = 1; s < mu->S; s++) {
+		if (!rt_multi_current(ctx, s))
+			return FADC_ERR_DEVICE;
+		fadc_status st = fadc_model_open(mu->sub[s], path, flags, &mm->sub[s]);
+		if (st) {
+			rt_fail(ctx, st, "GPU %d: %s", mu->gpu[s], fadc_context_error(mu->sub[s]));
+			rt_multi_current(ctx, 0);
+			return st;
+		}
+	}
+	rt_multi_current(ctx, 0);
+	return FADC_OK;
+}
+
+static void
+plan_free(fadc_context *ctx, RtMulti *mu, Plan *p)
+{
+	if (!p->ready)
+		return;
+	for (int s = 0; s < mu->S; s++) {
+		rt_multi_current(ctx, s);
+		for (int c = 0; p->stage && c < p->ncaller; c++)
+			fadc_tensor_release(p->stage[s * p->ncaller + c]);
+		for (int k = 0; p->ops && k < 2; k++)
+			if (p->op[s][k] >= 0 && mu->comm[s])
+				mu->nccl->RedOpDestroy(p->op[s][k], mu->comm[s]);
+	}
+	rt_multi_current(ctx, 0);
+	for (int k = 0; p->full && k < p->nout; k++)
+		fadc_tensor_release(p->full[k]);
+	free(p->gaxis);
+	free(p->full);
+	free(p->cin);
+	free(p->caxis);
+	free(p->stage);
+	free(p->din);
+	free(p->daxis);
+	free(p->dgen);
+	memset(p, 0, sizeof *p);
+}
+
+static void
+sharded_free(fadc_context *ctx, RtMulti *mu, Sharded *sh)
+{
+	for (int s = 0; sh->stage && s < mu->S; s++) {
+		rt_multi_current(ctx, s);
+		for (int c = 0; c < sh->ncaller; c++)
+			fadc_tensor_release(sh->stage[s * sh->ncaller + c]);
+	}
+	rt_multi_current(ctx, 0);
+	rt_shard_plan_free(sh->plan);
+	free(sh->stage);
+	memset(sh, 0, sizeof *sh);
+}
+
+void
+rt_multi_model_close(fadc_model *m)
+{
+	fadc_context *ctx = rt_model_ctx(m);
+	RtMulti *mu = rt_ctx_multi(ctx);
+	RtMultiModel *mm = rt_model_multi(m);
+	if (!mm)
+		return;
+	if (!mu->broken)
+		rt_multi_wait(ctx);
+	for (int t = 0; t < mm->ntask; t++) {
+		plan_free(ctx, mu, &mm->plan[t]);
+		sharded_free(ctx, mu, &mm->sharded[t]);
+	}
+	for (int s = 1; s < mu->S; s++) {
+		rt_multi_current(ctx, s);
+		fadc_model_close(mm->sub[s]);
+	}
+	rt_multi_current(ctx, 0);
+	free(mm->plan);
+	free(mm->sharded);
+	free(mm->path);
+	free(mm->dgen);
+	free(mm);
+	rt_model_set_multi(m, NULL);
+}
+
+// ---------------------------------------------------------------- the plan
+
+static int
+same_dims(const ArtTensor *a, const ArtTensor *b)
+{
+	if (a->dtype != b->dtype || a->rank != b->rank)
+		return 0;
+	for (int i = 0; i < a->rank; i++)
+		if (a->dim[i] != b->dim[i])
+			return 0;
+	return 1;
+}
+
+// Input u of a shard task for input a of T, a shard of `rows` of T's n
+// rows: the same name, dtype and rank, and the same dims but on the batch
+// axis.  A batched name's axis is the declared one (`declared`); any other
+// input may differ on one axis, from n to rows (the v.<param> of a batched
+// param, ...), which makes it batched on that axis.  Returns the input's
+// batch axis, -1 for one that is the same (not batched), -2 when u does
+// not fit.
+static int
+input_fit(const ArtTensor *a, const ArtTensor *u, int declared, int64_t n, int64_t rows)
+{
+	if (strcmp(a->name, u->name) || a->dtype != u->dtype || a->rank != u->rank)
+		return -2;
+	int diff = -1, ndiff = 0;
+	for (int i = 0; i < a->rank; i++)
+		if (a->dim[i] != u->dim[i])
+			diff = i, ndiff++;
+	if (declared >= 0)
+		return declared < a->rank && a->dim[declared] == n && u->dim[declared] == rows &&
+		               ndiff <= 1 && (ndiff == 0 ? rows == n : diff == declared)
+		           ? declared
+		           : -2;
+	if (!ndiff)
+		return -1;
+	return ndiff == 1 && a->dim[diff] == n && u->dim[diff] == rows ? diff : -2;
+}
+
+// The task of T's name whose every input fits T's for a shard of `rows`
+// (input_fit): T itself when rows is n; -1 when the artifact has none.
+static int
+shard_task(const ArtDesc *d, int t, const RtBatch *b, int64_t n, int64_t rows)
+{
+	const ArtTask *T = &d->task[t];
+	for (uint32_t j0 = 0; j0 < d->ntask; j0++) {
+		uint32_t j = j0 == 0 ? (uint32_t)t : j0 == (uint32_t)t ? 0 : j0; // T first
+		const ArtTask *U = &d->task[j];
+		if (U->kind != ART_TASK || strcmp(U->name, T->name) || U->nin != T->nin ||
+		    U->nout != T->nout)
+			continue;
+		int fits = 1;
+		for (uint32_t k = 0; fits && k < T->nin; k++)
+			fits = input_fit(&T->in[k], &U->in[k], batch_axis(b, T->in[k].name), n, rows) > -2;
+		if (fits)
+			return (int)j;
+	}
+	return -1;
+}
+
+// "-D SEQ=256,128": the name of T's specialisation whose value is n, or a
+// placeholder, for the message of a missing shard size.
+static void
+define_hint(const ArtTask *T, int64_t n, const int64_t *sizes, int nsizes, char *buf, size_t len)
+{
+	char name[64] = "<the batch size>";
+	const char *sp = T->spec_name ? T->spec_name : "";
+	char want[32];
+	snprintf(want, sizeof want, "=%lld", (long long)n);
+	for (const char *p = sp; *p;) {
+		size_t l = strcspn(p, ",");
+		const char *eq = memchr(p, '=', l);
+		if (eq && (size_t)(p + l - eq) == strlen(want) && !strncmp(eq, want, strlen(want)) &&
+		    (size_t)(eq - p) < sizeof name) {
+			memcpy(name, p, (size_t)(eq - p));
+			name[eq - p] = 0;
+		}
+		p += l + (p[l] == ',');
+	}
+	size_t k = (size_t)snprintf(buf, len, "-D %s=%lld", name, (long long)n);
+	for (int i = 0; i < nsizes && k < len; i++)
+		k += (size_t)snprintf(buf + k, len - k, ",%lld", (long long)sizes[i]);
+}
+
+fadc_status
+rt_multi_plan(const ArtDesc *d, int t, const RtBatch *b, int S, RtShape *ps, int *in_axis,
+              int *out_axis, char *err, size_t errlen)
+{
+#define PLAN_FAIL(st, ...) return (snprintf(err, errlen, __VA_ARGS__), (st))
+	if (t < 0 || (uint32_t)t >= d->ntask || d->task[t].kind != ART_TASK)
+		PLAN_FAIL(FADC_ERR_ARG, "task %d is no task of the model's", t);
+	if (S < 1 || S > FADC_MAX_DEVICES)
+		PLAN_FAIL(FADC_ERR_ARG, "%d GPUs", S);
+	const ArtTask *T = &d->task[t];
+	if (b->loss == 2 && S > 1)
+		PLAN_FAIL(FADC_ERR_STATE,
+		          "model '%s' declares `loss sum`: over several GPUs its batch-independent "
+		          "part L_0 (the forward on no rows) would be counted once per GPU, and this "
+		          "runtime cannot compute it apart (docs/MULTIGPU.md); declare the loss a mean, "
+		          "or run on one GPU",
+		          d->model);
+	int64_t n = -1;
+	for (uint32_t k = 0; k < T->nin; k++) {
+		int ax = batch_axis(b, T->in[k].name);
+		if (ax < 0)
+			continue;
+		if (ax >= T->in[k].rank)
+			PLAN_FAIL(FADC_ERR_FORMAT, "'%s': batch axis %d of a rank-%d input", T->in[k].name,
+			          ax, T->in[k].rank);
+		if (n >= 0 && T->in[k].dim[ax] != n)
+			PLAN_FAIL(FADC_ERR_SHAPE,
+			          "task '%s': the batched inputs disagree on the batch size (%lld and %lld)",
+			          T->name, (long long)n, (long long)T->in[k].dim[ax]);
+		n = T->in[k].dim[ax];
+	}
+	if (n < 0)
+		PLAN_FAIL(FADC_ERR_STATE, "task '%s' reads none of the batched inputs", T->name);
+	if (n < S)
+		PLAN_FAIL(FADC_ERR_SHAPE, "task '%s': a batch of %lld rows over %d GPUs (fewer rows "
+		          "than GPUs)", T->name, (long long)n, S);
+	ps->n = n;
+	ps->S = S;
+	int64_t missing = -1;
+	for (int s = 0; s < S; s++) {
+		rt_multi_shard(n, S, s, &ps->off[s], &ps->rows[s]);
+		ps->w[s] = rt_multi_weight(b->loss, n, ps->rows[s], S, NULL);
+		ps->task[s] = shard_task(d, t, b, n, ps->rows[s]);
+		if (ps->task[s] < 0 && missing < 0)
+			missing = ps->rows[s];
+	}
+	if (missing >= 0) {
+		int64_t all[2] = {ps->rows[0], ps->rows[S - 1]};
+		char hint[200];
+		define_hint(T, n, all, all[0] == all[1] ? 1 : 2, hint, sizeof hint);
+		PLAN_FAIL(FADC_ERR_SHAPE,
+		          "model '%s' has no specialisation of task '%s' at a batch of %lld rows (the "
+		          "batch of %lld over %d GPUs): compile it with %s",
+		          d->model, T->name, (long long)missing, (long long)n, S, hint);
+	}
+	// Each input's batch axis: declared, or where a shard task's differs.
+	for (uint32_t k = 0; k < T->nin; k++) {
+		in_axis[k] = batch_axis(b, T->in[k].name);
+		for (int s = 0; s < S && in_axis[k] < 0; s++)
+			in_axis[k] = input_fit(&T->in[k], &d->task[ps->task[s]].in[k], -1, n, ps->rows[s]);
+	}
+	// Outputs: reduced where every shard task has T's shape, gathered on
+	// the one axis where T has n rows and shard s's task n_s.
+	for (uint32_t k = 0; k < T->nout - T->ncheck; k++) {
+		const ArtTensor *o = &T->out[k];
+		int ax = -1, ok = 1;
+		for (int s = 0; ok && s < S; s++) {
+			const ArtTensor *u = &d->task[ps->task[s]].out[k];
+			if (ps->rows[s] == n)
+				continue;
+			if (same_dims(o, u))
+				ok = ax < 0 ? (ax = -2, 1) : ax == -2;
+			else {
+				int diff = -1, ndiff = 0;
+				for (int i = 0; i < o->rank && o->rank == u->rank; i++)
+					if (o->dim[i] != u->dim[i])
+						diff = i, ndiff++;
+				ok = o->dtype == u->dtype && ndiff == 1 && o->dim[diff] == n &&
+				     u->dim[diff] == ps->rows[s] && (ax < 0 || ax == diff);
+				ax = diff;
+			}
+		}
+		if (!ok)
+			PLAN_FAIL(FADC_ERR_SHAPE, "task '%s': output '%s' is neither the same in every "
+			          "shard (a reduction) nor split on its batch axis", T->name, o->name);
+		out_axis[k] = ax >= 0 ? ax : -1;
+		if (out_axis[k] < 0 && o->dtype != ART_F32 && o->dtype != ART_F64)
+			PLAN_FAIL(FADC_ERR_SHAPE, "task '%s': output '%s' is a %s, which an all-reduce "
+			          "cannot weight", T->name, o->name, fadc_dtype_name((fadc_dtype)o->dtype));
+	}
+	return FADC_OK;
+#undef PLAN_FAIL
+}
+
+static fadc_status
+plan_make(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Plan *p)
+{
+	fadc_context *ctx = rt_model_ctx(m);
+	const ArtDesc *d = rt_model_desc(m);
+	const ArtTask *T = &d->task[t];
+	const RtBatch *b = &mm->batch;
+	if (mm->has_batch <= 0)
+		return rt_fail(ctx, FADC_ERR_STATE,
+		               mm->has_batch < 0
+		                   ? "model '%s': the artifact's batch declaration is malformed"
+		                   : "model '%s' declares no batch: a run over several GPUs splits the "
+		                     "batch that `batch NAME: AXIS, ..., loss mean|sum` declares "
+		                     "(docs/IR.md, \"The batch\")",
+		               d->model);
+	RtShape ps;
+	int in_axis[T->nin + 1], out_axis[T->nout + 1];
+	char msg[1024];
+	fadc_status st = rt_multi_plan(d, t, b, mu->S, &ps, in_axis, out_axis, msg, sizeof msg);
+	if (st)
+		return rt_fail(ctx, st, "%s", msg);
+	p->n = ps.n;
+	for (int s = 0; s < mu->S; s++) {
+		p->task[s] = ps.task[s];
+		p->off[s] = ps.off[s];
+		p->rows[s] = ps.rows[s];
+		p->w[s] = ps.w[s];
+	}
+	uint32_t nout = T->nout - T->ncheck;
+	p->nout = (int)nout;
+	p->gaxis = calloc(nout + 1, sizeof *p->gaxis);
+	p->full = calloc(nout + 1, sizeof *p->full);
+	p->ncaller = 0;
+	for (uint32_t k = 0; k < T->nin; k++)
+		p->ncaller += T->in[k].role == ART_ROLE_ARG;
+	p->cin = calloc((size_t)p->ncaller + 1, sizeof *p->cin);
+	p->caxis = calloc((size_t)p->ncaller + 1, sizeof *p->caxis);
+	p->stage = calloc((size_t)(mu->S * p->ncaller) + 1, sizeof *p->stage);
+	p->ndecl = (int)T->nin - p->ncaller;
+	p->din = calloc((size_t)p->ndecl + 1, sizeof *p->din);
+	p->daxis = calloc((size_t)p->ndecl + 1, sizeof *p->daxis);
+	p->dgen = calloc((size_t)(mu->S * p->ndecl) + 1, sizeof *p->dgen);
+	p->ready = 1; // from here plan_free frees what there is
+	if (!p->gaxis || !p->full || !p->cin || !p->caxis || !p->stage || !p->din || !p->daxis ||
+	    !p->dgen)
+		return rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
+	for (uint32_t k = 0, c = 0, e = 0; k < T->nin; k++)
+		if (T->in[k].role == ART_ROLE_ARG) {
+			p->cin[c] = (int)k;
+			p->caxis[c++] = in_axis[k];
+		} else {
+			p->din[e] = (int)k;
+			p->daxis[e++] = in_axis[k];
+		}
+	for (int i = 0; i < mu->S * p->ndecl; i++)
+		p->dgen[i] = UINT64_MAX; // never handed over
+	// Per-sample outputs: their full tensor on GPU 0.
+	for (uint32_t k = 0; k < nout; k++) {
+		const ArtTensor *o = &T->out[k];
+		p->gaxis[k] = out_axis[k];
+		if (p->gaxis[k] >= 0 &&
+		    (st = fadc_tensor_create(ctx, (fadc_dtype)o->dtype, o->rank, o->dim, &p->full[k])))
+			return st;
+	}
+	// The copies of the caller's inputs on each GPU: shard-sized for the
+	// batched ones.  GPU 0 reads a tensor of the context in place.
+	for (int s = 0; s < mu->S; s++) {
+		if (!rt_multi_current(ctx, s))
+			return FADC_ERR_DEVICE;
+		for (int c = 0; c < p->ncaller; c++) {
+			const ArtTensor *a = &d->task[p->task[s]].in[p->cin[c]];
+			st = fadc_tensor_create(mu->sub[s], (fadc_dtype)a->dtype, a->rank, a->dim,
+			                        &p->stage[s * p->ncaller + c]);
+			if (st) {
+				rt_fail(ctx, st, "GPU %d: %s", mu->gpu[s], fadc_context_error(mu->sub[s]));
+				rt_multi_current(ctx, 0);
+				return st;
+			}
+		}
+	}
+	// The weighted sums: rank s scales its values by w_s before the sum.
+	for (int s = 0; s < mu->S; s++)
+		p->op[s][0] = p->op[s][1] = -1;
+	p->ops = 1;
+	for (int s = 0; s < mu->S; s++) {
+		rt_multi_current(ctx, s);
+		float wf = (float)p->w[s];
+		double wd = p->w[s];
+		ncclResult_t r = mu->nccl->RedOpCreatePreMulSum(&p->op[s][0], &wf, NCCL_FLOAT32,
+		                                                NCCL_SCALAR_HOST_IMMEDIATE, mu->comm[s]);
+		if (r == NCCL_SUCCESS || r == NCCL_IN_PROGRESS)
+			r = mu->nccl->RedOpCreatePreMulSum(&p->op[s][1], &wd, NCCL_FLOAT64,
+			                                   NCCL_SCALAR_HOST_IMMEDIATE, mu->comm[s]);
+		if (r != NCCL_SUCCESS && r != NCCL_IN_PROGRESS) {
+			rt_multi_current(ctx, 0);
+			return rt_fail(ctx, FADC_ERR_DEVICE, "ncclRedOpCreatePreMulSum: %s",
+			               nccl_msg(mu, s, r));
+		}
+	}
+	rt_multi_current(ctx, 0);
+	return comms_settle(ctx, mu, "making the weighted sums");
+}
+
+// ---------------------------------------------------------------- the run
+
+// Hands the declarations shard task s reads to GPU s where their value on
+// sub-model 0 changed since (batched ones: their rows).  Through host
+// memory, as fadc_model_bind copies (rt_model_bind_index: that
+// declaration, bound, so that the sub-model's initializers leave it):
+// binding is off the run path.
+static fadc_status
+decls_hand(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Plan *p, void **buf,
+           size_t *cap)
+{
+	fadc_context *ctx = rt_model_ctx(m);
+	const ArtDesc *d = rt_model_desc(m);
+	const ArtTask *T = &d->task[t];
+	for (int e = 0; e < p->ndecl; e++) {
+		const ArtTensor *a = &T->in[p->din[e]];
+		fadc_tensor *src = rt_model_decl_value(m, a->decl);
+		uint64_t gen = fadc_tensor_generation(src);
+		int fetched = 0;
+		for (int s = 0; s < mu->S; s++) {
+			const ArtTensor *u = &d->task[p->task[s]].in[p->din[e]];
+			if ((s == 0 && u->decl == a->decl) || p->dgen[s * p->ndecl + e] == gen)
+				continue;
+			size_t bytes = fadc_tensor_bytes(src), esize = fadc_dtype_size((fadc_dtype)a->dtype);
+			if (*cap < 2 * bytes + 1) {
+				void *nb = realloc(*buf, 2 * bytes + 1);
+				if (!nb)
+					return rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
+				*buf = nb;
+				*cap = 2 * bytes + 1;
+			}
+			char *full = *buf, *part = full + bytes;
+			fadc_status st;
+			if (!fetched && (st = fadc_tensor_read(src, full, bytes)))
+				return st;
+			fetched = 1;
+			const void *val = full;
+			if (p->daxis[e] >= 0) {
+				rt_multi_rows(part, full, a->rank, a->dim, p->daxis[e], p->off[s], p->rows[s],
+				              esize, 0, FADC_F32, 1);
+				val = part;
+			}
+			if (!rt_multi_current(ctx, s))
+				return FADC_ERR_DEVICE;
+			st = rt_model_bind_index(mm->sub[s], u->decl, val);
+			rt_multi_current(ctx, 0);
+			if (st)
+				return rt_fail(ctx, st, "GPU %d: binding '%s': %s", mu->gpu[s], a->name,
+				               fadc_context_error(mu->sub[s]));
+		}
+		for (int s = 0; s < mu->S; s++)
+			p->dgen[s * p->ndecl + e] = gen;
+	}
+	return FADC_OK;
+}
+
+fadc_status
+rt_multi_decls(fadc_model *m)
+{
+	fadc_context *ctx = rt_model_ctx(m);
+	RtMulti *mu = rt_ctx_multi(ctx);
+	RtMultiModel *mm = rt_model_multi(m);
+	if (!mu || !mm)
+		return FADC_OK;
+	const ArtDesc *d = rt_model_desc(m);
+	fadc_status st;
+	if (!rt_model_initialized(m) && (st = fadc_model_init(m, rt_ctx_seed(ctx))))
+		return st;
+	if (!mm->dgen) {
+		mm->dgen = malloc(sizeof *mm->dgen * (d->ndecl + 1));
+		if (!mm->dgen)
+			return rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
+		for (uint32_t i = 0; i < d->ndecl; i++)
+			mm->dgen[i] = UINT64_MAX;
+	}
+	void *buf = NULL;
+	size_t cap = 0;
+	st = FADC_OK;
+	for (uint32_t i = 0; i < d->ndecl && !st; i++) {
+		fadc_tensor *v = rt_model_decl_value(m, (int)i);
+		uint64_t gen = fadc_tensor_generation(v);
+		if (gen == mm->dgen[i] || mu->S < 2)
+			continue;
+		size_t bytes = fadc_tensor_bytes(v);
+		if (cap < bytes + 1) {
+			void *nb = realloc(buf, bytes + 1);
+			if (!nb) {
+				st = rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
+				break;
+			}
+			buf = nb;
+			cap = bytes + 1;
+		}
+		rt_multi_current(ctx, 0);
+		if ((st = fadc_tensor_read(v, buf, bytes)))
+			break;
+		for (int s = 1; s < mu->S && !st; s++) {
+			if (!rt_multi_current(ctx, s)) {
+				st = FADC_ERR_DEVICE;
+				break;
+			}
+			if ((st = rt_model_bind_index(mm->sub[s], (int)i, buf)))
+				rt_fail(ctx, st, "GPU %d: %s", mu->gpu[s], fadc_context_error(mu->sub[s]));
+		}
+		mm->dgen[i] = gen;
+	}
+	free(buf);
+	rt_multi_current(ctx, 0);
+	return st;
+}
+
+// ---------------------------------------------------------------- sharded batched tasks
+//
+// A batched task T (the Hessians, jacfwd; jacobian and jacrev where the
+// artifact has their shards: of a non-scalar forward) has no batch to split:
+// its basis vectors are split instead, as the artifact's tasks T:k/S (fadc
+// --shards S, docs/TASKS.md "Shards"), shard k on GPU k, through
+// runtime/shard.c, the whole outputs on GPU 0.  No collective: the GPUs
+// share the parameters only (rt_multi_decls hands them over).
+
+static int
+batched_name(const char *n)
+{
+	return !strcmp(n, "hessian") || !strcmp(n, "hessian_fwdrev") || !strcmp(n, "hessian_revrev") ||
+	       !strcmp(n, "jacfwd");
+}
+
+// Whether the artifact has shards of T (any count).
+static int
+has_shards(const ArtDesc *d, const char *name)
+{
+	for (uint32_t i = 0; i < d->ntask; i++)
+		if (d->task[i].shard && !strcmp(d->task[i].shard->of, name))
+			return 1;
+	return 0;
+}
+
+// Peer access from each GPU's context to GPU 0's (cuCtxEnablePeerAccess,
+// through the driver the runtime already loaded), so that the shards'
+// kernels write their slices straight into GPU 0's outputs over NVLink
+// (RtShardOptions.peer_direct).  A GPU listed twice shares GPU 0's
+// (primary) context: nothing to enable.  1 enabled, -1 unavailable (the
+// slices then travel through the host: a one-line note on stderr).
+static int
+peer_enable(fadc_context *ctx, RtMulti *mu)
+{
+	typedef int (*cur_t)(void **);
+	typedef int (*peer_t)(void *, unsigned);
+	void *dl = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+	cur_t get = dl ? (cur_t)dlsym(dl, "cuCtxGetCurrent") : NULL;
+	peer_t en = dl ? (peer_t)dlsym(dl, "cuCtxEnablePeerAccess") : NULL;
+	void *c0 = NULL;
+	int r = -1, ok = 1, bad = -1;
+	if (!get || !en || !rt_multi_current(ctx, 0) || get(&c0) || !c0)
+		ok = 0;
+	for (int s = 1; ok && s < mu->S; s++) {
+		if (mu->gpu[s] == mu->gpu[0])
+			continue;
+		if (!rt_multi_current(ctx, s) || ((r = en(c0, 0)) && r != 704)) { // 704: already enabled
+			ok = 0;
+			bad = s;
+		}
+	}
+	rt_multi_current(ctx, 0);
+	if (dl)
+		dlclose(dl);
+	if (!ok)
+		fprintf(stderr, "fadc: GPU %d cannot write GPU %d's memory (peer access: CUDA error %d): "
+		        "the shards' slices go through the host\n", bad >= 0 ? mu->gpu[bad] : -1,
+		        mu->gpu[0], r);
+	return ok ? 1 : -1;
+}
+
+// Plans task t as shards when it is a batched task (sh->state 1), or says
+// it is not one (-1).
+static fadc_status
+sharded_plan(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Sharded *sh)
+{
+	fadc_context *ctx = rt_model_ctx(m);
+	const ArtDesc *d = rt_model_desc(m);
+	const ArtTask *T = &d->task[t];
+	if (mu->S == 1 && batched_name(T->name)) { // one GPU: the task whole, no shards needed
+		sh->state = 2;
+		return FADC_OK;
+	}
+	if (T->kind != ART_TASK || T->shard ||
+	    !(batched_name(T->name) || ((!strcmp(T->name, "jacobian") || !strcmp(T->name, "jacrev")) &&
+	                                has_shards(d, T->name)))) {
+		sh->state = -1;
+		return FADC_OK;
+	}
+	if (!mu->peer)
+		mu->peer = peer_enable(ctx, mu);
+	RtShardOptions o = {.peer_direct = mu->peer > 0, .spec = T->spec > 0 ? T->spec : 0};
+	char err[1024];
+	fadc_status st = rt_shard_plan_create(mm->path, T->name, mu->sub, mm->sub, mu->S, ctx, &o,
+	                                      &sh->plan, err, sizeof err);
+	rt_multi_current(ctx, 0);
+	if (st)
+		return rt_fail(ctx, st, "task '%s' over %d GPUs runs as its %d shards: %s", T->name, mu->S,
+		               mu->S, err);
+	sh->ncaller = rt_shard_plan_ncaller(sh->plan);
+	if (sh->ncaller && !(sh->stage = calloc((size_t)(mu->S * sh->ncaller), sizeof *sh->stage)))
+		return rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
+	fadc_task_info ti;
+	if ((st = fadc_task_info_get(m, t, &ti)))
+		return st;
+	for (int s = 0; s < mu->S; s++)
+		for (int c = 0; c < sh->ncaller; c++) {
+			fadc_tensor_desc td; // the caller's inputs come last
+			if ((st = fadc_task_input(m, t, ti.ninputs - ti.ncaller + c, &td)) ||
+			    (st = fadc_tensor_create(mu->sub[s], td.dtype, td.rank, td.dim,
+			                             &sh->stage[s * sh->ncaller + c]))) {
+				rt_multi_current(ctx, 0);
+				return rt_fail(ctx, st, "GPU %d: %s", mu->gpu[s], fadc_context_error(mu->sub[s]));
+			}
+		}
+	rt_multi_current(ctx, 0);
+	sh->state = 1;
+	return FADC_OK;
+}
+
+// One run of a planned sharded task: the caller's inputs (tensors of the
+// context or host tensors) copied whole to every GPU through host memory,
+// the declarations handed over, the shards queued, the slices assembled.
+static fadc_status
+sharded_run(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Sharded *sh,
+            fadc_tensor *const *inputs, int ninputs, fadc_tensor **outputs, int noutputs)
+{
+	fadc_context *ctx = rt_model_ctx(m);
+	const char *name = rt_model_desc(m)->task[t].name;
+	if (ninputs != sh->ncaller || (ninputs && !inputs))
+		return rt_fail(ctx, FADC_ERR_ARG, "task '%s' takes %d inputs from the caller, %d given", name,
+		               sh->ncaller, ninputs);
+	if (noutputs != rt_shard_plan_noutputs(sh->plan) || (noutputs && !outputs))
+		return rt_fail(ctx, FADC_ERR_ARG, "task '%s' has %d outputs, %d given", name,
+		               rt_shard_plan_noutputs(sh->plan), noutputs);
+	fadc_status st = rt_multi_decls(m);
+	if (st)
+		return st;
+	fadc_tensor *in[MAXS][64];
+	if (ninputs > 64)
+		return rt_fail(ctx, FADC_ERR_ARG, "more than 64 caller inputs over several GPUs");
+	void *buf = NULL;
+	for (int c = 0; c < ninputs; c++) {
+		fadc_tensor *x = inputs[c];
+		if (!x) {
+			free(buf);
+			return rt_fail(ctx, FADC_ERR_ARG, "task '%s': input %d is NULL", name, c);
+		}
+		// A tensor of the context is GPU 0's own input; a host tensor is
+		// copied like the others'.
+		fadc_device dv = fadc_tensor_device(x);
+		int home = dv.kind == FADC_DEVICE_CUDA && dv.index == mu->gpu[0];
+		if (dv.kind != FADC_DEVICE_CPU && !home) {
+			free(buf);
+			return rt_fail(ctx, FADC_ERR_DEVICE, "task '%s': input %d is on another device (give "
+			               "tensors of the context, or host tensors)", name, c);
+		}
+		in[0][c] = x;
+		size_t bytes = fadc_tensor_bytes(x);
+		void *nb = realloc(buf, bytes + 1);
+		if (!nb) {
+			free(buf);
+			return rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
+		}
+		buf = nb;
+		if ((st = fadc_tensor_read(x, buf, bytes))) {
+			free(buf);
+			return st;
+		}
+		for (int s = home; s < mu->S; s++) {
+			in[s][c] = sh->stage[s * sh->ncaller + c];
+			if (fadc_tensor_bytes(in[s][c]) != bytes) {
+				free(buf);
+				return rt_fail(ctx, FADC_ERR_SHAPE, "task '%s': input %d is not of its shape", name, c);
+			}
+			if ((st = fadc_tensor_write(in[s][c], buf, bytes))) {
+				free(buf);
+				rt_multi_current(ctx, 0);
+				return rt_fail(ctx, st, "GPU %d: %s", mu->gpu[s], fadc_context_error(mu->sub[s]));
+			}
+		}
+	}
+	free(buf);
+	fadc_tensor *const *rows[MAXS];
+	for (int s = 0; s < mu->S; s++)
+		rows[s] = in[s];
+	mm->plain = 1; // shard 0 runs on this very model: its own run, not this one
+	st = rt_shard_run(sh->plan, ninputs ? rows : NULL, outputs, noutputs);
+	mm->plain = 0;
+	rt_multi_current(ctx, 0);
+	if (st)
+		return rt_fail(ctx, st, "task '%s' over %d GPUs: %s", name, mu->S, rt_shard_error(sh->plan));
+	return FADC_OK;
+}
+
+fadc_status
+rt_multi_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs,
+             fadc_tensor **outputs, int noutputs)
+{
+	fadc_context *ctx = rt_model_ctx(m);
+	RtMulti *mu = rt_ctx_multi(ctx);
+	RtMultiModel *mm = rt_model_multi(m);
+	const ArtDesc *d = rt_model_desc(m);
+	if (task < 0 || task >= mm->ntask)
+		return rt_run_plain(m, task, inputs, ninputs, outputs, noutputs); // its message
+	if (mm->plain)
+		return rt_run_plain(m, task, inputs, ninputs, outputs, noutputs);
+	fadc_status st;
+	Sharded *sh = &mm->sharded[task];
+	if (!sh->state && (st = sharded_plan(m, mm, mu, task, sh))) {
+		sharded_free(ctx, mu, sh);
+		return st;
+	}
+	if (sh->state == 2)
+		return rt_run_plain(m, task, inputs, ninputs, outputs, noutputs);
+	if (sh->state > 0)
+		return sharded_run(m, mm, mu, task, sh, inputs, ninputs, outputs, noutputs);
+	if (mu->broken)
+		return rt_fail(ctx, FADC_ERR_DEVICE, "%s", mu->broken);
+	Plan *p = &mm->plan[task];
+	if (!p->ready && (st = plan_make(m, mm, mu, task, p))) {
+		plan_free(ctx, mu, p);
+		return st;
+	}
+	const ArtTask *T = &d->task[task];
+	if (ninputs != p->ncaller || (ninputs && !inputs))
+		return rt_fail(ctx, FADC_ERR_ARG, "task '%s' takes %d inputs from the caller, %d given",
+		               T->name, p->ncaller, ninputs);
+	if (noutputs != p->nout || (noutputs && !outputs))
+		return rt_fail(ctx, FADC_ERR_ARG, "task '%s' has %d outputs, %d given", T->name, p->nout,
+		               noutputs);
+	fadc_device home = {FADC_DEVICE_CUDA, mu->gpu[0]};
+	for (int c = 0; c < ninputs; c++) {
+		const ArtTensor *a = &T->in[p->cin[c]];
+		fadc_tensor *x = inputs[c];
+		if (!x)
+			return rt_fail(ctx, FADC_ERR_ARG, "task '%s': input %d is NULL", T->name, c);
+		fadc_device dv = fadc_tensor_device(x);
+		int same = fadc_tensor_dtype(x) == (fadc_dtype)a->dtype && fadc_tensor_rank(x) == a->rank;
+		for (int i = 0; same && i < a->rank; i++)
+			same = fadc_tensor_dims(x)[i] == a->dim[i];
+		if (!same)
+			return rt_fail(ctx, FADC_ERR_SHAPE, "task '%s': input '%s' is not of the full "
+			               "batch's type", T->name, a->name);
+		if (dv.kind != FADC_DEVICE_CPU && (dv.kind != home.kind || dv.index != home.index))
+			return rt_fail(ctx, FADC_ERR_DEVICE, "task '%s': input '%s' is on another device "
+			               "(give tensors of the context, or host tensors)", T->name, a->name);
+	}
+	if (!rt_model_initialized(m) && (st = fadc_model_init(m, rt_ctx_seed(ctx))))
+		return st;
+	void *buf = NULL;
+	size_t cap = 0;
+	if ((st = decls_hand(m, mm, mu, task, p, &buf, &cap)))
+		goto out;
+	// The caller's inputs: the full tensor through host memory, each GPU
+	// given its rows (batched) or the whole (the rest).  A tensor of the
+	// context is read in place by GPU 0 when it is not batched.
+	fadc_tensor *in[MAXS][64];
+	if (ninputs > 64) {
+		st = rt_fail(ctx, FADC_ERR_ARG, "more than 64 caller inputs over several GPUs");
+		goto out;
+	}
+	for (int c = 0; c < ninputs; c++) {
+		const ArtTensor *a = &T->in[p->cin[c]];
+		fadc_tensor *x = inputs[c];
+		size_t bytes = fadc_tensor_bytes(x), esize = fadc_dtype_size((fadc_dtype)a->dtype);
+		int host = fadc_tensor_device(x).kind == FADC_DEVICE_CPU;
+		int fetched = 0;
+		const char *full = host ? fadc_tensor_data(x) : NULL;
+		for (int s = 0; s < mu->S; s++) {
+			fadc_tensor *stg = p->stage[s * p->ncaller + c];
+			if (s == 0 && !host && p->caxis[c] < 0) {
+				in[0][c] = x;
+				continue;
+			}
+			in[s][c] = stg;
+			if (cap < 2 * bytes + 1) {
+				void *nb = realloc(buf, 2 * bytes + 1);
+				if (!nb) {
+					st = rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
+					goto out;
+				}
+				buf = nb;
+				cap = 2 * bytes + 1;
+			}
+			if (!host && !fetched) {
+				rt_multi_current(ctx, 0);
+				if ((st = fadc_tensor_read(x, buf, bytes)))
+					goto out;
+				full = buf;
+				fetched = 1;
+			}
+			const char *val = full;
+			if (p->caxis[c] >= 0) {
+				rt_multi_rows((char *)buf + bytes, full, a->rank, a->dim, p->caxis[c], p->off[s],
+				              p->rows[s], esize, 0, FADC_F32, 1);
+				val = (char *)buf + bytes;
+			}
+			if (!rt_multi_current(ctx, s)) {
+				st = FADC_ERR_DEVICE;
+				goto out;
+			}
+			if ((st = fadc_tensor_write(stg, val, fadc_tensor_bytes(stg)))) {
+				st = rt_fail(ctx, st, "GPU %d: %s", mu->gpu[s], fadc_context_error(mu->sub[s]));
+				goto out;
+			}
+		}
+	}
+	// Each GPU runs its shard (asynchronously, on its stream).  GPU 0
+	// writes the reduced outputs the caller gave in place.
+	fadc_tensor *out[MAXS][64];
+	if (p->nout > 64) {
+		st = rt_fail(ctx, FADC_ERR_ARG, "more than 64 outputs over several GPUs");
+		goto out;
+	}
+	for (int s = 0; s < mu->S; s++) {
+		for (int k = 0; k < p->nout; k++)
+			out[s][k] = s == 0 && p->gaxis[k] < 0 ? outputs[k] : NULL;
+		if (!rt_multi_current(ctx, s)) {
+			st = FADC_ERR_DEVICE;
+			goto out;
+		}
+		// Every GPU draws with the context's run seed (fadc_context_set_seed):
+		// a sampler that is not per sample draws the same on each.
+		if (s)
+			fadc_context_set_seed(mu->sub[s], rt_ctx_seed(ctx));
+		st = s == 0 ? rt_run_plain(m, p->task[0], in[0], ninputs, out[0], p->nout)
+		            : fadc_run(mm->sub[s], p->task[s], in[s], ninputs, out[s], p->nout);
+		if (st) {
+			if (s)
+				rt_fail(ctx, st, "GPU %d: %s", mu->gpu[s], fadc_context_error(mu->sub[s]));
+			goto out;
+		}
+	}
+	// The weighted all-reduce of the reduced outputs, in place, one group.
+	int nred = 0;
+	for (int k = 0; k < p->nout; k++)
+		nred += p->gaxis[k] < 0;
+	if (nred) {
+		mu->nccl->GroupStart();
+		ncclResult_t r = NCCL_SUCCESS;
+		for (int s = 0; s < mu->S && (r == NCCL_SUCCESS || r == NCCL_IN_PROGRESS); s++) {
+			rt_multi_current(ctx, s);
+			void *stream = NULL;
+			fadc_context_stream(mu->sub[s], &stream);
+			for (int k = 0; k < p->nout && (r == NCCL_SUCCESS || r == NCCL_IN_PROGRESS); k++) {
+				if (p->gaxis[k] >= 0)
+					continue;
+				uint64_t addr = 0;
+				if ((st = fadc_tensor_address(out[s][k], &addr))) {
+					mu->nccl->GroupEnd();
+					goto out;
+				}
+				int f64 = fadc_tensor_dtype(out[s][k]) == FADC_F64;
+				r = mu->nccl->AllReduce((void *)(uintptr_t)addr, (void *)(uintptr_t)addr,
+				                        (size_t)fadc_tensor_numel(out[s][k]),
+				                        f64 ? NCCL_FLOAT64 : NCCL_FLOAT32, p->op[s][f64],
+				                        mu->comm[s], stream);
+			}
+		}
+		ncclResult_t g = mu->nccl->GroupEnd();
+		if (r == NCCL_SUCCESS || r == NCCL_IN_PROGRESS)
+			r = g;
+		if (r != NCCL_SUCCESS && r != NCCL_IN_PROGRESS) {
+			st = abort_all(ctx, mu, nccl_msg(mu, 0, r));
+			goto out;
+		}
+		if ((st = comms_settle(ctx, mu, "the all-reduce of the gradients")))
+			goto out;
+	}
+	// Per-sample outputs: each GPU's rows, scaled by its weight, into one
+	// tensor on GPU 0 (through host memory, after every GPU is done).
+	for (int k = 0; k < p->nout; k++) {
+		if (p->gaxis[k] < 0) {
+			outputs[k] = out[0][k];
+			continue;
+		}
+		if ((st = rt_multi_wait(ctx)))
+			goto out;
+		fadc_tensor *dst = outputs[k] ? outputs[k] : p->full[k];
+		const ArtTensor *o = &T->out[k];
+		int same = fadc_tensor_dtype(dst) == (fadc_dtype)o->dtype && fadc_tensor_rank(dst) == o->rank;
+		for (int i = 0; same && i < o->rank; i++)
+			same = fadc_tensor_dims(dst)[i] == o->dim[i];
+		if (!same) {
+			st = rt_fail(ctx, FADC_ERR_SHAPE, "task '%s': output '%s' given of another type",
+			             T->name, o->name);
+			goto out;
+		}
+		size_t bytes = fadc_tensor_bytes(p->full[k]), esize = fadc_dtype_size((fadc_dtype)o->dtype);
+		if (cap < 2 * bytes + 1) {
+			void *nb = realloc(buf, 2 * bytes + 1);
+			if (!nb) {
+				st = rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
+				goto out;
+			}
+			buf = nb;
+			cap = 2 * bytes + 1;
+		}
+		for (int s = 0; s < mu->S; s++) {
+			rt_multi_current(ctx, s);
+			if ((st = fadc_tensor_read(out[s][k], (char *)buf + bytes,
+			                           fadc_tensor_bytes(out[s][k])))) {
+				rt_fail(ctx, st, "GPU %d: %s", mu->gpu[s], fadc_context_error(mu->sub[s]));
+				goto out;
+			}
+			rt_multi_rows(buf, (char *)buf + bytes, o->rank, o->dim, p->gaxis[k], p->off[s],
+			              p->rows[s], esize, 1, (fadc_dtype)o->dtype, p->w[s]);
+		}
+		rt_multi_current(ctx, 0);
+		if ((st = fadc_tensor_write(dst, buf, bytes)))
+			goto out;
+		outputs[k] = dst;
+	}
+out:
+	free(buf);
+	rt_multi_current(ctx, 0);
+	return st;
+}
