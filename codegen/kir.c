@@ -750,6 +750,19 @@ range_op(const KProgram *p, KxRange *memo, KxId id, int64_t *lo, int64_t *hi)
 				*hi = h0 < h1 ? h0 : h1;
 				return 1;
 			}
+			// A clamp, min(max(a, c), d) of an unbounded a (a loaded
+			// index): max(a, c) >= min of c's range, d bounds above.
+			for (int s = 0; s < 2; s++) {
+				const Kx *m = &p->x[x->a[s]];
+				int64_t lc, hc;
+				if ((s ? r0 : r1) && m->op == KX_IMAX &&
+				    (range_of(p, memo, m->a[0], &lc, &hc) || range_of(p, memo, m->a[1], &lc, &hc))) {
+					int64_t lb = s ? l0 : l1;
+					*lo = lc < lb ? lc : lb;
+					*hi = s ? h0 : h1;
+					return 1;
+				}
+			}
 			return 0;
 		}
 		if (r0 && r1) {
@@ -759,6 +772,15 @@ range_op(const KProgram *p, KxRange *memo, KxId id, int64_t *lo, int64_t *hi)
 		}
 		return 0;
 	}
+	case KX_SELECT:
+		// Either arm: the hull of theirs (a search's bounds, lower.c's
+		// segment take_add, stay int32 indices in the CUDA printer).
+		if (x->dtype != DT_I64 || !range_of(p, memo, x->a[1], &l0, &h0) ||
+		    !range_of(p, memo, x->a[2], &l1, &h1))
+			return 0;
+		*lo = l0 < l1 ? l0 : l1;
+		*hi = h0 > h1 ? h0 : h1;
+		return 1;
 	default:
 		return 0;
 	}

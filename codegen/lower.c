@@ -882,15 +882,24 @@ lower_logsumexp(Lower *L, uint32_t out, NodeId n)
 	reduce_end(L, k, out);
 }
 
+static void kernel_take_add_segment(Lower *L, uint32_t out, NodeId n);
+static int take_add_segment_wanted(const Lower *L, NodeId n);
+
 // take_add(x, idx, v) and take_along_add(x, idx, v), the transposes of
 // the gathers, as gathers: element c of the result is x[c] plus the sum,
 // over the positions j of idx along the axis, of v at j where idx[j] names
 // c's coordinate.  A reduction kernel like any other, so it runs in
-// parallel with no atomic stores; its cost is dim times that of a scatter,
-// which a dedicated scatter kernel will remove for large embeddings.
+// parallel with no atomic stores; its cost is dim times that of a scatter.
+// A take_add with many indices into a large table (an embedding's
+// gradient) is the segment form below instead (take_add_segment_wanted).
 static void
 kernel_scatter(Lower *L, uint32_t out, NodeId n)
 {
+	if (take_add_segment_wanted(L, n)) {
+		kernel_take_add_segment(L, out, n);
+		return;
+	}
+
 	const Graph *g = L->g;
 	KProgram *p = L->p;
 	int op = g->node[n].op;
@@ -959,6 +968,382 @@ static DType
 tmp_dtype(const KProgram *p, DType dt)
 {
 	return dt == DT_F32 ? p->fcompute : dt;
+}
+
+// ---------------------------------------------------------------- take_add as segments
+//
+// The gather form of take_add(x, idx, v) (kernel_scatter) sums, for every
+// point of the table x, over all n indices: dim times the work of a
+// scatter.  The transformer's embedding gradient (a table of 50 x 720,
+// 8,192 tokens) was 295 M select-terms, 589 us on an H200.  The segment
+// form visits only each row's own tokens, and stays what every kernel of
+// the IR is, a gather: no atomics, no data-dependent store, the same bits
+// for any thread count and on any run.  With the index's elements j in
+// [0, n), x viewed as (outer, dim, inner) and v as (outer, n, inner):
+//
+//  1. Sort.  Token j's key is row(j) n + j, row(j) = idx[j] (dim where
+//     idx[j] is out of range: a row after the table that nothing reads,
+//     so such a token is dropped as the gather form drops it; the run
+//     fails anyway, passes/checks.c).  Keys are distinct, so sorting them
+//     is a stable sort of the tokens by row.  Blocks of SEG_BLOCK
+//     positions are sorted by rank (seg_block_sort, reading the keys from
+//     idx itself), then merge passes, one kernel each: pass `len` merges
+//     sorted runs of len into runs of 2 len, each output position q of a
+//     pair of runs A, B finding by binary search (merge path) the count a
+//     of A's keys among the first q: the smallest a with A[a] > B[q - 1 -
+//     a] (ceil(log2(len + 1)) steps, unrolled into selects), then taking
+//     min(A[a], B[q - a]).  2 + log2(n / SEG_BLOCK) kernels of n points.
+//  2. Offsets.  off[k] = the first sorted position whose key is >= k n
+//     (binary search, dim + 1 points): row k's tokens are the sorted
+//     positions [off[k], off[k + 1]), in token order.
+//  3. Chunk sums.  The sorted positions are cut into nc chunks of C
+//     (C = 2^floor(log2(n) / 2), about sqrt(n)); Q[o, c, i] sums v over
+//     the leading run of chunk c: its positions from c C on whose row is
+//     that of position c C (C terms each, one pass over v in all).
+//  4. The rows.  result[o, k, i] = x[o, k, i] + head + chunks, one sum of
+//     C + nc terms: head, row k's positions from off[k] to the end of
+//     their chunk (at most C, read from v through the sorted keys), then
+//     Q[o, c, i] of each later chunk c that starts inside the row (c C <
+//     off[k + 1]): those chunks' leading runs are row k's.
+//
+// Every point of every kernel sums a fixed list of terms in a fixed order
+// (the row's tokens in token order, the head's one by one, then each
+// chunk's as its own sum), whatever the threads; a point of step 4 sums
+// C + nc ~ 2 sqrt(n) terms however its tokens are spread (all in one row
+// included), against n in the gather form.
+//
+// Cost, in terms (a select over a load, as in the gather form): gather
+// dim outer inner n; segment about outer dim inner (C + nc) (twice: a
+// term of step 4 evaluates both arms of its select), plus outer inner n
+// (step 3) and n log2(n)^2 / 2 for the sort, plus its 5 + log2(n / 128)
+// kernels (launches, on a GPU: 11 for 8,192 tokens).  The segment form
+// is taken when it costs at most half the gather form's and the gather
+// form is at least SEG_MIN_TERMS: below, the gather's one kernel is as
+// fast on a GPU as the segments' launches (the gather ran 0.5 G terms a
+// ms on an H200, 2^24 terms in ~33 us; eleven kernels' launches and
+// dependent steps are some 20-30 us).  On the CPU the segments win from
+// far fewer terms (a few ms of gather at one thread are lost below the
+// bound).  Tiny tables (dim < SEG_MIN_DIM) and few indices (n <
+// SEG_MIN_N) keep the gather form, which is then as cheap as a pass or
+// a few over v.
+//
+// $FADC_SCATTER = gather or segment overrides the choice (tests reach the
+// segment form at small shapes with it; any other value is ignored).
+#define SEG_MIN_TERMS ((int64_t)1 << 24)
+#define SEG_MIN_DIM 4
+#define SEG_MIN_N 16
+#define SEG_BLOCK 128
+
+// The chunk length C of n sorted positions: 2^floor(log2(n) / 2).
+static int64_t
+seg_chunk(int64_t n)
+{
+	int lg = 0;
+	while (((int64_t)2 << lg) <= n)
+		lg++;
+	return (int64_t)1 << (lg / 2);
+}
+
+// Binary-search steps that narrow m candidates to one: ceil(log2(m)).
+static int
+seg_steps(int64_t m)
+{
+	int s = 0;
+	while (s < 62 && ((int64_t)1 << s) < m)
+		s++;
+	return s;
+}
+
+// take_add's geometry: x as (outer, dim, inner), n indices.
+static void
+seg_geometry(const Graph *g, NodeId n, int64_t *outer, int64_t *dim, int64_t *inner,
+             int64_t *nidx)
+{
+	NodeId x = ir_in1(g, n, 0);
+	const Shape *xs = ir_shape(g, x);
+	int ax = (int)ir_attr_int(g, n, "axis");
+	*outer = *inner = 1;
+	for (int d = 0; d < ax; d++)
+		*outer *= xs->dim[d];
+	for (int d = ax + 1; d < xs->rank; d++)
+		*inner *= xs->dim[d];
+	*dim = xs->dim[ax];
+	*nidx = ir_numel(ir_shape(g, ir_in1(g, n, 1)));
+}
+
+// a b, saturating at INT64_MAX (a, b >= 0).
+static int64_t
+seg_mul(int64_t a, int64_t b)
+{
+	return a && b > INT64_MAX / a ? INT64_MAX : a * b;
+}
+
+static int64_t
+seg_add(int64_t a, int64_t b)
+{
+	return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+static int
+take_add_segment_wanted(const Lower *L, NodeId n)
+{
+	const Graph *g = L->g;
+	if (g->node[n].op != OP_take_add)
+		return 0;
+	int64_t outer, dim, inner, nidx;
+	seg_geometry(g, n, &outer, &dim, &inner, &nidx);
+	// Keys row n + j with row <= dim stay far inside an int64, and both
+	// forms need something to sum and somewhere to put it.
+	if (nidx < 1 || dim < 1 || outer * inner == 0 || seg_mul(dim + 1, nidx) > ((int64_t)1 << 60))
+		return 0;
+	const char *force = getenv("FADC_SCATTER");
+	if (force && !strcmp(force, "gather"))
+		return 0;
+	if (force && !strcmp(force, "segment"))
+		return 1;
+	if (dim < SEG_MIN_DIM || nidx < SEG_MIN_N)
+		return 0;
+	int64_t pts = seg_mul(seg_mul(outer, dim), inner), ch = seg_chunk(nidx);
+	int64_t gather = seg_mul(pts, nidx);
+	int lg = seg_steps(nidx);
+	int64_t seg = seg_mul(seg_mul(pts, ch + (nidx + ch - 1) / ch), 2);
+	seg = seg_add(seg, seg_mul(seg_mul(outer, inner), nidx));
+	seg = seg_add(seg, seg_mul(nidx, (int64_t)lg * lg / 2 + 1));
+	seg = seg_add(seg, seg_mul(dim + 1, lg));
+	return gather >= SEG_MIN_TERMS && seg_mul(seg, 2) <= gather;
+}
+
+// The keys a sorting kernel reads: buffer buf (I64[n], the runs of the
+// previous kernel), or, for the first (buf == NOBUF), the keys computed
+// from idx itself.
+typedef struct SegKeys {
+	NodeId ix;
+	int64_t n, dim;
+	uint32_t buf;
+} SegKeys;
+
+// A load of I64 buffer b at t whose values lie in [lo, hi], clamped there:
+// the clamp changes nothing, but gives the value a range (kx_range), so
+// that the arithmetic on it is narrow (int in the CUDA printer, plain
+// division and modulo).
+static KxId
+seg_load(KProgram *p, uint32_t b, KxId t, int64_t lo, int64_t hi)
+{
+	return kx_iclamp(p, kx_load(p, b, t), lo, hi);
+}
+
+// The key at position t (an I64 expression in [0, n)).
+static KxId
+seg_key(Lower *L, const SegKeys *s, KxId t)
+{
+	KProgram *p = L->p;
+	if (s->buf != NOBUF)
+		return seg_load(p, s->buf, t, 0, (s->dim + 1) * s->n - 1);
+	KxId r = lower_at(L, s->ix, t);
+	KxId ok = kx_bin(p, KX_AND, kx_cmp(p, KC_GE, r, kx_iconst(p, 0)),
+	                 kx_cmp(p, KC_LT, r, kx_iconst(p, s->dim)));
+	r = kx_select(p, ok, r, kx_iconst(p, s->dim));
+	return kx_iadd(p, kx_imul(p, r, s->n), t);
+}
+
+// lo' and hi' of one step of a lower-bound search over [lo, hi): mid =
+// (lo + hi) / 2 moves hi down to mid where pred(mid) holds, else lo up
+// to mid + 1; nothing moves once lo == hi (the extra steps of a short
+// range).  pred is given as the condition at mid.
+static void
+seg_step(KProgram *p, KxId *lo, KxId *hi, KxId mid, KxId pred)
+{
+	KxId act = kx_cmp(p, KC_LT, *lo, *hi);
+	KxId up = kx_bin(p, KX_AND, act, pred);
+	KxId down = kx_bin(p, KX_AND, act, kx_un(p, KX_NOT, pred));
+	KxId nhi = kx_select(p, up, mid, *hi);
+	*lo = kx_select(p, down, kx_iadd(p, mid, kx_iconst(p, 1)), *lo);
+	*hi = nhi;
+}
+
+// One merge pass: the sorted runs of len in s merged pairwise into runs
+// of 2 len, written to a new I64[n] buffer (returned).
+static uint32_t
+seg_merge(Lower *L, NodeId node, const SegKeys *s, int64_t len)
+{
+	KProgram *p = L->p;
+	int64_t n = s->n;
+	Shape sh = {.rank = 1, .dim = {n}};
+	uint32_t ob = kir_buf_add(p, KB_TMP, 0, DT_I64, &sh, node);
+	KKernel *k = lower_kernel_begin(L, ob, node, "take_add.merge");
+	KxId t = lower_domain(L, k, &sh);
+	k->index = t;
+	// The pair of runs A = [base, base + la), B = [base + len, base + len + lb)
+	// and the output's position q in their merge.
+	KxId base = kx_imul(p, kx_idiv(p, t, 2 * len), 2 * len);
+	KxId q = kx_imod(p, t, 2 * len);
+	KxId rest = kx_iadd(p, kx_iconst(p, n), kx_imul(p, base, -1));
+	KxId la = kx_imin(p, rest, kx_iconst(p, len));
+	KxId lb = kx_iclamp(p, kx_iadd(p, rest, kx_iconst(p, -len)), 0, len);
+	KxId b0 = kx_iadd(p, base, kx_iconst(p, len));
+	// a in [max(0, q - lb), min(q, la)]: the smallest with A[a] > B[q - 1 - a]
+	// (keys are distinct).  While lo < hi, mid < la and 0 <= q - 1 - mid <
+	// lb, so both reads are inside the runs; the clamps only keep the
+	// reads of finished searches inside the buffer.
+	KxId lo = kx_imax(p, kx_iconst(p, 0), kx_iadd(p, q, kx_imul(p, lb, -1)));
+	KxId hi = kx_imin(p, q, la);
+	for (int st = seg_steps(len + 1); st > 0; st--) {
+		KxId mid = kx_idiv(p, kx_iadd(p, lo, hi), 2);
+		KxId av = seg_key(L, s, kx_iclamp(p, kx_iadd(p, base, mid), 0, n - 1));
+		KxId bi = kx_iadd(p, kx_iadd(p, b0, q), kx_iadd(p, kx_imul(p, mid, -1), kx_iconst(p, -1)));
+		KxId bv = seg_key(L, s, kx_iclamp(p, bi, 0, n - 1));
+		seg_step(p, &lo, &hi, mid, kx_cmp(p, KC_GT, av, bv));
+	}
+	KxId b = kx_iadd(p, q, kx_imul(p, lo, -1));
+	KxId av = seg_key(L, s, kx_iclamp(p, kx_iadd(p, base, lo), 0, n - 1));
+	KxId bv = seg_key(L, s, kx_iclamp(p, kx_iadd(p, b0, b), 0, n - 1));
+	KxId froma = kx_bin(p, KX_AND, kx_cmp(p, KC_LT, lo, la),
+	                    kx_bin(p, KX_OR, kx_cmp(p, KC_GE, b, lb), kx_cmp(p, KC_LT, av, bv)));
+	k->body = kx_select(p, froma, av, bv);
+	return ob;
+}
+
+// The keys sorted in blocks of blk positions (the last may be shorter),
+// written to a new I64[n] buffer (returned): rank[t], the count of keys
+// below t's in its block, then sorted[t] = the key of rank t - b in the
+// block that starts at b (keys are distinct, so ranks are a permutation).
+// Two kernels of blk terms a point instead of log2(blk) merge passes.
+static uint32_t
+seg_block_sort(Lower *L, NodeId node, const SegKeys *s, int64_t blk)
+{
+	KProgram *p = L->p;
+	int64_t n = s->n;
+	Shape sh = {.rank = 1, .dim = {n}};
+	uint32_t rb = kir_buf_add(p, KB_TMP, 0, DT_I64, &sh, node);
+	KKernel *k = lower_kernel_begin(L, rb, node, "take_add.rank");
+	KxId t = lower_domain(L, k, &sh), r = kx_iconst(p, 0);
+	k->index = t;
+	if (blk > 1) {
+		k->rdim[k->rrank++] = blk;
+		r = kx_var(p, k->rank, blk);
+	}
+	KxId b = kx_imul(p, kx_idiv(p, t, blk), blk), u = kx_iadd(p, b, r);
+	KxId in = kx_cmp(p, KC_LT, u, kx_iconst(p, n)), uc = kx_iclamp(p, u, 0, n - 1);
+	KxId below = kx_bin(p, KX_AND, in, kx_cmp(p, KC_LT, seg_key(L, s, uc), seg_key(L, s, t)));
+	k->body = kx_select(p, below, kx_iconst(p, 1), kx_iconst(p, 0));
+	k->red = KR_SUM;
+	k->post = kx_acc(p, DT_I64);
+	uint32_t ob = kir_buf_add(p, KB_TMP, 0, DT_I64, &sh, node);
+	k = lower_kernel_begin(L, ob, node, "take_add.block");
+	t = lower_domain(L, k, &sh);
+	r = kx_iconst(p, 0);
+	k->index = t;
+	if (blk > 1) {
+		k->rdim[k->rrank++] = blk;
+		r = kx_var(p, k->rank, blk);
+	}
+	b = kx_imul(p, kx_idiv(p, t, blk), blk);
+	u = kx_iadd(p, b, r);
+	in = kx_cmp(p, KC_LT, u, kx_iconst(p, n));
+	uc = kx_iclamp(p, u, 0, n - 1);
+	KxId rank = seg_load(p, rb, uc, 0, blk - 1);
+	KxId hit = kx_bin(p, KX_AND, in, kx_cmp(p, KC_EQ, rank, kx_iadd(p, t, kx_imul(p, b, -1))));
+	k->body = kx_select(p, hit, seg_key(L, s, uc), kx_iconst(p, 0));
+	k->red = KR_SUM;
+	k->post = kx_acc(p, DT_I64);
+	return ob;
+}
+
+static void
+kernel_take_add_segment(Lower *L, uint32_t out, NodeId n)
+{
+	const Graph *g = L->g;
+	KProgram *p = L->p;
+	NodeId x = ir_in1(g, n, 0), ix = ir_in1(g, n, 1), v = ir_in1(g, n, 2);
+	const Shape *xs = ir_shape(g, x);
+	int64_t outer, dim, inner, nidx;
+	seg_geometry(g, n, &outer, &dim, &inner, &nidx);
+	int64_t ch = seg_chunk(nidx), nc = (nidx + ch - 1) / ch;
+	// 1. The sorted keys: blocks by rank, then merges.
+	SegKeys s = {.ix = ix, .n = nidx, .dim = dim, .buf = NOBUF};
+	int64_t blk = nidx < SEG_BLOCK ? nidx : SEG_BLOCK;
+	s.buf = seg_block_sort(L, n, &s, blk);
+	for (int64_t len = blk; len < nidx; len *= 2)
+		s.buf = seg_merge(L, n, &s, len);
+	uint32_t sb = s.buf;
+	int64_t kmax = (dim + 1) * nidx - 1; // the largest key
+	// 2. Row offsets: off[k] = the first position with key >= k n.
+	Shape osh = {.rank = 1, .dim = {dim + 1}};
+	uint32_t ob = kir_buf_add(p, KB_TMP, 0, DT_I64, &osh, n);
+	KKernel *k = lower_kernel_begin(L, ob, n, "take_add.offsets");
+	KxId r = lower_domain(L, k, &osh);
+	k->index = r;
+	KxId want = kx_imul(p, r, nidx), lo = kx_iconst(p, 0), hi = kx_iconst(p, nidx);
+	for (int st = seg_steps(nidx + 1); st > 0; st--) {
+		KxId mid = kx_idiv(p, kx_iadd(p, lo, hi), 2);
+		KxId key = seg_load(p, sb, kx_iclamp(p, mid, 0, nidx - 1), 0, kmax);
+		seg_step(p, &lo, &hi, mid, kx_cmp(p, KC_GE, key, want));
+	}
+	k->body = lo;
+	// 3. Chunk sums Q[o, c, i] of each chunk's leading run.
+	DType qdt = tmp_dtype(p, ndtype(L, n));
+	Shape qsh = {.rank = 3, .dim = {outer, nc, inner}};
+	uint32_t qb = kir_buf_add(p, KB_TMP, 0, qdt, &qsh, n);
+	k = lower_kernel_begin(L, qb, n, "take_add.chunks");
+	KxId qe = lower_domain(L, k, &qsh);
+	k->index = qe;
+	KxId o = coord(p, qe, &qsh, 0), c = coord(p, qe, &qsh, 1), i = coord(p, qe, &qsh, 2);
+	KxId j = kx_iconst(p, 0);
+	if (ch > 1) {
+		k->rdim[k->rrank++] = ch;
+		j = kx_var(p, k->rank, ch);
+	}
+	KxId pos = kx_iadd(p, kx_imul(p, c, ch), j);
+	KxId key = seg_load(p, sb, kx_iclamp(p, pos, 0, nidx - 1), 0, kmax);
+	KxId first = seg_load(p, sb, kx_imul(p, c, ch), 0, kmax);
+	KxId same = kx_bin(p, KX_AND, kx_cmp(p, KC_LT, pos, kx_iconst(p, nidx)),
+	                   kx_cmp(p, KC_EQ, kx_idiv(p, key, nidx), kx_idiv(p, first, nidx)));
+	// Past the run, the chunk's first token again (a row in the cache).
+	KxId tok = kx_imod(p, kx_select(p, same, key, first), nidx);
+	KxId vi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, o, nidx), tok), inner), i);
+	KxId val = lower_at(L, v, vi);
+	KxId z = kx_const(p, 0, (DType)p->x[val].dtype);
+	k->body = kx_select(p, same, val, z);
+	k->red = KR_SUM;
+	k->post = kx_cast(p, kx_acc(p, (DType)p->x[val].dtype), qdt);
+	k->nfused = L->nexpand;
+	// 4. The rows: x plus the head's terms, then the later chunks' sums.
+	k = lower_kernel_begin(L, out, n, "take_add");
+	KxId e = lower_domain(L, k, xs);
+	k->index = e;
+	o = kx_idiv(p, e, dim * inner);
+	KxId row = kx_imod(p, kx_idiv(p, e, inner), dim);
+	i = kx_imod(p, e, inner);
+	k->rdim[k->rrank++] = ch + nc;
+	j = kx_var(p, k->rank, ch + nc);
+	KxId beg = seg_load(p, ob, row, 0, nidx);
+	KxId end = seg_load(p, ob, kx_iadd(p, row, kx_iconst(p, 1)), 0, nidx);
+	KxId cb = kx_idiv(p, beg, ch); // the chunk of the row's first position
+	KxId hend = kx_imul(p, kx_iadd(p, cb, kx_iconst(p, 1)), ch);
+	pos = kx_iadd(p, beg, j);
+	KxId inhead = kx_bin(p, KX_AND, kx_cmp(p, KC_LT, j, kx_iconst(p, ch)),
+	                     kx_bin(p, KX_AND, kx_cmp(p, KC_LT, pos, end), kx_cmp(p, KC_LT, pos, hend)));
+	// The arm not taken reads position 0 and chunk 0: the CPU's selects
+	// evaluate both arms, and a fixed row stays in the cache where the
+	// clamped positions would each read a row of v of their own.
+	pos = kx_iclamp(p, kx_select(p, inhead, pos, kx_iconst(p, 0)), 0, nidx - 1);
+	key = seg_load(p, sb, pos, 0, kmax);
+	tok = kx_imod(p, key, nidx);
+	vi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, o, nidx), tok), inner), i);
+	val = lower_at(L, v, vi);
+	// Chunk cb + 1 + (j - C), a term while it starts before the row ends.
+	c = kx_iadd(p, cb, kx_iadd(p, j, kx_iconst(p, 1 - ch)));
+	KxId inchunk = kx_bin(p, KX_AND, kx_cmp(p, KC_GE, j, kx_iconst(p, ch)),
+	                      kx_cmp(p, KC_LT, kx_imul(p, c, ch), end));
+	c = kx_iclamp(p, kx_select(p, inchunk, c, kx_iconst(p, 0)), 0, nc - 1);
+	KxId qi = kx_iadd(p, kx_imul(p, kx_iadd(p, kx_imul(p, o, nc), c), inner), i);
+	KxId qv = kx_load(p, qb, qi);
+	DType dt = (DType)p->x[val].dtype;
+	z = kx_const(p, 0, dt);
+	k->body = kx_select(p, inhead, val, kx_select(p, inchunk, qv, z));
+	k->red = KR_SUM;
+	k->post = kx_cast(p, kx_bin(p, KX_ADD, lower_at(L, x, e), kx_acc(p, dt)), p->buf[out].dtype);
+	k->nfused = L->nexpand;
 }
 
 // Is b, read at (..., k, j) by a matmul, a load stepping by one element

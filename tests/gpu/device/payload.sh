@@ -7,7 +7,9 @@
 #                    with ldd)
 #   DEST/check/      cpu,cuda artifacts for gpu_check: both ppl models (every
 #                    task, full size), multiheadattn at reduced and full size,
-#                    transformer at reduced size, floor.so (one kernel),
+#                    transformer at reduced size (and transformer_seg.so: its
+#                    take_add as segments), floor.so (one kernel),
+#                    scatter.so (take_add as segments),
 #                    split.so (split sums) and blockred.so (block reductions)
 #   DEST/choice/     choice.so (tests/gpu/choice.ir: products whose candidates,
 #                    printed kernel or cuBLAS GEMM, are timed on the GPU)
@@ -77,6 +79,13 @@ fadc "$root/models/multiheadattn.ir" -o "$dest/check/multiheadattn_full.so" --ta
 fadc "$root/models/transformer.ir" -o "$dest/check/transformer.so" --target cpu,cuda \
 	--tasks forward,vjp,jvp,vhp -D N=8 -D SEQ=4 -D E=16 -D NH=4 -D FF=16 -D MAXLEN=16
 fadc "$root/tests/gpu/floor.ir" -o "$dest/check/floor.so" --target cpu,cuda --tasks forward
+# take_add as segments (tests/gpu/scatter.ir), and the reduced transformer's
+# embedding gradient in that form too (FADC_SCATTER=segment: at that size
+# the gather form is the one chosen).
+FADC_SCATTER=segment fadc "$root/tests/gpu/scatter.ir" -o "$dest/check/scatter.so" --target cpu,cuda \
+	--tasks forward
+FADC_SCATTER=segment fadc "$root/models/transformer.ir" -o "$dest/check/transformer_seg.so" \
+	--target cpu,cuda --tasks forward,vjp,jvp,vhp -D N=8 -D SEQ=4 -D E=16 -D NH=4 -D FF=16 -D MAXLEN=16
 # Sums split over one and over two reduction variables (kir_split_reductions).
 fadc "$root/tests/gpu/split.ir" -o "$dest/check/split.so" --target cpu,cuda --tasks forward,vjp,jvp,vhp
 # Block reductions in every form (cuda_blockred_plan: rows, columns, split, float4s).
