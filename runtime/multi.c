@@ -27,7 +27,8 @@
 //   4. each GPU runs its shard task on its own stream, recorded and
 //      replayed in its own graph tree as any task;
 //   5. the reduced outputs are combined by one grouped ncclAllReduce, in
-//      place, enqueued on each GPU's stream after its task: the pre-multiplied
+//      place, on each GPU's stream after its task (from the plan's second
+//      run replayed from CUDA graphs: below): the pre-multiplied
 //      sum (ncclRedOpCreatePreMulSum) scales rank s's values by its weight
 //      w_s = n_s / n for `loss mean` (rt_multi_weight), so the sum is
 //      Σ_s (n_s / n) ∂L_s = ∂L, the guarantee passes/batch.c proves;
