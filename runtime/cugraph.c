@@ -321,3 +321,65 @@ rtcu_task_run(RtCuda *c, RtCuTask *k, const uint64_t *in, const uint8_t *staged,
 		CHECK_CU(c, cuEventRecord(k->chk_ev, c->stream));
 	return 1;
 }
+
+// ---------------------------------------------------------------- a caller's own capture
+//
+// The stream's work between rtcu_capture_begin and rtcu_capture_end made
+// into an executable graph, replayed by rtcu_graph_launch: runtime/multi.c
+// captures each GPU's all-reduce of the gradients (NCCL's collectives
+// recorded into a graph, one per rank, all ranks captured in one group)
+// with these, outside the graph tree (the tree knows nothing of NCCL).
+
+int
+rtcu_capture_begin(RtCuda *c, char *err, size_t errlen)
+{
+	CHECK_CU(c, cuCtxSetCurrent(c->ctx));
+	CHECK_CU(c, cuStreamBeginCapture(c->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+	return 1;
+}
+
+void *
+rtcu_capture_end(RtCuda *c, int keep, char *err, size_t errlen)
+{
+	CUgraph g = NULL;
+	CHECK_CU(c, cuCtxSetCurrent(c->ctx));
+	CUresult r = c->d.cuStreamEndCapture(c->stream, &g);
+	if (r)
+		rtcu_msg(c, r, "cuStreamEndCapture(c->stream, &g)", __func__, __FILE__, __LINE__, err,
+		         errlen);
+	if ((r || !keep) && g) {
+		c->d.cuGraphDestroy(g);
+		g = NULL;
+	}
+	return g;
+}
+
+void *
+rtcu_graph_instantiate(RtCuda *c, void *graph, char *err, size_t errlen)
+{
+	CUgraphExec e = NULL;
+	CUresult r = c->d.cuCtxSetCurrent(c->ctx);
+	if (!r && (r = c->d.cuGraphInstantiate(&e, (CUgraph)graph, 0))) {
+		rtcu_msg(c, r, "cuGraphInstantiate(&e, graph, 0)", __func__, __FILE__, __LINE__, err,
+		         errlen);
+		e = NULL;
+	} else if (r)
+		rtcu_msg(c, r, "cuCtxSetCurrent(c->ctx)", __func__, __FILE__, __LINE__, err, errlen);
+	c->d.cuGraphDestroy((CUgraph)graph); // the executable graph holds what it needs
+	return e;
+}
+
+int
+rtcu_graph_launch(RtCuda *c, void *exec, char *err, size_t errlen)
+{
+	CHECK_CU(c, cuCtxSetCurrent(c->ctx));
+	CHECK_CU(c, cuGraphLaunch((CUgraphExec)exec, c->stream));
+	return 1;
+}
+
+void
+rtcu_graph_free(RtCuda *c, void *exec)
+{
+	if (exec && !c->d.cuCtxSetCurrent(c->ctx))
+		c->d.cuGraphExecDestroy((CUgraphExec)exec);
+}

@@ -27,7 +27,8 @@
 //   4. each GPU runs its shard task on its own stream, recorded and
 //      replayed in its own graph tree as any task;
 //   5. the reduced outputs are combined by one grouped ncclAllReduce, in
-//      place, enqueued on each GPU's stream after its task: the pre-multiplied
+//      place, on each GPU's stream after its task (from the plan's second
+//      run replayed from CUDA graphs: below): the pre-multiplied
 //      sum (ncclRedOpCreatePreMulSum) scales rank s's values by its weight
 //      w_s = n_s / n for `loss mean` (rt_multi_weight), so the sum is
 //      Σ_s (n_s / n) ∂L_s = ∂L, the guarantee passes/batch.c proves;
@@ -39,10 +40,17 @@
 // batch size 0, which fadc does not compile; such runs are refused with a
 // message, and run over one GPU (w = 1).  docs/MULTIGPU.md.
 //
-// The all-reduce is not captured inside the shard task's CUDA graph: the
-// graph is the task's own (recorded and replayed by runtime/cuda.c), and
-// the collective is enqueued after it on the same stream, one host call
-// per run for all outputs (docs/MULTIGPU.md).
+// The all-reduce is captured into CUDA graphs of its own, one per GPU
+// (every rank's stream capturing while the one group of collectives is
+// enqueued, as NCCL requires of one thread driving several GPUs), from a
+// plan's second run, keyed by the addresses of the reduced outputs, and
+// replayed after the shard task's graph: a run is two graph launches per
+// GPU and no NCCL call.  The task's graph is the graph tree's
+// (runtime/cugraph.c), which knows nothing of NCCL.  The first run, a
+// failed capture and FADC_MULTI_CAPTURE=0 enqueue the group uncaptured,
+// one host call per run (docs/MULTIGPU.md).  The executable graphs hold
+// NCCL's resources of the communicator, so they are freed before any
+// communicator is finalized or aborted.
 //
 // Failures never hang: communicators are non-blocking (blocking = 0), and
 // every wait on them or on the GPUs (init, the enqueue of a group,
@@ -73,7 +81,19 @@ struct RtMulti {
 	const char *broken; // why the communicators were aborted, or NULL
 	char why[1024];
 	int peer; // sharded tasks: 0 not tried, 1 GPU s may write GPU 0's memory, -1 not
+	// The captured all-reduces (see the top of the file), any plan's, kept
+	// here so that they are freed before the communicators (abort_all, close).
+	struct CapGraph {
+		const void *plan; // NULL: a free slot
+		int n; // addresses in key
+		uint64_t key[MAXS * 64]; // the reduced outputs' addresses, rank by rank
+		void *exec[MAXS]; // rank s's executable graph
+	} cap[8];
+	int capnext; // the slot a new capture takes (round robin)
+	int capnote; // the line saying why it is not captured was printed
 };
+
+#define NCAP 8
 
 // The plan of one task of the full batch (see the top of the file).
 typedef struct Plan {
@@ -95,6 +115,8 @@ typedef struct Plan {
 	uint64_t *dgen; // [s * ndecl + k]: the source's generation last handed to GPU s
 	int ops; // the pre-multiplied sums are made
 	int op[MAXS][2]; // rank s's weighted sum, f32 and f64
+	uint64_t runs; // data-parallel runs of the plan
+	int capture; // 1: capture the all-reduce from the second run; 0: not
 } Plan;
 
 struct RtMultiModel {
@@ -297,6 +319,22 @@ nccl_msg(RtMulti *mu, int s, ncclResult_t r)
 	return mu->why;
 }
 
+// Frees the captured all-reduces of plan (every plan's: NULL), on each GPU.
+static void
+cap_free(fadc_context *ctx, RtMulti *mu, const void *plan)
+{
+	for (int e = 0; e < NCAP; e++) {
+		struct CapGraph *g = &mu->cap[e];
+		if (!g->plan || (plan && g->plan != plan))
+			continue;
+		for (int s = 0; s < mu->S; s++)
+			rtcu_graph_free(rt_ctx_cuda(mu->sub[s]), g->exec[s]);
+		memset(g->exec, 0, sizeof g->exec);
+		g->plan = NULL;
+	}
+	rt_multi_current(ctx, 0);
+}
+
 // Aborts every communicator (a peer stuck or failed): the context runs no
 // more collectives, and says why.
 static fadc_status
@@ -304,6 +342,7 @@ abort_all(fadc_context *ctx, RtMulti *mu, const char *why)
 {
 	char msg[600];
 	snprintf(msg, sizeof msg, "%s", why);
+	cap_free(ctx, mu, NULL); // they hold the communicators' resources
 	for (int s = 0; s < mu->S; s++)
 		if (mu->comm[s]) {
 			rt_multi_current(ctx, s);
@@ -523,6 +562,7 @@ rt_multi_close(fadc_context *c)
 	RtMulti *mu = rt_ctx_multi(c);
 	if (!mu)
 		return;
+	cap_free(c, mu, NULL);
 	if (!mu->broken && mu->nccl) {
 		int any = 0;
 		for (int s = 0; s < mu->S; s++)
@@ -599,6 +639,7 @@ plan_free(fadc_context *ctx, RtMulti *mu, Plan *p)
 {
 	if (!p->ready)
 		return;
+	cap_free(ctx, mu, p); // before the reduction ops they use
 	for (int s = 0; s < mu->S; s++) {
 		rt_multi_current(ctx, s);
 		for (int c = 0; p->stage && c < p->ncaller; c++)
@@ -840,6 +881,136 @@ rt_multi_plan(const ArtDesc *d, int t, const RtBatch *b, int S, RtShape *ps, int
 #undef PLAN_FAIL
 }
 
+// One line, once per context, saying why the all-reduce is enqueued
+// uncaptured.
+static void
+cap_note(RtMulti *mu, const char *why)
+{
+	if (mu->capnote)
+		return;
+	mu->capnote = 1;
+	fprintf(stderr, "fadc: note: the all-reduce of the gradients is not captured in CUDA graphs "
+	                "(%s); it is enqueued at every run\n",
+	        why);
+}
+
+// Enqueues the weighted all-reduce of the reduced outputs, in place, every
+// rank in one group (addr[s * nred + j]: rank s's j-th reduced output):
+// NCCL's status (NCCL_IN_PROGRESS while a non-blocking communicator works).
+static ncclResult_t
+reduce_enqueue(fadc_context *ctx, RtMulti *mu, Plan *p, const uint64_t *addr, const int *f64,
+               const size_t *count, int nred)
+{
+	mu->nccl->GroupStart();
+	ncclResult_t r = NCCL_SUCCESS;
+	for (int s = 0; s < mu->S && (r == NCCL_SUCCESS || r == NCCL_IN_PROGRESS); s++) {
+		rt_multi_current(ctx, s);
+		void *stream = NULL;
+		fadc_context_stream(mu->sub[s], &stream);
+		for (int j = 0; j < nred && (r == NCCL_SUCCESS || r == NCCL_IN_PROGRESS); j++) {
+			void *a = (void *)(uintptr_t)addr[s * nred + j];
+			r = mu->nccl->AllReduce(a, a, count[j], f64[j] ? NCCL_FLOAT64 : NCCL_FLOAT32,
+			                        p->op[s][f64[j]], mu->comm[s], stream);
+		}
+	}
+	ncclResult_t g = mu->nccl->GroupEnd();
+	if (r == NCCL_SUCCESS || r == NCCL_IN_PROGRESS)
+		r = g;
+	return r;
+}
+
+// The all-reduce as captured graphs, one per GPU: replayed when a capture
+// for these addresses exists, else captured (every rank's stream capturing
+// while the group is enqueued: NCCL 2.9 and later record collectives into
+// graphs; all ranks must capture, and every rank's graph is launched) and
+// launched.  *done 0 when the capture failed (the caller enqueues the group
+// uncaptured, and this plan does from now on, one line saying why); a
+// status for an NCCL error or a failed launch (the communicators aborted).
+static fadc_status
+reduce_captured(fadc_context *ctx, RtMulti *mu, Plan *p, const uint64_t *addr, const int *f64,
+                const size_t *count, int nred, int *done)
+{
+	*done = 0;
+	int n = mu->S * nred;
+	struct CapGraph *g = NULL;
+	for (int e = 0; e < NCAP && !g; e++)
+		if (mu->cap[e].plan == p && mu->cap[e].n == n &&
+		    !memcmp(mu->cap[e].key, addr, (size_t)n * sizeof *addr))
+			g = &mu->cap[e];
+	char err[512], why[700];
+	if (!g) {
+		int began = 0;
+		for (; began < mu->S; began++)
+			if (!rtcu_capture_begin(rt_ctx_cuda(mu->sub[began]), err, sizeof err))
+				break;
+		if (began < mu->S) {
+			snprintf(why, sizeof why, "GPU %d: %s", mu->gpu[began], err);
+			for (int s = 0; s < began; s++)
+				rtcu_capture_end(rt_ctx_cuda(mu->sub[s]), 0, err, sizeof err);
+			rt_multi_current(ctx, 0);
+			p->capture = 0;
+			cap_note(mu, why);
+			return FADC_OK;
+		}
+		ncclResult_t r = reduce_enqueue(ctx, mu, p, addr, f64, count, nred);
+		fadc_status st = FADC_OK;
+		if (r != NCCL_SUCCESS && r != NCCL_IN_PROGRESS)
+			snprintf(why, sizeof why, "%s", nccl_msg(mu, 0, r));
+		else if (r == NCCL_IN_PROGRESS)
+			st = comms_settle(ctx, mu, "the capture of the all-reduce of the gradients");
+		// Every capture ends before any graph is instantiated (CUDA refuses
+		// to instantiate while a stream of the thread is capturing).
+		void *gr[MAXS] = {0}, *ex[MAXS] = {0};
+		int ok = st == FADC_OK && (r == NCCL_SUCCESS || r == NCCL_IN_PROGRESS);
+		for (int s = 0; s < mu->S; s++) {
+			int keep = ok;
+			gr[s] = rtcu_capture_end(rt_ctx_cuda(mu->sub[s]), keep, err, sizeof err);
+			if (keep && !gr[s]) {
+				ok = 0;
+				snprintf(why, sizeof why, "GPU %d: %s", mu->gpu[s], err);
+			}
+		}
+		for (int s = 0; s < mu->S; s++) // each graph consumed (freed below if !ok)
+			if (gr[s] &&
+			    !(ex[s] = rtcu_graph_instantiate(rt_ctx_cuda(mu->sub[s]), gr[s], err, sizeof err)) &&
+			    ok) {
+				ok = 0;
+				snprintf(why, sizeof why, "GPU %d: %s", mu->gpu[s], err);
+			}
+		rt_multi_current(ctx, 0);
+		if (st)
+			return st; // comms_settle aborted them
+		if (r != NCCL_SUCCESS && r != NCCL_IN_PROGRESS)
+			return abort_all(ctx, mu, why);
+		if (!ok) {
+			for (int s = 0; s < mu->S; s++)
+				rtcu_graph_free(rt_ctx_cuda(mu->sub[s]), ex[s]);
+			rt_multi_current(ctx, 0);
+			p->capture = 0;
+			cap_note(mu, why);
+			return FADC_OK;
+		}
+		g = &mu->cap[mu->capnext];
+		mu->capnext = (mu->capnext + 1) % NCAP;
+		if (g->plan) // the oldest capture makes room (freed when its replays end)
+			for (int s = 0; s < mu->S; s++)
+				rtcu_graph_free(rt_ctx_cuda(mu->sub[s]), g->exec[s]);
+		g->plan = p;
+		g->n = n;
+		memcpy(g->key, addr, (size_t)n * sizeof *addr);
+		memcpy(g->exec, ex, sizeof ex);
+	}
+	for (int s = 0; s < mu->S; s++)
+		if (!rtcu_graph_launch(rt_ctx_cuda(mu->sub[s]), g->exec[s], err, sizeof err)) {
+			// The ranks before s wait for a peer that will not come.
+			snprintf(why, sizeof why, "GPU %d: the all-reduce's graph: %s", mu->gpu[s], err);
+			return abort_all(ctx, mu, why);
+		}
+	rt_multi_current(ctx, 0);
+	*done = 1;
+	return FADC_OK;
+}
+
 static fadc_status
 plan_make(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Plan *p)
 {
@@ -924,6 +1095,12 @@ plan_make(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Plan *p)
 	for (int s = 0; s < mu->S; s++)
 		p->op[s][0] = p->op[s][1] = -1;
 	p->ops = 1;
+	// The all-reduce in CUDA graphs of its own (the top of the file), unless
+	// FADC_MULTI_CAPTURE=0 or FADC_DISABLE_CUDA_GRAPHS=1.
+	const char *ce = getenv("FADC_MULTI_CAPTURE"), *ge = getenv("FADC_DISABLE_CUDA_GRAPHS");
+	p->capture = !(ce && !strcmp(ce, "0")) && !(ge && !strcmp(ge, "1"));
+	if (!p->capture)
+		cap_note(mu, ce && !strcmp(ce, "0") ? "FADC_MULTI_CAPTURE=0" : "FADC_DISABLE_CUDA_GRAPHS=1");
 	for (int s = 0; s < mu->S; s++) {
 		rt_multi_current(ctx, s);
 		float wf = (float)p->w[s];
@@ -1379,41 +1556,39 @@ rt_multi_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs,
 			goto out;
 		}
 	}
-	// The weighted all-reduce of the reduced outputs, in place, one group.
-	int nred = 0;
-	for (int k = 0; k < p->nout; k++)
-		nred += p->gaxis[k] < 0;
+	// The weighted all-reduce of the reduced outputs, in place, one group:
+	// captured in graphs from the plan's second run (the first sets up
+	// NCCL's connections uncaptured), else enqueued.
+	p->runs++;
+	int nred = 0, f64[64];
+	size_t count[64];
+	uint64_t addr[MAXS * 64];
+	for (int k = 0; k < p->nout; k++) {
+		if (p->gaxis[k] >= 0)
+			continue;
+		f64[nred] = fadc_tensor_dtype(out[0][k]) == FADC_F64;
+		count[nred] = (size_t)fadc_tensor_numel(out[0][k]);
+		for (int s = 0; s < mu->S; s++)
+			if ((st = fadc_tensor_address(out[s][k], &addr[s * p->nout + nred])))
+				goto out;
+		nred++;
+	}
+	for (int s = 0; s < mu->S; s++) // rank by rank, nred apart
+		memmove(&addr[s * nred], &addr[s * p->nout], (size_t)nred * sizeof *addr);
 	if (nred) {
-		mu->nccl->GroupStart();
-		ncclResult_t r = NCCL_SUCCESS;
-		for (int s = 0; s < mu->S && (r == NCCL_SUCCESS || r == NCCL_IN_PROGRESS); s++) {
-			rt_multi_current(ctx, s);
-			void *stream = NULL;
-			fadc_context_stream(mu->sub[s], &stream);
-			for (int k = 0; k < p->nout && (r == NCCL_SUCCESS || r == NCCL_IN_PROGRESS); k++) {
-				if (p->gaxis[k] >= 0)
-					continue;
-				uint64_t addr = 0;
-				if ((st = fadc_tensor_address(out[s][k], &addr))) {
-					mu->nccl->GroupEnd();
-					goto out;
-				}
-				int f64 = fadc_tensor_dtype(out[s][k]) == FADC_F64;
-				r = mu->nccl->AllReduce((void *)(uintptr_t)addr, (void *)(uintptr_t)addr,
-				                        (size_t)fadc_tensor_numel(out[s][k]),
-				                        f64 ? NCCL_FLOAT64 : NCCL_FLOAT32, p->op[s][f64],
-				                        mu->comm[s], stream);
+		int done = 0;
+		if (p->capture && p->runs > 1 &&
+		    (st = reduce_captured(ctx, mu, p, addr, f64, count, nred, &done)))
+			goto out;
+		if (!done) {
+			ncclResult_t r = reduce_enqueue(ctx, mu, p, addr, f64, count, nred);
+			if (r != NCCL_SUCCESS && r != NCCL_IN_PROGRESS) {
+				st = abort_all(ctx, mu, nccl_msg(mu, 0, r));
+				goto out;
 			}
+			if ((st = comms_settle(ctx, mu, "the all-reduce of the gradients")))
+				goto out;
 		}
-		ncclResult_t g = mu->nccl->GroupEnd();
-		if (r == NCCL_SUCCESS || r == NCCL_IN_PROGRESS)
-			r = g;
-		if (r != NCCL_SUCCESS && r != NCCL_IN_PROGRESS) {
-			st = abort_all(ctx, mu, nccl_msg(mu, 0, r));
-			goto out;
-		}
-		if ((st = comms_settle(ctx, mu, "the all-reduce of the gradients")))
-			goto out;
 	}
 	// Per-sample outputs: each GPU's rows, scaled by its weight, into one
 	// tensor on GPU 0 (through host memory, after every GPU is done).

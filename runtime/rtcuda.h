@@ -47,6 +47,17 @@ int rtcu_stream_done(RtCuda *c, char *err, size_t errlen);
 // Device-side timing (events on the stream): stop = 0 starts, 1 stops and
 // sets *seconds to the time between, as the device measured it.
 int rtcu_timer(RtCuda *c, int stop, double *seconds, char *err, size_t errlen);
+// A capture of the stream's work outside the graph tree (runtime/multi.c:
+// the all-reduce of the gradients): begin, then end (keep: the CUgraph
+// returned, NULL with a message on failure; else discarded), instantiate
+// (the graph consumed; the executable graph, or NULL and a message: only
+// once no stream of the thread is capturing), launch on the stream, free
+// (runtime/cugraph.c).
+int rtcu_capture_begin(RtCuda *c, char *err, size_t errlen);
+void *rtcu_capture_end(RtCuda *c, int keep, char *err, size_t errlen);
+void *rtcu_graph_instantiate(RtCuda *c, void *graph, char *err, size_t errlen);
+int rtcu_graph_launch(RtCuda *c, void *exec, char *err, size_t errlen);
+void rtcu_graph_free(RtCuda *c, void *exec);
 
 // Loads task t's module (the cubin, else its PTX) from the artifact's image
 // section, finds its kernels and takes its staging buffers (one per caller

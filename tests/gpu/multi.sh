@@ -9,7 +9,11 @@
 #     one GPU can test;
 #   - GPUs 0,1 (shards of 5 and 4 rows: the uneven last shard) where the
 #     machine has two;
-# every output equal to the one-GPU run within 1e-5 (normalized).  Exit 77
+# every output equal to the one-GPU run within 1e-5 (normalized), and the
+# multi run's third outputs (the all-reduce replayed from the graphs
+# captured at its second run) bit-identical to its first (enqueued
+# uncaptured) and to a run with FADC_MULTI_CAPTURE=0; a capture that fell
+# back (its note on stderr) fails.  Exit 77
 # without a GPU.  Also on this machine: a multi context without NCCL is a
 # clear error, never a hang.
 source "$(dirname "$0")/../cli/common.bash"
@@ -60,7 +64,8 @@ for task in vjp jvp hvp vhp; do
 	cat "$tmp/out"
 	[ $rc = 77 ] && { echo "no GPU: skipped"; exit 77; }
 	[ $rc = 0 ] || fail "$task over GPU 0 through NCCL (one rank): exit $rc"
-	"$check" "$tmp/$so.so" $task 0,1 >"$tmp/out" 2>&1
+	grep -qF "not captured" "$tmp/out" && fail "$task over GPU 0 (one rank): the all-reduce not captured"
+	MULTI_DUMP="$tmp/on" "$check" "$tmp/$so.so" $task 0,1 >"$tmp/out" 2>&1
 	rc=$?
 	cat "$tmp/out"
 	if [ $rc = 77 ]; then
@@ -68,6 +73,12 @@ for task in vjp jvp hvp vhp; do
 		continue
 	fi
 	[ $rc = 0 ] || fail "$task over GPUs 0,1: exit $rc"
+	grep -qF "not captured" "$tmp/out" && fail "$task over GPUs 0,1: the all-reduce not captured"
+	FADC_MULTI_CAPTURE=0 MULTI_DUMP="$tmp/off" "$check" "$tmp/$so.so" $task 0,1 >"$tmp/out" 2>&1 ||
+		fail "$task over GPUs 0,1, FADC_MULTI_CAPTURE=0: exit $?"
+	grep -qF "not captured in CUDA graphs (FADC_MULTI_CAPTURE=0)" "$tmp/out" ||
+		fail "$task, FADC_MULTI_CAPTURE=0: no note"
+	cmp "$tmp/on" "$tmp/off" || fail "$task over GPUs 0,1: captured and uncaptured all-reduce differ"
 	ran=$((ran + 1))
 done
 done
