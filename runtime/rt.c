@@ -161,20 +161,9 @@ struct fadc_model {
 	RtMultiModel *multi; // opened on a multi context: the other GPUs' models (runtime/multi.c)
 };
 
-static fadc_status fail(fadc_context *ctx, fadc_status s, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static fadc_status
-fail(fadc_context *ctx, fadc_status s, const char *fmt, ...)
-{
-	if (ctx) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
-		va_end(ap);
-	}
-	return s;
-}
+// A failure with its message in ctx (rt_fail, below: one definition for
+// this file and runtime/multi.c).
+#define fail rt_fail
 
 static fadc_status
 ok(fadc_context *ctx)
