@@ -1714,6 +1714,37 @@ print_store_val(Cu *c, const KKernel *k, KxId val) {
 static void print_blockred_multi_tail(Cu *c, const KKernel *const *ks, uint32_t nk,
                                       uint32_t ne, const BRed *b, const char *ll);
 
+// A chunk's ticket: each of the G chunks of a tile (or point) takes one
+// after storing its partial (fenced, so the last taker sees every
+// partial), and the chunk that takes ticket G - 1 folds all partials in
+// chunk order -- the same order whichever chunk finishes last, so the
+// result is deterministic.  Opens that last chunk's block (depth + 1).
+static void
+print_ticket(Cu *c, int64_t G, const char *what)
+{
+	FILE *f = c->f;
+	indent(c);
+	fputs("__syncwarp();\n", f);
+	indent(c);
+	fputs("unsigned int tk = 0;\n", f);
+	indent(c);
+	fputs("if (threadIdx.x == 0) {\n", f);
+	indent(c);
+	fputs("\t__threadfence();\n", f);
+	indent(c);
+	fputs("\ttk = atomicAdd(&fadc_red_tick[tile], 1u);\n", f);
+	indent(c);
+	fputs("}\n", f);
+	indent(c);
+	fputs("tk = __shfl_sync(0xffffffffu, tk, 0);\n", f);
+	indent(c);
+	fprintf(f, "if (tk == %lluu) { // the last chunk of this %s: fold all in order\n",
+	        (unsigned long long)(G - 1), what);
+	c->depth++;
+	indent(c);
+	fputs("__threadfence();\n", f);
+}
+
 static void
 print_blockred(Cu *c, const KKernel *const *ks, uint32_t nk, uint32_t ne, const Uses *u,
                const BRed *b) {
@@ -1858,26 +1889,7 @@ print_blockred(Cu *c, const KKernel *const *ks, uint32_t nk, uint32_t ne, const 
 		fprintf(f, "((%s *)fadc_red_part)[", ty);
 		fprintf(f, part, (long long)G, ll);
 		fputs("] = acc;\n", f);
-		indent(c);
-		fputs("__syncwarp();\n", f);
-		indent(c);
-		fputs("unsigned int tk = 0;\n", f);
-		indent(c);
-		fputs("if (threadIdx.x == 0) {\n", f);
-		indent(c);
-		fputs("\t__threadfence();\n", f);
-		indent(c);
-		fputs("\ttk = atomicAdd(&fadc_red_tick[tile], 1u);\n", f);
-		indent(c);
-		fputs("}\n", f);
-		indent(c);
-		fputs("tk = __shfl_sync(0xffffffffu, tk, 0);\n", f);
-		indent(c);
-		fprintf(f, "if (tk == %lluu) { // the last chunk of this %s: fold all in order\n",
-		        (unsigned long long)(G - 1), b->col ? "tile" : "point");
-		c->depth++;
-		indent(c);
-		fputs("__threadfence();\n", f);
+		print_ticket(c, G, b->col ? "tile" : "point");
 		if (b->col) {
 			indent(c);
 			fprintf(f, "acc = __ldcg(&((const %s *)fadc_red_part)[tile * %lld%s * 32 + threadIdx.x]);\n",
@@ -2029,26 +2041,7 @@ print_blockred_multi_tail(Cu *c, const KKernel *const *ks, uint32_t nk, uint32_t
 		print_epilogues(c, ks, nk, ne, guard);
 	if (G > 1) {
 		// The chunk's results, then one ticket (fenced as print_blockred's).
-		indent(c);
-		fputs("__syncwarp();\n", f);
-		indent(c);
-		fputs("unsigned int tk = 0;\n", f);
-		indent(c);
-		fputs("if (threadIdx.x == 0) {\n", f);
-		indent(c);
-		fputs("\t__threadfence();\n", f);
-		indent(c);
-		fputs("\ttk = atomicAdd(&fadc_red_tick[tile], 1u);\n", f);
-		indent(c);
-		fputs("}\n", f);
-		indent(c);
-		fputs("tk = __shfl_sync(0xffffffffu, tk, 0);\n", f);
-		indent(c);
-		fprintf(f, "if (tk == %lluu) { // the last chunk of this tile: fold all in order\n",
-		        (unsigned long long)(G - 1));
-		c->depth++;
-		indent(c);
-		fputs("__threadfence();\n", f);
+		print_ticket(c, G, "tile");
 		indent(c);
 		fputs("if (threadIdx.x == 0)\n", f);
 		indent(c);
