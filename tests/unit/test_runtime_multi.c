@@ -182,6 +182,8 @@ compile_tasks(const char *src, const char *name, const char *const *tasks, int n
 	CgOptions o = {.opt_level = -1, .tasks = tasks, .ntasks = ntasks, .defines = defs,
 	               .ndefines = 1};
 	cgu_compile_or_exit((const Module *const *)ms, sizes, 4, &o, p, name);
+	for (int i = 0; i < 4; i++)
+		ir_module_free(ms[i]);
 	return p;
 }
 
