@@ -26,6 +26,14 @@ endforeach()
 add_test(NAME unit/test_codegen_gemm_512 COMMAND test_codegen_gemm)
 set_tests_properties(unit/test_codegen_gemm_512 PROPERTIES LABELS unit SKIP_RETURN_CODE 77
                      ENVIRONMENT "FADC_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache;FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR};FADC_GEMM_VBYTES=64")
+# test_codegen_plan in two halves: its hand-made plans (unit) and the plan
+# simulator over every zoo plan at reduced size, twice with recomputation
+# forced (10 s, ~170 s under ASan on 2 cores: slow).
+set_tests_properties(unit/test_codegen_plan PROPERTIES
+                     ENVIRONMENT "FADC_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache;FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR};PLAN_PART=hand")
+add_test(NAME unit/test_codegen_plan_zoo COMMAND test_codegen_plan)
+set_tests_properties(unit/test_codegen_plan_zoo PROPERTIES LABELS "unit;slow" SKIP_RETURN_CODE 77
+                     ENVIRONMENT "FADC_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache;FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR};PLAN_PART=zoo")
 # test_codegen_models again with recomputation (codegen/plan.c, cg_remat)
 # forced at the reduced sizes (FADC_REMAT_MIN=1: every value of at least a
 # byte, not 1 MiB): the rewritten programs' values against the interpreter.
