@@ -252,6 +252,16 @@ adjoint_error(double lhs, double rhs, double lmag, double rmag)
 	return m == 0 ? 0 : fabs(lhs - rhs) / m;
 }
 
+// Whether a task's caller input is one its pass added (vjp's cotangent v or
+// v.<out>, jvp's and the Hessian products' v.<p>) rather than one of the
+// forward's own inputs.  By name, as fadc run binds them (docs/TASKS.md: a
+// declaration named like a task input is ambiguous there too).
+static int
+is_tangent(const char *name)
+{
+	return !strcmp(name, "v") || !strncmp(name, "v.", 2);
+}
+
 // The task a cell is checked against, and how: *pair 1, the dot-product
 // (adjoint) test; 2, equal outputs.  NULL: no check for this task.
 static const char *
@@ -281,8 +291,15 @@ check(const Backend *b, Prepared *p, const char *task, const char *source, const
 	Prepared *q = b->prepare(source, defs, ndefs, partner, seed, err, errlen);
 	if (!q)
 		return -2;
-	for (int i = 0; i < b->ninputs(q); i++)
-		fill_uniform(b->input(q, i), seed, "check");
+	// The partner's tangents (u against the cell's v) are drawn apart from
+	// the cell's; its other inputs, the forward's own (a caller's x), are
+	// the point both derivatives are taken at, so they get the cell's values
+	// (its salt "v", run_cell): drawn apart, the two sides of the identity
+	// were derivatives at two different points.
+	for (int i = 0; i < b->ninputs(q); i++) {
+		BTensor *t = b->input(q, i);
+		fill_uniform(t, seed, is_tangent(t->name) ? "check" : "v");
+	}
 	double e = -2;
 	if (b->run(q, err, errlen))
 		goto out;
@@ -311,6 +328,8 @@ check(const Backend *b, Prepared *p, const char *task, const char *source, const
 		// rv: vjp with v (one per output); ru: jvp with u (one per param).
 		for (int i = 0; i < b->ninputs(rv); i++) {
 			BTensor *v = b->input(rv, i);
+			if (!is_tangent(v->name))
+				continue;
 			const char *oname = !strcmp(v->name, "v") ? NULL : v->name + 2;
 			for (int k = 0; k < b->noutputs(ru); k++) {
 				const BTensor *o = b->output(ru, k);
@@ -322,6 +341,8 @@ check(const Backend *b, Prepared *p, const char *task, const char *source, const
 		}
 		for (int i = 0; i < b->ninputs(ru); i++) {
 			BTensor *u = b->input(ru, i); // v.<param>
+			if (!is_tangent(u->name))
+				continue;
 			const BTensor *g = out_named(b, rv, "grad.", u->name + 2);
 			if (g)
 				rhs += dot(g, u, &rmag);
@@ -330,12 +351,16 @@ check(const Backend *b, Prepared *p, const char *task, const char *source, const
 		// rv: hvp with v.<p>; ru: vhp with u = v.<p> of its own.
 		for (int i = 0; i < b->ninputs(ru); i++) {
 			BTensor *u = b->input(ru, i);
+			if (!is_tangent(u->name))
+				continue;
 			const BTensor *hv = out_named(b, rv, "hvp.", u->name + 2);
 			if (hv)
 				lhs += dot(u, hv, &lmag);
 		}
 		for (int i = 0; i < b->ninputs(rv); i++) {
 			BTensor *v = b->input(rv, i);
+			if (!is_tangent(v->name))
+				continue;
 			const BTensor *uh = out_named(b, ru, "vhp.", v->name + 2);
 			if (uh)
 				rhs += dot(uh, v, &rmag);
