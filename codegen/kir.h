@@ -209,6 +209,9 @@ typedef struct KProgram {
 	// lower bound any placement of these lifetimes has: the most bytes
 	// (64-byte aligned sizes) live at one kernel.
 	int64_t arena_bytes, naive_bytes, live_bytes;
+	// cg_remat's memory goal in bytes (plan.c): 0 until the first plan sets
+	// it, -1 for none; a copy of the program keeps its original's.
+	int64_t remat_goal;
 	// kx_range's memo (kir.c): expressions are immutable once added, so a
 	// range computed once holds for the program's life.
 	struct KxRangeCache *rcache;

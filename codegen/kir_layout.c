@@ -851,6 +851,7 @@ kir_layout_nhwc(const KProgram *p, int tf32, int *nrelaid)
 	}
 	free(at);
 	q->uses_runseed = p->uses_runseed;
+	q->remat_goal = p->remat_goal; // the goal of p's peak, not of q's lowered one
 	if (nsplit) // new buffers: a plan of q's own (the caller sizes the arena for both)
 		cg_plan(q);
 	free(L.memo);

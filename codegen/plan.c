@@ -34,6 +34,7 @@
 // knowing its lowest start, highest end and widest gap between two of its
 // intervals; the first fit descends it once.  Buffers leave the set when
 // the kernels pass their last reader (buckets by last kernel).
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -353,11 +354,30 @@ fill_lives(KProgram *p)
 // life grows, so no placement gets larger; the price is one elementwise
 // kernel per value.  The same values are computed from the same operands
 // by the same expression, so results are bit-identical.  Repeated, one
-// value at a time (the latest written first, so that a product of two
-// recomputed values is copied before its operands are), while the peak
-// has a candidate, at most REMAT_MAX times.
+// value at a time, while the peak is over the memory goal and has a
+// candidate, at most REMAT_MAX times.
+//
+// The memory goal.  Each recomputation costs a kernel that reads its
+// operands and writes its value again (detr's vjp: +121 kernels, +8.6% of
+// its time, to go from 4.86 to 2.47 GB), so recomputing stops once the
+// live peak is at or under a goal, G = REMAT_GOAL x the live peak before
+// any recomputation (the default; FADC_MEMORY_GOAL overrides it), and at
+// each peak the cheapest candidate goes first: the most bytes saved (B's
+// size) per byte of work, work = the copy's traffic (its output plus each
+// operand's bytes it loads, a broadcast operand once) + REMAT_LAUNCH, the
+// fixed cost of one more kernel in bytes.  A kernel moved instead of copied
+// (B not read before the peak) costs nothing and goes first.  With no goal
+// (FADC_MEMORY_GOAL=0: recompute while the peak has a candidate) the order
+// is the latest written first instead, so that a product of two recomputed
+// values is copied before its operands are (after them, its operands'
+// lives have ended and it is no longer a candidate): the deepest cut.
+// The goal's bytes are kept in the program (remat_goal), so that a second
+// plan of the same program (the CUDA code's channels-last copy) aims at
+// the same bytes, not a fraction of its already lowered peak.
 #define REMAT_MIN_BYTES ((int64_t)1 << 20)
 #define REMAT_MAX 2048
+#define REMAT_GOAL 0.65
+#define REMAT_LAUNCH ((int64_t)4 << 20)
 
 static int
 kernel_in_loop(const KProgram *p, uint32_t k)
@@ -447,9 +467,64 @@ remat_min(void)
 	return mv && *mv ? strtoll(mv, NULL, 10) : REMAT_MIN_BYTES;
 }
 
-// One recomputation at the current peak; 0 when it has no candidate.
+// The work of copying kernel w (list: the nl buffers it loads), in bytes:
+// its output, each operand's bytes it loads (a broadcast operand once),
+// and REMAT_LAUNCH.
+static int64_t
+remat_work(const KProgram *p, const KKernel *w, const uint32_t *list, uint32_t nl)
+{
+	int64_t pts = kir_kernel_points(w), work = REMAT_LAUNCH + p->buf[w->out].bytes;
+	for (uint32_t j = 0; j < nl; j++) {
+		const KBuf *ib = &p->buf[list[j]];
+		int64_t rb = pts * (int64_t)kir_dtype_size(ib->dtype);
+		work += ib->bytes < rb ? ib->bytes : rb;
+	}
+	return work;
+}
+
+// FADC_MEMORY_GOAL (compile time): "0" no goal; a number with a '.' a
+// fraction of the live peak before recomputation (0.7); else bytes, with an
+// optional K, M, G or T (powers of 1024).  *frac gets the fraction, *bytes
+// the bytes (one of them is used; -1 for the other).  Anything else is
+// reported once on stderr and the default used.
+static void
+remat_goal_env(double *frac, int64_t *bytes)
+{
+	*frac = REMAT_GOAL;
+	*bytes = -1;
+	const char *e = getenv("FADC_MEMORY_GOAL");
+	if (!e || !*e)
+		return;
+	char *end;
+	if (strchr(e, '.')) {
+		double f = strtod(e, &end);
+		if (!*end && f >= 0 && f <= 1) {
+			*frac = f;
+			return;
+		}
+	} else {
+		long long v = strtoll(e, &end, 10);
+		int sh = 0;
+		if (*end && !end[1])
+			sh = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : *end == 'T' ? 40 : -1;
+		if (end != e && v >= 0 && sh >= 0 && (sh == 0 ? !*end : 1) && v <= (INT64_MAX >> sh)) {
+			*frac = -1;
+			*bytes = (int64_t)v << sh;
+			return;
+		}
+	}
+	static int told;
+	if (!told++)
+		fprintf(stderr,
+		        "fadc: FADC_MEMORY_GOAL=%s is neither a fraction in [0, 1] with a '.' (0.7) nor "
+		        "bytes (3221225472, 3G); using %.2f of the peak\n",
+		        e, REMAT_GOAL);
+}
+
+// One recomputation at the current peak; 0 when the peak is at or under
+// goal (bytes; 0: no goal) or has no candidate.
 static int
-remat_one(KProgram *p, int64_t minb)
+remat_one(KProgram *p, int64_t minb, int64_t goal)
 {
 	fill_lives(p);
 	uint32_t nb = p->nbuf, nk = p->nk;
@@ -470,6 +545,11 @@ remat_one(KProgram *p, int64_t minb)
 		cur += d[k];
 		if (cur > peak)
 			peak = cur, at = k;
+	}
+	if (goal > 0 && peak <= goal) {
+		free(d), free(nw), free(wk), free(lastw), free(prev), free(next);
+		free(seen), free(rd), free(list);
+		return 0;
 	}
 	for (uint32_t b = 0; b < nb; b++)
 		lastw[b] = prev[b] = next[b] = -1;
@@ -502,6 +582,7 @@ remat_one(KProgram *p, int64_t minb)
 	}
 	int best = -1;
 	uint32_t bestr = 0;
+	double bestv = -1; // with a goal: bytes saved per byte of work
 	for (uint32_t b = 0; b < nb; b++) {
 		const KBuf *kb = &p->buf[b];
 		if (kb->kind != KB_TMP || nw[b] != 1 || kb->bytes < minb ||
@@ -521,7 +602,7 @@ remat_one(KProgram *p, int64_t minb)
 		if (p->k[r].conv)
 			while (r > 0 && p->k[r - 1].conv == p->k[next[b]].conv)
 				r--;
-		if (r <= at || (best >= 0 && wk[b] <= wk[best]))
+		if (r <= at || (goal <= 0 && best >= 0 && wk[b] <= wk[best]))
 			continue;
 		// The writer's operands: alive at r, and not written after w.
 		// (Stamps of nk + 1 + b: distinct from the scan's above.)
@@ -541,6 +622,14 @@ remat_one(KProgram *p, int64_t minb)
 				continue;
 			ok = lastw[i] < wk[b] && (ib->kind == KB_OUT || ib->last >= (int)r);
 		}
+		if (ok && goal > 0) { // the cheapest first; ties: the latest written
+			double v = INFINITY; // moved, not copied: free
+			if (prev[b] >= 0)
+				v = (double)align_up(kb->bytes) / (double)remat_work(p, w, list, nl);
+			ok = best < 0 || v > bestv || (v == bestv && wk[b] > wk[best]);
+			if (ok)
+				bestv = v;
+		}
 		if (ok) {
 			best = (int)b;
 			bestr = r;
@@ -548,6 +637,19 @@ remat_one(KProgram *p, int64_t minb)
 	}
 	// After a convolution record names B, its range must follow r or end
 	// before the peak: both hold (r is a range's start or outside one).
+	const char *dump = getenv("FADC_PLAN_DUMP");
+	if (best >= 0 && dump && *dump && strcmp(dump, "0")) { // what each step costs and saves
+		const KKernel *w = &p->k[wk[best]];
+		uint32_t stamp = nk + 1 + nb;
+		nl = 0;
+		mark_loads(p, w->index, stamp, seen, rd, list, &nl);
+		mark_loads(p, w->body, stamp, seen, rd, list, &nl);
+		mark_loads(p, w->post, stamp, seen, rd, list, &nl);
+		fprintf(stderr, "# remat %s: peak %lld at k%u: b%d %lld bytes, %s, work %lld\n", p->name,
+		        (long long)peak, at, best, (long long)p->buf[best].bytes,
+		        prev[best] >= 0 ? "copied" : "moved",
+		        prev[best] >= 0 ? (long long)remat_work(p, w, list, nl) : 0LL);
+	}
 	free(d);
 	free(lastw);
 	free(nw);
@@ -615,8 +717,17 @@ cg_remat(KProgram *p)
 	if (e && *e && strcmp(e, "0"))
 		return 0;
 	int64_t minb = remat_min();
+	if (!p->remat_goal) { // the first plan of p: the goal from its peak as lowered
+		double frac;
+		int64_t bytes;
+		remat_goal_env(&frac, &bytes);
+		fill_lives(p);
+		p->remat_goal = frac >= 0 ? (int64_t)(frac * (double)live_peak(p)) : bytes;
+		if (p->remat_goal <= 0)
+			p->remat_goal = -1; // no goal
+	}
 	int n = 0;
-	while (n < REMAT_MAX && remat_one(p, minb))
+	while (n < REMAT_MAX && remat_one(p, minb, p->remat_goal))
 		n++;
 	return n;
 }
