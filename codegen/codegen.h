@@ -126,8 +126,11 @@ KProgram *cg_lower(const Graph *g, const char *task, DType fcompute, char *err, 
 // buffers share bytes only if their lifetimes (first writer .. last
 // reader, in kernel order) are disjoint.  Offsets are 64-byte aligned.
 // cg_plan first calls cg_remat: values saved across the peak and cheap to
-// make again are recomputed where they are read later (plan.c's notes);
-// FADC_NO_REMAT=1 at compile time turns it off.  Returns the kernels added.
+// make again are recomputed where they are read later (plan.c's notes),
+// the cheapest first, while the live peak is over the memory goal
+// (FADC_MEMORY_GOAL: by default 0.65 of the peak before recomputation; 0:
+// no goal); FADC_NO_REMAT=1 at compile time turns it off.  cg_remat returns
+// the kernels added.
 void cg_plan(KProgram *p);
 int cg_remat(KProgram *p);
 
