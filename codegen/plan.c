@@ -35,6 +35,7 @@
 // intervals; the first fit descends it once.  Buffers leave the set when
 // the kernels pass their last reader (buckets by last kernel).
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -513,12 +514,16 @@ remat_goal_env(double *frac, int64_t *bytes)
 			return;
 		}
 	}
+	// Once per process, whichever thread plans.
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 	static int told;
+	pthread_mutex_lock(&mu);
 	if (!told++)
 		fprintf(stderr,
 		        "fadc: FADC_MEMORY_GOAL=%s is neither a fraction in [0, 1] with a '.' (0.7) nor "
 		        "bytes (3221225472, 3G); using %.2f of the peak\n",
 		        e, REMAT_GOAL);
+	pthread_mutex_unlock(&mu);
 }
 
 // One recomputation at the current peak; 0 when the peak is at or under
