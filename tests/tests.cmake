@@ -34,6 +34,12 @@ set_tests_properties(unit/test_codegen_plan PROPERTIES
 add_test(NAME unit/test_codegen_plan_zoo COMMAND test_codegen_plan)
 set_tests_properties(unit/test_codegen_plan_zoo PROPERTIES LABELS "unit;slow" SKIP_RETURN_CODE 77
                      ENVIRONMENT "FADC_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache;FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR};PLAN_PART=zoo")
+# The zoo half's recomputation runs at the default memory goal (codegen/plan.c):
+# again without a goal (FADC_MEMORY_GOAL=0, every candidate), so both modes'
+# plans are simulated.
+add_test(NAME unit/test_codegen_plan_zoo_nogoal COMMAND test_codegen_plan)
+set_tests_properties(unit/test_codegen_plan_zoo_nogoal PROPERTIES LABELS "unit;slow" SKIP_RETURN_CODE 77
+                     ENVIRONMENT "FADC_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache;FADC_SOURCE_DIR=${CMAKE_SOURCE_DIR};PLAN_PART=zoo;FADC_MEMORY_GOAL=0")
 # test_codegen_models again with recomputation (codegen/plan.c, cg_remat)
 # forced at the reduced sizes (FADC_REMAT_MIN=1: every value of at least a
 # byte, not 1 MiB): the rewritten programs' values against the interpreter.

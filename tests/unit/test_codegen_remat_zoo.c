@@ -21,8 +21,8 @@
 // those two: the vjp compiled (CPU, computing in f64, as test_codegen_zoo)
 // with the bounded goal, without a goal and without recomputation, each
 // against the float64 interpreter (cg_check, normalized error <= 2e-7).  The plans themselves
-// are simulated by test_codegen_plan (its recomputing half runs at the
-// default goal).  Named *zoo* (labelled `slow`, left out of the sanitizer
+// are simulated by test_codegen_plan's zoo half (unit/test_codegen_plan_zoo
+// at the default goal, unit/test_codegen_plan_zoo_nogoal without one).  Named *zoo* (labelled `slow`, left out of the sanitizer
 // run): the float64 interpreter runs fcn_resnet's vjp three times (41 s
 // cold on the 2-core machine under load, 7 s with the test cache warm).
 #include <stdlib.h>
