@@ -18,22 +18,29 @@
 // EMULATED_16BFX9, runs on Blackwell's BF16 tensor cores only.)
 //
 // The kernel: mma.sync.m16n8k8 .tf32 (sm_80 and later, so sm_90), block
-// tiles BM x BN over C, BK = 16 of K at a time staged through shared
-// memory already split (hi and lo arrays, so each element is split once
-// per block, not once per warp that reads it), the next BK slice loaded
-// into registers while the tensor cores work on this one.  Each warp owns
-// a (BM / WM) x (BN / WN) part of the block tile: MI x NI tiles of 16 x 8,
-// three mma each per 8 of K (al bh and ah bl first, the small terms,
-// then ah bh).  Every load and store is bounds-checked (M, N and K need
-// not be multiples of the tiles; an element past K reads 0), the operand
-// forms are the GEMM record's (docs/ARTIFACT.md): A(i, k) at i lda + k or,
-// transposed, at k lda + i; B(k, j) at k ldb + j or at j ldb + k; C(i, j)
-// at i ldc + j; batch z adds z sa, z sb, z sc (grid.z strides over the
-// batch).  Two tiles: 128 x 128 (8 warps, for large products) and 64 x 64
-// (4 warps: more blocks for a small M N, the weight gradients' long K);
-// the runtime times both against cuBLAS on the GPU and runs the fastest
-// (runtime/cublas.c, rtcu_blas_gemm), so a record never runs slower than
-// cuBLAS did (up to the timing's noise).
+// tiles BM x BN over C, K in slices of BK = 16 copied global -> shared
+// with cp.async, S slices in flight (S - 1 ahead of the one multiplied:
+// the first version loaded one slice ahead through registers and waited
+// on global memory every slice, 1.3-2.4 us a slice on an H200, 3-5 TFLOP/s
+// at 512^3).  Each element is split into head and tail as a warp reads its
+// fragment from shared memory.  Each warp owns a (BM / WM) x (BN / WN)
+// part of the block tile: MI x NI tiles of 16 x 8, three mma each per 8
+// of K (al bh and ah bl first, the small terms, then ah bh) into a
+// slice's own accumulators, added to the running sums in fp32 after the
+// slice: the tensor cores truncate as they accumulate, and summing a
+// long K inside them drifted (3.2e-5 of max |C| at K = 4096 against
+// SGEMM's 9.5e-7, measured on an H200).  Every load and store is
+// bounds-checked (M, N and K need not be multiples of the tiles; an
+// element past K reads 0), the operand forms are the GEMM record's
+// (docs/ARTIFACT.md): A(i, k) at i lda + k or, transposed, at k lda + i;
+// B(k, j) at k ldb + j or at j ldb + k; C(i, j) at i ldc + j; batch z adds
+// z sa, z sb, z sc (grid.z strides over the batch).  Two tiles: 128 x 128
+// (8 warps, 2 slices in flight: 34 KB of shared memory, 224-240
+// registers) and 64 x 64 (4 warps, 3 slices: 27 KB, ~160 registers, 3
+// blocks an SM: more blocks for a small M N).  The runtime times both
+// against cuBLAS on the GPU and runs the fastest (runtime/cublas.c,
+// rtcu_blas_gemm), so a record never runs slower than cuBLAS did (up to
+// the timing's noise).
 //
 // Fragments of mma.m16n8k8 with .tf32 (PTX ISA, "Matrix fragments for
 // mma.m16n8k8"), lane = 4 g + t:
@@ -42,7 +49,9 @@
 //   C (16 x 8):      c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1).
 // The shared arrays are [k][i] with rows of BM + 8 words: a warp's
 // fragment load reads words (t + const) (BM + 8) + g + const, banks
-// 8 t + g (mod 32) for BM + 8 = 8 (mod 32): all 32 distinct.
+// 8 t + g (mod 32) for BM + 8 = 8 (mod 32): all 32 distinct.  cp.async
+// of 4 bytes (.ca) takes any alignment, so lda, ldb and the offsets need
+// none; a copy past the matrix has source size 0 (zero-filled).
 #include "cuda_mma.h"
 
 #include <stdlib.h>
@@ -73,41 +82,46 @@ static const char mma_src[] =
     "\t    : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3])\n"
     "\t    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n"
     "}\n"
-    "// R elements a thread of the T of a block of the tile X(i, k), i in\n"
-    "// [i0, i0 + BI), k in [k0, k0 + 16), of x stored at i ld + k (KC = 1: k\n"
-    "// contiguous, consecutive threads along k) or at k ld + i (KC = 0); 0 past\n"
-    "// the matrix.\n"
-    "template <int KC, int BI, int T, int R>\n"
-    "__device__ __forceinline__ void fadc_mma_ld(float *r, const float *__restrict__ x, int ld,\n"
-    "                                            int i0, int ni, int k0, int nk, int tid) {\n"
+    "__device__ __forceinline__ unsigned fadc_mma_smem(const void *p) {\n"
+    "\tunsigned a;\n"
+    "\tasm(\"{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }\" : \"=r\"(a) : \"l\"(p));\n"
+    "\treturn a;\n"
+    "}\n"
+    "// Slice k0 .. k0 + 16 of X(i, k), i in [i0, i0 + BI), of x stored at i ld + k\n"
+    "// (KC = 1: k contiguous, consecutive threads along k) or at k ld + i (KC = 0),\n"
+    "// copied asynchronously (cp.async, 4 bytes: any alignment) into s[k][i]; an\n"
+    "// element past the matrix is zero-filled (source size 0, x itself as the\n"
+    "// address).\n"
+    "template <int KC, int BI, int T, int L>\n"
+    "__device__ __forceinline__ void fadc_mma_ld(float (*s)[L], const float *x, int ld, int i0, int ni,\n"
+    "                                            int k0, int nk, int tid) {\n"
     "#pragma unroll\n"
-    "\tfor (int q = 0; q < R; q++) {\n"
+    "\tfor (int q = 0; q < BI * 16 / T; q++) {\n"
     "\t\tint e = tid + q * T, k = KC ? e % 16 : e / BI, i = KC ? e / 16 : e % BI;\n"
-    "\t\tint gi = i0 + i, gk = k0 + k;\n"
-    "\t\tr[q] = gi < ni && gk < nk ? x[KC ? (long long)gi * ld + gk : (long long)gk * ld + gi] : 0.f;\n"
+    "\t\tint gi = i0 + i, gk = k0 + k, in = gi < ni && gk < nk;\n"
+    "\t\tconst float *src = in ? x + (KC ? (long long)gi * ld + gk : (long long)gk * ld + gi) : x;\n"
+    "\t\tasm volatile(\"cp.async.ca.shared.global [%0], [%1], 4, %2;\" ::\"r\"(fadc_mma_smem(&s[k][i])),\n"
+    "\t\t             \"l\"(src), \"r\"(in ? 4 : 0));\n"
     "\t}\n"
     "}\n"
-    "template <int KC, int BI, int T, int R, int L>\n"
-    "__device__ __forceinline__ void fadc_mma_st(unsigned (*hi)[L], unsigned (*lo)[L], const float *r,\n"
-    "                                            int tid) {\n"
-    "#pragma unroll\n"
-    "\tfor (int q = 0; q < R; q++) {\n"
-    "\t\tint e = tid + q * T, k = KC ? e % 16 : e / BI, i = KC ? e / 16 : e % BI;\n"
-    "\t\tfadc_mma_split(r[q], &hi[k][i], &lo[k][i]);\n"
-    "\t}\n"
-    "}\n"
-    "// C_z = op(A_z) op(B_z), z < batch; blocks of BM x BN, WM x WN warps.\n"
-    "template <int TA, int TB, int BM, int BN, int WM, int WN>\n"
+    "// C_z = op(A_z) op(B_z), z < batch; blocks of BM x BN, WM x WN warps; S\n"
+    "// slices of 16 of K in flight (cp.async groups).  Each slice's products\n"
+    "// go into accumulators of their own, added to the running sums after\n"
+    "// the slice: the tensor cores' accumulation truncates, so a long K would\n"
+    "// otherwise drift (about K / 8 truncations of the running sum); this way\n"
+    "// only a slice's 16 terms are summed inside them, the slices in fp32 with\n"
+    "// rounding to nearest, as SGEMM sums.\n"
+    "template <int TA, int TB, int BM, int BN, int WM, int WN, int S>\n"
     "__device__ __forceinline__ void fadc_mma3(float *__restrict__ C, const float *__restrict__ A,\n"
     "                                          const float *__restrict__ B, int M, int N, int K,\n"
     "                                          int lda, int ldb, int ldc, long long sa,\n"
     "                                          long long sb, long long sc, int batch) {\n"
     "\tenum { BK = 16, T = 32 * WM * WN, MI = BM / WM / 16, NI = BN / WN / 8, LA = BM + 8,\n"
-    "\t       LB = BN + 8, RA = BM * BK / T, RB = BN * BK / T };\n"
-    "\t__shared__ unsigned sah[BK][LA], sal[BK][LA], sbh[BK][LB], sbl[BK][LB];\n"
+    "\t       LB = BN + 8 };\n"
+    "\t__shared__ __align__(16) float sA[S][BK][LA], sB[S][BK][LB];\n"
     "\tconst int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;\n"
     "\tconst int wm = warp / WN * (BM / WM), wn = warp % WN * (BN / WN);\n"
-    "\tconst int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;\n"
+    "\tconst int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN, ns = (K + BK - 1) / BK;\n"
     "\tfor (int z = blockIdx.z; z < batch; z += gridDim.z) {\n"
     "\t\tconst float *a = A + z * sa, *b = B + z * sb;\n"
     "\t\tfloat *c = C + z * sc;\n"
@@ -119,46 +133,71 @@ static const char mma_src[] =
     "#pragma unroll\n"
     "\t\t\t\tfor (int r = 0; r < 4; r++)\n"
     "\t\t\t\t\tacc[i][j][r] = 0.f;\n"
-    "\t\tfloat ra[RA], rb[RB];\n"
-    "\t\t// A(i, k): k contiguous unless transposed; B(k, j) as X(j, k): k contiguous when transposed.\n"
-    "\t\tfadc_mma_ld<!TA, BM, T, RA>(ra, a, lda, m0, M, 0, K, tid);\n"
-    "\t\tfadc_mma_ld<TB, BN, T, RB>(rb, b, ldb, n0, N, 0, K, tid);\n"
-    "\t\tfor (int k0 = 0; k0 < K; k0 += BK) {\n"
-    "\t\t\t__syncthreads(); // every warp is done with the previous slice\n"
-    "\t\t\tfadc_mma_st<!TA, BM, T, RA, LA>(sah, sal, ra, tid);\n"
-    "\t\t\tfadc_mma_st<TB, BN, T, RB, LB>(sbh, sbl, rb, tid);\n"
-    "\t\t\t__syncthreads();\n"
-    "\t\t\tif (k0 + BK < K) { // the next slice, in flight while this one is multiplied\n"
-    "\t\t\t\tfadc_mma_ld<!TA, BM, T, RA>(ra, a, lda, m0, M, k0 + BK, K, tid);\n"
-    "\t\t\t\tfadc_mma_ld<TB, BN, T, RB>(rb, b, ldb, n0, N, k0 + BK, K, tid);\n"
+    "\t\t// A(i, k): k contiguous unless transposed; B(k, j) as X(j, k): k contiguous\n"
+    "\t\t// when transposed.  The first S - 1 slices in flight, a group each.\n"
+    "#pragma unroll\n"
+    "\t\tfor (int q = 0; q < S - 1; q++) {\n"
+    "\t\t\tif (q < ns) {\n"
+    "\t\t\t\tfadc_mma_ld<!TA, BM, T, LA>(sA[q], a, lda, m0, M, q * BK, K, tid);\n"
+    "\t\t\t\tfadc_mma_ld<TB, BN, T, LB>(sB[q], b, ldb, n0, N, q * BK, K, tid);\n"
     "\t\t\t}\n"
+    "\t\t\tasm volatile(\"cp.async.commit_group;\");\n"
+    "\t\t}\n"
+    "\t\tfor (int it = 0; it < ns; it++) {\n"
+    "\t\t\t// This thread's copies of slice it are done; the barrier makes\n"
+    "\t\t\t// everyone's visible and frees the buffer of slice it - 1.\n"
+    "\t\t\tasm volatile(\"cp.async.wait_group %0;\" ::\"n\"(S - 2));\n"
+    "\t\t\t__syncthreads();\n"
+    "\t\t\tint nx = it + S - 1;\n"
+    "\t\t\tif (nx < ns) {\n"
+    "\t\t\t\tfadc_mma_ld<!TA, BM, T, LA>(sA[nx % S], a, lda, m0, M, nx * BK, K, tid);\n"
+    "\t\t\t\tfadc_mma_ld<TB, BN, T, LB>(sB[nx % S], b, ldb, n0, N, nx * BK, K, tid);\n"
+    "\t\t\t}\n"
+    "\t\t\tasm volatile(\"cp.async.commit_group;\");\n"
+    "\t\t\tconst int st = it % S;\n"
+    "\t\t\tfloat part[MI][NI][4];\n"
+    "#pragma unroll\n"
+    "\t\t\tfor (int i = 0; i < MI; i++)\n"
+    "#pragma unroll\n"
+    "\t\t\t\tfor (int j = 0; j < NI; j++)\n"
+    "#pragma unroll\n"
+    "\t\t\t\t\tfor (int r = 0; r < 4; r++)\n"
+    "\t\t\t\t\t\tpart[i][j][r] = 0.f;\n"
     "#pragma unroll\n"
     "\t\t\tfor (int ks = 0; ks < BK; ks += 8) {\n"
     "\t\t\t\tunsigned ah[MI][4], al[MI][4], bh[NI][2], bl[NI][2];\n"
     "#pragma unroll\n"
     "\t\t\t\tfor (int i = 0; i < MI; i++) {\n"
     "\t\t\t\t\tint r = wm + i * 16 + g;\n"
-    "\t\t\t\t\tah[i][0] = sah[ks + t][r], ah[i][1] = sah[ks + t][r + 8];\n"
-    "\t\t\t\t\tah[i][2] = sah[ks + t + 4][r], ah[i][3] = sah[ks + t + 4][r + 8];\n"
-    "\t\t\t\t\tal[i][0] = sal[ks + t][r], al[i][1] = sal[ks + t][r + 8];\n"
-    "\t\t\t\t\tal[i][2] = sal[ks + t + 4][r], al[i][3] = sal[ks + t + 4][r + 8];\n"
+    "\t\t\t\t\tfadc_mma_split(sA[st][ks + t][r], &ah[i][0], &al[i][0]);\n"
+    "\t\t\t\t\tfadc_mma_split(sA[st][ks + t][r + 8], &ah[i][1], &al[i][1]);\n"
+    "\t\t\t\t\tfadc_mma_split(sA[st][ks + t + 4][r], &ah[i][2], &al[i][2]);\n"
+    "\t\t\t\t\tfadc_mma_split(sA[st][ks + t + 4][r + 8], &ah[i][3], &al[i][3]);\n"
     "\t\t\t\t}\n"
     "#pragma unroll\n"
     "\t\t\t\tfor (int j = 0; j < NI; j++) {\n"
     "\t\t\t\t\tint col = wn + j * 8 + g;\n"
-    "\t\t\t\t\tbh[j][0] = sbh[ks + t][col], bh[j][1] = sbh[ks + t + 4][col];\n"
-    "\t\t\t\t\tbl[j][0] = sbl[ks + t][col], bl[j][1] = sbl[ks + t + 4][col];\n"
+    "\t\t\t\t\tfadc_mma_split(sB[st][ks + t][col], &bh[j][0], &bl[j][0]);\n"
+    "\t\t\t\t\tfadc_mma_split(sB[st][ks + t + 4][col], &bh[j][1], &bl[j][1]);\n"
     "\t\t\t\t}\n"
     "#pragma unroll\n"
     "\t\t\t\tfor (int i = 0; i < MI; i++)\n"
     "#pragma unroll\n"
     "\t\t\t\t\tfor (int j = 0; j < NI; j++) {\n"
-    "\t\t\t\t\t\tfadc_mma_op(acc[i][j], al[i], bh[j]);\n"
-    "\t\t\t\t\t\tfadc_mma_op(acc[i][j], ah[i], bl[j]);\n"
-    "\t\t\t\t\t\tfadc_mma_op(acc[i][j], ah[i], bh[j]);\n"
+    "\t\t\t\t\t\tfadc_mma_op(part[i][j], al[i], bh[j]);\n"
+    "\t\t\t\t\t\tfadc_mma_op(part[i][j], ah[i], bl[j]);\n"
+    "\t\t\t\t\t\tfadc_mma_op(part[i][j], ah[i], bh[j]);\n"
     "\t\t\t\t\t}\n"
     "\t\t\t}\n"
+    "#pragma unroll\n"
+    "\t\t\tfor (int i = 0; i < MI; i++)\n"
+    "#pragma unroll\n"
+    "\t\t\t\tfor (int j = 0; j < NI; j++)\n"
+    "#pragma unroll\n"
+    "\t\t\t\t\tfor (int r = 0; r < 4; r++)\n"
+    "\t\t\t\t\t\tacc[i][j][r] += part[i][j][r];\n"
     "\t\t}\n"
+    "\t\tasm volatile(\"cp.async.wait_group 0;\");\n"
     "#pragma unroll\n"
     "\t\tfor (int i = 0; i < MI; i++)\n"
     "#pragma unroll\n"
@@ -174,15 +213,15 @@ static const char mma_src[] =
     "\t\t\t\tif (r + 8 < M && col + 1 < N)\n"
     "\t\t\t\t\tp[8LL * ldc + 1] = acc[i][j][3];\n"
     "\t\t\t}\n"
-    "\t\t__syncthreads(); // the next batch's first slice overwrites the arrays\n"
+    "\t\t__syncthreads(); // the next batch's first slices overwrite the buffers\n"
     "\t}\n"
     "}\n";
 
 // The tiles: name suffix, BM = BN, warps along M and N (the runtime
 // launches blocks of 32 WM WN threads over ceil(N / BN) x ceil(M / BM)).
 static const struct {
-	int b, wm, wn;
-} tiles[CG_CUDA_MMA_TILES] = {{128, 2, 4}, {64, 2, 2}};
+	int b, wm, wn, stages;
+} tiles[CG_CUDA_MMA_TILES] = {{128, 2, 4, 2}, {64, 2, 2, 3}};
 
 void
 cg_cuda_mma_text(FILE *f, unsigned forms) {
@@ -196,11 +235,11 @@ cg_cuda_mma_text(FILE *f, unsigned forms) {
 			        "int K, int lda, int ldb,\n"
 			        "                int ldc, long long sa, long long sb, long long sc, int "
 			        "batch) {\n"
-			        "\tfadc_mma3<%d, %d, %d, %d, %d, %d>(C, A, B, M, N, K, lda, ldb, ldc, sa, "
-			        "sb, sc, batch);\n"
+			        "\tfadc_mma3<%d, %d, %d, %d, %d, %d, %d>(C, A, B, M, N, K, lda, ldb, ldc, "
+			        "sa, sb, sc, batch);\n"
 			        "}\n",
 			        32 * tiles[s].wm * tiles[s].wn, ta ? 't' : 'n', tb ? 't' : 'n', b, ta, tb, b,
-			        b, tiles[s].wm, tiles[s].wn);
+			        b, tiles[s].wm, tiles[s].wn, tiles[s].stages);
 		}
 }
 
