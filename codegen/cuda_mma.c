@@ -253,10 +253,15 @@ cg_cuda_mma_text(FILE *f, unsigned forms) {
 		}
 }
 
+// Opt-in (FADC_CUDA_MMA set, and not 0, at compile time): on the H200 the
+// kernels reach 16-21 TFLOP/s at the transformer's shapes against cuBLAS
+// SGEMM's 43-48 (docs/PERFORMANCE.md, "3xTF32"), so the runtime's timing
+// picks cuBLAS for every record, and printing them by default would only
+// cost every piece's NVRTC time and each record's timing at the first run.
 int
 cg_cuda_mma_print(FILE *f, const KProgram *p, const uint8_t *gemm) {
-	const char *off = getenv("FADC_CUDA_MMA");
-	if (off && !strcmp(off, "0"))
+	const char *on = getenv("FADC_CUDA_MMA");
+	if (!on || !*on || !strcmp(on, "0"))
 		return 0;
 	unsigned forms = 0;
 	for (uint32_t i = 0; i < p->nk; i++) {

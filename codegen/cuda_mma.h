@@ -18,8 +18,9 @@
 // Prints the kernels that the f32 GEMM records among kernels i with
 // gemm[i] != 0 (the printer's GEMM flags, codegen/cuda.c) need: the
 // shared device code once, then a pair of __global__s (both tiles) per
-// (ta, tb) in use.  Nothing when none is f32, or when FADC_CUDA_MMA=0 at
-// compile time.  Returns the number of (ta, tb) forms printed.
+// (ta, tb) in use.  Opt-in: only with FADC_CUDA_MMA set (not 0) at compile
+// time; nothing when no record is f32.  Returns the number of (ta, tb)
+// forms printed.
 int cg_cuda_mma_print(FILE *f, const KProgram *p, const uint8_t *gemm);
 
 // The whole text for forms mask (bit 2 ta + tb), as cg_cuda_mma_print

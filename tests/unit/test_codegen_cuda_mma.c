@@ -1,12 +1,14 @@
 // tests/unit/test_codegen_cuda_mma.c -- the 3xTF32 GEMM kernels (codegen/cuda_mma.c)
-// without a GPU: which forms a task's source holds (its f32 GEMM records'
+// without a GPU: which forms a task's source holds (none by default: they
+// are opt-in, FADC_CUDA_MMA=1 at compile time; then its f32 GEMM records'
 // (ta, tb), both tiles; none for f64 records, none below the GEMM band,
-// none with FADC_CUDA_MMA=0 at compile time), and that the text of all four
+// none with FADC_CUDA_MMA=0), and that the text of all four
 // forms compiles through NVRTC for sm_90 into PTX with the eight entry
 // points and the tensor-core instructions (exit 77 without the toolkit).
 // Their results are checked on a GPU: tests/gpu/mma.ir in gpu_check
 // (tests/gpu/device/payload.sh) against the CPU code, every record forced
-// to each tile (FADC_CUDA_MMA=128, 64).
+// to each tile (FADC_CUDA_MMA=128, 64).  (FADC_CUDA_MMA is this process's
+// own environment: the test sets it as it goes.)
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,6 +48,15 @@ static void
 check_forms(void) {
 	char err[512];
 	KProgram *p = lower(model, "forward", DT_F32);
+	if (p) { // opt-in: nothing by default
+		unsetenv("FADC_CUDA_MMA");
+		char *src = cg_cuda_print(p, NULL, err, sizeof err);
+		CHECK(src && has(src, "cuBLAS GEMM") && !has(src, "fadc_mma3_"));
+		free(src);
+		kir_program_free(p);
+	}
+	setenv("FADC_CUDA_MMA", "1", 1);
+	p = lower(model, "forward", DT_F32);
 	if (p) {
 		char *src = cg_cuda_print(p, NULL, err, sizeof err);
 		CHECK(has(src, "fadc_mma3_nn_128(") && has(src, "fadc_mma3_nn_64("));
@@ -55,7 +66,7 @@ check_forms(void) {
 		setenv("FADC_CUDA_MMA", "0", 1);
 		src = cg_cuda_print(p, NULL, err, sizeof err);
 		CHECK(src && !has(src, "fadc_mma3_"));
-		unsetenv("FADC_CUDA_MMA");
+		setenv("FADC_CUDA_MMA", "1", 1);
 		free(src);
 		kir_program_free(p);
 	}
