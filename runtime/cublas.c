@@ -454,8 +454,8 @@ mma_decide(RtCuda *c, RtCuTask *k, Kern *kk, char *err, size_t errlen)
 	kk->mma_pick = 1 + best;
 	const char *log = getenv("FADC_CUDA_CHOICE_LOG");
 	if (log && *log && strcmp(log, "0")) {
-		fprintf(stderr, "fadc: task '%s' gemm record %u (%s): batch %llu M %llu N %llu K %llu", k->t->name,
-		        rec, how, (unsigned long long)g->batch, (unsigned long long)g->m,
+		fprintf(stderr, "fadc: task '%s' gemm record %u (%s): batch %llu M %llu N %llu K %llu",
+		        k->t->name, rec, how, (unsigned long long)g->batch, (unsigned long long)g->m,
 		        (unsigned long long)g->n, (unsigned long long)g->k);
 		for (int j = 0; j < MMA_NCAND; j++)
 			if (can[j]) {

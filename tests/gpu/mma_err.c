@@ -24,8 +24,7 @@
 #include "fadc.h"
 
 static float
-unif(uint64_t i, uint64_t salt)
-{
+unif(uint64_t i, uint64_t salt) {
 	uint64_t x = i * 0x9E3779B97F4A7C15ull + salt;
 	x ^= x >> 33, x *= 0xff51afd7ed558ccdull, x ^= x >> 33, x *= 0xc4ceb9fe1a85ec53ull;
 	x ^= x >> 33;
@@ -33,8 +32,7 @@ unif(uint64_t i, uint64_t salt)
 }
 
 static int
-one(fadc_context *gpu, const char *path)
-{
+one(fadc_context *gpu, const char *path) {
 	fadc_model *m = NULL;
 	int task = -1, rc = 1;
 	fadc_tensor *in[2] = {NULL, NULL}, *out = NULL;
@@ -47,7 +45,8 @@ one(fadc_context *gpu, const char *path)
 	fadc_task_input(m, task, 0, &da);
 	fadc_task_input(m, task, 1, &db);
 	int64_t M = da.dim[0], K = da.dim[1], N = db.dim[1];
-	a = malloc((size_t)(M * K) * 4), b = malloc((size_t)(K * N) * 4), c = malloc((size_t)(M * N) * 4);
+	a = malloc((size_t)(M * K) * 4), b = malloc((size_t)(K * N) * 4),
+	c = malloc((size_t)(M * N) * 4);
 	if (!a || !b || !c)
 		goto done;
 	for (int64_t i = 0; i < M * K; i++)
@@ -92,8 +91,7 @@ done:
 }
 
 int
-main(int argc, char **argv)
-{
+main(int argc, char **argv) {
 	if (argc < 2) {
 		fprintf(stderr, "usage: mma_err MODEL.so...\n");
 		return 2;

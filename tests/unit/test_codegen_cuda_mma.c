@@ -60,7 +60,8 @@ check_forms(void) {
 	if (p) {
 		char *src = cg_cuda_print(p, NULL, err, sizeof err);
 		CHECK(has(src, "fadc_mma3_nn_128(") && has(src, "fadc_mma3_nn_64("));
-		CHECK(!has(src, "fadc_mma3_nt_") && !has(src, "fadc_mma3_tn_") && !has(src, "fadc_mma3_tt_"));
+		CHECK(!has(src, "fadc_mma3_nt_") && !has(src, "fadc_mma3_tn_") &&
+		      !has(src, "fadc_mma3_tt_"));
 		CHECK(has(src, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"));
 		free(src);
 		setenv("FADC_CUDA_MMA", "0", 1);
