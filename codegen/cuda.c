@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_mma.h"
 #include "cuda_sched.h"
 
 // ---------------------------------------------------------------- printer state
@@ -3116,6 +3117,9 @@ print_program(const KProgram *p, size_t *len, Sharing *share, CgCudaPart **parts
 	for (uint32_t i = 0; i < nla; i++)
 		if ((la[i].kind == LA_GEMM && !gemm[la[i].begin]) || la[i].kind == LA_CHOICE)
 			gemm[la[i].begin] = (uint8_t)(la[i].kind == LA_GEMM ? GEMM_ONLY : GEMM_CHOICE);
+	// The f32 GEMM records' 3xTF32 kernels (codegen/cuda_mma.c), in the
+	// common text: every piece has them, so every module of the task.
+	cg_cuda_mma_print(c.f, p, gemm);
 	// Kernels of an LA_MULTI launch: printed there (print_multi), a note here.
 	uint32_t *multi = calloc(p->nk + 1, sizeof *multi); // 1 + the group's first kernel
 	FADC_ASSERT(multi, "cuda: out of memory");

@@ -67,6 +67,9 @@ typedef struct Blas {
 	uint64_t ws; // its workspace, a pool block while users > 0
 	uint32_t users; // loaded tasks with GEMM records
 	int strict; // FADC_CUDA_GEMM_STRICT=1: every f32 GEMM record in fp32 math
+	// FADC_CUDA_MMA: 0 cuBLAS alone; -1 (unset, "auto") time cuBLAS and the
+	// 3xTF32 kernels; 1 time the kernels alone; 128 or 64 that tile alone.
+	int mma;
 } Blas;
 
 // cuBLAS's recommended workspace on Hopper (4 MiB before it); one per
@@ -149,6 +152,13 @@ blas_open(RtCuda *c, char *err, size_t errlen)
 	// (docs/CUDA.md, "TF32"); a measurement switch, off by default.
 	const char *st = getenv("FADC_CUDA_GEMM_STRICT");
 	b.strict = st && !strcmp(st, "1");
+	// FADC_CUDA_MMA (read when cuBLAS loads): strict f32 GEMM records on
+	// cuBLAS alone (0), on the 3xTF32 kernels alone (1: the faster tile;
+	// 128 or 64: that tile), or (unset, auto) on the fastest of the three.
+	const char *mm = getenv("FADC_CUDA_MMA");
+	b.mma = !mm || !*mm || !strcmp(mm, "auto") ? -1 : atoi(mm);
+	if (b.mma != 0 && b.mma != 1 && b.mma != 128 && b.mma != 64)
+		b.mma = -1;
 	*c->blas = b;
 	return 1;
 }
@@ -227,10 +237,21 @@ rtcu_blas_release(RtCuda *c)
 // does not read C when beta is 0, so NaN there does not leak in).
 // alpha and beta are host scalars (the default pointer mode), read when
 // the call is made, so captured into the graph by value.
+static int mma_decide(RtCuda *c, RtCuTask *k, Kern *kk, char *err, size_t errlen);
+static int mma_launch(RtCuda *c, Kern *kk, int s, char *err, size_t errlen);
+
 int
-rtcu_blas_gemm(RtCuda *c, Kern *kk, char *err, size_t errlen)
+rtcu_blas_gemm(RtCuda *c, RtCuTask *task, Kern *kk, char *err, size_t errlen)
 {
 	const ArtGemm *g = &kk->k->gemm;
+	// Strict f32: cuBLAS SGEMM or a 3xTF32 kernel, whichever the first
+	// (eager) run measured faster (below, "3xTF32").
+	if (g->dtype == ART_F32 && (!g->tf32 || c->blas->strict)) {
+		if (!kk->mma_pick && !mma_decide(c, task, kk, err, errlen))
+			return 0;
+		if (kk->mma_pick >= 2)
+			return mma_launch(c, kk, kk->mma_pick - 2, err, errlen);
+	}
 	uint64_t es = g->dtype == ART_F64 ? 8 : 4;
 	void *C = (void *)(uintptr_t)(kk->val[0] + g->oc * es);
 	const void *A = (const void *)(uintptr_t)(kk->val[1] + g->oa * es);
@@ -253,6 +274,205 @@ rtcu_blas_gemm(RtCuda *c, Kern *kk, char *err, size_t errlen)
 	return 1;
 }
 
+
+// ---------------------------------------------------------------- 3xTF32
+
+// A strict f32 GEMM record may also run as a 3xTF32 tensor-core kernel
+// printed into the task's modules (codegen/cuda_mma.c: fp32-level
+// accuracy, fadc_mma3_<ta><tb>_<tile>, two tiles).  Which is faster
+// depends on the shape and the GPU, so the record's first run (always
+// eager: a task's first run, or the eager run choice_time makes of each
+// candidate before it captures) times cuBLAS and each tile as
+// runtime/cuda.c times a choice's candidates, in CUDA graphs: 4 launches
+// captured per candidate, a warm-up replay, then 7 replays of each,
+// interleaved, the lowest median wins (ties to cuBLAS).  The decision is
+// cached like a choice's (runtime/choice.c), keyed by the record's index
+// with the top bit set (MMA_KEY), candidates 0 cuBLAS, 1 + s tile s.
+// Every later run, eager or captured, launches the chosen one.  A
+// candidate writes only C, which none reads, so repeating them changes
+// nothing.
+enum { MMA_SAMPLES = 7, MMA_BATCH = 4, MMA_NCAND = 3 };
+#define MMA_KEY 0x80000000u
+static const int mma_tile[2] = {128, 64}, mma_threads[2] = {256, 128};
+
+// Tile s of record kk on the stream: blocks of BM = BN = mma_tile[s] over
+// C, grid.z strided over the batch.
+static int
+mma_launch(RtCuda *c, Kern *kk, int s, char *err, size_t errlen)
+{
+	const ArtGemm *g = &kk->k->gemm;
+	uint64_t C = kk->val[0] + g->oc * 4, A = kk->val[1] + g->oa * 4, B = kk->val[2] + g->ob * 4;
+	int M = (int)g->m, N = (int)g->n, K = (int)g->k, lda = (int)g->lda, ldb = (int)g->ldb,
+	    ldc = (int)g->ldc, batch = (int)g->batch;
+	long long sa = (long long)g->sa, sb = (long long)g->sb, sc = (long long)g->sc;
+	void *arg[] = {&C, &A, &B, &M, &N, &K, &lda, &ldb, &ldc, &sa, &sb, &sc, &batch};
+	unsigned b = (unsigned)mma_tile[s];
+	unsigned gx = (unsigned)((g->n + b - 1) / b), gy = (unsigned)((g->m + b - 1) / b);
+	unsigned gz = g->batch < 65535 ? (unsigned)g->batch : 65535;
+	CHECK_CU(c, cuLaunchKernel(kk->mma[s], gx, gy, gz, (unsigned)mma_threads[s], 1, 1, 0,
+	                           c->stream, arg, NULL));
+	return 1;
+}
+
+// Candidate j (0 cuBLAS, 1 + s tile s) of record kk.
+static int
+mma_cand(RtCuda *c, Kern *kk, int j, char *err, size_t errlen)
+{
+	int save = kk->mma_pick;
+	kk->mma_pick = 1; // cuBLAS, below
+	int ok = j ? mma_launch(c, kk, j - 1, err, errlen) : rtcu_blas_gemm(c, NULL, kk, err, errlen);
+	kk->mma_pick = save;
+	return ok;
+}
+
+static int
+cmp_f(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return (x > y) - (x < y);
+}
+
+// Times the candidates with can[j] set, as choice_time does (runtime/cuda.c):
+// the median per launch of each into us[] (microseconds), the fastest into
+// *best.
+static int
+mma_time(RtCuda *c, Kern *kk, const int *can, int *best, double *us, char *err, size_t errlen)
+{
+	CUevent ev[2] = {NULL, NULL};
+	CUgraphExec ex[MMA_NCAND] = {NULL};
+	float t[MMA_NCAND][MMA_SAMPLES];
+	int ok = 0;
+	for (int j = 0; j < MMA_NCAND; j++) {
+		if (!can[j])
+			continue;
+		CUgraph gr = NULL;
+		if (!mma_cand(c, kk, j, err, errlen)) // eager first: cuBLAS picks its kernel
+			goto done;
+		CHECK_CU_GOTO(c, cuStreamBeginCapture(c->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+		              done);
+		int launched = 1;
+		char e2[512];
+		for (int b = 0; b < MMA_BATCH && launched; b++)
+			launched = mma_cand(c, kk, j, e2, sizeof e2);
+		CUresult r = c->d.cuStreamEndCapture(c->stream, &gr);
+		if (!launched || r) {
+			if (gr)
+				c->d.cuGraphDestroy(gr);
+			if (!launched)
+				snprintf(err, errlen, "%s", e2);
+			else
+				rtcu_msg(c, r, "cuStreamEndCapture(c->stream, &gr)", __func__, __FILE__,
+				         __LINE__, err, errlen);
+			goto done;
+		}
+		r = c->d.cuGraphInstantiate(&ex[j], gr, 0);
+		c->d.cuGraphDestroy(gr);
+		if (r) {
+			ex[j] = NULL;
+			rtcu_msg(c, r, "cuGraphInstantiate(&ex[j], gr, 0)", __func__, __FILE__, __LINE__,
+			         err, errlen);
+			goto done;
+		}
+		CHECK_CU_GOTO(c, cuGraphLaunch(ex[j], c->stream), done); // warm-up
+	}
+	CHECK_CU_GOTO(c, cuEventCreate(&ev[0], 0), done);
+	CHECK_CU_GOTO(c, cuEventCreate(&ev[1], 0), done);
+	CHECK_CU_GOTO(c, cuStreamSynchronize(c->stream), done);
+	for (int s = 0; s < MMA_SAMPLES; s++)
+		for (int j = 0; j < MMA_NCAND; j++) {
+			if (!can[j])
+				continue;
+			CHECK_CU_GOTO(c, cuEventRecord(ev[0], c->stream), done);
+			CHECK_CU_GOTO(c, cuGraphLaunch(ex[j], c->stream), done);
+			CHECK_CU_GOTO(c, cuEventRecord(ev[1], c->stream), done);
+			CHECK_CU_GOTO(c, cuEventSynchronize(ev[1]), done);
+			float ms = 0;
+			CHECK_CU_GOTO(c, cuEventElapsedTime(&ms, ev[0], ev[1]), done);
+			t[j][s] = ms / MMA_BATCH;
+		}
+	*best = -1;
+	for (int j = 0; j < MMA_NCAND; j++) {
+		if (!can[j])
+			continue;
+		qsort(t[j], MMA_SAMPLES, sizeof t[j][0], cmp_f);
+		us[j] = 1e3 * t[j][MMA_SAMPLES / 2];
+		if (*best < 0 || us[j] < us[*best])
+			*best = j;
+	}
+	ok = 1;
+done:
+	for (int i = 0; i < 2; i++)
+		if (ev[i])
+			c->d.cuEventDestroy(ev[i]);
+	for (int j = 0; j < MMA_NCAND; j++)
+		if (ex[j])
+			c->d.cuGraphExecDestroy(ex[j]);
+	return ok;
+}
+
+// Decides how record kk of task k runs (kk->mma_pick): FADC_CUDA_MMA, the
+// kernels the task's modules hold (a grid's y extent must fit), the cache,
+// else timed.
+static int
+mma_decide(RtCuda *c, RtCuTask *k, Kern *kk, char *err, size_t errlen)
+{
+	const ArtGemm *g = &kk->k->gemm;
+	int can[MMA_NCAND] = {c->blas->mma != 1 && c->blas->mma < 64, 0, 0};
+	kk->mma_pick = 1;
+	if (!c->blas->mma || !k)
+		return 1;
+	for (int s = 0; s < 2; s++) {
+		char name[64];
+		snprintf(name, sizeof name, "fadc_mma3_%c%c_%d", g->ta ? 't' : 'n', g->tb ? 't' : 'n',
+		         mma_tile[s]);
+		kk->mma[s] = NULL;
+		for (uint32_t m = 0; m < k->t->nmodule && !kk->mma[s]; m++)
+			if (k->mod[m] && c->d.cuModuleGetFunction(&kk->mma[s], k->mod[m], name))
+				kk->mma[s] = NULL;
+		can[1 + s] = kk->mma[s] && (g->m + mma_tile[s] - 1) / mma_tile[s] <= 65535 &&
+		             (c->blas->mma < 64 || c->blas->mma == mma_tile[s]);
+	}
+	int n = can[0] + can[1] + can[2];
+	if (!can[1] && !can[2]) // no kernel (FADC_CUDA_MMA=0 at compile time): cuBLAS
+		return 1;
+	uint32_t rec = (uint32_t)(kk - k->k);
+	RtChoiceKey key = {k->artifact, c->gpu_key, k->index, MMA_KEY | rec};
+	int cached = n > 1 && c->cache[0] ? rt_choice_lookup(c->cache, &key) : -1;
+	double us[MMA_NCAND] = {0};
+	const char *how = "only";
+	int best = can[0] ? 0 : can[1] ? 1 : 2;
+	if (cached >= 0 && cached < MMA_NCAND && can[cached]) {
+		best = cached;
+		how = "cached";
+	} else if (n > 1) {
+		if (!mma_time(c, kk, can, &best, us, err, errlen))
+			return 0;
+		how = "timed";
+		if (c->cache[0])
+			rt_choice_store(c->cache, &key, best); // no cache is no error
+	}
+	kk->mma_pick = 1 + best;
+	const char *log = getenv("FADC_CUDA_CHOICE_LOG");
+	if (log && *log && strcmp(log, "0")) {
+		fprintf(stderr, "fadc: task '%s' gemm record %u (%s): batch %llu M %llu N %llu K %llu",
+		        k->t->name, rec, how, (unsigned long long)g->batch, (unsigned long long)g->m,
+		        (unsigned long long)g->n, (unsigned long long)g->k);
+		for (int j = 0; j < MMA_NCAND; j++)
+			if (can[j]) {
+				fprintf(stderr, " %s", j == best ? "*" : "");
+				if (j)
+					fprintf(stderr, "fadc_mma3_%d", mma_tile[j - 1]);
+				else
+					fprintf(stderr, "cublasSgemmStridedBatched");
+				if (us[j] > 0)
+					fprintf(stderr, " %.2f us (%.1f TFLOP/s)", us[j],
+					        2e-6 * (double)g->batch * (double)g->m * (double)g->n *
+					            (double)g->k / us[j]);
+			}
+		fprintf(stderr, "\n");
+	}
+	return 1;
+}
 
 // The context is destroyed: its handle goes (before the pool's memory,
 // which holds the workspace).  The library stays loaded, as the driver

@@ -939,7 +939,7 @@ launch_one(RtCuda *c, RtCuTask *k, uint32_t i, char *err, size_t errlen)
 {
 	Kern *kk = &k->k[i];
 	if (kk->k->kind == ART_LAUNCH_GEMM)
-		return rtcu_blas_gemm(c, kk, err, errlen);
+		return rtcu_blas_gemm(c, k, kk, err, errlen);
 	if (kk->k->kind == ART_LAUNCH_ASSIGN)
 		return host_step(c, k, kk, err, errlen);
 	if (kk->k->kind == ART_LAUNCH_CONV)

@@ -170,6 +170,11 @@ typedef struct Kern {
 	// offset.  runtime/cuda.c, conv_scratch.
 	uint32_t scr_kern, scr_arg;
 	uint64_t scr_off, scr_bytes;
+	// A strict f32 GEMM record's run (runtime/cublas.c, rtcu_blas_gemm):
+	// 0 not decided yet (its first run, eager, decides), 1 cuBLAS, 2 + s
+	// the 3xTF32 kernel of tile s (codegen/cuda_mma.c), mma[s].
+	int mma_pick;
+	CUfunction mma[2];
 } Kern;
 
 enum { RERECORD_LIMIT = 64 };
@@ -256,11 +261,12 @@ int rtcu_launch_all(RtCuda *c, RtCuTask *k, int decide, char *err, size_t errlen
 // its subtree (k NULL: every node); the path goes back to the root.
 void rtcu_tree_prune(RtCuda *c, Node *n, const RtCuTask *k);
 // runtime/cublas.c: a task with GEMM records is loaded (cuBLAS, the
-// handle, the workspace) or freed; one GEMM record launched; the
-// context's handle destroyed with it.
+// handle, the workspace) or freed; one GEMM record of task k launched
+// (cuBLAS or, strict f32, the faster on the GPU of cuBLAS and the 3xTF32
+// kernels); the context's handle destroyed with it.
 int rtcu_blas_acquire(RtCuda *c, char *err, size_t errlen);
 void rtcu_blas_release(RtCuda *c);
-int rtcu_blas_gemm(RtCuda *c, Kern *kk, char *err, size_t errlen);
+int rtcu_blas_gemm(RtCuda *c, RtCuTask *k, Kern *kk, char *err, size_t errlen);
 void rtcu_blas_close(RtCuda *c);
 // runtime/cudnn.c: a task with convolution records is loaded (cuDNN, the
 // handle, a plan per record, the task's workspace: a record without a

@@ -109,6 +109,9 @@ set_tests_properties(gpu/cuda-zoo.sh PROPERTIES TIMEOUT 2400)
 # where there is no CUDA device.
 add_executable(gpu_check ${CMAKE_SOURCE_DIR}/tests/gpu/gpu_check.c)
 target_link_libraries(gpu_check PRIVATE fadc_runtime m)
+# mma_err (tests/gpu/mma_err.c): a strict f32 GEMM's error against float64 on a GPU.
+add_executable(mma_err ${CMAKE_SOURCE_DIR}/tests/gpu/mma_err.c)
+target_link_libraries(mma_err PRIVATE fadc_runtime m)
 # shard_check: a batched task whole on one GPU and as K shards
 # (runtime/shard.h), compared and timed (tests/gpu/cuda-shards.sh).
 add_executable(shard_check ${CMAKE_SOURCE_DIR}/tests/gpu/shard_check.c)

@@ -11,6 +11,8 @@
 #                    take_add as segments), floor.so (one kernel),
 #                    scatter.so (take_add as segments),
 #                    split.so (split sums) and blockred.so (block reductions)
+#   DEST/mma/        mma.so (tests/gpu/mma.ir, compiled with FADC_CUDA_MMA=1: the
+#                    3xTF32 GEMM kernels at awkward shapes, checked forced to each tile)
 #   DEST/choice/     choice.so (tests/gpu/choice.ir: products whose candidates,
 #                    printed kernel or cuBLAS GEMM, are timed on the GPU)
 #   DEST/conv/       conv.so, conv_tf32.so and conv_direct.so (tests/gpu/conv.ir:
@@ -97,6 +99,10 @@ fadc "$root/tests/gpu/gemm.ir" -o "$dest/check/gemm.so" --target cpu,cuda \
 	--tasks forward,vjp,jvp,vhp
 fadc "$root/tests/gpu/gemm.ir" -o "$dest/check/gemm_tf32.so" --target cpu,cuda \
 	--tasks forward,vjp,jvp,vhp --allow-tf32
+# The 3xTF32 kernels of the f32 GEMM records (docs/CUDA.md, "Strict f32 GEMMs on tensor
+# cores"): opt-in at compile time; run.sh checks them with every record forced to each tile.
+mkdir -p "$dest/mma"
+FADC_CUDA_MMA=1 fadc "$root/tests/gpu/mma.ir" -o "$dest/mma/mma.so" --target cpu,cuda
 # cuDNN convolutions (tests/gpu/conv.ir: awkward shapes): each a choice of
 # its launches or cuDNN; run.sh checks them with each candidate forced,
 # strict and --allow-tf32, then timed.

@@ -32,6 +32,16 @@ case " $steps " in *" check "*)
 	echo "== gpu_check (graphs on)"
 	timeout 300 "$here/bin/gpu_check" --time 1000 "$here"/check/*.so 2>&1 | tee "$out/check.log"
 	echo "rc=${PIPESTATUS[0]}"
+	if [ -d "$here/mma" ]; then
+		# The 3xTF32 GEMM kernels (tests/gpu/mma.ir): every strict f32 GEMM record
+		# forced to each tile (and each choice to its GEMM), then timed against cuBLAS.
+		for t in 128 64 auto; do
+			echo "== gpu_check mma.so FADC_CUDA_MMA=$t"
+			FADC_CACHE_DIR=$(mktemp -d) FADC_CUDA_MMA=$t FADC_CUDA_CHOICE=$([ $t = auto ] && echo auto || echo 1) \
+				timeout 60 "$here/bin/gpu_check" --time 20 "$here/mma/mma.so" 2>&1 | tee -a "$out/check.log"
+			echo "rc=${PIPESTATUS[0]}"
+		done
+	fi
 	;;
 esac
 case " $steps " in *" check "*|*" zoo "*)
