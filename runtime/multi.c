@@ -131,10 +131,11 @@ struct RtMultiModel {
 	struct Sharded *sharded; // per task: its shards (a batched task), or unused
 };
 
-// A batched task run as its S shards `T:k/S` (runtime/shard.c), shard k on
-// GPU k, the whole outputs on GPU 0.
+// A batched task run as its K = c S shards `T:k/K` (runtime/shard.c),
+// shards c s .. c s + c - 1 on GPU s, the whole outputs on GPU 0.
 typedef struct Sharded {
 	int state; // 0 not planned, 1 planned, -1 not a sharded task
+	int K, c; // shards, shards per GPU
 	RtShardPlan *plan;
 	int ncaller;
 	fadc_tensor **stage; // [s * ncaller + c]: caller input c's copy on GPU s (s >= 1)
@@ -1257,6 +1258,27 @@ has_shards(const ArtDesc *d, const char *name)
 	return 0;
 }
 
+// The shard count T runs as over S GPUs: the largest K = c S whose shards
+// of T (specialisation spec) the artifact has, c of them per GPU; S when it
+// has none (rt_shard_plan_create then names the --shards to compile).
+// More shards per GPU hide more of the copies across NVLink (each GPU
+// other than GPU 0 copies shard i's slices while computing shard i + 1:
+// runtime/shard.h) at the price of each shard's fixed part (the unbatched
+// forward and gradient every shard repeats): `fadc --shards 8` for 2 GPUs
+// is what docs/MULTIGPU.md recommends for the Hessians.
+static int
+shard_count(const ArtDesc *d, const char *name, int spec, int S)
+{
+	int K = S;
+	for (uint32_t i = 0; i < d->ntask; i++) {
+		const ArtShard *r = d->task[i].shard;
+		if (r && !r->k && d->task[i].spec == spec && !strcmp(r->of, name) && r->n % S == 0 &&
+		    (int)r->n > K && r->n <= ART_MAX_SHARDS)
+			K = (int)r->n;
+	}
+	return K;
+}
+
 // Peer access from each GPU's context to GPU 0's (cuCtxEnablePeerAccess,
 // through the driver the runtime already loaded), so that the shards'
 // kernels write their slices straight into GPU 0's outputs over NVLink
@@ -1313,14 +1335,33 @@ sharded_plan(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Sharded *sh)
 	}
 	if (!mu->peer)
 		mu->peer = peer_enable(ctx, mu);
-	RtShardOptions o = {.peer_direct = mu->peer > 0, .spec = T->spec > 0 ? T->spec : 0};
+	// The other GPUs' slices: computed in their own memory and copied by
+	// their copy engines behind their next shard (peer_copy), unless
+	// FADC_SHARD_PEER=direct asks for their kernels to write GPU 0's memory
+	// across NVLink (the measurement of docs/PERFORMANCE.md "Overlapped
+	// peer copies").  Without peer access the driver stages the copies.
+	const char *how = getenv("FADC_SHARD_PEER");
+	int direct = how && !strcmp(how, "direct");
+	if (how && *how && !direct && strcmp(how, "copy"))
+		return rt_fail(ctx, FADC_ERR_ARG, "FADC_SHARD_PEER='%s': 'copy' (the default) or 'direct'",
+		               how);
+	RtShardOptions o = {.peer_direct = mu->peer > 0 && direct, .peer_copy = !direct,
+	                    .spec = T->spec > 0 ? T->spec : 0};
+	sh->K = shard_count(d, T->name, o.spec, mu->S);
+	sh->c = sh->K / mu->S;
+	fadc_context *ctxs[ART_MAX_SHARDS];
+	fadc_model *subs[ART_MAX_SHARDS];
+	for (int k = 0; k < sh->K; k++) {
+		ctxs[k] = mu->sub[k / sh->c];
+		subs[k] = mm->sub[k / sh->c];
+	}
 	char err[1024];
-	fadc_status st = rt_shard_plan_create(mm->path, T->name, mu->sub, mm->sub, mu->S, ctx, &o,
-	                                      &sh->plan, err, sizeof err);
+	fadc_status st = rt_shard_plan_create(mm->path, T->name, ctxs, subs, sh->K, ctx, &o, &sh->plan,
+	                                      err, sizeof err);
 	rt_multi_current(ctx, 0);
 	if (st)
 		return rt_fail(ctx, st, "task '%s' over %d GPUs runs as its %d shards: %s", T->name, mu->S,
-		               mu->S, err);
+		               sh->K, err);
 	sh->ncaller = rt_shard_plan_ncaller(sh->plan);
 	if (sh->ncaller && !(sh->stage = calloc((size_t)(mu->S * sh->ncaller), sizeof *sh->stage)))
 		return rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
@@ -1405,9 +1446,9 @@ sharded_run(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Sharded *sh,
 		}
 	}
 	free(buf);
-	fadc_tensor *const *rows[MAXS];
-	for (int s = 0; s < mu->S; s++)
-		rows[s] = in[s];
+	fadc_tensor *const *rows[ART_MAX_SHARDS];
+	for (int k = 0; k < sh->K; k++)
+		rows[k] = in[k / sh->c];
 	mm->plain = 1; // shard 0 runs on this very model: its own run, not this one
 	st = rt_shard_run(sh->plan, ninputs ? rows : NULL, outputs, noutputs);
 	mm->plain = 0;
