@@ -136,6 +136,7 @@ struct RtMultiModel {
 typedef struct Sharded {
 	int state; // 0 not planned, 1 planned, -1 not a sharded task
 	int K, c; // shards, shards per GPU
+	int gpu_of[ART_MAX_SHARDS]; // shard k's GPU (its place in the device list)
 	RtShardPlan *plan;
 	int ncaller;
 	fadc_tensor **stage; // [s * ncaller + c]: caller input c's copy on GPU s (s >= 1)
@@ -1349,11 +1350,31 @@ sharded_plan(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Sharded *sh)
 	                    .spec = T->spec > 0 ? T->spec : 0};
 	sh->K = shard_count(d, T->name, o.spec, mu->S);
 	sh->c = sh->K / mu->S;
+	// Shard k on GPU k / c, unless FADC_SHARD_MAP lists each shard's GPU
+	// (its place in the device list: "1,1,0,0"), to measure other
+	// assignments (docs/PERFORMANCE.md "Overlapped peer copies").
+	const char *map = getenv("FADC_SHARD_MAP");
+	for (int k = 0; k < sh->K; k++)
+		sh->gpu_of[k] = k / sh->c;
+	if (map && *map) {
+		const char *q = map;
+		for (int k = 0; k < sh->K; k++) {
+			char *end;
+			long g = strtol(q, &end, 10);
+			if (end == q || g < 0 || g >= mu->S || (*end && *end != ',') || (!*end && k + 1 < sh->K) ||
+			    (*end && k + 1 == sh->K))
+				return rt_fail(ctx, FADC_ERR_ARG, "FADC_SHARD_MAP='%s': %d GPU places (0 .. %d), "
+				               "one for each of the %d shards, comma-separated", map, sh->K,
+				               mu->S - 1, sh->K);
+			sh->gpu_of[k] = (int)g;
+			q = end + (*end == ',');
+		}
+	}
 	fadc_context *ctxs[ART_MAX_SHARDS];
 	fadc_model *subs[ART_MAX_SHARDS];
 	for (int k = 0; k < sh->K; k++) {
-		ctxs[k] = mu->sub[k / sh->c];
-		subs[k] = mm->sub[k / sh->c];
+		ctxs[k] = mu->sub[sh->gpu_of[k]];
+		subs[k] = mm->sub[sh->gpu_of[k]];
 	}
 	char err[1024];
 	fadc_status st = rt_shard_plan_create(mm->path, T->name, ctxs, subs, sh->K, ctx, &o, &sh->plan,
@@ -1448,7 +1469,7 @@ sharded_run(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Sharded *sh,
 	free(buf);
 	fadc_tensor *const *rows[ART_MAX_SHARDS];
 	for (int k = 0; k < sh->K; k++)
-		rows[k] = in[k / sh->c];
+		rows[k] = in[sh->gpu_of[k]];
 	mm->plain = 1; // shard 0 runs on this very model: its own run, not this one
 	st = rt_shard_run(sh->plan, ninputs ? rows : NULL, outputs, noutputs);
 	mm->plain = 0;

@@ -4,7 +4,7 @@
 // --target cuda --shards K.
 //
 //   shard_check MODEL.so TASK --gpus 0,1 [--peer] [--staged] [--copy] [--share] [--local]
-//               [--reps N]
+//               [--dest G] [--reps N]
 //
 // --gpus lists one GPU per shard (0,0 runs two shards on two contexts of
 // GPU 0, which share its memory: --peer then needs nothing enabled; `cpu`
@@ -21,7 +21,8 @@
 // without it each shard has a context of its own.  --local: also time the
 // shards without assembling anything (each into its model-owned outputs),
 // each GPU's alone and all at once: the floor that the transfers add to.
-// Each output must equal the
+// --dest G: the whole task and the assembled outputs on GPU G's (first)
+// context rather than the first shard's.  Each output must equal the
 // whole task's within 1e-5 normalized (the shards run the same kernels on
 // fewer rows: bit-identical is expected, and the count is printed).  Then
 // N timed calls of each (host wall clock, after a synchronize of every
@@ -88,7 +89,7 @@ static int
 usage(void)
 {
 	fprintf(stderr, "usage: shard_check MODEL.so TASK --gpus 0,1 [--peer] [--staged] [--copy] "
-	                "[--share] [--local] [--reps N]\n");
+	                "[--share] [--local] [--dest G] [--reps N]\n");
 	return 2;
 }
 
@@ -96,7 +97,7 @@ int
 main(int argc, char **argv)
 {
 	const char *path = NULL, *task = NULL, *gpus = NULL;
-	int peer = 0, staged = 0, copy = 0, share = 0, local = 0, reps = 20;
+	int peer = 0, staged = 0, copy = 0, share = 0, local = 0, reps = 20, dest = -1;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--gpus") && i + 1 < argc)
 			gpus = argv[++i];
@@ -112,6 +113,8 @@ main(int argc, char **argv)
 			share = 1;
 		else if (!strcmp(argv[i], "--local"))
 			local = 1;
+		else if (!strcmp(argv[i], "--dest") && i + 1 < argc)
+			dest = atoi(argv[++i]);
 		else if (argv[i][0] == '-')
 			return usage();
 		else if (!path)
@@ -134,6 +137,12 @@ main(int argc, char **argv)
 		gpu[K++] = (int)g;
 		p = *end ? end + 1 : end;
 	}
+	int d0 = 0; // the destination: shard d0's context
+	for (int k = K - 1; dest >= 0 && k >= 0; k--)
+		if (gpu[k] == dest)
+			d0 = k;
+	if (K == 0 || (dest >= 0 && gpu[d0] != dest))
+		return usage();
 	fadc_context *ctx[MAXK], *wc;
 	fadc_model *mod[MAXK], *wm;
 	int own[MAXK], ngpu = 0; // own[k]: the first shard of k's context (--share: of k's GPU)
@@ -153,7 +162,7 @@ main(int argc, char **argv)
 			mod[k] = mod[own[k]];
 			continue;
 		}
-		int g = k < K ? gpu[k] : gpu[0];
+		int g = k < K ? gpu[k] : gpu[d0];
 		fadc_context_options o = {.device = {g < 0 ? FADC_DEVICE_CPU : FADC_DEVICE_CUDA, g < 0 ? 0 : g}};
 		fadc_context **c = k < K ? &ctx[k] : &wc;
 		if (fadc_context_create(&o, c)) {
@@ -166,13 +175,13 @@ main(int argc, char **argv)
 			return 1;
 		}
 	}
-	for (int k = 1; peer && k < K; k++)
-		if (gpu[k] != gpu[0] && gpu[k] >= 0 && gpu[0] >= 0 && !enable_peer(gpu[k], gpu[0]))
+	for (int k = 0; peer && k < K; k++)
+		if (gpu[k] != gpu[d0] && gpu[k] >= 0 && gpu[d0] >= 0 && !enable_peer(gpu[k], gpu[d0]))
 			return 1;
 	RtShardOptions so = {.peer_direct = peer, .staged = staged, .peer_copy = copy};
 	RtShardPlan *plan;
 	char err[1024];
-	if (rt_shard_plan_create(path, task, ctx, mod, K, ctx[0], &so, &plan, err, sizeof err)) {
+	if (rt_shard_plan_create(path, task, ctx, mod, K, ctx[d0], &so, &plan, err, sizeof err)) {
 		fprintf(stderr, "shard_check: %s\n", err);
 		return 1;
 	}
@@ -241,14 +250,14 @@ main(int argc, char **argv)
 	for (int r = 0; r < 2; r++) // the views' graphs recorded
 		if (rt_shard_run(plan, NULL, sout, n))
 			return 1;
-	fadc_context_synchronize(ctx[0]);
+	fadc_context_synchronize(ctx[d0]);
 	t0 = now();
 	for (int r = 0; r < reps; r++)
 		if (rt_shard_run(plan, NULL, sout, n)) {
 			fprintf(stderr, "shard_check: %s\n", rt_shard_error(plan));
 			return 1;
 		}
-	fadc_context_synchronize(ctx[0]);
+	fadc_context_synchronize(ctx[d0]);
 	double ts = (now() - t0) / reps;
 	size_t direct, copied;
 	rt_shard_plan_traffic(plan, &direct, &copied);
