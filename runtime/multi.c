@@ -131,13 +131,23 @@ struct RtMultiModel {
 	struct Sharded *sharded; // per task: its shards (a batched task), or unused
 };
 
-// A batched task run as its K = c S shards `T:k/K` (runtime/shard.c),
-// shards c s .. c s + c - 1 on GPU s, the whole outputs on GPU 0.
+// A batched task run as its K = c S shards `T:k/K` (runtime/shard.c), c
+// on each GPU, the whole outputs on GPU 0.  Which GPU takes which group of
+// c shards is measured (sharded_plan): the candidate assignments each run
+// TRIAL times at the task's first runs, and the fastest is kept.
+#define NCAND 2
+#define TRIAL 3
 typedef struct Sharded {
 	int state; // 0 not planned, 1 planned, -1 not a sharded task
 	int K, c; // shards, shards per GPU
-	int gpu_of[ART_MAX_SHARDS]; // shard k's GPU (its place in the device list)
-	RtShardPlan *plan;
+	int ncand, cur; // candidate plans (1 once chosen), the one in use
+	int runs; // runs so far (the trials: TRIAL of each candidate in turn)
+	double t[NCAND]; // each candidate's last trial run, seconds
+	int gpu_of[NCAND][ART_MAX_SHARDS]; // shard k's GPU (its place in the device list)
+	RtShardPlan *cand[NCAND];
+	RtShardPlan *plan; // cand[cur]
+	fadc_tensor **owned; // the outputs of a caller that gives none, shared by the candidates
+	int nout; // the task's outputs
 	int ncaller;
 	fadc_tensor **stage; // [s * ncaller + c]: caller input c's copy on GPU s (s >= 1)
 } Sharded;
@@ -673,7 +683,11 @@ sharded_free(fadc_context *ctx, RtMulti *mu, Sharded *sh)
 			fadc_tensor_release(sh->stage[s * sh->ncaller + c]);
 	}
 	rt_multi_current(ctx, 0);
-	rt_shard_plan_free(sh->plan);
+	for (int i = 0; sh->owned && i < sh->nout; i++)
+		fadc_tensor_release(sh->owned[i]);
+	for (int i = 0; i < NCAND; i++)
+		rt_shard_plan_free(sh->cand[i]);
+	free(sh->owned);
 	free(sh->stage);
 	memset(sh, 0, sizeof *sh);
 }
@@ -1336,26 +1350,35 @@ sharded_plan(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Sharded *sh)
 	}
 	if (!mu->peer)
 		mu->peer = peer_enable(ctx, mu);
-	// The other GPUs' slices: computed in their own memory and copied by
-	// their copy engines behind their next shard (peer_copy), unless
-	// FADC_SHARD_PEER=direct asks for their kernels to write GPU 0's memory
-	// across NVLink (the measurement of docs/PERFORMANCE.md "Overlapped
-	// peer copies").  Without peer access the driver stages the copies.
+	sh->K = shard_count(d, T->name, T->spec > 0 ? T->spec : 0, mu->S);
+	sh->c = sh->K / mu->S;
+	// The other GPUs' slices: with several shards per GPU, computed in
+	// their own memory and copied by their copy engines behind their next
+	// shard (peer_copy); with one, there is nothing to copy behind, and the
+	// shard's kernels write GPU 0's memory across NVLink (peer_direct; the
+	// writes then overlap the kernel's own reads).  FADC_SHARD_PEER=copy or
+	// direct chooses either (the measurements of docs/PERFORMANCE.md
+	// "Overlapped peer copies").  Without peer access the driver stages
+	// the copies; peer_direct then goes through the host.
 	const char *how = getenv("FADC_SHARD_PEER");
-	int direct = how && !strcmp(how, "direct");
-	if (how && *how && !direct && strcmp(how, "copy"))
-		return rt_fail(ctx, FADC_ERR_ARG, "FADC_SHARD_PEER='%s': 'copy' (the default) or 'direct'",
-		               how);
+	int direct = how && *how ? !strcmp(how, "direct") : sh->c == 1;
+	if (how && *how && strcmp(how, "direct") && strcmp(how, "copy"))
+		return rt_fail(ctx, FADC_ERR_ARG, "FADC_SHARD_PEER='%s': 'copy' or 'direct'", how);
 	RtShardOptions o = {.peer_direct = mu->peer > 0 && direct, .peer_copy = !direct,
 	                    .spec = T->spec > 0 ? T->spec : 0};
-	sh->K = shard_count(d, T->name, o.spec, mu->S);
-	sh->c = sh->K / mu->S;
-	// Shard k on GPU k / c, unless FADC_SHARD_MAP lists each shard's GPU
-	// (its place in the device list: "1,1,0,0"), to measure other
-	// assignments (docs/PERFORMANCE.md "Overlapped peer copies").
+	// The candidate assignments of the groups of c shards to GPUs: group
+	// s on GPU s, and group s on GPU s + 1 (mod S: GPU 0 takes the last
+	// group).  The shards are even in basis rows, not in work (a
+	// Hessian's rows of different params cost differently: ppl_robust_reg's
+	// beta rows), and GPU 0 copies nothing, so the better one depends on
+	// the model: sharded_run times both.  FADC_SHARD_MAP instead lists
+	// each shard's GPU (its place in the device list: "1,1,0,0"): one
+	// candidate, for measurements.
 	const char *map = getenv("FADC_SHARD_MAP");
-	for (int k = 0; k < sh->K; k++)
-		sh->gpu_of[k] = k / sh->c;
+	sh->ncand = map && *map ? 1 : NCAND;
+	for (int i = 0; i < sh->ncand; i++)
+		for (int k = 0; k < sh->K; k++)
+			sh->gpu_of[i][k] = (k / sh->c + i) % mu->S;
 	if (map && *map) {
 		const char *q = map;
 		for (int k = 0; k < sh->K; k++) {
@@ -1366,24 +1389,31 @@ sharded_plan(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Sharded *sh)
 				return rt_fail(ctx, FADC_ERR_ARG, "FADC_SHARD_MAP='%s': %d GPU places (0 .. %d), "
 				               "one for each of the %d shards, comma-separated", map, sh->K,
 				               mu->S - 1, sh->K);
-			sh->gpu_of[k] = (int)g;
+			sh->gpu_of[0][k] = (int)g;
 			q = end + (*end == ',');
 		}
 	}
-	fadc_context *ctxs[ART_MAX_SHARDS];
-	fadc_model *subs[ART_MAX_SHARDS];
-	for (int k = 0; k < sh->K; k++) {
-		ctxs[k] = mu->sub[sh->gpu_of[k]];
-		subs[k] = mm->sub[sh->gpu_of[k]];
+	for (int i = 0; i < sh->ncand; i++) {
+		fadc_context *ctxs[ART_MAX_SHARDS];
+		fadc_model *subs[ART_MAX_SHARDS];
+		for (int k = 0; k < sh->K; k++) {
+			ctxs[k] = mu->sub[sh->gpu_of[i][k]];
+			subs[k] = mm->sub[sh->gpu_of[i][k]];
+		}
+		char err[1024];
+		fadc_status st = rt_shard_plan_create(mm->path, T->name, ctxs, subs, sh->K, ctx, &o,
+		                                      &sh->cand[i], err, sizeof err);
+		rt_multi_current(ctx, 0);
+		if (st)
+			return rt_fail(ctx, st, "task '%s' over %d GPUs runs as its %d shards: %s", T->name,
+			               mu->S, sh->K, err);
 	}
-	char err[1024];
-	fadc_status st = rt_shard_plan_create(mm->path, T->name, ctxs, subs, sh->K, ctx, &o, &sh->plan,
-	                                      err, sizeof err);
-	rt_multi_current(ctx, 0);
-	if (st)
-		return rt_fail(ctx, st, "task '%s' over %d GPUs runs as its %d shards: %s", T->name, mu->S,
-		               sh->K, err);
+	sh->plan = sh->cand[0];
+	sh->nout = rt_shard_plan_noutputs(sh->plan);
+	if (!(sh->owned = calloc((size_t)sh->nout + 1, sizeof *sh->owned)))
+		return rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
 	sh->ncaller = rt_shard_plan_ncaller(sh->plan);
+	fadc_status st;
 	if (sh->ncaller && !(sh->stage = calloc((size_t)(mu->S * sh->ncaller), sizeof *sh->stage)))
 		return rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
 	fadc_task_info ti;
@@ -1467,15 +1497,51 @@ sharded_run(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Sharded *sh,
 		}
 	}
 	free(buf);
+	// The candidate of this run: during the trials each in turn, TRIAL
+	// runs each (the first records the graphs of its assignment's shards),
+	// the last timed to the end of GPU 0's stream; then the fastest.
+	int trial = sh->ncand > 1 && sh->runs < TRIAL * sh->ncand, i = trial ? sh->runs / TRIAL : sh->cur;
 	fadc_tensor *const *rows[ART_MAX_SHARDS];
 	for (int k = 0; k < sh->K; k++)
-		rows[k] = in[sh->gpu_of[k]];
+		rows[k] = in[sh->gpu_of[i][k]];
+	// Outputs the caller leaves to the task: the same tensors whichever
+	// candidate runs (a plan's own would be freed with it).
+	for (int j = 0; j < noutputs; j++)
+		if (!outputs[j]) {
+			fadc_tensor_desc od;
+			if (!sh->owned[j] &&
+			    ((st = rt_shard_plan_output(sh->plan, j, &od)) ||
+			     (st = fadc_tensor_create(ctx, od.dtype, od.rank, od.dim, &sh->owned[j]))))
+				return st;
+			outputs[j] = sh->owned[j];
+		}
+	double t0 = now_s();
 	mm->plain = 1; // shard 0 runs on this very model: its own run, not this one
-	st = rt_shard_run(sh->plan, ninputs ? rows : NULL, outputs, noutputs);
+	st = rt_shard_run(sh->cand[i], ninputs ? rows : NULL, outputs, noutputs);
 	mm->plain = 0;
 	rt_multi_current(ctx, 0);
 	if (st)
-		return rt_fail(ctx, st, "task '%s' over %d GPUs: %s", name, mu->S, rt_shard_error(sh->plan));
+		return rt_fail(ctx, st, "task '%s' over %d GPUs: %s", name, mu->S,
+		               rt_shard_error(sh->cand[i]));
+	if (trial && sh->runs % TRIAL == TRIAL - 1) {
+		if ((st = fadc_context_synchronize(ctx)))
+			return st;
+		sh->t[i] = now_s() - t0;
+	}
+	if (trial && ++sh->runs == TRIAL * sh->ncand) { // keep the fastest, free the others
+		for (int c = 1; c < sh->ncand; c++)
+			if (sh->t[c] < sh->t[sh->cur])
+				sh->cur = c;
+		for (int c = 0; c < sh->ncand; c++)
+			if (c != sh->cur) {
+				rt_shard_plan_free(sh->cand[c]);
+				sh->cand[c] = NULL;
+			}
+		if (getenv("FADC_SHARD_VERBOSE"))
+			fprintf(stderr, "fadc: task '%s' over %d GPUs: assignment %d of %d (%.3f ms; %.3f ms)\n",
+			        name, mu->S, sh->cur, sh->ncand, 1e3 * sh->t[0], 1e3 * sh->t[1]);
+		sh->plan = sh->cand[sh->cur];
+	}
 	return FADC_OK;
 }
 
