@@ -133,16 +133,16 @@ struct RtMultiModel {
 
 // A batched task run as its K = c S shards `T:k/K` (runtime/shard.c), c
 // on each GPU, the whole outputs on GPU 0.  Which GPU takes which group of
-// c shards is measured (sharded_plan): the candidate assignments each run
-// TRIAL times at the task's first runs, and the fastest is kept.
+// c shards is measured (sharded_plan): the candidate assignments take
+// turns at the task's first TRIAL * NCAND runs, and the fastest is kept.
 #define NCAND 2
-#define TRIAL 3
+#define TRIAL 5
 typedef struct Sharded {
 	int state; // 0 not planned, 1 planned, -1 not a sharded task
 	int K, c; // shards, shards per GPU
 	int ncand, cur; // candidate plans (1 once chosen), the one in use
-	int runs; // runs so far (the trials: TRIAL of each candidate in turn)
-	double t[NCAND]; // each candidate's last trial run, seconds
+	int runs; // runs so far (the trials: TRIAL of each candidate, taking turns)
+	double t[NCAND]; // each candidate's fastest timed trial run, seconds
 	int gpu_of[NCAND][ART_MAX_SHARDS]; // shard k's GPU (its place in the device list)
 	RtShardPlan *cand[NCAND];
 	RtShardPlan *plan; // cand[cur]
@@ -1497,10 +1497,14 @@ sharded_run(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Sharded *sh,
 		}
 	}
 	free(buf);
-	// The candidate of this run: during the trials each in turn, TRIAL
-	// runs each (the first records the graphs of its assignment's shards),
-	// the last timed to the end of GPU 0's stream; then the fastest.
-	int trial = sh->ncand > 1 && sh->runs < TRIAL * sh->ncand, i = trial ? sh->runs / TRIAL : sh->cur;
+	// The candidate of this run: during the trials the candidates take
+	// turns, TRIAL runs each; the first two of each (eager, then recording
+	// its shards' graphs) are not timed, the others are, to the end of GPU
+	// 0's stream, and a candidate's time is its fastest (taking turns and
+	// the minimum keep one slow run, a caller's work still queued, from
+	// deciding); then the fastest candidate.
+	int trial = sh->ncand > 1 && sh->runs < TRIAL * sh->ncand;
+	int i = trial ? sh->runs % sh->ncand : sh->cur;
 	fadc_tensor *const *rows[ART_MAX_SHARDS];
 	for (int k = 0; k < sh->K; k++)
 		rows[k] = in[sh->gpu_of[i][k]];
@@ -1523,10 +1527,12 @@ sharded_run(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Sharded *sh,
 	if (st)
 		return rt_fail(ctx, st, "task '%s' over %d GPUs: %s", name, mu->S,
 		               rt_shard_error(sh->cand[i]));
-	if (trial && sh->runs % TRIAL == TRIAL - 1) {
+	if (trial && sh->runs >= 2 * sh->ncand) {
 		if ((st = fadc_context_synchronize(ctx)))
 			return st;
-		sh->t[i] = now_s() - t0;
+		double dt = now_s() - t0;
+		if (!(sh->t[i] > 0) || dt < sh->t[i])
+			sh->t[i] = dt;
 	}
 	if (trial && ++sh->runs == TRIAL * sh->ncand) { // keep the fastest, free the others
 		for (int c = 1; c < sh->ncand; c++)
