@@ -1279,8 +1279,9 @@ has_shards(const ArtDesc *d, const char *name)
 // More shards per GPU hide more of the copies across NVLink (each GPU
 // other than GPU 0 copies shard i's slices while computing shard i + 1:
 // runtime/shard.h) at the price of each shard's fixed part (the unbatched
-// forward and gradient every shard repeats): `fadc --shards 8` for 2 GPUs
-// is what docs/MULTIGPU.md recommends for the Hessians.
+// forward and gradient every shard repeats: ~0.1 ms on ppl_robust_reg's
+// Hessian): two per GPU measured best there (docs/PERFORMANCE.md
+// "Overlapped peer copies"), and fadc-bench --gpus compiles 2 S.
 static int
 shard_count(const ArtDesc *d, const char *name, int spec, int S)
 {

@@ -57,8 +57,9 @@
 // from the calling thread (fadc_run returns once a GPU's work is queued,
 // so the GPUs work at once; CPU contexts run in turn), then makes the
 // copies, then waits for every shard context other than the destination
-// (fadc_context_synchronize) and for the copy streams, so that on return the outputs hold every
-// slice, except what the destination's own context queued, which is
+// (fadc_context_synchronize) and for the copy streams, so that on return
+// the outputs hold every slice, except what the destination's own context
+// queued, which is
 // ordered on its stream like any fadc_run.  Contexts are used from the
 // calling thread only (fadc.h: one thread at a time per context).
 #ifndef FADC_RUNTIME_SHARD_H
