@@ -420,12 +420,16 @@ compile_argv(char **argv, const char *src, const char *out, const char *tasks,
 		argv[k++] = (char *)defs[i];
 	}
 	// --gpus over S GPUs: the batched tasks (Hessians, jacfwd, jacobian and
-	// jacrev of a non-scalar forward) also as their S shards, which the
+	// jacrev of a non-scalar forward) also as their 2 S shards, which the
 	// context over the GPUs runs (docs/MULTIGPU.md); fadc leaves the other
 	// tasks as they are.
+	// Two shards per GPU: the context copies each GPU's first shard into
+	// GPU 0 while the GPU computes its second (runtime/shard.h), which
+	// hides half of the copies (docs/PERFORMANCE.md "Overlapped peer
+	// copies": ppl_robust_reg's Hessian 1.42x with one, 1.56x with two).
 	static char shards[16];
 	if (S.o.ngpus >= 2) {
-		snprintf(shards, sizeof shards, "%d", S.o.ngpus);
+		snprintf(shards, sizeof shards, "%d", 2 * S.o.ngpus);
 		argv[k++] = "--shards";
 		argv[k++] = shards;
 	}
@@ -635,8 +639,10 @@ open_model(const char *source, const char *const *defs0, int ndefs0, const char 
 		base[bl - 3] = 0;
 	uint64_t key = art_fnv1a64(ART_FNV_BASIS, abs, strlen(abs) + 1);
 	key = art_fnv1a64(key, defines, strlen(defines));
-	if (S.o.ngpus >= 2) // its shards (compile_argv): an artifact of its own
-		key = art_fnv1a64(key, &S.o.ngpus, sizeof S.o.ngpus);
+	if (S.o.ngpus >= 2) { // its shards (compile_argv, 2 S): an artifact of its own
+		int nshards = 2 * S.o.ngpus;
+		key = art_fnv1a64(key, &nshards, sizeof nshards);
+	}
 	snprintf(S.artifact, sizeof S.artifact, "%s/%s-%08" PRIx32 ".%s.so", S.artifacts, base,
 	         (uint32_t)(key ^ key >> 32), S.o.gpu >= 0 ? "cuda" : "cpu");
 	struct stat st;

@@ -95,7 +95,7 @@ static const char *const usage =
     "  --gpus LIST          GPUs \"0,1\": each cell data-parallel over them (a model\n"
     "                       declaring a batch; its artifact holding the task at\n"
     "                       each shard's batch: -D N=n,n/2, docs/MULTIGPU.md; a\n"
-    "                       batched task (hessian, jacfwd) as its --shards S), then\n"
+    "                       batched task (hessian, jacfwd) as its --shards 2S), then\n"
     "                       on the first alone: the speed-up over one GPU and the\n"
     "                       parallel efficiency (speed-up / GPUs)\n"
     "  --run-slow-tasks     run every task of ALL_TASKS (unsupported ones excepted)\n"

@@ -131,11 +131,23 @@ struct RtMultiModel {
 	struct Sharded *sharded; // per task: its shards (a batched task), or unused
 };
 
-// A batched task run as its S shards `T:k/S` (runtime/shard.c), shard k on
-// GPU k, the whole outputs on GPU 0.
+// A batched task run as its K = c S shards `T:k/K` (runtime/shard.c), c
+// on each GPU, the whole outputs on GPU 0.  Which GPU takes which group of
+// c shards is measured (sharded_plan): the candidate assignments take
+// turns at the task's first TRIAL * NCAND runs, and the fastest is kept.
+#define NCAND 2
+#define TRIAL 5
 typedef struct Sharded {
 	int state; // 0 not planned, 1 planned, -1 not a sharded task
-	RtShardPlan *plan;
+	int K, c; // shards, shards per GPU
+	int ncand, cur; // candidate plans (1 once chosen), the one in use
+	int runs; // runs so far (the trials: TRIAL of each candidate, taking turns)
+	double t[NCAND]; // each candidate's fastest timed trial run, seconds
+	int gpu_of[NCAND][ART_MAX_SHARDS]; // shard k's GPU (its place in the device list)
+	RtShardPlan *cand[NCAND];
+	RtShardPlan *plan; // cand[cur]
+	fadc_tensor **owned; // the outputs of a caller that gives none, shared by the candidates
+	int nout; // the task's outputs
 	int ncaller;
 	fadc_tensor **stage; // [s * ncaller + c]: caller input c's copy on GPU s (s >= 1)
 } Sharded;
@@ -671,7 +683,11 @@ sharded_free(fadc_context *ctx, RtMulti *mu, Sharded *sh)
 			fadc_tensor_release(sh->stage[s * sh->ncaller + c]);
 	}
 	rt_multi_current(ctx, 0);
-	rt_shard_plan_free(sh->plan);
+	for (int i = 0; sh->owned && i < sh->nout; i++)
+		fadc_tensor_release(sh->owned[i]);
+	for (int i = 0; i < NCAND; i++)
+		rt_shard_plan_free(sh->cand[i]);
+	free(sh->owned);
 	free(sh->stage);
 	memset(sh, 0, sizeof *sh);
 }
@@ -1257,6 +1273,28 @@ has_shards(const ArtDesc *d, const char *name)
 	return 0;
 }
 
+// The shard count T runs as over S GPUs: the largest K = c S whose shards
+// of T (specialisation spec) the artifact has, c of them per GPU; S when it
+// has none (rt_shard_plan_create then names the --shards to compile).
+// More shards per GPU hide more of the copies across NVLink (each GPU
+// other than GPU 0 copies shard i's slices while computing shard i + 1:
+// runtime/shard.h) at the price of each shard's fixed part (the unbatched
+// forward and gradient every shard repeats: ~0.1 ms on ppl_robust_reg's
+// Hessian): two per GPU measured best there (docs/PERFORMANCE.md
+// "Overlapped peer copies"), and fadc-bench --gpus compiles 2 S.
+static int
+shard_count(const ArtDesc *d, const char *name, int spec, int S)
+{
+	int K = S;
+	for (uint32_t i = 0; i < d->ntask; i++) {
+		const ArtShard *r = d->task[i].shard;
+		if (r && !r->k && d->task[i].spec == spec && !strcmp(r->of, name) && r->n % S == 0 &&
+		    (int)r->n > K && r->n <= ART_MAX_SHARDS)
+			K = (int)r->n;
+	}
+	return K;
+}
+
 // Peer access from each GPU's context to GPU 0's (cuCtxEnablePeerAccess,
 // through the driver the runtime already loaded), so that the shards'
 // kernels write their slices straight into GPU 0's outputs over NVLink
@@ -1313,15 +1351,70 @@ sharded_plan(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Sharded *sh)
 	}
 	if (!mu->peer)
 		mu->peer = peer_enable(ctx, mu);
-	RtShardOptions o = {.peer_direct = mu->peer > 0, .spec = T->spec > 0 ? T->spec : 0};
-	char err[1024];
-	fadc_status st = rt_shard_plan_create(mm->path, T->name, mu->sub, mm->sub, mu->S, ctx, &o,
-	                                      &sh->plan, err, sizeof err);
-	rt_multi_current(ctx, 0);
-	if (st)
-		return rt_fail(ctx, st, "task '%s' over %d GPUs runs as its %d shards: %s", T->name, mu->S,
-		               mu->S, err);
+	sh->K = shard_count(d, T->name, T->spec > 0 ? T->spec : 0, mu->S);
+	sh->c = sh->K / mu->S;
+	// The other GPUs' slices: with several shards per GPU, computed in
+	// their own memory and copied by their copy engines behind their next
+	// shard (peer_copy); with one, there is nothing to copy behind, and the
+	// shard's kernels write GPU 0's memory across NVLink (peer_direct; the
+	// writes then overlap the kernel's own reads).  FADC_SHARD_PEER=copy or
+	// direct chooses either (the measurements of docs/PERFORMANCE.md
+	// "Overlapped peer copies").  Without peer access the driver stages
+	// the copies; peer_direct then goes through the host.
+	const char *how = getenv("FADC_SHARD_PEER");
+	int direct = how && *how ? !strcmp(how, "direct") : sh->c == 1;
+	if (how && *how && strcmp(how, "direct") && strcmp(how, "copy"))
+		return rt_fail(ctx, FADC_ERR_ARG, "FADC_SHARD_PEER='%s': 'copy' or 'direct'", how);
+	RtShardOptions o = {.peer_direct = mu->peer > 0 && direct, .peer_copy = !direct,
+	                    .spec = T->spec > 0 ? T->spec : 0};
+	// The candidate assignments of the groups of c shards to GPUs: group
+	// s on GPU s, and group s on GPU s + 1 (mod S: GPU 0 takes the last
+	// group).  The shards are even in basis rows, not in work (a
+	// Hessian's rows of different params cost differently: ppl_robust_reg's
+	// beta rows), and GPU 0 copies nothing, so the better one depends on
+	// the model: sharded_run times both.  FADC_SHARD_MAP instead lists
+	// each shard's GPU (its place in the device list: "1,1,0,0"): one
+	// candidate, for measurements.
+	const char *map = getenv("FADC_SHARD_MAP");
+	sh->ncand = map && *map ? 1 : NCAND;
+	for (int i = 0; i < sh->ncand; i++)
+		for (int k = 0; k < sh->K; k++)
+			sh->gpu_of[i][k] = (k / sh->c + i) % mu->S;
+	if (map && *map) {
+		const char *q = map;
+		for (int k = 0; k < sh->K; k++) {
+			char *end;
+			long g = strtol(q, &end, 10);
+			if (end == q || g < 0 || g >= mu->S || (*end && *end != ',') || (!*end && k + 1 < sh->K) ||
+			    (*end && k + 1 == sh->K))
+				return rt_fail(ctx, FADC_ERR_ARG, "FADC_SHARD_MAP='%s': %d GPU places (0 .. %d), "
+				               "one for each of the %d shards, comma-separated", map, sh->K,
+				               mu->S - 1, sh->K);
+			sh->gpu_of[0][k] = (int)g;
+			q = end + (*end == ',');
+		}
+	}
+	for (int i = 0; i < sh->ncand; i++) {
+		fadc_context *ctxs[ART_MAX_SHARDS];
+		fadc_model *subs[ART_MAX_SHARDS];
+		for (int k = 0; k < sh->K; k++) {
+			ctxs[k] = mu->sub[sh->gpu_of[i][k]];
+			subs[k] = mm->sub[sh->gpu_of[i][k]];
+		}
+		char err[1024];
+		fadc_status st = rt_shard_plan_create(mm->path, T->name, ctxs, subs, sh->K, ctx, &o,
+		                                      &sh->cand[i], err, sizeof err);
+		rt_multi_current(ctx, 0);
+		if (st)
+			return rt_fail(ctx, st, "task '%s' over %d GPUs runs as its %d shards: %s", T->name,
+			               mu->S, sh->K, err);
+	}
+	sh->plan = sh->cand[0];
+	sh->nout = rt_shard_plan_noutputs(sh->plan);
+	if (!(sh->owned = calloc((size_t)sh->nout + 1, sizeof *sh->owned)))
+		return rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
 	sh->ncaller = rt_shard_plan_ncaller(sh->plan);
+	fadc_status st;
 	if (sh->ncaller && !(sh->stage = calloc((size_t)(mu->S * sh->ncaller), sizeof *sh->stage)))
 		return rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
 	fadc_task_info ti;
@@ -1405,15 +1498,57 @@ sharded_run(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Sharded *sh,
 		}
 	}
 	free(buf);
-	fadc_tensor *const *rows[MAXS];
-	for (int s = 0; s < mu->S; s++)
-		rows[s] = in[s];
+	// The candidate of this run: during the trials the candidates take
+	// turns, TRIAL runs each; the first two of each (eager, then recording
+	// its shards' graphs) are not timed, the others are, to the end of GPU
+	// 0's stream, and a candidate's time is its fastest (taking turns and
+	// the minimum keep one slow run, a caller's work still queued, from
+	// deciding); then the fastest candidate.
+	int trial = sh->ncand > 1 && sh->runs < TRIAL * sh->ncand;
+	int i = trial ? sh->runs % sh->ncand : sh->cur;
+	fadc_tensor *const *rows[ART_MAX_SHARDS];
+	for (int k = 0; k < sh->K; k++)
+		rows[k] = in[sh->gpu_of[i][k]];
+	// Outputs the caller leaves to the task: the same tensors whichever
+	// candidate runs (a plan's own would be freed with it).
+	for (int j = 0; j < noutputs; j++)
+		if (!outputs[j]) {
+			fadc_tensor_desc od;
+			if (!sh->owned[j] &&
+			    ((st = rt_shard_plan_output(sh->plan, j, &od)) ||
+			     (st = fadc_tensor_create(ctx, od.dtype, od.rank, od.dim, &sh->owned[j]))))
+				return st;
+			outputs[j] = sh->owned[j];
+		}
+	double t0 = now_s();
 	mm->plain = 1; // shard 0 runs on this very model: its own run, not this one
-	st = rt_shard_run(sh->plan, ninputs ? rows : NULL, outputs, noutputs);
+	st = rt_shard_run(sh->cand[i], ninputs ? rows : NULL, outputs, noutputs);
 	mm->plain = 0;
 	rt_multi_current(ctx, 0);
 	if (st)
-		return rt_fail(ctx, st, "task '%s' over %d GPUs: %s", name, mu->S, rt_shard_error(sh->plan));
+		return rt_fail(ctx, st, "task '%s' over %d GPUs: %s", name, mu->S,
+		               rt_shard_error(sh->cand[i]));
+	if (trial && sh->runs >= 2 * sh->ncand) {
+		if ((st = fadc_context_synchronize(ctx)))
+			return st;
+		double dt = now_s() - t0;
+		if (!(sh->t[i] > 0) || dt < sh->t[i])
+			sh->t[i] = dt;
+	}
+	if (trial && ++sh->runs == TRIAL * sh->ncand) { // keep the fastest, free the others
+		for (int c = 1; c < sh->ncand; c++)
+			if (sh->t[c] < sh->t[sh->cur])
+				sh->cur = c;
+		for (int c = 0; c < sh->ncand; c++)
+			if (c != sh->cur) {
+				rt_shard_plan_free(sh->cand[c]);
+				sh->cand[c] = NULL;
+			}
+		if (getenv("FADC_SHARD_VERBOSE"))
+			fprintf(stderr, "fadc: task '%s' over %d GPUs: assignment %d of %d (%.3f ms; %.3f ms)\n",
+			        name, mu->S, sh->cur, sh->ncand, 1e3 * sh->t[0], 1e3 * sh->t[1]);
+		sh->plan = sh->cand[sh->cur];
+	}
 	return FADC_OK;
 }
 

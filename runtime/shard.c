@@ -17,6 +17,7 @@
 // context that can address it) as its outputs, which its task writes in
 // place, or nothing (model-owned outputs, copied afterwards run by run
 // through the host).
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,8 +44,25 @@ typedef struct Slice {
 	size_t bytes;
 } Slice;
 
+// The driver's few calls the copy engine path needs (RtShardOptions.
+// peer_copy), found in the libcuda.so.1 that the runtime's CUDA contexts
+// already loaded (RTLD_NOLOAD: this file loads nothing).  CUDA handles are
+// opaque pointers here, CUdeviceptr a uint64_t.
+typedef struct Drv {
+	void *dl;
+	int (*ctx_get)(void **);
+	int (*ctx_set)(void *);
+	int (*stream_ctx)(void *, void **);
+	int (*stream_create)(void **, unsigned);
+	int (*stream_destroy)(void *);
+	int (*stream_sync)(void *);
+	int (*memcpy_async)(uint64_t, uint64_t, size_t, void *);
+} Drv;
+
 typedef struct Shard {
 	fadc_context *ctx;
+	void *copy_stream; // peer_copy: the stream of ctx's GPU its slices' copies run on (shared
+	                   // by the shards of one context; created at the first run)
 	fadc_model *model;
 	int task; // its index in model
 	int cpu; // ctx is a CPU context
@@ -52,6 +70,7 @@ typedef struct Shard {
 	Slice *slice;
 	fadc_tensor **out; // fadc_run's outputs (views or model-owned)
 	uint8_t *view; // out[j] is a view of the destination
+	int first; // the first shard of its context (owns copy_stream)
 } Shard;
 
 struct RtShardPlan {
@@ -61,13 +80,15 @@ struct RtShardPlan {
 	fadc_device dest_dev;
 	int ncaller;
 	RtShardOptions o;
+	int *order; // the shards in the order they are queued (below)
+	Drv drv; // peer_copy's driver calls
 	uint32_t nwhole;
 	Whole *whole;
 	fadc_tensor **owned; // outputs the plan made on dest (NULL until asked for)
 	fadc_tensor **dst; // the current run's destination outputs
 	uint8_t *host; // staging for copies through the host
 	size_t hostlen;
-	size_t direct, staged; // the last run's bytes
+	size_t direct, staged, engine; // the last run's bytes
 	char err[1024];
 };
 
@@ -225,6 +246,55 @@ plan_slices(RtShardPlan *p, int k, const ArtTask *t)
 }
 
 static int direct(const RtShardPlan *p, const Shard *s, const Slice *sl);
+static int engine(const RtShardPlan *p, const Shard *s);
+
+// The order shards are queued in: round r queues the r-th shard of each
+// context, contexts in the order they first appear.  The host queues a
+// run in some tens of microseconds (a graph launch, the views): queuing a
+// context's shards one after the other would leave the later GPUs idle
+// meanwhile.  Each context's shards keep their relative order.
+static fadc_status
+plan_order(RtShardPlan *p)
+{
+	if (!(p->order = calloc((size_t)p->n, sizeof *p->order)))
+		return fail(p, FADC_ERR_NOMEM, "out of memory");
+	int *rank = calloc((size_t)p->n, sizeof *rank), nrank = 0, m = 0;
+	if (!rank)
+		return fail(p, FADC_ERR_NOMEM, "out of memory");
+	for (int k = 0; k < p->n; k++) { // rank[k]: shard k's place among its context's shards
+		p->sh[k].first = 1;
+		for (int i = 0; i < k; i++)
+			if (p->sh[i].ctx == p->sh[k].ctx) {
+				rank[k]++;
+				p->sh[k].first = 0;
+			}
+		nrank = rank[k] + 1 > nrank ? rank[k] + 1 : nrank;
+	}
+	for (int r = 0; r < nrank; r++)
+		for (int k = 0; k < p->n; k++)
+			if (rank[k] == r)
+				p->order[m++] = k;
+	free(rank);
+	return FADC_OK;
+}
+
+// The driver's calls for peer_copy; 0 when any is missing (no CUDA
+// context was ever made: then no shard is on a GPU either).
+static int
+drv_load(Drv *d)
+{
+	if (!(d->dl = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)))
+		return 0;
+	*(void **)&d->ctx_get = dlsym(d->dl, "cuCtxGetCurrent");
+	*(void **)&d->ctx_set = dlsym(d->dl, "cuCtxSetCurrent");
+	*(void **)&d->stream_ctx = dlsym(d->dl, "cuStreamGetCtx");
+	*(void **)&d->stream_create = dlsym(d->dl, "cuStreamCreate");
+	*(void **)&d->stream_destroy = dlsym(d->dl, "cuStreamDestroy_v2");
+	*(void **)&d->stream_sync = dlsym(d->dl, "cuStreamSynchronize");
+	*(void **)&d->memcpy_async = dlsym(d->dl, "cuMemcpyAsync");
+	return d->ctx_get && d->ctx_set && d->stream_ctx && d->stream_create && d->stream_destroy &&
+	       d->stream_sync && d->memcpy_async;
+}
 
 fadc_status
 rt_shard_plan_create(const char *path, const char *task, fadc_context *const *ctxs,
@@ -324,11 +394,22 @@ rt_shard_plan_create(const char *path, const char *task, fadc_context *const *ct
 			         p->whole[w].name);
 			goto done;
 		}
+	if ((s = plan_order(p)))
+		goto done;
+	// peer_copy without the driver (a plan of CPU contexts only, where it
+	// has nothing to do) is dropped: the other paths then apply.
+	if (p->o.peer_copy && !drv_load(&p->drv)) {
+		if (p->drv.dl)
+			dlclose(p->drv.dl);
+		memset(&p->drv, 0, sizeof p->drv);
+		p->o.peer_copy = 0;
+	}
 	// Host staging for the slices that travel through the host only (none
-	// where every slice is written in place).
+	// where every slice is written in place or copied by the GPUs).
 	for (int k = 0; k < n; k++)
 		for (uint32_t j = 0; j < p->sh[k].nslice; j++)
-			if (!direct(p, &p->sh[k], &p->sh[k].slice[j]) && p->sh[k].slice[j].bytes > p->hostlen)
+			if (!direct(p, &p->sh[k], &p->sh[k].slice[j]) && !engine(p, &p->sh[k]) &&
+			    p->sh[k].slice[j].bytes > p->hostlen)
 				p->hostlen = p->sh[k].slice[j].bytes;
 	p->owned = calloc(p->nwhole + 1, sizeof *p->owned);
 	p->dst = calloc(p->nwhole + 1, sizeof *p->dst);
@@ -353,11 +434,22 @@ rt_shard_plan_free(RtShardPlan *p)
 	if (!p)
 		return;
 	for (int k = 0; p->sh && k < p->n; k++) {
+		if (p->sh[k].copy_stream) { // idle: every run waited for its copies
+			void *old = NULL, *c = NULL;
+			p->drv.ctx_get(&old);
+			if (!p->drv.stream_ctx(p->sh[k].copy_stream, &c))
+				p->drv.ctx_set(c);
+			p->drv.stream_destroy(p->sh[k].copy_stream);
+			p->drv.ctx_set(old);
+		}
 		free(p->sh[k].slice);
 		free(p->sh[k].out);
 		free(p->sh[k].view);
 	}
 	free(p->sh);
+	free(p->order);
+	if (p->drv.dl)
+		dlclose(p->drv.dl);
 	for (uint32_t w = 0; w < p->nwhole; w++) {
 		free(p->whole[w].name);
 		if (p->owned)
@@ -406,6 +498,12 @@ rt_shard_plan_traffic(const RtShardPlan *p, size_t *direct, size_t *staged)
 		*staged = p ? p->staged : 0;
 }
 
+size_t
+rt_shard_plan_engine_bytes(const RtShardPlan *p)
+{
+	return p ? p->engine : 0;
+}
+
 const char *
 rt_shard_error(const RtShardPlan *p)
 {
@@ -448,11 +546,20 @@ direct(const RtShardPlan *p, const Shard *s, const Slice *sl)
 {
 	const Whole *h = &p->whole[sl->whole];
 	int contiguous = h->outer == 1 || sl->cnt == h->mid;
-	if (p->o.staged)
+	if (p->o.staged || engine(p, s))
 		return 0;
 	int dest_cpu = p->dest_dev.kind == FADC_DEVICE_CPU;
 	int reach = s->ctx == p->dest || (s->cpu && dest_cpu) || (!s->cpu && !dest_cpu && p->o.peer_direct);
 	return contiguous && reach;
+}
+
+// Whether shard s's slices are copied by its GPU (peer_copy): a GPU shard
+// on a context other than the destination's, a GPU one.
+static int
+engine(const RtShardPlan *p, const Shard *s)
+{
+	return p->o.peer_copy && !p->o.staged && !s->cpu && s->ctx != p->dest &&
+	       p->dest_dev.kind != FADC_DEVICE_CPU;
 }
 
 // The address of element e of destination output w.
@@ -509,6 +616,63 @@ copy_slice(RtShardPlan *p, int k, uint32_t j)
 	return FADC_OK;
 }
 
+// Shard k's slices, which its task wrote into its model-owned outputs on
+// its GPU, copied into the destination by that GPU (peer_copy): on the
+// copy stream of its context, after the shard's queued work (an event:
+// fadc_context_signal_stream), so that the copies cross NVLink on the
+// GPU's copy engine while its stream goes on with the context's next
+// shard, and only the last shard's copies add to the run.  One
+// cuMemcpyAsync per contiguous run of a slice (one for a Hessian block's).
+static fadc_status
+queue_copies(RtShardPlan *p, int k)
+{
+	Shard *sh = &p->sh[k], *own = sh;
+	for (int i = 0; i < k && own == sh; i++)
+		if (p->sh[i].ctx == sh->ctx)
+			own = &p->sh[i]; // the first shard of the context holds the stream
+	const Drv *d = &p->drv;
+	void *old = NULL, *c = NULL, *cs = NULL;
+	fadc_status st = fadc_context_stream(sh->ctx, &cs);
+	if (st)
+		return fail(p, st, "shard %d: %s", k, fadc_context_error(sh->ctx));
+	int r = d->ctx_get(&old);
+	if (!r)
+		r = d->stream_ctx(cs, &c);
+	if (!r)
+		r = d->ctx_set(c);
+	if (!r && !own->copy_stream)
+		r = d->stream_create(&own->copy_stream, 1); // CU_STREAM_NON_BLOCKING
+	if (r) {
+		d->ctx_set(old);
+		return fail(p, FADC_ERR_DEVICE, "shard %d: a stream for its copies: CUDA error %d", k, r);
+	}
+	if ((st = fadc_context_signal_stream(sh->ctx, own->copy_stream))) {
+		d->ctx_set(old);
+		return fail(p, st, "shard %d: %s", k, fadc_context_error(sh->ctx));
+	}
+	d->ctx_set(c);
+	for (uint32_t j = 0; j < sh->nslice && !st; j++) {
+		const Slice *sl = &sh->slice[j];
+		const Whole *h = &p->whole[sl->whole];
+		uint64_t src, at;
+		if ((st = fadc_tensor_address(sh->out[j], &src))) {
+			fail(p, st, "shard %d, output '%s': %s", k, h->name, fadc_context_error(sh->ctx));
+			break;
+		}
+		size_t run = (size_t)(sl->cnt * h->inner) * fadc_dtype_size(h->dtype);
+		for (int64_t o = 0; o < h->outer && !st; o++) {
+			if ((st = dest_addr(p, sl->whole, (o * h->mid + sl->off) * h->inner, &at)))
+				break;
+			if (run && (r = d->memcpy_async(at, src + (uint64_t)o * run, run, own->copy_stream)))
+				st = fail(p, FADC_ERR_DEVICE, "shard %d, output '%s': a copy to the destination: "
+				          "CUDA error %d", k, h->name, r);
+		}
+		p->engine += sl->bytes;
+	}
+	d->ctx_set(old);
+	return st;
+}
+
 static void
 release_views(RtShardPlan *p)
 {
@@ -528,7 +692,7 @@ rt_shard_run(RtShardPlan *p, fadc_tensor *const *const *inputs, fadc_tensor **ou
 	if (!p)
 		return FADC_ERR_ARG;
 	p->err[0] = 0;
-	p->direct = p->staged = 0;
+	p->direct = p->staged = p->engine = 0;
 	if (!outputs || noutputs != (int)p->nwhole)
 		return fail(p, FADC_ERR_ARG, "the task has %u outputs, %d given", p->nwhole, noutputs);
 	if (p->ncaller && !inputs)
@@ -537,8 +701,10 @@ rt_shard_run(RtShardPlan *p, fadc_tensor *const *const *inputs, fadc_tensor **ou
 	fadc_status s = take_outputs(p, outputs);
 	if (s)
 		return s;
-	// Every shard's run queued, its in-place slices as views.
-	for (int k = 0; k < p->n && !s; k++) {
+	// Every shard's run queued (in p->order), its in-place slices as views,
+	// the slices its GPU copies queued behind it.
+	for (int i = 0; i < p->n && !s; i++) {
+		int k = p->order[i];
 		Shard *sh = &p->sh[k];
 		for (uint32_t j = 0; j < sh->nslice && !s; j++) {
 			const Slice *sl = &sh->slice[j];
@@ -563,19 +729,29 @@ rt_shard_run(RtShardPlan *p, fadc_tensor *const *const *inputs, fadc_tensor **ou
 		             (int)sh->nslice);
 		if (s)
 			fail(p, s, "shard %d of %d failed: %s", k, p->n, fadc_context_error(sh->ctx));
+		else if (engine(p, sh))
+			s = queue_copies(p, k);
 	}
 	// The other slices, through the host.
 	for (int k = 0; k < p->n && !s; k++)
-		for (uint32_t j = 0; j < p->sh[k].nslice && !s; j++)
+		for (uint32_t j = 0; j < p->sh[k].nslice && !s && !engine(p, &p->sh[k]); j++)
 			if (!p->sh[k].view[j])
 				s = copy_slice(p, k, j);
 	// The shards' own streams done: the destination's slices complete.
 	// After a failure too, so that no shard still writes into outputs the
 	// caller may free (its first error is the one reported).
+	// The copy streams after them (each waits for its shards' runs).
 	for (int k = 0; k < p->n; k++) {
-		fadc_status e = p->sh[k].ctx != p->dest ? fadc_context_synchronize(p->sh[k].ctx) : FADC_OK;
+		fadc_status e = p->sh[k].ctx != p->dest && p->sh[k].first
+		                    ? fadc_context_synchronize(p->sh[k].ctx)
+		                    : FADC_OK;
 		if (e && !s)
 			s = fail(p, e, "shard %d of %d failed: %s", k, p->n, fadc_context_error(p->sh[k].ctx));
+	}
+	for (int k = 0; k < p->n; k++) {
+		int r = p->sh[k].copy_stream ? p->drv.stream_sync(p->sh[k].copy_stream) : 0;
+		if (r && !s)
+			s = fail(p, FADC_ERR_DEVICE, "shard %d of %d: its copies: CUDA error %d", k, p->n, r);
 	}
 	release_views(p);
 	return s;

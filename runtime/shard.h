@@ -34,17 +34,32 @@
 //   contiguous run is copied into the destination by fadc_tensor_write
 //   into a view of it (the same calls on CPU and device contexts).  jacfwd of a non-scalar forward (its slices are columns)
 //   always takes this path.
-// No peer copy through the driver is made here: this file never sees a
-// CUDA handle.  (Where peer access cannot be enabled, a cuMemcpyPeerAsync
-// of each run, on the shard's stream, would replace the host round trip:
-// a function of runtime/cuda.c for the multi context to call.)
+// - copied by the shard's GPU (RtShardOptions.peer_copy; what the multi
+//   context uses): a GPU shard on another context than the destination's
+//   runs into its model-owned outputs in its own memory, and each slice is
+//   copied into the destination by cuMemcpyAsync on a second stream of the
+//   shard's GPU, ordered after that shard's run by an event
+//   (fadc_context_signal_stream).  The copy engine then moves shard k's
+//   slices across NVLink while the GPU's kernels compute the context's
+//   next shard: with c shards per GPU only the last one's copy (1/c of
+//   the GPU's part) is exposed, where a kernel writing across NVLink
+//   itself runs at the link's speed rather than HBM's (peer_direct: the
+//   whole part exposed; docs/PERFORMANCE.md "Overlapped peer copies").
+//   The driver's calls are found in the libcuda.so.1 the runtime loaded
+//   (dlopen RTLD_NOLOAD); with peer access enabled the copies go GPU to
+//   GPU, without it the driver stages them.
+// Several shards may share one context (K = c S shards over S GPUs): each
+// context runs its shards in order on its stream; the shards are queued
+// round by round (the first of each context, then the second ...), so
+// that every GPU starts at once.
 //
-// Ordering: rt_shard_run queues every shard's run, one after the other
+// Ordering: rt_shard_run queues every shard's run (round by round, above)
 // from the calling thread (fadc_run returns once a GPU's work is queued,
 // so the GPUs work at once; CPU contexts run in turn), then makes the
 // copies, then waits for every shard context other than the destination
-// (fadc_context_synchronize), so that on return the outputs hold every
-// slice, except what the destination's own context queued, which is
+// (fadc_context_synchronize) and for the copy streams, so that on return
+// the outputs hold every slice, except what the destination's own context
+// queued, which is
 // ordered on its stream like any fadc_run.  Contexts are used from the
 // calling thread only (fadc.h: one thread at a time per context).
 #ifndef FADC_RUNTIME_SHARD_H
@@ -68,6 +83,10 @@ typedef struct RtShardOptions {
 	// Every slice through the host, none in place (tests of that path on
 	// CPU contexts; measurements).
 	int staged;
+	// GPU shards on other contexts than the destination's (a GPU) run into
+	// their own memory and their GPU copies each slice across (above);
+	// takes precedence over peer_direct for them.  Ignored on CPU contexts.
+	int peer_copy;
 } RtShardOptions;
 
 // Prepares task `task` ("hessian") of the artifact at `path` as its n
@@ -102,6 +121,8 @@ int rt_shard_plan_ncaller(const RtShardPlan *p);
 // How the last run moved the slices: bytes written in place by the shards'
 // tasks, bytes copied through the host.
 void rt_shard_plan_traffic(const RtShardPlan *p, size_t *direct, size_t *staged);
+// Bytes the last run's shards' GPUs copied into the destination (peer_copy).
+size_t rt_shard_plan_engine_bytes(const RtShardPlan *p);
 
 // Runs every shard and assembles the whole outputs on dest.  inputs[k]
 // (ncaller tensors on ctxs[k], in the task's order; inputs may be NULL when

@@ -23,7 +23,7 @@ v=$(tail -c 40 "$tmp/s.so" | od -An -tu4 -j8 -N4 | tr -d ' ')
 
 check=${FADC_BIN_DIR:?}/shard_check
 for t in hessian jacfwd; do
-	for mode in --peer "" --staged; do
+	for mode in --peer "" --staged --copy; do
 		"$check" "$tmp/s.so" "$t" --gpus 0,0 --reps 3 $mode >"$tmp/out" 2>"$tmp/err"
 		rc=$?
 		[ "$rc" = 77 ] && { cat "$tmp/err"; exit 77; }
@@ -32,8 +32,8 @@ for t in hessian jacfwd; do
 	done
 done
 # The context over several GPUs runs fadc_run of a batched task as its
-# shards (runtime/multi.c, docs/MULTIGPU.md): over GPUs 0,1 (peer writes
-# into GPU 0's outputs), equal to one GPU's whole task within 1e-5
+# shards (runtime/multi.c, docs/MULTIGPU.md): over GPUs 0,1 (one shard
+# each: GPU 1's kernels write into GPU 0's outputs), equal to one GPU's whole task within 1e-5
 # (tests/gpu/multi_check); over one GPU (one rank) the task whole; an
 # artifact without the shards is an error naming --shards 2.
 multi=${FADC_BIN_DIR:?}/multi_check
@@ -47,6 +47,34 @@ for t in hessian jacfwd; do
 	[ $rc = 77 ] && { echo "one GPU: the two-GPU case is not run"; continue; }
 	[ $rc = 0 ] || fail "multi_check $t over GPUs 0,1 exited $rc"
 done
+# Two shards per GPU (--shards 4 over GPUs 0,1): each GPU runs its two in
+# turn, GPU 1's slices copied by its copy engine (peer_copy) behind its
+# next shard; the context tries both assignments of the shard pairs
+# (multi_check's timed runs), FADC_SHARD_MAP fixes one (checked both ways
+# and interleaved), FADC_SHARD_PEER=direct has GPU 1's kernels write
+# across NVLink.  Each equal to one GPU's whole task within 1e-5.
+run_fadc 0 "$m" -o "$tmp/s4.so" --target cuda --tasks hessian,jacfwd --shards 4 -D N=40 -D K=10
+for t in hessian jacfwd; do
+	"$check" "$tmp/s4.so" "$t" --gpus 0,0,1,1 --share --copy --reps 3 >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" = 77 ] && { echo "one GPU: the two-GPU shards are not run"; break; }
+	[ "$rc" = 0 ] || { cat "$tmp/err" >&2; fail "shard_check $t --gpus 0,0,1,1 --share --copy exited $rc"; }
+	cat "$tmp/out"
+	grep -qF " 0 through the host" "$tmp/out" || fail "shard_check $t --copy: slices through the host"
+	for env in "" FADC_SHARD_MAP=1,1,0,0 FADC_SHARD_MAP=0,1,1,0 FADC_SHARD_PEER=direct; do
+		env $env "$multi" "$tmp/s4.so" "$t" 0,1 8 >"$tmp/out" 2>&1 ||
+			{ cat "$tmp/out" >&2; fail "multi_check $t over GPUs 0,1 with 4 shards ($env)"; }
+		cat "$tmp/out"
+	done
+done
+if [ $rc != 77 ]; then
+	FADC_SHARD_MAP=1,2 "$multi" "$tmp/s.so" hessian 0,1 >"$tmp/out" 2>&1 && fail "FADC_SHARD_MAP=1,2 accepted"
+	grep -qF "FADC_SHARD_MAP='1,2': 2 GPU places (0 .. 1), one for each of the 2 shards" "$tmp/out" ||
+		{ cat "$tmp/out" >&2; fail "FADC_SHARD_MAP: the message"; }
+	FADC_SHARD_PEER=both "$multi" "$tmp/s.so" hessian 0,1 >"$tmp/out" 2>&1 && fail "FADC_SHARD_PEER=both accepted"
+	grep -qF "FADC_SHARD_PEER='both': 'copy' or 'direct'" "$tmp/out" ||
+		{ cat "$tmp/out" >&2; fail "FADC_SHARD_PEER: the message"; }
+fi
 run_fadc 0 "$m" -o "$tmp/ns.so" --target cuda --tasks hessian -D N=40 -D K=10
 "$multi" "$tmp/ns.so" hessian 0,1 >"$tmp/out" 2>&1
 rc=$?

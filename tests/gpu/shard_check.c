@@ -3,7 +3,8 @@
 // (no LLVM): GPU machines run it on artifacts compiled elsewhere with
 // --target cuda --shards K.
 //
-//   shard_check MODEL.so TASK --gpus 0,1 [--peer] [--staged] [--reps N]
+//   shard_check MODEL.so TASK --gpus 0,1 [--peer] [--staged] [--copy] [--share] [--local]
+//               [--dest G] [--reps N]
 //
 // --gpus lists one GPU per shard (0,0 runs two shards on two contexts of
 // GPU 0, which share its memory: --peer then needs nothing enabled; `cpu`
@@ -12,7 +13,16 @@
 // own, assembled on the first shard's context.  --peer enables peer access
 // from each shard's GPU to the first's (the driver's primary contexts,
 // which the runtime's contexts use) and passes RtShardOptions.peer_direct;
-// --staged sends every slice through the host.  Each output must equal the
+// --staged sends every slice through the host; --copy passes
+// RtShardOptions.peer_copy (the other GPUs' slices copied by their copy
+// engines, overlapped with their next shard).  --share: the shards of one
+// GPU share one context and model (`--gpus 0,0,1,1 --share`: 4 shards on
+// 2 GPUs, each GPU running its two in turn, as the multi context does);
+// without it each shard has a context of its own.  --local: also time the
+// shards without assembling anything (each into its model-owned outputs),
+// each GPU's alone and all at once: the floor that the transfers add to.
+// --dest G: the whole task and the assembled outputs on GPU G's (first)
+// context rather than the first shard's.  Each output must equal the
 // whole task's within 1e-5 normalized (the shards run the same kernels on
 // fewer rows: bit-identical is expected, and the count is printed).  Then
 // N timed calls of each (host wall clock, after a synchronize of every
@@ -78,7 +88,8 @@ enable_peer(int from, int to)
 static int
 usage(void)
 {
-	fprintf(stderr, "usage: shard_check MODEL.so TASK --gpus 0,1 [--peer] [--staged] [--reps N]\n");
+	fprintf(stderr, "usage: shard_check MODEL.so TASK --gpus 0,1 [--peer] [--staged] [--copy] "
+	                "[--share] [--local] [--dest G] [--reps N]\n");
 	return 2;
 }
 
@@ -86,7 +97,7 @@ int
 main(int argc, char **argv)
 {
 	const char *path = NULL, *task = NULL, *gpus = NULL;
-	int peer = 0, staged = 0, reps = 20;
+	int peer = 0, staged = 0, copy = 0, share = 0, local = 0, reps = 20, dest = -1;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--gpus") && i + 1 < argc)
 			gpus = argv[++i];
@@ -96,6 +107,14 @@ main(int argc, char **argv)
 			peer = 1;
 		else if (!strcmp(argv[i], "--staged"))
 			staged = 1;
+		else if (!strcmp(argv[i], "--copy"))
+			copy = 1;
+		else if (!strcmp(argv[i], "--share"))
+			share = 1;
+		else if (!strcmp(argv[i], "--local"))
+			local = 1;
+		else if (!strcmp(argv[i], "--dest") && i + 1 < argc)
+			dest = atoi(argv[++i]);
 		else if (argv[i][0] == '-')
 			return usage();
 		else if (!path)
@@ -118,10 +137,32 @@ main(int argc, char **argv)
 		gpu[K++] = (int)g;
 		p = *end ? end + 1 : end;
 	}
+	int d0 = 0; // the destination: shard d0's context
+	for (int k = K - 1; dest >= 0 && k >= 0; k--)
+		if (gpu[k] == dest)
+			d0 = k;
+	if (K == 0 || (dest >= 0 && gpu[d0] != dest))
+		return usage();
 	fadc_context *ctx[MAXK], *wc;
 	fadc_model *mod[MAXK], *wm;
+	int own[MAXK], ngpu = 0; // own[k]: the first shard of k's context (--share: of k's GPU)
+	for (int k = 0; k < K; k++) {
+		own[k] = k;
+		for (int i = 0; share && i < k && own[k] == k; i++)
+			if (gpu[i] == gpu[k])
+				own[k] = i;
+		int first = 1;
+		for (int i = 0; i < k; i++)
+			first &= gpu[i] != gpu[k];
+		ngpu += first;
+	}
 	for (int k = 0; k <= K; k++) {
-		int g = k < K ? gpu[k] : gpu[0];
+		if (k < K && own[k] != k) {
+			ctx[k] = ctx[own[k]];
+			mod[k] = mod[own[k]];
+			continue;
+		}
+		int g = k < K ? gpu[k] : gpu[d0];
 		fadc_context_options o = {.device = {g < 0 ? FADC_DEVICE_CPU : FADC_DEVICE_CUDA, g < 0 ? 0 : g}};
 		fadc_context **c = k < K ? &ctx[k] : &wc;
 		if (fadc_context_create(&o, c)) {
@@ -134,13 +175,13 @@ main(int argc, char **argv)
 			return 1;
 		}
 	}
-	for (int k = 1; peer && k < K; k++)
-		if (gpu[k] != gpu[0] && gpu[k] >= 0 && gpu[0] >= 0 && !enable_peer(gpu[k], gpu[0]))
+	for (int k = 0; peer && k < K; k++)
+		if (gpu[k] != gpu[d0] && gpu[k] >= 0 && gpu[d0] >= 0 && !enable_peer(gpu[k], gpu[d0]))
 			return 1;
-	RtShardOptions so = {.peer_direct = peer, .staged = staged};
+	RtShardOptions so = {.peer_direct = peer, .staged = staged, .peer_copy = copy};
 	RtShardPlan *plan;
 	char err[1024];
-	if (rt_shard_plan_create(path, task, ctx, mod, K, ctx[0], &so, &plan, err, sizeof err)) {
+	if (rt_shard_plan_create(path, task, ctx, mod, K, ctx[d0], &so, &plan, err, sizeof err)) {
 		fprintf(stderr, "shard_check: %s\n", err);
 		return 1;
 	}
@@ -209,24 +250,69 @@ main(int argc, char **argv)
 	for (int r = 0; r < 2; r++) // the views' graphs recorded
 		if (rt_shard_run(plan, NULL, sout, n))
 			return 1;
-	fadc_context_synchronize(ctx[0]);
+	fadc_context_synchronize(ctx[d0]);
 	t0 = now();
 	for (int r = 0; r < reps; r++)
 		if (rt_shard_run(plan, NULL, sout, n)) {
 			fprintf(stderr, "shard_check: %s\n", rt_shard_error(plan));
 			return 1;
 		}
-	fadc_context_synchronize(ctx[0]);
+	fadc_context_synchronize(ctx[d0]);
 	double ts = (now() - t0) / reps;
 	size_t direct, copied;
 	rt_shard_plan_traffic(plan, &direct, &copied);
-	printf("shard_check: %s K=%d gpus %s%s%s whole %.3f ms shards %.3f ms speedup %.2f "
-	       "efficiency %.2f; %zu bytes in place, %zu through the host; error %.3g, %lld of %lld "
-	       "identical\n",
-	       task, K, gpus, peer ? " peer" : "", staged ? " staged" : "", 1e3 * tw, 1e3 * ts, tw / ts,
-	       tw / ts / K, direct, copied, worst, same, total);
+	printf("shard_check: %s K=%d gpus %s%s%s%s%s whole %.3f ms shards %.3f ms speedup %.2f "
+	       "efficiency %.2f; %zu bytes in place, %zu copied by the GPUs, %zu through the host; "
+	       "error %.3g, %lld of %lld identical\n",
+	       task, K, gpus, peer ? " peer" : "", staged ? " staged" : "", copy ? " copy" : "",
+	       share ? " share" : "", 1e3 * tw, 1e3 * ts, tw / ts, tw / ts / ngpu, direct,
+	       rt_shard_plan_engine_bytes(plan), copied, worst, same, total);
+	// The floor: the shards' runs alone, into their model-owned outputs
+	// (nothing assembled), the GPUs' one at a time and then all at once.
+	for (int g = -1; local && g < K; g++) {
+		int dup = 0;
+		for (int i = 0; g >= 0 && i < g; i++)
+			dup |= gpu[i] == gpu[g];
+		if (dup)
+			continue;
+		int task_of[MAXK], nout[MAXK];
+		for (int k = 0; k < K; k++) {
+			char name[300];
+			fadc_task_info ti;
+			snprintf(name, sizeof name, "%s:%d/%d", task, k, K);
+			if (fadc_model_find_task(mod[k], name, &task_of[k]) ||
+			    fadc_task_info_get(mod[k], task_of[k], &ti) || ti.noutputs > 64)
+				return 1;
+			nout[k] = ti.noutputs;
+		}
+		double tl = 0;
+		for (int r = 0; r < 2 + reps; r++) {
+			if (r == 2) {
+				for (int k = 0; k < K; k++)
+					fadc_context_synchronize(ctx[k]);
+				tl = now();
+			}
+			for (int k = 0; k < K; k++) {
+				fadc_tensor *lo[64] = {0};
+				if ((g < 0 || gpu[k] == gpu[g]) && fadc_run(mod[k], task_of[k], NULL, 0, lo, nout[k])) {
+					fprintf(stderr, "shard_check: --local: %s\n", fadc_context_error(ctx[k]));
+					return 1;
+				}
+			}
+		}
+		for (int k = 0; k < K; k++)
+			fadc_context_synchronize(ctx[k]);
+		tl = (now() - tl) / reps;
+		if (g < 0)
+			printf("shard_check: local: every shard at once %.3f ms (speedup %.2f)\n", 1e3 * tl,
+			       tw / tl);
+		else
+			printf("shard_check: local: GPU %d's shards alone %.3f ms\n", gpu[g], 1e3 * tl);
+	}
 	rt_shard_plan_free(plan);
 	for (int k = 0; k < K; k++) {
+		if (own[k] != k)
+			continue;
 		fadc_model_close(mod[k]);
 		fadc_context_destroy(ctx[k]);
 	}

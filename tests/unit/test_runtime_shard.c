@@ -396,10 +396,13 @@ oracle(const Module *m, fadc_model *wm, const char *task, Oracle *o)
 // Task `task` of the artifact at path run as K shards on K fresh CPU
 // contexts and assembled on context `destk` of them (-1: another one),
 // against the oracle; `direct`: the bytes the layout lets the shards
-// write in place (checked against what the run reports).
+// write in place (checked against what the run reports).  With nctx in
+// 1 .. K - 1, on nctx contexts instead (shard k on context k % nctx:
+// several shards per context, queued round by round, with peer_copy
+// asked, which CPU contexts ignore).
 static void
 run_shards(const Module *m, const char *path, const char *task, int K, int destk, int staged,
-           const Oracle *o)
+           int nctx, const Oracle *o)
 {
 	size_t in_place = 0; // the bytes of the slices that are one run of their output (f64)
 	for (int k = 0; k < K; k++) {
@@ -416,12 +419,18 @@ run_shards(const Module *m, const char *path, const char *task, int K, int destk
 	}
 	fadc_context *ctx[8], *other = destk < 0 ? cpu_context() : NULL;
 	fadc_model *mod[8];
+	int share = nctx > 0 && nctx < K;
 	for (int k = 0; k < K; k++) {
+		if (share && k >= nctx) {
+			ctx[k] = ctx[k % nctx];
+			mod[k] = mod[k % nctx];
+			continue;
+		}
 		ctx[k] = cpu_context();
 		mod[k] = open_model(ctx[k], path);
 	}
 	fadc_context *dest = other ? other : ctx[destk];
-	RtShardOptions so = {.staged = staged};
+	RtShardOptions so = {.staged = staged, .peer_copy = share};
 	RtShardPlan *p;
 	char err[1024];
 	fadc_status s = rt_shard_plan_create(path, task, ctx, mod, K, dest, &so, &p, err, sizeof err);
@@ -461,7 +470,7 @@ run_shards(const Module *m, const char *path, const char *task, int K, int destk
 				        staged ? " staged" : "", d.name, rc, (long long)same, (long long)n, ri);
 			free(v);
 		}
-		CHECK(direct + copied == bytes);
+		CHECK(direct + copied == bytes && rt_shard_plan_engine_bytes(p) == 0);
 		// In place: every slice that is one run of its output (all but
 		// jacfwd's columns of a non-scalar forward).
 		CHECK(direct == (staged ? 0 : in_place));
@@ -470,6 +479,8 @@ run_shards(const Module *m, const char *path, const char *task, int K, int destk
 	}
 	rt_shard_plan_free(p);
 	for (int k = 0; k < K; k++) {
+		if (share && k >= nctx)
+			continue;
 		fadc_model_close(mod[k]);
 		fadc_context_destroy(ctx[k]);
 	}
@@ -507,10 +518,14 @@ test_runtime(void)
 			Oracle o;
 			oracle(ms[c], wm, task[c][t], &o);
 			for (int K = 1; K <= 3; K++) {
-				run_shards(ms[c], path, task[c][t], K, 0, 0, &o);
-				run_shards(ms[c], path, task[c][t], K, K - 1, 1, &o);
+				run_shards(ms[c], path, task[c][t], K, 0, 0, 0, &o);
+				run_shards(ms[c], path, task[c][t], K, K - 1, 1, 0, &o);
 			}
-			run_shards(ms[c], path, task[c][t], 2, -1, 0, &o);
+			run_shards(ms[c], path, task[c][t], 2, -1, 0, 0, &o);
+			// Three shards on two contexts (0 and 2 on the first), each way.
+			run_shards(ms[c], path, task[c][t], 3, 1, 0, 2, &o);
+			run_shards(ms[c], path, task[c][t], 3, 0, 1, 2, &o);
+			run_shards(ms[c], path, task[c][t], 3, -1, 0, 2, &o);
 			oracle_free(&o);
 		}
 		fadc_model_close(wm);
