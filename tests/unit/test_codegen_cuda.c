@@ -264,6 +264,20 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 		CHECK(count(src, "float4 o;") == count(src, "\tif (((unsigned long long)b"));
 		CHECK(count(src, "*(float4 *)&b") == count(src, "float4 o;"));
 	}
+	// tests/gpu/window4.ir: its pools' short window reductions of at least
+	// 2^18 points run 4 points a thread (cuda_vec4_red): the vjp's two
+	// max_pool gradients over x, avg_pool's, and the forward maxima of a
+	// and c (the argmax compares with them); never xo's (last extent 590).
+	// Each with its aligned check, one float4 store and the one-point loop.
+	if (strstr(model, "window4") && !strcmp(task, "vjp")) {
+		int nlane = count(src, "const float acc = acc0;");
+		CHECK(nlane >= 4);
+		CHECK(count(src, "const float acc = acc3;") == nlane);
+		CHECK(count(src, "\tif ((unsigned long long)b0 % 16 == 0) {\n") +
+		          count(src, "\tif ((unsigned long long)b10 % 16 == 0) {\n") >=
+		      nlane);
+		CHECK(strstr(src, "q < 66375;") == NULL); // xo's gradient (265,500 points): one point a thread
+	}
 	CHECK(count(src, "for (int t = threadIdx.x >> 5;") +
 	          count(src, "for (int t = ((threadIdx.x >> 5) + ") ==
 	      nwarp);
@@ -1454,6 +1468,8 @@ main(int argc, char **argv) {
 	check_model("multiheadattn", NULL, 0, NULL, 0);
 	// The block reductions' forms (rows, columns, split or not).
 	check_model("../tests/gpu/blockred", NULL, 0, fast, 1);
+	// Short window reductions 4 points a thread (cuda_vec4_red).
+	check_model("../tests/gpu/window4", NULL, 0, fast, 1);
 	// The same with the rows' float4 form too (opt-in, FADC_CUDA_VEC4=1):
 	// printed, counted (check_task) and compiled.
 	setenv("FADC_CUDA_VEC4", "1", 1);
