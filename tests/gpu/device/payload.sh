@@ -93,11 +93,11 @@ fadc "$root/tests/gpu/split.ir" -o "$dest/check/split.so" --target cpu,cuda --ta
 fadc "$root/tests/gpu/blockred.ir" -o "$dest/check/blockred.so" --target cpu,cuda \
 	--tasks forward,vjp,jvp,vhp
 # Short window reductions 4 points a thread (tests/gpu/window4.ir, cuda_vec4_red):
-# strict (lanes along w) and TF32 (a convolution's output channels-last: lanes
-# along channels; gpu_check's TF32 tolerance).
+# lanes along w, and along channels (window4-nhwc.ir, TF32: a convolution's
+# output channels-last; gpu_check's TF32 tolerance).
 fadc "$root/tests/gpu/window4.ir" -o "$dest/check/window4.so" --target cpu,cuda --no-ptx
-fadc "$root/tests/gpu/window4.ir" -o "$dest/check/window4_tf32.so" --target cpu,cuda --no-ptx \
-	--allow-tf32
+fadc "$root/tests/gpu/window4-nhwc.ir" -o "$dest/check/window4_nhwc_tf32.so" --target cpu,cuda \
+	--no-ptx --allow-tf32
 # cuBLAS GEMM records (tests/gpu/gemm.ir): fp32 semantics, and --allow-tf32
 # (gpu_check gives a TF32 artifact a tolerance of 1e-2).
 fadc "$root/tests/gpu/gemm.ir" -o "$dest/check/gemm.so" --target cpu,cuda \
