@@ -733,9 +733,19 @@ csum_siblings(Lay *L, uint32_t ki, int vc, int nomerge, int *merged)
 // once), is inlined: each reader's load of it at index t becomes its body
 // with those loads at t, computing the same value (the same ops in the same
 // order on the same operands: bit-identical).  Only where each reader stays
-// at most VEC4_COST (the float4 forms' bound, codegen/cuda_sched.c).  The
-// memory plan is then made again (the operands live longer).
-// FADC_CUDA_NO_INLINE=1 at compile time turns it off (measurements).
+// at most VEC4_COST (the float4 forms' bound, codegen/cuda_sched.c) and
+// reads each element at most once (points times terms at most the output's
+// elements: a window op reading it per tap, max_pool's gradient, would
+// recompute it per tap; a broadcast per element).  The memory plan is then
+// made again (the operands live longer).
+// **Opt-in** (FADC_CUDA_INLINE=1 at compile time): on the H200 (2026-11-29,
+// docs/PERFORMANCE.md, "Short window reductions in four lanes") resnet18's
+// TF32 vjp ran 4.978 ms with it against 4.911 without: the sibling sums
+// reading two operands for one cost more (channel_partial_sums 401 -> 512
+// us eagerly) than the masks' passes saved, and its first rule (no
+// read-once bound) put the stem's mask into max_pool's gradient, per tap
+// (91 -> 172 us).  The read-once bound above is the fix of the second;
+// that form is not measured.
 #define INLINE_MAX_COST 24
 #define INLINE_MAX_LOADS 2
 #define INLINE_MAX_READERS 2
@@ -827,7 +837,7 @@ reads_buf(const KProgram *q, const KKernel *k, uint32_t b, uint8_t *seen)
 static int
 inline_cheap(KProgram *q)
 {
-	if (q->nloop || env_on("FADC_CUDA_NO_INLINE"))
+	if (q->nloop || !env_on("FADC_CUDA_INLINE"))
 		return 0;
 	int n = 0;
 	uint8_t *seen = malloc(q->nx + 1);
@@ -853,7 +863,8 @@ inline_cheap(KProgram *q)
 			if (j != pi && k->out == B)
 				ok = 0;
 			else if (j != pi && !k->host && reads_buf(q, k, B, seen)) {
-				if (j < pi || k->contraction || k->conv)
+				if (j < pi || k->contraction || k->conv ||
+				    kir_kernel_points(k) * kir_kernel_terms(k) > kir_kernel_points(P))
 					ok = 0;
 				else {
 					const KKernel *pk = nrd ? &q->k[rd[nrd - 1]] : NULL;
