@@ -1505,6 +1505,106 @@ print_vec4(Cu *c, const KKernel *k, const Uses *u, const uint8_t *vload) {
 	c->region++;
 }
 
+// A short reduction's 4-lane form (cuda_vec4_red says when and why): thread
+// q takes points 4q .. 4q + 3 (grid-stride), runs the term loops once with
+// lane j's body (the last variable i<last> + j) folded into acc<j>, then
+// each lane's post: an f32 output's four in one float4 store when it is
+// 16-byte aligned (otherwise the usual one-point loop below runs), another
+// type's (max_pool's argmax: i64) in four stores; then returns.
+static void
+print_vec4_red(Cu *c, const KKernel *k, const Uses *u) {
+	const KProgram *p = c->p;
+	FILE *f = c->f;
+	int64_t npt = kir_kernel_points(k);
+	int last = k->rank - 1;
+	DType vt = (DType)p->x[k->body].dtype, st = p->buf[k->out].dtype;
+	int f4 = st == DT_F32; // else four stores of their own (max_pool's argmax: i64)
+	c->var32 = 1; // cuda_vec4_red: fewer than 2^30 points, at most 16 terms
+	if (f4)
+		fprintf(f, "\tif ((unsigned long long)b%u %% 16 == 0) {\n", k->out);
+	else
+		fputs("\t{\n", f);
+	fprintf(f,
+	        "\t\tfor (int q = (int)blockIdx.x * blockDim.x + threadIdx.x; q < %lld;\n"
+	        "\t\t     q += (int)blockDim.x * gridDim.x) {\n",
+	        (long long)(npt / 4));
+	c->depth = 3;
+	indent(c);
+	fputs("const int t = q * 4;\n", f);
+	print_point_vars(c, k, u, "int", "");
+	if (!u->var[last] || k->dim[last] <= 1) { // the last variable unread: name it anyway
+		indent(c);
+		fprintf(f, "const int i%d = 0;\n", last);
+	}
+	indent(c);
+	fprintf(f, "const int i%db = i%d;\n", last, last);
+	for (int j = 0; j < 4; j++) {
+		indent(c);
+		fprintf(f, "%s acc%d = ", cty(vt), j);
+		red_init(c, k->red, vt);
+		fputs(";\n", f);
+	}
+	for (int d = 0; d < k->rrank; d++) {
+		int v = k->rank + d;
+		indent(c);
+		fprintf(f, "for (int i%d = 0; i%d < %lld; i%d++) {\n", v, v, (long long)k->rdim[d], v);
+		c->depth++;
+	}
+	char an[8];
+	for (int j = 0; j < 4; j++) {
+		indent(c);
+		fputs("{\n", f);
+		c->depth++;
+		indent(c);
+		fprintf(f, "const int i%d = i%db + %d;\n", last, last, j);
+		c->region++;
+		ensure(c, k->body);
+		snprintf(an, sizeof an, "acc%d", j);
+		c->acc = an;
+		red_combine(c, k->red, vt, k->body);
+		c->acc = NULL;
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	}
+	for (int d = 0; d < k->rrank; d++) {
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	}
+	if (f4) {
+		indent(c);
+		fputs("float4 o;\n", f);
+	}
+	for (int j = 0; j < 4; j++) {
+		indent(c);
+		fputs("{\n", f);
+		c->depth++;
+		indent(c);
+		fprintf(f, "const int i%d = i%db + %d;\n", last, last, j);
+		indent(c);
+		fprintf(f, "const %s acc = acc%d;\n", cty(vt), j);
+		c->region++;
+		ensure(c, k->post);
+		indent(c);
+		if (f4)
+			fprintf(f, "o.%c = ", "xyzw"[j]);
+		else
+			fprintf(f, "b%u[t + %d] = ", k->out, j);
+		convert(c, k->post, (DType)p->x[k->post].dtype, st, 0);
+		fputs(";\n", f);
+		c->depth--;
+		indent(c);
+		fputs("}\n", f);
+	}
+	if (f4) {
+		indent(c);
+		fprintf(f, "*(float4 *)&b%u[t] = o;\n", k->out);
+	}
+	fputs("\t\t}\n\t\treturn;\n\t}\n", f);
+	c->region++;
+}
+
 // The reduction variables i<v> of flat term r (row-major over the
 // reduction domain), those the kernel reads.
 static void
@@ -2155,7 +2255,8 @@ print_kernel(Cu *c, uint32_t ki) {
 		if (cuda_vec4(p, ki, vl))
 			print_vec4(c, k, &u, vl);
 		free(vl);
-	}
+	} else if (!c->fused && !c->inloop[ki] && cuda_vec4_red(p, ki))
+		print_vec4_red(c, k, &u);
 	BRed bp;
 	if (!c->fused && !c->inloop[ki] && cuda_blockred_plan(p, k, 0, &bp) && bp.ilp) {
 		print_blockred(c, &k, 1, 0, &u, &bp);

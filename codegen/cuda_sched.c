@@ -664,6 +664,49 @@ cuda_vec4(const KProgram *p, uint32_t ki, uint8_t *vload) {
 	return 1;
 }
 
+static int multi_form(const KProgram *p, const KKernel *k, BRed *b);
+
+// Small window reductions in four lanes (cuda_vec4_red, print_vec4_red).
+// max_pool's gradient at resnet18's stem (25.7 M points of an NHWC tensor,
+// 4 taps each) ran at a third of the H200's bandwidth, bound by integer
+// work: each point decodes its coordinates, each tap its window position,
+// parity and bounds, and these are the same for the four consecutive
+// channels of a pixel.  So a reduction of a thread per point with at most
+// VEC4RED_MAX_TERMS terms, at least VEC4RED_MIN_POINTS points (fewer than
+// 2^30) of f32 or i64 (max_pool's argmax), its last extent a multiple of 4
+// and its store index its flat point index, runs 4 consecutive points per
+// thread: the term loops once, each term's body printed per lane into that
+// lane's accumulator (the lanes' common index arithmetic is one computation
+// after nvcc's CSE), the posts per lane, f32 in one float4 store when the
+// output is 16-byte aligned (the usual one-point loop otherwise), i64 in
+// four stores.  Each point folds the same terms in the
+// same order as alone: bit-identical results.  Not the sums that launch
+// side by side (multi_form) nor block reductions; FADC_CUDA_NO_VEC4_WIN=1
+// at compile time turns it off (measurements).
+#define VEC4RED_MAX_TERMS 16
+#define VEC4RED_MIN_POINTS ((int64_t)1 << 18)
+// A window's term is mostly index arithmetic (max_pool's gradient: 76,
+// col2im up to 72), which the lanes share: the cap bounds the four copies
+// NVRTC reads.
+#define VEC4RED_MAX_COST 128
+
+int
+cuda_vec4_red(const KProgram *p, uint32_t ki) {
+	const KKernel *k = &p->k[ki];
+	BRed b;
+	if (!k->red || k->host || k->contraction || k->rank < 1 || k->dim[k->rank - 1] % 4 ||
+	    cuda_fused(p) || cuda_blockred(p, k) || kir_kernel_terms(k) > VEC4RED_MAX_TERMS ||
+	    kx_cost(p, k->body) > VEC4RED_MAX_COST || kx_cost(p, k->post) > VEC4_MAX_COST ||
+	    (p->buf[k->out].dtype != DT_F32 && p->buf[k->out].dtype != DT_I64) ||
+	    p->x[k->body].dtype == DT_BOOL || kir_kernel_points(k) < VEC4RED_MIN_POINTS || kir_kernel_points(k) >= ((int64_t)1 << 30) ||
+	    !cuda_vec4_on(0) || getenv("FADC_CUDA_NO_VEC4_WIN") || multi_form(p, k, &b))
+		return 0;
+	for (uint32_t l = 0; l < p->nloop; l++)
+		if (p->loop[l].begin <= ki && ki < p->loop[l].end)
+			return 0;
+	return kx_flat_point(p, k, k->index);
+}
+
 int
 cuda_blockred_vec4(const KProgram *p, const KKernel *k, uint8_t *vload) {
 	uint8_t *seen = calloc(p->nx + 1, 1);
@@ -1946,7 +1989,7 @@ cuda_kernel_contract(const KProgram *p, uint32_t ki, CgCudaKernel *out) {
 	BRed br;
 	if (cuda_blockred_plan(p, k, 0, &br))
 		out->grid = (uint32_t)(br.units < 65535 ? br.units : 65535);
-	else if (cuda_vec4(p, ki, NULL)) // 4 points a thread
+	else if (cuda_vec4(p, ki, NULL) || cuda_vec4_red(p, ki)) // 4 points a thread
 		out->grid = (uint32_t)((out->points / 4 + FUSED_THREADS - 1) / FUSED_THREADS);
 	free(u.seen);
 	free(u.buf);

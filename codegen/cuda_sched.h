@@ -155,6 +155,8 @@ int cuda_multi_plan(const KProgram *p, const La *a, BRed *b);
 // points a thread in 16-byte vectors; vload[x] (p->nx + 1 flags, or NULL)
 // marks the loads read as float4.
 int cuda_vec4(const KProgram *p, uint32_t ki, uint8_t *vload);
+// A short reduction of a thread per point run 4 points a thread (print_vec4_red).
+int cuda_vec4_red(const KProgram *p, uint32_t ki);
 // A row block reduction's loads read as float4 along its innermost
 // reduction variable (vload as for cuda_vec4); their number.
 int cuda_blockred_vec4(const KProgram *p, const KKernel *k, uint8_t *vload);

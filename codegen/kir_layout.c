@@ -714,6 +714,208 @@ csum_siblings(Lay *L, uint32_t ki, int vc, int nomerge, int *merged)
 
 // ---------------------------------------------------------------- the pass
 
+// ---------------------------------------------------------------- cheap producers inlined
+// Batch norm's backward reads the masked gradient g = dy * (r > 0) (the
+// ReLU's adjoint; r the stored activation) twice: its sibling sums and its
+// dx kernel.  As lowered, g is a kernel of its own (fusion, codegen/fuse.c,
+// stores a value over two full-size operands): it reads dy and r and
+// writes g, then the sums and dx read g again.  With g's arithmetic in its
+// readers instead, the sums and dx read dy and r where they read g: one
+// pass over memory less of four (resnet18's stem: 103 MB) and one launch
+// less, on the CUDA copy only (the CPU code is the lowered program, and the
+// sums there are three kernels, each a reader).  So an elementwise kernel
+// outside loops whose body is cheap (INLINE_MAX_COST), whose every variable
+// is inside a load at its own store index s (at most INLINE_MAX_LOADS
+// buffers, none written again before its last reader), and whose output is
+// a temporary written by it alone and read only by printed kernels (no
+// convolution record, GEMM, host step), at most INLINE_MAX_READERS groups
+// of them (a run of sibling per-channel partial sums, one launch, counts
+// once), is inlined: each reader's load of it at index t becomes its body
+// with those loads at t, computing the same value (the same ops in the same
+// order on the same operands: bit-identical).  Only where each reader stays
+// at most VEC4_COST (the float4 forms' bound, codegen/cuda_sched.c) and
+// reads each element at most once (points times terms at most the output's
+// elements: a window op reading it per tap, max_pool's gradient, would
+// recompute it per tap; a broadcast per element).  The memory plan is then
+// made again (the operands live longer).
+// **Opt-in** (FADC_CUDA_INLINE=1 at compile time): on the H200 (2026-11-29,
+// docs/PERFORMANCE.md, "Short window reductions in four lanes") resnet18's
+// TF32 vjp ran 4.978 ms with it against 4.911 without: the sibling sums
+// reading two operands for one cost more (channel_partial_sums 401 -> 512
+// us eagerly) than the masks' passes saved, and its first rule (no
+// read-once bound) put the stem's mask into max_pool's gradient, per tap
+// (91 -> 172 us).  The read-once bound above is the fix of the second;
+// that form is not measured.
+#define INLINE_MAX_COST 24
+#define INLINE_MAX_LOADS 2
+#define INLINE_MAX_READERS 2
+#define VEC4_COST 64
+
+static int env_on(const char *name);
+
+// Whether e's variables are all inside loads at index s (its loads'
+// buffers into bufs), with no sampler, step or accumulator.
+static int
+own_loads(const KProgram *q, KxId e, KxId s, uint32_t *bufs, int *nb)
+{
+	const Kx *x = &q->x[e];
+	switch ((KxOp)x->op) {
+	case KX_LOAD:
+		if (x->a[0] != s)
+			return 0;
+		for (int i = 0; i < *nb; i++)
+			if (bufs[i] == x->aux)
+				return 1;
+		if (*nb == INLINE_MAX_LOADS)
+			return 0;
+		bufs[(*nb)++] = x->aux;
+		return 1;
+	case KX_VAR:
+	case KX_RAND:
+	case KX_RUNSEED:
+	case KX_STEP:
+	case KX_ACC:
+		return 0;
+	default:
+		for (int i = 0; i < x->nin; i++)
+			if (x->a[i] && !own_loads(q, x->a[i], s, bufs, nb))
+				return 0;
+		return 1;
+	}
+}
+
+// e with its loads at index s read at index t instead.
+static KxId
+at_index(KProgram *q, KxId e, KxId s, KxId t)
+{
+	const Kx x = q->x[e];
+	if (x.op == KX_LOAD)
+		return kx_load(q, x.aux, t);
+	if (!x.nin)
+		return e;
+	KxId a[3] = {0, 0, 0};
+	for (int i = 0; i < x.nin; i++)
+		a[i] = x.a[i] ? at_index(q, x.a[i], s, t) : 0;
+	return kx_remake(q, &x, a);
+}
+
+// e with every load of buffer b at index t replaced by body's value there
+// (body's loads at s); memo over the expressions that existed before.
+static KxId
+subst(KProgram *q, KxId e, uint32_t b, KxId body, KxId s, KxId *memo, uint32_t nx0)
+{
+	if (!e)
+		return 0;
+	if (e < nx0 && memo[e])
+		return memo[e];
+	const Kx x = q->x[e];
+	KxId r;
+	if (x.op == KX_LOAD && x.aux == b)
+		r = at_index(q, body, s, x.a[0]);
+	else if (!x.nin)
+		r = e;
+	else {
+		KxId a[3] = {0, 0, 0};
+		for (int i = 0; i < x.nin; i++)
+			a[i] = subst(q, x.a[i], b, body, s, memo, nx0);
+		r = a[0] == x.a[0] && a[1] == x.a[1] && a[2] == x.a[2] ? e : kx_remake(q, &x, a);
+	}
+	if (e < nx0)
+		memo[e] = r;
+	return r;
+}
+
+static int
+reads_buf(const KProgram *q, const KKernel *k, uint32_t b, uint8_t *seen)
+{
+	memset(seen, 0, q->nx + 1);
+	return loads_buf(q, k->body, b, seen) || loads_buf(q, k->post, b, seen) ||
+	       loads_buf(q, k->index, b, seen);
+}
+
+// Inlines what it can (above); the number of kernels inlined.
+static int
+inline_cheap(KProgram *q)
+{
+	if (q->nloop || !env_on("FADC_CUDA_INLINE"))
+		return 0;
+	int n = 0;
+	uint8_t *seen = malloc(q->nx + 1);
+	uint32_t *rd = calloc(q->nk + 1, sizeof *rd);
+	FADC_ASSERT(seen && rd, "kir_layout: out of memory");
+	for (uint32_t pi = 0; pi < q->nk; pi++) {
+		const KKernel *P = &q->k[pi];
+		uint32_t B = P->out, ops[INLINE_MAX_LOADS];
+		int nops = 0;
+		if (P->red || P->host || P->contraction || P->conv || q->buf[B].kind != KB_TMP ||
+		    !P->body || kx_cost(q, P->body) > INLINE_MAX_COST ||
+		    !own_loads(q, P->body, P->index, ops, &nops))
+			continue;
+		int ok = 1;
+		for (uint32_t i = 0; i < q->nconv && ok; i++)
+			ok = q->conv[i].out != B && q->conv[i].a != B && q->conv[i].b != B;
+		// The readers (after P only: B written by P alone), each printed.
+		uint32_t nrd = 0, groups = 0;
+		seen = realloc(seen, q->nx + 1);
+		FADC_ASSERT(seen, "kir_layout: out of memory");
+		for (uint32_t j = 0; j < q->nk && ok; j++) {
+			const KKernel *k = &q->k[j];
+			if (j != pi && k->out == B)
+				ok = 0;
+			else if (j != pi && !k->host && reads_buf(q, k, B, seen)) {
+				if (j < pi || k->contraction || k->conv ||
+				    kir_kernel_points(k) * kir_kernel_terms(k) > kir_kernel_points(P))
+					ok = 0;
+				else {
+					const KKernel *pk = nrd ? &q->k[rd[nrd - 1]] : NULL;
+					int sib = pk && rd[nrd - 1] + 1 == j && k->what && pk->what &&
+					          !strcmp(k->what, "channel_partial_sum") &&
+					          !strcmp(pk->what, "channel_partial_sum") && k->rank == pk->rank &&
+					          !memcmp(k->dim, pk->dim, sizeof k->dim);
+					groups += !sib;
+					rd[nrd++] = j;
+				}
+			} else if (j != pi && k->host && (k->hin == B || k->hwork == B))
+				ok = 0;
+		}
+		if (!ok || !nrd || groups > INLINE_MAX_READERS)
+			continue;
+		// The operands unchanged until the last reader.
+		for (uint32_t j = pi + 1; j <= rd[nrd - 1] && ok; j++)
+			for (int i = 0; i < nops && ok; i++)
+				ok = q->k[j].out != ops[i] && !(q->k[j].host && q->k[j].hwork == ops[i]);
+		if (!ok)
+			continue;
+		// Rewrite each reader, keeping it within VEC4_COST where it was.
+		KKernel *nk = malloc(nrd * sizeof *nk);
+		uint32_t nx0 = q->nx;
+		KxId *memo = calloc(nx0 + 1, sizeof *memo);
+		FADC_ASSERT(nk && memo, "kir_layout: out of memory");
+		KxId body = P->body, s = P->index;
+		for (uint32_t r = 0; r < nrd && ok; r++) {
+			nk[r] = q->k[rd[r]];
+			int64_t c0 = kx_cost(q, nk[r].body);
+			nk[r].body = subst(q, nk[r].body, B, body, s, memo, nx0);
+			nk[r].post = subst(q, nk[r].post, B, body, s, memo, nx0);
+			ok = q->x[nk[r].body].dtype == q->x[q->k[rd[r]].body].dtype &&
+			     (c0 > VEC4_COST || kx_cost(q, nk[r].body) <= VEC4_COST);
+		}
+		free(memo);
+		if (ok) {
+			for (uint32_t r = 0; r < nrd; r++)
+				q->k[rd[r]] = nk[r];
+			memmove(&q->k[pi], &q->k[pi + 1], (q->nk - pi - 1) * sizeof *q->k);
+			q->nk--;
+			pi--;
+			n++;
+		}
+		free(nk);
+	}
+	free(seen);
+	free(rd);
+	return n;
+}
+
 static int
 env_on(const char *name)
 {
@@ -852,7 +1054,8 @@ kir_layout_nhwc(const KProgram *p, int tf32, int *nrelaid)
 	free(at);
 	q->uses_runseed = p->uses_runseed;
 	q->remat_goal = p->remat_goal; // the goal of p's peak, not of q's lowered one
-	if (nsplit) // new buffers: a plan of q's own (the caller sizes the arena for both)
+	int ninl = inline_cheap(q);
+	if (nsplit || ninl) // new buffers, longer lives: a plan of q's own (the caller sizes the arena for both)
 		cg_plan(q);
 	free(L.memo);
 	free(L.stamp);

@@ -139,6 +139,31 @@ inv_window(KProgram *p, KxId i, KxId t, int64_t pad, int64_t stride, int64_t dil
 	return out > 0 ? kx_iclamp(p, o, 0, out - 1) : kx_iconst(p, 0);
 }
 
+// The taps of a window's adjoint along one axis, as a reduction variable of
+// k: the output positions o whose window reads input position i, with *ok.
+// Where the stride s > 1 and the dilation is 1, only the taps t = r mod s +
+// j s (r = i + pad >= 0, j < ceil(K / s)) can hit, at o = floor(r / s) - j:
+// ceil(K / s) terms where inv_window's form has K, most failing its parity
+// test (max_pool's gradient at resnet18's stem: 4 of 9 terms, integer work
+// dominated the kernel).  The hits are the same (t, o) pairs in the same
+// order of t, so the sum adds the same terms in the same order.
+static KxId
+inv_taps(Lower *L, KKernel *k, KxId i, int64_t K, int64_t pad, int64_t stride, int64_t dil,
+         int64_t out, KxId *ok)
+{
+	KProgram *p = L->p;
+	if (dil != 1 || stride <= 1 || K <= 1 || pad < 0)
+		return inv_window(p, i, rvar(L, k, K), pad, stride, dil, out, ok);
+	int64_t J = (K + stride - 1) / stride;
+	KxId r = kx_iadd(p, i, kx_iconst(p, pad)), j = rvar(L, k, J);
+	KxId o = kx_iadd(p, kx_idiv(p, r, stride), ineg(p, j));
+	KxId c = 0;
+	if (K % stride) // t = r mod s + j s < K
+		c = kx_cmp(p, KC_LT, kx_iadd(p, kx_imod(p, r, stride), kx_imul(p, j, stride)), kx_iconst(p, K));
+	*ok = band(p, c, in_range(p, o, 0, out));
+	return out > 0 ? kx_iclamp(p, o, 0, out - 1) : kx_iconst(p, 0);
+}
+
 static KxId
 to_f64(KProgram *p, KxId a)
 {
@@ -1159,9 +1184,9 @@ kernel_pool(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 		KKernel *k = lower_kernel_begin(L, out, n, "max_pool_grad");
 		KxId pl = pvar(L, k, P), ih = pvar(L, k, v.H), iw = pvar(L, k, v.W);
 		k->index = flat4(p, kx_iconst(p, 0), pl, 1, ih, v.H, iw, v.W);
-		KxId kh = rvar(L, k, v.kh), kw = rvar(L, k, v.kw), okh, okw;
-		KxId oh = inv_window(p, ih, kh, v.ph, v.sh, v.dh, v.OH, &okh);
-		KxId ow = inv_window(p, iw, kw, v.pw, v.sw, v.dw, v.OW, &okw);
+		KxId okh, okw;
+		KxId oh = inv_taps(L, k, ih, v.kh, v.ph, v.sh, v.dh, v.OH, &okh);
+		KxId ow = inv_taps(L, k, iw, v.kw, v.pw, v.sw, v.dw, v.OW, &okw);
 		KxId oi = flat4(p, kx_iconst(p, 0), pl, 1, oh, v.OH, ow, v.OW);
 		KxId me = kx_iadd(p, kx_imul(p, ih, v.W), iw);
 		KxId hit = band(p, band(p, okh, okw), kx_cmp(p, KC_EQ, kx_load(p, abuf, oi), me));
@@ -1183,9 +1208,9 @@ kernel_pool(Lower *L, uint32_t out, NodeId n, const Attrs *a)
 		KKernel *k = lower_kernel_begin(L, out, n, "avg_pool_grad");
 		KxId pl = pvar(L, k, P), ih = pvar(L, k, v.H), iw = pvar(L, k, v.W);
 		k->index = flat4(p, kx_iconst(p, 0), pl, 1, ih, v.H, iw, v.W);
-		KxId kh = rvar(L, k, v.kh), kw = rvar(L, k, v.kw), okh, okw;
-		KxId oh = inv_window(p, ih, kh, v.ph, v.sh, 1, v.OH, &okh);
-		KxId ow = inv_window(p, iw, kw, v.pw, v.sw, 1, v.OW, &okw);
+		KxId okh, okw;
+		KxId oh = inv_taps(L, k, ih, v.kh, v.ph, v.sh, 1, v.OH, &okh);
+		KxId ow = inv_taps(L, k, iw, v.kw, v.pw, v.sw, 1, v.OW, &okw);
 		KxId oi = flat4(p, kx_iconst(p, 0), pl, 1, oh, v.OH, ow, v.OW);
 		KxId t = kx_bin(p, KX_DIV, lower_at(L, i0, oi), avg_divisor(p, &v, oh, ow, incl, dt));
 		finish(L, k, KR_SUM, sel(p, band(p, okh, okw), t, z), 0);

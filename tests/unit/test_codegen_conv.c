@@ -66,7 +66,8 @@ static const char maxpool_ir[] =
 	"  b = max_pool2d(x + s, [2, 3], stride=[1, 2], padding=[1, 1], dilation=[2, 1])\n"
 	"  c = max_pool2d(x, 2)\n"
 	"  d = max_pool1d(y, 2, stride=2, padding=1)\n"
-	"  return sum(a * a) + sum(tanh(b)) + sum(c * s[:, :, 0:4, 0:4]) + sum(d * d * d)\n"
+	"  e = max_pool2d(x * s, [2, 4], stride=[3, 2], padding=[0, 1])\n"
+	"  return sum(a * a) + sum(tanh(b)) + sum(c * s[:, :, 0:4, 0:4]) + sum(d * d * d) + sum(e * e)\n"
 	"}\n";
 
 static const char avgpool_ir[] =
@@ -77,7 +78,8 @@ static const char avgpool_ir[] =
 	"  b = avg_pool(x, kernel=[3, 3], stride=[2, 2], padding=[1, 1], count_include_pad=0)\n"
 	"  c = avg_pool2d(x * x, [2, 3], stride=[2, 1], padding=[1, 0])\n"
 	"  d = avg_pool(y, kernel=[4], stride=[3], padding=[2], count_include_pad=0)\n"
-	"  return sum(a * a) + sum(tanh(b)) + sum(c * c) + sum(d * d * d)\n"
+	"  e = avg_pool2d(x * x, [2, 4], stride=[3, 2], padding=[0, 1])\n"
+	"  return sum(a * a) + sum(tanh(b)) + sum(c * c) + sum(d * d * d) + sum(e * e * e)\n"
 	"}\n";
 
 static const char adaptive_ir[] =

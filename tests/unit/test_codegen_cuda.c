@@ -203,10 +203,12 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 			for (int d = 0; d < kk->rrank; d++)
 				nr *= kk->rdim[d];
 			int want = kk->red && nr >= 128 && k.points <= 32768;
-			// (An elementwise kernel in float4s, cuda_vec4, has a grid of
-			// 4 points a thread.)
+			// (An elementwise kernel in float4s, cuda_vec4, and a short
+			// window reduction, cuda_vec4_red, have a grid of 4 points a
+			// thread.)
 			CHECK(want == (k.grid != 0) ||
-			      (!kk->red && k.points % 4 == 0 && k.grid == (k.points / 4 + 255) / 256));
+			      ((!kk->red || nr <= 16) && k.points % 4 == 0 &&
+			       k.grid == (k.points / 4 + 255) / 256));
 			// Its grid (cuda_blockred_plan): a block per point, per tile of
 			// 32 points (columns), or per chunk of either (split): the
 			// printed kernel strides over as many work units.
@@ -263,6 +265,19 @@ check_task(const Module *m, const char *model, const char *task, int with_ptx) {
 		CHECK(count(src, "float4 o;") >= 2);
 		CHECK(count(src, "float4 o;") == count(src, "\tif (((unsigned long long)b"));
 		CHECK(count(src, "*(float4 *)&b") == count(src, "float4 o;"));
+	}
+	// tests/gpu/window4.ir: its pools' short window reductions of at least
+	// 2^18 points run 4 points a thread (cuda_vec4_red): the vjp's two
+	// max_pool gradients over x, avg_pool's and c's maxima (f32: each with
+	// its aligned check, one float4 store and the one-point loop), c's
+	// argmax (i64: four stores); never xo's (last extent 590).
+	if (strstr(model, "window4") && !strcmp(task, "vjp")) {
+		int nlane = count(src, "const float acc = acc0;");
+		CHECK(nlane >= 4);
+		CHECK(count(src, "const long long acc = acc0;") >= 1);
+		CHECK(count(src, "const float acc = acc3;") == nlane);
+		CHECK(count(src, "\tif ((unsigned long long)b") == nlane);
+		CHECK(strstr(src, "q < 66375;") == NULL); // xo's gradient (265,500 points): one point a thread
 	}
 	CHECK(count(src, "for (int t = threadIdx.x >> 5;") +
 	          count(src, "for (int t = ((threadIdx.x >> 5) + ") ==
@@ -1454,6 +1469,8 @@ main(int argc, char **argv) {
 	check_model("multiheadattn", NULL, 0, NULL, 0);
 	// The block reductions' forms (rows, columns, split or not).
 	check_model("../tests/gpu/blockred", NULL, 0, fast, 1);
+	// Short window reductions 4 points a thread (cuda_vec4_red).
+	check_model("../tests/gpu/window4", NULL, 0, fast, 1);
 	// The same with the rows' float4 form too (opt-in, FADC_CUDA_VEC4=1):
 	// printed, counted (check_task) and compiled.
 	setenv("FADC_CUDA_VEC4", "1", 1);

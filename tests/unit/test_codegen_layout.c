@@ -369,7 +369,7 @@ kernels_hash(const KProgram *p)
 }
 
 typedef struct Tally {
-	int programs, relaid, nhwc_records, split, merged, sib;
+	int programs, relaid, nhwc_records, split, merged, sib, inlined;
 } Tally;
 
 static void
@@ -413,7 +413,7 @@ check_task(Module *m, const char *task, const char *label, Tally *t)
 	// (csum_merges), the consumer's: then p's partial_sum buffer is written
 	// by no kernel of q).  Sibling splits (csum_siblings) put their first
 	// kernels side by side, then the second ones: found by the buffers.
-	int merged = 0, nsplit = 0, sib = 0;
+	int merged = 0, nsplit = 0, sib = 0, inlined = 0;
 	uint8_t *wq = calloc(q->nbuf + 1, 1);
 	CHECK(wq != NULL);
 	for (uint32_t kq = 0; wq && kq < q->nk; kq++) {
@@ -427,6 +427,10 @@ check_task(Module *m, const char *task, const char *label, Tally *t)
 	for (uint32_t k = 0; wq && k < p->nk; k++) {
 		if (p->k[k].host || wq[p->k[k].out])
 			continue;
+		if (!p->k[k].red) { // an elementwise kernel inlined into its readers (inline_cheap)
+			inlined++;
+			continue;
+		}
 		merged++;
 		CHECK(k + 1 < p->nk && wq[p->k[k + 1].out]); // taken by its consumer's kernel
 	}
@@ -446,8 +450,10 @@ check_task(Module *m, const char *task, const char *label, Tally *t)
 	}
 	free(wq);
 	CHECK(lost == 0);
-	// A kernel and a buffer per split sum, less a kernel per merge.
-	CHECK(q->nk - p->nk == (uint32_t)(nsplit - merged) && q->nbuf - p->nbuf == (uint32_t)nsplit);
+	// A kernel and a buffer per split sum, less a kernel per merge and per
+	// inlined kernel.
+	CHECK(q->nk - p->nk == (uint32_t)(nsplit - merged - inlined) &&
+	      q->nbuf - p->nbuf == (uint32_t)nsplit);
 	double *a = NULL, *b = NULL;
 	int64_t na = 0, nb = 0, work = 0, w2 = 0;
 	int split = 0;
@@ -476,14 +482,15 @@ check_task(Module *m, const char *task, const char *label, Tally *t)
 		if (!split)
 			CHECK(same == na);
 		printf("%s %s: %d buffers channels-last, %d of %u convolution records, %d sums split "
-		       "(%d taking their consumer's sum, %d beside a sibling's); "
+		       "(%d taking their consumer's sum, %d beside a sibling's), %d kernels inlined; "
 		       "%lld outputs, %lld bit for bit, worst %.2g (%lld terms run twice)\n",
-		       label, task, n, recs, q->nconv, split, merged, sib, (long long)na, (long long)same,
-		       worst, (long long)work);
+		       label, task, n, recs, q->nconv, split, merged, sib, inlined, (long long)na,
+		       (long long)same, worst, (long long)work);
 		t->programs++;
 		t->split += split;
 		t->merged += merged;
 		t->sib += sib;
+		t->inlined += inlined;
 	}
 	t->relaid += n;
 	t->nhwc_records += recs;
@@ -572,11 +579,19 @@ main(void)
 	check_model("../tests/gpu/csum.ir", NULL, 0, fwd, &t);
 	CHECK(t.merged == before);
 	unsetenv("FADC_CUDA_NO_CSUM_MERGE");
+	// Cheap producers inlined into their readers (inline_cheap, opt-in:
+	// FADC_CUDA_INLINE=1): none by default; with it, the backward's masked
+	// gradients (dy * (r > 0)) are, and the outputs as close (above).
+	CHECK(t.inlined == 0);
+	setenv("FADC_CUDA_INLINE", "1", 1);
+	check_model("../tests/gpu/csum.ir", NULL, 0, vt, &t);
+	CHECK(t.inlined >= 2);
+	unsetenv("FADC_CUDA_INLINE");
 	check_off();
 	printf("%d programs run twice, %d buffers relaid, %d records with channels-last operands, "
-	       "%d sums split (%d taking their consumer's sum)\n",
-	       t.programs, t.relaid, t.nhwc_records, t.split, t.merged);
-	CHECK(t.programs == 11);
+	       "%d sums split (%d taking their consumer's sum), %d kernels inlined\n",
+	       t.programs, t.relaid, t.nhwc_records, t.split, t.merged, t.inlined);
+	CHECK(t.programs == 12);
 	CHECK(t.relaid >= 100 && t.nhwc_records >= 100 && t.split >= 10);
 	TU_DONE("test_codegen_layout");
 }

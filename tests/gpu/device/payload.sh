@@ -10,7 +10,8 @@
 #                    transformer at reduced size (and transformer_seg.so: its
 #                    take_add as segments), floor.so (one kernel),
 #                    scatter.so (take_add as segments),
-#                    split.so (split sums) and blockred.so (block reductions)
+#                    split.so (split sums), blockred.so (block reductions)
+#                    and window4*.so (short window reductions, 4 points a thread)
 #   DEST/mma/        mma.so (tests/gpu/mma.ir, compiled with FADC_CUDA_MMA=1: the
 #                    3xTF32 GEMM kernels at awkward shapes, checked forced to each tile)
 #   DEST/choice/     choice.so (tests/gpu/choice.ir: products whose candidates,
@@ -93,6 +94,12 @@ fadc "$root/tests/gpu/split.ir" -o "$dest/check/split.so" --target cpu,cuda --ta
 # Block reductions in every form (cuda_blockred_plan: rows, columns, split, float4s).
 fadc "$root/tests/gpu/blockred.ir" -o "$dest/check/blockred.so" --target cpu,cuda \
 	--tasks forward,vjp,jvp,vhp
+# Short window reductions 4 points a thread (tests/gpu/window4.ir, cuda_vec4_red):
+# lanes along w, and along channels (window4-nhwc.ir, TF32: a convolution's
+# output channels-last; gpu_check's TF32 tolerance).
+fadc "$root/tests/gpu/window4.ir" -o "$dest/check/window4.so" --target cpu,cuda --no-ptx
+fadc "$root/tests/gpu/window4-nhwc.ir" -o "$dest/check/window4_nhwc_tf32.so" --target cpu,cuda \
+	--no-ptx --allow-tf32
 # cuBLAS GEMM records (tests/gpu/gemm.ir): fp32 semantics, and --allow-tf32
 # (gpu_check gives a TF32 artifact a tolerance of 1e-2).
 fadc "$root/tests/gpu/gemm.ir" -o "$dest/check/gemm.so" --target cpu,cuda \
