@@ -803,7 +803,17 @@ cu_npieces(uint64_t nfun)
 		if (!*end && n >= 1 && n <= ART_MAX_MODULES)
 			return (unsigned)n;
 	}
-	return cg_piece_count(nfun, CU_PIECE_KERNELS, CU_MAX_PIECES);
+	unsigned per = CU_PIECE_KERNELS, max = CU_MAX_PIECES;
+	// FADC_CUDA_PIECE_KERNELS=K (a hook for measuring the cold against the
+	// one-line trade-off, docs/PERFORMANCE.md): K functions a piece, at
+	// most ART_MAX_MODULES pieces.
+	if ((v = getenv("FADC_CUDA_PIECE_KERNELS")) && *v) {
+		char *end;
+		long k = strtol(v, &end, 10);
+		if (!*end && k >= 1 && k <= 1024)
+			per = (unsigned)k, max = ART_MAX_MODULES;
+	}
+	return cg_piece_count(nfun, per, max);
 }
 
 static uint64_t

@@ -2045,7 +2045,7 @@ emit_entry(Emit *e, LLVMValueRef *taskfns, int ntasks, const uint8_t *desc, size
 // count, and with it every other piece's contents.  FADC_LLVM_PIECES=N
 // (1 to CG_LLVM_MAX_PIECES; a test hook) sets it.  --emit llvm prints
 // one module: one piece.
-enum { PIECE_KERNELS = 32, MAX_PIECES = CG_LLVM_MAX_PIECES };
+enum { PIECE_KERNELS = 32, MAX_PIECES = 64 };
 
 static unsigned
 npieces(const CgTask *tasks, int ntasks, FILE *emit_llvm)
@@ -2062,7 +2062,16 @@ npieces(const CgTask *tasks, int ntasks, FILE *emit_llvm)
 	uint64_t nk = 0;
 	for (int i = 0; i < ntasks; i++)
 		nk += tasks[i].prog->nk;
-	return cg_piece_count(nk, PIECE_KERNELS, MAX_PIECES);
+	unsigned per = PIECE_KERNELS, max = MAX_PIECES;
+	// FADC_LLVM_PIECE_KERNELS=K (a hook for measuring the cold against the
+	// one-line trade-off): K kernels a piece, at most CG_LLVM_MAX_PIECES.
+	if ((v = getenv("FADC_LLVM_PIECE_KERNELS")) && *v) {
+		char *end;
+		long k = strtol(v, &end, 10);
+		if (!*end && k >= 1 && k <= 1024)
+			per = (unsigned)k, max = CG_LLVM_MAX_PIECES;
+	}
+	return cg_piece_count(nk, per, max);
 }
 
 // One CPU level's emitter: a context of its own (the levels' names are
