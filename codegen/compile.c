@@ -780,15 +780,18 @@ inject_error(char *src, long k)
 // CU_MAX_PIECES: a function of the tasks only; when a change moves it by
 // one, linear hashing splits (or merges) one piece and keeps the others.
 // Small pieces recompile little after a change, but each program costs
-// NVRTC about 30 ms of its own (its front end, the cubin's assembly), so
-// a piece holds about 16 functions and a task at most 32 pieces.  A piece
+// NVRTC about 30-40 ms of its own (its front end, the cubin's assembly),
+// so a piece holds about 8 functions and a task at most 32 pieces (16
+// functions before: resnet18's one-line change missed 9 programs of 19,
+// 4.2 s of NVRTC's CPU, 2.6 s with 8 of 39, for 1 s more of CPU cold;
+// docs/PERFORMANCE.md, "Where LLVM's time goes").  A piece
 // is the common parts, the loop helpers when it holds a loop, and its
 // units, in the order printed; the notes (a GEMM's comment, a shared
 // kernel's) are in none.  A task of one piece by its kernel count is the
 // whole source as printed, as before pieces.  Each launch record names
 // the module (the piece, or an earlier task's program) that defines its
 // function.
-enum { CU_PIECE_KERNELS = 16, CU_MAX_PIECES = 32 };
+enum { CU_PIECE_KERNELS = 8, CU_MAX_PIECES = 32 };
 
 // The pieces of a task of nfun functions of its own (the units no earlier
 // task's program holds: "Sharing across tasks" below).  FADC_CUDA_PIECES=N
@@ -803,17 +806,18 @@ cu_npieces(uint64_t nfun)
 		if (!*end && n >= 1 && n <= ART_MAX_MODULES)
 			return (unsigned)n;
 	}
-	unsigned per = CU_PIECE_KERNELS, max = CU_MAX_PIECES;
+	unsigned per = CU_PIECE_KERNELS;
 	// FADC_CUDA_PIECE_KERNELS=K (a hook for measuring the cold against the
 	// one-line trade-off, docs/PERFORMANCE.md): K functions a piece, at
-	// most ART_MAX_MODULES pieces.
+	// most CU_MAX_PIECES pieces (the imports take the rest of a task's
+	// ART_MAX_MODULES).
 	if ((v = getenv("FADC_CUDA_PIECE_KERNELS")) && *v) {
 		char *end;
 		long k = strtol(v, &end, 10);
 		if (!*end && k >= 1 && k <= 1024)
-			per = (unsigned)k, max = ART_MAX_MODULES;
+			per = (unsigned)k;
 	}
-	return cg_piece_count(nfun, per, max);
+	return cg_piece_count(nfun, per, CU_MAX_PIECES);
 }
 
 static uint64_t

@@ -2040,12 +2040,15 @@ emit_entry(Emit *e, LLVMValueRef *taskfns, int ntasks, const uint8_t *desc, size
 }
 
 // How many pieces a module is emitted as: about PIECE_KERNELS kernels
-// (of every task, before sharing) each, a power of two and at most
-// MAX_PIECES, so that a change that adds or removes a few kernels keeps the
-// count, and with it every other piece's contents.  FADC_LLVM_PIECES=N
+// (of every task, before sharing) each, at most MAX_PIECES (16 and 128:
+// with 32 and 64, resnet18's one-line change missed 16 pieces, 2.1 s of
+// CPU; 17 smaller ones 1.6 s, for 0.9 s more cold; docs/PERFORMANCE.md),
+// a function of the kernel count only, so that a change that adds or
+// removes a few kernels keeps the count, and with it every other piece's
+// contents.  FADC_LLVM_PIECES=N
 // (1 to CG_LLVM_MAX_PIECES; a test hook) sets it.  --emit llvm prints
 // one module: one piece.
-enum { PIECE_KERNELS = 32, MAX_PIECES = 64 };
+enum { PIECE_KERNELS = 16, MAX_PIECES = CG_LLVM_MAX_PIECES };
 
 static unsigned
 npieces(const CgTask *tasks, int ntasks, FILE *emit_llvm)
@@ -2062,16 +2065,16 @@ npieces(const CgTask *tasks, int ntasks, FILE *emit_llvm)
 	uint64_t nk = 0;
 	for (int i = 0; i < ntasks; i++)
 		nk += tasks[i].prog->nk;
-	unsigned per = PIECE_KERNELS, max = MAX_PIECES;
+	unsigned per = PIECE_KERNELS;
 	// FADC_LLVM_PIECE_KERNELS=K (a hook for measuring the cold against the
-	// one-line trade-off): K kernels a piece, at most CG_LLVM_MAX_PIECES.
+	// one-line trade-off): K kernels a piece.
 	if ((v = getenv("FADC_LLVM_PIECE_KERNELS")) && *v) {
 		char *end;
 		long k = strtol(v, &end, 10);
 		if (!*end && k >= 1 && k <= 1024)
-			per = (unsigned)k, max = CG_LLVM_MAX_PIECES;
+			per = (unsigned)k;
 	}
-	return cg_piece_count(nk, per, max);
+	return cg_piece_count(nk, per, MAX_PIECES);
 }
 
 // One CPU level's emitter: a context of its own (the levels' names are
