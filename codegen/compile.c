@@ -781,17 +781,18 @@ inject_error(char *src, long k)
 // one, linear hashing splits (or merges) one piece and keeps the others.
 // Small pieces recompile little after a change, but each program costs
 // NVRTC about 30-40 ms of its own (its front end, the cubin's assembly),
-// so a piece holds about 8 functions and a task at most 32 pieces (16
-// functions before: resnet18's one-line change missed 9 programs of 19,
-// 4.2 s of NVRTC's CPU, 2.6 s with 8 of 39, for 1 s more of CPU cold;
-// docs/PERFORMANCE.md, "Where LLVM's time goes").  A piece
+// so a piece holds about 16 functions and a task at most 32 pieces.  8
+// was measured (docs/PERFORMANCE.md, "Where LLVM's time goes"):
+// resnet18's one-line change 4.2 -> 2.6 s of NVRTC's CPU, but detr's
+// cold compile 35 -> 54 s (67 -> 111 programs: more of them to import,
+// more units past a task's imports compiled again).  A piece
 // is the common parts, the loop helpers when it holds a loop, and its
 // units, in the order printed; the notes (a GEMM's comment, a shared
 // kernel's) are in none.  A task of one piece by its kernel count is the
 // whole source as printed, as before pieces.  Each launch record names
 // the module (the piece, or an earlier task's program) that defines its
 // function.
-enum { CU_PIECE_KERNELS = 8, CU_MAX_PIECES = 32 };
+enum { CU_PIECE_KERNELS = 16, CU_MAX_PIECES = 32 };
 
 // The pieces of a task of nfun functions of its own (the units no earlier
 // task's program holds: "Sharing across tasks" below).  FADC_CUDA_PIECES=N
