@@ -313,8 +313,9 @@ queue_misses(LlvmPieces *lp, int from)
 
 // FADC_LLVM_ARGS="-time-passes ..." hands LLVM's own command-line options
 // to LLVM once, before any job runs (a profiling hook: -time-passes prints
-// each pass's time per job on stderr; use FADC_JOBS=1).  No option changes
-// a key: never set it for artifacts that are kept.
+// each pass's time per job on stderr; use FADC_JOBS=1).  The options are
+// not in the cache's key: never set ones that change code for artifacts
+// that are kept.
 static void
 llvm_args(void)
 {
