@@ -228,7 +228,7 @@ typedef struct CgTarget {
 
 // The most pieces of one level, and object files cg_llvm_emit writes: the
 // pieces of every level and the entry's.
-enum { CG_LLVM_MAX_PIECES = 64, CG_LLVM_MAX_OBJECTS = CG_MAX_LEVELS * CG_LLVM_MAX_PIECES + 1 };
+enum { CG_LLVM_MAX_PIECES = 128, CG_LLVM_MAX_OBJECTS = CG_MAX_LEVELS * CG_LLVM_MAX_PIECES + 1 };
 // Emits every task and the entry symbol fadc_artifact_v1 (runtime/abi.h),
 // with the descriptor bytes desc[0..desclen) as a constant, as pieces
 // (docs/CODEGEN.md "Compile time"), each verified, optimized with LLVM's

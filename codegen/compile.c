@@ -780,8 +780,12 @@ inject_error(char *src, long k)
 // CU_MAX_PIECES: a function of the tasks only; when a change moves it by
 // one, linear hashing splits (or merges) one piece and keeps the others.
 // Small pieces recompile little after a change, but each program costs
-// NVRTC about 30 ms of its own (its front end, the cubin's assembly), so
-// a piece holds about 16 functions and a task at most 32 pieces.  A piece
+// NVRTC about 30-40 ms of its own (its front end, the cubin's assembly),
+// so a piece holds about 16 functions and a task at most 32 pieces.  8
+// was measured (docs/PERFORMANCE.md, "Where LLVM's time goes"):
+// resnet18's one-line change 4.2 -> 2.6 s of NVRTC's CPU, but detr's
+// cold compile 35 -> 54 s (67 -> 111 programs: more of them to import,
+// more units past a task's imports compiled again).  A piece
 // is the common parts, the loop helpers when it holds a loop, and its
 // units, in the order printed; the notes (a GEMM's comment, a shared
 // kernel's) are in none.  A task of one piece by its kernel count is the
@@ -803,7 +807,18 @@ cu_npieces(uint64_t nfun)
 		if (!*end && n >= 1 && n <= ART_MAX_MODULES)
 			return (unsigned)n;
 	}
-	return cg_piece_count(nfun, CU_PIECE_KERNELS, CU_MAX_PIECES);
+	unsigned per = CU_PIECE_KERNELS;
+	// FADC_CUDA_PIECE_KERNELS=K (a hook for measuring the cold against the
+	// one-line trade-off, docs/PERFORMANCE.md): K functions a piece, at
+	// most CU_MAX_PIECES pieces (the imports take the rest of a task's
+	// ART_MAX_MODULES).
+	if ((v = getenv("FADC_CUDA_PIECE_KERNELS")) && *v) {
+		char *end;
+		long k = strtol(v, &end, 10);
+		if (!*end && k >= 1 && k <= 1024)
+			per = (unsigned)k;
+	}
+	return cg_piece_count(nfun, per, CU_MAX_PIECES);
 }
 
 static uint64_t

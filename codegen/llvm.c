@@ -1157,6 +1157,7 @@ typedef struct SigWalk {
 	uint32_t ncanon;
 	KxId *visited; // the ids numbered, canon[visited[0 .. ncanon)]
 	int32_t *bufpos, *steppos; // buffer / loop -> parameter position + 1
+	uint64_t *shape; // KxId -> shape_hash + 1 (0: not computed); the task's
 } SigWalk;
 
 static uint32_t
@@ -1169,7 +1170,46 @@ buf_param(SigWalk *w, uint32_t b)
 	return (uint32_t)w->bufpos[b] - 1;
 }
 
-// Post-order: a node's operands have smaller canonical numbers.
+// A hash of the expression at id with which buffer a load reads and which
+// loop a step counts left out (their dtypes kept): equal for the operands
+// of x * w and w * x alike, so that sig_walk can put a commutative node's
+// operands in one order.  Depends on the expression alone: memoized for
+// the task (w->shape), never cleared.
+static uint64_t
+shape_hash(SigWalk *w, KxId id)
+{
+	if (!id)
+		return 0;
+	if (w->shape[id])
+		return w->shape[id] - 1;
+	const Kx *x = &w->p->x[id];
+	Kx c = *x;
+	c.aux = x->op == KX_LOAD ? (uint32_t)w->p->buf[x->aux].dtype : x->op == KX_STEP ? 0 : x->aux;
+	for (int i = 0; i < 3; i++)
+		c.a[i] = 0;
+	uint64_t h = 14695981039346656037ull; // FNV-1a over the node, then its operands'
+	const uint8_t *b = (const uint8_t *)&c;
+	for (size_t i = 0; i < sizeof c; i++)
+		h = (h ^ b[i]) * 1099511628211ull;
+	for (int i = 0; i < x->nin; i++) {
+		uint64_t a = shape_hash(w, x->a[i]);
+		for (int k = 0; k < 8; k++)
+			h = (h ^ (uint8_t)(a >> (8 * k))) * 1099511628211ull;
+	}
+	h >>= 1; // 63 bits: h + 1 is never 0
+	w->shape[id] = h + 1;
+	return h;
+}
+
+// Post-order: a node's operands have smaller canonical numbers.  The two
+// operands of an addition or a product are walked (and keyed) in the order
+// of their shape_hash, the one the expression gives on a tie: x * w and
+// w * x get one key and their buffers the same parameter positions, so
+// that a kernel that differs from another only in the order of such
+// operands calls its function (detr: 18 of 201 GEMM kernels were such
+// copies, compiled again; docs/CODEGEN.md "Compile time").  Exact: IEEE
+// addition and multiplication are commutative (no fast-math flags; the
+// GEMM takes its A and B from the index expressions, not the order).
 static uint32_t
 sig_walk(SigWalk *w, KxId id)
 {
@@ -1179,8 +1219,10 @@ sig_walk(SigWalk *w, KxId id)
 		return w->canon[id];
 	const Kx *x = &w->p->x[id];
 	Kx c = *x; // the node with operands and references made canonical
+	int swap = (x->op == KX_ADD || x->op == KX_MUL) && x->nin == 2 &&
+	           shape_hash(w, x->a[1]) < shape_hash(w, x->a[0]);
 	for (int i = 0; i < x->nin; i++)
-		c.a[i] = sig_walk(w, x->a[i]);
+		c.a[i] = sig_walk(w, x->a[swap && i < 2 ? 1 - i : i]);
 	if (x->op == KX_LOAD) {
 		c.aux = buf_param(w, x->aux);
 		key_i64(w->key, w->p->buf[x->aux].dtype);
@@ -1809,11 +1851,12 @@ emit_task(Emit *e, const CgTask *t)
 	KSig *sig = calloc(p->nk + 1, sizeof *sig);
 	Loop *loops = calloc(p->nloop + 1, sizeof *loops);
 	SigWalk w = {p, NULL, NULL, calloc(p->nx + 1, sizeof *w.canon), 0, calloc(p->nx + 1, sizeof *w.visited),
-	             calloc(p->nbuf + 1, sizeof *w.bufpos), calloc(p->nloop + 1, sizeof *w.steppos)};
+	             calloc(p->nbuf + 1, sizeof *w.bufpos), calloc(p->nloop + 1, sizeof *w.steppos),
+	             calloc(p->nx + 1, sizeof *w.shape)};
 	uint32_t *sbufs = calloc(p->nbuf + 1, sizeof *sbufs);
 	int *ssteps = calloc(p->nloop + 1, sizeof *ssteps);
 	FADC_ASSERT(e->val && e->stamp && e->bufptr && e->step && taskptr && kfn && sig && loops && w.canon &&
-	                    w.visited && w.bufpos && w.steppos && sbufs && ssteps,
+	                    w.visited && w.bufpos && w.steppos && w.shape && sbufs && ssteps,
 	            "llvm: out of memory");
 	e->region = 0;
 	char name[300];
@@ -1833,6 +1876,7 @@ emit_task(Emit *e, const CgTask *t)
 	free(w.visited);
 	free(w.bufpos);
 	free(w.steppos);
+	free(w.shape);
 	free(sbufs);
 	free(ssteps);
 	e->sp.on = 0;
@@ -1996,12 +2040,15 @@ emit_entry(Emit *e, LLVMValueRef *taskfns, int ntasks, const uint8_t *desc, size
 }
 
 // How many pieces a module is emitted as: about PIECE_KERNELS kernels
-// (of every task, before sharing) each, a power of two and at most
-// MAX_PIECES, so that a change that adds or removes a few kernels keeps the
-// count, and with it every other piece's contents.  FADC_LLVM_PIECES=N
+// (of every task, before sharing) each, at most MAX_PIECES (16 and 128:
+// with 32 and 64, resnet18's one-line change missed 16 pieces, 2.1 s of
+// CPU; 17 smaller ones 1.6 s, for 0.9 s more cold; docs/PERFORMANCE.md),
+// a function of the kernel count only, so that a change that adds or
+// removes a few kernels keeps the count, and with it every other piece's
+// contents.  FADC_LLVM_PIECES=N
 // (1 to CG_LLVM_MAX_PIECES; a test hook) sets it.  --emit llvm prints
 // one module: one piece.
-enum { PIECE_KERNELS = 32, MAX_PIECES = CG_LLVM_MAX_PIECES };
+enum { PIECE_KERNELS = 16, MAX_PIECES = CG_LLVM_MAX_PIECES };
 
 static unsigned
 npieces(const CgTask *tasks, int ntasks, FILE *emit_llvm)
@@ -2018,7 +2065,16 @@ npieces(const CgTask *tasks, int ntasks, FILE *emit_llvm)
 	uint64_t nk = 0;
 	for (int i = 0; i < ntasks; i++)
 		nk += tasks[i].prog->nk;
-	return cg_piece_count(nk, PIECE_KERNELS, MAX_PIECES);
+	unsigned per = PIECE_KERNELS;
+	// FADC_LLVM_PIECE_KERNELS=K (a hook for measuring the cold against the
+	// one-line trade-off): K kernels a piece.
+	if ((v = getenv("FADC_LLVM_PIECE_KERNELS")) && *v) {
+		char *end;
+		long k = strtol(v, &end, 10);
+		if (!*end && k >= 1 && k <= 1024)
+			per = (unsigned)k;
+	}
+	return cg_piece_count(nk, per, MAX_PIECES);
 }
 
 // One CPU level's emitter: a context of its own (the levels' names are

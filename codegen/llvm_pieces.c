@@ -41,6 +41,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <llvm-c/Analysis.h>
@@ -49,6 +50,7 @@
 #include <llvm/Config/llvm-config.h> // LLVM_VERSION_STRING: plain C macros
 #include <llvm-c/Core.h>
 #include <llvm-c/Error.h>
+#include <llvm-c/Support.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
@@ -68,6 +70,7 @@ typedef struct Piece {
 	size_t objlen;
 	int hit;
 	int failed;
+	double opt_cpu, cg_cpu; // the job's optimization and code generation, thread CPU seconds
 	char err[1024];
 } Piece;
 
@@ -90,6 +93,14 @@ fail_msg(Piece *p, const char *what, char *msg)
 	if (msg)
 		LLVMDisposeMessage(msg);
 	p->failed = 1;
+}
+
+static double
+thread_cpu(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 // One job: the piece's bitcode to object code, in an LLVM context and with
@@ -131,7 +142,10 @@ compile_one(void *arg)
 	po = LLVMCreatePassBuilderOptions();
 	LLVMPassBuilderOptionsSetLoopVectorization(po, 1);
 	LLVMPassBuilderOptionsSetSLPVectorization(po, 1);
+	double c0 = thread_cpu();
 	LLVMErrorRef er = LLVMRunPasses(M, js->pipeline, tm, po);
+	double c1 = thread_cpu();
+	p->opt_cpu = c1 - c0;
 	if (er) {
 		char *m = LLVMGetErrorMessage(er);
 		snprintf(p->err, sizeof p->err, "LLVM: optimization: %s", m ? m : "(no message)");
@@ -144,10 +158,12 @@ compile_one(void *arg)
 		fputs(s, js->emit_llvm);
 		LLVMDisposeMessage(s);
 	}
+	c1 = thread_cpu();
 	if (LLVMTargetMachineEmitToMemoryBuffer(tm, M, LLVMObjectFile, &msg, &ob)) {
 		fail_msg(p, "emitting the object file", msg);
 		goto done;
 	}
+	p->cg_cpu = thread_cpu() - c1;
 	p->objlen = LLVMGetBufferSize(ob);
 	p->obj = malloc(p->objlen + 1);
 	if (!p->obj) {
@@ -232,6 +248,18 @@ add_piece(LlvmPieces *lp, LLVMModuleRef m, unsigned index, int level, char *err,
 		return 0;
 	}
 	lp->n++;
+	// FADC_LLVM_DUMP=DIR (a profiling hook): each piece's bitcode as it is
+	// keyed, DIR/pNNN-lL.bc, for opt and llc to time by pass or function.
+	const char *dump = getenv("FADC_LLVM_DUMP");
+	if (dump && *dump) {
+		char path[4096];
+		snprintf(path, sizeof path, "%s/p%03d-l%d.bc", dump, lp->n - 1, level);
+		FILE *f = fopen(path, "wb");
+		if (f) {
+			fwrite(LLVMGetBufferStart(p->bc), 1, LLVMGetBufferSize(p->bc), f);
+			fclose(f);
+		}
+	}
 	// The key of a piece's object code: its bitcode (before optimization),
 	// the target machine (triple, CPU level, features, opt level), the
 	// pipeline and LLVM itself.  Not with --emit llvm, which wants the
@@ -283,6 +311,29 @@ queue_misses(LlvmPieces *lp, int from)
 	free(job);
 }
 
+// FADC_LLVM_ARGS="-time-passes ..." hands LLVM's own command-line options
+// to LLVM once, before any job runs (a profiling hook: -time-passes prints
+// each pass's time per job on stderr; use FADC_JOBS=1).  The options are
+// not in the cache's key: never set ones that change code for artifacts
+// that are kept.
+static void
+llvm_args(void)
+{
+	static int done;
+	const char *v = getenv("FADC_LLVM_ARGS");
+	if (done || !v || !*v)
+		return;
+	done = 1;
+	static char buf[1024];
+	static const char *argv[32];
+	int argc = 0;
+	snprintf(buf, sizeof buf, "%s", v);
+	argv[argc++] = "fadc";
+	for (char *t = strtok(buf, " "); t && argc < 31; t = strtok(NULL, " "))
+		argv[argc++] = t;
+	LLVMParseCommandLineOptions(argc, argv, NULL);
+}
+
 LlvmPieces *
 llvm_pieces_start(LLVMModuleRef *mods, unsigned nmods, unsigned maxmods, const CgTarget *tg,
                   const char *triple, FILE *emit_llvm, char *err, size_t errlen)
@@ -293,6 +344,7 @@ llvm_pieces_start(LLVMModuleRef *mods, unsigned nmods, unsigned maxmods, const C
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
+	llvm_args();
 	lp->cap = (int)maxmods;
 	lp->tg = tg;
 	lp->emit_llvm = emit_llvm;
@@ -833,6 +885,22 @@ llvm_pieces_finish(LlvmPieces *lp, LLVMModuleRef last, unsigned index, const cha
 		        "(its jobs)\n",
 		        lp->batch.total, nth < lp->batch.total ? nth : lp->batch.total,
 		        lp->batch.last - lp->batch.first, lp->batch.cpu);
+	if (t.on) { // where the jobs' CPU goes: the optimizer or the code generator
+		double o = 0, g = 0;
+		for (int i = 0; i < lp->n; i++)
+			o += lp->pc[i].opt_cpu, g += lp->pc[i].cg_cpu;
+		if (o + g > 0)
+			fprintf(stderr, "fadc: time: llvm jobs: optimize %.3f s cpu, codegen %.3f s cpu\n", o,
+			        g);
+		const char *v = getenv("FADC_TIME");
+		for (int i = 0; v && !strcmp(v, "pieces") && i < lp->n; i++)
+			if (!lp->pc[i].hit)
+				fprintf(stderr,
+				        "fadc: time: piece %d (level %d, module %u): %zu bytes of bitcode, "
+				        "optimize %.3f s cpu, codegen %.3f s cpu\n",
+				        i, lp->pc[i].level, lp->pc[i].index, LLVMGetBufferSize(lp->pc[i].bc),
+				        lp->pc[i].opt_cpu, lp->pc[i].cg_cpu);
+	}
 	Piece *f = NULL; // the first failure in piece order: the same message every time
 	for (int i = 0; i < lp->n && !f; i++)
 		if (lp->pc[i].failed)

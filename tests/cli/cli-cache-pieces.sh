@@ -88,13 +88,13 @@ for t in vjp hvp; do
 	diff -r "$tmp/one-$t" "$tmp/pieces-$t" || fail "$t: the pieces' outputs differ from one module's"
 done
 
-# resnet18's default count: 45 pieces and the entry's (npieces: a
+# resnet18's default count: 90 pieces and the entry's (npieces: a
 # function of the kernels, not of the sizes), -O0 to keep it short; the
 # same artifact on 1 thread and on 2.
 unset FADC_LLVM_PIECES
 small=(-D N=1 -D H=8 -D C=2 -D NCLS=2 -O0 --no-cache)
 FADC_TIME=1 FADC_JOBS=2 run_fadc 0 "$SRC/models/resnet18.ir" "${small[@]}" -o "$tmp/r2.so"
-err_has "46 pieces)"
+err_has "91 pieces)"
 FADC_JOBS=1 run_fadc 0 "$SRC/models/resnet18.ir" "${small[@]}" -o "$tmp/r1.so"
 cmp "$tmp/r1.so" "$tmp/r2.so" || fail "resnet18: 1 and 2 threads give different artifacts"
 echo "cli-cache-pieces: ok"
