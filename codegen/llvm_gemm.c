@@ -600,11 +600,12 @@ loop_end_novec(Emit *e, Loop *l)
 	llvm_loop_end(e, l);
 	LLVMValueRef br = LLVMGetBasicBlockTerminator(latch);
 	LLVMMetadataRef tmp = LLVMTemporaryMDNode(e->C, NULL, 0);
-	const char *key = "llvm.loop.vectorize.enable";
+	const char *key = "llvm.loop.vectorize.enable", *nu = "llvm.loop.unroll.disable";
 	LLVMMetadataRef opt[2] = {LLVMMDStringInContext2(e->C, key, strlen(key)),
 	                          LLVMValueAsMetadata(LLVMConstInt(e->i1, 0, 0))};
-	LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(e->C, opt, 2)};
-	LLVMMetadataRef node = LLVMMDNodeInContext2(e->C, ops, 2);
+	LLVMMetadataRef un = LLVMMDStringInContext2(e->C, nu, strlen(nu));
+	LLVMMetadataRef ops[3] = {tmp, LLVMMDNodeInContext2(e->C, opt, 2), LLVMMDNodeInContext2(e->C, &un, 1)};
+	LLVMMetadataRef node = LLVMMDNodeInContext2(e->C, ops, 3);
 	LLVMMetadataReplaceAllUsesWith(tmp, node);
 	LLVMSetMetadata(br, LLVMGetMDKindIDInContext(e->C, "llvm.loop", 9), LLVMMetadataAsValue(e->C, node));
 }
@@ -712,7 +713,7 @@ gemm_row_tiles(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, con
 		gemm_tile_at(e, k, G, it, b ? &bt : NULL, acc, mr, i0, apoff, mr, j0, loops, vt,
 		             lm ? mask : NULL);
 		if (lm == 0)
-			llvm_loop_end(e, &lt);
+			loop_end_novec(e, &lt);
 		else
 			gemm_end_if(e, bn);
 	}
@@ -769,8 +770,8 @@ gemm_tiles(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, const G
 				LLVMBuildStore(e->B, x, LLVMBuildInBoundsGEP2(e->B, vty, b->bp, &slot, 1, ""));
 			}
 			if (lm == 0)
-				llvm_loop_end(e, &lt);
-			llvm_loop_end(e, &lp);
+				loop_end_novec(e, &lt);
+			loop_end_novec(e, &lp);
 			if (lm)
 				gemm_end_if(e, bn);
 		}
