@@ -105,8 +105,9 @@ llvm_gemm_vl(unsigned vbytes, DType vt)
 //   KC = 384 and 512 were no faster there (within the shared machine's
 //   noise), so the rule stayed.
 // - MC: A's packed block, MC x KC, takes half of L2 (the rest: an
-//   iteration's block of B's panels, a quarter, and C), at most GEMM_APACK_MAX (gemm_scratch), in whole MR-row
-//   blocks: 256-bit tiles f32 126 rows, f64 60; 512-bit f32 252, f64 120.
+//   iteration's block of B's panels, a quarter, and C), at most
+//   GEMM_APACK_MAX (gemm_scratch), in whole MR-row blocks: 256-bit tiles
+//   f32 126 rows, f64 60; 512-bit f32 252, f64 120.
 static void
 gemm_blocking(unsigned vbytes, DType vt, Gemm *G)
 {
@@ -410,7 +411,8 @@ gemm_tile(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, int mr, L
 }
 
 // The packed path's state for one block of reduction steps: B's panels
-// bp (the iteration's, KC NV vectors apart; one tile's from gemm_row_tiles), A's packed block ap (NULL: A read in place), the block's steps
+// bp (the iteration's, KC NV vectors apart; one tile's from
+// gemm_row_tiles), A's packed block ap (NULL: A read in place), the block's steps
 // k0 .. k0 + kc - 1, whether it is the first (an i1), and the counter of
 // its steps.
 typedef struct GemmBlock {
@@ -604,7 +606,8 @@ loop_end_novec(Emit *e, Loop *l)
 	LLVMMetadataRef opt[2] = {LLVMMDStringInContext2(e->C, key, strlen(key)),
 	                          LLVMValueAsMetadata(LLVMConstInt(e->i1, 0, 0))};
 	LLVMMetadataRef un = LLVMMDStringInContext2(e->C, nu, strlen(nu));
-	LLVMMetadataRef ops[3] = {tmp, LLVMMDNodeInContext2(e->C, opt, 2), LLVMMDNodeInContext2(e->C, &un, 1)};
+	LLVMMetadataRef ops[3] = {tmp, LLVMMDNodeInContext2(e->C, opt, 2),
+	                          LLVMMDNodeInContext2(e->C, &un, 1)};
 	LLVMMetadataRef node = LLVMMDNodeInContext2(e->C, ops, 3);
 	LLVMMetadataReplaceAllUsesWith(tmp, node);
 	LLVMSetMetadata(br, LLVMGetMDKindIDInContext(e->C, "llvm.loop", 9), LLVMMetadataAsValue(e->C, node));
@@ -761,8 +764,8 @@ gemm_tiles(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, const G
 			LLVMValueRef j0 = LLVMBuildNSWMul(e->B, LLVMBuildNSWAdd(e->B, t0, tl, ""), i64c(e, nr), "");
 			LLVMValueRef ib = axpy(e, LLVMBuildNSWAdd(e->B, it->bb, j0, ""), G->kb,
 			                       LLVMBuildNSWAdd(e->B, b->k0, kk, ""));
-			LLVMValueRef s0 = LLVMBuildNSWMul(
-			    e->B, LLVMBuildNSWAdd(e->B, LLVMBuildNSWMul(e->B, tl, i64c(e, G->kc), ""), kk, ""), i64c(e, nv), "");
+			LLVMValueRef s0 = LLVMBuildNSWMul(e->B, tl, i64c(e, G->kc), "");
+			s0 = LLVMBuildNSWMul(e->B, LLVMBuildNSWAdd(e->B, s0, kk, ""), i64c(e, nv), "");
 			for (int v = 0; v < nv; v++) {
 				LLVMValueRef x = gemm_vload(e, G->bbuf, LLVMBuildNSWAdd(e->B, ib, i64c(e, v * (int64_t)vl), ""),
 				                            vt, vl, lm ? mask[v] : NULL);
@@ -794,7 +797,8 @@ gemm_tiles(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, const G
 	LLVMValueRef roff = NULL;
 	if (b && packa)
 		roff = LLVMBuildNSWMul(e->B, LLVMBuildNSWMul(e->B, it->mb, i64c(e, G->mr), ""), b->kc, "");
-	gemm_row_tiles(e, k, G, it, b, acc, (int)remM, it->rbase, roff, t0, nt, last, ctr_t, loops, vt, mask);
+	gemm_row_tiles(e, k, G, it, b, acc, (int)remM, it->rbase, roff, t0, nt, last, ctr_t, loops, vt,
+	               mask);
 	gemm_end_if(e, bn);
 }
 
@@ -928,7 +932,8 @@ llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 		// after: each output still sums its terms in order of k, whatever
 		// the range.
 		int64_t nkb = (G->K + G->kc - 1) / G->kc, es = (int64_t)kir_dtype_size(vt);
-		FADC_ASSERT(G->tb * G->kc * nv * (int64_t)vl * es <= GEMM_BPANEL_MAX && G->mc * G->kc * es <= GEMM_APACK_MAX,
+		FADC_ASSERT(G->tb * G->kc * nv * (int64_t)vl * es <= GEMM_BPANEL_MAX &&
+		                G->mc * G->kc * es <= GEMM_APACK_MAX,
 		            "llvm_gemm: pack buffers too large");
 		LLVMValueRef scr = gemm_scratch(e);
 		blk.bp = LLVMBuildBitCast(e->B, gemm_scratch_at(e, scr, 0), LLVMPointerType(vty, 0), "");
