@@ -7,6 +7,7 @@
 # it (which see for what is timed and how).
 #
 #   bench/gemm-bench.sh [-t 1,2] [--cpu x86-64-v3] [--dtype f32] [--set big|zoo|few|smoke|all]
+#                       [--shape "BATCH M N K TA TB [BOP]"]...
 #                       [--fadc PATH] [--blas LIB] [--out DIR] [--compile-only]
 #   bench/gemm-bench.sh --run DIR [-t 1,16] [--blas LIB] [--peers]
 #
@@ -29,6 +30,7 @@
 #        conv GEMMs (2 or 3 rows per sample, the batch of 10 in A, the
 #        weights shared).
 #   few: the zoo's last two (few rows); smoke: two small ones (the test).
+# --shape (repeatable) times the shapes given instead of a set.
 # Output: one line per shape and thread count (gemm-bench.c), on stdout.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,12 +44,14 @@ out=
 compile_only=
 run=
 peers=
+given=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	-t) threads=$2; shift 2 ;;
 	--cpu) cpu=$2; shift 2 ;;
 	--dtype) dtype=$2; shift 2 ;;
 	--set) set=$2; shift 2 ;;
+	--shape) set=given; given+=("$2"); shift 2 ;;
 	--fadc) fadc=$2; shift 2 ;;
 	--blas) blas=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
@@ -118,6 +122,7 @@ big) shapes=("${big[@]}") ;;
 smoke) shapes=("${smoke[@]}") ;;
 few) shapes=("${zoo[@]:13}") ;;
 zoo) shapes=("${zoo[@]}") ;;
+given) shapes=("${given[@]}") ;;
 all) shapes=("${big[@]}" "${zoo[@]}") ;;
 *) echo "gemm-bench.sh: --set big|zoo|few|smoke|all" >&2; exit 2 ;;
 esac

@@ -9,12 +9,15 @@
 // (Van Zee and van de Geijn; Low et al., "Analytical modeling is enough
 // for high-performance BLIS", 2016) with its "row-preferential" kernel:
 //
-//   for each block of KC reduction steps          (B's panel: L1)
+//   for each block of KC reduction steps
 //     for each group of MC rows: pack A's MC x KC block   (L2)
-//       for each column tile of NR = NV VL columns: pack B's KC x NR panel
-//         for each MR rows of the group: the micro-kernel, MR x NV vector
-//           accumulators over the block's KC steps, one broadcast of A and
-//           NV vector loads of B per step, MR NV fused multiply-adds.
+//       for each block of TB column tiles of NR = NV VL columns: pack B's
+//       KC x NR panels, TB of them                         (L2)
+//         for each MR rows of the group                   (A's MR x KC: L1)
+//           for each column tile of the block: the micro-kernel, MR x NV
+//             vector accumulators over the block's KC steps, one
+//             broadcast of A and NV vector loads of B per step, MR NV
+//             fused multiply-adds.
 //
 // The tile is sized to the register file (gemm_blocking): with 16 vector
 // registers (AVX2) 6 x 16 f32 (12 accumulators, 2 of B, 1 broadcast); with
@@ -39,6 +42,7 @@
 // vectorizer would not reassociate a reduction.
 #include <llvm-c/Comdat.h>
 #include <llvm-c/DebugInfo.h>
+#include <stdlib.h>
 
 #include "llvm_impl.h"
 
@@ -50,12 +54,12 @@
 #define GEMM_MIN_WORK 4096 // M N K below which the plain loops are as good
 #define GEMM_PF 8 // reduction steps ahead that a strided A is prefetched
 #define GEMM_PF_MIN_STRIDE 16 // elements: below, A's steps share cache lines
-// A's packed block: at most this many bytes (and B's panel at most
-// GEMM_BPANEL_MAX, which gemm_blocking's rule for KC implies: 2/3 of a
-// 48 KiB L1d).  Both live in one thread-local block (gemm_scratch), not
-// on the kernel's stack.
+// A's packed block: at most GEMM_APACK_MAX bytes; B's panels of one
+// iteration at most GEMM_BPANEL_MAX (gemm_col_blocks).  Both live in one
+// thread-local block (gemm_scratch), not on the kernel's stack.
 #define GEMM_APACK_MAX (256 * 1024)
-#define GEMM_BPANEL_MAX (32 * 1024)
+#define GEMM_BPANEL_MAX (128 * 1024)
+#define GEMM_TB_MIN_RANGE 48 // range iterations below which an iteration takes fewer tiles
 // A's block is packed for a group when the group has at least
 // GEMM_PACKA_MIN_TILES column tiles (each packed value is then read by
 // every one: for one or two, a copy, a load and a store per value, costs
@@ -95,10 +99,15 @@ llvm_gemm_vl(unsigned vbytes, DType vt)
 //   of two: 21.3 KiB / 64 B (16 f32 or 8 f64) -> 256 with 256-bit tiles,
 //   32 KiB / 128 B -> 256 with 512-bit ones.  (Measured at 1024 and 2048
 //   on a Sapphire-Rapids-class core, docs/PERFORMANCE.md: KC = 128, half
-//   of a 32 KiB L1d, gave 4-7 points of peak less.)
-// - MC: A's packed block, MC x KC, takes half of L2 (the rest: B's panels
-//   going by, C), at most GEMM_APACK_MAX (gemm_scratch), in whole MR-row
-//   blocks: 256-bit tiles f32 126 rows, f64 60; 512-bit f32 252, f64 120.
+//   of a 32 KiB L1d, gave 4-7 points of peak less.)  Since B's panels
+//   of an iteration stream from L2 (gemm_col_blocks), L1 holds A's MR x KC
+//   values instead (12 KiB f32 with 512-bit tiles, 6 KiB with 256-bit);
+//   KC = 384 and 512 were no faster there (within the shared machine's
+//   noise), so the rule stayed.
+// - MC: A's packed block, MC x KC, takes half of L2 (the rest: an
+//   iteration's block of B's panels, a quarter, and C), at most
+//   GEMM_APACK_MAX (gemm_scratch), in whole MR-row blocks: 256-bit tiles
+//   f32 126 rows, f64 60; 512-bit f32 252, f64 120.
 static void
 gemm_blocking(unsigned vbytes, DType vt, Gemm *G)
 {
@@ -152,6 +161,54 @@ gemm_groups(Gemm *G)
 	int64_t nblk = (G->M + G->mr - 1) / G->mr;
 	int64_t ng = (G->M + G->mc - 1) / G->mc;
 	G->mc = G->mr * ((nblk + ng - 1) / ng);
+}
+
+// The column tiles of one iteration of the range (G->tb), once the
+// groups are set.  With B packed (G->one, G->packb), an iteration packs
+// the KC x NR panels of its tiles together, a block of B in L2 (at most
+// GEMM_BPANEL_MAX bytes and a quarter of the level's L2: 4 panels of
+// 32 KiB f32 with 512-bit tiles, 4 of 16 KiB with 256-bit ones), and then
+// runs each MR-row block of its group over all of them: the block's MR x
+// KC values of A (12 KiB, f32 512-bit) are read from L1 by every tile
+// after the first, while B's panels stream from L2.  With one tile per
+// iteration the roles were the other way round: B's panel (32 KiB) held
+// in a 48 KiB L1 beside A's stream, its lines evicted before their reuse
+// (BLIS keeps the broadcast operand's micro-panel in L1, at most half of
+// it: Low et al. 2016).  Measured on the development machine (Sapphire
+// Rapids class, one thread, best of 3 interleaved runs): 2048^3 109 ->
+// 136 GF/s, 8192 x 720 x 720 110 -> 129 (docs/PERFORMANCE.md, "issue 26,
+// helper c26p").  Fewer tiles per iteration where the range would drop
+// below GEMM_TB_MIN_RANGE iterations (16 threads' chunks), spread evenly
+// over the iterations.  FADC_GEMM_TB=n (a testing knob) sets n, range or
+// not, so that small shapes take blocks of several tiles, a ragged last
+// block and the masked tile inside one.
+static void
+gemm_col_blocks(const KKernel *k, Gemm *G, DType vt)
+{
+	int64_t nr = G->nv * (int64_t)G->vl, es = vt == DT_F32 ? 4 : 8;
+	int64_t tiles = G->N / nr + (G->N % nr != 0);
+	G->tb = 1;
+	if (!G->one || !G->packb)
+		return;
+	int64_t l2 = G->vl * es >= 64 ? 1024 * 1024 : 256 * 1024;
+	int64_t budget = l2 / 4 < GEMM_BPANEL_MAX ? l2 / 4 : GEMM_BPANEL_MAX;
+	int64_t maxtb = budget / (G->kc * nr * es), tb = maxtb < tiles ? maxtb : tiles;
+	const char *force = getenv("FADC_GEMM_TB");
+	if (force && atoi(force) > 0) {
+		tb = atoi(force) < maxtb ? atoi(force) : maxtb;
+		G->tb = tb < tiles ? tb : tiles;
+		return;
+	}
+	int nouter = G->vi >= 0 ? G->vr : G->vj;
+	int64_t np = 1, ngroup = (G->M + G->mc - 1) / G->mc;
+	for (int d = 0; d < nouter; d++)
+		np *= k->dim[d];
+	while (tb > 1 && np * ngroup * ((tiles + tb - 1) / tb) < GEMM_TB_MIN_RANGE)
+		tb--;
+	if (tb < 1)
+		tb = 1;
+	int64_t nb = (tiles + tb - 1) / tb;
+	G->tb = (tiles + nb - 1) / nb;
 }
 
 // The shared recognition (kir_gemm_match: a product of two affine loads
@@ -214,6 +271,7 @@ llvm_gemm_plan(const KProgram *p, const KKernel *k, unsigned vbytes, Gemm *G)
 		return 0;
 	gemm_blocking(vbytes, vt, G);
 	gemm_groups(G);
+	gemm_col_blocks(k, G, vt);
 	return 1;
 }
 
@@ -352,8 +410,9 @@ gemm_tile(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, int mr, L
 			              mask ? mask[v] : NULL);
 }
 
-// The packed path's state for one block of reduction steps: B's panel
-// bp, A's packed block ap (NULL: A read in place), the block's steps
+// The packed path's state for one block of reduction steps: B's panels
+// bp (the iteration's, KC NV vectors apart; one tile's from
+// gemm_row_tiles), A's packed block ap (NULL: A read in place), the block's steps
 // k0 .. k0 + kc - 1, whether it is the first (an i1), and the counter of
 // its steps.
 typedef struct GemmBlock {
@@ -400,15 +459,17 @@ gemm_tile_packed(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, in
 		LLVMBuildStore(e->B, vload_masked(e, vty, cptr[a], align, mask ? mask[a % nv] : NULL), acc[a]);
 	LLVMBuildBr(e->B, bk);
 	LLVMPositionBuilderAtEnd(e->B, bk);
-	// The next MR rows' tile of C (the next call's), fetched now so
-	// that its loads hit when that tile starts: in a large GEMM C is
-	// in no cache when its tile comes round again for the next block
-	// of steps.  Past the last row the address is only computed, a
-	// prefetch never faults.
+	// The next call's tile of C, fetched now so that its loads hit when
+	// that tile starts: in a large GEMM C is in no cache when its tile
+	// comes round again for the next block of steps.  With several
+	// tiles per iteration (G->tb) the next is the column tile to the
+	// right, else the next MR rows.  Past the last row or column the
+	// address is only computed, a prefetch never faults.
 	for (int i = 0; i < mr; i++)
 		for (int v = 0; v < nv; v++) {
-			LLVMValueRef idx = axpy(e, bc, G->cc_i, LLVMBuildNSWAdd(e->B, i0, i64c(e, mr + i), ""));
-			idx = LLVMBuildNSWAdd(e->B, idx, LLVMBuildNSWAdd(e->B, j0, i64c(e, v * (int64_t)vl), ""), "");
+			int64_t di = G->tb > 1 ? i : mr + i, dj = (G->tb > 1 ? nv * (int64_t)vl : 0) + v * (int64_t)vl;
+			LLVMValueRef idx = axpy(e, bc, G->cc_i, LLVMBuildNSWAdd(e->B, i0, i64c(e, di), ""));
+			idx = LLVMBuildNSWAdd(e->B, idx, LLVMBuildNSWAdd(e->B, j0, i64c(e, dj), ""), "");
 			LLVMValueRef ptr = LLVMBuildGEP2(e->B, sty(e, vt), e->bufptr[k->out], &idx, 1, "");
 			LLVMValueRef args[4] = {LLVMBuildBitCast(e->B, ptr, e->i8p, ""), LLVMConstInt(e->i32, 0, 0),
 			                        LLVMConstInt(e->i32, 3, 0), LLVMConstInt(e->i32, 1, 0)};
@@ -469,7 +530,7 @@ llvm_gemm_range(const KKernel *k, const Gemm *G, unsigned vl, int64_t *nouter_pt
 	for (int d = 0; d < nouter; d++)
 		np *= k->dim[d];
 	*nouter_pts = np;
-	*ncol = G->N / nr + (G->N % nr != 0);
+	*ncol = (G->N / nr + (G->N % nr != 0) + G->tb - 1) / G->tb;
 	*ngroup = (G->M + G->mc - 1) / G->mc;
 }
 
@@ -541,11 +602,13 @@ loop_end_novec(Emit *e, Loop *l)
 	llvm_loop_end(e, l);
 	LLVMValueRef br = LLVMGetBasicBlockTerminator(latch);
 	LLVMMetadataRef tmp = LLVMTemporaryMDNode(e->C, NULL, 0);
-	const char *key = "llvm.loop.vectorize.enable";
+	const char *key = "llvm.loop.vectorize.enable", *nu = "llvm.loop.unroll.disable";
 	LLVMMetadataRef opt[2] = {LLVMMDStringInContext2(e->C, key, strlen(key)),
 	                          LLVMValueAsMetadata(LLVMConstInt(e->i1, 0, 0))};
-	LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(e->C, opt, 2)};
-	LLVMMetadataRef node = LLVMMDNodeInContext2(e->C, ops, 2);
+	LLVMMetadataRef un = LLVMMDStringInContext2(e->C, nu, strlen(nu));
+	LLVMMetadataRef ops[3] = {tmp, LLVMMDNodeInContext2(e->C, opt, 2),
+	                          LLVMMDNodeInContext2(e->C, &un, 1)};
+	LLVMMetadataRef node = LLVMMDNodeInContext2(e->C, ops, 3);
 	LLVMMetadataReplaceAllUsesWith(tmp, node);
 	LLVMSetMetadata(br, LLVMGetMDKindIDInContext(e->C, "llvm.loop", 9), LLVMMetadataAsValue(e->C, node));
 }
@@ -619,32 +682,102 @@ gemm_tile_at(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, const
 	gemm_tile_packed(e, k, G, acc, mr, &A, b, it->bc, i0, j0, vt, mask);
 }
 
-// The tiles of iteration `it`: blocks of MR rows, then the rows left
-// (the last group's M mod MR) as one tile, at its column tile.  With b, for that block of steps only, B's values packed first
-// (and A's read from b->ap when packa); else over the whole reduction, B
-// read in place.  mask: the lanes of the columns that exist, for the last
-// tile when the columns are no multiple of it (NULL: a whole tile).
+// The tiles of MR-row block(s) from i0 (mr rows, A at apoff when packed)
+// over iteration `it`'s column tiles: its nt whole tiles from column tile
+// t0 on, then, when `last` holds (an i1, NULL: never), the masked tile
+// past them.  Tile t of the block reads B's panel t (b: KC NV vectors
+// each, from b->bp).
+static void
+gemm_row_tiles(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, const GemmBlock *b,
+               LLVMValueRef *acc, int mr, LLVMValueRef i0, LLVMValueRef apoff, LLVMValueRef t0,
+               LLVMValueRef nt, LLVMValueRef last, LLVMValueRef ctr_t, Loop *loops, DType vt,
+               const LLVMValueRef *mask)
+{
+	int64_t nr = G->nv * (int64_t)G->vl;
+	LLVMTypeRef vty = LLVMVectorType(ty(e, vt), G->vl);
+	for (int lm = 0; lm < (last ? 2 : 1); lm++) {
+		LLVMBasicBlockRef bn = NULL;
+		Loop lt;
+		LLVMValueRef tl;
+		if (lm == 0) {
+			llvm_loop_begin_v(e, &lt, ctr_t, nt);
+			tl = LLVMBuildLoad2(e->B, e->i64, ctr_t, "");
+		} else {
+			bn = gemm_if(e, last);
+			tl = nt;
+		}
+		LLVMValueRef j0 = LLVMBuildNSWMul(e->B, LLVMBuildNSWAdd(e->B, t0, tl, ""), i64c(e, nr), "");
+		GemmBlock bt;
+		if (b) {
+			bt = *b;
+			LLVMValueRef off = LLVMBuildNSWMul(e->B, tl, i64c(e, G->kc * G->nv), "");
+			bt.bp = LLVMBuildInBoundsGEP2(e->B, vty, b->bp, &off, 1, "");
+		}
+		gemm_tile_at(e, k, G, it, b ? &bt : NULL, acc, mr, i0, apoff, mr, j0, loops, vt,
+		             lm ? mask : NULL);
+		if (lm == 0)
+			loop_end_novec(e, &lt);
+		else
+			gemm_end_if(e, bn);
+	}
+}
+
+// The tiles of iteration `it`: its column tiles (G->tb of them, the
+// last iteration's fewer, the masked tile counted) for blocks of MR rows
+// of its group, then for the rows left (the last group's M mod MR) as one
+// tile.  With b, for that block of steps only: B's values of all the
+// iteration's tiles packed first, into one panel per tile (a block of
+// G->tb KC x NR panels, in L2), and A's read from b->ap when packa; then
+// for each MR-row block, the tiles in turn, the block's MR x KC values
+// of A staying in L1 while the panels of B stream from L2 (BLIS's loop
+// order: Goto and van de Geijn 2008; Low et al. 2016).  Without b, over
+// the whole reduction, B read in place (G->tb is 1).  mask: the lanes of
+// the masked last tile when the columns are no multiple of the tile (rc
+// columns past ntile whole tiles; NULL: none).
 static void
 gemm_tiles(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, const GemmBlock *b, int packa,
-           LLVMValueRef *acc, LLVMValueRef ctr_m, Loop *loops, DType vt, const LLVMValueRef *mask)
+           LLVMValueRef *acc, LLVMValueRef ctr_m, LLVMValueRef ctr_t, Loop *loops, DType vt,
+           int64_t ntile, int64_t ncb, const LLVMValueRef *mask)
 {
 	unsigned vl = G->vl;
 	int nv = G->nv;
+	int64_t nr = nv * (int64_t)vl;
 	LLVMTypeRef vty = LLVMVectorType(ty(e, vt), vl);
-	LLVMValueRef j0 = LLVMBuildNSWMul(e->B, it->tile, i64c(e, nv * (int64_t)vl), "");
+	// Whole tiles t0 .. t0 + nt - 1 (none when the last iteration holds
+	// only the masked tile), and the masked one in the last iteration.
+	LLVMValueRef t0 = LLVMBuildNSWMul(e->B, it->tile, i64c(e, G->tb), "");
+	LLVMValueRef nt = smin(e, i64c(e, G->tb), LLVMBuildNSWSub(e->B, i64c(e, ntile), t0, ""));
+	LLVMValueRef last = mask ? LLVMBuildICmp(e->B, LLVMIntEQ, it->tile, i64c(e, ncb - 1), "") : NULL;
 	if (b) {
-		Loop lp;
-		llvm_loop_begin_v(e, &lp, b->ctr, b->kc);
-		LLVMValueRef kk = LLVMBuildLoad2(e->B, e->i64, b->ctr, "");
-		LLVMValueRef ib = axpy(e, LLVMBuildNSWAdd(e->B, it->bb, j0, ""), G->kb,
-		                       LLVMBuildNSWAdd(e->B, b->k0, kk, ""));
-		for (int v = 0; v < nv; v++) {
-			LLVMValueRef x = gemm_vload(e, G->bbuf, LLVMBuildNSWAdd(e->B, ib, i64c(e, v * (int64_t)vl), ""),
-			                            vt, vl, mask ? mask[v] : NULL);
-			LLVMValueRef slot = LLVMBuildNSWAdd(e->B, LLVMBuildNSWMul(e->B, kk, i64c(e, nv), ""), i64c(e, v), "");
-			LLVMBuildStore(e->B, x, LLVMBuildInBoundsGEP2(e->B, vty, b->bp, &slot, 1, ""));
+		// Row kk of the block's steps: NR nt contiguous values of B (one
+		// stream), into panel t at slot (t KC + kk) NV + v.
+		for (int lm = 0; lm < (last ? 2 : 1); lm++) {
+			LLVMBasicBlockRef bn = lm ? gemm_if(e, last) : NULL;
+			Loop lp, lt;
+			llvm_loop_begin_v(e, &lp, b->ctr, b->kc);
+			LLVMValueRef kk = LLVMBuildLoad2(e->B, e->i64, b->ctr, "");
+			LLVMValueRef tl = nt;
+			if (lm == 0) {
+				llvm_loop_begin_v(e, &lt, ctr_t, nt);
+				tl = LLVMBuildLoad2(e->B, e->i64, ctr_t, "");
+			}
+			LLVMValueRef j0 = LLVMBuildNSWMul(e->B, LLVMBuildNSWAdd(e->B, t0, tl, ""), i64c(e, nr), "");
+			LLVMValueRef ib = axpy(e, LLVMBuildNSWAdd(e->B, it->bb, j0, ""), G->kb,
+			                       LLVMBuildNSWAdd(e->B, b->k0, kk, ""));
+			LLVMValueRef s0 = LLVMBuildNSWMul(e->B, tl, i64c(e, G->kc), "");
+			s0 = LLVMBuildNSWMul(e->B, LLVMBuildNSWAdd(e->B, s0, kk, ""), i64c(e, nv), "");
+			for (int v = 0; v < nv; v++) {
+				LLVMValueRef x = gemm_vload(e, G->bbuf, LLVMBuildNSWAdd(e->B, ib, i64c(e, v * (int64_t)vl), ""),
+				                            vt, vl, lm ? mask[v] : NULL);
+				LLVMValueRef slot = LLVMBuildNSWAdd(e->B, s0, i64c(e, v), "");
+				LLVMBuildStore(e->B, x, LLVMBuildInBoundsGEP2(e->B, vty, b->bp, &slot, 1, ""));
+			}
+			if (lm == 0)
+				loop_end_novec(e, &lt);
+			loop_end_novec(e, &lp);
+			if (lm)
+				gemm_end_if(e, bn);
 		}
-		llvm_loop_end(e, &lp);
 	}
 	Loop lm;
 	llvm_loop_begin_v(e, &lm, ctr_m, it->mb);
@@ -653,7 +786,7 @@ gemm_tiles(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, const G
 	LLVMValueRef apoff = NULL;
 	if (b && packa)
 		apoff = LLVMBuildNSWMul(e->B, LLVMBuildNSWMul(e->B, m, i64c(e, G->mr), ""), b->kc, "");
-	gemm_tile_at(e, k, G, it, b, acc, G->mr, i0, apoff, G->mr, j0, loops, vt, mask);
+	gemm_row_tiles(e, k, G, it, b, acc, G->mr, i0, apoff, t0, nt, last, ctr_t, loops, vt, mask);
 	llvm_loop_end(e, &lm);
 	int64_t remM = G->M % G->mr;
 	if (!remM)
@@ -664,38 +797,13 @@ gemm_tiles(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, const G
 	LLVMValueRef roff = NULL;
 	if (b && packa)
 		roff = LLVMBuildNSWMul(e->B, LLVMBuildNSWMul(e->B, it->mb, i64c(e, G->mr), ""), b->kc, "");
-	gemm_tile_at(e, k, G, it, b, acc, (int)remM, it->rbase, roff, remM, j0, loops, vt, mask);
+	gemm_row_tiles(e, k, G, it, b, acc, (int)remM, it->rbase, roff, t0, nt, last, ctr_t, loops, vt,
+	               mask);
 	gemm_end_if(e, bn);
 }
 
-// gemm_tiles for iteration `it`, whose column tile is the last, masked
-// one (mask, when the columns are no multiple of the tile: rc of them
-// past ntile whole tiles) or a whole one: two copies of the tiles, the
-// mask a constant in each.
-static void
-gemm_tiles_masked(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, const GemmBlock *b,
-                  int packa, LLVMValueRef *acc, LLVMValueRef ctr_m, Loop *loops, DType vt, int64_t ntile,
-                  int64_t rc, const LLVMValueRef *mask)
-{
-	if (!rc) {
-		gemm_tiles(e, k, G, it, b, packa, acc, ctr_m, loops, vt, NULL);
-		return;
-	}
-	LLVMBasicBlockRef bt = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.tile");
-	LLVMBasicBlockRef bm = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.last");
-	LLVMBasicBlockRef bn = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.next");
-	LLVMBuildCondBr(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, it->tile, i64c(e, ntile), ""), bt, bm);
-	LLVMPositionBuilderAtEnd(e->B, bt);
-	gemm_tiles(e, k, G, it, b, packa, acc, ctr_m, loops, vt, NULL);
-	LLVMBuildBr(e->B, bn);
-	LLVMPositionBuilderAtEnd(e->B, bm);
-	gemm_tiles(e, k, G, it, b, packa, acc, ctr_m, loops, vt, mask);
-	LLVMBuildBr(e->B, bn);
-	LLVMPositionBuilderAtEnd(e->B, bn);
-}
-
-// The pack buffers, B's panel then A's block: GEMM_BPANEL_MAX +
-// GEMM_APACK_MAX bytes per thread, in a thread-local array (not the
+// The pack buffers, B's panels then A's block: GEMM_BPANEL_MAX +
+// GEMM_APACK_MAX bytes (384 KiB) per thread, in a thread-local array (not the
 // stack: a pool's or a caller's threads may have small stacks, and the
 // frame was 145 KiB with 256-bit tiles, 290 KiB with 512-bit ones).  One
 // array for the whole artifact: every piece defines it with the same
@@ -792,6 +900,7 @@ llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 	for (int a = 0; a < G->mr * nv; a++)
 		acc[a] = llvm_entry_alloca(e, vty);
 	LLVMValueRef ctr_f = llvm_entry_alloca(e, e->i64), ctr_m = llvm_entry_alloca(e, e->i64);
+	LLVMValueRef ctr_t = llvm_entry_alloca(e, e->i64);
 	// The last tile's lanes when the columns are no multiple of the tile:
 	// column j0 + v VL + l exists when v VL + l < rc.  Its lanes past the
 	// end compute on zeros (masked loads) and are never stored, so every
@@ -807,8 +916,9 @@ llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 	LLVMValueRef lo = e->sp.on ? e->lo : i64c(e, 0), hi = e->sp.on ? e->hi : i64c(e, np * ncol * ngroup);
 	GemmBlock blk, *b = NULL;
 	Loop lkb, lf;
-	int packa = G->one && G->packb && ncol >= GEMM_PACKA_MIN_TILES &&
-	            np * ncol * ngroup >= GEMM_PACKA_MIN_RANGE;
+	int64_t ntiles = ntile + (rc != 0);
+	int packa = G->one && G->packb && ntiles >= GEMM_PACKA_MIN_TILES &&
+	            np * ntiles * ngroup >= GEMM_PACKA_MIN_RANGE;
 	LLVMValueRef curq = NULL;
 	if (G->one && G->packb) {
 		// One reduction axis (or axes merged into one): blocks of KC
@@ -822,7 +932,8 @@ llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 		// after: each output still sums its terms in order of k, whatever
 		// the range.
 		int64_t nkb = (G->K + G->kc - 1) / G->kc, es = (int64_t)kir_dtype_size(vt);
-		FADC_ASSERT(G->kc * nv * (int64_t)vl * es <= GEMM_BPANEL_MAX && G->mc * G->kc * es <= GEMM_APACK_MAX,
+		FADC_ASSERT(G->tb * G->kc * nv * (int64_t)vl * es <= GEMM_BPANEL_MAX &&
+		                G->mc * G->kc * es <= GEMM_APACK_MAX,
 		            "llvm_gemm: pack buffers too large");
 		LLVMValueRef scr = gemm_scratch(e);
 		blk.bp = LLVMBuildBitCast(e->B, gemm_scratch_at(e, scr, 0), LLVMPointerType(vty, 0), "");
@@ -852,7 +963,7 @@ llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 		LLVMBuildStore(e->B, it.q, curq);
 		gemm_end_if(e, bn);
 	}
-	gemm_tiles_masked(e, k, G, &it, b, packa, acc, ctr_m, loops, vt, ntile, rc, mask);
+	gemm_tiles(e, k, G, &it, b, packa, acc, ctr_m, ctr_t, loops, vt, ntile, ncol, rc ? mask : NULL);
 	llvm_loop_end(e, &lf);
 	if (b)
 		llvm_loop_end(e, &lkb);

@@ -218,6 +218,7 @@ typedef struct Gemm {
 	unsigned vl;
 	int64_t kc, mc;
 	int packb; // B packed per block (G->one and more than one row block)
+	int64_t tb; // column tiles per iteration of the range (gemm_col_blocks)
 } Gemm;
 
 // Lanes of the GEMM's tile vectors for compute dtype vt.

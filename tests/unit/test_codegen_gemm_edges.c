@@ -15,6 +15,10 @@
 // target's own tiles and with FADC_GEMM_VBYTES=64 (the 512-bit tiles of
 // AVX-512 targets, emulated on any x86-64-v3 machine); where the host has
 // AVX-512F, a third time compiled for x86-64-v4 (the real zmm code).
+// Then once more with FADC_GEMM_TB=3 (three column tiles per iteration of
+// the range, B's panels packed together: shapes this small take one
+// otherwise), so that a ragged last block of tiles, the masked tile inside
+// a block and the remainder rows over several tiles are checked too.
 //
 // Tolerance (normalized error): f64 <= 1e-12, the interpreter's
 // arithmetic term by term in the order of k except the fused multiply-
@@ -137,6 +141,11 @@ main(void)
 		check_threads();
 	}
 	unsetenv("FADC_GEMM_VBYTES");
+	setenv("FADC_GEMM_TB", "3", 1);
+	check(0);
+	check(1);
+	check_threads();
+	unsetenv("FADC_GEMM_TB");
 #if defined(__x86_64__)
 	__builtin_cpu_init();
 	if (__builtin_cpu_supports("avx512f")) {
