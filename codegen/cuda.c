@@ -1435,29 +1435,17 @@ print_tile(Cu *c, const KKernel *k, const Uses *u, const Tile *tl) {
 	fputs("\t}\n}\n", f);
 }
 
-// An elementwise kernel's 16-byte form (cuda_vec4 says when and why):
-// when every pointer read or written as float4 is 16-byte aligned, thread
-// q takes points 4q .. 4q + 3 (grid-stride), loads each marked operand as
-// one float4 at the first point's index, evaluates the body once per
-// point (lane j: the last variable i<last> + j, the marked loads' lane j),
-// and stores the four as one float4; then returns.  Otherwise the
-// kernel's usual one-point loop below runs.
+// The 4-lane forms' head (print_vec4, print_vec4_red): the grid-stride loop
+// over q (points 4q .. 4q + 3), t = 4q and the point variables at the first
+// point (i<last> a multiple of 4), i<last>b that first point's i<last>.
 static void
-print_vec4(Cu *c, const KKernel *k, const Uses *u, const uint8_t *vload) {
-	const KProgram *p = c->p;
+print_vec4_head(Cu *c, const KKernel *k, const Uses *u) {
 	FILE *f = c->f;
-	int64_t npt = kir_kernel_points(k);
 	int last = k->rank - 1;
-	c->var32 = 1; // cuda_vec4: fewer than 2^30 points
-	fprintf(f, "\tif (((unsigned long long)b%u", k->out);
-	for (KxId id = 1; id < p->nx; id++)
-		if (vload[id] && u->seen[id])
-			fprintf(f, " | (unsigned long long)b%u", p->x[id].aux);
-	fputs(") % 16 == 0) {\n", f);
 	fprintf(f,
 	        "\t\tfor (int q = (int)blockIdx.x * blockDim.x + threadIdx.x; q < %lld;\n"
 	        "\t\t     q += (int)blockDim.x * gridDim.x) {\n",
-	        (long long)(npt / 4));
+	        (long long)(kir_kernel_points(k) / 4));
 	c->depth = 3;
 	indent(c);
 	fputs("const int t = q * 4;\n", f);
@@ -1469,6 +1457,27 @@ print_vec4(Cu *c, const KKernel *k, const Uses *u, const uint8_t *vload) {
 	}
 	indent(c);
 	fprintf(f, "const int i%db = i%d;\n", last, last);
+}
+
+// An elementwise kernel's 16-byte form (cuda_vec4 says when and why):
+// when every pointer read or written as float4 is 16-byte aligned, thread
+// q takes points 4q .. 4q + 3 (grid-stride), loads each marked operand as
+// one float4 at the first point's index, evaluates the body once per
+// point (lane j: the last variable i<last> + j, the marked loads' lane j),
+// and stores the four as one float4; then returns.  Otherwise the
+// kernel's usual one-point loop below runs.
+static void
+print_vec4(Cu *c, const KKernel *k, const Uses *u, const uint8_t *vload) {
+	const KProgram *p = c->p;
+	FILE *f = c->f;
+	int last = k->rank - 1;
+	c->var32 = 1; // cuda_vec4: fewer than 2^30 points
+	fprintf(f, "\tif (((unsigned long long)b%u", k->out);
+	for (KxId id = 1; id < p->nx; id++)
+		if (vload[id] && u->seen[id])
+			fprintf(f, " | (unsigned long long)b%u", p->x[id].aux);
+	fputs(") % 16 == 0) {\n", f);
+	print_vec4_head(c, k, u);
 	c->region++;
 	for (KxId id = 1; id < p->nx; id++)
 		if (vload[id] && u->seen[id]) {
@@ -1515,7 +1524,6 @@ static void
 print_vec4_red(Cu *c, const KKernel *k, const Uses *u) {
 	const KProgram *p = c->p;
 	FILE *f = c->f;
-	int64_t npt = kir_kernel_points(k);
 	int last = k->rank - 1;
 	DType vt = (DType)p->x[k->body].dtype, st = p->buf[k->out].dtype;
 	int f4 = st == DT_F32; // else four stores of their own (max_pool's argmax: i64)
@@ -1524,20 +1532,7 @@ print_vec4_red(Cu *c, const KKernel *k, const Uses *u) {
 		fprintf(f, "\tif ((unsigned long long)b%u %% 16 == 0) {\n", k->out);
 	else
 		fputs("\t{\n", f);
-	fprintf(f,
-	        "\t\tfor (int q = (int)blockIdx.x * blockDim.x + threadIdx.x; q < %lld;\n"
-	        "\t\t     q += (int)blockDim.x * gridDim.x) {\n",
-	        (long long)(npt / 4));
-	c->depth = 3;
-	indent(c);
-	fputs("const int t = q * 4;\n", f);
-	print_point_vars(c, k, u, "int", "");
-	if (!u->var[last] || k->dim[last] <= 1) { // the last variable unread: name it anyway
-		indent(c);
-		fprintf(f, "const int i%d = 0;\n", last);
-	}
-	indent(c);
-	fprintf(f, "const int i%db = i%d;\n", last, last);
+	print_vec4_head(c, k, u);
 	for (int j = 0; j < 4; j++) {
 		indent(c);
 		fprintf(f, "%s acc%d = ", cty(vt), j);
