@@ -1138,6 +1138,23 @@ plan_make(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Plan *p)
 
 // ---------------------------------------------------------------- the run
 
+// The host staging buffer of a copy through host memory: a whole value
+// (bytes) and one shard's part after it, plus one byte so that an empty
+// value still gets a buffer.  Grown, never shrunk; 0 when out of memory
+// (*buf left as it was).
+static int
+stage_grow(void **buf, size_t *cap, size_t bytes)
+{
+	if (*cap >= 2 * bytes + 1)
+		return 1;
+	void *nb = realloc(*buf, 2 * bytes + 1);
+	if (!nb)
+		return 0;
+	*buf = nb;
+	*cap = 2 * bytes + 1;
+	return 1;
+}
+
 // Hands the declarations shard task s reads to GPU s where their value on
 // sub-model 0 changed since (batched ones: their rows).  Through host
 // memory, as fadc_model_bind copies (rt_model_bind_index: that
@@ -1160,13 +1177,8 @@ decls_hand(fadc_model *m, RtMultiModel *mm, RtMulti *mu, int t, Plan *p, void **
 			if ((s == 0 && u->decl == a->decl) || p->dgen[s * p->ndecl + e] == gen)
 				continue;
 			size_t bytes = fadc_tensor_bytes(src), esize = fadc_dtype_size((fadc_dtype)a->dtype);
-			if (*cap < 2 * bytes + 1) {
-				void *nb = realloc(*buf, 2 * bytes + 1);
-				if (!nb)
-					return rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
-				*buf = nb;
-				*cap = 2 * bytes + 1;
-			}
+			if (!stage_grow(buf, cap, bytes))
+				return rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
 			char *full = *buf, *part = full + bytes;
 			fadc_status st;
 			if (!fetched && (st = fadc_tensor_read(src, full, bytes)))
@@ -1633,14 +1645,9 @@ rt_multi_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs,
 				continue;
 			}
 			in[s][c] = stg;
-			if (cap < 2 * bytes + 1) {
-				void *nb = realloc(buf, 2 * bytes + 1);
-				if (!nb) {
-					st = rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
-					goto out;
-				}
-				buf = nb;
-				cap = 2 * bytes + 1;
+			if (!stage_grow(&buf, &cap, bytes)) {
+				st = rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
+				goto out;
 			}
 			if (!host && !fetched) {
 				rt_multi_current(ctx, 0);
@@ -1745,14 +1752,9 @@ rt_multi_run(fadc_model *m, int task, fadc_tensor *const *inputs, int ninputs,
 			goto out;
 		}
 		size_t bytes = fadc_tensor_bytes(p->full[k]), esize = fadc_dtype_size((fadc_dtype)o->dtype);
-		if (cap < 2 * bytes + 1) {
-			void *nb = realloc(buf, 2 * bytes + 1);
-			if (!nb) {
-				st = rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
-				goto out;
-			}
-			buf = nb;
-			cap = 2 * bytes + 1;
+		if (!stage_grow(&buf, &cap, bytes)) {
+			st = rt_fail(ctx, FADC_ERR_NOMEM, "out of memory");
+			goto out;
 		}
 		for (int s = 0; s < mu->S; s++) {
 			rt_multi_current(ctx, s);
