@@ -75,15 +75,12 @@ static const char bn_model[] = "param x: f32[2, 4, 64, 64] = normal(0, 1, seed=1
                                "  h = relu(batch_norm(conv2d(x, w, padding=1), g, b))\n"
                                "  return sum(h * h)\n}\n";
 
-// bn_model's vjp with TF32 (channels-last) for CUDA into so; the number of
-// its launches that run sibling sums together (LA_MULTI), and of all its
-// channel partial sums' launches into *nsums.
+// m's vjp with TF32 compiled for CUDA into so (NVRTC) and its descriptor
+// read into *d (*db its bytes, freed by the caller); m freed.  0 on failure.
 static int
-multi_launches(const char *so, int *nsums) {
-	Module *m = cgu_parse("bn.ir", bn_model);
-	*nsums = -1;
+vjp_tf32(Module *m, const char *so, ArtDesc *d, uint8_t **db) {
 	if (!m)
-		return -1;
+		return 0;
 	static const char *const tasks[] = {"vjp"};
 	char err[4096];
 	CgOptions o = {.tasks = tasks, .ntasks = 1, .opt_level = 1, .targets = CG_TARGET_CUDA,
@@ -93,11 +90,20 @@ multi_launches(const char *so, int *nsums) {
 		fprintf(stderr, "%s\n", err);
 	ir_module_free(m);
 	if (!CHECK(ok))
-		return -1;
+		return 0;
+	size_t dl = 0;
+	return CHECK(art_read(so, d, db, &dl, err, sizeof err) == ART_READ_OK);
+}
+
+// bn_model's vjp with TF32 (channels-last) for CUDA into so; the number of
+// its launches that run sibling sums together (LA_MULTI), and of all its
+// channel partial sums' launches into *nsums.
+static int
+multi_launches(const char *so, int *nsums) {
+	*nsums = -1;
 	ArtDesc d;
 	uint8_t *db = NULL;
-	size_t dl = 0;
-	if (!CHECK(art_read(so, &d, &db, &dl, err, sizeof err) == ART_READ_OK))
+	if (!vjp_tf32(cgu_parse("bn.ir", bn_model), so, &d, &db))
 		return -1;
 	int n = 0;
 	*nsums = 0;
@@ -118,26 +124,16 @@ multi_launches(const char *so, int *nsums) {
 static int
 csum_multi(const char *so, int *nmulti) {
 	const char *root = getenv("FADC_SOURCE_DIR");
-	char path[4096], err[4096];
+	char path[4096];
 	snprintf(path, sizeof path, "%s/tests/gpu/csum-multi.ir", root ? root : "..");
 	FeOptions fo = {.diag = stderr};
 	Module *m = fe_parse_file(path, &fo);
 	*nmulti = -1;
 	if (!CHECK(m != NULL))
 		return -1;
-	static const char *const tasks[] = {"vjp"};
-	CgOptions o = {.tasks = tasks, .ntasks = 1, .opt_level = 1, .targets = CG_TARGET_CUDA,
-	               .allow_tf32 = 1};
-	int ok = cg_compile_module(m, &o, so, err, sizeof err);
-	if (!ok)
-		fprintf(stderr, "%s\n", err);
-	ir_module_free(m);
-	if (!CHECK(ok))
-		return -1;
 	ArtDesc d;
 	uint8_t *db = NULL;
-	size_t dl = 0;
-	if (!CHECK(art_read(so, &d, &db, &dl, err, sizeof err) == ART_READ_OK))
+	if (!vjp_tf32(m, so, &d, &db))
 		return -1;
 	int n = 0;
 	*nmulti = 0;
