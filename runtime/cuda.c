@@ -432,6 +432,14 @@ rtcu_task_free(RtCuda *c, RtCuTask *k)
 // times are the GPU's between events around each launch of eager runs
 // but the first (which loads modules, cuBLAS's kernels included); CUDA
 // graphs are off while profiling, so launch gaps are included.
+// What ran a GEMM record: cuBLAS, or the printed 3xTF32 tile kernel that
+// runtime/cublas.c's mma_decide chose (mma_pick 2 + its tile index).
+static const char *
+gemm_label(const Kern *kk)
+{
+	return kk->mma_pick >= 2 ? "3xtf32 gemm" : "cublas gemm";
+}
+
 static void
 prof_report(RtCuTask *k)
 {
@@ -453,7 +461,7 @@ prof_report(RtCuTask *k)
 		const ArtKernel *a = &t->kern[i];
 		if (a->kind == ART_LAUNCH_CHOICE || !(k->pms[i] > 0))
 			continue; // a choice's record, or a candidate not chosen
-		const char *w = a->kind == ART_LAUNCH_GEMM    ? "cublas gemm"
+		const char *w = a->kind == ART_LAUNCH_GEMM    ? gemm_label(&k->k[i])
 		                : a->kind == ART_LAUNCH_CONV ? "cudnn conv"
 		                : a->kind != ART_LAUNCH_KERNEL ? "host step"
 		                                               : NULL;
@@ -497,8 +505,8 @@ prof_report(RtCuTask *k)
 		shown[b] = 1;
 		const ArtKernel *a = &t->kern[b];
 		if (a->kind == ART_LAUNCH_GEMM)
-			fprintf(stderr, "  %5.1f%%  %10.1f us  launch %4u  cublas gemm batch %llu M %llu N %llu K %llu\n",
-			        100 * k->pms[b] / total, 1e3 * k->pms[b] / runs, b,
+			fprintf(stderr, "  %5.1f%%  %10.1f us  launch %4u  %s batch %llu M %llu N %llu K %llu\n",
+			        100 * k->pms[b] / total, 1e3 * k->pms[b] / runs, b, gemm_label(&k->k[b]),
 			        (unsigned long long)a->gemm.batch, (unsigned long long)a->gemm.m,
 			        (unsigned long long)a->gemm.n, (unsigned long long)a->gemm.k);
 		else
@@ -518,7 +526,7 @@ prof_report(RtCuTask *k)
 				continue;
 			fprintf(stderr, "  launch %4u  %9.1f us  %s (%llu points, %u blocks)\n", i,
 			        1e3 * k->pms[i] / runs,
-			        a->kind == ART_LAUNCH_GEMM   ? "cublas gemm"
+			        a->kind == ART_LAUNCH_GEMM   ? gemm_label(&k->k[i])
 			        : a->kind == ART_LAUNCH_CONV ? "cudnn conv"
 			        : a->name                    ? a->name
 			                                     : "host step",
