@@ -41,6 +41,12 @@
 // the untuned plan would have had (the record's scratch or the task's
 // block), so timing never costs memory.  FADC_CUDA_DNN_TUNE=0 keeps mode
 // A's first (the plan before this).
+//
+// A record is one convolution, never a runtime-fusion graph (pointwise ops
+// or genstats around it): on cuDNN 9.14 with fp32 storage those have no
+// strict engine, and with TF32 the batch-norm forms run 2-6x slower than
+// the plain convolution (tests/gpu/device/dnn-fusion-probe.cu; docs/CUDA.md,
+// "cuDNN's runtime fusion: probed, not a candidate").
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
