@@ -920,6 +920,11 @@ typedef struct KSig {
 	Split sp;
 	LLVMTypeRef argt;
 	LLVMValueRef chunk;
+	// A GEMM split over K (Gemm.ks > 1) also takes, after the step
+	// counters, the caller's block for its partial results
+	// (llvm_gemm_part), and is called once more after its range with lo
+	// = -1 to add them to C (emit_split_call).
+	int part;
 } KSig;
 
 // A host kernel: `i32 f(out, in, scratch)` calling the support library;
@@ -984,9 +989,10 @@ contraction_loops(const KProgram *p, const KKernel *k)
 }
 
 static Split
-split_plan(const KProgram *p, const KKernel *k, unsigned vbytes)
+split_plan(const KProgram *p, const KKernel *k, unsigned vbytes, int *part)
 {
 	Split sp = {0, 0, 0, 0};
+	*part = 0;
 	if (k->host || k->rank < 1)
 		return sp;
 	double work = 1;
@@ -1001,7 +1007,8 @@ split_plan(const KProgram *p, const KKernel *k, unsigned vbytes)
 			return sp;
 		int64_t np, ncol, ngroup;
 		llvm_gemm_range(k, &G, llvm_gemm_vl(vbytes, (DType)p->x[k->body].dtype), &np, &ncol, &ngroup);
-		n = np * ncol * ngroup;
+		n = G.ks * np * ncol * ngroup;
+		*part = G.ks > 1;
 	} else {
 		if (work < PAR_MIN_WORK)
 			return sp;
@@ -1086,9 +1093,15 @@ emit_split_call(Emit *e, LLVMValueRef kfn, const KSig *sig, LLVMValueRef *a, uns
 	b[na] = i64c(e, 0);
 	b[na + 1] = i64c(e, sig->sp.n);
 	LLVMBuildCall2(e->B, LLVMGlobalGetValueType(kfn), llvm_ref(e, kfn), b, na + 2, "");
-	free(b);
 	LLVMBuildBr(e->B, done);
 	LLVMPositionBuilderAtEnd(e->B, done);
+	if (sig->part) {
+		// A GEMM split over K: its partial results added to C, here, after
+		// every part (llvm_gemm.c, gemm_ksum).
+		b[na] = b[na + 1] = i64c(e, -1);
+		LLVMBuildCall2(e->B, LLVMGlobalGetValueType(kfn), llvm_ref(e, kfn), b, na + 2, "");
+	}
+	free(b);
 }
 
 // Kernel i of task program p as an internal function, taking what *sig
@@ -1395,8 +1408,9 @@ emit_kernel(Emit *e, SigWalk *w, const char *task, uint32_t ki, KSig *sig, LLVMM
 	uint32_t *bufs = sig->bufs;
 	unsigned n = sig->nbufs, ns = sig->nsteps;
 	int uses_seed = sig->seed;
-	sig->sp = split_plan(p, k, e->vbytes);
-	unsigned nlohi = sig->sp.on ? 2 : 0;
+	sig->sp = split_plan(p, k, e->vbytes, &sig->part);
+	FADC_ASSERT(!sig->part || sig->sp.on, "llvm: a K-split GEMM not split for the pool");
+	unsigned nlohi = sig->sp.on ? 2 : 0, npart = sig->part ? 1 : 0;
 	int small = p->nk <= INLINE_MAX_KERNELS;
 	e->M = tmod;
 	LLVMValueRef same = shared_find(e, &key, sig, small);
@@ -1412,10 +1426,12 @@ emit_kernel(Emit *e, SigWalk *w, const char *task, uint32_t ki, KSig *sig, LLVMM
 		pt[i] = LLVMPointerType(sty(e, p->buf[bufs[i]].dtype), 0);
 	if (uses_seed)
 		pt[n] = e->i64;
-	for (unsigned i = 0; i < ns + nlohi; i++)
+	for (unsigned i = 0; i < ns + npart + nlohi; i++)
 		pt[n + (unsigned)uses_seed + i] = e->i64;
-	LLVMTypeRef fty =
-		LLVMFunctionType(k->host ? e->i32 : e->voidt, pt, n + (unsigned)uses_seed + ns + nlohi, 0);
+	if (npart)
+		pt[n + (unsigned)uses_seed + ns] = e->i8p;
+	LLVMTypeRef fty = LLVMFunctionType(k->host ? e->i32 : e->voidt, pt,
+	                                   n + (unsigned)uses_seed + ns + npart + nlohi, 0);
 	free(pt);
 	char name[300];
 	snprintf(name, sizeof name, "%s.k%u.%s", task, ki, k->what);
@@ -1439,8 +1455,9 @@ emit_kernel(Emit *e, SigWalk *w, const char *task, uint32_t ki, KSig *sig, LLVMM
 	for (unsigned i = 0; i < ns; i++)
 		e->step[sig->steps[i]] = LLVMGetParam(fn, n + (unsigned)uses_seed + i);
 	e->sp = sig->sp;
-	e->lo = sig->sp.on ? LLVMGetParam(fn, n + (unsigned)uses_seed + ns) : NULL;
-	e->hi = sig->sp.on ? LLVMGetParam(fn, n + (unsigned)uses_seed + ns + 1) : NULL;
+	e->part = npart ? LLVMGetParam(fn, n + (unsigned)uses_seed + ns) : NULL;
+	e->lo = sig->sp.on ? LLVMGetParam(fn, n + (unsigned)uses_seed + ns + npart) : NULL;
+	e->hi = sig->sp.on ? LLVMGetParam(fn, n + (unsigned)uses_seed + ns + npart + 1) : NULL;
 	LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e->C, fn, "entry");
 	LLVMPositionBuilderAtEnd(e->B, entry);
 	if (k->host) {
@@ -1568,6 +1585,8 @@ emit_calls(Emit *e, LLVMValueRef fn, const KSig *sig, LLVMValueRef *kfn, uint32_
 			a[n++] = seed;
 		for (unsigned j = 0; j < sg->nsteps; j++)
 			a[n++] = LLVMBuildLoad2(e->B, e->i64, ctr[sg->steps[j]], "");
+		if (sg->part)
+			a[n++] = llvm_gemm_part(e);
 		LLVMValueRef r = NULL;
 		if (sg->sp.on)
 			emit_split_call(e, kfn[i], sg, a, n, exec);
@@ -1717,6 +1736,8 @@ thunk_of(Emit *e, LLVMValueRef kfn, const KSig *sg)
 	}
 	if (sg->seed)
 		a[n++] = LLVMBuildLoad2(e->B, e->i64, LLVMBuildStructGEP2(e->B, e->callt, call, 3, ""), "runseed");
+	if (sg->part)
+		a[n++] = llvm_gemm_part(e);
 	LLVMValueRef r = NULL;
 	if (sg->sp.on) {
 		LLVMValueRef exec =

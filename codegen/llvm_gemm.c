@@ -77,6 +77,20 @@
 // place (4 x 256 x 196 x 2304: 137 -> 116 GF/s), so it was taken out.
 #define GEMM_PACKA_MIN_TILES 3
 #define GEMM_PACKA_MIN_RANGE 96
+// The K split (gemm_ksplit): partial results of the parts after the first
+// take at most GEMM_PART_MAX bytes (the third region of gemm_scratch),
+// each part at least GEMM_KSPLIT_MIN_STEPS reduction steps (two blocks of
+// KC: the partials' extra write and read, M N values a part, stay under a
+// few percent of the part's M N K fused multiply-adds), at most
+// GEMM_KS_MAX parts, and only products of GEMM_KSPLIT_MIN_WORK
+// multiply-adds or more.  A split GEMM must be split for the pool
+// (llvm.c's PAR_GEMM_MIN_WORK, 2^18, is below both bounds, the testing
+// knob's included): its sum runs after the range.
+#define GEMM_PART_MAX (512 * 1024)
+#define GEMM_KSPLIT_MIN_STEPS 512
+#define GEMM_KSPLIT_MIN_WORK ((int64_t)1 << 22)
+#define GEMM_KSPLIT_KNOB_MIN_WORK ((int64_t)1 << 18)
+#define GEMM_KS_MAX 16
 
 // Lanes of the tile vectors: the target's vector width (Emit.vbytes: 32
 // bytes, 64 with AVX-512) over the element's size.
@@ -203,12 +217,67 @@ gemm_col_blocks(const KKernel *k, Gemm *G, DType vt)
 	int64_t np = 1, ngroup = (G->M + G->mc - 1) / G->mc;
 	for (int d = 0; d < nouter; d++)
 		np *= k->dim[d];
-	while (tb > 1 && np * ngroup * ((tiles + tb - 1) / tb) < GEMM_TB_MIN_RANGE)
+	while (tb > 1 && G->ks * np * ngroup * ((tiles + tb - 1) / tb) < GEMM_TB_MIN_RANGE)
 		tb--;
 	if (tb < 1)
 		tb = 1;
 	int64_t nb = (tiles + tb - 1) / tb;
 	G->tb = (tiles + nb - 1) / nb;
+}
+
+// The K split, once the groups are set: a product whose range has fewer
+// than GEMM_TB_MIN_RANGE iterations of one tile (16 threads' chunks; the
+// weight gradient of resnet18's first layers, 64 x 576 x 100352: 18
+// column tiles of one group, at most 18 of 16 threads busy, a second
+// round for 2 of them) but a long reduction is cut along K into ks fixed
+// parts of kspan = ceil(K / ks) steps, each part a copy of the range:
+// part 0 sums its steps into C, part s > 0 into a partial block of the
+// caller's (the same blocked loops, C's address and row stride chosen per
+// iteration), and after the range the kernel, called once more with lo =
+// -1, adds the partial blocks to C in order of s (gemm_ksum).  The parts
+// depend on the shape alone, never on the threads or the chunking, so
+// every output is the same sum in the same order, ((C_0 + P_1) + P_2) ...,
+// for any number of threads -- not the unsplit order of k, but as exact
+// (each part in order of k).  ks is the fewest parts that give the range
+// GEMM_TB_MIN_RANGE iterations, within the partials' bound and at least
+// GEMM_KSPLIT_MIN_STEPS steps a part.  Only the packed path (one
+// reduction walk, B packed) splits: it alone has blocks of K.
+// FADC_GEMM_KSPLIT=n (a testing knob) asks for n parts wherever the
+// packed path runs a product of GEMM_KSPLIT_KNOB_MIN_WORK or more, down
+// to one step a part, within the same bounds.
+static void
+gemm_ksplit(const KKernel *k, Gemm *G, DType vt)
+{
+	G->ks = 1;
+	G->kspan = G->K;
+	if (!G->one || !G->packb)
+		return;
+	int nouter = G->vi >= 0 ? G->vr : G->vj;
+	int64_t nr = G->nv * (int64_t)G->vl, es = vt == DT_F32 ? 4 : 8, np = 1;
+	for (int d = 0; d < nouter; d++)
+		np *= k->dim[d];
+	int64_t range = np * ((G->M + G->mc - 1) / G->mc) * (G->N / nr + (G->N % nr != 0));
+	int64_t work = G->M * G->N * G->K, ks = 1;
+	const char *force = getenv("FADC_GEMM_KSPLIT");
+	if (force && atoi(force) > 0) {
+		if (work >= GEMM_KSPLIT_KNOB_MIN_WORK)
+			ks = atoi(force);
+	} else if (range < GEMM_TB_MIN_RANGE && work >= GEMM_KSPLIT_MIN_WORK) {
+		ks = (GEMM_TB_MIN_RANGE + range - 1) / range;
+		if (ks > G->K / GEMM_KSPLIT_MIN_STEPS)
+			ks = G->K / GEMM_KSPLIT_MIN_STEPS;
+	}
+	int64_t part = np * G->M * G->N * es;
+	if (ks > 1 + GEMM_PART_MAX / part)
+		ks = 1 + GEMM_PART_MAX / part;
+	if (ks > GEMM_KS_MAX)
+		ks = GEMM_KS_MAX;
+	if (ks > G->K)
+		ks = G->K;
+	if (ks < 2)
+		return;
+	G->kspan = (G->K + ks - 1) / ks;
+	G->ks = (G->K + G->kspan - 1) / G->kspan;
 }
 
 // The shared recognition (kir_gemm_match: a product of two affine loads
@@ -271,6 +340,7 @@ llvm_gemm_plan(const KProgram *p, const KKernel *k, unsigned vbytes, Gemm *G)
 		return 0;
 	gemm_blocking(vbytes, vt, G);
 	gemm_groups(G);
+	gemm_ksplit(k, G, vt);
 	gemm_col_blocks(k, G, vt);
 	return 1;
 }
@@ -351,15 +421,33 @@ splat(Emit *e, LLVMValueRef x, unsigned vl)
 
 // ---------------------------------------------------------------- tiles
 
+// Where an iteration writes its sums: row i, column j at index base +
+// i ci + j of ptr (elements of the compute dtype).  C itself (ci the
+// constant cci, vci NULL), or for part s > 0 of a K split the caller's
+// partial block (vci, base and ptr chosen per iteration: gemm_iter).
+typedef struct GemmC {
+	LLVMValueRef ptr, base, vci;
+	int64_t cci;
+} GemmC;
+
+// c's index of row `row` (an i64 value), column 0.
+static LLVMValueRef
+gemm_crow(Emit *e, const GemmC *c, LLVMValueRef row)
+{
+	if (c->vci)
+		return LLVMBuildNSWAdd(e->B, c->base, LLVMBuildNSWMul(e->B, row, c->vci, ""), "");
+	return axpy(e, c->base, c->cci, row);
+}
+
 // C's vector of tile row i, vector v (columns j0 + v VL ..), as a pointer.
 static LLVMValueRef
-gemm_cptr(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef bc, LLVMValueRef i0, int i,
-          LLVMValueRef j0, int v, DType vt)
+gemm_cptr(Emit *e, const Gemm *G, const GemmC *c, LLVMValueRef i0, int i, LLVMValueRef j0, int v,
+          DType vt)
 {
 	LLVMTypeRef vty = LLVMVectorType(ty(e, vt), G->vl);
-	LLVMValueRef idx = axpy(e, bc, G->cc_i, LLVMBuildNSWAdd(e->B, i0, i64c(e, i), ""));
+	LLVMValueRef idx = gemm_crow(e, c, LLVMBuildNSWAdd(e->B, i0, i64c(e, i), ""));
 	idx = LLVMBuildNSWAdd(e->B, idx, LLVMBuildNSWAdd(e->B, j0, i64c(e, v * (int64_t)G->vl), ""), "");
-	LLVMValueRef ptr = LLVMBuildInBoundsGEP2(e->B, sty(e, vt), e->bufptr[k->out], &idx, 1, "");
+	LLVMValueRef ptr = LLVMBuildInBoundsGEP2(e->B, sty(e, vt), c->ptr, &idx, 1, "");
 	return LLVMBuildBitCast(e->B, ptr, LLVMPointerType(vty, 0), "");
 }
 
@@ -375,7 +463,7 @@ fmuladd_into(Emit *e, LLVMTypeRef vty, LLVMValueRef acc, LLVMValueRef a, LLVMVal
 // nested inside), in mr x NV vector accumulators.
 static void
 gemm_tile(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, int mr, LLVMValueRef ba,
-          LLVMValueRef bb, LLVMValueRef bc, LLVMValueRef i0, LLVMValueRef j0, DType vt, Loop *loops,
+          LLVMValueRef bb, const GemmC *bc, LLVMValueRef i0, LLVMValueRef j0, DType vt, Loop *loops,
           const LLVMValueRef *mask)
 {
 	unsigned vl = G->vl;
@@ -406,7 +494,7 @@ gemm_tile(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, int mr, L
 	for (int i = 0; i < mr; i++)
 		for (int v = 0; v < nv; v++)
 			vstore_masked(e, LLVMBuildLoad2(e->B, vty, acc[i * nv + v], ""),
-			              gemm_cptr(e, k, G, bc, i0, i, j0, v, vt), (unsigned)kir_dtype_size(vt),
+			              gemm_cptr(e, G, bc, i0, i, j0, v, vt), (unsigned)kir_dtype_size(vt),
 			              mask ? mask[v] : NULL);
 }
 
@@ -434,8 +522,8 @@ typedef struct GemmA {
 // B from its packed panel, A as `A` says.  The accumulators start from
 // zero in the first block (b->first) and from C after, and end in C.
 static void
-gemm_tile_packed(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, int mr, const GemmA *A,
-                 const GemmBlock *b, LLVMValueRef bc, LLVMValueRef i0, LLVMValueRef j0, DType vt,
+gemm_tile_packed(Emit *e, const Gemm *G, LLVMValueRef *acc, int mr, const GemmA *A,
+                 const GemmBlock *b, const GemmC *bc, LLVMValueRef i0, LLVMValueRef j0, DType vt,
                  const LLVMValueRef *mask)
 {
 	unsigned vl = G->vl, align = (unsigned)kir_dtype_size(vt);
@@ -445,7 +533,7 @@ gemm_tile_packed(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, in
 	// memory never touched yet), else C's tile.
 	LLVMValueRef cptr[GEMM_MR_MAX * GEMM_NV];
 	for (int a = 0; a < mr * nv; a++)
-		cptr[a] = gemm_cptr(e, k, G, bc, i0, a / nv, j0, a % nv, vt);
+		cptr[a] = gemm_cptr(e, G, bc, i0, a / nv, j0, a % nv, vt);
 	LLVMBasicBlockRef bz = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.zero");
 	LLVMBasicBlockRef bl = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.loadc");
 	LLVMBasicBlockRef bk = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.k");
@@ -468,9 +556,9 @@ gemm_tile_packed(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef *acc, in
 	for (int i = 0; i < mr; i++)
 		for (int v = 0; v < nv; v++) {
 			int64_t di = G->tb > 1 ? i : mr + i, dj = (G->tb > 1 ? nv * (int64_t)vl : 0) + v * (int64_t)vl;
-			LLVMValueRef idx = axpy(e, bc, G->cc_i, LLVMBuildNSWAdd(e->B, i0, i64c(e, di), ""));
+			LLVMValueRef idx = gemm_crow(e, bc, LLVMBuildNSWAdd(e->B, i0, i64c(e, di), ""));
 			idx = LLVMBuildNSWAdd(e->B, idx, LLVMBuildNSWAdd(e->B, j0, i64c(e, dj), ""), "");
-			LLVMValueRef ptr = LLVMBuildGEP2(e->B, sty(e, vt), e->bufptr[k->out], &idx, 1, "");
+			LLVMValueRef ptr = LLVMBuildGEP2(e->B, sty(e, vt), bc->ptr, &idx, 1, "");
 			LLVMValueRef args[4] = {LLVMBuildBitCast(e->B, ptr, e->i8p, ""), LLVMConstInt(e->i32, 0, 0),
 			                        LLVMConstInt(e->i32, 3, 0), LLVMConstInt(e->i32, 1, 0)};
 			intrinsic(e, "llvm.prefetch", e->i8p, args, 4);
@@ -540,29 +628,59 @@ smin(Emit *e, LLVMValueRef a, LLVMValueRef b)
 	return LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, a, b, ""), a, b, "");
 }
 
-// One iteration f of the range, decoded: its column tile, q (its outer
-// point and group: f / ncol), its rows r0 .. r0 + nrows - 1 (mb blocks of
-// MR from r0, rem more from rbase) and the bases of A, B and C (every
-// index at i = j = k = 0 for its outer point).
+// One iteration f of the range, decoded: its column tile, q (its part of
+// a K split, outer point and group: f / ncol), s (the part), its rows r0
+// .. r0 + nrows - 1 (mb blocks of MR from r0, rem more from rbase), the
+// bases of A and B (every index at i = j = k = 0 for its outer point)
+// and where it writes (c: C, or part s's partial block).
 typedef struct GemmIter {
-	LLVMValueRef tile, q, r0, nrows, mb, rem, rbase, ba, bb, bc;
+	LLVMValueRef tile, q, s, r0, nrows, mb, rem, rbase, ba, bb;
+	GemmC c;
 } GemmIter;
 
+// Where outer point o of part s (i64 values) of a K split keeps its
+// partial sums, row 0, in the caller's block (Emit.part): M x N values
+// per outer point of each part after the first, dense.
+static LLVMValueRef
+gemm_part_base(Emit *e, const Gemm *G, int64_t np, LLVMValueRef s, LLVMValueRef o)
+{
+	LLVMValueRef po = LLVMBuildNSWAdd(e->B, LLVMBuildNSWMul(e->B, LLVMBuildNSWSub(e->B, s, i64c(e, 1), ""),
+	                                                        i64c(e, np), ""), o, "");
+	return LLVMBuildNSWMul(e->B, po, i64c(e, G->M * G->N), "");
+}
+
 static GemmIter
-gemm_iter(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef f, int64_t ncol, int64_t ngroup)
+gemm_iter(Emit *e, const KKernel *k, const Gemm *G, LLVMValueRef f, int64_t np, int64_t ncol,
+          int64_t ngroup)
 {
 	GemmIter it;
 	int nouter = G->vi >= 0 ? G->vr : G->vj;
 	it.tile = LLVMBuildSRem(e->B, f, i64c(e, ncol), "");
 	it.q = LLVMBuildSDiv(e->B, f, i64c(e, ncol), "");
 	LLVMValueRef g = LLVMBuildSRem(e->B, it.q, i64c(e, ngroup), "");
-	llvm_store_coords(e, LLVMBuildSDiv(e->B, it.q, i64c(e, ngroup), ""), k->dim, nouter, e->var);
+	LLVMValueRef so = LLVMBuildSDiv(e->B, it.q, i64c(e, ngroup), ""), o = so;
+	it.s = i64c(e, 0);
+	if (G->ks > 1) {
+		it.s = LLVMBuildSDiv(e->B, so, i64c(e, np), "");
+		o = LLVMBuildSRem(e->B, so, i64c(e, np), "");
+	}
+	llvm_store_coords(e, o, k->dim, nouter, e->var);
 	for (int v = nouter; v < k->rank + k->rrank; v++)
 		LLVMBuildStore(e->B, i64c(e, 0), e->var[v]);
 	new_region(e);
 	it.ba = llvm_emit_x(e, G->aidx);
 	it.bb = llvm_emit_x(e, G->bidx);
-	it.bc = llvm_emit_x(e, k->index);
+	DType vt = (DType)e->p->x[k->body].dtype;
+	it.c = (GemmC){e->bufptr[k->out], llvm_emit_x(e, k->index), NULL, G->cc_i};
+	if (G->ks > 1) {
+		// Part 0 sums into C, part s > 0 into its partial block (rows N
+		// apart).
+		LLVMValueRef c0 = LLVMBuildICmp(e->B, LLVMIntEQ, it.s, i64c(e, 0), "");
+		LLVMValueRef pp = LLVMBuildBitCast(e->B, e->part, LLVMPointerType(sty(e, vt), 0), "");
+		it.c.ptr = LLVMBuildSelect(e->B, c0, it.c.ptr, pp, "");
+		it.c.base = LLVMBuildSelect(e->B, c0, it.c.base, gemm_part_base(e, G, np, it.s, o), "");
+		it.c.vci = LLVMBuildSelect(e->B, c0, i64c(e, G->cc_i), i64c(e, G->N), "");
+	}
 	it.r0 = LLVMBuildNSWMul(e->B, g, i64c(e, G->mc), "");
 	it.nrows = smin(e, i64c(e, G->mc), LLVMBuildNSWSub(e->B, i64c(e, G->M), it.r0, ""));
 	it.mb = LLVMBuildSDiv(e->B, it.nrows, i64c(e, G->mr), "");
@@ -668,7 +786,7 @@ gemm_tile_at(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, const
              LLVMValueRef j0, Loop *loops, DType vt, const LLVMValueRef *mask)
 {
 	if (!b) {
-		gemm_tile(e, k, G, acc, mr, it->ba, it->bb, it->bc, i0, j0, vt, loops, mask);
+		gemm_tile(e, k, G, acc, mr, it->ba, it->bb, &it->c, i0, j0, vt, loops, mask);
 		return;
 	}
 	GemmA A;
@@ -679,7 +797,7 @@ gemm_tile_at(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, const
 		int pf = G->ka > GEMM_PF_MIN_STRIDE || G->ka < -GEMM_PF_MIN_STRIDE;
 		A = (GemmA){e->bufptr[G->abuf], base, e->p->buf[G->abuf].dtype, G->ca_i, G->ka, pf};
 	}
-	gemm_tile_packed(e, k, G, acc, mr, &A, b, it->bc, i0, j0, vt, mask);
+	gemm_tile_packed(e, G, acc, mr, &A, b, &it->c, i0, j0, vt, mask);
 }
 
 // The tiles of MR-row block(s) from i0 (mr rows, A at apoff when packed)
@@ -848,7 +966,7 @@ gemm_scratch(Emit *e)
 	if (!f) {
 		LLVMValueRef g = LLVMGetNamedGlobal(e->M, GEMM_SCRATCH_NAME);
 		FADC_ASSERT(!g, "llvm_gemm: the scratch array without its function");
-		LLVMTypeRef at = LLVMArrayType(e->i8, GEMM_BPANEL_MAX + GEMM_APACK_MAX);
+		LLVMTypeRef at = LLVMArrayType(e->i8, GEMM_BPANEL_MAX + GEMM_APACK_MAX + GEMM_PART_MAX);
 		g = LLVMAddGlobal(e->M, at, GEMM_SCRATCH_NAME);
 		LLVMSetInitializer(g, LLVMConstNull(at));
 		LLVMSetLinkage(g, LLVMWeakODRLinkage);
@@ -883,6 +1001,54 @@ gemm_scratch_at(Emit *e, LLVMValueRef p, int64_t off)
 	return LLVMBuildInBoundsGEP2(e->B, e->i8, p, &idx, 1, "");
 }
 
+LLVMValueRef
+llvm_gemm_part(Emit *e)
+{
+	return gemm_scratch_at(e, gemm_scratch(e), GEMM_BPANEL_MAX + GEMM_APACK_MAX);
+}
+
+// The K split's sum (the kernel called with lo = -1, after the range):
+// C[o, i, j] = ((C[o, i, j] + P_1[o, i, j]) + P_2[o, i, j]) ... for every
+// outer point o, row i and column j, the partial blocks P_s in order of s
+// (Emit.part, gemm_part_base).  M N (ks - 1) additions, on the calling
+// thread: against the product's M N K multiply-adds nothing.
+static void
+gemm_ksum(Emit *e, const KKernel *k, const Gemm *G, int64_t np, DType vt)
+{
+	int nouter = G->vi >= 0 ? G->vr : G->vj;
+	LLVMTypeRef t = sty(e, vt);
+	LLVMValueRef pp = LLVMBuildBitCast(e->B, e->part, LLVMPointerType(t, 0), "");
+	LLVMValueRef ctr[3];
+	for (int c = 0; c < 3; c++)
+		ctr[c] = llvm_entry_alloca(e, e->i64);
+	Loop lo, li, lj;
+	llvm_loop_begin(e, &lo, ctr[0], np);
+	LLVMValueRef o = LLVMBuildLoad2(e->B, e->i64, ctr[0], "");
+	llvm_store_coords(e, o, k->dim, nouter, e->var);
+	for (int v = nouter; v < k->rank + k->rrank; v++)
+		LLVMBuildStore(e->B, i64c(e, 0), e->var[v]);
+	new_region(e);
+	LLVMValueRef bc = llvm_emit_x(e, k->index);
+	llvm_loop_begin(e, &li, ctr[1], G->M);
+	LLVMValueRef i = LLVMBuildLoad2(e->B, e->i64, ctr[1], "");
+	LLVMValueRef crow = axpy(e, bc, G->cc_i, i), prow[GEMM_KS_MAX];
+	for (int64_t s = 1; s < G->ks; s++)
+		prow[s] = axpy(e, gemm_part_base(e, G, np, i64c(e, s), o), G->N, i);
+	llvm_loop_begin(e, &lj, ctr[2], G->N);
+	LLVMValueRef j = LLVMBuildLoad2(e->B, e->i64, ctr[2], "");
+	LLVMValueRef ci = LLVMBuildNSWAdd(e->B, crow, j, "");
+	LLVMValueRef cp = LLVMBuildInBoundsGEP2(e->B, t, e->bufptr[k->out], &ci, 1, "");
+	LLVMValueRef c = LLVMBuildLoad2(e->B, t, cp, "");
+	for (int64_t s = 1; s < G->ks; s++) {
+		LLVMValueRef pi = LLVMBuildNSWAdd(e->B, prow[s], j, "");
+		c = LLVMBuildFAdd(e->B, c, LLVMBuildLoad2(e->B, t, LLVMBuildInBoundsGEP2(e->B, t, pp, &pi, 1, ""), ""), "");
+	}
+	LLVMBuildStore(e->B, c, cp);
+	llvm_loop_end(e, &lj);
+	llvm_loop_end(e, &li);
+	llvm_loop_end(e, &lo);
+}
+
 void
 llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 {
@@ -913,12 +1079,23 @@ llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 		mask[v] = LLVMConstVector(lanes, vl);
 	}
 	// The range: [lo, hi) of a chunk, or all of it.
-	LLVMValueRef lo = e->sp.on ? e->lo : i64c(e, 0), hi = e->sp.on ? e->hi : i64c(e, np * ncol * ngroup);
+	LLVMValueRef lo = e->sp.on ? e->lo : i64c(e, 0), hi = e->sp.on ? e->hi : i64c(e, G->ks * np * ncol * ngroup);
+	if (G->ks > 1) {
+		// lo = -1: the K split's sum, after the range (gemm_ksplit).
+		FADC_ASSERT(e->sp.on && e->part && G->ks <= GEMM_KS_MAX, "llvm_gemm: a K split outside the pool's split");
+		LLVMBasicBlockRef bs = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.ksum");
+		LLVMBasicBlockRef br = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.range");
+		LLVMBuildCondBr(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, lo, i64c(e, 0), ""), bs, br);
+		LLVMPositionBuilderAtEnd(e->B, bs);
+		gemm_ksum(e, k, G, np, vt);
+		LLVMBuildRetVoid(e->B);
+		LLVMPositionBuilderAtEnd(e->B, br);
+	}
 	GemmBlock blk, *b = NULL;
 	Loop lkb, lf;
 	int64_t ntiles = ntile + (rc != 0);
 	int packa = G->one && G->packb && ntiles >= GEMM_PACKA_MIN_TILES &&
-	            np * ntiles * ngroup >= GEMM_PACKA_MIN_RANGE;
+	            G->ks * np * ntiles * ngroup >= GEMM_PACKA_MIN_RANGE;
 	LLVMValueRef curq = NULL;
 	if (G->one && G->packb) {
 		// One reduction axis (or axes merged into one): blocks of KC
@@ -931,7 +1108,7 @@ llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 		// accumulators start from zero in the first block and from C
 		// after: each output still sums its terms in order of k, whatever
 		// the range.
-		int64_t nkb = (G->K + G->kc - 1) / G->kc, es = (int64_t)kir_dtype_size(vt);
+		int64_t nkb = (G->kspan + G->kc - 1) / G->kc, es = (int64_t)kir_dtype_size(vt);
 		FADC_ASSERT(G->tb * G->kc * nv * (int64_t)vl * es <= GEMM_BPANEL_MAX &&
 		                G->mc * G->kc * es <= GEMM_APACK_MAX,
 		            "llvm_gemm: pack buffers too large");
@@ -954,7 +1131,20 @@ llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 		b = &blk;
 	}
 	llvm_loop_begin_range(e, &lf, ctr_f, lo, hi);
-	GemmIter it = gemm_iter(e, k, G, LLVMBuildLoad2(e->B, e->i64, ctr_f, ""), ncol, ngroup);
+	GemmIter it = gemm_iter(e, k, G, LLVMBuildLoad2(e->B, e->i64, ctr_f, ""), np, ncol, ngroup);
+	GemmBlock bpart;
+	LLVMBasicBlockRef bskip = NULL;
+	if (G->ks > 1) {
+		// Part s's block kb: steps s kspan + kb KC on, up to the part's
+		// end (the last part is shorter: its last blocks may be empty).
+		bpart = blk;
+		LLVMValueRef s0 = LLVMBuildNSWMul(e->B, it.s, i64c(e, G->kspan), "");
+		LLVMValueRef end = smin(e, LLVMBuildNSWAdd(e->B, s0, i64c(e, G->kspan), ""), i64c(e, G->K));
+		bpart.k0 = LLVMBuildNSWAdd(e->B, s0, blk.k0, "");
+		bpart.kc = smin(e, LLVMBuildNSWSub(e->B, end, bpart.k0, ""), i64c(e, G->kc));
+		b = &bpart;
+		bskip = gemm_if(e, LLVMBuildICmp(e->B, LLVMIntSGT, bpart.kc, i64c(e, 0), ""));
+	}
 	if (packa) {
 		// A new group (or outer point) in this chunk: pack its block of A.
 		LLVMValueRef prev = LLVMBuildLoad2(e->B, e->i64, curq, "");
@@ -964,6 +1154,8 @@ llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 		gemm_end_if(e, bn);
 	}
 	gemm_tiles(e, k, G, &it, b, packa, acc, ctr_m, ctr_t, loops, vt, ntile, ncol, rc ? mask : NULL);
+	if (bskip)
+		gemm_end_if(e, bskip);
 	llvm_loop_end(e, &lf);
 	if (b)
 		llvm_loop_end(e, &lkb);

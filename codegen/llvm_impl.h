@@ -55,6 +55,9 @@ typedef struct Emit {
 	// loop over the range that par_begin opened.
 	Split sp;
 	LLVMValueRef lo, hi, flat;
+	// A GEMM split over K (Gemm.ks > 1): the caller's partial results, an
+	// i8 pointer parameter (llvm_gemm_part).
+	LLVMValueRef part;
 	LLVMValueRef *val; // memo: value of expression id in the current region
 	uint32_t *stamp, region;
 	struct Shared *shared; // kernel functions emitted so far, by key (emit_kernel)
@@ -219,6 +222,12 @@ typedef struct Gemm {
 	int64_t kc, mc;
 	int packb; // B packed per block (G->one and more than one row block)
 	int64_t tb; // column tiles per iteration of the range (gemm_col_blocks)
+	// The reduction cut into ks fixed parts of kspan steps (the last
+	// shorter), for shapes with few range iterations (gemm_ksplit): part
+	// 0 sums into C, part s > 0 into the caller's partial block s - 1,
+	// added to C in order of s after the range (the kernel called with
+	// lo = -1).  ks = 1: no split.
+	int64_t ks, kspan;
 } Gemm;
 
 // Lanes of the GEMM's tile vectors for compute dtype vt.
@@ -231,6 +240,10 @@ void llvm_gemm_range(const KKernel *k, const Gemm *G, unsigned vl, int64_t *nout
                      int64_t *ncol, int64_t *ngroup);
 // The body of kernel k's function as the GEMM of plan G.
 void llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops);
+// The calling thread's block for a K-split GEMM's partial results (an i8
+// pointer), at the builder's position: passed to the kernel function
+// (Emit.part), which every chunk writes through and which the sum reads.
+LLVMValueRef llvm_gemm_part(Emit *e);
 
 // ---------------------------------------------------------------- llvm_pieces.c
 

@@ -19,6 +19,12 @@
 // the range, B's panels packed together: shapes this small take one
 // otherwise), so that a ragged last block of tiles, the masked tile inside
 // a block and the remainder rows over several tiles are checked too.
+// Then with FADC_GEMM_KSPLIT=3 (the reduction cut into three fixed parts,
+// summed into C and two partial blocks and added in order after the
+// range: gemm_ksplit; only products of 2^18 multiply-adds or more split,
+// here 299 x 97 x 300 in parts of 100 steps and 24 x 130 x 97 x 300 with
+// a batch in B, A packed), f32 at 1, 2, 3 and 8 threads the same bytes
+// too: the parts are fixed by the shape, not by the threads.
 //
 // Tolerance (normalized error): f64 <= 1e-12, the interpreter's
 // arithmetic term by term in the order of k except the fused multiply-
@@ -146,6 +152,11 @@ main(void)
 	check(1);
 	check_threads();
 	unsetenv("FADC_GEMM_TB");
+	setenv("FADC_GEMM_KSPLIT", "3", 1);
+	check(0);
+	check(1);
+	check_threads();
+	unsetenv("FADC_GEMM_KSPLIT");
 #if defined(__x86_64__)
 	__builtin_cpu_init();
 	if (__builtin_cpu_supports("avx512f")) {
