@@ -68,10 +68,12 @@ static const char model[] =
     "param b13: f64[3, 33, 97] = normal(0, 1, seed=23)\n" // a batch in B
     "param a14: f64[300, 130] = normal(0, 1, seed=25)\n"  // used transposed, shared
     "param b14: f64[24, 300, 97] = normal(0, 1, seed=26)\n"
+    "param a15: f64[32, 4096] = normal(0, 1, seed=27)\n"  // few column tiles, long K: split
+    "param b15: f64[4096, 64] = normal(0, 1, seed=28)\n"
     "def forward() {\n"
     "  return a1 @ b1, a2 @ b2, a3 @ b3, a4 @ b4, a5 @ b5, a6 @ b6, a7 @ b7, a6 @ b8,\n"
     "         a9 @ b9, transpose(a10, 0, 1) @ b10, a11 @ transpose(b11, 0, 1),\n"
-    "         a12 @ b2, a13 @ b13, transpose(a14, 0, 1) @ b14\n"
+    "         a12 @ b2, a13 @ b13, transpose(a14, 0, 1) @ b14, a15 @ b15\n"
     "}\n";
 // clang-format on
 // (M, N, K): (1, 97, 97) (7, 97, 33) (17, 33, 300) (33, 97, 17) (97, 33, 7)
@@ -80,7 +82,11 @@ static const char model[] =
 // 300)^T-A.  The last has 24 x 7 x 2 (256-bit tiles) or 24 x 4 x 1 range
 // iterations, enough for A's packing (GEMM_PACKA_MIN_RANGE = 96): each
 // outer point packs the shared A again, a chunk starting inside a group
-// packs it too; the others read A in place.
+// packs it too; the others read A in place.  The last, (32, 64, 4096),
+// has 1 to 8 column tiles of one row group and 2^23 multiply-adds: the
+// K split's own rule cuts it into 8 parts of 512 steps (6 in f64 with
+// 256-bit tiles), so every pass checks a split product (the emitted IR
+// holds its sum, gemm.ksum), and the thread checks its bytes.
 
 // The target CPU of the compiles: NULL (x86-64-v3), or "x86-64-v4" for
 // the real 512-bit code of AVX-512 machines (zmm registers, LLVM told to
@@ -117,6 +123,7 @@ check(int f32)
 	fclose(llvm);
 	snprintf(fma, sizeof fma, "@llvm.fmuladd.v%d%s", lanes(f32), f32 ? "f32" : "f64");
 	CHECK(ir && strstr(ir, fma) != NULL);
+	CHECK(ir && strstr(ir, "gemm.ksum") != NULL);
 	free(ir);
 	ir_module_free(m);
 	free(text);
