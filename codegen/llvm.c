@@ -966,7 +966,8 @@ emit_host(Emit *e, const KKernel *k)
 // do host kernels.  Chunks carry at least PAR_GRAIN_WORK of work.  Every
 // iteration computes its own outputs whole, by the same instructions
 // whatever the chunk it falls in: results are bit-identical for any
-// number of threads (no per-thread partial sums exist to combine).
+// number of threads (no per-thread partial sums exist to combine; a
+// GEMM's K split is fixed by its shape, llvm_gemm.c's gemm_ksplit).
 #define PAR_MIN_WORK (1 << 16)
 #define PAR_GEMM_MIN_WORK (1 << 18)
 #define PAR_MIN_RANGE 32

@@ -37,7 +37,9 @@
 // reduction is one walk (G->one) and there is more than one row block,
 // else read in place with the reduction loops nested inside the tile.
 // Outer axes along which B does not move are merged into the rows (B read
-// once for a batch of samples).  LLVM 14's C API cannot set
+// once for a batch of samples).  A long reduction with few range
+// iterations is cut into fixed parts summed apart and added in order
+// (gemm_ksplit).  LLVM 14's C API cannot set
 // fast-math flags, which is why the vectors are spelled out: the loop
 // vectorizer would not reassociate a reduction.
 #include <llvm-c/Comdat.h>
@@ -921,8 +923,11 @@ gemm_tiles(Emit *e, const KKernel *k, const Gemm *G, const GemmIter *it, const G
 }
 
 // The pack buffers, B's panels then A's block: GEMM_BPANEL_MAX +
-// GEMM_APACK_MAX bytes (384 KiB) per thread, in a thread-local array (not the
-// stack: a pool's or a caller's threads may have small stacks, and the
+// GEMM_APACK_MAX bytes (384 KiB), then a K split's partial results
+// (GEMM_PART_MAX, 512 KiB: the calling thread's, which the chunks on
+// every thread write; llvm_gemm_part), per thread, in a thread-local
+// array (not the stack: a pool's or a caller's threads may have small
+// stacks, and the
 // frame was 145 KiB with 256-bit tiles, 290 KiB with 512-bit ones).  One
 // array for the whole artifact: every piece defines it with the same
 // name, size and (weak_odr, hidden) linkage in a COMDAT group of that
