@@ -646,8 +646,8 @@ typedef struct GemmIter {
 static LLVMValueRef
 gemm_part_base(Emit *e, const Gemm *G, int64_t np, LLVMValueRef s, LLVMValueRef o)
 {
-	LLVMValueRef po = LLVMBuildNSWAdd(e->B, LLVMBuildNSWMul(e->B, LLVMBuildNSWSub(e->B, s, i64c(e, 1), ""),
-	                                                        i64c(e, np), ""), o, "");
+	LLVMValueRef s1 = LLVMBuildNSWSub(e->B, s, i64c(e, 1), "");
+	LLVMValueRef po = LLVMBuildNSWAdd(e->B, LLVMBuildNSWMul(e->B, s1, i64c(e, np), ""), o, "");
 	return LLVMBuildNSWMul(e->B, po, i64c(e, G->M * G->N), "");
 }
 
@@ -1046,7 +1046,8 @@ gemm_ksum(Emit *e, const KKernel *k, const Gemm *G, int64_t np, DType vt)
 	LLVMValueRef c = LLVMBuildLoad2(e->B, t, cp, "");
 	for (int64_t s = 1; s < G->ks; s++) {
 		LLVMValueRef pi = LLVMBuildNSWAdd(e->B, prow[s], j, "");
-		c = LLVMBuildFAdd(e->B, c, LLVMBuildLoad2(e->B, t, LLVMBuildInBoundsGEP2(e->B, t, pp, &pi, 1, ""), ""), "");
+		LLVMValueRef pv = LLVMBuildLoad2(e->B, t, LLVMBuildInBoundsGEP2(e->B, t, pp, &pi, 1, ""), "");
+		c = LLVMBuildFAdd(e->B, c, pv, "");
 	}
 	LLVMBuildStore(e->B, c, cp);
 	llvm_loop_end(e, &lj);
@@ -1084,10 +1085,12 @@ llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 		mask[v] = LLVMConstVector(lanes, vl);
 	}
 	// The range: [lo, hi) of a chunk, or all of it.
-	LLVMValueRef lo = e->sp.on ? e->lo : i64c(e, 0), hi = e->sp.on ? e->hi : i64c(e, G->ks * np * ncol * ngroup);
+	LLVMValueRef lo = e->sp.on ? e->lo : i64c(e, 0);
+	LLVMValueRef hi = e->sp.on ? e->hi : i64c(e, G->ks * np * ncol * ngroup);
 	if (G->ks > 1) {
 		// lo = -1: the K split's sum, after the range (gemm_ksplit).
-		FADC_ASSERT(e->sp.on && e->part && G->ks <= GEMM_KS_MAX, "llvm_gemm: a K split outside the pool's split");
+		FADC_ASSERT(e->sp.on && e->part && G->ks <= GEMM_KS_MAX,
+		            "llvm_gemm: a K split outside the pool's split");
 		LLVMBasicBlockRef bs = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.ksum");
 		LLVMBasicBlockRef br = LLVMAppendBasicBlockInContext(e->C, e->fn, "gemm.range");
 		LLVMBuildCondBr(e->B, LLVMBuildICmp(e->B, LLVMIntSLT, lo, i64c(e, 0), ""), bs, br);
@@ -1144,7 +1147,8 @@ llvm_emit_gemm(Emit *e, const KKernel *k, const Gemm *G, Loop *loops)
 		// end (the last part is shorter: its last blocks may be empty).
 		bpart = blk;
 		LLVMValueRef s0 = LLVMBuildNSWMul(e->B, it.s, i64c(e, G->kspan), "");
-		LLVMValueRef end = smin(e, LLVMBuildNSWAdd(e->B, s0, i64c(e, G->kspan), ""), i64c(e, G->K));
+		LLVMValueRef end = LLVMBuildNSWAdd(e->B, s0, i64c(e, G->kspan), "");
+		end = smin(e, end, i64c(e, G->K));
 		bpart.k0 = LLVMBuildNSWAdd(e->B, s0, blk.k0, "");
 		bpart.kc = smin(e, LLVMBuildNSWSub(e->B, end, bpart.k0, ""), i64c(e, G->kc));
 		b = &bpart;
