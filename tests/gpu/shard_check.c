@@ -20,7 +20,9 @@
 // 2 GPUs, each GPU running its two in turn, as the multi context does);
 // without it each shard has a context of its own.  --local: also time the
 // shards without assembling anything (each into its model-owned outputs),
-// each GPU's alone and all at once: the floor that the transfers add to.
+// each GPU's alone and all at once: the floor that the transfers add to;
+// then each shard alone (the timeline's parts).  Shards may be an uneven
+// split (`T:k/K:w0+...`, found by their `T:k/K` prefix).
 // --dest G: the whole task and the assembled outputs on GPU G's (first)
 // context rather than the first shard's.  Each output must equal the
 // whole task's within 1e-5 normalized (the shards run the same kernels on
