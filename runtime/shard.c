@@ -377,7 +377,7 @@ rt_shard_plan_create(const char *path, const char *task, fadc_context *const *ct
 		}
 	}
 	for (int k = 0; k < n; k++) {
-		char name[300];
+		char name[1024]; // T:k/K and up to 64 weights of 7 digits
 		snprintf(name, sizeof name, "%s:%d/%d%s", task, k, n, suffix);
 		int ti = desc_task(&d, name, p->o.spec);
 		if (ti < 0 || !d.task[ti].shard) {
