@@ -184,7 +184,13 @@ Graph *pass_task(const Graph *f, const char *task, const PassOpts *o, Loc *errlo
 // write, each with T's output name; a slice no row of the shard writes is
 // left out.  (`:` and not `@`: the name goes into symbol names of the
 // artifact, where the linker reads `@` as a symbol version.)
+//
+// `T:k/K:w0+w1+...+wK-1` is shard k of an uneven split: shard i gets the
+// share w_i / (w_0 + ... + w_K-1) of the rows (task_shard_range_weighted),
+// so that a GPU with more to do besides (a copy of its slices across
+// NVLink, rows that cost more) can take fewer (docs/TASKS.md, "Shards").
 #define TASK_MAX_SHARDS 64
+#define TASK_MAX_WEIGHT 1000000
 typedef struct TaskShardOut {
 	const char *name; // T's output it is a slice of ("hessian.w.b")
 	Shape full; // that output's shape in T
@@ -214,6 +220,11 @@ typedef struct TaskShard {
 int task_shard_parse(const char *name, int *task, int *k, int *n, char *err, size_t errlen);
 // Rows [*lo, *hi) of shard k of n over total basis vectors.
 void task_shard_range(int64_t total, int k, int n, int64_t *lo, int64_t *hi);
+// The same for weights w[0..n) (each 1 .. TASK_MAX_WEIGHT): shard k starts
+// at floor(total (w_0 + ... + w_k-1) / (w_0 + ... + w_n-1)); 0 when it gets
+// no row.
+int task_shard_range_weighted(int64_t total, int k, int n, const int64_t *w, int64_t *lo,
+                              int64_t *hi);
 // The shard's layout for forward f (strings and out in arena a), after T's
 // preconditions (pass_task_check); 0 with a message when `name` is no
 // shard, T is not batched for f (vjp, or the Jacobian of a scalar forward:

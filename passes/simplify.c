@@ -511,6 +511,13 @@ rebuild(Graph *dst, const Graph *src, NodeId n, const NodeId *in, Cse *cse)
 				r = b_full(dst, 0, (DType)nd->dtype, &src->shape[nd->shape], loc);
 		}
 		break;
+	case OP_matmul: { // a product with symbolic zeros (a shard's basis part: pass_vmap_rows), as x*0
+		double z;
+		if (ir_dtype_is_float((DType)nd->dtype) &&
+		    ((b_const_value(dst, in[0], &z) && z == 0) || (b_const_value(dst, in[1], &z) && z == 0)))
+			r = b_full(dst, 0, (DType)nd->dtype, &src->shape[nd->shape], loc);
+		break;
+	}
 	case OP_neg:
 		r = b_neg(dst, in[0], loc);
 		break;

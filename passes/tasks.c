@@ -611,6 +611,26 @@ shard_number(const char **p)
 	return v;
 }
 
+// The weights after the second ':' of shard `name` (at q): n positive
+// decimal numbers up to TASK_MAX_WEIGHT joined by '+' (not ',', which
+// separates the tasks of --tasks), into w[0..n) when w is not NULL.
+static int
+shard_weights(const char *name, const char *q, int n, int64_t *w, char *err, size_t errlen)
+{
+	for (int i = 0; i < n; i++) {
+		long v = shard_number(&q);
+		if (v < 1 || v > TASK_MAX_WEIGHT || (i + 1 < n ? *q != '+' : *q != 0)) {
+			snprintf(err, errlen, "'%s': the weights of K = %d shards are %d numbers from 1 to %d "
+			         "joined by '+' (hessian:0/2:3+2)", name, n, n, TASK_MAX_WEIGHT);
+			return 0;
+		}
+		if (w)
+			w[i] = v;
+		q += *q == '+';
+	}
+	return 1;
+}
+
 int
 task_shard_parse(const char *name, int *task, int *k, int *n, char *err, size_t errlen)
 {
@@ -636,7 +656,7 @@ task_shard_parse(const char *name, int *task, int *k, int *n, char *err, size_t 
 		q++;
 		nn = shard_number(&q);
 	}
-	if (kk < 0 || nn < 0 || *q) {
+	if (kk < 0 || nn < 0 || (*q && *q != ':')) {
 		snprintf(err, errlen, "'%s': a shard is TASK:k/K, k and K decimal numbers without sign "
 		         "or leading zeros", name);
 		return -1;
@@ -645,6 +665,8 @@ task_shard_parse(const char *name, int *task, int *k, int *n, char *err, size_t 
 		snprintf(err, errlen, "'%s': shard k of K needs 0 <= k < K <= %d", name, TASK_MAX_SHARDS);
 		return -1;
 	}
+	if (*q && !shard_weights(name, q + 1, (int)nn, NULL, err, errlen))
+		return -1;
 	*task = t;
 	*k = (int)kk;
 	*n = (int)nn;
@@ -658,6 +680,24 @@ task_shard_range(int64_t total, int k, int n, int64_t *lo, int64_t *hi)
 	int64_t q = total / n, r = total % n;
 	*lo = k * q + (k < r ? k : r);
 	*hi = *lo + q + (k < r);
+}
+
+// Shard i starts at row floor(total W_i / W), W_i the weights of the
+// shards before it and W all of them: integers only, so the compiler and
+// every reader of the name agree on the rows to the last one.  (The
+// product fits: total < 2^62 and W <= 64 TASK_MAX_WEIGHT < 2^26, in 128
+// bits.)  0 when a shard would get no row.
+int
+task_shard_range_weighted(int64_t total, int k, int n, const int64_t *w, int64_t *lo, int64_t *hi)
+{
+	int64_t W = 0, before = 0;
+	for (int i = 0; i < n; i++) {
+		W += w[i];
+		before += i < k ? w[i] : 0;
+	}
+	*lo = (int64_t)((unsigned __int128)total * (uint64_t)before / (uint64_t)W);
+	*hi = (int64_t)((unsigned __int128)total * (uint64_t)(before + w[k]) / (uint64_t)W);
+	return *hi > *lo;
 }
 
 // Whether task t over f is batched, and over what: the params' basis
@@ -707,7 +747,19 @@ task_shard_layout(const Graph *f, const char *name, Arena *a, TaskShard *s, Loc 
 		         "shards", name, tn, (long long)s->total, s->n);
 		return 0;
 	}
-	task_shard_range(s->total, s->k, s->n, &s->lo, &s->hi);
+	const char *wq = strchr(strchr(name, ':') + 1, ':'); // the weights, if any
+	if (!wq)
+		task_shard_range(s->total, s->k, s->n, &s->lo, &s->hi);
+	else {
+		int64_t w[TASK_MAX_SHARDS];
+		shard_weights(name, wq + 1, s->n, w, err, errlen); // (checked by the parse)
+		if (!task_shard_range_weighted(s->total, s->k, s->n, w, &s->lo, &s->hi)) {
+			snprintf(err, errlen, "task '%s': its weight gives shard %d none of the %lld basis "
+			         "vectors of %s for this model (rows %lld .. %lld)", name, s->k,
+			         (long long)s->total, tn, (long long)s->lo, (long long)s->hi);
+			return 0;
+		}
+	}
 	uint32_t np = nparams(f);
 	const Shape *os = ir_shape(f, f->out[0].node);
 	int64_t nout = ir_numel(os);

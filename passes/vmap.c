@@ -543,6 +543,17 @@ vmap(const Graph *f, const uint8_t *batched, int64_t B, int basis, int64_t lo, i
 				v.map[n] = ir_add_input(g, in->name, in->kind, (DType)nd->dtype, &bs, nd->loc);
 				continue;
 			}
+			int64_t cnt = ir_numel(&s);
+			// A shard whose rows [lo, lo + B) miss this input's columns
+			// [off, off + cnt) of the identity: its basis part is zero, and
+			// as the symbolic zeros of the builders (b_mul, b_add) every
+			// product with it folds away (ppl_robust_reg's shards without
+			// beta rows lose the [B, N] product X beta-dot and its uses).
+			if (off + cnt <= lo || off >= lo + B) {
+				v.map[n] = b_full(g, 0, (DType)nd->dtype, &bs, nd->loc);
+				off += cnt;
+				continue;
+			}
 			// Columns off .. off + numel of the identity's rows, reshaped.
 			if (!eye) {
 				Attrs ia;
@@ -560,7 +571,6 @@ vmap(const Graph *f, const uint8_t *batched, int64_t B, int basis, int64_t lo, i
 				NodeId zero = b_full(g, 0, (DType)nd->dtype, &(Shape){2, {B, N}}, nd->loc);
 				eye = b_where(g, b_op2(g, OP_eq, r, c, nd->loc), one, zero, nd->loc);
 			}
-			int64_t cnt = ir_numel(&s);
 			Attrs sa;
 			ir_attrs_default(OP_slice, &sa);
 			sa.a[0].n = sa.a[1].n = sa.a[2].n = 2;

@@ -822,7 +822,8 @@ mul_ok(int64_t a, int64_t b, int64_t *r)
 	return !__builtin_mul_overflow(a, b, r);
 }
 
-// A shard record agrees with its task: a user task named "<of>:<k>/<n>",
+// A shard record agrees with its task: a user task named "<of>:<k>/<n>"
+// (or "<of>:<k>/<n>:<weights>": its rows are lo, hi whatever they say),
 // 0 <= k < n <= ART_MAX_SHARDS, 0 <= lo < hi <= total, one placement per
 // output of the user's, each slice [:, off .. off + cnt, :] inside its
 // [outer, mid, inner] view of a whole output of outer mid inner elements
@@ -837,7 +838,8 @@ shard_good(const ArtTask *t)
 	    sh->nout != t->nout - t->ncheck)
 		return 0;
 	int w = snprintf(name, sizeof name, "%s:%u/%u", sh->of, sh->k, sh->n);
-	if (w < 0 || (size_t)w >= sizeof name || strcmp(name, t->name))
+	if (w < 0 || (size_t)w >= sizeof name || strncmp(name, t->name, (size_t)w) ||
+	    (t->name[w] && t->name[w] != ':')) // (":w0+w1...": an uneven split's weights)
 		return 0;
 	for (uint32_t k = 0; k < sh->nout; k++) {
 		const ArtShardOut *x = &sh->out[k];

@@ -363,9 +363,22 @@ rt_shard_plan_create(const char *path, const char *task, fadc_context *const *ct
 		s = fail(p, FADC_ERR_ARG, "specialisation %d: %s has %u", p->o.spec, path, d.nspec);
 		goto done;
 	}
+	// The shards' names: `T:k/K`, or `T:k/K:w0+...` (an uneven split, its
+	// rows in the records like any): the suffix of the artifact's first
+	// shard 0 of K, which every shard of the set shares.
+	const char *suffix = "";
+	for (uint32_t i = 0; i < d.ntask; i++) {
+		const ArtShard *r = d.task[i].shard;
+		if (r && !r->k && r->n == (uint32_t)n && d.task[i].spec == p->o.spec && !strcmp(r->of, task)) {
+			const char *c = strchr(d.task[i].name, ':');
+			c = c ? strchr(c + 1, ':') : NULL;
+			suffix = c ? c : "";
+			break;
+		}
+	}
 	for (int k = 0; k < n; k++) {
-		char name[300];
-		snprintf(name, sizeof name, "%s:%d/%d", task, k, n);
+		char name[1024]; // T:k/K and up to 64 weights of 7 digits
+		snprintf(name, sizeof name, "%s:%d/%d%s", task, k, n, suffix);
 		int ti = desc_task(&d, name, p->o.spec);
 		if (ti < 0 || !d.task[ti].shard) {
 			char counts[200];

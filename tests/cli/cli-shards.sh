@@ -2,8 +2,9 @@
 # --shards K: each batched task T of the list also compiled as its K shards
 # T:k/K (docs/TASKS.md, "Shards"), which `fadc inspect` lists with their
 # basis rows, `fadc run` runs (compiled: equal to the interpreter's run of
-# the same shard), `--emit ir --task T:k/K` prints; and the diagnostics for
-# bad counts, bad shard names and tasks that have no shards.
+# the same shard), `--emit ir --task T:k/K` prints; uneven splits
+# (--shard-weights, T:k/K:w0+...); and the diagnostics for bad counts, bad
+# shard names and weights, and tasks that have no shards.
 source "$(dirname "$0")/common.bash"
 model=$SRC/models/ppl_robust_reg.ir # N = 3, K = 2: 7 basis vectors
 
@@ -27,6 +28,29 @@ run_fadc 0 compare-npy "$tmp/so" "$tmp/ir" --rtol 1e-5
 
 run_fadc 0 "$model" -D N=3 -D K=2 --task hessian:2/3
 out_has "def hessian:2/3() -> ("
+
+# An uneven split (--shard-weights): 7 rows as 1 + 4 + 2 (by hand: [0, 1), [1, 5), [5, 7)),
+# run compiled and equal to the interpreter's run of the same shard.
+run_fadc 0 "$model" -D N=3 -D K=2 -o "$tmp/w.so" --tasks hessian --shards 3 --shard-weights 1,4,2
+run_fadc 0 inspect "$tmp/w.so"
+out_has "tasks=forward,hessian,hessian:0/3:1+4+2,hessian:1/3:1+4+2,hessian:2/3:1+4+2"
+out_has "  shard 0 of 3 of hessian: basis rows [0, 1) of 7"
+out_has "  shard 1 of 3 of hessian: basis rows [1, 5) of 7"
+out_has "  shard 2 of 3 of hessian: basis rows [5, 7) of 7"
+run_fadc 0 run "$tmp/w.so" --task hessian:1/3:1+4+2 --out "$tmp/wso"
+run_fadc 0 run "$model" -D N=3 -D K=2 --task hessian:1/3:1+4+2 --out "$tmp/wir"
+run_fadc 0 compare-npy "$tmp/wso" "$tmp/wir" --rtol 1e-5
+[ -f "$tmp/wso/hessian.nu_value.nu_value.npy" ] && fail "shard 1 of 1+4+2 writes nu's row, which is shard 0's"
+run_fadc 2 "$model" -o "$tmp/x.so" --shard-weights 1,2
+err_first "fadc: error: --shard-weights needs --shards K"
+run_fadc 2 "$model" -o "$tmp/x.so" --shards 3 --shard-weights 1,2
+err_first "fadc: error: --shard-weights gives 2 weights: --shards 3 needs one per shard"
+run_fadc 2 "$model" -o "$tmp/x.so" --shards 2 --shard-weights 1,0
+err_first "fadc: error: --shard-weights: '1,0' is not a list of up to 64 weights from 1 to 1000000 such as 3,2"
+run_fadc 2 "$model" --task hessian:0/2:1+2+3
+err_first "fadc: error: --task: 'hessian:0/2:1+2+3': the weights of K = 2 shards are 2 numbers from 1 to 1000000 joined by '+' (hessian:0/2:3+2)"
+run_fadc 1 "$model" -D N=3 -D K=2 -o "$tmp/x.so" --tasks hessian --shards 3 --shard-weights 100,1,100
+err_first "$model: error: task 'hessian:1/3:100+1+100': its weight gives shard 1 none of the 7 basis vectors of hessian for this model (rows 3 .. 3)"
 
 # Usage errors (exit 2) and shards that cannot be (exit 1).
 run_fadc 2 "$model" -o "$tmp/x.so" --shards 0

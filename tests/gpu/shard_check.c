@@ -20,7 +20,9 @@
 // 2 GPUs, each GPU running its two in turn, as the multi context does);
 // without it each shard has a context of its own.  --local: also time the
 // shards without assembling anything (each into its model-owned outputs),
-// each GPU's alone and all at once: the floor that the transfers add to.
+// each GPU's alone and all at once: the floor that the transfers add to;
+// then each shard alone (the timeline's parts).  Shards may be an uneven
+// split (`T:k/K:w0+...`, found by their `T:k/K` prefix).
 // --dest G: the whole task and the assembled outputs on GPU G's (first)
 // context rather than the first shard's.  Each output must equal the
 // whole task's within 1e-5 normalized (the shards run the same kernels on
@@ -41,6 +43,25 @@
 #include "shard.h"
 
 #define MAXK 64
+
+// Shard k of K of task in m: `task:k/K`, or `task:k/K:<weights>` (an
+// uneven split); its outputs' count in *nout.  -1 with a message.
+static int
+shard_task(fadc_model *m, const char *task, int k, int K, int *nout)
+{
+	char name[300];
+	size_t n = (size_t)snprintf(name, sizeof name, "%s:%d/%d", task, k, K);
+	for (int i = 0; i < fadc_model_task_count(m); i++) {
+		fadc_task_info ti;
+		if (fadc_task_info_get(m, i, &ti) || strncmp(ti.name, name, n) ||
+		    (ti.name[n] && ti.name[n] != ':') || ti.noutputs > 64)
+			continue;
+		*nout = ti.noutputs;
+		return i;
+	}
+	fprintf(stderr, "shard_check: no task %s\n", name);
+	return -1;
+}
 
 static double
 now(void)
@@ -276,15 +297,9 @@ main(int argc, char **argv)
 		if (dup)
 			continue;
 		int task_of[MAXK], nout[MAXK];
-		for (int k = 0; k < K; k++) {
-			char name[300];
-			fadc_task_info ti;
-			snprintf(name, sizeof name, "%s:%d/%d", task, k, K);
-			if (fadc_model_find_task(mod[k], name, &task_of[k]) ||
-			    fadc_task_info_get(mod[k], task_of[k], &ti) || ti.noutputs > 64)
+		for (int k = 0; k < K; k++)
+			if ((task_of[k] = shard_task(mod[k], task, k, K, &nout[k])) < 0)
 				return 1;
-			nout[k] = ti.noutputs;
-		}
 		double tl = 0;
 		for (int r = 0; r < 2 + reps; r++) {
 			if (r == 2) {
@@ -308,6 +323,31 @@ main(int argc, char **argv)
 			       tw / tl);
 		else
 			printf("shard_check: local: GPU %d's shards alone %.3f ms\n", gpu[g], 1e3 * tl);
+	}
+	// Each shard alone (its rows from the name's record): the timeline's
+	// parts, a shard's fixed cost and its cost per row, fitted from these.
+	for (int k = 0; local && k < K; k++) {
+		int tk, nk;
+		if ((tk = shard_task(mod[k], task, k, K, &nk)) < 0)
+			return 1;
+		double tl = 0;
+		for (int r = 0; r < 2 + reps; r++) {
+			if (r == 2) {
+				fadc_context_synchronize(ctx[k]);
+				tl = now();
+			}
+			fadc_tensor *lo[64] = {0};
+			if (fadc_run(mod[k], tk, NULL, 0, lo, nk)) {
+				fprintf(stderr, "shard_check: --local: %s\n", fadc_context_error(ctx[k]));
+				return 1;
+			}
+		}
+		fadc_context_synchronize(ctx[k]);
+		tl = (now() - tl) / reps;
+		fadc_task_info ti;
+		fadc_task_info_get(mod[k], tk, &ti);
+		printf("shard_check: local: shard %d (%s) alone on GPU %d %.3f ms\n", k, ti.name, gpu[k],
+		       1e3 * tl);
 	}
 	rt_shard_plan_free(plan);
 	for (int k = 0; k < K; k++) {

@@ -148,7 +148,8 @@ unbatched_of(const char *task)
 
 // Task `task` of m cut into K shards on the interpreter, against the whole.
 static void
-pass_shards(const char *label, const Module *m, const Tensor *vals, const char *task, int K)
+pass_shards(const char *label, const Module *m, const Tensor *vals, const char *task, int K,
+            const char *wsuf)
 {
 	Graph *gw;
 	Tensor *whole = tm_run_task(m, task, vals, NULL, NULL, 0, &gw);
@@ -165,10 +166,10 @@ pass_shards(const char *label, const Module *m, const Tensor *vals, const char *
 		asm_[i] = calloc((size_t)n + 1, sizeof **asm_);
 		hits[i] = calloc((size_t)n + 1, sizeof **hits);
 	}
-	int64_t total = task_basis_size(m->main, task_lookup(task));
+	int64_t total = task_basis_size(m->main, task_lookup(task)), next = 0;
 	for (int k = 0; k < K; k++) {
-		char name[64];
-		snprintf(name, sizeof name, "%s:%d/%d", task, k, K);
+		char name[128];
+		snprintf(name, sizeof name, "%s:%d/%d%s", task, k, K, wsuf);
 		Graph *gs;
 		Tensor *part = tm_run_task(m, name, vals, NULL, NULL, 0, &gs);
 		Arena *a = arena_new();
@@ -180,6 +181,8 @@ pass_shards(const char *label, const Module *m, const Tensor *vals, const char *
 			exit(1);
 		}
 		CHECK(sh.nout == gs->nout && sh.k == k && sh.n == K && sh.total == total);
+		CHECK(sh.lo == next && sh.hi > sh.lo && (k < K - 1 || sh.hi == total)); // they tile
+		next = sh.hi;
 		// Its basis is its rows, not N masked: no value is wider than its
 		// cnt rows of the identity or of the unbatched graph's widest.
 		int64_t cnt = sh.hi - sh.lo, widest = cnt * (total > wu ? total : wu);
@@ -253,7 +256,11 @@ test_passes(void)
 			CHECK(total > 3);
 			int ks[] = {1, 2, 3, (int)total};
 			for (int i = 0; i < 4; i++)
-				pass_shards(cs[c].label, cs[c].m, vals, cs[c].tasks[t], ks[i]);
+				pass_shards(cs[c].label, cs[c].m, vals, cs[c].tasks[t], ks[i], "");
+			// Uneven splits (7 rows: 3 + 1 gives [0, 5), [5, 7); 2 + 3 + 1
+			// [0, 2), [2, 5), [5, 7)): every shard gets a row from 4 on.
+			pass_shards(cs[c].label, cs[c].m, vals, cs[c].tasks[t], 2, ":3+1");
+			pass_shards(cs[c].label, cs[c].m, vals, cs[c].tasks[t], 3, ":2+3+1");
 		}
 		tm_free_tensors(vals, cs[c].m->ndecl);
 	}
@@ -262,7 +269,23 @@ test_passes(void)
 	const char *mid[] = {"N=24", "K=10"};
 	Module *m = tm_load("ppl_robust_reg.ir", mid, 2);
 	Tensor *vals = tm_init(m);
-	pass_shards("ppl_robust_reg N=24", m, vals, "hessian", 4);
+	pass_shards("ppl_robust_reg N=24", m, vals, "hessian", 4, "");
+	pass_shards("ppl_robust_reg N=24", m, vals, "hessian", 4, ":30+30+21+19");
+	// A shard none of whose rows are beta's (rows [12, 24) of nu 1, sigma
+	// 24, beta 11) has beta's basis part as zeros (pass_vmap_rows): the
+	// product X beta-dot and its uses fold away, so it has fewer products
+	// than the shard holding the beta rows and than the whole task.
+	int nmm[3] = {0};
+	const char *mm[3] = {"hessian", "hessian:1/3", "hessian:2/3"};
+	for (int i = 0; i < 3; i++) {
+		Graph *g = tm_derive(m->main, mm[i], NULL, 0);
+		for (NodeId n = 1; n < g->nnode; n++)
+			nmm[i] += g->node[n].op == OP_matmul;
+		ir_graph_free(g);
+	}
+	if (!CHECK(nmm[1] < nmm[2] && nmm[1] < nmm[0]) || verbose)
+		fprintf(stderr, "ppl_robust_reg N=24 matmuls: hessian %d, 1/3 (sigma rows) %d, 2/3 (beta "
+		        "rows) %d\n", nmm[0], nmm[1], nmm[2]);
 	tm_free_tensors(vals, m->ndecl);
 	for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
 		ir_module_free(cs[c].m);
@@ -307,6 +330,50 @@ test_pass_errors(void)
 		CHECK(lo == prev && hi - lo == (k == 0 ? 3 : 2));
 		prev = hi;
 	}
+	// Uneven: shard k starts at floor(total W_k / W).  By hand: 10012 rows
+	// as 56 + 44: floor(10012 * 56 / 100) = 5606; 7 as 3 + 1: 5.
+	int64_t w56[] = {56, 44}, w31[] = {3, 1}, big[] = {TASK_MAX_WEIGHT, 1, TASK_MAX_WEIGHT};
+	CHECK(task_shard_range_weighted(10012, 0, 2, w56, &lo, &hi) && lo == 0 && hi == 5606);
+	CHECK(task_shard_range_weighted(10012, 1, 2, w56, &lo, &hi) && lo == 5606 && hi == 10012);
+	CHECK(task_shard_range_weighted(7, 0, 2, w31, &lo, &hi) && hi == 5);
+	// No row for the middle shard of 7 (floor(7e6 / 2000001) = 3 both ends),
+	// but every row somewhere at 2^61 rows (the product needs 128 bits).
+	CHECK(!task_shard_range_weighted(7, 1, 3, big, &lo, &hi) && lo == 3 && hi == 3);
+	int64_t huge = (int64_t)1 << 61;
+	CHECK(task_shard_range_weighted(huge, 2, 3, big, &lo, &hi) && hi == huge &&
+	      lo == (int64_t)((unsigned __int128)huge * (TASK_MAX_WEIGHT + 1) / (2 * TASK_MAX_WEIGHT + 1)));
+	// Any weights tile the rows in order (a pseudo-random sweep).
+	uint64_t x = 88172645463325252u;
+	for (int trial = 0; trial < 200; trial++) {
+		int n = 1 + (int)(trial % 9);
+		int64_t w[9], total = 0;
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		total = n * 40 + (int64_t)(x % 1000);
+		for (int i = 0; i < n; i++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			w[i] = 1 + (int64_t)(x % 40);
+		}
+		prev = 0;
+		for (int k = 0; k < n; k++) {
+			int ok = task_shard_range_weighted(total, k, n, w, &lo, &hi);
+			CHECK(ok && lo == prev && hi > lo);
+			prev = hi;
+		}
+		CHECK(prev == total);
+	}
+	// Weights in names: their count, form and range; a shard left without rows.
+	expect_task_error(m, "hessian:0/2:3", "the weights of K = 2 shards are 2 numbers");
+	expect_task_error(m, "hessian:0/2:3+1+1", "the weights of K = 2 shards are 2 numbers");
+	expect_task_error(m, "hessian:0/2:3+0", "from 1 to 1000000 joined by '+'");
+	expect_task_error(m, "hessian:0/2:03+1", "joined by '+'");
+	expect_task_error(m, "hessian:0/2:3,1", "joined by '+'");
+	expect_task_error(m, "hessian:0/2:1000001+1", "from 1 to 1000000");
+	expect_task_error(m, "hessian:0/2:", "joined by '+'");
+	expect_task_error(m, "hessian:0/2x:3+1", "a shard is TASK:k/K");
+	expect_task_error(m, "hessian:1/3:100+1+100",
+	                  "its weight gives shard 1 none of the 7 basis vectors of hessian");
+	CHECK(task_lookup("hessian:1/2:3+1") == task_lookup("hessian"));
+	CHECK(task_lookup("hessian:1/2:3") == -1);
 	ir_module_free(m);
 }
 
@@ -402,12 +469,12 @@ oracle(const Module *m, fadc_model *wm, const char *task, Oracle *o)
 // asked, which CPU contexts ignore).
 static void
 run_shards(const Module *m, const char *path, const char *task, int K, int destk, int staged,
-           int nctx, const Oracle *o)
+           int nctx, const Oracle *o, const char *wsuf)
 {
 	size_t in_place = 0; // the bytes of the slices that are one run of their output (f64)
 	for (int k = 0; k < K; k++) {
-		char name[64], err[512];
-		snprintf(name, sizeof name, "%s:%d/%d", task, k, K);
+		char name[128], err[512];
+		snprintf(name, sizeof name, "%s:%d/%d%s", task, k, K, wsuf);
 		Arena *a = arena_new();
 		TaskShard sh;
 		Loc el;
@@ -518,19 +585,34 @@ test_runtime(void)
 			Oracle o;
 			oracle(ms[c], wm, task[c][t], &o);
 			for (int K = 1; K <= 3; K++) {
-				run_shards(ms[c], path, task[c][t], K, 0, 0, 0, &o);
-				run_shards(ms[c], path, task[c][t], K, K - 1, 1, 0, &o);
+				run_shards(ms[c], path, task[c][t], K, 0, 0, 0, &o, "");
+				run_shards(ms[c], path, task[c][t], K, K - 1, 1, 0, &o, "");
 			}
-			run_shards(ms[c], path, task[c][t], 2, -1, 0, 0, &o);
+			run_shards(ms[c], path, task[c][t], 2, -1, 0, 0, &o, "");
 			// Three shards on two contexts (0 and 2 on the first), each way.
-			run_shards(ms[c], path, task[c][t], 3, 1, 0, 2, &o);
-			run_shards(ms[c], path, task[c][t], 3, 0, 1, 2, &o);
-			run_shards(ms[c], path, task[c][t], 3, -1, 0, 2, &o);
+			run_shards(ms[c], path, task[c][t], 3, 1, 0, 2, &o, "");
+			run_shards(ms[c], path, task[c][t], 3, 0, 1, 2, &o, "");
+			run_shards(ms[c], path, task[c][t], 3, -1, 0, 2, &o, "");
 			oracle_free(&o);
 		}
 		fadc_model_close(wm);
 		fadc_context_destroy(wc);
 	}
+	// An uneven split (robust_reg's 7 rows as 1 + 3 + 2: [0, 1), [1, 4),
+	// [4, 7)): the runtime takes the rows from the records and the names'
+	// suffix from the artifact, on three contexts and on two.
+	const char *ul[] = {"hessian", "hessian:0/3:1+3+2", "hessian:1/3:1+3+2", "hessian:2/3:1+3+2"};
+	const char *path = compile(ms[1], ul, 4, "uneven64.so");
+	fadc_context *wc = cpu_context();
+	fadc_model *wm = open_model(wc, path);
+	Oracle o;
+	oracle(ms[1], wm, "hessian", &o);
+	run_shards(ms[1], path, "hessian", 3, 0, 0, 0, &o, ":1+3+2");
+	run_shards(ms[1], path, "hessian", 3, 2, 1, 0, &o, ":1+3+2");
+	run_shards(ms[1], path, "hessian", 3, 1, 0, 2, &o, ":1+3+2");
+	oracle_free(&o);
+	fadc_model_close(wm);
+	fadc_context_destroy(wc);
 	for (int c = 0; c < 3; c++)
 		ir_module_free(ms[c]);
 	free(t1), free(t2), free(t3);

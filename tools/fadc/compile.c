@@ -86,7 +86,11 @@ const char *const usage_main =
     "                     of a non-scalar forward, jacfwd, the Hessians) as K shards\n"
     "                     T:0/K .. T:K-1/K over even ranges of its basis vectors, one\n"
     "                     per GPU (1 to 64; docs/TASKS.md, \"Shards\"); --tasks also takes\n"
-    "                     shard names, and --task T:k/K prints one\n";
+    "                     shard names, and --task T:k/K prints one\n"
+    "  --shard-weights W  with --shards K: K positive weights \"3,2\" splitting the basis\n"
+    "                     vectors unevenly, shard k getting the share w_k / sum of its\n"
+    "                     rows (tasks T:k/K:3+2: a GPU with more to do besides takes\n"
+    "                     fewer rows)\n";
 
 static const char *const pass_names[] = {"simplify", "vjp", "jvp", "vmap", "scan_hoist", NULL};
 
@@ -98,6 +102,8 @@ typedef struct CompileArgs {
 	int64_t max_task_bytes; // --max-task-bytes; 0: the default (CG_MAX_TASK_BYTES)
 	int64_t max_nodes; // --max-nodes; 0: the default (FE_MAX_NODES)
 	int shards; // --shards K; 0: none
+	char shard_weights[700]; // --shard-weights as the names' suffix ":w0+w1..."; "" even
+	int nweights;
 	char *tasklist; // --tasks, split in place
 	const char *tasks[MAXTASK];
 	int ntasks;
@@ -198,6 +204,7 @@ compile_args(int argc, char **argv, CompileArgs *a)
 		           opt_value(argc, argv, &i, "--cuda-arch", &v) ||
 		           opt_value(argc, argv, &i, "--max-task-bytes", &v) ||
 		           opt_value(argc, argv, &i, "--shards", &v) ||
+		           opt_value(argc, argv, &i, "--shard-weights", &v) ||
 		           opt_value(argc, argv, &i, "--print-after", &v) ||
 		           opt_value(argc, argv, &i, "--stop-after", &v)) {
 			char opt[32];
@@ -224,6 +231,26 @@ compile_args(int argc, char **argv, CompileArgs *a)
 					return usage_error(usage_main, "%s", msg);
 				}
 				a->shards = (int)k;
+			} else if (!strcmp(opt, "--shard-weights")) {
+				// Checked here for their form, and by the shard names' parse
+				// (passes' task_shard_parse) for their count against K.
+				size_t n = (size_t)snprintf(a->shard_weights, sizeof a->shard_weights, ":");
+				a->nweights = 0;
+				for (const char *q = v;;) {
+					char *end;
+					errno = 0;
+					long w = strtol(q, &end, 10);
+					if (errno || end == q || *q == '+' || *q == '-' || *q == '0' || w < 1 ||
+					    w > TASK_MAX_WEIGHT || (*end && *end != ',') || a->nweights == TASK_MAX_SHARDS)
+						return usage_error(usage_main, "--shard-weights: '%.60s' is not a list of "
+						                   "up to 64 weights from 1 to 1000000 such as 3,2", v);
+					n += (size_t)snprintf(a->shard_weights + n, sizeof a->shard_weights - n, "%s%ld",
+					                      a->nweights ? "+" : "", w);
+					a->nweights++;
+					if (!*end)
+						break;
+					q = end + 1;
+				}
 			} else if (!strcmp(opt, "--tasks")) {
 				free(a->tasklist);
 				a->tasklist = strdup(v);
@@ -314,6 +341,14 @@ compile_args(int argc, char **argv, CompileArgs *a)
 		if (a->no_ptx && (!a->target || !strstr(a->target, "cuda")))
 			fprintf(stderr, "fadc: warning: --no-ptx has no effect without --target "
 			                "cuda (or cpu,cuda)\n");
+		if (a->nweights && !a->shards)
+			return usage_error(usage_main, "--shard-weights needs --shards K%s", "");
+		if (a->nweights && a->nweights != a->shards) {
+			char msg[120];
+			snprintf(msg, sizeof msg, "--shard-weights gives %d weights: --shards %d needs one per "
+			         "shard", a->nweights, a->shards);
+			return usage_error(usage_main, "%s", msg);
+		}
 	} else {
 		if (a->emit && strcmp(a->emit, "ir"))
 			return usage_error(usage_main, "--emit %s needs -o FILE (it prints what compiling makes)",
@@ -325,7 +360,7 @@ compile_args(int argc, char **argv, CompileArgs *a)
 		    a->max_task_bytes)
 			return usage_error(usage_main, "--tasks, --target, --cuda-arch, --cpu, -O, --f64 and "
 			                               "--max-task-bytes need -o FILE%s", "");
-		if (a->shards)
+		if (a->shards || a->nweights)
 			return usage_error(usage_main, "--shards needs -o FILE (--task T:k/K prints one "
 			                               "shard)%s", "");
 		if (a->allow_tf32)
@@ -416,8 +451,8 @@ shards_free(Shards *sh)
 }
 
 static int
-add_shards(Shards *sh, const Graph *f, const char *const *list, int n, int K, char *err,
-           size_t errlen)
+add_shards(Shards *sh, const Graph *f, const char *const *list, int n, int K, const char *weights,
+           char *err, size_t errlen)
 {
 	for (int i = 0; i < n; i++) {
 		int t = strchr(list[i], ':') ? -1 : task_lookup(list[i]);
@@ -432,8 +467,8 @@ add_shards(Shards *sh, const Graph *f, const char *const *list, int n, int K, ch
 				sh->name[sh->n++] = (char *)list[i];
 				continue;
 			}
-			char buf[64];
-			snprintf(buf, sizeof buf, "%s:%d/%d", list[i], k, K);
+			char buf[800];
+			snprintf(buf, sizeof buf, "%s:%d/%d%s", list[i], k, K, weights);
 			if (!(sh->own[sh->n] = strdup(buf))) {
 				snprintf(err, errlen, "error: out of memory");
 				return 0;
@@ -463,7 +498,7 @@ compile(const CompileArgs *a, const Module *const *ms, const char *const *specna
 	int nlist = nall ? nall : a->ntasks ? a->ntasks : default_tasks(m, deftasks);
 	Shards sh = {0};
 	if (a->shards) {
-		if (!add_shards(&sh, m->main, list, nlist, a->shards, err, sizeof err)) {
+		if (!add_shards(&sh, m->main, list, nlist, a->shards, a->shard_weights, err, sizeof err)) {
 			cg_error(a->model, a->out, err);
 			shards_free(&sh);
 			return 1;
