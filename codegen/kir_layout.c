@@ -729,10 +729,14 @@ csum_siblings(Lay *L, uint32_t ki, int vc, int nomerge, int *merged)
 // outlier.  So three sums over x that read nothing of each other: sum(x)
 // for mu as before (its kernels unchanged, mu bit for bit what it was),
 // sum(x - s) and sum((x - s)^2), whose first kernels run side by side as
-// one launch reading x once (cuda_multi_end), the second kernels of the
-// first two side by side, and the variance's second, which reads mean(x
-// - s), alone: var = max(its mean - m1^2, 0) (the max for rounding: never
-// below 0, where rsqrt(var + eps) needs var >= -eps).
+// one launch reading x once (cuda_multi_end), and their three second
+// kernels too.  The variance's buffer then holds m2 = mean((x - s)^2),
+// and each of its loads in later kernels becomes var = max(m2 - m1^2, 0),
+// m1 = mean(x - s) at the same index (the max for rounding: never below
+// 0, where rsqrt(var + eps) needs var >= -eps); with the correction in
+// the variance's own post that sum would read m1, another output of its
+// launch, and run alone (FADC_CUDA_BN1PASS_POST=1, or where a convolution
+// record or host step holds the buffer).
 //
 // The pattern, in q after the splits: A (channel_partial_sum of a term
 // x: a load, or an expression of loads such as a convolution's output
@@ -740,8 +744,9 @@ csum_siblings(Lay *L, uint32_t ki, int vc, int nomerge, int *merged)
 // (channel_partial_sum of (x - M[c])^2, M B's output read at A's channel
 // variable), D (C's second, the same index and post P as B).  Then A, A'
 // (x - s), C' ((x - s)^2), B, B' (the sum of A''s partials, post P, a
-// buffer of its own), D with post max(P - B'^2, 0); s is x with every
-// variable but the channel 0.  Outside loops only.
+// buffer of its own), D (its post P: m2), and max(m2 - B'^2, 0) for m2 in
+// D's readers; s is x with every variable but the channel 0.  Outside
+// loops only.
 // FADC_CUDA_NO_BN1PASS=1 at compile time: the two passes (measurements).
 
 static int env_on(const char *name);
@@ -766,6 +771,46 @@ subst_vars(KProgram *q, KxId id, const KxId *vmap, KxId *memo, uint32_t nmemo)
 	if (id < nmemo)
 		memo[id] = r;
 	return r;
+}
+
+// Var's readers: q's expression id with each load of buffer v at e
+// replaced by max(v[e] - m[e]^2, 0) (memo as subst_vars').
+static KxId
+var_readers(KProgram *q, KxId id, uint32_t v, uint32_t m, KxId *memo, uint32_t nmemo)
+{
+	if (!id)
+		return 0;
+	if (id < nmemo && memo[id])
+		return memo[id];
+	const Kx x = q->x[id];
+	KxId a[3] = {0, 0, 0}, r;
+	for (int i = 0; i < x.nin; i++)
+		a[i] = var_readers(q, x.a[i], v, m, memo, nmemo);
+	if (x.op == KX_LOAD && x.aux == v) {
+		KxId m1 = kx_load(q, m, a[0]);
+		r = kx_bin(q, KX_MAX, kx_bin(q, KX_SUB, kx_load(q, v, a[0]), kx_bin(q, KX_MUL, m1, m1)),
+		           kx_const(q, 0, DT_F32));
+	} else
+		r = kx_remake(q, &x, a);
+	if (id < nmemo)
+		memo[id] = r;
+	return r;
+}
+
+// Whether buffer b of q is read only through loads of printed kernels
+// (no convolution record, host step or task output holds it).
+static int
+loads_only(const KProgram *q, uint32_t b)
+{
+	if (q->buf[b].kind != KB_TMP)
+		return 0;
+	for (uint32_t i = 0; i < q->nconv; i++)
+		if (q->conv[i].out == b || q->conv[i].a == b || q->conv[i].b == b)
+			return 0;
+	for (uint32_t k = 0; k < q->nk; k++)
+		if (q->k[k].host && (q->k[k].hin == b || q->k[k].hwork == b))
+			return 0;
+	return 1;
 }
 
 static int
@@ -814,6 +859,9 @@ bn_stats_one_pass(KProgram *q)
 {
 	if (q->nloop || env_on("FADC_CUDA_NO_BN1PASS"))
 		return 0;
+	// FADC_CUDA_BN1PASS_POST=1: the variance's correction in its own
+	// sum's post, that sum a launch of its own (measurements).
+	int post = env_on("FADC_CUDA_BN1PASS_POST");
 	int n = 0;
 	for (uint32_t i = 0; i + 3 < q->nk; i++) {
 		int vc;
@@ -838,9 +886,16 @@ bn_stats_one_pass(KProgram *q)
 		B2.out = kir_buf_add(q, KB_TMP, 0, q->buf[B.out].dtype, &q->buf[B.out].shape, B.node);
 		B2.body = kx_load(q, A2.out, q->x[B.body].a[0]);
 		B2.nfused = 0;
-		KxId m1 = kx_load(q, B2.out, D.index);
-		D.post = kx_bin(q, KX_MAX, kx_bin(q, KX_SUB, D.post, kx_bin(q, KX_MUL, m1, m1)),
-		                kx_const(q, 0, DT_F32));
+		// var = max(mean((x - s)^2) - m1^2, 0), m1 = B''s mean(x - s): in
+		// each reader of D's output, so that D's post stays B's and D runs
+		// in B's and B''s launch (cuda_multi_end: no kernel of a launch may
+		// read another's output); where another holds it, in D's post.
+		int readers = !post && loads_only(q, D.out);
+		if (!readers) {
+			KxId m1 = kx_load(q, B2.out, D.index);
+			D.post = kx_bin(q, KX_MAX, kx_bin(q, KX_SUB, D.post, kx_bin(q, KX_MUL, m1, m1)),
+			                kx_const(q, 0, DT_F32));
+		}
 		kir_kernel_add(q);
 		kir_kernel_add(q);
 		memmove(&q->k[i + 6], &q->k[i + 4], (q->nk - 2 - (i + 4)) * sizeof *q->k);
@@ -850,6 +905,20 @@ bn_stats_one_pass(KProgram *q)
 		q->k[i + 3] = B;
 		q->k[i + 4] = B2;
 		q->k[i + 5] = D;
+		if (readers) {
+			uint32_t nvm = q->nx + 1;
+			KxId *vm = calloc(nvm, sizeof *vm);
+			FADC_ASSERT(vm != NULL, "kir_layout: out of memory");
+			for (uint32_t j = i + 6; j < q->nk; j++) {
+				KKernel *r = &q->k[j];
+				if (r->host)
+					continue;
+				r->index = var_readers(q, r->index, D.out, B2.out, vm, nvm);
+				r->body = var_readers(q, r->body, D.out, B2.out, vm, nvm);
+				r->post = var_readers(q, r->post, D.out, B2.out, vm, nvm);
+			}
+			free(vm);
+		}
 		i += 5;
 		n++;
 	}
