@@ -356,7 +356,10 @@ main(void) {
 		// single sums' at batch 1, the statistics' rsqrt); none with
 		// FADC_CUDA_NO_MULTI_SUMS=1.  Each group of three sums is 2 launches
 		// fewer, 3 with its epilogue, each single sum with an epilogue one
-		// fewer.  gpu_check runs them.
+		// fewer.  gpu_check runs them.  The counts are those of the
+		// statistics in two passes (FADC_CUDA_NO_BN1PASS=1): the one pass
+		// (below) regroups the forward's sums and their coefficients.
+		setenv("FADC_CUDA_NO_BN1PASS", "1", 1);
 		char som[4200];
 		snprintf(som, sizeof som, "%s/cm.so", dir);
 		int nm = 0, nm1 = 0, nm2 = 0;
@@ -377,6 +380,7 @@ main(void) {
 		CHECK(nm >= 3 && nm1 == 0 && all1 >= all + 3 * 2);
 		CHECK(nm2 >= nm + 3 && all2 <= all - 3 - 3);
 		unlink(som);
+		unsetenv("FADC_CUDA_NO_BN1PASS");
 	}
 	{
 		// Batch norm's statistics in one pass (kir_layout.c,
@@ -397,10 +401,16 @@ main(void) {
 		setenv("FADC_CUDA_BN1PASS_POST", "1", 1);
 		int allp = csum_multi_of("bn1pass.ir", sob, &nmp);
 		unsetenv("FADC_CUDA_BN1PASS_POST");
+		// With every sum's epilogues (opt-in) too: compiled, no more launches.
+		int nme = 0;
+		setenv("FADC_CUDA_MULTI_EPI_ALL", "1", 1);
+		int alle = csum_multi_of("bn1pass.ir", sob, &nme);
+		unsetenv("FADC_CUDA_MULTI_EPI_ALL");
 		printf("bn1pass.ir vjp: %d launches (%d sums side by side); the correction in the "
-		       "variance's post: %d; FADC_CUDA_NO_BN1PASS=1: %d (%d)\n",
-		       all, nm, allp, all0, nm0);
+		       "variance's post: %d; FADC_CUDA_NO_BN1PASS=1: %d (%d); every epilogue: %d\n",
+		       all, nm, allp, all0, nm0, alle);
 		CHECK(all > 0 && all0 == all + 4 * 2 && allp == all + 4 && nm >= nm0 + 4);
+		CHECK(alle > 0 && alle <= all);
 		unlink(sob);
 	}
 	ArtDesc d;
