@@ -712,6 +712,219 @@ csum_siblings(Lay *L, uint32_t ki, int vc, int nomerge, int *merged)
 	return (int)n;
 }
 
+// ---------------------------------------------------------------- batch norm's statistics in one pass
+// The prelude's batch norm takes mu = mean(x) and var = mean((x - mu)^2)
+// per channel: two splits (above), the second reading x again and
+// waiting for mu: forward per layer a channel_partial_sum, a mean, a
+// second channel_partial_sum over x, a mean (resnet18's TF32 vjp: 40
+// passes over the activations, 0.32 ms of partial sums eagerly).  The
+// variance does not need mu first: with a shift s_c, any value near the
+// channel's data,
+//   var = mean((x - s)^2) - (mean(x - s))^2
+// exactly, and rounded its relative error is about eps (1 + (mu - s)^2 /
+// var) (the shifted-data algorithm; without the shift, (mu / sigma)^2 eps
+// instead: the catastrophic cancellation of the textbook one-pass
+// formula).  The shift is x at the channel's first point (image 0, pixel
+// 0): a sample of the data, within a few sigma of mu but in a wild
+// outlier.  So three sums over x that read nothing of each other: sum(x)
+// for mu as before (its kernels unchanged, mu bit for bit what it was),
+// sum(x - s) and sum((x - s)^2), whose first kernels run side by side as
+// one launch reading x once (cuda_multi_end), and their three second
+// kernels too.  The variance's buffer then holds m2 = mean((x - s)^2),
+// and each of its loads in later kernels becomes var = max(m2 - m1^2, 0),
+// m1 = mean(x - s) at the same index (the max for rounding: never below
+// 0, where rsqrt(var + eps) needs var >= -eps); with the correction in
+// the variance's own post that sum would read m1, another output of its
+// launch, and run alone (FADC_CUDA_BN1PASS_POST=1, or where a convolution
+// record or host step holds the buffer).
+//
+// The pattern, in q after the splits: A (channel_partial_sum of a term
+// x: a load, or an expression of loads such as a convolution's output
+// plus its bias), B (its second: the sum of A's partials, post P), C
+// (channel_partial_sum of (x - M[c])^2, M B's output read at A's channel
+// variable), D (C's second, the same index and post P as B).  Then A, A'
+// (x - s), C' ((x - s)^2), B, B' (the sum of A''s partials, post P, a
+// buffer of its own), D (its post P: m2), and max(m2 - B'^2, 0) for m2 in
+// D's readers; s is x with every variable but the channel 0.  Outside
+// loops only.
+// FADC_CUDA_NO_BN1PASS=1 at compile time: the two passes (measurements).
+
+static int env_on(const char *name);
+
+// q's expression id with variable v replaced by vmap[v] where that is
+// not 0 (memo: per id below nmemo, 0 = not done).
+static KxId
+subst_vars(KProgram *q, KxId id, const KxId *vmap, KxId *memo, uint32_t nmemo)
+{
+	if (!id)
+		return 0;
+	if (id < nmemo && memo[id])
+		return memo[id];
+	const Kx x = q->x[id]; // a copy: q->x grows below
+	KxId a[3] = {0, 0, 0}, r;
+	for (int i = 0; i < x.nin; i++)
+		a[i] = subst_vars(q, x.a[i], vmap, memo, nmemo);
+	if (x.op == KX_VAR)
+		r = vmap[x.aux] ? vmap[x.aux] : id;
+	else
+		r = kx_remake(q, &x, a);
+	if (id < nmemo)
+		memo[id] = r;
+	return r;
+}
+
+// Var's readers: q's expression id with each load of buffer v at e
+// replaced by max(v[e] - m[e]^2, 0) (memo as subst_vars').
+static KxId
+var_readers(KProgram *q, KxId id, uint32_t v, uint32_t m, KxId *memo, uint32_t nmemo)
+{
+	if (!id)
+		return 0;
+	if (id < nmemo && memo[id])
+		return memo[id];
+	const Kx x = q->x[id];
+	KxId a[3] = {0, 0, 0}, r;
+	for (int i = 0; i < x.nin; i++)
+		a[i] = var_readers(q, x.a[i], v, m, memo, nmemo);
+	if (x.op == KX_LOAD && x.aux == v) {
+		KxId m1 = kx_load(q, m, a[0]);
+		r = kx_bin(q, KX_MAX, kx_bin(q, KX_SUB, kx_load(q, v, a[0]), kx_bin(q, KX_MUL, m1, m1)),
+		           kx_const(q, 0, DT_F32));
+	} else
+		r = kx_remake(q, &x, a);
+	if (id < nmemo)
+		memo[id] = r;
+	return r;
+}
+
+// Whether buffer b of q is read only through loads of printed kernels
+// (no convolution record, host step or task output holds it).
+static int
+loads_only(const KProgram *q, uint32_t b)
+{
+	if (q->buf[b].kind != KB_TMP)
+		return 0;
+	for (uint32_t i = 0; i < q->nconv; i++)
+		if (q->conv[i].out == b || q->conv[i].a == b || q->conv[i].b == b)
+			return 0;
+	for (uint32_t k = 0; k < q->nk; k++)
+		if (q->k[k].host && (q->k[k].hin == b || q->k[k].hwork == b))
+			return 0;
+	return 1;
+}
+
+static int
+is_cps(const KKernel *k)
+{
+	return k->what && !strcmp(k->what, "channel_partial_sum") && k->red == KR_SUM &&
+	       !k->host && !k->contraction && !k->conv;
+}
+
+// Whether q's kernels i .. i + 3 are the pattern above (*vc: A's channel).
+static int
+bn_stats_at(const KProgram *q, uint32_t i, int *vc)
+{
+	const KKernel *A = &q->k[i], *B = &q->k[i + 1], *C = &q->k[i + 2], *D = &q->k[i + 3];
+	if (!is_cps(A) || !is_cps(C) || is_cps(B) || is_cps(D) || B->red != KR_SUM ||
+	    D->red != KR_SUM || B->host || D->host || B->contraction || D->contraction ||
+	    B->conv || D->conv || A->rank < 1 || A->rank != C->rank || A->rrank != C->rrank ||
+	    memcmp(A->dim, C->dim, sizeof A->dim) || memcmp(A->rdim, C->rdim, sizeof A->rdim) ||
+	    B->rank != D->rank || B->rrank != D->rrank || memcmp(B->dim, D->dim, sizeof B->dim) ||
+	    memcmp(B->rdim, D->rdim, sizeof B->rdim) || B->post != D->post || B->index != D->index ||
+	    q->x[A->body].dtype != DT_F32 || q->buf[B->out].kind != KB_TMP ||
+	    q->buf[D->out].kind != KB_TMP)
+		return 0;
+	const Kx *b = &q->x[B->body], *d = &q->x[D->body];
+	if (b->op != KX_LOAD || b->aux != A->out || d->op != KX_LOAD || d->aux != C->out ||
+	    d->a[0] != b->a[0])
+		return 0;
+	const Kx *c = &q->x[C->body];
+	if (c->op != KX_MUL || c->a[0] != c->a[1])
+		return 0;
+	const Kx *t = &q->x[c->a[0]];
+	if (t->op != KX_SUB || t->a[0] != A->body)
+		return 0;
+	const Kx *m = &q->x[t->a[1]];
+	int v = A->rank - 1; // the split's channel: its first kernel's last parallel variable
+	if (m->op != KX_LOAD || m->aux != B->out || q->x[m->a[0]].op != KX_VAR ||
+	    q->x[m->a[0]].aux != (uint32_t)v)
+		return 0;
+	*vc = v;
+	return 1;
+}
+
+// The rewrite above over q; the number of batch norms rewritten.
+static int
+bn_stats_one_pass(KProgram *q)
+{
+	if (q->nloop || env_on("FADC_CUDA_NO_BN1PASS"))
+		return 0;
+	// FADC_CUDA_BN1PASS_POST=1: the variance's correction in its own
+	// sum's post, that sum a launch of its own (measurements).
+	int post = env_on("FADC_CUDA_BN1PASS_POST");
+	int n = 0;
+	for (uint32_t i = 0; i + 3 < q->nk; i++) {
+		int vc;
+		if (!bn_stats_at(q, i, &vc))
+			continue;
+		KKernel A = q->k[i], B = q->k[i + 1], C = q->k[i + 2], D = q->k[i + 3];
+		KxId vmap[2 * IR_MAXDIM] = {0};
+		for (int v = 0; v < A.rank + A.rrank; v++)
+			if (v != vc)
+				vmap[v] = kx_iconst(q, 0);
+		uint32_t nmemo = q->nx + 1;
+		KxId *memo = calloc(nmemo, sizeof *memo);
+		FADC_ASSERT(memo != NULL, "kir_layout: out of memory");
+		KxId s0 = subst_vars(q, A.body, vmap, memo, nmemo); // s: x at the channel's first point
+		free(memo);
+		KxId t = kx_bin(q, KX_SUB, A.body, s0); // x - s
+		KKernel A2 = A, B2 = B;
+		A2.body = t;
+		A2.out = kir_buf_add(q, KB_TMP, 0, q->buf[A.out].dtype, &q->buf[A.out].shape, A.node);
+		A2.nfused = 0;
+		C.body = kx_bin(q, KX_MUL, t, t);
+		B2.out = kir_buf_add(q, KB_TMP, 0, q->buf[B.out].dtype, &q->buf[B.out].shape, B.node);
+		B2.body = kx_load(q, A2.out, q->x[B.body].a[0]);
+		B2.nfused = 0;
+		// var = max(mean((x - s)^2) - m1^2, 0), m1 = B''s mean(x - s): in
+		// each reader of D's output, so that D's post stays B's and D runs
+		// in B's and B''s launch (cuda_multi_end: no kernel of a launch may
+		// read another's output); where another holds it, in D's post.
+		int readers = !post && loads_only(q, D.out);
+		if (!readers) {
+			KxId m1 = kx_load(q, B2.out, D.index);
+			D.post = kx_bin(q, KX_MAX, kx_bin(q, KX_SUB, D.post, kx_bin(q, KX_MUL, m1, m1)),
+			                kx_const(q, 0, DT_F32));
+		}
+		kir_kernel_add(q);
+		kir_kernel_add(q);
+		memmove(&q->k[i + 6], &q->k[i + 4], (q->nk - 2 - (i + 4)) * sizeof *q->k);
+		q->k[i] = A;
+		q->k[i + 1] = A2;
+		q->k[i + 2] = C;
+		q->k[i + 3] = B;
+		q->k[i + 4] = B2;
+		q->k[i + 5] = D;
+		if (readers) {
+			uint32_t nvm = q->nx + 1;
+			KxId *vm = calloc(nvm, sizeof *vm);
+			FADC_ASSERT(vm != NULL, "kir_layout: out of memory");
+			for (uint32_t j = i + 6; j < q->nk; j++) {
+				KKernel *r = &q->k[j];
+				if (r->host)
+					continue;
+				r->index = var_readers(q, r->index, D.out, B2.out, vm, nvm);
+				r->body = var_readers(q, r->body, D.out, B2.out, vm, nvm);
+				r->post = var_readers(q, r->post, D.out, B2.out, vm, nvm);
+			}
+			free(vm);
+		}
+		i += 5;
+		n++;
+	}
+	return n;
+}
+
 // ---------------------------------------------------------------- the pass
 
 // ---------------------------------------------------------------- cheap producers inlined
@@ -1054,6 +1267,7 @@ kir_layout_nhwc(const KProgram *p, int tf32, int *nrelaid)
 	free(at);
 	q->uses_runseed = p->uses_runseed;
 	q->remat_goal = p->remat_goal; // the goal of p's peak, not of q's lowered one
+	nsplit += bn_stats_one_pass(q);
 	int ninl = inline_cheap(q);
 	if (nsplit || ninl) // new buffers, longer lives: a plan of q's own (the caller sizes the arena for both)
 		cg_plan(q);

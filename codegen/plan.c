@@ -260,6 +260,47 @@ note_reads(KProgram *p, KxId id, int k, uint32_t *seen)
 		note_reads(p, x->a[i], k, seen);
 }
 
+// The kinds of sum that cuda_multi_end runs side by side: 1 a channel
+// split's first kernel (channel_partial_sum), 2 a sum or mean of such a
+// kernel's partials, 0 neither.
+static int
+side_kind(const KProgram *p, uint32_t k)
+{
+	const KKernel *kk = &p->k[k];
+	if (kk->red != KR_SUM || kk->host || kk->contraction || kk->conv || !kk->what)
+		return 0;
+	if (!strcmp(kk->what, "channel_partial_sum"))
+		return 1;
+	if (strcmp(kk->what, "sum") && strcmp(kk->what, "mean"))
+		return 0;
+	const Kx *b = &p->x[kk->body];
+	if (b->op != KX_LOAD)
+		return 0;
+	for (uint32_t j = k; j-- > 0;)
+		if (p->k[j].out == b->aux)
+			return p->k[j].what && !strcmp(p->k[j].what, "channel_partial_sum") ? 2 : 0;
+	return 0;
+}
+
+// The end of the run of side-by-side sums from kernel k (at most 4, as
+// cuda_multi_end takes; k + 1 for none).
+static uint32_t
+side_run_end(const KProgram *p, uint32_t k)
+{
+	int kind = side_kind(p, k);
+	uint32_t e = k + 1;
+	if (!kind)
+		return e;
+	const KKernel *a = &p->k[k];
+	for (; e < p->nk && e - k < 4; e++) {
+		const KKernel *s = &p->k[e];
+		if (side_kind(p, e) != kind || s->rank != a->rank || s->rrank != a->rrank ||
+		    memcmp(s->dim, a->dim, sizeof a->dim) || memcmp(s->rdim, a->rdim, sizeof a->rdim))
+			break;
+	}
+	return e;
+}
+
 // Each buffer's life [first, last] in kernels: what cg_plan places and
 // what cg_remat measures.
 static void
@@ -288,7 +329,6 @@ fill_lives(KProgram *p)
 			}
 		}
 	}
-	free(seen);
 	for (uint32_t l = p->nloop; l-- > 0;) {
 		const KLoop *lp = &p->loop[l];
 		int b0 = (int)lp->begin, b1 = (int)lp->end - 1;
@@ -329,6 +369,26 @@ fill_lives(KProgram *p)
 				kb->last = b1;
 		}
 	}
+	// Sums that the CUDA launch plan may run side by side as one launch
+	// (cuda_multi_end: the channel splits' first kernels, or their second
+	// kernels, adjacent over equal domains; codegen/kir_layout.c) read
+	// everything before any of them writes, so no output of the run may
+	// share a byte with a buffer the run reads: each of those lives to the
+	// run's end.  Without this the plan put a later sum's output on the
+	// bytes of partials only an earlier one read, and the launch plan kept
+	// the two apart.  Only the channels-last copy of a program has such
+	// kernels (channel_partial_sum and the sums of their partials), so the
+	// CPU's plan is unchanged.
+	for (uint32_t k = 0; k < p->nk;) {
+		uint32_t e = side_run_end(p, k);
+		for (uint32_t j = k; e - k >= 2 && j < e; j++) {
+			note_reads(p, p->k[j].index, (int)e - 1, seen);
+			note_reads(p, p->k[j].body, (int)e - 1, seen);
+			note_reads(p, p->k[j].post, (int)e - 1, seen);
+		}
+		k = e;
+	}
+	free(seen);
 }
 
 

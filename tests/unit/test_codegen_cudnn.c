@@ -118,14 +118,14 @@ multi_launches(const char *so, int *nsums) {
 	return n;
 }
 
-// tests/gpu/csum-multi.ir's vjp with TF32 for CUDA into so (NVRTC): the
+// tests/gpu/<file>'s vjp with TF32 for CUDA into so (NVRTC): the
 // launches that run sums side by side or with their epilogues (_sums, not
 // _channel_partial_sums) into *nmulti; the vjp's launch records returned.
 static int
-csum_multi(const char *so, int *nmulti) {
+csum_multi_of(const char *file, const char *so, int *nmulti) {
 	const char *root = getenv("FADC_SOURCE_DIR");
 	char path[4096];
-	snprintf(path, sizeof path, "%s/tests/gpu/csum-multi.ir", root ? root : "..");
+	snprintf(path, sizeof path, "%s/tests/gpu/%s", root ? root : "..", file);
 	FeOptions fo = {.diag = stderr};
 	Module *m = fe_parse_file(path, &fo);
 	*nmulti = -1;
@@ -147,6 +147,11 @@ csum_multi(const char *so, int *nmulti) {
 	art_desc_free(&d);
 	free(db);
 	return n;
+}
+
+static int
+csum_multi(const char *so, int *nmulti) {
+	return csum_multi_of("csum-multi.ir", so, nmulti);
 }
 
 // Compiles the model's forward and vjp into so (tf32, f64 as asked).
@@ -351,7 +356,10 @@ main(void) {
 		// single sums' at batch 1, the statistics' rsqrt); none with
 		// FADC_CUDA_NO_MULTI_SUMS=1.  Each group of three sums is 2 launches
 		// fewer, 3 with its epilogue, each single sum with an epilogue one
-		// fewer.  gpu_check runs them.
+		// fewer.  gpu_check runs them.  The counts are those of the
+		// statistics in two passes (FADC_CUDA_NO_BN1PASS=1): the one pass
+		// (below) regroups the forward's sums and their coefficients.
+		setenv("FADC_CUDA_NO_BN1PASS", "1", 1);
 		char som[4200];
 		snprintf(som, sizeof som, "%s/cm.so", dir);
 		int nm = 0, nm1 = 0, nm2 = 0;
@@ -372,6 +380,38 @@ main(void) {
 		CHECK(nm >= 3 && nm1 == 0 && all1 >= all + 3 * 2);
 		CHECK(nm2 >= nm + 3 && all2 <= all - 3 - 3);
 		unlink(som);
+		unsetenv("FADC_CUDA_NO_BN1PASS");
+	}
+	{
+		// Batch norm's statistics in one pass (kir_layout.c,
+		// bn_stats_one_pass; tests/gpu/bn1pass.ir: 4 batch norms, offsets,
+		// 40, 9 and 24 channels, batch 1), printed and compiled by NVRTC:
+		// per batch norm the forward's two partial-sum launches are one and
+		// its two second kernels share the first's launch (the variance's
+		// correction in its readers), 2 launches fewer; with
+		// FADC_CUDA_BN1PASS_POST=1 (the correction in the variance's post)
+		// 1 fewer; none with FADC_CUDA_NO_BN1PASS=1.  gpu_check runs them.
+		char sob[4200];
+		snprintf(sob, sizeof sob, "%s/bn.so", dir);
+		int nm = 0, nm0 = 0, nmp = 0;
+		int all = csum_multi_of("bn1pass.ir", sob, &nm);
+		setenv("FADC_CUDA_NO_BN1PASS", "1", 1);
+		int all0 = csum_multi_of("bn1pass.ir", sob, &nm0);
+		unsetenv("FADC_CUDA_NO_BN1PASS");
+		setenv("FADC_CUDA_BN1PASS_POST", "1", 1);
+		int allp = csum_multi_of("bn1pass.ir", sob, &nmp);
+		unsetenv("FADC_CUDA_BN1PASS_POST");
+		// With every sum's epilogues (opt-in) too: compiled, no more launches.
+		int nme = 0;
+		setenv("FADC_CUDA_MULTI_EPI_ALL", "1", 1);
+		int alle = csum_multi_of("bn1pass.ir", sob, &nme);
+		unsetenv("FADC_CUDA_MULTI_EPI_ALL");
+		printf("bn1pass.ir vjp: %d launches (%d sums side by side); the correction in the "
+		       "variance's post: %d; FADC_CUDA_NO_BN1PASS=1: %d (%d); every epilogue: %d\n",
+		       all, nm, allp, all0, nm0, alle);
+		CHECK(all > 0 && all0 == all + 4 * 2 && allp == all + 4 && nm >= nm0 + 4);
+		CHECK(alle > 0 && alle <= all);
+		unlink(sob);
 	}
 	ArtDesc d;
 	uint8_t *db = NULL;

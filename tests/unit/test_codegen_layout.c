@@ -369,7 +369,7 @@ kernels_hash(const KProgram *p)
 }
 
 typedef struct Tally {
-	int programs, relaid, nhwc_records, split, merged, sib, inlined;
+	int programs, relaid, nhwc_records, split, merged, sib, inlined, onepass;
 } Tally;
 
 static void
@@ -413,7 +413,10 @@ check_task(Module *m, const char *task, const char *label, Tally *t)
 	// (csum_merges), the consumer's: then p's partial_sum buffer is written
 	// by no kernel of q).  Sibling splits (csum_siblings) put their first
 	// kernels side by side, then the second ones: found by the buffers.
-	int merged = 0, nsplit = 0, sib = 0, inlined = 0;
+	// Batch norm's statistics in one pass (bn_stats_one_pass) add a sum
+	// of q's own besides: mean(x - s) (a split's first kernel and its
+	// second, "mean", into a buffer of q's own).
+	int merged = 0, nsplit = 0, sib = 0, inlined = 0, onepass = 0;
 	uint8_t *wq = calloc(q->nbuf + 1, 1);
 	CHECK(wq != NULL);
 	for (uint32_t kq = 0; wq && kq < q->nk; kq++) {
@@ -437,6 +440,11 @@ check_task(Module *m, const char *task, const char *label, Tally *t)
 	for (uint32_t kq = 0; kq < q->nk; kq++) {
 		if (!strcmp(q->k[kq].what, "channel_partial_sum"))
 			continue;
+		if (q->k[kq].out >= p->nbuf) { // mean(x - s): a one-pass statistic's
+			onepass++;
+			CHECK(q->k[kq].red == KR_SUM && !strcmp(q->k[kq].what, "mean"));
+			continue;
+		}
 		uint32_t k = 0;
 		while (k < p->nk && p->k[k].out != q->k[kq].out)
 			k++;
@@ -451,9 +459,9 @@ check_task(Module *m, const char *task, const char *label, Tally *t)
 	free(wq);
 	CHECK(lost == 0);
 	// A kernel and a buffer per split sum, less a kernel per merge and per
-	// inlined kernel.
-	CHECK(q->nk - p->nk == (uint32_t)(nsplit - merged - inlined) &&
-	      q->nbuf - p->nbuf == (uint32_t)nsplit);
+	// inlined kernel; a kernel and a buffer more per one-pass statistic.
+	CHECK(q->nk - p->nk == (uint32_t)(nsplit - merged - inlined + onepass) &&
+	      q->nbuf - p->nbuf == (uint32_t)(nsplit + onepass));
 	double *a = NULL, *b = NULL;
 	int64_t na = 0, nb = 0, work = 0, w2 = 0;
 	int split = 0;
@@ -491,6 +499,7 @@ check_task(Module *m, const char *task, const char *label, Tally *t)
 		t->merged += merged;
 		t->sib += sib;
 		t->inlined += inlined;
+		t->onepass += onepass;
 	}
 	t->relaid += n;
 	t->nhwc_records += recs;
@@ -550,6 +559,18 @@ main(void)
 	const char *r18[] = {"N=2", "H=32", "C=8", "NCLS=10"};
 	const char *rt[] = {"vjp", "jvp", "vhp", NULL};
 	check_model("resnet18.ir", r18, 4, rt, &t);
+	// Batch norm's statistics in one pass (bn_stats_one_pass): at these
+	// sizes the stem's (its 512 terms a channel the only split statistic)
+	// in each task's forward; the outputs as close (above: the variance
+	// mean((x - s)^2) - mean(x - s)^2 is exact in the interpreter's
+	// doubles up to rounding).  FADC_CUDA_NO_BN1PASS=1: none.
+	CHECK(t.onepass >= 3);
+	int op0 = t.onepass;
+	setenv("FADC_CUDA_NO_BN1PASS", "1", 1);
+	const char *r18v[] = {"vjp", NULL};
+	check_model("resnet18.ir", r18, 4, r18v, &t);
+	CHECK(t.onepass == op0);
+	unsetenv("FADC_CUDA_NO_BN1PASS");
 	const char *ct[] = {"forward", "vjp", "jvp", "vhp", NULL};
 	check_model("../tests/gpu/conv.ir", NULL, 0, ct, &t);
 	const char *fcn[] = {"N=2", "H=32", "C=4"}, *ft[] = {"vjp", NULL};
@@ -589,9 +610,10 @@ main(void)
 	unsetenv("FADC_CUDA_INLINE");
 	check_off();
 	printf("%d programs run twice, %d buffers relaid, %d records with channels-last operands, "
-	       "%d sums split (%d taking their consumer's sum), %d kernels inlined\n",
-	       t.programs, t.relaid, t.nhwc_records, t.split, t.merged, t.inlined);
-	CHECK(t.programs == 12);
+	       "%d sums split (%d taking their consumer's sum), %d kernels inlined, %d one-pass "
+	       "statistics\n",
+	       t.programs, t.relaid, t.nhwc_records, t.split, t.merged, t.inlined, t.onepass);
+	CHECK(t.programs == 13);
 	CHECK(t.relaid >= 100 && t.nhwc_records >= 100 && t.split >= 10);
 	TU_DONE("test_codegen_layout");
 }

@@ -134,6 +134,13 @@ FADC_CUDA_MULTI_EPI=1 fadc "$root/tests/gpu/csum-multi.ir" -o "$dest/conv/csum_m
 	--target cpu,cuda --tasks vjp,jvp --allow-tf32 --no-ptx
 FADC_CUDA_NO_SPLIT=1 FADC_CUDA_MULTI_EPI_ALL=1 fadc "$root/tests/gpu/csum-multi.ir" \
 	-o "$dest/conv/csum_multi_nosplit_tf32.so" --target cpu,cuda --tasks vjp,jvp --allow-tf32 --no-ptx
+# Batch norm's statistics in one pass (tests/gpu/bn1pass.ir; kir_layout.c,
+# bn_stats_one_pass): TF32, and strict f32 relaid channels-last
+# (FADC_CUDA_NHWC=1), checked at 1e-3 (run.sh says why).
+fadc "$root/tests/gpu/bn1pass.ir" -o "$dest/conv/bn1pass_tf32.so" --target cpu,cuda \
+	--tasks vjp,jvp --allow-tf32 --no-ptx
+FADC_CUDA_NHWC=1 fadc "$root/tests/gpu/bn1pass.ir" -o "$dest/conv/bn1pass_nhwc.so" \
+	--target cpu,cuda --tasks vjp,jvp --no-ptx
 # Choices between a printed kernel and a cuBLAS GEMM, decided on the GPU
 # (tests/gpu/choice.ir): run.sh checks it forced to each candidate, timed
 # and from the cache (gpu_check --choices).

@@ -112,6 +112,22 @@ case " $steps " in *" check "*)
 				--time 100 --choices forced "$here/conv/$so.so" 2>&1 | tee -a "$out/check-choice.log"
 			echo "rc=${PIPESTATUS[0]}"
 		done
+		# Batch norm's statistics in one pass (tests/gpu/bn1pass.ir): strict
+		# (relaid) each way, at 1e-3: at some input draws the model's f32
+		# gradients differ from the CPU code's by up to 4.3e-4 with or
+		# without the one pass (H200, 2026-11-29, h-g20s); TF32 (its 1e-2)
+		# with the launches, as csum-multi above.
+		for so in bn1pass_nhwc bn1pass_tf32; do
+			hows="0 1"
+			[ $so = bn1pass_tf32 ] && hows=0
+			for how in $hows; do
+				echo "-- $so FADC_CUDA_CHOICE=$how --choices forced"
+				env FADC_CACHE_DIR="$cache" FADC_CUDA_CHOICE=$how timeout 120 "$here/bin/gpu_check" \
+					--time 100 --tol 1e-3 --choices forced "$here/conv/$so.so" 2>&1 |
+					tee -a "$out/check-choice.log"
+				echo "rc=${PIPESTATUS[0]}"
+			done
+		done
 		rm -rf "$cache"
 	fi
 	echo "== gpu_check (FADC_DISABLE_CUDA_GRAPHS=1)"
