@@ -12,7 +12,9 @@
 //   jacobian of non-scalar f = vmap(vjp(f)) over the basis of the output
 //   hessian, hessian_revrev  = vmap(vjp(vjp(f, 1))) over the params' basis
 //   hessian_fwdrev  = vmap(jvp(vjp(f, 1))) over the params' basis
-// Batched tasks are one graph over all basis vectors, never a loop.
+// Batched tasks are one graph over all basis vectors, never a loop; over
+// the params' basis, one graph of one row block per param where that saves
+// work (batch_basis: a block's other params' tangents are zero, and fold).
 // A shard `T:k/K` of a batched task is the same pipeline whose vmap runs
 // over the rows [lo, hi) of the basis only (pass_vmap_rows), and whose
 // outputs are the slices of T's that those rows write (task_shard_layout

@@ -16,7 +16,9 @@
 // calls.  A shard of such a task (passes/tasks.c, `hessian:k/K`) is the
 // same graph over rows [lo, lo + B) of the N x N identity
 // (pass_vmap_rows): its basis is built as those rows, never the whole
-// identity masked, so it costs B/N of the full graph.
+// identity masked, so it costs B/N of the full graph.  pass_vmap_blocks
+// builds several such row blocks in one graph, the unbatched nodes once
+// (passes/tasks.c's param blocks).
 #include <string.h>
 
 #include "passes.h"
