@@ -23,6 +23,7 @@
 #include "frontend.h"
 #include "ir.h"
 #include "passes.h"
+#include "scan_modules.h"
 #include "testmodel.h"
 #include "testutil.h"
 
@@ -66,7 +67,8 @@ text(const Graph *g)
 	return s;
 }
 
-// want: 1 the rule takes the blocks, 0 it does not, -1 no rule (one param).
+// want: 1 the rule takes the blocks, 0 it does not, -1 no rule (one param),
+// 2 either (the forced blocks checked only).
 static void
 check_module(Module *m, const char *file, int want)
 {
@@ -78,7 +80,8 @@ check_module(Module *m, const char *file, int want)
 		Graph *gr = derive(m, tasks[t], NULL, &sr);
 		tu_ncheck++;
 		const char *line = strstr(sr, "param blocks");
-		int ok = want < 0 ? !line && !strstr(sb, "param blocks")
+		int ok = want == 2 ? strstr(sb, ": taken") != NULL
+		         : want < 0 ? !line && !strstr(sb, "param blocks")
 		         : want ? line && strstr(line, ": taken") && strstr(sb, ": taken")
 		                : line && strstr(line, "not taken") && strstr(sb, ": taken");
 		if (!ok) {
@@ -150,5 +153,9 @@ main(void)
 	                           "param b: f32[4] = iota(axis=0, dtype=f32) * -0.3 + 0.2\n"
 	                           "def forward() {\n  return sum(tanh(a + b) * exp(a + b) * (a + b))\n}\n";
 	check_module(tm_parse("both.ir", both), "both.ir", 0);
+	// Scans (tests/unit/scan_modules.h): the blocks batch the scan's body
+	// once per block (passes/vmap.c's scan rule).
+	check_module(tm_parse("rnn.ir", rnn), "rnn.ir", 2);
+	check_module(tm_parse("matrnn.ir", matrnn), "matrnn.ir", 2);
 	return TU_DONE("test_param_blocks");
 }
