@@ -344,6 +344,9 @@ batch_basis(Pipe *p, Graph *g, const Graph *f, int64_t N, int blocks, uint32_t *
 		return step(p, "vmap", b, g);
 	int64_t *lo, *cnt;
 	param_blocks(f, g->arena, &lo, &cnt);
+	for (uint32_t i = 0; i < np; i++)
+		if (cnt[i] == 0) // an empty param has no rows: no block of its own
+			return step(p, "vmap", b, g);
 	Graph *bb = pass_vmap_blocks(g, bat, (int)np, lo, cnt, N, errloc, err, errlen);
 	if (!bb) // the same rules as b's, which was built: cannot fail
 		return step(p, "vmap", b, g);
