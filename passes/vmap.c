@@ -531,13 +531,15 @@ vmap_into(Vmap *v, const uint8_t *batched, int basis, int64_t lo, int64_t N, int
 			Shape s = *ir_shape(f, n);
 			if (!batched[k]) {
 				if (!shared)
-					v->map[n] = ir_add_input(g, in->name, in->kind, (DType)nd->dtype, &s, nd->loc);
+					v->map[n] =
+					    ir_add_input(g, in->name, in->kind, (DType)nd->dtype, &s, nd->loc);
 				continue;
 			}
 			v->bat[n] = 1;
 			Shape bs = batched_shape(B, &s);
 			if (!basis) {
-				v->map[n] = ir_add_input(g, in->name, in->kind, (DType)nd->dtype, &bs, nd->loc);
+				v->map[n] =
+				    ir_add_input(g, in->name, in->kind, (DType)nd->dtype, &bs, nd->loc);
 				continue;
 			}
 			int64_t cnt = ir_numel(&s);
@@ -667,7 +669,8 @@ pass_vmap_blocks(const Graph *f, const uint8_t *batched, int nblk, const int64_t
 	for (uint32_t k = 0; k < f->nsub; k++)
 		ir_add_sub(g, pass_dce(f->sub[k]));
 	for (int j = 0; j < nblk; j++) {
-		FADC_ASSERT(lo[j] >= 0 && cnt[j] >= 1 && lo[j] + cnt[j] <= N, "basis rows outside the identity");
+		FADC_ASSERT(lo[j] >= 0 && cnt[j] >= 1 && lo[j] + cnt[j] <= N,
+		            "basis rows outside the identity");
 		v.B = cnt[j];
 		if (!vmap_into(&v, batched, 1, lo[j], N, j > 0)) {
 			ir_graph_free(g);
