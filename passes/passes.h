@@ -100,6 +100,11 @@ Graph *pass_vmap(const Graph *f, const uint8_t *batched, int64_t B, int basis, L
 // pass_vmap(f, bat, N, 1) is pass_vmap_rows(f, bat, 0, N, N).
 Graph *pass_vmap_rows(const Graph *f, const uint8_t *batched, int64_t lo, int64_t B, int64_t N,
                       Loc *errloc, char *err, size_t errlen);
+// The basis as nblk row blocks [lo[j], lo[j] + cnt[j]) in one graph: block
+// j's outputs are j * f->nout + k, as pass_vmap_rows's; the nodes that no
+// batched input reaches are built once for all blocks.
+Graph *pass_vmap_blocks(const Graph *f, const uint8_t *batched, int nblk, const int64_t *lo,
+                        const int64_t *cnt, int64_t N, Loc *errloc, char *err, size_t errlen);
 
 // Value k of a tuple-valued node (a scan's carries, then its stacked
 // outputs): get(scan, index=k), at loc.

@@ -12,7 +12,9 @@
 //   jacobian of non-scalar f = vmap(vjp(f)) over the basis of the output
 //   hessian, hessian_revrev  = vmap(vjp(vjp(f, 1))) over the params' basis
 //   hessian_fwdrev  = vmap(jvp(vjp(f, 1))) over the params' basis
-// Batched tasks are one graph over all basis vectors, never a loop.
+// Batched tasks are one graph over all basis vectors, never a loop; over
+// the params' basis, one graph of one row block per param where that saves
+// work (batch_basis: a block's other params' tangents are zero, and fold).
 // A shard `T:k/K` of a batched task is the same pipeline whose vmap runs
 // over the rows [lo, hi) of the basis only (pass_vmap_rows), and whose
 // outputs are the slices of T's that those rows write (task_shard_layout
@@ -253,15 +255,116 @@ rank_fits(const Graph *f, const Shape *extra, char *err, size_t errlen, const ch
 	return 1;
 }
 
+// A rough measure of a graph's work, to choose between two graphs of the
+// same task: the elements each node writes or reads, whichever is more
+// (a reduction reads more than it writes), and M·N·K for a matmul.  Inputs,
+// constants and reshapes (views) are free.  Only the ratio is used.
+static double
+graph_work(const Graph *g)
+{
+	double w = 0;
+	for (NodeId n = 1; n < g->nnode; n++) {
+		const Node *nd = &g->node[n];
+		if (nd->op == OP_input || nd->op == OP_full || nd->op == OP_reshape)
+			continue;
+		double e = (double)ir_numel(ir_shape(g, n));
+		if (nd->op == OP_matmul) {
+			const Shape *a = ir_shape(g, ir_in1(g, n, 0));
+			w += e * (double)a->dim[a->rank - 1];
+			continue;
+		}
+		for (int i = 0; i < nd->nin; i++) {
+			double x = (double)ir_numel(ir_shape(g, ir_in1(g, n, i)));
+			e = x > e ? x : e;
+		}
+		w += e;
+	}
+	return w;
+}
+
+// Param blocks.  Over the params' basis, row r of the identity is a
+// tangent of one param only: the others' tangents are zero in it.  Batched
+// over all N rows at once (pass_vmap), every param's tangent is dense over
+// all N, and so is all it feeds: ppl_robust_reg's Hessian at N = 10^4
+// computes X·β̇, [N, 10^4] by K + 1 = 11, and its uses for every sigma row
+// too, though β̇ is zero there.  Batched as one row block per param
+// (pass_vmap_blocks: block p's rows see their own param's tangent, the
+// others' are the symbolic zeros of pass_vmap_rows), those products fold
+// away wherever they are zero, and the row-independent part (the forward
+// and the gradient at the params) is still built once.  Each block's rows
+// are the dense graph's rows computed by the same ops less the terms that
+// are exactly zero (x + 0·y is x for finite y), so the values agree within
+// rounding.  The blocks cost more nodes (each block its own batched ops),
+// so they are taken only when their work (graph_work, after simplify) is at
+// most 3/4 of the dense graph's; FADC_NO_PARAM_BLOCKS=1 never takes them,
+// FADC_PARAM_BLOCKS=1 always (when there are two params or more: tests).
+static int
+env_set(const char *name)
+{
+	const char *e = getenv(name);
+	return e && *e && strcmp(e, "0");
+}
+
+// The params' blocks of the basis: one per param, rows [lo, lo + cnt).
+static uint32_t
+param_blocks(const Graph *f, Arena *a, int64_t **lo, int64_t **cnt)
+{
+	uint32_t np = nparams(f);
+	*lo = arena_alloc_array(a, np + 1, sizeof **lo);
+	*cnt = arena_alloc_array(a, np + 1, sizeof **cnt);
+	int64_t off = 0;
+	for (uint32_t i = 0, k = 0; i < f->ninput; i++)
+		if (f->input[i].kind == IN_PARAM) {
+			(*lo)[k] = off;
+			(*cnt)[k] = ir_numel(ir_shape(f, f->input[i].node));
+			off += (*cnt)[k++];
+		}
+	return np;
+}
+
 // vmap of g over the basis of the inputs its last pass added (from f's
-// ninput on), all N basis vectors or a shard's rows.
+// ninput on), all N basis vectors or a shard's rows.  With `blocks` (the
+// basis is the params'), it may batch by param blocks instead: then *nblk
+// is the number of params and block i's outputs are i * g->nout + k;
+// otherwise *nblk is 0 and the outputs are g's, batched over all N rows.
 static Graph *
-batch_basis(Pipe *p, Graph *g, const Graph *f, int64_t N, Loc *errloc, char *err, size_t errlen)
+batch_basis(Pipe *p, Graph *g, const Graph *f, int64_t N, int blocks, uint32_t *nblk, Loc *errloc,
+            char *err, size_t errlen)
 {
 	uint8_t *bat = added_inputs(g, f->ninput);
 	const TaskShard *sh = p->sh;
-	Graph *b = sh ? pass_vmap_rows(g, bat, sh->lo, sh->hi - sh->lo, N, errloc, err, errlen)
-	              : pass_vmap(g, bat, N, 1, errloc, err, errlen);
+	*nblk = 0;
+	if (sh) {
+		Graph *b = pass_vmap_rows(g, bat, sh->lo, sh->hi - sh->lo, N, errloc, err, errlen);
+		return step(p, "vmap", b, g);
+	}
+	Graph *b = pass_vmap(g, bat, N, 1, errloc, err, errlen);
+	uint32_t np = nparams(f);
+	if (!b || !blocks || np < 2 || env_set("FADC_NO_PARAM_BLOCKS"))
+		return step(p, "vmap", b, g);
+	int64_t *lo, *cnt;
+	param_blocks(f, g->arena, &lo, &cnt);
+	for (uint32_t i = 0; i < np; i++)
+		if (cnt[i] == 0) // an empty param has no rows: no block of its own
+			return step(p, "vmap", b, g);
+	Graph *bb = pass_vmap_blocks(g, bat, (int)np, lo, cnt, N, errloc, err, errlen);
+	if (!bb) // the same rules as b's, which was built: cannot fail
+		return step(p, "vmap", b, g);
+	Graph *sd = pass_simplify(b), *sb = pass_simplify(bb);
+	double wd = graph_work(sd), wb = graph_work(sb);
+	int take = env_set("FADC_PARAM_BLOCKS") || wb <= 0.75 * wd;
+	if (p->o && p->o->stats)
+		fprintf(p->o->dump ? p->o->dump : stderr,
+		        "# stats: param blocks %u: work %.4g (%u nodes) against %.4g (%u nodes): %s\n", np,
+		        wb, sb->nnode - 1, wd, sd->nnode - 1, take ? "taken" : "not taken");
+	ir_graph_free(sd);
+	ir_graph_free(sb);
+	if (take) {
+		ir_graph_free(b);
+		*nblk = np;
+		return step(p, "vmap", bb, g);
+	}
+	ir_graph_free(bb);
 	return step(p, "vmap", b, g);
 }
 
@@ -302,7 +405,8 @@ static Graph *
 hessian_blocks(Pipe *p, Graph *h, const Graph *f, uint32_t first, Loc *errloc, char *err,
                size_t errlen)
 {
-	Graph *b = batch_basis(p, h, f, param_numel(f), errloc, err, errlen);
+	uint32_t nh = h->nout, nblk;
+	Graph *b = batch_basis(p, h, f, param_numel(f), 1, &nblk, errloc, err, errlen);
 	if (!b || p->stopped)
 		return b;
 	if (p->sh)
@@ -317,12 +421,13 @@ hessian_blocks(Pipe *p, Graph *h, const Graph *f, uint32_t first, Loc *errloc, c
 			if (f->input[j].kind == IN_PARAM && c++ == i)
 				ps = ir_shape(f, f->input[j].node);
 		for (uint32_t j = 0; j < np; j++) {
-			NodeId row = b->out[first + j].node;
+			// by blocks: block i's output is H's rows of param i, whole
+			NodeId row = b->out[nblk ? i * nh + first + j : first + j].node;
 			const Shape *rs = ir_shape(b, row);
 			Shape qs = {.rank = rs->rank - 1};
 			memcpy(qs.dim, rs->dim + 1, sizeof(int64_t) * (size_t)qs.rank);
 			Shape bs = concat_shapes(ps, &qs);
-			o[k].node = rows(b, row, off, ir_numel(ps), &bs, b->node[row].loc);
+			o[k].node = rows(b, row, nblk ? 0 : off, ir_numel(ps), &bs, b->node[row].loc);
 			o[k].name = arena_printf(b->arena, "hessian.%s.%s", param_name(f, i), param_name(f, j));
 			o[k++].writeback = -1;
 		}
@@ -347,7 +452,8 @@ jacrev(Pipe *p, Graph *g, const Graph *f, Loc *errloc, char *err, size_t errlen)
 	if (!gv || p->stopped)
 		return gv;
 	// over the basis of the cotangents
-	Graph *b = batch_basis(p, gv, f, ir_numel(os), errloc, err, errlen);
+	uint32_t nblk; // the output's basis: one block
+	Graph *b = batch_basis(p, gv, f, ir_numel(os), 0, &nblk, errloc, err, errlen);
 	if (!b || p->stopped)
 		return b;
 	if (p->sh)
@@ -383,13 +489,14 @@ jacfwd(Pipe *p, Graph *g, const Graph *f, Loc *errloc, char *err, size_t errlen)
 	if (!gj || p->stopped)
 		return gj;
 	// over the basis of the tangents
-	Graph *b = batch_basis(p, gj, f, param_numel(f), errloc, err, errlen);
+	uint32_t nj = gj->nout, nblk;
+	Graph *b = batch_basis(p, gj, f, param_numel(f), 1, &nblk, errloc, err, errlen);
 	if (!b || p->stopped)
 		return b;
 	if (p->sh)
 		return shard_outputs(p, b, 1, 1);
 	uint32_t np = nparams(f);
-	NodeId t = b->out[1].node; // jvp.<out>: [B] + out.shape
+	NodeId t = b->out[1].node; // jvp.<out>: [B] + out.shape (by blocks: block 0's rows)
 	Output *o = arena_alloc_array(b->arena, np + 1, sizeof *o);
 	int64_t off = 0;
 	for (uint32_t i = 0, k = 0; i < f->ninput; i++) {
@@ -397,7 +504,9 @@ jacfwd(Pipe *p, Graph *g, const Graph *f, Loc *errloc, char *err, size_t errlen)
 			continue;
 		const Shape *ps = ir_shape(f, f->input[i].node);
 		Shape ts = concat_shapes(ps, os); // p.shape + out.shape
-		NodeId blk = rows(b, t, off, ir_numel(ps), &ts, b->node[t].loc);
+		if (nblk) // block k's jvp.<out> is J's rows of param k, whole
+			t = b->out[k * nj + 1].node;
+		NodeId blk = rows(b, t, nblk ? 0 : off, ir_numel(ps), &ts, b->node[t].loc);
 		int64_t perm[IR_MAXDIM];
 		for (int a = 0; a < os->rank; a++)
 			perm[a] = ps->rank + a;

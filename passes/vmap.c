@@ -16,7 +16,9 @@
 // calls.  A shard of such a task (passes/tasks.c, `hessian:k/K`) is the
 // same graph over rows [lo, lo + B) of the N x N identity
 // (pass_vmap_rows): its basis is built as those rows, never the whole
-// identity masked, so it costs B/N of the full graph.
+// identity masked, so it costs B/N of the full graph.  pass_vmap_blocks
+// builds several such row blocks in one graph, the unbatched nodes once
+// (passes/tasks.c's param blocks).
 #include <string.h>
 
 #include "passes.h"
@@ -510,37 +512,34 @@ batch_node(Vmap *v, NodeId n)
 }
 
 // With basis: the batched inputs are columns of rows [lo, lo + B) of the
-// N x N identity, element (r, c) = [r + lo == c].
-static Graph *
-vmap(const Graph *f, const uint8_t *batched, int64_t B, int basis, int64_t lo, int64_t N,
-     Loc *errloc, char *err, size_t errlen)
+// N x N identity, element (r, c) = [r + lo == c].  Builds into g, whose
+// map already holds the nodes that are not batched when `shared` (an
+// earlier block of vmap_blocks built them: they do not depend on the rows).
+static int
+vmap_into(Vmap *v, const uint8_t *batched, int basis, int64_t lo, int64_t N, int shared)
 {
-	Graph *g = ir_graph_new(f->name, f->src);
-	Vmap v = {.f = f, .g = g, .B = B, .errloc = errloc, .err = err, .errlen = errlen};
-	*errloc = 0;
-	v.map = arena_alloc_array(g->arena, f->nnode, sizeof(NodeId));
-	v.bat = arena_alloc_array(g->arena, f->nnode, 1);
-	for (uint32_t k = 0; k < f->nsub; k++) {
-		// Bodies of unbatched scans are copied as they are.
-		Graph *s = pass_dce(f->sub[k]);
-		ir_add_sub(g, s);
-	}
+	const Graph *f = v->f;
+	Graph *g = v->g;
+	int64_t B = v->B;
 	NodeId eye = 0;
 	int64_t off = 0;
-	for (NodeId n = 1; n < f->nnode && !v.failed; n++) {
+	for (NodeId n = 1; n < f->nnode && !v->failed; n++) {
 		const Node *nd = &f->node[n];
 		if (nd->op == OP_input) {
 			int64_t k = ir_attr_int(f, n, "index");
 			const Input *in = &f->input[k];
 			Shape s = *ir_shape(f, n);
 			if (!batched[k]) {
-				v.map[n] = ir_add_input(g, in->name, in->kind, (DType)nd->dtype, &s, nd->loc);
+				if (!shared)
+					v->map[n] =
+					    ir_add_input(g, in->name, in->kind, (DType)nd->dtype, &s, nd->loc);
 				continue;
 			}
-			v.bat[n] = 1;
+			v->bat[n] = 1;
 			Shape bs = batched_shape(B, &s);
 			if (!basis) {
-				v.map[n] = ir_add_input(g, in->name, in->kind, (DType)nd->dtype, &bs, nd->loc);
+				v->map[n] =
+				    ir_add_input(g, in->name, in->kind, (DType)nd->dtype, &bs, nd->loc);
 				continue;
 			}
 			int64_t cnt = ir_numel(&s);
@@ -550,7 +549,7 @@ vmap(const Graph *f, const uint8_t *batched, int64_t B, int basis, int64_t lo, i
 			// product with it folds away (ppl_robust_reg's shards without
 			// beta rows lose the [B, N] product X beta-dot and its uses).
 			if (off + cnt <= lo || off >= lo + B) {
-				v.map[n] = b_full(g, 0, (DType)nd->dtype, &bs, nd->loc);
+				v->map[n] = b_full(g, 0, (DType)nd->dtype, &bs, nd->loc);
 				off += cnt;
 				continue;
 			}
@@ -578,39 +577,60 @@ vmap(const Graph *f, const uint8_t *batched, int64_t B, int basis, int64_t lo, i
 			sa.a[1].v[0] = B, sa.a[1].v[1] = off + cnt;
 			sa.a[2].v[0] = 1, sa.a[2].v[1] = 1;
 			NodeId cols = ir_emit(g, OP_slice, &eye, 1, &sa, nd->loc);
-			v.map[n] = b_reshape(g, b_cast(g, cols, (DType)nd->dtype, nd->loc), &bs, nd->loc);
+			v->map[n] = b_reshape(g, b_cast(g, cols, (DType)nd->dtype, nd->loc), &bs, nd->loc);
 			off += cnt;
 			continue;
 		}
 		int any = 0;
 		for (int i = 0; i < nd->nin; i++)
-			any |= v.bat[ir_in1(f, n, i)];
+			any |= v->bat[ir_in1(f, n, i)];
 		if (!any) {
+			if (shared)
+				continue;
 			NodeId in[256];
 			for (int i = 0; i < nd->nin; i++)
-				in[i] = v.map[ir_in1(f, n, i)];
+				in[i] = v->map[ir_in1(f, n, i)];
 			Attrs a;
 			ir_attrs_get(f, n, &a);
-			v.map[n] = ir_emit(g, nd->op, in, nd->nin, &a, nd->loc);
+			v->map[n] = ir_emit(g, nd->op, in, nd->nin, &a, nd->loc);
 			continue;
 		}
-		v.bat[n] = 1;
-		v.map[n] = batch_node(&v, n);
+		v->bat[n] = 1;
+		v->map[n] = batch_node(v, n);
 	}
-	if (v.failed) {
-		ir_graph_free(g);
-		return NULL;
-	}
+	if (v->failed)
+		return 0;
 	FADC_ASSERT(!basis || off == N, "basis size differs from the batched inputs' size");
 	// Outputs: batched, unbatched ones broadcast to the batch.
 	for (uint32_t k = 0; k < f->nout; k++) {
 		NodeId o = f->out[k].node;
-		NodeId m = v.map[o];
-		if (!v.bat[o]) {
+		NodeId m = v->map[o];
+		if (!v->bat[o]) {
 			Shape t = batched_shape(B, ir_shape(f, o));
 			m = b_broadcast(g, m, &t, f->node[o].loc);
 		}
 		ir_add_output(g, m, f->out[k].name, -1);
+	}
+	return 1;
+}
+
+static Graph *
+vmap(const Graph *f, const uint8_t *batched, int64_t B, int basis, int64_t lo, int64_t N,
+     Loc *errloc, char *err, size_t errlen)
+{
+	Graph *g = ir_graph_new(f->name, f->src);
+	Vmap v = {.f = f, .g = g, .B = B, .errloc = errloc, .err = err, .errlen = errlen};
+	*errloc = 0;
+	v.map = arena_alloc_array(g->arena, f->nnode, sizeof(NodeId));
+	v.bat = arena_alloc_array(g->arena, f->nnode, 1);
+	for (uint32_t k = 0; k < f->nsub; k++) {
+		// Bodies of unbatched scans are copied as they are.
+		Graph *s = pass_dce(f->sub[k]);
+		ir_add_sub(g, s);
+	}
+	if (!vmap_into(&v, batched, basis, lo, N, 0)) {
+		ir_graph_free(g);
+		return NULL;
 	}
 	return g;
 }
@@ -628,4 +648,34 @@ pass_vmap_rows(const Graph *f, const uint8_t *batched, int64_t lo, int64_t B, in
 {
 	FADC_ASSERT(lo >= 0 && B >= 1 && lo + B <= N, "basis rows outside the identity");
 	return vmap(f, batched, B, 1, lo, N, errloc, err, errlen);
+}
+
+// One graph of nblk row blocks: block j is pass_vmap_rows(f, batched,
+// lo[j], cnt[j], N), its outputs j * f->nout + k.  The nodes with no
+// batched operand are built once (the first block) and read by every block:
+// they are the row-independent part (the forward and gradient at the
+// params), which a graph per block, or shards, compute once each.  A node's
+// batchedness does not depend on the rows (a block's zero part of the basis
+// is still batched), so every block batches the same nodes.
+Graph *
+pass_vmap_blocks(const Graph *f, const uint8_t *batched, int nblk, const int64_t *lo,
+                 const int64_t *cnt, int64_t N, Loc *errloc, char *err, size_t errlen)
+{
+	Graph *g = ir_graph_new(f->name, f->src);
+	Vmap v = {.f = f, .g = g, .errloc = errloc, .err = err, .errlen = errlen};
+	*errloc = 0;
+	v.map = arena_alloc_array(g->arena, f->nnode, sizeof(NodeId));
+	v.bat = arena_alloc_array(g->arena, f->nnode, 1);
+	for (uint32_t k = 0; k < f->nsub; k++)
+		ir_add_sub(g, pass_dce(f->sub[k]));
+	for (int j = 0; j < nblk; j++) {
+		FADC_ASSERT(lo[j] >= 0 && cnt[j] >= 1 && lo[j] + cnt[j] <= N,
+		            "basis rows outside the identity");
+		v.B = cnt[j];
+		if (!vmap_into(&v, batched, 1, lo[j], N, j > 0)) {
+			ir_graph_free(g);
+			return NULL;
+		}
+	}
+	return g;
 }
