@@ -280,6 +280,10 @@ int kx_affine_coef(const KProgram *p, KxId e, int var, int64_t *coef);
 // index DAG).
 int kx_range(const KProgram *p, KxId a, int64_t *lo, int64_t *hi);
 static inline const Kx *kx(const KProgram *p, KxId id) { return &p->x[id]; }
+// The structural hash of expression id, equal for expressions that differ
+// only in float constants' values, loads' buffers or steps' loops (kir.c);
+// kx_bin orders commutative operands by it.
+uint64_t kx_shape(const KProgram *p, KxId id);
 
 // Costs (kir.c, "costs"): the rough latency of one kernel-IR op in quarter
 // steps (an add 1, a load 4, a division 8, exp or log 32, lgamma 96,
