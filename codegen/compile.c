@@ -2338,7 +2338,10 @@ link_artifact(Compile *c, const char *out_so)
 	for (uint32_t i = 0; i < nall; i++) {
 		// Constants out of the kernels' text (kir_consts.c), after the CUDA
 		// code took its own copy (cu_start): the table grows the arena.
-		if (c->d.task[i].targets & ART_TARGET_CPU) {
+		// Not the initializers': small programs, computed once, whose
+		// constants (a std) a one-line change seldom touches, and a table
+		// kernel each would be ~60 more functions for resnet18.
+		if ((c->d.task[i].targets & ART_TARGET_CPU) && c->d.task[i].kind != ART_INIT) {
 			KProgram *p = c->tasks[i].prog;
 			kir_consts(p);
 			if ((uint64_t)p->arena_bytes > c->d.task[i].arena_bytes)
