@@ -487,6 +487,18 @@ model_name(const Module *m, char *buf, size_t n)
 // limit on its outputs and on outputs plus its largest stored value
 // (before lowering; the last nchk outputs are index checks, not counted),
 // then on outputs plus arena.
+// --stats' line of a task: its kernels and memory as the artifact has
+// them (after kir_consts).
+static void
+task_stats(const CgOptions *o, const char *name, const KProgram *p)
+{
+	progress(o, "", 0, 0); // the status line off first (a terminal)
+	fprintf(o->stats, "# stats: task %-16s %4u kernels, arena %10lld bytes (naive %lld, "
+	                  "live peak %lld), outputs %lld bytes\n",
+	        name, p->nk, (long long)p->arena_bytes, (long long)p->naive_bytes,
+	        (long long)p->live_bytes, (long long)p->stats_out_bytes);
+}
+
 static KProgram *
 build(const Graph *g, uint32_t nchk, const char *name, const char *model, DType fcompute, const CgOptions *o,
       Phases *ps, char *err, size_t errlen)
@@ -533,13 +545,9 @@ build(const Graph *g, uint32_t nchk, const char *name, const char *model, DType 
 	}
 	if (o->emit_kir)
 		kir_print(o->emit_kir, p);
-	if (o->stats)
-		progress(o, "", 0, 0); // the status line off first (a terminal)
-	if (o->stats)
-		fprintf(o->stats, "# stats: task %-16s %4u kernels, arena %10lld bytes (naive %lld, "
-		                  "live peak %lld), outputs %lld bytes\n",
-		        name, p->nk, (long long)p->arena_bytes, (long long)p->naive_bytes,
-		        (long long)p->live_bytes, (long long)ob);
+	// --stats' line for the task: printed by link_artifact (task_stats),
+	// once kir_consts has grown the arena by the constants' table.
+	p->stats_out_bytes = ob;
 	return p;
 }
 
@@ -2348,6 +2356,8 @@ link_artifact(Compile *c, const char *out_so)
 				c->d.task[i].arena_bytes = (uint64_t)p->arena_bytes;
 			c->d.task[i].nkernel = p->nk;
 		}
+		if (o->stats)
+			task_stats(o, c->tasks[i].name, c->tasks[i].prog);
 		emit[i] = c->tasks[i];
 		if (!(c->d.task[i].targets & ART_TARGET_CPU) &&
 		    !(emit[i].prog = kir_program_new(c->tasks[i].name, c->fc))) {

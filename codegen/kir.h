@@ -205,6 +205,7 @@ typedef struct KProgram {
 	uint32_t *inbuf, *outbuf; // their buffers (outbuf[o]: the KB_OUT buffer)
 	int uses_runseed;
 	int consts_done; // kir_consts has run (once per program)
+	int64_t stats_out_bytes; // codegen/compile.c's --stats: the task's output bytes
 	// The memory plan (cg_plan): arena size with liveness-based reuse, and
 	// the sum of the temporaries' sizes without reuse.  live_bytes is the
 	// lower bound any placement of these lifetimes has: the most bytes
