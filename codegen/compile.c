@@ -32,6 +32,9 @@
 #include "codegen.h"
 #include "fileio.h"
 #include "passes.h"
+#ifdef FADC_HAVE_CUDA
+#include "cuda_sched.h"
+#endif
 
 #ifndef FADC_SUPPORT_LIB
 #define FADC_SUPPORT_LIB "libfadc_support.a"
@@ -484,6 +487,18 @@ model_name(const Module *m, char *buf, size_t n)
 // limit on its outputs and on outputs plus its largest stored value
 // (before lowering; the last nchk outputs are index checks, not counted),
 // then on outputs plus arena.
+// --stats' line of a task: its kernels and memory as the artifact has
+// them (after kir_consts).
+static void
+task_stats(const CgOptions *o, const char *name, const KProgram *p)
+{
+	progress(o, "", 0, 0); // the status line off first (a terminal)
+	fprintf(o->stats, "# stats: task %-16s %4u kernels, arena %10lld bytes (naive %lld, "
+	                  "live peak %lld), outputs %lld bytes\n",
+	        name, p->nk, (long long)p->arena_bytes, (long long)p->naive_bytes,
+	        (long long)p->live_bytes, (long long)p->stats_out_bytes);
+}
+
 static KProgram *
 build(const Graph *g, uint32_t nchk, const char *name, const char *model, DType fcompute, const CgOptions *o,
       Phases *ps, char *err, size_t errlen)
@@ -530,13 +545,9 @@ build(const Graph *g, uint32_t nchk, const char *name, const char *model, DType 
 	}
 	if (o->emit_kir)
 		kir_print(o->emit_kir, p);
-	if (o->stats)
-		progress(o, "", 0, 0); // the status line off first (a terminal)
-	if (o->stats)
-		fprintf(o->stats, "# stats: task %-16s %4u kernels, arena %10lld bytes (naive %lld, "
-		                  "live peak %lld), outputs %lld bytes\n",
-		        name, p->nk, (long long)p->arena_bytes, (long long)p->naive_bytes,
-		        (long long)p->live_bytes, (long long)ob);
+	// --stats' line for the task: printed by link_artifact (task_stats),
+	// once kir_consts has grown the arena by the constants' table.
+	p->stats_out_bytes = ob;
 	return p;
 }
 
@@ -819,6 +830,14 @@ cu_npieces(uint64_t nfun)
 			per = (unsigned)k;
 	}
 	return cg_piece_count(nfun, per, CU_MAX_PIECES);
+}
+
+// Is s the name of a constants' table kernel (kir_consts.c's "kir_consts")?
+static int
+cu_consts_name(const char *s)
+{
+	size_t n = strlen(s), k = sizeof "_kir_consts" - 1;
+	return n > k && !strcmp(s + n - k, "_kir_consts");
 }
 
 static uint64_t
@@ -1322,7 +1341,7 @@ cu_split(char **srcp, size_t len, const CgCudaPart *q, uint32_t nq, const KProgr
 	// FADC_CUDA_SHARE=0 (a test hook): every task's units its own.
 	const char *sv = getenv("FADC_CUDA_SHARE");
 	int share = !sv || strcmp(sv, "0");
-	unsigned most = cu_npieces(0) > CU_MAX_PIECES ? cu_npieces(0) : CU_MAX_PIECES; // own programs
+	unsigned most = (cu_npieces(0) > CU_MAX_PIECES ? cu_npieces(0) : CU_MAX_PIECES) + 1; // own programs, the constants' piece
 	uint32_t maximp = ART_MAX_MODULES - most;
 	uint32_t nown = 0, nfn = 0;
 	for (uint32_t j = 0; j < nq; j++) {
@@ -1346,9 +1365,12 @@ cu_split(char **srcp, size_t len, const CgCudaPart *q, uint32_t nq, const KProgr
 		else
 			nown++;
 	}
+	// Pieces 0 .. P-1 by name hash, and piece P for the constants' table
+	// kernels (kir_consts.c): their text holds the task's constants, so a
+	// changed constant recompiles that small program alone.
 	unsigned P = cu_npieces(nown);
-	mod = malloc((P + 1) * sizeof *mod);
-	loop = calloc(P + 1, 1);
+	mod = malloc((P + 2) * sizeof *mod);
+	loop = calloc(P + 2, 1);
 	if (!mod || !loop)
 		goto done;
 	// Each own unit's piece: the hash of its first __global__'s name (a loop
@@ -1361,20 +1383,21 @@ cu_split(char **srcp, size_t len, const CgCudaPart *q, uint32_t nq, const KProgr
 		if (u < 0 || !q[j].name || owner[u] >= 0)
 			continue;
 		if (bucket[u] < 0)
-			bucket[u] = (int32_t)cg_piece_of(cu_name_hash(q[j].name), P);
+			bucket[u] = cu_consts_name(q[j].name) ? (int32_t)P
+			                                      : (int32_t)cg_piece_of(cu_name_hash(q[j].name), P);
 	}
 	for (uint32_t j = 0; j < nq; j++)
 		if (q[j].unit >= 0 && owner[q[j].unit] < 0) {
 			FADC_ASSERT(bucket[q[j].unit] >= 0, "cuda pieces: a unit without a __global__");
 			loop[bucket[q[j].unit]] |= q[j].loop;
 		}
-	for (unsigned b = 0; b < P; b++)
+	for (unsigned b = 0; b <= P; b++)
 		mod[b] = -1;
 	for (uint32_t j = 0; j < nq; j++)
 		if (q[j].unit >= 0 && owner[q[j].unit] < 0)
 			mod[bucket[q[j].unit]] = 0;
 	uint32_t n = 0;
-	for (unsigned b = 0; b < P; b++)
+	for (unsigned b = 0; b <= P; b++)
 		if (mod[b] >= 0)
 			mod[b] = (int32_t)n++;
 	sp->src = calloc(n + 1, sizeof *sp->src);
@@ -1384,7 +1407,7 @@ cu_split(char **srcp, size_t len, const CgCudaPart *q, uint32_t nq, const KProgr
 	if (!sp->src || !sp->len || !sp->units || !sp->fn)
 		goto done;
 	sp->n = n;
-	for (unsigned b = 0; b < P; b++) {
+	for (unsigned b = 0; b <= P; b++) {
 		if (mod[b] < 0)
 			continue;
 		uint32_t m = (uint32_t)mod[b];
@@ -1570,7 +1593,15 @@ cu_start(CuBuild *cb, const char *model, const CgTask *tasks, ArtTask *at, int n
 		// The CUDA code's own copy with channels-last activations
 		// (kir_layout.c); the CPU code is printed from tasks[i].prog.
 		KProgram *lay = kir_layout_nhwc(tasks[i].prog, o->allow_tf32, NULL);
-		const KProgram *cp = lay ? lay : tasks[i].prog;
+		KProgram *cp = lay ? lay : tasks[i].prog;
+		// Constants out of the kernels' text (kir_consts.c), on the plan
+		// printed; not where the temporaries are private to a block (each
+		// its own array: the views could not alias their table).  Without
+		// a layout of its own this is the CPU's program too.
+		if (!cuda_tmp_private(cp))
+			kir_consts(cp);
+		if ((uint64_t)cp->arena_bytes > at[i].arena_bytes)
+			at[i].arena_bytes = (uint64_t)cp->arena_bytes;
 		char *src = cg_cuda_print_parts(cp, &len, &sh, &nsh, &parts, &nparts, err, errlen);
 		if (!src) {
 			kir_program_free(lay);
@@ -2313,6 +2344,20 @@ link_artifact(Compile *c, const char *out_so)
 		goto done;
 	}
 	for (uint32_t i = 0; i < nall; i++) {
+		// Constants out of the kernels' text (kir_consts.c), after the CUDA
+		// code took its own copy (cu_start): the table grows the arena.
+		// Not the initializers': small programs, computed once, whose
+		// constants (a std) a one-line change seldom touches, and a table
+		// kernel each would be ~60 more functions for resnet18.
+		if ((c->d.task[i].targets & ART_TARGET_CPU) && c->d.task[i].kind != ART_INIT) {
+			KProgram *p = c->tasks[i].prog;
+			kir_consts(p);
+			if ((uint64_t)p->arena_bytes > c->d.task[i].arena_bytes)
+				c->d.task[i].arena_bytes = (uint64_t)p->arena_bytes;
+			c->d.task[i].nkernel = p->nk;
+		}
+		if (o->stats)
+			task_stats(o, c->tasks[i].name, c->tasks[i].prog);
 		emit[i] = c->tasks[i];
 		if (!(c->d.task[i].targets & ART_TARGET_CPU) &&
 		    !(emit[i].prog = kir_program_new(c->tasks[i].name, c->fc))) {

@@ -42,6 +42,10 @@ struct KxRangeCache {
 	// outgrown, freed by kir_program_trim (see grow).
 	void **old;
 	uint32_t nold, cold;
+	// kx_shape's memo: the structural hash of every expression below
+	// shdone (filled in id order: operands come first).
+	uint64_t *sh;
+	uint32_t shcap, shdone;
 };
 
 // The growable arrays of a program (x, xhash, k, buf, the range memo) are
@@ -111,6 +115,7 @@ kir_program_trim(KProgram *p)
 	c->old = NULL;
 	c->nold = c->cold = 0;
 	shrink((void **)&p->x, &p->cx, p->nx, sizeof *p->x);
+	// The structural hashes stay: they are a function of the expressions.
 	shrink((void **)&p->k, &p->ck, p->nk, sizeof *p->k);
 	shrink((void **)&p->buf, &p->cbuf, p->nbuf, sizeof *p->buf);
 	// The range memo is rebuilt as asked (kx_range); most of it was for
@@ -143,6 +148,7 @@ kir_program_free(KProgram *p)
 	if (!p)
 		return;
 	kir_program_trim(p);
+	free(p->rcache->sh);
 	free(p->x);
 	free(p->xhash);
 	free(p->k);
@@ -477,6 +483,49 @@ kx_un(KProgram *p, KxOp op, KxId a)
 	return mk(p, op, t, 0, 1, a, 0, 0);
 }
 
+// The structural hash of expression id: its node with its operands'
+// hashes in place of their ids, a load's buffer and a step's loop left out
+// (their dtypes kept) and a float constant's value left out.  It orders a
+// commutative op's operands (kx_bin) by what they compute rather than by
+// id: ids follow creation order, and a one-line edit of a model (a batch
+// norm's eps) changes which kernel first creates a constant, so with id
+// order an unrelated kernel printed `x0 + eps` before and `eps + x0` after
+// and its CUDA program missed the compile cache.  The constant's value is
+// left out so that kernels differing only in a constant order alike (they
+// print alike once kir_consts takes the constants out); a load's buffer,
+// so that kernels differing only in their buffers do (the printers'
+// sharing renames buffers).  Filled in id order, without recursion (a
+// deep DAG): operands have smaller ids.
+uint64_t
+kx_shape(const KProgram *p, KxId id)
+{
+	struct KxRangeCache *c = p->rcache;
+	if (id < c->shdone)
+		return c->sh[id];
+	grow_in(c, (void **)&c->sh, &c->shcap, id + 1, sizeof *c->sh);
+	for (KxId i = c->shdone; i <= id; i++) {
+		const Kx *x = &p->x[i];
+		Kx n = *x;
+		n.aux = x->op == KX_LOAD ? (uint32_t)p->buf[x->aux].dtype : x->op == KX_STEP ? 0 : x->aux;
+		if (x->op == KX_CONST && is_float((DType)x->dtype))
+			n.f = 0;
+		for (int k = 0; k < 3; k++)
+			n.a[k] = 0;
+		uint64_t h = 14695981039346656037ull; // FNV-1a over the node, then its operands'
+		const uint8_t *b = (const uint8_t *)&n;
+		for (size_t k = 0; k < sizeof n; k++)
+			h = (h ^ b[k]) * 1099511628211ull;
+		for (int k = 0; k < x->nin && i; k++) {
+			uint64_t o = c->sh[x->a[k]];
+			for (int q = 0; q < 8; q++)
+				h = (h ^ (uint8_t)(o >> (8 * q))) * 1099511628211ull;
+		}
+		c->sh[i] = h;
+	}
+	c->shdone = id + 1;
+	return c->sh[id];
+}
+
 KxId
 kx_bin(KProgram *p, KxOp op, KxId a, KxId b)
 {
@@ -489,7 +538,14 @@ kx_bin(KProgram *p, KxOp op, KxId a, KxId b)
 	case KX_MIN:
 	case KX_AND:
 	case KX_OR:
-		if (a > b) { // commutative: one canonical order, for sharing
+		// Commutative: one canonical order, for sharing and for printed
+		// text that an unrelated edit does not change (kx_shape); ids
+		// break a tie (equal hashes: a collision, or equal but for a
+		// constant's value or a buffer).  Exact: IEEE addition and
+		// multiplication are commutative, and so are the NaN-propagating
+		// max and min (either NaN gives NaN).
+		uint64_t ha = kx_shape(p, a), hb = kx_shape(p, b);
+		if (ha > hb || (ha == hb && a > b)) {
 			KxId c = a;
 			a = b;
 			b = c;

@@ -204,6 +204,8 @@ typedef struct KProgram {
 	uint32_t ninput, noutput; // the task's inputs and outputs
 	uint32_t *inbuf, *outbuf; // their buffers (outbuf[o]: the KB_OUT buffer)
 	int uses_runseed;
+	int consts_done; // kir_consts has run (once per program)
+	int64_t stats_out_bytes; // codegen/compile.c's --stats: the task's output bytes
 	// The memory plan (cg_plan): arena size with liveness-based reuse, and
 	// the sum of the temporaries' sizes without reuse.  live_bytes is the
 	// lower bound any placement of these lifetimes has: the most bytes
@@ -280,6 +282,10 @@ int kx_affine_coef(const KProgram *p, KxId e, int var, int64_t *coef);
 // index DAG).
 int kx_range(const KProgram *p, KxId a, int64_t *lo, int64_t *hi);
 static inline const Kx *kx(const KProgram *p, KxId id) { return &p->x[id]; }
+// The structural hash of expression id, equal for expressions that differ
+// only in float constants' values, loads' buffers or steps' loops (kir.c);
+// kx_bin orders commutative operands by it.
+uint64_t kx_shape(const KProgram *p, KxId id);
 
 // Costs (kir.c, "costs"): the rough latency of one kernel-IR op in quarter
 // steps (an add 1, a load 4, a division 8, exp or log 32, lgamma 96,
@@ -362,6 +368,16 @@ typedef struct KTime {
 } KTime;
 KTime kir_time_start(void);
 void kir_time_note(KTime t, const char *phase, const char *what);
+
+// ---------------------------------------------------------------- kir_consts.c
+// Takes the kernels' non-trivial float constants (eps, 1/N: not zero,
+// integers, powers of two, nor an operand whose value a printer reads) out
+// of their expressions into per-kernel views of a table at the arena's
+// end, written by a kernel put first, so that kernels differing only in
+// such constants print and key alike (kir_consts.c).  Runs after the
+// memory plan, once per program (p->consts_done); grows arena_bytes.
+// Returns the views made; FADC_KIR_CONSTS=0 turns it off.
+int kir_consts(KProgram *p);
 
 // Canonical text of the program (for dumps and golden tests).
 void kir_print(FILE *f, const KProgram *p);

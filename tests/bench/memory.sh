@@ -67,9 +67,10 @@ for task in vjp jvp; do
 		exit 1
 	fi
 done
-# The column: "1012 B" style below a KiB.
+# The column: "1012 B" style below a KiB, else "1.1 KiB" (one decimal).
+col=$(awk -v b="$want" 'BEGIN { if (b < 1024) printf "%d B", b; else printf "%.1f KiB", b / 1024 }')
 [ "$(sed -n 1p "$out/t.md")" = "| model | task | mean | var | peak memory |" ]
-[ "$(grep -c "^| m | \(vjp\|jvp\) | [0-9.e-]* | [0-9.e-]* | $want B |$" "$out/t.md")" -eq 2 ]
+[ "$(grep -c "^| m | \(vjp\|jvp\) | [0-9.e-]* | [0-9.e-]* | $col |$" "$out/t.md")" -eq 2 ]
 
 # Without --memory: the seed's four columns, the JSON field still there.
 "$FADC_BENCH" --backend cpu --gpu -1 --config "$out/c.yaml" --artifacts "$out/art" --num-iters 2 \
