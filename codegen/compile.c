@@ -1018,8 +1018,9 @@ cu_split_free(CuSplit *sp)
 // or not, is its PTX without sharing, names aside).
 //
 // A task of one program (the source as printed) neither shares nor is
-// shared; a task lists at most ART_MAX_MODULES - CU_MAX_PIECES imports
-// (a unit whose program would be one more is compiled in the task's own).
+// shared; a task's imports and own pieces are at most ART_MAX_MODULES (a
+// unit whose program would be one import too many is compiled in the
+// task's own; cu_split).
 // The first task in order that has a unit owns it, so what each program
 // holds is a function of the tasks alone: the same whatever the threads
 // and the cache, and a change inside a kernel of every task recompiles
@@ -1318,19 +1319,31 @@ cu_split(char **srcp, size_t len, const CgCudaPart *q, uint32_t nq, const KProgr
 		cg_sha256_end(&h, key[u]);
 	}
 	// The units an earlier task's program holds, in the order printed; one
-	// whose program would be an import too many is the task's own.
+	// whose program would be an import too many is the task's own.  A
+	// task's modules are its own pieces and its imports, at most
+	// ART_MAX_MODULES: a new import is taken while that bound holds for
+	// the pieces of every unit not imported so far (left: the own units
+	// can only be fewer at the end, and cu_npieces grows with its
+	// argument, so the final pieces and imports fit).  A fixed share
+	// (64 less the most pieces, 32) left a late task such as detr's jvp,
+	// whose units are in some 60 programs of the three tasks before it,
+	// compiling again the units of the programs past its 32nd import
+	// while having 6 pieces of its own (docs/CUDA.md).
 	// FADC_CUDA_SHARE=0 (a test hook): every task's units its own.
 	const char *sv = getenv("FADC_CUDA_SHARE");
 	int share = !sv || strcmp(sv, "0");
-	unsigned most = cu_npieces(0) > CU_MAX_PIECES ? cu_npieces(0) : CU_MAX_PIECES; // own programs
-	uint32_t maximp = ART_MAX_MODULES - most;
-	uint32_t nown = 0, nfn = 0;
+	uint32_t nown = 0, nfn = 0, left = 0;
+	for (uint32_t j = 0; j < nq; j++)
+		if (q[j].unit >= 0 && bucket[q[j].unit] == -1) {
+			bucket[q[j].unit] = -3; // counted
+			left++;
+		}
 	for (uint32_t j = 0; j < nq; j++) {
 		int32_t u = q[j].unit;
 		if (u < 0)
 			continue;
 		nfn += q[j].name != NULL;
-		if (bucket[u] != -1)
+		if (bucket[u] != -3)
 			continue;
 		bucket[u] = -2; // seen
 		CuOwner *o = share ? cu_reg_find(reg, key[u]) : NULL;
@@ -1338,12 +1351,13 @@ cu_split(char **srcp, size_t len, const CgCudaPart *q, uint32_t nq, const KProgr
 		if (o && o->task != ti) {
 			while (k < sp->nimp && !(sp->imp[k].task == o->task && sp->imp[k].module == o->module))
 				k++;
-			if (k == sp->nimp && sp->nimp < maximp)
+			if (k == sp->nimp && sp->nimp + 1 + cu_npieces(left - 1) <= ART_MAX_MODULES)
 				sp->imp[sp->nimp++] = (CuImport){o->task, o->module};
 		}
-		if (o && o->task != ti && k < sp->nimp)
+		if (o && o->task != ti && k < sp->nimp) {
 			owner[u] = (int32_t)(o - reg->e);
-		else
+			left--;
+		} else
 			nown++;
 	}
 	unsigned P = cu_npieces(nown);
