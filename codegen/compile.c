@@ -600,6 +600,8 @@ typedef struct CuJob {
 	char *diag; // the report of a failed compilation (open_memstream), or NULL
 	size_t diaglen;
 	long units; // the functions it compiles (progress)
+	int hit; // from the compile cache
+	double w0, w1, cpu; // its span (CLOCK_MONOTONIC) and its thread's CPU (FADC_TIME=pieces)
 } CuJob;
 
 static int
@@ -1523,6 +1525,8 @@ cu_job(void *arg)
 	CgCache *cache = j->cb->cache;
 	uint8_t key[32], *b = NULL;
 	size_t blen = 0;
+	j->w0 = clock_s(CLOCK_MONOTONIC);
+	double c0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
 	if (cache) {
 		cg_cuda_cache_key(j->src, j->arch, j->want_ptx, key);
 		j->ok = cg_cache_get(cache, key, &j->out, &j->len, &b, &blen);
@@ -1531,6 +1535,7 @@ cu_job(void *arg)
 			j->ptxlen = blen;
 		} else
 			free(b);
+		j->hit = j->ok;
 	}
 	if (!j->ok) {
 		FILE *d = open_memstream(&j->diag, &j->diaglen);
@@ -1543,6 +1548,8 @@ cu_job(void *arg)
 			cg_cache_put(cache, key, j->out, j->len, j->ptx ? j->ptx : (const uint8_t *)"",
 			             j->ptx ? j->ptxlen : 0);
 	}
+	j->cpu = clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+	j->w1 = clock_s(CLOCK_MONOTONIC);
 }
 
 // Prints the CUDA code of tasks[0..n), splits it into programs, and queues
@@ -1731,6 +1738,19 @@ cu_finish(CuBuild *cb, const char *model, const CgTask *tasks, ArtTask *at, cons
 	}
 	if (cb->tm.on && cached)
 		fprintf(stderr, "fadc: time: nvrtc cache: %ld hits, %ld misses\n", hits, misses);
+	// FADC_TIME=pieces: each program compiled, in job order: its source,
+	// its functions, its CPU and its span from the queueing (which
+	// programs cost, whether the last ones ran alone).  NVRTC's CPU is
+	// about proportional to the source (detr: ~15 ms a KB, docs/
+	// PERFORMANCE.md "detr's NVRTC").
+	const char *tv = getenv("FADC_TIME");
+	for (int j = 0; cb->tm.on && tv && !strcmp(tv, "pieces") && j < cb->njob; j++)
+		if (!cb->job[j].hit && cb->job[j].w1 > 0)
+			fprintf(stderr,
+			        "fadc: time: nvrtc program %s: %zu bytes, %ld functions, %.3f s cpu, "
+			        "%.3f .. %.3f s\n",
+			        cb->name[j], cb->job[j].srclen, cb->job[j].units, cb->job[j].cpu,
+			        cb->job[j].w0 - cb->t0.wall, cb->job[j].w1 - cb->t0.wall);
 	CuJob *job = cb->job;
 	int njob = cb->njob;
 	for (int j = 0; j < njob; j++)
