@@ -786,8 +786,12 @@ inject_error(char *src, long k)
 // so a piece holds about 16 functions and a task at most 32 pieces.  8
 // was measured (docs/PERFORMANCE.md, "Where LLVM's time goes"):
 // resnet18's one-line change 4.2 -> 2.6 s of NVRTC's CPU, but detr's
-// cold compile 35 -> 54 s (67 -> 111 programs: more of them to import,
-// more units past a task's imports compiled again).  A piece
+// cold compile 35 -> 54 s (67 -> 111 programs).  Not the programs
+// themselves: NVRTC's CPU goes with the source, ~15 ms a KB, and a
+// program's own is ~40 ms.  At 8 a piece detr's forward and vjp are 58
+// programs, vhp has 32 pieces of its own and room for 32 imports, and
+// 373 of the 1,246 units compiled are another program's again
+// (ART_MAX_MODULES; docs/PERFORMANCE.md, "detr's NVRTC").  A piece
 // is the common parts, the loop helpers when it holds a loop, and its
 // units, in the order printed; the notes (a GEMM's comment, a shared
 // kernel's) are in none.  A task of one piece by its kernel count is the
