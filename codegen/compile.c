@@ -790,8 +790,9 @@ inject_error(char *src, long k)
 // themselves: NVRTC's CPU goes with the source, ~15 ms a KB, and a
 // program's own is ~40 ms.  At 8 a piece detr's forward and vjp are 58
 // programs, vhp has 32 pieces of its own and room for 32 imports, and
-// 260 of the 1,340 units compiled were another program's again
-// (ART_MAX_MODULES; docs/PERFORMANCE.md, "detr's NVRTC").  A piece
+// 260 of the 1,340 units compiled are another program's again (232 of
+// 1,312 with cu_split's import bound; ART_MAX_MODULES binds there;
+// docs/PERFORMANCE.md, "detr's NVRTC").  A piece
 // is the common parts, the loop helpers when it holds a loop, and its
 // units, in the order printed; the notes (a GEMM's comment, a shared
 // kernel's) are in none.  A task of one piece by its kernel count is the
