@@ -611,6 +611,8 @@ typedef struct CuJob {
 	char *diag; // the report of a failed compilation (open_memstream), or NULL
 	size_t diaglen;
 	long units; // the functions it compiles (progress)
+	int hit; // from the compile cache
+	double w0, w1, cpu; // its span (CLOCK_MONOTONIC) and its thread's CPU (FADC_TIME=pieces)
 } CuJob;
 
 static int
@@ -795,8 +797,13 @@ inject_error(char *src, long k)
 // so a piece holds about 16 functions and a task at most 32 pieces.  8
 // was measured (docs/PERFORMANCE.md, "Where LLVM's time goes"):
 // resnet18's one-line change 4.2 -> 2.6 s of NVRTC's CPU, but detr's
-// cold compile 35 -> 54 s (67 -> 111 programs: more of them to import,
-// more units past a task's imports compiled again).  A piece
+// cold compile 35 -> 54 s (67 -> 111 programs).  Not the programs
+// themselves: NVRTC's CPU goes with the source, ~15 ms a KB, and a
+// program's own is ~40 ms.  At 8 a piece detr's forward and vjp are 58
+// programs, vhp has 32 pieces of its own and room for 32 imports, and
+// 260 of the 1,340 units compiled are another program's again (232 of
+// 1,312 with cu_split's import bound; ART_MAX_MODULES binds there;
+// docs/PERFORMANCE.md, "detr's NVRTC").  A piece
 // is the common parts, the loop helpers when it holds a loop, and its
 // units, in the order printed; the notes (a GEMM's comment, a shared
 // kernel's) are in none.  A task of one piece by its kernel count is the
@@ -1037,8 +1044,9 @@ cu_split_free(CuSplit *sp)
 // or not, is its PTX without sharing, names aside).
 //
 // A task of one program (the source as printed) neither shares nor is
-// shared; a task lists at most ART_MAX_MODULES - CU_MAX_PIECES imports
-// (a unit whose program would be one more is compiled in the task's own).
+// shared; a task's imports and own pieces are at most ART_MAX_MODULES (a
+// unit whose program would be one import too many is compiled in the
+// task's own; cu_split).
 // The first task in order that has a unit owns it, so what each program
 // holds is a function of the tasks alone: the same whatever the threads
 // and the cache, and a change inside a kernel of every task recompiles
@@ -1337,19 +1345,32 @@ cu_split(char **srcp, size_t len, const CgCudaPart *q, uint32_t nq, const KProgr
 		cg_sha256_end(&h, key[u]);
 	}
 	// The units an earlier task's program holds, in the order printed; one
-	// whose program would be an import too many is the task's own.
+	// whose program would be an import too many is the task's own.  A
+	// task's modules are its own pieces, the constants' piece
+	// (kir_consts.c) and its imports, at most ART_MAX_MODULES: a new
+	// import is taken while that bound holds for the pieces of every
+	// unit not imported so far (left: the own units
+	// can only be fewer at the end, and cu_npieces grows with its
+	// argument, so the final pieces and imports fit).  A fixed share
+	// (64 less the most pieces, 32) left a late task such as detr's jvp,
+	// whose units are in some 60 programs of the three tasks before it,
+	// compiling again the units of the programs past its 32nd import
+	// while having 6 pieces of its own (docs/CUDA.md).
 	// FADC_CUDA_SHARE=0 (a test hook): every task's units its own.
 	const char *sv = getenv("FADC_CUDA_SHARE");
 	int share = !sv || strcmp(sv, "0");
-	unsigned most = (cu_npieces(0) > CU_MAX_PIECES ? cu_npieces(0) : CU_MAX_PIECES) + 1; // own programs, the constants' piece
-	uint32_t maximp = ART_MAX_MODULES - most;
-	uint32_t nown = 0, nfn = 0;
+	uint32_t nown = 0, nfn = 0, left = 0;
+	for (uint32_t j = 0; j < nq; j++)
+		if (q[j].unit >= 0 && bucket[q[j].unit] == -1) {
+			bucket[q[j].unit] = -3; // counted
+			left++;
+		}
 	for (uint32_t j = 0; j < nq; j++) {
 		int32_t u = q[j].unit;
 		if (u < 0)
 			continue;
 		nfn += q[j].name != NULL;
-		if (bucket[u] != -1)
+		if (bucket[u] != -3)
 			continue;
 		bucket[u] = -2; // seen
 		CuOwner *o = share ? cu_reg_find(reg, key[u]) : NULL;
@@ -1357,12 +1378,14 @@ cu_split(char **srcp, size_t len, const CgCudaPart *q, uint32_t nq, const KProgr
 		if (o && o->task != ti) {
 			while (k < sp->nimp && !(sp->imp[k].task == o->task && sp->imp[k].module == o->module))
 				k++;
-			if (k == sp->nimp && sp->nimp < maximp)
+			// the import, the pieces of the units left, the constants' piece
+			if (k == sp->nimp && sp->nimp + 1 + cu_npieces(left - 1) + 1 <= ART_MAX_MODULES)
 				sp->imp[sp->nimp++] = (CuImport){o->task, o->module};
 		}
-		if (o && o->task != ti && k < sp->nimp)
+		if (o && o->task != ti && k < sp->nimp) {
 			owner[u] = (int32_t)(o - reg->e);
-		else
+			left--;
+		} else
 			nown++;
 	}
 	// Pieces 0 .. P-1 by name hash, and piece P for the constants' table
@@ -1532,6 +1555,8 @@ cu_job(void *arg)
 	CgCache *cache = j->cb->cache;
 	uint8_t key[32], *b = NULL;
 	size_t blen = 0;
+	j->w0 = clock_s(CLOCK_MONOTONIC);
+	double c0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
 	if (cache) {
 		cg_cuda_cache_key(j->src, j->arch, j->want_ptx, key);
 		j->ok = cg_cache_get(cache, key, &j->out, &j->len, &b, &blen);
@@ -1540,6 +1565,7 @@ cu_job(void *arg)
 			j->ptxlen = blen;
 		} else
 			free(b);
+		j->hit = j->ok;
 	}
 	if (!j->ok) {
 		FILE *d = open_memstream(&j->diag, &j->diaglen);
@@ -1552,6 +1578,8 @@ cu_job(void *arg)
 			cg_cache_put(cache, key, j->out, j->len, j->ptx ? j->ptx : (const uint8_t *)"",
 			             j->ptx ? j->ptxlen : 0);
 	}
+	j->cpu = clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+	j->w1 = clock_s(CLOCK_MONOTONIC);
 }
 
 // Prints the CUDA code of tasks[0..n), splits it into programs, and queues
@@ -1748,6 +1776,19 @@ cu_finish(CuBuild *cb, const char *model, const CgTask *tasks, ArtTask *at, cons
 	}
 	if (cb->tm.on && cached)
 		fprintf(stderr, "fadc: time: nvrtc cache: %ld hits, %ld misses\n", hits, misses);
+	// FADC_TIME=pieces: each program compiled, in job order: its source,
+	// its functions, its CPU and its span from the queueing (which
+	// programs cost, whether the last ones ran alone).  NVRTC's CPU is
+	// about proportional to the source (detr: ~15 ms a KB, docs/
+	// PERFORMANCE.md "detr's NVRTC").
+	const char *tv = getenv("FADC_TIME");
+	for (int j = 0; cb->tm.on && tv && !strcmp(tv, "pieces") && j < cb->njob; j++)
+		if (!cb->job[j].hit && cb->job[j].w1 > 0)
+			fprintf(stderr,
+			        "fadc: time: nvrtc program %s: %zu bytes, %ld functions, %.3f s cpu, "
+			        "%.3f .. %.3f s\n",
+			        cb->name[j], cb->job[j].srclen, cb->job[j].units, cb->job[j].cpu,
+			        cb->job[j].w0 - cb->t0.wall, cb->job[j].w1 - cb->t0.wall);
 	CuJob *job = cb->job;
 	int njob = cb->njob;
 	for (int j = 0; j < njob; j++)
