@@ -483,6 +483,31 @@ kx_un(KProgram *p, KxOp op, KxId a)
 	return mk(p, op, t, 0, 1, a, 0, 0);
 }
 
+// kx_shape's and llvm.c shape_hash's node hash (kir.h).
+uint64_t
+kx_node_fnv(const KProgram *p, const Kx *x, int fvalue)
+{
+	Kx n = *x;
+	n.aux = x->op == KX_LOAD ? (uint32_t)p->buf[x->aux].dtype : x->op == KX_STEP ? 0 : x->aux;
+	if (!fvalue && x->op == KX_CONST && is_float((DType)x->dtype))
+		n.f = 0;
+	for (int k = 0; k < 3; k++)
+		n.a[k] = 0;
+	uint64_t h = 14695981039346656037ull;
+	const uint8_t *b = (const uint8_t *)&n;
+	for (size_t k = 0; k < sizeof n; k++)
+		h = (h ^ b[k]) * 1099511628211ull;
+	return h;
+}
+
+uint64_t
+kx_fnv_u64(uint64_t h, uint64_t v)
+{
+	for (int q = 0; q < 8; q++)
+		h = (h ^ (uint8_t)(v >> (8 * q))) * 1099511628211ull;
+	return h;
+}
+
 // The structural hash of expression id: its node with its operands'
 // hashes in place of their ids, a load's buffer and a step's loop left out
 // (their dtypes kept) and a float constant's value left out.  It orders a
@@ -505,21 +530,9 @@ kx_shape(const KProgram *p, KxId id)
 	grow_in(c, (void **)&c->sh, &c->shcap, id + 1, sizeof *c->sh);
 	for (KxId i = c->shdone; i <= id; i++) {
 		const Kx *x = &p->x[i];
-		Kx n = *x;
-		n.aux = x->op == KX_LOAD ? (uint32_t)p->buf[x->aux].dtype : x->op == KX_STEP ? 0 : x->aux;
-		if (x->op == KX_CONST && is_float((DType)x->dtype))
-			n.f = 0;
-		for (int k = 0; k < 3; k++)
-			n.a[k] = 0;
-		uint64_t h = 14695981039346656037ull; // FNV-1a over the node, then its operands'
-		const uint8_t *b = (const uint8_t *)&n;
-		for (size_t k = 0; k < sizeof n; k++)
-			h = (h ^ b[k]) * 1099511628211ull;
-		for (int k = 0; k < x->nin && i; k++) {
-			uint64_t o = c->sh[x->a[k]];
-			for (int q = 0; q < 8; q++)
-				h = (h ^ (uint8_t)(o >> (8 * q))) * 1099511628211ull;
-		}
+		uint64_t h = kx_node_fnv(p, x, 0);
+		for (int k = 0; k < x->nin && i; k++)
+			h = kx_fnv_u64(h, c->sh[x->a[k]]);
 		c->sh[i] = h;
 	}
 	c->shdone = id + 1;

@@ -286,6 +286,12 @@ static inline const Kx *kx(const KProgram *p, KxId id) { return &p->x[id]; }
 // only in float constants' values, loads' buffers or steps' loops (kir.c);
 // kx_bin orders commutative operands by it.
 uint64_t kx_shape(const KProgram *p, KxId id);
+// FNV-1a over node x with its operands, a load's buffer and a step's loop
+// left out (their dtypes kept), and a float constant's value too unless
+// fvalue: the start of kx_shape's and llvm.c's shape_hash; kx_fnv_u64
+// folds an operand's hash into it.
+uint64_t kx_node_fnv(const KProgram *p, const Kx *x, int fvalue);
+uint64_t kx_fnv_u64(uint64_t h, uint64_t v);
 
 // Costs (kir.c, "costs"): the rough latency of one kernel-IR op in quarter
 // steps (an add 1, a load 4, a division 8, exp or log 32, lgamma 96,

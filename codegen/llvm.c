@@ -1197,19 +1197,9 @@ shape_hash(SigWalk *w, KxId id)
 	if (w->shape[id])
 		return w->shape[id] - 1;
 	const Kx *x = &w->p->x[id];
-	Kx c = *x;
-	c.aux = x->op == KX_LOAD ? (uint32_t)w->p->buf[x->aux].dtype : x->op == KX_STEP ? 0 : x->aux;
-	for (int i = 0; i < 3; i++)
-		c.a[i] = 0;
-	uint64_t h = 14695981039346656037ull; // FNV-1a over the node, then its operands'
-	const uint8_t *b = (const uint8_t *)&c;
-	for (size_t i = 0; i < sizeof c; i++)
-		h = (h ^ b[i]) * 1099511628211ull;
-	for (int i = 0; i < x->nin; i++) {
-		uint64_t a = shape_hash(w, x->a[i]);
-		for (int k = 0; k < 8; k++)
-			h = (h ^ (uint8_t)(a >> (8 * k))) * 1099511628211ull;
-	}
+	uint64_t h = kx_node_fnv(w->p, x, 1); // the node, then its operands'
+	for (int i = 0; i < x->nin; i++)
+		h = kx_fnv_u64(h, shape_hash(w, x->a[i]));
 	h >>= 1; // 63 bits: h + 1 is never 0
 	w->shape[id] = h + 1;
 	return h;
