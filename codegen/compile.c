@@ -1359,12 +1359,15 @@ cu_split(char **srcp, size_t len, const CgCudaPart *q, uint32_t nq, const KProgr
 	// FADC_CUDA_SHARE=0 (a test hook): every task's units its own.
 	const char *sv = getenv("FADC_CUDA_SHARE");
 	int share = !sv || strcmp(sv, "0");
-	uint32_t nown = 0, nfn = 0, left = 0;
-	for (uint32_t j = 0; j < nq; j++)
+	uint32_t nown = 0, nfn = 0, left = 0, kc = 0; // kc: the constants' piece
+	for (uint32_t j = 0; j < nq; j++) {
 		if (q[j].unit >= 0 && bucket[q[j].unit] == -1) {
 			bucket[q[j].unit] = -3; // counted
 			left++;
 		}
+		if (q[j].unit >= 0 && q[j].name && cu_consts_name(q[j].name))
+			kc = 1;
+	}
 	for (uint32_t j = 0; j < nq; j++) {
 		int32_t u = q[j].unit;
 		if (u < 0)
@@ -1379,7 +1382,7 @@ cu_split(char **srcp, size_t len, const CgCudaPart *q, uint32_t nq, const KProgr
 			while (k < sp->nimp && !(sp->imp[k].task == o->task && sp->imp[k].module == o->module))
 				k++;
 			// the import, the pieces of the units left, the constants' piece
-			if (k == sp->nimp && sp->nimp + 1 + cu_npieces(left - 1) + 1 <= ART_MAX_MODULES)
+			if (k == sp->nimp && sp->nimp + 1 + cu_npieces(left - 1) + kc <= ART_MAX_MODULES)
 				sp->imp[sp->nimp++] = (CuImport){o->task, o->module};
 		}
 		if (o && o->task != ti && k < sp->nimp) {

@@ -557,11 +557,13 @@ kx_bin(KProgram *p, KxOp op, KxId a, KxId b)
 		// constant's value or a buffer).  Exact: IEEE addition and
 		// multiplication are commutative, and so are the NaN-propagating
 		// max and min (either NaN gives NaN).
-		uint64_t ha = kx_shape(p, a), hb = kx_shape(p, b);
-		if (ha > hb || (ha == hb && a > b)) {
-			KxId c = a;
-			a = b;
-			b = c;
+		{
+			uint64_t ha = kx_shape(p, a), hb = kx_shape(p, b);
+			if (ha > hb || (ha == hb && a > b)) {
+				KxId c = a;
+				a = b;
+				b = c;
+			}
 		}
 		break;
 	default:

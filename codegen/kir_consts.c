@@ -172,6 +172,14 @@ kir_consts(KProgram *p)
 	const char *env = getenv("FADC_KIR_CONSTS"); // 0: off (a measurement switch)
 	if (env && !strcmp(env, "0"))
 		return 0;
+	// Not for tasks of more than KC_MAX_KERNELS kernels: the table's fill
+	// kernel is a select tree over every value, and a 16,000-statement
+	// chain's tasks (16,372 kernels in its vjp) made it tens of thousands
+	// of values that LLVM could not compile in 900 MB (tests/cli/
+	// cli-chain-long.sh).  detr's largest task has 2,458.
+	enum { KC_MAX_KERNELS = 4096 };
+	if (p->nk > KC_MAX_KERNELS)
+		return 0;
 	uint32_t nk = p->nk, nx0 = p->nx;
 	Walk w;
 	memset(&w, 0, sizeof w);
