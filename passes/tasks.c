@@ -297,7 +297,7 @@ graph_work(const Graph *g)
 // rounding.  The blocks cost more nodes (each block its own batched ops),
 // so they are taken only when their work (graph_work, after simplify) is at
 // most 3/4 of the dense graph's; FADC_NO_PARAM_BLOCKS=1 never takes them,
-// FADC_PARAM_BLOCKS=1 always (when there are two params or more: tests).
+// FADC_PARAM_BLOCKS=1 always (when there are 2 to PB_MAX_PARAMS params: tests).
 static int
 env_set(const char *name)
 {
@@ -340,7 +340,12 @@ batch_basis(Pipe *p, Graph *g, const Graph *f, int64_t N, int blocks, uint32_t *
 	}
 	Graph *b = pass_vmap(g, bat, N, 1, errloc, err, errlen);
 	uint32_t np = nparams(f);
-	if (!b || !blocks || np < 2 || env_set("FADC_NO_PARAM_BLOCKS"))
+	// At most PB_MAX_PARAMS blocks: each block is a batched copy of the
+	// graph, and resnet18's 62 (its full-size hessian, refused later by
+	// --max-task-bytes) took 108 s to build and simplify against 0.1 s
+	// dense (tests/cli/cli-task-limit.sh, past its timeout under ASan).
+	enum { PB_MAX_PARAMS = 16 };
+	if (!b || !blocks || np < 2 || np > PB_MAX_PARAMS || env_set("FADC_NO_PARAM_BLOCKS"))
 		return step(p, "vmap", b, g);
 	int64_t *lo, *cnt;
 	param_blocks(f, g->arena, &lo, &cnt);
